@@ -1,0 +1,74 @@
+// Command annexctl is the command-line client of annexd: it asks the daemon
+// about keys, duplicates and status, and computes git-annex keys on its own.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes; the README's table documents them.
+const (
+	exitOK       = 0
+	exitFailure  = 1 // some input failed (unreadable file, unknown key, …)
+	exitUsage    = 2 // bad flags or arguments
+	exitNoDaemon = 3 // the daemon is not running or not reachable
+)
+
+// exitError carries the exit status a command wants; its message (if any) has
+// already been printed when msg is empty.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintln(stderr, "annexctl:", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "annexctl:", err)
+	return exitUsage
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "annexctl",
+		Short:         "Query annexd and compute git-annex keys",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+	// subcommands, one per file: cmd_<verb>.go
+	)
+	return root
+}
