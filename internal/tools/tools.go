@@ -11,7 +11,7 @@ import (
 	_ "go.etcd.io/bbolt"
 	_ "golang.org/x/crypto/blake2b"
 	_ "golang.org/x/sync/errgroup"
-	_ "golang.org/x/sys/unix"
 	_ "golang.org/x/sys/cpu"
+	_ "golang.org/x/sys/unix"
 	_ "pgregory.net/rapid"
 )
