@@ -1,0 +1,93 @@
+// Package fsstat is the identity of a file's state as the index sees it:
+// (dev, ino, size, mtime_ns, ctime_ns) plus the file type, read with lstat or
+// fstat, never following symlinks.
+//
+// Two FileInfo values that are Same describe a file whose content the index
+// may assume unchanged; any difference means the content may have changed.
+package fsstat
+
+import (
+	"io/fs"
+
+	"golang.org/x/sys/unix"
+)
+
+// FileInfo is the part of a stat result the index relies on.
+type FileInfo struct {
+	Dev     uint64
+	Ino     uint64
+	Size    int64
+	MtimeNs int64
+	CtimeNs int64
+	Mode    fs.FileMode // type bits and permissions, as io/fs reports them
+}
+
+// Same reports whether a and b describe the same file in the same state.
+func (a FileInfo) Same(b FileInfo) bool {
+	return a.Dev == b.Dev && a.Ino == b.Ino && a.Size == b.Size &&
+		a.MtimeNs == b.MtimeNs && a.CtimeNs == b.CtimeNs
+}
+
+// IsRegular reports whether the file is a regular file.
+func (a FileInfo) IsRegular() bool { return a.Mode.IsRegular() }
+
+// IsDir reports whether the file is a directory.
+func (a FileInfo) IsDir() bool { return a.Mode.IsDir() }
+
+// Lstat stats path without following a final symlink.
+func Lstat(path string) (FileInfo, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return FileInfo{}, &fs.PathError{Op: "lstat", Path: path, Err: err}
+	}
+	return FromStat(&st), nil
+}
+
+// Fstat stats an open file descriptor.
+func Fstat(fd int) (FileInfo, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return FileInfo{}, err
+	}
+	return FromStat(&st), nil
+}
+
+// FromStat converts a raw stat result.
+func FromStat(st *unix.Stat_t) FileInfo {
+	return FileInfo{
+		Dev:     uint64(st.Dev),
+		Ino:     uint64(st.Ino),
+		Size:    st.Size,
+		MtimeNs: st.Mtim.Nano(),
+		CtimeNs: st.Ctim.Nano(),
+		Mode:    modeOf(st.Mode),
+	}
+}
+
+func modeOf(m uint32) fs.FileMode {
+	mode := fs.FileMode(m & 0o777)
+	switch m & unix.S_IFMT {
+	case unix.S_IFDIR:
+		mode |= fs.ModeDir
+	case unix.S_IFLNK:
+		mode |= fs.ModeSymlink
+	case unix.S_IFIFO:
+		mode |= fs.ModeNamedPipe
+	case unix.S_IFSOCK:
+		mode |= fs.ModeSocket
+	case unix.S_IFCHR:
+		mode |= fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		mode |= fs.ModeDevice
+	}
+	if m&unix.S_ISUID != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if m&unix.S_ISGID != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if m&unix.S_ISVTX != 0 {
+		mode |= fs.ModeSticky
+	}
+	return mode
+}
