@@ -1,0 +1,83 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// ErrSocketDir is returned when the socket's directory is not private to the
+// daemon's user.
+var ErrSocketDir = errors.New("config: socket directory not private")
+
+// DefaultIndexPath is $XDG_STATE_HOME/annexd/index.db, falling back to
+// ~/.local/state/annexd/index.db.
+func DefaultIndexPath() string {
+	return filepath.Join(xdgDir("XDG_STATE_HOME", ".local/state"), "annexd", "index.db")
+}
+
+// DefaultConfigPath is $XDG_CONFIG_HOME/annexd/annexd.toml, falling back to
+// ~/.config/annexd/annexd.toml.
+func DefaultConfigPath() string {
+	return filepath.Join(xdgDir("XDG_CONFIG_HOME", ".config"), "annexd", "annexd.toml")
+}
+
+// DefaultSocketPath is $XDG_RUNTIME_DIR/annexd/annexd.sock; without
+// XDG_RUNTIME_DIR it is /run/user/UID/annexd/annexd.sock when /run/user/UID
+// exists, else annexd-UID/annexd.sock under os.TempDir(). The caller of
+// PrepareSocketDir creates the directory.
+func DefaultSocketPath() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
+		return filepath.Join(d, "annexd", "annexd.sock")
+	}
+	uid := strconv.Itoa(os.Getuid())
+	if st, err := os.Stat(filepath.Join("/run/user", uid)); err == nil && st.IsDir() {
+		return filepath.Join("/run/user", uid, "annexd", "annexd.sock")
+	}
+	return filepath.Join(os.TempDir(), "annexd-"+uid, "annexd.sock")
+}
+
+// xdgDir returns $env when it is an absolute path (as the XDG spec demands),
+// else ~/fallback. Without a home directory it uses the working directory.
+func xdgDir(env, fallback string) string {
+	if d := os.Getenv(env); filepath.IsAbs(d) {
+		return d
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = "."
+	}
+	return filepath.Join(home, fallback)
+}
+
+// PrepareSocketDir creates the socket's directory with mode 0700 when it is
+// missing and checks that it is a directory owned by this user that nobody
+// else can enter, so that the socket inside is private even before its own
+// mode is set.
+func PrepareSocketDir(socket string) error {
+	dir := filepath.Dir(socket)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("config: socket directory: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("config: socket directory: %w", err)
+	}
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("config: socket directory: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%w: %s is not a directory", ErrSocketDir, dir)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Getuid() {
+		return fmt.Errorf("%w: %s is owned by uid %d, not %d; remove it or set socket in the config", ErrSocketDir, dir, sys.Uid, os.Getuid())
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%w: %s has mode %v; run chmod 700 %s", ErrSocketDir, dir, st.Mode().Perm(), dir)
+	}
+	return nil
+}
