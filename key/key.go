@@ -1,14 +1,3 @@
-// Package key is the git-annex key as a value type: parsing and formatting of
-// the full key grammar, the hash backends' names, and the E-backend extension
-// rule, byte-identical to git-annex 10.
-//
-// A key looks like BACKEND[-sSIZE][-mMTIME][-SCHUNKSIZE-CCHUNKNUM]--NAME, for
-// example
-//
-//	SHA256E-s1048576--c0ffee…e5.tar.gz
-//
-// Key is comparable and can be used as a map key. The package imports only the
-// standard library; turning bytes into digests is the hasher's job.
 package key
 
 import (
@@ -25,13 +14,16 @@ var (
 	ErrBackend = errors.New("key: unknown backend")
 	// ErrDigestLength is returned when a digest does not fit its backend.
 	ErrDigestLength = errors.New("key: digest length does not match backend")
+	// ErrSize is returned by FromDigest for a negative size.
+	ErrSize = errors.New("key: negative size")
 )
 
 // field bits of Key.fields.
 const (
 	hasSize uint8 = 1 << iota
 	hasMtime
-	hasChunk
+	hasChunkSize
+	hasChunkNum
 )
 
 // Key is a git-annex key. The zero Key is invalid; IsZero reports it.
@@ -51,7 +43,10 @@ type Key struct {
 // taken from filename under rule r.
 func FromDigest(b Backend, digest []byte, size int64, filename string, r ExtRule) (Key, error) {
 	if !b.Valid() {
-		return Key{}, ErrBackend
+		return Key{}, fmt.Errorf("%w: %v", ErrBackend, b)
+	}
+	if size < 0 {
+		return Key{}, fmt.Errorf("%w: %d", ErrSize, size)
 	}
 	if len(digest) != b.DigestLen() {
 		return Key{}, fmt.Errorf("%w: %s wants %d bytes, got %d", ErrDigestLength, b, b.DigestLen(), len(digest))
@@ -89,34 +84,71 @@ func (k Key) Size() (int64, bool) { return k.size, k.fields&hasSize != 0 }
 // Mtime returns the -m field.
 func (k Key) Mtime() (int64, bool) { return k.mtime, k.fields&hasMtime != 0 }
 
-// Chunk returns the -S and -C fields.
+// Chunk returns the -S and -C fields; ok is true when both are present, as
+// they are in every key git-annex writes for a chunk.
 func (k Key) Chunk() (size, num int64, ok bool) {
-	return k.chunkSize, k.chunkNum, k.fields&hasChunk != 0
+	const both = hasChunkSize | hasChunkNum
+	return k.chunkSize, k.chunkNum, k.fields&both == both
 }
 
-// Digest returns the digest bytes of a hash-backend key.
+// ChunkSize returns the -S field. git-annex's parser accepts it without -C.
+func (k Key) ChunkSize() (int64, bool) { return k.chunkSize, k.fields&hasChunkSize != 0 }
+
+// ChunkNum returns the -C field. git-annex's parser accepts it without -S.
+func (k Key) ChunkNum() (int64, bool) { return k.chunkNum, k.fields&hasChunkNum != 0 }
+
+// Digest returns the digest bytes of a hash-backend key. The name must be
+// the lower-case hex digest, followed for E backends by nothing or by an
+// extension starting with a dot.
 func (k Key) Digest() ([]byte, error) {
 	b := k.Backend()
 	if b == Unknown {
 		return nil, fmt.Errorf("%w: %q has no digest", ErrBackend, k.backend)
 	}
-	n := 2 * b.DigestLen()
-	if len(k.name) < n {
-		return nil, fmt.Errorf("%w: name %q shorter than a %s digest", ErrSyntax, k.name, b)
-	}
-	d, err := hex.DecodeString(k.name[:n])
+	hexDigest, _, err := k.splitName(b)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSyntax, err)
+		return nil, err
+	}
+	d, err := hex.DecodeString(hexDigest)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: digest is not hex: %v", ErrSyntax, k.String(), err)
 	}
 	return d, nil
 }
 
 // Extension returns the extension part of an E-backend key's name ("" when
-// none), e.g. ".tar.gz".
+// none, or when k is not a well-formed hash-backend key), e.g. ".tar.gz".
 func (k Key) Extension() string {
 	b := k.Backend()
-	if b == Unknown || !b.HasExtension() || len(k.name) < 2*b.DigestLen() {
+	if b == Unknown {
 		return ""
 	}
-	return k.name[2*b.DigestLen():]
+	_, ext, err := k.splitName(b)
+	if err != nil {
+		return ""
+	}
+	return ext
+}
+
+// splitName splits the name of a key of backend b into its hex digest and
+// its extension.
+func (k Key) splitName(b Backend) (hexDigest, ext string, err error) {
+	n := 2 * b.DigestLen()
+	if len(k.name) < n {
+		return "", "", fmt.Errorf("%w %q: name shorter than a %s digest", ErrSyntax, k.String(), b)
+	}
+	hexDigest, ext = k.name[:n], k.name[n:]
+	for i := 0; i < n; i++ {
+		if c := hexDigest[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return "", "", fmt.Errorf("%w %q: digest is not lower-case hex", ErrSyntax, k.String())
+		}
+	}
+	switch {
+	case ext == "":
+	case !b.HasExtension():
+		return "", "", fmt.Errorf("%w %q: %s name is longer than its digest", ErrSyntax, k.String(), b)
+	case ext[0] != '.':
+		return "", "", fmt.Errorf("%w %q: extension does not start with a dot", ErrSyntax, k.String())
+	}
+	return hexDigest, ext, nil
 }
