@@ -1,0 +1,260 @@
+package hasher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/annexd/annexd/internal/fsstat"
+	"github.com/annexd/annexd/key"
+)
+
+// Hasher routes files to inline hashing, a bounded worker pool, a batch
+// engine or an external program, as its Policy says. It is safe for many
+// concurrent callers. Its workers block on channels while idle.
+type Hasher struct {
+	p    Policy
+	log  *slog.Logger
+	ro   readOpts
+	ext  *externalHasher
+	jobs chan *job // pool and external jobs; unbuffered
+	bat  chan *job // batch jobs; buffered so a worker can gather several
+
+	stop   context.CancelFunc
+	base   context.Context
+	mu     sync.RWMutex // held shared while submitting, exclusively by Close
+	closed bool
+	wg     sync.WaitGroup
+}
+
+type job struct {
+	ctx    context.Context
+	path   string
+	b      key.Backend
+	before fsstat.FileInfo
+	route  route
+	done   chan outcome // buffered 1
+}
+
+type outcome struct {
+	res Result
+	err error
+}
+
+// New starts a Hasher following p (zero fields take their defaults). An
+// invalid policy is logged and replaced by DefaultPolicy; use
+// Policy.Validate first to reject it instead. log may be nil.
+func New(p Policy, log *slog.Logger) *Hasher {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := p.Validate(); err != nil {
+		log.Warn("hasher: invalid policy, using defaults", "err", err)
+		p = Policy{Batch: p.Batch, BatchMin: p.BatchMin}
+	}
+	p = p.withDefaults()
+	h := &Hasher{
+		p:    p,
+		log:  log,
+		ro:   readOpts{impl: p.SHA256, bufSize: p.BufferSize},
+		jobs: make(chan *job),
+	}
+	if p.ExternalMin > 0 {
+		kind, _ := ExternalKindOf(p.External)
+		h.ext = &externalHasher{path: p.External, kind: kind}
+	}
+	if p.Batch != nil {
+		h.bat = make(chan *job, p.Workers*max(p.Batch.Lanes(), 1))
+	}
+	h.base, h.stop = context.WithCancel(context.Background())
+	for range p.Workers {
+		h.wg.Add(1)
+		go h.worker()
+	}
+	return h
+}
+
+// Policy returns the policy in effect, defaults filled in.
+func (h *Hasher) Policy() Policy { return h.p }
+
+// Hash hashes the file at path with backend b and blocks until done. Errors
+// are those of HashFile, plus ErrClosed after Close.
+func (h *Hasher) Hash(ctx context.Context, path string, b key.Backend) (Result, error) {
+	if !Supported(b) {
+		return Result{}, fmt.Errorf("%w: %s", ErrBackend, b)
+	}
+	fi, err := fsstat.Lstat(path)
+	if err != nil {
+		return Result{}, err
+	}
+	if !fi.IsRegular() {
+		return Result{}, notRegular(path, fi)
+	}
+	r := h.p.route(fi.Size, isSHA256(b))
+	if r == routeInline {
+		return hashFile(ctx, path, b, &fi, h.ro)
+	}
+	j := &job{ctx: ctx, path: path, b: b, before: fi, route: r, done: make(chan outcome, 1)}
+	if err := h.submit(j); err != nil {
+		return Result{}, err
+	}
+	select {
+	case o := <-j.done:
+		return o.res, o.err
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+}
+
+func (h *Hasher) submit(j *job) error {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.closed {
+		return ErrClosed
+	}
+	q := h.jobs
+	if j.route == routeBatch {
+		q = h.bat
+	}
+	select {
+	case q <- j:
+		return nil
+	case <-j.ctx.Done():
+		return j.ctx.Err()
+	case <-h.base.Done():
+		return ErrClosed
+	}
+}
+
+// Close stops the workers, cancelling the files they are hashing; callers
+// waiting on those get ErrClosed. It is safe to call more than once.
+func (h *Hasher) Close() error {
+	h.stop()
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	h.wg.Wait()
+	for h.bat != nil {
+		select {
+		case j := <-h.bat:
+			j.done <- outcome{err: ErrClosed}
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+func (h *Hasher) worker() {
+	defer h.wg.Done()
+	for {
+		select {
+		case <-h.base.Done():
+			return
+		case j := <-h.jobs:
+			h.runOne(j)
+		case j := <-h.bat:
+			h.runBatch(h.gather(j))
+		}
+	}
+}
+
+// jobCtx is the job's context, also cancelled by Close.
+func (h *Hasher) jobCtx(j *job) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(j.ctx)
+	stop := context.AfterFunc(h.base, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+func (h *Hasher) finish(j *job, res Result, err error) {
+	if err != nil && h.base.Err() != nil && j.ctx.Err() == nil && errors.Is(err, context.Canceled) {
+		err = ErrClosed
+	}
+	j.done <- outcome{res: res, err: err}
+}
+
+func (h *Hasher) runOne(j *job) {
+	ctx, cancel := h.jobCtx(j)
+	defer cancel()
+	res, err := h.hashOne(ctx, j)
+	h.finish(j, res, err)
+}
+
+func (h *Hasher) hashOne(ctx context.Context, j *job) (Result, error) {
+	if j.route != routeExternal {
+		return hashFile(ctx, j.path, j.b, &j.before, h.ro)
+	}
+	res, err := h.ext.hashFile(ctx, j.path, &j.before)
+	if errors.Is(err, ErrExternal) {
+		// The program is gone or misbehaves: never fail a file for it.
+		h.log.Warn("hasher: external hasher failed, hashing in-process", "program", h.ext.path, "path", j.path, "err", err)
+		return hashFile(ctx, j.path, j.b, nil, h.ro)
+	}
+	return res, err
+}
+
+// gather takes first and, without waiting, more queued batch jobs up to the
+// engine's lane count.
+func (h *Hasher) gather(first *job) []*job {
+	js := []*job{first}
+	for len(js) < h.p.Batch.Lanes() {
+		select {
+		case j := <-h.bat:
+			js = append(js, j)
+		default:
+			return js
+		}
+	}
+	return js
+}
+
+func (h *Hasher) runBatch(js []*job) {
+	if len(js) < h.p.BatchMinStreams {
+		for _, j := range js {
+			h.runOne(j)
+		}
+		return
+	}
+	ctx, cancel := context.WithCancel(h.base)
+	defer cancel()
+	var open []*job
+	var files []*stableFile
+	var streams []*Stream
+	for _, j := range js {
+		if err := j.ctx.Err(); err != nil {
+			h.finish(j, Result{}, err)
+			continue
+		}
+		f, err := openStable(j.path, &j.before)
+		if err != nil {
+			h.finish(j, Result{}, err)
+			continue
+		}
+		defer f.close()
+		open, files = append(open, j), append(files, f)
+		streams = append(streams, &Stream{R: &streamReader{f: f, left: f.before.Size}, Size: f.before.Size})
+	}
+	if len(open) == 0 {
+		return
+	}
+	err := h.p.Batch.HashStreams(ctx, streams)
+	for i, j := range open {
+		res, jerr := batchResult(files[i], streams[i], err)
+		h.finish(j, res, jerr)
+	}
+}
+
+func batchResult(f *stableFile, s *Stream, err error) (Result, error) {
+	if err != nil {
+		return Result{}, err
+	}
+	if s.Err != nil {
+		return Result{}, s.Err
+	}
+	if err := f.verify(); err != nil {
+		return Result{}, err
+	}
+	return Result{Digest: append([]byte(nil), s.Sum[:]...), Info: f.before}, nil
+}

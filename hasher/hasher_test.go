@@ -1,0 +1,260 @@
+package hasher
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/annexd/annexd/key"
+)
+
+// serialEngine is a BatchEngine that hashes its streams one after the other
+// with crypto/sha256: the reference the pool's batch plumbing is tested with.
+// Every call waits for release to be closed (nil: no wait).
+type serialEngine struct {
+	lanes   int
+	release chan struct{}
+	mu      sync.Mutex
+	batches []int // size of every batch seen
+}
+
+func (e *serialEngine) Name() string { return "serial" }
+func (e *serialEngine) Lanes() int   { return e.lanes }
+
+func (e *serialEngine) HashStreams(ctx context.Context, streams []*Stream) error {
+	e.mu.Lock()
+	e.batches = append(e.batches, len(streams))
+	e.mu.Unlock()
+	if e.release != nil {
+		<-e.release
+	}
+	for _, s := range streams {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		h := sha256.New()
+		n, err := io.Copy(h, s.R)
+		if err == nil && n != s.Size {
+			err = fmt.Errorf("read %d of %d bytes", n, s.Size)
+		}
+		if err != nil {
+			s.Err = err
+			continue
+		}
+		h.Sum(s.Sum[:0])
+	}
+	return nil
+}
+
+func makeFiles(t *testing.T, n, size int) ([]string, [][32]byte) {
+	t.Helper()
+	dir := t.TempDir()
+	var paths []string
+	var sums [][32]byte
+	for i := range n {
+		data := pattern(size + i)
+		p := filepath.Join(dir, fmt.Sprintf("f%03d.bin", i))
+		writeFile(t, p, data)
+		paths = append(paths, p)
+		sums = append(sums, sha256.Sum256(data))
+	}
+	return paths, sums
+}
+
+func hashAll(t *testing.T, h *Hasher, paths []string, sums [][32]byte) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, len(paths))
+	for i, p := range paths {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := h.Hash(context.Background(), p, key.SHA256E)
+			if err == nil && !bytes.Equal(res.Digest, sums[i][:]) {
+				err = fmt.Errorf("%s: wrong digest %x", p, res.Digest)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPoolManyConcurrentCallers(t *testing.T) {
+	paths, sums := makeFiles(t, 40, 200<<10)
+	h := New(Policy{InlineMax: 100 << 10, Workers: 2}, nil)
+	defer h.Close()
+	hashAll(t, h, paths, sums)
+}
+
+// Files queued while the engine is busy are handed to it together.
+func TestBatchGathersQueuedFiles(t *testing.T) {
+	paths, sums := makeFiles(t, 9, 300<<10)
+	eng := &serialEngine{lanes: 4, release: make(chan struct{})}
+	h := New(Policy{InlineMax: -1, Workers: 1, Batch: eng, BatchMinStreams: 1}, nil)
+	defer h.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hashAll(t, h, paths, sums)
+	}()
+	// The first call holds the only worker until the queue is full.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(h.bat) < cap(h.bat) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	close(eng.release)
+	<-done
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	total, biggest := 0, 0
+	for _, n := range eng.batches {
+		total += n
+		biggest = max(biggest, n)
+	}
+	if biggest != 4 || total != len(paths) {
+		t.Fatalf("batches %v: want all %d files, in full 4-lane batches once queued", eng.batches, len(paths))
+	}
+}
+
+// A lone queued file is hashed on its own when BatchMinStreams asks for more.
+func TestBatchBelowMinStreamsHashedSingly(t *testing.T) {
+	paths, sums := makeFiles(t, 1, 300<<10)
+	eng := &serialEngine{lanes: 4}
+	h := New(Policy{InlineMax: -1, Workers: 1, Batch: eng, BatchMinStreams: 2}, nil)
+	defer h.Close()
+	hashAll(t, h, paths, sums)
+	if len(eng.batches) != 0 {
+		t.Fatalf("engine called with %v for a single file", eng.batches)
+	}
+}
+
+// A file that changes while in a batch fails alone; the others succeed.
+func TestBatchChangedFileFailsAlone(t *testing.T) {
+	paths, sums := makeFiles(t, 3, 300<<10)
+	eng := &serialEngine{lanes: 4, release: make(chan struct{})}
+	h := New(Policy{InlineMax: -1, Workers: 1, Batch: eng, BatchMinStreams: 1}, nil)
+	defer h.Close()
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i, p := range paths {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := h.Hash(context.Background(), p, key.SHA256)
+			if err == nil && !bytes.Equal(res.Digest, sums[i][:]) {
+				err = fmt.Errorf("wrong digest for %s", p)
+			}
+			errs[i] = err
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(h.bat) < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	// All three are open or queued now; grow the last one.
+	f, err := os.OpenFile(paths[2], os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("grown"))
+	f.Close()
+	close(eng.release)
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("unchanged files failed: %v", errs)
+	}
+	if !errors.Is(errs[2], ErrChanged) {
+		t.Fatalf("grown file: got %v, want ErrChanged", errs[2])
+	}
+}
+
+func TestCloseStopsWorkAndRefusesNew(t *testing.T) {
+	paths, _ := makeFiles(t, 1, 300<<10)
+	eng := &serialEngine{lanes: 2, release: make(chan struct{})}
+	h := New(Policy{InlineMax: -1, Workers: 1, Batch: eng, BatchMinStreams: 1}, nil)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := h.Hash(context.Background(), paths[0], key.SHA256)
+		errc <- err
+	}()
+	for len(eng.batchesSeen()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	closed := make(chan struct{})
+	go func() {
+		h.Close()
+		close(closed)
+	}()
+	for h.base.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	close(eng.release)
+	<-closed
+	if err := <-errc; !errors.Is(err, ErrClosed) {
+		t.Fatalf("in-flight hash: got %v, want ErrClosed", err)
+	}
+	if _, err := h.Hash(context.Background(), paths[0], key.SHA256); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: got %v, want ErrClosed", err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func (e *serialEngine) batchesSeen() []int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]int(nil), e.batches...)
+}
+
+func TestRoute(t *testing.T) {
+	eng := &serialEngine{lanes: 2}
+	p := Policy{InlineMax: 100, ExternalMin: 1000, External: "/usr/bin/sha256sum", Batch: eng, BatchMin: 500}.withDefaults()
+	cases := []struct {
+		size   int64
+		sha256 bool
+		want   route
+	}{
+		{0, true, routeInline}, {100, true, routeInline}, {101, true, routePool},
+		{500, true, routeBatch}, {999, true, routeBatch}, {1000, true, routeExternal},
+		{1000, false, routePool}, {500, false, routePool},
+	}
+	for _, c := range cases {
+		if got := p.route(c.size, c.sha256); got != c.want {
+			t.Errorf("route(%d, sha256=%v) = %d, want %d", c.size, c.sha256, got, c.want)
+		}
+	}
+	never := Policy{InlineMax: -1}.withDefaults()
+	if never.route(0, true) != routeInline || never.route(1, true) != routePool {
+		t.Error("InlineMax < 0 must send every non-empty file to the pool")
+	}
+}
+
+func TestPolicyValidate(t *testing.T) {
+	bad := []Policy{
+		{SHA256: "md4"},
+		{ExternalMin: 1},
+		{ExternalMin: 1, External: "/bin/cat"},
+		{ExternalMin: -1},
+		{BufferSize: 1 << 30},
+	}
+	for _, p := range bad {
+		if err := p.Validate(); err == nil {
+			t.Errorf("%+v: no error", p)
+		}
+	}
+	if err := (Policy{}).Validate(); err != nil {
+		t.Errorf("zero policy: %v", err)
+	}
+}

@@ -1,0 +1,231 @@
+package hasher
+
+import (
+	"context"
+	"hash"
+	"io/fs"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/annexd/annexd/internal/fsstat"
+	"github.com/annexd/annexd/key"
+)
+
+// DefaultBufferSize is the read size used when a Policy does not set one.
+// BenchmarkBufferSize measures the alternatives.
+const DefaultBufferSize = 1 << 20
+
+// Result is a file's digest and the identity the file had both before and
+// after it was read.
+type Result struct {
+	Digest []byte
+	Info   fsstat.FileInfo
+}
+
+// HashFile hashes the regular file at path with backend b on the caller's
+// goroutine, using crypto/sha256 for SHA-256. It returns an error wrapping
+// ErrNotRegular for anything but a regular file, a *ChangedError when the
+// file changed while it was read, ctx.Err() when ctx ends first, and the
+// *fs.PathError of a failed lstat, open or read otherwise.
+func HashFile(ctx context.Context, path string, b key.Backend) (Result, error) {
+	return hashFile(ctx, path, b, nil, readOpts{})
+}
+
+// testHookAfterRead, set only by tests, runs between reading a file and
+// checking its identity again.
+var testHookAfterRead func(path string)
+
+// readOpts are the knobs a Policy sets for in-process hashing.
+type readOpts struct {
+	impl    SHA256Impl
+	bufSize int
+}
+
+func (o readOpts) size() int {
+	if o.bufSize <= 0 {
+		return DefaultBufferSize
+	}
+	return o.bufSize
+}
+
+// hashFile is HashFile with an optional lstat already taken by the caller
+// (the router) and the policy's read options.
+func hashFile(ctx context.Context, path string, b key.Backend, before *fsstat.FileInfo, o readOpts) (Result, error) {
+	h, err := newHash(b, o.impl)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	f, err := openStable(path, before)
+	if err != nil {
+		return Result{}, err
+	}
+	defer f.close()
+	if err := f.readInto(ctx, h, o.size()); err != nil {
+		return Result{}, err
+	}
+	if testHookAfterRead != nil {
+		testHookAfterRead(path)
+	}
+	if err := f.verify(); err != nil {
+		return Result{}, err
+	}
+	return Result{Digest: h.Sum(nil), Info: f.before}, nil
+}
+
+// stableFile is a regular file opened after an lstat, with the fstat of the
+// descriptor matching that lstat.
+type stableFile struct {
+	path   string
+	fd     int
+	before fsstat.FileInfo
+}
+
+// openStable lstats path (unless before is given), refuses non-regular files
+// without opening them, opens with O_NOFOLLOW|O_NONBLOCK so that a file swapped
+// for a FIFO or symlink in between can neither block nor be followed, and
+// checks that the descriptor is the file the lstat saw.
+func openStable(path string, before *fsstat.FileInfo) (*stableFile, error) {
+	var fi fsstat.FileInfo
+	if before != nil {
+		fi = *before
+	} else {
+		var err error
+		if fi, err = fsstat.Lstat(path); err != nil {
+			return nil, err
+		}
+	}
+	if !fi.IsRegular() {
+		return nil, notRegular(path, fi)
+	}
+	fd, err := openNoFollow(path)
+	if err != nil {
+		if err == unix.ELOOP {
+			// A symlink replaced the file after the lstat.
+			return nil, &ChangedError{Path: path, Before: fi, After: fsstat.FileInfo{Mode: fs.ModeSymlink}}
+		}
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := &stableFile{path: path, fd: fd, before: fi}
+	now, err := fsstat.Fstat(fd)
+	if err != nil {
+		f.close()
+		return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if !now.IsRegular() || !now.Same(fi) {
+		f.close()
+		return nil, &ChangedError{Path: path, Before: fi, After: now}
+	}
+	return f, nil
+}
+
+func openNoFollow(path string) (int, error) {
+	for {
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
+
+func (f *stableFile) close() { unix.Close(f.fd) }
+
+// readInto streams exactly before.Size bytes into h, checking ctx between
+// chunks. Reading stops at the recorded size: growth shows up in verify's
+// fstat, an early end of file is reported here.
+func (f *stableFile) readInto(ctx context.Context, h hash.Hash, bufSize int) error {
+	want := f.before.Size
+	if want == 0 {
+		return nil
+	}
+	if want > int64(bufSize) {
+		_ = unix.Fadvise(f.fd, 0, 0, unix.FADV_SEQUENTIAL)
+	}
+	bp := getBuf(bufSize)
+	defer putBuf(bp)
+	buf := *bp
+	var got int64
+	for got < want {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		chunk := buf
+		if rest := want - got; rest < int64(len(chunk)) {
+			chunk = chunk[:rest]
+		}
+		n, err := f.read(chunk)
+		if err != nil {
+			return err
+		}
+		h.Write(chunk[:n])
+		got += int64(n)
+	}
+	return nil
+}
+
+// read is one read(2) into p, retried on EINTR; the end of file before the
+// recorded size is a *ChangedError.
+func (f *stableFile) read(p []byte) (int, error) {
+	for {
+		n, err := unix.Read(f.fd, p)
+		switch {
+		case err == unix.EINTR || err == unix.EAGAIN:
+			continue
+		case err != nil:
+			return 0, &fs.PathError{Op: "read", Path: f.path, Err: err}
+		case n == 0 && len(p) > 0:
+			return 0, f.changed()
+		}
+		return n, nil
+	}
+}
+
+// verify compares the identity after reading, of the descriptor and of the
+// path (a rename over the path is only visible there), with the one before.
+func (f *stableFile) verify() error {
+	now, err := fsstat.Fstat(f.fd)
+	if err != nil {
+		return &fs.PathError{Op: "fstat", Path: f.path, Err: err}
+	}
+	if !now.Same(f.before) {
+		return &ChangedError{Path: f.path, Before: f.before, After: now}
+	}
+	now, err = fsstat.Lstat(f.path)
+	if err != nil {
+		// Gone or unreachable now: the content read may no longer be there.
+		return &ChangedError{Path: f.path, Before: f.before}
+	}
+	if !now.Same(f.before) || !now.IsRegular() {
+		return &ChangedError{Path: f.path, Before: f.before, After: now}
+	}
+	return nil
+}
+
+// changed builds the ChangedError for a short read.
+func (f *stableFile) changed() error {
+	now, _ := fsstat.Fstat(f.fd)
+	return &ChangedError{Path: f.path, Before: f.before, After: now}
+}
+
+// Buffers are pooled per size so a Policy may choose its own.
+var bufPools sync.Map // int → *sync.Pool of *[]byte
+
+func getBuf(size int) *[]byte {
+	p, ok := bufPools.Load(size)
+	if !ok {
+		p, _ = bufPools.LoadOrStore(size, &sync.Pool{New: func() any {
+			b := make([]byte, size)
+			return &b
+		}})
+	}
+	return p.(*sync.Pool).Get().(*[]byte)
+}
+
+func putBuf(b *[]byte) {
+	if p, ok := bufPools.Load(len(*b)); ok {
+		p.(*sync.Pool).Put(b)
+	}
+}

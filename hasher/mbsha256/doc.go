@@ -1,0 +1,30 @@
+// Package mbsha256 computes SHA-256 digests of many streams at once, one
+// stream per SIMD lane of a multi-buffer kernel, on the caller's goroutine.
+//
+// # Basics
+//
+// New picks the fastest kernel this CPU has: AVX-512 with sixteen lanes,
+// else crypto/sha256 one stream at a time (also on other architectures and
+// with the purego build tag). Kernels lists the kernels the CPU can run and
+// NewKernel asks for one by name, for benchmarks and calibration.
+//
+// An Engine hashes a batch of streams: Hash pulls streams (io.Readers) from
+// a function, attaches each to a free lane, reads every lane in chunks of
+// ChunkSize bytes, pads each stream with its own length when it ends, hands
+// the digest to a callback at once and refills the lane with the next
+// stream. Streams of different lengths share the lanes freely. Memory is
+// bounded by Lanes × ChunkSize. SumReaders and SumMany are conveniences over
+// Hash for a slice of readers or byte slices.
+//
+// When the queue is empty and too few lanes are left busy for the kernel to
+// beat a single stream, the remaining streams are finished one by one by
+// crypto/sha256, resumed from the lane's state, so a batch's long tail never
+// runs slower than plain sequential hashing.
+//
+// # Caveats
+//
+// An Engine is not safe for concurrent use; give each worker goroutine its
+// own. It starts no goroutine and holds no timer, so an idle Engine costs no
+// CPU. Hash reports the number of bytes each stream produced; checking that
+// a file did not change while it was read is the caller's job.
+package mbsha256

@@ -1,0 +1,434 @@
+package mbsha256
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"unsafe"
+)
+
+// ChunkSize is how many bytes an Engine reads from a stream at a time; each
+// lane owns one buffer of this size.
+const ChunkSize = 64 << 10
+
+// Result is the outcome of hashing one stream.
+type Result struct {
+	Sum  [sha256.Size]byte // valid when Err is nil
+	Size int64             // bytes read from the stream
+	Err  error             // the stream's read error, or the context's error
+}
+
+// Engine hashes batches of streams with one kernel. The zero value is not
+// usable; call New or NewKernel.
+type Engine struct {
+	k     *kernel // nil: crypto/sha256, one stream at a time
+	lanes []lane
+	state [8][maxLanes]uint32
+	ptrs  [maxLanes]*byte
+	// minLanes: with an empty queue and fewer busy lanes than this, the
+	// rest is finished by crypto/sha256.
+	minLanes int
+	buf      []byte // the generic path's read buffer
+}
+
+// New returns an Engine with the fastest kernel this machine has.
+func New() *Engine {
+	for _, k := range kernels {
+		if k.have {
+			return newEngine(k)
+		}
+	}
+	return newEngine(nil)
+}
+
+// NewKernel returns an Engine with the named kernel (one of Kernels), or an
+// error wrapping ErrUnsupported saying what the machine lacks.
+func NewKernel(name string) (*Engine, error) {
+	k, err := lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return newEngine(k), nil
+}
+
+func newEngine(k *kernel) *Engine {
+	e := &Engine{k: k}
+	if k != nil {
+		e.lanes = make([]lane, k.lanes)
+		e.minLanes = k.minLanes
+	}
+	return e
+}
+
+// Kernel names the engine's kernel.
+func (e *Engine) Kernel() string {
+	if e.k == nil {
+		return Generic
+	}
+	return e.k.name
+}
+
+// Lanes is the number of streams the engine hashes at once.
+func (e *Engine) Lanes() int {
+	if e.k == nil {
+		return 1
+	}
+	return e.k.lanes
+}
+
+// SumMany returns the SHA-256 digest of each input, in order.
+func (e *Engine) SumMany(inputs [][]byte) [][sha256.Size]byte {
+	sums := make([][sha256.Size]byte, len(inputs))
+	if e.k == nil {
+		for i, in := range inputs {
+			sums[i] = sha256.Sum256(in)
+		}
+		return sums
+	}
+	i := 0
+	next := func() (source, bool) {
+		if i == len(inputs) {
+			return source{}, false
+		}
+		i++
+		return source{mem: inputs[i-1]}, true
+	}
+	// Memory sources cannot fail and the context is never done.
+	_ = e.run(context.Background(), next, func(i int, r Result) { sums[i] = r.Sum })
+	return sums
+}
+
+// SumReaders hashes each reader to its end and returns the results in order.
+// A reader's error ends only its own stream. If ctx is done first, the
+// unfinished streams' results carry ctx.Err().
+func (e *Engine) SumReaders(ctx context.Context, rs []io.Reader) []Result {
+	res := make([]Result, len(rs))
+	i := 0
+	next := func() (io.Reader, bool) {
+		if i == len(rs) {
+			return nil, false
+		}
+		i++
+		return rs[i-1], true
+	}
+	if err := e.Hash(ctx, next, func(i int, r Result) { res[i] = r }); err != nil {
+		for j := i; j < len(rs); j++ {
+			res[j].Err = err
+		}
+	}
+	return res
+}
+
+// Hash hashes every stream next yields until next reports false, reading each
+// to its end in ChunkSize pieces, and calls done with the stream's position
+// in next's sequence (0, 1, …) and its Result as soon as the stream is
+// finished; done is called once per stream taken, on the caller's goroutine.
+// Hash returns ctx.Err() if ctx is done before the batch is: streams already
+// taken are then reported with that error and next is not called again.
+func (e *Engine) Hash(ctx context.Context, next func() (io.Reader, bool), done func(i int, r Result)) error {
+	if e.k == nil {
+		return e.hashGeneric(ctx, next, done)
+	}
+	return e.run(ctx, func() (source, bool) {
+		r, ok := next()
+		return source{r: r}, ok
+	}, done)
+}
+
+func (e *Engine) hashGeneric(ctx context.Context, next func() (io.Reader, bool), done func(int, Result)) error {
+	if e.buf == nil {
+		e.buf = make([]byte, ChunkSize)
+	}
+	for i := 0; ; i++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		r, ok := next()
+		if !ok {
+			return nil
+		}
+		h := sha256.New()
+		n, err := io.CopyBuffer(h, onlyReader{r}, e.buf)
+		res := Result{Size: n, Err: err}
+		h.Sum(res.Sum[:0])
+		done(i, res)
+	}
+}
+
+// onlyReader hides a reader's WriterTo so io.CopyBuffer uses our buffer.
+type onlyReader struct{ io.Reader }
+
+// source is one stream: a reader, or bytes in memory (r == nil).
+type source struct {
+	r   io.Reader
+	mem []byte
+}
+
+// lane is one stream in flight.
+type lane struct {
+	busy   bool
+	idx    int
+	src    source
+	buf    []byte // reader streams: the chunk buffer
+	blocks []byte // whole blocks ready for the kernel
+	hashed uint64 // bytes the kernel has taken
+	size   uint64 // bytes read so far
+	ended  bool   // the stream is read to its end
+	padded bool   // blocks holds the final, padded blocks
+	rest   int    // data bytes at the start of tail, once ended
+	tail   [2 * 64]byte
+	err    error
+}
+
+// run is the multi-lane loop shared by Hash and SumMany.
+func (e *Engine) run(ctx context.Context, next func() (source, bool), done func(int, Result)) error {
+	taken, more := 0, true
+	defer e.release()
+	for {
+		if err := ctx.Err(); err != nil {
+			e.abort(err, done)
+			return err
+		}
+		busy := 0
+		for i := range e.lanes {
+			l := &e.lanes[i]
+			for len(l.blocks) == 0 {
+				if l.busy {
+					if l.padded || l.err != nil {
+						done(l.idx, e.finish(i))
+						continue
+					}
+					e.fill(l)
+					continue
+				}
+				if !more {
+					break
+				}
+				var s source
+				if s, more = next(); !more {
+					break
+				}
+				e.attach(i, taken, s)
+				taken++
+			}
+			if l.busy {
+				busy++
+			}
+		}
+		if busy == 0 {
+			return nil
+		}
+		if !more && busy < e.minLanes {
+			if err := e.drain(ctx, done); err != nil {
+				return err
+			}
+			if e.idle() {
+				return nil
+			}
+		}
+		e.step()
+	}
+}
+
+// attach starts stream s, number idx, on lane i.
+func (e *Engine) attach(i, idx int, s source) {
+	l := &e.lanes[i]
+	buf := l.buf
+	*l = lane{busy: true, idx: idx, src: s, buf: buf}
+	for w, v := range iv {
+		e.state[w][i] = v
+	}
+}
+
+var iv = [8]uint32{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19}
+
+// fill gives a busy lane with no blocks its next blocks: more data, or the
+// padded end of the stream. A read error is recorded in l.err.
+func (e *Engine) fill(l *lane) {
+	if l.ended {
+		l.blocks = l.tail[:pad(&l.tail, l.rest, l.size)]
+		l.padded = true
+		return
+	}
+	var data []byte
+	if l.src.r == nil {
+		data = l.src.mem
+		l.src.mem = nil
+		l.ended = true
+	} else {
+		if l.buf == nil {
+			l.buf = make([]byte, ChunkSize)
+		}
+		n, err := io.ReadFull(l.src.r, l.buf)
+		data = l.buf[:n]
+		switch {
+		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			l.ended = true
+		case err != nil:
+			l.err = err
+			return
+		}
+	}
+	l.size += uint64(len(data))
+	whole := len(data) &^ 63
+	l.blocks = data[:whole]
+	if l.ended {
+		l.rest = copy(l.tail[:], data[whole:])
+	}
+}
+
+// pad writes SHA-256 padding for a message of size bytes after the rest data
+// bytes already in tail, and returns the padded length (64 or 128).
+func pad(tail *[128]byte, rest int, size uint64) int {
+	n := 64
+	if rest >= 56 {
+		n = 128
+	}
+	tail[rest] = 0x80
+	clear(tail[rest+1 : n-8])
+	binary.BigEndian.PutUint64(tail[n-8:n], size*8)
+	return n
+}
+
+// step runs the kernel over as many blocks as every busy lane has.
+func (e *Engine) step() {
+	n := -1
+	var any *byte
+	for i := range e.lanes {
+		l := &e.lanes[i]
+		if !l.busy {
+			continue
+		}
+		if nb := len(l.blocks) / 64; n < 0 || nb < n {
+			n = nb
+		}
+		e.ptrs[i] = unsafe.SliceData(l.blocks)
+		any = e.ptrs[i]
+	}
+	for i := range e.lanes {
+		if !e.lanes[i].busy {
+			e.ptrs[i] = any // read, hashed, ignored
+		}
+	}
+	e.k.block(&e.state, &e.ptrs, n)
+	for i := range e.lanes {
+		l := &e.lanes[i]
+		if l.busy {
+			l.blocks = l.blocks[n*64:]
+			l.hashed += uint64(n * 64)
+		}
+	}
+}
+
+// finish frees lane i and returns its stream's result.
+func (e *Engine) finish(i int) Result {
+	l := &e.lanes[i]
+	r := Result{Size: int64(l.size), Err: l.err}
+	if l.err == nil {
+		for w := range 8 {
+			binary.BigEndian.PutUint32(r.Sum[4*w:], e.state[w][i])
+		}
+	}
+	l.busy = false
+	l.src = source{}
+	return r
+}
+
+// drain finishes every busy lane that has not reached its padding with
+// crypto/sha256, resumed from the lane's state.
+func (e *Engine) drain(ctx context.Context, done func(int, Result)) error {
+	for i := range e.lanes {
+		l := &e.lanes[i]
+		if !l.busy || l.padded {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			e.abort(err, done)
+			return err
+		}
+		done(l.idx, e.finishAlone(i))
+	}
+	return nil
+}
+
+// finishAlone hashes the rest of lane i's stream with crypto/sha256 and frees
+// the lane.
+func (e *Engine) finishAlone(i int) Result {
+	l := &e.lanes[i]
+	h := e.resume(i)
+	h.Write(l.blocks)
+	switch {
+	case l.ended:
+		h.Write(l.tail[:l.rest])
+	case l.err == nil && l.src.r == nil:
+		h.Write(l.src.mem)
+		l.size += uint64(len(l.src.mem))
+	case l.err == nil:
+		n, err := io.CopyBuffer(h, onlyReader{l.src.r}, l.buf)
+		l.size += uint64(n)
+		l.err = err
+	}
+	r := Result{Size: int64(l.size), Err: l.err}
+	if l.err == nil {
+		h.Sum(r.Sum[:0])
+	}
+	l.busy = false
+	l.src = source{}
+	l.blocks = nil
+	return r
+}
+
+// resume returns a crypto/sha256 hash in the state of lane i after l.hashed
+// bytes (a multiple of 64), through its documented binary marshaling.
+func (e *Engine) resume(i int) interface {
+	io.Writer
+	Sum([]byte) []byte
+} {
+	h := sha256.New()
+	b := make([]byte, 0, 108)
+	b = append(b, "sha\x03"...)
+	for w := range 8 {
+		b = binary.BigEndian.AppendUint32(b, e.state[w][i])
+	}
+	b = append(b, make([]byte, 64)...)
+	b = binary.BigEndian.AppendUint64(b, e.lanes[i].hashed)
+	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(b); err != nil {
+		// The format is part of crypto/sha256's compatibility promise.
+		panic(fmt.Sprintf("mbsha256: resuming crypto/sha256: %v", err))
+	}
+	return h
+}
+
+// idle reports whether no lane is busy.
+func (e *Engine) idle() bool {
+	for i := range e.lanes {
+		if e.lanes[i].busy {
+			return false
+		}
+	}
+	return true
+}
+
+// abort reports err for every stream still in a lane and frees the lanes.
+func (e *Engine) abort(err error, done func(int, Result)) {
+	for i := range e.lanes {
+		l := &e.lanes[i]
+		if l.busy {
+			l.busy = false
+			done(l.idx, Result{Size: int64(l.size), Err: err})
+		}
+	}
+}
+
+// release drops references to the callers' streams and data once a batch
+// is over; the chunk buffers are kept for the next batch.
+func (e *Engine) release() {
+	for i := range e.lanes {
+		l := &e.lanes[i]
+		l.busy, l.src, l.blocks = false, source{}, nil
+	}
+	clear(e.ptrs[:])
+}

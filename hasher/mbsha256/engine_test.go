@@ -1,0 +1,359 @@
+package mbsha256
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"testing"
+)
+
+// testEngine is an engine under test with the drain threshold it uses.
+type testEngine struct {
+	name string
+	e    *Engine
+}
+
+// assemblyKernels runs f for each assembly kernel of this build, skipping
+// those the CPU cannot run with the feature it lacks.
+func assemblyKernels(t *testing.T, f func(t *testing.T, k *kernel)) {
+	t.Helper()
+	if len(kernels) == 0 {
+		t.Skip("no assembly kernel in this build (purego tag or not amd64)")
+	}
+	for _, k := range kernels {
+		t.Run(k.name, func(t *testing.T) {
+			if !k.have {
+				t.Skipf("CPU lacks %s for kernel %s", k.missing, k.name)
+			}
+			f(t, k)
+		})
+	}
+}
+
+// engines returns every engine worth checking: each kernel the CPU has with
+// the default drain threshold, with draining off and with draining as soon
+// as the queue is empty, the Go reference kernel (16 and 3 lanes), and the
+// generic one.
+func engines(t *testing.T) []testEngine {
+	var es []testEngine
+	for _, k := range kernels {
+		if !k.have {
+			t.Logf("kernel %s not tested: CPU lacks %s", k.name, k.missing)
+			continue
+		}
+		for _, min := range []int{k.minLanes, 0, k.lanes + 1} {
+			e := newEngine(k)
+			e.minLanes = min
+			es = append(es, testEngine{fmt.Sprintf("%s/min%d", k.name, min), e})
+		}
+	}
+	for _, lanes := range []int{16, 3} {
+		for _, min := range []int{0, 2} {
+			e := newEngine(refKernel(lanes))
+			e.minLanes = min
+			es = append(es, testEngine{fmt.Sprintf("ref%d/min%d", lanes, min), e})
+		}
+	}
+	return append(es, testEngine{Generic, newEngine(nil)})
+}
+
+func randomBytes(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, 1))
+	b := make([]byte, n)
+	for i := 0; i+8 <= n; i += 8 {
+		v := r.Uint64()
+		for j := range 8 {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	for i := n &^ 7; i < n; i++ {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// choppyReader returns its data in reads of random sizes.
+type choppyReader struct {
+	data []byte
+	r    *rand.Rand
+}
+
+func (c *choppyReader) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), len(c.data), 1+c.r.IntN(100_000))
+	copy(p, c.data[:n])
+	c.data = c.data[n:]
+	return n, nil
+}
+
+func readersOf(inputs [][]byte, seed uint64) []io.Reader {
+	rs := make([]io.Reader, len(inputs))
+	for i, in := range inputs {
+		if i%2 == 0 {
+			rs[i] = bytes.NewReader(in)
+		} else {
+			rs[i] = &choppyReader{in, rand.New(rand.NewPCG(seed, uint64(i)))}
+		}
+	}
+	return rs
+}
+
+func checkSums(t *testing.T, inputs [][]byte, sums [][32]byte) {
+	t.Helper()
+	if len(sums) != len(inputs) {
+		t.Fatalf("%d sums for %d inputs", len(sums), len(inputs))
+	}
+	bad := 0
+	for i, in := range inputs {
+		if want := sha256.Sum256(in); sums[i] != want {
+			if bad++; bad <= 5 {
+				t.Errorf("input %d (%d bytes): got %x, want %x", i, len(in), sums[i], want)
+			}
+		}
+	}
+	if bad > 5 {
+		t.Errorf("... %d wrong digests in all", bad)
+	}
+}
+
+func checkResults(t *testing.T, inputs [][]byte, res []Result) {
+	t.Helper()
+	sums := make([][32]byte, len(res))
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("input %d: %v", i, r.Err)
+		}
+		if r.Size != int64(len(inputs[i])) {
+			t.Errorf("input %d: size %d, want %d", i, r.Size, len(inputs[i]))
+		}
+		sums[i] = r.Sum
+	}
+	checkSums(t, inputs, sums)
+}
+
+// everyLength returns inputs of lengths 0…max, cut from one random buffer
+// at varying offsets, in an order that mixes short and long ones.
+func everyLength(max int) [][]byte {
+	buf := randomBytes(7, 2*max+64)
+	inputs := make([][]byte, max+1)
+	for n := 0; n <= max; n++ {
+		off := (n * 7919) % (max + 64)
+		inputs[n] = buf[off : off+n]
+	}
+	rand.New(rand.NewPCG(3, 3)).Shuffle(len(inputs), func(i, j int) { inputs[i], inputs[j] = inputs[j], inputs[i] })
+	return inputs
+}
+
+func TestKernelMatchesReference(t *testing.T) {
+	assemblyKernels(t, func(t *testing.T, k *kernel) {
+		ref := refKernel(k.lanes)
+		r := rand.New(rand.NewPCG(1, 2))
+		for nblocks := 1; nblocks <= 5; nblocks++ {
+			var got, want [8][maxLanes]uint32
+			for w := range got {
+				for l := range got[w] {
+					got[w][l] = r.Uint32()
+				}
+			}
+			want = got
+			var ptrs [maxLanes]*byte
+			for l := 0; l < k.lanes; l++ {
+				ptrs[l] = &randomBytes(r.Uint64(), 64*nblocks)[0]
+			}
+			k.block(&got, &ptrs, nblocks)
+			ref.block(&want, &ptrs, nblocks)
+			for w := range got {
+				for l := 0; l < k.lanes; l++ {
+					if got[w][l] != want[w][l] {
+						t.Fatalf("%d blocks: word %d lane %d: got %08x, want %08x", nblocks, w, l, got[w][l], want[w][l])
+					}
+				}
+			}
+		}
+	})
+}
+
+func TestSumManyEveryLength(t *testing.T) {
+	inputs := everyLength(4096)
+	for _, te := range engines(t) {
+		t.Run(te.name, func(t *testing.T) {
+			checkSums(t, inputs, te.e.SumMany(inputs))
+		})
+	}
+}
+
+func TestSumReadersEveryLength(t *testing.T) {
+	inputs := everyLength(4096)
+	for _, te := range engines(t) {
+		t.Run(te.name, func(t *testing.T) {
+			checkResults(t, inputs, te.e.SumReaders(context.Background(), readersOf(inputs, 5)))
+		})
+	}
+}
+
+// TestMixedSizes hashes streams spanning many chunks next to short ones, so
+// lanes are refilled mid-batch and streams end at every point of a chunk.
+func TestMixedSizes(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	buf := randomBytes(13, 3<<20)
+	var inputs [][]byte
+	for range 60 {
+		n := r.IntN(len(buf))
+		if r.IntN(2) == 0 {
+			n = r.IntN(3 * ChunkSize)
+		}
+		off := r.IntN(len(buf) - n + 1)
+		inputs = append(inputs, buf[off:off+n])
+	}
+	for _, te := range engines(t) {
+		t.Run(te.name, func(t *testing.T) {
+			checkResults(t, inputs, te.e.SumReaders(context.Background(), readersOf(inputs, 9)))
+			checkSums(t, inputs, te.e.SumMany(inputs))
+		})
+	}
+}
+
+// TestLargeStreams hashes a few streams of random lengths up to 64 MiB with
+// the assembly kernels, next to many short ones.
+func TestLargeStreams(t *testing.T) {
+	assemblyKernels(t, func(t *testing.T, k *kernel) {
+		r := rand.New(rand.NewPCG(21, 22))
+		big := randomBytes(23, 64<<20)
+		inputs := [][]byte{big, big[:r.IntN(len(big))], big[r.IntN(len(big)):]}
+		for range 30 {
+			n := r.IntN(1 << 20)
+			inputs = append(inputs, big[len(big)-n:])
+		}
+		r.Shuffle(len(inputs), func(i, j int) { inputs[i], inputs[j] = inputs[j], inputs[i] })
+		e := newEngine(k)
+		checkResults(t, inputs, e.SumReaders(context.Background(), readersOf(inputs, 24)))
+	})
+}
+
+func TestReadErrorEndsOnlyItsStream(t *testing.T) {
+	boom := errors.New("disk on fire")
+	inputs := [][]byte{randomBytes(1, 300_000), randomBytes(2, 100), randomBytes(3, 200_000)}
+	for _, te := range engines(t) {
+		t.Run(te.name, func(t *testing.T) {
+			rs := readersOf(inputs, 1)
+			rs[1] = io.MultiReader(bytes.NewReader(inputs[1]), &failReader{boom})
+			rs = append(rs, io.MultiReader(bytes.NewReader(randomBytes(4, 150_000)), &failReader{boom}))
+			res := te.e.SumReaders(context.Background(), rs)
+			for _, i := range []int{1, 3} {
+				if !errors.Is(res[i].Err, boom) {
+					t.Errorf("stream %d: err %v, want %v", i, res[i].Err, boom)
+				}
+			}
+			checkResults(t, []([]byte){inputs[0], inputs[2]}, []Result{res[0], res[2]})
+		})
+	}
+}
+
+type failReader struct{ err error }
+
+func (f *failReader) Read([]byte) (int, error) { return 0, f.err }
+
+func TestCancelReportsEveryTakenStream(t *testing.T) {
+	inputs := everyLength(300)
+	for i := range inputs {
+		inputs[i] = randomBytes(uint64(i), 200_000)
+	}
+	for _, te := range engines(t) {
+		t.Run(te.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			rs := readersOf(inputs, 2)
+			taken, seen := 0, map[int]bool{}
+			next := func() (io.Reader, bool) {
+				if taken == len(rs) {
+					return nil, false
+				}
+				taken++
+				return rs[taken-1], true
+			}
+			canceled := 0
+			err := te.e.Hash(ctx, next, func(i int, r Result) {
+				if seen[i] {
+					t.Errorf("stream %d reported twice", i)
+				}
+				seen[i] = true
+				switch {
+				case errors.Is(r.Err, context.Canceled):
+					canceled++
+				case r.Err != nil:
+					t.Errorf("stream %d: %v", i, r.Err)
+				case r.Sum != sha256.Sum256(inputs[i]):
+					t.Errorf("stream %d: wrong digest", i)
+				}
+				cancel()
+			})
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("Hash returned %v, want context.Canceled", err)
+			}
+			if len(seen) != taken {
+				t.Errorf("%d streams taken, %d reported", taken, len(seen))
+			}
+			if taken == len(rs) {
+				t.Errorf("every stream was taken despite the cancel")
+			}
+			if te.e.Lanes() > 1 && canceled == 0 {
+				t.Errorf("no stream in flight was reported canceled")
+			}
+		})
+	}
+}
+
+func TestNewKernel(t *testing.T) {
+	for _, name := range Kernels() {
+		e, err := NewKernel(name)
+		if err != nil {
+			t.Fatalf("NewKernel(%q): %v", name, err)
+		}
+		if e.Kernel() != name {
+			t.Errorf("NewKernel(%q).Kernel() = %q", name, e.Kernel())
+		}
+	}
+	if _, err := NewKernel("nosuch"); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("NewKernel(nosuch): %v, want ErrUnsupported", err)
+	}
+	for _, k := range kernels {
+		if _, err := NewKernel(k.name); !k.have && !errors.Is(err, ErrUnsupported) {
+			t.Errorf("NewKernel(%q) on a CPU without %s: %v, want ErrUnsupported", k.name, k.missing, err)
+		}
+	}
+	if got, want := New().Kernel(), Kernels()[0]; got != want {
+		t.Errorf("New picked %s, want the first of %v", got, Kernels())
+	}
+}
+
+func FuzzSumMany(f *testing.F) {
+	f.Add([]byte("abc"), []byte{0, 3, 200})
+	f.Add(randomBytes(1, 5000), []byte{55, 56, 63, 64, 119, 120})
+	var es []*Engine
+	for _, k := range kernels {
+		if k.have {
+			es = append(es, newEngine(k))
+		}
+	}
+	es = append(es, newEngine(refKernel(5)))
+	f.Fuzz(func(t *testing.T, data []byte, cuts []byte) {
+		// Each cut byte takes the next 0…255×4 bytes of data as one input.
+		var inputs [][]byte
+		for _, c := range cuts {
+			n := min(int(c)*4, len(data))
+			inputs = append(inputs, data[:n])
+			data = data[n:]
+		}
+		inputs = append(inputs, data)
+		for _, e := range es {
+			checkSums(t, inputs, e.SumMany(inputs))
+			checkResults(t, inputs, e.SumReaders(context.Background(), readersOf(inputs, 1)))
+		}
+	})
+}

@@ -1,0 +1,108 @@
+package hasher
+
+import (
+	"fmt"
+	"runtime"
+)
+
+// Policy decides where a file is hashed. Its zero value works (see the
+// defaults on each field); Calibrate derives one measured on this machine,
+// and a config file may override any field.
+type Policy struct {
+	// InlineMax: files of at most this many bytes are hashed on the caller's
+	// goroutine. 0 means DefaultInlineMax; a negative value sends every
+	// non-empty file to the pool.
+	InlineMax int64 `json:"inline_max" toml:"inline_max"`
+	// ExternalMin: SHA-256 files of at least this many bytes are hashed by
+	// External. 0 means never.
+	ExternalMin int64 `json:"external_min" toml:"external_min"`
+	// External is the external program's path (sha256sum or openssl, told
+	// apart by base name). Empty means none.
+	External string `json:"external,omitempty" toml:"external"`
+	// Workers is the pool size; 0 means runtime.NumCPU().
+	Workers int `json:"workers" toml:"workers"`
+	// BufferSize is the read size in bytes; 0 means DefaultBufferSize.
+	BufferSize int `json:"buffer_size" toml:"buffer_size"`
+	// SHA256 picks the in-process SHA-256 code; "" means crypto/sha256.
+	SHA256 SHA256Impl `json:"sha256" toml:"sha256"`
+	// Batch, when set, hashes several large SHA-256 files at once.
+	Batch BatchEngine `json:"-" toml:"-"`
+	// BatchMin: SHA-256 files of at least this many bytes may go to Batch;
+	// 0 means any file the pool takes.
+	BatchMin int64 `json:"batch_min" toml:"batch_min"`
+	// BatchMinStreams: a batch with fewer queued files is hashed one file at
+	// a time instead; 0 means 2.
+	BatchMinStreams int `json:"batch_min_streams" toml:"batch_min_streams"`
+}
+
+// DefaultInlineMax is the inline cutoff used without calibration.
+const DefaultInlineMax = 128 << 10
+
+// DefaultPolicy is what a Hasher uses without calibration: crypto/sha256,
+// no external program, one worker per CPU.
+func DefaultPolicy() Policy { return Policy{}.withDefaults() }
+
+func (p Policy) withDefaults() Policy {
+	if p.InlineMax == 0 {
+		p.InlineMax = DefaultInlineMax
+	}
+	if p.Workers <= 0 {
+		p.Workers = runtime.NumCPU()
+	}
+	if p.BufferSize <= 0 {
+		p.BufferSize = DefaultBufferSize
+	}
+	if p.SHA256 == "" {
+		p.SHA256 = SHA256Std
+	}
+	if p.BatchMinStreams <= 0 {
+		p.BatchMinStreams = 2
+	}
+	return p
+}
+
+// Validate reports a Policy a Hasher cannot follow, naming the field.
+func (p Policy) Validate() error {
+	switch p.SHA256 {
+	case "", SHA256Std, SHA256SIMD:
+	default:
+		return fmt.Errorf("hasher: policy sha256 = %q: want %q or %q", p.SHA256, SHA256Std, SHA256SIMD)
+	}
+	if p.ExternalMin < 0 {
+		return fmt.Errorf("hasher: policy external_min = %d: want 0 (never) or a size in bytes", p.ExternalMin)
+	}
+	if p.ExternalMin > 0 {
+		if p.External == "" {
+			return fmt.Errorf("hasher: policy external_min = %d but no external program is set", p.ExternalMin)
+		}
+		if _, err := ExternalKindOf(p.External); err != nil {
+			return err
+		}
+	}
+	if p.BufferSize < 0 || p.BufferSize > 64<<20 {
+		return fmt.Errorf("hasher: policy buffer_size = %d: want 0 (default) up to 64 MiB", p.BufferSize)
+	}
+	return nil
+}
+
+// route is where one file is hashed.
+type route uint8
+
+const (
+	routeInline route = iota
+	routePool
+	routeExternal
+	routeBatch
+)
+
+func (p Policy) route(size int64, sha256 bool) route {
+	switch {
+	case size == 0 || (p.InlineMax >= 0 && size <= p.InlineMax):
+		return routeInline
+	case sha256 && p.ExternalMin > 0 && size >= p.ExternalMin:
+		return routeExternal
+	case sha256 && p.Batch != nil && size >= p.BatchMin:
+		return routeBatch
+	}
+	return routePool
+}
