@@ -73,13 +73,14 @@ func Parse(s string) (Key, error) {
 		return Key{}, syntaxError(s, "empty backend name")
 	}
 	k := Key{backend: s[:i]}
+	tooBig := "" // the first field that overflows, reported if all else parses
 	for _, f := range keyFields {
 		n, next, ok := scanField(s, i, f.letter)
 		if !ok {
 			continue
 		}
-		if n < 0 {
-			return Key{}, syntaxError(s, fmt.Sprintf("-%c%s does not fit in 64 bits", f.letter, s[i+2:next]))
+		if n < 0 && tooBig == "" {
+			tooBig = s[i+1 : next]
 		}
 		i = next
 		k.fields |= f.bit
@@ -93,6 +94,9 @@ func Parse(s string) (Key, error) {
 		if dot := strings.IndexByte(k.name, '.'); dot >= 0 && len(k.name)-dot > maxExtInName {
 			return Key{}, syntaxError(s, fmt.Sprintf("extension longer than %d bytes", maxExtInName))
 		}
+	}
+	if tooBig != "" {
+		return Key{}, syntaxError(s, fmt.Sprintf("-%s does not fit in 64 bits", tooBig))
 	}
 	return k, nil
 }
