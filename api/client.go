@@ -1,0 +1,349 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/annexd/annexd/key"
+)
+
+// maxStreamLine bounds one line of a stream the client reads (a duplicate
+// group with very many files is one line).
+const maxStreamLine = 256 << 20
+
+// Client talks to a daemon. It is safe for concurrent use.
+type Client struct {
+	socket string // for messages; "" for TCP
+	base   string // "http://annexd" or "http://host:port"
+	token  string
+	http   *http.Client
+}
+
+// Ping is the answer to /v1/ping.
+type Ping struct {
+	OK         bool   `json:"ok"`
+	Version    string `json:"version"`
+	APIVersion int    `json:"api_version"`
+}
+
+// Dial returns a client for the daemon listening on the unix socket. It
+// does not connect yet; the first request does, and fails with a
+// *NoDaemonError (errors.Is ErrNoDaemon) when nothing answers.
+func Dial(socket string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 8,
+		IdleConnTimeout:     30 * time.Second,
+	}
+	return &Client{socket: socket, base: "http://annexd", http: &http.Client{Transport: tr}}
+}
+
+// DialTCP returns a client for a daemon's loopback TCP listener at addr
+// ("127.0.0.1:7777"), sending token as the bearer token.
+func DialTCP(addr, token string) *Client {
+	tr := &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 8, Proxy: nil}
+	return &Client{base: "http://" + addr, token: token, http: &http.Client{Transport: tr}}
+}
+
+// Socket returns the socket path the client dials ("" for TCP).
+func (c *Client) Socket() string { return c.socket }
+
+// Close releases idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+// Ping checks that the daemon answers.
+func (c *Client) Ping(ctx context.Context) (Ping, error) {
+	var p Ping
+	err := c.getJSON(ctx, "/v1/ping", nil, &p)
+	return p, err
+}
+
+// Lookup asks for the key of one absolute path. With wait, the daemon
+// waits until the file is indexed instead of answering StatePending.
+func (c *Client) Lookup(ctx context.Context, path []byte, wait bool) (LookupResult, error) {
+	v := pathQuery(path)
+	if wait {
+		v.Set("wait", "1")
+	}
+	resp, err := c.do(ctx, http.MethodGet, "/v1/lookup", v, nil)
+	if err != nil {
+		return LookupResult{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return LookupResult{}, fmt.Errorf("%w: %v", ErrBadResponse, err)
+	}
+	var r LookupResult
+	if err := r.UnmarshalJSON(b); err != nil {
+		return LookupResult{}, fmt.Errorf("%w: %v", ErrBadResponse, err)
+	}
+	return r, nil
+}
+
+// LookupBatch looks up paths in one request and calls fn for each answer,
+// in order. Each path must be absolute.
+func (c *Client) LookupBatch(ctx context.Context, paths [][]byte, wait bool, fn func(LookupResult) error) error {
+	body := make([]byte, 0, 64*len(paths))
+	for _, p := range paths {
+		body = AppendLookupLine(body, p)
+	}
+	v := url.Values{}
+	if wait {
+		v.Set("wait", "1")
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/v1/lookup", v, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return readStream(resp.Body, func(line []byte) error {
+		var r LookupResult
+		if err := r.UnmarshalJSON(line); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadResponse, err)
+		}
+		return fn(r)
+	}, nil)
+}
+
+// AppendLookupLine appends one batch request line for path.
+func AppendLookupLine(buf, path []byte) []byte {
+	buf = append(buf, '{')
+	if utf8.Valid(path) {
+		buf = append(buf, `"path":`...)
+		buf = appendString(buf, path)
+	} else {
+		buf = append(buf, `"path_b64":"`...)
+		buf = base64.StdEncoding.AppendEncode(buf, path)
+		buf = append(buf, '"')
+	}
+	return append(buf, "}\n"...)
+}
+
+// WhereisKey lists the indexed locations of k's content.
+func (c *Client) WhereisKey(ctx context.Context, k key.Key, fn func(Location) error) error {
+	return c.whereis(ctx, url.Values{"key": {k.String()}}, fn)
+}
+
+// WhereisDigest lists the indexed locations of the content with digest
+// under backend b.
+func (c *Client) WhereisDigest(ctx context.Context, b key.Backend, digest []byte, fn func(Location) error) error {
+	return c.whereis(ctx, url.Values{"digest": {hex.EncodeToString(digest)}, "backend": {b.String()}}, fn)
+}
+
+// WhereisPath lists the indexed locations of the content the file at path
+// has now. A path without a current key is an error wrapping ErrNotFound.
+func (c *Client) WhereisPath(ctx context.Context, path []byte, wait bool, fn func(Location) error) error {
+	v := pathQuery(path)
+	if wait {
+		v.Set("wait", "1")
+	}
+	return c.whereis(ctx, v, fn)
+}
+
+func (c *Client) whereis(ctx context.Context, v url.Values, fn func(Location) error) error {
+	resp, err := c.do(ctx, http.MethodGet, "/v1/whereis", v, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return readStream(resp.Body, func(line []byte) error {
+		var l Location
+		if err := l.UnmarshalJSON(line); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadResponse, err)
+		}
+		return fn(l)
+	}, nil)
+}
+
+// Dups calls fn for each duplicate group, most wasted bytes first. When
+// q.Limit groups were returned and more may follow, next is the After for
+// the next page; otherwise next is nil.
+func (c *Client) Dups(ctx context.Context, q DupQuery, fn func(DupGroup) error) (next []byte, err error) {
+	v := url.Values{}
+	if q.MinSize > 0 {
+		v.Set("min_size", strconv.FormatInt(q.MinSize, 10))
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.After != nil {
+		v.Set("after", base64.RawURLEncoding.EncodeToString(q.After))
+	}
+	resp, err := c.do(ctx, http.MethodGet, "/v1/dups", v, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var end streamEnd
+	err = readStream(resp.Body, func(line []byte) error {
+		var g DupGroup
+		if err := g.UnmarshalJSON(line); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadResponse, err)
+		}
+		return fn(g)
+	}, &end)
+	if err != nil || end.Next == "" {
+		return nil, err
+	}
+	next, err = base64.RawURLEncoding.DecodeString(end.Next)
+	if err != nil {
+		return nil, fmt.Errorf("%w: next cursor: %v", ErrBadResponse, err)
+	}
+	return next, nil
+}
+
+// Status returns the daemon's status.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var st Status
+	err := c.getJSON(ctx, "/v1/status", nil, &st)
+	return st, err
+}
+
+// WaitIdle asks the daemon to answer when it is idle or after timeout
+// (one long poll; the server caps it at 5 minutes). The returned status
+// says whether it is idle; call again to keep waiting.
+func (c *Client) WaitIdle(ctx context.Context, timeout time.Duration) (Status, error) {
+	var st Status
+	v := url.Values{"wait": {"idle"}, "timeout": {timeout.String()}}
+	err := c.getJSON(ctx, "/v1/status", v, &st)
+	return st, err
+}
+
+// Metrics returns the Prometheus text exposition.
+func (c *Client) Metrics(ctx context.Context) ([]byte, error) {
+	resp, err := c.do(ctx, http.MethodGet, "/metrics", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
+func pathQuery(path []byte) url.Values {
+	if utf8.Valid(path) {
+		return url.Values{"path": {string(path)}}
+	}
+	return url.Values{"path_b64": {base64.StdEncoding.EncodeToString(path)}}
+}
+
+func (c *Client) getJSON(ctx context.Context, p string, v url.Values, out any) error {
+	resp, err := c.do(ctx, http.MethodGet, p, v, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadResponse, err)
+	}
+	return nil
+}
+
+// do sends one request; a non-2xx answer becomes a *StatusError.
+func (c *Client) do(ctx context.Context, method, p string, v url.Values, body []byte) (*http.Response, error) {
+	u := c.base + p
+	if len(v) > 0 {
+		u += "?" + v.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/x-ndjson")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, c.dialError(err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, readStatusError(resp)
+	}
+	return resp, nil
+}
+
+// dialError turns "nothing listens" into a *NoDaemonError.
+func (c *Client) dialError(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		where := c.socket
+		if where == "" {
+			where = c.base
+		}
+		return &NoDaemonError{Socket: where, Err: unwrapSyscall(op.Err)}
+	}
+	return fmt.Errorf("api: %w", err)
+}
+
+func unwrapSyscall(err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return err
+}
+
+func readStatusError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var eb errorBody
+	if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
+		eb.Error = http.StatusText(resp.StatusCode)
+	}
+	return &StatusError{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error}
+}
+
+// readStream calls fn for each item line and checks the end line, which it
+// stores in end when end is not nil.
+func readStream(r io.Reader, fn func([]byte) error, end *streamEnd) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxStreamLine)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if bytes.HasPrefix(line, endPrefix) {
+			var e streamEnd
+			if err := json.Unmarshal(line, &e); err != nil {
+				return fmt.Errorf("%w: end line: %v", ErrBadResponse, err)
+			}
+			if end != nil {
+				*end = e
+			}
+			if e.Error != "" {
+				return &StatusError{Status: http.StatusInternalServerError, Code: e.Code, Message: e.Error}
+			}
+			return nil
+		}
+		if err := fn(line); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadResponse, err)
+	}
+	return fmt.Errorf("%w: stream ended without its end line", ErrBadResponse)
+}

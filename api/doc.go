@@ -1,0 +1,39 @@
+// Package api is annexd's local HTTP API: the server that answers on a unix
+// socket, the client annexctl uses, the wire types both speak, and the
+// peer-credential checks that keep the index private to its owner.
+//
+// # Basics
+//
+// The server serves an Index (implemented by the daemon) under versioned
+// paths:
+//
+//	GET  /v1/ping                         liveness, versions
+//	GET  /v1/lookup?path=P[&wait=1]       one path → LookupResult (JSON)
+//	POST /v1/lookup[?wait=1]              NDJSON paths in → NDJSON LookupResults out, in order
+//	GET  /v1/whereis?key=K                NDJSON Locations (also digest=HEX[&backend=B], path=P)
+//	GET  /v1/dups?min_size=N&limit=N&after=C   NDJSON DupGroups, most wasted bytes first
+//	GET  /v1/status[?wait=idle&timeout=30s]    Status (JSON); with wait, a long poll until idle
+//	GET  /metrics                          Prometheus text format
+//
+// Every NDJSON stream ends with one line {"end":true,"count":N,...}; a stream
+// without it was cut short. An error after the stream started is reported in
+// that line ("error", "code"). Errors before a stream starts are a JSON body
+// {"error":"...","code":"..."} with a 4xx or 5xx status.
+//
+// # Paths
+//
+// Paths are bytes. On the wire a path is the field "path", a display string
+// (invalid UTF-8 replaced by U+FFFD), plus "path_b64" (standard base64 of the
+// exact bytes) whenever the bytes are not valid UTF-8. Inputs accept either;
+// path_b64 wins when both are present. In query strings use path= or
+// path_b64= the same way.
+//
+// # Security
+//
+// The socket lives in a directory only the daemon's user may enter (mode 0700,
+// owned by that user; an existing directory with group or other bits, or owned
+// by someone else, is refused), the socket itself is 0600, and every
+// connection's peer uid is read with SO_PEERCRED: anyone but the daemon's
+// effective uid and root gets 403. TCP is off unless configured, and then
+// only on a loopback address and only with a bearer token.
+package api

@@ -1,0 +1,454 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/annexd/annexd/key"
+)
+
+const maxPathBytes = 4096 // PATH_MAX
+
+func (s *Server) handlePing(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, pingBody{OK: true, Version: s.cfg.Version, APIVersion: APIVersion})
+}
+
+// handleLookup answers GET /v1/lookup?path=P[&wait=1] with one LookupResult.
+func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p, err := pathFromQuery(q)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	wait, err := boolParam(q, "wait")
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if err := checkUnderRoots(p, s.cfg.Index.Roots()); err != nil {
+		writeErr(w, err)
+		return
+	}
+	res, err := s.cfg.Index.Lookup(r.Context(), p, wait)
+	if err != nil {
+		s.indexError(w, r, err)
+		return
+	}
+	res.Path = p
+	s.metrics.lookups.WithLabelValues(string(res.State)).Inc()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(append(res.AppendJSON(nil), '\n'))
+}
+
+// handleLookupBatch answers POST /v1/lookup: the body has one JSON object
+// per line ({"path": …} or {"path_b64": …}); the answer has one
+// LookupResult per line, in the same order, then the end line. A line that
+// cannot be read gets StateInvalid; a path outside the roots gets
+// StateOutsideRoots; neither stops the batch.
+func (s *Server) handleLookupBatch(w http.ResponseWriter, r *http.Request) {
+	wait, err := boolParam(r.URL.Query(), "wait")
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	// The whole body is read first (it is bounded) so that clients which
+	// send everything before reading cannot deadlock against the answer.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBatchBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge,
+				fmt.Sprintf("api: batch body larger than %d bytes; send fewer paths per request", MaxBatchBytes))
+			return
+		}
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "api: read body: "+err.Error())
+		return
+	}
+	roots := s.cfg.Index.Roots()
+	st := newStream(w)
+	for len(body) > 0 {
+		var line []byte
+		line, body, _ = bytes.Cut(body, []byte{'\n'})
+		line = bytes.TrimSuffix(line, []byte{'\r'})
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		res, err := s.lookupLine(r, line, roots, wait)
+		if err != nil {
+			s.log.Error("api lookup failed", "err", err)
+			st.end(streamEnd{Error: err.Error(), Code: CodeInternal})
+			return
+		}
+		s.metrics.lookups.WithLabelValues(string(res.State)).Inc()
+		if err := st.item(res.AppendJSON); err != nil {
+			return // client went away
+		}
+	}
+	st.end(streamEnd{})
+}
+
+// lookupLine answers one line of a batch; only index failures are errors.
+func (s *Server) lookupLine(r *http.Request, line []byte, roots []string, wait bool) (LookupResult, error) {
+	if len(line) > MaxLineBytes {
+		return LookupResult{State: StateInvalid, Message: "api: line too long"}, nil
+	}
+	raw, err := DecodeLookupLine(line)
+	if err != nil {
+		return LookupResult{State: StateInvalid, Message: err.Error()}, nil
+	}
+	p, err := cleanPath(raw)
+	if err != nil {
+		return LookupResult{Path: raw, State: StateInvalid, Message: err.Error()}, nil
+	}
+	if err := checkUnderRoots(p, roots); err != nil {
+		return LookupResult{Path: p, State: StateOutsideRoots, Message: err.Error()}, nil
+	}
+	res, err := s.cfg.Index.Lookup(r.Context(), p, wait)
+	res.Path = p
+	return res, err
+}
+
+// handleWhereis answers GET /v1/whereis?key=K | digest=HEX[&backend=B] |
+// path=P with the NDJSON list of locations of that content.
+func (s *Server) handleWhereis(w http.ResponseWriter, r *http.Request) {
+	q, err := s.whereisQuery(r)
+	if err != nil {
+		if errors.Is(err, errIndex) {
+			s.indexError(w, r, err)
+			return
+		}
+		writeErr(w, err)
+		return
+	}
+	st := newStream(w)
+	err = s.cfg.Index.Whereis(r.Context(), q, func(l Location) error {
+		return st.item(l.AppendJSON)
+	})
+	st.endErr(err, "")
+}
+
+var errIndex = errors.New("api: index failed")
+
+func (s *Server) whereisQuery(r *http.Request) (WhereisQuery, error) {
+	v := r.URL.Query()
+	switch {
+	case v.Has("key"):
+		return whereisByKey(v.Get("key"))
+	case v.Has("digest"):
+		return whereisByDigest(v.Get("digest"), v.Get("backend"))
+	case v.Has("path") || v.Has("path_b64"):
+		return s.whereisByPath(r, v)
+	}
+	return WhereisQuery{}, fmt.Errorf("%w: give key=, digest= or path=", ErrBadRequest)
+}
+
+func whereisByKey(s string) (WhereisQuery, error) {
+	k, err := key.Parse(s)
+	if err != nil {
+		return WhereisQuery{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	d, err := k.Digest()
+	if err != nil {
+		return WhereisQuery{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	return WhereisQuery{Backend: k.Backend(), Digest: d}, nil
+}
+
+func whereisByDigest(hexDigest, backend string) (WhereisQuery, error) {
+	b := key.Default
+	if backend != "" {
+		var err error
+		if b, err = key.ParseBackend(backend); err != nil {
+			return WhereisQuery{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
+		}
+	}
+	d, err := hex.DecodeString(strings.ToLower(hexDigest))
+	if err != nil || len(d) != b.DigestLen() {
+		return WhereisQuery{}, fmt.Errorf("%w: digest must be %d hex digits for %s", ErrBadRequest, 2*b.DigestLen(), b)
+	}
+	return WhereisQuery{Backend: b, Digest: d}, nil
+}
+
+func (s *Server) whereisByPath(r *http.Request, v url.Values) (WhereisQuery, error) {
+	p, err := pathFromQuery(v)
+	if err != nil {
+		return WhereisQuery{}, err
+	}
+	if err := checkUnderRoots(p, s.cfg.Index.Roots()); err != nil {
+		return WhereisQuery{}, err
+	}
+	res, err := s.cfg.Index.Lookup(r.Context(), p, v.Get("wait") == "1")
+	if err != nil {
+		return WhereisQuery{}, fmt.Errorf("%w: %w", errIndex, err)
+	}
+	if res.State != StateCurrent {
+		return WhereisQuery{}, fmt.Errorf("%w: %s has no current key (%s)", ErrNotFound, displayPath(p), res.State)
+	}
+	return whereisByKey(res.Key.String())
+}
+
+// handleDups answers GET /v1/dups?min_size=N&limit=N&after=CURSOR with
+// NDJSON duplicate groups; the end line carries "next" when more remain.
+func (s *Server) handleDups(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query()
+	var q DupQuery
+	var err error
+	if q.MinSize, err = intParam(v, "min_size"); err != nil {
+		writeErr(w, err)
+		return
+	}
+	limit, err := intParam(v, "limit")
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	q.Limit = int(limit)
+	if a := v.Get("after"); a != "" {
+		if q.After, err = base64.RawURLEncoding.DecodeString(a); err != nil {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, "api: after: not a cursor from this API")
+			return
+		}
+	}
+	st := newStream(w)
+	var last []byte
+	err = s.cfg.Index.Dups(r.Context(), q, func(g DupGroup) error {
+		last = g.Cursor
+		return st.item(g.AppendJSON)
+	})
+	next := ""
+	if q.Limit > 0 && st.count == int64(q.Limit) && last != nil {
+		next = base64.RawURLEncoding.EncodeToString(last)
+	}
+	st.endErr(err, next)
+}
+
+// handleStatus answers GET /v1/status; with wait=idle it waits until the
+// daemon is idle, the timeout (default 30s, at most 5m) passes, the client
+// leaves or the server shuts down, and then answers with the status.
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query()
+	wait := v.Get("wait")
+	if wait != "" && wait != "idle" {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, `api: wait must be "idle"`)
+		return
+	}
+	timeout := defaultWaitIdle
+	if t := v.Get("timeout"); t != "" {
+		d, err := time.ParseDuration(t)
+		if err != nil || d < 0 {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, "api: timeout: want a duration such as 30s")
+			return
+		}
+		timeout = min(d, maxWaitIdle)
+	}
+	st, err := s.cfg.Index.Status(r.Context())
+	if wait != "" && err == nil && !st.Idle {
+		st, err = s.waitIdle(r, timeout)
+	}
+	if err != nil {
+		s.indexError(w, r, err)
+		return
+	}
+	st.APIVersion = APIVersion
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) waitIdle(r *http.Request, timeout time.Duration) (Status, error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(idlePollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return s.cfg.Index.Status(r.Context())
+		case <-s.closing:
+			return s.cfg.Index.Status(r.Context())
+		case <-r.Context().Done():
+			return Status{}, r.Context().Err()
+		}
+		st, err := s.cfg.Index.Status(r.Context())
+		if err != nil || st.Idle {
+			return st, err
+		}
+	}
+}
+
+// indexError reports a failure of the Index before a stream started.
+func (s *Server) indexError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return // the client is gone; nobody reads the answer
+	}
+	s.log.Error("api index failed", "path", r.URL.Path, "err", err)
+	writeError(w, http.StatusInternalServerError, CodeInternal, err.Error())
+}
+
+// stream writes NDJSON items and the end line.
+type stream struct {
+	w     http.ResponseWriter
+	bw    *bufio.Writer
+	buf   []byte
+	count int64
+	err   error
+}
+
+func newStream(w http.ResponseWriter) *stream {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	return &stream{w: w, bw: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 1024)}
+}
+
+func (st *stream) item(appendJSON func([]byte) []byte) error {
+	if st.err != nil {
+		return st.err
+	}
+	st.buf = append(appendJSON(st.buf[:0]), '\n')
+	_, st.err = st.bw.Write(st.buf)
+	st.count++
+	return st.err
+}
+
+func (st *stream) endErr(err error, next string) {
+	e := streamEnd{Next: next}
+	if err != nil && st.err == nil {
+		e.Error, e.Code, e.Next = err.Error(), CodeInternal, ""
+	}
+	st.end(e)
+}
+
+func (st *stream) end(e streamEnd) {
+	if st.err != nil {
+		return
+	}
+	e.End, e.Count = true, st.count
+	b, _ := json.Marshal(e)
+	st.bw.Write(append(b, '\n'))
+	st.bw.Flush()
+}
+
+// pathFromQuery reads path= or path_b64= and cleans it.
+func pathFromQuery(v url.Values) ([]byte, error) {
+	var in PathIn
+	if v.Has("path_b64") {
+		s := v.Get("path_b64")
+		in.PathB64 = &s
+	} else if v.Has("path") {
+		s := v.Get("path")
+		in.Path = &s
+	}
+	raw, err := in.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	return cleanPath(raw)
+}
+
+// cleanPath checks that p is a usable absolute path and cleans it
+// lexically.
+func cleanPath(p []byte) ([]byte, error) {
+	switch {
+	case len(p) == 0:
+		return nil, fmt.Errorf("%w: empty path", ErrBadRequest)
+	case len(p) > maxPathBytes:
+		return nil, fmt.Errorf("%w: path longer than %d bytes", ErrBadRequest, maxPathBytes)
+	case p[0] != '/':
+		return nil, fmt.Errorf("%w: path %q is not absolute", ErrBadRequest, displayPath(p))
+	case bytes.IndexByte(p, 0) >= 0:
+		return nil, fmt.Errorf("%w: path contains a NUL byte", ErrBadRequest)
+	}
+	return []byte(path.Clean(string(p))), nil
+}
+
+// checkUnderRoots returns ErrOutsideRoots unless p is a root or below one.
+func checkUnderRoots(p []byte, roots []string) error {
+	for _, root := range roots {
+		if underRoot(p, root) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s is not under %s", ErrOutsideRoots, displayPath(p), strings.Join(roots, ", "))
+}
+
+func underRoot(p []byte, root string) bool {
+	if root == "/" {
+		return true
+	}
+	if !bytes.HasPrefix(p, []byte(root)) {
+		return false
+	}
+	return len(p) == len(root) || p[len(root)] == '/'
+}
+
+func displayPath(p []byte) string { return strings.ToValidUTF8(string(p), "\uFFFD") }
+
+func boolParam(v url.Values, name string) (bool, error) {
+	s := v.Get(name)
+	if s == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s must be 1/0 or true/false", ErrBadRequest, name)
+	}
+	return b, nil
+}
+
+func intParam(v url.Values, name string) (int64, error) {
+	s := v.Get(name)
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%w: %s must be a non-negative integer", ErrBadRequest, name)
+	}
+	return n, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, CodeInternal, "api: encode: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	b, _ := json.Marshal(errorBody{Error: msg, Code: code})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// writeErr maps a request error to its status.
+func writeErr(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, ErrOutsideRoots):
+		writeError(w, http.StatusBadRequest, CodeOutsideRoots, err.Error())
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, CodeNotFound, err.Error())
+	case errors.Is(err, ErrBadRequest):
+		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, CodeInternal, err.Error())
+	}
+}

@@ -1,0 +1,197 @@
+package api
+
+import (
+	"context"
+	"time"
+
+	"github.com/annexd/annexd/key"
+)
+
+// Index is what the server needs of the daemon. The daemon implements it;
+// the server calls it from many goroutines at once, so every method must be
+// safe for concurrent use. Paths given to Index methods are absolute, cleaned
+// (no "." or ".." components, no trailing slash) and under one of Roots().
+type Index interface {
+	// Roots returns the watched roots as absolute, cleaned paths, in the
+	// form the index stores paths under them. The server calls it on every
+	// request that names a path (to refuse paths outside the roots with a
+	// 4xx), so it must be cheap and must not block.
+	Roots() []string
+
+	// Lookup reports the key of the file at path as it is now. It lstats the
+	// path and compares (dev, ino, size, mtime_ns, ctime_ns) with the stored
+	// record. When they agree it returns StateCurrent with the key. When
+	// they differ, or there is no record yet, it may hash the file on
+	// demand (bounded in size and time); failing that, with wait false it
+	// returns StatePending, and with wait true it waits until the file has
+	// been indexed (or ctx ends, then StatePending). It never returns a key
+	// that does not match the file's current content as StateCurrent.
+	// Files that will never be indexed get StateMissing, StateNotRegular,
+	// StateIgnored or StateUnreadable (with Message). The returned error is
+	// for failures of the index itself (store closed, I/O error on the
+	// index), not for problems with this path.
+	Lookup(ctx context.Context, path []byte, wait bool) (LookupResult, error)
+
+	// Whereis calls fn, in path order, for every indexed file whose content
+	// has q.Digest under q.Backend's hash (the bare digest: SHA256E and
+	// SHA256 keys with the same digest match each other, whatever the
+	// extension). Each Location's Key is derived from the digest, size and
+	// that location's own file name. Files whose stored record no longer
+	// matches a fresh lstat are reported with Stale set (not as current).
+	// An error returned by fn stops the walk and is returned.
+	Whereis(ctx context.Context, q WhereisQuery, fn func(Location) error) error
+
+	// Dups calls fn for each group of two or more distinct files (hardlinks
+	// to one inode count once) with the same bare digest and a size of at
+	// least q.MinSize, ordered by wasted bytes (Size × (files − 1))
+	// descending, ties broken by digest ascending. It starts after the
+	// group whose Cursor is q.After (nil: from the start) and stops after
+	// q.Limit groups (0: no limit). Memory must stay flat however many
+	// groups there are. An error returned by fn stops the walk and is
+	// returned.
+	Dups(ctx context.Context, q DupQuery, fn func(DupGroup) error) error
+
+	// Status returns a snapshot of the daemon's state. It must be cheap (no
+	// walk over the index): a client waiting for idle calls it ~10 times a
+	// second. The server fills in APIVersion.
+	Status(ctx context.Context) (Status, error)
+}
+
+// LookupState says what a LookupResult means.
+type LookupState string
+
+// Lookup states. Only StateCurrent carries a key to be trusted as the
+// file's key now.
+const (
+	// StateCurrent: Key is the key of the file's content now.
+	StateCurrent LookupState = "current"
+	// StatePending: the file is new or changed and has not been hashed yet;
+	// Key is empty.
+	StatePending LookupState = "pending"
+	// StateMissing: nothing exists at the path.
+	StateMissing LookupState = "missing"
+	// StateNotRegular: the path is a directory, symlink, device, fifo or
+	// socket; only regular files have keys.
+	StateNotRegular LookupState = "not_regular"
+	// StateIgnored: the path matches an ignore pattern and is not indexed.
+	StateIgnored LookupState = "ignored"
+	// StateUnreadable: the file could not be read (Message says why).
+	StateUnreadable LookupState = "unreadable"
+	// StateCorrupt: the file is unchanged by its metadata but its content no
+	// longer hashes to the recorded key (an audit found it); Key is the
+	// recorded key, not the content's.
+	StateCorrupt LookupState = "corrupt"
+	// StateOutsideRoots: the path is not under any watched root. The
+	// server sets it; Index.Lookup never sees such paths.
+	StateOutsideRoots LookupState = "outside_roots"
+	// StateInvalid: the request line could not be read as a path (Message
+	// says why). Only in batch lookups; the server sets it.
+	StateInvalid LookupState = "invalid"
+)
+
+// LookupResult is the answer for one path.
+type LookupResult struct {
+	Path    []byte      // the path as looked up (absolute, cleaned)
+	State   LookupState // what this result means
+	Key     key.Key     // the key; zero unless State is current or corrupt
+	Size    int64       // file size in bytes when known, else 0
+	Message string      // detail for the user (why unreadable, …); may be empty
+}
+
+// WhereisQuery names content by its bare digest.
+type WhereisQuery struct {
+	Backend key.Backend // the hash; E and non-E variants are equivalent
+	Digest  []byte      // Backend.DigestLen() bytes
+}
+
+// Location is one indexed file.
+type Location struct {
+	Path  []byte  // absolute path
+	Key   key.Key // key for this file (extension from its own name)
+	Size  int64   // size in bytes
+	State string  // the stored record's state ("ok", "corrupt", …)
+	Stale bool    // the file changed since it was hashed; Key may be wrong
+}
+
+// DupQuery selects duplicate groups.
+type DupQuery struct {
+	MinSize int64  // only files of at least this many bytes
+	After   []byte // resume after the group with this Cursor; nil from the start
+	Limit   int    // at most this many groups; 0 means no limit
+}
+
+// DupGroup is a set of distinct files with the same content.
+type DupGroup struct {
+	Backend key.Backend // the hash (the E variant, e.g. SHA256E)
+	Digest  []byte      // bare digest
+	Size    int64       // size of each file
+	Wasted  int64       // Size × (len(Files) − 1)
+	Files   []Location  // two or more, path order
+	// Cursor is an opaque position: a DupQuery with After = Cursor resumes
+	// right after this group. The server hands it to clients as base64.
+	Cursor []byte
+}
+
+// Status is a snapshot of the daemon.
+type Status struct {
+	Version       string    `json:"version"`        // annexd version
+	APIVersion    int       `json:"api_version"`    // set by the server
+	GoVersion     string    `json:"go_version"`     // runtime.Version()
+	PID           int       `json:"pid"`            // daemon process id
+	StartedAt     time.Time `json:"started_at"`     // daemon start
+	IndexPath     string    `json:"index_path"`     // the bbolt file
+	SchemaVersion int       `json:"schema_version"` // index schema
+
+	Roots   []RootStatus `json:"roots"`
+	Files   int64        `json:"files"`   // indexed files
+	Bytes   int64        `json:"bytes"`   // their total size
+	Pending int64        `json:"pending"` // files waiting to be (re)hashed
+	// Idle is true when the initial scan of every root is done and nothing
+	// is pending or being hashed.
+	Idle bool `json:"idle"`
+
+	Scan        ScanProgress  `json:"scan"`
+	Watcher     WatcherStatus `json:"watcher"`
+	Calibration *Calibration  `json:"calibration,omitempty"`
+}
+
+// RootStatus is one watched root.
+type RootStatus struct {
+	Path     string `json:"path"`      // absolute, cleaned
+	ScanDone bool   `json:"scan_done"` // its initial scan finished
+	Watched  bool   `json:"watched"`   // fully covered by inotify watches
+	Degraded bool   `json:"degraded"`  // partly covered by periodic rescans only
+	Reason   string `json:"reason,omitempty"`
+}
+
+// ScanProgress counts the work of the current (or last) scan.
+type ScanProgress struct {
+	Running     bool  `json:"running"`
+	FilesSeen   int64 `json:"files_seen"`
+	BytesSeen   int64 `json:"bytes_seen"`
+	FilesHashed int64 `json:"files_hashed"`
+	BytesHashed int64 `json:"bytes_hashed"`
+	FilesQueued int64 `json:"files_queued"`
+	BytesQueued int64 `json:"bytes_queued"`
+	// EstimateSeconds is the estimated time left, or 0 when unknown.
+	EstimateSeconds float64 `json:"estimate_seconds"`
+}
+
+// WatcherStatus is the health of the inotify watches.
+type WatcherStatus struct {
+	Healthy       bool     `json:"healthy"`
+	Watches       int64    `json:"watches"`        // watches in use
+	WatchLimit    int64    `json:"watch_limit"`    // fs.inotify.max_user_watches
+	WatchesNeeded int64    `json:"watches_needed"` // estimate for full coverage
+	Degraded      []string `json:"degraded_roots,omitempty"`
+	// Message tells the user what to do, e.g. the sysctl that raises the
+	// watch limit. Empty when healthy.
+	Message string `json:"message,omitempty"`
+}
+
+// Calibration is the hasher's startup calibration result.
+type Calibration struct {
+	Summary    string            `json:"summary"` // one line for humans
+	Params     map[string]string `json:"params,omitempty"`
+	MeasuredAt time.Time         `json:"measured_at"`
+}

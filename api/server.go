@@ -1,0 +1,253 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Limits and timeouts of the server. They are generous for the one local
+// user and small enough that a misbehaving client cannot hurt the daemon.
+const (
+	MaxBatchBytes     = 16 << 20 // body of one batch lookup request
+	MaxLineBytes      = 64 << 10 // one line of a batch lookup request
+	maxHeaderBytes    = 16 << 10
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 60 * time.Second
+	idleTimeout       = 120 * time.Second
+	shutdownGrace     = 5 * time.Second
+	defaultWaitIdle   = 30 * time.Second
+	maxWaitIdle       = 5 * time.Minute
+	idlePollInterval  = 100 * time.Millisecond
+)
+
+// Config configures a Server. Index and Socket are required.
+type Config struct {
+	Index  Index
+	Socket string // unix socket path, e.g. from DefaultSocketPath
+
+	// TCPAddr, when set, also serves on this loopback address
+	// ("127.0.0.1:7777"); every TCP request must carry
+	// "Authorization: Bearer <Token>". Token is required with TCPAddr.
+	TCPAddr string
+	Token   string
+
+	Version string       // daemon version for /v1/ping
+	Logger  *slog.Logger // nil: discard
+
+	// Registerer receives the server's request metrics; Gatherer is served
+	// on /metrics (the daemon's own metrics included). Nil: a private
+	// registry for both.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+}
+
+// Server serves an Index over HTTP on a unix socket (and optionally TCP).
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	uid     int
+	metrics *metrics
+	http    *http.Server
+	closing chan struct{}
+
+	mu       sync.Mutex
+	unixLn   *net.UnixListener
+	tcpLn    net.Listener
+	lockFile *os.File
+}
+
+// NewServer checks cfg and returns a server that is not yet listening.
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.Index == nil {
+		return nil, fmt.Errorf("%w: no index", ErrConfig)
+	}
+	if err := checkSocketPath(cfg.Socket); err != nil {
+		return nil, err
+	}
+	if cfg.TCPAddr != "" {
+		if err := checkLoopback(cfg.TCPAddr); err != nil {
+			return nil, err
+		}
+		if len(cfg.Token) < 16 {
+			return nil, fmt.Errorf("%w: tcp needs a token of at least 16 characters", ErrConfig)
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Registerer == nil || cfg.Gatherer == nil {
+		reg := prometheus.NewRegistry()
+		if cfg.Registerer == nil {
+			cfg.Registerer = reg
+		}
+		if cfg.Gatherer == nil {
+			cfg.Gatherer = reg
+		}
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, uid: os.Geteuid(), metrics: m, closing: make(chan struct{})}
+	s.http = &http.Server{
+		Handler:           s.routes(),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ConnContext:       connContext,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// Listen binds the socket (and the TCP address, if configured). Run calls
+// it when it has not been called; calling it first lets the daemon report
+// "socket in use" before it starts other work.
+func (s *Server) Listen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unixLn != nil {
+		return nil
+	}
+	ln, lock, err := listenUnix(s.cfg.Socket)
+	if err != nil {
+		return err
+	}
+	if s.cfg.TCPAddr != "" {
+		addr := strings.Replace(s.cfg.TCPAddr, "localhost:", "127.0.0.1:", 1)
+		tl, err := net.Listen("tcp", addr)
+		if err != nil {
+			ln.Close()
+			lock.Close()
+			return fmt.Errorf("api: listen on %s: %w", s.cfg.TCPAddr, err)
+		}
+		s.tcpLn = tl
+	}
+	s.unixLn, s.lockFile = ln, lock
+	return nil
+}
+
+// TCPAddr returns the bound TCP address, or nil without TCP.
+func (s *Server) TCPAddr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tcpLn == nil {
+		return nil
+	}
+	return s.tcpLn.Addr()
+}
+
+// Run serves until ctx ends, then shuts down: in-flight requests get a few
+// seconds to finish (long polls return at once), then connections are
+// closed. It returns nil after a shutdown caused by ctx.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	s.log.Info("api listening", "socket", s.cfg.Socket, "tcp", s.cfg.TCPAddr)
+	errc := make(chan error, 2)
+	n := 1
+	go func() { errc <- s.http.Serve(s.unixLn) }()
+	if s.tcpLn != nil {
+		n++
+		go func() { errc <- s.http.Serve(s.tcpLn) }()
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		n--
+	}
+	s.shutdown()
+	for ; n > 0; n-- {
+		if e := <-errc; !errors.Is(e, http.ErrServerClosed) && err == nil {
+			err = e
+		}
+	}
+	s.lockFile.Close()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("api: serve: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) shutdown() {
+	close(s.closing)
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := s.http.Shutdown(ctx); err != nil {
+		s.log.Warn("api shutdown timed out; closing connections", "err", err)
+	}
+	s.http.Close()
+}
+
+// routes builds the handler tree.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	handle := func(pattern string, h http.HandlerFunc) {
+		mux.Handle(pattern, s.metrics.instrument(pattern, h))
+	}
+	handle("GET /v1/ping", s.handlePing)
+	handle("GET /v1/lookup", s.handleLookup)
+	handle("POST /v1/lookup", s.handleLookupBatch)
+	handle("GET /v1/whereis", s.handleWhereis)
+	handle("GET /v1/dups", s.handleDups)
+	handle("GET /v1/status", s.handleStatus)
+	mux.Handle("GET /metrics", s.metrics.instrument("GET /metrics",
+		promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: s.httpErrorLog()})))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, CodeNotFound, "api: no such endpoint: "+r.Method+" "+r.URL.Path)
+	})
+	return s.guard(mux)
+}
+
+func (s *Server) httpErrorLog() promhttp.Logger {
+	return slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
+}
+
+// guard admits only the daemon's own user and root on the unix socket, and
+// only requests with the token on TCP.
+func (s *Server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := peerFrom(r.Context())
+		if p.tcp {
+			if !s.tokenOK(r.Header.Get("Authorization")) {
+				s.metrics.denied.WithLabelValues("token").Inc()
+				w.Header().Set("WWW-Authenticate", `Bearer realm="annexd"`)
+				writeError(w, http.StatusUnauthorized, CodeUnauthorized, "api: missing or wrong bearer token")
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !p.known || (p.uid != s.uid && p.uid != 0) {
+			s.metrics.denied.WithLabelValues("uid").Inc()
+			s.log.Warn("api refused peer", "uid", p.uid, "pid", p.pid)
+			writeError(w, http.StatusForbidden, CodeForbidden,
+				fmt.Sprintf("api: uid %d may not use this daemon (it runs as uid %d)", p.uid, s.uid))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) tokenOK(header string) bool {
+	tok, ok := strings.CutPrefix(header, "Bearer ")
+	if !ok {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) == 1
+}

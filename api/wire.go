@@ -1,0 +1,360 @@
+package api
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/annexd/annexd/key"
+)
+
+// APIVersion is the version of the wire protocol under /v1.
+const APIVersion = 1
+
+// Error codes in error bodies ({"error": "...", "code": "..."}).
+const (
+	CodeBadRequest   = "bad_request"
+	CodeOutsideRoots = "outside_roots"
+	CodeForbidden    = "forbidden"
+	CodeUnauthorized = "unauthorized"
+	CodeNotFound     = "not_found"
+	CodeTooLarge     = "too_large"
+	CodeInternal     = "internal"
+	CodeUnavailable  = "unavailable"
+)
+
+// errorBody is the JSON body of every non-2xx response.
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// streamEnd is the last line of every NDJSON stream.
+type streamEnd struct {
+	End   bool   `json:"end"`
+	Count int64  `json:"count"`
+	Next  string `json:"next,omitempty"` // dups: cursor for the next page
+	Error string `json:"error,omitempty"`
+	Code  string `json:"code,omitempty"`
+}
+
+// endPrefix starts the stream's end line; other lines never start with it.
+var endPrefix = []byte(`{"end":`)
+
+// pingBody answers /v1/ping.
+type pingBody struct {
+	OK         bool   `json:"ok"`
+	Version    string `json:"version"`
+	APIVersion int    `json:"api_version"`
+}
+
+// PathIn is a path as it arrives on the wire: either field may be set.
+type PathIn struct {
+	Path    *string `json:"path"`
+	PathB64 *string `json:"path_b64"`
+}
+
+// Bytes returns the exact path bytes: path_b64 when present, else path.
+func (p PathIn) Bytes() ([]byte, error) {
+	if p.PathB64 != nil {
+		b, err := base64.StdEncoding.DecodeString(*p.PathB64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: path_b64: %v", ErrBadRequest, err)
+		}
+		return b, nil
+	}
+	if p.Path != nil {
+		return []byte(*p.Path), nil
+	}
+	return nil, fmt.Errorf("%w: neither path nor path_b64 given", ErrBadRequest)
+}
+
+// NewPathIn returns the wire form of path for a request.
+func NewPathIn(path []byte) PathIn {
+	var p PathIn
+	if utf8.Valid(path) {
+		s := string(path)
+		p.Path = &s
+	} else {
+		s := base64.StdEncoding.EncodeToString(path)
+		p.PathB64 = &s
+	}
+	return p
+}
+
+// DecodeLookupLine parses one line of a batch lookup request body: a JSON
+// object with "path" or "path_b64".
+func DecodeLookupLine(line []byte) ([]byte, error) {
+	var p PathIn
+	if err := json.Unmarshal(line, &p); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	return p.Bytes()
+}
+
+// appendPath appends "name":display and, when needed, "name_b64":exact.
+func appendPath(buf []byte, name string, path []byte) []byte {
+	buf = append(buf, '"')
+	buf = append(buf, name...)
+	buf = append(buf, `":`...)
+	buf = appendString(buf, path)
+	if !utf8.Valid(path) {
+		buf = append(buf, `,"`...)
+		buf = append(buf, name...)
+		buf = append(buf, `_b64":"`...)
+		buf = base64.StdEncoding.AppendEncode(buf, path)
+		buf = append(buf, '"')
+	}
+	return buf
+}
+
+// appendString appends s as a JSON string, replacing invalid UTF-8 with
+// U+FFFD as encoding/json does.
+func appendString(buf []byte, s []byte) []byte {
+	buf = append(buf, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				buf = append(buf, '\\', c)
+			case c < 0x20 || c == 0x7f:
+				buf = append(buf, `\u00`...)
+				buf = append(buf, hex.EncodeToString([]byte{c})...)
+			default:
+				buf = append(buf, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			buf = append(buf, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			buf = append(buf, `\u202`...)
+			buf = append(buf, "89"[r-'\u2028'])
+		default:
+			buf = append(buf, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(buf, '"')
+}
+
+func appendKey(buf []byte, k key.Key) []byte {
+	if k.IsZero() {
+		return buf
+	}
+	buf = append(buf, `,"key":`...)
+	return appendString(buf, []byte(k.String()))
+}
+
+// AppendJSON appends r as one JSON object (no newline).
+func (r LookupResult) AppendJSON(buf []byte) []byte {
+	buf = append(buf, '{')
+	buf = appendPath(buf, "path", r.Path)
+	buf = append(buf, `,"state":`...)
+	buf = appendString(buf, []byte(r.State))
+	buf = appendKey(buf, r.Key)
+	if r.Size != 0 {
+		buf = append(buf, `,"size":`...)
+		buf = strconv.AppendInt(buf, r.Size, 10)
+	}
+	if r.Message != "" {
+		buf = append(buf, `,"message":`...)
+		buf = appendString(buf, []byte(r.Message))
+	}
+	return append(buf, '}')
+}
+
+// MarshalJSON implements json.Marshaler.
+func (r LookupResult) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil), nil }
+
+type lookupWire struct {
+	PathIn
+	State   LookupState `json:"state"`
+	Key     string      `json:"key"`
+	Size    int64       `json:"size"`
+	Message string      `json:"message"`
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (r *LookupResult) UnmarshalJSON(b []byte) error {
+	var w lookupWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	p, err := w.PathIn.Bytes()
+	if err != nil {
+		return err
+	}
+	k, err := parseOptionalKey(w.Key)
+	if err != nil {
+		return err
+	}
+	*r = LookupResult{Path: p, State: w.State, Key: k, Size: w.Size, Message: w.Message}
+	return nil
+}
+
+func parseOptionalKey(s string) (key.Key, error) {
+	if s == "" {
+		return key.Key{}, nil
+	}
+	return key.Parse(s)
+}
+
+// AppendJSON appends l as one JSON object.
+func (l Location) AppendJSON(buf []byte) []byte {
+	buf = append(buf, '{')
+	buf = appendPath(buf, "path", l.Path)
+	buf = appendKey(buf, l.Key)
+	buf = append(buf, `,"size":`...)
+	buf = strconv.AppendInt(buf, l.Size, 10)
+	if l.State != "" {
+		buf = append(buf, `,"state":`...)
+		buf = appendString(buf, []byte(l.State))
+	}
+	if l.Stale {
+		buf = append(buf, `,"stale":true`...)
+	}
+	return append(buf, '}')
+}
+
+// MarshalJSON implements json.Marshaler.
+func (l Location) MarshalJSON() ([]byte, error) { return l.AppendJSON(nil), nil }
+
+type locationWire struct {
+	PathIn
+	Key   string `json:"key"`
+	Size  int64  `json:"size"`
+	State string `json:"state"`
+	Stale bool   `json:"stale"`
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (l *Location) UnmarshalJSON(b []byte) error {
+	var w locationWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	p, err := w.PathIn.Bytes()
+	if err != nil {
+		return err
+	}
+	k, err := parseOptionalKey(w.Key)
+	if err != nil {
+		return err
+	}
+	*l = Location{Path: p, Key: k, Size: w.Size, State: w.State, Stale: w.Stale}
+	return nil
+}
+
+// AppendJSON appends g as one JSON object.
+func (g DupGroup) AppendJSON(buf []byte) []byte {
+	buf = append(buf, `{"backend":`...)
+	buf = appendString(buf, []byte(backendName(g.Backend)))
+	buf = append(buf, `,"digest":"`...)
+	buf = hex.AppendEncode(buf, g.Digest)
+	buf = append(buf, `","size":`...)
+	buf = strconv.AppendInt(buf, g.Size, 10)
+	buf = append(buf, `,"count":`...)
+	buf = strconv.AppendInt(buf, int64(len(g.Files)), 10)
+	buf = append(buf, `,"wasted":`...)
+	buf = strconv.AppendInt(buf, g.Wasted, 10)
+	if g.Cursor != nil {
+		buf = append(buf, `,"cursor":"`...)
+		buf = base64.RawURLEncoding.AppendEncode(buf, g.Cursor)
+		buf = append(buf, '"')
+	}
+	buf = append(buf, `,"files":[`...)
+	for i, f := range g.Files {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = f.AppendJSON(buf)
+	}
+	return append(buf, "]}"...)
+}
+
+func backendName(b key.Backend) string {
+	if !b.Valid() {
+		return ""
+	}
+	return b.String()
+}
+
+// MarshalJSON implements json.Marshaler.
+func (g DupGroup) MarshalJSON() ([]byte, error) { return g.AppendJSON(nil), nil }
+
+type dupWire struct {
+	Backend string     `json:"backend"`
+	Digest  string     `json:"digest"`
+	Size    int64      `json:"size"`
+	Wasted  int64      `json:"wasted"`
+	Cursor  string     `json:"cursor"`
+	Files   []Location `json:"files"`
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (g *DupGroup) UnmarshalJSON(b []byte) error {
+	var w dupWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	var out DupGroup
+	var err error
+	if w.Backend != "" {
+		if out.Backend, err = key.ParseBackend(w.Backend); err != nil {
+			return err
+		}
+	}
+	if out.Digest, err = hex.DecodeString(w.Digest); err != nil {
+		return fmt.Errorf("%w: digest: %v", ErrBadResponse, err)
+	}
+	if w.Cursor != "" {
+		if out.Cursor, err = base64.RawURLEncoding.DecodeString(w.Cursor); err != nil {
+			return fmt.Errorf("%w: cursor: %v", ErrBadResponse, err)
+		}
+	}
+	out.Size, out.Wasted, out.Files = w.Size, w.Wasted, w.Files
+	*g = out
+	return nil
+}
+
+// MarshalJSON implements json.Marshaler; it adds path_b64 for a root whose
+// path is not valid UTF-8.
+func (r RootStatus) MarshalJSON() ([]byte, error) {
+	type plain RootStatus
+	b, err := json.Marshal(plain(r))
+	if err != nil || utf8.ValidString(r.Path) {
+		return b, err
+	}
+	b = append(b[:len(b)-1], `,"path_b64":"`...)
+	b = base64.StdEncoding.AppendEncode(b, []byte(r.Path))
+	return append(b, `"}`...), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (r *RootStatus) UnmarshalJSON(b []byte) error {
+	type plain RootStatus
+	var w struct {
+		plain
+		PathB64 *string `json:"path_b64"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*r = RootStatus(w.plain)
+	if w.PathB64 != nil {
+		p, err := base64.StdEncoding.DecodeString(*w.PathB64)
+		if err != nil {
+			return fmt.Errorf("%w: path_b64: %v", ErrBadResponse, err)
+		}
+		r.Path = string(p)
+	}
+	return nil
+}
