@@ -1,0 +1,222 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/key"
+)
+
+// Report is what Check found.
+type Report struct {
+	Path     string   `json:"path"`
+	Problems []string `json:"problems"` // empty when the index is sound
+	Omitted  int      `json:"omitted"`  // problems beyond the first maxProblems
+	Files    int64    `json:"files"`
+	Dirs     int64    `json:"dirs"`
+	Digests  int64    `json:"digests"`
+	Groups   int64    `json:"dup_groups"`
+}
+
+// OK reports whether no problem was found.
+func (r *Report) OK() bool { return len(r.Problems) == 0 }
+
+const maxProblems = 100
+
+func (r *Report) add(format string, args ...any) {
+	if len(r.Problems) >= maxProblems {
+		r.Omitted++
+		return
+	}
+	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+}
+
+var errRollback = errors.New("rollback")
+
+// Check runs bbolt's consistency check and this package's invariants on one
+// snapshot: every record decodes and sits in a known directory; the
+// directory, digest and inode indexes hold exactly one entry per record
+// that belongs in them; group summaries, the waste order and the counters
+// match a recount. It holds the write lock while it runs (a writable store
+// cannot be checked safely otherwise), so it blocks writes for the duration:
+// seconds per million records.
+func (s *Store) Check() (Report, error) {
+	rep := Report{Path: s.path}
+	fn := func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			rep.add("bbolt: %v", err)
+		}
+		checkInvariants(tx, &rep)
+		return errRollback
+	}
+	var err error
+	if s.opts.ReadOnly {
+		err = s.view(fn)
+	} else {
+		err = s.db.Update(fn)
+	}
+	if errors.Is(err, errRollback) {
+		err = nil
+	}
+	return rep, err
+}
+
+func checkInvariants(tx *bolt.Tx, rep *Report) {
+	for _, b := range allBuckets {
+		if tx.Bucket(b) == nil {
+			rep.add("bucket %q missing", b)
+			return
+		}
+	}
+	var c counters
+	checkFiles(tx, rep, &c)
+	checkDirs(tx, rep)
+	checkCount(tx, rep, bucketInodes, c.Files, "inode index")
+	checkGroups(tx, rep, &c)
+	stored, err := decodeCounters(tx.Bucket(bucketMeta).Get(metaCounters))
+	if err != nil {
+		rep.add("counters: %v", err)
+	} else if stored != c {
+		rep.add("counters %+v, recount %+v", stored, c)
+	}
+}
+
+func checkFiles(tx *bolt.Tx, rep *Report, c *counters) {
+	dirs, names := tx.Bucket(bucketDirs), tx.Bucket(bucketDirNames)
+	inodes, digest := tx.Bucket(bucketInodes), tx.Bucket(bucketDigest)
+	var kbuf []byte
+	_ = tx.Bucket(bucketFiles).ForEach(func(fk, v []byte) error {
+		c.Files++
+		id, base, ok := splitFileKey(fk)
+		if !ok || len(base) == 0 || bytes.IndexByte(base, '/') >= 0 {
+			rep.add("files: bad key %x", fk)
+			return nil
+		}
+		idv := binary.AppendUvarint(nil, id)
+		dk := names.Get(idv)
+		if dk == nil || !bytes.Equal(dirs.Get(dk), idv) {
+			rep.add("files: %x: directory %d unknown", fk, id)
+			return nil
+		}
+		path := joinPath(dk, base)
+		r, err := decodeRecord(v)
+		if err == nil {
+			err = r.validate()
+		}
+		if err != nil {
+			rep.add("files: %q: %v", path, err)
+			return nil
+		}
+		c.Bytes += r.Size
+		kbuf = append(inodeKey(kbuf, r.Dev, r.Ino), fk...)
+		if inodes.Get(kbuf) == nil {
+			rep.add("inode index lacks %q (dev %d ino %d)", path, r.Dev, r.Ino)
+		}
+		if r.indexed() {
+			c.Digested++
+			kbuf = append(digestKey(kbuf, &r), fk...)
+			if digest.Get(kbuf) == nil {
+				rep.add("digest index lacks %q", path)
+			}
+		}
+		return nil
+	})
+	rep.Files = c.Files
+}
+
+func checkDirs(tx *bolt.Tx, rep *Report) {
+	files, names := tx.Bucket(bucketFiles).Cursor(), tx.Bucket(bucketDirNames)
+	_ = tx.Bucket(bucketDirs).ForEach(func(dk, idv []byte) error {
+		rep.Dirs++
+		if len(dk) == 0 || dk[len(dk)-1] != '/' || (len(dk) > 1 && checkPath(dk[:len(dk)-1], false) != nil) {
+			rep.add("dirs: bad directory key %q", dk)
+		}
+		if !bytes.Equal(names.Get(idv), dk) {
+			rep.add("dirs: %q ↔ id %x mismatch", dk, idv)
+		}
+		if k, _ := files.Seek(idv); k == nil || !bytes.HasPrefix(k, idv) {
+			rep.add("dirs: %q holds no files", dk)
+		}
+		return nil
+	})
+	checkCount(tx, rep, bucketDirNames, rep.Dirs, "directory names")
+}
+
+func checkCount(tx *bolt.Tx, rep *Report, bucket []byte, want int64, what string) {
+	if n := int64(tx.Bucket(bucket).Stats().KeyN); n != want {
+		rep.add("%s has %d entries, want %d", what, n, want)
+	}
+}
+
+// checkGroups recounts every digest group from the digest index.
+func checkGroups(tx *bolt.Tx, rep *Report, c *counters) {
+	files, grps, dups := tx.Bucket(bucketFiles), tx.Bucket(bucketGroups), tx.Bucket(bucketDups)
+	var (
+		cur     []byte
+		g       group
+		inodes  = map[[2]uint64]bool{}
+		entries int64
+		nGrps   int64
+	)
+	flush := func() {
+		if cur == nil {
+			return
+		}
+		g.inodes = int64(len(inodes))
+		c.Unique++
+		if g.n >= 2 {
+			nGrps++
+			if v := grps.Get(cur); v == nil {
+				rep.add("groups: %x missing", cur)
+			} else if sg, err := decodeGroup(v); err != nil || sg != g {
+				rep.add("groups: %x stored %+v, recount %+v (%v)", cur, sg, g, err)
+			}
+		}
+		if g.inodes >= 2 {
+			c.Groups++
+			c.Wasted += g.wasted()
+			if dups.Get(dupKey(g.wasted(), cur)) == nil {
+				rep.add("dups: %x (wasted %d) missing", cur, g.wasted())
+			}
+		}
+	}
+	_ = tx.Bucket(bucketDigest).ForEach(func(k, _ []byte) error {
+		entries++
+		b := key.Backend(k[0])
+		n := 1 + b.DigestLen()
+		if !b.Valid() || b.Base() != b || len(k) <= n {
+			rep.add("bydigest: bad key %x", k)
+			return nil
+		}
+		dk, fk := k[:n], k[n:]
+		if !bytes.Equal(dk, cur) {
+			flush()
+			cur, g = bytes.Clone(dk), group{}
+			clear(inodes)
+		}
+		r, err := decodeRecord(files.Get(fk))
+		if err != nil || !r.indexed() || !bytes.Equal(digestKey(nil, &r), dk) {
+			rep.add("bydigest: %x points to a record without that digest", k)
+			return nil
+		}
+		if g.n == 0 {
+			g.size = r.Size
+		} else if r.Size != g.size {
+			rep.add("bydigest: %x: sizes %d and %d share a digest", dk, g.size, r.Size)
+		}
+		g.n++
+		inodes[[2]uint64{r.Dev, r.Ino}] = true
+		return nil
+	})
+	flush()
+	if entries != c.Digested {
+		rep.add("digest index has %d entries, want %d", entries, c.Digested)
+	}
+	checkCount(tx, rep, bucketGroups, nGrps, "group summaries")
+	checkCount(tx, rep, bucketDups, c.Groups, "waste order")
+	rep.Digests, rep.Groups = c.Unique, c.Groups
+}

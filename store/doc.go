@@ -1,0 +1,73 @@
+// Package store is annexd's index: a bbolt file mapping every path to the
+// record of its content, with the secondary indexes, batched writes, queries,
+// schema versions and invariant checks around it. It is the only package that
+// imports bbolt; callers see concrete methods and copied values, never a
+// transaction.
+//
+// # Glossary
+//
+//   - path: an absolute, clean file path as raw bytes (non-UTF-8 names are
+//     kept byte for byte).
+//   - record: what the index knows about one path: digest and backend, size,
+//     mtime, ctime, (dev, ino), when it was hashed and last verified, its
+//     state and generation. Encoded compactly (versioned, varints).
+//   - digest: the hash of a file's content. Digests are grouped by base
+//     backend (SHA256E and SHA256 share SHA256's space), so a.JPG and b.jpg
+//     with the same bytes have the same bare digest even though their E keys
+//     differ; keys are derived from digest, size and the path's extension on
+//     output.
+//   - state: ok, unreadable, changing (changed while hashed, to be retried),
+//     corrupt (content changed although size and mtime did not; the recorded
+//     digest is kept), pending. Only ok records are in the digest index.
+//   - generation: a number handed out per scan (NextGeneration). A scan marks
+//     every path it sees with its generation; Sweep then drops the records
+//     below a root that the scan did not see.
+//   - group: the paths sharing one bare digest on at least two distinct
+//     inodes. Its waste is size × (distinct inodes − 1): hardlinks of one
+//     inode are members but are not duplicates.
+//   - cursor: opaque bytes that resume Scan or Dups where it stopped.
+//
+// # Layout
+//
+// Buckets: files (uvarint(dirID) ‖ base name → record), dirs (directory
+// "/a/b/" → dirID) and dirnames (dirID → directory), bydigest (base backend ‖
+// digest ‖ file key → ∅), inodes (uvarint(dev) ‖ uvarint(ino) ‖ file key →
+// ∅), groups (base backend ‖ digest → paths, inodes, size; only for digests
+// with two or more paths), dups (^wasted ‖ base backend ‖ digest → ∅; only
+// for groups of two or more inodes, so Dups streams them largest waste
+// first), meta (format, schema version, counters, generation) and user
+// (GetMeta/PutMeta).
+//
+// Storing directories once and files under a directory id keeps the index
+// small (each path's directory is not repeated in three indexes) and makes
+// renaming a directory cost one entry per directory below it, not one per
+// file. A directory entry exists exactly while it holds files.
+//
+// The inode index maps one (dev, ino) to every path recorded with it, so
+// hardlinks are all found; ByInode returns the first.
+//
+// # Writes
+//
+// Every change goes through one writer, Run, which applies queued changes in
+// one transaction per group: every Options.MaxDelay (100 ms) or
+// Options.MaxBatch (4096) changes, whichever comes first, or as soon as no
+// change arrived for Options.MaxIdle (1 ms), so a lone change is not held
+// back. Put, Delete and
+// the other synchronous calls return after the commit (fsync), so a change
+// that returned nil survives a crash; Submit is the asynchronous form. All
+// indexes and counters change in the same transaction as the record.
+//
+// # Reads
+//
+// Get, ByInode, ByDigest and Stats are short read transactions. Scan,
+// Subtree, Sweep and Dups read in chunks of about a thousand records, each
+// in its own transaction, and call the caller's function outside of it, so
+// a long listing never stalls the writer and the callback may write.
+//
+// # Caveats
+//
+// A file that is not an index, or a damaged index, is never written,
+// truncated or removed: Open reports ErrNotIndex or ErrCorrupt naming it.
+// Check (annexd check-db) blocks writes while it runs. Changes submitted
+// but not yet committed are not visible to reads.
+package store

@@ -1,0 +1,127 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/key"
+)
+
+// DupOptions select and page duplicate groups.
+type DupOptions struct {
+	MinSize int64  // skip groups of smaller files
+	After   []byte // resume after this Group.Cursor (nil: from the start)
+	Limit   int    // at most this many groups (0: all)
+}
+
+// Group is a set of paths with the same content (same bare digest) on at
+// least two distinct inodes. Hardlinks of one inode are listed but do not
+// count as waste.
+type Group struct {
+	Backend key.Backend // the base backend (SHA256, not SHA256E)
+	Digest  []byte
+	Size    int64
+	Inodes  int64 // distinct (dev, ino)
+	Wasted  int64 // Size × (Inodes − 1)
+	Members []Member
+	Cursor  []byte // pass as DupOptions.After to continue after this group
+}
+
+// Member is one path of a group.
+type Member struct {
+	Path   []byte
+	Record Record
+}
+
+// maxMembersPerTx bounds the work one read transaction of Dups does.
+const maxMembersPerTx = 4 * chunk
+
+// Dups calls fn for each duplicate group, largest waste first (ties in
+// digest order). It keeps one chunk of groups in memory at a time, read in
+// short transactions, and calls fn outside of them. fn may return ErrStop.
+func (s *Store) Dups(ctx context.Context, opts DupOptions, fn func(Group) error) error {
+	after := bytes.Clone(opts.After)
+	sent := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		groups, next, more, err := s.dupChunk(after, opts.MinSize)
+		if err != nil {
+			return err
+		}
+		for _, g := range groups {
+			if opts.Limit > 0 && sent >= opts.Limit {
+				return nil
+			}
+			if err := fn(g); err != nil {
+				if errors.Is(err, ErrStop) {
+					return nil
+				}
+				return err
+			}
+			sent++
+		}
+		if !more {
+			return nil
+		}
+		after = next
+	}
+}
+
+// dupChunk reads groups after the cursor; next is the last key it examined
+// (groups skipped by MinSize included) and more reports that it stopped
+// early.
+func (s *Store) dupChunk(after []byte, minSize int64) (out []Group, next []byte, more bool, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		n := newNamer(tx)
+		grps, files, digest := tx.Bucket(bucketGroups), tx.Bucket(bucketFiles), tx.Bucket(bucketDigest)
+		c := tx.Bucket(bucketDups).Cursor()
+		k, _ := c.First()
+		if after != nil {
+			k, _ = c.Seek(after)
+			if k != nil && bytes.Equal(k, after) {
+				k, _ = c.Next()
+			}
+		}
+		members := 0
+		for ; k != nil; k, _ = c.Next() {
+			if members >= maxMembersPerTx {
+				more = true
+				return nil
+			}
+			if len(k) < 9 {
+				return fmt.Errorf("%w: dups key %x", ErrCorrupt, k)
+			}
+			dk := k[8:]
+			g, err := decodeGroup(grps.Get(dk))
+			if err != nil {
+				return fmt.Errorf("group %x: %w", dk, err)
+			}
+			members++
+			next = bytes.Clone(k)
+			if g.size < minSize {
+				continue
+			}
+			grp := Group{Backend: key.Backend(dk[0]), Digest: bytes.Clone(dk[1:]), Size: g.size,
+				Inodes: g.inodes, Wasted: g.wasted(), Cursor: bytes.Clone(k)}
+			dc := digest.Cursor()
+			for m, _ := dc.Seek(dk); m != nil && bytes.HasPrefix(m, dk); m, _ = dc.Next() {
+				fk := m[len(dk):]
+				e, err := makeEntry(n, fk, files.Get(fk))
+				if err != nil {
+					return err
+				}
+				grp.Members = append(grp.Members, Member{Path: e.path, Record: e.r})
+				members++
+			}
+			out = append(out, grp)
+		}
+		return nil
+	})
+	return out, next, more, err
+}

@@ -1,0 +1,387 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterr "go.etcd.io/bbolt/errors"
+)
+
+// Bucket names.
+var (
+	bucketMeta     = []byte("meta")     // schema, counters, generation
+	bucketUser     = []byte("user")     // GetMeta/PutMeta values
+	bucketFiles    = []byte("files")    // uvarint(dirID) ‖ base → record
+	bucketDirs     = []byte("dirs")     // directory key "/a/b/" → uvarint(dirID)
+	bucketDirNames = []byte("dirnames") // uvarint(dirID) → directory key
+	bucketDigest   = []byte("bydigest") // backend ‖ digest ‖ file key → ∅
+	bucketInodes   = []byte("inodes")   // uvarint(dev) ‖ uvarint(ino) ‖ file key → ∅
+	bucketGroups   = []byte("groups")   // backend ‖ digest → group summary (groups of ≥ 2 paths)
+	bucketDups     = []byte("dups")     // ^wasted ‖ backend ‖ digest → ∅ (groups of ≥ 2 inodes)
+	allBuckets     = [][]byte{bucketMeta, bucketUser, bucketFiles, bucketDirs, bucketDirNames,
+		bucketDigest, bucketInodes, bucketGroups, bucketDups}
+)
+
+// Keys in the meta bucket.
+var (
+	metaFormat     = []byte("format")
+	metaSchema     = []byte("schema")
+	metaCreated    = []byte("created")
+	metaCounters   = []byte("counters")
+	metaGeneration = []byte("generation")
+)
+
+// formatID marks a bbolt file as an annexd index.
+const formatID = "annexd-index"
+
+// SchemaVersion is the schema this package writes.
+const SchemaVersion = 1
+
+// migrations[v] upgrades an index from schema v to v+1 inside one write
+// transaction. Append here when the schema changes.
+var migrations = map[uint64]func(tx *bolt.Tx) error{}
+
+// Options tune Open. The zero value is what the daemon uses.
+type Options struct {
+	// ReadOnly opens with a shared lock and refuses writes (check-db).
+	ReadOnly bool
+	// LockTimeout is how long Open waits for another holder of the index to
+	// go away before it returns ErrLocked. Default 1 s.
+	LockTimeout time.Duration
+	// MaxDelay is the longest a change waits before its group is committed.
+	// Default 100 ms.
+	MaxDelay time.Duration
+	// MaxBatch commits a group early once it has this many changes.
+	// Default 4096.
+	MaxBatch int
+	// MaxIdle commits a group early when no further change arrived for
+	// this long, so a lone change does not wait MaxDelay. Default 1 ms.
+	MaxIdle time.Duration
+	// NoSync skips fsync on commit. Only for tests and benchmarks: a crash
+	// can then lose acknowledged changes.
+	NoSync bool
+	// Logger receives the writer's problems. Default: discard.
+	Logger *slog.Logger
+}
+
+func (o *Options) fill() {
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = time.Second
+	}
+	if o.MaxDelay <= 0 {
+		o.MaxDelay = 100 * time.Millisecond
+	}
+	if o.MaxIdle <= 0 {
+		o.MaxIdle = time.Millisecond
+	}
+	if o.MaxIdle > o.MaxDelay {
+		o.MaxIdle = o.MaxDelay
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 4096
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Store is an open index. Reads may be called from any goroutine; writes
+// are applied by Run.
+type Store struct {
+	db   *bolt.DB
+	path string
+	opts Options
+	log  *slog.Logger
+
+	in      chan item
+	closing chan struct{}
+	mu      sync.RWMutex // held shared by Submit, exclusively by Close
+	closed  bool
+	writer  sync.Mutex // held by Run and by Close while it drains
+	once    sync.Once
+	errOnce error
+}
+
+// DefaultPath returns where the index lives when none is configured:
+// $XDG_STATE_HOME/annexd/index.db, else ~/.local/state/annexd/index.db.
+func DefaultPath() (string, error) {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "annexd", "index.db"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("store: no default index path: %w", err)
+	}
+	return filepath.Join(home, ".local", "state", "annexd", "index.db"), nil
+}
+
+// Open opens the index at path, creating it (and its directory) when it does
+// not exist and opts.ReadOnly is not set. A file that is not an index, or a
+// damaged one, is reported with ErrNotIndex or ErrCorrupt and never written.
+// When another process holds the index, Open gives up after
+// opts.LockTimeout with ErrLocked.
+func Open(path string, opts Options) (*Store, error) {
+	opts.fill()
+	if err := ensureFile(path, opts); err != nil {
+		return nil, err
+	}
+	db, err := openBolt(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSchema(db, path, opts.ReadOnly); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &Store{
+		db: db, path: path, opts: opts, log: opts.Logger,
+		in:      make(chan item, 4*opts.MaxBatch),
+		closing: make(chan struct{}),
+	}, nil
+}
+
+// Path returns the index file's path.
+func (s *Store) Path() string { return s.path }
+
+// ensureFile checks an existing file's header, or creates a new index.
+func ensureFile(path string, opts Options) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil && !fi.Mode().IsRegular():
+		return fmt.Errorf("%w: %s is not a regular file", ErrNotIndex, path)
+	case err == nil:
+		return checkHeader(path, fi.Size())
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("store: open index: %w", err)
+	case opts.ReadOnly:
+		return fmt.Errorf("%w at %s", ErrNoIndex, path)
+	}
+	return create(path, opts)
+}
+
+// create writes a fresh index to a temporary file and links it into place,
+// so a crash never leaves a half-made index at path.
+func create(path string, opts Options) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("store: create index directory: %w%s", err, hint(err))
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".new-*")
+	if err != nil {
+		return fmt.Errorf("store: create index in %s: %w%s", dir, err, hint(err))
+	}
+	name := tmp.Name()
+	_ = tmp.Close()
+	defer os.Remove(name)
+	if err := initIndex(name, opts); err != nil {
+		return fmt.Errorf("store: create index %s: %w%s", path, err, hint(err))
+	}
+	if err := os.Link(name, path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("store: create index %s: %w%s", path, err, hint(err))
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return nil
+}
+
+func hint(err error) string {
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
+		return " (the file system is full: free space or choose another --index)"
+	case errors.Is(err, syscall.EROFS), errors.Is(err, fs.ErrPermission):
+		return " (the directory is not writable: choose another --index or fix its permissions)"
+	}
+	return ""
+}
+
+func initIndex(name string, opts Options) error {
+	db, err := bolt.Open(name, 0o600, &bolt.Options{NoSync: opts.NoSync})
+	if err != nil {
+		return err
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range allBuckets {
+			if _, err := tx.CreateBucket(b); err != nil {
+				return err
+			}
+		}
+		m := tx.Bucket(bucketMeta)
+		now := binary.AppendVarint(nil, time.Now().UnixNano())
+		for _, kv := range [][2][]byte{
+			{metaFormat, []byte(formatID)},
+			{metaSchema, binary.AppendUvarint(nil, SchemaVersion)},
+			{metaCreated, now},
+		} {
+			if err := m.Put(kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil && opts.NoSync {
+		err = db.Sync()
+	}
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// bbolt's file header, read before bbolt maps the file so that a foreign or
+// truncated file gets a clear error instead of a fault.
+const (
+	boltMagic      = 0xED0CDAED
+	boltVersion    = 2
+	boltPageHeader = 16
+	boltMetaSum    = 56 // offset of the checksum within the meta page body
+)
+
+type boltMeta struct {
+	pageSize uint32
+	pgid     uint64
+	txid     uint64
+	valid    bool
+}
+
+func readBoltMeta(b []byte) (m boltMeta, magic bool) {
+	if len(b) < boltPageHeader+boltMetaSum+8 {
+		return m, false
+	}
+	body := b[boltPageHeader:]
+	le := binary.LittleEndian
+	if le.Uint32(body) != boltMagic {
+		return m, false
+	}
+	h := fnv.New64a()
+	h.Write(body[:boltMetaSum])
+	m.pageSize = le.Uint32(body[8:])
+	m.pgid = le.Uint64(body[40:])
+	m.txid = le.Uint64(body[48:])
+	m.valid = le.Uint32(body[4:]) == boltVersion && h.Sum64() == le.Uint64(body[boltMetaSum:])
+	return m, true
+}
+
+func checkHeader(path string, size int64) error {
+	if size == 0 {
+		return fmt.Errorf("%w: %s is an empty file (remove it and annexd creates a new index)", ErrNotIndex, path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("store: open index: %w", err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	n, err := io.ReadFull(f, buf)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("store: read index header of %s: %w", path, err)
+	}
+	m0, magic := readBoltMeta(buf[:n])
+	if !magic {
+		return fmt.Errorf("%w: %s is not a bbolt database (left untouched; move it away or choose another --index)", ErrNotIndex, path)
+	}
+	best := m0
+	if ps := int64(m0.pageSize); m0.valid && ps >= 512 && ps <= 1<<20 {
+		page := make([]byte, boltPageHeader+boltMetaSum+8)
+		if _, err := f.ReadAt(page, ps); err == nil {
+			if m1, _ := readBoltMeta(page); m1.valid && m1.pageSize == m0.pageSize && m1.txid > m0.txid {
+				best = m1
+			}
+		}
+	}
+	if !best.valid {
+		return fmt.Errorf("%w: %s: bbolt meta page damaged (left untouched; run annexd check-db, restore a backup or remove it to re-index)", ErrCorrupt, path)
+	}
+	if need := int64(best.pgid) * int64(best.pageSize); size < need {
+		return fmt.Errorf("%w: %s is truncated: %d bytes, the index needs %d (left untouched; remove it to re-index)", ErrCorrupt, path, size, need)
+	}
+	return nil
+}
+
+func openBolt(path string, opts Options) (db *bolt.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, fmt.Errorf("%w: %s: %v (left untouched)", ErrCorrupt, path, r)
+		}
+	}()
+	db, err = bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:      opts.LockTimeout,
+		ReadOnly:     opts.ReadOnly,
+		NoSync:       opts.NoSync,
+		FreelistType: bolt.FreelistMapType,
+	})
+	switch {
+	case err == nil:
+		return db, nil
+	case errors.Is(err, bolterr.ErrTimeout):
+		return nil, fmt.Errorf("%w: another annexd holds %s (gave up after %s)", ErrLocked, path, opts.LockTimeout)
+	case errors.Is(err, bolterr.ErrInvalid), errors.Is(err, bolterr.ErrVersionMismatch), errors.Is(err, bolterr.ErrChecksum):
+		return nil, fmt.Errorf("%w: %s: %v (left untouched)", ErrCorrupt, path, err)
+	}
+	return nil, fmt.Errorf("store: open %s: %w%s", path, err, hint(err))
+}
+
+// checkSchema verifies that db is an annexd index and migrates it to
+// SchemaVersion when it is older.
+func checkSchema(db *bolt.DB, path string, readOnly bool) error {
+	var version uint64
+	err := db.View(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		if m == nil || !bytes.Equal(m.Get(metaFormat), []byte(formatID)) {
+			return fmt.Errorf("%w: %s is a bbolt database of another program (left untouched)", ErrNotIndex, path)
+		}
+		v, n := binary.Uvarint(m.Get(metaSchema))
+		if n <= 0 {
+			return fmt.Errorf("%w: %s: schema version unreadable", ErrCorrupt, path)
+		}
+		version = v
+		return nil
+	})
+	switch {
+	case err != nil:
+		return err
+	case version > SchemaVersion:
+		return fmt.Errorf("%w: %s has schema %d, this annexd knows %d (upgrade annexd)", ErrNewerSchema, path, version, SchemaVersion)
+	case version < SchemaVersion && readOnly:
+		return fmt.Errorf("%w: %s has schema %d, want %d (start annexd once to migrate it)", ErrNeedsMigration, path, version, SchemaVersion)
+	}
+	for ; version < SchemaVersion; version++ {
+		if err := migrate(db, version); err != nil {
+			return fmt.Errorf("store: migrate %s from schema %d: %w", path, version, err)
+		}
+	}
+	return db.View(func(tx *bolt.Tx) error {
+		for _, b := range allBuckets {
+			if tx.Bucket(b) == nil {
+				return fmt.Errorf("%w: %s: bucket %q missing", ErrCorrupt, path, b)
+			}
+		}
+		return nil
+	})
+}
+
+func migrate(db *bolt.DB, from uint64) error {
+	step, ok := migrations[from]
+	if !ok {
+		return fmt.Errorf("no migration from schema %d", from)
+	}
+	return db.Update(func(tx *bolt.Tx) error {
+		if err := step(tx); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(metaSchema, binary.AppendUvarint(nil, from+1))
+	})
+}

@@ -1,0 +1,442 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	bolt "go.etcd.io/bbolt"
+	bolterr "go.etcd.io/bbolt/errors"
+
+	"github.com/annexd/annexd/key"
+)
+
+// chunk is how many records a long read takes per read transaction, so that
+// it never holds one long enough to stall the writer.
+const chunk = 1024
+
+// view runs fn in a read transaction.
+func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+	err := s.db.View(fn)
+	if errors.Is(err, bolterr.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	return err
+}
+
+// Get returns the record stored for path. Its slices are copies.
+func (s *Store) Get(path []byte) (Record, bool, error) {
+	if err := checkPath(path, false); err != nil {
+		return Record{}, false, err
+	}
+	var (
+		r  Record
+		ok bool
+	)
+	err := s.view(func(tx *bolt.Tx) error {
+		dk, base := splitPath(path)
+		idv := tx.Bucket(bucketDirs).Get(dk)
+		if idv == nil {
+			return nil
+		}
+		id, _ := binary.Uvarint(idv)
+		var buf [64]byte
+		v := tx.Bucket(bucketFiles).Get(fileKey(buf[:0], id, base))
+		if v == nil {
+			return nil
+		}
+		var err error
+		r, err = decodeRecord(v)
+		if err != nil {
+			return fmt.Errorf("get %q: %w", path, err)
+		}
+		ok = true
+		return nil
+	})
+	return r, ok, err
+}
+
+// namer turns file keys into paths within one read transaction.
+type namer struct {
+	names *bolt.Bucket
+	cache map[uint64][]byte
+}
+
+func newNamer(tx *bolt.Tx) *namer {
+	return &namer{names: tx.Bucket(bucketDirNames), cache: map[uint64][]byte{}}
+}
+
+func (n *namer) path(fk []byte) ([]byte, error) {
+	id, base, ok := splitFileKey(fk)
+	if !ok {
+		return nil, fmt.Errorf("%w: bad file key %x", ErrCorrupt, fk)
+	}
+	dk, ok := n.cache[id]
+	if !ok {
+		dk = n.names.Get(binary.AppendUvarint(nil, id))
+		if dk == nil {
+			return nil, fmt.Errorf("%w: directory %d missing", ErrCorrupt, id)
+		}
+		if len(n.cache) > 4096 {
+			clear(n.cache)
+		}
+		n.cache[id] = dk
+	}
+	return joinPath(dk, base), nil
+}
+
+// ByInode returns a path recorded with (dev, ino): the first in byte order
+// when hardlinks give it several (ByInodeAll lists them).
+func (s *Store) ByInode(dev, ino uint64) ([]byte, bool, error) {
+	var p []byte
+	err := s.inodePaths(dev, ino, func(path []byte) bool { p = path; return false })
+	return p, p != nil, err
+}
+
+// ByInodeAll returns every path recorded with (dev, ino).
+func (s *Store) ByInodeAll(dev, ino uint64) ([][]byte, error) {
+	var ps [][]byte
+	err := s.inodePaths(dev, ino, func(path []byte) bool { ps = append(ps, path); return true })
+	return ps, err
+}
+
+func (s *Store) inodePaths(dev, ino uint64, fn func([]byte) bool) error {
+	return s.view(func(tx *bolt.Tx) error {
+		n := newNamer(tx)
+		p := inodeKey(nil, dev, ino)
+		c := tx.Bucket(bucketInodes).Cursor()
+		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+			path, err := n.path(k[len(p):])
+			if err != nil {
+				return err
+			}
+			if !fn(path) {
+				return nil
+			}
+		}
+		return nil
+	})
+}
+
+// ByDigest returns the paths whose content has digest under backend b.
+// Digests are grouped by base backend: SHA256E and SHA256 share one space,
+// so files named a.JPG and b.jpg with the same bytes are found together.
+// Only records in StateOK are indexed by digest.
+func (s *Store) ByDigest(b key.Backend, digest []byte) ([][]byte, error) {
+	var out [][]byte
+	err := s.byDigest(b, digest, func(path []byte, _ *Record) { out = append(out, path) }, false)
+	return out, err
+}
+
+// ByKey returns the paths whose content matches k: same digest and, when k
+// has a size field, same size. The extension of an E key is ignored (it
+// names the file, not the content).
+func (s *Store) ByKey(k key.Key) ([][]byte, error) {
+	b := k.Backend()
+	if !b.Valid() {
+		return nil, fmt.Errorf("%w: key %s has no known hash backend", ErrRecord, k)
+	}
+	d, err := k.Digest()
+	if err != nil {
+		return nil, fmt.Errorf("store: by key: %w", err)
+	}
+	size, hasSize := k.Size()
+	var out [][]byte
+	err = s.byDigest(b, d, func(path []byte, r *Record) {
+		if !hasSize || r.Size == size {
+			out = append(out, path)
+		}
+	}, hasSize)
+	return out, err
+}
+
+func (s *Store) byDigest(b key.Backend, digest []byte, fn func([]byte, *Record), withRecord bool) error {
+	if !b.Valid() || len(digest) != b.DigestLen() {
+		return fmt.Errorf("%w: %d-byte digest for backend %s", ErrRecord, len(digest), b)
+	}
+	return s.view(func(tx *bolt.Tx) error {
+		n := newNamer(tx)
+		files := tx.Bucket(bucketFiles)
+		p := append([]byte{byte(b.Base())}, digest...)
+		c := tx.Bucket(bucketDigest).Cursor()
+		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+			fk := k[len(p):]
+			path, err := n.path(fk)
+			if err != nil {
+				return err
+			}
+			var r Record
+			if withRecord {
+				if r, err = decodeRecord(files.Get(fk)); err != nil {
+					return fmt.Errorf("record of %q: %w", path, err)
+				}
+			}
+			fn(path, &r)
+		}
+		return nil
+	})
+}
+
+// Scan calls fn for every record, in an order that is stable but not path
+// order, starting at the opaque cursor from (nil: the beginning). It reads
+// in chunks of short read transactions and calls fn outside of them, so fn
+// may write to the store. Records changed during a scan may be seen in
+// either state.
+//
+// When fn returns ErrStop, Scan returns the cursor after that record and
+// nil; for another error, the cursor of that record and the error; when ctx
+// is done, the cursor of the next record and ctx.Err(). After the last
+// record the cursor is nil.
+func (s *Store) Scan(ctx context.Context, from []byte, fn func(path []byte, r Record) error) ([]byte, error) {
+	cur := bytes.Clone(from)
+	for {
+		if err := ctx.Err(); err != nil {
+			return cur, err
+		}
+		batch, err := s.scanChunk(cur)
+		if err != nil || len(batch) == 0 {
+			return cur, err
+		}
+		for _, e := range batch {
+			if err := fn(e.path, e.r); err != nil {
+				if errors.Is(err, ErrStop) {
+					return successor(e.key), nil
+				}
+				return e.key, err
+			}
+		}
+		if len(batch) < chunk {
+			return nil, nil
+		}
+		cur = successor(batch[len(batch)-1].key)
+	}
+}
+
+type entry struct {
+	key, path []byte
+	r         Record
+}
+
+func successor(k []byte) []byte { return append(bytes.Clone(k), 0) }
+
+func (s *Store) scanChunk(from []byte) ([]entry, error) {
+	var batch []entry
+	err := s.view(func(tx *bolt.Tx) error {
+		n := newNamer(tx)
+		c := tx.Bucket(bucketFiles).Cursor()
+		k, v := c.First()
+		if from != nil {
+			k, v = c.Seek(from)
+		}
+		for ; k != nil && len(batch) < chunk; k, v = c.Next() {
+			e, err := makeEntry(n, k, v)
+			if err != nil {
+				return err
+			}
+			batch = append(batch, e)
+		}
+		return nil
+	})
+	return batch, err
+}
+
+func makeEntry(n *namer, k, v []byte) (entry, error) {
+	path, err := n.path(k)
+	if err != nil {
+		return entry{}, err
+	}
+	r, err := decodeRecord(v)
+	if err != nil {
+		return entry{}, fmt.Errorf("record of %q: %w", path, err)
+	}
+	return entry{key: bytes.Clone(k), path: path, r: r}, nil
+}
+
+// Subtree calls fn for dir itself (when it is a file) and every record
+// below it, in chunks of short read transactions, outside of them. fn may
+// return ErrStop to end early.
+func (s *Store) Subtree(ctx context.Context, dir []byte, fn func(path []byte, r Record) error) error {
+	if err := checkPath(dir, true); err != nil {
+		return err
+	}
+	err := s.subtree(ctx, dir, fn)
+	if errors.Is(err, ErrStop) {
+		return nil
+	}
+	return err
+}
+
+func (s *Store) subtree(ctx context.Context, dir []byte, fn func(path []byte, r Record) error) error {
+	if len(dir) > 1 {
+		r, ok, err := s.Get(dir)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if err := fn(bytes.Clone(dir), r); err != nil {
+				return err
+			}
+		}
+	}
+	st := subtreeState{prefix: subtreePrefix(dir)}
+	st.dir = st.prefix
+	for !st.done {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		batch, err := s.subtreeChunk(&st)
+		if err != nil {
+			return err
+		}
+		for _, e := range batch {
+			if err := fn(e.path, e.r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// subtreeState is where a chunked subtree walk resumes: the directory key
+// and the file key within it.
+type subtreeState struct {
+	prefix, dir, file []byte
+	done              bool
+}
+
+func (s *Store) subtreeChunk(st *subtreeState) ([]entry, error) {
+	var batch []entry
+	err := s.view(func(tx *bolt.Tx) error {
+		n := newNamer(tx)
+		files := tx.Bucket(bucketFiles).Cursor()
+		dc := tx.Bucket(bucketDirs).Cursor()
+		for dk, idv := dc.Seek(st.dir); dk != nil && bytes.HasPrefix(dk, st.prefix); dk, idv = dc.Next() {
+			p := bytes.Clone(idv)
+			start := p
+			if st.file != nil && bytes.HasPrefix(st.file, p) && bytes.Equal(dk, st.dir) {
+				start = st.file
+			}
+			for k, v := files.Seek(start); k != nil && bytes.HasPrefix(k, p); k, v = files.Next() {
+				if len(batch) == chunk {
+					st.dir, st.file = bytes.Clone(dk), bytes.Clone(k)
+					return nil
+				}
+				e, err := makeEntry(n, k, v)
+				if err != nil {
+					return err
+				}
+				batch = append(batch, e)
+			}
+			st.file = nil
+		}
+		st.done = true
+		return nil
+	})
+	return batch, err
+}
+
+// Sweep removes every record at or below root whose generation is below
+// gen: files a complete scan of generation gen did not see. A record
+// marked or put again meanwhile is kept. It returns how many it removed.
+// Run must be running.
+func (s *Store) Sweep(ctx context.Context, root []byte, gen uint64) (int, error) {
+	var (
+		removed atomic.Int64
+		stale   [][]byte
+	)
+	flush := func() error {
+		err := s.deleteIfOlder(ctx, stale, gen, &removed)
+		stale = stale[:0]
+		return err
+	}
+	err := s.Subtree(ctx, root, func(path []byte, r Record) error {
+		if r.Generation >= gen {
+			return nil
+		}
+		stale = append(stale, path)
+		if len(stale) < chunk {
+			return nil
+		}
+		return flush()
+	})
+	if err == nil {
+		err = flush()
+	}
+	return int(removed.Load()), err
+}
+
+func (s *Store) deleteIfOlder(ctx context.Context, paths [][]byte, gen uint64, removed *atomic.Int64) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for _, p := range paths {
+		wg.Add(1)
+		s.submit(item{c: Change{Op: OpDeleteIfOlder, Path: p, Gen: gen}, removed: removed, done: func(err error) {
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+			wg.Done()
+		}})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return first
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Stats are the index's totals.
+type Stats struct {
+	Files       int64  // records
+	Bytes       int64  // sum of their sizes
+	Digested    int64  // records in StateOK with a digest
+	Unique      int64  // distinct digests among them
+	DupGroups   int64  // digests with at least two distinct inodes
+	Wasted      int64  // bytes those groups waste: size × (inodes − 1)
+	Generation  uint64 // last scan generation handed out
+	IndexBytes  int64  // size of the index file
+	SchemaVer   uint64
+	CreatedUnix int64 // ns
+}
+
+// Stats returns the totals, kept up to date by every write (O(1)).
+func (s *Store) Stats() (Stats, error) {
+	var st Stats
+	err := s.view(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		c, err := decodeCounters(m.Get(metaCounters))
+		if err != nil {
+			return err
+		}
+		st = Stats{Files: c.Files, Bytes: c.Bytes, Digested: c.Digested, Unique: c.Unique,
+			DupGroups: c.Groups, Wasted: c.Wasted, IndexBytes: tx.Size()}
+		st.Generation, _ = binary.Uvarint(m.Get(metaGeneration))
+		st.SchemaVer, _ = binary.Uvarint(m.Get(metaSchema))
+		st.CreatedUnix, _ = binary.Varint(m.Get(metaCreated))
+		return nil
+	})
+	return st, err
+}
+
+// GetMeta returns the value stored under name by PutMeta.
+func (s *Store) GetMeta(name string) ([]byte, bool, error) {
+	var v []byte
+	err := s.view(func(tx *bolt.Tx) error {
+		v = bytes.Clone(tx.Bucket(bucketUser).Get([]byte(name)))
+		return nil
+	})
+	return v, v != nil, err
+}

@@ -1,0 +1,199 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/annexd/annexd/key"
+)
+
+// State says what the index knows about a file's content. The values are
+// written to disk: never renumber them, only append.
+type State uint8
+
+// The states of a record.
+const (
+	// StateOK: the digest is the content's digest as of HashedAt.
+	StateOK State = iota
+	// StateUnreadable: the file could not be read (permissions, I/O error).
+	StateUnreadable
+	// StateChanging: the file kept changing while it was hashed; it will be
+	// retried. The digest, if any, is not the current content's.
+	StateChanging
+	// StateCorrupt: a re-hash found different content although size and
+	// mtime did not change. The digest is the one recorded before.
+	StateCorrupt
+	// StatePending: the file is known but not hashed yet.
+	StatePending
+	stateEnd
+)
+
+var stateNames = [stateEnd]string{"ok", "unreadable", "changing", "corrupt", "pending"}
+
+// Valid reports whether st is a known state.
+func (st State) Valid() bool { return st < stateEnd }
+
+// String returns the state's lower-case name.
+func (st State) String() string {
+	if !st.Valid() {
+		return fmt.Sprintf("State(%d)", uint8(st))
+	}
+	return stateNames[st]
+}
+
+// Record is what the index stores for one path.
+type Record struct {
+	Backend    key.Backend // key.Unknown when there is no digest
+	Digest     []byte      // Backend.DigestLen() bytes, or empty
+	Size       int64
+	MtimeNs    int64
+	CtimeNs    int64
+	Dev, Ino   uint64
+	HashedAt   int64 // unix ns; 0 when never hashed
+	VerifiedAt int64 // unix ns of the last re-hash that matched; 0 when never
+	State      State
+	Generation uint64 // scan generation that last saw the path
+}
+
+// HasDigest reports whether r carries a digest.
+func (r *Record) HasDigest() bool { return r.Backend != key.Unknown && len(r.Digest) > 0 }
+
+// indexed reports whether r belongs in the digest index: only records whose
+// digest describes the file's content count as duplicates.
+func (r *Record) indexed() bool { return r.State == StateOK && r.HasDigest() }
+
+// Equal reports whether r and o are the same record.
+func (r *Record) Equal(o *Record) bool {
+	return r.Backend == o.Backend && bytes.Equal(r.Digest, o.Digest) && r.Size == o.Size &&
+		r.MtimeNs == o.MtimeNs && r.CtimeNs == o.CtimeNs && r.Dev == o.Dev && r.Ino == o.Ino &&
+		r.HashedAt == o.HashedAt && r.VerifiedAt == o.VerifiedAt && r.State == o.State &&
+		r.Generation == o.Generation
+}
+
+// validate checks r before it is written.
+func (r *Record) validate() error {
+	switch {
+	case !r.State.Valid():
+		return fmt.Errorf("%w: unknown state %d", ErrRecord, r.State)
+	case r.Size < 0:
+		return fmt.Errorf("%w: negative size %d", ErrRecord, r.Size)
+	case r.Backend == key.Unknown && len(r.Digest) != 0:
+		return fmt.Errorf("%w: digest without backend", ErrRecord)
+	case r.Backend != key.Unknown && !r.Backend.Valid():
+		return fmt.Errorf("%w: unknown backend %d", ErrRecord, r.Backend)
+	case r.Backend != key.Unknown && len(r.Digest) != r.Backend.DigestLen():
+		return fmt.Errorf("%w: %s digest of %d bytes, want %d", ErrRecord, r.Backend, len(r.Digest), r.Backend.DigestLen())
+	case r.State == StateOK && r.Backend == key.Unknown:
+		return fmt.Errorf("%w: state ok without a digest", ErrRecord)
+	}
+	return nil
+}
+
+// recordV1 is the first on-disk record format:
+//
+//	version(1) backend(1) state(1) digest(backend.DigestLen())
+//	uvarint(size) varint(mtime) varint(ctime-mtime) uvarint(dev) uvarint(ino)
+//	varint(hashedAt-mtime) varint(verifiedAt-hashedAt) uvarint(generation)
+//
+// Timestamps are stored as deltas because they are usually close together.
+const recordV1 = 1
+
+// maxRecordLen bounds an encoded record: 3 + 64 + 8 varints.
+const maxRecordLen = 3 + 64 + 8*binary.MaxVarintLen64
+
+// appendRecord appends the encoding of r to b.
+func appendRecord(b []byte, r *Record) []byte {
+	b = append(b, recordV1, byte(r.Backend), byte(r.State))
+	b = append(b, r.Digest...)
+	b = binary.AppendUvarint(b, uint64(r.Size))
+	b = binary.AppendVarint(b, r.MtimeNs)
+	b = binary.AppendVarint(b, r.CtimeNs-r.MtimeNs)
+	b = binary.AppendUvarint(b, r.Dev)
+	b = binary.AppendUvarint(b, r.Ino)
+	b = binary.AppendVarint(b, r.HashedAt-r.MtimeNs)
+	b = binary.AppendVarint(b, r.VerifiedAt-r.HashedAt)
+	b = binary.AppendUvarint(b, r.Generation)
+	return b
+}
+
+// decodeRecord decodes b into a Record whose Digest is a fresh copy, so the
+// result outlives the transaction b came from.
+func decodeRecord(b []byte) (Record, error) {
+	var r Record
+	if len(b) < 3 {
+		return r, fmt.Errorf("%w: record of %d bytes", ErrCorrupt, len(b))
+	}
+	if b[0] != recordV1 {
+		return r, fmt.Errorf("%w: record version %d", ErrCorrupt, b[0])
+	}
+	r.Backend, r.State = key.Backend(b[1]), State(b[2])
+	if r.Backend != key.Unknown && !r.Backend.Valid() {
+		return r, fmt.Errorf("%w: record backend %d", ErrCorrupt, b[1])
+	}
+	if !r.State.Valid() {
+		return r, fmt.Errorf("%w: record state %d", ErrCorrupt, b[2])
+	}
+	d := &decoder{b: b[3:]}
+	if n := r.Backend.DigestLen(); n > 0 {
+		if len(d.b) < n {
+			return r, fmt.Errorf("%w: record digest truncated", ErrCorrupt)
+		}
+		r.Digest = bytes.Clone(d.b[:n])
+		d.b = d.b[n:]
+	}
+	size := d.uvarint()
+	r.MtimeNs = d.varint()
+	r.CtimeNs = r.MtimeNs + d.varint()
+	r.Dev = d.uvarint()
+	r.Ino = d.uvarint()
+	r.HashedAt = r.MtimeNs + d.varint()
+	r.VerifiedAt = r.HashedAt + d.varint()
+	r.Generation = d.uvarint()
+	if d.err != nil {
+		return r, d.err
+	}
+	if len(d.b) != 0 {
+		return r, fmt.Errorf("%w: %d trailing bytes in record", ErrCorrupt, len(d.b))
+	}
+	if size > 1<<62 {
+		return r, fmt.Errorf("%w: record size %d", ErrCorrupt, size)
+	}
+	r.Size = int64(size)
+	if r.State == StateOK && r.Backend == key.Unknown {
+		return r, fmt.Errorf("%w: state ok without a digest", ErrCorrupt)
+	}
+	return r, nil
+}
+
+// decoder reads varints and remembers the first error.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = fmt.Errorf("%w: bad varint in record", ErrCorrupt)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = fmt.Errorf("%w: bad varint in record", ErrCorrupt)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}

@@ -1,0 +1,409 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/annexd/annexd/key"
+)
+
+func TestPutGetRoundTrip(t *testing.T) {
+	s := openTest(t)
+	r := rec("a", 10, 1, 100)
+	r.Generation = 7
+	r.VerifiedAt = r.HashedAt + 5
+	name := "/home/u/caf\xe9 \xff.JPG" // not UTF-8
+	mustPut(t, s, name, r)
+	got, ok, err := s.Get([]byte(name))
+	if err != nil || !ok {
+		t.Fatalf("Get: %v %v", ok, err)
+	}
+	if !got.Equal(&r) {
+		t.Fatalf("Get = %+v, want %+v", got, r)
+	}
+	if _, ok, _ := s.Get([]byte("/home/u/other")); ok {
+		t.Fatal("Get of a missing path found something")
+	}
+	if p, ok, _ := s.ByInode(1, 100); !ok || string(p) != name {
+		t.Fatalf("ByInode = %q %v", p, ok)
+	}
+}
+
+func TestGetCopiesOutOfTransaction(t *testing.T) {
+	s := openTest(t)
+	mustPut(t, s, "/a/x", rec("a", 1, 1, 1))
+	got, _, _ := s.Get([]byte("/a/x"))
+	mustPut(t, s, "/a/x", rec("b", 1, 1, 1))
+	want := rec("a", 1, 1, 1)
+	if !bytes.Equal(got.Digest, want.Digest) {
+		t.Fatal("digest returned by Get changed after a later write")
+	}
+}
+
+func TestBadPathsAndRecords(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	for _, bad := range []string{"", "rel/x", "/a/", "/a//b", "/a/./b", "/a/../b", "/a\x00b", "/"} {
+		if err := s.Put(ctx, []byte(bad), rec("a", 1, 1, 1)); !errors.Is(err, ErrPath) {
+			t.Errorf("Put(%q) = %v, want ErrPath", bad, err)
+		}
+	}
+	r := rec("a", 1, 1, 1)
+	r.Digest = r.Digest[:5]
+	if err := s.Put(ctx, []byte("/x"), r); !errors.Is(err, ErrRecord) {
+		t.Errorf("short digest: %v", err)
+	}
+	if err := s.Rename(ctx, []byte("/a"), []byte("/a/b")); !errors.Is(err, ErrPath) {
+		t.Errorf("rename into itself: %v", err)
+	}
+	if err := s.Rename(ctx, []byte("/nothing"), []byte("/b")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("rename of missing: %v", err)
+	}
+}
+
+func TestDigestIndexAcrossExtensions(t *testing.T) {
+	s := openTest(t)
+	a := rec("same", 4, 1, 1)
+	b := rec("same", 4, 1, 2)
+	b.Backend = key.SHA256
+	mustPut(t, s, "/p/a.JPG", a)
+	mustPut(t, s, "/p/b.jpg", b)
+	got, err := s.ByDigest(key.SHA256E, a.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/p/a.JPG", "/p/b.jpg"}; !slices.Equal(paths(got), want) {
+		t.Fatalf("ByDigest = %q, want %q", paths(got), want)
+	}
+	k, _ := key.FromDigest(key.SHA256E, a.Digest, 4, "x.png", key.ExtRule{})
+	got, err = s.ByKey(k)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("ByKey = %q %v", paths(got), err)
+	}
+	k, _ = key.FromDigest(key.SHA256E, a.Digest, 5, "x.png", key.ExtRule{})
+	if got, _ := s.ByKey(k); len(got) != 0 {
+		t.Fatalf("ByKey with another size = %q", paths(got))
+	}
+}
+
+func TestOnlyOKRecordsAreDuplicates(t *testing.T) {
+	s := openTest(t)
+	a, b := rec("c", 100, 1, 1), rec("c", 100, 1, 2)
+	b.State = StateCorrupt
+	mustPut(t, s, "/a", a)
+	mustPut(t, s, "/b", b)
+	if got, _ := s.ByDigest(key.SHA256, a.Digest); len(got) != 1 {
+		t.Fatalf("ByDigest = %q, want only the ok record", paths(got))
+	}
+	st, _ := s.Stats()
+	if st.DupGroups != 0 || st.Files != 2 || st.Digested != 1 {
+		t.Fatalf("Stats = %+v", st)
+	}
+}
+
+func TestHardlinksAreNotWaste(t *testing.T) {
+	s := openTest(t)
+	mustPut(t, s, "/d/a", rec("x", 1000, 1, 1))
+	mustPut(t, s, "/d/b", rec("x", 1000, 1, 1)) // hardlink of a
+	st, _ := s.Stats()
+	if st.DupGroups != 0 || st.Wasted != 0 {
+		t.Fatalf("hardlinks counted as waste: %+v", st)
+	}
+	all, _ := s.ByInodeAll(1, 1)
+	if len(all) != 2 {
+		t.Fatalf("ByInodeAll = %q", paths(all))
+	}
+	mustPut(t, s, "/d/c", rec("x", 1000, 1, 2))
+	st, _ = s.Stats()
+	if st.DupGroups != 1 || st.Wasted != 1000 {
+		t.Fatalf("Stats = %+v, want one group wasting 1000", st)
+	}
+	var groups []Group
+	if err := s.Dups(context.Background(), DupOptions{}, func(g Group) error { groups = append(groups, g); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 1 || groups[0].Inodes != 2 || len(groups[0].Members) != 3 || groups[0].Wasted != 1000 {
+		t.Fatalf("Dups = %+v", groups)
+	}
+}
+
+func TestDupsOrderPagingMinSize(t *testing.T) {
+	s := openTest(t)
+	ino := uint64(0)
+	// group i: size 100*i, i+1 copies → waste 100*i*i.
+	for i := 1; i <= 30; i++ {
+		for c := 0; c <= i; c++ {
+			ino++
+			mustPutQuiet(s, p("/g%d/c%d", i, c), rec(strings.Repeat("x", i), int64(100*i), 1, ino))
+		}
+	}
+	flushed(t, s)
+	var wasted []int64
+	var after []byte
+	for {
+		n := 0
+		err := s.Dups(context.Background(), DupOptions{MinSize: 500, After: after, Limit: 7}, func(g Group) error {
+			wasted = append(wasted, g.Wasted)
+			after = g.Cursor
+			n++
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if len(wasted) != 26 {
+		t.Fatalf("got %d groups, want 26 (sizes ≥ 500)", len(wasted))
+	}
+	for i := 1; i < len(wasted); i++ {
+		if wasted[i] > wasted[i-1] {
+			t.Fatalf("not ordered by waste: %v", wasted)
+		}
+	}
+	if wasted[0] != 100*30*30 {
+		t.Fatalf("largest waste %d", wasted[0])
+	}
+}
+
+// mustPutQuiet queues a put without waiting; flushed waits for all of them.
+func mustPutQuiet(s *Store, path []byte, r Record) {
+	s.Submit(Change{Op: OpPut, Path: path, Record: r}, nil)
+}
+
+func flushed(t testing.TB, s *Store) {
+	t.Helper()
+	if err := s.PutMeta(context.Background(), "flush", nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRenameSubtreeKeepsRecords(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	mustPut(t, s, "/r/a/x", rec("1", 1, 1, 1))
+	mustPut(t, s, "/r/a/b/y", rec("2", 2, 1, 2))
+	mustPut(t, s, "/r/ab", rec("3", 3, 1, 3))    // not under /r/a
+	mustPut(t, s, "/r/z/old", rec("4", 4, 1, 4)) // replaced by the rename
+	if err := s.Rename(ctx, []byte("/r/a"), []byte("/r/z")); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if err := s.Subtree(ctx, []byte("/r"), func(path []byte, r Record) error {
+		got = append(got, string(path))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if want := []string{"/r/ab", "/r/z/b/y", "/r/z/x"}; !slices.Equal(got, want) {
+		t.Fatalf("after rename: %q, want %q", got, want)
+	}
+	if p, _, _ := s.ByInode(1, 2); string(p) != "/r/z/b/y" {
+		t.Fatalf("ByInode after rename = %q", p)
+	}
+	if err := s.Rename(ctx, []byte("/r/ab"), []byte("/q/ab")); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok, _ := s.Get([]byte("/q/ab")); !ok || r.Size != 3 {
+		t.Fatal("file rename lost the record")
+	}
+	if err := s.DeleteSubtree(ctx, []byte("/r")); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := s.Stats()
+	if st.Files != 1 {
+		t.Fatalf("after DeleteSubtree: %d files", st.Files)
+	}
+}
+
+func TestMarkSweep(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	g1, _ := s.NextGeneration(ctx)
+	g2, _ := s.NextGeneration(ctx)
+	if g2 <= g1 {
+		t.Fatalf("generations %d, %d", g1, g2)
+	}
+	for i := 0; i < 3000; i++ {
+		r := rec("x", 1, 1, uint64(i))
+		r.Generation = g1
+		mustPutQuiet(s, p("/root/d%d/f%d", i%7, i), r)
+	}
+	r := rec("y", 1, 2, 1)
+	r.Generation = g1
+	mustPutQuiet(s, []byte("/other/f"), r)
+	flushed(t, s)
+	for i := 0; i < 3000; i += 2 {
+		if err := s.Mark(ctx, p("/root/d%d/f%d", i%7, i), g2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s.Sweep(ctx, []byte("/root"), g2)
+	if err != nil || n != 1500 {
+		t.Fatalf("Sweep = %d, %v; want 1500", n, err)
+	}
+	st, _ := s.Stats()
+	if st.Files != 1501 {
+		t.Fatalf("files after sweep: %d", st.Files)
+	}
+}
+
+func TestScanResumes(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	for i := 0; i < 2500; i++ {
+		mustPutQuiet(s, p("/s/%d/f%d", i%13, i), rec("x", 1, 1, uint64(i)))
+	}
+	flushed(t, s)
+	seen := map[string]bool{}
+	var cur []byte
+	for rounds := 0; ; rounds++ {
+		k := 0
+		next, err := s.Scan(ctx, cur, func(path []byte, r Record) error {
+			if seen[string(path)] {
+				t.Fatalf("%s seen twice", path)
+			}
+			seen[string(path)] = true
+			if k++; k == 333 {
+				return ErrStop
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next == nil {
+			break
+		}
+		cur = next
+		if rounds > 100 {
+			t.Fatal("scan does not end")
+		}
+	}
+	if len(seen) != 2500 {
+		t.Fatalf("scan saw %d of 2500", len(seen))
+	}
+}
+
+func TestMeta(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	if _, ok, _ := s.GetMeta("calibration"); ok {
+		t.Fatal("meta present in a new index")
+	}
+	if err := s.PutMeta(ctx, "calibration", []byte(`{"x":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	v, ok, err := s.GetMeta("calibration")
+	if err != nil || !ok || string(v) != `{"x":1}` {
+		t.Fatalf("GetMeta = %q %v %v", v, ok, err)
+	}
+}
+
+func TestReopenKeepsData(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "index.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWriter(t, s)
+	mustPut(t, s, "/a", rec("a", 1, 1, 1))
+	stop()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTestAt(t, path, Options{})
+	if _, ok, _ := s.Get([]byte("/a")); !ok {
+		t.Fatal("record lost across reopen")
+	}
+	st, _ := s.Stats()
+	if st.SchemaVer != SchemaVersion {
+		t.Fatalf("schema %d", st.SchemaVer)
+	}
+}
+
+func TestCloseFlushesWithoutRun(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	s.Submit(Change{Op: OpPut, Path: []byte("/q"), Record: rec("q", 1, 1, 1)}, func(err error) { done <- err })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("queued change: %v", err)
+	}
+	s.Submit(Change{Op: OpDelete, Path: []byte("/q")}, func(err error) { done <- err })
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("submit after close: %v", err)
+	}
+	s = openTestAt(t, path, Options{})
+	if _, ok, _ := s.Get([]byte("/q")); !ok {
+		t.Fatal("change queued before Close was lost")
+	}
+}
+
+func TestSecondOpenerLocked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	openTestAt(t, path, Options{})
+	start := time.Now()
+	_, err := Open(path, Options{LockTimeout: 200 * time.Millisecond})
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("second Open = %v, want ErrLocked naming %s", err, path)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("second Open took %s", d)
+	}
+	_, err = Open(path, Options{ReadOnly: true, LockTimeout: 100 * time.Millisecond})
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("read-only Open of a held index = %v", err)
+	}
+}
+
+func TestDefaultPath(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", "/x/state")
+	if p, _ := DefaultPath(); p != "/x/state/annexd/index.db" {
+		t.Fatalf("DefaultPath = %s", p)
+	}
+	t.Setenv("XDG_STATE_HOME", "")
+	t.Setenv("HOME", "/home/u")
+	if p, _ := DefaultPath(); p != "/home/u/.local/state/annexd/index.db" {
+		t.Fatalf("DefaultPath = %s", p)
+	}
+}
+
+func TestReadOnlyRefusesWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	ro, err := Open(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if err := ro.Put(context.Background(), []byte("/a"), rec("a", 1, 1, 1)); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("Put on read-only = %v", err)
+	}
+	if rep, err := ro.Check(); err != nil || !rep.OK() {
+		t.Fatalf("Check read-only: %+v %v", rep, err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+}

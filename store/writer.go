@@ -1,0 +1,400 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterr "go.etcd.io/bbolt/errors"
+)
+
+// Op is the kind of a Change.
+type Op uint8
+
+// The kinds of change.
+const (
+	// OpPut stores Record at Path, replacing what was there.
+	OpPut Op = iota + 1
+	// OpDelete removes the record at Path; no error when there is none.
+	OpDelete
+	// OpDeleteSubtree removes Path and every record below it.
+	OpDeleteSubtree
+	// OpRename moves the record at Path and every record below it to
+	// NewPath, keeping their digests. Records at or below NewPath are
+	// replaced. ErrNotFound when nothing is at or below Path.
+	OpRename
+	// OpMark sets the Generation of the record at Path to Gen (no error
+	// when there is none).
+	OpMark
+	// OpDeleteIfOlder removes the record at Path when its Generation is
+	// below Gen (what Sweep uses).
+	OpDeleteIfOlder
+	// OpPutMeta stores Value under the name Path (GetMeta).
+	OpPutMeta
+	// OpDeleteMeta removes the meta value named Path.
+	OpDeleteMeta
+)
+
+// Change is one write. Only the fields its Op names are used.
+type Change struct {
+	Op      Op
+	Path    []byte
+	NewPath []byte
+	Record  Record
+	Gen     uint64
+	Value   []byte
+}
+
+// item is a queued change and whom to tell when it is durable.
+type item struct {
+	c       Change
+	done    func(error)
+	removed *atomic.Int64 // counts records removed, for Sweep
+	n       int           // records removed by this change, once committed
+	gen     *uint64       // receives a new generation
+}
+
+// validate checks a change before it is queued.
+func (c *Change) validate() error {
+	switch c.Op {
+	case OpPut:
+		if err := checkPath(c.Path, false); err != nil {
+			return err
+		}
+		return c.Record.validate()
+	case OpDelete, OpMark, OpDeleteIfOlder:
+		return checkPath(c.Path, false)
+	case OpDeleteSubtree:
+		return checkPath(c.Path, true)
+	case OpRename:
+		if err := checkPath(c.Path, false); err != nil {
+			return err
+		}
+		if err := checkPath(c.NewPath, false); err != nil {
+			return err
+		}
+		if bytes.HasPrefix(c.NewPath, subtreePrefix(c.Path)) || bytes.HasPrefix(c.Path, subtreePrefix(c.NewPath)) {
+			return fmt.Errorf("%w: cannot rename %q to %q: one contains the other", ErrPath, c.Path, c.NewPath)
+		}
+		return nil
+	case OpPutMeta, OpDeleteMeta:
+		if len(c.Path) == 0 {
+			return fmt.Errorf("%w: empty meta name", ErrPath)
+		}
+		return nil
+	case opNextGen:
+		return nil
+	}
+	return fmt.Errorf("store: unknown change op %d", c.Op)
+}
+
+// opNextGen allocates a scan generation (NextGeneration).
+const opNextGen Op = 255
+
+// Submit queues c and returns at once, unless the queue is full. done, if
+// not nil, is called exactly once from the writer: with nil after the change
+// is committed (durable unless Options.NoSync), or with the reason it was
+// not made. Changes are applied in the order they were submitted. Run must
+// be running (or Close be called) for done to be called.
+func (s *Store) Submit(c Change, done func(error)) {
+	s.submit(item{c: c, done: done})
+}
+
+func (s *Store) submit(it item) {
+	if it.done == nil {
+		it.done = func(error) {}
+	}
+	if s.opts.ReadOnly {
+		it.done(ErrReadOnly)
+		return
+	}
+	if err := it.c.validate(); err != nil {
+		it.done(err)
+		return
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		it.done(ErrClosed)
+		return
+	}
+	select {
+	case s.in <- it:
+	case <-s.closing:
+		it.done(ErrClosed)
+	}
+}
+
+// wait submits it and waits until it is committed or ctx is done. When ctx
+// ends first the change may still be made.
+func (s *Store) wait(ctx context.Context, it item) error {
+	ch := make(chan error, 1)
+	it.done = func(err error) { ch <- err }
+	s.submit(it)
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Put stores r at path and returns once it is durable.
+func (s *Store) Put(ctx context.Context, path []byte, r Record) error {
+	return s.wait(ctx, item{c: Change{Op: OpPut, Path: path, Record: r}})
+}
+
+// Delete removes the record at path (no error when there is none).
+func (s *Store) Delete(ctx context.Context, path []byte) error {
+	return s.wait(ctx, item{c: Change{Op: OpDelete, Path: path}})
+}
+
+// DeleteSubtree removes dir and every record below it ("/a" covers "/a"
+// and "/a/…" but not "/ab").
+func (s *Store) DeleteSubtree(ctx context.Context, dir []byte) error {
+	return s.wait(ctx, item{c: Change{Op: OpDeleteSubtree, Path: dir}})
+}
+
+// Rename moves the record at oldPath, or the whole subtree below it, to
+// newPath without touching digests. Whatever the index held at or below
+// newPath is dropped. ErrNotFound when nothing is at or below oldPath.
+func (s *Store) Rename(ctx context.Context, oldPath, newPath []byte) error {
+	return s.wait(ctx, item{c: Change{Op: OpRename, Path: oldPath, NewPath: newPath}})
+}
+
+// Mark records that a scan of generation gen saw path unchanged.
+func (s *Store) Mark(ctx context.Context, path []byte, gen uint64) error {
+	return s.wait(ctx, item{c: Change{Op: OpMark, Path: path, Gen: gen}})
+}
+
+// PutMeta stores a named value (calibration, roots, …) for GetMeta.
+func (s *Store) PutMeta(ctx context.Context, name string, v []byte) error {
+	return s.wait(ctx, item{c: Change{Op: OpPutMeta, Path: []byte(name), Value: bytes.Clone(v)}})
+}
+
+// DeleteMeta removes a named value.
+func (s *Store) DeleteMeta(ctx context.Context, name string) error {
+	return s.wait(ctx, item{c: Change{Op: OpDeleteMeta, Path: []byte(name)}})
+}
+
+// NextGeneration allocates a new scan generation, larger than every one
+// handed out before on this index.
+func (s *Store) NextGeneration(ctx context.Context) (uint64, error) {
+	var g uint64
+	err := s.wait(ctx, item{c: Change{Op: opNextGen}, gen: &g})
+	return g, err
+}
+
+// Run is the single writer: it commits queued changes in groups, every
+// Options.MaxDelay or Options.MaxBatch changes, whichever comes first (or
+// sooner when no change arrived for Options.MaxIdle), and calls their done
+// functions after each commit. When ctx is done (or Close
+// is called) it commits what is queued and returns nil.
+func (s *Store) Run(ctx context.Context) error {
+	if s.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	if !s.writer.TryLock() {
+		return ErrRunning
+	}
+	defer s.writer.Unlock()
+	select {
+	case <-s.closing:
+		return ErrClosed
+	default:
+	}
+	for {
+		select {
+		case it := <-s.in:
+			s.commit(s.collect(ctx, it))
+		case <-ctx.Done():
+			s.drain()
+			return nil
+		case <-s.closing:
+			s.drain()
+			return nil
+		}
+	}
+}
+
+// collect gathers a group: first, then whatever arrives until MaxDelay has
+// passed, MaxBatch changes are queued, or no change arrived for MaxIdle.
+func (s *Store) collect(ctx context.Context, first item) []item {
+	batch := []item{first}
+	deadline := time.NewTimer(s.opts.MaxDelay)
+	defer deadline.Stop()
+	idle := time.NewTimer(s.opts.MaxIdle)
+	defer idle.Stop()
+	for len(batch) < s.opts.MaxBatch {
+		select {
+		case it := <-s.in:
+			batch = append(batch, it)
+			continue
+		default:
+		}
+		idle.Reset(s.opts.MaxIdle)
+		select {
+		case it := <-s.in:
+			batch = append(batch, it)
+		case <-idle.C:
+			return batch
+		case <-deadline.C:
+			return batch
+		case <-ctx.Done():
+			return batch
+		case <-s.closing:
+			return batch
+		}
+	}
+	return batch
+}
+
+// drain commits everything queued now.
+func (s *Store) drain() {
+	for {
+		batch := make([]item, 0, 64)
+	fill:
+		for len(batch) < s.opts.MaxBatch {
+			select {
+			case it := <-s.in:
+				batch = append(batch, it)
+			default:
+				break fill
+			}
+		}
+		if len(batch) == 0 {
+			return
+		}
+		s.commit(batch)
+	}
+}
+
+// changeError is a change's own failure (e.g. rename of a missing path); it
+// does not abort the other changes of its group.
+type changeError struct{ err error }
+
+func (e changeError) Error() string { return e.err.Error() }
+func (e changeError) Unwrap() error { return e.err }
+
+// commit applies a group in one transaction. If the transaction fails, each
+// change is retried alone so that one bad change cannot sink the others.
+func (s *Store) commit(batch []item) {
+	errs := make([]error, len(batch))
+	err := s.update(func(w *wtx) error {
+		for i := range batch {
+			errs[i], batch[i].n = nil, 0
+			if err := apply(w, &batch[i]); err != nil {
+				var ce changeError
+				if !errors.As(err, &ce) {
+					return err
+				}
+				errs[i] = ce.err
+			}
+		}
+		return nil
+	})
+	if err != nil && len(batch) > 1 && !errors.Is(err, ErrNoSpace) {
+		s.log.Warn("store: group commit failed, retrying changes one by one", "err", err, "changes", len(batch))
+		for i := range batch {
+			s.commit(batch[i : i+1])
+		}
+		return
+	}
+	if err != nil {
+		s.log.Error("store: commit failed", "err", err, "changes", len(batch))
+	}
+	for i := range batch {
+		if err != nil {
+			errs[i] = err
+		} else if batch[i].removed != nil {
+			batch[i].removed.Add(int64(batch[i].n))
+		}
+		batch[i].done(errs[i])
+	}
+}
+
+// update runs fn in a write transaction and commits.
+func (s *Store) update(fn func(w *wtx) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s: panic in write: %v", ErrCorrupt, s.path, r)
+		}
+	}()
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		w, err := newWtx(tx)
+		if err != nil {
+			return err
+		}
+		if err := fn(w); err != nil {
+			return err
+		}
+		return w.finish()
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, bolterr.ErrMaxSizeReached):
+		return fmt.Errorf("%w: %s: %v", ErrNoSpace, s.path, err)
+	case errors.Is(err, bolterr.ErrDatabaseNotOpen):
+		return ErrClosed
+	}
+	return fmt.Errorf("store: write %s: %w", s.path, err)
+}
+
+func apply(w *wtx, it *item) error {
+	c := &it.c
+	var err error
+	switch c.Op {
+	case OpPut:
+		err = w.put(c.Path, &c.Record)
+	case OpDelete:
+		_, err = w.remove(c.Path)
+	case OpDeleteSubtree:
+		var n int
+		n, err = w.removeSubtree(c.Path)
+		it.n = n
+	case OpRename:
+		err = w.rename(c.Path, c.NewPath)
+		if errors.Is(err, ErrNotFound) {
+			return changeError{err}
+		}
+	case OpMark:
+		err = w.mark(c.Path, c.Gen)
+	case OpDeleteIfOlder:
+		var ok bool
+		ok, err = w.removeIfOlder(c.Path, c.Gen)
+		if ok {
+			it.n = 1
+		}
+	case OpPutMeta:
+		err = w.user.Put(c.Path, c.Value)
+	case OpDeleteMeta:
+		err = w.user.Delete(c.Path)
+	case opNextGen:
+		*it.gen, err = w.nextGeneration()
+	}
+	return err
+}
+
+// Close stops accepting changes, commits those queued (waiting for Run to
+// finish if it is running) and closes the file.
+func (s *Store) Close() error {
+	s.once.Do(func() {
+		close(s.closing)
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		s.writer.Lock()
+		if !s.opts.ReadOnly {
+			s.drain()
+		}
+		s.writer.Unlock()
+		s.errOnce = s.db.Close()
+	})
+	return s.errOnce
+}

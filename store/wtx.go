@@ -1,0 +1,449 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// counters are the totals kept in meta so Stats is O(1).
+type counters struct {
+	Files, Bytes, Digested, Unique, Groups, Wasted int64
+}
+
+func (c *counters) encode() []byte {
+	b := make([]byte, 0, 6*binary.MaxVarintLen64)
+	for _, v := range []int64{c.Files, c.Bytes, c.Digested, c.Unique, c.Groups, c.Wasted} {
+		b = binary.AppendVarint(b, v)
+	}
+	return b
+}
+
+func decodeCounters(b []byte) (counters, error) {
+	var c counters
+	d := &decoder{b: b}
+	for _, p := range []*int64{&c.Files, &c.Bytes, &c.Digested, &c.Unique, &c.Groups, &c.Wasted} {
+		*p = d.varint()
+	}
+	if len(b) == 0 {
+		return counters{}, nil
+	}
+	return c, d.err
+}
+
+// group is the summary of one digest's paths, kept for groups of ≥ 2 paths.
+type group struct {
+	n, inodes int64 // paths; distinct (dev, ino) among them
+	size      int64
+}
+
+func (g group) wasted() int64 {
+	if g.inodes < 2 {
+		return 0
+	}
+	return g.size * (g.inodes - 1)
+}
+
+func (g group) encode() []byte {
+	b := binary.AppendUvarint(nil, uint64(g.n))
+	b = binary.AppendUvarint(b, uint64(g.inodes))
+	return binary.AppendUvarint(b, uint64(g.size))
+}
+
+func decodeGroup(b []byte) (group, error) {
+	d := &decoder{b: b}
+	g := group{n: int64(d.uvarint()), inodes: int64(d.uvarint()), size: int64(d.uvarint())}
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%w: trailing bytes in group", ErrCorrupt)
+	}
+	return g, d.err
+}
+
+// dupKey orders groups by wasted bytes, largest first.
+func dupKey(wasted int64, dk []byte) []byte {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(dk)), ^uint64(wasted))
+	return append(b, dk...)
+}
+
+// wtx applies changes inside one bbolt write transaction, keeping every
+// index consistent.
+type wtx struct {
+	tx                                                      *bolt.Tx
+	meta, user, files, dirs, dirNames, digest, inodes, grps *bolt.Bucket
+	dups                                                    *bolt.Bucket
+	c, c0                                                   counters
+	ibuf, dbuf                                              []byte
+}
+
+func newWtx(tx *bolt.Tx) (*wtx, error) {
+	w := &wtx{tx: tx,
+		meta: tx.Bucket(bucketMeta), user: tx.Bucket(bucketUser), files: tx.Bucket(bucketFiles),
+		dirs: tx.Bucket(bucketDirs), dirNames: tx.Bucket(bucketDirNames), digest: tx.Bucket(bucketDigest),
+		inodes: tx.Bucket(bucketInodes), grps: tx.Bucket(bucketGroups), dups: tx.Bucket(bucketDups),
+	}
+	c, err := decodeCounters(w.meta.Get(metaCounters))
+	w.c, w.c0 = c, c
+	return w, err
+}
+
+// finish writes the counters back.
+func (w *wtx) finish() error {
+	if w.c == w.c0 {
+		return nil
+	}
+	return w.meta.Put(metaCounters, w.c.encode())
+}
+
+// dirID returns the id of a directory key, or 0 when it holds no files.
+func (w *wtx) dirID(dirKey []byte) uint64 {
+	v := w.dirs.Get(dirKey)
+	if v == nil {
+		return 0
+	}
+	id, _ := binary.Uvarint(v)
+	return id
+}
+
+func (w *wtx) ensureDir(dirKey []byte) (uint64, error) {
+	if id := w.dirID(dirKey); id != 0 {
+		return id, nil
+	}
+	id, err := w.dirs.NextSequence()
+	if err != nil {
+		return 0, err
+	}
+	v := binary.AppendUvarint(nil, id)
+	if err := w.dirs.Put(bytes.Clone(dirKey), v); err != nil {
+		return 0, err
+	}
+	return id, w.dirNames.Put(v, bytes.Clone(dirKey))
+}
+
+// dropDirIfEmpty removes a directory's entries once it holds no files.
+func (w *wtx) dropDirIfEmpty(id uint64, dirKey []byte) error {
+	p := binary.AppendUvarint(nil, id)
+	if k, _ := w.files.Cursor().Seek(p); k != nil && bytes.HasPrefix(k, p) {
+		return nil
+	}
+	if err := w.dirs.Delete(dirKey); err != nil {
+		return err
+	}
+	return w.dirNames.Delete(p)
+}
+
+// lookup returns the file key and record stored for path.
+func (w *wtx) lookup(path []byte) (fk []byte, r Record, ok bool, err error) {
+	dk, base := splitPath(path)
+	id := w.dirID(dk)
+	if id == 0 {
+		return nil, r, false, nil
+	}
+	fk = fileKey(nil, id, base)
+	v := w.files.Get(fk)
+	if v == nil {
+		return nil, r, false, nil
+	}
+	r, err = decodeRecord(v)
+	return fk, r, true, err
+}
+
+// put stores r at path, replacing what was there.
+func (w *wtx) put(path []byte, r *Record) error {
+	dk, base := splitPath(path)
+	id, err := w.ensureDir(dk)
+	if err != nil {
+		return err
+	}
+	fk := fileKey(nil, id, base)
+	if v := w.files.Get(fk); v != nil {
+		old, err := decodeRecord(v)
+		if err != nil {
+			return fmt.Errorf("replace %q: %w", path, err)
+		}
+		if err := w.unindex(fk, &old); err != nil {
+			return err
+		}
+	}
+	// bbolt keeps a reference to values until the commit: never reuse them.
+	if err := w.files.Put(fk, appendRecord(make([]byte, 0, maxRecordLen), r)); err != nil {
+		return err
+	}
+	return w.index(fk, r)
+}
+
+// remove deletes the record at path; it reports whether there was one.
+func (w *wtx) remove(path []byte) (bool, error) {
+	fk, r, ok, err := w.lookup(path)
+	if !ok || err != nil {
+		return false, err
+	}
+	return true, w.removeKey(fk, &r)
+}
+
+func (w *wtx) removeKey(fk []byte, r *Record) error {
+	if err := w.unindex(fk, r); err != nil {
+		return err
+	}
+	if err := w.files.Delete(fk); err != nil {
+		return err
+	}
+	id, _, _ := splitFileKey(fk)
+	dk := w.dirNames.Get(binary.AppendUvarint(nil, id))
+	if dk == nil {
+		return fmt.Errorf("%w: directory %d of a record is missing", ErrCorrupt, id)
+	}
+	return w.dropDirIfEmpty(id, bytes.Clone(dk))
+}
+
+func (w *wtx) index(fk []byte, r *Record) error {
+	w.c.Files++
+	w.c.Bytes += r.Size
+	w.ibuf = append(inodeKey(w.ibuf, r.Dev, r.Ino), fk...)
+	if err := w.inodes.Put(w.ibuf, nil); err != nil {
+		return err
+	}
+	if !r.indexed() {
+		return nil
+	}
+	w.c.Digested++
+	dk := digestKey(nil, r)
+	g, err := w.groupOf(dk, r)
+	if err != nil {
+		return err
+	}
+	old := g
+	g.n++
+	if !w.sharesInode(dk, fk, r) {
+		g.inodes++
+	}
+	if err := w.setGroup(dk, old, g); err != nil {
+		return err
+	}
+	return w.digest.Put(append(dk, fk...), nil)
+}
+
+func (w *wtx) unindex(fk []byte, r *Record) error {
+	w.c.Files--
+	w.c.Bytes -= r.Size
+	w.ibuf = append(inodeKey(w.ibuf, r.Dev, r.Ino), fk...)
+	if err := w.inodes.Delete(w.ibuf); err != nil {
+		return err
+	}
+	if !r.indexed() {
+		return nil
+	}
+	w.c.Digested--
+	dk := digestKey(nil, r)
+	g, err := w.groupOf(dk, r)
+	if err != nil {
+		return err
+	}
+	old := g
+	g.n--
+	if !w.sharesInode(dk, fk, r) {
+		g.inodes--
+	}
+	if err := w.setGroup(dk, old, g); err != nil {
+		return err
+	}
+	return w.digest.Delete(append(dk, fk...))
+}
+
+// groupOf returns the summary of digest dk as stored, or as derived from
+// the bydigest index for groups of fewer than two paths.
+func (w *wtx) groupOf(dk []byte, r *Record) (group, error) {
+	if v := w.grps.Get(dk); v != nil {
+		return decodeGroup(v)
+	}
+	k, _ := w.digest.Cursor().Seek(dk)
+	if k == nil || !bytes.HasPrefix(k, dk) {
+		return group{size: r.Size}, nil
+	}
+	g := group{n: 1, inodes: 1, size: r.Size}
+	if v := w.files.Get(k[len(dk):]); v != nil {
+		m, err := decodeRecord(v)
+		if err != nil {
+			return g, err
+		}
+		g.size = m.Size
+	}
+	return g, nil
+}
+
+// sharesInode reports whether another path with r's (dev, ino) is in the
+// digest group dk: a hardlink, which does not waste space.
+func (w *wtx) sharesInode(dk, fk []byte, r *Record) bool {
+	p := inodeKey(nil, r.Dev, r.Ino)
+	c := w.inodes.Cursor()
+	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+		other := k[len(p):]
+		if bytes.Equal(other, fk) {
+			continue
+		}
+		w.dbuf = append(append(w.dbuf[:0], dk...), other...)
+		if w.digest.Get(w.dbuf) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *wtx) setGroup(dk []byte, old, g group) error {
+	switch {
+	case old.n == 0 && g.n > 0:
+		w.c.Unique++
+	case old.n > 0 && g.n == 0:
+		w.c.Unique--
+	}
+	if old.inodes >= 2 {
+		w.c.Groups--
+		w.c.Wasted -= old.wasted()
+		if err := w.dups.Delete(dupKey(old.wasted(), dk)); err != nil {
+			return err
+		}
+	}
+	if g.inodes >= 2 {
+		w.c.Groups++
+		w.c.Wasted += g.wasted()
+		if err := w.dups.Put(dupKey(g.wasted(), dk), nil); err != nil {
+			return err
+		}
+	}
+	if g.n >= 2 {
+		return w.grps.Put(bytes.Clone(dk), g.encode())
+	}
+	return w.grps.Delete(dk)
+}
+
+// subtreeDirs lists the directory keys at or below dir.
+func (w *wtx) subtreeDirs(dir []byte) [][]byte {
+	p := subtreePrefix(dir)
+	var out [][]byte
+	c := w.dirs.Cursor()
+	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+		out = append(out, bytes.Clone(k))
+	}
+	return out
+}
+
+// removeSubtree deletes dir (when it is a file) and every record below it.
+func (w *wtx) removeSubtree(dir []byte) (int, error) {
+	n := 0
+	if len(dir) > 1 {
+		ok, err := w.remove(dir)
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n++
+		}
+	}
+	for _, dk := range w.subtreeDirs(dir) {
+		m, err := w.removeDir(dk)
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// removeDir deletes every record directly in the directory dk.
+func (w *wtx) removeDir(dk []byte) (int, error) {
+	id := w.dirID(dk)
+	p := binary.AppendUvarint(nil, id)
+	var keys [][]byte
+	c := w.files.Cursor()
+	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+		keys = append(keys, bytes.Clone(k))
+	}
+	for _, fk := range keys {
+		r, err := decodeRecord(w.files.Get(fk))
+		if err != nil {
+			return 0, fmt.Errorf("remove below %q: %w", dk, err)
+		}
+		if err := w.unindex(fk, &r); err != nil {
+			return 0, err
+		}
+		if err := w.files.Delete(fk); err != nil {
+			return 0, err
+		}
+	}
+	if err := w.dirs.Delete(dk); err != nil {
+		return 0, err
+	}
+	return len(keys), w.dirNames.Delete(p)
+}
+
+// rename moves the record at oldPath and every record below it to newPath.
+// Directories keep their ids, so records below are not rewritten.
+func (w *wtx) rename(oldPath, newPath []byte) error {
+	if bytes.Equal(oldPath, newPath) {
+		return nil
+	}
+	fk, r, isFile, err := w.lookup(oldPath)
+	if err != nil {
+		return err
+	}
+	dirs := w.subtreeDirs(oldPath)
+	if !isFile && len(dirs) == 0 {
+		return fmt.Errorf("%w: %q", ErrNotFound, oldPath)
+	}
+	if _, err := w.removeSubtree(newPath); err != nil {
+		return err
+	}
+	if isFile {
+		if err := w.removeKey(fk, &r); err != nil {
+			return err
+		}
+		if err := w.put(newPath, &r); err != nil {
+			return err
+		}
+	}
+	oldP, newP := subtreePrefix(oldPath), subtreePrefix(newPath)
+	for _, dk := range dirs {
+		v := bytes.Clone(w.dirs.Get(dk))
+		nk := append(bytes.Clone(newP), dk[len(oldP):]...)
+		if err := w.dirs.Delete(dk); err != nil {
+			return err
+		}
+		if err := w.dirs.Put(nk, v); err != nil {
+			return err
+		}
+		if err := w.dirNames.Put(v, nk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mark sets the generation of the record at path, if there is one.
+func (w *wtx) mark(path []byte, gen uint64) error {
+	fk, r, ok, err := w.lookup(path)
+	if !ok || err != nil {
+		return err
+	}
+	if r.Generation == gen {
+		return nil
+	}
+	r.Generation = gen
+	return w.files.Put(fk, appendRecord(make([]byte, 0, maxRecordLen), &r))
+}
+
+// removeIfOlder deletes the record at path when its generation is below gen.
+func (w *wtx) removeIfOlder(path []byte, gen uint64) (bool, error) {
+	fk, r, ok, err := w.lookup(path)
+	if !ok || err != nil || r.Generation >= gen {
+		return false, err
+	}
+	return true, w.removeKey(fk, &r)
+}
+
+// nextGeneration increments and returns the scan generation counter.
+func (w *wtx) nextGeneration() (uint64, error) {
+	g, _ := binary.Uvarint(w.meta.Get(metaGeneration))
+	g++
+	return g, w.meta.Put(metaGeneration, binary.AppendUvarint(nil, g))
+}
