@@ -1,0 +1,367 @@
+// Package walker walks a directory tree in parallel and delivers every
+// regular file with its lstat identity, never following symlinks and never
+// opening anything but directories.
+//
+// # Basics
+//
+// [Walk] reads directories on Options.Workers goroutines. Entry types come
+// from the directory itself (d_type), so directories, symlinks, FIFOs,
+// sockets and devices cost no stat call; each regular file costs one
+// fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW). Directories are opened with
+// O_NOFOLLOW|O_DIRECTORY, so a directory swapped for a symlink mid-walk is
+// not followed. Non-regular files are skipped without being opened, so a
+// FIFO in the tree cannot block the walk.
+//
+// The callback fn runs on the goroutine that called Walk, one call at a time
+// (never concurrently), so it needs no locking. Entries arrive in no
+// particular order: files of one directory arrive together in batches, but
+// directories are interleaved.
+//
+// # Errors
+//
+// A directory that cannot be opened or read, or a file that cannot be
+// stat'ed, is reported to Options.OnError with its path and the walk goes
+// on; such errors never end the walk. Files and directories that vanish
+// while the walk runs (ENOENT) are skipped silently: they are gone, which
+// the caller learns by not seeing them. Walk returns an error only when the
+// root cannot be walked, when fn returns an error (returned as is), or when
+// ctx is cancelled (ctx.Err()).
+//
+// # Memory
+//
+// Memory does not grow with the size of the tree: directories are read in
+// chunks, at most a few batches of entries are in flight, and the queue of
+// directories waiting to be read is capped; beyond the cap a worker walks
+// the subdirectory itself, depth first. What remains is proportional to the
+// depth of the tree and to the number of subdirectories of one directory.
+package walker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/annexd/annexd/internal/fsstat"
+	"github.com/annexd/annexd/internal/ignore"
+)
+
+// ErrRoot wraps the error when the root itself cannot be walked.
+var ErrRoot = errors.New("walker: cannot walk root")
+
+// Entry is one regular file found by the walk.
+type Entry struct {
+	Path string          // root joined with the root-relative path, bytes as on disk
+	Info fsstat.FileInfo // from lstat; Info.IsRegular() is always true
+}
+
+// Options tune a walk. The zero value works.
+type Options struct {
+	// Workers is the number of goroutines reading directories; 0 means 2.
+	Workers int
+	// Ignore excludes paths (matched relative to root); excluded
+	// directories are not entered. Nil excludes nothing.
+	Ignore *ignore.Matcher
+	// OneFileSystem skips directories on a different device than root
+	// (mount points), like find -xdev.
+	OneFileSystem bool
+	// OnError is called for each path that could not be read; the walk goes
+	// on. It may be called concurrently from several workers. Nil drops
+	// such errors.
+	OnError func(path string, err error)
+
+	// openDir opens a directory; a test seam, nil means openDirAt.
+	openDir func(path string) (int, error)
+}
+
+const (
+	defaultWorkers = 2
+	batchSize      = 256  // entries handed to fn at once
+	readChunk      = 1024 // directory entries read at once
+	queueCap       = 4096 // directories queued before workers recurse inline
+)
+
+// Walk walks the tree at root and calls fn for every regular file under it,
+// serially on the calling goroutine. See the package documentation for
+// ordering, errors and memory.
+func Walk(ctx context.Context, root string, opts Options, fn func(Entry) error) error {
+	if opts.Workers <= 0 {
+		opts.Workers = defaultWorkers
+	}
+	if opts.openDir == nil {
+		opts.openDir = openDirAt
+	}
+	root = filepath.Clean(root)
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("%w %s: %w", ErrRoot, root, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("%w %s: %w", ErrRoot, root, err)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := &walk{
+		ctx:     ctx,
+		opts:    opts,
+		rootDev: uint64(st.Dev),
+		batches: make(chan []Entry, 2*opts.Workers),
+	}
+	w.cond = sync.NewCond(&w.mu)
+	w.rootFd = fd
+	w.queue = append(w.queue, dir{path: root, rel: ""})
+	w.pending = 1
+
+	var wg sync.WaitGroup
+	for range opts.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.work()
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(w.batches)
+	}()
+	// Wake workers blocked on the queue when the walk is cancelled.
+	stop := context.AfterFunc(ctx, func() {
+		w.mu.Lock()
+		w.cond.Broadcast()
+		w.mu.Unlock()
+	})
+	defer stop()
+
+	var fnErr error
+	for batch := range w.batches {
+		if fnErr != nil || ctx.Err() != nil {
+			continue // drain so workers can finish
+		}
+		for _, e := range batch {
+			if err := fn(e); err != nil {
+				fnErr = err
+				cancel()
+				break
+			}
+		}
+	}
+	w.rootOnce.Do(func() { unix.Close(w.rootFd) })
+	if fnErr != nil {
+		return fnErr
+	}
+	return ctx.Err()
+}
+
+type dir struct {
+	path string // root-joined path
+	rel  string // root-relative path, "" for the root
+}
+
+type walk struct {
+	ctx      context.Context
+	opts     Options
+	rootDev  uint64
+	rootFd   int
+	rootOnce sync.Once // the root is read once, or closed unread
+	batches  chan []Entry
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []dir // LIFO: depth first keeps the queue short
+	pending int   // directories queued or being read
+}
+
+// work takes directories off the queue until the walk is done.
+func (w *walk) work() {
+	for {
+		d, ok := w.next()
+		if !ok {
+			return
+		}
+		w.walkDir(d)
+		w.mu.Lock()
+		w.pending--
+		if w.pending == 0 {
+			w.cond.Broadcast()
+		}
+		w.mu.Unlock()
+	}
+}
+
+func (w *walk) next() (dir, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.queue) == 0 && w.pending > 0 && w.ctx.Err() == nil {
+		w.cond.Wait()
+	}
+	if len(w.queue) == 0 || w.ctx.Err() != nil {
+		return dir{}, false
+	}
+	d := w.queue[len(w.queue)-1]
+	w.queue = w.queue[:len(w.queue)-1]
+	return d, true
+}
+
+// push queues a subdirectory, or reports false when the queue is full.
+func (w *walk) push(d dir) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.queue) >= queueCap {
+		return false
+	}
+	w.queue = append(w.queue, d)
+	w.pending++
+	w.cond.Signal()
+	return true
+}
+
+func (w *walk) report(path string, err error) {
+	if w.opts.OnError != nil {
+		w.opts.OnError(path, err)
+	}
+}
+
+// walkDir opens and reads one directory; the root is already open.
+func (w *walk) walkDir(d dir) {
+	if d.rel == "" {
+		w.rootOnce.Do(func() { w.readDir(d, w.rootFd) })
+		return
+	}
+	fd, err := w.opts.openDir(d.path)
+	if err != nil {
+		// Gone, or no longer a directory (e.g. replaced by a symlink): skip.
+		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ELOOP) && !errors.Is(err, unix.ENOTDIR) {
+			w.report(d.path, err)
+		}
+		return
+	}
+	if w.opts.OneFileSystem {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || uint64(st.Dev) != w.rootDev {
+			unix.Close(fd)
+			return
+		}
+	}
+	w.readDir(d, fd)
+}
+
+// readDir reads the open directory fd, sends its files and queues its
+// subdirectories; those that do not fit the queue are walked here, after fd
+// is closed, so a worker holds one directory open at a time.
+func (w *walk) readDir(d dir, fd int) {
+	f := os.NewFile(uintptr(fd), d.path)
+	var inline []dir
+	batch := make([]Entry, 0, batchSize)
+	for w.ctx.Err() == nil {
+		ents, err := f.ReadDir(readChunk)
+		for _, de := range ents {
+			if sub, ok := w.entry(d, fd, de, &batch); ok && !w.push(sub) {
+				inline = append(inline, sub)
+			}
+			if len(batch) == batchSize {
+				w.send(batch)
+				batch = make([]Entry, 0, batchSize)
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			w.report(d.path, err)
+			break
+		}
+	}
+	f.Close()
+	if len(batch) > 0 {
+		w.send(batch)
+	}
+	for _, sub := range inline {
+		if w.ctx.Err() != nil {
+			return
+		}
+		w.walkDir(sub)
+	}
+}
+
+func (w *walk) send(batch []Entry) {
+	select {
+	case w.batches <- batch:
+	case <-w.ctx.Done():
+	}
+}
+
+// entry handles one directory entry: a regular file is stat'ed and added to
+// batch; a directory is returned for walking; anything else is skipped
+// without a system call (the type comes from the directory entry).
+func (w *walk) entry(parent dir, dirfd int, de os.DirEntry, batch *[]Entry) (dir, bool) {
+	name := de.Name()
+	typ := de.Type()
+	rel := name
+	if parent.rel != "" {
+		rel = parent.rel + "/" + name
+	}
+	path := parent.path + "/" + name
+	if parent.path == "/" {
+		path = "/" + name
+	}
+	switch {
+	case typ.IsDir():
+		if w.opts.Ignore.Match(rel, true) {
+			return dir{}, false
+		}
+		return dir{path: path, rel: rel}, true
+	case typ != 0:
+		return dir{}, false // symlink, FIFO, socket, device
+	}
+	if w.opts.Ignore.Match(rel, false) {
+		return dir{}, false
+	}
+	info, err := statAt(dirfd, name)
+	if err != nil {
+		if !errors.Is(err, unix.ENOENT) {
+			w.report(path, err)
+		}
+		return dir{}, false
+	}
+	if info.IsRegular() {
+		*batch = append(*batch, Entry{Path: path, Info: info})
+	}
+	return dir{}, false
+}
+
+// openDirAt opens a directory without following a symlink in its last
+// component.
+func openDirAt(path string) (int, error) {
+	for {
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, &os.PathError{Op: "open", Path: path, Err: err}
+		}
+		return fd, nil
+	}
+}
+
+func statAt(dirfd int, name string) (fsstat.FileInfo, error) {
+	var st unix.Stat_t
+	for {
+		err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fsstat.FileInfo{}, err
+		}
+		return fsstat.FromStat(&st), nil
+	}
+}

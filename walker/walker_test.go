@@ -1,0 +1,296 @@
+package walker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/annexd/annexd/internal/fsstat"
+	"github.com/annexd/annexd/internal/ignore"
+)
+
+// tree creates files (name → content) and directories (name ending in /).
+func tree(t *testing.T, root string, spec ...string) {
+	t.Helper()
+	for _, s := range spec {
+		p := filepath.Join(root, s)
+		if strings.HasSuffix(s, "/") {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func collect(t *testing.T, root string, opts Options) (map[string]fsstat.FileInfo, error) {
+	t.Helper()
+	got := map[string]fsstat.FileInfo{}
+	err := Walk(context.Background(), root, opts, func(e Entry) error {
+		rel, _ := filepath.Rel(root, e.Path)
+		if _, dup := got[rel]; dup {
+			t.Errorf("%s delivered twice", rel)
+		}
+		got[rel] = e.Info
+		return nil
+	})
+	return got, err
+}
+
+func keys(m map[string]fsstat.FileInfo) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func TestWalkDeliversRegularFilesOnly(t *testing.T) {
+	root := t.TempDir()
+	outside := t.TempDir()
+	tree(t, root, "a", "d/b", "d/e/c", "empty/", "d/e/f/g/h")
+	tree(t, outside, "secret", "sub/x")
+	// Symlinks to a file and to a directory (inside and outside the root)
+	// are not followed, and a FIFO is not opened (opening it would block).
+	os.Symlink(filepath.Join(outside, "secret"), filepath.Join(root, "link-file"))
+	os.Symlink(outside, filepath.Join(root, "link-dir"))
+	os.Symlink(filepath.Join(root, "d"), filepath.Join(root, "d/e/loop"))
+	if err := unix.Mkfifo(filepath.Join(root, "d/fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", filepath.Join(root, "sock"))
+	if err == nil {
+		defer l.Close()
+	}
+
+	for _, workers := range []int{1, 2, 4} {
+		done := make(chan struct{})
+		var got map[string]fsstat.FileInfo
+		go func() {
+			defer close(done)
+			got, err = collect(t, root, Options{Workers: workers})
+		}()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatal("walk blocked (FIFO opened?)")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"a", "d/b", "d/e/c", "d/e/f/g/h"}
+		if fmt.Sprint(keys(got)) != fmt.Sprint(want) {
+			t.Errorf("workers=%d: got %v, want %v", workers, keys(got), want)
+		}
+		for rel, fi := range got {
+			ref, _ := fsstat.Lstat(filepath.Join(root, rel))
+			if !fi.Same(ref) || !fi.IsRegular() || fi.Size != int64(len(rel)) {
+				t.Errorf("%s: info %+v, lstat %+v", rel, fi, ref)
+			}
+		}
+	}
+}
+
+func TestWalkNonUTF8Names(t *testing.T) {
+	root := t.TempDir()
+	names := []string{"caf\xe9", "\xff\xfe.bin", "ok é", "dir\x80/in\x81side"}
+	tree(t, root, names...)
+	got, err := collect(t, root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if _, ok := got[n]; !ok {
+			t.Errorf("%q missing; got %q", n, keys(got))
+		}
+	}
+}
+
+func TestWalkIgnore(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, ".git/objects/aa", ".git/config", "src/.git/HEAD", "src/main.go", "x.tmp", "keep/x.tmp.txt", "build/out")
+	m := ignore.MustNew(append(ignore.Defaults(), "*.tmp", "/build/"))
+	got, err := collect(t, root, Options{Ignore: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"keep/x.tmp.txt", "src/main.go"}
+	if fmt.Sprint(keys(got)) != fmt.Sprint(want) {
+		t.Errorf("got %v, want %v", keys(got), want)
+	}
+}
+
+func TestWalkErrorsAreReportedAndWalkGoesOn(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, "ok/a", "bad/b", "ok2/c")
+	// As root a mode-000 directory is still readable, so the failure comes
+	// from the open seam; TestWalkPermissionDenied covers the real EACCES.
+	var mu sync.Mutex
+	var errs []string
+	opts := Options{
+		openDir: func(path string) (int, error) {
+			if filepath.Base(path) == "bad" {
+				return -1, &os.PathError{Op: "open", Path: path, Err: unix.EACCES}
+			}
+			return openDirAt(path)
+		},
+		OnError: func(path string, err error) {
+			mu.Lock()
+			errs = append(errs, path)
+			mu.Unlock()
+			if !errors.Is(err, unix.EACCES) {
+				t.Errorf("%s: %v", path, err)
+			}
+		},
+	}
+	got, err := collect(t, root, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(keys(got)) != "[ok/a ok2/c]" {
+		t.Errorf("got %v", keys(got))
+	}
+	if len(errs) != 1 || errs[0] != filepath.Join(root, "bad") {
+		t.Errorf("errors reported for %v", errs)
+	}
+}
+
+// TestWalkPermissionDenied walks a mode-000 directory as an unprivileged
+// user: as root the test re-runs itself as nobody (uid 65534).
+func TestWalkPermissionDenied(t *testing.T) {
+	if dir := os.Getenv("WALKER_EACCES_ROOT"); dir != "" {
+		var denied []string
+		n := 0
+		err := Walk(context.Background(), dir, Options{OnError: func(p string, err error) {
+			if errors.Is(err, unix.EACCES) {
+				denied = append(denied, p)
+			}
+		}}, func(Entry) error { n++; return nil })
+		if err != nil || n != 2 || len(denied) != 1 || filepath.Base(denied[0]) != "locked" {
+			t.Fatalf("err %v, files %d, denied %v", err, n, denied)
+		}
+		return
+	}
+	base, err := os.MkdirTemp("", "walker-eacces-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.Chmod(filepath.Join(base, "locked"), 0o755)
+		os.RemoveAll(base)
+	})
+	tree(t, base, "a", "locked/secret", "z/b")
+	if err := os.Chmod(filepath.Join(base, "locked"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() != 0 {
+		os.Setenv("WALKER_EACCES_ROOT", base)
+		defer os.Unsetenv("WALKER_EACCES_ROOT")
+		TestWalkPermissionDenied(t)
+		return
+	}
+	os.Chmod(base, 0o755)
+	for _, f := range []string{"a", "z", "z/b"} {
+		os.Chown(filepath.Join(base, f), 65534, 65534)
+	}
+	// The test binary lives in a private build directory: copy it where
+	// nobody can run it.
+	binDir, err := os.MkdirTemp("", "walker-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(binDir)
+	os.Chmod(binDir, 0o755)
+	bin := filepath.Join(binDir, "walker.test")
+	exe, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, exe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^TestWalkPermissionDenied$", "-test.v")
+	cmd.Env = append(os.Environ(), "WALKER_EACCES_ROOT="+base)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("as nobody: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: TestWalkPermissionDenied") {
+		t.Fatalf("the unprivileged walk did not run:\n%s", out)
+	}
+}
+
+func TestWalkFnErrorStops(t *testing.T) {
+	root := t.TempDir()
+	for i := range 2000 {
+		tree(t, root, fmt.Sprintf("d%d/f%d", i%50, i))
+	}
+	stop := errors.New("stop")
+	n := 0
+	err := Walk(context.Background(), root, Options{Workers: 4}, func(Entry) error {
+		n++
+		if n == 10 {
+			return stop
+		}
+		return nil
+	})
+	if err != stop || n != 10 {
+		t.Errorf("err %v after %d calls", err, n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Walk(ctx, root, Options{}, func(Entry) error { return nil }); err != context.Canceled {
+		t.Errorf("cancelled walk: %v", err)
+	}
+}
+
+func TestWalkBadRoot(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, "f")
+	for _, p := range []string{filepath.Join(root, "missing"), filepath.Join(root, "f")} {
+		if err := Walk(context.Background(), p, Options{}, func(Entry) error { return nil }); !errors.Is(err, ErrRoot) {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
+
+func TestWalkWideDirectoryBeyondQueue(t *testing.T) {
+	root := t.TempDir()
+	// More subdirectories than the queue holds: the rest are walked inline.
+	n := queueCap + 100
+	for i := range n {
+		if err := os.Mkdir(filepath.Join(root, fmt.Sprint(i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, fmt.Sprint(i), "f"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := collect(t, root, Options{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Errorf("%d files, want %d", len(got), n)
+	}
+}

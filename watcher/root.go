@@ -1,0 +1,469 @@
+package watcher
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"golang.org/x/sys/unix"
+
+	"github.com/annexd/annexd/internal/fsstat"
+)
+
+// root watches one root directory; all its state belongs to the goroutine
+// running run, except the published status.
+type root struct {
+	path string
+	opts *Options
+	log  *slog.Logger
+	out  chan<- Event
+
+	fsw       *fsnotify.Watcher
+	dirs      map[string]map[string]struct{} // watched directory → names of its watched subdirectories
+	unwatched map[string]int                 // top directories without a watch → directories under them
+	pending   map[string]*item
+	queue     deadlines
+	timer     *time.Timer
+	armed     time.Time // when timer fires; zero if stopped
+
+	ovPending  bool      // an overflow Rescan is scheduled
+	ovDue      time.Time // ... for then
+	ovLast     time.Time // last overflow Rescan emitted
+	ovBackoff  time.Duration
+	overflows  int
+	lastOver   time.Time
+	lastRescan time.Time
+
+	inject     chan struct{} // test seam: an overflow
+	watchLimit int           // test seam: > 0 makes Add fail with ENOSPC beyond this many watches
+
+	mu     sync.Mutex
+	status RootStatus
+}
+
+func newRoot(path string, opts *Options, out chan<- Event) *root {
+	return &root{
+		path:      path,
+		opts:      opts,
+		log:       opts.Logger.With("root", path),
+		out:       out,
+		dirs:      make(map[string]map[string]struct{}),
+		unwatched: make(map[string]int),
+		pending:   make(map[string]*item),
+		inject:    make(chan struct{}, 1),
+		ovBackoff: opts.OverflowBackoff,
+		status:    RootStatus{Root: path},
+	}
+}
+
+func (r *root) run(ctx context.Context) error {
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		// Out of inotify instances: the whole root is covered by rescans.
+		r.log.Error("cannot create inotify instance; root is covered by periodic rescans",
+			"err", err, "sysctl", "fs.inotify.max_user_instances")
+		r.unwatched[r.path] = 1
+	} else {
+		r.fsw = fsw
+		defer fsw.Close()
+		r.addTree(r.path)
+	}
+	r.timer = time.NewTimer(time.Hour)
+	r.timer.Stop()
+	safety := newTicker(r.opts.SafetyRescan, true)
+	defer safety.Stop()
+	degraded := newTicker(r.opts.DegradedRescan, false)
+	defer degraded.Stop()
+	r.publish()
+	if !r.opts.NoInitialRescan && !r.emit(ctx, Event{Kind: Rescan, Path: r.path, Reason: ReasonInitial}) {
+		return nil
+	}
+	r.lastRescan = time.Now()
+
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	if r.fsw != nil {
+		events, errs = r.fsw.Events, r.fsw.Errors
+	}
+	for {
+		var degradedC <-chan time.Time
+		if len(r.unwatched) > 0 {
+			degradedC = degraded.C()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			r.handle(ev)
+		case err, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
+			r.handleErr(err)
+		case <-r.inject:
+			r.overflow()
+		case <-r.timer.C:
+			r.armed = time.Time{}
+			if !r.fire(ctx) {
+				return nil
+			}
+		case <-safety.C():
+			safety.Reset()
+			if !r.rescanRoot(ctx, ReasonSafety) {
+				return nil
+			}
+		case <-degradedC:
+			degraded.Reset()
+			if !r.retryUnwatched(ctx) {
+				return nil
+			}
+		}
+		r.arm()
+		r.publish()
+	}
+}
+
+// emit sends ev, or reports false when ctx ends first.
+func (r *root) emit(ctx context.Context, ev Event) bool {
+	select {
+	case r.out <- ev:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (r *root) rel(p string) string {
+	if p == r.path {
+		return ""
+	}
+	if r.path == "/" {
+		return p[1:]
+	}
+	return strings.TrimPrefix(p, r.path+"/")
+}
+
+// handle folds one fsnotify event into the pending set and the watch tree.
+func (r *root) handle(ev fsnotify.Event) {
+	p := ev.Name
+	if !within(p, r.path) {
+		return
+	}
+	_, watched := r.dirs[p]
+	switch {
+	case ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename):
+		// The old name of a rename, or a deletion: whatever is there now
+		// is decided when the path settles.
+		if watched {
+			r.dropTree(p)
+		}
+		r.touch(p)
+	case ev.Has(fsnotify.Create):
+		fi, err := fsstat.Lstat(p)
+		if err == nil && fi.IsDir() {
+			if r.opts.Ignore.Match(r.rel(p), true) {
+				return
+			}
+			if !watched {
+				r.addTree(p) // watch before anyone reads it
+			}
+			r.touch(p)
+			return
+		}
+		if !r.opts.Ignore.Match(r.rel(p), false) {
+			r.touch(p)
+		}
+	default: // Write, Chmod
+		if watched {
+			return // a directory's own metadata
+		}
+		if !r.opts.Ignore.Match(r.rel(p), false) {
+			r.touch(p)
+		}
+	}
+}
+
+func (r *root) handleErr(err error) {
+	if errors.Is(err, fsnotify.ErrEventOverflow) {
+		r.overflow()
+		return
+	}
+	r.log.Warn("inotify error", "err", err)
+}
+
+// touch records an event on p: p settles Quiet after its last event. An
+// event under a directory that is itself waiting to be rescanned only
+// pushes that directory's deadline back: its Rescan will cover p.
+func (r *root) touch(p string) {
+	now := time.Now()
+	for a := p; a != r.path; {
+		a = filepath.Dir(a)
+		if it, ok := r.pending[a]; ok {
+			if _, dir := r.dirs[a]; dir {
+				r.queue.touch(it, now, r.opts)
+				return
+			}
+		}
+	}
+	if it, ok := r.pending[p]; ok {
+		r.queue.touch(it, now, r.opts)
+		return
+	}
+	it := &item{path: p, first: now, due: now.Add(r.opts.Quiet)}
+	r.pending[p] = it
+	heap.Push(&r.queue, it)
+}
+
+// fire emits every pending path whose deadline has passed, and the overflow
+// Rescan when it is due.
+func (r *root) fire(ctx context.Context) bool {
+	now := time.Now()
+	if r.ovPending && !now.Before(r.ovDue) {
+		r.ovPending = false
+		r.ovLast = now
+		if !r.rescanRoot(ctx, ReasonOverflow) {
+			return false
+		}
+	}
+	for r.queue.Len() > 0 && !r.queue.items[0].due.After(now) {
+		it := heap.Pop(&r.queue).(*item)
+		delete(r.pending, it.path)
+		if !r.settle(ctx, it.path) {
+			return false
+		}
+	}
+	return true
+}
+
+// settle decides what a quiet path has become and emits it.
+func (r *root) settle(ctx context.Context, p string) bool {
+	_, watched := r.dirs[p]
+	fi, err := fsstat.Lstat(p)
+	switch {
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR):
+		if watched {
+			r.dropTree(p)
+		}
+		if p == r.path {
+			r.log.Error("root is gone; watching for it to come back", "err", err)
+			r.unwatched[p] = 1
+		}
+		return r.emit(ctx, Event{Kind: Removed, Path: p})
+	case err != nil:
+		// Cannot tell (e.g. EACCES on a parent): let the consumer look.
+		return r.emit(ctx, Event{Kind: Changed, Path: p})
+	case fi.IsDir():
+		if r.opts.Ignore.Match(r.rel(p), true) {
+			if watched {
+				r.dropTree(p)
+			}
+			return r.emit(ctx, Event{Kind: Removed, Path: p})
+		}
+		if !watched {
+			r.addTree(p)
+		}
+		return r.emit(ctx, Event{Kind: Rescan, Path: p, Reason: ReasonNewDir})
+	default:
+		if r.opts.Ignore.Match(r.rel(p), false) {
+			return r.emit(ctx, Event{Kind: Removed, Path: p})
+		}
+		return r.emit(ctx, Event{Kind: Changed, Path: p})
+	}
+}
+
+// overflow schedules one Rescan of the root, no sooner than the backoff
+// after the previous one; overflows while it waits join it.
+func (r *root) overflow() {
+	now := time.Now()
+	r.overflows++
+	r.lastOver = now
+	if r.ovPending {
+		return
+	}
+	if !r.ovLast.IsZero() && now.Sub(r.ovLast) < 2*r.ovBackoff {
+		r.ovBackoff = min(2*r.ovBackoff, r.opts.MaxOverflowBackoff)
+	} else if !r.ovLast.IsZero() {
+		r.ovBackoff = r.opts.OverflowBackoff
+	}
+	due := now.Add(r.opts.Quiet)
+	if !r.ovLast.IsZero() {
+		if next := r.ovLast.Add(r.ovBackoff); next.After(due) {
+			due = next
+		}
+	}
+	r.ovPending, r.ovDue = true, due
+	r.log.Warn("inotify queue overflow; rescanning root", "due", due, "backoff", r.ovBackoff,
+		"overflows", r.overflows)
+}
+
+// rescanRoot re-establishes every watch of the root and emits its Rescan.
+// Pending paths are dropped: the walk covers them.
+func (r *root) rescanRoot(ctx context.Context, reason string) bool {
+	if r.fsw != nil {
+		r.dropTree(r.path)
+		clear(r.unwatched)
+		r.addTree(r.path)
+	}
+	clear(r.pending)
+	r.queue.items = r.queue.items[:0]
+	r.lastRescan = time.Now()
+	return r.emit(ctx, Event{Kind: Rescan, Path: r.path, Reason: reason})
+}
+
+// retryUnwatched tries again to watch every directory without a watch and
+// emits a Rescan for each: their changes since the last one were not seen.
+func (r *root) retryUnwatched(ctx context.Context) bool {
+	tops := make([]string, 0, len(r.unwatched))
+	for p := range r.unwatched {
+		tops = append(tops, p)
+	}
+	clear(r.unwatched)
+	for _, p := range tops {
+		fi, err := fsstat.Lstat(p)
+		if err != nil || !fi.IsDir() {
+			if p == r.path {
+				r.unwatched[p] = 1 // the root is still gone
+			}
+			continue
+		}
+		if r.fsw != nil {
+			r.addTree(p)
+		} else {
+			r.unwatched[p] = 1 // no inotify instance: rescans only
+		}
+		if p == r.path {
+			r.lastRescan = time.Now()
+		}
+		if !r.emit(ctx, Event{Kind: Rescan, Path: p, Reason: ReasonDegraded}) {
+			return false
+		}
+	}
+	if len(r.unwatched) == 0 && len(tops) > 0 {
+		r.log.Info("all directories watched again", "watches", len(r.dirs))
+	}
+	return true
+}
+
+// arm points the timer at the earliest deadline.
+func (r *root) arm() {
+	var next time.Time
+	if r.queue.Len() > 0 {
+		next = r.queue.items[0].due
+	}
+	if r.ovPending && (next.IsZero() || r.ovDue.Before(next)) {
+		next = r.ovDue
+	}
+	if next.Equal(r.armed) {
+		return
+	}
+	r.timer.Stop()
+	r.armed = next
+	if !next.IsZero() {
+		r.timer.Reset(max(time.Until(next), 0))
+	}
+}
+
+func (r *root) publish() {
+	unwatched := 0
+	for _, n := range r.unwatched {
+		unwatched += n
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := &r.status
+	s.Watches = len(r.dirs)
+	s.Unwatched = unwatched
+	s.Degraded = len(r.unwatched) > 0
+	s.WatchesNeeded = s.Watches + unwatched
+	s.Pending = len(r.pending)
+	s.Overflows = r.overflows
+	s.LastOverflow = r.lastOver
+	s.LastRescan = r.lastRescan
+}
+
+func (r *root) snapshot() RootStatus {
+	r.mu.Lock()
+	s := r.status
+	r.mu.Unlock()
+	s.MaxUserWatches = maxUserWatches()
+	if s.Degraded {
+		s.Sysctl = sysctlFor(s.MaxUserWatches, s.Unwatched)
+	}
+	return s
+}
+
+// maxUserWatches reads fs.inotify.max_user_watches; 0 if unknown.
+func maxUserWatches() int {
+	b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_watches")
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// sysctlFor is the command that raises the limit by what is missing plus
+// 10 % headroom, rounded up to a multiple of 1024.
+func sysctlFor(current, missing int) string {
+	n := current + missing + missing/10 + 1
+	n = (n + 1023) / 1024 * 1024
+	return "sysctl fs.inotify.max_user_watches=" + strconv.Itoa(n)
+}
+
+// ticker is a jittered periodic timer that can be disabled (d < 0).
+type ticker struct {
+	d      time.Duration
+	jitter bool
+	t      *time.Timer
+}
+
+func newTicker(d time.Duration, jitter bool) *ticker {
+	tk := &ticker{d: d, jitter: jitter}
+	if d > 0 {
+		tk.t = time.NewTimer(tk.next())
+	}
+	return tk
+}
+
+func (tk *ticker) next() time.Duration {
+	if !tk.jitter {
+		return tk.d
+	}
+	return time.Duration(float64(tk.d) * (0.9 + 0.2*rand.Float64()))
+}
+
+func (tk *ticker) C() <-chan time.Time {
+	if tk.t == nil {
+		return nil
+	}
+	return tk.t.C
+}
+
+func (tk *ticker) Reset() {
+	if tk.t != nil {
+		tk.t.Reset(tk.next())
+	}
+}
+
+func (tk *ticker) Stop() {
+	if tk.t != nil {
+		tk.t.Stop()
+	}
+}

@@ -1,0 +1,179 @@
+package watcher
+
+import (
+	"container/heap"
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"golang.org/x/sys/unix"
+)
+
+// addTree watches dir and every directory under it that is not ignored,
+// each watch added before its directory is read, so nothing created inside
+// in between is missed. Directories that cannot get a watch because the
+// limit is reached are recorded in r.unwatched with the number of
+// directories under them.
+func (r *root) addTree(dir string) {
+	stack := []string{dir}
+	limited := 0
+	for len(stack) > 0 {
+		d := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if _, ok := r.dirs[d]; ok {
+			continue
+		}
+		if err := r.addWatch(d); err != nil {
+			if isLimit(err) {
+				n := countDirs(d, r)
+				r.unwatched[d] = n
+				limited += n
+			} else if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
+				r.log.Warn("cannot watch directory", "path", d, "err", err)
+			}
+			continue
+		}
+		r.dirs[d] = nil
+		if d != r.path {
+			parent := filepath.Dir(d)
+			if kids, ok := r.dirs[parent]; ok {
+				if kids == nil {
+					kids = make(map[string]struct{})
+					r.dirs[parent] = kids
+				}
+				kids[filepath.Base(d)] = struct{}{}
+			}
+		}
+		stack = r.subdirs(d, stack)
+	}
+	if limited > 0 {
+		r.logLimit(limited)
+	}
+}
+
+// subdirs appends the non-ignored subdirectories of d to stack.
+func (r *root) subdirs(d string, stack []string) []string {
+	ents, err := os.ReadDir(d)
+	if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
+		r.log.Warn("cannot read directory", "path", d, "err", err)
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		p := filepath.Join(d, e.Name())
+		if r.opts.Ignore.Match(r.rel(p), true) {
+			continue
+		}
+		stack = append(stack, p)
+	}
+	return stack
+}
+
+// countDirs counts d and the non-ignored directories under it.
+func countDirs(d string, r *root) int {
+	n := 0
+	stack := []string{d}
+	for len(stack) > 0 {
+		p := stack[len(stack)-1]
+		stack = r.subdirs(p, stack[:len(stack)-1])
+		n++
+	}
+	return n
+}
+
+func (r *root) logLimit(missing int) {
+	current := maxUserWatches()
+	r.log.Error("inotify watch limit reached; unwatched directories are rescanned periodically",
+		"watches", len(r.dirs), "unwatched", missing, "needed", len(r.dirs)+missing,
+		"max_user_watches", current, "fix", sysctlFor(current, missing),
+		"rescan_every", r.opts.DegradedRescan)
+}
+
+func isLimit(err error) bool {
+	return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EMFILE)
+}
+
+// addWatch adds the inotify watch of one directory.
+func (r *root) addWatch(d string) error {
+	if r.watchLimit > 0 && len(r.dirs) >= r.watchLimit {
+		return &os.PathError{Op: "inotify_add_watch", Path: d, Err: unix.ENOSPC}
+	}
+	return r.fsw.Add(d)
+}
+
+// dropTree forgets dir and every watched directory under it, and any
+// unwatched directory recorded there.
+func (r *root) dropTree(dir string) {
+	stack := []string{dir}
+	for len(stack) > 0 {
+		d := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		kids, ok := r.dirs[d]
+		if !ok {
+			continue
+		}
+		for name := range kids {
+			stack = append(stack, filepath.Join(d, name))
+		}
+		delete(r.dirs, d)
+		// The watch may already be gone (deleted directory): ignore errors.
+		if err := r.fsw.Remove(d); err != nil && !errors.Is(err, fsnotify.ErrNonExistentWatch) {
+			r.log.Debug("cannot remove watch", "path", d, "err", err)
+		}
+	}
+	if dir != r.path {
+		if kids := r.dirs[filepath.Dir(dir)]; kids != nil {
+			delete(kids, filepath.Base(dir))
+		}
+	}
+	for p := range r.unwatched {
+		if within(p, dir) {
+			delete(r.unwatched, p)
+		}
+	}
+}
+
+// item is one pending path.
+type item struct {
+	path  string
+	first time.Time // first event since it was last emitted
+	due   time.Time
+	index int // in the heap
+}
+
+// deadlines is a min-heap of pending items by due time.
+type deadlines struct{ items []*item }
+
+func (q *deadlines) Len() int           { return len(q.items) }
+func (q *deadlines) Less(i, j int) bool { return q.items[i].due.Before(q.items[j].due) }
+func (q *deadlines) Swap(i, j int) {
+	q.items[i], q.items[j] = q.items[j], q.items[i]
+	q.items[i].index = i
+	q.items[j].index = j
+}
+func (q *deadlines) Push(x any) {
+	it := x.(*item)
+	it.index = len(q.items)
+	q.items = append(q.items, it)
+}
+func (q *deadlines) Pop() any {
+	n := len(q.items) - 1
+	it := q.items[n]
+	q.items[n] = nil
+	q.items = q.items[:n]
+	return it
+}
+
+// touch moves it's deadline to Quiet from now, but no later than MaxDelay
+// after its first event.
+func (q *deadlines) touch(it *item, now time.Time, o *Options) {
+	due := now.Add(o.Quiet)
+	if limit := it.first.Add(o.MaxDelay); due.After(limit) {
+		due = limit
+	}
+	it.due = due
+	heap.Fix(q, it.index)
+}

@@ -1,0 +1,284 @@
+// Package watcher turns inotify events under a set of root directories into a
+// short stream of settled facts: a file changed, a path is gone, or a
+// directory must be walked again.
+//
+// # Basics
+//
+// fsnotify watches single directories; a [Watcher] keeps one watch per
+// directory under each root (one inotify instance per root), adds the watch
+// of a new directory before anything reads that directory, and drops the
+// watches of a subtree that was deleted or moved away. Ignored directories
+// (Options.Ignore, matched relative to the root) get no watch.
+//
+// Events are aggregated per path: a path is emitted only after it has been
+// quiet for Options.Quiet (default 1 s), or after Options.MaxDelay (default
+// 1 min) since its first event if it never goes quiet, so a file written
+// slowly is emitted once, after the writer is done, and a file rewritten
+// while it waits is emitted once. Deadlines live in one heap under one
+// timer; the pending set holds only paths that are changing.
+//
+// When a path settles the watcher lstat's it and emits:
+//
+//   - [Changed]: something that is not a directory exists at Path. Usually a
+//     regular file to hash; the consumer lstat's it anyway and drops its
+//     record when it is not a regular file (a symlink, a FIFO).
+//   - [Removed]: nothing exists at Path; if it was a directory, everything
+//     under it is gone too.
+//   - [Rescan]: the truth about Path and everything under it may have
+//     changed: walk it again, and records at or under Path that the walk
+//     does not find are gone. Reason says why: a new or moved-in directory,
+//     the watcher's start, an inotify queue overflow, a periodic safety
+//     rescan, or degraded mode covering a directory without a watch.
+//
+// A Rescan is emitted only after the watches for the directory are in place,
+// so every change after the Rescan is seen either by the walk or as a later
+// event. Consumers must treat events as idempotent hints: the same file may
+// be reported by a Changed and by a Rescan walk.
+//
+// # Ordering
+//
+// Events for one root come from one goroutine in the order they settle;
+// roots are independent. A Removed for a renamed directory's old path and
+// the Rescan for its new path settle at about the same time, in either
+// order.
+//
+// # Overflow and limits
+//
+// An inotify queue overflow (fsnotify.ErrEventOverflow) means events were
+// lost: the root's watches are re-established and one Rescan of the root is
+// emitted, no sooner than Options.OverflowBackoff after the previous one;
+// the backoff doubles while overflows keep coming (up to
+// Options.MaxOverflowBackoff), so a storm cannot cause endless recrawls.
+//
+// When the watch limit is reached (ENOSPC or EMFILE from inotify), the
+// watcher goes on in degraded mode: everything already watched keeps
+// working; directories without a watch are covered by a Rescan every
+// Options.DegradedRescan, and each time it tries again to add their watches.
+// The log and [Watcher.Status] give the number of watches needed and the
+// exact sysctl that raises fs.inotify.max_user_watches.
+//
+// Every root also gets a safety Rescan every Options.SafetyRescan (jittered
+// by ±10 %), which costs a stat walk when nothing changed.
+package watcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/annexd/annexd/internal/ignore"
+)
+
+// Errors returned by New and Run.
+var (
+	ErrRoot    = errors.New("watcher: bad root")
+	ErrStarted = errors.New("watcher: Run called twice")
+)
+
+// Kind says what an Event means; see the package documentation.
+type Kind uint8
+
+// Event kinds.
+const (
+	Changed Kind = iota + 1
+	Removed
+	Rescan
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Changed:
+		return "changed"
+	case Removed:
+		return "removed"
+	case Rescan:
+		return "rescan"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Reasons carried by Rescan events (Changed and Removed carry "").
+const (
+	ReasonInitial  = "initial"   // the root's watches are in place at start
+	ReasonNewDir   = "directory" // a directory appeared (created or moved in)
+	ReasonOverflow = "overflow"  // the inotify queue overflowed: events were lost
+	ReasonSafety   = "safety"    // periodic safety rescan
+	ReasonDegraded = "degraded"  // periodic rescan of a directory without a watch
+)
+
+// Event is one settled fact about a path under a root.
+type Event struct {
+	Kind   Kind
+	Path   string // absolute, bytes as on disk
+	Reason string // for Rescan: one of the Reason constants
+}
+
+// Options tune a Watcher. The zero value works; defaults are filled by New.
+type Options struct {
+	Quiet              time.Duration // a path is emitted after this long without events; default 1 s
+	MaxDelay           time.Duration // ... or this long after its first event; default 1 min
+	SafetyRescan       time.Duration // periodic Rescan of every root, jittered ±10 %; default 6 h; <0 disables
+	DegradedRescan     time.Duration // Rescan period for directories without a watch; default 10 min
+	OverflowBackoff    time.Duration // minimum gap between overflow Rescans of a root; default 10 s
+	MaxOverflowBackoff time.Duration // the backoff doubles up to this; default 10 min
+	NoInitialRescan    bool          // do not emit a Rescan of each root at start
+	Ignore             *ignore.Matcher
+	Logger             *slog.Logger
+}
+
+func (o *Options) fill() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.Quiet, time.Second)
+	def(&o.MaxDelay, time.Minute)
+	def(&o.SafetyRescan, 6*time.Hour)
+	def(&o.DegradedRescan, 10*time.Minute)
+	def(&o.OverflowBackoff, 10*time.Second)
+	def(&o.MaxOverflowBackoff, 10*time.Minute)
+	if o.MaxDelay < o.Quiet {
+		o.MaxDelay = o.Quiet
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Watcher watches a set of roots. Create it with New, then call Run once and
+// read Events until it is closed.
+type Watcher struct {
+	opts    Options
+	roots   []*root
+	events  chan Event
+	started sync.Once
+}
+
+// New checks the roots (absolute or not, each must be an existing
+// directory; no root may contain another) and returns a Watcher. Nothing is
+// watched until Run.
+func New(roots []string, opts Options) (*Watcher, error) {
+	opts.fill()
+	w := &Watcher{opts: opts, events: make(chan Event, 256)}
+	var clean []string
+	for _, r := range roots {
+		abs, err := filepath.Abs(r)
+		if err != nil {
+			return nil, fmt.Errorf("%w %s: %w", ErrRoot, r, err)
+		}
+		fi, err := os.Stat(abs)
+		if err != nil {
+			return nil, fmt.Errorf("%w %s: %w", ErrRoot, r, err)
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("%w %s: not a directory", ErrRoot, r)
+		}
+		for _, c := range clean {
+			if within(abs, c) || within(c, abs) {
+				return nil, fmt.Errorf("%w %s: overlaps root %s", ErrRoot, r, c)
+			}
+		}
+		clean = append(clean, abs)
+	}
+	if len(clean) == 0 {
+		return nil, fmt.Errorf("%w: no roots", ErrRoot)
+	}
+	for _, c := range clean {
+		w.roots = append(w.roots, newRoot(c, &w.opts, w.events))
+	}
+	return w, nil
+}
+
+// Events returns the channel of settled events. It is closed when Run
+// returns. A consumer that stops reading stalls the watcher; the kernel
+// then queues events until its queue overflows, which leads to a Rescan.
+func (w *Watcher) Events() <-chan Event { return w.events }
+
+// Run watches until ctx is cancelled, then releases every watch, closes
+// Events and returns nil; it returns an error only if it cannot start.
+func (w *Watcher) Run(ctx context.Context) error {
+	first := false
+	w.started.Do(func() { first = true })
+	if !first {
+		return ErrStarted
+	}
+	defer close(w.events)
+	g, ctx := errgroup.WithContext(ctx)
+	for _, r := range w.roots {
+		g.Go(func() error { return r.run(ctx) })
+	}
+	return g.Wait()
+}
+
+// Status describes every root's watches.
+type Status struct {
+	Roots []RootStatus
+}
+
+// RootStatus describes the watches of one root.
+type RootStatus struct {
+	Root           string
+	Watches        int       // directories with a watch
+	Unwatched      int       // directories without one (degraded mode), as last counted
+	Degraded       bool      // some directories have no watch
+	WatchesNeeded  int       // Watches + Unwatched
+	MaxUserWatches int       // fs.inotify.max_user_watches now; 0 if unknown
+	Sysctl         string    // when degraded: the command that raises the limit enough
+	Pending        int       // paths waiting to settle
+	Overflows      int       // inotify queue overflows since start
+	LastOverflow   time.Time // zero if none
+	LastRescan     time.Time // last Rescan of the whole root; zero if none
+}
+
+// Status returns a snapshot of every root's state.
+func (w *Watcher) Status() Status {
+	var s Status
+	for _, r := range w.roots {
+		s.Roots = append(s.Roots, r.snapshot())
+	}
+	return s
+}
+
+// within reports whether p is dir or inside dir.
+func within(p, dir string) bool {
+	if p == dir {
+		return true
+	}
+	if dir == "/" {
+		return true
+	}
+	return strings.HasPrefix(p, dir+"/")
+}
+
+// injectOverflow makes the root at path behave as if its inotify queue
+// overflowed (a test seam).
+func (w *Watcher) injectOverflow(path string) bool {
+	for _, r := range w.roots {
+		if r.path == path {
+			select {
+			case r.inject <- struct{}{}:
+			default:
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// setWatchLimit makes each root fail to add more than n watches with
+// ENOSPC, as the kernel does at fs.inotify.max_user_watches (a test seam;
+// call before Run).
+func (w *Watcher) setWatchLimit(n int) {
+	for _, r := range w.roots {
+		r.watchLimit = n
+	}
+}

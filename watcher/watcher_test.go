@@ -1,0 +1,531 @@
+package watcher
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/annexd/annexd/internal/ignore"
+)
+
+// Generous: these wait for events, they do not measure time.
+const waitLong = 20 * time.Second
+
+type recorder struct {
+	t    *testing.T
+	w    *Watcher
+	root string
+	mu   sync.Mutex
+	evs  []Event
+	got  chan struct{}
+}
+
+func start(t *testing.T, opts Options) *recorder {
+	t.Helper()
+	root := t.TempDir()
+	return startAt(t, root, opts)
+}
+
+func startAt(t *testing.T, root string, opts Options, seams ...func(*Watcher)) *recorder {
+	t.Helper()
+	if opts.Quiet == 0 {
+		opts.Quiet = 150 * time.Millisecond
+	}
+	w, err := New([]string{root}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range seams {
+		s(w)
+	}
+	rec := &recorder{t: t, w: w, root: w.roots[0].path, got: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	go func() {
+		for ev := range w.Events() {
+			rec.mu.Lock()
+			rec.evs = append(rec.evs, ev)
+			rec.mu.Unlock()
+			select {
+			case rec.got <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	if !opts.NoInitialRescan {
+		rec.wait("initial rescan", func(evs []Event) bool {
+			return has(evs, Rescan, rec.root)
+		})
+		rec.reset()
+	}
+	return rec
+}
+
+func (r *recorder) path(rel string) string { return filepath.Join(r.root, rel) }
+
+func (r *recorder) reset() {
+	r.mu.Lock()
+	r.evs = nil
+	r.mu.Unlock()
+}
+
+func (r *recorder) events() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Event(nil), r.evs...)
+}
+
+// wait blocks until cond holds for the events so far.
+func (r *recorder) wait(what string, cond func([]Event) bool) []Event {
+	r.t.Helper()
+	deadline := time.After(waitLong)
+	for {
+		evs := r.events()
+		if cond(evs) {
+			return evs
+		}
+		select {
+		case <-r.got:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			r.t.Fatalf("timed out waiting for %s; events: %v", what, evs)
+		}
+	}
+}
+
+// quiet waits a while and returns the events that arrived; for checks that
+// something did not happen.
+func (r *recorder) quiet(d time.Duration) []Event {
+	time.Sleep(d)
+	return r.events()
+}
+
+func has(evs []Event, k Kind, p string) bool {
+	return count(evs, k, p) > 0
+}
+
+func count(evs []Event, k Kind, p string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Kind == k && e.Path == p {
+			n++
+		}
+	}
+	return n
+}
+
+func write(t *testing.T, p, data string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNewRejectsBadRoots(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	write(t, file, "x")
+	for _, roots := range [][]string{
+		nil,
+		{filepath.Join(dir, "missing")},
+		{file},
+		{dir, filepath.Join(dir)},
+		{dir, dir + "/sub/.."},
+	} {
+		if _, err := New(roots, Options{}); err == nil {
+			t.Errorf("New(%q) succeeded", roots)
+		}
+	}
+	sub := filepath.Join(dir, "sub")
+	os.Mkdir(sub, 0o755)
+	if _, err := New([]string{dir, sub}, Options{}); err == nil {
+		t.Error("nested roots accepted")
+	}
+}
+
+func TestFileLifecycle(t *testing.T) {
+	r := start(t, Options{})
+	f := r.path("a.txt")
+
+	write(t, f, "one")
+	r.wait("create", func(evs []Event) bool { return has(evs, Changed, f) })
+	r.reset()
+
+	fh, err := os.OpenFile(f, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.WriteString("two")
+	fh.Close()
+	r.wait("append", func(evs []Event) bool { return has(evs, Changed, f) })
+	r.reset()
+
+	if err := os.Truncate(f, 1); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("truncate", func(evs []Event) bool { return has(evs, Changed, f) })
+	r.reset()
+
+	future := time.Now().Add(time.Hour)
+	if err := os.Chtimes(f, future, future); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("touch", func(evs []Event) bool { return has(evs, Changed, f) })
+	r.reset()
+
+	if err := os.Remove(f); err != nil {
+		t.Fatal(err)
+	}
+	evs := r.wait("delete", func(evs []Event) bool { return has(evs, Removed, f) })
+	if has(evs, Changed, f) {
+		t.Errorf("deleted file reported changed: %v", evs)
+	}
+}
+
+func TestRenameAndMoveFiles(t *testing.T) {
+	r := start(t, Options{})
+	os.Mkdir(r.path("d1"), 0o755)
+	os.Mkdir(r.path("d2"), 0o755)
+	write(t, r.path("d1/a"), "a")
+	// d1/a is covered by the Rescan of d1, which is new.
+	r.wait("setup", func(evs []Event) bool { return has(evs, Rescan, r.path("d1")) && has(evs, Rescan, r.path("d2")) })
+	r.reset()
+
+	if err := os.Rename(r.path("d1/a"), r.path("d1/b")); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("rename", func(evs []Event) bool {
+		return has(evs, Removed, r.path("d1/a")) && has(evs, Changed, r.path("d1/b"))
+	})
+	r.reset()
+
+	if err := os.Rename(r.path("d1/b"), r.path("d2/c")); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("move across directories", func(evs []Event) bool {
+		return has(evs, Removed, r.path("d1/b")) && has(evs, Changed, r.path("d2/c"))
+	})
+	r.reset()
+
+	// Atomic save: write a temporary file, rename it over the target.
+	write(t, r.path("d2/.c.swp"), "new")
+	if err := os.Rename(r.path("d2/.c.swp"), r.path("d2/c")); err != nil {
+		t.Fatal(err)
+	}
+	evs := r.wait("atomic replace", func(evs []Event) bool { return has(evs, Changed, r.path("d2/c")) })
+	if has(evs, Changed, r.path("d2/.c.swp")) {
+		// It may settle before the rename only if the rename came a whole
+		// quiet period later; here it did not.
+		t.Logf("temporary file reported: %v", evs)
+	}
+}
+
+func TestMkdirPThenFiles(t *testing.T) {
+	r := start(t, Options{})
+	deep := r.path("a/b/c")
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, d := range []string{"a", "a/b", "a/b/c"} {
+		for i := range 3 {
+			p := r.path(fmt.Sprintf("%s/f%d", d, i))
+			write(t, p, p)
+			files = append(files, p)
+		}
+	}
+	// Every file must be reported, or covered by a Rescan of a directory
+	// above it (emitted after that directory's watch was in place).
+	covered := func(evs []Event, f string) bool {
+		for _, e := range evs {
+			if (e.Kind == Changed && e.Path == f) || (e.Kind == Rescan && within(f, e.Path)) {
+				return true
+			}
+		}
+		return false
+	}
+	r.wait("every file covered", func(evs []Event) bool {
+		for _, f := range files {
+			if !covered(evs, f) {
+				return false
+			}
+		}
+		return true
+	})
+	if st := r.w.Status().Roots[0]; st.Watches != 4 {
+		t.Errorf("watches = %d, want 4 (root, a, a/b, a/b/c)", st.Watches)
+	}
+	// The deepest directory is watched: a new file there is reported.
+	r.reset()
+	late := filepath.Join(deep, "late")
+	write(t, late, "x")
+	r.wait("file in new deep dir", func(evs []Event) bool { return has(evs, Changed, late) })
+}
+
+func TestDeleteTree(t *testing.T) {
+	r := start(t, Options{})
+	os.MkdirAll(r.path("t/x/y"), 0o755)
+	write(t, r.path("t/x/y/f"), "f")
+	r.wait("setup", func(evs []Event) bool { return len(evs) > 0 })
+	r.quiet(300 * time.Millisecond)
+	if st := r.w.Status().Roots[0]; st.Watches != 4 {
+		t.Fatalf("watches = %d, want 4", st.Watches)
+	}
+	r.reset()
+	if err := os.RemoveAll(r.path("t")); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("tree removed", func(evs []Event) bool { return has(evs, Removed, r.path("t")) })
+	r.wait("watches dropped", func([]Event) bool { return r.w.Status().Roots[0].Watches == 1 })
+}
+
+func TestRenameDirectory(t *testing.T) {
+	r := start(t, Options{})
+	os.MkdirAll(r.path("old/sub"), 0o755)
+	write(t, r.path("old/sub/f"), "f")
+	r.wait("setup", func(evs []Event) bool { return len(evs) > 0 })
+	r.quiet(300 * time.Millisecond)
+	r.reset()
+
+	if err := os.Rename(r.path("old"), r.path("new")); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("rename dir", func(evs []Event) bool {
+		return has(evs, Removed, r.path("old")) && has(evs, Rescan, r.path("new"))
+	})
+	r.reset()
+	// Watches follow the new names: an event deep inside carries the new path.
+	write(t, r.path("new/sub/g"), "g")
+	evs := r.wait("event under renamed dir", func(evs []Event) bool { return has(evs, Changed, r.path("new/sub/g")) })
+	for _, e := range evs {
+		if strings.Contains(e.Path, "/old/") {
+			t.Errorf("stale path after rename: %v", e)
+		}
+	}
+	if st := r.w.Status().Roots[0]; st.Watches != 3 {
+		t.Errorf("watches = %d, want 3", st.Watches)
+	}
+}
+
+func TestMoveInAndOut(t *testing.T) {
+	outside := t.TempDir()
+	r := start(t, Options{})
+	os.MkdirAll(filepath.Join(outside, "in/deep"), 0o755)
+	write(t, filepath.Join(outside, "in/deep/f"), "f")
+
+	if err := os.Rename(filepath.Join(outside, "in"), r.path("in")); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("move in", func(evs []Event) bool { return has(evs, Rescan, r.path("in")) })
+	r.reset()
+	write(t, r.path("in/deep/g"), "g")
+	r.wait("moved-in subtree watched", func(evs []Event) bool { return has(evs, Changed, r.path("in/deep/g")) })
+	r.reset()
+
+	if err := os.Rename(r.path("in"), filepath.Join(outside, "out")); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("move out", func(evs []Event) bool { return has(evs, Removed, r.path("in")) })
+	r.wait("watches dropped", func([]Event) bool { return r.w.Status().Roots[0].Watches == 1 })
+	// Changes in the moved-out tree are not reported under any path.
+	r.reset()
+	write(t, filepath.Join(outside, "out/deep/h"), "h")
+	if evs := r.quiet(500 * time.Millisecond); len(evs) > 0 {
+		t.Errorf("events from a tree moved out of the root: %v", evs)
+	}
+}
+
+func TestBurst(t *testing.T) {
+	const n = 10000
+	r := start(t, Options{Quiet: 300 * time.Millisecond})
+	dir := r.path("burst")
+	os.Mkdir(dir, 0o755)
+	r.wait("dir", func(evs []Event) bool { return has(evs, Rescan, dir) })
+	r.reset()
+	for i := range n {
+		write(t, filepath.Join(dir, fmt.Sprintf("f%05d", i)), "x")
+	}
+	evs := r.wait("every file", func(evs []Event) bool {
+		seen := 0
+		for _, e := range evs {
+			if e.Kind == Rescan && e.Reason == ReasonOverflow {
+				return true
+			}
+			if e.Kind == Changed {
+				seen++
+			}
+		}
+		return seen >= n
+	})
+	seen := map[string]int{}
+	for _, e := range evs {
+		if e.Kind == Rescan && e.Reason == ReasonOverflow {
+			t.Logf("queue overflowed; the root rescan covers the burst")
+		}
+		if e.Kind == Changed {
+			seen[e.Path]++
+		}
+	}
+	for p, c := range seen {
+		if c > 1 {
+			t.Errorf("%s emitted %d times", p, c)
+		}
+	}
+	if len(seen) != n && r.w.Status().Roots[0].Overflows == 0 {
+		t.Errorf("%d of %d files emitted, no overflow", len(seen), n)
+	}
+	if p := r.w.Status().Roots[0].Pending; p != 0 {
+		t.Errorf("pending = %d after settling", p)
+	}
+}
+
+func TestSlowWriterEmittedOnceAfterDone(t *testing.T) {
+	r := start(t, Options{Quiet: time.Second})
+	f := r.path("slow")
+	fh, err := os.Create(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 30 {
+		fh.WriteString("chunk\n")
+		time.Sleep(100 * time.Millisecond)
+	}
+	fh.Close()
+	done := len(r.events())
+	evs := r.wait("slow file", func(evs []Event) bool { return has(evs, Changed, f) })
+	if done != 0 {
+		t.Errorf("events while the writer was still writing: %v", evs[:done])
+	}
+	evs = r.quiet(1500 * time.Millisecond)
+	if c := count(evs, Changed, f); c != 1 {
+		t.Errorf("slow file emitted %d times: %v", c, evs)
+	}
+}
+
+func TestOverflowRescansRootWithBackoff(t *testing.T) {
+	r := start(t, Options{OverflowBackoff: 2 * time.Second})
+	os.MkdirAll(r.path("a/b"), 0o755)
+	r.wait("setup", func(evs []Event) bool { return len(evs) > 0 })
+	r.reset()
+
+	r.w.injectOverflow(r.root)
+	r.wait("overflow rescan", func(evs []Event) bool { return has(evs, Rescan, r.root) })
+	for range 5 {
+		r.w.injectOverflow(r.root)
+		time.Sleep(10 * time.Millisecond)
+	}
+	evs := r.wait("second overflow rescan", func(evs []Event) bool { return count(evs, Rescan, r.root) >= 2 })
+	for _, e := range evs {
+		if e.Kind == Rescan && e.Reason != ReasonOverflow {
+			t.Errorf("unexpected reason: %v", e)
+		}
+	}
+	if c := count(r.quiet(time.Second), Rescan, r.root); c != 2 {
+		t.Errorf("a storm of overflows gave %d rescans, want 2", c)
+	}
+	st := r.w.Status().Roots[0]
+	if st.Overflows != 6 || st.LastOverflow.IsZero() {
+		t.Errorf("status %+v", st)
+	}
+	if st.Watches != 3 {
+		t.Errorf("watches after overflow = %d, want 3", st.Watches)
+	}
+}
+
+func TestWatchLimitDegradedMode(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"a/x", "a/y", "b", "c"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	// 6 directories; allow 3 watches.
+	r := startAt(t, root, Options{DegradedRescan: 300 * time.Millisecond}, func(w *Watcher) { w.setWatchLimit(3) })
+	st := r.w.Status().Roots[0]
+	if !st.Degraded || st.Watches != 3 || st.Unwatched != 3 || st.WatchesNeeded != 6 {
+		t.Fatalf("status %+v", st)
+	}
+	if !strings.HasPrefix(st.Sysctl, "sysctl fs.inotify.max_user_watches=") || st.MaxUserWatches == 0 {
+		t.Errorf("sysctl advice %q, current %d", st.Sysctl, st.MaxUserWatches)
+	}
+	// Unwatched directories are rescanned periodically.
+	evs := r.wait("degraded rescans", func(evs []Event) bool {
+		n := 0
+		for _, e := range evs {
+			if e.Kind == Rescan && e.Reason == ReasonDegraded {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	_ = evs
+	// Watched directories keep working.
+	write(t, filepath.Join(root, "f"), "x")
+	r.wait("watched part works", func(evs []Event) bool { return has(evs, Changed, filepath.Join(root, "f")) })
+}
+
+func TestIgnoredDirectoriesGetNoWatch(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, ".git/objects"), 0o755)
+	m := ignore.MustNew(append(ignore.Defaults(), "*.tmp"))
+	r := startAt(t, root, Options{Ignore: m})
+	if st := r.w.Status().Roots[0]; st.Watches != 1 {
+		t.Errorf("watches = %d, want 1 (.git ignored)", st.Watches)
+	}
+	write(t, filepath.Join(root, ".git/objects/x"), "x")
+	write(t, filepath.Join(root, "scratch.tmp"), "x")
+	os.Mkdir(filepath.Join(root, ".cache"), 0o755)
+	write(t, filepath.Join(root, "kept"), "x")
+	evs := r.wait("kept", func(evs []Event) bool { return has(evs, Changed, filepath.Join(root, "kept")) })
+	evs = append(evs, r.quiet(300*time.Millisecond)...)
+	for _, e := range evs {
+		if e.Path != filepath.Join(root, "kept") {
+			t.Errorf("ignored path reported: %v", e)
+		}
+	}
+	if st := r.w.Status().Roots[0]; st.Watches != 1 {
+		t.Errorf("watches = %d, want 1", st.Watches)
+	}
+}
+
+func TestSafetyRescan(t *testing.T) {
+	r := start(t, Options{SafetyRescan: 200 * time.Millisecond})
+	r.wait("safety rescan", func(evs []Event) bool {
+		for _, e := range evs {
+			if e.Kind == Rescan && e.Path == r.root && e.Reason == ReasonSafety {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func TestRunClosesEvents(t *testing.T) {
+	w, err := New([]string{t.TempDir()}, Options{NoInitialRescan: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := <-w.Events(); ok {
+		t.Error("Events not closed")
+	}
+	if err := w.Run(context.Background()); err != ErrStarted {
+		t.Errorf("second Run: %v", err)
+	}
+}
