@@ -1,6 +1,9 @@
 package key
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // The expectations below were checked one by one with `git annex calckey`
 // (git-annex 10.20230126); the conformance test checks them all again
@@ -120,4 +123,54 @@ func BenchmarkExtension(b *testing.B) {
 	for b.Loop() {
 		Extension("/home/user/photos/2024/IMG_1234.backup.tar.gz", DefaultExtRule)
 	}
+}
+
+// FuzzExtension checks what any extension must be: empty, or at most
+// MaxCount dot-led components, each non-empty, no longer than MaxLength and
+// made of allowed bytes, together a suffix of the base name.
+func FuzzExtension(f *testing.F) {
+	for _, c := range extensionCases {
+		f.Add(c.name, 0, 0)
+	}
+	f.Add("a.backup.tar.gz", 6, 3)
+	f.Add("x.a.b.c.d", -1, 9)
+	f.Fuzz(func(t *testing.T, name string, maxLen, maxCount int) {
+		r := ExtRule{MaxLength: maxLen % 16, MaxCount: maxCount % 8}
+		ext := Extension(name, r)
+		if ext == "" {
+			return
+		}
+		d := r.withDefaults()
+		comps := strings.Split(ext, ".")
+		if comps[0] != "" || len(comps)-1 > d.MaxCount {
+			t.Fatalf("Extension(%q, %+v) = %q: too many components", name, r, ext)
+		}
+		for _, c := range comps[1:] {
+			if c == "" || len(c) > d.MaxLength || !extBytesOK(c) {
+				t.Fatalf("Extension(%q, %+v) = %q: bad component %q", name, r, ext, c)
+			}
+		}
+		// The components come, in order, from the base name's components
+		// after the first; those after the last one taken were skipped:
+		// empty or holding a disallowed byte, and not too long.
+		base := strings.TrimLeft(name[strings.LastIndexByte(name, '/')+1:], ".")
+		from := strings.Split(base, ".")[1:]
+		j := len(from)
+		for i := len(comps) - 1; i >= 1; i-- {
+			j--
+			for j >= 0 && from[j] != comps[i] {
+				j--
+			}
+			if j < 0 {
+				t.Fatalf("Extension(%q, %+v) = %q: %q is not a component of the name", name, r, ext, comps[i])
+			}
+			if i == len(comps)-1 {
+				for _, c := range from[j+1:] {
+					if (c != "" && extBytesOK(c)) || len(c) > d.MaxLength {
+						t.Fatalf("Extension(%q, %+v) = %q: component %q after it was not skipped", name, r, ext, c)
+					}
+				}
+			}
+		}
+	})
 }

@@ -228,3 +228,22 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkParse(b *testing.B) {
+	s := "SHA256E-s1048576--" + hex256 + ".tar.gz"
+	for b.Loop() {
+		if _, err := Parse(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkString(b *testing.B) {
+	k, err := Parse("SHA256E-s1048576--" + hex256 + ".tar.gz")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		_ = k.String()
+	}
+}

@@ -6,9 +6,10 @@ import (
 	"fmt"
 )
 
-// Errors returned by Parse and FromDigest.
+// Errors returned by Parse, FromDigest and the Key methods.
 var (
-	// ErrSyntax is wrapped by every Parse error.
+	// ErrSyntax is wrapped by every Parse error, and by Digest for a name
+	// that does not start with its backend's lower-case hex digest.
 	ErrSyntax = errors.New("key: malformed key")
 	// ErrBackend is returned for a backend name this package does not know.
 	ErrBackend = errors.New("key: unknown backend")
@@ -41,6 +42,9 @@ type Key struct {
 // (a path or a base name; only the base name matters) of size bytes whose
 // content hashes to digest under backend b. For E backends the extension is
 // taken from filename under rule r.
+//
+// As with git-annex, a rule that allows long extensions can give a key whose
+// extension exceeds the 64 bytes git-annex's parser (and Parse) accepts.
 func FromDigest(b Backend, digest []byte, size int64, filename string, r ExtRule) (Key, error) {
 	if !b.Valid() {
 		return Key{}, fmt.Errorf("%w: %v", ErrBackend, b)
