@@ -22,15 +22,6 @@ import (
 	"github.com/annexd/annexd/key"
 )
 
-// pattern returns n deterministic bytes.
-func pattern(n int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte((i*7 + 3) % 251)
-	}
-	return b
-}
-
 // Known answers, computed independently (Python hashlib), for "", "abc" and
 // pattern(1<<20+1), which spans several read buffers and ends mid-block.
 var knownAnswers = map[key.Backend][3]string{

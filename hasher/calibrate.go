@@ -1,0 +1,615 @@
+package hasher
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"log/slog"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/annexd/annexd/key"
+)
+
+// calibrationFormat changes whenever what Calibrate measures or how it
+// derives the policy changes; stored calibrations of another format are
+// redone.
+const calibrationFormat = 1
+
+// DefaultBudget is the time Calibrate may take.
+const DefaultBudget = time.Second
+
+// CalibrateOptions tell Calibrate where and what to measure. The zero value
+// works.
+type CalibrateOptions struct {
+	// Dir holds the sample files (removed afterwards); "" means os.TempDir().
+	Dir string
+	// Programs are the external candidates, names looked up in PATH or
+	// paths; nil means sha256sum and openssl.
+	Programs []string
+	// IdleProbe is the command line of a process that calls RunIdleProbe
+	// and exits (annexd: "annexd calibrate --idle-probe"), with extra
+	// environment IdleProbeEnv. Nil: the Avx512Server is rejected unmeasured.
+	IdleProbe    []string
+	IdleProbeEnv []string
+	// Budget caps the total time; 0 means DefaultBudget. Steps that do not
+	// fit are reported as not measured, and their candidates are not used.
+	Budget time.Duration
+	Log    *slog.Logger
+}
+
+// Calibration is everything Calibrate measured and the Policy it chose. It
+// marshals to JSON with stable field names.
+type Calibration struct {
+	Format      int          `json:"format"`
+	At          time.Time    `json:"at"`
+	TookMs      float64      `json:"took_ms"`
+	Fingerprint Fingerprint  `json:"fingerprint"`
+	Candidates  []Candidate  `json:"candidates"`
+	Buffers     []BufferCost `json:"buffers"`    // read+hash of a sample file by read size
+	PerFile     []FileCost   `json:"per_file"`   // whole-file cost, small files
+	HandoffUs   float64      `json:"handoff_us"` // pool round trip minus inline, per file
+	Policy      Policy       `json:"policy"`
+	Notes       []string     `json:"notes"` // how each policy field was derived
+}
+
+// Candidate is one way of computing SHA-256 and what was found about it.
+type Candidate struct {
+	Name     string `json:"name"`
+	Kind     string `json:"kind"` // KindInProcess, KindServer or KindExternal
+	Path     string `json:"path,omitempty"`
+	Verified bool   `json:"verified"` // passed the known-answer vectors
+	// MBps: in-process, hashing a buffer in memory; external, hashing a
+	// sample file on stdin with the fork/exec overhead subtracted.
+	MBps float64 `json:"mb_per_s,omitempty"`
+	// OverheadUs: external, a run over an empty input (fork, exec, exit).
+	OverheadUs float64 `json:"overhead_us,omitempty"`
+	// IdleCPU: a server's CPU use while idle, as a fraction of one core.
+	IdleCPU  *float64 `json:"idle_cpu,omitempty"`
+	Chosen   bool     `json:"chosen"`
+	Rejected string   `json:"rejected,omitempty"` // why not chosen
+}
+
+// Candidate kinds.
+const (
+	KindInProcess = "in-process"
+	KindServer    = "server"
+	KindExternal  = "external"
+)
+
+// Candidate names besides the external programs'.
+const (
+	NameStd       = string(SHA256Std)
+	NameSIMD      = string(SHA256SIMD)
+	NameAvx512Srv = "sha256-simd Avx512Server"
+)
+
+// BufferCost is the in-process throughput hashing a sample file with one read
+// size.
+type BufferCost struct {
+	Size int     `json:"size"`
+	MBps float64 `json:"mb_per_s"`
+}
+
+// FileCost is the cost of hashing one whole file of Size bytes, stat, open
+// and identity checks included.
+type FileCost struct {
+	Size     int64   `json:"size"`
+	InlineUs float64 `json:"inline_us"`
+	PoolUs   float64 `json:"pool_us"`
+}
+
+// StillValid reports whether c was measured by this program version on this
+// machine with the external programs as they are now, so it can be reused
+// instead of calibrating again.
+func (c Calibration) StillValid() bool {
+	if c.Format != calibrationFormat {
+		return false
+	}
+	names := make([]string, len(c.Fingerprint.Programs))
+	for i, p := range c.Fingerprint.Programs {
+		names[i] = p.Name
+	}
+	return c.Fingerprint.Matches(currentFingerprint(context.Background(), names, false))
+}
+
+// Candidate returns the candidate called name.
+func (c Calibration) Candidate(name string) (Candidate, bool) {
+	for _, cand := range c.Candidates {
+		if cand.Name == name {
+			return cand, true
+		}
+	}
+	return Candidate{}, false
+}
+
+// pattern returns n deterministic bytes (the calibration's sample content).
+func pattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte((i*7 + 3) % 251)
+	}
+	return b
+}
+
+type vector struct {
+	data []byte
+	hex  string
+}
+
+// sha256Vectors are the known answers every candidate must reproduce: the
+// empty input, "abc", and a 1 MiB + 1 byte input that spans read buffers and
+// ends mid-block (values from an independent implementation).
+func sha256Vectors() []vector {
+	return []vector{
+		{nil, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+		{[]byte("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+		{pattern(1<<20 + 1), "e42cda7f3d5f4472e6a826c1ae97c1d3933ba23ef486e8df5814889b7af6f7c4"},
+	}
+}
+
+// Sample sizes.
+const (
+	hotSize    = 4 << 20 // in-memory throughput
+	sampleSize = 8 << 20 // file throughput, in-process and external
+)
+
+var (
+	bufferSizes   = []int{256 << 10, 512 << 10, 1 << 20}
+	perFileSizes  = []int64{1 << 10, 64 << 10}
+	errNoSHA256   = errors.New("hasher: no SHA-256 implementation passed the known-answer vectors")
+	errOverBudget = errors.New("not measured: the calibration time budget ran out")
+)
+
+// Calibrate measures the candidate ways of hashing on this machine and
+// derives a Policy, within opts.Budget (1 s by default).
+func Calibrate(ctx context.Context, opts CalibrateOptions) (Calibration, error) {
+	start := time.Now()
+	if opts.Budget <= 0 {
+		opts.Budget = DefaultBudget
+	}
+	if opts.Programs == nil {
+		opts.Programs = []string{"sha256sum", "openssl"}
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, opts.Budget)
+	defer cancel()
+	dir, err := os.MkdirTemp(opts.Dir, "annexd-calibrate-")
+	if err != nil {
+		return Calibration{}, fmt.Errorf("hasher: calibrate: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := writeSamples(dir)
+	if err != nil {
+		return Calibration{}, fmt.Errorf("hasher: calibrate: %w", err)
+	}
+	c := Calibration{Format: calibrationFormat, At: start.UTC().Truncate(time.Millisecond)}
+	c.Fingerprint = currentFingerprint(ctx, opts.Programs, true)
+	// The probe runs first and alone: its server polls while idle and
+	// would disturb the other measurements.
+	server := measureServer(ctx, opts)
+
+	inproc := measureInProcess(ctx, SHA256Std, SHA256SIMD)
+	c.Candidates = append(c.Candidates, inproc...)
+	impl := chooseImpl(&c, inproc[0], inproc[1])
+	if impl == "" {
+		return c, errNoSHA256
+	}
+	c.Buffers = measureBuffers(ctx, s, impl)
+	c.PerFile, c.HandoffUs = measurePerFile(ctx, s, impl, bestBuffer(c.Buffers))
+	c.Candidates = append(c.Candidates, server)
+	for i, prog := range opts.Programs {
+		c.Candidates = append(c.Candidates, measureExternal(ctx, prog, c.Fingerprint.Programs[i].Path, s))
+	}
+	if err := parent.Err(); err != nil {
+		return c, err
+	}
+	derive(&c, impl)
+	c.TookMs = ms(time.Since(start))
+	log.Info("hasher: calibrated", "took_ms", c.TookMs, "sha256", c.Policy.SHA256,
+		"inline_max", c.Policy.InlineMax, "external_min", c.Policy.ExternalMin, "external", c.Policy.External)
+	return c, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
+
+func mbps(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds() / 1e6
+}
+
+// samples are the files calibration hashes.
+type samples struct {
+	vectors []string         // one file per sha256Vectors entry
+	small   map[int64]string // perFileSizes
+	big     string           // sampleSize bytes
+}
+
+func writeSamples(dir string) (samples, error) {
+	s := samples{small: map[int64]string{}}
+	write := func(name string, data []byte) (string, error) {
+		p := filepath.Join(dir, name)
+		return p, os.WriteFile(p, data, 0o600)
+	}
+	for i, v := range sha256Vectors() {
+		p, err := write(fmt.Sprintf("vector%d", i), v.data)
+		if err != nil {
+			return s, err
+		}
+		s.vectors = append(s.vectors, p)
+	}
+	for _, n := range perFileSizes {
+		p, err := write(fmt.Sprintf("small%d", n), pattern(int(n)))
+		if err != nil {
+			return s, err
+		}
+		s.small[n] = p
+	}
+	var err error
+	s.big, err = write("big", pattern(sampleSize))
+	return s, err
+}
+
+// best runs f reps times and returns its fastest run: the least disturbed
+// by other load on a shared machine.
+func best(reps int, f func()) time.Duration {
+	var min time.Duration
+	for i := 0; i < reps; i++ {
+		t0 := time.Now()
+		f()
+		if d := time.Since(t0); i == 0 || d < min {
+			min = d
+		}
+	}
+	return min
+}
+
+func verifyHash(newH func() hash.Hash) bool {
+	for _, v := range sha256Vectors() {
+		h := newH()
+		h.Write(v.data)
+		want, _ := hex.DecodeString(v.hex)
+		if !bytes.Equal(h.Sum(nil), want) {
+			return false
+		}
+	}
+	return true
+}
+
+// measureInProcess checks each implementation on the known answers and
+// measures the verified ones on a buffer in memory, taking turns so that a
+// burst of load elsewhere hits them alike.
+func measureInProcess(ctx context.Context, impls ...SHA256Impl) []Candidate {
+	out := make([]Candidate, len(impls))
+	hs := make([]hash.Hash, len(impls))
+	best := make([]time.Duration, len(impls))
+	for i, impl := range impls {
+		newH := func() hash.Hash { h, _ := newHash(key.SHA256, impl); return h }
+		out[i] = Candidate{Name: string(impl), Kind: KindInProcess, Verified: verifyHash(newH)}
+		if !out[i].Verified {
+			out[i].Rejected = "failed the known-answer vectors"
+		}
+		hs[i] = newH()
+	}
+	buf := pattern(hotSize)
+	for rep := 0; rep < 4 && ctx.Err() == nil; rep++ {
+		for i, h := range hs {
+			if !out[i].Verified {
+				continue
+			}
+			t0 := time.Now()
+			h.Reset()
+			h.Write(buf)
+			h.Sum(nil)
+			if d := time.Since(t0); best[i] == 0 || d < best[i] {
+				best[i] = d
+			}
+		}
+	}
+	for i := range out {
+		if out[i].Verified {
+			out[i].MBps = mbps(hotSize, best[i])
+		}
+	}
+	return out
+}
+
+// chooseImpl picks the in-process SHA-256: sha256-simd only when it is
+// measurably (5 %) faster, since the standard library is the safer default.
+func chooseImpl(c *Calibration, std, simd Candidate) SHA256Impl {
+	mark := func(name, rejected string) {
+		for i := range c.Candidates {
+			if c.Candidates[i].Name == name {
+				c.Candidates[i].Chosen = rejected == ""
+				if rejected != "" && c.Candidates[i].Rejected == "" {
+					c.Candidates[i].Rejected = rejected
+				}
+			}
+		}
+	}
+	switch {
+	case std.Verified && std.MBps > 0 && simd.Verified && simd.MBps >= 1.05*std.MBps:
+		mark(NameSIMD, "")
+		mark(NameStd, fmt.Sprintf("slower than sha256-simd (%.0f vs %.0f MB/s)", std.MBps, simd.MBps))
+		return SHA256SIMD
+	case std.Verified:
+		mark(NameStd, "")
+		if simd.Verified {
+			mark(NameSIMD, fmt.Sprintf("not 5%% faster than crypto/sha256 (%.0f vs %.0f MB/s); the standard library wins ties", simd.MBps, std.MBps))
+		}
+		return SHA256Std
+	case simd.Verified:
+		mark(NameSIMD, "")
+		return SHA256SIMD
+	}
+	return ""
+}
+
+// measureBuffers hashes the sample file with each read size, taking turns.
+func measureBuffers(ctx context.Context, s samples, impl SHA256Impl) []BufferCost {
+	best := make([]time.Duration, len(bufferSizes))
+	for rep := 0; rep < 2; rep++ {
+		for i, size := range bufferSizes {
+			if ctx.Err() != nil {
+				break
+			}
+			t0 := time.Now()
+			if _, err := hashFile(ctx, s.big, key.SHA256, nil, readOpts{impl: impl, bufSize: size}); err != nil {
+				continue
+			}
+			if d := time.Since(t0); best[i] == 0 || d < best[i] {
+				best[i] = d
+			}
+		}
+	}
+	var out []BufferCost
+	for i, size := range bufferSizes {
+		if best[i] > 0 {
+			out = append(out, BufferCost{Size: size, MBps: mbps(sampleSize, best[i])})
+		}
+	}
+	return out
+}
+
+// bestBuffer is the smallest read size within 3 % of the fastest: less
+// memory per worker for no measurable loss.
+func bestBuffer(bs []BufferCost) BufferCost {
+	var top float64
+	for _, x := range bs {
+		top = max(top, x.MBps)
+	}
+	for _, x := range bs { // ascending sizes
+		if x.MBps >= 0.97*top {
+			return x
+		}
+	}
+	return BufferCost{Size: DefaultBufferSize}
+}
+
+// measurePerFile times whole small files inline and through a one-worker
+// pool; the difference at the smallest size is the pool's hand-off cost.
+func measurePerFile(ctx context.Context, s samples, impl SHA256Impl, buf BufferCost) ([]FileCost, float64) {
+	h := New(Policy{InlineMax: -1, Workers: 1, SHA256: impl, BufferSize: buf.Size}, nil)
+	defer h.Close()
+	o := readOpts{impl: impl, bufSize: buf.Size}
+	var out []FileCost
+	for _, size := range perFileSizes {
+		if ctx.Err() != nil {
+			break
+		}
+		path := s.small[size]
+		const n = 40
+		inline := best(3, func() {
+			for range n {
+				hashFile(ctx, path, key.SHA256, nil, o)
+			}
+		})
+		pool := best(3, func() {
+			for range n {
+				h.Hash(ctx, path, key.SHA256)
+			}
+		})
+		out = append(out, FileCost{Size: size, InlineUs: us(inline) / n, PoolUs: us(pool) / n})
+	}
+	if len(out) == 0 {
+		return nil, 0
+	}
+	return out, max(out[0].PoolUs-out[0].InlineUs, 0)
+}
+
+func measureServer(ctx context.Context, opts CalibrateOptions) Candidate {
+	c := Candidate{Name: NameAvx512Srv, Kind: KindServer}
+	if len(opts.IdleProbe) == 0 {
+		c.Rejected = "its goroutine polls forever and cannot be stopped; idle cost not measured (no probe command)"
+		return c
+	}
+	if ctx.Err() != nil {
+		c.Rejected = errOverBudget.Error()
+		return c
+	}
+	res, err := runIdleProbe(ctx, opts.IdleProbe, opts.IdleProbeEnv)
+	switch {
+	case err != nil:
+		c.Rejected = "idle probe failed: " + err.Error()
+	case !res.Supported:
+		c.Rejected = "unavailable: " + res.Unsupported
+	default:
+		c.Verified = res.Verified
+		idle := res.IdleCPU
+		c.IdleCPU = &idle
+		c.Rejected = fmt.Sprintf("idle, its goroutine still used %.1f %% of a core (over %.0f ms, measured in a child process) and cannot be stopped; a daemon must cost nothing while idle",
+			100*res.IdleCPU, res.WindowMs)
+		if !res.Verified {
+			c.Rejected = "failed the known-answer vectors; " + c.Rejected
+		}
+	}
+	return c
+}
+
+func measureExternal(ctx context.Context, name, path string, s samples) Candidate {
+	c := Candidate{Name: name, Kind: KindExternal, Path: path}
+	if path == "" {
+		c.Rejected = "not found in PATH"
+		return c
+	}
+	kind, err := ExternalKindOf(path)
+	if err != nil {
+		c.Rejected = err.Error()
+		return c
+	}
+	e := externalHasher{path: path, kind: kind}
+	run := func(file string) ([]byte, error) {
+		res, err := e.hashFile(ctx, file, nil)
+		return res.Digest, err
+	}
+	for i, v := range sha256Vectors() {
+		got, err := run(s.vectors[i])
+		if err != nil {
+			c.Rejected = "failed the known-answer vectors: " + err.Error()
+			return c
+		}
+		if hex.EncodeToString(got) != v.hex {
+			c.Rejected = fmt.Sprintf("failed the known-answer vectors: printed %x for a %d-byte input, want %s", got, len(v.data), v.hex)
+			return c
+		}
+	}
+	c.Verified = true
+	if ctx.Err() != nil {
+		c.Rejected = errOverBudget.Error()
+		return c
+	}
+	overhead := best(3, func() { run(s.vectors[0]) })
+	var runErr error
+	whole := best(1, func() { _, runErr = run(s.big) })
+	if runErr != nil || ctx.Err() != nil {
+		c.Rejected = errOverBudget.Error()
+		return c
+	}
+	c.OverheadUs = us(overhead)
+	c.MBps = mbps(sampleSize, max(whole-overhead, time.Microsecond))
+	return c
+}
+
+// The inline cutoff keeps the pool hand-off under this share of a file's
+// hashing time.
+const handoffShare = 0.05
+
+// derive fills in c.Policy and c.Notes from the measurements. It is pure, so
+// it can be tested on made-up figures.
+func derive(c *Calibration, impl SHA256Impl) {
+	p := Policy{SHA256: impl}
+	buf := bestBuffer(c.Buffers)
+	p.BufferSize = buf.Size
+	fileMBps := buf.MBps
+	c.note("sha256 = %s", impl)
+	if len(c.Buffers) > 0 {
+		c.note("buffer_size = %s: the smallest read size within 3 %% of the fastest hashing the %s sample file (%.0f MB/s)", sizeStr(int64(buf.Size)), sizeStr(sampleSize), fileMBps)
+	} else {
+		c.note("buffer_size = %s: default, read sizes not measured", sizeStr(int64(buf.Size)))
+	}
+
+	p.InlineMax = inlineMax(c.HandoffUs, fileMBps)
+	c.note("inline_max = %s: the pool hand-off (%.1f µs per file) is under %.0f %% of hashing any larger file at %.0f MB/s",
+		sizeStr(p.InlineMax), c.HandoffUs, 100*handoffShare, fileMBps)
+
+	var inOverheadUs float64
+	if len(c.PerFile) > 0 {
+		inOverheadUs = c.PerFile[0].InlineUs
+	}
+	p.ExternalMin, p.External = chooseExternal(c, fileMBps, inOverheadUs, p.InlineMax)
+	if p.ExternalMin == 0 {
+		c.note("external_min = never: no external program hashes faster than in-process (%.0f MB/s from a file)", fileMBps)
+	}
+	p.Workers = c.Fingerprint.NumCPU
+	c.note("workers = %d: one per CPU", p.Workers)
+	c.Policy = p
+}
+
+func (c *Calibration) note(format string, args ...any) {
+	c.Notes = append(c.Notes, fmt.Sprintf(format, args...))
+}
+
+// inlineMax is the largest power of two whose hashing time is at least
+// 1/handoffShare times the hand-off cost, within [16 KiB, 8 MiB].
+func inlineMax(handoffUs, fileMBps float64) int64 {
+	const lo, hi = 16 << 10, 8 << 20
+	if fileMBps <= 0 {
+		return DefaultInlineMax
+	}
+	bytes := int64(handoffUs / handoffShare * fileMBps) // µs × MB/s = bytes
+	return min(max(roundUpPow2(bytes), lo), hi)
+}
+
+func roundUpPow2(n int64) int64 {
+	if n <= 1 {
+		return 1
+	}
+	return 1 << bits.Len64(uint64(n-1))
+}
+
+// chooseExternal marks each verified external program chosen or rejected and
+// returns the cutoff from which the fastest one wins, or 0. An external
+// program must be 5 % faster than in-process hashing to be considered, and
+// wins only above the size where its fork/exec overhead is paid back.
+func chooseExternal(c *Calibration, fileMBps, inOverheadUs float64, inlineMax int64) (int64, string) {
+	var bestMin int64
+	bestIdx := -1
+	for i := range c.Candidates {
+		x := &c.Candidates[i]
+		if x.Kind != KindExternal || !x.Verified || x.Rejected != "" {
+			continue
+		}
+		if fileMBps <= 0 || x.MBps < 1.05*fileMBps {
+			x.Rejected = fmt.Sprintf("never wins: %.0f MB/s plus %.0f µs per run, in-process does %.0f MB/s plus %.0f µs per file",
+				x.MBps, x.OverheadUs, fileMBps, inOverheadUs)
+			continue
+		}
+		// overhead_ext + S/ext < overhead_in + S/in  ⇔  S > Δoverhead / (1/in − 1/ext)
+		perByteGainUs := 1/fileMBps - 1/x.MBps // µs per byte saved
+		cross := int64((x.OverheadUs - inOverheadUs) / perByteGainUs)
+		cut := max(roundUpPow2(cross), 1<<20, inlineMax+1)
+		c.note("external %s wins from %s: %.0f µs overhead, %.0f MB/s vs in-process %.0f MB/s", x.Name, sizeStr(cut), x.OverheadUs, x.MBps, fileMBps)
+		if bestIdx < 0 || cut < bestMin {
+			bestIdx, bestMin = i, cut
+		}
+	}
+	if bestIdx < 0 {
+		return 0, ""
+	}
+	for i := range c.Candidates {
+		x := &c.Candidates[i]
+		if x.Kind == KindExternal && x.Verified && x.Rejected == "" {
+			if i == bestIdx {
+				x.Chosen = true
+			} else {
+				x.Rejected = fmt.Sprintf("wins later than %s", c.Candidates[bestIdx].Name)
+			}
+		}
+	}
+	c.note("external_min = %s with %s", sizeStr(bestMin), c.Candidates[bestIdx].Path)
+	return bestMin, c.Candidates[bestIdx].Path
+}
+
+func sizeStr(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}

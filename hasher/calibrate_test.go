@@ -1,0 +1,253 @@
+package hasher
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testBudget replaces the 1 s budget: under -race in-process hashing is
+// several times slower, and a cut-short calibration would test less.
+const testBudget = 5 * time.Second
+
+func probeOpts() CalibrateOptions {
+	return CalibrateOptions{IdleProbe: []string{os.Args[0]}, IdleProbeEnv: []string{childEnv + "=idleprobe"}, Budget: testBudget}
+}
+
+// checkInvariants fails t for every rule a calibration result must keep.
+func checkInvariants(t *testing.T, c Calibration) {
+	t.Helper()
+	p := c.Policy
+	chosenInProcess := 0
+	for _, x := range c.Candidates {
+		if x.Chosen == (x.Rejected != "") {
+			t.Errorf("%s: chosen=%v with rejection %q: want exactly one of them", x.Name, x.Chosen, x.Rejected)
+		}
+		if x.Chosen && !x.Verified {
+			t.Errorf("%s chosen without passing the known answers", x.Name)
+		}
+		switch {
+		case x.Kind == KindInProcess && x.Chosen:
+			chosenInProcess++
+			if string(p.SHA256) != x.Name {
+				t.Errorf("policy sha256 %q, chosen candidate %q", p.SHA256, x.Name)
+			}
+		case x.Kind == KindExternal && x.Chosen:
+			if p.External != x.Path || p.ExternalMin <= 0 {
+				t.Errorf("external %s chosen but policy has external %q from %d", x.Path, p.External, p.ExternalMin)
+			}
+		case x.Kind == KindServer && x.Chosen:
+			t.Errorf("a polling server must never be chosen")
+		}
+	}
+	if chosenInProcess != 1 {
+		t.Errorf("%d in-process implementations chosen, want 1", chosenInProcess)
+	}
+	if p.ExternalMin > 0 && p.ExternalMin <= p.InlineMax {
+		t.Errorf("external_min %d not above inline_max %d", p.ExternalMin, p.InlineMax)
+	}
+	if p.ExternalMin == 0 && p.External != "" {
+		t.Errorf("external %q set but external_min is never", p.External)
+	}
+	if p.InlineMax < 16<<10 || p.InlineMax > 8<<20 || p.InlineMax&(p.InlineMax-1) != 0 {
+		t.Errorf("inline_max %d: want a power of two in [16 KiB, 8 MiB]", p.InlineMax)
+	}
+	if p.Workers != c.Fingerprint.NumCPU || p.Workers < 1 {
+		t.Errorf("workers %d, CPUs %d", p.Workers, c.Fingerprint.NumCPU)
+	}
+	if err := p.Validate(); err != nil {
+		t.Errorf("chosen policy invalid: %v", err)
+	}
+	if len(c.Notes) == 0 {
+		t.Error("no notes explain the policy")
+	}
+}
+
+func TestCalibrate(t *testing.T) {
+	c, err := Calibrate(context.Background(), probeOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + c.String())
+	checkInvariants(t, c)
+
+	for _, name := range []string{NameStd, NameSIMD, NameAvx512Srv, "sha256sum", "openssl"} {
+		x, ok := c.Candidate(name)
+		if !ok {
+			t.Errorf("candidate %s missing", name)
+			continue
+		}
+		if x.Kind != KindServer && x.Path == "" && x.Kind == KindExternal {
+			t.Errorf("%s: no path", name)
+		}
+		if !strings.Contains(c.String(), name) {
+			t.Errorf("table does not show %s", name)
+		}
+	}
+	// Both in-process candidates pass here; they must have been measured.
+	for _, name := range []string{NameStd, NameSIMD} {
+		if x, _ := c.Candidate(name); !x.Verified || x.MBps <= 0 {
+			t.Errorf("%s: verified %v, %.0f MB/s", name, x.Verified, x.MBps)
+		}
+	}
+	srv, _ := c.Candidate(NameAvx512Srv)
+	if srv.IdleCPU != nil {
+		if !srv.Verified || !strings.Contains(srv.Rejected, "% of a core") {
+			t.Errorf("Avx512Server: verified %v, rejected %q", srv.Verified, srv.Rejected)
+		}
+	} else if !strings.Contains(srv.Rejected, "unavailable") {
+		t.Errorf("Avx512Server neither measured nor unavailable: %q", srv.Rejected)
+	}
+	if c.HandoffUs < 0 || len(c.PerFile) != len(perFileSizes) || len(c.Buffers) == 0 {
+		t.Errorf("missing figures: handoff %v, per file %v, buffers %v", c.HandoffUs, c.PerFile, c.Buffers)
+	}
+	if c.Fingerprint.GOARCH == "" || c.Fingerprint.GoVersion == "" || len(c.Fingerprint.Programs) != 2 {
+		t.Errorf("fingerprint incomplete: %+v", c.Fingerprint)
+	}
+
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Calibration
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, c) {
+		t.Errorf("JSON round trip differs:\n%+v\n%+v", back, c)
+	}
+	for _, field := range []string{`"policy"`, `"inline_max"`, `"external_min"`, `"candidates"`, `"fingerprint"`, `"handoff_us"`} {
+		if !strings.Contains(string(b), field) {
+			t.Errorf("JSON lacks %s", field)
+		}
+	}
+	if !back.StillValid() {
+		t.Error("a fresh calibration is not StillValid")
+	}
+}
+
+// writeScript puts an executable shell script called name in dir.
+func writeScript(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// An external program that prints a wrong digest, or anything but the
+// expected format, is rejected and never used.
+func TestCalibrateRejectsExternalFailingKnownAnswers(t *testing.T) {
+	dir := t.TempDir()
+	fake := writeScript(t, dir, "sha256sum", "cat >/dev/null\necho '0000000000000000000000000000000000000000000000000000000000000000  -'\n")
+	garbled := writeScript(t, dir, "openssl", "cat >/dev/null\necho 'SHA2-256(stdin)= not-a-digest'\n")
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	c, err := Calibrate(context.Background(), CalibrateOptions{Budget: testBudget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, c)
+	for name, path := range map[string]string{"sha256sum": fake, "openssl": garbled} {
+		x, _ := c.Candidate(name)
+		if x.Path != path || x.Verified || x.Chosen || !strings.Contains(x.Rejected, "known-answer") {
+			t.Errorf("%s: %+v; want rejected for failing the known answers", name, x)
+		}
+	}
+	if c.Policy.External != "" || c.Policy.ExternalMin != 0 {
+		t.Errorf("policy uses a broken external program: %+v", c.Policy)
+	}
+	srv, _ := c.Candidate(NameAvx512Srv)
+	if !strings.Contains(srv.Rejected, "not measured") {
+		t.Errorf("server without a probe: %q", srv.Rejected)
+	}
+}
+
+// derive on made-up figures: an external program much faster than
+// in-process hashing wins from where its overhead is paid back.
+func TestDeriveExternalWins(t *testing.T) {
+	c := Calibration{
+		Fingerprint: Fingerprint{NumCPU: 4},
+		Candidates: []Candidate{
+			{Name: NameStd, Kind: KindInProcess, Verified: true, MBps: 1000, Chosen: true},
+			{Name: "fast", Kind: KindExternal, Path: "/x/openssl", Verified: true, MBps: 5000, OverheadUs: 1000},
+			{Name: "slow", Kind: KindExternal, Path: "/x/sha256sum", Verified: true, MBps: 300, OverheadUs: 700},
+		},
+		Buffers:   []BufferCost{{256 << 10, 990}, {1 << 20, 1000}},
+		PerFile:   []FileCost{{Size: 1024, InlineUs: 5, PoolUs: 8}},
+		HandoffUs: 3,
+	}
+	derive(&c, SHA256Std)
+	checkInvariants(t, c)
+	p := c.Policy
+	// (1000 − 5) µs / (1/1000 − 1/5000) µs per byte ≈ 1.24 MB → 2 MiB.
+	if p.ExternalMin != 2<<20 || p.External != "/x/openssl" {
+		t.Errorf("external from %d with %q, want 2 MiB with /x/openssl", p.ExternalMin, p.External)
+	}
+	if p.BufferSize != 256<<10 {
+		t.Errorf("buffer %d: want the smaller size within 3 %% of the fastest", p.BufferSize)
+	}
+	// 3 µs / 5 % × 990 MB/s = 59,400 bytes → 64 KiB.
+	if p.InlineMax != 64<<10 {
+		t.Errorf("inline_max %d, want 64 KiB", p.InlineMax)
+	}
+	if slow, _ := c.Candidate("slow"); !strings.Contains(slow.Rejected, "never wins") {
+		t.Errorf("slow external: %q", slow.Rejected)
+	}
+}
+
+func TestDeriveExternalNeverWins(t *testing.T) {
+	c := Calibration{
+		Fingerprint: Fingerprint{NumCPU: 2},
+		Candidates: []Candidate{
+			{Name: NameStd, Kind: KindInProcess, Verified: true, MBps: 1300, Chosen: true},
+			{Name: "openssl", Kind: KindExternal, Path: "/x/openssl", Verified: true, MBps: 1200, OverheadUs: 3000},
+		},
+		Buffers: []BufferCost{{1 << 20, 1250}},
+		PerFile: []FileCost{{Size: 1024, InlineUs: 5, PoolUs: 8}},
+	}
+	derive(&c, SHA256Std)
+	checkInvariants(t, c)
+	if c.Policy.ExternalMin != 0 || !strings.Contains(strings.Join(c.Notes, "\n"), "external_min = never") {
+		t.Errorf("policy %+v, notes %q", c.Policy, c.Notes)
+	}
+}
+
+func TestStillValidNoticesChanges(t *testing.T) {
+	dir := t.TempDir()
+	prog := writeScript(t, dir, "sha256sum", "exit 0\n")
+	fresh := func() Calibration {
+		return Calibration{Format: calibrationFormat, Fingerprint: currentFingerprint(context.Background(), []string{prog}, false)}
+	}
+	if !fresh().StillValid() {
+		t.Fatal("fresh fingerprint does not match itself")
+	}
+	old := fresh()
+	old.Format--
+	if old.StillValid() {
+		t.Error("older calibration format still valid")
+	}
+	old = fresh()
+	old.Fingerprint.GoVersion = "go1.0"
+	if old.StillValid() {
+		t.Error("other Go version still valid")
+	}
+	old = fresh()
+	old.Fingerprint.CPUModel += " (other)"
+	if old.StillValid() {
+		t.Error("other CPU still valid")
+	}
+	old = fresh()
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(prog, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if old.StillValid() {
+		t.Error("replaced external program still valid")
+	}
+}
