@@ -113,13 +113,13 @@ func checkFiles(tx *bolt.Tx, rep *Report, c *counters) {
 		}
 		c.Bytes += r.Size
 		kbuf = append(inodeKey(kbuf, r.Dev, r.Ino), fk...)
-		if inodes.Get(kbuf) == nil {
+		if !has(inodes, kbuf) {
 			rep.add("inode index lacks %q (dev %d ino %d)", path, r.Dev, r.Ino)
 		}
 		if r.indexed() {
 			c.Digested++
 			kbuf = append(digestKey(kbuf, &r), fk...)
-			if digest.Get(kbuf) == nil {
+			if !has(digest, kbuf) {
 				rep.add("digest index lacks %q", path)
 			}
 		}
@@ -179,7 +179,7 @@ func checkGroups(tx *bolt.Tx, rep *Report, c *counters) {
 		if g.inodes >= 2 {
 			c.Groups++
 			c.Wasted += g.wasted()
-			if dups.Get(dupKey(g.wasted(), cur)) == nil {
+			if !has(dups, dupKey(g.wasted(), cur)) {
 				rep.add("dups: %x (wasted %d) missing", cur, g.wasted())
 			}
 		}

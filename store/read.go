@@ -433,10 +433,16 @@ func (s *Store) Stats() (Stats, error) {
 
 // GetMeta returns the value stored under name by PutMeta.
 func (s *Store) GetMeta(name string) ([]byte, bool, error) {
-	var v []byte
+	var (
+		v  []byte
+		ok bool
+	)
 	err := s.view(func(tx *bolt.Tx) error {
-		v = bytes.Clone(tx.Bucket(bucketUser).Get([]byte(name)))
+		k, val := tx.Bucket(bucketUser).Cursor().Seek([]byte(name))
+		if ok = k != nil && string(k) == name; ok {
+			v = append([]byte{}, val...)
+		}
 		return nil
 	})
-	return v, v != nil, err
+	return v, ok, err
 }

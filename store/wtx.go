@@ -283,7 +283,7 @@ func (w *wtx) sharesInode(dk, fk []byte, r *Record) bool {
 			continue
 		}
 		w.dbuf = append(append(w.dbuf[:0], dk...), other...)
-		if w.digest.Get(w.dbuf) != nil {
+		if has(w.digest, w.dbuf) {
 			return true
 		}
 	}
@@ -446,4 +446,12 @@ func (w *wtx) nextGeneration() (uint64, error) {
 	g, _ := binary.Uvarint(w.meta.Get(metaGeneration))
 	g++
 	return g, w.meta.Put(metaGeneration, binary.AppendUvarint(nil, g))
+}
+
+// has reports whether b holds key k. Index entries have empty values, and
+// bbolt's Get returns nil for an empty value written in the same
+// transaction, so presence is checked with a cursor.
+func has(b *bolt.Bucket, k []byte) bool {
+	got, _ := b.Cursor().Seek(k)
+	return got != nil && bytes.Equal(got, k)
 }

@@ -1,0 +1,305 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/annexd/annexd/key"
+)
+
+// model is the plain in-memory meaning of the index: path → record.
+type model map[string]Record
+
+func under(path, dir string) bool {
+	return path == dir || dir == "/" || strings.HasPrefix(path, dir+"/")
+}
+
+func (m model) deleteSubtree(dir string) {
+	for p := range m {
+		if under(p, dir) {
+			delete(m, p)
+		}
+	}
+}
+
+func (m model) rename(from, to string) error {
+	moved := model{}
+	for p, r := range m {
+		if under(p, from) {
+			moved[to+p[len(from):]] = r
+		}
+	}
+	if len(moved) == 0 {
+		return ErrNotFound
+	}
+	m.deleteSubtree(from)
+	m.deleteSubtree(to)
+	for p, r := range moved {
+		m[p] = r
+	}
+	return nil
+}
+
+// groups computes the duplicate groups the way Dups defines them.
+func (m model) groups() map[string]Group {
+	out := map[string]Group{}
+	inodes := map[string]map[[2]uint64]bool{}
+	for _, r := range m {
+		if !r.indexed() {
+			continue
+		}
+		dk := string(digestKey(nil, &r))
+		g := out[dk]
+		g.Size = r.Size
+		if inodes[dk] == nil {
+			inodes[dk] = map[[2]uint64]bool{}
+		}
+		inodes[dk][[2]uint64{r.Dev, r.Ino}] = true
+		g.Inodes = int64(len(inodes[dk]))
+		g.Wasted = g.Size * (g.Inodes - 1)
+		out[dk] = g
+	}
+	return out
+}
+
+var (
+	comps   = []string{"a", "b", "c\xff"}
+	genPath = rapid.Custom(func(t *rapid.T) string {
+		n := rapid.IntRange(1, 3).Draw(t, "depth")
+		var sb strings.Builder
+		for range n {
+			sb.WriteString("/" + rapid.SampledFrom(comps).Draw(t, "comp"))
+		}
+		return sb.String()
+	})
+	genRecord = rapid.Custom(func(t *rapid.T) Record {
+		content := rapid.IntRange(0, 3).Draw(t, "content")
+		d := sha256.Sum256([]byte{byte(content)})
+		r := Record{
+			Backend: rapid.SampledFrom([]key.Backend{key.SHA256E, key.SHA256}).Draw(t, "backend"),
+			Digest:  d[:], Size: int64(content * 1000),
+			MtimeNs:    rapid.Int64().Draw(t, "mtime"),
+			CtimeNs:    rapid.Int64().Draw(t, "ctime"),
+			Dev:        1,
+			Ino:        rapid.Uint64Range(1, 6).Draw(t, "ino"),
+			HashedAt:   rapid.Int64().Draw(t, "hashed"),
+			VerifiedAt: rapid.Int64().Draw(t, "verified"),
+			State:      rapid.SampledFrom([]State{StateOK, StateOK, StateOK, StateCorrupt}).Draw(t, "state"),
+			Generation: rapid.Uint64Range(0, 3).Draw(t, "gen"),
+		}
+		if rapid.IntRange(0, 9).Draw(t, "nodigest") == 0 {
+			r.Backend, r.Digest, r.State = key.Unknown, nil, StateUnreadable
+		}
+		return r
+	})
+)
+
+// TestPropertyMatchesModel applies random changes, some in one group
+// commit, to the store and to the model, and compares every query.
+func TestPropertyMatchesModel(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		dir, err := os.MkdirTemp("", "store-prop-")
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		s, err := Open(filepath.Join(dir, "index.db"), Options{NoSync: true, MaxIdle: 200e3})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		stop := runWriter(t, s)
+		defer func() {
+			stop()
+			mustCheckRapid(rt, s)
+			s.Close()
+		}()
+		m := model{}
+		rounds := rapid.IntRange(1, 8).Draw(rt, "rounds")
+		for range rounds {
+			applyRound(rt, s, m)
+			compare(rt, s, m)
+		}
+	})
+}
+
+func applyRound(rt *rapid.T, s *Store, m model) {
+	n := rapid.IntRange(1, 12).Draw(rt, "changes")
+	var (
+		wg   sync.WaitGroup
+		errs = make([]error, n)
+		want = make([]error, n)
+	)
+	ctx := context.Background()
+	for i := range n {
+		var c Change
+		switch rapid.IntRange(0, 9).Draw(rt, "op") {
+		case 0, 1, 2, 3:
+			c = Change{Op: OpPut, Path: []byte(genPath.Draw(rt, "path")), Record: genRecord.Draw(rt, "rec")}
+			m[string(c.Path)] = c.Record
+		case 4:
+			c = Change{Op: OpDelete, Path: []byte(genPath.Draw(rt, "path"))}
+			delete(m, string(c.Path))
+		case 5:
+			c = Change{Op: OpDeleteSubtree, Path: []byte(genPath.Draw(rt, "path"))}
+			m.deleteSubtree(string(c.Path))
+		case 6, 7:
+			from, to := genPath.Draw(rt, "from"), genPath.Draw(rt, "to")
+			if under(to, from) || under(from, to) {
+				continue
+			}
+			c = Change{Op: OpRename, Path: []byte(from), NewPath: []byte(to)}
+			want[i] = m.rename(from, to)
+		case 8:
+			path, gen := genPath.Draw(rt, "path"), rapid.Uint64Range(0, 4).Draw(rt, "gen")
+			c = Change{Op: OpMark, Path: []byte(path), Gen: gen}
+			if r, ok := m[path]; ok {
+				r.Generation = gen
+				m[path] = r
+			}
+		case 9:
+			root, gen := genPath.Draw(rt, "root"), rapid.Uint64Range(0, 4).Draw(rt, "gen")
+			// Sweep reads then deletes: it cannot share a group with
+			// queued changes, so flush first.
+			wg.Wait()
+			if _, err := s.Sweep(ctx, []byte(root), gen); err != nil {
+				rt.Fatalf("Sweep: %v", err)
+			}
+			for p, r := range m {
+				if under(p, root) && r.Generation < gen {
+					delete(m, p)
+				}
+			}
+			continue
+		}
+		wg.Add(1)
+		s.Submit(c, func(err error) { errs[i] = err; wg.Done() })
+	}
+	wg.Wait()
+	for i := range n {
+		if !errors.Is(errs[i], want[i]) || (want[i] == nil && errs[i] != nil) {
+			rt.Fatalf("change %d: got %v, want %v", i, errs[i], want[i])
+		}
+	}
+}
+
+func compare(rt *rapid.T, s *Store, m model) {
+	ctx := context.Background()
+	got := model{}
+	if _, err := s.Scan(ctx, nil, func(path []byte, r Record) error {
+		got[string(path)] = r
+		return nil
+	}); err != nil {
+		rt.Fatal(err)
+	}
+	if len(got) != len(m) {
+		rt.Fatalf("store has %d records %q, model %d %q", len(got), keys(got), len(m), keys(m))
+	}
+	for p, r := range m {
+		g, ok, err := s.Get([]byte(p))
+		if err != nil || !ok || !g.Equal(&r) {
+			rt.Fatalf("Get(%q) = %+v %v %v, want %+v", p, g, ok, err, r)
+		}
+		if sr := got[p]; !sr.Equal(&r) {
+			rt.Fatalf("Scan %q = %+v, want %+v", p, sr, r)
+		}
+		all, _ := s.ByInodeAll(r.Dev, r.Ino)
+		if !slices.Contains(paths(all), p) {
+			rt.Fatalf("ByInodeAll(%d,%d) = %q lacks %q", r.Dev, r.Ino, paths(all), p)
+		}
+		if r.indexed() {
+			bd, _ := s.ByDigest(r.Backend, r.Digest)
+			if !slices.Contains(paths(bd), p) {
+				rt.Fatalf("ByDigest lacks %q", p)
+			}
+		}
+	}
+	compareGroups(rt, s, m)
+}
+
+func compareGroups(rt *rapid.T, s *Store, m model) {
+	want := m.groups()
+	var st Stats
+	var err error
+	if st, err = s.Stats(); err != nil {
+		rt.Fatal(err)
+	}
+	var files, bytes_, digested, dupGroups, wasted int64
+	for _, r := range m {
+		files++
+		bytes_ += r.Size
+		if r.indexed() {
+			digested++
+		}
+	}
+	var order []Group
+	for dk, g := range want {
+		if g.Inodes >= 2 {
+			dupGroups++
+			wasted += g.Wasted
+			g.Digest = []byte(dk)
+			order = append(order, g)
+		}
+	}
+	sort.Slice(order, func(i, j int) bool {
+		if order[i].Wasted != order[j].Wasted {
+			return order[i].Wasted > order[j].Wasted
+		}
+		return bytes.Compare(order[i].Digest, order[j].Digest) < 0
+	})
+	wantSt := Stats{Files: files, Bytes: bytes_, Digested: digested, Unique: int64(len(want)), DupGroups: dupGroups, Wasted: wasted}
+	gotSt := Stats{Files: st.Files, Bytes: st.Bytes, Digested: st.Digested, Unique: st.Unique, DupGroups: st.DupGroups, Wasted: st.Wasted}
+	if gotSt != wantSt {
+		rt.Fatalf("Stats = %+v, want %+v", gotSt, wantSt)
+	}
+	i := 0
+	err = s.Dups(context.Background(), DupOptions{}, func(g Group) error {
+		if i >= len(order) {
+			return fmt.Errorf("extra group %x", g.Digest)
+		}
+		w := order[i]
+		dk := append([]byte{byte(g.Backend)}, g.Digest...)
+		if !bytes.Equal(dk, w.Digest) || g.Wasted != w.Wasted || g.Inodes != w.Inodes {
+			return fmt.Errorf("group %d = %x wasted %d inodes %d, want %x wasted %d inodes %d",
+				i, dk, g.Wasted, g.Inodes, w.Digest, w.Wasted, w.Inodes)
+		}
+		i++
+		return nil
+	})
+	if err == nil && i != len(order) {
+		err = fmt.Errorf("Dups listed %d groups, want %d", i, len(order))
+	}
+	if err != nil {
+		rt.Fatal(err)
+	}
+}
+
+func keys(m model) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func mustCheckRapid(rt *rapid.T, s *Store) {
+	rep, err := s.Check()
+	if err != nil {
+		rt.Fatal(err)
+	}
+	if !rep.OK() {
+		rt.Fatalf("invariants: %q", rep.Problems)
+	}
+}
