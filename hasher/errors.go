@@ -56,8 +56,22 @@ func describeChange(a, b fsstat.FileInfo) string {
 	return "short read"
 }
 
+// NotRegularError reports a path that is not a regular file; errors.Is(err,
+// ErrNotRegular) matches it.
+type NotRegularError struct {
+	Path string
+	Type string // "directory", "symlink", "FIFO", "socket", "character device", …
+}
+
+func (e *NotRegularError) Error() string {
+	return fmt.Sprintf("hasher: %s is a %s, not a regular file", e.Path, e.Type)
+}
+
+// Is makes errors.Is(err, ErrNotRegular) true.
+func (e *NotRegularError) Is(target error) bool { return target == ErrNotRegular }
+
 func notRegular(path string, fi fsstat.FileInfo) error {
-	return fmt.Errorf("%w: %s is a %s", ErrNotRegular, path, typeName(fi))
+	return &NotRegularError{Path: path, Type: typeName(fi)}
 }
 
 func typeName(fi fsstat.FileInfo) string {

@@ -16,10 +16,10 @@ import (
 // Avx512Server, measured in a process of its own because the server's
 // goroutine can never be stopped.
 type IdleProbeResult struct {
-	Supported   bool    `json:"supported"`              // the CPU has the AVX-512 it needs
-	Verified    bool    `json:"verified"`               // it passed the known answers
-	IdleCPU     float64 `json:"idle_cpu"`               // fraction of one core used while idle
-	WindowMs    float64 `json:"window_ms"`              // length of the idle window measured
+	Supported   bool    `json:"supported"`             // the CPU has the AVX-512 it needs
+	Verified    bool    `json:"verified"`              // it passed the known answers
+	IdleCPU     float64 `json:"idle_cpu"`              // fraction of one core used while idle
+	WindowMs    float64 `json:"window_ms"`             // length of the idle window measured
 	Unsupported string  `json:"unsupported,omitempty"` // why not, when !Supported
 }
 

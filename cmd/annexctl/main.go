@@ -68,7 +68,8 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(
-	// subcommands, one per file: cmd_<verb>.go
+		// subcommands, one per file: cmd_<verb>.go
+		newCalckeyCmd(),
 	)
 	return root
 }

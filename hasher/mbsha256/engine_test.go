@@ -327,8 +327,15 @@ func TestNewKernel(t *testing.T) {
 			t.Errorf("NewKernel(%q) on a CPU without %s: %v, want ErrUnsupported", k.name, k.missing, err)
 		}
 	}
-	if got, want := New().Kernel(), Kernels()[0]; got != want {
-		t.Errorf("New picked %s, want the first of %v", got, Kernels())
+	want := Generic
+	for _, k := range kernels {
+		if k.have && k.auto {
+			want = k.name
+			break
+		}
+	}
+	if got := New().Kernel(); got != want {
+		t.Errorf("New picked %s, want %s of %v", got, want, Kernels())
 	}
 }
 

@@ -24,6 +24,9 @@ type kernel struct {
 	// it lacks.
 	have    bool
 	missing string
+	// auto reports whether New may pick the kernel: false when this CPU
+	// hashes one stream faster with crypto/sha256.
+	auto bool
 }
 
 // Generic is the name of the crypto/sha256 fallback, which hashes one stream
@@ -34,8 +37,8 @@ const Generic = "generic"
 // architecture files add to it.
 var kernels []*kernel
 
-// Kernels returns the names of the kernels this machine can run, fastest
-// first, ending with Generic.
+// Kernels returns the names of the kernels this machine can run, in the
+// order New prefers them, ending with Generic.
 func Kernels() []string {
 	var names []string
 	for _, k := range kernels {

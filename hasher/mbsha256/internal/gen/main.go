@@ -5,12 +5,14 @@
 // block_avx512_amd64.s. It is kept out of normal builds by its build tag so
 // the module needs nothing beyond the standard library to generate.
 //
-// The AVX-512 kernel follows the structure of Intel's multi-buffer
+// The kernels follow the structure of Intel's multi-buffer
 // sha256_x16_avx512 (intel-ipsec-mb / ISA-L crypto, BSD-3-Clause, Copyright
 // Intel Corporation): sixteen lanes of 32-bit words in the sixteen dwords of
 // a ZMM register, a 16×16 dword transpose of the input blocks, the message
 // schedule kept in sixteen registers as a ring, VPRORD and VPTERNLOGD for
-// the sigma, Ch and Maj functions.
+// the sigma, Ch and Maj functions (AVX-512); the AVX2 kernel (sha256_x8_avx2
+// there) has eight lanes, keeps the schedule on the stack and builds the
+// rotations from shifts.
 package main
 
 import (
@@ -40,10 +42,17 @@ func z(i int) string { return fmt.Sprintf("Z%d", i) }
 
 func main() {
 	avx512 := flag.String("avx512", "block_avx512_amd64.s", "output file of the AVX-512 kernel")
+	avx2 := flag.String("avx2", "block_avx2_amd64.s", "output file of the AVX2 kernel")
 	flag.Parse()
-	genAVX512()
-	if err := os.WriteFile(*avx512, out.Bytes(), 0o644); err != nil {
-		log.Fatal(err)
+	for _, g := range []struct {
+		file string
+		gen  func()
+	}{{*avx512, genAVX512}, {*avx2, genAVX2}} {
+		out.Reset()
+		g.gen()
+		if err := os.WriteFile(g.file, out.Bytes(), 0o644); err != nil {
+			log.Fatal(err)
+		}
 	}
 }
 
@@ -173,5 +182,140 @@ func transpose16() {
 		p("VSHUFI32X4 $0xdd, Z30, Z28, %s", x1)
 		p("VSHUFI32X4 $0x88, Z31, Z29, %s", x2)
 		p("VSHUFI32X4 $0xdd, Z31, Z29, %s", x3)
+	}
+}
+
+func y(i int) string { return fmt.Sprintf("Y%d", i) }
+
+// genAVX2 writes blockAVX2: eight lanes in the eight dwords of a YMM
+// register; the sixteen words of the schedule live in a ring on the stack.
+func genAVX2() {
+	header()
+	// Round constants, each repeated in all eight lanes.
+	for i, v := range k {
+		for l := 0; l < 8; l += 2 {
+			fmt.Fprintf(&out, "DATA k256x8<>+%d(SB)/8, $0x%08x%08x\n", 32*i+4*l, v, v)
+		}
+	}
+	out.WriteString("GLOBL k256x8<>(SB), RODATA|NOPTR, $2048\n\n")
+	for i := 0; i < 2; i++ {
+		fmt.Fprintf(&out, "DATA bswap32x8<>+%d(SB)/8, $0x0405060700010203\n", 16*i)
+		fmt.Fprintf(&out, "DATA bswap32x8<>+%d(SB)/8, $0x0c0d0e0f08090a0b\n", 16*i+8)
+	}
+	out.WriteString("GLOBL bswap32x8<>(SB), RODATA|NOPTR, $32\n\n")
+
+	out.WriteString("// func blockAVX2(state *[8][16]uint32, ptrs *[16]*byte, nblocks int)\n")
+	out.WriteString("TEXT ·blockAVX2(SB), NOSPLIT, $512-24\n")
+	p("MOVQ state+0(FP), DI")
+	p("MOVQ ptrs+8(FP), SI")
+	p("MOVQ nblocks+16(FP), CX")
+	p("TESTQ CX, CX")
+	p("JZ done")
+	p("LEAQ k256x8<>(SB), R8")
+	p("XORQ DX, DX")
+	out.WriteString("loop:\n")
+	w := func(t int) string { return fmt.Sprintf("%d(SP)", 32*(t%16)) }
+	// Words 0-7, then 8-15, of the eight lanes' blocks.
+	for half := 0; half < 2; half++ {
+		for l := 0; l < 8; l++ {
+			p("MOVQ %d(SI), AX", 8*l)
+			p("VMOVDQU %d(AX)(DX*1), %s", 32*half, y(l))
+			p("VPSHUFB bswap32x8<>(SB), %s, %s", y(l), y(l))
+		}
+		transpose8()
+		for j := 0; j < 8; j++ {
+			p("VMOVDQU %s, %s", y(j), w(8*half+j))
+		}
+	}
+	st := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	for i, r := range st {
+		p("VMOVDQU %d(DI), %s", 64*i, y(r))
+	}
+	const t1 = 8
+	tmp := func(i int) string { return y(9 + i) }
+	// ror xors the rotations of x by the three amounts (and, when shr is
+	// set, a shift instead of the last rotation) into dst, with tmp(3) as
+	// scratch.
+	rors := func(x, dst string, n [3]int, shr bool) {
+		p("VPSRLD $%d, %s, %s", n[0], x, dst)
+		p("VPSLLD $%d, %s, %s", 32-n[0], x, tmp(3))
+		p("VPXOR %s, %s, %s", tmp(3), dst, dst)
+		p("VPSRLD $%d, %s, %s", n[1], x, tmp(3))
+		p("VPXOR %s, %s, %s", tmp(3), dst, dst)
+		p("VPSLLD $%d, %s, %s", 32-n[1], x, tmp(3))
+		p("VPXOR %s, %s, %s", tmp(3), dst, dst)
+		p("VPSRLD $%d, %s, %s", n[2], x, tmp(3))
+		p("VPXOR %s, %s, %s", tmp(3), dst, dst)
+		if !shr {
+			p("VPSLLD $%d, %s, %s", 32-n[2], x, tmp(3))
+			p("VPXOR %s, %s, %s", tmp(3), dst, dst)
+		}
+	}
+	for t := 0; t < 64; t++ {
+		a, b, c, d, e, f, g, h := y(st[0]), y(st[1]), y(st[2]), y(st[3]), y(st[4]), y(st[5]), y(st[6]), y(st[7])
+		T1 := y(t1)
+		p("// round %d", t)
+		p("VPADDD %d(R8), %s, %s", 32*t, h, T1)
+		p("VPADDD %s, %s, %s", w(t), T1, T1)
+		rors(e, tmp(0), [3]int{6, 11, 25}, false)
+		p("VPXOR %s, %s, %s", g, f, tmp(1))
+		p("VPAND %s, %s, %s", e, tmp(1), tmp(1))
+		p("VPXOR %s, %s, %s", g, tmp(1), tmp(1))
+		p("VPADDD %s, %s, %s", tmp(0), T1, T1)
+		p("VPADDD %s, %s, %s", tmp(1), T1, T1)
+		p("VPADDD %s, %s, %s", T1, d, d)
+		rors(a, h, [3]int{2, 13, 22}, false)
+		p("VPOR %s, %s, %s", c, a, tmp(1))
+		p("VPAND %s, %s, %s", b, tmp(1), tmp(1))
+		p("VPAND %s, %s, %s", c, a, tmp(2))
+		p("VPOR %s, %s, %s", tmp(2), tmp(1), tmp(1))
+		p("VPADDD %s, %s, %s", tmp(1), h, h)
+		p("VPADDD %s, %s, %s", T1, h, h)
+		if t < 48 {
+			// W[t+16] = W[t] + s0(W[t+1]) + W[t+9] + s1(W[t+14]).
+			p("VMOVDQU %s, %s", w(t+14), tmp(1))
+			rors(tmp(1), tmp(0), [3]int{17, 19, 10}, true)
+			p("VMOVDQU %s, %s", w(t+1), tmp(1))
+			rors(tmp(1), tmp(2), [3]int{7, 18, 3}, true)
+			p("VPADDD %s, %s, %s", tmp(2), tmp(0), tmp(0))
+			p("VPADDD %s, %s, %s", w(t), tmp(0), tmp(0))
+			p("VPADDD %s, %s, %s", w(t+9), tmp(0), tmp(0))
+			p("VMOVDQU %s, %s", tmp(0), w(t))
+		}
+		st = append([]int{st[7]}, st[:7]...)
+	}
+	for i, r := range st {
+		p("VPADDD %d(DI), %s, %s", 64*i, y(r), y(r))
+		p("VMOVDQU %s, %d(DI)", y(r), 64*i)
+	}
+	p("ADDQ $64, DX")
+	p("DECQ CX")
+	p("JNZ loop")
+	p("VZEROUPPER")
+	out.WriteString("done:\n")
+	p("RET")
+}
+
+// transpose8 turns Y0..Y7, where Yi holds eight words of lane i, into
+// Y0..Y7 where Yj holds word j of the eight lanes. Y8..Y11 are scratch.
+func transpose8() {
+	for g := 0; g < 2; g++ {
+		r0, r1, r2, r3 := y(4*g), y(4*g+1), y(4*g+2), y(4*g+3)
+		p("VPUNPCKLDQ %s, %s, Y8", r1, r0)
+		p("VPUNPCKHDQ %s, %s, Y9", r1, r0)
+		p("VPUNPCKLDQ %s, %s, Y10", r3, r2)
+		p("VPUNPCKHDQ %s, %s, Y11", r3, r2)
+		p("VPUNPCKLQDQ Y10, Y8, %s", r0)
+		p("VPUNPCKHQDQ Y10, Y8, %s", r1)
+		p("VPUNPCKLQDQ Y11, Y9, %s", r2)
+		p("VPUNPCKHQDQ Y11, Y9, %s", r3)
+	}
+	// Yi (i < 4) holds word i (low half) and word 4+i (high half) of lanes
+	// 0-3; Y(4+i) the same of lanes 4-7.
+	for m := 0; m < 4; m++ {
+		x0, x1 := y(m), y(4+m)
+		p("VPERM2I128 $0x20, %s, %s, Y8", x1, x0)
+		p("VPERM2I128 $0x31, %s, %s, %s", x1, x0, x1)
+		p("VMOVDQU Y8, %s", x0)
 	}
 }
