@@ -170,6 +170,8 @@ func (r *root) handle(ev fsnotify.Event) {
 		// is decided when the path settles.
 		if watched {
 			r.dropTree(p)
+		} else if r.opts.Ignore.Match(r.rel(p), false) {
+			return
 		}
 		r.touch(p)
 	case ev.Has(fsnotify.Create):
@@ -178,9 +180,12 @@ func (r *root) handle(ev fsnotify.Event) {
 			if r.opts.Ignore.Match(r.rel(p), true) {
 				return
 			}
-			if !watched {
-				r.addTree(p) // watch before anyone reads it
+			if watched {
+				// A new directory where a watched one was (renamed over
+				// it): the old watches belong to the old inode.
+				r.dropTree(p)
 			}
+			r.addTree(p) // watch before anyone reads it
 			r.touch(p)
 			return
 		}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/annexd/annexd/internal/ignore"
 )
 
@@ -527,5 +529,29 @@ func TestRunClosesEvents(t *testing.T) {
 	}
 	if err := w.Run(context.Background()); err != ErrStarted {
 		t.Errorf("second Run: %v", err)
+	}
+}
+
+func TestDirectoryRenamedOverAnother(t *testing.T) {
+	r := start(t, Options{})
+	os.MkdirAll(r.path("a/sub"), 0o755)
+	os.Mkdir(r.path("b"), 0o755)
+	r.wait("setup", func(evs []Event) bool { return has(evs, Rescan, r.path("a")) && has(evs, Rescan, r.path("b")) })
+	r.reset()
+	// rename(2) replaces the empty directory b with a.
+	if err := unix.Rename(r.path("a"), r.path("b")); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("rename over", func(evs []Event) bool {
+		return has(evs, Removed, r.path("a")) && has(evs, Rescan, r.path("b"))
+	})
+	r.reset()
+	write(t, r.path("b/sub/f"), "f")
+	write(t, r.path("b/g"), "g")
+	r.wait("new b is watched", func(evs []Event) bool {
+		return has(evs, Changed, r.path("b/sub/f")) && has(evs, Changed, r.path("b/g"))
+	})
+	if st := r.w.Status().Roots[0]; st.Watches != 3 {
+		t.Errorf("watches = %d, want 3", st.Watches)
 	}
 }
