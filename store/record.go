@@ -92,29 +92,50 @@ func (r *Record) validate() error {
 
 // recordV1 is the first on-disk record format:
 //
-//	version(1) backend(1) state(1) digest(backend.DigestLen())
+//	version(1) backend(1) state|flags(1) digest(backend.DigestLen())
 //	uvarint(size) varint(mtime) varint(ctime-mtime) uvarint(dev) uvarint(ino)
-//	varint(hashedAt-mtime) varint(verifiedAt-hashedAt) uvarint(generation)
+//	[varint(hashedAt-mtime)] [varint(verifiedAt-hashedAt)] uvarint(generation)
 //
+// The third byte holds the state in its low six bits; bit 6 says hashedAt
+// follows, bit 7 that verifiedAt follows (they are omitted when zero).
 // Timestamps are stored as deltas because they are usually close together.
 const recordV1 = 1
+
+const (
+	flagHashed   = 1 << 6
+	flagVerified = 1 << 7
+	stateMask    = flagHashed - 1
+)
 
 // maxRecordLen bounds an encoded record: 3 + 64 + 8 varints.
 const maxRecordLen = 3 + 64 + 8*binary.MaxVarintLen64
 
+// stateEnd must leave the flag bits free.
+var _ = [stateMask - int(stateEnd)]struct{}{}
+
 // appendRecord appends the encoding of r to b.
 func appendRecord(b []byte, r *Record) []byte {
-	b = append(b, recordV1, byte(r.Backend), byte(r.State))
+	head := byte(r.State)
+	if r.HashedAt != 0 {
+		head |= flagHashed
+	}
+	if r.VerifiedAt != 0 {
+		head |= flagVerified
+	}
+	b = append(b, recordV1, byte(r.Backend), head)
 	b = append(b, r.Digest...)
 	b = binary.AppendUvarint(b, uint64(r.Size))
 	b = binary.AppendVarint(b, r.MtimeNs)
 	b = binary.AppendVarint(b, r.CtimeNs-r.MtimeNs)
 	b = binary.AppendUvarint(b, r.Dev)
 	b = binary.AppendUvarint(b, r.Ino)
-	b = binary.AppendVarint(b, r.HashedAt-r.MtimeNs)
-	b = binary.AppendVarint(b, r.VerifiedAt-r.HashedAt)
-	b = binary.AppendUvarint(b, r.Generation)
-	return b
+	if r.HashedAt != 0 {
+		b = binary.AppendVarint(b, r.HashedAt-r.MtimeNs)
+	}
+	if r.VerifiedAt != 0 {
+		b = binary.AppendVarint(b, r.VerifiedAt-r.HashedAt)
+	}
+	return binary.AppendUvarint(b, r.Generation)
 }
 
 // decodeRecord decodes b into a Record whose Digest is a fresh copy, so the
@@ -127,7 +148,7 @@ func decodeRecord(b []byte) (Record, error) {
 	if b[0] != recordV1 {
 		return r, fmt.Errorf("%w: record version %d", ErrCorrupt, b[0])
 	}
-	r.Backend, r.State = key.Backend(b[1]), State(b[2])
+	r.Backend, r.State = key.Backend(b[1]), State(b[2]&stateMask)
 	if r.Backend != key.Unknown && !r.Backend.Valid() {
 		return r, fmt.Errorf("%w: record backend %d", ErrCorrupt, b[1])
 	}
@@ -147,8 +168,12 @@ func decodeRecord(b []byte) (Record, error) {
 	r.CtimeNs = r.MtimeNs + d.varint()
 	r.Dev = d.uvarint()
 	r.Ino = d.uvarint()
-	r.HashedAt = r.MtimeNs + d.varint()
-	r.VerifiedAt = r.HashedAt + d.varint()
+	if b[2]&flagHashed != 0 {
+		r.HashedAt = r.MtimeNs + d.varint()
+	}
+	if b[2]&flagVerified != 0 {
+		r.VerifiedAt = r.HashedAt + d.varint()
+	}
 	r.Generation = d.uvarint()
 	if d.err != nil {
 		return r, d.err
