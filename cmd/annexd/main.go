@@ -68,6 +68,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		// subcommands, one per file: cmd_<verb>.go
 		newCheckDBCmd(),
+		newCalibrateCmd(),
 	)
 	return root
 }

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/annexd/annexd/hasher"
+)
+
+func newCalibrateCmd() *cobra.Command {
+	var asJSON, idleProbe bool
+	cmd := &cobra.Command{
+		Use:   "calibrate [--json]",
+		Short: "Measure the ways of hashing on this machine and print the policy chosen",
+		Long: `calibrate runs the hashing calibration the daemon runs at start (at most 1 s):
+it checks every SHA-256 candidate on known-answer vectors (crypto/sha256,
+sha256-simd, sha256-simd's Avx512Server, sha256sum, openssl), measures their
+throughput and overheads, the per-file cost of small files and the worker
+pool's hand-off, and prints every figure, every rejected candidate with the
+reason, and the policy derived from them. The daemon stores the result and
+measures again only when the CPU, Go version or an external program changes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if idleProbe {
+				return hasher.RunIdleProbe(cmd.OutOrStdout())
+			}
+			self, err := os.Executable()
+			if err != nil {
+				return &exitError{code: exitFailure, err: fmt.Errorf("calibrate: cannot find this program to run the idle probe: %w", err)}
+			}
+			c, err := hasher.Calibrate(cmd.Context(), hasher.CalibrateOptions{
+				IdleProbe: []string{self, "calibrate", "--idle-probe"},
+			})
+			if err != nil {
+				return &exitError{code: exitFailure, err: fmt.Errorf("calibrate: %w", err)}
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(c)
+			}
+			_, err = fmt.Fprint(cmd.OutOrStdout(), c.String())
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the calibration as one JSON object")
+	// The probe starts sha256-simd's Avx512Server, whose goroutine cannot be
+	// stopped, so calibrate measures it in a child process of its own.
+	cmd.Flags().BoolVar(&idleProbe, "idle-probe", false, "measure the Avx512Server's idle CPU and exit (internal)")
+	cmd.Flags().MarkHidden("idle-probe")
+	return cmd
+}
