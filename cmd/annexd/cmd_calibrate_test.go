@@ -1,0 +1,61 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/cpu"
+
+	"github.com/annexd/annexd/hasher"
+)
+
+// The built annexd prints a calibration whose JSON has every candidate and a
+// policy, and whose idle probe of the Avx512Server ran in a child process.
+func TestCalibrateCommand(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "annexd")
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if out, err := exec.Command(gobin, "build", "-o", bin, "github.com/annexd/annexd/cmd/annexd").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "calibrate", "--json").Output()
+	if err != nil {
+		t.Fatalf("annexd calibrate --json: %v", err)
+	}
+	var c hasher.Calibration
+	if err := json.Unmarshal(out, &c); err != nil {
+		t.Fatalf("output is not a calibration: %v\n%s", err, out)
+	}
+	if err := c.Policy.Validate(); err != nil || c.Policy.Workers < 1 || c.Policy.InlineMax <= 0 {
+		t.Errorf("policy %+v: %v", c.Policy, err)
+	}
+	for _, name := range []string{hasher.NameStd, hasher.NameSIMD, hasher.NameAvx512Srv, "sha256sum", "openssl"} {
+		if _, ok := c.Candidate(name); !ok {
+			t.Errorf("candidate %s missing", name)
+		}
+	}
+	srv, _ := c.Candidate(hasher.NameAvx512Srv)
+	hasAVX512 := cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
+	switch {
+	case hasAVX512 && (srv.IdleCPU == nil || !srv.Verified):
+		t.Errorf("Avx512Server not probed on an AVX-512 CPU: %+v", srv)
+	case !hasAVX512 && !strings.Contains(srv.Rejected, "unavailable"):
+		t.Errorf("Avx512Server on a CPU without AVX-512: %+v", srv)
+	}
+	if !c.StillValid() {
+		t.Error("a calibration just made by the binary is not StillValid here")
+	}
+
+	table, err := exec.Command(bin, "calibrate").Output()
+	if err != nil {
+		t.Fatalf("annexd calibrate: %v", err)
+	}
+	for _, want := range []string{"SHA-256 CANDIDATE", "chosen policy", "inline_max", "external_min", "why:"} {
+		if !strings.Contains(string(table), want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+}
