@@ -147,6 +147,10 @@ func parse(line string) (rule, bool, error) {
 		r.anchored = true
 	}
 	r.segs = strings.Split(p, "/")
+	if n := len(r.segs); n > 1 && r.segs[n-1] == "**" {
+		// "foo/**" matches what is inside foo, not foo itself.
+		r.segs = append(r.segs[:n-1], "*", "**")
+	}
 	for _, s := range r.segs {
 		if s == "" {
 			return rule{}, false, fmt.Errorf("%w %q: empty path component", ErrBadPattern, line)
@@ -220,78 +224,81 @@ func (r *rule) match(rel string) bool {
 }
 
 // matchSegs matches pattern components against path components; "**"
-// matches zero or more components.
+// matches zero or more components. Like glob, it backtracks only to the
+// last "**", so it runs in time linear in len(pat)*len(path).
 func matchSegs(pat, path []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			rest := pat[1:]
-			if len(rest) == 0 {
-				// "foo/**" matches everything inside foo, not foo itself.
-				return len(path) > 0
+	px, nx := 0, 0
+	nextPx, nextNx := -1, -1
+	for px < len(pat) || nx < len(path) {
+		if px < len(pat) {
+			if pat[px] == "**" {
+				nextPx, nextNx = px, nx+1
+				px++
+				continue
 			}
-			for i := 0; i <= len(path); i++ {
-				if matchSegs(rest, path[i:]) {
-					return true
-				}
+			if nx < len(path) && glob(pat[px], path[nx]) {
+				px++
+				nx++
+				continue
 			}
-			return false
 		}
-		if len(path) == 0 || !glob(pat[0], path[0]) {
-			return false
+		if nextNx > 0 && nextNx <= len(path) {
+			px, nx = nextPx, nextNx
+			continue
 		}
-		pat, path = pat[1:], path[1:]
+		return false
 	}
-	return len(path) == 0
+	return true
 }
 
-// glob matches one path component against one pattern component.
+// glob matches one path component against one pattern component. It
+// backtracks only to the last '*', so it runs in time linear in
+// len(pat)*len(name).
 func glob(pat, name string) bool {
-	if pat == "**" {
-		pat = "*"
-	}
-	for len(pat) > 0 {
-		switch pat[0] {
-		case '*':
-			for len(pat) > 0 && pat[0] == '*' {
-				pat = pat[1:]
-			}
-			if pat == "" {
-				return true
-			}
-			for i := 0; i <= len(name); i++ {
-				if glob(pat, name[i:]) {
-					return true
+	px, nx := 0, 0
+	nextPx, nextNx := -1, -1
+	for px < len(pat) || nx < len(name) {
+		if px < len(pat) {
+			switch c := pat[px]; c {
+			case '*':
+				nextPx, nextNx = px, nx+1
+				px++
+				continue
+			case '?':
+				if nx < len(name) {
+					px++
+					nx += charLen(name[nx:])
+					continue
+				}
+			case '[':
+				end := px + classEnd(pat[px:], 0)
+				if nx < len(name) {
+					n := charLen(name[nx:])
+					if matchClass(pat[px+1:end], name[nx:nx+n]) {
+						px, nx = end+1, nx+n
+						continue
+					}
+				}
+			case '\\':
+				if nx < len(name) && px+1 < len(pat) && name[nx] == pat[px+1] {
+					px, nx = px+2, nx+1
+					continue
+				}
+			default:
+				if nx < len(name) && name[nx] == c {
+					px++
+					nx++
+					continue
 				}
 			}
-			return false
-		case '?':
-			if name == "" {
-				return false
-			}
-			pat, name = pat[1:], name[charLen(name):]
-		case '[':
-			end := classEnd(pat, 0)
-			if name == "" {
-				return false
-			}
-			n := charLen(name)
-			if !matchClass(pat[1:end], name[:n]) {
-				return false
-			}
-			pat, name = pat[end+1:], name[n:]
-		case '\\':
-			if len(pat) < 2 || name == "" || name[0] != pat[1] {
-				return false
-			}
-			pat, name = pat[2:], name[1:]
-		default:
-			if name == "" || name[0] != pat[0] {
-				return false
-			}
-			pat, name = pat[1:], name[1:]
 		}
+		if nextNx > 0 && nextNx <= len(name) {
+			px, nx = nextPx, nextNx
+			continue
+		}
+		return false
 	}
-	return name == ""
+	return true
 }
 
 // charLen is the length of the first character of s: one UTF-8 sequence, or

@@ -2,6 +2,7 @@ package ignore
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -67,6 +68,10 @@ func TestMatch(t *testing.T) {
 		{[]string{"*\xff*"}, "a\xffb", false, true},
 		{[]string{"[\xfe\xff]"}, "\xff", false, true},
 		{[]string{"[\xfe\xff]"}, "\xfd", false, false},
+		// no exponential backtracking
+		{[]string{"*a*a*a*a*a*a*a*a*a*b"}, strings.Repeat("a", 200), false, false},
+		{[]string{"**/a/**/a/**/a/**/a/**/b"}, strings.Repeat("a/", 100) + "c", false, false},
+		{[]string{"a/**/**/b"}, "a/b", false, true},
 		// the root is never excluded
 		{[]string{"*"}, "", true, false},
 	}
