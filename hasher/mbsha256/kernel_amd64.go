@@ -8,6 +8,21 @@ import "golang.org/x/sys/cpu"
 func blockAVX512(state *[8][maxLanes]uint32, ptrs *[maxLanes]*byte, nblocks int)
 
 //go:noescape
+func blockSHANIx2(dig *[2][8]uint32, p0, p1 *byte, nblocks int)
+
+// blockSHANI2 runs blockSHANIx2 on lanes 0 and 1 of the transposed state.
+func blockSHANI2(state *[8][maxLanes]uint32, ptrs *[maxLanes]*byte, nblocks int) {
+	var dig [2][8]uint32
+	for w := range 8 {
+		dig[0][w], dig[1][w] = state[w][0], state[w][1]
+	}
+	blockSHANIx2(&dig, ptrs[0], ptrs[1], nblocks)
+	for w := range 8 {
+		state[w][0], state[w][1] = dig[0][w], dig[1][w]
+	}
+}
+
+//go:noescape
 func blockAVX2(state *[8][maxLanes]uint32, ptrs *[maxLanes]*byte, nblocks int)
 
 func init() {
@@ -18,6 +33,14 @@ func init() {
 		minLanes: 8,
 		have:     cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW,
 		missing:  "AVX-512 F and BW",
+		auto:     true,
+	}, &kernel{
+		name:     "shanix2",
+		lanes:    2,
+		block:    blockSHANI2,
+		minLanes: 2,
+		have:     hasSHANI() && cpu.X86.HasAVX && cpu.X86.HasSSE41 && cpu.X86.HasSSSE3,
+		missing:  "SHA-NI, AVX, SSE4.1 and SSSE3",
 		auto:     true,
 	}, &kernel{
 		name:     "avx2x8",

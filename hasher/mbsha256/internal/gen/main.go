@@ -12,7 +12,10 @@
 // schedule kept in sixteen registers as a ring, VPRORD and VPTERNLOGD for
 // the sigma, Ch and Maj functions (AVX-512); the AVX2 kernel (sha256_x8_avx2
 // there) has eight lanes, keeps the schedule on the stack and builds the
-// rotations from shifts.
+// rotations from shifts. The SHA-NI kernel interleaves two copies of the
+// round sequence of Go's crypto/sha256 blockSHANI (BSD-style license,
+// Copyright The Go Authors), the idea of ISA-L's sha256_ni_x2: while one
+// stream waits for SHA256RNDS2's result, the other's runs.
 package main
 
 import (
@@ -43,11 +46,12 @@ func z(i int) string { return fmt.Sprintf("Z%d", i) }
 func main() {
 	avx512 := flag.String("avx512", "block_avx512_amd64.s", "output file of the AVX-512 kernel")
 	avx2 := flag.String("avx2", "block_avx2_amd64.s", "output file of the AVX2 kernel")
+	shani := flag.String("shani", "block_shani_amd64.s", "output file of the SHA-NI kernel")
 	flag.Parse()
 	for _, g := range []struct {
 		file string
 		gen  func()
-	}{{*avx512, genAVX512}, {*avx2, genAVX2}} {
+	}{{*avx512, genAVX512}, {*avx2, genAVX2}, {*shani, genSHANI}} {
 		out.Reset()
 		g.gen()
 		if err := os.WriteFile(g.file, out.Bytes(), 0o644); err != nil {
@@ -318,4 +322,99 @@ func transpose8() {
 		p("VPERM2I128 $0x31, %s, %s, %s", x1, x0, x1)
 		p("VMOVDQU Y8, %s", x0)
 	}
+}
+
+// shaniRegs are one stream's registers in the SHA-NI kernel.
+type shaniRegs struct {
+	st0, st1 string    // state, ABEF and CDGH
+	m        [4]string // the last sixteen message words
+	t        string    // scratch
+	ptr      string    // data pointer
+	save     int       // stack offset of the state at block start
+	dig      int       // offset of the stream's words in dig
+}
+
+// genSHANI writes blockSHANIx2: two streams, X0 (SHA256RNDS2's implicit
+// operand) shared and renamed by the CPU, X8 the byte-flip mask.
+func genSHANI() {
+	header()
+	for i, v := range k {
+		fmt.Fprintf(&out, "DATA k256x1<>+%d(SB)/4, $0x%08x\n", 4*i, v)
+	}
+	out.WriteString("GLOBL k256x1<>(SB), RODATA|NOPTR, $256\n\n")
+	out.WriteString("DATA flipmask<>+0(SB)/8, $0x0405060700010203\n")
+	out.WriteString("DATA flipmask<>+8(SB)/8, $0x0c0d0e0f08090a0b\n")
+	out.WriteString("GLOBL flipmask<>(SB), RODATA|NOPTR, $16\n\n")
+	streams := []shaniRegs{
+		{"X1", "X2", [4]string{"X3", "X4", "X5", "X6"}, "X7", "SI", 0, 0},
+		{"X9", "X10", [4]string{"X11", "X12", "X13", "X14"}, "X15", "BX", 32, 32},
+	}
+	out.WriteString("// func blockSHANIx2(dig *[2][8]uint32, p0, p1 *byte, nblocks int)\n")
+	out.WriteString("TEXT ·blockSHANIx2(SB), NOSPLIT, $64-32\n")
+	p("MOVQ dig+0(FP), DI")
+	p("MOVQ p0+8(FP), SI")
+	p("MOVQ p1+16(FP), BX")
+	p("MOVQ nblocks+24(FP), CX")
+	p("TESTQ CX, CX")
+	p("JZ done")
+	p("LEAQ k256x1<>(SB), AX")
+	p("VMOVDQU flipmask<>(SB), X8")
+	for _, r := range streams {
+		p("VMOVDQU %d(DI), %s", r.dig, r.st0)
+		p("VMOVDQU %d(DI), %s", r.dig+16, r.st1)
+		p("PSHUFD $0xb1, %s, %s", r.st0, r.st0)
+		p("PSHUFD $0x1b, %s, %s", r.st1, r.st1)
+		p("VMOVDQA %s, %s", r.st0, r.t)
+		p("PALIGNR $0x08, %s, %s", r.st1, r.st0)
+		p("PBLENDW $0xf0, %s, %s", r.t, r.st1)
+	}
+	out.WriteString("loop:\n")
+	for _, r := range streams {
+		p("VMOVDQU %s, %d(SP)", r.st0, r.save)
+		p("VMOVDQU %s, %d(SP)", r.st1, r.save+16)
+	}
+	for i := 0; i < 16; i++ {
+		p("// rounds %d-%d", 4*i, 4*i+3)
+		for _, r := range streams {
+			m := func(j int) string { return r.m[(j+4)%4] }
+			if i < 4 {
+				p("VMOVDQU %d(%s), X0", 16*i, r.ptr)
+				p("PSHUFB X8, X0")
+				p("VMOVDQA X0, %s", m(i))
+			} else {
+				p("VMOVDQA %s, X0", m(i))
+			}
+			p("VPADDD %d(AX), X0, X0", 16*i)
+			p("SHA256RNDS2 X0, %s, %s", r.st0, r.st1)
+			if i >= 3 && i <= 14 {
+				p("VMOVDQA %s, %s", m(i), r.t)
+				p("PALIGNR $0x04, %s, %s", m(i-1), r.t)
+				p("PADDD %s, %s", r.t, m(i+1))
+				p("SHA256MSG2 %s, %s", m(i), m(i+1))
+			}
+			p("PSHUFD $0x0e, X0, X0")
+			p("SHA256RNDS2 X0, %s, %s", r.st1, r.st0)
+			if i >= 1 && i <= 12 {
+				p("SHA256MSG1 %s, %s", m(i), m(i-1))
+			}
+		}
+	}
+	for _, r := range streams {
+		p("VPADDD %d(SP), %s, %s", r.save, r.st0, r.st0)
+		p("VPADDD %d(SP), %s, %s", r.save+16, r.st1, r.st1)
+		p("ADDQ $64, %s", r.ptr)
+	}
+	p("DECQ CX")
+	p("JNZ loop")
+	for _, r := range streams {
+		p("PSHUFD $0x1b, %s, %s", r.st0, r.st0)
+		p("PSHUFD $0xb1, %s, %s", r.st1, r.st1)
+		p("VMOVDQA %s, %s", r.st0, r.t)
+		p("PBLENDW $0xf0, %s, %s", r.st1, r.st0)
+		p("PALIGNR $0x08, %s, %s", r.t, r.st1)
+		p("VMOVDQU %s, %d(DI)", r.st0, r.dig)
+		p("VMOVDQU %s, %d(DI)", r.st1, r.dig+16)
+	}
+	out.WriteString("done:\n")
+	p("RET")
 }
