@@ -258,14 +258,14 @@ type boltMeta struct {
 }
 
 func readBoltMeta(b []byte) (m boltMeta, magic bool) {
-	if len(b) < boltPageHeader+boltMetaSum+8 {
+	le := binary.LittleEndian
+	if len(b) < boltPageHeader+4 || le.Uint32(b[boltPageHeader:]) != boltMagic {
 		return m, false
+	}
+	if len(b) < boltPageHeader+boltMetaSum+8 {
+		return m, true
 	}
 	body := b[boltPageHeader:]
-	le := binary.LittleEndian
-	if le.Uint32(body) != boltMagic {
-		return m, false
-	}
 	h := fnv.New64a()
 	h.Write(body[:boltMetaSum])
 	m.pageSize = le.Uint32(body[8:])

@@ -1,0 +1,269 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// makeIndex writes an index with n records and returns its path.
+func makeIndex(t *testing.T, n int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "index.db")
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWriter(t, s)
+	for i := range n {
+		mustPutQuiet(s, p("/data/d%d/file-%d.txt", i%17, i), rec(fmt.Sprint(i%300), int64(i%300), 1, uint64(i)))
+	}
+	flushed(t, s)
+	stop()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// openMustFail opens path, expects an error wrapping want and naming the
+// file, and checks that the file was not changed.
+func openMustFail(t *testing.T, path string, want error) {
+	t.Helper()
+	before, _ := os.ReadFile(path)
+	for _, ro := range []bool{false, true} {
+		_, err := Open(path, Options{ReadOnly: ro})
+		if !errors.Is(err, want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("Open(readOnly=%v) = %v, want %v naming %s", ro, err, want, path)
+		}
+	}
+	after, _ := os.ReadFile(path)
+	if !bytes.Equal(before, after) {
+		t.Errorf("Open changed %s", path)
+	}
+}
+
+func TestOpenTruncatedIndex(t *testing.T) {
+	path := makeIndex(t, 3000)
+	fi, _ := os.Stat(path)
+	for _, size := range []int64{fi.Size() / 2, 8192, 100, 30} {
+		if err := os.Truncate(path, size); err != nil {
+			t.Fatal(err)
+		}
+		openMustFail(t, path, ErrCorrupt)
+	}
+}
+
+func TestOpenForeignFiles(t *testing.T) {
+	dir := t.TempDir()
+	random := filepath.Join(dir, "random")
+	b := make([]byte, 64<<10)
+	_, _ = rand.Read(b)
+	if err := os.WriteFile(random, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	openMustFail(t, random, ErrNotIndex)
+
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	openMustFail(t, empty, ErrNotIndex)
+
+	text := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(text, []byte("my notes\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	openMustFail(t, text, ErrNotIndex)
+
+	other := filepath.Join(dir, "other.db")
+	db, err := bolt.Open(other, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("stuff")); return err })
+	db.Close()
+	openMustFail(t, other, ErrNotIndex)
+
+	if _, err := Open(dir, Options{}); !errors.Is(err, ErrNotIndex) {
+		t.Errorf("Open of a directory = %v", err)
+	}
+}
+
+func TestOpenNewerSchema(t *testing.T) {
+	path := makeIndex(t, 1)
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(metaSchema, []byte{SchemaVersion + 1})
+	})
+	db.Close()
+	openMustFail(t, path, ErrNewerSchema)
+}
+
+func TestCheckFindsDamage(t *testing.T) {
+	path := makeIndex(t, 500)
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketDigest, bucketInodes} {
+			k, _ := tx.Bucket(b).Cursor().First()
+			if err := tx.Bucket(b).Delete(k); err != nil {
+				return err
+			}
+		}
+		k, _ := tx.Bucket(bucketFiles).Cursor().Last()
+		return tx.Bucket(bucketFiles).Put(k, []byte{1, 1, 0, 3})
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rep, err := s.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(rep.Problems, "\n")
+	for _, want := range []string{"inode index lacks", "digest index lacks", "record digest truncated", "counters"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("Check missed %q; found:\n%s", want, text)
+		}
+	}
+}
+
+// mountTmpfs mounts a tmpfs of the given options on a temp dir, unmounted at
+// cleanup. Mounting needs root (CI runs as root).
+func mountTmpfs(t *testing.T, opts string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test mounts a tmpfs and must run as root (CI does); run it with sudo")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
+		t.Fatalf("mount tmpfs on %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+func TestOpenReadOnlyDirectory(t *testing.T) {
+	dir := mountTmpfs(t, "size=4m")
+	path := filepath.Join(dir, "index.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWriter(t, s)
+	mustPut(t, s, "/a", rec("a", 1, 1, 1))
+	stop()
+	s.Close()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_REMOUNT|syscall.MS_RDONLY, "size=4m"); err != nil {
+		t.Fatal(err)
+	}
+	// A new index cannot be created there …
+	_, err = Open(filepath.Join(dir, "new", "index.db"), Options{})
+	if err == nil || !errors.Is(err, syscall.EROFS) || !strings.Contains(err.Error(), "not writable") {
+		t.Errorf("create in a read-only dir = %v", err)
+	}
+	// … the existing one cannot be opened for writing …
+	_, err = Open(path, Options{})
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "not writable") {
+		t.Errorf("open for writing in a read-only dir = %v", err)
+	}
+	// … but it can be read.
+	ro, err := Open(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open: %v", err)
+	}
+	defer ro.Close()
+	if _, ok, _ := ro.Get([]byte("/a")); !ok {
+		t.Error("record missing in read-only open")
+	}
+}
+
+func TestDiskFull(t *testing.T) {
+	dir := mountTmpfs(t, "size=2m")
+	path := filepath.Join(dir, "index.db")
+	s := openTestAt(t, path, Options{MaxDelay: 2e6})
+	ctx := context.Background()
+	// Fill the file system with padding, then write until the index hits it.
+	pad := filepath.Join(dir, "padding")
+	f, err := os.Create(pad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.Write(make([]byte, 1500<<10))
+	f.Close()
+	var full error
+	last := -1
+	for i := 0; i < 100000 && full == nil; i++ {
+		batch := make([]Change, 200)
+		for j := range batch {
+			batch[j] = Change{Op: OpPut, Path: p("/big/%d/f%d", i, j), Record: rec(fmt.Sprint(i, j), 10, 1, uint64(i*1000+j))}
+		}
+		full = putAll(s, batch)
+		if full == nil {
+			last = i
+		}
+	}
+	t.Logf("%d groups fitted; then: %v", last+1, full)
+	if last < 0 {
+		t.Fatal("no group fitted before the disk was full: the test's padding is too large")
+	}
+	if !errors.Is(full, ErrNoSpace) || !strings.Contains(full.Error(), path) {
+		t.Fatalf("writing to a full disk: %v, want ErrNoSpace naming %s", full, path)
+	}
+	// Nothing half-written: everything acknowledged is there, the failed
+	// group is not, and reads still work.
+	if _, ok, err := s.Get(p("/big/%d/f199", last)); !ok || err != nil {
+		t.Fatalf("acknowledged record lost after ENOSPC: %v %v", ok, err)
+	}
+	if _, ok, _ := s.Get(p("/big/%d/f0", last+1)); ok {
+		t.Fatal("a change that failed with ENOSPC is visible")
+	}
+	mustCheck(t, s)
+	// Space comes back: writes work again.
+	if err := os.Remove(pad); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, []byte("/after/full"), rec("x", 1, 1, 1)); err != nil {
+		t.Fatalf("write after freeing space: %v", err)
+	}
+}
+
+// putAll submits a group of changes and returns the first error.
+func putAll(s *Store, cs []Change) error {
+	errs := make(chan error, len(cs))
+	for _, c := range cs {
+		s.Submit(c, func(err error) { errs <- err })
+	}
+	var first error
+	for range cs {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

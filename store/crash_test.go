@@ -1,0 +1,225 @@
+package store
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const (
+	crashEnvIndex = "ANNEXD_STORE_CRASH_INDEX"
+	crashEnvSeed  = "ANNEXD_STORE_CRASH_SEED"
+	crashWindow   = 512 // changes in flight in the child
+	crashPaths    = 200
+)
+
+func TestMain(m *testing.M) {
+	if path := os.Getenv(crashEnvIndex); path != "" {
+		seed, _ := strconv.ParseUint(os.Getenv(crashEnvSeed), 10, 64)
+		crashChild(path, seed)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// crashPlan returns the i-th change of the deterministic stream for seed.
+type crashPlan struct{ r *rand.Rand }
+
+func newCrashPlan(seed uint64) *crashPlan { return &crashPlan{rand.New(rand.NewPCG(seed, 99))} }
+
+func (cp *crashPlan) next(i int) Change {
+	dir := fmt.Sprintf("/crash/d%d", cp.r.IntN(8))
+	path := []byte(fmt.Sprintf("%s/f%d", dir, cp.r.IntN(crashPaths/8)))
+	switch n := cp.r.IntN(100); {
+	case n < 70:
+		content := cp.r.IntN(50)
+		r := rec(strconv.Itoa(content), int64(content*10), 1, uint64(cp.r.IntN(400)))
+		r.Generation = uint64(i)
+		return Change{Op: OpPut, Path: path, Record: r}
+	case n < 80:
+		return Change{Op: OpDelete, Path: path}
+	case n < 90:
+		to := fmt.Sprintf("/crash/d%d/f%d", cp.r.IntN(8), cp.r.IntN(crashPaths/8))
+		return Change{Op: OpRename, Path: path, NewPath: []byte(to)}
+	case n < 95:
+		return Change{Op: OpDeleteSubtree, Path: []byte(dir)}
+	default:
+		to := fmt.Sprintf("/crash/d%d", cp.r.IntN(8))
+		return Change{Op: OpRename, Path: []byte(dir), NewPath: []byte(to)}
+	}
+}
+
+// crashChild writes the plan's changes forever, printing "ack N" once
+// change N is durable, until it is killed.
+func crashChild(path string, seed uint64) {
+	s, err := Open(path, Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child open:", err)
+		os.Exit(3)
+	}
+	go func() { _ = s.Run(context.Background()) }()
+	out := bufio.NewWriter(os.Stdout)
+	acks := make(chan int, crashWindow)
+	sem := make(chan struct{}, crashWindow)
+	go func() {
+		for n := range acks {
+			fmt.Fprintf(out, "ack %d\n", n)
+			if len(acks) == 0 {
+				out.Flush()
+			}
+		}
+	}()
+	cp := newCrashPlan(seed)
+	for i := 0; ; i++ {
+		c := cp.next(i)
+		if c.Op == OpRename && (under(string(c.NewPath), string(c.Path)) || under(string(c.Path), string(c.NewPath))) {
+			c = Change{Op: OpDelete, Path: c.Path}
+		}
+		sem <- struct{}{}
+		s.Submit(c, func(err error) {
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				fmt.Fprintln(os.Stderr, "child change:", err)
+				os.Exit(4)
+			}
+			acks <- i
+			<-sem
+		})
+	}
+}
+
+// applyModel applies change c to m as the store does.
+func applyModel(m model, c Change) {
+	switch c.Op {
+	case OpPut:
+		m[string(c.Path)] = c.Record
+	case OpDelete:
+		delete(m, string(c.Path))
+	case OpDeleteSubtree:
+		m.deleteSubtree(string(c.Path))
+	case OpRename:
+		_ = m.rename(string(c.Path), string(c.NewPath))
+	}
+}
+
+// TestCrashSafety kills a writing child at random moments and checks that
+// the index opens, passes bbolt's check and the invariants, and holds
+// exactly a prefix of the changes that includes every acknowledged one.
+func TestCrashSafety(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	const kills = 24
+	for k := range kills {
+		seed := uint64(k + 1)
+		acked := runAndKill(t, path, seed, time.Duration(20+rng.IntN(250))*time.Millisecond)
+		verifyAfterCrash(t, path, seed, acked)
+		if t.Failed() {
+			t.Fatalf("after kill %d (seed %d, %d acknowledged)", k, seed, acked+1)
+		}
+		// Each round starts from the last one's state: the plan of the
+		// next seed is applied on top, so clear it.
+		clearIndex(t, path)
+	}
+}
+
+func runAndKill(t *testing.T, path string, seed uint64, after time.Duration) int {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashEnvIndex+"="+path, crashEnvSeed+"="+strconv.FormatUint(seed, 10))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan int, 1024)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var n int
+			if _, err := fmt.Sscanf(sc.Text(), "ack %d", &n); err == nil {
+				lines <- n
+			}
+		}
+	}()
+	// Wait for the first acknowledgement, so every round writes.
+	acked := -1
+	if n, ok := <-lines; ok {
+		acked = n
+	}
+	time.Sleep(after)
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	for n := range lines {
+		acked = max(acked, n)
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child did not die by SIGKILL: %v; stderr: %s", err, stderr.String())
+	}
+	if acked < 0 {
+		t.Fatalf("child acknowledged nothing; stderr: %s", stderr.String())
+	}
+	return acked
+}
+
+func verifyAfterCrash(t *testing.T, path string, seed uint64, acked int) {
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatalf("open after kill: %v", err)
+	}
+	defer s.Close()
+	mustCheck(t, s)
+	got := model{}
+	if _, err := s.Scan(context.Background(), nil, func(p []byte, r Record) error {
+		got[string(p)] = r
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The committed changes are a prefix 0..L-1 with L > acked; find it.
+	m := model{}
+	cp := newCrashPlan(seed)
+	for i := 0; i <= acked+4*crashWindow; i++ {
+		c := cp.next(i)
+		if c.Op == OpRename && (under(string(c.NewPath), string(c.Path)) || under(string(c.Path), string(c.NewPath))) {
+			c = Change{Op: OpDelete, Path: c.Path}
+		}
+		applyModel(m, c)
+		if i >= acked && sameModel(m, got) {
+			return
+		}
+	}
+	t.Errorf("index (%d records) is not the result of any prefix of the changes that includes the %d acknowledged", len(got), acked+1)
+}
+
+func sameModel(a, b model) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for p, r := range a {
+		o, ok := b[p]
+		if !ok || !o.Equal(&r) {
+			return false
+		}
+	}
+	return true
+}
+
+func clearIndex(t *testing.T, path string) {
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+}
