@@ -1,0 +1,49 @@
+// Package indexer keeps the index true: it takes paths from tree walks and
+// from the watcher, decides for each whether its stored record still
+// describes the file, has the hasher hash the ones that changed, and writes
+// the results to the store.
+//
+// # Basics
+//
+// A record is current when the file's (dev, ino, size, mtime_ns, ctime_ns)
+// from a fresh lstat equal the record's, its state is ok, and it is not racily
+// clean. A record is racily clean when the file's mtime is not older than the
+// time its hashing started, within the file system's timestamp granularity: a
+// write in that same timestamp tick would leave the stat identity unchanged,
+// so such a record is re-verified the next time the path is checked (git's
+// racy-git rule).
+//
+// Paths flow through one bounded queue to a small set of workers. Each worker
+// checks the path again, keeps the key of a file that was only renamed (same
+// dev, ino, size and mtime under another path; the store's inode index finds
+// it), and otherwise hashes it. A path is in the pipeline at most once: an
+// event for a path already queued or being hashed only asks for one more
+// check afterwards, so a file is never hashed twice for one change. Writes
+// go to the store asynchronously with a bound on how many are in flight; the
+// path leaves the pipeline once its write is durable.
+//
+// A file that changes while it is hashed is retried with backoff and never
+// recorded with the digest of a moving target. An unreadable file gets a
+// record in state unreadable.
+//
+// # Scans and generations
+//
+// Every walk of a root or subtree gets a new scan generation. Every path the
+// walk sees is marked with it; when the walk finished without errors and
+// every path it queued has settled, records under the walked directory with
+// an older generation belong to files that no longer exist, and the sweep
+// drops them. A walk with errors (an unreadable directory, say) sweeps
+// nothing, so a transient error never deletes records.
+//
+// # Removals
+//
+// A path the watcher reports removed is dropped only after a short delay and
+// a fresh lstat, so that a rename reported as "removed here, created there"
+// keeps its records (and keys) by moving them instead of re-hashing.
+//
+// # Freshness
+//
+// Lookup never returns a key that may be stale as current: it compares the
+// record with a fresh lstat and, when they differ, hashes the file on demand
+// (bounded), waits for the pending work, or reports the path as pending.
+package indexer

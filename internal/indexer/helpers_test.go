@@ -1,0 +1,306 @@
+package indexer
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store"
+	"github.com/annexd/annexd/watcher"
+)
+
+// countingHasher is the real hasher, counting the hashes it completed per
+// path.
+type countingHasher struct {
+	h  *hasher.Hasher
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *countingHasher) Hash(ctx context.Context, path string, b key.Backend) (hasher.Result, error) {
+	r, err := c.h.Hash(ctx, path, b)
+	if err == nil {
+		c.mu.Lock()
+		c.n[path]++
+		c.mu.Unlock()
+	}
+	return r, err
+}
+
+func (c *countingHasher) count(path string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[path]
+}
+
+func (c *countingHasher) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := 0
+	for _, n := range c.n {
+		t += n
+	}
+	return t
+}
+
+// env is a running indexer over a temp root, with a real store, hasher and
+// (unless noWatch) watcher.
+type env struct {
+	t      *testing.T
+	root   string
+	index  string
+	st     *store.Store
+	h      *countingHasher
+	ix     *Indexer
+	w      *watcher.Watcher
+	cancel context.CancelFunc
+	done   chan struct{}
+	pause  chan bool // Follow stops reading watcher events while paused
+}
+
+type envOpts struct {
+	noWatch bool
+	quiet   time.Duration
+	opts    Options
+}
+
+func newEnv(t *testing.T, root string, eo envOpts) *env {
+	t.Helper()
+	if root == "" {
+		root = t.TempDir()
+	}
+	e := &env{t: t, root: root, index: filepath.Join(t.TempDir(), "index.db"), done: make(chan struct{}), pause: make(chan bool)}
+	e.start(eo)
+	return e
+}
+
+func (e *env) start(eo envOpts) {
+	t := e.t
+	st, err := store.Open(e.index, store.Options{NoSync: true, MaxDelay: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.st = st
+	if e.h == nil {
+		e.h = &countingHasher{n: make(map[string]int)}
+	}
+	e.h.h = hasher.New(hasher.DefaultPolicy(), nil)
+	o := eo.opts
+	o.Roots = []string{e.root}
+	o.RemoveDelay = 300 * time.Millisecond
+	ix, err := New(st, e.h, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ix = ix
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel = cancel
+	e.done = make(chan struct{})
+	var wg sync.WaitGroup
+	storeCtx, stopStore := context.WithCancel(context.Background())
+	storeDone := make(chan struct{})
+	go func() {
+		defer close(storeDone)
+		if err := st.Run(storeCtx); err != nil {
+			t.Errorf("store.Run: %v", err)
+		}
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := ix.Run(ctx); err != nil {
+			t.Errorf("indexer.Run: %v", err)
+		}
+	}()
+	if !eo.noWatch {
+		quiet := eo.quiet
+		if quiet == 0 {
+			quiet = 200 * time.Millisecond
+		}
+		w, err := watcher.New([]string{e.root}, watcher.Options{Quiet: quiet, OverflowBackoff: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.w = w
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if err := w.Run(ctx); err != nil {
+				t.Errorf("watcher.Run: %v", err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			e.follow(ctx, w.Events())
+		}()
+	} else {
+		ix.Rescan(e.root)
+	}
+	go func() {
+		wg.Wait()
+		stopStore()
+		<-storeDone
+		close(e.done)
+	}()
+	t.Cleanup(e.stop)
+}
+
+// follow is Indexer.Follow with a pause switch.
+func (e *env) follow(ctx context.Context, events <-chan watcher.Event) {
+	in := events
+	for {
+		select {
+		case p := <-e.pause:
+			if p {
+				in = nil
+			} else {
+				in = events
+			}
+		case ev, ok := <-in:
+			if !ok {
+				return
+			}
+			e.ix.Handle(ctx, ev)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// stop shuts everything down, checks the index and closes it.
+func (e *env) stop() {
+	if e.st == nil {
+		return
+	}
+	e.cancel()
+	select {
+	case <-e.done:
+	case <-time.After(20 * time.Second):
+		e.t.Error("shutdown took longer than 20 s")
+	}
+	rep, err := e.st.Check()
+	if err != nil || !rep.OK() {
+		e.t.Errorf("index check: %v %v", err, rep.Problems)
+	}
+	e.h.h.Close()
+	if err := e.st.Close(); err != nil {
+		e.t.Errorf("store close: %v", err)
+	}
+	e.st = nil
+}
+
+// truth returns the sha256 of every regular file under root.
+func truth(t *testing.T, root string) map[string][32]byte {
+	t.Helper()
+	out := map[string][32]byte{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil
+			}
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if os.IsNotExist(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		out[p] = sha256.Sum256(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// diff compares the index with the tree and describes the first differences.
+func (e *env) diff() string {
+	want := truth(e.t, e.root)
+	var problems []string
+	got := map[string]bool{}
+	err := e.st.Subtree(context.Background(), []byte(e.root), func(p []byte, r store.Record) error {
+		path := string(p)
+		got[path] = true
+		w, ok := want[path]
+		switch {
+		case !ok:
+			problems = append(problems, "extra record "+path)
+		case r.State != store.StateOK:
+			problems = append(problems, fmt.Sprintf("%s: state %v", path, r.State))
+		case !bytes.Equal(r.Digest, w[:]):
+			problems = append(problems, path+": wrong digest")
+		}
+		return nil
+	})
+	if err != nil {
+		return err.Error()
+	}
+	for p := range want {
+		if !got[p] {
+			problems = append(problems, "missing record "+p)
+		}
+	}
+	sort.Strings(problems)
+	if len(problems) > 5 {
+		problems = append(problems[:5], fmt.Sprintf("… %d more", len(problems)-5))
+	}
+	return strings.Join(problems, "; ")
+}
+
+// settle waits until the index matches the tree and the indexer is idle.
+func (e *env) settle(timeout time.Duration) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		if e.ix.Idle() {
+			if last = e.diff(); last == "" {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.t.Fatalf("index does not match the tree after %v: %s (progress %+v)", timeout, last, e.ix.Progress())
+}
+
+func writeFile(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeOld writes a file with an mtime an hour ago.
+func writeOld(t *testing.T, p, content string) {
+	t.Helper()
+	writeFile(t, p, content)
+	old := time.Now().Add(-time.Hour)
+	must(t, os.Chtimes(p, old, old))
+}

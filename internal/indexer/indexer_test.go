@@ -1,0 +1,294 @@
+package indexer
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/annexd/annexd/store"
+)
+
+const settleTimeout = 30 * time.Second
+
+func TestInitialScanIndexesTree(t *testing.T) {
+	root := t.TempDir()
+	for i := range 50 {
+		writeFile(t, filepath.Join(root, fmt.Sprintf("d%d/sub/f%d.txt", i%5, i)), strings.Repeat("x", i))
+	}
+	writeFile(t, filepath.Join(root, ".git/objects/ab"), "ignored")
+	must(t, os.Symlink("d0", filepath.Join(root, "link")))
+	e := newEnv(t, root, envOpts{noWatch: true, opts: Options{Ignore: []string{".git/"}}})
+	deadline := time.Now().Add(settleTimeout)
+	for !e.ix.Idle() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The .git file is ignored, so it must be absent from the index.
+	if _, ok, _ := e.st.Get([]byte(filepath.Join(root, ".git/objects/ab"))); ok {
+		t.Error("ignored file was indexed")
+	}
+	must(t, os.RemoveAll(filepath.Join(root, ".git")))
+	e.settle(settleTimeout)
+	if n := e.h.total(); n != 50 {
+		t.Errorf("hashed %d times, want 50", n)
+	}
+	p := e.ix.Progress()
+	if !p.InitialScanDone || p.FilesSeen != 50 || p.FilesHashed != 50 {
+		t.Errorf("progress %+v", p)
+	}
+}
+
+func TestChangesFollowTheTree(t *testing.T) {
+	e := newEnv(t, "", envOpts{})
+	r := e.root
+	e.settle(settleTimeout)
+
+	writeFile(t, filepath.Join(r, "a.txt"), "one")
+	writeFile(t, filepath.Join(r, "dir/b.txt"), "two")
+	writeFile(t, filepath.Join(r, "dir/sub/c.txt"), "three")
+	writeFile(t, filepath.Join(r, "gone.txt"), "gone")
+	writeFile(t, filepath.Join(r, "tree/x/1"), "1")
+	writeFile(t, filepath.Join(r, "tree/x/2"), "2")
+	e.settle(settleTimeout)
+
+	// modify, append, truncate, delete
+	writeFile(t, filepath.Join(r, "a.txt"), "ONE")
+	f, err := os.OpenFile(filepath.Join(r, "dir/b.txt"), os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.WriteString(" and more")
+	must(t, err)
+	must(t, f.Close())
+	must(t, os.Truncate(filepath.Join(r, "dir/sub/c.txt"), 2))
+	must(t, os.Remove(filepath.Join(r, "gone.txt")))
+	e.settle(settleTimeout)
+
+	// rename in place, move across directories, delete a whole tree
+	must(t, os.Rename(filepath.Join(r, "a.txt"), filepath.Join(r, "a2.txt")))
+	must(t, os.Rename(filepath.Join(r, "dir/b.txt"), filepath.Join(r, "tree/b.txt")))
+	must(t, os.RemoveAll(filepath.Join(r, "tree/x")))
+	e.settle(settleTimeout)
+
+	// a directory moved in from outside the root, and one moved out
+	outside := t.TempDir()
+	writeFile(t, filepath.Join(outside, "in/f1"), "f1")
+	writeFile(t, filepath.Join(outside, "in/deep/f2"), "f2")
+	must(t, os.Rename(filepath.Join(outside, "in"), filepath.Join(r, "in")))
+	must(t, os.Rename(filepath.Join(r, "dir"), filepath.Join(outside, "dir")))
+	e.settle(settleTimeout)
+}
+
+func TestRenamesKeepKeysWithoutRehash(t *testing.T) {
+	e := newEnv(t, "", envOpts{})
+	r := e.root
+	// Old mtimes: records of files hashed right after they were written are
+	// racily clean, and those are re-hashed rather than trusted.
+	writeOld(t, filepath.Join(r, "f.dat"), "content of f")
+	for i := range 20 {
+		writeOld(t, filepath.Join(r, fmt.Sprintf("d/s/%d.dat", i)), fmt.Sprint("file ", i))
+	}
+	e.settle(settleTimeout)
+	before := e.h.total()
+
+	must(t, os.Rename(filepath.Join(r, "f.dat"), filepath.Join(r, "g.dat")))
+	must(t, os.Rename(filepath.Join(r, "d"), filepath.Join(r, "e")))
+	e.settle(settleTimeout)
+	if after := e.h.total(); after != before {
+		t.Errorf("renames caused %d hashes, want 0", after-before)
+	}
+	if n := e.ix.Progress().Renames; n == 0 {
+		t.Error("no rename was recognised")
+	}
+}
+
+func TestMkdirPAndFilesAtOnce(t *testing.T) {
+	e := newEnv(t, "", envOpts{})
+	e.settle(settleTimeout)
+	deep := filepath.Join(e.root, "a/b/c")
+	must(t, os.MkdirAll(deep, 0o755))
+	for i := range 10 {
+		must(t, os.WriteFile(filepath.Join(deep, fmt.Sprint(i)), []byte(fmt.Sprint("n", i)), 0o644))
+	}
+	must(t, os.WriteFile(filepath.Join(e.root, "a/top"), []byte("top"), 0o644))
+	e.settle(settleTimeout)
+}
+
+func TestBurstEveryFileOnce(t *testing.T) {
+	const n = 10000
+	e := newEnv(t, "", envOpts{})
+	e.settle(settleTimeout)
+	for i := range n {
+		p := filepath.Join(e.root, fmt.Sprintf("burst/%02d/%d", i%100, i))
+		if i < 100 {
+			must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		}
+		must(t, os.WriteFile(p, []byte(fmt.Sprint("burst file ", i)), 0o644))
+	}
+	e.settle(90 * time.Second)
+	for i := range n {
+		p := filepath.Join(e.root, fmt.Sprintf("burst/%02d/%d", i%100, i))
+		if c := e.h.count(p); c != 1 {
+			t.Fatalf("%s hashed %d times, want 1", p, c)
+		}
+	}
+}
+
+func TestSlowWriterHashedOnceWhenDone(t *testing.T) {
+	e := newEnv(t, "", envOpts{quiet: 500 * time.Millisecond})
+	e.settle(settleTimeout)
+	p := filepath.Join(e.root, "slow.log")
+	f, err := os.Create(p)
+	must(t, err)
+	for i := range 30 { // about 3 s
+		_, err := fmt.Fprintf(f, "line %d\n", i)
+		must(t, err)
+		time.Sleep(100 * time.Millisecond)
+	}
+	must(t, f.Close())
+	e.settle(settleTimeout)
+	if c := e.h.count(p); c != 1 {
+		t.Errorf("slowly written file hashed %d times, want 1", c)
+	}
+}
+
+func TestChangeWhileHashedIsRetried(t *testing.T) {
+	root := t.TempDir()
+	p := filepath.Join(root, "growing.bin")
+	must(t, os.WriteFile(p, make([]byte, 256<<20), 0o644))
+	e := newEnv(t, root, envOpts{noWatch: true})
+	// The indexer waits until a file is older than the timestamp
+	// granularity (100 ms here) before hashing it; hashing 256 MiB takes
+	// longer than the gap between these appends, so one lands mid-hash.
+	f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	deadline := time.Now().Add(20 * time.Second)
+	for e.ix.Progress().Retries == 0 && time.Now().Before(deadline) {
+		time.Sleep(130 * time.Millisecond)
+		_, err := f.Write([]byte("more"))
+		must(t, err)
+	}
+	must(t, f.Close())
+	e.ix.Changed(context.Background(), p) // as the watcher would
+	if e.ix.Progress().Retries == 0 {
+		t.Fatal("no retry although the file changed while it was hashed")
+	}
+	e.settle(settleTimeout)
+	rec, ok, err := e.st.Get([]byte(p))
+	must(t, err)
+	b, _ := os.ReadFile(p)
+	sum := sha256.Sum256(b)
+	if !ok || string(rec.Digest) != string(sum[:]) || rec.Size != int64(len(b)) {
+		t.Fatalf("record %+v does not describe the final content", rec)
+	}
+}
+
+func TestOverflowLeadsToRescan(t *testing.T) {
+	e := newEnv(t, "", envOpts{})
+	e.settle(settleTimeout)
+	scans := e.ix.Progress().ScansCompleted
+	// Stop reading the watcher's events: its channel fills, it stops
+	// reading inotify, and the kernel queue (16384 events by default)
+	// overflows.
+	// First more settled paths than its channel holds, so that it blocks.
+	dir := filepath.Join(e.root, "flood")
+	must(t, os.MkdirAll(dir, 0o755))
+	time.Sleep(500 * time.Millisecond) // the new directory settles
+	e.pause <- true
+	const files = 600
+	for i := range files {
+		must(t, os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), nil, 0o644))
+	}
+	time.Sleep(time.Second)
+	max := 16384
+	if b, err := os.ReadFile("/proc/sys/fs/inotify/max_queued_events"); err == nil {
+		fmt.Sscan(string(b), &max)
+	}
+	for i := 0; i < max+2000; i++ {
+		must(t, os.WriteFile(filepath.Join(dir, fmt.Sprint(i%files)), []byte(fmt.Sprint(i)), 0o644))
+	}
+	e.pause <- false
+	deadline := time.Now().Add(settleTimeout)
+	for time.Now().Before(deadline) {
+		if st := e.w.Status(); len(st.Roots) == 1 && st.Roots[0].Overflows > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st := e.w.Status(); st.Roots[0].Overflows == 0 {
+		t.Fatal("the watcher saw no overflow")
+	}
+	e.settle(settleTimeout)
+	if e.ix.Progress().ScansCompleted <= scans {
+		t.Error("overflow did not lead to a rescan")
+	}
+}
+
+func TestLookupNeverStale(t *testing.T) {
+	e := newEnv(t, "", envOpts{quiet: 5 * time.Second})
+	e.settle(settleTimeout)
+	p := filepath.Join(e.root, "doc.txt")
+	writeFile(t, p, "version 1")
+	ctx := context.Background()
+	// The watcher holds the change for 5 s; Lookup must hash on demand.
+	r, err := e.ix.Lookup(ctx, p, false)
+	must(t, err)
+	want := sha256.Sum256([]byte("version 1"))
+	if r.State != Current || r.Key.Name()[:64] != fmt.Sprintf("%x", want) {
+		t.Fatalf("lookup after write: %+v", r)
+	}
+	writeFile(t, p, "version 2, longer")
+	r, err = e.ix.Lookup(ctx, p, true)
+	must(t, err)
+	want = sha256.Sum256([]byte("version 2, longer"))
+	if r.State != Current || r.Key.Name()[:64] != fmt.Sprintf("%x", want) {
+		t.Fatalf("lookup after rewrite: %+v", r)
+	}
+	must(t, os.Remove(p))
+	if r, _ := e.ix.Lookup(ctx, p, false); r.State != Missing {
+		t.Fatalf("lookup of removed file: %+v", r)
+	}
+	if _, err := e.ix.Lookup(ctx, "/elsewhere", false); err == nil {
+		t.Fatal("lookup outside the roots succeeded")
+	}
+}
+
+func TestUnreadableFileRecorded(t *testing.T) {
+	if os.Getuid() == 0 {
+		t.Skip("running as root: mode 000 does not stop root from reading a file")
+	}
+	root := t.TempDir()
+	p := filepath.Join(root, "secret")
+	writeFile(t, p, "s")
+	must(t, os.Chmod(p, 0))
+	e := newEnv(t, root, envOpts{noWatch: true})
+	deadline := time.Now().Add(settleTimeout)
+	for !e.ix.Idle() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	rec, ok, err := e.st.Get([]byte(p))
+	if err != nil || !ok || rec.State != store.StateUnreadable {
+		t.Fatalf("record %+v ok=%v err=%v", rec, ok, err)
+	}
+}
+
+func TestRestartDoesNotRehash(t *testing.T) {
+	root := t.TempDir()
+	for i := range 100 {
+		writeOld(t, filepath.Join(root, fmt.Sprintf("d%d/f%d", i%7, i)), fmt.Sprint(i))
+	}
+	e := newEnv(t, root, envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	e.stop()
+	// Change one file, remove one, while "down".
+	writeFile(t, filepath.Join(root, "d0/f0"), "changed while down")
+	must(t, os.Remove(filepath.Join(root, "d1/f1")))
+	e.h = &countingHasher{n: make(map[string]int)}
+	e.start(envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	if n := e.h.total(); n != 1 {
+		t.Errorf("restart hashed %d files, want 1", n)
+	}
+}

@@ -1,0 +1,106 @@
+package indexer
+
+import "sync"
+
+// pendingSet holds the paths in the pipeline: queued, being checked or
+// hashed, waiting for a retry, or waiting for their write to be durable. A
+// path is in it at most once; its size is bounded by the queue, the workers,
+// the writes in flight and the retries.
+type pendingSet struct {
+	mu    sync.Mutex
+	m     map[string]*pendingEntry
+	bytes int64 // sum of the entries' sizes
+}
+
+type pendingEntry struct {
+	again      bool          // another check was asked for while in the pipeline
+	againScans []*scan       // scans that saw the path meanwhile
+	size       int64         // bytes expected to be hashed, for progress
+	done       chan struct{} // closed when the path leaves; nil until someone waits
+}
+
+func newPendingSet() *pendingSet {
+	return &pendingSet{m: make(map[string]*pendingEntry)}
+}
+
+// add puts path in the set and reports true, or, when it is already there,
+// asks for one more check afterwards (on behalf of sc, if not nil) and
+// reports false.
+func (p *pendingSet) add(path string, sc *scan, size int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.m[path]; ok {
+		e.again = true
+		if sc != nil {
+			sc.wg.Add(1)
+			e.againScans = append(e.againScans, sc)
+		}
+		return false
+	}
+	p.m[path] = &pendingEntry{size: size}
+	p.bytes += size
+	return true
+}
+
+// release takes path out of the set, unless another check was asked for:
+// then it stays, the flag is cleared, and release returns true with the
+// scans that must be told about the next check.
+func (p *pendingSet) release(path string) (again bool, scans []*scan) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e, ok := p.m[path]
+	if !ok {
+		return false, nil
+	}
+	if e.again {
+		e.again = false
+		scans, e.againScans = e.againScans, nil
+		return true, scans
+	}
+	delete(p.m, path)
+	p.bytes -= e.size
+	if e.done != nil {
+		close(e.done)
+	}
+	return false, nil
+}
+
+// has reports whether path is in the pipeline.
+func (p *pendingSet) has(path string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.m[path]
+	return ok
+}
+
+// wait returns a channel closed when path leaves the set, or nil when it is
+// not in it.
+func (p *pendingSet) wait(path string) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e, ok := p.m[path]
+	if !ok {
+		return nil
+	}
+	if e.done == nil {
+		e.done = make(chan struct{})
+	}
+	return e.done
+}
+
+// stats returns the number of paths and the bytes they are expected to need.
+func (p *pendingSet) stats() (n int, bytes int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.m), p.bytes
+}
+
+// setSize records the size of a path once it is known.
+func (p *pendingSet) setSize(path string, size int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.m[path]; ok {
+		p.bytes += size - e.size
+		e.size = size
+	}
+}

@@ -1,0 +1,165 @@
+package indexer
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// counters are the indexer's running totals since start.
+type counters struct {
+	filesSeen, bytesSeen     atomic.Int64 // by walks
+	filesHashed, bytesHashed atomic.Int64
+	retries                  atomic.Int64 // "changed while hashing"
+	errors                   atomic.Int64
+	renames                  atomic.Int64 // records moved instead of re-hashed
+	removed                  atomic.Int64 // records dropped
+	scans                    atomic.Int64 // walks completed with a sweep
+	onDemand                 atomic.Int64 // hashes run by Lookup
+}
+
+// Progress is a snapshot of what the indexer has done and has left.
+type Progress struct {
+	InitialScanDone bool `json:"initial_scan_done"`
+	Idle            bool `json:"idle"`
+	ScansPending    int  `json:"scans_pending"` // walks waiting or running
+
+	FilesSeen   int64 `json:"files_seen"`
+	BytesSeen   int64 `json:"bytes_seen"`
+	FilesHashed int64 `json:"files_hashed"`
+	BytesHashed int64 `json:"bytes_hashed"`
+	FilesQueued int   `json:"files_queued"` // paths in the pipeline
+	BytesQueued int64 `json:"bytes_queued"` // their sizes, where known
+	Removals    int   `json:"removals_waiting"`
+
+	Retries        int64 `json:"retries"`
+	Errors         int64 `json:"errors"`
+	Renames        int64 `json:"renames"`
+	Removed        int64 `json:"removed"`
+	ScansCompleted int64 `json:"scans_completed"`
+	OnDemandHashes int64 `json:"on_demand_hashes"`
+
+	// HashRate is the mean hashing throughput since start, in bytes/s.
+	HashRate float64 `json:"hash_rate"`
+	// Remaining estimates the time to hash what is queued; a walk still
+	// running may find more.
+	Remaining time.Duration `json:"remaining_ns"`
+	Uptime    time.Duration `json:"uptime_ns"`
+}
+
+// Progress returns a snapshot.
+func (ix *Indexer) Progress() Progress {
+	n, b := ix.pend.stats()
+	p := Progress{
+		InitialScanDone: ix.initialDone(),
+		ScansPending:    ix.scans.pending(),
+		FilesSeen:       ix.m.filesSeen.Load(),
+		BytesSeen:       ix.m.bytesSeen.Load(),
+		FilesHashed:     ix.m.filesHashed.Load(),
+		BytesHashed:     ix.m.bytesHashed.Load(),
+		FilesQueued:     n,
+		BytesQueued:     b,
+		Removals:        ix.removals.len(),
+		Retries:         ix.m.retries.Load(),
+		Errors:          ix.m.errors.Load(),
+		Renames:         ix.m.renames.Load(),
+		Removed:         ix.m.removed.Load(),
+		ScansCompleted:  ix.m.scans.Load(),
+		OnDemandHashes:  ix.m.onDemand.Load(),
+	}
+	p.Uptime = time.Since(ix.startTime)
+	if s := p.Uptime.Seconds(); s > 0 {
+		p.HashRate = float64(p.BytesHashed) / s
+	}
+	if p.HashRate > 0 {
+		p.Remaining = time.Duration(float64(p.BytesQueued) / p.HashRate * float64(time.Second))
+	}
+	p.Idle = p.InitialScanDone && p.ScansPending == 0 && p.FilesQueued == 0 && p.Removals == 0
+	return p
+}
+
+func (ix *Indexer) initialDone() bool {
+	select {
+	case <-ix.initial:
+		return true
+	default:
+		return false
+	}
+}
+
+// Idle reports whether the first scan of every root is done and nothing is
+// queued, being hashed, waiting to be written or waiting to be removed.
+// Events the watcher still holds back (its quiet delay) are not included.
+func (ix *Indexer) Idle() bool { return ix.Progress().Idle }
+
+// WaitIdle blocks until Idle or ctx ends.
+func (ix *Indexer) WaitIdle(ctx context.Context) error {
+	select {
+	case <-ix.initial:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for !ix.Idle() {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Collector returns a Prometheus collector of the indexer's counters and
+// gauges, named annexd_indexer_*.
+func (ix *Indexer) Collector() prometheus.Collector { return &collector{ix: ix} }
+
+type collector struct{ ix *Indexer }
+
+type metric struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(p *Progress) float64
+}
+
+func newDesc(name, help string) *prometheus.Desc {
+	return prometheus.NewDesc("annexd_indexer_"+name, help, nil, nil)
+}
+
+var metrics = []metric{
+	{newDesc("files_seen_total", "Files seen by walks."), prometheus.CounterValue, func(p *Progress) float64 { return float64(p.FilesSeen) }},
+	{newDesc("bytes_seen_total", "Bytes of the files seen by walks."), prometheus.CounterValue, func(p *Progress) float64 { return float64(p.BytesSeen) }},
+	{newDesc("files_hashed_total", "Files hashed."), prometheus.CounterValue, func(p *Progress) float64 { return float64(p.FilesHashed) }},
+	{newDesc("bytes_hashed_total", "Bytes hashed."), prometheus.CounterValue, func(p *Progress) float64 { return float64(p.BytesHashed) }},
+	{newDesc("retries_total", "Files retried because they changed while hashed."), prometheus.CounterValue, func(p *Progress) float64 { return float64(p.Retries) }},
+	{newDesc("errors_total", "Errors (unreadable files and directories, index errors)."), prometheus.CounterValue, func(p *Progress) float64 { return float64(p.Errors) }},
+	{newDesc("renames_total", "Records moved to a renamed path without re-hashing."), prometheus.CounterValue, func(p *Progress) float64 { return float64(p.Renames) }},
+	{newDesc("removed_total", "Records dropped because their file is gone."), prometheus.CounterValue, func(p *Progress) float64 { return float64(p.Removed) }},
+	{newDesc("scans_total", "Walks completed."), prometheus.CounterValue, func(p *Progress) float64 { return float64(p.ScansCompleted) }},
+	{newDesc("on_demand_hashes_total", "Files hashed by lookups."), prometheus.CounterValue, func(p *Progress) float64 { return float64(p.OnDemandHashes) }},
+	{newDesc("queue_files", "Paths in the pipeline."), prometheus.GaugeValue, func(p *Progress) float64 { return float64(p.FilesQueued) }},
+	{newDesc("queue_bytes", "Bytes of the paths in the pipeline, where known."), prometheus.GaugeValue, func(p *Progress) float64 { return float64(p.BytesQueued) }},
+	{newDesc("scans_pending", "Walks waiting or running."), prometheus.GaugeValue, func(p *Progress) float64 { return float64(p.ScansPending) }},
+	{newDesc("idle", "1 when the initial scan is done and nothing is pending."), prometheus.GaugeValue, func(p *Progress) float64 {
+		if p.Idle {
+			return 1
+		}
+		return 0
+	}},
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range metrics {
+		ch <- m.desc
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	p := c.ix.Progress()
+	for _, m := range metrics {
+		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(&p))
+	}
+}

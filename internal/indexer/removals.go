@@ -1,0 +1,95 @@
+package indexer
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// maxRemovals bounds the removals waiting for their delay; beyond it the
+// oldest is handled at once (a mass deletion must not grow memory).
+const maxRemovals = 8192
+
+// removals holds paths reported removed until their delay has passed. The
+// delay is the same for all, so the list is in due order.
+type removals struct {
+	delay  time.Duration
+	mu     sync.Mutex
+	items  []removal
+	signal chan struct{}
+}
+
+type removal struct {
+	path string
+	due  time.Time
+}
+
+func newRemovals(delay time.Duration) *removals {
+	return &removals{delay: delay, signal: make(chan struct{}, 1)}
+}
+
+// add appends path. When the list is full it returns the oldest path, to be
+// handled now.
+func (r *removals) add(path string) (string, bool) {
+	r.mu.Lock()
+	r.items = append(r.items, removal{path: path, due: time.Now().Add(r.delay)})
+	var over string
+	var ok bool
+	if len(r.items) > maxRemovals {
+		over, ok = r.items[0].path, true
+		r.items = r.items[1:]
+	}
+	r.mu.Unlock()
+	select {
+	case r.signal <- struct{}{}:
+	default:
+	}
+	return over, ok
+}
+
+// due pops the paths whose delay has passed and returns when the next one
+// is due (zero when none is waiting).
+func (r *removals) due(now time.Time) ([]string, time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for len(r.items) > 0 && !r.items[0].due.After(now) {
+		out = append(out, r.items[0].path)
+		r.items = r.items[1:]
+	}
+	if len(r.items) == 0 {
+		r.items = nil
+		return out, time.Time{}
+	}
+	return out, r.items[0].due
+}
+
+func (r *removals) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.items)
+}
+
+// removalLoop hands due removals to the workers, which drop the records if
+// the path is still gone.
+func (ix *Indexer) removalLoop(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		paths, next := ix.removals.due(time.Now())
+		for _, p := range paths {
+			ix.enqueue(ctx, p, nil, 0)
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(time.Until(next), 0)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ix.removals.signal:
+		case <-timer.C:
+		}
+	}
+}

@@ -1,0 +1,210 @@
+package indexer
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/annexd/annexd/internal/fsstat"
+	"github.com/annexd/annexd/walker"
+)
+
+// scan is one walk of a directory with its generation.
+type scan struct {
+	dir  string
+	gen  uint64
+	wg   sync.WaitGroup // paths queued or marks submitted, not yet settled
+	errs atomic.Int64   // walk or mark errors: no sweep when > 0
+}
+
+// maxConcurrentScans: a long walk of a root must not hold back the walk of a
+// directory that was just created.
+const maxConcurrentScans = 2
+
+// scheduler runs the requested walks, merging requests for the same
+// directory that have not started yet.
+type scheduler struct {
+	ix      *Indexer
+	mu      sync.Mutex
+	waiting []string
+	queued  map[string]bool
+	running map[string]int
+	signal  chan struct{}
+	gen     atomic.Uint64 // latest generation handed out
+	active  atomic.Int64  // scans running
+}
+
+func newScheduler(ix *Indexer) *scheduler {
+	return &scheduler{
+		ix:      ix,
+		queued:  make(map[string]bool),
+		running: make(map[string]int),
+		signal:  make(chan struct{}, 1),
+	}
+}
+
+// generation is the generation new records get: the latest one handed out,
+// so a record written while a scan runs counts as seen by it.
+func (s *scheduler) generation() uint64 { return s.gen.Load() }
+
+func (s *scheduler) request(dir string) {
+	s.mu.Lock()
+	if !s.queued[dir] {
+		s.queued[dir] = true
+		s.waiting = append(s.waiting, dir)
+	}
+	s.mu.Unlock()
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
+}
+
+// pending reports how many walks are waiting or running.
+func (s *scheduler) pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiting) + int(s.active.Load())
+}
+
+func (s *scheduler) take() (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.waiting) == 0 {
+		return "", false
+	}
+	dir := s.waiting[0]
+	s.waiting = s.waiting[1:]
+	delete(s.queued, dir)
+	s.active.Add(1)
+	return dir, true
+}
+
+func (s *scheduler) run(ctx context.Context) error {
+	gen, err := s.ix.loadGeneration()
+	if err != nil {
+		return err
+	}
+	s.gen.Store(gen)
+	sem := make(chan struct{}, maxConcurrentScans)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		dir, ok := s.take()
+		if !ok {
+			select {
+			case <-s.signal:
+				continue
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			s.active.Add(-1)
+			return nil
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			s.ix.scanDir(ctx, dir)
+			s.active.Add(-1)
+		}()
+	}
+}
+
+// scanDir walks dir, queues every file whose record is not settled, marks
+// the others, waits until all of them settled and sweeps the records the
+// walk did not see — only when nothing went wrong.
+func (ix *Indexer) scanDir(ctx context.Context, dir string) {
+	gen, err := ix.newGeneration()
+	if err != nil {
+		ix.log.Error("cannot start scan", "dir", dir, "err", err)
+		return
+	}
+	sc := &scan{dir: dir, gen: gen}
+	if fi, err := fsstat.Lstat(dir); err == nil {
+		ix.gran.learn(fi.Dev, dir)
+	}
+	start := time.Now()
+	var seen, bytes int64
+	root := ix.isRoot(dir)
+	walkErr := walker.Walk(ctx, dir, walker.Options{
+		Workers: ix.opt.WalkWorkers,
+		Ignore:  ix.ignoreFor(dir),
+		OnError: func(path string, err error) {
+			sc.errs.Add(1)
+			ix.m.errors.Add(1)
+			ix.log.Warn("cannot read during scan", "path", path, "err", err)
+		},
+	}, func(e walker.Entry) error {
+		if ix.excluded(e.Path) || (!root && ix.ignored(e.Path, false)) {
+			return nil
+		}
+		seen++
+		bytes += e.Info.Size
+		ix.m.filesSeen.Add(1)
+		ix.m.bytesSeen.Add(e.Info.Size)
+		rec, ok, err := ix.get(e.Path)
+		if err == nil && ok && ix.settled(&rec, e.Info) && !ix.pend.has(e.Path) {
+			if rec.Generation < sc.gen {
+				ix.markSeen(e.Path, sc)
+			}
+			return nil
+		}
+		ix.enqueue(ctx, e.Path, sc, e.Info.Size)
+		return nil
+	})
+	waitGroup(ctx, &sc.wg)
+	switch {
+	case ctx.Err() != nil:
+		return
+	case errors.Is(walkErr, walker.ErrRoot):
+		// The directory is gone or unreadable: the watcher reports what it is.
+		ix.log.Debug("scan target unreadable", "dir", dir, "err", walkErr)
+		ix.scanEnded(dir, false)
+		return
+	case walkErr != nil || sc.errs.Load() > 0:
+		ix.log.Warn("scan had errors; records of unseen files kept", "dir", dir,
+			"errors", sc.errs.Load(), "err", walkErr)
+		ix.scanEnded(dir, true)
+		return
+	}
+	n, err := ix.sweep(ctx, dir, gen)
+	if err != nil {
+		ix.m.errors.Add(1)
+		ix.log.Error("cannot drop records of vanished files", "dir", dir, "err", err)
+	}
+	ix.m.removed.Add(int64(n))
+	ix.m.scans.Add(1)
+	ix.log.Info("scan done", "dir", dir, "files", seen, "bytes", bytes, "dropped", n,
+		"took", time.Since(start).Round(time.Millisecond))
+	ix.scanEnded(dir, true)
+}
+
+// scanEnded notes the end of a root's first scan.
+func (ix *Indexer) scanEnded(dir string, complete bool) {
+	if _, ok := ix.initRoots.LoadAndDelete(dir); ok {
+		if !complete {
+			ix.log.Warn("root could not be scanned", "root", dir)
+		}
+		if ix.initLeft.Add(-1) == 0 {
+			close(ix.initial)
+			ix.log.Info("initial scan done")
+		}
+	}
+}
+
+// waitGroup waits for wg or for ctx to end.
+func waitGroup(ctx context.Context, wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,98 @@
+package indexer
+
+import (
+	"context"
+
+	"github.com/annexd/annexd/store"
+)
+
+// The store calls, in one place.
+
+func (ix *Indexer) get(path string) (store.Record, bool, error) {
+	return ix.st.Get([]byte(path))
+}
+
+func (ix *Indexer) submit(c store.Change, done func(error)) {
+	ix.st.Submit(c, done)
+}
+
+func putChange(path string, rec store.Record) store.Change {
+	return store.Change{Op: store.OpPut, Path: []byte(path), Record: rec}
+}
+
+func deleteChange(path string) store.Change {
+	return store.Change{Op: store.OpDelete, Path: []byte(path)}
+}
+
+func markChange(path string, gen uint64) store.Change {
+	return store.Change{Op: store.OpMark, Path: []byte(path), Gen: gen}
+}
+
+// byInode returns a recorded path other than exclude with the inode, and its
+// record.
+func (ix *Indexer) byInode(dev, ino uint64, exclude string) (string, store.Record, bool, error) {
+	paths, err := ix.st.ByInodeAll(dev, ino)
+	if err != nil {
+		return "", store.Record{}, false, err
+	}
+	for _, p := range paths {
+		if string(p) == exclude {
+			continue
+		}
+		rec, ok, err := ix.st.Get(p)
+		if err != nil || !ok {
+			return "", store.Record{}, false, err
+		}
+		return string(p), rec, true, nil
+	}
+	return "", store.Record{}, false, nil
+}
+
+func (ix *Indexer) putSync(ctx context.Context, path string, rec store.Record) error {
+	return ix.st.Put(ctx, []byte(path), rec)
+}
+
+func (ix *Indexer) rename(ctx context.Context, from, to string) error {
+	return ix.st.Rename(ctx, []byte(from), []byte(to))
+}
+
+// deleteSubtree drops the records at and under path and reports how many
+// there were.
+func (ix *Indexer) deleteSubtree(ctx context.Context, path string) (int, error) {
+	n := 0
+	err := ix.st.Subtree(ctx, []byte(path), func([]byte, store.Record) error {
+		n++
+		return nil
+	})
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	return n, ix.st.DeleteSubtree(ctx, []byte(path))
+}
+
+func (ix *Indexer) sweep(ctx context.Context, dir string, gen uint64) (int, error) {
+	return ix.st.Sweep(ctx, []byte(dir), gen)
+}
+
+// loadGeneration returns the last generation handed out on this index.
+func (ix *Indexer) loadGeneration() (uint64, error) {
+	s, err := ix.st.Stats()
+	if err != nil {
+		return 0, err
+	}
+	return s.Generation, nil
+}
+
+// newGeneration allocates the generation of a new scan.
+func (ix *Indexer) newGeneration() (uint64, error) {
+	g, err := ix.st.NextGeneration(ix.ctx())
+	if err != nil {
+		return 0, err
+	}
+	for {
+		cur := ix.scans.gen.Load()
+		if g <= cur || ix.scans.gen.CompareAndSwap(cur, g) {
+			return g, nil
+		}
+	}
+}
