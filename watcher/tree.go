@@ -1,7 +1,9 @@
 package watcher
 
 import (
+	"bytes"
 	"container/heap"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -55,21 +57,77 @@ func (r *root) addTree(dir string) {
 
 // subdirs appends the non-ignored subdirectories of d to stack.
 func (r *root) subdirs(d string, stack []string) []string {
-	ents, err := os.ReadDir(d)
+	names, err := listDirs(d)
 	if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
 		r.log.Warn("cannot read directory", "path", d, "err", err)
 	}
-	for _, e := range ents {
-		if !e.IsDir() {
-			continue
+	for _, name := range names {
+		p := d + "/" + name
+		if d == "/" {
+			p = "/" + name
 		}
-		p := filepath.Join(d, e.Name())
 		if r.opts.Ignore.Match(r.rel(p), true) {
 			continue
 		}
 		stack = append(stack, p)
 	}
 	return stack
+}
+
+// listDirs returns the names of the subdirectories of d, reading the
+// directory with getdents and its d_type so files cost nothing.
+func listDirs(d string) ([]string, error) {
+	fd, err := unix.Open(d, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: d, Err: err}
+	}
+	defer unix.Close(fd)
+	var names []string
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return names, &os.PathError{Op: "getdents", Path: d, Err: err}
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		names = appendDirs(names, fd, buf[:n])
+	}
+}
+
+// appendDirs parses linux_dirent64 records and appends directory names.
+func appendDirs(names []string, fd int, b []byte) []string {
+	for len(b) >= 19 {
+		reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+		if reclen < 19 || reclen > len(b) {
+			break
+		}
+		typ := b[18]
+		name := b[19:reclen]
+		if i := bytes.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+		b = b[reclen:]
+		if string(name) == "." || string(name) == ".." {
+			continue
+		}
+		switch typ {
+		case unix.DT_DIR:
+		case unix.DT_UNKNOWN:
+			var st unix.Stat_t
+			if unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				continue
+			}
+		default:
+			continue
+		}
+		names = append(names, string(name))
+	}
+	return names
 }
 
 // countDirs counts d and the non-ignored directories under it.
