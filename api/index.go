@@ -122,7 +122,7 @@ type DupQuery struct {
 
 // DupGroup is a set of distinct files with the same content.
 type DupGroup struct {
-	Backend key.Backend // the hash (the E variant, e.g. SHA256E)
+	Backend key.Backend // the hash (either variant: SHA256 or SHA256E)
 	Digest  []byte      // bare digest
 	Size    int64       // size of each file
 	Wasted  int64       // Size × (len(Files) − 1)

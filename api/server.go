@@ -194,8 +194,11 @@ func (s *Server) shutdown() {
 	s.http.Close()
 }
 
-// routes builds the handler tree.
-func (s *Server) routes() http.Handler {
+// routes builds the handler tree: the guard in front of the endpoints.
+func (s *Server) routes() http.Handler { return s.guard(s.endpoints()) }
+
+// endpoints routes requests that passed the guard.
+func (s *Server) endpoints() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern string, h http.HandlerFunc) {
 		mux.Handle(pattern, s.metrics.instrument(pattern, h))
@@ -211,7 +214,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, CodeNotFound, "api: no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
-	return s.guard(mux)
+	return mux
 }
 
 func (s *Server) httpErrorLog() promhttp.Logger {

@@ -67,8 +67,14 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.PersistentFlags().String("socket", "",
+		"the daemon's socket (default: $ANNEXD_SOCKET, else annexd's default socket path)")
 	root.AddCommand(
 		// subcommands, one per file: cmd_<verb>.go
+		newLookupCmd(),
+		newWhereisCmd(),
+		newDupsCmd(),
+		newStatusCmd(),
 		newCalckeyCmd(),
 	)
 	return root

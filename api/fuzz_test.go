@@ -1,0 +1,114 @@
+package api
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// FuzzPathRoundTrip: any path bytes survive the request line encoding and
+// the answer encoding exactly.
+func FuzzPathRoundTrip(f *testing.F) {
+	for _, s := range []string{"/a", "/caf\xe9", "/\x00", "/\"\\\n\r\t", "/\u2028x", "/\xed\xa0\x80", "/\xff\xfe"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, p []byte) {
+		line := AppendLookupLine(nil, p)
+		if bytes.Count(line, []byte{'\n'}) != 1 || line[len(line)-1] != '\n' {
+			t.Fatalf("request line %q is not one line", line)
+		}
+		got, err := DecodeLookupLine(line[:len(line)-1])
+		if err != nil || !bytes.Equal(got, p) {
+			t.Fatalf("request: %q → %q, %v", p, got, err)
+		}
+		out := LookupResult{Path: p, State: StateCurrent}.AppendJSON(nil)
+		if bytes.IndexByte(out, '\n') >= 0 {
+			t.Fatalf("answer %q contains a newline", out)
+		}
+		var r LookupResult
+		if err := r.UnmarshalJSON(out); err != nil || !bytes.Equal(r.Path, p) {
+			t.Fatalf("answer: %q → %q, %v", p, r.Path, err)
+		}
+	})
+}
+
+// FuzzDecodeLookupLine: arbitrary request lines never panic, and what
+// decodes is what the line says.
+func FuzzDecodeLookupLine(f *testing.F) {
+	for _, s := range []string{`{"path":"/a"}`, `{"path_b64":"L2E="}`, `{"path":1}`, `{`, `null`, `{"path_b64":"*"}`, `[]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		p, err := DecodeLookupLine(line)
+		if err == nil && p == nil {
+			t.Fatalf("%q: nil path without error", line)
+		}
+	})
+}
+
+// FuzzBatchBody: any request body gets 200 with exactly one answer per
+// non-blank line and the end line, or a 4xx; never a panic or a 5xx.
+func FuzzBatchBody(f *testing.F) {
+	root := f.TempDir()
+	idx := newStoreIndex(f, root)
+	srv, err := NewServer(Config{Index: idx, Socket: "/nonexistent/fuzz.sock"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := srv.endpoints()
+	f.Add([]byte(`{"path":"`+root+`/x"}`+"\n"+`{"path_b64":"/w=="}`), "")
+	f.Add([]byte("\n\n\r\n{}\n"), "wait=1")
+	f.Add([]byte(`{"path":"/etc"}`), "wait=2")
+	f.Fuzz(func(t *testing.T, body []byte, query string) {
+		req := httptest.NewRequest(http.MethodPost, "/v1/lookup", bytes.NewReader(body))
+		req.URL.RawQuery = query
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+		if rec.Code != 200 {
+			return
+		}
+		want := 0
+		for _, l := range strings.Split(string(body), "\n") {
+			if strings.TrimSpace(strings.TrimSuffix(l, "\r")) != "" {
+				want++
+			}
+		}
+		lines := strings.Split(strings.TrimSuffix(rec.Body.String(), "\n"), "\n")
+		if len(lines) != want+1 || !strings.HasPrefix(lines[want], `{"end":true`) {
+			t.Fatalf("%d non-blank lines, answer %q", want, rec.Body)
+		}
+	})
+}
+
+// FuzzQuery: arbitrary query strings on the GET endpoints never panic or
+// produce a 5xx.
+func FuzzQuery(f *testing.F) {
+	root := f.TempDir()
+	idx := newStoreIndex(f, root)
+	srv, err := NewServer(Config{Index: idx, Socket: "/nonexistent/fuzz.sock"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := srv.endpoints()
+	f.Add("/v1/lookup", "path="+root+"/a")
+	f.Add("/v1/whereis", "key=SHA256E-s1--"+strings.Repeat("0", 64))
+	f.Add("/v1/dups", "min_size=10&limit=2&after=AAAA")
+	f.Add("/v1/status", "wait=idle&timeout=1ms")
+	f.Fuzz(func(t *testing.T, path, query string) {
+		if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " ?#\x00\r\n") {
+			return
+		}
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.URL.Path, req.URL.RawQuery = path, query
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("GET %s?%s: %d %s", path, query, rec.Code, rec.Body)
+		}
+	})
+}

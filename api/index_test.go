@@ -1,0 +1,165 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/internal/fsstat"
+	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store"
+)
+
+// storeIndex serves a real store through the Index interface for the
+// server tests: the freshness rule (fresh lstat against the record, hash on
+// demand with wait) in its simplest form. The daemon's implementation adds
+// queues, ignore patterns and the watcher.
+type storeIndex struct {
+	st      *store.Store
+	roots   []string
+	backend key.Backend
+	idle    atomic.Bool
+	lookups atomic.Int64
+}
+
+// newStoreIndex opens a store in a temporary directory, runs its writer
+// for the test's lifetime and serves roots.
+func newStoreIndex(t testing.TB, roots ...string) *storeIndex {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "index.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- st.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("store run: %v", err)
+		}
+		if err := st.Close(); err != nil {
+			t.Errorf("store close: %v", err)
+		}
+	})
+	x := &storeIndex{st: st, roots: roots, backend: key.SHA256E}
+	x.idle.Store(true)
+	return x
+}
+
+func (x *storeIndex) Roots() []string { return x.roots }
+
+func (x *storeIndex) Lookup(ctx context.Context, p []byte, wait bool) (LookupResult, error) {
+	x.lookups.Add(1)
+	fi, err := fsstat.Lstat(string(p))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return LookupResult{Path: p, State: StateMissing}, nil
+	case err != nil:
+		return LookupResult{Path: p, State: StateUnreadable, Message: err.Error()}, nil
+	case !fi.IsRegular():
+		return LookupResult{Path: p, State: StateNotRegular}, nil
+	}
+	rec, ok, err := x.st.Get(p)
+	if err != nil {
+		return LookupResult{}, err
+	}
+	if ok && rec.State == store.StateOK && sameStat(rec, fi) {
+		k, err := key.FromDigest(rec.Backend, rec.Digest, rec.Size, string(p), key.ExtRule{})
+		return LookupResult{Path: p, State: StateCurrent, Key: k, Size: rec.Size}, err
+	}
+	if !wait {
+		return LookupResult{Path: p, State: StatePending, Size: fi.Size}, nil
+	}
+	rec, err = x.index(ctx, p)
+	if err != nil {
+		return LookupResult{Path: p, State: StateUnreadable, Message: err.Error()}, nil
+	}
+	k, err := key.FromDigest(rec.Backend, rec.Digest, rec.Size, string(p), key.ExtRule{})
+	return LookupResult{Path: p, State: StateCurrent, Key: k, Size: rec.Size}, err
+}
+
+func sameStat(r store.Record, fi fsstat.FileInfo) bool {
+	return fi.Same(fsstat.FileInfo{Dev: r.Dev, Ino: r.Ino, Size: r.Size, MtimeNs: r.MtimeNs, CtimeNs: r.CtimeNs})
+}
+
+// index hashes p and stores its record, durably.
+func (x *storeIndex) index(ctx context.Context, p []byte) (store.Record, error) {
+	res, err := hasher.HashFile(ctx, string(p), x.backend)
+	if err != nil {
+		return store.Record{}, err
+	}
+	fi := res.Info
+	rec := store.Record{Backend: x.backend, Digest: res.Digest, Size: fi.Size, MtimeNs: fi.MtimeNs,
+		CtimeNs: fi.CtimeNs, Dev: fi.Dev, Ino: fi.Ino, HashedAt: time.Now().UnixNano(), State: store.StateOK}
+	return rec, x.st.Put(ctx, p, rec)
+}
+
+func (x *storeIndex) location(p []byte) (Location, bool, error) {
+	rec, ok, err := x.st.Get(p)
+	if err != nil || !ok {
+		return Location{}, ok, err
+	}
+	k, err := key.FromDigest(rec.Backend, rec.Digest, rec.Size, string(p), key.ExtRule{})
+	if err != nil {
+		return Location{}, false, err
+	}
+	fi, err := fsstat.Lstat(string(p))
+	stale := err != nil || !sameStat(rec, fi)
+	return Location{Path: p, Key: k, Size: rec.Size, State: rec.State.String(), Stale: stale}, true, nil
+}
+
+func (x *storeIndex) Whereis(ctx context.Context, q WhereisQuery, fn func(Location) error) error {
+	paths, err := x.st.ByDigest(q.Backend, q.Digest)
+	if err != nil {
+		return err
+	}
+	for _, p := range paths {
+		l, ok, err := x.location(p)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if err := fn(l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (x *storeIndex) Dups(ctx context.Context, q DupQuery, fn func(DupGroup) error) error {
+	opts := store.DupOptions{MinSize: q.MinSize, After: q.After, Limit: q.Limit}
+	return x.st.Dups(ctx, opts, func(g store.Group) error {
+		dg := DupGroup{Backend: g.Backend, Digest: g.Digest, Size: g.Size, Wasted: g.Wasted, Cursor: g.Cursor}
+		for _, m := range g.Members {
+			k, err := key.FromDigest(m.Record.Backend, m.Record.Digest, m.Record.Size, string(m.Path), key.ExtRule{})
+			if err != nil {
+				return err
+			}
+			dg.Files = append(dg.Files, Location{Path: m.Path, Key: k, Size: m.Record.Size, State: m.Record.State.String()})
+		}
+		return fn(dg)
+	})
+}
+
+func (x *storeIndex) Status(ctx context.Context) (Status, error) {
+	s, err := x.st.Stats()
+	if err != nil {
+		return Status{}, err
+	}
+	st := Status{Version: "test", PID: os.Getpid(), IndexPath: x.st.Path(), SchemaVersion: int(s.SchemaVer),
+		Files: s.Files, Bytes: s.Bytes, Idle: x.idle.Load()}
+	for _, r := range x.roots {
+		st.Roots = append(st.Roots, RootStatus{Path: r, ScanDone: true, Watched: true})
+	}
+	st.Watcher.Healthy = true
+	return st, nil
+}

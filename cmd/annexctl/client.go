@@ -1,0 +1,58 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/annexd/annexd/api"
+)
+
+// socketEnv names the environment variable that overrides the default
+// socket path; --socket overrides both.
+const socketEnv = "ANNEXD_SOCKET"
+
+// socketPath resolves the daemon's socket: --socket, then $ANNEXD_SOCKET,
+// then the daemon's own default (api.DefaultSocketPath).
+func socketPath(cmd *cobra.Command) (string, error) {
+	if f := cmd.Flag("socket"); f != nil && f.Value.String() != "" {
+		return filepath.Abs(f.Value.String())
+	}
+	if s := os.Getenv(socketEnv); s != "" {
+		return filepath.Abs(s)
+	}
+	return api.DefaultSocketPath()
+}
+
+// dial returns a client for the daemon this command should talk to.
+func dial(cmd *cobra.Command) (*api.Client, error) {
+	sock, err := socketPath(cmd)
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	return api.Dial(sock), nil
+}
+
+// apiFailure turns an error from the api client into the exitError the
+// user sees: "not running" and "not allowed" are exit 3 with one line that
+// says where we looked and what to do.
+func apiFailure(c *api.Client, err error) error {
+	var nd *api.NoDaemonError
+	switch {
+	case errors.As(err, &nd) && errors.Is(nd.Err, syscall.EACCES):
+		return &exitError{code: exitNoDaemon, err: fmt.Errorf(
+			"cannot connect to annexd at %s: permission denied (the daemon runs as another user?)", nd.Socket)}
+	case errors.As(err, &nd):
+		return &exitError{code: exitNoDaemon, err: fmt.Errorf(
+			"annexd is not running: nothing answers on %s (%v); start it with `annexd DIR`, or point --socket or %s at its socket",
+			nd.Socket, nd.Err, socketEnv)}
+	case errors.Is(err, api.ErrForbidden):
+		return &exitError{code: exitNoDaemon, err: fmt.Errorf(
+			"annexd at %s refused this user: it serves only its own user and root", c.Socket())}
+	}
+	return &exitError{code: exitFailure, err: err}
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bufio"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/key"
+)
+
+func newDupsCmd() *cobra.Command {
+	var (
+		asJSON, exact bool
+		minSize       string
+		limit         int
+	)
+	cmd := &cobra.Command{
+		Use:   "dups [--min-size N] [--limit N] [--json]",
+		Short: "List groups of files with identical content, most wasted space first",
+		Long: `List groups of distinct files with identical content (hardlinks to one file
+count once), ordered by wasted bytes: size × (copies − 1). Each group is a
+header line (copies, size, wasted bytes, key) followed by its paths,
+indented; a blank line separates groups. Sizes are human-readable unless
+--bytes is given. A summary line ends the list.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			min, err := parseSize(minSize)
+			if err != nil {
+				return &exitError{code: exitUsage, err: fmt.Errorf("dups: --min-size: %w", err)}
+			}
+			if limit < 0 {
+				return &exitError{code: exitUsage, err: fmt.Errorf("dups: --limit must not be negative")}
+			}
+			c, err := dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			out := bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10)
+			defer out.Flush()
+			size := humanBytes
+			if exact {
+				size = func(n int64) string { return fmt.Sprintf("%d B", n) }
+			}
+			var groups, wasted int64
+			buf := make([]byte, 0, 4096)
+			_, err = c.Dups(cmd.Context(), api.DupQuery{MinSize: min, Limit: limit}, func(g api.DupGroup) error {
+				groups++
+				wasted += g.Wasted
+				if asJSON {
+					buf = append(g.AppendJSON(buf[:0]), '\n')
+				} else {
+					buf = appendGroup(buf[:0], g, groups > 1, size)
+				}
+				_, err := out.Write(buf)
+				return err
+			})
+			if err != nil {
+				return apiFailure(c, err)
+			}
+			if !asJSON {
+				fmt.Fprintf(out, "\n%s groups, %s wasted\n", groupDigits(groups), size(wasted))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&minSize, "min-size", "1", "only files of at least this size (bytes, or with K, M, G, T: 100k, 1.5G)")
+	f.IntVar(&limit, "limit", 0, "at most this many groups (0: all)")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object per group (see docs/cli.md)")
+	f.BoolVar(&exact, "bytes", false, "print sizes in bytes")
+	return cmd
+}
+
+// appendGroup formats one group for people.
+func appendGroup(buf []byte, g api.DupGroup, sep bool, size func(int64) string) []byte {
+	if sep {
+		buf = append(buf, '\n')
+	}
+	buf = fmt.Appendf(buf, "%d copies × %s, %s wasted  %s\n",
+		len(g.Files), size(g.Size), size(g.Wasted), groupKey(g))
+	for _, f := range g.Files {
+		buf = append(buf, "  "...)
+		buf = append(buf, f.Path...)
+		buf = append(buf, '\n')
+	}
+	return buf
+}
+
+// groupKey names the group's content: the first file's key, or the bare
+// digest when the daemon sent none.
+func groupKey(g api.DupGroup) string {
+	if len(g.Files) > 0 && !g.Files[0].Key.IsZero() {
+		return g.Files[0].Key.String()
+	}
+	b := g.Backend
+	if !b.Valid() {
+		b = key.Default
+	}
+	return fmt.Sprintf("%s-s%d--%s", b.Base(), g.Size, hex.EncodeToString(g.Digest))
+}

@@ -1,0 +1,383 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/annexd/annexd/api"
+)
+
+// batchChunk is the most paths sent in one request in --batch mode; fewer
+// are sent when no more input is waiting, so interactive use gets an answer
+// per line at once.
+const batchChunk = 4096
+
+type lookupOpts struct {
+	batch, nul, json, wait bool
+}
+
+func newLookupCmd() *cobra.Command {
+	var o lookupOpts
+	cmd := &cobra.Command{
+		Use:   "lookup [--batch [-z]] [--json] [--wait] FILE...",
+		Short: "Print the git-annex key of each FILE from the index",
+		Long: `Print the git-annex key of each FILE, one per line, as the daemon has it
+indexed, like "git annex lookupkey". The key is always current: if a file
+changed since it was indexed, annexd hashes it now, or (without --wait)
+reports it as pending.
+
+Relative paths are resolved against the current directory (symlinks in it
+are kept as written; if that is outside the daemon's roots, the directory's
+symlinks are resolved and the lookup retried).
+
+A FILE that is not indexed gets a message on stderr and exit status 1.
+With --batch, paths are read from stdin, one per line (NUL-terminated with
+-z), and one line is printed per path: the key, or an empty line when there
+is none.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if o.batch && len(args) > 0 {
+				return &exitError{code: exitUsage, err: errors.New("lookup: --batch reads paths from stdin; give no FILE arguments")}
+			}
+			if !o.batch && len(args) == 0 {
+				return &exitError{code: exitUsage, err: errors.New("lookup: give at least one FILE, or --batch")}
+			}
+			if o.nul && !o.batch {
+				return &exitError{code: exitUsage, err: errors.New("lookup: -z only applies to --batch")}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if o.batch {
+				return runLookupBatch(cmd, c, o)
+			}
+			return runLookup(cmd, c, o, args)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.batch, "batch", false, "read paths from stdin, print one line per path")
+	f.BoolVarP(&o.nul, "nul", "z", false, "with --batch: input paths are NUL-terminated")
+	f.BoolVar(&o.json, "json", false, "print one JSON object per path (see docs/cli.md)")
+	f.BoolVar(&o.wait, "wait", false, "wait until changed or new files are indexed instead of reporting them pending")
+	return cmd
+}
+
+// runLookup looks up the FILE arguments in one request.
+func runLookup(cmd *cobra.Command, c *api.Client, o lookupOpts, args []string) error {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return &exitError{code: exitFailure, err: fmt.Errorf("lookup: current directory: %w", err)}
+	}
+	inputs := make([][]byte, len(args))
+	for i, a := range args {
+		inputs[i] = []byte(a)
+	}
+	res, err := lookupPaths(cmd.Context(), c, inputs, cwd, o.wait)
+	if err != nil {
+		return apiFailure(c, err)
+	}
+	out := bufio.NewWriter(cmd.OutOrStdout())
+	defer out.Flush()
+	failed := false
+	for i, r := range res {
+		switch {
+		case o.json:
+			out.Write(append(r.AppendJSON(nil), '\n'))
+		case r.State == api.StateCurrent:
+			fmt.Fprintln(out, r.Key.String())
+		}
+		if r.State != api.StateCurrent {
+			failed = true
+			out.Flush()
+			fmt.Fprintf(cmd.ErrOrStderr(), "annexctl: %s: %s\n", args[i], stateMessage(r))
+		}
+	}
+	if failed {
+		return &exitError{code: exitFailure}
+	}
+	return nil
+}
+
+// stateMessage says why a path has no current key.
+func stateMessage(r api.LookupResult) string {
+	msg := ""
+	switch r.State {
+	case api.StatePending:
+		msg = "not indexed yet (new or changed; use --wait to wait for it)"
+	case api.StateMissing:
+		msg = "no such file"
+	case api.StateNotRegular:
+		msg = "not a regular file (only regular files have keys)"
+	case api.StateIgnored:
+		msg = "not indexed: matches annexd's ignore patterns"
+	case api.StateUnreadable:
+		msg = "not indexed: unreadable"
+	case api.StateCorrupt:
+		msg = "content no longer matches its recorded key " + r.Key.String() + " (corrupt)"
+	case api.StateOutsideRoots:
+		return "not under any directory annexd watches: " + r.Message
+	case api.StateInvalid:
+		return "invalid path: " + r.Message
+	default:
+		msg = "not indexed (" + string(r.State) + ")"
+	}
+	if r.Message != "" {
+		msg += ": " + r.Message
+	}
+	return msg
+}
+
+// absPath makes p absolute against cwd and cleans it lexically; symlinks
+// are kept as written.
+func absPath(p []byte, cwd string) []byte {
+	s := string(p)
+	if !filepath.IsAbs(s) {
+		s = filepath.Join(cwd, s)
+	}
+	return []byte(filepath.Clean(s))
+}
+
+// resolveDir resolves the symlinks in the directory part of an absolute
+// path, keeping the last component as it is (the daemon never follows a
+// final symlink). It returns nil when nothing changes or resolution fails.
+func resolveDir(p []byte) []byte {
+	dir, base := filepath.Split(string(p))
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil
+	}
+	out := []byte(filepath.Join(real, base))
+	if string(out) == string(p) {
+		return nil
+	}
+	return out
+}
+
+// lookupPaths looks up inputs (absolute or relative to cwd) in one request
+// and answers in order; paths outside the roots are retried once with the
+// symlinks of their directory resolved.
+func lookupPaths(ctx context.Context, c *api.Client, inputs [][]byte, cwd string, wait bool) ([]api.LookupResult, error) {
+	paths := make([][]byte, len(inputs))
+	for i, in := range inputs {
+		paths[i] = absPath(in, cwd)
+	}
+	res := make([]api.LookupResult, 0, len(paths))
+	err := c.LookupBatch(ctx, paths, wait, func(r api.LookupResult) error {
+		res = append(res, r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(res) != len(paths) {
+		return nil, fmt.Errorf("%w: %d answers for %d paths", api.ErrBadResponse, len(res), len(paths))
+	}
+	return res, retryOutside(ctx, c, paths, res, wait)
+}
+
+// retryOutside looks up again, with resolved directories, the paths that
+// were outside the roots; a retry that is still outside keeps the first
+// answer.
+func retryOutside(ctx context.Context, c *api.Client, paths [][]byte, res []api.LookupResult, wait bool) error {
+	var idx []int
+	var again [][]byte
+	for i, r := range res {
+		if r.State != api.StateOutsideRoots {
+			continue
+		}
+		if p := resolveDir(paths[i]); p != nil {
+			idx, again = append(idx, i), append(again, p)
+		}
+	}
+	if len(again) == 0 {
+		return nil
+	}
+	j := 0
+	return c.LookupBatch(ctx, again, wait, func(r api.LookupResult) error {
+		if j < len(idx) && r.State != api.StateOutsideRoots {
+			res[idx[j]] = r
+		}
+		j++
+		return nil
+	})
+}
+
+// runLookupBatch answers stdin line by line. Lines are read ahead and sent
+// in chunks (up to batchChunk, or whatever has arrived); up to two chunks
+// are in flight at once and answers are written in input order.
+func runLookupBatch(cmd *cobra.Command, c *api.Client, o lookupOpts) error {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return &exitError{code: exitFailure, err: fmt.Errorf("lookup: current directory: %w", err)}
+	}
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	delim := byte('\n')
+	if o.nul {
+		delim = 0
+	}
+	lines := make(chan []byte, 2*batchChunk)
+	readErr := make(chan error, 1)
+	go readItems(ctx, cmd.InOrStdin(), delim, lines, readErr)
+
+	type job struct {
+		inputs [][]byte
+		res    []api.LookupResult
+		err    error
+		done   chan struct{}
+	}
+	jobs := make(chan *job, 2)
+	go func() {
+		defer close(jobs)
+		for {
+			chunk := nextChunk(lines)
+			if chunk == nil {
+				return
+			}
+			j := &job{inputs: chunk, done: make(chan struct{})}
+			go func() {
+				defer close(j.done)
+				j.res, j.err = lookupChunk(ctx, c, j.inputs, cwd, o.wait)
+			}()
+			select {
+			case jobs <- j:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	out := bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10)
+	buf := make([]byte, 0, 512)
+	for j := range jobs {
+		<-j.done
+		if j.err != nil {
+			out.Flush()
+			return apiFailure(c, j.err)
+		}
+		for _, r := range j.res {
+			buf = batchLine(buf[:0], r, o.json)
+			out.Write(buf)
+		}
+		if err := out.Flush(); err != nil {
+			return &exitError{code: exitFailure, err: fmt.Errorf("lookup: write: %w", err)}
+		}
+	}
+	if err := <-readErr; err != nil {
+		return &exitError{code: exitFailure, err: fmt.Errorf("lookup: read stdin: %w", err)}
+	}
+	return nil
+}
+
+// batchLine formats one answer of --batch: the key or an empty line, or
+// the JSON object.
+func batchLine(buf []byte, r api.LookupResult, asJSON bool) []byte {
+	if asJSON {
+		return append(r.AppendJSON(buf), '\n')
+	}
+	if r.State == api.StateCurrent {
+		buf = append(buf, r.Key.String()...)
+	}
+	return append(buf, '\n')
+}
+
+// readItems sends each delim-terminated item of r (without delim) to out,
+// then closes out and reports the read error (nil at EOF).
+func readItems(ctx context.Context, r io.Reader, delim byte, out chan<- []byte, errc chan<- error) {
+	defer close(out)
+	br := bufio.NewReaderSize(r, 256<<10)
+	for {
+		line, err := br.ReadSlice(delim)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			errc <- fmt.Errorf("input line longer than %d bytes", br.Size())
+			return
+		}
+		if len(line) > 0 {
+			item := line
+			if item[len(item)-1] == delim {
+				item = item[:len(item)-1]
+			}
+			if delim == '\n' && len(item) > 0 && item[len(item)-1] == '\r' {
+				item = item[:len(item)-1]
+			}
+			select {
+			case out <- append([]byte(nil), item...):
+			case <-ctx.Done():
+				errc <- nil
+				return
+			}
+		}
+		if err == io.EOF {
+			errc <- nil
+			return
+		}
+		if err != nil {
+			errc <- err
+			return
+		}
+	}
+}
+
+// nextChunk blocks for one item, then takes whatever else is already
+// waiting, up to batchChunk. It returns nil when the input is done.
+func nextChunk(lines <-chan []byte) [][]byte {
+	first, ok := <-lines
+	if !ok {
+		return nil
+	}
+	chunk := make([][]byte, 1, 64)
+	chunk[0] = first
+	for len(chunk) < batchChunk {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				return chunk
+			}
+			chunk = append(chunk, l)
+		default:
+			return chunk
+		}
+	}
+	return chunk
+}
+
+// lookupChunk answers one chunk; empty input lines get an invalid answer
+// without asking the daemon.
+func lookupChunk(ctx context.Context, c *api.Client, inputs [][]byte, cwd string, wait bool) ([]api.LookupResult, error) {
+	var ask [][]byte
+	for _, in := range inputs {
+		if len(in) > 0 {
+			ask = append(ask, in)
+		}
+	}
+	var got []api.LookupResult
+	if len(ask) > 0 {
+		var err error
+		if got, err = lookupPaths(ctx, c, ask, cwd, wait); err != nil {
+			return nil, err
+		}
+	}
+	if len(ask) == len(inputs) {
+		return got, nil
+	}
+	res := make([]api.LookupResult, len(inputs))
+	for i, in := range inputs {
+		if len(in) == 0 {
+			res[i] = api.LookupResult{State: api.StateInvalid, Message: "empty line"}
+			continue
+		}
+		res[i], got = got[0], got[1:]
+	}
+	return res, nil
+}

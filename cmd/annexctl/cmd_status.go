@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/annexd/annexd/api"
+)
+
+func newStatusCmd() *cobra.Command {
+	var (
+		asJSON, wait bool
+		timeout      time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "status [--json] [--wait [--timeout D]]",
+		Short: "Show what the daemon watches, how far it is, and its health",
+		Long: `Show the daemon's roots, index counts, scan progress, watcher health and
+hasher calibration. With --wait, first block until the daemon is idle
+(initial scan done, nothing pending), drawing a progress bar on a terminal;
+--timeout bounds the wait (exit status 1 when it runs out).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx := cmd.Context()
+			var st api.Status
+			if wait {
+				st, err = waitIdle(ctx, c, timeout, progressWriter(cmd))
+			} else {
+				st, err = c.Status(ctx)
+			}
+			if err != nil && !errors.Is(err, errWaitTimeout) {
+				return apiFailure(c, err)
+			}
+			if asJSON {
+				b, jerr := json.Marshal(st)
+				if jerr != nil {
+					return &exitError{code: exitFailure, err: jerr}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
+			} else {
+				printStatus(cmd.OutOrStdout(), st)
+			}
+			if err != nil {
+				return &exitError{code: exitFailure, err: fmt.Errorf("status: daemon not idle after %v", timeout)}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&asJSON, "json", false, "print the status as one JSON object (see docs/cli.md)")
+	f.BoolVar(&wait, "wait", false, "block until the daemon is idle")
+	f.DurationVar(&timeout, "timeout", 0, "with --wait: give up after this long (0: never)")
+	return cmd
+}
+
+var errWaitTimeout = errors.New("wait timed out")
+
+// progressWriter returns stderr when it is a terminal (for the progress
+// bar), else nil.
+func progressWriter(cmd *cobra.Command) io.Writer {
+	f, ok := cmd.ErrOrStderr().(*os.File)
+	if !ok || !isTerminal(f) {
+		return nil
+	}
+	return f
+}
+
+// waitIdle long-polls until the daemon is idle. With a terminal it polls
+// every half second to redraw the bar; otherwise in long polls.
+func waitIdle(ctx context.Context, c *api.Client, timeout time.Duration, bar io.Writer) (api.Status, error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	poll := time.Minute
+	if bar != nil {
+		poll = 500 * time.Millisecond
+	}
+	var st api.Status
+	for {
+		p := poll
+		if dl, ok := ctx.Deadline(); ok {
+			p = min(p, max(time.Until(dl)-50*time.Millisecond, 0))
+		}
+		next, err := c.WaitIdle(ctx, p)
+		if err != nil {
+			if ctx.Err() != nil && timeout > 0 {
+				clearBar(bar)
+				return st, errWaitTimeout
+			}
+			return st, err
+		}
+		st = next
+		if st.Idle {
+			clearBar(bar)
+			return st, nil
+		}
+		drawBar(bar, st)
+		if ctx.Err() != nil {
+			clearBar(bar)
+			return st, errWaitTimeout
+		}
+	}
+}
+
+const barWidth = 30
+
+// drawBar redraws one progress line: hashed bytes of seen bytes, files,
+// and the estimate.
+func drawBar(w io.Writer, st api.Status) {
+	if w == nil {
+		return
+	}
+	s := st.Scan
+	frac := 0.0
+	if s.BytesSeen > 0 {
+		frac = min(float64(s.BytesHashed)/float64(s.BytesSeen), 1)
+	}
+	n := int(frac * barWidth)
+	line := fmt.Sprintf("[%s%s] %3.0f%%  %s files seen, %s hashed (%s), %s pending",
+		strings.Repeat("#", n), strings.Repeat(".", barWidth-n), 100*frac,
+		groupDigits(s.FilesSeen), groupDigits(s.FilesHashed), humanBytes(s.BytesHashed),
+		groupDigits(st.Pending))
+	if s.EstimateSeconds > 0 {
+		line += fmt.Sprintf(", ~%s left", (time.Duration(s.EstimateSeconds) * time.Second).Round(time.Second))
+	}
+	fmt.Fprintf(w, "\r\033[K%s", line)
+}
+
+func clearBar(w io.Writer) {
+	if w != nil {
+		fmt.Fprint(w, "\r\033[K")
+	}
+}
+
+// printStatus writes the status for people.
+func printStatus(w io.Writer, st api.Status) {
+	fmt.Fprintf(w, "annexd %s (api %d, %s), pid %d, up %s\n", st.Version, st.APIVersion, st.GoVersion,
+		st.PID, time.Since(st.StartedAt).Round(time.Second))
+	fmt.Fprintf(w, "index:   %s (schema %d): %s files, %s\n", st.IndexPath, st.SchemaVersion,
+		groupDigits(st.Files), humanBytes(st.Bytes))
+	state := "idle"
+	if !st.Idle {
+		s := st.Scan
+		state = fmt.Sprintf("busy: %s files seen, %s hashed (%s), %s queued, %s pending",
+			groupDigits(s.FilesSeen), groupDigits(s.FilesHashed), humanBytes(s.BytesHashed),
+			groupDigits(s.FilesQueued), groupDigits(st.Pending))
+		if s.EstimateSeconds > 0 {
+			state += fmt.Sprintf(", ~%s left", (time.Duration(s.EstimateSeconds) * time.Second).Round(time.Second))
+		}
+	}
+	fmt.Fprintf(w, "state:   %s\n", state)
+	fmt.Fprintln(w, "roots:")
+	for _, r := range st.Roots {
+		fmt.Fprintf(w, "  %s  %s\n", r.Path, rootState(r))
+	}
+	wt := st.Watcher
+	health := "healthy"
+	if !wt.Healthy {
+		health = "DEGRADED"
+	}
+	fmt.Fprintf(w, "watcher: %s, %s watches (limit %s", health, groupDigits(wt.Watches), groupDigits(wt.WatchLimit))
+	if wt.WatchesNeeded > 0 {
+		fmt.Fprintf(w, ", about %s needed", groupDigits(wt.WatchesNeeded))
+	}
+	fmt.Fprintln(w, ")")
+	if wt.Message != "" {
+		fmt.Fprintf(w, "         %s\n", wt.Message)
+	}
+	if cal := st.Calibration; cal != nil {
+		fmt.Fprintf(w, "hasher:  %s\n", cal.Summary)
+	}
+}
+
+func rootState(r api.RootStatus) string {
+	parts := []string{"scanning"}
+	if r.ScanDone {
+		parts[0] = "scanned"
+	}
+	switch {
+	case r.Degraded:
+		parts = append(parts, "DEGRADED (periodic rescans)")
+	case r.Watched:
+		parts = append(parts, "watched")
+	default:
+		parts = append(parts, "not watched")
+	}
+	if r.Reason != "" {
+		parts = append(parts, r.Reason)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/key"
+)
+
+func newWhereisCmd() *cobra.Command {
+	var asJSON, nul, wait bool
+	cmd := &cobra.Command{
+		Use:   "whereis KEY|FILE",
+		Short: "List every indexed file with the same content as KEY or FILE",
+		Long: `List every indexed file whose content is that of KEY (a git-annex key such
+as SHA256E-s1024--…) or of FILE (its current key), one path per line.
+Duplicates are matched by digest, so a.JPG and b.jpg with the same bytes
+are listed together. A path whose file changed since it was indexed is
+marked "(changed since indexed)" on stderr.
+
+An argument that parses as a key and does not name an existing file is a
+key; anything else is a file. Exit status 1 when nothing is found.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			out := bufio.NewWriter(cmd.OutOrStdout())
+			defer out.Flush()
+			n := 0
+			print := func(l api.Location) error {
+				n++
+				if asJSON {
+					_, err := out.Write(append(l.AppendJSON(nil), '\n'))
+					return err
+				}
+				out.Write(l.Path)
+				if nul {
+					return out.WriteByte(0)
+				}
+				if l.Stale {
+					out.Flush()
+					fmt.Fprintf(cmd.ErrOrStderr(), "annexctl: %s: changed since indexed\n", l.Path)
+				}
+				return out.WriteByte('\n')
+			}
+			arg := args[0]
+			if k, err := key.Parse(arg); err == nil && !exists(arg) {
+				err = c.WhereisKey(cmd.Context(), k, print)
+				return whereisResult(c, err, n, arg)
+			}
+			cwd, err := os.Getwd()
+			if err != nil {
+				return &exitError{code: exitFailure, err: fmt.Errorf("whereis: current directory: %w", err)}
+			}
+			p := absPath([]byte(arg), cwd)
+			err = c.WhereisPath(cmd.Context(), p, wait, print)
+			if errors.Is(err, api.ErrOutsideRoots) {
+				if q := resolveDir(p); q != nil {
+					err = c.WhereisPath(cmd.Context(), q, wait, print)
+				}
+			}
+			return whereisResult(c, err, n, arg)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per location (see docs/cli.md)")
+	cmd.Flags().BoolVarP(&nul, "nul", "z", false, "end each path with NUL instead of a newline")
+	cmd.Flags().BoolVar(&wait, "wait", false, "for FILE: wait until it is indexed if it is new or changed")
+	return cmd
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+func whereisResult(c *api.Client, err error, n int, arg string) error {
+	var se *api.StatusError
+	switch {
+	case err == nil && n == 0:
+		return &exitError{code: exitFailure, err: fmt.Errorf("whereis: %s: no indexed file has this content", arg)}
+	case err == nil:
+		return nil
+	case errors.As(err, &se) && (se.Status == 400 || se.Status == 404):
+		return &exitError{code: exitFailure, err: fmt.Errorf("whereis: %s: %s", arg, strings.TrimPrefix(se.Message, "api: "))}
+	}
+	return apiFailure(c, err)
+}
