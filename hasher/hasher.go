@@ -58,7 +58,7 @@ func New(p Policy, log *slog.Logger) *Hasher {
 	h := &Hasher{
 		p:    p,
 		log:  log,
-		ro:   readOpts{impl: p.SHA256, bufSize: p.BufferSize},
+		ro:   readOpts{impl: p.SHA256, bufSize: p.BufferSize, readAhead: p.ReadAhead},
 		jobs: make(chan *job),
 	}
 	if p.ExternalMin > 0 {

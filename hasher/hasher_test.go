@@ -158,11 +158,18 @@ func TestBatchChangedFileFailsAlone(t *testing.T) {
 			errs[i] = err
 		}()
 	}
+	inEngineOrQueued := func() int {
+		n := len(h.bat)
+		for _, b := range eng.batchesSeen() {
+			n += b
+		}
+		return n
+	}
 	deadline := time.Now().Add(10 * time.Second)
-	for len(h.bat) < 2 && time.Now().Before(deadline) {
+	for inEngineOrQueued() < 3 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	// All three are open or queued now; grow the last one.
+	// All three are in the engine or queued now; grow the last one.
 	f, err := os.OpenFile(paths[2], os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -404,3 +404,25 @@ func TestUnknownBackend(t *testing.T) {
 		t.Fatalf("got %v, want ErrBackend", err)
 	}
 }
+
+// A file truncated while it is read is reported as changed, with and
+// without read-ahead.
+func TestTruncatedWhileReading(t *testing.T) {
+	for _, ahead := range []int64{-1, 1} {
+		path := filepath.Join(t.TempDir(), "shrinking.bin")
+		writeFile(t, path, pattern(1<<20))
+		reads := 0
+		testHookRead = func(string) {
+			if reads++; reads == 2 {
+				if err := os.Truncate(path, 100<<10); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		_, err := hashFile(context.Background(), path, key.SHA256, nil, readOpts{bufSize: 64 << 10, readAhead: ahead})
+		testHookRead = nil
+		if !errors.Is(err, ErrChanged) {
+			t.Errorf("read-ahead %d: got %v, want ErrChanged", ahead, err)
+		}
+	}
+}

@@ -23,6 +23,10 @@ type Policy struct {
 	Workers int `json:"workers" toml:"workers"`
 	// BufferSize is the read size in bytes; 0 means DefaultBufferSize.
 	BufferSize int `json:"buffer_size" toml:"buffer_size"`
+	// ReadAhead: files of at least this many bytes are read by a second
+	// goroutine while the first hashes. 0 means DefaultReadAhead, negative
+	// never.
+	ReadAhead int64 `json:"read_ahead" toml:"read_ahead"`
 	// SHA256 picks the in-process SHA-256 code; "" means crypto/sha256.
 	SHA256 SHA256Impl `json:"sha256" toml:"sha256"`
 	// Batch, when set, hashes several large SHA-256 files at once.
