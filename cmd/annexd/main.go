@@ -65,6 +65,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	setupRun(root)
 	root.AddCommand(
 		// subcommands, one per file: cmd_<verb>.go
 		newCheckDBCmd(),

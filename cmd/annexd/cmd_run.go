@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/annexd/annexd/internal/config"
+	"github.com/annexd/annexd/internal/daemon"
+)
+
+// runFlags are the root command's flags; each overrides the config file.
+type runFlags struct {
+	config       string
+	index        string
+	socket       string
+	backend      string
+	logLevel     string
+	logFormat    string
+	ignore       []string
+	noDefaults   bool
+	calibrate    string
+	hashWorkers  int
+	exitWhenIdle bool
+}
+
+// setupRun makes root run the daemon.
+func setupRun(root *cobra.Command) {
+	var f runFlags
+	root.Long = `annexd keeps a content-addressed index of the files under each ROOT:
+it hashes every regular file into a git-annex key (SHA256E by default),
+records it in an index file, watches the roots with inotify and keeps the
+index current while files change. annexctl asks it questions over a unix
+socket.
+
+Without ROOT arguments the roots come from the config file. Flags override
+the config file ($XDG_CONFIG_HOME/annexd/annexd.toml, or --config); every key
+is documented in configs/annexd.example.toml.`
+	root.Example = `  annexd ~/                      index your home directory and keep it current
+  annexd --index /srv/idx.db /srv/data
+  annexctl status --wait          (in another terminal) wait for the first scan`
+	root.Args = cobra.ArbitraryArgs
+	root.RunE = func(cmd *cobra.Command, args []string) error {
+		return runDaemon(cmd, args, &f)
+	}
+	fl := root.Flags()
+	fl.StringVarP(&f.config, "config", "c", "", "config file (default $XDG_CONFIG_HOME/annexd/annexd.toml, if it exists)")
+	fl.StringVar(&f.index, "index", "", "index file (default $XDG_STATE_HOME/annexd/index.db)")
+	fl.StringVar(&f.socket, "socket", "", "API socket (default $XDG_RUNTIME_DIR/annexd/annexd.sock)")
+	fl.StringVar(&f.backend, "backend", "", "git-annex backend of the keys (default SHA256E)")
+	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
+	fl.StringVar(&f.logFormat, "log-format", "", "text or json (default text)")
+	fl.Duration("quiet-delay", 0, "how long a file must be left alone before it is hashed (default 1s)")
+	fl.Duration("safety-rescan", 0, "mean interval of the periodic stat-only rescan, <0 disables (default 6h)")
+	fl.StringArrayVar(&f.ignore, "ignore", nil, "gitignore-style pattern of paths never indexed (repeatable; added to the config's)")
+	fl.BoolVar(&f.noDefaults, "no-default-ignores", false, "do not leave out VCS internals and caches by default")
+	fl.StringVar(&f.calibrate, "calibrate", "", "hashing calibration: auto, always or never (default auto)")
+	fl.IntVar(&f.hashWorkers, "hash-workers", 0, "files hashed at once (default: from the CPU count)")
+	// For benchmarks and one-shot indexing: stop once the first scan is
+	// done and nothing is pending. Documented in bench/daemon.sh.
+	fl.BoolVar(&f.exitWhenIdle, "exit-when-idle", false, "exit once the initial scan is done and nothing is pending")
+	_ = fl.MarkHidden("exit-when-idle")
+}
+
+// loadConfig reads the config file and applies the flags and arguments.
+func loadConfig(cmd *cobra.Command, args []string, f *runFlags) (config.Config, error) {
+	cfg, err := config.Load(f.config)
+	if err != nil {
+		return cfg, err
+	}
+	fl := cmd.Flags()
+	set := func(name string, dst *string, v string) {
+		if fl.Changed(name) {
+			*dst = v
+		}
+	}
+	set("index", &cfg.Index, f.index)
+	set("socket", &cfg.Socket, f.socket)
+	set("backend", &cfg.Backend, f.backend)
+	set("log-level", &cfg.Log.Level, f.logLevel)
+	set("log-format", &cfg.Log.Format, f.logFormat)
+	set("calibrate", &cfg.Hasher.Calibrate, f.calibrate)
+	if fl.Changed("quiet-delay") {
+		cfg.Watch.QuietDelay, _ = fl.GetDuration("quiet-delay")
+		if cfg.Watch.QuietDelay == 0 {
+			cfg.Watch.QuietDelay = 1 // 0 on the command line means "at once"
+		}
+	}
+	if fl.Changed("safety-rescan") {
+		cfg.Watch.SafetyRescan, _ = fl.GetDuration("safety-rescan")
+	}
+	if fl.Changed("hash-workers") {
+		cfg.Indexer.HashWorkers = f.hashWorkers
+	}
+	cfg.Ignore.Patterns = append(cfg.Ignore.Patterns, f.ignore...)
+	if f.noDefaults {
+		cfg.Ignore.NoDefaults = true
+	}
+	if len(args) > 0 {
+		cfg.Roots = args
+	}
+	if err := cfg.Fill(); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Validate()
+}
+
+func runDaemon(cmd *cobra.Command, args []string, f *runFlags) error {
+	cfg, err := loadConfig(cmd, args, f)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if len(cfg.Roots) == 0 {
+		return &exitError{code: exitUsage, err: errors.New("no directory to index: give one, as in `annexd ~/`, or set roots in " + config.DefaultConfigPath())}
+	}
+	log := newLogger(cmd.ErrOrStderr(), cfg)
+	opts := daemon.Options{Version: version(), ExitWhenIdle: f.exitWhenIdle}
+	if self, err := os.Executable(); err == nil {
+		opts.IdleProbe = []string{self, "calibrate", "--idle-probe"}
+	}
+	app, err := daemon.New(cfg, log, opts)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		log.Info("signal received; flushing and exiting", "signal", s.String())
+		cancel()
+		signal.Stop(sigs) // a second signal kills the process
+	}()
+	defer signal.Stop(sigs)
+	if err := app.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return &exitError{code: exitFailure, err: err}
+	}
+	return nil
+}
+
+func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
+	level, _ := cfg.LogLevel()
+	o := &slog.HandlerOptions{Level: level}
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, o))
+	}
+	return slog.New(slog.NewTextHandler(w, o))
+}
+
+// version is the module version from the build information.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "devel"
+}

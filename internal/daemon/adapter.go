@@ -1,0 +1,177 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/internal/fsstat"
+	"github.com/annexd/annexd/internal/indexer"
+	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store"
+)
+
+// adapter serves the API from the indexer and the store.
+type adapter struct{ a *App }
+
+var _ api.Index = (*adapter)(nil)
+
+func (x *adapter) Roots() []string { return x.a.cfg.Roots }
+
+var lookupStates = map[indexer.State]api.LookupState{
+	indexer.Current:    api.StateCurrent,
+	indexer.Pending:    api.StatePending,
+	indexer.Missing:    api.StateMissing,
+	indexer.NotRegular: api.StateNotRegular,
+	indexer.Ignored:    api.StateIgnored,
+	indexer.Unreadable: api.StateUnreadable,
+	indexer.Corrupt:    api.StateCorrupt,
+}
+
+func (x *adapter) Lookup(ctx context.Context, path []byte, wait bool) (api.LookupResult, error) {
+	r, err := x.a.ix.Lookup(ctx, string(path), wait)
+	if errors.Is(err, indexer.ErrOutsideRoots) {
+		return api.LookupResult{Path: path, State: api.StateOutsideRoots}, nil
+	}
+	if err != nil {
+		return api.LookupResult{}, err
+	}
+	st, ok := lookupStates[r.State]
+	if !ok {
+		return api.LookupResult{}, fmt.Errorf("daemon: lookup state %v has no API name", r.State)
+	}
+	return api.LookupResult{Path: path, State: st, Key: r.Key, Size: r.Size, Message: r.Message}, nil
+}
+
+func (x *adapter) Whereis(ctx context.Context, q api.WhereisQuery, fn func(api.Location) error) error {
+	paths, err := x.a.st.ByDigest(q.Backend, q.Digest)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(paths, bytes.Compare)
+	for _, p := range paths {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rec, ok, err := x.a.st.Get(p)
+		if err != nil {
+			return err
+		}
+		if !ok || !rec.HasDigest() {
+			continue // changed since ByDigest read it
+		}
+		loc, err := location(p, &rec)
+		if err != nil {
+			return err
+		}
+		if err := fn(loc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// location describes a record; Stale when a fresh lstat disagrees with it.
+func location(p []byte, rec *store.Record) (api.Location, error) {
+	k, err := key.FromDigest(rec.Backend, rec.Digest, rec.Size, filepath.Base(string(p)), key.ExtRule{})
+	if err != nil {
+		return api.Location{}, fmt.Errorf("daemon: key of %q: %w", p, err)
+	}
+	fi, err := fsstat.Lstat(string(p))
+	stale := err != nil || fi.Dev != rec.Dev || fi.Ino != rec.Ino || fi.Size != rec.Size ||
+		fi.MtimeNs != rec.MtimeNs || fi.CtimeNs != rec.CtimeNs
+	return api.Location{Path: p, Key: k, Size: rec.Size, State: rec.State.String(), Stale: stale}, nil
+}
+
+func (x *adapter) Dups(ctx context.Context, q api.DupQuery, fn func(api.DupGroup) error) error {
+	return x.a.st.Dups(ctx, store.DupOptions{MinSize: q.MinSize, After: q.After, Limit: q.Limit}, func(g store.Group) error {
+		out := api.DupGroup{
+			Backend: g.Backend.WithExtension(), Digest: g.Digest, Size: g.Size, Wasted: g.Wasted, Cursor: g.Cursor,
+		}
+		slices.SortFunc(g.Members, func(a, b store.Member) int { return bytes.Compare(a.Path, b.Path) })
+		for _, m := range g.Members {
+			loc, err := location(m.Path, &m.Record)
+			if err != nil {
+				return err
+			}
+			out.Files = append(out.Files, loc)
+		}
+		return fn(out)
+	})
+}
+
+func (x *adapter) Status(ctx context.Context) (api.Status, error) {
+	a := x.a
+	s, err := a.st.Stats()
+	if err != nil {
+		return api.Status{}, err
+	}
+	p := a.ix.Progress()
+	ws := a.w.Status()
+	pendingWatch := a.watcherPending()
+	out := api.Status{
+		Version:       a.opts.Version,
+		GoVersion:     goVersion,
+		PID:           os.Getpid(),
+		StartedAt:     a.started,
+		IndexPath:     a.cfg.Index,
+		SchemaVersion: int(s.SchemaVer),
+		Files:         s.Files,
+		Bytes:         s.Bytes,
+		Pending:       int64(p.FilesQueued + pendingWatch),
+		Idle:          p.Idle && pendingWatch == 0,
+		Scan: api.ScanProgress{
+			Running:         p.ScansPending > 0,
+			FilesSeen:       p.FilesSeen,
+			BytesSeen:       p.BytesSeen,
+			FilesHashed:     p.FilesHashed,
+			BytesHashed:     p.BytesHashed,
+			FilesQueued:     int64(p.FilesQueued),
+			BytesQueued:     p.BytesQueued,
+			EstimateSeconds: p.Remaining.Seconds(),
+		},
+		Watcher: api.WatcherStatus{Healthy: true},
+	}
+	for _, r := range ws.Roots {
+		rs := api.RootStatus{Path: r.Root, ScanDone: p.InitialScanDone, Watched: !r.Degraded, Degraded: r.Degraded}
+		out.Watcher.Watches += int64(r.Watches)
+		out.Watcher.WatchesNeeded += int64(r.WatchesNeeded)
+		out.Watcher.WatchLimit = int64(r.MaxUserWatches)
+		if r.Degraded {
+			rs.Reason = fmt.Sprintf("%d directories have no watch; run: %s", r.Unwatched, r.Sysctl)
+			out.Watcher.Healthy = false
+			out.Watcher.Degraded = append(out.Watcher.Degraded, r.Root)
+			out.Watcher.Message = "inotify watch limit reached; run: " + r.Sysctl
+		}
+		out.Roots = append(out.Roots, rs)
+	}
+	if c := a.calib; c != nil {
+		out.Calibration = &api.Calibration{
+			Summary: fmt.Sprintf("sha256 %s, inline up to %d bytes, %d pool workers, external %s",
+				c.Policy.SHA256, c.Policy.InlineMax, c.Policy.Workers, externalSummary(c.Policy.External, c.Policy.ExternalMin)),
+			Params: map[string]string{
+				"sha256":       string(c.Policy.SHA256),
+				"inline_max":   fmt.Sprint(c.Policy.InlineMax),
+				"workers":      fmt.Sprint(c.Policy.Workers),
+				"external":     c.Policy.External,
+				"external_min": fmt.Sprint(c.Policy.ExternalMin),
+				"took_ms":      fmt.Sprintf("%.0f", c.TookMs),
+			},
+			MeasuredAt: c.At.Truncate(time.Millisecond),
+		}
+	}
+	return out, nil
+}
+
+func externalSummary(prog string, min int64) string {
+	if prog == "" || min == 0 {
+		return "never"
+	}
+	return fmt.Sprintf("%s from %d bytes", filepath.Base(prog), min)
+}

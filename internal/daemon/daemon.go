@@ -1,0 +1,379 @@
+// Package daemon wires annexd together: it opens the index, calibrates the
+// hasher (or reuses a stored calibration), and runs the store's writer, the
+// watcher, the indexer and the API server under one errgroup until its
+// context ends, then shuts them down in order so that every acknowledged
+// change is on disk.
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/internal/config"
+	"github.com/annexd/annexd/internal/ignore"
+	"github.com/annexd/annexd/internal/indexer"
+	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store"
+	"github.com/annexd/annexd/watcher"
+)
+
+// Errors returned by New and Run.
+var (
+	// ErrRoot: a root is missing, not a directory, or overlaps another.
+	ErrRoot = errors.New("daemon: bad root")
+	// ErrNoRoots: nothing to watch.
+	ErrNoRoots = errors.New("daemon: no roots to index")
+	// ErrLocked: another annexd uses the index.
+	ErrLocked = errors.New("daemon: index in use")
+)
+
+// calibrationMeta is the store meta key of the stored calibration.
+const calibrationMeta = "hasher.calibration"
+
+// Options are settings that are not part of the config file.
+type Options struct {
+	// Version is reported by the API.
+	Version string
+	// ExitWhenIdle stops the daemon once the initial scan is done and
+	// nothing is pending (benchmarks, one-shot indexing).
+	ExitWhenIdle bool
+	// IdleProbe is passed to hasher calibration (see
+	// hasher.CalibrateOptions.IdleProbe).
+	IdleProbe []string
+	// Registry receives the daemon's metrics and is served on /metrics;
+	// nil makes a fresh one.
+	Registry *prometheus.Registry
+}
+
+// App is one annexd instance.
+type App struct {
+	cfg  config.Config
+	opts Options
+	log  *slog.Logger
+
+	backend key.Backend
+	started time.Time
+
+	st    *store.Store
+	h     *hasher.Hasher
+	w     *watcher.Watcher
+	ix    *indexer.Indexer
+	srv   *api.Server
+	calib *hasher.Calibration
+}
+
+// New checks a filled, validated config. It fails when a root does not
+// exist or is not a directory; it opens nothing.
+func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if len(cfg.Roots) == 0 {
+		return nil, ErrNoRoots
+	}
+	for _, r := range cfg.Roots {
+		if err := checkRoot(r); err != nil {
+			return nil, err
+		}
+	}
+	b, err := cfg.BackendValue()
+	if err != nil {
+		return nil, err
+	}
+	if !hasher.Supported(b) {
+		return nil, fmt.Errorf("daemon: backend %s cannot be hashed by this build", b)
+	}
+	return &App{cfg: cfg, opts: opts, log: log, backend: b}, nil
+}
+
+func checkRoot(r string) error {
+	fi, err := os.Stat(r)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %s does not exist", ErrRoot, r)
+	case err != nil:
+		return fmt.Errorf("%w: %s: %w", ErrRoot, r, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%w: %s is not a directory", ErrRoot, r)
+	}
+	return nil
+}
+
+// Run runs the daemon until ctx ends (or, with ExitWhenIdle, until it is
+// idle), then flushes pending writes and returns. It returns an error when a
+// part cannot start or fails.
+func (a *App) Run(ctx context.Context) error {
+	a.started = time.Now()
+	st, err := store.Open(a.cfg.Index, store.Options{Logger: a.log.With("part", "store")})
+	if errors.Is(err, store.ErrLocked) {
+		return fmt.Errorf("%w: %w (is another annexd running? stop it, or give this one its own --index)", ErrLocked, err)
+	}
+	if err != nil {
+		return err
+	}
+	a.st = st
+	defer st.Close()
+
+	// The writer runs until everything that writes has stopped.
+	storeCtx, stopStore := context.WithCancel(context.WithoutCancel(ctx))
+	storeDone := make(chan error, 1)
+	go func() { storeDone <- st.Run(storeCtx) }()
+	defer func() {
+		stopStore()
+		if err := <-storeDone; err != nil {
+			a.log.Error("index writer failed", "err", err)
+		}
+	}()
+
+	if err := a.setup(ctx); err != nil {
+		return err
+	}
+	defer a.h.Close()
+	if err := a.srv.Listen(); err != nil {
+		return err
+	}
+	a.log.Info("annexd started", "roots", a.cfg.Roots, "index", a.cfg.Index, "socket", a.cfg.Socket,
+		"backend", a.backend.String(), "version", a.opts.Version)
+
+	g, gctx := errgroup.WithContext(ctx)
+	runCtx, stop := context.WithCancel(gctx)
+	defer stop()
+	g.Go(func() error { return a.ix.Run(runCtx) })
+	g.Go(func() error { return a.w.Run(runCtx) })
+	g.Go(func() error { a.ix.Follow(runCtx, a.w.Events()); return nil })
+	g.Go(func() error { return a.srv.Run(runCtx) })
+	g.Go(func() error { return a.logProgress(runCtx) })
+	if a.opts.ExitWhenIdle {
+		g.Go(func() error {
+			if a.waitIdle(runCtx) == nil {
+				a.log.Info("idle; exiting as asked", "took", time.Since(a.started).Round(time.Millisecond))
+				stop()
+			}
+			return nil
+		})
+	}
+	err = g.Wait()
+	p := a.ix.Progress()
+	a.log.Info("annexd stopped", "files_hashed", p.FilesHashed, "bytes_hashed", p.BytesHashed,
+		"uptime", time.Since(a.started).Round(time.Millisecond))
+	return err
+}
+
+// setup builds the hasher, watcher, indexer and API server.
+func (a *App) setup(ctx context.Context) error {
+	policy, err := a.policy(ctx)
+	if err != nil {
+		return err
+	}
+	a.h = hasher.New(policy, a.log.With("part", "hasher"))
+
+	patterns := a.cfg.Ignore.Patterns
+	if !a.cfg.Ignore.NoDefaults {
+		patterns = append(ignore.Defaults(), patterns...)
+	}
+	m, err := ignore.New(patterns)
+	if err != nil {
+		return fmt.Errorf("daemon: ignore patterns: %w", err)
+	}
+	a.w, err = watcher.New(a.cfg.Roots, watcher.Options{
+		Quiet:        a.cfg.Watch.QuietDelay,
+		SafetyRescan: a.cfg.Watch.SafetyRescan,
+		Ignore:       m,
+		Logger:       a.log.With("part", "watcher"),
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrRoot, err)
+	}
+	a.ix, err = indexer.New(a.st, a.h, indexer.Options{
+		Roots:      a.cfg.Roots,
+		Backend:    a.backend,
+		Workers:    a.cfg.Indexer.HashWorkers,
+		MaxPending: a.cfg.Indexer.MaxPending,
+		Ignore:     patterns,
+		// The index and its neighbours change with every commit.
+		Exclude: []string{a.cfg.Index, a.cfg.Index + "-lock", filepath.Dir(a.cfg.Socket)},
+		Logger:  a.log.With("part", "indexer"),
+	})
+	if err != nil {
+		return err
+	}
+	reg := a.opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if err := reg.Register(a.ix.Collector()); err != nil {
+		return fmt.Errorf("daemon: metrics: %w", err)
+	}
+	a.srv, err = api.NewServer(api.Config{
+		Index:      &adapter{a: a},
+		Socket:     a.cfg.Socket,
+		Version:    a.opts.Version,
+		Logger:     a.log.With("part", "api"),
+		Registerer: reg,
+		Gatherer:   reg,
+	})
+	return err
+}
+
+// policy returns the hasher policy: the stored calibration while it is
+// valid, a new one, or the built-in one, with the config's overrides.
+func (a *App) policy(ctx context.Context) (hasher.Policy, error) {
+	p := hasher.DefaultPolicy()
+	switch a.cfg.Hasher.Calibrate {
+	case "never":
+	default:
+		c, err := a.calibration(ctx)
+		if err != nil {
+			a.log.Warn("calibration failed; using the built-in hashing policy", "err", err)
+			break
+		}
+		a.calib = &c
+		p = c.Policy
+	}
+	h := a.cfg.Hasher
+	if h.InlineMax > 0 {
+		p.InlineMax = int64(h.InlineMax)
+	}
+	if h.Workers > 0 {
+		p.Workers = h.Workers
+	}
+	switch h.External {
+	case "never":
+		p.ExternalMin = 0
+	case "always":
+		if p.External == "" {
+			p.External = firstProgram("openssl", "sha256sum")
+		}
+		if p.External == "" {
+			return p, errors.New("daemon: hasher.external = \"always\" but neither openssl nor sha256sum is installed")
+		}
+		p.ExternalMin = max(int64(h.ExternalMin), 1)
+	default:
+		if h.ExternalMin > 0 && p.External != "" {
+			p.ExternalMin = int64(h.ExternalMin)
+		}
+	}
+	if err := p.Validate(); err != nil {
+		return p, fmt.Errorf("daemon: hashing policy from %s: %w", a.cfgFile(), err)
+	}
+	return p, nil
+}
+
+func (a *App) cfgFile() string {
+	if a.cfg.File == "" {
+		return "defaults"
+	}
+	return a.cfg.File
+}
+
+// calibration loads the stored calibration when it is still valid (and
+// calibrate is "auto"), or measures and stores a new one.
+func (a *App) calibration(ctx context.Context) (hasher.Calibration, error) {
+	var c hasher.Calibration
+	if a.cfg.Hasher.Calibrate == "auto" {
+		if b, ok, err := a.st.GetMeta(calibrationMeta); err == nil && ok && json.Unmarshal(b, &c) == nil && c.StillValid() {
+			a.log.Info("reusing stored hashing calibration", "measured_at", c.At)
+			return c, nil
+		}
+	}
+	a.log.Info("calibrating hashing")
+	c, err := hasher.Calibrate(ctx, hasher.CalibrateOptions{
+		IdleProbe: a.opts.IdleProbe,
+		Log:       a.log.With("part", "calibrate"),
+	})
+	if err != nil {
+		return c, err
+	}
+	b, err := json.Marshal(c)
+	if err == nil {
+		err = a.st.PutMeta(ctx, calibrationMeta, b)
+	}
+	if err != nil {
+		a.log.Warn("cannot store calibration; it will run again at the next start", "err", err)
+	}
+	a.log.Info("calibration done", "took_ms", c.TookMs, "inline_max", c.Policy.InlineMax,
+		"workers", c.Policy.Workers, "sha256", c.Policy.SHA256, "external_min", c.Policy.ExternalMin)
+	return c, nil
+}
+
+func firstProgram(names ...string) string {
+	for _, n := range names {
+		for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+			p := filepath.Join(dir, n)
+			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// waitIdle waits until the indexer is idle and the watcher holds nothing.
+func (a *App) waitIdle(ctx context.Context) error {
+	for {
+		if err := a.ix.WaitIdle(ctx); err != nil {
+			return err
+		}
+		if a.watcherPending() == 0 && a.ix.Idle() {
+			return nil
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (a *App) watcherPending() int {
+	n := 0
+	for _, r := range a.w.Status().Roots {
+		n += r.Pending
+	}
+	return n
+}
+
+// logProgress logs progress every 10 s while work is pending, and once when
+// the initial scan is done.
+func (a *App) logProgress(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	idleLogged := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		p := a.ix.Progress()
+		if p.Idle {
+			if !idleLogged {
+				a.log.Info("idle", "files_seen", p.FilesSeen, "files_hashed", p.FilesHashed,
+					"bytes_hashed", p.BytesHashed, "uptime", p.Uptime.Round(time.Second))
+				idleLogged = true
+			}
+			continue
+		}
+		idleLogged = false
+		a.log.Info("indexing", "files_seen", p.FilesSeen, "files_hashed", p.FilesHashed,
+			"queued", p.FilesQueued, "bytes_queued", p.BytesQueued, "remaining", p.Remaining.Round(time.Second))
+	}
+}
+
+// goVersion is reported by status.
+var goVersion = runtime.Version()
