@@ -118,6 +118,10 @@ func (r *root) run(ctx context.Context) error {
 			r.overflow()
 		case <-r.timer.C:
 			r.armed = time.Time{}
+			// Events already queued happened before now: fold them in
+			// first, or a file whose write is still in the queue would
+			// be emitted now and again after the write is read.
+			r.drain(events, errs)
 			if !r.fire(ctx) {
 				return nil
 			}
@@ -136,6 +140,43 @@ func (r *root) run(ctx context.Context) error {
 		r.publish()
 	}
 }
+
+// drain handles the events that are already waiting, until none arrives
+// for a moment; it stops after drainMax events or a quiet period's time, so
+// a storm cannot hold back what is due forever.
+func (r *root) drain(events <-chan fsnotify.Event, errs <-chan error) {
+	if events == nil {
+		return
+	}
+	idle := time.NewTimer(drainIdle)
+	defer idle.Stop()
+	stop := time.Now().Add(r.opts.Quiet)
+	for n := 0; n < drainMax; n++ {
+		if n%1024 == 1023 && time.Now().After(stop) {
+			return
+		}
+		idle.Reset(drainIdle)
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			r.handle(ev)
+		case err, ok := <-errs:
+			if !ok {
+				return
+			}
+			r.handleErr(err)
+		case <-idle.C:
+			return
+		}
+	}
+}
+
+const (
+	drainIdle = 2 * time.Millisecond
+	drainMax  = 1 << 16
+)
 
 // emit sends ev, or reports false when ctx ends first.
 func (r *root) emit(ctx context.Context, ev Event) bool {
