@@ -1,0 +1,132 @@
+package hasher
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/annexd/annexd/key"
+)
+
+// benchSizes are the per-file sizes of git-annex's 2012 table, redone here.
+var benchSizes = []int{1 << 10, 10 << 10, 50 << 10, 100 << 10, 1 << 20, 10 << 20, 100 << 20}
+
+func benchSizeName(n int) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%dMiB", n>>20)
+	}
+	return fmt.Sprintf("%dKiB", n>>10)
+}
+
+// BenchmarkPerFile is the whole-file cost, warm cache, of every way of
+// hashing one file with SHA-256: inline (HashFile on the caller's
+// goroutine), the pool (hand-off to a worker and back), and the external
+// programs (fork, exec, hash on stdin, parse), each with the same stat and
+// identity checks.
+func BenchmarkPerFile(b *testing.B) {
+	routes := []struct {
+		name string
+		p    *Policy // nil: HashFile
+		prog string
+	}{
+		{name: "inline"},
+		{name: "pool", p: &Policy{InlineMax: -1}},
+		{name: "sha256sum", p: &Policy{InlineMax: -1, ExternalMin: 1}, prog: "sha256sum"},
+		{name: "openssl", p: &Policy{InlineMax: -1, ExternalMin: 1}, prog: "openssl"},
+	}
+	for _, size := range benchSizes {
+		b.Run(benchSizeName(size), func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "f.bin")
+			writeFile(b, path, pattern(size))
+			for _, r := range routes {
+				b.Run(r.name, func(b *testing.B) {
+					hashFn := func() error {
+						_, err := HashFile(context.Background(), path, key.SHA256)
+						return err
+					}
+					if r.p != nil {
+						p := *r.p
+						if r.prog != "" {
+							prog, err := exec.LookPath(r.prog)
+							if err != nil {
+								b.Skipf("%s not installed: %v", r.prog, err)
+							}
+							p.External = prog
+						}
+						h := New(p, nil)
+						defer h.Close()
+						hashFn = func() error {
+							_, err := h.Hash(context.Background(), path, key.SHA256)
+							return err
+						}
+					}
+					b.SetBytes(int64(size))
+					b.ResetTimer()
+					for b.Loop() {
+						if err := hashFn(); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkReadSize hashes a 64 MiB file with each read size, with and
+// without read-ahead.
+func BenchmarkReadSize(b *testing.B) {
+	const size = 64 << 20
+	path := filepath.Join(b.TempDir(), "f.bin")
+	writeFile(b, path, pattern(size))
+	for _, ahead := range []int64{-1, 1} {
+		for _, buf := range []int{64 << 10, 256 << 10, 512 << 10, 1 << 20, 4 << 20} {
+			name := fmt.Sprintf("readahead=%v/buf=%dKiB", ahead > 0, buf>>10)
+			b.Run(name, func(b *testing.B) {
+				o := readOpts{bufSize: buf, readAhead: ahead}
+				b.SetBytes(size)
+				for b.Loop() {
+					if _, err := hashFile(context.Background(), path, key.SHA256, nil, o); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkSHA256Impl compares the in-process implementations on a buffer
+// in memory (no file reading).
+func BenchmarkSHA256Impl(b *testing.B) {
+	buf := pattern(16 << 20)
+	for _, impl := range []SHA256Impl{SHA256Std, SHA256SIMD} {
+		b.Run(string(impl), func(b *testing.B) {
+			h, _ := newHash(key.SHA256, impl)
+			b.SetBytes(int64(len(buf)))
+			for b.Loop() {
+				h.Reset()
+				h.Write(buf)
+				h.Sum(nil)
+			}
+		})
+	}
+}
+
+// BenchmarkBackends hashes a 64 MiB file with each backend.
+func BenchmarkBackends(b *testing.B) {
+	const size = 64 << 20
+	path := filepath.Join(b.TempDir(), "f.bin")
+	writeFile(b, path, pattern(size))
+	for _, be := range []key.Backend{key.SHA256, key.SHA512, key.SHA384, key.BLAKE2B256, key.BLAKE2B512, key.SHA1, key.MD5} {
+		b.Run(be.String(), func(b *testing.B) {
+			b.SetBytes(size)
+			for b.Loop() {
+				if _, err := HashFile(context.Background(), path, be); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
