@@ -5,27 +5,20 @@ import (
 	"io"
 )
 
-// BatchEngine hashes several SHA-256 streams in one call, for example in the
-// lanes of a multi-buffer SIMD kernel. Pool workers call it concurrently, each
-// with its own batch. It must not keep goroutines running between calls.
+// BatchEngine hashes several SHA-256 streams at once, for example one per
+// lane of a multi-buffer SIMD kernel. Each pool worker gets its own engine
+// from Policy.Batch and is its only user. An engine must not keep goroutines
+// or timers running between calls: an idle Hasher costs no CPU.
 type BatchEngine interface {
-	// Name identifies the engine in logs and calibration tables.
-	Name() string
-	// Lanes is how many streams one call hashes at full speed; the pool
-	// gathers up to this many queued files per call.
+	// Lanes is how many streams the engine hashes at full speed at once.
 	Lanes() int
-	// HashStreams reads every stream to its end and fills in its Sum, or
-	// its Err when reading it failed; one stream's failure must not affect
-	// the others. It returns early with ctx.Err() when ctx ends.
-	HashStreams(ctx context.Context, streams []*Stream) error
-}
-
-// Stream is one file in a batch.
-type Stream struct {
-	R    io.Reader // yields exactly Size bytes, then io.EOF
-	Size int64
-	Sum  [32]byte // set by the engine
-	Err  error    // set by the engine when reading R failed
+	// Hash pulls streams from next until it reports false, reads each to
+	// its end, and calls done with the stream's position in next's
+	// sequence (0, 1, …) and its digest, or the error that ended reading
+	// it, as soon as that stream is finished; done is called once per
+	// stream taken, on the caller's goroutine. One stream's error must not
+	// affect the others. Hash returns ctx.Err() when ctx ends first.
+	Hash(ctx context.Context, next func() (io.Reader, bool), done func(i int, sum [32]byte, err error)) error
 }
 
 // streamReader reads a stableFile up to its recorded size; a file that ends
@@ -45,4 +38,67 @@ func (r *streamReader) Read(p []byte) (int, error) {
 	n, err := r.f.read(p)
 	r.left -= int64(n)
 	return n, err
+}
+
+// batchRun is one call of a worker's engine: the jobs it took, in order.
+type batchRun struct {
+	h     *Hasher
+	first *job
+	jobs  []*job
+	files []*stableFile
+	done  []bool
+}
+
+// next hands the engine the first job, then any job already queued, without
+// waiting; jobs whose file cannot be opened are finished at once.
+func (b *batchRun) next() (io.Reader, bool) {
+	for {
+		j := b.first
+		b.first = nil
+		if j == nil {
+			select {
+			case j = <-b.h.bat:
+			default:
+				return nil, false
+			}
+		}
+		if err := j.ctx.Err(); err != nil {
+			b.h.finish(j, Result{}, err)
+			continue
+		}
+		f, err := openStable(j.path, &j.before)
+		if err != nil {
+			b.h.finish(j, Result{}, err)
+			continue
+		}
+		b.jobs, b.files, b.done = append(b.jobs, j), append(b.files, f), append(b.done, false)
+		return &streamReader{f: f, left: f.before.Size}, true
+	}
+}
+
+// finish checks stream i's file identity and answers its caller.
+func (b *batchRun) finish(i int, sum [32]byte, err error) {
+	if i < 0 || i >= len(b.jobs) || b.done[i] {
+		return
+	}
+	b.done[i] = true
+	f := b.files[i]
+	defer f.close()
+	if err == nil {
+		err = f.verify()
+	}
+	if err != nil {
+		b.h.finish(b.jobs[i], Result{}, err)
+		return
+	}
+	b.h.finish(b.jobs[i], Result{Digest: append([]byte(nil), sum[:]...), Info: f.before}, nil)
+}
+
+// abort answers every job the engine took but did not finish.
+func (b *batchRun) abort(err error) {
+	for i := range b.jobs {
+		if !b.done[i] {
+			b.finish(i, [32]byte{}, err)
+		}
+	}
 }

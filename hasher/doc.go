@@ -17,8 +17,10 @@
 // inline, larger ones by a bounded pool of Policy.Workers goroutines, and
 // SHA-256 files from Policy.ExternalMin bytes on (when it is not 0) by an
 // external program (sha256sum or openssl) that reads the descriptor the
-// Hasher holds. A BatchEngine, when set, takes several large SHA-256 files at
-// once. Idle Hashers cost no CPU: their goroutines block on channels.
+// Hasher holds. With Policy.Batch set (MultiBuffer: the multi-buffer SIMD
+// engine of package mbsha256), each pool worker pulls the large SHA-256 files
+// queued for it into one engine call, a file per lane. Idle Hashers cost no
+// CPU: their goroutines block on channels.
 //
 // Calibrate measures the candidates (crypto/sha256, sha256-simd, the external
 // programs, the pool hand-off) after checking each on known-answer vectors,

@@ -66,7 +66,7 @@ func New(p Policy, log *slog.Logger) *Hasher {
 		h.ext = &externalHasher{path: p.External, kind: kind}
 	}
 	if p.Batch != nil {
-		h.bat = make(chan *job, p.Workers*max(p.Batch.Lanes(), 1))
+		h.bat = make(chan *job, p.Workers*max(p.Batch().Lanes(), 1))
 	}
 	h.base, h.stop = context.WithCancel(context.Background())
 	for range p.Workers {
@@ -149,6 +149,7 @@ func (h *Hasher) Close() error {
 
 func (h *Hasher) worker() {
 	defer h.wg.Done()
+	var eng BatchEngine // this worker's own, made on first use
 	for {
 		select {
 		case <-h.base.Done():
@@ -156,7 +157,7 @@ func (h *Hasher) worker() {
 		case j := <-h.jobs:
 			h.runOne(j)
 		case j := <-h.bat:
-			h.runBatch(h.gather(j))
+			h.runBatch(j, &eng)
 		}
 	}
 }
@@ -195,66 +196,25 @@ func (h *Hasher) hashOne(ctx context.Context, j *job) (Result, error) {
 	return res, err
 }
 
-// gather takes first and, without waiting, more queued batch jobs up to the
-// engine's lane count.
-func (h *Hasher) gather(first *job) []*job {
-	js := []*job{first}
-	for len(js) < h.p.Batch.Lanes() {
-		select {
-		case j := <-h.bat:
-			js = append(js, j)
-		default:
-			return js
-		}
-	}
-	return js
-}
-
-func (h *Hasher) runBatch(js []*job) {
-	if len(js) < h.p.BatchMinStreams {
-		for _, j := range js {
-			h.runOne(j)
-		}
+// runBatch hashes first and whatever batch jobs are queued, or queue up
+// while it runs, with the worker's engine; with too few queued it hashes
+// first alone.
+func (h *Hasher) runBatch(first *job, eng *BatchEngine) {
+	if len(h.bat)+1 < h.p.BatchMinStreams {
+		h.runOne(first)
 		return
+	}
+	if *eng == nil {
+		*eng = h.p.Batch()
 	}
 	ctx, cancel := context.WithCancel(h.base)
 	defer cancel()
-	var open []*job
-	var files []*stableFile
-	var streams []*Stream
-	for _, j := range js {
-		if err := j.ctx.Err(); err != nil {
-			h.finish(j, Result{}, err)
-			continue
-		}
-		f, err := openStable(j.path, &j.before)
-		if err != nil {
-			h.finish(j, Result{}, err)
-			continue
-		}
-		defer f.close()
-		open, files = append(open, j), append(files, f)
-		streams = append(streams, &Stream{R: &streamReader{f: f, left: f.before.Size}, Size: f.before.Size})
+	b := &batchRun{h: h, first: first}
+	err := (*eng).Hash(ctx, b.next, b.finish)
+	if err == nil {
+		err = errBatchIncomplete
 	}
-	if len(open) == 0 {
-		return
-	}
-	err := h.p.Batch.HashStreams(ctx, streams)
-	for i, j := range open {
-		res, jerr := batchResult(files[i], streams[i], err)
-		h.finish(j, res, jerr)
-	}
+	b.abort(err)
 }
 
-func batchResult(f *stableFile, s *Stream, err error) (Result, error) {
-	if err != nil {
-		return Result{}, err
-	}
-	if s.Err != nil {
-		return Result{}, s.Err
-	}
-	if err := f.verify(); err != nil {
-		return Result{}, err
-	}
-	return Result{Digest: append([]byte(nil), s.Sum[:]...), Info: f.before}, nil
-}
+var errBatchIncomplete = errors.New("hasher: batch engine returned without finishing a stream")

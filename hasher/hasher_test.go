@@ -16,42 +16,64 @@ import (
 	"github.com/annexd/annexd/key"
 )
 
-// serialEngine is a BatchEngine that hashes its streams one after the other
-// with crypto/sha256: the reference the pool's batch plumbing is tested with.
-// Every call waits for release to be closed (nil: no wait).
+// serialEngine is a BatchEngine that hashes the streams it pulls one after
+// the other with crypto/sha256: the reference the pool's batch plumbing is
+// tested with. Each call, after taking its first stream, waits for release
+// to be closed (nil: no wait).
 type serialEngine struct {
 	lanes   int
 	release chan struct{}
 	mu      sync.Mutex
-	batches []int // size of every batch seen
+	calls   []int // streams taken by each call
 }
 
-func (e *serialEngine) Name() string { return "serial" }
-func (e *serialEngine) Lanes() int   { return e.lanes }
+func (e *serialEngine) factory() func() BatchEngine { return func() BatchEngine { return e } }
 
-func (e *serialEngine) HashStreams(ctx context.Context, streams []*Stream) error {
+func (e *serialEngine) Lanes() int { return e.lanes }
+
+func (e *serialEngine) Hash(ctx context.Context, next func() (io.Reader, bool), done func(int, [32]byte, error)) error {
 	e.mu.Lock()
-	e.batches = append(e.batches, len(streams))
+	e.calls = append(e.calls, 0)
+	call := len(e.calls) - 1
 	e.mu.Unlock()
-	if e.release != nil {
-		<-e.release
-	}
-	for _, s := range streams {
+	for i := 0; ; i++ {
+		r, ok := next()
+		if !ok {
+			return nil
+		}
+		e.mu.Lock()
+		e.calls[call]++
+		e.mu.Unlock()
+		if i == 0 && e.release != nil {
+			select {
+			case <-e.release:
+			case <-ctx.Done():
+			}
+		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		h := sha256.New()
-		n, err := io.Copy(h, s.R)
-		if err == nil && n != s.Size {
-			err = fmt.Errorf("read %d of %d bytes", n, s.Size)
-		}
-		if err != nil {
-			s.Err = err
-			continue
-		}
-		h.Sum(s.Sum[:0])
+		var sum [32]byte
+		_, err := io.Copy(h, r)
+		h.Sum(sum[:0])
+		done(i, sum, err)
 	}
-	return nil
+}
+
+// taken returns how many streams each call took so far.
+func (e *serialEngine) taken() []int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]int(nil), e.calls...)
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }
 
 func makeFiles(t *testing.T, n, size int) ([]string, [][32]byte) {
@@ -97,11 +119,11 @@ func TestPoolManyConcurrentCallers(t *testing.T) {
 	hashAll(t, h, paths, sums)
 }
 
-// Files queued while the engine is busy are handed to it together.
-func TestBatchGathersQueuedFiles(t *testing.T) {
+// Files queued while the engine is busy are pulled into the same call.
+func TestBatchPullsQueuedFiles(t *testing.T) {
 	paths, sums := makeFiles(t, 9, 300<<10)
 	eng := &serialEngine{lanes: 4, release: make(chan struct{})}
-	h := New(Policy{InlineMax: -1, Workers: 1, Batch: eng, BatchMinStreams: 1}, nil)
+	h := New(Policy{InlineMax: -1, Workers: 1, Batch: eng.factory(), BatchMinStreams: 1}, nil)
 	defer h.Close()
 	done := make(chan struct{})
 	go func() {
@@ -115,15 +137,9 @@ func TestBatchGathersQueuedFiles(t *testing.T) {
 	}
 	close(eng.release)
 	<-done
-	eng.mu.Lock()
-	defer eng.mu.Unlock()
-	total, biggest := 0, 0
-	for _, n := range eng.batches {
-		total += n
-		biggest = max(biggest, n)
-	}
-	if biggest != 4 || total != len(paths) {
-		t.Fatalf("batches %v: want all %d files, in full 4-lane batches once queued", eng.batches, len(paths))
+	calls := eng.taken()
+	if sum(calls) != len(paths) || calls[0] < 1+cap(h.bat) {
+		t.Fatalf("streams per call %v: want all %d files, the first call taking at least the %d queued", calls, len(paths), 1+cap(h.bat))
 	}
 }
 
@@ -131,11 +147,11 @@ func TestBatchGathersQueuedFiles(t *testing.T) {
 func TestBatchBelowMinStreamsHashedSingly(t *testing.T) {
 	paths, sums := makeFiles(t, 1, 300<<10)
 	eng := &serialEngine{lanes: 4}
-	h := New(Policy{InlineMax: -1, Workers: 1, Batch: eng, BatchMinStreams: 2}, nil)
+	h := New(Policy{InlineMax: -1, Workers: 1, Batch: eng.factory(), BatchMinStreams: 2}, nil)
 	defer h.Close()
 	hashAll(t, h, paths, sums)
-	if len(eng.batches) != 0 {
-		t.Fatalf("engine called with %v for a single file", eng.batches)
+	if calls := eng.taken(); len(calls) != 0 {
+		t.Fatalf("engine called (%v) for a single file", calls)
 	}
 }
 
@@ -143,7 +159,7 @@ func TestBatchBelowMinStreamsHashedSingly(t *testing.T) {
 func TestBatchChangedFileFailsAlone(t *testing.T) {
 	paths, sums := makeFiles(t, 3, 300<<10)
 	eng := &serialEngine{lanes: 4, release: make(chan struct{})}
-	h := New(Policy{InlineMax: -1, Workers: 1, Batch: eng, BatchMinStreams: 1}, nil)
+	h := New(Policy{InlineMax: -1, Workers: 1, Batch: eng.factory(), BatchMinStreams: 1}, nil)
 	defer h.Close()
 	errs := make([]error, 3)
 	var wg sync.WaitGroup
@@ -158,13 +174,7 @@ func TestBatchChangedFileFailsAlone(t *testing.T) {
 			errs[i] = err
 		}()
 	}
-	inEngineOrQueued := func() int {
-		n := len(h.bat)
-		for _, b := range eng.batchesSeen() {
-			n += b
-		}
-		return n
-	}
+	inEngineOrQueued := func() int { return len(h.bat) + sum(eng.taken()) }
 	deadline := time.Now().Add(10 * time.Second)
 	for inEngineOrQueued() < 3 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
@@ -189,13 +199,13 @@ func TestBatchChangedFileFailsAlone(t *testing.T) {
 func TestCloseStopsWorkAndRefusesNew(t *testing.T) {
 	paths, _ := makeFiles(t, 1, 300<<10)
 	eng := &serialEngine{lanes: 2, release: make(chan struct{})}
-	h := New(Policy{InlineMax: -1, Workers: 1, Batch: eng, BatchMinStreams: 1}, nil)
+	h := New(Policy{InlineMax: -1, Workers: 1, Batch: eng.factory(), BatchMinStreams: 1}, nil)
 	errc := make(chan error, 1)
 	go func() {
 		_, err := h.Hash(context.Background(), paths[0], key.SHA256)
 		errc <- err
 	}()
-	for len(eng.batchesSeen()) == 0 {
+	for sum(eng.taken()) == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	closed := make(chan struct{})
@@ -219,15 +229,9 @@ func TestCloseStopsWorkAndRefusesNew(t *testing.T) {
 	}
 }
 
-func (e *serialEngine) batchesSeen() []int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]int(nil), e.batches...)
-}
-
 func TestRoute(t *testing.T) {
 	eng := &serialEngine{lanes: 2}
-	p := Policy{InlineMax: 100, ExternalMin: 1000, External: "/usr/bin/sha256sum", Batch: eng, BatchMin: 500}.withDefaults()
+	p := Policy{InlineMax: 100, ExternalMin: 1000, External: "/usr/bin/sha256sum", Batch: eng.factory(), BatchMin: 500}.withDefaults()
 	cases := []struct {
 		size   int64
 		sha256 bool

@@ -112,7 +112,7 @@ func TestKnownAnswersEveryRoute(t *testing.T) {
 		"pool-simd":    {InlineMax: -1, SHA256: SHA256SIMD},
 		"small-buf":    {InlineMax: -1, BufferSize: 4096},
 		"odd-buf":      {InlineMax: 1 << 30, BufferSize: 1000},
-		"batch":        {InlineMax: -1, Batch: &serialEngine{lanes: 4}, BatchMinStreams: 1},
+		"batch":        {InlineMax: -1, Batch: (&serialEngine{lanes: 4}).factory(), BatchMinStreams: 1},
 		"sha256sum":    {InlineMax: -1, ExternalMin: 1, External: lookPath(t, "sha256sum")},
 		"openssl-dgst": {InlineMax: -1, ExternalMin: 1, External: lookPath(t, "openssl")},
 	}

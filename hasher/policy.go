@@ -29,13 +29,14 @@ type Policy struct {
 	ReadAhead int64 `json:"read_ahead" toml:"read_ahead"`
 	// SHA256 picks the in-process SHA-256 code; "" means crypto/sha256.
 	SHA256 SHA256Impl `json:"sha256" toml:"sha256"`
-	// Batch, when set, hashes several large SHA-256 files at once.
-	Batch BatchEngine `json:"-" toml:"-"`
+	// Batch, when set, makes the BatchEngine each pool worker uses to hash
+	// several large SHA-256 files at once.
+	Batch func() BatchEngine `json:"-" toml:"-"`
 	// BatchMin: SHA-256 files of at least this many bytes may go to Batch;
 	// 0 means any file the pool takes.
 	BatchMin int64 `json:"batch_min" toml:"batch_min"`
-	// BatchMinStreams: a batch with fewer queued files is hashed one file at
-	// a time instead; 0 means 2.
+	// BatchMinStreams: when fewer files than this are queued for the
+	// engine, a worker hashes the next one alone instead; 0 means 2.
 	BatchMinStreams int `json:"batch_min_streams" toml:"batch_min_streams"`
 }
 
