@@ -1,0 +1,297 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/annexd/annexd/api"
+)
+
+var (
+	runBinOnce sync.Once
+	runBin     string
+	runBinErr  error
+)
+
+// annexdBinary builds annexd once for the tests of this file.
+func annexdBinary(t *testing.T) string {
+	t.Helper()
+	runBinOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "annexd-run-test-")
+		if err != nil {
+			runBinErr = err
+			return
+		}
+		runBin = filepath.Join(dir, "annexd")
+		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+		out, err := exec.Command(gobin, "build", "-race", "-o", runBin, "github.com/annexd/annexd/cmd/annexd").CombinedOutput()
+		if err != nil {
+			runBinErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if runBinErr != nil {
+		t.Fatal(runBinErr)
+	}
+	return runBin
+}
+
+// daemonEnv is a private XDG layout for one test's daemons.
+type daemonEnv struct {
+	t      *testing.T
+	root   string
+	state  string
+	rundir string
+}
+
+func newDaemonEnv(t *testing.T) *daemonEnv {
+	base := t.TempDir()
+	e := &daemonEnv{t: t, root: filepath.Join(base, "root"), state: filepath.Join(base, "state"), rundir: filepath.Join(base, "run")}
+	for _, d := range []string{e.root, e.rundir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+func (e *daemonEnv) index() string  { return filepath.Join(e.state, "annexd", "index.db") }
+func (e *daemonEnv) socket() string { return filepath.Join(e.rundir, "annexd", "annexd.sock") }
+
+func (e *daemonEnv) command(args ...string) (*exec.Cmd, *bytes.Buffer) {
+	cmd := exec.Command(annexdBinary(e.t), args...)
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+e.state, "XDG_RUNTIME_DIR="+e.rundir,
+		"XDG_CONFIG_HOME="+filepath.Join(e.state, "config"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	return cmd, &out
+}
+
+// start runs annexd on the root in the background and waits until its API
+// answers.
+func (e *daemonEnv) start(extra ...string) (*exec.Cmd, *bytes.Buffer) {
+	e.t.Helper()
+	args := append([]string{"--calibrate", "never", "--quiet-delay", "100ms", e.root}, extra...)
+	cmd, out := e.command(args...)
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	c := api.Dial(e.socket())
+	defer c.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := c.Ping(context.Background()); err == nil {
+			return cmd, out
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("annexd did not answer within 60 s:\n%s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitIdle waits for the daemon to be idle and returns its status.
+func (e *daemonEnv) waitIdle() api.Status {
+	e.t.Helper()
+	c := api.Dial(e.socket())
+	defer c.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, err := c.Status(context.Background())
+		if err == nil && st.Idle {
+			return st
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("annexd not idle within 60 s: %+v %v", st, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (e *daemonEnv) lookup(p string) api.LookupResult {
+	e.t.Helper()
+	c := api.Dial(e.socket())
+	defer c.Close()
+	r, err := c.Lookup(context.Background(), []byte(p), true)
+	if err != nil {
+		e.t.Fatalf("lookup %s: %v", p, err)
+	}
+	return r
+}
+
+func writeOldFile(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wait waits for cmd to exit and returns its exit code.
+func wait(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("annexd did not exit within 30 s:\n%s", out)
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+// A daemon killed with SIGKILL resumes from its index: unchanged files are
+// not hashed again, a file changed while it was down is.
+func TestRunRestartAfterKillDoesNotRehash(t *testing.T) {
+	e := newDaemonEnv(t)
+	const n = 300
+	for i := range n {
+		writeOldFile(t, filepath.Join(e.root, fmt.Sprintf("d%d/f%d.txt", i%9, i)), fmt.Sprint("content ", i))
+	}
+	cmd, out := e.start()
+	st := e.waitIdle()
+	if st.Scan.FilesHashed != n || st.Files != n {
+		t.Fatalf("first run: %d hashed, %d files; want %d", st.Scan.FilesHashed, st.Files, n)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	changed := filepath.Join(e.root, "d0/f0.txt")
+	writeOldFile(t, changed, "changed while the daemon was down")
+	cmd, out = e.start()
+	st = e.waitIdle()
+	if st.Scan.FilesHashed != 1 || st.Files != n {
+		t.Errorf("after restart: %d hashed, %d files; want 1 and %d\n%s", st.Scan.FilesHashed, st.Files, n, out)
+	}
+	sum := sha256.Sum256([]byte("changed while the daemon was down"))
+	if r := e.lookup(changed); r.State != api.StateCurrent || !strings.Contains(r.Key.String(), fmt.Sprintf("%x", sum)) {
+		t.Errorf("lookup of the changed file: %+v", r)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := wait(t, cmd, out); code != 0 {
+		t.Errorf("exit code %d after SIGTERM:\n%s", code, out)
+	}
+}
+
+// SIGTERM flushes and exits 0; a second instance on the same index exits
+// non-zero naming the index file.
+func TestRunSecondInstanceAndSignal(t *testing.T) {
+	e := newDaemonEnv(t)
+	writeOldFile(t, filepath.Join(e.root, "a"), "a")
+	cmd, out := e.start()
+	e.waitIdle()
+
+	other := t.TempDir()
+	second, out2 := e.command("--calibrate", "never", "--socket", filepath.Join(other, "s.sock"), e.root)
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if code := wait(t, second, out2); code == 0 || !strings.Contains(out2.String(), e.index()) ||
+		!strings.Contains(out2.String(), "another annexd") {
+		t.Errorf("second instance: exit %d, output:\n%s", code, out2)
+	}
+
+	// An old mtime keeps the record from being racily clean, so the
+	// restart re-hashes it only if the record was lost.
+	p := filepath.Join(e.root, "written-before-term")
+	writeOldFile(t, p, "x")
+	if r := e.lookup(p); r.State != api.StateCurrent {
+		t.Fatalf("lookup: %+v", r)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := wait(t, cmd, out); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM:\n%s", code, out)
+	}
+	// The record written by the lookup survived the shutdown.
+	cmd, _ = e.start()
+	st := e.waitIdle()
+	if st.Scan.FilesHashed != 0 || st.Files != 2 {
+		t.Errorf("after clean restart: %d hashed, %d files; want 0 and 2", st.Scan.FilesHashed, st.Files)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	wait(t, cmd, out)
+}
+
+func TestRunStartupErrors(t *testing.T) {
+	e := newDaemonEnv(t)
+	file := filepath.Join(e.root, "plain")
+	writeOldFile(t, file, "x")
+	badConf := filepath.Join(t.TempDir(), "annexd.toml")
+	if err := os.WriteFile(badConf, []byte("[watch]\nquiet_dely = \"1s\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{filepath.Join(e.root, "nope")}, []string{"nope", "does not exist"}},
+		{[]string{file}, []string{file, "not a directory"}},
+		{[]string{"--config", badConf, e.root}, []string{"watch.quiet_dely", badConf}},
+		{[]string{"--backend", "SHA3", e.root}, []string{"backend", "SHA3"}},
+		{nil, []string{"no directory to index"}},
+	}
+	for _, c := range cases {
+		cmd, out := e.command(c.args...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if code := wait(t, cmd, out); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d\n%s", c.args, code, exitUsage, out)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%v: output lacks %q:\n%s", c.args, w, out)
+			}
+		}
+	}
+}
+
+// `annexd ROOT` with nothing else configured puts the index and socket in
+// the XDG places, and --exit-when-idle ends it after the first scan.
+func TestRunDefaultsAndExitWhenIdle(t *testing.T) {
+	e := newDaemonEnv(t)
+	writeOldFile(t, filepath.Join(e.root, "x/y.tar.gz"), "y")
+	cmd, out := e.command("--exit-when-idle", e.root)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if code := wait(t, cmd, out); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if _, err := os.Stat(e.index()); err != nil {
+		t.Errorf("index not at the default place: %v", err)
+	}
+	if !strings.Contains(out.String(), e.socket()) {
+		t.Errorf("log does not name the default socket %s:\n%s", e.socket(), out)
+	}
+}
