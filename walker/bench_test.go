@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/annexd/annexd/internal/fsstat"
 )
 
@@ -104,4 +106,26 @@ func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// BenchmarkWalkBigTreeRSS walks $ANNEXD_BIG_TREE (e.g. 10^6 files) and
+// reports the process's peak RSS, to show memory does not grow with the
+// tree.
+func BenchmarkWalkBigTreeRSS(b *testing.B) {
+	root := os.Getenv("ANNEXD_BIG_TREE")
+	if root == "" {
+		b.Skip("set ANNEXD_BIG_TREE to a large tree (e.g. 10^6 files) to measure peak RSS")
+	}
+	n := 0
+	for b.Loop() {
+		n = 0
+		err := Walk(context.Background(), root, Options{}, func(Entry) error { n++; return nil })
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	b.ReportMetric(float64(n), "files")
+	b.ReportMetric(float64(ru.Maxrss)/1024, "peak-RSS-MiB")
 }

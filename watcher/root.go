@@ -42,6 +42,8 @@ type root struct {
 	overflows  int
 	lastOver   time.Time
 	lastRescan time.Time
+	rootGone   bool // the root was removed; checked every DegradedRescan
+	noInstance bool // no inotify instance could be created; rescans only
 
 	inject     chan struct{} // test seam: an overflow
 	watchLimit int           // test seam: > 0 makes Add fail with ENOSPC beyond this many watches
@@ -71,7 +73,8 @@ func (r *root) run(ctx context.Context) error {
 		// Out of inotify instances: the whole root is covered by rescans.
 		r.log.Error("cannot create inotify instance; root is covered by periodic rescans",
 			"err", err, "sysctl", "fs.inotify.max_user_instances")
-		r.unwatched[r.path] = 1
+		r.noInstance = true
+		r.unwatched[r.path] = countDirs(r.path, r)
 	} else {
 		r.fsw = fsw
 		defer fsw.Close()
@@ -96,7 +99,7 @@ func (r *root) run(ctx context.Context) error {
 	}
 	for {
 		var degradedC <-chan time.Time
-		if len(r.unwatched) > 0 {
+		if len(r.unwatched) > 0 || r.rootGone {
 			degradedC = degraded.C()
 		}
 		select {
@@ -174,7 +177,7 @@ func (r *root) drain(events <-chan fsnotify.Event, errs <-chan error) {
 }
 
 const (
-	drainIdle = 2 * time.Millisecond
+	drainIdle = 5 * time.Millisecond
 	drainMax  = 1 << 16
 )
 
@@ -305,8 +308,8 @@ func (r *root) settle(ctx context.Context, p string) bool {
 			r.dropTree(p)
 		}
 		if p == r.path {
-			r.log.Error("root is gone; watching for it to come back", "err", err)
-			r.unwatched[p] = 1
+			r.log.Error("root is gone; checking periodically for it to come back", "err", err)
+			r.rootGone = true
 		}
 		return r.emit(ctx, Event{Kind: Removed, Path: p})
 	case err != nil:
@@ -373,6 +376,14 @@ func (r *root) rescanRoot(ctx context.Context, reason string) bool {
 // retryUnwatched tries again to watch every directory without a watch and
 // emits a Rescan for each: their changes since the last one were not seen.
 func (r *root) retryUnwatched(ctx context.Context) bool {
+	if r.rootGone {
+		if fi, err := fsstat.Lstat(r.path); err != nil || !fi.IsDir() {
+			return true
+		}
+		r.rootGone = false
+		r.log.Info("root is back")
+		return r.rescanRoot(ctx, ReasonNewDir)
+	}
 	tops := make([]string, 0, len(r.unwatched))
 	for p := range r.unwatched {
 		tops = append(tops, p)
@@ -381,15 +392,12 @@ func (r *root) retryUnwatched(ctx context.Context) bool {
 	for _, p := range tops {
 		fi, err := fsstat.Lstat(p)
 		if err != nil || !fi.IsDir() {
-			if p == r.path {
-				r.unwatched[p] = 1 // the root is still gone
-			}
 			continue
 		}
-		if r.fsw != nil {
-			r.addTree(p)
+		if r.noInstance {
+			r.unwatched[p] = countDirs(p, r) // rescans only
 		} else {
-			r.unwatched[p] = 1 // no inotify instance: rescans only
+			r.addTree(p)
 		}
 		if p == r.path {
 			r.lastRescan = time.Now()
@@ -434,6 +442,8 @@ func (r *root) publish() {
 	s.Watches = len(r.dirs)
 	s.Unwatched = unwatched
 	s.Degraded = len(r.unwatched) > 0
+	s.RootMissing = r.rootGone
+	s.NoInstance = r.noInstance
 	s.WatchesNeeded = s.Watches + unwatched
 	s.Pending = len(r.pending)
 	s.Overflows = r.overflows
@@ -446,15 +456,21 @@ func (r *root) snapshot() RootStatus {
 	s := r.status
 	r.mu.Unlock()
 	s.MaxUserWatches = maxUserWatches()
-	if s.Degraded {
+	switch {
+	case s.NoInstance:
+		s.Sysctl = "sysctl fs.inotify.max_user_instances=" + strconv.Itoa(max(2*procInt("max_user_instances"), 256))
+	case s.Degraded:
 		s.Sysctl = sysctlFor(s.MaxUserWatches, s.Unwatched)
 	}
 	return s
 }
 
 // maxUserWatches reads fs.inotify.max_user_watches; 0 if unknown.
-func maxUserWatches() int {
-	b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_watches")
+func maxUserWatches() int { return procInt("max_user_watches") }
+
+// procInt reads /proc/sys/fs/inotify/name; 0 if unknown.
+func procInt(name string) int {
+	b, err := os.ReadFile("/proc/sys/fs/inotify/" + name)
 	if err != nil {
 		return 0
 	}

@@ -229,10 +229,12 @@ type RootStatus struct {
 	Root           string
 	Watches        int       // directories with a watch
 	Unwatched      int       // directories without one (degraded mode), as last counted
-	Degraded       bool      // some directories have no watch
+	Degraded       bool      // some directories have no watch (limit reached)
+	NoInstance     bool      // no inotify instance (fs.inotify.max_user_instances reached): rescans only
+	RootMissing    bool      // the root was removed; checked every DegradedRescan
 	WatchesNeeded  int       // Watches + Unwatched
 	MaxUserWatches int       // fs.inotify.max_user_watches now; 0 if unknown
-	Sysctl         string    // when degraded: the command that raises the limit enough
+	Sysctl         string    // when degraded: the exact command that raises the limit enough
 	Pending        int       // paths waiting to settle
 	Overflows      int       // inotify queue overflows since start
 	LastOverflow   time.Time // zero if none

@@ -351,7 +351,9 @@ func TestMoveInAndOut(t *testing.T) {
 
 func TestBurst(t *testing.T) {
 	const n = 10000
-	r := start(t, Options{Quiet: 300 * time.Millisecond})
+	// The default quiet period: a writer stalled longer than it between
+	// creating and writing a file legitimately makes two events.
+	r := start(t, Options{Quiet: time.Second})
 	dir := r.path("burst")
 	os.Mkdir(dir, 0o755)
 	r.wait("dir", func(evs []Event) bool { return has(evs, Rescan, dir) })
@@ -554,4 +556,56 @@ func TestDirectoryRenamedOverAnother(t *testing.T) {
 	if st := r.w.Status().Roots[0]; st.Watches != 3 {
 		t.Errorf("watches = %d, want 3", st.Watches)
 	}
+}
+
+func TestRewrittenWhileQueuedEmittedOnce(t *testing.T) {
+	r := start(t, Options{Quiet: 500 * time.Millisecond})
+	f := r.path("f")
+	for i := range 5 {
+		write(t, f, strings.Repeat("x", i))
+	}
+	os.Truncate(f, 0)
+	write(t, f, "final")
+	r.wait("rewritten file", func(evs []Event) bool { return has(evs, Changed, f) })
+	if c := count(r.quiet(time.Second), Changed, f); c != 1 {
+		t.Errorf("emitted %d times", c)
+	}
+}
+
+func TestNeverQuietFileEmittedByMaxDelay(t *testing.T) {
+	r := start(t, Options{Quiet: 400 * time.Millisecond, MaxDelay: time.Second})
+	f := r.path("log")
+	fh, err := os.Create(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	stop := time.Now().Add(waitLong)
+	for time.Now().Before(stop) && !has(r.events(), Changed, f) {
+		fh.WriteString("line\n")
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !has(r.events(), Changed, f) {
+		t.Fatal("a file written continuously was never emitted")
+	}
+}
+
+func TestRootRemovedAndRecreated(t *testing.T) {
+	parent := t.TempDir()
+	root := filepath.Join(parent, "root")
+	os.Mkdir(root, 0o755)
+	r := startAt(t, root, Options{DegradedRescan: 200 * time.Millisecond})
+	if err := os.RemoveAll(root); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("root removed", func(evs []Event) bool { return has(evs, Removed, root) })
+	r.wait("status says missing", func([]Event) bool { return r.w.Status().Roots[0].RootMissing })
+	if st := r.w.Status().Roots[0]; st.Degraded || st.Sysctl != "" {
+		t.Errorf("a missing root is reported as a watch limit: %+v", st)
+	}
+	os.Mkdir(root, 0o755)
+	r.wait("root back", func(evs []Event) bool { return has(evs, Rescan, root) })
+	r.reset()
+	write(t, filepath.Join(root, "f"), "f")
+	r.wait("watching again", func(evs []Event) bool { return has(evs, Changed, filepath.Join(root, "f")) })
 }
