@@ -3,10 +3,18 @@
 //
 // # Basics
 //
-// New picks the fastest kernel this CPU has: AVX-512 with sixteen lanes,
-// else crypto/sha256 one stream at a time (also on other architectures and
-// with the purego build tag). Kernels lists the kernels the CPU can run and
-// NewKernel asks for one by name, for benchmarks and calibration.
+// New picks the fastest kernel this CPU has for many streams:
+//
+//   - avx512x16: sixteen lanes in AVX-512 registers (the one that beats
+//     crypto/sha256 by about two times when its lanes are full);
+//   - shanix2: two streams interleaved through the SHA-NI instructions;
+//   - avx2x8: eight lanes in AVX2 registers, picked only on CPUs without
+//     SHA-NI, where crypto/sha256 has nothing faster than AVX2 either;
+//   - generic: crypto/sha256, one stream at a time (other CPUs and
+//     architectures, and builds with the purego tag).
+//
+// Kernels lists the kernels this machine can run and NewKernel asks for one
+// by name, for benchmarks and calibration.
 //
 // An Engine hashes a batch of streams: Hash pulls streams (io.Readers) from
 // a function, attaches each to a free lane, reads every lane in chunks of
@@ -17,9 +25,10 @@
 // Hash for a slice of readers or byte slices.
 //
 // When the queue is empty and too few lanes are left busy for the kernel to
-// beat a single stream, the remaining streams are finished one by one by
-// crypto/sha256, resumed from the lane's state, so a batch's long tail never
-// runs slower than plain sequential hashing.
+// beat crypto/sha256, the streams still in flight move to the two SHA-NI
+// lanes when the CPU has them, and the last one is finished by crypto/sha256
+// resumed from the lane's state, so a batch's tail never runs slower than
+// hashing the streams one after another.
 //
 // # Caveats
 //

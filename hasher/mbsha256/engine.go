@@ -29,8 +29,11 @@ type Engine struct {
 	state [8][maxLanes]uint32
 	ptrs  [maxLanes]*byte
 	// minLanes: with an empty queue and fewer busy lanes than this, the
-	// rest is finished by crypto/sha256.
+	// rest is finished by the finisher, or by crypto/sha256.
 	minLanes int
+	// finisher, when not nil, is a narrower engine that finishes the
+	// streams left when too few are left for this one's lanes.
+	finisher *Engine
 	buf      []byte // the generic path's read buffer
 }
 
@@ -59,6 +62,9 @@ func newEngine(k *kernel) *Engine {
 	if k != nil {
 		e.lanes = make([]lane, k.lanes)
 		e.minLanes = k.minLanes
+		if f := finisherKernel(); f != nil && f.lanes < k.lanes && f.minLanes < k.minLanes {
+			e.finisher = newEngine(f)
+		}
 	}
 	return e
 }
@@ -183,9 +189,33 @@ type lane struct {
 	err    error
 }
 
+// feeder attaches the next stream to lane i of e; it reports false when
+// there is none.
+type feeder func(e *Engine, i int) bool
+
+// sources feeds the streams next yields, numbering them from 0.
+func sources(next func() (source, bool)) feeder {
+	taken := 0
+	return func(e *Engine, i int) bool {
+		s, ok := next()
+		if !ok {
+			return false
+		}
+		e.attach(i, taken, s)
+		taken++
+		return true
+	}
+}
+
 // run is the multi-lane loop shared by Hash and SumMany.
 func (e *Engine) run(ctx context.Context, next func() (source, bool), done func(int, Result)) error {
-	taken, more := 0, true
+	return e.loop(ctx, sources(next), done)
+}
+
+// loop hashes the streams feed attaches until there are none and every lane
+// is idle.
+func (e *Engine) loop(ctx context.Context, feed feeder, done func(int, Result)) error {
+	more := true
 	defer e.release()
 	for {
 		if err := ctx.Err(); err != nil {
@@ -207,12 +237,9 @@ func (e *Engine) run(ctx context.Context, next func() (source, bool), done func(
 				if !more {
 					break
 				}
-				var s source
-				if s, more = next(); !more {
+				if more = feed(e, i); !more {
 					break
 				}
-				e.attach(i, taken, s)
-				taken++
 			}
 			if l.busy {
 				busy++
@@ -337,9 +364,23 @@ func (e *Engine) finish(i int) Result {
 	return r
 }
 
-// drain finishes every busy lane that has not reached its padding with
-// crypto/sha256, resumed from the lane's state.
+// drain finishes every busy lane that has not reached its padding, by the
+// finisher engine's kernel when there are enough such lanes for it to pay,
+// else one by one with crypto/sha256 resumed from the lane's state.
 func (e *Engine) drain(ctx context.Context, done func(int, Result)) error {
+	var movable []int
+	for i := range e.lanes {
+		if l := &e.lanes[i]; l.busy && !l.padded {
+			movable = append(movable, i)
+		}
+	}
+	if f := e.finisher; f != nil && len(movable) >= f.minLanes {
+		if err := f.loop(ctx, e.handOver(movable), done); err != nil {
+			e.abort(err, done)
+			return err
+		}
+		return nil
+	}
 	for i := range e.lanes {
 		l := &e.lanes[i]
 		if !l.busy || l.padded {
@@ -354,6 +395,26 @@ func (e *Engine) drain(ctx context.Context, done func(int, Result)) error {
 	return nil
 }
 
+// handOver feeds the given lanes of e, streams in flight, to another engine:
+// the lane (its stream, position and pending data) and its state column move
+// over, and the two lanes swap chunk buffers so that each keeps one.
+func (e *Engine) handOver(lanes []int) feeder {
+	return func(to *Engine, i int) bool {
+		if len(lanes) == 0 {
+			return false
+		}
+		src, dst := &e.lanes[lanes[0]], &to.lanes[i]
+		buf := dst.buf
+		*dst = *src
+		*src = lane{buf: buf}
+		for w := range 8 {
+			to.state[w][i] = e.state[w][lanes[0]]
+		}
+		lanes = lanes[1:]
+		return true
+	}
+}
+
 // finishAlone hashes the rest of lane i's stream with crypto/sha256 and frees
 // the lane.
 func (e *Engine) finishAlone(i int) Result {
@@ -361,11 +422,8 @@ func (e *Engine) finishAlone(i int) Result {
 	h := e.resume(i)
 	h.Write(l.blocks)
 	switch {
-	case l.ended:
+	case l.ended: // always so for memory sources, read whole by fill
 		h.Write(l.tail[:l.rest])
-	case l.err == nil && l.src.r == nil:
-		h.Write(l.src.mem)
-		l.size += uint64(len(l.src.mem))
 	case l.err == nil:
 		n, err := io.CopyBuffer(h, onlyReader{l.src.r}, l.buf)
 		l.size += uint64(n)

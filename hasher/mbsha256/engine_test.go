@@ -36,8 +36,8 @@ func assemblyKernels(t *testing.T, f func(t *testing.T, k *kernel)) {
 
 // engines returns every engine worth checking: each kernel the CPU has with
 // the default drain threshold, with draining off and with draining as soon
-// as the queue is empty, the Go reference kernel (16 and 3 lanes), and the
-// generic one.
+// as the queue is empty, each with and without its finisher, the Go
+// reference kernel (16 and 3 lanes), and the generic one.
 func engines(t *testing.T) []testEngine {
 	var es []testEngine
 	for _, k := range kernels {
@@ -49,6 +49,11 @@ func engines(t *testing.T) []testEngine {
 			e := newEngine(k)
 			e.minLanes = min
 			es = append(es, testEngine{fmt.Sprintf("%s/min%d", k.name, min), e})
+			if e.finisher != nil {
+				e = newEngine(k)
+				e.minLanes, e.finisher = min, nil
+				es = append(es, testEngine{fmt.Sprintf("%s/min%d/nofinisher", k.name, min), e})
+			}
 		}
 	}
 	for _, lanes := range []int{16, 3} {
@@ -363,4 +368,61 @@ func FuzzSumMany(f *testing.F) {
 			checkResults(t, inputs, e.SumReaders(context.Background(), readersOf(inputs, 1)))
 		}
 	})
+}
+
+// cancelReader cancels a context once n bytes have been read from it.
+type cancelReader struct {
+	r      io.Reader
+	n      int
+	cancel context.CancelFunc
+}
+
+func (c *cancelReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if c.n -= n; c.n <= 0 {
+		c.cancel()
+	}
+	return n, err
+}
+
+// TestCancelWhileFinishing cancels while a batch too small to fill the lanes
+// is being finished (by the finisher lanes or crypto/sha256).
+func TestCancelWhileFinishing(t *testing.T) {
+	inputs := [][]byte{randomBytes(1, 900_000), randomBytes(2, 500_000), randomBytes(3, 700_000), randomBytes(4, 300_000)}
+	for _, te := range engines(t) {
+		t.Run(te.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			rs := readersOf(inputs, 3)
+			rs[0] = &cancelReader{rs[0], 400_000, cancel}
+			res := te.e.SumReaders(ctx, rs)
+			canceled := 0
+			for i, r := range res {
+				switch {
+				case errors.Is(r.Err, context.Canceled):
+					canceled++
+				case r.Err != nil:
+					t.Errorf("stream %d: %v", i, r.Err)
+				case r.Sum != sha256.Sum256(inputs[i]):
+					t.Errorf("stream %d: wrong digest", i)
+				}
+			}
+			if canceled == 0 {
+				t.Errorf("no stream was reported canceled")
+			}
+		})
+	}
+}
+
+func TestSumReadersCanceledBeforeStart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, te := range engines(t) {
+		res := te.e.SumReaders(ctx, readersOf([][]byte{{1}, {2}, {3}}, 1))
+		for i, r := range res {
+			if !errors.Is(r.Err, context.Canceled) {
+				t.Errorf("%s: stream %d: err %v, want context.Canceled", te.name, i, r.Err)
+			}
+		}
+	}
 }

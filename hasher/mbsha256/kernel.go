@@ -65,3 +65,16 @@ func lookup(name string) (*kernel, error) {
 	}
 	return nil, fmt.Errorf("%w: no kernel named %q in this build", ErrUnsupported, name)
 }
+
+// finisher names the kernel that finishes a batch's last few streams.
+const finisherName = "shanix2"
+
+// finisherKernel returns the kernel that finishes a batch's last few
+// streams, nil when this machine has none.
+func finisherKernel() *kernel {
+	k, err := lookup(finisherName)
+	if err != nil {
+		return nil
+	}
+	return k
+}

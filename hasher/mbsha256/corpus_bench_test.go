@@ -1,0 +1,179 @@
+package mbsha256
+
+import (
+	"context"
+	"crypto/sha256"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+// corpusFiles lists the files of at least 1 MiB under $MBSHA256_CORPUS
+// (default /work/corpus, the shared benchmark tree), or skips.
+func corpusFiles(b *testing.B) ([]string, int64) {
+	root := os.Getenv("MBSHA256_CORPUS")
+	if root == "" {
+		root = "/work/corpus"
+	}
+	if _, err := os.Stat(filepath.Join(root, ".done")); err != nil {
+		b.Skipf("no finished benchmark corpus at %s (set MBSHA256_CORPUS): %v", root, err)
+	}
+	var paths []string
+	var total int64
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if info.Size() >= 1<<20 {
+			paths = append(paths, p)
+			total += info.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range paths { // warm the page cache
+		data, err := os.ReadFile(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sha256.Sum256(data)
+	}
+	return paths, total
+}
+
+// hashFilesEngine hashes paths with one engine, as a pool worker would: all
+// files opened up front, handed over as readers.
+func hashFilesEngine(e *Engine, paths []string) error {
+	files := make([]*os.File, 0, len(paths))
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	rs := make([]io.Reader, len(paths))
+	for i, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		files = append(files, f)
+		rs[i] = f
+	}
+	for _, r := range e.SumReaders(context.Background(), rs) {
+		if r.Err != nil {
+			return r.Err
+		}
+	}
+	return nil
+}
+
+// hashFilesCrypto hashes paths one after another with crypto/sha256 through a
+// 64 KiB buffer.
+func hashFilesCrypto(paths []string) error {
+	buf := make([]byte, ChunkSize)
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		h := sha256.New()
+		_, err = io.CopyBuffer(h, onlyReader{f}, buf)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		h.Sum(nil)
+	}
+	return nil
+}
+
+// BenchmarkCorpusOneCore hashes the corpus's files of 1 MiB or more (warm
+// cache) on one goroutine with the engine and with crypto/sha256, in thread
+// CPU time (system time of the reads included).
+func BenchmarkCorpusOneCore(b *testing.B) {
+	paths, total := corpusFiles(b)
+	for _, name := range Kernels() {
+		e, _ := NewKernel(name)
+		b.Run(name, func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var te, tc time.Duration
+			for range b.N {
+				t0 := threadCPU(b)
+				err1 := hashFilesEngine(e, paths)
+				t1 := threadCPU(b)
+				err2 := hashFilesCrypto(paths)
+				if err1 != nil || err2 != nil {
+					b.Fatal(err1, err2)
+				}
+				te += t1 - t0
+				tc += threadCPU(b) - t1
+			}
+			mb := float64(total) * float64(b.N) / 1e6
+			b.ReportMetric(mb/te.Seconds(), "engine-MB/s")
+			b.ReportMetric(mb/tc.Seconds(), "crypto-MB/s")
+			b.ReportMetric(tc.Seconds()/te.Seconds(), "x-crypto")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// BenchmarkCorpusTwoCores hashes the same files with two goroutines, each
+// taking every other file, with an engine each and with crypto/sha256
+// each; wall time, so it is as noisy as the machine.
+func BenchmarkCorpusTwoCores(b *testing.B) {
+	paths, total := corpusFiles(b)
+	halves := [2][]string{}
+	for i, p := range paths {
+		halves[i%2] = append(halves[i%2], p)
+	}
+	two := func(f func(half []string) error) time.Duration {
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		errs := make([]error, len(halves))
+		for i, h := range halves {
+			wg.Go(func() { errs[i] = f(h) })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(t0)
+	}
+	for _, name := range Kernels() {
+		b.Run(name, func(b *testing.B) {
+			es := make(chan *Engine, 2)
+			for range 2 {
+				e, _ := NewKernel(name)
+				es <- e
+			}
+			var te, tc time.Duration
+			for range b.N {
+				te += two(func(half []string) error {
+					e := <-es
+					defer func() { es <- e }()
+					return hashFilesEngine(e, half)
+				})
+				tc += two(hashFilesCrypto)
+			}
+			mb := float64(total) * float64(b.N) / 1e6
+			b.ReportMetric(mb/te.Seconds(), "engine-MB/s")
+			b.ReportMetric(mb/tc.Seconds(), "crypto-MB/s")
+			b.ReportMetric(tc.Seconds()/te.Seconds(), "x-crypto")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
