@@ -1,0 +1,421 @@
+// Package e2e runs the real annexd and drives the real annexctl binary
+// against it, on temporary trees.
+package e2e
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// bin holds the binaries built once for all tests.
+var bin struct {
+	dir              string
+	annexd, annexctl string
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "annexd-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	bin.dir = dir
+	bin.annexd = filepath.Join(dir, "annexd")
+	bin.annexctl = filepath.Join(dir, "annexctl")
+	for _, b := range []struct{ out, pkg string }{{bin.annexd, "./cmd/annexd"}, {bin.annexctl, "./cmd/annexctl"}} {
+		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: build %s: %v\n%s", b.pkg, err, out)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// daemon is a running annexd.
+type daemon struct {
+	t      *testing.T
+	root   string // watched root (symlinks resolved)
+	socket string
+	env    []string
+	cmd    *exec.Cmd
+	log    *syncBuffer
+	done   chan error
+	exited bool
+}
+
+// startDaemon runs annexd on a new temporary root and waits until its
+// first scan is done. setup, if not nil, fills the root first.
+func startDaemon(t *testing.T, setup func(root string)) *daemon {
+	t.Helper()
+	base, err := os.MkdirTemp("", "e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _ = filepath.EvalSymlinks(base)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	root := filepath.Join(base, "root")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(root)
+	}
+	d := &daemon{t: t, root: root, socket: filepath.Join(base, "run", "annexd.sock"), log: new(syncBuffer),
+		done: make(chan error, 1)}
+	d.env = append(os.Environ(),
+		"XDG_CONFIG_HOME="+filepath.Join(base, "config"),
+		"XDG_STATE_HOME="+filepath.Join(base, "state"),
+		"XDG_RUNTIME_DIR="+filepath.Join(base, "xdgrun"),
+		"ANNEXD_SOCKET="+d.socket)
+	d.cmd = exec.Command(bin.annexd, "--socket", d.socket, "--index", filepath.Join(base, "index.db"),
+		"--calibrate", "never", "--quiet-delay", "200ms", root)
+	d.cmd.Env = d.env
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.done <- d.cmd.Wait() }()
+	t.Cleanup(d.stop)
+	d.waitIdle()
+	return d
+}
+
+// waitIdle waits until annexctl status --wait succeeds.
+func (d *daemon) waitIdle() {
+	d.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r := d.ctl("", "status", "--wait", "--timeout", "30s")
+		if r.code == 0 {
+			return
+		}
+		select {
+		case err := <-d.done:
+			d.exited = true
+			d.t.Fatalf("annexd exited: %v\n%s", err, d.log)
+		default:
+		}
+		if r.code != 3 || time.Now().After(deadline) {
+			d.t.Fatalf("status --wait: exit %d\n%s\n%s\ndaemon log:\n%s", r.code, r.stdout, r.stderr, d.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and expects a clean exit.
+func (d *daemon) stop() {
+	if d.exited {
+		return
+	}
+	d.exited = true
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.done:
+		if err != nil {
+			d.t.Errorf("annexd exit after SIGTERM: %v\n%s", err, d.log)
+		}
+	case <-time.After(20 * time.Second):
+		d.cmd.Process.Kill()
+		<-d.done
+		d.t.Errorf("annexd did not exit within 20s of SIGTERM\n%s", d.log)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's output goroutines
+// and the test reading it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// ctl runs annexctl with stdin in the daemon's environment.
+func (d *daemon) ctl(stdin string, args ...string) result {
+	return d.ctlIn("", stdin, args...)
+}
+
+// ctlIn runs annexctl in directory dir ("" for the test's).
+func (d *daemon) ctlIn(dir, stdin string, args ...string) result {
+	d.t.Helper()
+	return runCtl(d.t, d.env, dir, stdin, args...)
+}
+
+func runCtl(t *testing.T, env []string, dir, stdin string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(bin.annexctl, args...)
+	cmd.Env, cmd.Dir = env, dir
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("annexctl %v: %v", args, err)
+	}
+	return r
+}
+
+// calckey is git-annex's own answer for path.
+func calckey(t *testing.T, path string) string {
+	t.Helper()
+	out, err := exec.Command("git", "annex", "calckey", path).Output()
+	if err != nil {
+		t.Fatalf("git annex calckey %q: %v", path, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLookupAfterWrite(t *testing.T) {
+	d := startDaemon(t, func(root string) { write(t, filepath.Join(root, "old.txt"), "old") })
+	f := filepath.Join(d.root, "old.txt")
+	if r := d.ctl("", "lookup", f); r.code != 0 || strings.TrimSpace(r.stdout) != calckey(t, f) {
+		t.Fatalf("scanned file: exit %d %q %q; want %s", r.code, r.stdout, r.stderr, calckey(t, f))
+	}
+	// Without --wait, a rewritten file is either hashed on demand or
+	// reported pending: never answered with its old key.
+	old := calckey(t, f)
+	write(t, f, "rewritten")
+	r := d.ctl("", "lookup", f)
+	if strings.Contains(r.stdout, old) || (r.code == 0) != (strings.TrimSpace(r.stdout) == calckey(t, f)) {
+		t.Errorf("right after a rewrite: exit %d %q %q (old key %s)", r.code, r.stdout, r.stderr, old)
+	}
+	for i, content := range []string{"first version", "second, longer version", "3"} {
+		g := filepath.Join(d.root, "new", "file.tar.gz")
+		write(t, g, content)
+		r := d.ctl("", "lookup", "--wait", g)
+		if want := calckey(t, g); r.code != 0 || strings.TrimSpace(r.stdout) != want {
+			t.Errorf("write %d: exit %d %q %q; want %s", i, r.code, r.stdout, r.stderr, want)
+		}
+	}
+}
+
+func TestLookupErrors(t *testing.T) {
+	d := startDaemon(t, func(root string) { write(t, filepath.Join(root, "a"), "a") })
+	r := d.ctl("", "lookup", filepath.Join(d.root, "nope"), filepath.Join(d.root, "a"))
+	if r.code != 1 || !strings.Contains(r.stderr, "nope") || !strings.Contains(r.stderr, "no such file") {
+		t.Errorf("missing file: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if strings.TrimSpace(r.stdout) != calckey(t, filepath.Join(d.root, "a")) {
+		t.Errorf("the good file's key is missing: %q", r.stdout)
+	}
+	r = d.ctl("", "lookup", "/etc/hostname")
+	if r.code != 1 || !strings.Contains(r.stderr, "not under any directory annexd watches") {
+		t.Errorf("outside roots: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = d.ctl("", "lookup", d.root)
+	if r.code != 1 || !strings.Contains(r.stderr, "not a regular file") {
+		t.Errorf("directory: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r = d.ctl("", "lookup"); r.code != 2 {
+		t.Errorf("no arguments: exit %d", r.code)
+	}
+}
+
+func TestNonUTF8Names(t *testing.T) {
+	name := "caf\xe9 \xff.txt"
+	d := startDaemon(t, func(root string) { write(t, filepath.Join(root, name), "latin-1 name") })
+	f := filepath.Join(d.root, name)
+	want := calckey(t, f)
+	if r := d.ctl("", "lookup", f); r.code != 0 || strings.TrimSpace(r.stdout) != want {
+		t.Errorf("lookup: exit %d %q %q; want %s", r.code, r.stdout, r.stderr, want)
+	}
+	r := d.ctl(f+"\x00", "lookup", "--batch", "-z", "--json")
+	var obj struct {
+		Path, PathB64, Key, State string
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &struct {
+		Path    *string `json:"path"`
+		PathB64 *string `json:"path_b64"`
+		Key     *string `json:"key"`
+		State   *string `json:"state"`
+	}{&obj.Path, &obj.PathB64, &obj.Key, &obj.State}); err != nil {
+		t.Fatalf("--json output %q: %v", r.stdout, err)
+	}
+	raw, _ := base64.StdEncoding.DecodeString(obj.PathB64)
+	if string(raw) != f || obj.Key != want || obj.State != "current" {
+		t.Errorf("--json: %+v; path_b64 decodes to %q, want %q", obj, raw, f)
+	}
+	r = d.ctl("", "whereis", want)
+	if r.code != 0 || r.stdout != f+"\n" {
+		t.Errorf("whereis: exit %d stdout %q, want the exact bytes %q", r.code, r.stdout, f)
+	}
+}
+
+func TestRelativeAndSymlinkedPaths(t *testing.T) {
+	d := startDaemon(t, func(root string) {
+		write(t, filepath.Join(root, "x", "f.txt"), "f")
+		write(t, filepath.Join(root, "y", "g.txt"), "g")
+	})
+	want := calckey(t, filepath.Join(d.root, "x", "f.txt"))
+	x := filepath.Join(d.root, "x")
+	for _, arg := range []string{"f.txt", "./f.txt", "../x/f.txt", "../y/../x/f.txt"} {
+		if r := d.ctlIn(x, "", "lookup", arg); r.code != 0 || strings.TrimSpace(r.stdout) != want {
+			t.Errorf("lookup %s in %s: exit %d %q %q", arg, x, r.code, r.stdout, r.stderr)
+		}
+	}
+	// A symlink outside the root pointing into it: the directory part is
+	// resolved when the plain path is outside the roots.
+	link := filepath.Join(filepath.Dir(d.root), "link")
+	if err := os.Symlink(x, link); err != nil {
+		t.Fatal(err)
+	}
+	if r := d.ctl("", "lookup", filepath.Join(link, "f.txt")); r.code != 0 || strings.TrimSpace(r.stdout) != want {
+		t.Errorf("through a symlinked directory: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	env := append(append([]string{}, d.env...), "PWD="+link)
+	if r := runCtl(t, env, link, "", "lookup", "f.txt"); r.code != 0 || strings.TrimSpace(r.stdout) != want {
+		t.Errorf("relative in a symlinked cwd: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestBatch(t *testing.T) {
+	const n = 300
+	d := startDaemon(t, func(root string) {
+		for i := range n {
+			write(t, filepath.Join(root, fmt.Sprintf("d%d", i%7), fmt.Sprintf("%d.bin", i)), fmt.Sprint(i%50))
+		}
+	})
+	var in, want strings.Builder
+	for i := range n {
+		p := filepath.Join(d.root, fmt.Sprintf("d%d", i%7), fmt.Sprintf("%d.bin", i))
+		fmt.Fprintln(&in, p)
+		if i%60 == 0 { // one git-annex run per sixty files keeps the test fast
+			fmt.Fprintln(&want, calckey(t, p))
+		} else {
+			fmt.Fprintln(&want, "?")
+		}
+		if i%100 == 0 {
+			fmt.Fprintln(&in, filepath.Join(d.root, "missing"))
+			fmt.Fprintln(&in, "/etc/hostname")
+			fmt.Fprintln(&want)
+			fmt.Fprintln(&want)
+		}
+	}
+	r := d.ctl(in.String(), "lookup", "--batch")
+	got := strings.Split(r.stdout, "\n")
+	exp := strings.Split(want.String(), "\n")
+	if r.code != 0 || len(got) != len(exp) {
+		t.Fatalf("exit %d, %d lines, want %d\n%s", r.code, len(got), len(exp), r.stderr)
+	}
+	for i := range exp {
+		if exp[i] == "?" {
+			if !strings.HasPrefix(got[i], "SHA256E-s") {
+				t.Errorf("line %d: %q, want a key", i, got[i])
+			}
+		} else if got[i] != exp[i] {
+			t.Errorf("line %d: %q, want %q", i, got[i], exp[i])
+		}
+	}
+}
+
+func TestWhereisDupsStatus(t *testing.T) {
+	d := startDaemon(t, func(root string) {
+		write(t, filepath.Join(root, "a.JPG"), "same content")
+		write(t, filepath.Join(root, "sub", "b.jpg"), "same content")
+		write(t, filepath.Join(root, "c"), "unique")
+	})
+	a, b := filepath.Join(d.root, "a.JPG"), filepath.Join(d.root, "sub", "b.jpg")
+	r := d.ctl("", "whereis", b)
+	if r.code != 0 || r.stdout != a+"\n"+b+"\n" {
+		t.Errorf("whereis FILE: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r = d.ctl("", "whereis", calckey(t, a)); r.code != 0 || r.stdout != a+"\n"+b+"\n" {
+		t.Errorf("whereis KEY: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	r = d.ctl("", "dups", "--json")
+	var g struct {
+		Count  int `json:"count"`
+		Size   int `json:"size"`
+		Wasted int `json:"wasted"`
+		Files  []struct {
+			Path string `json:"path"`
+			Key  string `json:"key"`
+		} `json:"files"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &g); err != nil || r.code != 0 {
+		t.Fatalf("dups --json: exit %d %q: %v", r.code, r.stdout, err)
+	}
+	if g.Count != 2 || g.Size != 12 || g.Wasted != 12 || g.Files[0].Path != a || g.Files[1].Key != calckey(t, b) {
+		t.Errorf("dups group %+v", g)
+	}
+	if r = d.ctl("", "dups"); r.code != 0 || !strings.Contains(r.stdout, "1 groups, 12 B wasted") {
+		t.Errorf("dups: %q", r.stdout)
+	}
+	r = d.ctl("", "status", "--json")
+	var st struct {
+		Idle  bool  `json:"idle"`
+		Files int64 `json:"files"`
+		Roots []struct {
+			Path string `json:"path"`
+		} `json:"roots"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || !st.Idle || st.Files != 3 ||
+		len(st.Roots) != 1 || st.Roots[0].Path != d.root {
+		t.Errorf("status --json: %+v %v (%q)", st, err, r.stdout)
+	}
+}
+
+func TestDaemonDown(t *testing.T) {
+	d := startDaemon(t, nil)
+	d.stop()
+	for _, args := range [][]string{{"lookup", "/x"}, {"status"}, {"dups"}, {"whereis", "/x"}} {
+		r := d.ctl("", args...)
+		if r.code != 3 || !strings.Contains(r.stderr, "annexd is not running") ||
+			!strings.Contains(r.stderr, d.socket) || !strings.Contains(r.stderr, "annexd DIR") ||
+			strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
+		}
+	}
+	r := runCtl(t, os.Environ(), "", "", "--socket", "/nonexistent/annexd.sock", "status")
+	if r.code != 3 || !strings.Contains(r.stderr, "/nonexistent/annexd.sock") {
+		t.Errorf("--socket: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
