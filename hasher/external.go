@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -88,7 +89,7 @@ func (e externalHasher) hashFile(ctx context.Context, path string, before *fssta
 		return Result{}, err
 	}
 	defer f.close()
-	digest, err := e.run(ctx, f.fd)
+	digest, _, err := e.run(ctx, f.fd)
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", path, err)
 	}
@@ -98,18 +99,19 @@ func (e externalHasher) hashFile(ctx context.Context, path string, before *fssta
 	return Result{Digest: digest, Info: f.before}, nil
 }
 
-// run hashes what the program reads from a duplicate of fd.
-func (e externalHasher) run(ctx context.Context, fd int) ([]byte, error) {
+// run hashes what the program reads from a duplicate of fd, and returns the
+// CPU time the program used.
+func (e externalHasher) run(ctx context.Context, fd int) ([]byte, time.Duration, error) {
 	dup, err := unix.Dup(fd)
 	if err != nil {
-		return nil, fmt.Errorf("%w: dup: %v", ErrExternal, err)
+		return nil, 0, fmt.Errorf("%w: dup: %v", ErrExternal, err)
 	}
 	in := os.NewFile(uintptr(dup), "stdin")
 	defer in.Close()
 	return e.runStdin(ctx, in)
 }
 
-func (e externalHasher) runStdin(ctx context.Context, in *os.File) ([]byte, error) {
+func (e externalHasher) runStdin(ctx context.Context, in *os.File) ([]byte, time.Duration, error) {
 	cmd := exec.CommandContext(ctx, e.path, e.kind.args()...)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	cmd.Stdin = in
@@ -118,15 +120,16 @@ func (e externalHasher) runStdin(ctx context.Context, in *os.File) ([]byte, erro
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w: %s: %v: %s", ErrExternal, e.path, err, bytes.TrimSpace(errOut.Bytes()))
+		return nil, 0, fmt.Errorf("%w: %s: %v: %s", ErrExternal, e.path, err, bytes.TrimSpace(errOut.Bytes()))
 	}
+	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	d, err := e.kind.parse(out.Bytes())
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", e.path, err)
+		return nil, cpu, fmt.Errorf("%s: %w", e.path, err)
 	}
-	return d, nil
+	return d, cpu, nil
 }
 
 // limitedBuffer keeps at most max bytes and then reports overflow by keeping

@@ -3,6 +3,8 @@ package hasher
 import (
 	"fmt"
 	"runtime"
+
+	"github.com/annexd/annexd/hasher/mbsha256"
 )
 
 // Policy decides where a file is hashed. Its zero value works (see the
@@ -29,6 +31,9 @@ type Policy struct {
 	ReadAhead int64 `json:"read_ahead" toml:"read_ahead"`
 	// SHA256 picks the in-process SHA-256 code; "" means crypto/sha256.
 	SHA256 SHA256Impl `json:"sha256" toml:"sha256"`
+	// BatchKernel names the mbsha256 multi-buffer kernel the pool's workers
+	// use for large SHA-256 files when Batch is not set; "" means none.
+	BatchKernel string `json:"batch_kernel,omitempty" toml:"batch_kernel"`
 	// Batch, when set, makes the BatchEngine each pool worker uses to hash
 	// several large SHA-256 files at once.
 	Batch func() BatchEngine `json:"-" toml:"-"`
@@ -60,6 +65,9 @@ func (p Policy) withDefaults() Policy {
 	if p.SHA256 == "" {
 		p.SHA256 = SHA256Std
 	}
+	if p.Batch == nil && p.BatchKernel != "" {
+		p.Batch = multiBufferKernel(p.BatchKernel)
+	}
 	if p.BatchMinStreams <= 0 {
 		p.BatchMinStreams = 2
 	}
@@ -83,6 +91,9 @@ func (p Policy) Validate() error {
 		if _, err := ExternalKindOf(p.External); err != nil {
 			return err
 		}
+	}
+	if p.BatchKernel != "" && !validKernel(p.BatchKernel) {
+		return fmt.Errorf("hasher: policy batch_kernel = %q: this machine runs %q", p.BatchKernel, mbsha256.Kernels())
 	}
 	if p.BufferSize < 0 || p.BufferSize > 64<<20 {
 		return fmt.Errorf("hasher: policy buffer_size = %d: want 0 (default) up to 64 MiB", p.BufferSize)

@@ -15,7 +15,7 @@ func (c Calibration) String() string {
 		orDash(fp.CPUModel), fp.NumCPU, orDash(strings.Join(fp.CPUFlags, " ")), fp.GOOS, fp.GOARCH, fp.GoVersion)
 
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SHA-256 CANDIDATE\tKIND\tKNOWN ANSWERS\tMB/s\tOVERHEAD\tIDLE CPU\tVERDICT")
+	fmt.Fprintln(tw, "SHA-256 CANDIDATE\tKIND\tKNOWN ANSWERS\tMB/s CPU\tOVERHEAD\tIDLE CPU\tVERDICT")
 	for _, x := range c.Candidates {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", candidateLabel(x), x.Kind, verified(x),
 			num(x.MBps, "%.0f"), num(x.OverheadUs, "%.0f µs"), idle(x), verdict(x))
@@ -23,7 +23,7 @@ func (c Calibration) String() string {
 	tw.Flush()
 
 	if len(c.Buffers) > 0 {
-		fmt.Fprintf(&sb, "\nread size (hashing the %s sample file in-process):", sizeStr(sampleSize))
+		fmt.Fprintf(&sb, "\nread size (MB per CPU second reading and hashing the %s sample file):", sizeStr(sampleSize))
 		for _, b := range c.Buffers {
 			fmt.Fprintf(&sb, "  %s %.0f MB/s", sizeStr(int64(b.Size)), b.MBps)
 		}
@@ -50,6 +50,7 @@ func (c Calibration) String() string {
 	} else {
 		fmt.Fprintf(tw, "  external_min\t%s (%s)\n", sizeStr(p.ExternalMin), p.External)
 	}
+	fmt.Fprintf(tw, "  batch_kernel\t%s\n", orDash(p.BatchKernel))
 	fmt.Fprintf(tw, "  workers\t%d\n", p.Workers)
 	fmt.Fprintf(tw, "  buffer_size\t%s\n", sizeStr(int64(p.BufferSize)))
 	tw.Flush()

@@ -1,0 +1,136 @@
+package hasher
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/annexd/annexd/hasher/mbsha256"
+)
+
+// KindBatch is a multi-buffer kernel, measured with all its lanes busy on
+// one goroutine.
+const KindBatch = "batch"
+
+// batchPerLane is how much each lane hashes in the throughput measurement.
+const batchPerLane = 512 << 10
+
+// batchWin is how much faster, on buffers in memory, a multi-buffer kernel
+// must be than the chosen single-stream SHA-256 to be used: reading the
+// files from the page cache costs the same either way and narrows the gap.
+const batchWin = 1.25
+
+// measureMultiBuffer checks every multi-buffer kernel this CPU runs on the
+// known answers and on mixed lengths against crypto/sha256, then measures
+// each with full lanes.
+func measureMultiBuffer(ctx context.Context) []Candidate {
+	var out []Candidate
+	for _, name := range mbsha256.Kernels() {
+		if name == mbsha256.Generic {
+			continue // crypto/sha256 one stream at a time: measured already
+		}
+		c := Candidate{Name: "mbsha256 " + name, Kind: KindBatch}
+		e, err := mbsha256.NewKernel(name)
+		if err != nil {
+			c.Rejected = err.Error()
+			out = append(out, c)
+			continue
+		}
+		c.Verified = verifyMultiBuffer(e)
+		switch {
+		case !c.Verified:
+			c.Rejected = "failed the known-answer vectors"
+		case ctx.Err() != nil:
+			c.Rejected = errOverBudget.Error()
+		default:
+			inputs := make([][]byte, e.Lanes())
+			for i := range inputs {
+				inputs[i] = pattern(batchPerLane + i)
+			}
+			d := bestCPU(3, func() { e.SumMany(inputs) })
+			c.MBps = mbps(int64(e.Lanes())*batchPerLane, d)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// verifyMultiBuffer runs the known answers through the kernel in one batch,
+// then a batch of mixed lengths (lanes finishing at different times)
+// compared with crypto/sha256.
+func verifyMultiBuffer(e *mbsha256.Engine) bool {
+	vs := sha256Vectors()
+	inputs := make([][]byte, len(vs))
+	for i, v := range vs {
+		inputs[i] = v.data
+	}
+	for i, sum := range e.SumMany(inputs) {
+		if hex.EncodeToString(sum[:]) != vs[i].hex {
+			return false
+		}
+	}
+	var mixed [][]byte
+	for i := range 2*e.Lanes() + 3 {
+		mixed = append(mixed, pattern(i*i*97%(200<<10)+i))
+	}
+	for i, sum := range e.SumMany(mixed) {
+		if sum != sha256.Sum256(mixed[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// chooseBatch picks the fastest verified multi-buffer kernel when it beats
+// the chosen single-stream implementation by batchWin, marks the others
+// rejected, and returns its name or "".
+func chooseBatch(c *Calibration, single float64) string {
+	bestIdx := -1
+	for i, x := range c.Candidates {
+		if x.Kind == KindBatch && x.Verified && x.Rejected == "" && (bestIdx < 0 || x.MBps > c.Candidates[bestIdx].MBps) {
+			bestIdx = i
+		}
+	}
+	var chosen string
+	for i := range c.Candidates {
+		x := &c.Candidates[i]
+		if x.Kind != KindBatch || x.Rejected != "" {
+			continue
+		}
+		switch {
+		case i == bestIdx && single > 0 && x.MBps >= batchWin*single:
+			x.Chosen = true
+			chosen = x.Name[len("mbsha256 "):]
+			c.note("batch_kernel = %s: %.0f MB/s with all lanes busy on one core, %.2f× single-stream %.0f MB/s (needs %.2f×)",
+				chosen, x.MBps, x.MBps/single, single, batchWin)
+		case i == bestIdx:
+			x.Rejected = fmt.Sprintf("%.2f× single-stream SHA-256 (%.0f vs %.0f MB/s), below the %.2f× that pays for batching", x.MBps/single, x.MBps, single, batchWin)
+			c.note("batch_kernel = none: the fastest multi-buffer kernel is %.2f× single-stream SHA-256, below %.2f×", x.MBps/single, batchWin)
+		default:
+			x.Rejected = fmt.Sprintf("slower than %s", c.Candidates[bestIdx].Name)
+		}
+	}
+	return chosen
+}
+
+// multiBufferKernel is a Policy.Batch factory for the named kernel.
+func multiBufferKernel(name string) func() BatchEngine {
+	return func() BatchEngine {
+		e, err := mbsha256.NewKernel(name)
+		if err != nil {
+			e = mbsha256.New()
+		}
+		return multiBuffer{e}
+	}
+}
+
+// validKernel reports whether this machine runs the named kernel.
+func validKernel(name string) bool {
+	for _, k := range mbsha256.Kernels() {
+		if k == name {
+			return true
+		}
+	}
+	return false
+}
