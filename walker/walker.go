@@ -304,16 +304,13 @@ func (w *walk) send(batch []Entry) {
 func (w *walk) entry(parent dir, dirfd int, de os.DirEntry, batch *[]Entry) (dir, bool) {
 	name := de.Name()
 	typ := de.Type()
-	rel := name
-	if parent.rel != "" {
-		rel = parent.rel + "/" + name
-	}
 	path := parent.path + "/" + name
 	if parent.path == "/" {
 		path = "/" + name
 	}
 	switch {
 	case typ.IsDir():
+		rel := join(parent.rel, name)
 		if w.opts.Ignore.Match(rel, true) {
 			return dir{}, false
 		}
@@ -321,7 +318,7 @@ func (w *walk) entry(parent dir, dirfd int, de os.DirEntry, batch *[]Entry) (dir
 	case typ != 0:
 		return dir{}, false // symlink, FIFO, socket, device
 	}
-	if w.opts.Ignore.Match(rel, false) {
+	if w.opts.Ignore != nil && w.opts.Ignore.Match(join(parent.rel, name), false) {
 		return dir{}, false
 	}
 	info, err := statAt(dirfd, name)
@@ -335,6 +332,14 @@ func (w *walk) entry(parent dir, dirfd int, de os.DirEntry, batch *[]Entry) (dir
 		*batch = append(*batch, Entry{Path: path, Info: info})
 	}
 	return dir{}, false
+}
+
+// join appends name to a root-relative directory path.
+func join(rel, name string) string {
+	if rel == "" {
+		return name
+	}
+	return rel + "/" + name
 }
 
 // openDirAt opens a directory without following a symlink in its last
