@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/annexd/annexd/hasher/mbsha256"
 )
 
 // testBudget replaces the 1 s budget: under -race in-process hashing is
@@ -23,7 +25,7 @@ func probeOpts() CalibrateOptions {
 func checkInvariants(t *testing.T, c Calibration) {
 	t.Helper()
 	p := c.Policy
-	chosenInProcess := 0
+	chosenInProcess, chosenBatch := 0, 0
 	for _, x := range c.Candidates {
 		if x.Chosen == (x.Rejected != "") {
 			t.Errorf("%s: chosen=%v with rejection %q: want exactly one of them", x.Name, x.Chosen, x.Rejected)
@@ -43,7 +45,15 @@ func checkInvariants(t *testing.T, c Calibration) {
 			}
 		case x.Kind == KindServer && x.Chosen:
 			t.Errorf("a polling server must never be chosen")
+		case x.Kind == KindBatch && x.Chosen:
+			chosenBatch++
+			if "mbsha256 "+p.BatchKernel != x.Name {
+				t.Errorf("batch kernel %q chosen but policy has %q", x.Name, p.BatchKernel)
+			}
 		}
+	}
+	if chosenBatch == 0 && p.BatchKernel != "" || chosenBatch > 1 {
+		t.Errorf("%d batch kernels chosen, policy batch_kernel %q", chosenBatch, p.BatchKernel)
 	}
 	if chosenInProcess != 1 {
 		t.Errorf("%d in-process implementations chosen, want 1", chosenInProcess)
@@ -87,6 +97,11 @@ func TestCalibrate(t *testing.T) {
 		}
 		if !strings.Contains(c.String(), name) {
 			t.Errorf("table does not show %s", name)
+		}
+	}
+	for _, k := range mbsha256.Kernels() {
+		if x, ok := c.Candidate("mbsha256 " + k); k != mbsha256.Generic && (!ok || !x.Verified || x.MBps <= 0) {
+			t.Errorf("multi-buffer kernel %s: %+v", k, x)
 		}
 	}
 	// Both in-process candidates pass here; they must have been measured.
@@ -198,6 +213,42 @@ func TestDeriveExternalWins(t *testing.T) {
 	}
 	if slow, _ := c.Candidate("slow"); !strings.Contains(slow.Rejected, "never wins") {
 		t.Errorf("slow external: %q", slow.Rejected)
+	}
+}
+
+// derive picks the fastest multi-buffer kernel only when it beats
+// single-stream hashing by batchWin.
+func TestDeriveBatchKernel(t *testing.T) {
+	var kernels []string
+	for _, k := range mbsha256.Kernels() {
+		if k != mbsha256.Generic {
+			kernels = append(kernels, k)
+		}
+	}
+	if len(kernels) == 0 {
+		t.Skip("this CPU runs no multi-buffer kernel (only the generic one)")
+	}
+	for _, tc := range []struct {
+		mbps []float64 // per kernel
+		want string
+	}{
+		{mbps: []float64{2600, 1500, 1100}, want: kernels[0]},
+		{mbps: []float64{1200, 1100, 1000}, want: ""}, // 1.2× < 1.25×
+	} {
+		c := Calibration{
+			Fingerprint: Fingerprint{NumCPU: 2},
+			Candidates:  []Candidate{{Name: NameStd, Kind: KindInProcess, Verified: true, MBps: 1000, Chosen: true}},
+			Buffers:     []BufferCost{{1 << 20, 900}},
+			PerFile:     []FileCost{{Size: 1024, InlineUs: 5, PoolUs: 8}},
+		}
+		for i, k := range kernels {
+			c.Candidates = append(c.Candidates, Candidate{Name: "mbsha256 " + k, Kind: KindBatch, Verified: true, MBps: tc.mbps[i]})
+		}
+		derive(&c, SHA256Std)
+		checkInvariants(t, c)
+		if c.Policy.BatchKernel != tc.want {
+			t.Errorf("kernels at %v MB/s vs 1000: chose %q, want %q", tc.mbps[:len(kernels)], c.Policy.BatchKernel, tc.want)
+		}
 	}
 }
 

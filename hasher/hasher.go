@@ -85,6 +85,9 @@ func (h *Hasher) Hash(ctx context.Context, path string, b key.Backend) (Result, 
 	if !Supported(b) {
 		return Result{}, fmt.Errorf("%w: %s", ErrBackend, b)
 	}
+	if h.base.Err() != nil {
+		return Result{}, ErrClosed
+	}
 	fi, err := fsstat.Lstat(path)
 	if err != nil {
 		return Result{}, err

@@ -224,6 +224,11 @@ func TestCloseStopsWorkAndRefusesNew(t *testing.T) {
 	if _, err := h.Hash(context.Background(), paths[0], key.SHA256); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: got %v, want ErrClosed", err)
 	}
+	small := filepath.Join(t.TempDir(), "small")
+	writeFile(t, small, []byte("abc"))
+	if _, err := h.Hash(context.Background(), small, key.SHA256); !errors.Is(err, ErrClosed) {
+		t.Fatalf("inline hash after Close: got %v, want ErrClosed", err)
+	}
 	if err := h.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
