@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,7 +20,10 @@ import (
 func buildAnnexctl(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "annexctl")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("this test builds the command and needs the go tool in PATH: %v", err)
+	}
 	out, err := exec.Command(gobin, "build", "-o", bin, "github.com/annexd/annexd/cmd/annexctl").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
