@@ -33,13 +33,6 @@ type Client struct {
 	http   *http.Client
 }
 
-// Ping is the answer to /v1/ping.
-type Ping struct {
-	OK         bool   `json:"ok"`
-	Version    string `json:"version"`
-	APIVersion int    `json:"api_version"`
-}
-
 // Dial returns a client for the daemon listening on the unix socket. It
 // does not connect yet; the first request does, and fails with a
 // *NoDaemonError (errors.Is ErrNoDaemon) when nothing answers.
@@ -193,7 +186,7 @@ func (c *Client) Dups(ctx context.Context, q DupQuery, fn func(DupGroup) error) 
 		return nil, err
 	}
 	defer resp.Body.Close()
-	var end streamEnd
+	var end StreamEnd
 	err = readStream(resp.Body, func(line []byte) error {
 		var g DupGroup
 		if err := g.UnmarshalJSON(line); err != nil {
@@ -311,7 +304,7 @@ func unwrapSyscall(err error) error {
 
 func readStatusError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	var eb errorBody
+	var eb ErrorBody
 	if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
 		eb.Error = http.StatusText(resp.StatusCode)
 	}
@@ -320,13 +313,13 @@ func readStatusError(resp *http.Response) error {
 
 // readStream calls fn for each item line and checks the end line, which it
 // stores in end when end is not nil.
-func readStream(r io.Reader, fn func([]byte) error, end *streamEnd) error {
+func readStream(r io.Reader, fn func([]byte) error, end *StreamEnd) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxStreamLine)
 	for sc.Scan() {
 		line := sc.Bytes()
-		if bytes.HasPrefix(line, endPrefix) {
-			var e streamEnd
+		if bytes.HasPrefix(line, EndPrefix) {
+			var e StreamEnd
 			if err := json.Unmarshal(line, &e); err != nil {
 				return fmt.Errorf("%w: end line: %v", ErrBadResponse, err)
 			}

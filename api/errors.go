@@ -26,11 +26,6 @@ var (
 	ErrBadResponse = errors.New("api: bad response")
 	// ErrServer: the daemon reported an internal error (5xx).
 	ErrServer = errors.New("api: server error")
-	// ErrSocketInUse: another daemon answers on the socket.
-	ErrSocketInUse = errors.New("api: socket in use by a running daemon")
-	// ErrUnsafeSocketDir: the socket's directory may be entered by others or
-	// is not owned by the daemon's user.
-	ErrUnsafeSocketDir = errors.New("api: unsafe socket directory")
 	// ErrConfig: the server configuration is invalid.
 	ErrConfig = errors.New("api: bad configuration")
 )

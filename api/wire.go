@@ -26,14 +26,14 @@ const (
 	CodeUnavailable  = "unavailable"
 )
 
-// errorBody is the JSON body of every non-2xx response.
-type errorBody struct {
+// ErrorBody is the JSON body of every non-2xx response.
+type ErrorBody struct {
 	Error string `json:"error"`
 	Code  string `json:"code"`
 }
 
-// streamEnd is the last line of every NDJSON stream.
-type streamEnd struct {
+// StreamEnd is the last line of every NDJSON stream.
+type StreamEnd struct {
 	End   bool   `json:"end"`
 	Count int64  `json:"count"`
 	Next  string `json:"next,omitempty"` // dups: cursor for the next page
@@ -41,11 +41,12 @@ type streamEnd struct {
 	Code  string `json:"code,omitempty"`
 }
 
-// endPrefix starts the stream's end line; other lines never start with it.
-var endPrefix = []byte(`{"end":`)
+// EndPrefix starts a stream's end line (StreamEnd marshals End first);
+// item lines never start with it.
+var EndPrefix = []byte(`{"end":`)
 
-// pingBody answers /v1/ping.
-type pingBody struct {
+// Ping is the answer to /v1/ping.
+type Ping struct {
 	OK         bool   `json:"ok"`
 	Version    string `json:"version"`
 	APIVersion int    `json:"api_version"`

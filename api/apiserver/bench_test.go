@@ -1,8 +1,9 @@
-package api
+package apiserver
 
 import (
 	"context"
 	"fmt"
+	"github.com/annexd/annexd/api"
 	"path/filepath"
 	"testing"
 )
@@ -18,8 +19,8 @@ func benchTree(b *testing.B, n int) (*testServer, [][]byte) {
 	}
 	ts := startServer(b, Config{Index: newStoreIndex(b, root)}, nil)
 	for i := 0; i < n; i += 4096 {
-		err := ts.client.LookupBatch(context.Background(), paths[i:min(i+4096, n)], true, func(r LookupResult) error {
-			if r.State != StateCurrent {
+		err := ts.client.LookupBatch(context.Background(), paths[i:min(i+4096, n)], true, func(r api.LookupResult) error {
+			if r.State != api.StateCurrent {
 				return fmt.Errorf("%s: %s", r.Path, r.State)
 			}
 			return nil
@@ -38,12 +39,12 @@ func BenchmarkServerLookup(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		c := Dial(ts.socket)
+		c := api.Dial(ts.socket)
 		defer c.Close()
 		i := 0
 		for pb.Next() {
 			r, err := c.Lookup(context.Background(), paths[i%len(paths)], false)
-			if err != nil || r.State != StateCurrent {
+			if err != nil || r.State != api.StateCurrent {
 				b.Errorf("%+v %v", r, err)
 				return
 			}
@@ -63,7 +64,7 @@ func BenchmarkServerLookupBatch(b *testing.B) {
 	n := 0
 	for i := 0; i < b.N; i++ {
 		start := (i * chunk) % (len(paths) - chunk)
-		err := ts.client.LookupBatch(context.Background(), paths[start:start+chunk], false, func(r LookupResult) error {
+		err := ts.client.LookupBatch(context.Background(), paths[start:start+chunk], false, func(r api.LookupResult) error {
 			n++
 			return nil
 		})

@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"bufio"
@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/annexd/annexd/api"
 	"io"
 	"net/http"
 	"net/url"
@@ -22,7 +23,7 @@ import (
 const maxPathBytes = 4096 // PATH_MAX
 
 func (s *Server) handlePing(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, pingBody{OK: true, Version: s.cfg.Version, APIVersion: APIVersion})
+	writeJSON(w, http.StatusOK, api.Ping{OK: true, Version: s.cfg.Version, APIVersion: api.APIVersion})
 }
 
 // handleLookup answers GET /v1/lookup?path=P[&wait=1] with one LookupResult.
@@ -71,11 +72,11 @@ func (s *Server) handleLookupBatch(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge,
+			writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge,
 				fmt.Sprintf("api: batch body larger than %d bytes; send fewer paths per request", MaxBatchBytes))
 			return
 		}
-		writeError(w, http.StatusBadRequest, CodeBadRequest, "api: read body: "+err.Error())
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "api: read body: "+err.Error())
 		return
 	}
 	roots := s.cfg.Index.Roots()
@@ -90,7 +91,7 @@ func (s *Server) handleLookupBatch(w http.ResponseWriter, r *http.Request) {
 		res, err := s.lookupLine(r, line, roots, wait)
 		if err != nil {
 			s.log.Error("api lookup failed", "err", err)
-			st.end(streamEnd{Error: err.Error(), Code: CodeInternal})
+			st.end(api.StreamEnd{Error: err.Error(), Code: api.CodeInternal})
 			return
 		}
 		s.metrics.lookups.WithLabelValues(string(res.State)).Inc()
@@ -98,24 +99,24 @@ func (s *Server) handleLookupBatch(w http.ResponseWriter, r *http.Request) {
 			return // client went away
 		}
 	}
-	st.end(streamEnd{})
+	st.end(api.StreamEnd{})
 }
 
 // lookupLine answers one line of a batch; only index failures are errors.
-func (s *Server) lookupLine(r *http.Request, line []byte, roots []string, wait bool) (LookupResult, error) {
+func (s *Server) lookupLine(r *http.Request, line []byte, roots []string, wait bool) (api.LookupResult, error) {
 	if len(line) > MaxLineBytes {
-		return LookupResult{State: StateInvalid, Message: "api: line too long"}, nil
+		return api.LookupResult{State: api.StateInvalid, Message: "api: line too long"}, nil
 	}
-	raw, err := DecodeLookupLine(line)
+	raw, err := api.DecodeLookupLine(line)
 	if err != nil {
-		return LookupResult{State: StateInvalid, Message: err.Error()}, nil
+		return api.LookupResult{State: api.StateInvalid, Message: err.Error()}, nil
 	}
 	p, err := cleanPath(raw)
 	if err != nil {
-		return LookupResult{Path: raw, State: StateInvalid, Message: err.Error()}, nil
+		return api.LookupResult{Path: raw, State: api.StateInvalid, Message: err.Error()}, nil
 	}
 	if err := checkUnderRoots(p, roots); err != nil {
-		return LookupResult{Path: p, State: StateOutsideRoots, Message: err.Error()}, nil
+		return api.LookupResult{Path: p, State: api.StateOutsideRoots, Message: err.Error()}, nil
 	}
 	res, err := s.cfg.Index.Lookup(r.Context(), p, wait)
 	res.Path = p
@@ -135,7 +136,7 @@ func (s *Server) handleWhereis(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := newStream(w)
-	err = s.cfg.Index.Whereis(r.Context(), q, func(l Location) error {
+	err = s.cfg.Index.Whereis(r.Context(), q, func(l api.Location) error {
 		return st.item(l.AppendJSON)
 	})
 	st.endErr(err, "")
@@ -143,7 +144,7 @@ func (s *Server) handleWhereis(w http.ResponseWriter, r *http.Request) {
 
 var errIndex = errors.New("api: index failed")
 
-func (s *Server) whereisQuery(r *http.Request) (WhereisQuery, error) {
+func (s *Server) whereisQuery(r *http.Request) (api.WhereisQuery, error) {
 	v := r.URL.Query()
 	switch {
 	case v.Has("key"):
@@ -153,50 +154,50 @@ func (s *Server) whereisQuery(r *http.Request) (WhereisQuery, error) {
 	case v.Has("path") || v.Has("path_b64"):
 		return s.whereisByPath(r, v)
 	}
-	return WhereisQuery{}, fmt.Errorf("%w: give key=, digest= or path=", ErrBadRequest)
+	return api.WhereisQuery{}, fmt.Errorf("%w: give key=, digest= or path=", api.ErrBadRequest)
 }
 
-func whereisByKey(s string) (WhereisQuery, error) {
+func whereisByKey(s string) (api.WhereisQuery, error) {
 	k, err := key.Parse(s)
 	if err != nil {
-		return WhereisQuery{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
+		return api.WhereisQuery{}, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
 	}
 	d, err := k.Digest()
 	if err != nil {
-		return WhereisQuery{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
+		return api.WhereisQuery{}, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
 	}
-	return WhereisQuery{Backend: k.Backend(), Digest: d}, nil
+	return api.WhereisQuery{Backend: k.Backend(), Digest: d}, nil
 }
 
-func whereisByDigest(hexDigest, backend string) (WhereisQuery, error) {
+func whereisByDigest(hexDigest, backend string) (api.WhereisQuery, error) {
 	b := key.Default
 	if backend != "" {
 		var err error
 		if b, err = key.ParseBackend(backend); err != nil {
-			return WhereisQuery{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
+			return api.WhereisQuery{}, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
 		}
 	}
 	d, err := hex.DecodeString(strings.ToLower(hexDigest))
 	if err != nil || len(d) != b.DigestLen() {
-		return WhereisQuery{}, fmt.Errorf("%w: digest must be %d hex digits for %s", ErrBadRequest, 2*b.DigestLen(), b)
+		return api.WhereisQuery{}, fmt.Errorf("%w: digest must be %d hex digits for %s", api.ErrBadRequest, 2*b.DigestLen(), b)
 	}
-	return WhereisQuery{Backend: b, Digest: d}, nil
+	return api.WhereisQuery{Backend: b, Digest: d}, nil
 }
 
-func (s *Server) whereisByPath(r *http.Request, v url.Values) (WhereisQuery, error) {
+func (s *Server) whereisByPath(r *http.Request, v url.Values) (api.WhereisQuery, error) {
 	p, err := pathFromQuery(v)
 	if err != nil {
-		return WhereisQuery{}, err
+		return api.WhereisQuery{}, err
 	}
 	if err := checkUnderRoots(p, s.cfg.Index.Roots()); err != nil {
-		return WhereisQuery{}, err
+		return api.WhereisQuery{}, err
 	}
 	res, err := s.cfg.Index.Lookup(r.Context(), p, v.Get("wait") == "1")
 	if err != nil {
-		return WhereisQuery{}, fmt.Errorf("%w: %w", errIndex, err)
+		return api.WhereisQuery{}, fmt.Errorf("%w: %w", errIndex, err)
 	}
-	if res.State != StateCurrent {
-		return WhereisQuery{}, fmt.Errorf("%w: %s has no current key (%s)", ErrNotFound, displayPath(p), res.State)
+	if res.State != api.StateCurrent {
+		return api.WhereisQuery{}, fmt.Errorf("%w: %s has no current key (%s)", api.ErrNotFound, displayPath(p), res.State)
 	}
 	return whereisByKey(res.Key.String())
 }
@@ -205,7 +206,7 @@ func (s *Server) whereisByPath(r *http.Request, v url.Values) (WhereisQuery, err
 // NDJSON duplicate groups; the end line carries "next" when more remain.
 func (s *Server) handleDups(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
-	var q DupQuery
+	var q api.DupQuery
 	var err error
 	if q.MinSize, err = intParam(v, "min_size"); err != nil {
 		writeErr(w, err)
@@ -219,13 +220,13 @@ func (s *Server) handleDups(w http.ResponseWriter, r *http.Request) {
 	q.Limit = int(limit)
 	if a := v.Get("after"); a != "" {
 		if q.After, err = base64.RawURLEncoding.DecodeString(a); err != nil {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, "api: after: not a cursor from this API")
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "api: after: not a cursor from this API")
 			return
 		}
 	}
 	st := newStream(w)
 	var last []byte
-	err = s.cfg.Index.Dups(r.Context(), q, func(g DupGroup) error {
+	err = s.cfg.Index.Dups(r.Context(), q, func(g api.DupGroup) error {
 		last = g.Cursor
 		return st.item(g.AppendJSON)
 	})
@@ -243,14 +244,14 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
 	wait := v.Get("wait")
 	if wait != "" && wait != "idle" {
-		writeError(w, http.StatusBadRequest, CodeBadRequest, `api: wait must be "idle"`)
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, `api: wait must be "idle"`)
 		return
 	}
 	timeout := defaultWaitIdle
 	if t := v.Get("timeout"); t != "" {
 		d, err := time.ParseDuration(t)
 		if err != nil || d < 0 {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, "api: timeout: want a duration such as 30s")
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "api: timeout: want a duration such as 30s")
 			return
 		}
 		timeout = min(d, maxWaitIdle)
@@ -263,11 +264,11 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		s.indexError(w, r, err)
 		return
 	}
-	st.APIVersion = APIVersion
+	st.APIVersion = api.APIVersion
 	writeJSON(w, http.StatusOK, st)
 }
 
-func (s *Server) waitIdle(r *http.Request, timeout time.Duration) (Status, error) {
+func (s *Server) waitIdle(r *http.Request, timeout time.Duration) (api.Status, error) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(idlePollInterval)
@@ -280,7 +281,7 @@ func (s *Server) waitIdle(r *http.Request, timeout time.Duration) (Status, error
 		case <-s.closing:
 			return s.cfg.Index.Status(r.Context())
 		case <-r.Context().Done():
-			return Status{}, r.Context().Err()
+			return api.Status{}, r.Context().Err()
 		}
 		st, err := s.cfg.Index.Status(r.Context())
 		if err != nil || st.Idle {
@@ -295,7 +296,7 @@ func (s *Server) indexError(w http.ResponseWriter, r *http.Request, err error) {
 		return // the client is gone; nobody reads the answer
 	}
 	s.log.Error("api index failed", "path", r.URL.Path, "err", err)
-	writeError(w, http.StatusInternalServerError, CodeInternal, err.Error())
+	writeError(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
 }
 
 // stream writes NDJSON items and the end line.
@@ -324,14 +325,14 @@ func (st *stream) item(appendJSON func([]byte) []byte) error {
 }
 
 func (st *stream) endErr(err error, next string) {
-	e := streamEnd{Next: next}
+	e := api.StreamEnd{Next: next}
 	if err != nil && st.err == nil {
-		e.Error, e.Code, e.Next = err.Error(), CodeInternal, ""
+		e.Error, e.Code, e.Next = err.Error(), api.CodeInternal, ""
 	}
 	st.end(e)
 }
 
-func (st *stream) end(e streamEnd) {
+func (st *stream) end(e api.StreamEnd) {
 	if st.err != nil {
 		return
 	}
@@ -343,7 +344,7 @@ func (st *stream) end(e streamEnd) {
 
 // pathFromQuery reads path= or path_b64= and cleans it.
 func pathFromQuery(v url.Values) ([]byte, error) {
-	var in PathIn
+	var in api.PathIn
 	if v.Has("path_b64") {
 		s := v.Get("path_b64")
 		in.PathB64 = &s
@@ -363,13 +364,13 @@ func pathFromQuery(v url.Values) ([]byte, error) {
 func cleanPath(p []byte) ([]byte, error) {
 	switch {
 	case len(p) == 0:
-		return nil, fmt.Errorf("%w: empty path", ErrBadRequest)
+		return nil, fmt.Errorf("%w: empty path", api.ErrBadRequest)
 	case len(p) > maxPathBytes:
-		return nil, fmt.Errorf("%w: path longer than %d bytes", ErrBadRequest, maxPathBytes)
+		return nil, fmt.Errorf("%w: path longer than %d bytes", api.ErrBadRequest, maxPathBytes)
 	case p[0] != '/':
-		return nil, fmt.Errorf("%w: path %q is not absolute", ErrBadRequest, displayPath(p))
+		return nil, fmt.Errorf("%w: path %q is not absolute", api.ErrBadRequest, displayPath(p))
 	case bytes.IndexByte(p, 0) >= 0:
-		return nil, fmt.Errorf("%w: path contains a NUL byte", ErrBadRequest)
+		return nil, fmt.Errorf("%w: path contains a NUL byte", api.ErrBadRequest)
 	}
 	return []byte(path.Clean(string(p))), nil
 }
@@ -381,7 +382,7 @@ func checkUnderRoots(p []byte, roots []string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: %s is not under %s", ErrOutsideRoots, displayPath(p), strings.Join(roots, ", "))
+	return fmt.Errorf("%w: %s is not under %s", api.ErrOutsideRoots, displayPath(p), strings.Join(roots, ", "))
 }
 
 func underRoot(p []byte, root string) bool {
@@ -403,7 +404,7 @@ func boolParam(v url.Values, name string) (bool, error) {
 	}
 	b, err := strconv.ParseBool(s)
 	if err != nil {
-		return false, fmt.Errorf("%w: %s must be 1/0 or true/false", ErrBadRequest, name)
+		return false, fmt.Errorf("%w: %s must be 1/0 or true/false", api.ErrBadRequest, name)
 	}
 	return b, nil
 }
@@ -415,7 +416,7 @@ func intParam(v url.Values, name string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%w: %s must be a non-negative integer", ErrBadRequest, name)
+		return 0, fmt.Errorf("%w: %s must be a non-negative integer", api.ErrBadRequest, name)
 	}
 	return n, nil
 }
@@ -423,7 +424,7 @@ func intParam(v url.Values, name string) (int64, error) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, CodeInternal, "api: encode: "+err.Error())
+		writeError(w, http.StatusInternalServerError, api.CodeInternal, "api: encode: "+err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -432,7 +433,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	b, _ := json.Marshal(errorBody{Error: msg, Code: code})
+	b, _ := json.Marshal(api.ErrorBody{Error: msg, Code: code})
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
@@ -442,13 +443,13 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 // writeErr maps a request error to its status.
 func writeErr(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, ErrOutsideRoots):
-		writeError(w, http.StatusBadRequest, CodeOutsideRoots, err.Error())
-	case errors.Is(err, ErrNotFound):
-		writeError(w, http.StatusNotFound, CodeNotFound, err.Error())
-	case errors.Is(err, ErrBadRequest):
-		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+	case errors.Is(err, api.ErrOutsideRoots):
+		writeError(w, http.StatusBadRequest, api.CodeOutsideRoots, err.Error())
+	case errors.Is(err, api.ErrNotFound):
+		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
+	case errors.Is(err, api.ErrBadRequest):
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 	default:
-		writeError(w, http.StatusInternalServerError, CodeInternal, err.Error())
+		writeError(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
 	}
 }

@@ -1,7 +1,10 @@
-package api
+package apiserver
 
 import (
 	"context"
+	"github.com/annexd/annexd/api"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -23,7 +26,7 @@ func shortDir(t testing.TB) string {
 // testServer is a server on a temporary socket with a client.
 type testServer struct {
 	srv    *Server
-	client *Client
+	client *api.Client
 	socket string
 	cancel context.CancelFunc
 	done   chan error
@@ -34,7 +37,7 @@ type testServer struct {
 func startServer(t testing.TB, cfg Config, tweak func(*Server)) *testServer {
 	t.Helper()
 	if cfg.Socket == "" {
-		cfg.Socket = filepath.Join(shortDir(t), "run", SocketName)
+		cfg.Socket = filepath.Join(shortDir(t), "run", api.SocketName)
 	}
 	srv, err := NewServer(cfg)
 	if err != nil {
@@ -48,7 +51,7 @@ func startServer(t testing.TB, cfg Config, tweak func(*Server)) *testServer {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ts := &testServer{srv: srv, socket: cfg.Socket, cancel: cancel, done: make(chan error, 1),
-		client: Dial(cfg.Socket)}
+		client: api.Dial(cfg.Socket)}
 	go func() { ts.done <- srv.Run(ctx) }()
 	t.Cleanup(func() {
 		ts.client.Close()
@@ -86,3 +89,14 @@ func writeFile(t testing.TB, dir, name, content string) string {
 
 // fileIno returns fi's inode number.
 func fileIno(fi os.FileInfo) uint64 { return fi.Sys().(*syscall.Stat_t).Ino }
+
+// unixHTTP is a plain HTTP client over the socket, for requests the api
+// client does not make.
+func unixHTTP(socket string) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+	}}
+}

@@ -1,8 +1,9 @@
-package api
+package apiserver
 
 import (
 	"context"
 	"errors"
+	"github.com/annexd/annexd/api"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -55,34 +56,34 @@ func newStoreIndex(t testing.TB, roots ...string) *storeIndex {
 
 func (x *storeIndex) Roots() []string { return x.roots }
 
-func (x *storeIndex) Lookup(ctx context.Context, p []byte, wait bool) (LookupResult, error) {
+func (x *storeIndex) Lookup(ctx context.Context, p []byte, wait bool) (api.LookupResult, error) {
 	x.lookups.Add(1)
 	fi, err := fsstat.Lstat(string(p))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return LookupResult{Path: p, State: StateMissing}, nil
+		return api.LookupResult{Path: p, State: api.StateMissing}, nil
 	case err != nil:
-		return LookupResult{Path: p, State: StateUnreadable, Message: err.Error()}, nil
+		return api.LookupResult{Path: p, State: api.StateUnreadable, Message: err.Error()}, nil
 	case !fi.IsRegular():
-		return LookupResult{Path: p, State: StateNotRegular}, nil
+		return api.LookupResult{Path: p, State: api.StateNotRegular}, nil
 	}
 	rec, ok, err := x.st.Get(p)
 	if err != nil {
-		return LookupResult{}, err
+		return api.LookupResult{}, err
 	}
 	if ok && rec.State == store.StateOK && sameStat(rec, fi) {
 		k, err := key.FromDigest(rec.Backend, rec.Digest, rec.Size, string(p), key.ExtRule{})
-		return LookupResult{Path: p, State: StateCurrent, Key: k, Size: rec.Size}, err
+		return api.LookupResult{Path: p, State: api.StateCurrent, Key: k, Size: rec.Size}, err
 	}
 	if !wait {
-		return LookupResult{Path: p, State: StatePending, Size: fi.Size}, nil
+		return api.LookupResult{Path: p, State: api.StatePending, Size: fi.Size}, nil
 	}
 	rec, err = x.index(ctx, p)
 	if err != nil {
-		return LookupResult{Path: p, State: StateUnreadable, Message: err.Error()}, nil
+		return api.LookupResult{Path: p, State: api.StateUnreadable, Message: err.Error()}, nil
 	}
 	k, err := key.FromDigest(rec.Backend, rec.Digest, rec.Size, string(p), key.ExtRule{})
-	return LookupResult{Path: p, State: StateCurrent, Key: k, Size: rec.Size}, err
+	return api.LookupResult{Path: p, State: api.StateCurrent, Key: k, Size: rec.Size}, err
 }
 
 func sameStat(r store.Record, fi fsstat.FileInfo) bool {
@@ -101,21 +102,21 @@ func (x *storeIndex) index(ctx context.Context, p []byte) (store.Record, error) 
 	return rec, x.st.Put(ctx, p, rec)
 }
 
-func (x *storeIndex) location(p []byte) (Location, bool, error) {
+func (x *storeIndex) location(p []byte) (api.Location, bool, error) {
 	rec, ok, err := x.st.Get(p)
 	if err != nil || !ok {
-		return Location{}, ok, err
+		return api.Location{}, ok, err
 	}
 	k, err := key.FromDigest(rec.Backend, rec.Digest, rec.Size, string(p), key.ExtRule{})
 	if err != nil {
-		return Location{}, false, err
+		return api.Location{}, false, err
 	}
 	fi, err := fsstat.Lstat(string(p))
 	stale := err != nil || !sameStat(rec, fi)
-	return Location{Path: p, Key: k, Size: rec.Size, State: rec.State.String(), Stale: stale}, true, nil
+	return api.Location{Path: p, Key: k, Size: rec.Size, State: rec.State.String(), Stale: stale}, true, nil
 }
 
-func (x *storeIndex) Whereis(ctx context.Context, q WhereisQuery, fn func(Location) error) error {
+func (x *storeIndex) Whereis(ctx context.Context, q api.WhereisQuery, fn func(api.Location) error) error {
 	paths, err := x.st.ByDigest(q.Backend, q.Digest)
 	if err != nil {
 		return err
@@ -135,30 +136,30 @@ func (x *storeIndex) Whereis(ctx context.Context, q WhereisQuery, fn func(Locati
 	return nil
 }
 
-func (x *storeIndex) Dups(ctx context.Context, q DupQuery, fn func(DupGroup) error) error {
+func (x *storeIndex) Dups(ctx context.Context, q api.DupQuery, fn func(api.DupGroup) error) error {
 	opts := store.DupOptions{MinSize: q.MinSize, After: q.After, Limit: q.Limit}
 	return x.st.Dups(ctx, opts, func(g store.Group) error {
-		dg := DupGroup{Backend: g.Backend, Digest: g.Digest, Size: g.Size, Wasted: g.Wasted, Cursor: g.Cursor}
+		dg := api.DupGroup{Backend: g.Backend, Digest: g.Digest, Size: g.Size, Wasted: g.Wasted, Cursor: g.Cursor}
 		for _, m := range g.Members {
 			k, err := key.FromDigest(m.Record.Backend, m.Record.Digest, m.Record.Size, string(m.Path), key.ExtRule{})
 			if err != nil {
 				return err
 			}
-			dg.Files = append(dg.Files, Location{Path: m.Path, Key: k, Size: m.Record.Size, State: m.Record.State.String()})
+			dg.Files = append(dg.Files, api.Location{Path: m.Path, Key: k, Size: m.Record.Size, State: m.Record.State.String()})
 		}
 		return fn(dg)
 	})
 }
 
-func (x *storeIndex) Status(ctx context.Context) (Status, error) {
+func (x *storeIndex) Status(ctx context.Context) (api.Status, error) {
 	s, err := x.st.Stats()
 	if err != nil {
-		return Status{}, err
+		return api.Status{}, err
 	}
-	st := Status{Version: "test", PID: os.Getpid(), IndexPath: x.st.Path(), SchemaVersion: int(s.SchemaVer),
+	st := api.Status{Version: "test", PID: os.Getpid(), IndexPath: x.st.Path(), SchemaVersion: int(s.SchemaVer),
 		Files: s.Files, Bytes: s.Bytes, Idle: x.idle.Load()}
 	for _, r := range x.roots {
-		st.Roots = append(st.Roots, RootStatus{Path: r, ScanDone: true, Watched: true})
+		st.Roots = append(st.Roots, api.RootStatus{Path: r, ScanDone: true, Watched: true})
 	}
 	st.Watcher.Healthy = true
 	return st, nil

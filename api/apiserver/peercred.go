@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func peerCred(c *net.UnixConn) (peer, error) {
 		err = serr
 	}
 	if err != nil {
-		return peer{uid: -1}, fmt.Errorf("api: SO_PEERCRED: %w", err)
+		return peer{uid: -1}, fmt.Errorf("apiserver: SO_PEERCRED: %w", err)
 	}
 	return peer{uid: int(cred.Uid), pid: int(cred.Pid), known: true}, nil
 }

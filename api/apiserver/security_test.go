@@ -1,10 +1,11 @@
-package api
+package apiserver
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/annexd/annexd/api"
 	"io"
 	"net"
 	"net/http"
@@ -31,9 +32,9 @@ func TestMain(m *testing.M) {
 // dialHelper pings the daemon at sock and prints what happened; exit 0
 // means it was refused with 403.
 func dialHelper(sock string) int {
-	_, err := Dial(sock).Ping(context.Background())
+	_, err := api.Dial(sock).Ping(context.Background())
 	fmt.Printf("uid %d: %v\n", os.Getuid(), err)
-	if errors.Is(err, ErrForbidden) {
+	if errors.Is(err, api.ErrForbidden) {
 		return 0
 	}
 	return 1
@@ -110,7 +111,7 @@ func TestSocketDirSafety(t *testing.T) {
 	}
 
 	t.Run("created private", func(t *testing.T) {
-		sock := filepath.Join(shortDir(t), "new", "deeper", SocketName)
+		sock := filepath.Join(shortDir(t), "new", "deeper", api.SocketName)
 		ts := startServer(t, Config{Index: idx, Socket: sock}, nil)
 		assertMode(t, filepath.Dir(sock), 0o700)
 		assertMode(t, sock, 0o600)
@@ -124,7 +125,7 @@ func TestSocketDirSafety(t *testing.T) {
 			t.Fatal(err)
 		}
 		os.Chmod(dir, 0o750)
-		if err := listen(filepath.Join(dir, SocketName)); !errors.Is(err, ErrUnsafeSocketDir) {
+		if err := listen(filepath.Join(dir, api.SocketName)); !errors.Is(err, ErrUnsafeSocketDir) {
 			t.Errorf("%v, want ErrUnsafeSocketDir", err)
 		}
 	})
@@ -139,7 +140,7 @@ func TestSocketDirSafety(t *testing.T) {
 		if err := os.Chown(dir, nobody, nobody); err != nil {
 			t.Fatal(err)
 		}
-		if err := listen(filepath.Join(dir, SocketName)); !errors.Is(err, ErrUnsafeSocketDir) {
+		if err := listen(filepath.Join(dir, api.SocketName)); !errors.Is(err, ErrUnsafeSocketDir) {
 			t.Errorf("%v, want ErrUnsafeSocketDir", err)
 		}
 	})
@@ -148,7 +149,7 @@ func TestSocketDirSafety(t *testing.T) {
 		if err := os.Symlink(base, filepath.Join(base, "link")); err != nil {
 			t.Fatal(err)
 		}
-		if err := listen(filepath.Join(base, "link", SocketName)); !errors.Is(err, ErrUnsafeSocketDir) {
+		if err := listen(filepath.Join(base, "link", api.SocketName)); !errors.Is(err, ErrUnsafeSocketDir) {
 			t.Errorf("%v, want ErrUnsafeSocketDir", err)
 		}
 	})
@@ -160,7 +161,7 @@ func TestSocketDirSafety(t *testing.T) {
 		}
 	})
 	t.Run("stale socket replaced", func(t *testing.T) {
-		sock := filepath.Join(shortDir(t), SocketName)
+		sock := filepath.Join(shortDir(t), api.SocketName)
 		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 		if err != nil {
 			t.Fatal(err)
@@ -182,7 +183,7 @@ func TestSocketDirSafety(t *testing.T) {
 		}
 	})
 	t.Run("live socket without lock kept", func(t *testing.T) {
-		sock := filepath.Join(shortDir(t), SocketName)
+		sock := filepath.Join(shortDir(t), api.SocketName)
 		ln, err := net.Listen("unix", sock)
 		if err != nil {
 			t.Fatal(err)
@@ -193,7 +194,7 @@ func TestSocketDirSafety(t *testing.T) {
 		}
 	})
 	t.Run("regular file kept", func(t *testing.T) {
-		sock := writeFile(t, shortDir(t), SocketName, "precious")
+		sock := writeFile(t, shortDir(t), api.SocketName, "precious")
 		if err := listen(sock); !errors.Is(err, ErrConfig) {
 			t.Errorf("%v, want ErrConfig", err)
 		}
@@ -235,10 +236,8 @@ func rawRequest(t *testing.T, sock string, req string, pause time.Duration, rest
 
 func TestMalformedOversizedSlow(t *testing.T) {
 	root := t.TempDir()
-	ts := startServer(t, Config{Index: newStoreIndex(t, root)}, func(s *Server) {
-		s.http.ReadHeaderTimeout = 200 * time.Millisecond
-		s.http.ReadTimeout = 400 * time.Millisecond
-	})
+	idx := newStoreIndex(t, root)
+	ts := startServer(t, Config{Index: idx}, nil)
 	status := func(method, target string, body string) int {
 		t.Helper()
 		var rd io.Reader
@@ -246,7 +245,7 @@ func TestMalformedOversizedSlow(t *testing.T) {
 			rd = strings.NewReader(body)
 		}
 		req, _ := http.NewRequest(method, "http://annexd"+target, rd)
-		resp, err := ts.client.http.Do(req)
+		resp, err := unixHTTP(ts.socket).Do(req)
 		if err != nil {
 			t.Fatalf("%s %s: %v", method, target, err)
 		}
@@ -284,6 +283,11 @@ func TestMalformedOversizedSlow(t *testing.T) {
 		}
 	}
 
+	// A server with short timeouts for the slow clients.
+	ts = startServer(t, Config{Index: idx}, func(s *Server) {
+		s.http.ReadHeaderTimeout = 200 * time.Millisecond
+		s.http.ReadTimeout = 400 * time.Millisecond
+	})
 	huge := "GET /v1/ping HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 64<<10) + "\r\n\r\n"
 	if got := rawRequest(t, ts.socket, huge, 0, ""); !strings.Contains(got, "431") {
 		t.Errorf("huge header: %q, want 431", got)

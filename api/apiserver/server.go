@@ -1,10 +1,11 @@
-package api
+package apiserver
 
 import (
 	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"github.com/annexd/annexd/api"
 	"log/slog"
 	"net"
 	"net/http"
@@ -34,7 +35,7 @@ const (
 
 // Config configures a Server. Index and Socket are required.
 type Config struct {
-	Index  Index
+	Index  api.Index
 	Socket string // unix socket path, e.g. from DefaultSocketPath
 
 	// TCPAddr, when set, also serves on this loopback address
@@ -132,7 +133,7 @@ func (s *Server) Listen() error {
 		if err != nil {
 			ln.Close()
 			lock.Close()
-			return fmt.Errorf("api: listen on %s: %w", s.cfg.TCPAddr, err)
+			return fmt.Errorf("apiserver: listen on %s: %w", s.cfg.TCPAddr, err)
 		}
 		s.tcpLn = tl
 	}
@@ -179,7 +180,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.lockFile.Close()
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("api: serve: %w", err)
+		return fmt.Errorf("apiserver: serve: %w", err)
 	}
 	return nil
 }
@@ -212,7 +213,7 @@ func (s *Server) endpoints() http.Handler {
 	mux.Handle("GET /metrics", s.metrics.instrument("GET /metrics",
 		promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: s.httpErrorLog()})))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, CodeNotFound, "api: no such endpoint: "+r.Method+" "+r.URL.Path)
+		writeError(w, http.StatusNotFound, api.CodeNotFound, "api: no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
 	return mux
 }
@@ -230,7 +231,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			if !s.tokenOK(r.Header.Get("Authorization")) {
 				s.metrics.denied.WithLabelValues("token").Inc()
 				w.Header().Set("WWW-Authenticate", `Bearer realm="annexd"`)
-				writeError(w, http.StatusUnauthorized, CodeUnauthorized, "api: missing or wrong bearer token")
+				writeError(w, http.StatusUnauthorized, api.CodeUnauthorized, "api: missing or wrong bearer token")
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -239,7 +240,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		if !p.known || (p.uid != s.uid && p.uid != 0) {
 			s.metrics.denied.WithLabelValues("uid").Inc()
 			s.log.Warn("api refused peer", "uid", p.uid, "pid", p.pid)
-			writeError(w, http.StatusForbidden, CodeForbidden,
+			writeError(w, http.StatusForbidden, api.CodeForbidden,
 				fmt.Sprintf("api: uid %d may not use this daemon (it runs as uid %d)", p.uid, s.uid))
 			return
 		}

@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/annexd/annexd/api"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,17 +35,17 @@ func TestLookupFreshness(t *testing.T) {
 	c, ctx := ts.client, context.Background()
 
 	r, err := c.Lookup(ctx, []byte(f), false)
-	if err != nil || r.State != StatePending || !r.Key.IsZero() {
+	if err != nil || r.State != api.StatePending || !r.Key.IsZero() {
 		t.Fatalf("before indexing: %+v, %v; want pending without key", r, err)
 	}
 	r, err = c.Lookup(ctx, []byte(f), true)
-	if err != nil || r.State != StateCurrent || r.Key.String() != wantKey("hello", ".txt") {
+	if err != nil || r.State != api.StateCurrent || r.Key.String() != wantKey("hello", ".txt") {
 		t.Fatalf("wait: %+v, %v; want current %s", r, err, wantKey("hello", ".txt"))
 	}
 	if string(r.Path) != f || r.Size != 5 {
 		t.Errorf("path %q size %d", r.Path, r.Size)
 	}
-	if r, err = c.Lookup(ctx, []byte(f), false); err != nil || r.State != StateCurrent {
+	if r, err = c.Lookup(ctx, []byte(f), false); err != nil || r.State != api.StateCurrent {
 		t.Fatalf("indexed: %+v, %v", r, err)
 	}
 
@@ -51,7 +53,7 @@ func TestLookupFreshness(t *testing.T) {
 	if err := os.WriteFile(f, []byte("hello, world"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if r, err = c.Lookup(ctx, []byte(f), false); err != nil || r.State != StatePending || !r.Key.IsZero() {
+	if r, err = c.Lookup(ctx, []byte(f), false); err != nil || r.State != api.StatePending || !r.Key.IsZero() {
 		t.Fatalf("after rewrite: %+v, %v; want pending", r, err)
 	}
 	if r, err = c.Lookup(ctx, []byte(f), true); err != nil || r.Key.String() != wantKey("hello, world", ".txt") {
@@ -60,13 +62,13 @@ func TestLookupFreshness(t *testing.T) {
 
 	// Lexical cleaning, then states of things that have no key.
 	r, err = c.Lookup(ctx, []byte(root+"/sub/../a.txt"), false)
-	if err != nil || string(r.Path) != f || r.State != StateCurrent {
+	if err != nil || string(r.Path) != f || r.State != api.StateCurrent {
 		t.Errorf("uncleaned path: %+v, %v", r, err)
 	}
-	if r, _ = c.Lookup(ctx, []byte(root+"/nope"), true); r.State != StateMissing {
+	if r, _ = c.Lookup(ctx, []byte(root+"/nope"), true); r.State != api.StateMissing {
 		t.Errorf("missing file: %+v", r)
 	}
-	if r, _ = c.Lookup(ctx, []byte(root), true); r.State != StateNotRegular {
+	if r, _ = c.Lookup(ctx, []byte(root), true); r.State != api.StateNotRegular {
 		t.Errorf("directory: %+v", r)
 	}
 }
@@ -86,12 +88,12 @@ func TestLookupNonUTF8(t *testing.T) {
 	if r.Key.String() != wantKey("pixels", ".JPG") {
 		t.Errorf("key %s", r.Key)
 	}
-	var got []LookupResult
-	err = ts.client.LookupBatch(context.Background(), [][]byte{[]byte(f)}, false, func(r LookupResult) error {
+	var got []api.LookupResult
+	err = ts.client.LookupBatch(context.Background(), [][]byte{[]byte(f)}, false, func(r api.LookupResult) error {
 		got = append(got, r)
 		return nil
 	})
-	if err != nil || len(got) != 1 || !bytes.Equal(got[0].Path, []byte(f)) || got[0].State != StateCurrent {
+	if err != nil || len(got) != 1 || !bytes.Equal(got[0].Path, []byte(f)) || got[0].State != api.StateCurrent {
 		t.Errorf("batch: %+v, %v", got, err)
 	}
 }
@@ -102,13 +104,13 @@ func TestLookupOutsideRootsAndBadPaths(t *testing.T) {
 	ctx := context.Background()
 	for _, p := range []string{"/etc/passwd", root + "x/a", filepath.Dir(root)} {
 		_, err := ts.client.Lookup(ctx, []byte(p), false)
-		var se *StatusError
-		if !errors.Is(err, ErrOutsideRoots) || !errors.As(err, &se) || se.Status != 400 {
+		var se *api.StatusError
+		if !errors.Is(err, api.ErrOutsideRoots) || !errors.As(err, &se) || se.Status != 400 {
 			t.Errorf("%s: %v; want 400 outside_roots", p, err)
 		}
 	}
 	for _, p := range []string{"relative/x", "", "/a\x00b"} {
-		if _, err := ts.client.Lookup(ctx, []byte(p), false); !errors.Is(err, ErrBadRequest) {
+		if _, err := ts.client.Lookup(ctx, []byte(p), false); !errors.Is(err, api.ErrBadRequest) {
 			t.Errorf("%q: %v; want bad request", p, err)
 		}
 	}
@@ -124,8 +126,8 @@ func TestLookupBatch(t *testing.T) {
 		paths = append(paths, []byte(writeFile(t, root, fmt.Sprintf("d/f%02d.dat", i), fmt.Sprint(i))))
 	}
 	paths = append(paths, []byte("/outside/x"), []byte(root+"/missing"), []byte(root+"/bad\xff"))
-	var got []LookupResult
-	err := ts.client.LookupBatch(ctx, paths, true, func(r LookupResult) error {
+	var got []api.LookupResult
+	err := ts.client.LookupBatch(ctx, paths, true, func(r api.LookupResult) error {
 		got = append(got, r)
 		return nil
 	})
@@ -133,12 +135,12 @@ func TestLookupBatch(t *testing.T) {
 		t.Fatalf("%d answers, %v", len(got), err)
 	}
 	for i := range 50 {
-		if got[i].State != StateCurrent || got[i].Key.String() != wantKey(fmt.Sprint(i), ".dat") ||
+		if got[i].State != api.StateCurrent || got[i].Key.String() != wantKey(fmt.Sprint(i), ".dat") ||
 			!bytes.Equal(got[i].Path, paths[i]) {
 			t.Errorf("answer %d: %+v", i, got[i])
 		}
 	}
-	want := []LookupState{StateOutsideRoots, StateMissing, StateMissing}
+	want := []api.LookupState{api.StateOutsideRoots, api.StateMissing, api.StateMissing}
 	for i, w := range want {
 		if g := got[50+i]; g.State != w || !bytes.Equal(g.Path, paths[50+i]) {
 			t.Errorf("answer %d: %+v, want %s", 50+i, g, w)
@@ -161,23 +163,27 @@ func TestLookupBatchMalformedLines(t *testing.T) {
 		``, // blank lines are skipped
 		`{"path":"` + f + `"}`,
 	}, "\n")
-	resp, err := ts.client.do(context.Background(), "POST", "/v1/lookup", nil, []byte(body))
+	resp, err := unixHTTP(ts.socket).Post("http://annexd/v1/lookup", "application/x-ndjson", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var states []LookupState
-	err = readStream(resp.Body, func(line []byte) error {
-		var r LookupResult
-		if err := r.UnmarshalJSON(line); err != nil {
-			return err
+	out, err := io.ReadAll(resp.Body)
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if err != nil || len(lines) == 0 || !strings.HasPrefix(lines[len(lines)-1], `{"end":true,"count":6`) {
+		t.Fatalf("answer %q, %v", out, err)
+	}
+	var states []api.LookupState
+	for _, line := range lines[:len(lines)-1] {
+		var r api.LookupResult
+		if err := r.UnmarshalJSON([]byte(line)); err != nil {
+			t.Fatalf("line %q: %v", line, err)
 		}
 		states = append(states, r.State)
-		return nil
-	}, nil)
-	want := []LookupState{StatePending, StateInvalid, StateInvalid, StateInvalid, StateInvalid, StatePending}
-	if err != nil || fmt.Sprint(states) != fmt.Sprint(want) {
-		t.Errorf("states %v, %v; want %v", states, err, want)
+	}
+	want := []api.LookupState{api.StatePending, api.StateInvalid, api.StateInvalid, api.StateInvalid, api.StateInvalid, api.StatePending}
+	if fmt.Sprint(states) != fmt.Sprint(want) {
+		t.Errorf("states %v; want %v", states, want)
 	}
 }
 
@@ -192,17 +198,17 @@ func TestWhereis(t *testing.T) {
 	keys := map[string]key.Key{}
 	for _, p := range []string{a, b, c} {
 		r, err := ts.client.Lookup(ctx, []byte(p), true)
-		if err != nil || r.State != StateCurrent {
+		if err != nil || r.State != api.StateCurrent {
 			t.Fatalf("%s: %+v %v", p, r, err)
 		}
 		keys[p] = r.Key
 	}
-	collect := func(f func(fn func(Location) error) error) ([]Location, error) {
-		var out []Location
-		err := f(func(l Location) error { out = append(out, l); return nil })
+	collect := func(f func(fn func(api.Location) error) error) ([]api.Location, error) {
+		var out []api.Location
+		err := f(func(l api.Location) error { out = append(out, l); return nil })
 		return out, err
 	}
-	locs, err := collect(func(fn func(Location) error) error { return ts.client.WhereisKey(ctx, keys[a], fn) })
+	locs, err := collect(func(fn func(api.Location) error) error { return ts.client.WhereisKey(ctx, keys[a], fn) })
 	if err != nil || len(locs) != 2 {
 		t.Fatalf("by key: %+v %v", locs, err)
 	}
@@ -212,11 +218,11 @@ func TestWhereis(t *testing.T) {
 		}
 	}
 	d, _ := keys[c].Digest()
-	locs, err = collect(func(fn func(Location) error) error { return ts.client.WhereisDigest(ctx, key.SHA256, d, fn) })
+	locs, err = collect(func(fn func(api.Location) error) error { return ts.client.WhereisDigest(ctx, key.SHA256, d, fn) })
 	if err != nil || len(locs) != 1 || string(locs[0].Path) != c {
 		t.Errorf("by digest: %+v %v", locs, err)
 	}
-	locs, err = collect(func(fn func(Location) error) error { return ts.client.WhereisPath(ctx, []byte(b), false, fn) })
+	locs, err = collect(func(fn func(api.Location) error) error { return ts.client.WhereisPath(ctx, []byte(b), false, fn) })
 	if err != nil || len(locs) != 2 {
 		t.Errorf("by path: %+v %v", locs, err)
 	}
@@ -224,19 +230,19 @@ func TestWhereis(t *testing.T) {
 	if err := os.WriteFile(b, []byte("changed!!!"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	locs, _ = collect(func(fn func(Location) error) error { return ts.client.WhereisKey(ctx, keys[a], fn) })
+	locs, _ = collect(func(fn func(api.Location) error) error { return ts.client.WhereisKey(ctx, keys[a], fn) })
 	for _, l := range locs {
 		if string(l.Path) == b && !l.Stale {
 			t.Errorf("changed file not stale: %+v", l)
 		}
 	}
 	// The changed file itself has no current key to look for.
-	_, err = collect(func(fn func(Location) error) error { return ts.client.WhereisPath(ctx, []byte(b), false, fn) })
-	if !errors.Is(err, ErrNotFound) {
+	_, err = collect(func(fn func(api.Location) error) error { return ts.client.WhereisPath(ctx, []byte(b), false, fn) })
+	if !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("changed path: %v, want not found", err)
 	}
 	unknown, _ := key.Parse(wantKey("never seen", ""))
-	if locs, err = collect(func(fn func(Location) error) error { return ts.client.WhereisKey(ctx, unknown, fn) }); err != nil || len(locs) != 0 {
+	if locs, err = collect(func(fn func(api.Location) error) error { return ts.client.WhereisKey(ctx, unknown, fn) }); err != nil || len(locs) != 0 {
 		t.Errorf("unknown key: %+v %v", locs, err)
 	}
 }
@@ -270,7 +276,7 @@ func TestDupsOrderAndPaging(t *testing.T) {
 	var wasted []int64
 	var after []byte
 	for page := 0; ; page++ {
-		next, err := ts.client.Dups(ctx, DupQuery{Limit: 1, After: after}, func(g DupGroup) error {
+		next, err := ts.client.Dups(ctx, api.DupQuery{Limit: 1, After: after}, func(g api.DupGroup) error {
 			wasted = append(wasted, g.Wasted)
 			if g.Wasted != g.Size*int64(distinctInodes(t, g.Files)-1) {
 				t.Errorf("group %x: wasted %d for %d files of %d", g.Digest, g.Wasted, len(g.Files), g.Size)
@@ -289,7 +295,7 @@ func TestDupsOrderAndPaging(t *testing.T) {
 		t.Errorf("wasted by page %v, want [1000 200 4]", wasted)
 	}
 	wasted = nil
-	next, err := ts.client.Dups(ctx, DupQuery{MinSize: 50}, func(g DupGroup) error {
+	next, err := ts.client.Dups(ctx, api.DupQuery{MinSize: 50}, func(g api.DupGroup) error {
 		wasted = append(wasted, g.Wasted)
 		return nil
 	})
@@ -298,7 +304,7 @@ func TestDupsOrderAndPaging(t *testing.T) {
 	}
 }
 
-func distinctInodes(t *testing.T, files []Location) int {
+func distinctInodes(t *testing.T, files []api.Location) int {
 	seen := map[uint64]bool{}
 	for _, f := range files {
 		fi, err := os.Stat(string(f.Path))
@@ -316,11 +322,11 @@ func TestStatusAndWaitIdle(t *testing.T) {
 	ts := startServer(t, Config{Index: idx, Version: "9.9"}, nil)
 	ctx := context.Background()
 	st, err := ts.client.Status(ctx)
-	if err != nil || st.APIVersion != APIVersion || len(st.Roots) != 1 || st.Roots[0].Path != root || !st.Idle {
+	if err != nil || st.APIVersion != api.APIVersion || len(st.Roots) != 1 || st.Roots[0].Path != root || !st.Idle {
 		t.Fatalf("status %+v %v", st, err)
 	}
 	p, err := ts.client.Ping(ctx)
-	if err != nil || !p.OK || p.Version != "9.9" || p.APIVersion != APIVersion {
+	if err != nil || !p.OK || p.Version != "9.9" || p.APIVersion != api.APIVersion {
 		t.Errorf("ping %+v %v", p, err)
 	}
 
@@ -363,8 +369,8 @@ func TestShutdown(t *testing.T) {
 	if _, err := os.Lstat(ts.socket); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("socket left behind: %v", err)
 	}
-	if _, err := Dial(ts.socket).Ping(context.Background()); !errors.Is(err, ErrNoDaemon) {
-		t.Errorf("after stop: %v, want ErrNoDaemon", err)
+	if _, err := api.Dial(ts.socket).Ping(context.Background()); !errors.Is(err, api.ErrNoDaemon) {
+		t.Errorf("after stop: %v, want api.ErrNoDaemon", err)
 	}
 }
 
@@ -395,10 +401,10 @@ func TestMetrics(t *testing.T) {
 
 func TestNoDaemon(t *testing.T) {
 	sock := filepath.Join(shortDir(t), "nothing.sock")
-	_, err := Dial(sock).Status(context.Background())
-	var nd *NoDaemonError
-	if !errors.Is(err, ErrNoDaemon) || !errors.As(err, &nd) || nd.Socket != sock {
-		t.Errorf("err %v; want *NoDaemonError for %s", err, sock)
+	_, err := api.Dial(sock).Status(context.Background())
+	var nd *api.NoDaemonError
+	if !errors.Is(err, api.ErrNoDaemon) || !errors.As(err, &nd) || nd.Socket != sock {
+		t.Errorf("err %v; want *api.NoDaemonError for %s", err, sock)
 	}
 }
 
@@ -407,11 +413,11 @@ func TestTCPToken(t *testing.T) {
 	ts := startServer(t, Config{Index: newStoreIndex(t, t.TempDir()), TCPAddr: "127.0.0.1:0", Token: token}, nil)
 	addr := ts.srv.TCPAddr().String()
 	ctx := context.Background()
-	if _, err := DialTCP(addr, token).Ping(ctx); err != nil {
+	if _, err := api.DialTCP(addr, token).Ping(ctx); err != nil {
 		t.Errorf("right token: %v", err)
 	}
 	for _, tok := range []string{"", "0123456789abcdef-secreT", token + "x"} {
-		if _, err := DialTCP(addr, tok).Ping(ctx); !errors.Is(err, ErrUnauthorized) {
+		if _, err := api.DialTCP(addr, tok).Ping(ctx); !errors.Is(err, api.ErrUnauthorized) {
 			t.Errorf("token %q: %v, want unauthorized", tok, err)
 		}
 	}
