@@ -6,6 +6,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/annexd/annexd/key"
 )
@@ -129,4 +132,59 @@ func BenchmarkBackends(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkPoolManyLarge hashes 16 files of 8 MiB through a Hasher, all
+// callers at once, with one or two workers, each file on its own
+// (crypto/sha256, read-ahead) or the workers' multi-buffer engines.
+func BenchmarkPoolManyLarge(b *testing.B) {
+	const n, size = 16, 8 << 20
+	dir := b.TempDir()
+	var paths []string
+	for i := range n {
+		p := filepath.Join(dir, fmt.Sprintf("f%02d", i))
+		writeFile(b, p, pattern(size+i))
+		paths = append(paths, p)
+	}
+	for _, workers := range []int{1, 2} {
+		for _, eng := range []string{"single", "multibuffer"} {
+			b.Run(fmt.Sprintf("workers=%d/%s", workers, eng), func(b *testing.B) {
+				p := Policy{InlineMax: -1, Workers: workers}
+				if eng == "multibuffer" {
+					p.Batch = MultiBuffer
+				}
+				h := New(p, nil)
+				defer h.Close()
+				b.SetBytes(n * size)
+				cpu0 := processCPU(b)
+				for b.Loop() {
+					errs := make(chan error, n)
+					for _, path := range paths {
+						go func() {
+							_, err := h.Hash(context.Background(), path, key.SHA256)
+							errs <- err
+						}()
+					}
+					for range n {
+						if err := <-errs; err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				cpu := processCPU(b) - cpu0
+				b.ReportMetric(float64(b.N)*n*size/cpu.Seconds()/1e6, "MB/cpu-s")
+			})
+		}
+	}
+}
+
+// processCPU is the CPU time this process has used: a benchmark's work per
+// CPU second is steadier than its wall time when other programs load the
+// machine.
+func processCPU(b *testing.B) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return rusageCPU(&ru)
 }
