@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -231,6 +233,52 @@ func TestCalckeyBadInputs(t *testing.T) {
 	for _, bad := range [][]string{{"calckey"}, {"calckey", "--backend", "WORM", good}, {"calckey", "--batch", good}, {"calckey", "-z", good}} {
 		if _, stderr, code := runIn(tmp, nil, bin, bad...); code != 2 || stderr == "" {
 			t.Errorf("%q: exit %d, stderr %q; want usage error 2 with a message", bad, code, stderr)
+		}
+	}
+}
+
+// In batch mode every answer comes as soon as it is known, before stdin
+// ends, so a program can drive calckey one line at a time.
+func TestCalckeyBatchAnswersEachLine(t *testing.T) {
+	tmp := t.TempDir()
+	bin := buildAnnexctl(t, tmp)
+	a := filepath.Join(tmp, "a.txt")
+	os.WriteFile(a, []byte("hello"), 0o644)
+	cmd := exec.Command(bin, "calckey", "--batch")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	for _, in := range []string{a, filepath.Join(tmp, "missing"), a} {
+		fmt.Fprintln(stdin, in)
+		select {
+		case got := <-lines:
+			want := ""
+			if in == a {
+				want = "SHA256E-s5--2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824.txt"
+			}
+			if got != want {
+				t.Fatalf("answer for %s: %q, want %q", in, got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no answer for %s while stdin stays open", in)
 		}
 	}
 }
