@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/api/apiserver"
 	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/ignore"
@@ -72,7 +72,7 @@ type App struct {
 	h     *hasher.Hasher
 	w     *watcher.Watcher
 	ix    *indexer.Indexer
-	srv   *api.Server
+	srv   *apiserver.Server
 	calib *hasher.Calibration
 }
 
@@ -219,7 +219,7 @@ func (a *App) setup(ctx context.Context) error {
 	if err := reg.Register(a.ix.Collector()); err != nil {
 		return fmt.Errorf("daemon: metrics: %w", err)
 	}
-	a.srv, err = api.NewServer(api.Config{
+	a.srv, err = apiserver.NewServer(apiserver.Config{
 		Index:      &adapter{a: a},
 		Socket:     a.cfg.Socket,
 		Version:    a.opts.Version,

@@ -103,8 +103,10 @@ func (o *Options) fill() {
 // job is one path to check.
 type job struct {
 	path    string
-	scans   []*scan // scans that saw the path and wait for it to settle
-	attempt int     // retries so far after "changed while hashing"
+	scans   []*scan          // scans that saw the path and wait for it to settle
+	attempt int              // retries so far after "changed while hashing"
+	info    *fsstat.FileInfo // from the walk that queued it, saving an lstat; nil: stat it
+	noAdopt bool             // the index was empty when the walk started: no rename to find
 }
 
 // Indexer keeps the store's records true. Create it with New, call Run once,
@@ -285,10 +287,13 @@ func within(p, dir string) bool {
 // enqueue puts path in the pipeline unless it is already there (then one
 // more check is asked for). It blocks while the queue is full.
 func (ix *Indexer) enqueue(ctx context.Context, path string, sc *scan, size int64) {
-	if !ix.pend.add(path, sc, size) {
+	ix.enqueueJob(ctx, job{path: path}, sc, size)
+}
+
+func (ix *Indexer) enqueueJob(ctx context.Context, j job, sc *scan, size int64) {
+	if !ix.pend.add(j.path, sc, size) {
 		return
 	}
-	j := job{path: path}
 	if sc != nil {
 		sc.wg.Add(1)
 		j.scans = []*scan{sc}
@@ -373,7 +378,13 @@ func (ix *Indexer) finish(j job) {
 
 // process checks one path and does what it needs.
 func (ix *Indexer) process(ctx context.Context, j job) {
-	fi, err := fsstat.Lstat(j.path)
+	var fi fsstat.FileInfo
+	var err error
+	if j.info != nil {
+		fi, j.info = *j.info, nil
+	} else {
+		fi, err = fsstat.Lstat(j.path)
+	}
 	switch {
 	case isGone(err):
 		ix.dropPath(ctx, j)
@@ -404,7 +415,7 @@ func (ix *Indexer) process(ctx context.Context, j job) {
 		ix.settle(j)
 		return
 	}
-	if !ok && ix.adoptRename(ctx, j.path, fi) {
+	if !ok && !j.noAdopt && ix.adoptRename(ctx, j.path, fi) {
 		ix.m.renames.Add(1)
 		ix.settle(j)
 		return

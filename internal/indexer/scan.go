@@ -3,6 +3,8 @@ package indexer
 import (
 	"context"
 	"errors"
+	"hash/maphash"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +19,43 @@ type scan struct {
 	gen  uint64
 	wg   sync.WaitGroup // paths queued or marks submitted, not yet settled
 	errs atomic.Int64   // walk or mark errors: no sweep when > 0
+	seen seenSet        // paths the walk delivered (touched only by its callback)
+}
+
+// maxSeen bounds the seen set of one scan (8 bytes a path); beyond it, the
+// records of unchanged files are marked with the scan's generation in the
+// store instead, which costs a write each.
+const maxSeen = 4 << 20
+
+// seenSet remembers the paths a walk delivered as 64-bit hashes, so that
+// unchanged files need no write at all: after the walk, a record with an
+// older generation whose path is not in the set belongs to a file that is
+// gone. A hash collision can only keep a stale record (never drop a live
+// one), and the seed differs per scan.
+type seenSet struct {
+	seed   maphash.Seed
+	hashes []uint64
+	sorted bool
+}
+
+func newSeenSet() seenSet { return seenSet{seed: maphash.MakeSeed()} }
+
+// add remembers path, or reports false when the set is full.
+func (s *seenSet) add(path string) bool {
+	if len(s.hashes) >= maxSeen {
+		return false
+	}
+	s.hashes = append(s.hashes, maphash.String(s.seed, path))
+	return true
+}
+
+func (s *seenSet) contains(path string) bool {
+	if !s.sorted {
+		slices.Sort(s.hashes)
+		s.sorted = true
+	}
+	_, ok := slices.BinarySearch(s.hashes, maphash.String(s.seed, path))
+	return ok
 }
 
 // maxConcurrentScans: a long walk of a root must not hold back the walk of a
@@ -126,13 +165,14 @@ func (ix *Indexer) scanDir(ctx context.Context, dir string) {
 		ix.log.Error("cannot start scan", "dir", dir, "err", err)
 		return
 	}
-	sc := &scan{dir: dir, gen: gen}
+	sc := &scan{dir: dir, gen: gen, seen: newSeenSet()}
 	if fi, err := fsstat.Lstat(dir); err == nil {
 		ix.gran.learn(fi.Dev, dir)
 	}
 	start := time.Now()
 	var seen, bytes int64
 	root := ix.isRoot(dir)
+	emptyIndex := ix.indexEmpty()
 	walkErr := walker.Walk(ctx, dir, walker.Options{
 		Workers: ix.opt.WalkWorkers,
 		Ignore:  ix.ignoreFor(dir),
@@ -149,14 +189,16 @@ func (ix *Indexer) scanDir(ctx context.Context, dir string) {
 		bytes += e.Info.Size
 		ix.m.filesSeen.Add(1)
 		ix.m.bytesSeen.Add(e.Info.Size)
+		remembered := sc.seen.add(e.Path)
 		rec, ok, err := ix.get(e.Path)
 		if err == nil && ok && ix.settled(&rec, e.Info) && !ix.pend.has(e.Path) {
-			if rec.Generation < sc.gen {
+			if !remembered && rec.Generation < sc.gen {
 				ix.markSeen(e.Path, sc)
 			}
 			return nil
 		}
-		ix.enqueue(ctx, e.Path, sc, e.Info.Size)
+		info := e.Info
+		ix.enqueueJob(ctx, job{path: e.Path, info: &info, noAdopt: emptyIndex}, sc, e.Info.Size)
 		return nil
 	})
 	waitGroup(ctx, &sc.wg)
@@ -174,7 +216,7 @@ func (ix *Indexer) scanDir(ctx context.Context, dir string) {
 		ix.scanEnded(dir, true)
 		return
 	}
-	n, err := ix.sweep(ctx, dir, gen)
+	n, err := ix.sweep(ctx, sc)
 	if err != nil {
 		ix.m.errors.Add(1)
 		ix.log.Error("cannot drop records of vanished files", "dir", dir, "err", err)

@@ -2,6 +2,8 @@ package indexer
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 
 	"github.com/annexd/annexd/store"
 )
@@ -70,8 +72,38 @@ func (ix *Indexer) deleteSubtree(ctx context.Context, path string) (int, error) 
 	return n, ix.st.DeleteSubtree(ctx, []byte(path))
 }
 
-func (ix *Indexer) sweep(ctx context.Context, dir string, gen uint64) (int, error) {
-	return ix.st.Sweep(ctx, []byte(dir), gen)
+// sweep drops the records under the scanned directory that the scan did
+// not see: older generation, and not in its seen set. The store removes a
+// record only if its generation is still older when the change is applied,
+// so a file written meanwhile is kept.
+func (ix *Indexer) sweep(ctx context.Context, sc *scan) (int, error) {
+	var (
+		wg      sync.WaitGroup
+		removed atomic.Int64
+		failed  atomic.Value
+	)
+	err := ix.st.Subtree(ctx, []byte(sc.dir), func(p []byte, r store.Record) error {
+		if r.Generation >= sc.gen || sc.seen.contains(string(p)) {
+			return nil
+		}
+		wg.Add(1)
+		ix.st.Submit(store.Change{Op: store.OpDeleteIfOlder, Path: p, Gen: sc.gen}, func(err error) {
+			if err != nil {
+				failed.Store(err)
+			} else {
+				removed.Add(1)
+			}
+			wg.Done()
+		})
+		return nil
+	})
+	wg.Wait()
+	if err == nil {
+		if e, ok := failed.Load().(error); ok {
+			err = e
+		}
+	}
+	return int(removed.Load()), err
 }
 
 // loadGeneration returns the last generation handed out on this index.
@@ -95,4 +127,10 @@ func (ix *Indexer) newGeneration() (uint64, error) {
 			return g, nil
 		}
 	}
+}
+
+// indexEmpty reports whether the index holds no record at all.
+func (ix *Indexer) indexEmpty() bool {
+	s, err := ix.st.Stats()
+	return err == nil && s.Files == 0
 }
