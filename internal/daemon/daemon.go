@@ -234,42 +234,22 @@ func (a *App) setup(ctx context.Context) error {
 // valid, a new one, or the built-in one, with the config's overrides.
 func (a *App) policy(ctx context.Context) (hasher.Policy, error) {
 	p := hasher.DefaultPolicy()
-	switch a.cfg.Hasher.Calibrate {
-	case "never":
-	default:
+	var calib hasher.Calibration
+	if a.cfg.Hasher.Calibrate != "never" {
 		c, err := a.calibration(ctx)
 		if err != nil {
 			a.log.Warn("calibration failed; using the built-in hashing policy", "err", err)
-			break
+		} else {
+			a.calib, calib, p = &c, c, c.Policy
 		}
-		a.calib = &c
-		p = c.Policy
 	}
 	h := a.cfg.Hasher
-	if h.InlineMax > 0 {
-		p.InlineMax = int64(h.InlineMax)
-	}
-	if h.Workers > 0 {
-		p.Workers = h.Workers
-	}
-	switch h.External {
-	case "never":
-		p.ExternalMin = 0
-	case "always":
-		if p.External == "" {
-			p.External = firstProgram("openssl", "sha256sum")
-		}
-		if p.External == "" {
-			return p, errors.New("daemon: hasher.external = \"always\" but neither openssl nor sha256sum is installed")
-		}
-		p.ExternalMin = max(int64(h.ExternalMin), 1)
-	default:
-		if h.ExternalMin > 0 && p.External != "" {
-			p.ExternalMin = int64(h.ExternalMin)
-		}
-	}
-	if err := p.Validate(); err != nil {
-		return p, fmt.Errorf("daemon: hashing policy from %s: %w", a.cfgFile(), err)
+	p, err := hasher.Overrides{
+		InlineMax: int64(h.InlineMax), Workers: h.Workers,
+		External: h.External, ExternalMin: int64(h.ExternalMin),
+	}.Apply(p, calib)
+	if err != nil {
+		return p, fmt.Errorf("daemon: [hasher] settings from %s: %w", a.cfgFile(), err)
 	}
 	return p, nil
 }
@@ -309,18 +289,6 @@ func (a *App) calibration(ctx context.Context) (hasher.Calibration, error) {
 	a.log.Info("calibration done", "took_ms", c.TookMs, "inline_max", c.Policy.InlineMax,
 		"workers", c.Policy.Workers, "sha256", c.Policy.SHA256, "external_min", c.Policy.ExternalMin)
 	return c, nil
-}
-
-func firstProgram(names ...string) string {
-	for _, n := range names {
-		for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
-			p := filepath.Join(dir, n)
-			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-				return p
-			}
-		}
-	}
-	return ""
 }
 
 // waitIdle waits until the indexer is idle and the watcher holds nothing.
