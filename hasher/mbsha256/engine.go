@@ -62,8 +62,9 @@ func newEngine(k *kernel) *Engine {
 	if k != nil {
 		e.lanes = make([]lane, k.lanes)
 		e.minLanes = k.minLanes
-		if f := finisherKernel(); f != nil && f.lanes < k.lanes && f.minLanes < k.minLanes {
+		if f := finisherKernel(); f != nil && f.lanes < k.lanes {
 			e.finisher = newEngine(f)
+			e.minLanes = k.finishLanes
 		}
 	}
 	return e

@@ -45,7 +45,7 @@ func engines(t *testing.T) []testEngine {
 			t.Logf("kernel %s not tested: CPU lacks %s", k.name, k.missing)
 			continue
 		}
-		for _, min := range []int{k.minLanes, 0, k.lanes + 1} {
+		for _, min := range []int{newEngine(k).minLanes, k.minLanes, 0, k.lanes + 1} {
 			e := newEngine(k)
 			e.minLanes = min
 			es = append(es, testEngine{fmt.Sprintf("%s/min%d", k.name, min), e})

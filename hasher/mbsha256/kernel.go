@@ -18,8 +18,9 @@ type kernel struct {
 	lanes int
 	block blockFunc
 	// minLanes is the number of busy lanes below which the kernel is slower
-	// than crypto/sha256 on one stream (see BENCHMARKS.md).
-	minLanes int
+	// than crypto/sha256 on one stream; finishLanes the number below which
+	// it is slower than the finisher kernel (see BENCHMARKS.md).
+	minLanes, finishLanes int
 	// have reports whether the CPU can run the kernel; missing names what
 	// it lacks.
 	have    bool
