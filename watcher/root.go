@@ -145,15 +145,15 @@ func (r *root) run(ctx context.Context) error {
 }
 
 // drain handles the events that are already waiting, until none arrives
-// for a moment; it stops after drainMax events or a quiet period's time, so
-// a storm cannot hold back what is due forever.
+// for a moment; it stops after drainMax events or an eighth of the quiet
+// period, so a storm cannot hold back what is due for long.
 func (r *root) drain(events <-chan fsnotify.Event, errs <-chan error) {
 	if events == nil {
 		return
 	}
 	idle := time.NewTimer(drainIdle)
 	defer idle.Stop()
-	stop := time.Now().Add(r.opts.Quiet)
+	stop := time.Now().Add(r.opts.Quiet / 8)
 	for n := 0; n < drainMax; n++ {
 		if n%1024 == 1023 && time.Now().After(stop) {
 			return
