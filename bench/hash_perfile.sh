@@ -15,25 +15,29 @@ go test -run '^$' -bench '^BenchmarkPerFile$' -benchtime "$benchtime" -count "$c
 	tee /dev/stderr |
 	python3 -c '
 import re, statistics, sys
-rows = {}
-order = []
+wall, cpu, order = {}, {}, []
 for line in sys.stdin:
-    m = re.match(r"BenchmarkPerFile/(\S+)/(\S+?)-\d+\s+\d+\s+([\d.]+) ns/op", line)
+    m = re.match(r"BenchmarkPerFile/(\S+)/(\S+?)-\d+\s+\d+\s+([\d.]+) ns/op.*?([\d.]+) cpu-µs/op", line)
     if not m:
         continue
-    size, route, ns = m.group(1), m.group(2), float(m.group(3))
-    if size not in rows:
-        rows[size] = {}
+    size, route = m.group(1), m.group(2)
+    if size not in wall:
+        wall[size], cpu[size] = {}, {}
         order.append(size)
-    rows[size].setdefault(route, []).append(ns)
+    wall[size].setdefault(route, []).append(float(m.group(3)) / 1e3)
+    cpu[size].setdefault(route, []).append(float(m.group(4)))
 routes = ["inline", "pool", "sha256sum", "openssl"]
-def fmt(ns):
-    return "%.1f µs" % (ns / 1e3) if ns < 1e6 else "%.2f ms" % (ns / 1e6)
-print("| size | " + " | ".join(routes) + " | pool ÷ inline | best external ÷ inline |")
-print("|---|" + "---|" * (len(routes) + 2))
-for size in order:
-    med = {r: statistics.median(v) for r, v in rows[size].items()}
-    cells = [fmt(med[r]) if r in med else "-" for r in routes]
-    ext = min(med.get("sha256sum", float("inf")), med.get("openssl", float("inf")))
-    print("| %s | %s | %.2f× | %.1f× |" % (size, " | ".join(cells), med["pool"] / med["inline"], ext / med["inline"]))
+def fmt(us):
+    return "%.1f µs" % us if us < 1000 else "%.2f ms" % (us / 1e3)
+def table(title, rows):
+    print("\n%s\n" % title)
+    print("| size | " + " | ".join(routes) + " | pool ÷ inline | best external ÷ inline |")
+    print("|---|" + "---|" * (len(routes) + 2))
+    for size in order:
+        med = {r: statistics.median(v) for r, v in rows[size].items()}
+        cells = [fmt(med[r]) if r in med else "-" for r in routes]
+        ext = min(med.get("sha256sum", float("inf")), med.get("openssl", float("inf")))
+        print("| %s | %s | %.2f× | %.1f× |" % (size, " | ".join(cells), med["pool"] / med["inline"], ext / med["inline"]))
+table("wall time per file (median)", wall)
+table("CPU time per file, this process and its children (median)", cpu)
 '
