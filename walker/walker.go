@@ -43,6 +43,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -64,9 +65,14 @@ type Entry struct {
 type Options struct {
 	// Workers is the number of goroutines reading directories; 0 means 2.
 	Workers int
-	// Ignore excludes paths (matched relative to root); excluded
-	// directories are not entered. Nil excludes nothing.
+	// Ignore excludes paths; excluded directories are not entered. Nil
+	// excludes nothing. Patterns are matched relative to IgnoreRoot.
 	Ignore *ignore.Matcher
+	// IgnoreRoot is the directory Ignore's patterns are relative to: the
+	// watched root when walking one of its subdirectories (a Rescan of
+	// root/a/b walks root/a/b with IgnoreRoot root). Empty means root.
+	// It must be root or contain it.
+	IgnoreRoot string
 	// OneFileSystem skips directories on a different device than root
 	// (mount points), like find -xdev.
 	OneFileSystem bool
@@ -97,6 +103,10 @@ func Walk(ctx context.Context, root string, opts Options, fn func(Entry) error) 
 		opts.openDir = openDirAt
 	}
 	root = filepath.Clean(root)
+	base, err := ignoreBase(root, opts.IgnoreRoot)
+	if err != nil {
+		return err
+	}
 	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("%w %s: %w", ErrRoot, root, err)
@@ -116,8 +126,8 @@ func Walk(ctx context.Context, root string, opts Options, fn func(Entry) error) 
 		batches: make(chan []Entry, 2*opts.Workers),
 	}
 	w.cond = sync.NewCond(&w.mu)
-	w.rootFd = fd
-	w.queue = append(w.queue, dir{path: root, rel: ""})
+	w.root, w.rootFd = root, fd
+	w.queue = append(w.queue, dir{path: root, rel: base})
 	w.pending = 1
 
 	var wg sync.WaitGroup
@@ -160,6 +170,23 @@ func Walk(ctx context.Context, root string, opts Options, fn func(Entry) error) 
 	return ctx.Err()
 }
 
+// ignoreBase is root's path relative to ignoreRoot.
+func ignoreBase(root, ignoreRoot string) (string, error) {
+	if ignoreRoot == "" {
+		return "", nil
+	}
+	ignoreRoot = filepath.Clean(ignoreRoot)
+	switch {
+	case root == ignoreRoot:
+		return "", nil
+	case ignoreRoot == "/":
+		return root[1:], nil
+	case strings.HasPrefix(root, ignoreRoot+"/"):
+		return root[len(ignoreRoot)+1:], nil
+	}
+	return "", fmt.Errorf("%w %s: not inside IgnoreRoot %s", ErrRoot, root, ignoreRoot)
+}
+
 type dir struct {
 	path string // root-joined path
 	rel  string // root-relative path, "" for the root
@@ -169,6 +196,7 @@ type walk struct {
 	ctx      context.Context
 	opts     Options
 	rootDev  uint64
+	root     string
 	rootFd   int
 	rootOnce sync.Once // the root is read once, or closed unread
 	batches  chan []Entry
@@ -231,7 +259,7 @@ func (w *walk) report(path string, err error) {
 
 // walkDir opens and reads one directory; the root is already open.
 func (w *walk) walkDir(d dir) {
-	if d.rel == "" {
+	if d.path == w.root {
 		w.rootOnce.Do(func() { w.readDir(d, w.rootFd) })
 		return
 	}

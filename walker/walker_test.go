@@ -294,3 +294,27 @@ func TestWalkWideDirectoryBeyondQueue(t *testing.T) {
 		t.Errorf("%d files, want %d", len(got), n)
 	}
 }
+
+func TestWalkSubdirWithIgnoreRoot(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, "a/build/x", "a/b/build/y", "a/b/keep", "build/z")
+	// "/a/b/build" is anchored at the watched root; walking root/a/b for a
+	// rescan must still apply it.
+	m := ignore.MustNew([]string{"/a/b/build/"})
+	sub := filepath.Join(root, "a/b")
+	got, err := collect(t, sub, Options{Ignore: m, IgnoreRoot: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(keys(got)) != "[keep]" {
+		t.Errorf("got %v", keys(got))
+	}
+	// Without IgnoreRoot the pattern is relative to a/b and matches nothing.
+	got, _ = collect(t, sub, Options{Ignore: m})
+	if fmt.Sprint(keys(got)) != "[build/y keep]" {
+		t.Errorf("got %v", keys(got))
+	}
+	if err := Walk(context.Background(), sub, Options{IgnoreRoot: filepath.Join(root, "other")}, func(Entry) error { return nil }); !errors.Is(err, ErrRoot) {
+		t.Errorf("walk outside IgnoreRoot: %v", err)
+	}
+}
