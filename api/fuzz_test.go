@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 )
 
@@ -28,19 +29,33 @@ func FuzzPathRoundTrip(f *testing.F) {
 		if err := r.UnmarshalJSON(out); err != nil || !bytes.Equal(r.Path, p) {
 			t.Fatalf("answer: %q → %q, %v", p, r.Path, err)
 		}
+		var w lookupWire
+		if err := json.Unmarshal(out, &w); err != nil {
+			t.Fatalf("answer %q is not JSON: %v", out, err)
+		}
+		fw, ok := fastLookupWire(out)
+		if !ok || *fw.Path != *w.Path || (fw.PathB64 == nil) != (w.PathB64 == nil) || fw.State != w.State {
+			t.Fatalf("answer %q: fast %+v, encoding/json %+v", out, fw, w)
+		}
 	})
 }
 
 // FuzzDecodeLookupLine: arbitrary request lines never panic, and what
 // decodes is what the line says.
 func FuzzDecodeLookupLine(f *testing.F) {
-	for _, s := range []string{`{"path":"/a"}`, `{"path_b64":"L2E="}`, `{"path":1}`, `{`, `null`, `{"path_b64":"*"}`, `[]`} {
+	for _, s := range []string{`{"path":"/a"}`, `{"path_b64":"L2E="}`, `{"path":1}`, `{`, `null`, `{"path_b64":"*"}`, `[]`,
+		`{ "path" : "/a\"b" }`, `{"PATH":"/x"}`, `{"path":"/a","path":"/b"}`, `{"path":"/\u00e9\ud800"}`,
+		`{"path":null}`, `{"path":"/x"} x`, `{"path":"/x",}`, "{\"path\":\"/\xff\"}", `{"path":"/x","path_b64":"L3k="}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
 		p, err := DecodeLookupLine(line)
 		if err == nil && p == nil {
 			t.Fatalf("%q: nil path without error", line)
+		}
+		q, qerr := decodeLookupLineJSON(line)
+		if (err == nil) != (qerr == nil) || !bytes.Equal(p, q) {
+			t.Fatalf("%q: fast %q, %v; encoding/json %q, %v", line, p, err, q, qerr)
 		}
 	})
 }

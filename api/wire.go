@@ -89,11 +89,37 @@ func NewPathIn(path []byte) PathIn {
 // DecodeLookupLine parses one line of a batch lookup request body: a JSON
 // object with "path" or "path_b64".
 func DecodeLookupLine(line []byte) ([]byte, error) {
+	if p, ok := fastPathIn(line); ok {
+		return p.Bytes()
+	}
+	return decodeLookupLineJSON(line)
+}
+
+// decodeLookupLineJSON is DecodeLookupLine with encoding/json only.
+func decodeLookupLineJSON(line []byte) ([]byte, error) {
 	var p PathIn
 	if err := json.Unmarshal(line, &p); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
 	}
 	return p.Bytes()
+}
+
+// fastPathIn reads {"path":…} and {"path_b64":…} lines without
+// encoding/json; ok is false when it cannot be sure.
+func fastPathIn(line []byte) (p PathIn, ok bool) {
+	ok = scanFlat(line, func(m flatMember) bool {
+		s, isStr := m.str()
+		switch string(m.name) {
+		case "path":
+			p.Path = &s
+		case "path_b64":
+			p.PathB64 = &s
+		default:
+			return false // encoding/json matches names case-insensitively
+		}
+		return isStr
+	})
+	return p, ok
 }
 
 // appendPath appends "name":display and, when needed, "name_b64":exact.
@@ -185,10 +211,17 @@ type lookupWire struct {
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (r *LookupResult) UnmarshalJSON(b []byte) error {
+	if w, ok := fastLookupWire(b); ok {
+		return r.fromWire(w)
+	}
 	var w lookupWire
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
+	return r.fromWire(w)
+}
+
+func (r *LookupResult) fromWire(w lookupWire) error {
 	p, err := w.PathIn.Bytes()
 	if err != nil {
 		return err
@@ -199,6 +232,41 @@ func (r *LookupResult) UnmarshalJSON(b []byte) error {
 	}
 	*r = LookupResult{Path: p, State: w.State, Key: k, Size: w.Size, Message: w.Message}
 	return nil
+}
+
+// fastLookupWire reads an answer line as the server writes it without
+// encoding/json; ok is false when it cannot be sure. Unknown members are
+// skipped, as encoding/json does.
+func fastLookupWire(b []byte) (w lookupWire, ok bool) {
+	ok = scanFlat(b, func(m flatMember) bool {
+		var good bool
+		switch string(m.name) {
+		case "path":
+			var s string
+			s, good = m.str()
+			w.Path = &s
+		case "path_b64":
+			var s string
+			s, good = m.str()
+			w.PathB64 = &s
+		case "state":
+			var s string
+			s, good = m.str()
+			w.State = LookupState(s)
+		case "key":
+			w.Key, good = m.str()
+		case "message":
+			w.Message, good = m.str()
+		case "size":
+			var err error
+			w.Size, err = strconv.ParseInt(string(m.val), 10, 64)
+			good = err == nil && !m.quoted
+		default:
+			good = true
+		}
+		return good
+	})
+	return w, ok
 }
 
 func parseOptionalKey(s string) (key.Key, error) {
