@@ -179,8 +179,10 @@ func checkGroups(tx *bolt.Tx, rep *Report, c *counters) {
 		if g.inodes >= 2 {
 			c.Groups++
 			c.Wasted += g.wasted()
-			if !has(dups, dupKey(g.wasted(), cur)) {
+			if v := dups.Get(dupKey(g.wasted(), cur)); v == nil {
 				rep.add("dups: %x (wasted %d) missing", cur, g.wasted())
+			} else if sg, err := decodeGroup(v); err != nil || sg != g {
+				rep.add("dups: %x stored %+v, recount %+v (%v)", cur, sg, g, err)
 			}
 		}
 	}

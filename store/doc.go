@@ -33,9 +33,9 @@
 // "/a/b/" → dirID) and dirnames (dirID → directory), bydigest (base backend ‖
 // digest ‖ file key → ∅), inodes (uvarint(dev) ‖ uvarint(ino) ‖ file key →
 // ∅), groups (base backend ‖ digest → paths, inodes, size; only for digests
-// with two or more paths), dups (^wasted ‖ base backend ‖ digest → ∅; only
-// for groups of two or more inodes, so Dups streams them largest waste
-// first), meta (format, schema version, counters, generation) and user
+// with two or more paths), dups (^wasted ‖ base backend ‖ digest → the same
+// summary; only for groups of two or more inodes, so Dups streams them
+// largest waste first), meta (format, schema version, counters, generation) and user
 // (GetMeta/PutMeta).
 //
 // Storing directories once and files under a directory id keeps the index

@@ -46,11 +46,12 @@ const maxMembersPerTx = 4 * chunk
 func (s *Store) Dups(ctx context.Context, opts DupOptions, fn func(Group) error) error {
 	after := bytes.Clone(opts.After)
 	sent := 0
+	names := s.newNamer()
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		groups, next, more, err := s.dupChunk(after, opts.MinSize)
+		groups, next, more, err := s.dupChunk(names, after, opts.MinSize)
 		if err != nil {
 			return err
 		}
@@ -76,20 +77,21 @@ func (s *Store) Dups(ctx context.Context, opts DupOptions, fn func(Group) error)
 // dupChunk reads groups after the cursor; next is the last key it examined
 // (groups skipped by MinSize included) and more reports that it stopped
 // early.
-func (s *Store) dupChunk(after []byte, minSize int64) (out []Group, next []byte, more bool, err error) {
+func (s *Store) dupChunk(names *namer, after []byte, minSize int64) (out []Group, next []byte, more bool, err error) {
 	err = s.view(func(tx *bolt.Tx) error {
-		n := newNamer(tx)
-		grps, files, digest := tx.Bucket(bucketGroups), tx.Bucket(bucketFiles), tx.Bucket(bucketDigest)
+		n := names.use(tx)
+		files := tx.Bucket(bucketFiles)
+		dc := tx.Bucket(bucketDigest).Cursor()
 		c := tx.Bucket(bucketDups).Cursor()
-		k, _ := c.First()
+		k, v := c.First()
 		if after != nil {
-			k, _ = c.Seek(after)
+			k, v = c.Seek(after)
 			if k != nil && bytes.Equal(k, after) {
-				k, _ = c.Next()
+				k, v = c.Next()
 			}
 		}
 		members := 0
-		for ; k != nil; k, _ = c.Next() {
+		for ; k != nil; k, v = c.Next() {
 			if members >= maxMembersPerTx {
 				more = true
 				return nil
@@ -98,7 +100,7 @@ func (s *Store) dupChunk(after []byte, minSize int64) (out []Group, next []byte,
 				return fmt.Errorf("%w: dups key %x", ErrCorrupt, k)
 			}
 			dk := k[8:]
-			g, err := decodeGroup(grps.Get(dk))
+			g, err := decodeGroup(v)
 			if err != nil {
 				return fmt.Errorf("group %x: %w", dk, err)
 			}
@@ -109,7 +111,6 @@ func (s *Store) dupChunk(after []byte, minSize int64) (out []Group, next []byte,
 			}
 			grp := Group{Backend: key.Backend(dk[0]), Digest: bytes.Clone(dk[1:]), Size: g.size,
 				Inodes: g.inodes, Wasted: g.wasted(), Cursor: bytes.Clone(k)}
-			dc := digest.Cursor()
 			for m, _ := dc.Seek(dk); m != nil && bytes.HasPrefix(m, dk); m, _ = dc.Next() {
 				fk := m[len(dk):]
 				e, err := makeEntry(n, fk, files.Get(fk))

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,7 +30,7 @@ var (
 	bucketDigest   = []byte("bydigest") // backend ‖ digest ‖ file key → ∅
 	bucketInodes   = []byte("inodes")   // uvarint(dev) ‖ uvarint(ino) ‖ file key → ∅
 	bucketGroups   = []byte("groups")   // backend ‖ digest → group summary (groups of ≥ 2 paths)
-	bucketDups     = []byte("dups")     // ^wasted ‖ backend ‖ digest → ∅ (groups of ≥ 2 inodes)
+	bucketDups     = []byte("dups")     // ^wasted ‖ backend ‖ digest → group summary (groups of ≥ 2 inodes)
 	allBuckets     = [][]byte{bucketMeta, bucketUser, bucketFiles, bucketDirs, bucketDirNames,
 		bucketDigest, bucketInodes, bucketGroups, bucketDups}
 )
@@ -112,6 +113,8 @@ type Store struct {
 	writer  sync.Mutex // held by Run and by Close while it drains
 	once    sync.Once
 	errOnce error
+
+	dirEpoch atomic.Uint64 // bumped by every directory rename, before it commits
 }
 
 // DefaultPath returns where the index lives when none is configured:

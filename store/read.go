@@ -60,14 +60,31 @@ func (s *Store) Get(path []byte) (Record, bool, error) {
 	return r, ok, err
 }
 
-// namer turns file keys into paths within one read transaction.
+// namer turns file keys into paths. It caches directory names across the
+// read transactions of one long read; a directory rename (the only change
+// that gives an id another name; ids are never reused) clears it.
 type namer struct {
+	s     *Store
 	names *bolt.Bucket
+	epoch uint64
 	cache map[uint64][]byte
 }
 
-func newNamer(tx *bolt.Tx) *namer {
-	return &namer{names: tx.Bucket(bucketDirNames), cache: map[uint64][]byte{}}
+// maxNamerCache bounds the directory names a namer keeps.
+const maxNamerCache = 1 << 16
+
+func (s *Store) newNamer() *namer { return &namer{s: s, cache: map[uint64][]byte{}} }
+
+// use points n at tx; call it at the start of every transaction.
+func (n *namer) use(tx *bolt.Tx) *namer {
+	n.names = tx.Bucket(bucketDirNames)
+	// Read after the transaction began: a rename bumps the epoch before
+	// it commits, so a rename visible in tx is never missed here.
+	if e := n.s.dirEpoch.Load(); e != n.epoch {
+		n.epoch = e
+		clear(n.cache)
+	}
+	return n
 }
 
 func (n *namer) path(fk []byte) ([]byte, error) {
@@ -81,9 +98,10 @@ func (n *namer) path(fk []byte) ([]byte, error) {
 		if dk == nil {
 			return nil, fmt.Errorf("%w: directory %d missing", ErrCorrupt, id)
 		}
-		if len(n.cache) > 4096 {
+		if len(n.cache) >= maxNamerCache {
 			clear(n.cache)
 		}
+		dk = bytes.Clone(dk)
 		n.cache[id] = dk
 	}
 	return joinPath(dk, base), nil
@@ -106,7 +124,7 @@ func (s *Store) ByInodeAll(dev, ino uint64) ([][]byte, error) {
 
 func (s *Store) inodePaths(dev, ino uint64, fn func([]byte) bool) error {
 	return s.view(func(tx *bolt.Tx) error {
-		n := newNamer(tx)
+		n := s.newNamer().use(tx)
 		p := inodeKey(nil, dev, ino)
 		c := tx.Bucket(bucketInodes).Cursor()
 		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
@@ -159,7 +177,7 @@ func (s *Store) byDigest(b key.Backend, digest []byte, fn func([]byte, *Record),
 		return fmt.Errorf("%w: %d-byte digest for backend %s", ErrRecord, len(digest), b)
 	}
 	return s.view(func(tx *bolt.Tx) error {
-		n := newNamer(tx)
+		n := s.newNamer().use(tx)
 		files := tx.Bucket(bucketFiles)
 		p := append([]byte{byte(b.Base())}, digest...)
 		c := tx.Bucket(bucketDigest).Cursor()
@@ -193,11 +211,12 @@ func (s *Store) byDigest(b key.Backend, digest []byte, fn func([]byte, *Record),
 // record the cursor is nil.
 func (s *Store) Scan(ctx context.Context, from []byte, fn func(path []byte, r Record) error) ([]byte, error) {
 	cur := bytes.Clone(from)
+	names := s.newNamer()
 	for {
 		if err := ctx.Err(); err != nil {
 			return cur, err
 		}
-		batch, err := s.scanChunk(cur)
+		batch, err := s.scanChunk(names, cur)
 		if err != nil || len(batch) == 0 {
 			return cur, err
 		}
@@ -223,10 +242,10 @@ type entry struct {
 
 func successor(k []byte) []byte { return append(bytes.Clone(k), 0) }
 
-func (s *Store) scanChunk(from []byte) ([]entry, error) {
+func (s *Store) scanChunk(names *namer, from []byte) ([]entry, error) {
 	var batch []entry
 	err := s.view(func(tx *bolt.Tx) error {
-		n := newNamer(tx)
+		n := names.use(tx)
 		c := tx.Bucket(bucketFiles).Cursor()
 		k, v := c.First()
 		if from != nil {
@@ -282,7 +301,7 @@ func (s *Store) subtree(ctx context.Context, dir []byte, fn func(path []byte, r 
 			}
 		}
 	}
-	st := subtreeState{prefix: subtreePrefix(dir)}
+	st := subtreeState{prefix: subtreePrefix(dir), names: s.newNamer()}
 	st.dir = st.prefix
 	for !st.done {
 		if err := ctx.Err(); err != nil {
@@ -306,12 +325,13 @@ func (s *Store) subtree(ctx context.Context, dir []byte, fn func(path []byte, r 
 type subtreeState struct {
 	prefix, dir, file []byte
 	done              bool
+	names             *namer
 }
 
 func (s *Store) subtreeChunk(st *subtreeState) ([]entry, error) {
 	var batch []entry
 	err := s.view(func(tx *bolt.Tx) error {
-		n := newNamer(tx)
+		n := st.names.use(tx)
 		files := tx.Bucket(bucketFiles).Cursor()
 		dc := tx.Bucket(bucketDirs).Cursor()
 		for dk, idv := dc.Seek(st.dir); dk != nil && bytes.HasPrefix(dk, st.prefix); dk, idv = dc.Next() {

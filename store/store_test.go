@@ -407,3 +407,34 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A directory renamed while a long scan runs is seen under its new name in
+// the chunks read after the rename.
+func TestScanSeesRenameBetweenChunks(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	for i := range 3 * chunk {
+		mustPutQuiet(s, p("/x/d/f%05d", i), rec("x", 1, 1, uint64(i)))
+	}
+	flushed(t, s)
+	n, renamed, after := 0, false, 0
+	if _, err := s.Scan(ctx, nil, func(path []byte, r Record) error {
+		n++
+		if !renamed {
+			renamed = true
+			return s.Rename(ctx, []byte("/x/d"), []byte("/x/e"))
+		}
+		if n > chunk+1 && !bytes.HasPrefix(path, []byte("/x/e/")) {
+			t.Fatalf("record %d after the rename has the old name %q", n, path)
+		}
+		if bytes.HasPrefix(path, []byte("/x/e/")) {
+			after++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != 3*chunk || after < 2*chunk {
+		t.Fatalf("scan saw %d records, %d under the new name", n, after)
+	}
+}

@@ -326,7 +326,7 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		}
 	}()
 	err = s.db.Update(func(tx *bolt.Tx) error {
-		w, err := newWtx(tx)
+		w, err := newWtx(tx, &s.dirEpoch)
 		if err != nil {
 			return err
 		}

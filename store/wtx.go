@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -75,16 +76,19 @@ type wtx struct {
 	dups                                                    *bolt.Bucket
 	c, c0                                                   counters
 	ibuf, dbuf                                              []byte
+	dirCache                                                map[string]uint64 // dir key → id, this tx only
+	dirEpoch                                                *atomic.Uint64
 }
 
-func newWtx(tx *bolt.Tx) (*wtx, error) {
-	w := &wtx{tx: tx,
+func newWtx(tx *bolt.Tx, epoch *atomic.Uint64) (*wtx, error) {
+	w := &wtx{tx: tx, dirEpoch: epoch,
 		meta: tx.Bucket(bucketMeta), user: tx.Bucket(bucketUser), files: tx.Bucket(bucketFiles),
 		dirs: tx.Bucket(bucketDirs), dirNames: tx.Bucket(bucketDirNames), digest: tx.Bucket(bucketDigest),
 		inodes: tx.Bucket(bucketInodes), grps: tx.Bucket(bucketGroups), dups: tx.Bucket(bucketDups),
 	}
 	c, err := decodeCounters(w.meta.Get(metaCounters))
 	w.c, w.c0 = c, c
+	w.dirCache = make(map[string]uint64)
 	return w, err
 }
 
@@ -98,13 +102,23 @@ func (w *wtx) finish() error {
 
 // dirID returns the id of a directory key, or 0 when it holds no files.
 func (w *wtx) dirID(dirKey []byte) uint64 {
+	if id, ok := w.dirCache[string(dirKey)]; ok {
+		return id
+	}
 	v := w.dirs.Get(dirKey)
 	if v == nil {
 		return 0
 	}
 	id, _ := binary.Uvarint(v)
+	if len(w.dirCache) > 4096 {
+		clear(w.dirCache)
+	}
+	w.dirCache[string(dirKey)] = id
 	return id
 }
+
+// forgetDir drops a directory from the cache when its entry changes.
+func (w *wtx) forgetDir(dirKey []byte) { delete(w.dirCache, string(dirKey)) }
 
 func (w *wtx) ensureDir(dirKey []byte) (uint64, error) {
 	if id := w.dirID(dirKey); id != 0 {
@@ -127,6 +141,7 @@ func (w *wtx) dropDirIfEmpty(id uint64, dirKey []byte) error {
 	if k, _ := w.files.Cursor().Seek(p); k != nil && bytes.HasPrefix(k, p) {
 		return nil
 	}
+	w.forgetDir(dirKey)
 	if err := w.dirs.Delete(dirKey); err != nil {
 		return err
 	}
@@ -215,7 +230,7 @@ func (w *wtx) index(fk []byte, r *Record) error {
 	}
 	old := g
 	g.n++
-	if !w.sharesInode(dk, fk, r) {
+	if g.n == 1 || !w.sharesInode(dk, fk, r) {
 		g.inodes++
 	}
 	if err := w.setGroup(dk, old, g); err != nil {
@@ -242,7 +257,7 @@ func (w *wtx) unindex(fk []byte, r *Record) error {
 	}
 	old := g
 	g.n--
-	if !w.sharesInode(dk, fk, r) {
+	if g.n == 0 || !w.sharesInode(dk, fk, r) {
 		g.inodes--
 	}
 	if err := w.setGroup(dk, old, g); err != nil {
@@ -300,21 +315,27 @@ func (w *wtx) setGroup(dk []byte, old, g group) error {
 	if old.inodes >= 2 {
 		w.c.Groups--
 		w.c.Wasted -= old.wasted()
-		if err := w.dups.Delete(dupKey(old.wasted(), dk)); err != nil {
-			return err
+		if g.inodes < 2 || g.wasted() != old.wasted() {
+			if err := w.dups.Delete(dupKey(old.wasted(), dk)); err != nil {
+				return err
+			}
 		}
 	}
 	if g.inodes >= 2 {
 		w.c.Groups++
 		w.c.Wasted += g.wasted()
-		if err := w.dups.Put(dupKey(g.wasted(), dk), nil); err != nil {
+		// The summary rides along so Dups needs no second lookup.
+		if err := w.dups.Put(dupKey(g.wasted(), dk), g.encode()); err != nil {
 			return err
 		}
 	}
-	if g.n >= 2 {
+	switch {
+	case g.n >= 2:
 		return w.grps.Put(bytes.Clone(dk), g.encode())
+	case old.n >= 2:
+		return w.grps.Delete(dk)
 	}
-	return w.grps.Delete(dk)
+	return nil
 }
 
 // subtreeDirs lists the directory keys at or below dir.
@@ -371,6 +392,7 @@ func (w *wtx) removeDir(dk []byte) (int, error) {
 			return 0, err
 		}
 	}
+	w.forgetDir(dk)
 	if err := w.dirs.Delete(dk); err != nil {
 		return 0, err
 	}
@@ -403,9 +425,14 @@ func (w *wtx) rename(oldPath, newPath []byte) error {
 		}
 	}
 	oldP, newP := subtreePrefix(oldPath), subtreePrefix(newPath)
+	if len(dirs) > 0 {
+		w.dirEpoch.Add(1)
+	}
 	for _, dk := range dirs {
 		v := bytes.Clone(w.dirs.Get(dk))
 		nk := append(bytes.Clone(newP), dk[len(oldP):]...)
+		w.forgetDir(dk)
+		w.forgetDir(nk)
 		if err := w.dirs.Delete(dk); err != nil {
 			return err
 		}
