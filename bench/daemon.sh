@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# daemon.sh — the daemon's figures on the benchmark corpus, each beside its
+# anchor measured in the same run, as ratios (warm page cache):
+#
+#   1. initial index, daemon start to idle, against
+#      `find T -type f -print0 | xargs -0 -P2 -n 256 sha256sum`; peak RSS;
+#   2. restart with nothing changed, start to idle, against
+#      `find T -printf '%s %T@\n'`;
+#   3. RSS of the running daemon once idle;
+#   4. change latency, file closed → record in the index, p50/p99 over 1,000
+#      files (BenchmarkChangeLatency in internal/daemon);
+#   5. `git annex add .` on a 10,000-file subset, beside annexd on the same
+#      subset.
+#
+# "Idle" is observed with annexd's hidden --exit-when-idle flag: the daemon
+# exits once the initial scan is done and nothing is queued, being hashed,
+# waiting to be written, or held back by the watcher. Start to idle is the
+# process's wall time. Runs are interleaved with their anchor and the median
+# is reported. The daemon indexes everything here (--no-default-ignores), so
+# it hashes the same files as sha256sum.
+#
+# Each "initial index" run starts from an index that holds only a stored
+# hashing calibration (made once at the start, as the first start on a
+# machine does, ~1 s), so the figure is the steady cost of indexing a new
+# tree; the first-ever start including calibration is reported on its own.
+#
+# Usage: bench/daemon.sh [TREE (default /work/corpus/T)] [RUNS (default 3)]
+# A missing TREE is generated with /work/shared/bench/gen_corpus.py (never
+# inside the repository).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+tree=${1:-/work/corpus/T}
+runs=${2:-3}
+gen=/work/shared/bench/gen_corpus.py
+if [[ ! -d $tree ]]; then
+	case "$(realpath -m "$tree")" in "$repo" | "$repo"/*)
+		echo "daemon.sh: refusing to generate the corpus inside the repository: $tree" >&2
+		exit 2
+		;;
+	esac
+	echo "generating the corpus at $tree (about 25 s)" >&2
+	python3 "$gen" "$tree" >&2
+fi
+tree=$(cd "$tree" && pwd)
+work=$(mktemp -d /tmp/annexd-daemon-bench.XXXXXX)
+daemon_pid=
+cleanup() {
+	if [[ -n $daemon_pid ]]; then
+		kill -TERM "$daemon_pid" 2>/dev/null || true
+		wait "$daemon_pid" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+(cd "$repo" && go build -o "$work/annexd" ./cmd/annexd && go build -o "$work/annexctl" ./cmd/annexctl)
+mkdir -p "$work/run" "$work/empty" "$work/config"
+chmod 700 "$work/run"
+export XDG_CONFIG_HOME=$work/config XDG_STATE_HOME=$work/state XDG_RUNTIME_DIR=$work/run
+export ANNEXD_SOCKET=$work/run/annexd.sock
+annexd=("$work/annexd" --socket "$ANNEXD_SOCKET" --no-default-ignores)
+
+now() { date +%s.%N; }
+# timed CMD...: wall seconds and peak RSS (KiB) of CMD on one line.
+timed() { /usr/bin/time -f "%e %M" -o "$work/time" "$@" >/dev/null 2>>"$work/log" && cat "$work/time"; }
+
+files=$(find "$tree" -type f | wc -l)
+bytes=$(du -sb "$tree" | cut -f1)
+echo "corpus: $tree, $files files, $bytes bytes; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+
+echo "warming the page cache" >&2
+for _ in 1 2; do find "$tree" -type f -print0 | xargs -0 -P2 -n 256 cat >/dev/null; done
+
+# A first start on a fresh index calibrates the hasher (stored in the index).
+first=$(timed "${annexd[@]}" --exit-when-idle --index "$work/calibrated.db" "$work/empty")
+echo "first start on an empty tree (calibration included): ${first% *} s" >&2
+
+echo "1. initial index against sha256sum, $runs runs" >&2
+: >"$work/initial"
+for r in $(seq "$runs"); do
+	cp "$work/calibrated.db" "$work/index.db"
+	ours=$(timed "${annexd[@]}" --exit-when-idle --index "$work/index.db" "$tree")
+	t0=$(now)
+	find "$tree" -type f -print0 | xargs -0 -P2 -n 256 sha256sum >/dev/null
+	anchor=$(echo "$(now) - $t0" | bc)
+	echo "$ours $anchor" >>"$work/initial"
+	echo "  run $r: annexd ${ours% *} s (peak RSS ${ours#* } KiB), sha256sum $anchor s" >&2
+done
+rm -f "$work/index.db"
+cp "$work/calibrated.db" "$work/index.db"
+"${annexd[@]}" --exit-when-idle --index "$work/index.db" "$tree" 2>>"$work/log"
+
+echo "2. restart with nothing changed against find -printf, $((runs + 2)) runs" >&2
+: >"$work/restart"
+for r in $(seq $((runs + 2))); do
+	ours=$(timed "${annexd[@]}" --exit-when-idle --index "$work/index.db" "$tree")
+	t0=$(now)
+	find "$tree" -printf '%s %T@\n' >/dev/null
+	anchor=$(echo "$(now) - $t0" | bc)
+	echo "$ours $anchor" >>"$work/restart"
+	echo "  run $r: annexd ${ours% *} s (peak RSS ${ours#* } KiB), find $anchor s" >&2
+done
+grep -q 'files_hashed=0 ' "$work/log" || echo "  warning: a restart hashed files (see $work/log)" >&2
+
+echo "3. RSS once idle" >&2
+"${annexd[@]}" --index "$work/index.db" "$tree" 2>>"$work/log" &
+daemon_pid=$!
+until "$work/annexctl" status --wait --timeout 10m >/dev/null 2>&1; do
+	kill -0 "$daemon_pid"
+	sleep 0.05
+done
+sleep 2
+idle_rss=$(awk '/^VmRSS/ {print $2}' "/proc/$daemon_pid/status")
+idle_hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$daemon_pid/status")
+kill -TERM "$daemon_pid"
+wait "$daemon_pid" || true
+daemon_pid=
+
+echo "4. change latency (1,000 files, default quiet delay)" >&2
+(cd "$repo" && go test -run '^$' -bench 'ChangeLatency$' -benchtime 1x ./internal/daemon) | tee "$work/latency" | grep -E 'Benchmark' >&2
+
+echo "5. git annex add on a 10,000-file subset" >&2
+sub=$work/subset
+(cd "$tree" && find . -type f -print | LC_ALL=C sort | head -n 10000 >"$work/subset.list")
+mkdir -p "$sub"
+(cd "$tree" && tr '\n' '\0' <"$work/subset.list" | xargs -0 cp --parents -t "$sub")
+sub_bytes=$(du -sb "$sub" | cut -f1)
+find "$sub" -type f -print0 | xargs -0 cat >/dev/null
+cp "$work/calibrated.db" "$work/sub.db"
+sub_ours=$(timed "${annexd[@]}" --exit-when-idle --index "$work/sub.db" "$sub")
+(cd "$sub" && git init -q && git config user.email bench@example.com && git config user.name bench &&
+	git annex init -q bench >/dev/null 2>&1)
+t0=$(now)
+(cd "$sub" && git annex add . >/dev/null 2>&1)
+sub_annex=$(echo "$(now) - $t0" | bc)
+
+python3 - "$work" "$files" "$bytes" "$sub_bytes" "${sub_ours% *}" "$sub_annex" "$idle_rss" "$idle_hwm" "${first% *}" <<'EOF'
+import re, statistics, sys
+work, files, nbytes, sub_bytes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+sub_ours, sub_annex, idle_rss, idle_hwm, first = map(float, sys.argv[5:10])
+
+def rows(name):
+    return [list(map(float, l.split())) for l in open(f"{work}/{name}") if l.strip()]
+
+def med(xs):
+    return statistics.median(xs)
+
+ini, rst = rows("initial"), rows("restart")
+i_ours, i_rss, i_anchor = med([r[0] for r in ini]), max(r[1] for r in ini), med([r[2] for r in ini])
+r_ours, r_rss, r_anchor = med([r[0] for r in rst]), max(r[1] for r in rst), med([r[2] for r in rst])
+lat = open(f"{work}/latency").read()
+m = {k: float(v) for v, k in re.findall(r"([\d.]+) (p50-ms|p99-ms|max-ms)", lat)}
+mib = lambda kib: kib / 1024
+
+print(f"""
+| what | annexd | anchor | ratio | target |
+|---|---|---|---|---|
+| initial index, start to idle ({files:,} files, {nbytes/1e9:.2f} GB) | {i_ours:.2f} s | `find \\| xargs -P2 sha256sum` {i_anchor:.2f} s | {i_ours/i_anchor:.2f}× | ≤ 0.40× |
+| restart, nothing changed, start to idle | {r_ours:.3f} s | `find -printf '%s %T@'` {r_anchor:.3f} s | {r_ours/r_anchor:.2f}× | ≤ 2× |
+| peak RSS while indexing | {mib(i_rss):.0f} MiB | | | ≤ 100 MiB |
+| peak RSS of a restart | {mib(r_rss):.0f} MiB | | | |
+| RSS once idle (high-water mark) | {mib(idle_rss):.0f} MiB ({mib(idle_hwm):.0f} MiB) | | | |
+| change latency, close → in the index, p50 / p99 / max (1,000 files, quiet delay 1 s) | {m.get('p50-ms', 0):.0f} / {m.get('p99-ms', 0):.0f} / {m.get('max-ms', 0):.0f} ms | | | |
+| 10,000-file subset ({sub_bytes/1e6:.0f} MB), start to idle | {sub_ours:.2f} s | `git annex add .` {sub_annex:.1f} s | {sub_ours/sub_annex:.3f}× | |
+| first start on an empty tree (hashing calibration) | {first:.2f} s | | | |
+""")
+EOF
