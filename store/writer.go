@@ -96,11 +96,16 @@ func (c *Change) validate() error {
 // opNextGen allocates a scan generation (NextGeneration).
 const opNextGen Op = 255
 
-// Submit queues c and returns at once, unless the queue is full. done, if
-// not nil, is called exactly once from the writer: with nil after the change
-// is committed (durable unless Options.NoSync), or with the reason it was
-// not made. Changes are applied in the order they were submitted. Run must
-// be running (or Close be called) for done to be called.
+// Submit queues c and returns at once, unless the queue is full (then it
+// waits for room: back-pressure). done, if not nil, is called exactly once:
+// with nil after the change is committed (durable unless Options.NoSync), or
+// with the reason it was not made (ErrPath and ErrRecord at once, from
+// Submit itself). Changes are applied in the order they were submitted.
+// Run must be running (or Close be called) for done to be called.
+//
+// done runs on the writer goroutine: it must be quick and must not wait for
+// another change (no Put, Delete, … and no Submit that could block on a
+// full queue), or the writer deadlocks.
 func (s *Store) Submit(c Change, done func(error)) {
 	s.submit(item{c: c, done: done})
 }

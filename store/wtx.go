@@ -177,6 +177,11 @@ func (w *wtx) put(path []byte, r *Record) error {
 		if err != nil {
 			return fmt.Errorf("replace %q: %w", path, err)
 		}
+		if sameIndexes(&old, r) {
+			// Only timestamps, state within ok or generation changed (a
+			// re-verification, a refreshed mtime): the indexes stay.
+			return w.files.Put(fk, appendRecord(make([]byte, 0, maxRecordLen), r))
+		}
 		if err := w.unindex(fk, &old); err != nil {
 			return err
 		}
@@ -186,6 +191,15 @@ func (w *wtx) put(path []byte, r *Record) error {
 		return err
 	}
 	return w.index(fk, r)
+}
+
+// sameIndexes reports whether a and b have the same entries in every index
+// and count the same in the counters.
+func sameIndexes(a, b *Record) bool {
+	if a.Dev != b.Dev || a.Ino != b.Ino || a.Size != b.Size || a.indexed() != b.indexed() {
+		return false
+	}
+	return !a.indexed() || (a.Backend.Base() == b.Backend.Base() && bytes.Equal(a.Digest, b.Digest))
 }
 
 // remove deletes the record at path; it reports whether there was one.
