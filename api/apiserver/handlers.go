@@ -116,7 +116,8 @@ func (s *Server) lookupLine(r *http.Request, line []byte, roots []string, wait b
 		return api.LookupResult{Path: raw, State: api.StateInvalid, Message: err.Error()}, nil
 	}
 	if err := checkUnderRoots(p, roots); err != nil {
-		return api.LookupResult{Path: p, State: api.StateOutsideRoots, Message: err.Error()}, nil
+		msg := strings.TrimPrefix(err.Error(), api.ErrOutsideRoots.Error()+": ")
+		return api.LookupResult{Path: p, State: api.StateOutsideRoots, Message: msg}, nil
 	}
 	res, err := s.cfg.Index.Lookup(r.Context(), p, wait)
 	res.Path = p

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -126,7 +127,7 @@ func stateMessage(r api.LookupResult) string {
 	case api.StateCorrupt:
 		msg = "content no longer matches its recorded key " + r.Key.String() + " (corrupt)"
 	case api.StateOutsideRoots:
-		return "not under any directory annexd watches: " + r.Message
+		return "not under any directory annexd watches (" + r.Message + ")"
 	case api.StateInvalid:
 		return "invalid path: " + r.Message
 	default:
@@ -172,11 +173,7 @@ func lookupPaths(ctx context.Context, c *api.Client, inputs [][]byte, cwd string
 	for i, in := range inputs {
 		paths[i] = absPath(in, cwd)
 	}
-	res := make([]api.LookupResult, 0, len(paths))
-	err := c.LookupBatch(ctx, paths, wait, func(r api.LookupResult) error {
-		res = append(res, r)
-		return nil
-	})
+	res, err := lookupMany(ctx, c, paths, wait)
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +181,40 @@ func lookupPaths(ctx context.Context, c *api.Client, inputs [][]byte, cwd string
 		return nil, fmt.Errorf("%w: %d answers for %d paths", api.ErrBadResponse, len(res), len(paths))
 	}
 	return res, retryOutside(ctx, c, paths, res, wait)
+}
+
+// lookupMany asks for paths in one request: a GET for one path (the
+// common case, and the cheaper request), a batch POST for more.
+func lookupMany(ctx context.Context, c *api.Client, paths [][]byte, wait bool) ([]api.LookupResult, error) {
+	if len(paths) == 1 {
+		r, err := c.Lookup(ctx, paths[0], wait)
+		if errors.Is(err, api.ErrOutsideRoots) {
+			// The single-path endpoint refuses such paths with a 400; give
+			// the caller the same answer a batch would.
+			return []api.LookupResult{{Path: paths[0], State: api.StateOutsideRoots, Message: statusMessage(err)}}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return []api.LookupResult{r}, nil
+	}
+	res := make([]api.LookupResult, 0, len(paths))
+	err := c.LookupBatch(ctx, paths, wait, func(r api.LookupResult) error {
+		res = append(res, r)
+		return nil
+	})
+	return res, err
+}
+
+// statusMessage is the daemon's message in err without the sentinel's
+// text in front.
+func statusMessage(err error) string {
+	var se *api.StatusError
+	if !errors.As(err, &se) {
+		return err.Error()
+	}
+	msg := strings.TrimPrefix(se.Message, api.ErrOutsideRoots.Error()+": ")
+	return strings.TrimPrefix(msg, "api: ")
 }
 
 // retryOutside looks up again, with resolved directories, the paths that
@@ -203,14 +234,16 @@ func retryOutside(ctx context.Context, c *api.Client, paths [][]byte, res []api.
 	if len(again) == 0 {
 		return nil
 	}
-	j := 0
-	return c.LookupBatch(ctx, again, wait, func(r api.LookupResult) error {
+	got, err := lookupMany(ctx, c, again, wait)
+	if err != nil {
+		return err
+	}
+	for j, r := range got {
 		if j < len(idx) && r.State != api.StateOutsideRoots {
 			res[idx[j]] = r
 		}
-		j++
-		return nil
-	})
+	}
+	return nil
 }
 
 // runLookupBatch answers stdin line by line. Lines are read ahead and sent
