@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -45,8 +46,8 @@ type root struct {
 	rootGone   bool // the root was removed; checked every DegradedRescan
 	noInstance bool // no inotify instance could be created; rescans only
 
-	inject     chan struct{} // test seam: an overflow
-	watchLimit int           // test seam: > 0 makes Add fail with ENOSPC beyond this many watches
+	inject     chan error   // test seam: errors as if from fsnotify
+	watchLimit atomic.Int64 // test seam: > 0 makes Add fail with ENOSPC beyond this many watches
 
 	mu     sync.Mutex
 	status RootStatus
@@ -61,7 +62,7 @@ func newRoot(path string, opts *Options, out chan<- Event) *root {
 		dirs:      make(map[string]map[string]struct{}),
 		unwatched: make(map[string]int),
 		pending:   make(map[string]*item),
-		inject:    make(chan struct{}, 1),
+		inject:    make(chan error, 1),
 		ovBackoff: opts.OverflowBackoff,
 		status:    RootStatus{Root: path},
 	}
@@ -117,8 +118,8 @@ func (r *root) run(ctx context.Context) error {
 				continue
 			}
 			r.handleErr(err)
-		case <-r.inject:
-			r.overflow()
+		case err := <-r.inject:
+			r.handleErr(err)
 		case <-r.timer.C:
 			r.armed = time.Time{}
 			// Events already queued happened before now: fold them in

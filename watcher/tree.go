@@ -156,7 +156,7 @@ func isLimit(err error) bool {
 
 // addWatch adds the inotify watch of one directory.
 func (r *root) addWatch(d string) error {
-	if r.watchLimit > 0 && len(r.dirs) >= r.watchLimit {
+	if n := r.watchLimit.Load(); n > 0 && int64(len(r.dirs)) >= n {
 		return &os.PathError{Op: "inotify_add_watch", Path: d, Err: unix.ENOSPC}
 	}
 	return r.fsw.Add(d)

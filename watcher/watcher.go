@@ -72,6 +72,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/annexd/annexd/internal/ignore"
@@ -267,7 +268,7 @@ func (w *Watcher) injectOverflow(path string) bool {
 	for _, r := range w.roots {
 		if r.path == path {
 			select {
-			case r.inject <- struct{}{}:
+			case r.inject <- fsnotify.ErrEventOverflow:
 			default:
 			}
 			return true
@@ -277,10 +278,10 @@ func (w *Watcher) injectOverflow(path string) bool {
 }
 
 // setWatchLimit makes each root fail to add more than n watches with
-// ENOSPC, as the kernel does at fs.inotify.max_user_watches (a test seam;
-// call before Run).
+// ENOSPC, as the kernel does at fs.inotify.max_user_watches; 0 lifts the
+// limit (a test seam).
 func (w *Watcher) setWatchLimit(n int) {
 	for _, r := range w.roots {
-		r.watchLimit = n
+		r.watchLimit.Store(int64(n))
 	}
 }

@@ -1,8 +1,10 @@
 package watcher
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -454,7 +456,9 @@ func TestWatchLimitDegradedMode(t *testing.T) {
 		os.MkdirAll(filepath.Join(root, d), 0o755)
 	}
 	// 6 directories; allow 3 watches.
-	r := startAt(t, root, Options{DegradedRescan: 300 * time.Millisecond}, func(w *Watcher) { w.setWatchLimit(3) })
+	var logBuf syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logBuf, nil))
+	r := startAt(t, root, Options{DegradedRescan: 300 * time.Millisecond, Logger: logger}, func(w *Watcher) { w.setWatchLimit(3) })
 	st := r.w.Status().Roots[0]
 	if !st.Degraded || st.Watches != 3 || st.Unwatched != 3 || st.WatchesNeeded != 6 {
 		t.Fatalf("status %+v", st)
@@ -472,10 +476,46 @@ func TestWatchLimitDegradedMode(t *testing.T) {
 		}
 		return n >= 2
 	})
-	_ = evs
+	for _, e := range evs {
+		// The root got the first watch; only directories below lack one.
+		if e.Kind == Rescan && e.Reason == ReasonDegraded && (e.Path == root || !within(e.Path, root)) {
+			t.Errorf("degraded rescan of a watched directory: %v", e)
+		}
+	}
 	// Watched directories keep working.
 	write(t, filepath.Join(root, "f"), "x")
 	r.wait("watched part works", func(evs []Event) bool { return has(evs, Changed, filepath.Join(root, "f")) })
+	// The log says what to do.
+	if log := logBuf.String(); !strings.Contains(log, "watch limit reached") || !strings.Contains(log, st.Sysctl) || !strings.Contains(log, "needed=6") {
+		t.Errorf("log does not give the fix:\n%s", log)
+	}
+	// Once the limit is raised, the next periodic retry watches everything.
+	r.w.setWatchLimit(0)
+	r.wait("all watched", func([]Event) bool {
+		st := r.w.Status().Roots[0]
+		return !st.Degraded && st.Watches == 6 && st.Sysctl == ""
+	})
+	r.reset()
+	write(t, filepath.Join(root, "a/y/g"), "g")
+	r.wait("formerly unwatched dir works", func(evs []Event) bool { return has(evs, Changed, filepath.Join(root, "a/y/g")) })
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestIgnoredDirectoriesGetNoWatch(t *testing.T) {
