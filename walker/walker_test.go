@@ -318,3 +318,28 @@ func TestWalkSubdirWithIgnoreRoot(t *testing.T) {
 		t.Errorf("walk outside IgnoreRoot: %v", err)
 	}
 }
+
+func TestWalkOneFileSystem(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs for the test needs root")
+	}
+	root := t.TempDir()
+	tree(t, root, "a", "mnt/")
+	mnt := filepath.Join(root, "mnt")
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("cannot mount tmpfs here: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	tree(t, mnt, "on-tmpfs")
+	got, err := collect(t, root, Options{OneFileSystem: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(keys(got)) != "[a]" {
+		t.Errorf("OneFileSystem: got %v", keys(got))
+	}
+	got, _ = collect(t, root, Options{})
+	if fmt.Sprint(keys(got)) != "[a mnt/on-tmpfs]" {
+		t.Errorf("without OneFileSystem: got %v", keys(got))
+	}
+}
