@@ -94,11 +94,13 @@ func BenchmarkReadSize(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				o := readOpts{bufSize: buf, readAhead: ahead}
 				b.SetBytes(size)
+				cpu0 := processCPU(b)
 				for b.Loop() {
 					if _, err := hashFile(context.Background(), path, key.SHA256, nil, o); err != nil {
 						b.Fatal(err)
 					}
 				}
+				reportCPU(b, size, cpu0)
 			})
 		}
 	}
@@ -112,11 +114,13 @@ func BenchmarkSHA256Impl(b *testing.B) {
 		b.Run(string(impl), func(b *testing.B) {
 			h, _ := newHash(key.SHA256, impl)
 			b.SetBytes(int64(len(buf)))
+			cpu0 := processCPU(b)
 			for b.Loop() {
 				h.Reset()
 				h.Write(buf)
 				h.Sum(nil)
 			}
+			reportCPU(b, int64(len(buf)), cpu0)
 		})
 	}
 }
@@ -129,11 +133,13 @@ func BenchmarkBackends(b *testing.B) {
 	for _, be := range []key.Backend{key.SHA256, key.SHA512, key.SHA384, key.BLAKE2B256, key.BLAKE2B512, key.SHA1, key.MD5} {
 		b.Run(be.String(), func(b *testing.B) {
 			b.SetBytes(size)
+			cpu0 := processCPU(b)
 			for b.Loop() {
 				if _, err := HashFile(context.Background(), path, be); err != nil {
 					b.Fatal(err)
 				}
 			}
+			reportCPU(b, size, cpu0)
 		})
 	}
 }
@@ -175,8 +181,7 @@ func BenchmarkPoolManyLarge(b *testing.B) {
 						}
 					}
 				}
-				cpu := processCPU(b) - cpu0
-				b.ReportMetric(float64(b.N)*n*size/cpu.Seconds()/1e6, "MB/cpu-s")
+				reportCPU(b, n*size, cpu0)
 			})
 		}
 	}
@@ -201,4 +206,11 @@ func childrenCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return rusageCPU(&ru)
+}
+
+// reportCPU reports the bytes hashed per second of this process's CPU time
+// since cpu0.
+func reportCPU(b *testing.B, bytesPerOp int64, cpu0 time.Duration) {
+	cpu := processCPU(b) - cpu0
+	b.ReportMetric(float64(b.N)*float64(bytesPerOp)/cpu.Seconds()/1e6, "MB/cpu-s")
 }
