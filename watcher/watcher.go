@@ -35,6 +35,19 @@
 // event. Consumers must treat events as idempotent hints: the same file may
 // be reported by a Changed and by a Rescan walk.
 //
+// Run starts with one Rescan of each root (ReasonInitial) once the root's
+// watches are in place, so a consumer that walks on Rescan needs no initial
+// walk of its own (Options.NoInitialRescan turns it off). Changes inside a
+// directory that is waiting for its Rescan are folded into that Rescan
+// instead of being emitted one by one, and a Rescan of a whole root
+// (overflow, safety) replaces every path then pending. When walking a
+// Rescan'd directory with the same ignore patterns, match them relative to
+// the root (walker.Options.IgnoreRoot).
+//
+// If a root itself disappears, the watcher emits Removed for it, checks
+// every Options.DegradedRescan whether it is back, and then watches it again
+// and emits a Rescan of it.
+//
 // # Ordering
 //
 // Events for one root come from one goroutine in the order they settle;
