@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -430,6 +431,13 @@ func (ix *Indexer) process(ctx context.Context, j job) {
 	ix.hash(ctx, j, fi, rec, ok)
 }
 
+// unreadable reports errors that are the file's own: its permissions or
+// its storage. They are recorded; anything else is retried.
+func unreadable(err error) bool {
+	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EIO) ||
+		errors.Is(err, syscall.ENXIO) || errors.Is(err, syscall.ENODEV)
+}
+
 func isGone(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNotDir)
 }
@@ -493,6 +501,11 @@ func (ix *Indexer) hash(ctx context.Context, j job, fi fsstat.FileInfo, old stor
 		ix.retry(ctx, j, err)
 	case isGone(err) || errors.Is(err, hasher.ErrNotRegular):
 		ix.dropFile(j)
+	case !unreadable(err):
+		// Not the file's fault (out of descriptors, an external hasher
+		// that failed): try again later.
+		ix.m.errors.Add(1)
+		ix.retry(ctx, j, err)
 	default:
 		ix.m.errors.Add(1)
 		ix.log.Warn("cannot read file", "path", j.path, "err", err)
@@ -518,8 +531,8 @@ func (ix *Indexer) okRecord(res hasher.Result, startNs int64, old store.Record, 
 	return rec
 }
 
-// retry puts a file that changed while it was hashed back in the pipeline
-// after a backoff. Scans waiting for it are released and the old record is
+// retry puts a file that changed while it was hashed (or could not be hashed
+// for a reason that may pass) back in the pipeline after a backoff. Scans waiting for it are released and the old record is
 // kept for them, so a sweep does not drop a file that merely keeps changing.
 func (ix *Indexer) retry(ctx context.Context, j job, err error) {
 	ix.m.retries.Add(1)
@@ -529,12 +542,12 @@ func (ix *Indexer) retry(ctx context.Context, j job, err error) {
 	}
 	j.scans = nil
 	if j.attempt >= ix.opt.MaxRetries {
-		ix.log.Warn("file keeps changing while hashed; giving up until it changes again",
+		ix.log.Warn("cannot hash file after retries; giving up until it changes again",
 			"path", j.path, "attempts", j.attempt+1, "err", err)
 		ix.finish(j)
 		return
 	}
-	ix.log.Debug("file changed while hashed; retrying", "path", j.path, "attempt", j.attempt+1)
+	ix.log.Debug("cannot hash file now; retrying", "path", j.path, "attempt", j.attempt+1, "err", err)
 	delay := backoff(j.attempt)
 	j.attempt++
 	t := time.AfterFunc(delay, func() { ix.push(j) })

@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -255,14 +257,18 @@ func TestLookupNeverStale(t *testing.T) {
 	}
 }
 
+// An unreadable file gets a record in state unreadable. Root reads any
+// file, so as root the test runs itself again as nobody.
 func TestUnreadableFileRecorded(t *testing.T) {
 	if os.Getuid() == 0 {
-		t.Skip("running as root: mode 000 does not stop root from reading a file")
+		runAsNobody(t, "TestUnreadableFileRecorded")
+		return
 	}
 	root := t.TempDir()
 	p := filepath.Join(root, "secret")
-	writeFile(t, p, "s")
+	writeOld(t, p, "s")
 	must(t, os.Chmod(p, 0))
+	writeOld(t, filepath.Join(root, "open"), "o")
 	e := newEnv(t, root, envOpts{noWatch: true})
 	deadline := time.Now().Add(settleTimeout)
 	for !e.ix.Idle() && time.Now().Before(deadline) {
@@ -271,6 +277,33 @@ func TestUnreadableFileRecorded(t *testing.T) {
 	rec, ok, err := e.st.Get([]byte(p))
 	if err != nil || !ok || rec.State != store.StateUnreadable {
 		t.Fatalf("record %+v ok=%v err=%v", rec, ok, err)
+	}
+	if r, err := e.ix.Lookup(context.Background(), p, false); err != nil || r.State != Unreadable {
+		t.Errorf("lookup: %+v %v", r, err)
+	}
+	if rec, ok, _ := e.st.Get([]byte(filepath.Join(root, "open"))); !ok || rec.State != store.StateOK {
+		t.Errorf("readable neighbour: %+v", rec)
+	}
+}
+
+// runAsNobody runs test in a copy of the test binary as uid/gid 65534 and
+// fails when it fails.
+func runAsNobody(t *testing.T, test string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "indexer-nobody-")
+	must(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	must(t, os.Chmod(dir, 0o755))
+	self, err := os.ReadFile(os.Args[0])
+	must(t, err)
+	bin := filepath.Join(dir, "indexer.test")
+	must(t, os.WriteFile(bin, self, 0o755))
+	cmd := exec.Command(bin, "-test.run", "^"+test+"$", "-test.v")
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+test) {
+		t.Fatalf("as nobody: %v\n%s", err, out)
 	}
 }
 
