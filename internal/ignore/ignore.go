@@ -212,6 +212,23 @@ func (m *Matcher) Match(rel string, isDir bool) bool {
 	return excluded
 }
 
+// MatchPath reports whether rel is excluded itself or lies inside an
+// excluded directory: what a walker that does not enter excluded directories
+// would conclude. Use it for single paths (a lookup, an event), not inside a
+// walk, where Match on each entry suffices.
+func (m *Matcher) MatchPath(rel string, isDir bool) bool {
+	if m == nil || len(m.rules) == 0 {
+		return false
+	}
+	rel = strings.Trim(rel, "/")
+	for i := 0; i < len(rel); i++ {
+		if rel[i] == '/' && m.Match(rel[:i], true) {
+			return true
+		}
+	}
+	return m.Match(rel, isDir)
+}
+
 func (r *rule) match(rel string) bool {
 	if !r.anchored {
 		base := rel

@@ -107,6 +107,29 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+func TestMatchPath(t *testing.T) {
+	m := MustNew([]string{".git/", "/build/", "*.o", "!keep.o"})
+	cases := []struct {
+		path string
+		dir  bool
+		want bool
+	}{
+		{".git/objects/ab/cdef", false, true},
+		{"src/.git/HEAD", false, true},
+		{"build/x/y", false, true},
+		{"src/build/x", false, false},
+		{"a.o", false, true},
+		{"x/keep.o", false, false},
+		{"src/main.go", false, false},
+		{".gitignore", false, false},
+	}
+	for _, c := range cases {
+		if got := m.MatchPath(c.path, c.dir); got != c.want {
+			t.Errorf("MatchPath(%q) = %v, want %v", c.path, got, c.want)
+		}
+	}
+}
+
 func TestBadPatterns(t *testing.T) {
 	for _, p := range []string{"[abc", "a//b", "/", "x\\", "!/"} {
 		if _, err := New([]string{p}); !errors.Is(err, ErrBadPattern) {
