@@ -16,6 +16,10 @@ import (
 	"github.com/annexd/annexd/internal/daemon"
 )
 
+// defaultMemoryLimit is the Go runtime's soft memory limit unless
+// GOMEMLIMIT is set.
+const defaultMemoryLimit = 64 << 20
+
 // runFlags are the root command's flags; each overrides the config file.
 type runFlags struct {
 	config       string
@@ -42,7 +46,9 @@ socket.
 
 Without ROOT arguments the roots come from the config file. Flags override
 the config file ($XDG_CONFIG_HOME/annexd/annexd.toml, or --config); every key
-is documented in configs/annexd.example.toml.`
+is documented in configs/annexd.example.toml.
+
+The Go runtime's soft memory limit is 64 MiB unless GOMEMLIMIT is set.`
 	root.Example = `  annexd ~/                      index your home directory and keep it current
   annexd --index /srv/idx.db /srv/data
   annexctl status --wait          (in another terminal) wait for the first scan`
@@ -121,6 +127,12 @@ func runDaemon(cmd *cobra.Command, args []string, f *runFlags) error {
 		return &exitError{code: exitUsage, err: errors.New("no directory to index: give one, as in `annexd ~/`, or set roots in " + config.DefaultConfigPath())}
 	}
 	log := newLogger(cmd.ErrOrStderr(), cfg)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// Keep the heap of a long-running daemon near its live size; a
+		// soft limit, so a larger live heap still works (set GOMEMLIMIT
+		// to change it).
+		debug.SetMemoryLimit(defaultMemoryLimit)
+	}
 	opts := daemon.Options{Version: version(), ExitWhenIdle: f.exitWhenIdle}
 	if self, err := os.Executable(); err == nil {
 		opts.IdleProbe = []string{self, "calibrate", "--idle-probe"}
