@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -89,6 +90,9 @@ func scanValue(b []byte, i int, m *flatMember) (int, bool) {
 	if i >= len(b) {
 		return i, false
 	}
+	if b[i] == '[' {
+		return scanArray(b, i, m)
+	}
 	if b[i] == '"' {
 		for j := i + 1; j < len(b); j++ {
 			switch c := b[j]; {
@@ -116,6 +120,83 @@ func scanValue(b []byte, i int, m *flatMember) (int, bool) {
 	return j, true
 }
 
+// scanArray takes an array value whole (its elements are read later with
+// eachObject); strings inside may hold brackets.
+func scanArray(b []byte, i int, m *flatMember) (int, bool) {
+	depth := 0
+	for j := i; j < len(b); j++ {
+		switch b[j] {
+		case '"':
+			k, ok := skipString(b, j)
+			if !ok {
+				return k, false
+			}
+			j = k - 1
+		case '[', '{':
+			depth++
+		case ']', '}':
+			depth--
+			if depth == 0 {
+				m.val, m.raw = b[i:j+1], b[i:j+1]
+				return j + 1, b[j] == ']'
+			}
+		}
+	}
+	return len(b), false
+}
+
+// skipString returns the index just after the string starting at b[i].
+func skipString(b []byte, i int) (int, bool) {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '"':
+			return j + 1, true
+		case '\\':
+			j++
+		}
+	}
+	return len(b), false
+}
+
+// eachObject calls fn with each element of the array arr, which must hold
+// flat objects only.
+func eachObject(arr []byte, fn func(obj []byte) bool) bool {
+	i := skipWS(arr, 1)
+	if i < len(arr) && arr[i] == ']' {
+		return skipWS(arr, i+1) == len(arr)
+	}
+	for i < len(arr) {
+		if arr[i] != '{' {
+			return false
+		}
+		j := i + 1
+		for j < len(arr) && arr[j] != '}' {
+			if arr[j] == '"' {
+				k, ok := skipString(arr, j)
+				if !ok {
+					return false
+				}
+				j = k
+				continue
+			}
+			if arr[j] == '{' || arr[j] == '[' {
+				return false
+			}
+			j++
+		}
+		if j >= len(arr) || !fn(arr[i:j+1]) {
+			return false
+		}
+		i = skipWS(arr, j+1)
+		if i < len(arr) && arr[i] == ',' {
+			i = skipWS(arr, i+1)
+			continue
+		}
+		return i < len(arr) && arr[i] == ']' && skipWS(arr, i+1) == len(arr)
+	}
+	return false
+}
+
 // str returns a string member's value, decoding escapes when present.
 func (m flatMember) str() (string, bool) {
 	if !m.quoted {
@@ -129,4 +210,16 @@ func (m flatMember) str() (string, bool) {
 		return "", false
 	}
 	return s, true
+}
+
+// foldsToAny reports whether name matches one of names only when case is
+// ignored, as encoding/json would match it; the fast decoders then leave
+// the object to encoding/json.
+func foldsToAny(name []byte, names ...string) bool {
+	for _, n := range names {
+		if strings.EqualFold(string(name), n) {
+			return true
+		}
+	}
+	return false
 }

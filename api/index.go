@@ -47,8 +47,10 @@ type Index interface {
 	// descending, ties broken by digest ascending. It starts after the
 	// group whose Cursor is q.After (nil: from the start) and stops after
 	// q.Limit groups (0: no limit). Memory must stay flat however many
-	// groups there are. An error returned by fn stops the walk and is
-	// returned.
+	// groups there are. Files need no fresh lstat here (leave Stale false):
+	// a listing of thousands of groups should cost no more than reading
+	// the index, and whoever acts on a group re-checks the files first.
+	// An error returned by fn stops the walk and is returned.
 	Dups(ctx context.Context, q DupQuery, fn func(DupGroup) error) error
 
 	// Status returns a snapshot of the daemon's state. It must be cheap (no

@@ -262,7 +262,7 @@ func fastLookupWire(b []byte) (w lookupWire, ok bool) {
 			w.Size, err = strconv.ParseInt(string(m.val), 10, 64)
 			good = err == nil && !m.quoted
 		default:
-			good = true
+			good = !foldsToAny(m.name, "path", "path_b64", "state", "key", "message", "size")
 		}
 		return good
 	})
@@ -306,9 +306,12 @@ type locationWire struct {
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (l *Location) UnmarshalJSON(b []byte) error {
-	var w locationWire
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
+	w, ok := fastLocationWire(b)
+	if !ok {
+		w = locationWire{}
+		if err := json.Unmarshal(b, &w); err != nil {
+			return err
+		}
 	}
 	p, err := w.PathIn.Bytes()
 	if err != nil {
@@ -320,6 +323,38 @@ func (l *Location) UnmarshalJSON(b []byte) error {
 	}
 	*l = Location{Path: p, Key: k, Size: w.Size, State: w.State, Stale: w.Stale}
 	return nil
+}
+
+// fastLocationWire reads a location as the server writes it without
+// encoding/json; ok is false when it cannot be sure.
+func fastLocationWire(b []byte) (w locationWire, ok bool) {
+	ok = scanFlat(b, func(m flatMember) bool {
+		var good bool
+		switch string(m.name) {
+		case "path":
+			var s string
+			s, good = m.str()
+			w.Path = &s
+		case "path_b64":
+			var s string
+			s, good = m.str()
+			w.PathB64 = &s
+		case "key":
+			w.Key, good = m.str()
+		case "state":
+			w.State, good = m.str()
+		case "size":
+			var err error
+			w.Size, err = strconv.ParseInt(string(m.val), 10, 64)
+			good = err == nil && !m.quoted
+		case "stale":
+			w.Stale, good = string(m.val) == "true", !m.quoted && (string(m.val) == "true" || string(m.val) == "false")
+		default:
+			good = !foldsToAny(m.name, "path", "path_b64", "key", "state", "size", "stale")
+		}
+		return good
+	})
+	return w, ok
 }
 
 // AppendJSON appends g as one JSON object.
@@ -370,9 +405,12 @@ type dupWire struct {
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (g *DupGroup) UnmarshalJSON(b []byte) error {
-	var w dupWire
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
+	w, ok := fastDupWire(b)
+	if !ok {
+		w = dupWire{}
+		if err := json.Unmarshal(b, &w); err != nil {
+			return err
+		}
 	}
 	var out DupGroup
 	var err error
@@ -392,6 +430,45 @@ func (g *DupGroup) UnmarshalJSON(b []byte) error {
 	out.Size, out.Wasted, out.Files = w.Size, w.Wasted, w.Files
 	*g = out
 	return nil
+}
+
+// fastDupWire reads a group as the server writes it without
+// encoding/json; ok is false when it cannot be sure.
+func fastDupWire(b []byte) (w dupWire, ok bool) {
+	ok = scanFlat(b, func(m flatMember) bool {
+		var good bool
+		switch string(m.name) {
+		case "backend":
+			w.Backend, good = m.str()
+		case "digest":
+			w.Digest, good = m.str()
+		case "cursor":
+			w.Cursor, good = m.str()
+		case "size", "wasted":
+			n, err := strconv.ParseInt(string(m.val), 10, 64)
+			good = err == nil && !m.quoted
+			if string(m.name) == "size" {
+				w.Size = n
+			} else {
+				w.Wasted = n
+			}
+		case "files":
+			w.Files = w.Files[:0]
+			good = !m.quoted && m.val[0] == '[' && eachObject(m.val, func(obj []byte) bool {
+				var l Location
+				if l.UnmarshalJSON(obj) != nil {
+					return false
+				}
+				w.Files = append(w.Files, l)
+				return true
+			})
+		default:
+			good = (m.quoted || m.val[0] != '[') && // unknown arrays: let encoding/json judge
+				!foldsToAny(m.name, "backend", "digest", "cursor", "size", "wasted", "files")
+		}
+		return good
+	})
+	return w, ok
 }
 
 // MarshalJSON implements json.Marshaler; it adds path_b64 for a root whose

@@ -24,7 +24,7 @@ trap cleanup EXIT
 (cd "$repo" && go build -o "$work/annexd" ./cmd/annexd && go build -o "$work/annexctl" ./cmd/annexctl)
 export ANNEXD_SOCKET=$work/run/annexd.sock
 export XDG_CONFIG_HOME=$work/config
-"$work/annexd" --index "$work/index.db" --socket "$ANNEXD_SOCKET" "$tree" 2>"$work/annexd.log" &
+"$work/annexd" --index "$work/index.db" --socket "$ANNEXD_SOCKET" --no-default-ignores "$tree" 2>"$work/annexd.log" &
 daemon_pid=$!
 start=$(date +%s.%N)
 until "$work/annexctl" status --wait --timeout 10m >/dev/null 2>&1; do
