@@ -50,53 +50,55 @@ or an empty line when the file cannot be hashed, as git-annex does.`,
   annexctl calckey --backend BLAKE2B256 *.mkv
   find ~/Pictures -type f -print0 | annexctl calckey --batch -z`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := key.ParseBackend(backendName)
-			if err != nil || !hasher.Supported(b) {
-				return &exitError{code: exitUsage, err: fmt.Errorf("calckey: unknown backend %q; use one of %s", backendName, backendNames())}
-			}
-			if batch && len(args) > 0 {
-				return &exitError{code: exitUsage, err: errors.New("calckey: --batch reads file names from stdin; do not also name files")}
-			}
-			if nul && !batch {
-				return &exitError{code: exitUsage, err: errors.New("calckey: -z only applies with --batch")}
-			}
-			if !batch && len(args) == 0 {
-				return &exitError{code: exitUsage, err: errors.New("calckey: name at least one file, or use --batch")}
-			}
-			c := calckey{backend: b, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), batch: batch}
-			h := hasher.New(hasher.DefaultPolicy(), nil)
-			defer h.Close()
-			c.h = h
-			names := make(chan string)
-			readErr := make(chan error, 1)
-			go func() {
-				defer close(names)
-				if batch {
-					readErr <- readCalckeyNames(cmd.Context(), cmd.InOrStdin(), nul, names)
-					return
-				}
-				for _, a := range args {
-					names <- a
-				}
-				readErr <- nil
-			}()
-			failed, err := c.run(cmd.Context(), names)
-			if err == nil {
-				err = <-readErr
-			}
-			if err != nil {
-				return &exitError{code: exitFailure, err: fmt.Errorf("calckey: %w", err)}
-			}
-			if failed > 0 {
-				return &exitError{code: exitFailure}
-			}
-			return nil
+			return runCalckey(cmd, backendName, batch, nul, args)
 		},
 	}
 	cmd.Flags().StringVarP(&backendName, "backend", "b", key.Default.String(), "key backend: "+backendNames())
 	cmd.Flags().BoolVar(&batch, "batch", false, "read file names from stdin, answer one line each")
 	cmd.Flags().BoolVarP(&nul, "z", "z", false, "with --batch: file names on stdin are NUL-terminated")
 	return cmd
+}
+
+func runCalckey(cmd *cobra.Command, backendName string, batch, nul bool, args []string) error {
+	b, err := key.ParseBackend(backendName)
+	if err != nil || !hasher.Supported(b) {
+		return &exitError{code: exitUsage, err: fmt.Errorf("calckey: unknown backend %q; use one of %s", backendName, backendNames())}
+	}
+	switch {
+	case batch && len(args) > 0:
+		return &exitError{code: exitUsage, err: errors.New("calckey: --batch reads file names from stdin; do not also name files")}
+	case nul && !batch:
+		return &exitError{code: exitUsage, err: errors.New("calckey: -z only applies with --batch")}
+	case !batch && len(args) == 0:
+		return &exitError{code: exitUsage, err: errors.New("calckey: name at least one file, or use --batch")}
+	}
+	h := hasher.New(hasher.DefaultPolicy(), nil)
+	defer h.Close()
+	c := calckey{h: h, backend: b, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), batch: batch}
+	names := make(chan string)
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(names)
+		if batch {
+			readErr <- readCalckeyNames(cmd.Context(), cmd.InOrStdin(), nul, names)
+			return
+		}
+		for _, a := range args {
+			names <- a
+		}
+		readErr <- nil
+	}()
+	failed, err := c.run(cmd.Context(), names)
+	if err == nil {
+		err = <-readErr
+	}
+	if err != nil {
+		return &exitError{code: exitFailure, err: fmt.Errorf("calckey: %w", err)}
+	}
+	if failed > 0 {
+		return &exitError{code: exitFailure}
+	}
+	return nil
 }
 
 func backendNames() string {
