@@ -343,3 +343,20 @@ func TestWalkOneFileSystem(t *testing.T) {
 		t.Errorf("without OneFileSystem: got %v", keys(got))
 	}
 }
+
+func TestWalkSymlinkedRoot(t *testing.T) {
+	real := t.TempDir()
+	tree(t, real, "a", "sub/b")
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	// The root as given is followed; nothing below it is.
+	got, err := collect(t, link, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(keys(got)) != "[a sub/b]" {
+		t.Errorf("got %v", keys(got))
+	}
+}

@@ -57,7 +57,7 @@ func (r *root) addTree(dir string) {
 
 // subdirs appends the non-ignored subdirectories of d to stack.
 func (r *root) subdirs(d string, stack []string) []string {
-	names, err := listDirs(d)
+	names, err := listDirs(d, d == r.path)
 	if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
 		r.log.Warn("cannot read directory", "path", d, "err", err)
 	}
@@ -75,9 +75,14 @@ func (r *root) subdirs(d string, stack []string) []string {
 }
 
 // listDirs returns the names of the subdirectories of d, reading the
-// directory with getdents and its d_type so files cost nothing.
-func listDirs(d string) ([]string, error) {
-	fd, err := unix.Open(d, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+// directory with getdents and its d_type so files cost nothing. Only a root
+// may be a symlink to a directory.
+func listDirs(d string, isRoot bool) ([]string, error) {
+	flags := unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC
+	if !isRoot {
+		flags |= unix.O_NOFOLLOW
+	}
+	fd, err := unix.Open(d, flags, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: d, Err: err}
 	}

@@ -212,6 +212,16 @@ func New(roots []string, opts Options) (*Watcher, error) {
 	return w, nil
 }
 
+// Roots returns the roots as watched: absolute and clean. Event paths start
+// with one of them.
+func (w *Watcher) Roots() []string {
+	roots := make([]string, len(w.roots))
+	for i, r := range w.roots {
+		roots[i] = r.path
+	}
+	return roots
+}
+
 // Events returns the channel of settled events. It is closed when Run
 // returns. A consumer that stops reading stalls the watcher; the kernel
 // then queues events until its queue overflows, which leads to a Rescan.

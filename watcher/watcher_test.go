@@ -649,3 +649,22 @@ func TestRootRemovedAndRecreated(t *testing.T) {
 	write(t, filepath.Join(root, "f"), "f")
 	r.wait("watching again", func(evs []Event) bool { return has(evs, Changed, filepath.Join(root, "f")) })
 }
+
+func TestSymlinkedRoot(t *testing.T) {
+	real := t.TempDir()
+	os.MkdirAll(filepath.Join(real, "sub/deep"), 0o755)
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	r := startAt(t, link, Options{})
+	if got := r.w.Roots(); len(got) != 1 || got[0] != link {
+		t.Errorf("Roots() = %v", got)
+	}
+	if st := r.w.Status().Roots[0]; st.Watches != 3 {
+		t.Errorf("watches = %d, want 3", st.Watches)
+	}
+	f := filepath.Join(link, "sub/deep/f")
+	write(t, f, "x")
+	r.wait("event under a symlinked root", func(evs []Event) bool { return has(evs, Changed, f) })
+}
