@@ -172,7 +172,8 @@ func (ix *Indexer) scanDir(ctx context.Context, dir string) {
 	start := time.Now()
 	var seen, bytes int64
 	root := ix.isRoot(dir)
-	emptyIndex := ix.indexEmpty()
+	ck := ix.startCheckers(ctx, sc, ix.indexEmpty())
+	batch := make([]seenEntry, 0, checkBatch)
 	walkErr := walker.Walk(ctx, dir, walker.Options{
 		Workers: ix.opt.WalkWorkers,
 		Ignore:  ix.ignoreFor(dir),
@@ -187,20 +188,20 @@ func (ix *Indexer) scanDir(ctx context.Context, dir string) {
 		}
 		seen++
 		bytes += e.Info.Size
-		ix.m.filesSeen.Add(1)
 		ix.m.bytesSeen.Add(e.Info.Size)
-		remembered := sc.seen.add(e.Path)
-		rec, ok, err := ix.get(e.Path)
-		if err == nil && ok && ix.settled(&rec, e.Info) && !ix.pend.has(e.Path) {
-			if !remembered && rec.Generation < sc.gen {
-				ix.markSeen(e.Path, sc)
-			}
-			return nil
+		batch = append(batch, seenEntry{Entry: e, remembered: sc.seen.add(e.Path)})
+		if len(batch) == checkBatch {
+			ix.m.filesSeen.Add(int64(len(batch)))
+			ck.send(batch)
+			batch = make([]seenEntry, 0, checkBatch)
 		}
-		info := e.Info
-		ix.enqueueJob(ctx, job{path: e.Path, info: &info, noAdopt: emptyIndex}, sc, e.Info.Size)
 		return nil
 	})
+	if len(batch) > 0 {
+		ix.m.filesSeen.Add(int64(len(batch)))
+		ck.send(batch)
+	}
+	found := ck.wait()
 	waitGroup(ctx, &sc.wg)
 	switch {
 	case ctx.Err() != nil:
@@ -216,16 +217,91 @@ func (ix *Indexer) scanDir(ctx context.Context, dir string) {
 		ix.scanEnded(dir, true)
 		return
 	}
-	n, err := ix.sweep(ctx, sc)
-	if err != nil {
-		ix.m.errors.Add(1)
-		ix.log.Error("cannot drop records of vanished files", "dir", dir, "err", err)
+	n := 0
+	if !ix.allRecordsSeen(dir, found) {
+		n, err = ix.sweep(ctx, sc)
+		if err != nil {
+			ix.m.errors.Add(1)
+			ix.log.Error("cannot drop records of vanished files", "dir", dir, "err", err)
+		}
 	}
 	ix.m.removed.Add(int64(n))
 	ix.m.scans.Add(1)
 	ix.log.Info("scan done", "dir", dir, "files", seen, "bytes", bytes, "dropped", n,
 		"took", time.Since(start).Round(time.Millisecond))
 	ix.scanEnded(dir, true)
+}
+
+// allRecordsSeen reports that a walk of the only root found a record for
+// as many paths as the index holds, so no record can be unseen and the sweep
+// has nothing to do.
+func (ix *Indexer) allRecordsSeen(dir string, found int64) bool {
+	if len(ix.opt.Roots) != 1 || dir != ix.opt.Roots[0] {
+		return false
+	}
+	s, err := ix.st.Stats()
+	return err == nil && s.Files == found
+}
+
+// checkBatch is how many walked files go to a checker at once.
+const checkBatch = 256
+
+// seenEntry is a walked file and whether the scan's seen set holds it.
+type seenEntry struct {
+	walker.Entry
+	remembered bool
+}
+
+// checkers compare walked files with their records on two goroutines, so
+// that the index look-ups keep pace with the walk's parallel directory
+// reads.
+type checkers struct {
+	in    chan []seenEntry
+	wg    sync.WaitGroup
+	found atomic.Int64 // files that had a record
+}
+
+func (ix *Indexer) startCheckers(ctx context.Context, sc *scan, emptyIndex bool) *checkers {
+	ck := &checkers{in: make(chan []seenEntry, 4)}
+	for range 2 {
+		ck.wg.Add(1)
+		go func() {
+			defer ck.wg.Done()
+			for batch := range ck.in {
+				for _, e := range batch {
+					if ix.checkWalked(ctx, sc, e, emptyIndex) {
+						ck.found.Add(1)
+					}
+				}
+			}
+		}()
+	}
+	return ck
+}
+
+func (ck *checkers) send(b []seenEntry) { ck.in <- b }
+
+// wait ends the checkers and returns how many files had a record.
+func (ck *checkers) wait() int64 {
+	close(ck.in)
+	ck.wg.Wait()
+	return ck.found.Load()
+}
+
+// checkWalked leaves a walked file whose record is settled alone (marking it
+// when the seen set is full) and queues the others. It reports whether the
+// file had a record.
+func (ix *Indexer) checkWalked(ctx context.Context, sc *scan, e seenEntry, emptyIndex bool) bool {
+	rec, ok, err := ix.get(e.Path)
+	if err == nil && ok && ix.settled(&rec, e.Info) && !ix.pend.has(e.Path) {
+		if !e.remembered && rec.Generation < sc.gen {
+			ix.markSeen(e.Path, sc)
+		}
+		return true
+	}
+	info := e.Info
+	ix.enqueueJob(ctx, job{path: e.Path, info: &info, noAdopt: emptyIndex}, sc, e.Info.Size)
+	return ok
 }
 
 // scanEnded notes the end of a root's first scan.
