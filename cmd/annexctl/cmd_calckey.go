@@ -72,7 +72,13 @@ func runCalckey(cmd *cobra.Command, backendName string, batch, nul bool, args []
 	case !batch && len(args) == 0:
 		return &exitError{code: exitUsage, err: errors.New("calckey: name at least one file, or use --batch")}
 	}
-	h := hasher.New(hasher.DefaultPolicy(), nil)
+	// No calibration here (it would cost up to a second per call): the
+	// defaults, plus the multi-buffer engine, which hashes several queued
+	// large SHA-256 files in parallel lanes and falls back to one file at a
+	// time when only one is queued.
+	p := hasher.DefaultPolicy()
+	p.Batch = hasher.MultiBuffer
+	h := hasher.New(p, nil)
 	defer h.Close()
 	c := calckey{h: h, backend: b, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), batch: batch}
 	names := make(chan string)

@@ -64,6 +64,12 @@ func calckeyCorpus(t *testing.T, dir string) []string {
 		files = append(files, name)
 		writeBytes(t, filepath.Join(dir, name), 1000+i, n)
 	}
+	// Enough large files at once for the pool's multi-buffer lanes.
+	for i := range 12 {
+		name := fmt.Sprintf("large-%02d.mkv", i)
+		files = append(files, name)
+		writeBytes(t, filepath.Join(dir, name), 2000+i, 200<<10+i*150<<10+i)
+	}
 	return files
 }
 
