@@ -303,6 +303,7 @@ func (s *Server) indexError(w http.ResponseWriter, r *http.Request, err error) {
 // stream writes NDJSON items and the end line.
 type stream struct {
 	w     http.ResponseWriter
+	rc    *http.ResponseController
 	bw    *bufio.Writer
 	buf   []byte
 	count int64
@@ -312,7 +313,24 @@ type stream struct {
 func newStream(w http.ResponseWriter) *stream {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
-	return &stream{w: w, bw: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 1024)}
+	rc := http.NewResponseController(w)
+	return &stream{w: w, rc: rc, bw: bufio.NewWriterSize(deadlineWriter{w: w, rc: rc}, 64<<10), buf: make([]byte, 0, 1024)}
+}
+
+// streamWriteTimeout bounds each write of a stream (a variable for tests).
+var streamWriteTimeout = time.Minute
+
+// deadlineWriter gives every write of a stream its own deadline, so a
+// client that stops reading frees the handler after streamWriteTimeout
+// while a long stream that keeps moving is never cut.
+type deadlineWriter struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (d deadlineWriter) Write(p []byte) (int, error) {
+	_ = d.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)) // unsupported writers: no deadline
+	return d.w.Write(p)
 }
 
 func (st *stream) item(appendJSON func([]byte) []byte) error {
@@ -341,6 +359,8 @@ func (st *stream) end(e api.StreamEnd) {
 	b, _ := json.Marshal(e)
 	st.bw.Write(append(b, '\n'))
 	st.bw.Flush()
+	// The connection may serve further requests: no deadline left behind.
+	_ = st.rc.SetWriteDeadline(time.Time{})
 }
 
 // pathFromQuery reads path= or path_b64= and cleans it.

@@ -1,0 +1,62 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/annexd/annexd/api"
+)
+
+// TestLongPollOutlivesReadTimeout: a status wait longer than the server's
+// read timeout still gets its answer.
+func TestLongPollOutlivesReadTimeout(t *testing.T) {
+	idx := newStoreIndex(t, t.TempDir())
+	idx.idle.Store(false)
+	ts := startServer(t, Config{Index: idx}, func(s *Server) { s.http.ReadTimeout = 200 * time.Millisecond })
+	st, err := ts.client.WaitIdle(context.Background(), time.Second)
+	if err != nil || st.Idle {
+		t.Fatalf("idle %v, %v; want a not-idle status after the wait", st.Idle, err)
+	}
+}
+
+// TestStalledReaderReleased: a client that asks for a long stream and
+// stops reading does not hold the handler beyond the write timeout.
+func TestStalledReaderReleased(t *testing.T) {
+	old := streamWriteTimeout
+	streamWriteTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { streamWriteTimeout = old })
+	root := t.TempDir()
+	idx := newStoreIndex(t, root)
+	ts := startServer(t, Config{Index: idx}, nil)
+	var paths [][]byte
+	for i := range 2400 {
+		paths = append(paths, []byte(writeFile(t, root, fmt.Sprintf("%d/%s", i%2, strings.Repeat("n", 200)+fmt.Sprint(i/2)), fmt.Sprint(i/2))))
+	}
+	if err := ts.client.LookupBatch(context.Background(), paths, true, func(api.LookupResult) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("unix", ts.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /v1/dups HTTP/1.1\r\nHost: x\r\n\r\n") // and never read
+	const done = `annexd_api_requests_total{code="200",route="GET /v1/dups"} 1`
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		m, err := ts.client.Metrics(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(m), done) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the dups handler is still blocked on a client that does not read")
+		}
+	}
+}
