@@ -131,7 +131,7 @@ func (r *root) run(ctx context.Context) error {
 			}
 		case <-safety.C():
 			safety.Reset()
-			if !r.rescanRoot(ctx, ReasonSafety) {
+			if !r.rootGone && !r.rescanRoot(ctx, ReasonSafety) {
 				return nil
 			}
 		case <-degradedC:
