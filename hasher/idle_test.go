@@ -1,0 +1,83 @@
+package hasher
+
+import (
+	"context"
+	"encoding/hex"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/annexd/annexd/key"
+)
+
+// A Hasher that has worked and now waits costs no CPU: its workers block on
+// channels. Measured as this process's CPU time over an idle window.
+func TestIdleHasherUsesNoCPU(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	writeFile(t, path, pattern(1<<20))
+	h := New(Policy{InlineMax: -1, Workers: 4, Batch: MultiBuffer}, nil)
+	defer h.Close()
+	if _, err := h.Hash(context.Background(), path, key.SHA256); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	time.Sleep(50 * time.Millisecond) // let the runtime settle
+	idle, err := measureIdle(300 * time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A polling goroutine (sha256-simd's server) shows 3-20 % here; the Go
+	// runtime alone stays well under 1 %.
+	if idle > 0.02 {
+		t.Fatalf("idle Hasher used %.1f %% of a core", 100*idle)
+	}
+	t.Logf("idle CPU: %.2f %% of a core", 100*idle)
+}
+
+// With no time at all, calibration measures nothing yet still returns a
+// safe policy: in-process crypto/sha256, no external program.
+func TestCalibrateOverBudget(t *testing.T) {
+	c, err := Calibrate(context.Background(), CalibrateOptions{Budget: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, c)
+	if c.Policy.ExternalMin != 0 || c.Policy.BatchKernel != "" {
+		t.Errorf("unmeasured candidates used: %+v", c.Policy)
+	}
+	for _, x := range c.Candidates {
+		if x.Kind == KindExternal && x.Path != "" && x.Verified && x.Rejected == "" {
+			t.Errorf("%s neither measured nor rejected", x.Name)
+		}
+	}
+}
+
+// Whatever an external program prints, parsing never panics, and what it
+// accepts is exactly one lowercase digest in the program's format.
+func FuzzExternalParse(f *testing.F) {
+	f.Add([]byte("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad  -\n"))
+	f.Add([]byte("SHA2-256(stdin)= ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n"))
+	f.Add([]byte("(stdin)= ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n"))
+	f.Add([]byte("\\ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad  -\n"))
+	f.Fuzz(func(t *testing.T, out []byte) {
+		for _, k := range []ExternalKind{KindSHA256Sum, KindOpenSSL} {
+			d, err := k.parse(out)
+			if err != nil {
+				continue
+			}
+			if len(d) != 32 {
+				t.Fatalf("%s accepted %q as a %d-byte digest", k, out, len(d))
+			}
+			var want string
+			if k == KindSHA256Sum {
+				want = hex.EncodeToString(d) + "  -\n"
+			} else {
+				want = "(stdin)= " + hex.EncodeToString(d) + "\n"
+			}
+			if got := string(out); got != want && got != "SHA2-256"+want && got != "SHA256"+want {
+				t.Fatalf("%s accepted %q", k, out)
+			}
+		}
+	})
+}
