@@ -668,3 +668,60 @@ func TestSymlinkedRoot(t *testing.T) {
 	write(t, f, "x")
 	r.wait("event under a symlinked root", func(evs []Event) bool { return has(evs, Changed, f) })
 }
+
+// TestRealQueueOverflow overflows the kernel's inotify queue for real: the
+// consumer stops reading, so the watcher and fsnotify stall, and more
+// events are made than fs.inotify.max_queued_events holds.
+func TestRealQueueOverflow(t *testing.T) {
+	limit := procInt("max_queued_events")
+	if limit == 0 || limit > 1<<16 {
+		t.Skipf("fs.inotify.max_queued_events is %d: too many events to make in a unit test", limit)
+	}
+	root := t.TempDir()
+	w, err := New([]string{root}, Options{Quiet: 50 * time.Millisecond, NoInitialRescan: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		for range w.Events() {
+		}
+		<-done
+	})
+	time.Sleep(100 * time.Millisecond) // the root's watch is in place
+	// Fill the Events buffer so the watcher blocks, then make events.
+	files := cap(w.events) + 50
+	for i := range files {
+		write(t, filepath.Join(root, fmt.Sprintf("a%d", i)), "")
+	}
+	deadline := time.Now().Add(waitLong)
+	for len(w.events) < cap(w.events) {
+		if time.Now().After(deadline) {
+			t.Fatal("watcher never blocked")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Two events per file (IN_CREATE, IN_MODIFY from the truncate): more
+	// than the kernel queue plus fsnotify's read buffer (4096) hold.
+	for i := range limit/2 + 4096 {
+		p := filepath.Join(root, fmt.Sprintf("b%d", i))
+		write(t, p, "")
+		os.Truncate(p, 1)
+	}
+	for {
+		select {
+		case ev := <-w.Events():
+			if ev.Kind == Rescan && ev.Path == root && ev.Reason == ReasonOverflow {
+				if st := w.Status().Roots[0]; st.Overflows < 1 {
+					t.Errorf("status: %+v", st)
+				}
+				return
+			}
+		case <-time.After(waitLong):
+			t.Fatal("no overflow rescan")
+		}
+	}
+}
