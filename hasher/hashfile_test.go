@@ -202,11 +202,18 @@ func TestMissingFile(t *testing.T) {
 	}
 }
 
-// Root reads any file, so the unreadable case runs in a child process with
-// the credentials of nobody.
+// Root reads any file, so as root the unreadable case runs in a child
+// process with the credentials of nobody.
 func TestUnreadableFile(t *testing.T) {
 	if os.Getuid() != 0 {
-		t.Skip("needs root to run the helper as another user")
+		path := filepath.Join(t.TempDir(), "secret.txt")
+		writeFile(t, path, []byte("abc"))
+		os.Chmod(path, 0)
+		_, err := HashFile(context.Background(), path, key.SHA256)
+		if !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("unreadable file: %v; want permission denied naming the file", err)
+		}
+		return
 	}
 	dir := t.TempDir()
 	// nobody must reach the helper binary: open up the test's own temp dirs.
