@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"strconv"
 	"syscall"
@@ -28,39 +27,37 @@ const maxStreamLine = 256 << 20
 // Client talks to a daemon. It is safe for concurrent use.
 type Client struct {
 	socket string // for messages; "" for TCP
-	base   string // "http://annexd" or "http://host:port"
+	addr   string // TCP address; "" for the socket
 	token  string
-	http   *http.Client
+	tr     *transport
 }
 
 // Dial returns a client for the daemon listening on the unix socket. It
 // does not connect yet; the first request does, and fails with a
 // *NoDaemonError (errors.Is ErrNoDaemon) when nothing answers.
 func Dial(socket string) *Client {
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
-		},
-		DisableCompression:  true,
-		MaxIdleConnsPerHost: 8,
-		IdleConnTimeout:     30 * time.Second,
+	dial := func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
 	}
-	return &Client{socket: socket, base: "http://annexd", http: &http.Client{Transport: tr}}
+	return &Client{socket: socket, tr: &transport{dial: dial}}
 }
 
 // DialTCP returns a client for a daemon's loopback TCP listener at addr
 // ("127.0.0.1:7777"), sending token as the bearer token.
 func DialTCP(addr, token string) *Client {
-	tr := &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 8, Proxy: nil}
-	return &Client{base: "http://" + addr, token: token, http: &http.Client{Transport: tr}}
+	dial := func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	return &Client{addr: addr, token: token, tr: &transport{dial: dial}}
 }
 
 // Socket returns the socket path the client dials ("" for TCP).
 func (c *Client) Socket() string { return c.socket }
 
 // Close releases idle connections.
-func (c *Client) Close() { c.http.CloseIdleConnections() }
+func (c *Client) Close() { c.tr.closeIdle() }
 
 // Ping checks that the daemon answers.
 func (c *Client) Ping(ctx context.Context) (Ping, error) {
@@ -76,7 +73,7 @@ func (c *Client) Lookup(ctx context.Context, path []byte, wait bool) (LookupResu
 	if wait {
 		v.Set("wait", "1")
 	}
-	resp, err := c.do(ctx, http.MethodGet, "/v1/lookup", v, nil)
+	resp, err := c.do(ctx, "GET", "/v1/lookup", v, nil)
 	if err != nil {
 		return LookupResult{}, err
 	}
@@ -103,7 +100,7 @@ func (c *Client) LookupBatch(ctx context.Context, paths [][]byte, wait bool, fn 
 	if wait {
 		v.Set("wait", "1")
 	}
-	resp, err := c.do(ctx, http.MethodPost, "/v1/lookup", v, body)
+	resp, err := c.do(ctx, "POST", "/v1/lookup", v, body)
 	if err != nil {
 		return err
 	}
@@ -153,7 +150,7 @@ func (c *Client) WhereisPath(ctx context.Context, path []byte, wait bool, fn fun
 }
 
 func (c *Client) whereis(ctx context.Context, v url.Values, fn func(Location) error) error {
-	resp, err := c.do(ctx, http.MethodGet, "/v1/whereis", v, nil)
+	resp, err := c.do(ctx, "GET", "/v1/whereis", v, nil)
 	if err != nil {
 		return err
 	}
@@ -181,7 +178,7 @@ func (c *Client) Dups(ctx context.Context, q DupQuery, fn func(DupGroup) error) 
 	if q.After != nil {
 		v.Set("after", base64.RawURLEncoding.EncodeToString(q.After))
 	}
-	resp, err := c.do(ctx, http.MethodGet, "/v1/dups", v, nil)
+	resp, err := c.do(ctx, "GET", "/v1/dups", v, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +220,7 @@ func (c *Client) WaitIdle(ctx context.Context, timeout time.Duration) (Status, e
 
 // Metrics returns the Prometheus text exposition.
 func (c *Client) Metrics(ctx context.Context) ([]byte, error) {
-	resp, err := c.do(ctx, http.MethodGet, "/metrics", nil, nil)
+	resp, err := c.do(ctx, "GET", "/metrics", nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +236,7 @@ func pathQuery(path []byte) url.Values {
 }
 
 func (c *Client) getJSON(ctx context.Context, p string, v url.Values, out any) error {
-	resp, err := c.do(ctx, http.MethodGet, p, v, nil)
+	resp, err := c.do(ctx, "GET", p, v, nil)
 	if err != nil {
 		return err
 	}
@@ -251,30 +248,23 @@ func (c *Client) getJSON(ctx context.Context, p string, v url.Values, out any) e
 }
 
 // do sends one request; a non-2xx answer becomes a *StatusError.
-func (c *Client) do(ctx context.Context, method, p string, v url.Values, body []byte) (*http.Response, error) {
-	u := c.base + p
+func (c *Client) do(ctx context.Context, method, p string, v url.Values, body []byte) (*response, error) {
+	target := p
 	if len(v) > 0 {
-		u += "?" + v.Encode()
+		target += "?" + v.Encode()
 	}
-	var rd io.Reader
+	var hdr []string
 	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
-	if err != nil {
-		return nil, fmt.Errorf("api: %w", err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/x-ndjson")
+		hdr = append(hdr, "Content-Type: application/x-ndjson")
 	}
 	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+		hdr = append(hdr, "Authorization: Bearer "+c.token)
 	}
-	resp, err := c.http.Do(req)
+	resp, err := c.tr.roundTrip(ctx, method, target, hdr, body)
 	if err != nil {
 		return nil, c.dialError(err)
 	}
-	if resp.StatusCode/100 != 2 {
+	if resp.Status/100 != 2 {
 		defer resp.Body.Close()
 		return nil, readStatusError(resp)
 	}
@@ -287,9 +277,12 @@ func (c *Client) dialError(err error) error {
 	if errors.As(err, &op) && op.Op == "dial" {
 		where := c.socket
 		if where == "" {
-			where = c.base
+			where = c.addr
 		}
 		return &NoDaemonError{Socket: where, Err: unwrapSyscall(op.Err)}
+	}
+	if errors.Is(err, ErrBadResponse) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
 	}
 	return fmt.Errorf("api: %w", err)
 }
@@ -302,13 +295,13 @@ func unwrapSyscall(err error) error {
 	return err
 }
 
-func readStatusError(resp *http.Response) error {
+func readStatusError(resp *response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var eb ErrorBody
 	if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
-		eb.Error = http.StatusText(resp.StatusCode)
+		eb.Error = "HTTP status " + strconv.Itoa(resp.Status)
 	}
-	return &StatusError{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error}
+	return &StatusError{Status: resp.Status, Code: eb.Code, Message: eb.Error}
 }
 
 // readStream calls fn for each item line and checks the end line, which it
@@ -327,8 +320,11 @@ func readStream(r io.Reader, fn func([]byte) error, end *StreamEnd) error {
 				*end = e
 			}
 			if e.Error != "" {
-				return &StatusError{Status: http.StatusInternalServerError, Code: e.Code, Message: e.Error}
+				return &StatusError{Status: 500, Code: e.Code, Message: e.Error}
 			}
+			// The server is done; read the body's end so that the
+			// connection can serve the next request.
+			io.Copy(io.Discard, io.LimitReader(r, 4096))
 			return nil
 		}
 		if err := fn(line); err != nil {

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/key"
 )
 
 // TestLongPollOutlivesReadTimeout: a status wait longer than the server's
@@ -58,5 +60,41 @@ func TestStalledReaderReleased(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the dups handler is still blocked on a client that does not read")
 		}
+	}
+}
+
+// TestClientKeptConnection: the client reuses its connection, and when
+// the server has closed it while idle, retries on a new one.
+func TestClientKeptConnection(t *testing.T) {
+	ts := startServer(t, Config{Index: newStoreIndex(t, t.TempDir())}, func(s *Server) {
+		s.http.IdleTimeout = 100 * time.Millisecond
+	})
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := ts.client.Ping(ctx); err != nil {
+			t.Fatalf("ping %d: %v", i, err)
+		}
+		var n int
+		err := ts.client.WhereisDigest(ctx, key.SHA256, make([]byte, 32), func(api.Location) error { n++; return nil })
+		if err != nil || n != 0 {
+			t.Fatalf("stream %d: %d, %v", i, n, err)
+		}
+		time.Sleep(300 * time.Millisecond) // the server drops the idle connection
+	}
+}
+
+// TestClientCancel: a cancelled context ends a long poll at once.
+func TestClientCancel(t *testing.T) {
+	idx := newStoreIndex(t, t.TempDir())
+	idx.idle.Store(false)
+	ts := startServer(t, Config{Index: idx}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := ts.client.WaitIdle(ctx, 4*time.Minute)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%v, want the context's deadline", err)
+	}
+	if _, err := ts.client.Ping(context.Background()); err != nil {
+		t.Errorf("after a cancelled request: %v", err)
 	}
 }
