@@ -128,7 +128,7 @@ func (t *transport) exchange(ctx context.Context, tc *tconn, method, target stri
 		}
 		return fail(fmt.Errorf("%w: %v", ErrBadResponse, err))
 	}
-	b := &body_{t: t, tc: tc, stop: stop, keep: keep, chunked: chunked, left: length}
+	b := &respBody{t: t, tc: tc, stop: stop, keep: keep, chunked: chunked, left: length}
 	if !chunked && length == 0 {
 		b.finish(true)
 	}
@@ -195,9 +195,9 @@ func readLine(br *bufio.Reader) (string, error) {
 	return string(bytes.TrimRight(line, "\r\n")), nil
 }
 
-// body_ reads a response body (by length, chunked, or to EOF) and gives
+// respBody reads a response body (by length, chunked, or to EOF) and gives
 // the connection back once the body was read to its end.
-type body_ struct {
+type respBody struct {
 	t       *transport
 	tc      *tconn
 	stop    func() bool
@@ -209,7 +209,7 @@ type body_ struct {
 	err     error
 }
 
-func (b *body_) Read(p []byte) (int, error) {
+func (b *respBody) Read(p []byte) (int, error) {
 	if b.eof {
 		return 0, io.EOF
 	}
@@ -250,7 +250,7 @@ func (b *body_) Read(p []byte) (int, error) {
 
 // nextChunk reads a chunk header (after the previous chunk's CRLF); size
 // zero ends the body and its trailers.
-func (b *body_) nextChunk() error {
+func (b *respBody) nextChunk() error {
 	if b.left == 0 { // the CRLF after the previous chunk's data
 		if line, err := readLine(b.tc.br); err != nil || line != "" {
 			return fmt.Errorf("%w: bad chunk end", ErrBadResponse)
@@ -283,7 +283,7 @@ func (b *body_) nextChunk() error {
 	return nil
 }
 
-func (b *body_) fail(err error) error {
+func (b *respBody) fail(err error) error {
 	b.err = err
 	if !b.done {
 		b.done = true
@@ -295,7 +295,7 @@ func (b *body_) fail(err error) error {
 
 // finish releases the connection: kept for reuse when the body was read
 // to its end on a keep-alive connection.
-func (b *body_) finish(reuse bool) {
+func (b *respBody) finish(reuse bool) {
 	if b.done {
 		return
 	}
@@ -312,7 +312,7 @@ func (b *body_) finish(reuse bool) {
 }
 
 // Close releases the connection; unread bodies close it.
-func (b *body_) Close() error {
+func (b *respBody) Close() error {
 	if !b.done {
 		b.done = true
 		b.stop()
