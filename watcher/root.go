@@ -218,7 +218,7 @@ func (r *root) handle(ev fsnotify.Event) {
 		} else if r.opts.Ignore.Match(r.rel(p), false) {
 			return
 		}
-		r.touch(p)
+		r.touch(p, watched)
 	case ev.Has(fsnotify.Create):
 		fi, err := fsstat.Lstat(p)
 		if err == nil && fi.IsDir() {
@@ -231,18 +231,18 @@ func (r *root) handle(ev fsnotify.Event) {
 				r.dropTree(p)
 			}
 			r.addTree(p) // watch before anyone reads it
-			r.touch(p)
+			r.touch(p, true)
 			return
 		}
 		if !r.opts.Ignore.Match(r.rel(p), false) {
-			r.touch(p)
+			r.touch(p, false)
 		}
 	default: // Write, Chmod
 		if watched {
 			return // a directory's own metadata
 		}
 		if !r.opts.Ignore.Match(r.rel(p), false) {
-			r.touch(p)
+			r.touch(p, false)
 		}
 	}
 }
@@ -258,7 +258,7 @@ func (r *root) handleErr(err error) {
 // touch records an event on p: p settles Quiet after its last event. An
 // event under a directory that is itself waiting to be rescanned only
 // pushes that directory's deadline back: its Rescan will cover p.
-func (r *root) touch(p string) {
+func (r *root) touch(p string, wasDir bool) {
 	now := time.Now()
 	for a := p; a != r.path; {
 		a = filepath.Dir(a)
@@ -270,10 +270,11 @@ func (r *root) touch(p string) {
 		}
 	}
 	if it, ok := r.pending[p]; ok {
+		it.wasDir = it.wasDir || wasDir
 		r.queue.touch(it, now, r.opts)
 		return
 	}
-	it := &item{path: p, first: now, due: now.Add(r.opts.Quiet)}
+	it := &item{path: p, first: now, due: now.Add(r.opts.Quiet), wasDir: wasDir}
 	r.pending[p] = it
 	heap.Push(&r.queue, it)
 }
@@ -292,15 +293,33 @@ func (r *root) fire(ctx context.Context) bool {
 	for r.queue.Len() > 0 && !r.queue.items[0].due.After(now) {
 		it := heap.Pop(&r.queue).(*item)
 		delete(r.pending, it.path)
-		if !r.settle(ctx, it.path) {
+		if r.pendingAbove(it.path) {
+			// A directory above is itself waiting (deleted, renamed or
+			// new): its Removed or Rescan covers this path; rm -rf of a
+			// tree becomes one event.
+			continue
+		}
+		if !r.settle(ctx, it) {
 			return false
 		}
 	}
 	return true
 }
 
+// pendingAbove reports whether a directory above p is pending.
+func (r *root) pendingAbove(p string) bool {
+	for a := p; a != r.path; {
+		a = filepath.Dir(a)
+		if _, ok := r.pending[a]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // settle decides what a quiet path has become and emits it.
-func (r *root) settle(ctx context.Context, p string) bool {
+func (r *root) settle(ctx context.Context, it *item) bool {
+	p := it.path
 	_, watched := r.dirs[p]
 	fi, err := fsstat.Lstat(p)
 	switch {
@@ -330,6 +349,9 @@ func (r *root) settle(ctx context.Context, p string) bool {
 	default:
 		if r.opts.Ignore.Match(r.rel(p), false) {
 			return r.emit(ctx, Event{Kind: Removed, Path: p})
+		}
+		if it.wasDir && !r.emit(ctx, Event{Kind: Removed, Path: p}) {
+			return false // a directory replaced by a file: its subtree is gone
 		}
 		return r.emit(ctx, Event{Kind: Changed, Path: p})
 	}

@@ -201,10 +201,11 @@ func (r *root) dropTree(dir string) {
 
 // item is one pending path.
 type item struct {
-	path  string
-	first time.Time // first event since it was last emitted
-	due   time.Time
-	index int // in the heap
+	path   string
+	first  time.Time // first event since it was last emitted
+	due    time.Time
+	index  int  // in the heap
+	wasDir bool // it was a watched directory when an event came
 }
 
 // deadlines is a min-heap of pending items by due time.

@@ -295,6 +295,41 @@ func TestDeleteTree(t *testing.T) {
 	r.wait("watches dropped", func([]Event) bool { return r.w.Status().Roots[0].Watches == 1 })
 }
 
+func TestRemoveAllIsOneEvent(t *testing.T) {
+	r := start(t, Options{Quiet: time.Second})
+	tr := r.path("t")
+	os.MkdirAll(filepath.Join(tr, "sub"), 0o755)
+	for i := range 200 {
+		write(t, filepath.Join(tr, "sub", fmt.Sprint(i)), "x")
+	}
+	r.wait("setup", func(evs []Event) bool { return has(evs, Rescan, tr) })
+	r.reset()
+	if err := os.RemoveAll(tr); err != nil {
+		t.Fatal(err)
+	}
+	evs := r.wait("tree removed", func(evs []Event) bool { return has(evs, Removed, tr) })
+	evs = r.quiet(500 * time.Millisecond)
+	if len(evs) != 1 {
+		t.Errorf("rm -rf of 200 files made %d events, want one Removed: %v", len(evs), evs[:min(len(evs), 5)])
+	}
+}
+
+func TestDirectoryReplacedByFile(t *testing.T) {
+	r := start(t, Options{})
+	d := r.path("d")
+	os.Mkdir(d, 0o755)
+	write(t, filepath.Join(d, "f"), "x")
+	r.wait("setup", func(evs []Event) bool { return has(evs, Rescan, d) })
+	r.reset()
+	os.RemoveAll(d)
+	write(t, d, "now a file")
+	evs := r.wait("file", func(evs []Event) bool { return has(evs, Changed, d) })
+	// Records under d/ must go: a Removed for d comes before the Changed.
+	if !has(evs, Removed, d) {
+		t.Errorf("no Removed for the directory's subtree: %v", evs)
+	}
+}
+
 func TestRenameDirectory(t *testing.T) {
 	r := start(t, Options{})
 	os.MkdirAll(r.path("old/sub"), 0o755)
@@ -531,7 +566,7 @@ func TestIgnoredDirectoriesGetNoWatch(t *testing.T) {
 	os.Mkdir(filepath.Join(root, ".cache"), 0o755)
 	write(t, filepath.Join(root, "kept"), "x")
 	evs := r.wait("kept", func(evs []Event) bool { return has(evs, Changed, filepath.Join(root, "kept")) })
-	evs = append(evs, r.quiet(300*time.Millisecond)...)
+	evs = r.quiet(300 * time.Millisecond)
 	for _, e := range evs {
 		if e.Path != filepath.Join(root, "kept") {
 			t.Errorf("ignored path reported: %v", e)
