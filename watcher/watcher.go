@@ -37,10 +37,12 @@
 //
 // Run starts with one Rescan of each root (ReasonInitial) once the root's
 // watches are in place, so a consumer that walks on Rescan needs no initial
-// walk of its own (Options.NoInitialRescan turns it off). Changes inside a
-// directory that is waiting for its Rescan are folded into that Rescan
-// instead of being emitted one by one, and a Rescan of a whole root
-// (overflow, safety) replaces every path then pending. When walking a
+// walk of its own (Options.NoInitialRescan turns it off). Paths under a
+// directory that is itself waiting to settle (new, deleted or renamed) are
+// folded into that directory's Rescan or Removed instead of being emitted one
+// by one (rm -rf of a tree is one Removed), and a Rescan of a whole root
+// (overflow, safety) replaces every path then pending. A directory replaced
+// by a file gives Removed (its subtree) and then Changed for the same path. When walking a
 // Rescan'd directory with the same ignore patterns, match them relative to
 // the root (walker.Options.IgnoreRoot).
 //
