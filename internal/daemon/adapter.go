@@ -139,7 +139,7 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 		Watcher: api.WatcherStatus{Healthy: true},
 	}
 	for _, r := range ws.Roots {
-		rs := api.RootStatus{Path: r.Root, ScanDone: p.InitialScanDone, Watched: !r.Degraded, Degraded: r.Degraded}
+		rs := api.RootStatus{Path: r.Root, ScanDone: a.ix.RootScanned(r.Root), Watched: !r.Degraded, Degraded: r.Degraded}
 		out.Watcher.Watches += int64(r.Watches)
 		out.Watcher.WatchesNeeded += int64(r.WatchesNeeded)
 		out.Watcher.WatchLimit = int64(r.MaxUserWatches)

@@ -163,3 +163,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(&p))
 	}
 }
+
+// RootScanned reports whether the first scan of root has ended.
+func (ix *Indexer) RootScanned(root string) bool {
+	_, waiting := ix.initRoots.Load(root)
+	return !waiting
+}
