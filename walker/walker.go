@@ -96,6 +96,20 @@ const (
 // serially on the calling goroutine. See the package documentation for
 // ordering, errors and memory.
 func Walk(ctx context.Context, root string, opts Options, fn func(Entry) error) error {
+	return WalkBatches(ctx, root, opts, func(batch []Entry) error {
+		for _, e := range batch {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// WalkBatches is Walk handing over up to 256 entries at a time, all from
+// one directory, so a caller can look them up in one store transaction. fn
+// owns the slice; it is never reused.
+func WalkBatches(ctx context.Context, root string, opts Options, fn func([]Entry) error) error {
 	if opts.Workers <= 0 {
 		opts.Workers = defaultWorkers
 	}
@@ -155,12 +169,9 @@ func Walk(ctx context.Context, root string, opts Options, fn func(Entry) error) 
 		if fnErr != nil || ctx.Err() != nil {
 			continue // drain so workers can finish
 		}
-		for _, e := range batch {
-			if err := fn(e); err != nil {
-				fnErr = err
-				cancel()
-				break
-			}
+		if err := fn(batch); err != nil {
+			fnErr = err
+			cancel()
 		}
 	}
 	w.rootOnce.Do(func() { unix.Close(w.rootFd) })

@@ -360,3 +360,28 @@ func TestWalkSymlinkedRoot(t *testing.T) {
 		t.Errorf("got %v", keys(got))
 	}
 }
+
+func TestWalkBatches(t *testing.T) {
+	root := t.TempDir()
+	for i := range 600 {
+		tree(t, root, fmt.Sprintf("big/%d", i))
+	}
+	tree(t, root, "small/a", "small/b")
+	seen := map[string]bool{}
+	err := WalkBatches(context.Background(), root, Options{}, func(b []Entry) error {
+		if len(b) == 0 || len(b) > batchSize {
+			t.Errorf("batch of %d", len(b))
+		}
+		d := filepath.Dir(b[0].Path)
+		for _, e := range b {
+			if filepath.Dir(e.Path) != d {
+				t.Errorf("batch mixes %s and %s", d, filepath.Dir(e.Path))
+			}
+			seen[e.Path] = true
+		}
+		return nil
+	})
+	if err != nil || len(seen) != 602 {
+		t.Errorf("err %v, %d files", err, len(seen))
+	}
+}
