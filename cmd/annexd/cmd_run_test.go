@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,8 +33,7 @@ func annexdBinary(t *testing.T) string {
 			return
 		}
 		runBin = filepath.Join(dir, "annexd")
-		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		out, err := exec.Command(gobin, "build", "-race", "-o", runBin, "github.com/annexd/annexd/cmd/annexd").CombinedOutput()
+		out, err := exec.Command(goBinary(), "build", "-race", "-o", runBin, "github.com/annexd/annexd/cmd/annexd").CombinedOutput()
 		if err != nil {
 			runBinErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -44,6 +42,14 @@ func annexdBinary(t *testing.T) string {
 		t.Fatal(runBinErr)
 	}
 	return runBin
+}
+
+// goBinary is the go command that runs these tests.
+func goBinary() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 }
 
 // daemonEnv is a private XDG layout for one test's daemons.
@@ -175,7 +181,7 @@ func TestRunRestartAfterKillDoesNotRehash(t *testing.T) {
 	cmd, out := e.start()
 	st := e.waitIdle()
 	if st.Scan.FilesHashed != n || st.Files != n {
-		t.Fatalf("first run: %d hashed, %d files; want %d", st.Scan.FilesHashed, st.Files, n)
+		t.Fatalf("first run: %d hashed, %d files; want %d\n%s", st.Scan.FilesHashed, st.Files, n, out)
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -28,12 +28,16 @@
 //
 // # Scans and generations
 //
-// Every walk of a root or subtree gets a new scan generation. Every path the
-// walk sees is marked with it; when the walk finished without errors and
-// every path it queued has settled, records under the walked directory with
-// an older generation belong to files that no longer exist, and the sweep
-// drops them. A walk with errors (an unreadable directory, say) sweeps
-// nothing, so a transient error never deletes records.
+// Every walk of a root or subtree gets a new scan generation, and records
+// written while it runs carry it. The walk remembers the paths it saw as
+// 64-bit hashes (8 bytes a file, up to a cap beyond which unchanged records
+// are marked in the store instead), so an unchanged file costs a look-up and
+// no write. When the walk finished without errors and every path it queued
+// has settled, the records under the walked directory with an older
+// generation whose paths it did not see belong to files that no longer
+// exist, and the sweep drops them. A walk with errors (an unreadable
+// directory, say) sweeps nothing, so a transient error never deletes
+// records.
 //
 // # Removals
 //

@@ -428,7 +428,7 @@ func (ix *Indexer) process(ctx context.Context, j job) {
 		context.AfterFunc(ctx, func() { t.Stop() })
 		return
 	}
-	ix.hash(ctx, j, fi, rec, ok)
+	ix.hash(ctx, j, fi)
 }
 
 // unreadable reports errors that are the file's own: its permissions or
@@ -486,14 +486,14 @@ func (ix *Indexer) tooFresh(fi fsstat.FileInfo) time.Duration {
 }
 
 // hash hashes the file and records the result.
-func (ix *Indexer) hash(ctx context.Context, j job, fi fsstat.FileInfo, old store.Record, had bool) {
+func (ix *Indexer) hash(ctx context.Context, j job, fi fsstat.FileInfo) {
 	start := time.Now()
 	res, err := ix.h.Hash(ctx, j.path, ix.opt.Backend)
 	switch {
 	case err == nil:
 		ix.m.filesHashed.Add(1)
 		ix.m.bytesHashed.Add(res.Info.Size)
-		rec := ix.okRecord(res, start.UnixNano(), old, had)
+		rec := ix.okRecord(res, start.UnixNano())
 		ix.write(j, putChange(j.path, rec))
 	case ctx.Err() != nil:
 		ix.finish(j) // shutting down: nothing recorded
@@ -517,17 +517,14 @@ func (ix *Indexer) hash(ctx context.Context, j job, fi fsstat.FileInfo, old stor
 	}
 }
 
-// okRecord builds the record of a successful hash. A re-hash that found the
-// same content keeps the record's history (VerifiedAt).
-func (ix *Indexer) okRecord(res hasher.Result, startNs int64, old store.Record, had bool) store.Record {
+// okRecord builds the record of a successful hash that started at startNs.
+func (ix *Indexer) okRecord(res hasher.Result, startNs int64) store.Record {
 	fi := res.Info
 	rec := store.Record{
 		Backend: ix.opt.Backend, Digest: res.Digest,
 		Size: fi.Size, MtimeNs: fi.MtimeNs, CtimeNs: fi.CtimeNs, Dev: fi.Dev, Ino: fi.Ino,
 		HashedAt: startNs, VerifiedAt: startNs, State: store.StateOK, Generation: ix.scans.generation(),
 	}
-	_ = had
-	_ = old
 	return rec
 }
 

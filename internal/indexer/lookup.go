@@ -139,7 +139,7 @@ func (ix *Indexer) hashNow(ctx context.Context, path string, fi fsstat.FileInfo)
 		ix.m.onDemand.Add(1)
 		ix.m.filesHashed.Add(1)
 		ix.m.bytesHashed.Add(res.Info.Size)
-		rec := ix.okRecord(res, start.UnixNano(), store.Record{}, false)
+		rec := ix.okRecord(res, start.UnixNano())
 		k, kerr := recordKey(path, &rec)
 		ix.write(j, putChange(path, rec))
 		if kerr != nil {
