@@ -143,6 +143,15 @@ func appendPath(buf []byte, name string, path []byte) []byte {
 func appendString(buf []byte, s []byte) []byte {
 	buf = append(buf, '"')
 	for i := 0; i < len(s); {
+		// Copy the run of bytes that need no escaping in one go.
+		j := i
+		for j < len(s) && safeASCII[s[j]] {
+			j++
+		}
+		buf = append(buf, s[i:j]...)
+		if i = j; i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			switch {
@@ -171,6 +180,14 @@ func appendString(buf []byte, s []byte) []byte {
 	}
 	return append(buf, '"')
 }
+
+// safeASCII marks the bytes appendString copies as they are.
+var safeASCII = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func appendKey(buf []byte, k key.Key) []byte {
 	if k.IsZero() {
