@@ -22,6 +22,7 @@ import (
 var bin struct {
 	dir              string
 	annexd, annexctl string
+	gitRepo          string // git annex calckey wants to run inside a repository
 }
 
 func TestMain(m *testing.M) {
@@ -45,6 +46,11 @@ func runMain(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "e2e: build %s: %v\n%s", b.pkg, err, out)
 			return 1
 		}
+	}
+	bin.gitRepo = filepath.Join(dir, "repo")
+	if out, err := exec.Command("git", "init", "-q", bin.gitRepo).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: git init: %v\n%s", err, out)
+		return 1
 	}
 	return m.Run()
 }
@@ -196,7 +202,9 @@ func runCtl(t *testing.T, env []string, dir, stdin string, args ...string) resul
 // calckey is git-annex's own answer for path.
 func calckey(t *testing.T, path string) string {
 	t.Helper()
-	out, err := exec.Command("git", "annex", "calckey", path).Output()
+	cmd := exec.Command("git", "annex", "calckey", path)
+	cmd.Dir = bin.gitRepo
+	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("git annex calckey %q: %v", path, err)
 	}
