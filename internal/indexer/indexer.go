@@ -577,6 +577,13 @@ func (ix *Indexer) dropFile(j job) {
 
 // dropPath removes the records at and under a path that no longer exists.
 func (ix *Indexer) dropPath(ctx context.Context, j job) {
+	if ix.isRoot(j.path) {
+		// A root that vanished (an unmounted disk, say) keeps its records
+		// until a scan of it finds it again.
+		ix.log.Warn("root is gone; keeping its records", "root", j.path)
+		ix.finish(j)
+		return
+	}
 	n, err := ix.deleteSubtree(ctx, j.path)
 	if err != nil {
 		ix.m.errors.Add(1)

@@ -325,3 +325,60 @@ func TestRestartDoesNotRehash(t *testing.T) {
 		t.Errorf("restart hashed %d files, want 1", n)
 	}
 }
+
+// A rescan that cannot read a directory drops the records of files that
+// vanished elsewhere but keeps those under the unreadable directory. Root
+// reads any directory, so as root the test runs itself again as nobody.
+func TestSweepKeepsUnreadableSubtrees(t *testing.T) {
+	if os.Getuid() == 0 {
+		runAsNobody(t, "TestSweepKeepsUnreadableSubtrees")
+		return
+	}
+	root := t.TempDir()
+	locked := filepath.Join(root, "locked")
+	writeOld(t, filepath.Join(locked, "a"), "a")
+	writeOld(t, filepath.Join(root, "other/b"), "b")
+	writeOld(t, filepath.Join(root, "other/c"), "c")
+	e := newEnv(t, root, envOpts{noWatch: true})
+	e.settle(settleTimeout)
+
+	must(t, os.Chmod(locked, 0))
+	t.Cleanup(func() { os.Chmod(locked, 0o755) })
+	must(t, os.Remove(filepath.Join(root, "other/b")))
+	scans := e.ix.Progress().ScansCompleted
+	e.ix.Rescan(root)
+	deadline := time.Now().Add(settleTimeout)
+	for e.ix.Progress().ScansCompleted == scans && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, ok, _ := e.st.Get([]byte(filepath.Join(root, "other/b"))); ok {
+		t.Error("record of a vanished file kept")
+	}
+	if _, ok, _ := e.st.Get([]byte(filepath.Join(locked, "a"))); !ok {
+		t.Error("record under an unreadable directory dropped")
+	}
+	if _, ok, _ := e.st.Get([]byte(filepath.Join(root, "other/c"))); !ok {
+		t.Error("record of a present file dropped")
+	}
+}
+
+// A root that is empty on a rescan (an unmounted disk's mount point) keeps
+// its records.
+func TestEmptyRootKeepsRecords(t *testing.T) {
+	root := t.TempDir()
+	writeOld(t, filepath.Join(root, "disk/file"), "x")
+	e := newEnv(t, root, envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	must(t, os.RemoveAll(filepath.Join(root, "disk")))
+	e.ix.Rescan(root)
+	deadline := time.Now().Add(settleTimeout)
+	for p := e.ix.Progress(); !p.Idle || p.ScansPending > 0; p = e.ix.Progress() {
+		if time.Now().After(deadline) {
+			t.Fatal("rescan did not end")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, ok, _ := e.st.Get([]byte(filepath.Join(root, "disk/file"))); !ok {
+		t.Error("records of an empty root were dropped")
+	}
+}

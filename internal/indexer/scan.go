@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,8 +19,42 @@ type scan struct {
 	dir  string
 	gen  uint64
 	wg   sync.WaitGroup // paths queued or marks submitted, not yet settled
-	errs atomic.Int64   // walk or mark errors: no sweep when > 0
+	errs atomic.Int64   // failed marks: no sweep at all when > 0
 	seen seenSet        // paths the walk delivered (touched only by its callback)
+
+	mu      sync.Mutex
+	unread  map[string]bool // paths the walk could not read: their subtrees are not swept
+	tooMany bool            // more than maxUnread: nothing is swept
+}
+
+// maxUnread bounds the unreadable paths a scan remembers.
+const maxUnread = 1024
+
+// noteUnread remembers a path the walk could not read.
+func (sc *scan) noteUnread(p string) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if len(sc.unread) >= maxUnread {
+		sc.tooMany = true
+		return
+	}
+	sc.unread[p] = true
+}
+
+// underUnread reports whether p is, or is under, a path the walk could not
+// read.
+func (sc *scan) underUnread(p string) bool {
+	if len(sc.unread) == 0 {
+		return false
+	}
+	for a := p; ; a = filepath.Dir(a) {
+		if sc.unread[a] {
+			return true
+		}
+		if a == sc.dir || a == "/" || a == "." {
+			return false
+		}
+	}
 }
 
 // maxSeen bounds the seen set of one scan (8 bytes a path); beyond it, the
@@ -165,7 +200,7 @@ func (ix *Indexer) scanDir(ctx context.Context, dir string) {
 		ix.log.Error("cannot start scan", "dir", dir, "err", err)
 		return
 	}
-	sc := &scan{dir: dir, gen: gen, seen: newSeenSet()}
+	sc := &scan{dir: dir, gen: gen, seen: newSeenSet(), unread: make(map[string]bool)}
 	if fi, err := fsstat.Lstat(dir); err == nil {
 		ix.gran.learn(fi.Dev, dir)
 	}
@@ -178,7 +213,7 @@ func (ix *Indexer) scanDir(ctx context.Context, dir string) {
 		Workers: ix.opt.WalkWorkers,
 		Ignore:  ix.ignoreFor(dir),
 		OnError: func(path string, err error) {
-			sc.errs.Add(1)
+			sc.noteUnread(path)
 			ix.m.errors.Add(1)
 			ix.log.Warn("cannot read during scan", "path", path, "err", err)
 		},
@@ -211,11 +246,21 @@ func (ix *Indexer) scanDir(ctx context.Context, dir string) {
 		ix.log.Debug("scan target unreadable", "dir", dir, "err", walkErr)
 		ix.scanEnded(dir, false)
 		return
-	case walkErr != nil || sc.errs.Load() > 0:
+	case walkErr != nil || sc.errs.Load() > 0 || sc.tooMany:
 		ix.log.Warn("scan had errors; records of unseen files kept", "dir", dir,
-			"errors", sc.errs.Load(), "err", walkErr)
+			"unreadable", len(sc.unread), "err", walkErr)
 		ix.scanEnded(dir, true)
 		return
+	case root && seen == 0 && ix.hasRecords(dir):
+		// An unmounted disk leaves an empty mount point: keep its records
+		// rather than hash it all again when it comes back.
+		ix.log.Warn("root is empty but the index has records under it; keeping them", "root", dir)
+		ix.scanEnded(dir, true)
+		return
+	}
+	if len(sc.unread) > 0 {
+		ix.log.Warn("scan could not read some paths; their records are kept", "dir", dir,
+			"unreadable", len(sc.unread))
 	}
 	n := 0
 	if !ix.allRecordsSeen(dir, found) {

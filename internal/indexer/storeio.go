@@ -83,7 +83,7 @@ func (ix *Indexer) sweep(ctx context.Context, sc *scan) (int, error) {
 		failed  atomic.Value
 	)
 	err := ix.st.Subtree(ctx, []byte(sc.dir), func(p []byte, r store.Record) error {
-		if r.Generation >= sc.gen || sc.seen.contains(string(p)) {
+		if r.Generation >= sc.gen || sc.seen.contains(string(p)) || sc.underUnread(string(p)) {
 			return nil
 		}
 		wg.Add(1)
@@ -133,4 +133,14 @@ func (ix *Indexer) newGeneration() (uint64, error) {
 func (ix *Indexer) indexEmpty() bool {
 	s, err := ix.st.Stats()
 	return err == nil && s.Files == 0
+}
+
+// hasRecords reports whether the index holds a record at or under dir.
+func (ix *Indexer) hasRecords(dir string) bool {
+	found := false
+	err := ix.st.Subtree(ix.ctx(), []byte(dir), func([]byte, store.Record) error {
+		found = true
+		return store.ErrStop
+	})
+	return err == nil && found
 }
