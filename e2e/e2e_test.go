@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
@@ -425,5 +426,134 @@ func TestDaemonDown(t *testing.T) {
 	r := runCtl(t, os.Environ(), "", "", "--socket", "/nonexistent/annexd.sock", "status")
 	if r.code != 3 || !strings.Contains(r.stderr, "/nonexistent/annexd.sock") {
 		t.Errorf("--socket: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestBatchInteractive: --batch answers each line as soon as it is read,
+// so annexctl works as a co-process (write a path, read its key).
+func TestBatchInteractive(t *testing.T) {
+	d := startDaemon(t, func(root string) {
+		write(t, filepath.Join(root, "a.txt"), "a")
+		write(t, filepath.Join(root, "b.txt"), "b")
+	})
+	cmd := exec.Command(bin.annexctl, "lookup", "--batch")
+	cmd.Env = d.env
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := bufio.NewReader(outPipe)
+	for _, name := range []string{"a.txt", "missing", "b.txt"} {
+		p := filepath.Join(d.root, name)
+		if _, err := fmt.Fprintln(in, p); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readLineTimeout(out, 30*time.Second)
+		if err != nil {
+			t.Fatalf("%s: no answer while stdin stays open: %v", name, err)
+		}
+		want := ""
+		if name != "missing" {
+			want = calckey(t, p)
+		}
+		if got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("exit after EOF: %v", err)
+	}
+}
+
+// readLineTimeout reads one line, giving up after d.
+func readLineTimeout(r *bufio.Reader, d time.Duration) (string, error) {
+	type res struct {
+		s   string
+		err error
+	}
+	c := make(chan res, 1)
+	go func() {
+		s, err := r.ReadString('\n')
+		c <- res{strings.TrimSuffix(s, "\n"), err}
+	}()
+	select {
+	case x := <-c:
+		return x.s, x.err
+	case <-time.After(d):
+		return "", errors.New("timed out")
+	}
+}
+
+// TestStatusWaitCoversWrites: after a burst of writes, status --wait
+// returns once they are indexed, and plain lookups then answer them.
+func TestStatusWaitCoversWrites(t *testing.T) {
+	d := startDaemon(t, nil)
+	var list strings.Builder
+	for i := range 200 {
+		p := filepath.Join(d.root, fmt.Sprintf("burst/%d/f%d.dat", i%10, i))
+		write(t, p, fmt.Sprint("burst ", i))
+		fmt.Fprintln(&list, p)
+	}
+	// No pause: files still in the watcher's quiet delay count as pending.
+	if r := d.ctl("", "status", "--wait", "--timeout", "60s"); r.code != 0 {
+		t.Fatalf("status --wait: exit %d %s", r.code, r.stderr)
+	}
+	r := d.ctl(list.String(), "lookup", "--batch")
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if len(lines) != 200 {
+		t.Fatalf("%d answers", len(lines))
+	}
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "SHA256E-s") {
+			t.Errorf("file %d not indexed after status --wait: %q", i, l)
+		}
+	}
+}
+
+// TestOtherUserRefused: annexctl run as another user gets the daemon's
+// refusal as one line and exit 3. (The test links the socket into an open
+// directory so that user can reach it at all.)
+func TestOtherUserRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run annexctl as uid 65534")
+	}
+	d := startDaemon(t, nil)
+	open, err := os.MkdirTemp("", "e2e-open")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(open)
+	link := filepath.Join(open, "s")
+	for _, step := range []error{os.Chmod(open, 0o755), os.Link(d.socket, link), os.Chmod(link, 0o666)} {
+		if step != nil {
+			t.Fatal(step)
+		}
+	}
+	ctl := filepath.Join(open, "annexctl")
+	b, err := os.ReadFile(bin.annexctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ctl, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(ctl, "--socket", link, "status")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(errb.String(), "refused this user") ||
+		strings.Count(errb.String(), "\n") != 1 {
+		t.Errorf("as uid 65534: %v, stderr %q; want exit 3 and the refusal", err, errb.String())
 	}
 }
