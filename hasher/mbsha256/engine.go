@@ -141,6 +141,9 @@ func (e *Engine) Hash(ctx context.Context, next func() (io.Reader, bool), done f
 	}
 	return e.run(ctx, func() (source, bool) {
 		r, ok := next()
+		if r == nil {
+			r = failing{ErrNilReader}
+		}
 		return source{r: r}, ok
 	}, done)
 }
@@ -157,6 +160,9 @@ func (e *Engine) hashGeneric(ctx context.Context, next func() (io.Reader, bool),
 		if !ok {
 			return nil
 		}
+		if r == nil {
+			r = failing{ErrNilReader}
+		}
 		h := sha256.New()
 		n, err := io.CopyBuffer(h, onlyReader{r}, e.buf)
 		res := Result{Size: n, Err: err}
@@ -164,6 +170,11 @@ func (e *Engine) hashGeneric(ctx context.Context, next func() (io.Reader, bool),
 		done(i, res)
 	}
 }
+
+// failing is a reader that fails with err.
+type failing struct{ err error }
+
+func (f failing) Read([]byte) (int, error) { return 0, f.err }
 
 // onlyReader hides a reader's WriterTo so io.CopyBuffer uses our buffer.
 type onlyReader struct{ io.Reader }
