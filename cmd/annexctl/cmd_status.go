@@ -149,8 +149,11 @@ func clearBar(w io.Writer) {
 
 // printStatus writes the status for people.
 func printStatus(w io.Writer, st api.Status) {
-	fmt.Fprintf(w, "annexd %s (api %d, %s), pid %d, up %s\n", st.Version, st.APIVersion, st.GoVersion,
-		st.PID, time.Since(st.StartedAt).Round(time.Second))
+	up := "?"
+	if !st.StartedAt.IsZero() {
+		up = time.Since(st.StartedAt).Round(time.Second).String()
+	}
+	fmt.Fprintf(w, "annexd %s (api %d, %s), pid %d, up %s\n", st.Version, st.APIVersion, st.GoVersion, st.PID, up)
 	fmt.Fprintf(w, "index:   %s (schema %d): %s files, %s\n", st.IndexPath, st.SchemaVersion,
 		groupDigits(st.Files), humanBytes(st.Bytes))
 	state := "idle"

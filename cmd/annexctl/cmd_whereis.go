@@ -42,13 +42,13 @@ key; anything else is a file. Exit status 1 when nothing is found.`,
 					_, err := out.Write(append(l.AppendJSON(nil), '\n'))
 					return err
 				}
-				out.Write(l.Path)
-				if nul {
-					return out.WriteByte(0)
-				}
 				if l.Stale {
 					out.Flush()
 					fmt.Fprintf(cmd.ErrOrStderr(), "annexctl: %s: changed since indexed\n", l.Path)
+				}
+				out.Write(l.Path)
+				if nul {
+					return out.WriteByte(0)
 				}
 				return out.WriteByte('\n')
 			}
