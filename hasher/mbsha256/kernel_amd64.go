@@ -4,6 +4,8 @@ package mbsha256
 
 import "golang.org/x/sys/cpu"
 
+//go:generate go run ./internal/gen/main.go
+
 //go:noescape
 func blockAVX512(state *[8][maxLanes]uint32, ptrs *[maxLanes]*byte, nblocks int)
 
