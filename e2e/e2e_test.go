@@ -58,7 +58,7 @@ func runMain(m *testing.M) int {
 
 // daemon is a running annexd.
 type daemon struct {
-	t      *testing.T
+	t      testing.TB
 	root   string // watched root (symlinks resolved)
 	socket string
 	env    []string
@@ -70,7 +70,7 @@ type daemon struct {
 
 // startDaemon runs annexd on a new temporary root and waits until its
 // first scan is done. setup, if not nil, fills the root first.
-func startDaemon(t *testing.T, setup func(root string)) *daemon {
+func startDaemon(t testing.TB, setup func(root string)) *daemon {
 	t.Helper()
 	base, err := os.MkdirTemp("", "e2e")
 	if err != nil {
@@ -181,7 +181,7 @@ func (d *daemon) ctlIn(dir, stdin string, args ...string) result {
 	return runCtl(d.t, d.env, dir, stdin, args...)
 }
 
-func runCtl(t *testing.T, env []string, dir, stdin string, args ...string) result {
+func runCtl(t testing.TB, env []string, dir, stdin string, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(bin.annexctl, args...)
 	cmd.Env, cmd.Dir = env, dir
@@ -201,7 +201,7 @@ func runCtl(t *testing.T, env []string, dir, stdin string, args ...string) resul
 }
 
 // calckey is git-annex's own answer for path.
-func calckey(t *testing.T, path string) string {
+func calckey(t testing.TB, path string) string {
 	t.Helper()
 	cmd := exec.Command("git", "annex", "calckey", path)
 	cmd.Dir = bin.gitRepo
@@ -212,7 +212,7 @@ func calckey(t *testing.T, path string) string {
 	return strings.TrimSpace(string(out))
 }
 
-func write(t *testing.T, path, content string) {
+func write(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
