@@ -2,6 +2,8 @@ package hasher
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 )
 
@@ -22,13 +24,19 @@ type BatchEngine interface {
 }
 
 // streamReader reads a stableFile up to its recorded size; a file that ends
-// early reads as a *ChangedError.
+// early reads as a *ChangedError, and once its job's context is done every
+// read fails with the context's error, so that a cancelled file leaves the
+// engine while the others in the batch go on.
 type streamReader struct {
+	ctx  context.Context
 	f    *stableFile
 	left int64
 }
 
 func (r *streamReader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
 	if r.left <= 0 {
 		return 0, io.EOF
 	}
@@ -40,13 +48,17 @@ func (r *streamReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// errBatchEngine reports a BatchEngine that broke its contract; the file's
+// digest is not used.
+var errBatchEngine = errors.New("hasher: batch engine misbehaved")
+
 // batchRun is one call of a worker's engine: the jobs it took, in order.
 type batchRun struct {
-	h     *Hasher
-	first *job
-	jobs  []*job
-	files []*stableFile
-	done  []bool
+	h       *Hasher
+	first   *job
+	jobs    []*job
+	streams []*streamReader
+	done    []bool
 }
 
 // next hands the engine the first job, then any job already queued, without
@@ -71,19 +83,25 @@ func (b *batchRun) next() (io.Reader, bool) {
 			b.h.finish(j, Result{}, err)
 			continue
 		}
-		b.jobs, b.files, b.done = append(b.jobs, j), append(b.files, f), append(b.done, false)
-		return &streamReader{f: f, left: f.before.Size}, true
+		r := &streamReader{ctx: j.ctx, f: f, left: f.before.Size}
+		b.jobs, b.streams, b.done = append(b.jobs, j), append(b.streams, r), append(b.done, false)
+		return r, true
 	}
 }
 
-// finish checks stream i's file identity and answers its caller.
+// finish checks that the engine read stream i to its recorded size and that
+// the file's identity held, and answers its caller.
 func (b *batchRun) finish(i int, sum [32]byte, err error) {
 	if i < 0 || i >= len(b.jobs) || b.done[i] {
 		return
 	}
 	b.done[i] = true
-	f := b.files[i]
+	r := b.streams[i]
+	f := r.f
 	defer f.close()
+	if err == nil && r.left != 0 {
+		err = fmt.Errorf("%w: %s: the engine finished the stream with %d of %d bytes unread", errBatchEngine, f.path, r.left, f.before.Size)
+	}
 	if err == nil {
 		err = f.verify()
 	}

@@ -215,9 +215,7 @@ func (h *Hasher) runBatch(first *job, eng *BatchEngine) {
 	b := &batchRun{h: h, first: first}
 	err := (*eng).Hash(ctx, b.next, b.finish)
 	if err == nil {
-		err = errBatchIncomplete
+		err = fmt.Errorf("%w: it returned without finishing every stream", errBatchEngine)
 	}
 	b.abort(err)
 }
-
-var errBatchIncomplete = errors.New("hasher: batch engine returned without finishing a stream")

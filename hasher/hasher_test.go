@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -272,5 +273,77 @@ func TestPolicyValidate(t *testing.T) {
 	}
 	if err := (Policy{}).Validate(); err != nil {
 		t.Errorf("zero policy: %v", err)
+	}
+}
+
+// funcEngine is a one-lane BatchEngine that hashes each stream it takes
+// with stream, after calling taken (when set).
+type funcEngine struct {
+	taken  func(i int)
+	stream func(r io.Reader) ([32]byte, error)
+}
+
+func (e funcEngine) Lanes() int { return 1 }
+
+func (e funcEngine) Hash(ctx context.Context, next func() (io.Reader, bool), done func(int, [32]byte, error)) error {
+	for i := 0; ; i++ {
+		r, ok := next()
+		if !ok {
+			return nil
+		}
+		if e.taken != nil {
+			e.taken(i)
+		}
+		sum, err := e.stream(r)
+		done(i, sum, err)
+	}
+}
+
+func (e funcEngine) policy() Policy {
+	return Policy{InlineMax: -1, Workers: 1, Batch: func() BatchEngine { return e }, BatchMinStreams: 1}
+}
+
+// An engine that reports a digest without reading its stream to the end
+// gets an error for that file, never a digest.
+func TestBatchEngineStoppingShortGivesNoDigest(t *testing.T) {
+	paths, _ := makeFiles(t, 1, 300<<10)
+	h := New(funcEngine{stream: func(r io.Reader) ([32]byte, error) {
+		head := make([]byte, 4096)
+		n, err := io.ReadFull(r, head)
+		return sha256.Sum256(head[:n]), err
+	}}.policy(), nil)
+	defer h.Close()
+	res, err := h.Hash(context.Background(), paths[0], key.SHA256)
+	if !errors.Is(err, errBatchEngine) || res.Digest != nil || !strings.Contains(err.Error(), paths[0]) {
+		t.Fatalf("got digest %x, error %v; want errBatchEngine naming the file and no digest", res.Digest, err)
+	}
+}
+
+// A file whose caller gives up while it is in the engine stops being read:
+// the engine's reads of it fail with the context's error.
+func TestBatchCancelledFileStopsReading(t *testing.T) {
+	paths, _ := makeFiles(t, 1, 300<<10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	readErr := make(chan error, 1)
+	h := New(funcEngine{
+		taken: func(int) { cancel() },
+		stream: func(r io.Reader) ([32]byte, error) {
+			_, err := io.Copy(io.Discard, r)
+			readErr <- err
+			return [32]byte{}, err
+		},
+	}.policy(), nil)
+	defer h.Close()
+	if _, err := h.Hash(ctx, paths[0], key.SHA256); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Hash: got %v, want context.Canceled", err)
+	}
+	select {
+	case err := <-readErr:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("engine read the cancelled file to its end (error %v)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("engine never finished the cancelled file")
 	}
 }
