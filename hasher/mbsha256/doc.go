@@ -27,8 +27,9 @@
 // When the queue is empty and too few lanes are left busy for the kernel to
 // beat crypto/sha256, the streams still in flight move to the two SHA-NI
 // lanes when the CPU has them, and the last one is finished by crypto/sha256
-// resumed from the lane's state, so a batch's tail never runs slower than
-// hashing the streams one after another.
+// resumed from the lane's state, so that a batch's tail keeps at least about
+// the speed of hashing the streams one after another. Handing streams
+// largest first keeps the most lanes busy while the long ones run.
 //
 // # Caveats
 //
