@@ -3,9 +3,10 @@ package apiserver
 import (
 	"context"
 	"fmt"
-	"github.com/annexd/annexd/api"
 	"path/filepath"
 	"testing"
+
+	"github.com/annexd/annexd/api"
 )
 
 // benchTree creates n small indexed files under a new root and serves

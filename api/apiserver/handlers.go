@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/annexd/annexd/api"
 	"io"
 	"net/http"
 	"net/url"
@@ -17,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/annexd/annexd/api"
 	"github.com/annexd/annexd/key"
 )
 
@@ -89,6 +89,9 @@ func (s *Server) handleLookupBatch(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		res, err := s.lookupLine(r, line, roots, wait)
+		if err != nil && r.Context().Err() != nil {
+			return // the client left; nobody reads the rest
+		}
 		if err != nil {
 			s.log.Error("api lookup failed", "err", err)
 			st.end(api.StreamEnd{Error: err.Error(), Code: api.CodeInternal})

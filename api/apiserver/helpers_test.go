@@ -2,13 +2,14 @@ package apiserver
 
 import (
 	"context"
-	"github.com/annexd/annexd/api"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/annexd/annexd/api"
 )
 
 // shortDir returns a fresh temporary directory with a short path (unix

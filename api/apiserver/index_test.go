@@ -3,7 +3,6 @@ package apiserver
 import (
 	"context"
 	"errors"
-	"github.com/annexd/annexd/api"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/annexd/annexd/api"
 	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/internal/fsstat"
 	"github.com/annexd/annexd/key"

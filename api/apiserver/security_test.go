@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/annexd/annexd/api"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/annexd/annexd/api"
 )
 
 // helperEnv makes the test binary act as a client for TestOtherUIDForbidden.

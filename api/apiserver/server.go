@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"github.com/annexd/annexd/api"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/annexd/annexd/api"
 )
 
 // Limits and timeouts of the server. They are generous for the one local
