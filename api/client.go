@@ -241,7 +241,11 @@ func (c *Client) getJSON(ctx context.Context, p string, v url.Values, out any) e
 		return err
 	}
 	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxStreamLine))
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrBadResponse, err)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadResponse, err)
 	}
 	return nil

@@ -196,7 +196,11 @@ func (s *Server) whereisByPath(r *http.Request, v url.Values) (api.WhereisQuery,
 	if err := checkUnderRoots(p, s.cfg.Index.Roots()); err != nil {
 		return api.WhereisQuery{}, err
 	}
-	res, err := s.cfg.Index.Lookup(r.Context(), p, v.Get("wait") == "1")
+	wait, err := boolParam(v, "wait")
+	if err != nil {
+		return api.WhereisQuery{}, err
+	}
+	res, err := s.cfg.Index.Lookup(r.Context(), p, wait)
 	if err != nil {
 		return api.WhereisQuery{}, fmt.Errorf("%w: %w", errIndex, err)
 	}
