@@ -307,8 +307,8 @@ func TestRemoveAllIsOneEvent(t *testing.T) {
 	if err := os.RemoveAll(tr); err != nil {
 		t.Fatal(err)
 	}
-	evs := r.wait("tree removed", func(evs []Event) bool { return has(evs, Removed, tr) })
-	evs = r.quiet(500 * time.Millisecond)
+	r.wait("tree removed", func(evs []Event) bool { return has(evs, Removed, tr) })
+	evs := r.quiet(500 * time.Millisecond)
 	if len(evs) != 1 {
 		t.Errorf("rm -rf of 200 files made %d events, want one Removed: %v", len(evs), evs[:min(len(evs), 5)])
 	}
@@ -565,8 +565,8 @@ func TestIgnoredDirectoriesGetNoWatch(t *testing.T) {
 	write(t, filepath.Join(root, "scratch.tmp"), "x")
 	os.Mkdir(filepath.Join(root, ".cache"), 0o755)
 	write(t, filepath.Join(root, "kept"), "x")
-	evs := r.wait("kept", func(evs []Event) bool { return has(evs, Changed, filepath.Join(root, "kept")) })
-	evs = r.quiet(300 * time.Millisecond)
+	r.wait("kept", func(evs []Event) bool { return has(evs, Changed, filepath.Join(root, "kept")) })
+	evs := r.quiet(300 * time.Millisecond)
 	for _, e := range evs {
 		if e.Path != filepath.Join(root, "kept") {
 			t.Errorf("ignored path reported: %v", e)
