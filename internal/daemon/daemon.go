@@ -216,8 +216,10 @@ func (a *App) setup(ctx context.Context) error {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	if err := reg.Register(a.ix.Collector()); err != nil {
-		return fmt.Errorf("daemon: metrics: %w", err)
+	for _, c := range []prometheus.Collector{a.ix.Collector(), collector{a: a}} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("daemon: metrics: %w", err)
+		}
 	}
 	a.srv, err = apiserver.NewServer(apiserver.Config{
 		Index:      &adapter{a: a},

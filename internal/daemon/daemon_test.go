@@ -145,7 +145,9 @@ func TestRunServesTheAPI(t *testing.T) {
 	}
 
 	m, err := c.Metrics(ctx)
-	if err != nil || !bytes.Contains(m, []byte("annexd_indexer_files_hashed_total 3")) {
+	if err != nil || !bytes.Contains(m, []byte("annexd_indexer_files_hashed_total 3")) ||
+		!bytes.Contains(m, []byte("annexd_index_files 3")) || !bytes.Contains(m, []byte("annexd_index_duplicate_groups 1")) ||
+		!bytes.Contains(m, []byte("annexd_watcher_watches{root=")) {
 		t.Errorf("metrics lack the indexer's counters: %v\n%.2000s", err, m)
 	}
 }

@@ -1,0 +1,55 @@
+package daemon
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// collector exports the index totals and the watcher's health, read at
+// scrape time: annexd_index_* and annexd_watcher_*.
+type collector struct{ a *App }
+
+var (
+	descFiles     = prometheus.NewDesc("annexd_index_files", "Files in the index.", nil, nil)
+	descBytes     = prometheus.NewDesc("annexd_index_bytes", "Total size of the indexed files.", nil, nil)
+	descUnique    = prometheus.NewDesc("annexd_index_unique_digests", "Distinct digests among the hashed files.", nil, nil)
+	descDupGroups = prometheus.NewDesc("annexd_index_duplicate_groups", "Digests held by at least two distinct inodes.", nil, nil)
+	descWasted    = prometheus.NewDesc("annexd_index_wasted_bytes", "Bytes the duplicate groups waste.", nil, nil)
+	descIndexSize = prometheus.NewDesc("annexd_index_file_bytes", "Size of the index file.", nil, nil)
+	descWatches   = prometheus.NewDesc("annexd_watcher_watches", "inotify watches in use.", []string{"root"}, nil)
+	descUnwatched = prometheus.NewDesc("annexd_watcher_unwatched_dirs", "Directories without a watch (degraded mode), by root.", []string{"root"}, nil)
+	descDegraded  = prometheus.NewDesc("annexd_watcher_degraded", "1 when some directories of the root have no watch.", []string{"root"}, nil)
+	descOverflows = prometheus.NewDesc("annexd_watcher_overflows_total", "inotify queue overflows since start.", []string{"root"}, nil)
+	descWaiting   = prometheus.NewDesc("annexd_watcher_pending_paths", "Paths waiting for their quiet delay.", []string{"root"}, nil)
+)
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descFiles, descBytes, descUnique, descDupGroups, descWasted,
+		descIndexSize, descWatches, descUnwatched, descDegraded, descOverflows, descWaiting} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	if s, err := c.a.st.Stats(); err == nil {
+		gauge(descFiles, float64(s.Files))
+		gauge(descBytes, float64(s.Bytes))
+		gauge(descUnique, float64(s.Unique))
+		gauge(descDupGroups, float64(s.DupGroups))
+		gauge(descWasted, float64(s.Wasted))
+		gauge(descIndexSize, float64(s.IndexBytes))
+	}
+	for _, r := range c.a.w.Status().Roots {
+		gauge(descWatches, float64(r.Watches), r.Root)
+		gauge(descUnwatched, float64(r.Unwatched), r.Root)
+		degraded := 0.0
+		if r.Degraded {
+			degraded = 1
+		}
+		gauge(descDegraded, degraded, r.Root)
+		ch <- prometheus.MustNewConstMetric(descOverflows, prometheus.CounterValue, float64(r.Overflows), r.Root)
+		gauge(descWaiting, float64(r.Pending), r.Root)
+	}
+}
