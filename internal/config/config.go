@@ -61,6 +61,7 @@ type Config struct {
 	Ignore  Ignore  `toml:"ignore"`
 	Hasher  Hasher  `toml:"hasher"`
 	Indexer Indexer `toml:"indexer"`
+	API     API     `toml:"api"`
 
 	// File is the config file this came from, "" when none was read.
 	File string `toml:"-"`
@@ -110,6 +111,15 @@ type Indexer struct {
 	HashWorkers int `toml:"hash_workers"`
 	// MaxPending bounds the queue of paths waiting to be hashed.
 	MaxPending int `toml:"max_pending"`
+}
+
+// API configures the local API beyond its unix socket.
+type API struct {
+	// TCP, when set, also serves the API on this loopback address
+	// ("127.0.0.1:7777"); every request must then carry Token.
+	TCP string `toml:"tcp"`
+	// Token is the bearer token TCP clients send; at least 16 characters.
+	Token string `toml:"token"`
 }
 
 // Load reads the config file at path. When path is "" the default location is
@@ -235,6 +245,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Indexer.HashWorkers < 0 {
 		return c.invalid("indexer.hash_workers", fmt.Sprint(c.Indexer.HashWorkers), "a count ≥ 0")
+	}
+	if c.API.TCP != "" && len(c.API.Token) < 16 {
+		return c.invalid("api.token", strings.Repeat("*", len(c.API.Token)), "at least 16 characters when api.tcp is set")
 	}
 	if c.Indexer.MaxPending < 1 {
 		return c.invalid("indexer.max_pending", fmt.Sprint(c.Indexer.MaxPending), "a count ≥ 1")

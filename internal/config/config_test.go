@@ -173,6 +173,7 @@ func TestValidateRejects(t *testing.T) {
 		"hasher.external":      func(c *Config) { c.Hasher.External = "maybe" },
 		"indexer.hash_workers": func(c *Config) { c.Indexer.HashWorkers = -1 },
 		"watch.quiet_delay":    func(c *Config) { c.Watch.QuietDelay = -time.Second },
+		"api.token":            func(c *Config) { c.API.TCP = "127.0.0.1:7777"; c.API.Token = "short" },
 	}
 	for name, mod := range cases {
 		var c Config

@@ -224,6 +224,8 @@ func (a *App) setup(ctx context.Context) error {
 	a.srv, err = apiserver.NewServer(apiserver.Config{
 		Index:      &adapter{a: a},
 		Socket:     a.cfg.Socket,
+		TCPAddr:    a.cfg.API.TCP,
+		Token:      a.cfg.API.Token,
 		Version:    a.opts.Version,
 		Logger:     a.log.With("part", "api"),
 		Registerer: reg,
