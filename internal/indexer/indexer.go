@@ -125,7 +125,10 @@ type Indexer struct {
 	onDemand chan struct{} // semaphore: hashes run by Lookup
 	renameMu sync.Mutex
 	gran     granularity
-	ign      ignoreRules
+
+	unreadMu     sync.Mutex
+	unreadLogged map[string]struct{} // unreadable paths already logged
+	ign          ignoreRules
 
 	scans    *scheduler
 	removals *removals
@@ -153,17 +156,18 @@ func New(st *store.Store, h Hasher, opt Options) (*Indexer, error) {
 		opt.Roots[i] = filepath.Clean(r)
 	}
 	ix := &Indexer{
-		ign:      ign,
-		opt:      opt,
-		st:       st,
-		h:        h,
-		log:      opt.Logger,
-		queue:    make(chan job, opt.MaxPending),
-		pend:     newPendingSet(),
-		writes:   make(chan struct{}, opt.MaxWrites),
-		onDemand: make(chan struct{}, 2),
-		started:  make(chan struct{}),
-		initial:  make(chan struct{}),
+		ign:          ign,
+		unreadLogged: make(map[string]struct{}),
+		opt:          opt,
+		st:           st,
+		h:            h,
+		log:          opt.Logger,
+		queue:        make(chan job, opt.MaxPending),
+		pend:         newPendingSet(),
+		writes:       make(chan struct{}, opt.MaxWrites),
+		onDemand:     make(chan struct{}, 2),
+		started:      make(chan struct{}),
+		initial:      make(chan struct{}),
 
 		startTime: time.Now(),
 	}

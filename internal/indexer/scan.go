@@ -215,7 +215,7 @@ func (ix *Indexer) scanDir(ctx context.Context, dir string) {
 		OnError: func(path string, err error) {
 			sc.noteUnread(path)
 			ix.m.errors.Add(1)
-			ix.log.Warn("cannot read during scan", "path", path, "err", err)
+			ix.logUnreadable(path, err)
 		},
 	}, func(e walker.Entry) error {
 		if ix.excluded(e.Path) || (!root && ix.ignored(e.Path, false)) {
@@ -370,4 +370,23 @@ func waitGroup(ctx context.Context, wg *sync.WaitGroup) {
 	case <-done:
 	case <-ctx.Done():
 	}
+}
+
+// maxLoggedUnreadable bounds the paths remembered as already logged.
+const maxLoggedUnreadable = 10000
+
+// logUnreadable logs a path a walk could not read as a warning the first
+// time, and at debug level when later scans meet it again.
+func (ix *Indexer) logUnreadable(path string, err error) {
+	ix.unreadMu.Lock()
+	_, again := ix.unreadLogged[path]
+	if !again && len(ix.unreadLogged) < maxLoggedUnreadable {
+		ix.unreadLogged[path] = struct{}{}
+	}
+	ix.unreadMu.Unlock()
+	if again {
+		ix.log.Debug("cannot read during scan", "path", path, "err", err)
+		return
+	}
+	ix.log.Warn("cannot read during scan; its records are kept", "path", path, "err", err)
 }
