@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -332,6 +333,7 @@ func TestAppendWhileHashing(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
+	var appends atomic.Int64
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -345,13 +347,27 @@ func TestAppendWhileHashing(t *testing.T) {
 			f.Write([]byte("x"))
 			content = append(content, 'x')
 			mu.Unlock()
+			appends.Add(1)
 			time.Sleep(50 * time.Microsecond)
 		}
 	}()
+	// On a loaded machine the writer may not run while a file is read, and
+	// then the file did not change: the hooks make sure it appends at least
+	// once between the first read and the check.
+	var atFirstRead atomic.Int64
+	testHookRead = func(string) { atFirstRead.CompareAndSwap(-1, appends.Load()) }
+	testHookAfterRead = func(string) {
+		for deadline := time.Now().Add(10 * time.Second); appends.Load() <= atFirstRead.Load() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	defer func() { testHookRead, testHookAfterRead = nil, nil }()
 	h := New(Policy{InlineMax: -1}, nil)
 	defer h.Close()
 	for i := 0; i < 3; i++ {
+		atFirstRead.Store(-1)
 		_, err1 := HashFile(context.Background(), path, key.SHA256E)
+		atFirstRead.Store(-1)
 		_, err2 := h.Hash(context.Background(), path, key.SHA256E)
 		for _, err := range []error{err1, err2} {
 			if !errors.Is(err, ErrChanged) {
@@ -361,6 +377,7 @@ func TestAppendWhileHashing(t *testing.T) {
 			}
 		}
 	}
+	testHookRead, testHookAfterRead = nil, nil
 	close(stop)
 	wg.Wait()
 	res, err := h.Hash(context.Background(), path, key.SHA256E)
