@@ -18,6 +18,12 @@ import (
 // corpusFiles lists the files of at least 1 MiB under $MBSHA256_CORPUS
 // (default /work/corpus, the shared benchmark tree), or skips.
 func corpusFiles(b *testing.B) ([]string, int64) {
+	return corpusFilesSized(b, 1<<20, 1<<62)
+}
+
+// corpusFilesSized lists the corpus's files of lo ≤ size < hi bytes, with
+// their total size, after reading them once to warm the page cache.
+func corpusFilesSized(b *testing.B, lo, hi int64) ([]string, int64) {
 	root := os.Getenv("MBSHA256_CORPUS")
 	if root == "" {
 		root = "/work/corpus"
@@ -35,7 +41,7 @@ func corpusFiles(b *testing.B) ([]string, int64) {
 		if err != nil {
 			return err
 		}
-		if info.Size() >= 1<<20 {
+		if info.Size() >= lo && info.Size() < hi {
 			paths = append(paths, p)
 			total += info.Size()
 		}
@@ -54,30 +60,46 @@ func corpusFiles(b *testing.B) ([]string, int64) {
 	return paths, total
 }
 
-// hashFilesEngine hashes paths with one engine, as a pool worker would: all
-// files opened up front, handed over as readers.
+// hashFilesEngine hashes paths with one engine, as a pool worker would:
+// each file is opened when a lane takes it and closed when its digest is
+// known, so at most Lanes files are open at once.
 func hashFilesEngine(e *Engine, paths []string) error {
-	files := make([]*os.File, 0, len(paths))
-	defer func() {
-		for _, f := range files {
-			f.Close()
+	files := make([]*os.File, len(paths))
+	var firstErr error
+	fail := func(err error) {
+		if firstErr == nil {
+			firstErr = err
 		}
-	}()
-	rs := make([]io.Reader, len(paths))
-	for i, p := range paths {
-		f, err := os.Open(p)
+	}
+	i := 0
+	next := func() (io.Reader, bool) {
+		if i == len(paths) {
+			return nil, false
+		}
+		f, err := os.Open(paths[i])
 		if err != nil {
-			return err
+			fail(err)
+			f = nil
 		}
-		files = append(files, f)
-		rs[i] = f
+		files[i] = f
+		i++
+		if f == nil {
+			return nil, true // reported as ErrNilReader
+		}
+		return f, true
 	}
-	for _, r := range e.SumReaders(context.Background(), rs) {
+	err := e.Hash(context.Background(), next, func(j int, r Result) {
+		if files[j] != nil {
+			files[j].Close()
+		}
 		if r.Err != nil {
-			return r.Err
+			fail(r.Err)
 		}
+	})
+	if err != nil {
+		return err
 	}
-	return nil
+	return firstErr
 }
 
 // hashFilesCrypto hashes paths one after another with crypto/sha256 through a
@@ -150,6 +172,43 @@ func BenchmarkCorpusOneCore(b *testing.B) {
 				b.ReportMetric(0, "ns/op")
 			})
 		}
+	}
+}
+
+// BenchmarkCorpusSizeClasses hashes the corpus's files of each size class
+// (largest first) on one goroutine, opening, reading and closing each file
+// as a pool would, in thread CPU time: where the lanes still pay once the
+// per-file system calls are counted.
+func BenchmarkCorpusSizeClasses(b *testing.B) {
+	e := New()
+	for _, c := range []struct {
+		name   string
+		lo, hi int64
+	}{{"0-4KiB", 0, 4 << 10}, {"4-16KiB", 4 << 10, 16 << 10}, {"16-64KiB", 16 << 10, 64 << 10}, {"64KiB-1MiB", 64 << 10, 1 << 20}} {
+		b.Run(e.Kernel()+"/"+c.name, func(b *testing.B) {
+			paths, total := corpusFilesSized(b, c.lo, c.hi)
+			paths = largestFirst(b, paths)
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var te, tc time.Duration
+			for range b.N {
+				t0 := threadCPU(b)
+				err1 := hashFilesEngine(e, paths)
+				t1 := threadCPU(b)
+				err2 := hashFilesCrypto(paths)
+				if err1 != nil || err2 != nil {
+					b.Fatal(err1, err2)
+				}
+				te += t1 - t0
+				tc += threadCPU(b) - t1
+			}
+			mb := float64(total) * float64(b.N) / 1e6
+			b.ReportMetric(float64(len(paths)), "files")
+			b.ReportMetric(mb/te.Seconds(), "engine-MB/s")
+			b.ReportMetric(mb/tc.Seconds(), "crypto-MB/s")
+			b.ReportMetric(tc.Seconds()/te.Seconds(), "x-crypto")
+			b.ReportMetric(0, "ns/op")
+		})
 	}
 }
 
