@@ -444,16 +444,24 @@ func measurePerFile(ctx context.Context, s samples, impl SHA256Impl, buf BufferC
 		}
 		path := s.small[size]
 		const n = 40
+		var err error // the last failure: a run cut short measures nothing
 		inline := best(3, func() {
 			for range n {
-				hashFile(ctx, path, key.SHA256, nil, o)
+				if _, e := hashFile(ctx, path, key.SHA256, nil, o); e != nil {
+					err = e
+				}
 			}
 		})
 		pool := best(3, func() {
 			for range n {
-				h.Hash(ctx, path, key.SHA256)
+				if _, e := h.Hash(ctx, path, key.SHA256); e != nil {
+					err = e
+				}
 			}
 		})
+		if err != nil {
+			break
+		}
 		out = append(out, FileCost{Size: size, InlineUs: us(inline) / n, PoolUs: us(pool) / n})
 	}
 	if len(out) == 0 {
@@ -502,6 +510,10 @@ func measureExternal(ctx context.Context, name, path string, s samples) Candidat
 		c.Rejected = err.Error()
 		return c
 	}
+	if ctx.Err() != nil {
+		c.Rejected = errOverBudget.Error()
+		return c
+	}
 	e := externalHasher{path: path, kind: kind}
 	var cpu time.Duration // of the last run
 	run := func(file string) ([]byte, error) {
@@ -516,7 +528,11 @@ func measureExternal(ctx context.Context, name, path string, s samples) Candidat
 	}
 	for i, v := range sha256Vectors() {
 		got, err := run(s.vectors[i])
-		if err != nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
+			c.Rejected = errOverBudget.Error()
+			return c
+		case err != nil:
 			c.Rejected = "failed the known-answer vectors: " + err.Error()
 			return c
 		}
@@ -569,7 +585,7 @@ func derive(c *Calibration, impl SHA256Impl) {
 	fileMBps := buf.MBps
 	if std, ok := c.Candidate(NameStd); ok {
 		simd, _ := c.Candidate(NameSIMD)
-		c.note("sha256 = %s: crypto/sha256 %.0f MB/s, sha256-simd %.0f MB/s on a buffer in memory (sha256-simd must be 5 %% faster to be chosen)", impl, std.MBps, simd.MBps)
+		c.note("sha256 = %s: crypto/sha256 %s, sha256-simd %s on a buffer in memory (sha256-simd must be 5 %% faster to be chosen)", impl, rate(std), rate(simd))
 	}
 	if len(c.Buffers) > 0 {
 		c.note("buffer_size = %s: the smallest read size within 3 %% of the fastest hashing the %s sample file (%.0f MB/s)", sizeStr(int64(buf.Size)), sizeStr(sampleSize), fileMBps)
@@ -577,16 +593,25 @@ func derive(c *Calibration, impl SHA256Impl) {
 		c.note("buffer_size = %s: default, read sizes not measured", sizeStr(int64(buf.Size)))
 	}
 
-	p.InlineMax = inlineMax(c.HandoffUs, fileMBps)
-	c.note("inline_max = %s: the pool hand-off (%.1f µs per file) is under %.0f %% of hashing any larger file at %.0f MB/s",
-		sizeStr(p.InlineMax), c.HandoffUs, 100*handoffShare, fileMBps)
+	if len(c.PerFile) == 0 || fileMBps <= 0 {
+		p.InlineMax = DefaultInlineMax
+		c.note("inline_max = %s: default, the pool hand-off or the file throughput was not measured", sizeStr(p.InlineMax))
+	} else {
+		p.InlineMax = inlineMax(c.HandoffUs, fileMBps)
+		c.note("inline_max = %s: the pool hand-off (%.1f µs per file) is under %.0f %% of hashing any larger file at %.0f MB/s",
+			sizeStr(p.InlineMax), c.HandoffUs, 100*handoffShare, fileMBps)
+	}
 
 	var inOverheadUs float64
 	if len(c.PerFile) > 0 {
 		inOverheadUs = c.PerFile[0].InlineUs
 	}
 	p.ExternalMin, p.External = chooseExternal(c, fileMBps, inOverheadUs, p.InlineMax)
-	if p.ExternalMin == 0 {
+	switch {
+	case p.ExternalMin != 0:
+	case fileMBps <= 0:
+		c.note("external_min = never: in-process hashing from a file was not measured, so no external program could be shown to win")
+	default:
 		c.note("external_min = never: no external program hashes faster than in-process (%.0f MB/s from a file)", fileMBps)
 	}
 	single, _ := c.Candidate(string(impl))
@@ -594,6 +619,14 @@ func derive(c *Calibration, impl SHA256Impl) {
 	p.Workers = c.Fingerprint.NumCPU
 	c.note("workers = %d: one per CPU", p.Workers)
 	c.Policy = p
+}
+
+// rate is a candidate's measured throughput for a note.
+func rate(x Candidate) string {
+	if x.MBps <= 0 {
+		return "not measured"
+	}
+	return fmt.Sprintf("%.0f MB/s", x.MBps)
 }
 
 func (c *Calibration) note(format string, args ...any) {
@@ -630,7 +663,11 @@ func chooseExternal(c *Calibration, fileMBps, inOverheadUs float64, inlineMax in
 		if x.Kind != KindExternal || !x.Verified || x.Rejected != "" {
 			continue
 		}
-		if fileMBps <= 0 || x.MBps < 1.05*fileMBps {
+		if fileMBps <= 0 {
+			x.Rejected = "not compared: in-process hashing from a file was not measured"
+			continue
+		}
+		if x.MBps < 1.05*fileMBps {
 			x.Rejected = fmt.Sprintf("never wins: %.0f MB/s plus %.0f µs per run, in-process does %.0f MB/s plus %.0f µs per file",
 				x.MBps, x.OverheadUs, fileMBps, inOverheadUs)
 			continue

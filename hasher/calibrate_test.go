@@ -302,3 +302,47 @@ func TestStillValidNoticesChanges(t *testing.T) {
 		t.Error("replaced external program still valid")
 	}
 }
+
+// An external program cut short by the time budget is reported as not
+// measured, not as failing the known answers.
+func TestMeasureExternalOutOfTime(t *testing.T) {
+	dir := t.TempDir()
+	slow := writeScript(t, dir, "sha256sum", "exec sleep 10\n")
+	s, err := writeSamples(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	c := measureExternal(ctx, "sha256sum", slow, s)
+	if c.Rejected != errOverBudget.Error() || c.Chosen || strings.Contains(c.Rejected, "known-answer") {
+		t.Fatalf("slow program cut short: %+v; want rejected as not measured", c)
+	}
+	if verified(c) == "FAIL" {
+		t.Errorf("table says the program failed the known answers")
+	}
+}
+
+// derive without the file measurements (the budget ran out) keeps the
+// defaults and says so instead of quoting figures of 0.
+func TestDeriveUnmeasured(t *testing.T) {
+	c := Calibration{
+		Fingerprint: Fingerprint{NumCPU: 2},
+		Candidates: []Candidate{
+			{Name: NameStd, Kind: KindInProcess, Verified: true, MBps: 1300, Chosen: true},
+			{Name: "openssl", Kind: KindExternal, Path: "/x/openssl", Verified: true, MBps: 5000, OverheadUs: 1000},
+		},
+	}
+	derive(&c, SHA256Std)
+	checkInvariants(t, c)
+	if c.Policy.InlineMax != DefaultInlineMax || c.Policy.ExternalMin != 0 {
+		t.Errorf("policy %+v: want the default inline_max and no external program", c.Policy)
+	}
+	if x, _ := c.Candidate("openssl"); !strings.Contains(x.Rejected, "not measured") {
+		t.Errorf("openssl: %q; want rejected as not compared", x.Rejected)
+	}
+	notes := strings.Join(c.Notes, "\n")
+	if strings.Contains(notes, " 0 MB/s") || !strings.Contains(notes, "not measured") {
+		t.Errorf("notes quote unmeasured figures:\n%s", notes)
+	}
+}

@@ -118,6 +118,9 @@ func (e externalHasher) runStdin(ctx context.Context, in *os.File) ([]byte, time
 	var out, errOut limitedBuffer
 	out.max, errOut.max = 4096, 4096
 	cmd.Stdout, cmd.Stderr = &out, &errOut
+	// Once ctx ends and the program is killed, do not wait long for a
+	// child it left holding the output pipes.
+	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			return nil, 0, ctx.Err()
