@@ -145,10 +145,25 @@ func BenchmarkCorpusOneCore(b *testing.B) {
 	walked, total := corpusFiles(b)
 	for _, name := range Kernels() {
 		e, _ := NewKernel(name)
-		for _, order := range []string{"walk", "largest-first"} {
+		for _, order := range []string{"walk", "largest-first", "walk-in-batches-of-lanes"} {
 			paths := walked
 			if order == "largest-first" {
 				paths = largestFirst(b, walked)
+			}
+			hash := func(paths []string) error { return hashFilesEngine(e, paths) }
+			if order == "walk-in-batches-of-lanes" {
+				// A pool that hands the engine Lanes() files per call:
+				// every call ends in its own tail.
+				hash = func(paths []string) error {
+					for len(paths) > 0 {
+						n := min(len(paths), e.Lanes())
+						if err := hashFilesEngine(e, paths[:n]); err != nil {
+							return err
+						}
+						paths = paths[n:]
+					}
+					return nil
+				}
 			}
 			b.Run(name+"/"+order, func(b *testing.B) {
 				runtime.LockOSThread()
@@ -156,7 +171,7 @@ func BenchmarkCorpusOneCore(b *testing.B) {
 				var te, tc time.Duration
 				for range b.N {
 					t0 := threadCPU(b)
-					err1 := hashFilesEngine(e, paths)
+					err1 := hash(paths)
 					t1 := threadCPU(b)
 					err2 := hashFilesCrypto(paths)
 					if err1 != nil || err2 != nil {

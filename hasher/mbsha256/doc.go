@@ -21,8 +21,10 @@
 // ChunkSize bytes, pads each stream with its own length when it ends, hands
 // the digest to a callback at once and refills the lane with the next
 // stream. Streams of different lengths share the lanes freely. Memory is
-// bounded by Lanes × ChunkSize. SumReaders and SumMany are conveniences over
-// Hash for a slice of readers or byte slices.
+// bounded by (Lanes + 2) × ChunkSize (the two SHA-NI finishing lanes below
+// included), and at most Lanes + 2 streams are open at once when next opens
+// each file as it is asked for it. SumReaders and SumMany are conveniences
+// over Hash for a slice of readers or byte slices.
 //
 // When the queue is empty and too few lanes are left busy for the kernel to
 // beat crypto/sha256, the streams still in flight move to the two SHA-NI
