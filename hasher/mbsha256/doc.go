@@ -22,8 +22,8 @@
 // the digest to a callback at once and refills the lane with the next
 // stream. Streams of different lengths share the lanes freely. Memory is
 // bounded by (Lanes + 2) × ChunkSize (the two SHA-NI finishing lanes below
-// included), and at most Lanes + 2 streams are open at once when next opens
-// each file as it is asked for it. SumReaders and SumMany are conveniences
+// included), and at most Lanes streams are in flight, so a next that opens
+// each file when asked for it keeps at most Lanes files open. SumReaders and SumMany are conveniences
 // over Hash for a slice of readers or byte slices.
 //
 // When the queue is empty and too few lanes are left busy for the kernel to
