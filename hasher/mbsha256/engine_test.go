@@ -442,3 +442,42 @@ func TestNilReaderIsAnError(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamsInFlightBoundedByLanes checks the documented bound that lets a
+// caller open each file only when Hash asks for it.
+func TestStreamsInFlightBoundedByLanes(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	var inputs [][]byte
+	for range 100 {
+		inputs = append(inputs, randomBytes(r.Uint64(), r.IntN(300_000)))
+	}
+	for _, te := range engines(t) {
+		t.Run(te.name, func(t *testing.T) {
+			taken, inFlight, most := 0, 0, 0
+			next := func() (io.Reader, bool) {
+				if taken == len(inputs) {
+					return nil, false
+				}
+				taken++
+				inFlight++
+				most = max(most, inFlight)
+				return bytes.NewReader(inputs[taken-1]), true
+			}
+			err := te.e.Hash(context.Background(), next, func(i int, r Result) {
+				inFlight--
+				if r.Err != nil || r.Sum != sha256.Sum256(inputs[i]) {
+					t.Errorf("stream %d: %v, wrong or missing digest", i, r.Err)
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if inFlight != 0 || taken != len(inputs) {
+				t.Errorf("%d streams taken, %d never reported", taken, inFlight)
+			}
+			if most > te.e.Lanes() {
+				t.Errorf("%d streams in flight at once, more than %d lanes", most, te.e.Lanes())
+			}
+		})
+	}
+}
