@@ -49,9 +49,12 @@ type CalibrateOptions struct {
 // Calibration is everything Calibrate measured and the Policy it chose. It
 // marshals to JSON with stable field names.
 type Calibration struct {
-	Format      int          `json:"format"`
-	At          time.Time    `json:"at"`
-	TookMs      float64      `json:"took_ms"`
+	Format int       `json:"format"`
+	At     time.Time `json:"at"`
+	TookMs float64   `json:"took_ms"`
+	// Complete: every step ran within the time budget. A calibration cut
+	// short is fit to use but not to keep: StillValid is false for it.
+	Complete    bool         `json:"complete"`
 	Fingerprint Fingerprint  `json:"fingerprint"`
 	Candidates  []Candidate  `json:"candidates"`
 	Buffers     []BufferCost `json:"buffers"`    // read+hash of a sample file by read size
@@ -109,11 +112,11 @@ type FileCost struct {
 	PoolUs   float64 `json:"pool_us"`
 }
 
-// StillValid reports whether c was measured by this program version on this
-// machine with the external programs as they are now, so it can be reused
-// instead of calibrating again.
+// StillValid reports whether c was measured completely, by this program
+// version, on this machine, with the external programs as they are now, so
+// it can be reused instead of calibrating again.
 func (c Calibration) StillValid() bool {
-	if c.Format != calibrationFormat {
+	if c.Format != calibrationFormat || !c.Complete {
 		return false
 	}
 	names := make([]string, len(c.Fingerprint.Programs))
@@ -219,9 +222,10 @@ func Calibrate(ctx context.Context, opts CalibrateOptions) (Calibration, error) 
 	if err := parent.Err(); err != nil {
 		return c, err
 	}
+	c.Complete = ctx.Err() == nil
 	derive(&c, impl)
 	c.TookMs = ms(time.Since(start))
-	log.Info("hasher: calibrated", "took_ms", c.TookMs, "sha256", c.Policy.SHA256,
+	log.Info("hasher: calibrated", "took_ms", c.TookMs, "complete", c.Complete, "sha256", c.Policy.SHA256,
 		"inline_max", c.Policy.InlineMax, "external_min", c.Policy.ExternalMin, "external", c.Policy.External)
 	return c, nil
 }

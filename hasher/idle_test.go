@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,6 +46,9 @@ func TestCalibrateOverBudget(t *testing.T) {
 	checkInvariants(t, c)
 	if c.Policy.ExternalMin != 0 || c.Policy.BatchKernel != "" {
 		t.Errorf("unmeasured candidates used: %+v", c.Policy)
+	}
+	if c.Complete || c.StillValid() || !strings.Contains(c.String(), "cut short") {
+		t.Errorf("calibration cut short: complete %v, still valid %v; want neither, and the table to say so", c.Complete, c.StillValid())
 	}
 	for _, x := range c.Candidates {
 		if x.Kind == KindExternal && x.Path != "" && x.Verified && x.Rejected == "" {

@@ -10,7 +10,11 @@ import (
 func (c Calibration) String() string {
 	var sb strings.Builder
 	fp := c.Fingerprint
-	fmt.Fprintf(&sb, "hashing calibration, %s, took %.0f ms\n", c.At.Format("2006-01-02 15:04:05Z"), c.TookMs)
+	fmt.Fprintf(&sb, "hashing calibration, %s, took %.0f ms", c.At.Format("2006-01-02 15:04:05Z"), c.TookMs)
+	if !c.Complete {
+		sb.WriteString(" (cut short by its time budget: not reused)")
+	}
+	sb.WriteByte('\n')
 	fmt.Fprintf(&sb, "machine: %s, %d CPUs, flags %s; %s/%s %s\n\n",
 		orDash(fp.CPUModel), fp.NumCPU, orDash(strings.Join(fp.CPUFlags, " ")), fp.GOOS, fp.GOARCH, fp.GoVersion)
 

@@ -47,8 +47,10 @@ func TestCalibrateCommand(t *testing.T) {
 	case !hasAVX512 && !strings.Contains(srv.Rejected, "unavailable"):
 		t.Errorf("Avx512Server on a CPU without AVX-512: %+v", srv)
 	}
-	if !c.StillValid() {
-		t.Error("a calibration just made by the binary is not StillValid here")
+	// Within its 1 s budget on a loaded machine the binary may be cut short;
+	// then it must not be reused.
+	if c.StillValid() != c.Complete {
+		t.Errorf("a calibration just made by the binary: complete %v, StillValid %v; want both or neither", c.Complete, c.StillValid())
 	}
 
 	table, err := exec.Command(bin, "calibrate").Output()
