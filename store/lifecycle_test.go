@@ -1,0 +1,135 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Every done is called exactly once, whether the change was committed
+// before Close or refused after it, with submitters racing Close.
+func TestSubmitRacingClose(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "index.db"), Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWriter(t, s)
+	var (
+		wg             sync.WaitGroup
+		calls, commits atomic.Int64
+	)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				s.Submit(Change{Op: OpPut, Path: p("/g%d/f%d", g, i), Record: rec("x", 1, 1, uint64(i))}, func(err error) {
+					calls.Add(1)
+					if err == nil {
+						commits.Add(1)
+					} else if !errors.Is(err, ErrClosed) {
+						t.Errorf("done: %v", err)
+					}
+				})
+			}
+		}()
+	}
+	stop()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if calls.Load() != 8000 {
+		t.Fatalf("done called %d times for 8000 changes", calls.Load())
+	}
+	s = openTestAt(t, s.Path(), Options{})
+	st, _ := s.Stats()
+	if st.Files != commits.Load() {
+		t.Fatalf("%d records, %d changes acknowledged", st.Files, commits.Load())
+	}
+}
+
+func TestRunTwiceAndAfterClose(t *testing.T) {
+	s := openTest(t)
+	mustPut(t, s, "/a", rec("a", 1, 1, 1)) // the writer is running now
+	if err := s.Run(context.Background()); !errors.Is(err, ErrRunning) {
+		t.Fatalf("second Run = %v", err)
+	}
+	s2, err := Open(filepath.Join(t.TempDir(), "index.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.Close()
+	if err := s2.Run(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Run after Close = %v", err)
+	}
+	if _, _, err := s2.Get([]byte("/a")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Get after Close = %v", err)
+	}
+}
+
+// An index of an older schema is migrated on a writable open, and refused
+// with a clear error on a read-only one.
+func TestMigration(t *testing.T) {
+	path := makeIndex(t, 10)
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(metaSchema, binary.AppendUvarint(nil, SchemaVersion-1))
+	})
+	db.Close()
+	if _, err := Open(path, Options{ReadOnly: true}); !errors.Is(err, ErrNeedsMigration) {
+		t.Fatalf("read-only open of an old schema = %v", err)
+	}
+	ran := false
+	migrations[SchemaVersion-1] = func(tx *bolt.Tx) error {
+		ran = true
+		return tx.Bucket(bucketUser).Put([]byte("migrated"), []byte("yes"))
+	}
+	defer delete(migrations, SchemaVersion-1)
+	s := openTestAt(t, path, Options{})
+	if v, ok, _ := s.GetMeta("migrated"); !ran || !ok || string(v) != "yes" {
+		t.Fatal("migration did not run")
+	}
+	if st, _ := s.Stats(); st.SchemaVer != SchemaVersion || st.Files != 10 {
+		t.Fatalf("after migration: %+v", st)
+	}
+}
+
+// The package imports only the standard library, bbolt, key and
+// internal/fsstat: nothing above it in the data flow.
+func TestImportsPointDown(t *testing.T) {
+	files, _ := filepath.Glob("*.go")
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range af.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			switch {
+			case !strings.Contains(strings.Split(path, "/")[0], "."): // standard library
+			case path == "go.etcd.io/bbolt", path == "go.etcd.io/bbolt/errors":
+			case path == "github.com/annexd/annexd/key", path == "github.com/annexd/annexd/internal/fsstat":
+			default:
+				t.Errorf("%s imports %s", f, path)
+			}
+		}
+	}
+}
