@@ -21,8 +21,8 @@ type Result struct {
 	Err  error             // the stream's read error, or the context's error
 }
 
-// Engine hashes batches of streams with one kernel. The zero value is not
-// usable; call New or NewKernel.
+// Engine hashes batches of streams with one kernel. The zero value hashes
+// with crypto/sha256, one stream at a time, like NewKernel(Generic).
 type Engine struct {
 	k     *kernel // nil: crypto/sha256, one stream at a time
 	lanes []lane

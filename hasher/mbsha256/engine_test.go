@@ -63,7 +63,7 @@ func engines(t *testing.T) []testEngine {
 			es = append(es, testEngine{fmt.Sprintf("ref%d/min%d", lanes, min), e})
 		}
 	}
-	return append(es, testEngine{Generic, newEngine(nil)})
+	return append(es, testEngine{Generic, newEngine(nil)}, testEngine{"zero", &Engine{}})
 }
 
 func randomBytes(seed uint64, n int) []byte {
