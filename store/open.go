@@ -328,9 +328,6 @@ func openBolt(path string, opts Options) (db *bolt.DB, err error) {
 	})
 	switch {
 	case err == nil:
-		// Grow the file in 4 MiB steps instead of bbolt's 16 MiB: a
-		// small index stays small, and a step is still rare.
-		db.AllocSize = 4 << 20
 		return db, nil
 	case errors.Is(err, bolterr.ErrTimeout):
 		return nil, fmt.Errorf("%w: another annexd holds %s (gave up after %s)", ErrLocked, path, opts.LockTimeout)
