@@ -164,9 +164,11 @@ func (e *Engine) hashGeneric(ctx context.Context, next func() (io.Reader, bool),
 			r = failing{ErrNilReader}
 		}
 		h := sha256.New()
-		n, err := io.CopyBuffer(h, onlyReader{r}, e.buf)
+		n, err := copyChunks(ctx, h, r, e.buf)
 		res := Result{Size: n, Err: err}
-		h.Sum(res.Sum[:0])
+		if err == nil {
+			h.Sum(res.Sum[:0])
+		}
 		done(i, res)
 	}
 }
@@ -176,8 +178,25 @@ type failing struct{ err error }
 
 func (f failing) Read([]byte) (int, error) { return 0, f.err }
 
-// onlyReader hides a reader's WriterTo so io.CopyBuffer uses our buffer.
-type onlyReader struct{ io.Reader }
+// copyChunks writes what r yields to w through buf, one ReadFull at a time,
+// and stops with ctx.Err() between chunks once ctx is done.
+func copyChunks(ctx context.Context, w io.Writer, r io.Reader, buf []byte) (int64, error) {
+	var n int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		m, err := io.ReadFull(r, buf)
+		w.Write(buf[:m])
+		n += int64(m)
+		switch {
+		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			return n, nil
+		case err != nil:
+			return n, err
+		}
+	}
+}
 
 // source is one stream: a reader, or bytes in memory (r == nil).
 type source struct {
@@ -402,7 +421,7 @@ func (e *Engine) drain(ctx context.Context, done func(int, Result)) error {
 			e.abort(err, done)
 			return err
 		}
-		done(l.idx, e.finishAlone(i))
+		done(l.idx, e.finishAlone(ctx, i))
 	}
 	return nil
 }
@@ -428,8 +447,8 @@ func (e *Engine) handOver(lanes []int) feeder {
 }
 
 // finishAlone hashes the rest of lane i's stream with crypto/sha256 and frees
-// the lane.
-func (e *Engine) finishAlone(i int) Result {
+// the lane; a done ctx ends the stream with ctx.Err().
+func (e *Engine) finishAlone(ctx context.Context, i int) Result {
 	l := &e.lanes[i]
 	h := e.resume(i)
 	h.Write(l.blocks)
@@ -437,7 +456,7 @@ func (e *Engine) finishAlone(i int) Result {
 	case l.ended: // always so for memory sources, read whole by fill
 		h.Write(l.tail[:l.rest])
 	case l.err == nil:
-		n, err := io.CopyBuffer(h, onlyReader{l.src.r}, l.buf)
+		n, err := copyChunks(ctx, h, l.src.r, l.buf)
 		l.size += uint64(n)
 		l.err = err
 	}
