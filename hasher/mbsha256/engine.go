@@ -133,8 +133,10 @@ func (e *Engine) SumReaders(ctx context.Context, rs []io.Reader) []Result {
 // to its end in ChunkSize pieces, and calls done with the stream's position
 // in next's sequence (0, 1, …) and its Result as soon as the stream is
 // finished; done is called once per stream taken, on the caller's goroutine.
-// Hash returns ctx.Err() if ctx is done before the batch is: streams already
-// taken are then reported with that error and next is not called again.
+// next is called only when a lane is free, so it may open a file on demand
+// (and done close it); a nil reader ends its stream with ErrNilReader.
+// Hash returns ctx.Err() if ctx is done before the batch is: the streams in
+// flight are then reported with that error and next is not called again.
 func (e *Engine) Hash(ctx context.Context, next func() (io.Reader, bool), done func(i int, r Result)) error {
 	if e.k == nil {
 		return e.hashGeneric(ctx, next, done)
