@@ -29,7 +29,8 @@
 // which other load on a shared machine disturbs far less than wall time. The
 // result carries a Fingerprint of the CPU, the Go runtime and the external
 // programs, so a stored Calibration is reused until one of them changes
-// (Calibration.StillValid); Overrides applies a config file's settings on top.
+// (Calibration.StillValid), unless the budget cut it short
+// (Calibration.Complete); Overrides applies a config file's settings on top.
 //
 // # Caveats
 //

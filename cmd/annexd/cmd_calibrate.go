@@ -17,11 +17,13 @@ func newCalibrateCmd() *cobra.Command {
 		Short: "Measure the ways of hashing on this machine and print the policy chosen",
 		Long: `calibrate runs the hashing calibration the daemon runs at start (at most 1 s):
 it checks every SHA-256 candidate on known-answer vectors (crypto/sha256,
-sha256-simd, sha256-simd's Avx512Server, sha256sum, openssl), measures their
-throughput and overheads, the per-file cost of small files and the worker
-pool's hand-off, and prints every figure, every rejected candidate with the
-reason, and the policy derived from them. The daemon stores the result and
-measures again only when the CPU, Go version or an external program changes.`,
+sha256-simd, the multi-buffer kernels this CPU runs, sha256-simd's
+Avx512Server, sha256sum, openssl), measures their throughput and overheads,
+the per-file cost of small files and the worker pool's hand-off, and prints
+every figure, every rejected candidate with the reason, and the policy
+derived from them. The daemon stores the result and measures again only when
+the CPU, Go version or an external program changes, or when the last
+calibration was cut short by its time budget.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if idleProbe {
