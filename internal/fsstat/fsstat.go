@@ -79,6 +79,10 @@ func modeOf(m uint32) fs.FileMode {
 		mode |= fs.ModeDevice | fs.ModeCharDevice
 	case unix.S_IFBLK:
 		mode |= fs.ModeDevice
+	case unix.S_IFREG:
+	default:
+		// A type this code does not know is never taken for a regular file.
+		mode |= fs.ModeIrregular
 	}
 	if m&unix.S_ISUID != 0 {
 		mode |= fs.ModeSetuid

@@ -74,3 +74,19 @@ func TestSameDetectsChange(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 }
+
+// Only S_IFREG is a regular file; an unknown type is irregular, not regular.
+func TestFromStatTypes(t *testing.T) {
+	for _, c := range []struct {
+		ifmt    uint32
+		regular bool
+	}{
+		{unix.S_IFREG, true}, {unix.S_IFDIR, false}, {unix.S_IFLNK, false}, {unix.S_IFIFO, false},
+		{unix.S_IFSOCK, false}, {unix.S_IFCHR, false}, {unix.S_IFBLK, false}, {0, false}, {0o160000, false},
+	} {
+		fi := FromStat(&unix.Stat_t{Mode: c.ifmt | 0o644})
+		if fi.IsRegular() != c.regular || fi.Mode.Perm() != 0o644 {
+			t.Errorf("st_mode %#o: mode %v, regular %v; want regular %v", c.ifmt|0o644, fi.Mode, fi.IsRegular(), c.regular)
+		}
+	}
+}
