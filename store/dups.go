@@ -13,7 +13,7 @@ import (
 
 // DupOptions select and page duplicate groups.
 type DupOptions struct {
-	MinSize int64  // skip groups of smaller files
+	MinSize int64  // skip groups of smaller files (1 skips empty files, whose groups waste 0 bytes)
 	After   []byte // resume after this Group.Cursor (nil: from the start)
 	Limit   int    // at most this many groups (0: all)
 }
@@ -41,8 +41,11 @@ type Member struct {
 const maxMembersPerTx = 4 * chunk
 
 // Dups calls fn for each duplicate group, largest waste first (ties in
-// digest order). It keeps one chunk of groups in memory at a time, read in
-// short transactions, and calls fn outside of them. fn may return ErrStop.
+// backend and digest order). It keeps one chunk of groups in memory at a
+// time (about four thousand members; one group is never split, so a group
+// of a million copies is held whole), read in short transactions, and calls
+// fn outside of them. fn may return ErrStop. Groups are read in separate
+// snapshots: one changed meanwhile is listed as it is when its chunk is read.
 func (s *Store) Dups(ctx context.Context, opts DupOptions, fn func(Group) error) error {
 	after := bytes.Clone(opts.After)
 	sent := 0

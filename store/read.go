@@ -427,7 +427,7 @@ type Stats struct {
 	DupGroups   int64  // digests with at least two distinct inodes
 	Wasted      int64  // bytes those groups waste: size × (inodes − 1)
 	Generation  uint64 // last scan generation handed out
-	IndexBytes  int64  // size of the index file
+	IndexBytes  int64  // bytes of the index file in use (bbolt's high-water mark)
 	SchemaVer   uint64
 	CreatedUnix int64 // ns
 }
