@@ -450,3 +450,35 @@ func TestTruncatedWhileReading(t *testing.T) {
 		}
 	}
 }
+
+// A file that changes while an external program hashes it is reported as
+// changed, not given the program's digest.
+func TestExternalChangedWhileHashing(t *testing.T) {
+	inner := lookPath(t, "sha256sum")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f.bin")
+	other := filepath.Join(dir, "other.bin")
+	t.Setenv("HASHER_TEST_FILE", path)
+	t.Setenv("HASHER_TEST_OTHER", other)
+	for name, change := range map[string]string{
+		"append":      `printf more >>"$HASHER_TEST_FILE"`,
+		"rename-over": `mv "$HASHER_TEST_OTHER" "$HASHER_TEST_FILE"`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			writeFile(t, path, pattern(300<<10))
+			writeFile(t, other, pattern(300<<10))
+			prog := filepath.Join(t.TempDir(), "sha256sum")
+			writeFile(t, prog, []byte("#!/bin/sh\n"+change+"\nexec "+inner+"\n"))
+			if err := os.Chmod(prog, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			h := New(Policy{InlineMax: -1, ExternalMin: 1, External: prog}, nil)
+			defer h.Close()
+			res, err := h.Hash(context.Background(), path, key.SHA256)
+			var ce *ChangedError
+			if !errors.As(err, &ce) || ce.Path != path || res.Digest != nil {
+				t.Fatalf("got digest %x, error %v; want *ChangedError for %s", res.Digest, err, path)
+			}
+		})
+	}
+}
