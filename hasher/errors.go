@@ -30,7 +30,7 @@ var (
 type ChangedError struct {
 	Path   string
 	Before fsstat.FileInfo // the identity before reading
-	After  fsstat.FileInfo // the first identity seen that differed
+	After  fsstat.FileInfo // the first identity seen that differed; zero when the path was gone
 }
 
 func (e *ChangedError) Error() string {
@@ -42,6 +42,8 @@ func (e *ChangedError) Is(target error) bool { return target == ErrChanged }
 
 func describeChange(a, b fsstat.FileInfo) string {
 	switch {
+	case b == fsstat.FileInfo{}:
+		return "removed, or no longer reachable by its path"
 	case a.Dev != b.Dev || a.Ino != b.Ino:
 		return "replaced by another file"
 	case a.Size != b.Size:

@@ -314,6 +314,9 @@ func TestChangesBetweenReadAndCheck(t *testing.T) {
 			if !errors.Is(err, ErrChanged) || !errors.As(err, &ce) || ce.Path != path {
 				t.Fatalf("got %v, want *ChangedError for %s", err, path)
 			}
+			if name == "removed" && !strings.Contains(err.Error(), "removed") {
+				t.Errorf("error %q does not say the file was removed", err)
+			}
 		})
 	}
 }
