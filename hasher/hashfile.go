@@ -84,6 +84,10 @@ func hashFile(ctx context.Context, path string, b key.Backend, before *fsstat.Fi
 		return Result{}, err
 	}
 	defer f.close()
+	if f.before.Size > int64(o.size()) {
+		// A larger kernel read-ahead for files read in several chunks.
+		_ = unix.Fadvise(f.fd, 0, 0, unix.FADV_SEQUENTIAL)
+	}
 	read := f.readInto
 	if o.readsAhead(f.before.Size) {
 		read = f.readAhead
@@ -164,9 +168,6 @@ func (f *stableFile) readInto(ctx context.Context, h hash.Hash, bufSize int) err
 	want := f.before.Size
 	if want == 0 {
 		return nil
-	}
-	if want > int64(bufSize) {
-		_ = unix.Fadvise(f.fd, 0, 0, unix.FADV_SEQUENTIAL)
 	}
 	bp := getBuf(bufSize)
 	defer putBuf(bp)
