@@ -81,8 +81,7 @@ func (s *Store) Dups(ctx context.Context, opts DupOptions, fn func(Group) error)
 // (groups skipped by MinSize included) and more reports that it stopped
 // early.
 func (s *Store) dupChunk(names *namer, after []byte, minSize int64) (out []Group, next []byte, more bool, err error) {
-	err = s.view(func(tx *bolt.Tx) error {
-		n := names.use(tx)
+	err = names.view(func(tx *bolt.Tx, n *namer) error {
 		files := tx.Bucket(bucketFiles)
 		dc := tx.Bucket(bucketDigest).Cursor()
 		c := tx.Bucket(bucketDups).Cursor()

@@ -133,3 +133,64 @@ func TestImportsPointDown(t *testing.T) {
 		}
 	}
 }
+
+// Readers filling the directory caches while directories are renamed,
+// removed and re-created never make a later Get miss an acknowledged
+// change.
+func TestDirCachesFollowChanges(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	mustPut(t, s, "/x/d/f", rec("f", 1, 1, 1))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for _, p := range []string{"/x/d/f", "/x/e/f", "/x/d/g"} {
+					if _, _, err := s.Get([]byte(p)); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				_ = s.Subtree(ctx, []byte("/x"), func([]byte, Record) error { return nil })
+			}
+		}()
+	}
+	expect := func(path string, want bool) {
+		t.Helper()
+		if _, ok, err := s.Get([]byte(path)); ok != want || err != nil {
+			t.Fatalf("Get(%s) = %v, %v; want %v", path, ok, err, want)
+		}
+	}
+	for range 40 {
+		if err := s.Rename(ctx, []byte("/x/d"), []byte("/x/e")); err != nil {
+			t.Fatal(err)
+		}
+		expect("/x/d/f", false)
+		expect("/x/e/f", true)
+		if err := s.Rename(ctx, []byte("/x/e"), []byte("/x/d")); err != nil {
+			t.Fatal(err)
+		}
+		expect("/x/e/f", false)
+		expect("/x/d/f", true)
+		if err := s.DeleteSubtree(ctx, []byte("/x/d")); err != nil {
+			t.Fatal(err)
+		}
+		expect("/x/d/f", false)
+		mustPut(t, s, "/x/d/g", rec("g", 1, 1, 2))
+		mustPut(t, s, "/x/d/f", rec("f", 1, 1, 1))
+		expect("/x/d/g", true)
+		if err := s.Delete(ctx, []byte("/x/d/g")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+}

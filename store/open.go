@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -114,7 +113,8 @@ type Store struct {
 	once    sync.Once
 	errOnce error
 
-	dirEpoch atomic.Uint64 // bumped by every directory rename, before it commits
+	epoch epoch      // directory mappings version, for read caches
+	dirs  dirIDCache // directory key → id, for Get
 }
 
 // DefaultPath returns where the index lives when none is configured:

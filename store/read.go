@@ -37,13 +37,13 @@ func (s *Store) Get(path []byte) (Record, bool, error) {
 		r  Record
 		ok bool
 	)
+	before := s.epoch.load()
 	err := s.view(func(tx *bolt.Tx) error {
 		dk, base := splitPath(path)
-		idv := tx.Bucket(bucketDirs).Get(dk)
-		if idv == nil {
+		id, found := s.dirID(tx, dk, before)
+		if !found {
 			return nil
 		}
-		id, _ := binary.Uvarint(idv)
 		var buf [64]byte
 		v := tx.Bucket(bucketFiles).Get(fileKey(buf[:0], id, base))
 		if v == nil {
@@ -60,14 +60,35 @@ func (s *Store) Get(path []byte) (Record, bool, error) {
 	return r, ok, err
 }
 
+// dirID looks up a directory's id in tx, through the cache when the epoch
+// read before tx began is still current.
+func (s *Store) dirID(tx *bolt.Tx, dk []byte, before uint64) (uint64, bool) {
+	caching := stable(before, s.epoch.load())
+	if caching {
+		if id, ok := s.dirs.get(before, dk); ok {
+			return id, true
+		}
+	}
+	idv := tx.Bucket(bucketDirs).Get(dk)
+	if idv == nil {
+		return 0, false
+	}
+	id, _ := binary.Uvarint(idv)
+	if caching {
+		s.dirs.put(before, dk, id)
+	}
+	return id, true
+}
+
 // namer turns file keys into paths. It caches directory names across the
-// read transactions of one long read; a directory rename (the only change
-// that gives an id another name; ids are never reused) clears it.
+// read transactions of one long read, as long as the directory mappings
+// stay in one epoch (see epoch).
 type namer struct {
-	s     *Store
-	names *bolt.Bucket
-	epoch uint64
-	cache map[uint64][]byte
+	s       *Store
+	names   *bolt.Bucket
+	epoch   uint64
+	caching bool
+	cache   map[uint64][]byte
 }
 
 // maxNamerCache bounds the directory names a namer keeps.
@@ -75,16 +96,19 @@ const maxNamerCache = 1 << 16
 
 func (s *Store) newNamer() *namer { return &namer{s: s, cache: map[uint64][]byte{}} }
 
-// use points n at tx; call it at the start of every transaction.
-func (n *namer) use(tx *bolt.Tx) *namer {
-	n.names = tx.Bucket(bucketDirNames)
-	// Read after the transaction began: a rename bumps the epoch before
-	// it commits, so a rename visible in tx is never missed here.
-	if e := n.s.dirEpoch.Load(); e != n.epoch {
-		n.epoch = e
-		clear(n.cache)
-	}
-	return n
+// view runs fn in a read transaction with n pointed at it.
+func (n *namer) view(fn func(tx *bolt.Tx, n *namer) error) error {
+	before := n.s.epoch.load()
+	return n.s.view(func(tx *bolt.Tx) error {
+		after := n.s.epoch.load()
+		n.names = tx.Bucket(bucketDirNames)
+		n.caching = stable(before, after)
+		if n.caching && before != n.epoch {
+			n.epoch = before
+			clear(n.cache)
+		}
+		return fn(tx, n)
+	})
 }
 
 func (n *namer) path(fk []byte) ([]byte, error) {
@@ -92,17 +116,18 @@ func (n *namer) path(fk []byte) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: bad file key %x", ErrCorrupt, fk)
 	}
-	dk, ok := n.cache[id]
-	if !ok {
-		dk = n.names.Get(binary.AppendUvarint(nil, id))
-		if dk == nil {
-			return nil, fmt.Errorf("%w: directory %d missing", ErrCorrupt, id)
-		}
+	if dk, ok := n.cache[id]; ok && n.caching {
+		return joinPath(dk, base), nil
+	}
+	dk := n.names.Get(binary.AppendUvarint(nil, id))
+	if dk == nil {
+		return nil, fmt.Errorf("%w: directory %d missing", ErrCorrupt, id)
+	}
+	if n.caching {
 		if len(n.cache) >= maxNamerCache {
 			clear(n.cache)
 		}
-		dk = bytes.Clone(dk)
-		n.cache[id] = dk
+		n.cache[id] = bytes.Clone(dk)
 	}
 	return joinPath(dk, base), nil
 }
@@ -123,8 +148,7 @@ func (s *Store) ByInodeAll(dev, ino uint64) ([][]byte, error) {
 }
 
 func (s *Store) inodePaths(dev, ino uint64, fn func([]byte) bool) error {
-	return s.view(func(tx *bolt.Tx) error {
-		n := s.newNamer().use(tx)
+	return s.newNamer().view(func(tx *bolt.Tx, n *namer) error {
 		p := inodeKey(nil, dev, ino)
 		c := tx.Bucket(bucketInodes).Cursor()
 		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
@@ -176,8 +200,7 @@ func (s *Store) byDigest(b key.Backend, digest []byte, fn func([]byte, *Record),
 	if !b.Valid() || len(digest) != b.DigestLen() {
 		return fmt.Errorf("%w: %d-byte digest for backend %s", ErrRecord, len(digest), b)
 	}
-	return s.view(func(tx *bolt.Tx) error {
-		n := s.newNamer().use(tx)
+	return s.newNamer().view(func(tx *bolt.Tx, n *namer) error {
 		files := tx.Bucket(bucketFiles)
 		p := append([]byte{byte(b.Base())}, digest...)
 		c := tx.Bucket(bucketDigest).Cursor()
@@ -244,8 +267,7 @@ func successor(k []byte) []byte { return append(bytes.Clone(k), 0) }
 
 func (s *Store) scanChunk(names *namer, from []byte) ([]entry, error) {
 	var batch []entry
-	err := s.view(func(tx *bolt.Tx) error {
-		n := names.use(tx)
+	err := names.view(func(tx *bolt.Tx, n *namer) error {
 		c := tx.Bucket(bucketFiles).Cursor()
 		k, v := c.First()
 		if from != nil {
@@ -330,8 +352,7 @@ type subtreeState struct {
 
 func (s *Store) subtreeChunk(st *subtreeState) ([]entry, error) {
 	var batch []entry
-	err := s.view(func(tx *bolt.Tx) error {
-		n := st.names.use(tx)
+	err := st.names.view(func(tx *bolt.Tx, n *namer) error {
 		files := tx.Bucket(bucketFiles).Cursor()
 		dc := tx.Bucket(bucketDirs).Cursor()
 		for dk, idv := dc.Seek(st.dir); dk != nil && bytes.HasPrefix(dk, st.prefix); dk, idv = dc.Next() {

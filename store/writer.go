@@ -330,8 +330,9 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 			err = fmt.Errorf("%w: %s: panic in write: %v", ErrCorrupt, s.path, r)
 		}
 	}()
+	defer s.epoch.end()
 	err = s.db.Update(func(tx *bolt.Tx) error {
-		w, err := newWtx(tx, &s.dirEpoch)
+		w, err := newWtx(tx, &s.epoch)
 		if err != nil {
 			return err
 		}

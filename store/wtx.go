@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -77,11 +76,11 @@ type wtx struct {
 	c, c0                                                   counters
 	ibuf, dbuf                                              []byte
 	dirCache                                                map[string]uint64 // dir key → id, this tx only
-	dirEpoch                                                *atomic.Uint64
+	epoch                                                   *epoch
 }
 
-func newWtx(tx *bolt.Tx, epoch *atomic.Uint64) (*wtx, error) {
-	w := &wtx{tx: tx, dirEpoch: epoch,
+func newWtx(tx *bolt.Tx, e *epoch) (*wtx, error) {
+	w := &wtx{tx: tx, epoch: e,
 		meta: tx.Bucket(bucketMeta), user: tx.Bucket(bucketUser), files: tx.Bucket(bucketFiles),
 		dirs: tx.Bucket(bucketDirs), dirNames: tx.Bucket(bucketDirNames), digest: tx.Bucket(bucketDigest),
 		inodes: tx.Bucket(bucketInodes), grps: tx.Bucket(bucketGroups), dups: tx.Bucket(bucketDups),
@@ -117,8 +116,12 @@ func (w *wtx) dirID(dirKey []byte) uint64 {
 	return id
 }
 
-// forgetDir drops a directory from the cache when its entry changes.
-func (w *wtx) forgetDir(dirKey []byte) { delete(w.dirCache, string(dirKey)) }
+// forgetDir drops a directory from the caches when its entry changes or
+// goes away.
+func (w *wtx) forgetDir(dirKey []byte) {
+	delete(w.dirCache, string(dirKey))
+	w.epoch.begin()
+}
 
 func (w *wtx) ensureDir(dirKey []byte) (uint64, error) {
 	if id := w.dirID(dirKey); id != 0 {
@@ -440,7 +443,7 @@ func (w *wtx) rename(oldPath, newPath []byte) error {
 	}
 	oldP, newP := subtreePrefix(oldPath), subtreePrefix(newPath)
 	if len(dirs) > 0 {
-		w.dirEpoch.Add(1)
+		w.epoch.begin()
 	}
 	for _, dk := range dirs {
 		v := bytes.Clone(w.dirs.Get(dk))
