@@ -24,7 +24,9 @@ type Result struct {
 }
 
 // HashFile hashes the regular file at path with backend b on the caller's
-// goroutine, using crypto/sha256 for SHA-256. It returns an error wrapping
+// goroutine, using crypto/sha256 for SHA-256; a file of DefaultReadAhead
+// bytes or more is read by a second goroutine meanwhile, which ends before
+// HashFile returns. It returns an error wrapping
 // ErrNotRegular for anything but a regular file, a *ChangedError when the
 // file changed while it was read, ctx.Err() when ctx ends first, and the
 // *fs.PathError of a failed lstat, open or read otherwise.
