@@ -59,7 +59,11 @@
 //
 // # Reads
 //
-// Get, ByInode, ByDigest and Stats are short read transactions. Scan,
+// Get, ByInode, ByDigest and Stats are short read transactions. Get finds
+// a path's directory id through a cache; long reads cache directory names.
+// Both caches are tied to an epoch that the writer advances around every
+// transaction that renames or removes a directory, so a read never mixes a
+// cached mapping with a snapshot it does not belong to. Scan,
 // Subtree, Sweep and Dups read in chunks of about a thousand records, each
 // in its own transaction, and call the caller's function outside of it, so
 // a long listing never stalls the writer and the callback may write.
