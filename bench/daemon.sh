@@ -25,6 +25,7 @@
 # tree; the first-ever start including calibration is reported on its own.
 #
 # Usage: bench/daemon.sh [TREE (default /work/corpus/T)] [RUNS (default 3)]
+# SKIP_ANNEX=1 leaves out the (slow) git annex add.
 # A missing TREE is generated with /work/shared/bench/gen_corpus.py (never
 # inside the repository).
 set -euo pipefail
@@ -92,6 +93,15 @@ for r in $(seq "$runs"); do
 	echo "$ours $anchor" >>"$work/initial"
 	echo "  run $r: annexd $ours, sha256sum $anchor (wall s, KiB, CPU s)" >&2
 done
+echo "1b. initial index by --hash-workers (files hashed at once), interleaved, $runs runs" >&2
+: >"$work/workers"
+for r in $(seq "$runs"); do
+	for w in 2 4 8 16; do
+		cp "$work/calibrated.db" "$work/index.db"
+		echo "$w $(timed "${annexd[@]}" --hash-workers "$w" --exit-when-idle --index "$work/index.db" "$tree")" >>"$work/workers"
+	done
+done
+sed 's/^/  workers, wall s, KiB, CPU s: /' "$work/workers" >&2
 rm -f "$work/index.db"
 cp "$work/calibrated.db" "$work/index.db"
 "${annexd[@]}" --exit-when-idle --index "$work/index.db" "$tree" 2>>"$work/log"
@@ -135,9 +145,12 @@ sub_ours=$(timed "${annexd[@]}" --exit-when-idle --index "$work/sub.db" "$sub")
 echo "  annexd on the subset: $sub_ours (wall s, KiB, CPU s)" >&2
 (cd "$sub" && git init -q && git config user.email bench@example.com && git config user.name bench &&
 	git annex init -q bench >/dev/null 2>&1)
-t0=$(now)
-(cd "$sub" && git annex add . >/dev/null 2>&1)
-sub_annex=$(echo "$(now) - $t0" | bc)
+sub_annex=0
+if [[ -z ${SKIP_ANNEX:-} ]]; then
+	t0=$(now)
+	(cd "$sub" && git annex add . >/dev/null 2>&1)
+	sub_annex=$(echo "$(now) - $t0" | bc)
+fi
 echo "  git annex add: $sub_annex s" >&2
 
 python3 - "$work" "$files" "$bytes" "$sub_bytes" "${sub_ours%% *}" "$sub_annex" "$idle_rss" "$idle_hwm" "${first%% *}" <<'EOF'
@@ -162,6 +175,10 @@ r_ours, r_rss, r_cpu = med([r[0] for r in rst]), max(r[1] for r in rst), med([r[
 r_anchor, r_acpu = med([r[3] for r in rst]), med([r[5] for r in rst])
 i_ratio = med([r[0] / max(r[3], 1e-3) for r in ini])
 r_ratio = med([r[0] / max(r[3], 1e-3) for r in rst])
+wk = {}
+for w, wall, rss, cpu in rows("workers"):
+    wk.setdefault(int(w), []).append((wall, cpu))
+wk_line = ", ".join(f"{w}: {med([x[0] for x in v]):.2f} s wall / {med([x[1] for x in v]):.2f} s CPU" for w, v in sorted(wk.items()))
 lat = open(f"{work}/latency").read()
 m = {k: float(v) for v, k in re.findall(r"([\d.]+) (p50-ms|p99-ms|max-ms)", lat)}
 mib = lambda kib: kib / 1024
@@ -177,7 +194,9 @@ print(f"""
 | peak RSS of a restart | {mib(r_rss):.0f} MiB | | | |
 | RSS once idle (high-water mark) | {mib(idle_rss):.0f} MiB ({mib(idle_hwm):.0f} MiB) | | | |
 | change latency, close → in the index, p50 / p99 / max (1,000 files, quiet delay 1 s) | {m.get('p50-ms', 0):.0f} / {m.get('p99-ms', 0):.0f} / {m.get('max-ms', 0):.0f} ms | | | |
-| 10,000-file subset ({sub_bytes/1e6:.0f} MB), start to idle | {sub_ours:.2f} s | `git annex add .` {sub_annex:.1f} s | {sub_ours/sub_annex:.3f}× | |
+| 10,000-file subset ({sub_bytes/1e6:.0f} MB), start to idle | {sub_ours:.2f} s | `git annex add .` {sub_annex:.1f} s | {ratio(sub_ours, sub_annex)} | |
 | first start on an empty tree (hashing calibration) | {first:.2f} s | | | |
+
+initial index by --hash-workers (medians): {wk_line}
 """)
 EOF
