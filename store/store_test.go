@@ -438,3 +438,21 @@ func TestScanSeesRenameBetweenChunks(t *testing.T) {
 		t.Fatalf("scan saw %d records, %d under the new name", n, after)
 	}
 }
+
+func TestRootSubtree(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	for _, path := range []string{"/a", "/b/c", "/b/d/e"} {
+		mustPut(t, s, path, rec(path, 1, 1, 1))
+	}
+	n := 0
+	if err := s.Subtree(ctx, []byte("/"), func([]byte, Record) error { n++; return nil }); err != nil || n != 3 {
+		t.Fatalf("Subtree(/) saw %d, %v", n, err)
+	}
+	if err := s.DeleteSubtree(ctx, []byte("/")); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := s.Stats(); st.Files != 0 {
+		t.Fatalf("%d records left after DeleteSubtree(/)", st.Files)
+	}
+}
