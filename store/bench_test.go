@@ -355,3 +355,24 @@ func BenchmarkDups1M(b *testing.B) {
 	}
 	b.ReportMetric(float64((cpuTime()-c0).Milliseconds())/float64(b.N), "cpu-ms/op")
 }
+
+// BenchmarkDupsCorpus: time to list every duplicate group of the corpus
+// (the store's share of `annexctl dups`).
+func BenchmarkDupsCorpus(b *testing.B) {
+	files, src := corpusFiles(b)
+	s := benchStore(b, Options{NoSync: true})
+	load(b, s, files)
+	st, _ := s.Stats()
+	b.Logf("%s: %d records, %d groups, %d wasted bytes", src, st.Files, st.DupGroups, st.Wasted)
+	c0 := cpuTime()
+	for b.Loop() {
+		groups := 0
+		if err := s.Dups(context.Background(), DupOptions{}, func(Group) error { groups++; return nil }); err != nil {
+			b.Fatal(err)
+		}
+		if int64(groups) != st.DupGroups {
+			b.Fatalf("listed %d groups, want %d", groups, st.DupGroups)
+		}
+	}
+	b.ReportMetric(float64((cpuTime()-c0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+}
