@@ -176,7 +176,10 @@ func readHead(br *bufio.Reader) (status int, length int64, chunked, keep bool, e
 			}
 		}
 	}
-	if length < 0 && !chunked {
+	switch {
+	case status == 204 || status == 304 || status < 200: // never a body
+		length, chunked = 0, false
+	case length < 0 && !chunked:
 		keep = false // the body runs to the end of the connection
 	}
 	return status, length, chunked, keep, nil
