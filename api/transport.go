@@ -130,6 +130,7 @@ func (t *transport) exchange(ctx context.Context, tc *tconn, method, target stri
 	}
 	b := &respBody{t: t, tc: tc, stop: stop, keep: keep, chunked: chunked, left: length}
 	if !chunked && length == 0 {
+		b.eof = true
 		b.finish(true)
 	}
 	return &response{Status: status, Body: b}, nil
