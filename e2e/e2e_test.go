@@ -398,6 +398,12 @@ func TestWhereisDupsStatus(t *testing.T) {
 	if r = d.ctl("", "dups"); r.code != 0 || !strings.Contains(r.stdout, "1 groups, 12 B wasted") {
 		t.Errorf("dups: %q", r.stdout)
 	}
+	if r = d.ctl("", "dups", "--min-size", "13"); r.code != 0 || !strings.Contains(r.stdout, "0 groups") {
+		t.Errorf("dups --min-size 13: %q", r.stdout)
+	}
+	if r = d.ctl("", "dups", "--min-size", "lots"); r.code != 2 {
+		t.Errorf("dups --min-size lots: exit %d", r.code)
+	}
 	r = d.ctl("", "status", "--json")
 	var st struct {
 		Idle  bool  `json:"idle"`
