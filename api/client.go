@@ -266,6 +266,9 @@ func (c *Client) do(ctx context.Context, method, p string, v url.Values, body []
 	}
 	resp, err := c.tr.roundTrip(ctx, method, target, hdr, body)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err() // the caller gave up, whatever the daemon does
+		}
 		return nil, c.dialError(err)
 	}
 	if resp.Status/100 != 2 {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -22,6 +23,7 @@ const batchChunk = 4096
 
 type lookupOpts struct {
 	batch, nul, json, wait bool
+	timeout                time.Duration
 }
 
 func newLookupCmd() *cobra.Command {
@@ -60,10 +62,20 @@ is none.`,
 				return err
 			}
 			defer c.Close()
-			if o.batch {
-				return runLookupBatch(cmd, c, o)
+			if o.timeout > 0 {
+				ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+				defer cancel()
+				cmd.SetContext(ctx)
 			}
-			return runLookup(cmd, c, o, args)
+			if o.batch {
+				err = runLookupBatch(cmd, c, o)
+			} else {
+				err = runLookup(cmd, c, o, args)
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				return &exitError{code: exitFailure, err: fmt.Errorf("lookup: gave up after --timeout %v", o.timeout)}
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -71,6 +83,7 @@ is none.`,
 	f.BoolVarP(&o.nul, "nul", "z", false, "with --batch: input paths are NUL-terminated")
 	f.BoolVar(&o.json, "json", false, "print one JSON object per path (see docs/cli.md)")
 	f.BoolVar(&o.wait, "wait", false, "wait until changed or new files are indexed instead of reporting them pending")
+	f.DurationVar(&o.timeout, "timeout", 0, "give up after this long (0: never), e.g. with --wait")
 	return cmd
 }
 
