@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -50,7 +51,7 @@ func (s *Store) Check() (Report, error) {
 		for err := range tx.Check() {
 			rep.add("bbolt: %v", err)
 		}
-		checkInvariants(tx, &rep)
+		checkInvariantsSafely(tx, &rep)
 		return errRollback
 	}
 	var err error
@@ -63,6 +64,18 @@ func (s *Store) Check() (Report, error) {
 		err = nil
 	}
 	return rep, err
+}
+
+// checkInvariantsSafely reports a damaged page met while walking the
+// indexes as a problem rather than crashing.
+func checkInvariantsSafely(tx *bolt.Tx, rep *Report) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			rep.add("damaged index, walk stopped: %v", r)
+		}
+	}()
+	checkInvariants(tx, rep)
 }
 
 func checkInvariants(tx *bolt.Tx, rep *Report) {

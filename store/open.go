@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -144,7 +145,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkSchema(db, path, opts.ReadOnly); err != nil {
+	if err := checkSchemaSafely(db, path, opts.ReadOnly); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
@@ -335,6 +336,18 @@ func openBolt(path string, opts Options) (db *bolt.DB, err error) {
 		return nil, fmt.Errorf("%w: %s: %v (left untouched)", ErrCorrupt, path, err)
 	}
 	return nil, fmt.Errorf("store: open %s: %w%s", path, err, hint(err))
+}
+
+// checkSchemaSafely is checkSchema with a damaged page reported as
+// ErrCorrupt instead of a crash.
+func checkSchemaSafely(db *bolt.DB, path string, readOnly bool) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s: %v (left untouched; restore a backup or remove it to re-index)", ErrCorrupt, path, r)
+		}
+	}()
+	return checkSchema(db, path, readOnly)
 }
 
 // checkSchema verifies that db is an annexd index and migrates it to

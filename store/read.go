@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
@@ -19,9 +20,17 @@ import (
 // it never holds one long enough to stall the writer.
 const chunk = 1024
 
-// view runs fn in a read transaction.
-func (s *Store) view(fn func(tx *bolt.Tx) error) error {
-	err := s.db.View(fn)
+// view runs fn in a read transaction. A damaged page makes bbolt panic (or
+// fault, for a page outside the file); that becomes ErrCorrupt instead of
+// a crash.
+func (s *Store) view(fn func(tx *bolt.Tx) error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s: %v (run annexd check-db)", ErrCorrupt, s.path, r)
+		}
+	}()
+	err = s.db.View(fn)
 	if errors.Is(err, bolterr.ErrDatabaseNotOpen) {
 		return ErrClosed
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -325,6 +326,7 @@ func (s *Store) commit(batch []item) {
 
 // update runs fn in a write transaction and commits.
 func (s *Store) update(fn func(w *wtx) error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %s: panic in write: %v", ErrCorrupt, s.path, r)

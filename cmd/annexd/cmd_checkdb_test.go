@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,5 +55,51 @@ func TestCheckDB(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(foreign); string(b) != "not an index" {
 		t.Fatal("check-db changed a foreign file")
+	}
+}
+
+// A damaged file: check-db reports problems (exit 1) or, when the damage
+// reaches the structures Open reads, says the index is corrupt (exit 2).
+func TestCheckDBDamaged(t *testing.T) {
+	index := filepath.Join(t.TempDir(), "index.db")
+	s, err := store.Open(index, store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	for i := range 3000 {
+		s.Submit(store.Change{Op: store.OpPut, Path: []byte(fmt.Sprintf("/d%d/f%d", i%17, i)),
+			Record: store.Record{State: store.StateUnreadable, Size: int64(i), Ino: uint64(i)}}, nil)
+	}
+	if err := s.PutMeta(ctx, "flush", nil); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-done
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Overwrite the second half of the file (past the meta pages).
+	fi, err := os.Stat(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(index, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := fi.Size() / 2
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xa5}, int(fi.Size()-half)), half); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var out, errb bytes.Buffer
+	switch code := run([]string{"check-db", "--index", index}, &out, &errb); {
+	case code == 1 && strings.Contains(out.String(), "problem:"):
+	case code == 2 && strings.Contains(errb.String(), "corrupt") && strings.Contains(errb.String(), index):
+	default:
+		t.Fatalf("check-db on a damaged index: exit %d\n%s%s", code, out.String(), errb.String())
 	}
 }
