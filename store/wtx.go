@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
+	"math/bits"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -43,7 +45,11 @@ func (g group) wasted() int64 {
 	if g.inodes < 2 {
 		return 0
 	}
-	return g.size * (g.inodes - 1)
+	hi, lo := bits.Mul64(uint64(g.size), uint64(g.inodes-1))
+	if hi != 0 || lo > math.MaxInt64 {
+		return math.MaxInt64 // absurd sizes saturate instead of wrapping
+	}
+	return int64(lo)
 }
 
 func (g group) encode() []byte {
