@@ -41,6 +41,12 @@ var (
 	ErrLocked = errors.New("daemon: index in use")
 )
 
+// storeBatch caps a group commit. Measured on a 10^6-file tree: 4,096
+// changes a group cost 213 s of CPU and 131 MiB of heap, 1,024 cost 110 s and
+// 62 MiB (bbolt's dirty nodes grow with the group); on the 60,000-file corpus
+// the smaller groups cost about 15 % more wall time.
+const storeBatch = 1024
+
 // calibrationMeta is the store meta key of the stored calibration.
 const calibrationMeta = "hasher.calibration"
 
@@ -118,7 +124,7 @@ func checkRoot(r string) error {
 // part cannot start or fails.
 func (a *App) Run(ctx context.Context) error {
 	a.started = time.Now()
-	st, err := store.Open(a.cfg.Index, store.Options{Logger: a.log.With("part", "store")})
+	st, err := store.Open(a.cfg.Index, store.Options{Logger: a.log.With("part", "store"), MaxBatch: storeBatch})
 	if errors.Is(err, store.ErrLocked) {
 		return fmt.Errorf("%w: %w (is another annexd running? stop it, or give this one its own --index)", ErrLocked, err)
 	}
