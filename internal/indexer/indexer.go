@@ -108,6 +108,7 @@ type job struct {
 	attempt int              // retries so far after "changed while hashing"
 	info    *fsstat.FileInfo // from the walk that queued it, saving an lstat; nil: stat it
 	noAdopt bool             // the index was empty when the walk started: no rename to find
+	absent  bool             // the walk's check found no record, saving a look-up
 }
 
 // Indexer keeps the store's records true. Create it with New, call Run once,
@@ -409,8 +410,11 @@ func (ix *Indexer) process(ctx context.Context, j job) {
 	}
 	ix.pend.setSize(j.path, fi.Size)
 	ix.gran.learn(fi.Dev, j.path)
-	rec, ok, err := ix.get(j.path)
-	if err != nil {
+	var rec store.Record
+	ok := false
+	if j.absent {
+		j.absent = false // only for this first check
+	} else if rec, ok, err = ix.get(j.path); err != nil {
 		ix.m.errors.Add(1)
 		ix.log.Error("cannot read index", "path", j.path, "err", err)
 		ix.finish(j)

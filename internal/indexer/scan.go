@@ -345,7 +345,7 @@ func (ix *Indexer) checkWalked(ctx context.Context, sc *scan, e seenEntry, empty
 		return true
 	}
 	info := e.Info
-	ix.enqueueJob(ctx, job{path: e.Path, info: &info, noAdopt: emptyIndex}, sc, e.Info.Size)
+	ix.enqueueJob(ctx, job{path: e.Path, info: &info, noAdopt: emptyIndex, absent: err == nil && !ok}, sc, e.Info.Size)
 	return ok
 }
 
