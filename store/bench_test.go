@@ -145,33 +145,59 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// walkOrder returns the files as a first scan delivers them: directory by
+// directory in path order, with inode numbers handed out in that order (as
+// a tree copied or unpacked in one go gets them). The manifest's own order
+// is shuffled: scattered updates to an existing tree.
+func walkOrder(files []benchFile) []benchFile {
+	out := slices.Clone(files)
+	slices.SortFunc(out, func(x, y benchFile) int { return bytes.Compare(x.path, y.path) })
+	for i := range out {
+		out[i].r.Ino = 1_000_000 + uint64(i)
+	}
+	return out
+}
+
 // BenchmarkPutBatch: puts per second through Submit with group commit and
-// fsync, into an index of the corpus's shape, for a few group sizes.
+// fsync, into an index of the corpus's shape, for a few group sizes, with
+// the records in walk order (a first scan) and in the manifest's shuffled
+// order (scattered updates).
 func BenchmarkPutBatch(b *testing.B) {
 	files, src := corpusFiles(b)
 	b.Logf("records from %s", src)
-	for _, batch := range []int{4096, 16384} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+	walk := walkOrder(files)
+	for _, run := range []struct {
+		order string
+		files []benchFile
+		batch int
+	}{{"walk", walk, 4096}, {"shuffled", files, 4096}, {"shuffled", files, 16384}} {
+		b.Run(fmt.Sprintf("%s/batch=%d", run.order, run.batch), func(b *testing.B) {
 			var cpu time.Duration
 			for b.Loop() {
 				b.StopTimer()
-				s := benchStore(b, Options{MaxBatch: batch})
+				s := benchStore(b, Options{MaxBatch: run.batch})
 				c0 := cpuTime()
 				b.StartTimer()
-				load(b, s, files)
+				load(b, s, run.files)
 				cpu += cpuTime() - c0
 			}
-			b.ReportMetric(float64(len(files)*b.N)/b.Elapsed().Seconds(), "puts/s")
-			b.ReportMetric(float64(len(files)*b.N)/cpu.Seconds(), "puts/cpu-s")
+			b.ReportMetric(float64(len(run.files)*b.N)/b.Elapsed().Seconds(), "puts/s")
+			b.ReportMetric(float64(len(run.files)*b.N)/cpu.Seconds(), "puts/cpu-s")
 		})
 	}
 }
 
 // BenchmarkAnchorBoltPut is the floor to compare PutBatch with: raw bbolt
-// writing three random 50-byte keys per record (what a record and its two
-// indexes cost at least), in transactions of 4096 records, with fsync.
+// writing three keys per record (what a record and its two indexes cost at
+// least): the path, digest ‖ path tail and inode ‖ path tail, with a 20-byte
+// value each, in transactions of 4096 records, with fsync.
 func BenchmarkAnchorBoltPut(b *testing.B) {
 	files, _ := corpusFiles(b)
+	b.Run("walk", func(b *testing.B) { anchorBoltPut(b, walkOrder(files)) })
+	b.Run("shuffled", func(b *testing.B) { anchorBoltPut(b, files) })
+}
+
+func anchorBoltPut(b *testing.B, files []benchFile) {
 	var cpu time.Duration
 	for b.Loop() {
 		b.StopTimer()
@@ -193,10 +219,14 @@ func BenchmarkAnchorBoltPut(b *testing.B) {
 			err := db.Update(func(tx *bolt.Tx) error {
 				for j := i; j < min(i+4096, len(files)); j++ {
 					f := &files[j]
-					k := append(append([]byte{}, f.r.Digest...), f.path[len(f.path)-18:]...)
+					tail := f.path[len(f.path)-18:]
+					keys := [3][]byte{
+						f.path,                                   // the record, in path order
+						append(bytes.Clone(f.r.Digest), tail...), // digest index
+						append(binary.BigEndian.AppendUint64(nil, f.r.Ino), tail...), // inode index
+					}
 					for bi, n := range []string{"a", "b", "c"} {
-						k[0] = byte(bi)
-						if err := tx.Bucket([]byte(n)).Put(k, make([]byte, 20)); err != nil {
+						if err := tx.Bucket([]byte(n)).Put(keys[bi], make([]byte, 20)); err != nil {
 							return err
 						}
 					}
@@ -256,6 +286,23 @@ func BenchmarkGet(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lookups/s")
 		b.ReportMetric(float64(b.N)/(cpuTime()-c0).Seconds(), "lookups/cpu-s")
 	})
+	// A scan's check of walked files: the files of one directory in walk
+	// order, up to 256 at a time (the walker's batches), one Get each or one
+	// GetMany per batch; 2 goroutines like the indexer's checkers.
+	batches := dirBatches(walkOrder(files), 256)
+	b.Run("walk-serial", func(b *testing.B) {
+		walked := flatten(batches)
+		lookups(b, func(i int) bool {
+			_, ok, err := s.Get(walked[i].path)
+			return ok && err == nil
+		})
+	})
+	b.Run("many-serial", func(b *testing.B) {
+		getMany(b, s, batches, 1)
+	})
+	b.Run("many-parallel", func(b *testing.B) {
+		getMany(b, s, batches, 2)
+	})
 	b.Run("anchor-bolt-get", func(b *testing.B) {
 		db, err := bolt.Open(filepath.Join(b.TempDir(), "anchor.db"), 0o600, &bolt.Options{NoSync: true})
 		if err != nil {
@@ -280,6 +327,74 @@ func BenchmarkGet(b *testing.B) {
 			return found
 		})
 	})
+}
+
+// dirBatches cuts files (in walk order) into runs of at most n files of
+// one directory.
+func dirBatches(files []benchFile, n int) [][]benchFile {
+	var out [][]benchFile
+	for start := 0; start < len(files); {
+		dk, _ := splitPath(files[start].path)
+		end := start + 1
+		for end < len(files) && end-start < n {
+			d, _ := splitPath(files[end].path)
+			if !bytes.Equal(d, dk) {
+				break
+			}
+			end++
+		}
+		out = append(out, files[start:end])
+		start = end
+	}
+	return out
+}
+
+func flatten(batches [][]benchFile) []benchFile {
+	var out []benchFile
+	for _, bt := range batches {
+		out = append(out, bt...)
+	}
+	return out
+}
+
+// getMany looks up every batch with GetMany from g goroutines, b.N times
+// over, and reports lookups (paths) per second.
+func getMany(b *testing.B, s *Store, batches [][]benchFile, g int) {
+	paths := make([][][]byte, len(batches))
+	total := 0
+	for i, bt := range batches {
+		for _, f := range bt {
+			paths[i] = append(paths[i], f.path)
+		}
+		total += len(bt)
+	}
+	c0 := cpuTime()
+	b.ResetTimer()
+	for range b.N {
+		var wg sync.WaitGroup
+		for w := range g {
+			wg.Go(func() {
+				var out []Found
+				for i := w; i < len(paths); i += g {
+					var err error
+					out, err = s.GetMany(paths[i], out[:0])
+					if err != nil || len(out) != len(paths[i]) {
+						b.Error("GetMany:", err)
+						return
+					}
+					for _, f := range out {
+						if !f.OK {
+							b.Error("GetMany: a path was not found")
+							return
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	b.ReportMetric(float64(total*b.N)/b.Elapsed().Seconds(), "lookups/s")
+	b.ReportMetric(float64(total*b.N)/(cpuTime()-c0).Seconds(), "lookups/cpu-s")
 }
 
 // BenchmarkBytesPerFile: the index file's size per record for the corpus
@@ -315,8 +430,7 @@ func reportSize(b *testing.B, s *Store, src string, records int) {
 	}
 	n := float64(records)
 	_ = s.db.View(func(tx *bolt.Tx) error {
-		st := s.db.Stats()
-		free := int64(st.FreePageN+st.PendingPageN) * int64(s.db.Info().PageSize)
+		free := int64(freePages(tx)) * int64(s.db.Info().PageSize)
 		b.ReportMetric(float64(fi.Size())/n, "filebytes/file")
 		b.ReportMetric(float64(tx.Size()-free)/n, "usedbytes/file")
 		var live int
@@ -330,6 +444,21 @@ func reportSize(b *testing.B, s *Store, src string, records int) {
 		b.Logf("%s: %d records, file %d bytes, pages in use %d", src, records, fi.Size(), tx.Size()-free)
 		return nil
 	})
+}
+
+// freePages counts the pages of tx's file on bbolt's free list (the store
+// opens bbolt without statistics, so DB.Stats has no count).
+func freePages(tx *bolt.Tx) int {
+	n := 0
+	for id := 0; ; id++ {
+		pi, err := tx.Page(id)
+		if err != nil || pi == nil {
+			return n
+		}
+		if pi.Type == "free" {
+			n++
+		}
+	}
 }
 
 // BenchmarkDups1M: time to list every duplicate group of 10^6 records.

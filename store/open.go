@@ -326,6 +326,7 @@ func openBolt(path string, opts Options) (db *bolt.DB, err error) {
 		ReadOnly:     opts.ReadOnly,
 		NoSync:       opts.NoSync,
 		FreelistType: bolt.FreelistMapType,
+		NoStatistics: true,
 	})
 	switch {
 	case err == nil:

@@ -69,6 +69,70 @@ func (s *Store) Get(path []byte) (Record, bool, error) {
 	return r, ok, err
 }
 
+// Found is one answer of GetMany.
+type Found struct {
+	Record Record
+	OK     bool // a record is stored for the path
+}
+
+// GetMany looks up several paths, like Get for each, but in one read
+// transaction per chunk of paths, and appends the answers to out in the
+// order of paths. It is much cheaper per path than Get for a batch such as
+// the files of one directory. A bad path fails the whole call (ErrPath).
+func (s *Store) GetMany(paths [][]byte, out []Found) ([]Found, error) {
+	for _, p := range paths {
+		if err := checkPath(p, false); err != nil {
+			return out, err
+		}
+	}
+	for len(paths) > 0 {
+		n := min(len(paths), chunk)
+		var err error
+		if out, err = s.getChunk(paths[:n], out); err != nil {
+			return out, err
+		}
+		paths = paths[n:]
+	}
+	return out, nil
+}
+
+func (s *Store) getChunk(paths [][]byte, out []Found) ([]Found, error) {
+	start := len(out)
+	before := s.epoch.load()
+	err := s.view(func(tx *bolt.Tx) error {
+		out = out[:start]
+		// One cursor for the chunk: bbolt's Get makes a new one per call.
+		files := tx.Bucket(bucketFiles).Cursor()
+		var (
+			lastDir []byte
+			id      uint64
+			found   bool
+			buf     [64]byte
+		)
+		for _, p := range paths {
+			dk, base := splitPath(p)
+			if lastDir == nil || !bytes.Equal(dk, lastDir) {
+				id, found = s.dirID(tx, dk, before)
+				lastDir = dk
+			}
+			var f Found
+			if found {
+				fk := fileKey(buf[:0], id, base)
+				if k, v := files.Seek(fk); v != nil && bytes.Equal(k, fk) {
+					r, err := decodeRecord(v)
+					if err != nil {
+						return fmt.Errorf("get %q: %w", p, err)
+					}
+					f = Found{Record: r, OK: true}
+				}
+			}
+			out = append(out, f)
+		}
+		return nil
+	})
+	return out, err
+}
+
 // dirID looks up a directory's id in tx, through the cache when the epoch
 // read before tx began is still current.
 func (s *Store) dirID(tx *bolt.Tx, dk []byte, before uint64) (uint64, bool) {

@@ -456,3 +456,57 @@ func TestRootSubtree(t *testing.T) {
 		t.Fatalf("%d records left after DeleteSubtree(/)", st.Files)
 	}
 }
+
+func TestCheckPath(t *testing.T) {
+	good := []string{"/a", "/.hidden", "/a/..b", "/a/b.", "/a/...", "/a/.b/c", "/a b/\xff\xfe", "/" + strings.Repeat("x", maxPath-1)}
+	bad := []string{"", "a", "/", "//", "/a/", "/a//b", "/.", "/..", "/a/.", "/a/..", "/./a", "/../a",
+		"/a/./b", "/a/../b", "/a\x00b", "/a/b\x00", "/" + strings.Repeat("x", maxPath)}
+	for _, p := range good {
+		if err := checkPath([]byte(p), false); err != nil {
+			t.Errorf("checkPath(%q) = %v, want nil", p, err)
+		}
+	}
+	for _, p := range bad {
+		if err := checkPath([]byte(p), false); !errors.Is(err, ErrPath) {
+			t.Errorf("checkPath(%q) = %v, want ErrPath", p, err)
+		}
+	}
+	if err := checkPath([]byte("/"), true); err != nil {
+		t.Errorf("checkPath(/, dirOK) = %v", err)
+	}
+}
+
+func TestGetMany(t *testing.T) {
+	s := openTest(t)
+	mustPut(t, s, "/d/a", rec("a", 1, 1, 1))
+	mustPut(t, s, "/d/b", rec("b", 2, 1, 2))
+	mustPut(t, s, "/e/c", rec("c", 3, 1, 3))
+	paths := [][]byte{p("/d/a"), p("/d/missing"), p("/d/b"), p("/nodir/x"), p("/e/c"), p("/d/a")}
+	out, err := s.GetMany(paths, nil)
+	if err != nil || len(out) != len(paths) {
+		t.Fatalf("GetMany: %d answers, %v", len(out), err)
+	}
+	for i, path := range paths {
+		r, ok, err := s.Get(path)
+		if err != nil || ok != out[i].OK || (ok && !r.Equal(&out[i].Record)) {
+			t.Errorf("%s: GetMany %v %+v, Get %v %+v (%v)", path, out[i].OK, out[i].Record, ok, r, err)
+		}
+	}
+	// More paths than one read transaction takes; answers are appended.
+	many := make([][]byte, 0, 2*chunk+5)
+	for i := range cap(many) {
+		many = append(many, paths[i%len(paths)])
+	}
+	out, err = s.GetMany(many, out[:1])
+	if err != nil || len(out) != 1+len(many) {
+		t.Fatalf("GetMany of %d: %d answers, %v", len(many), len(out), err)
+	}
+	for i := range many {
+		if out[1+i].OK != (i%len(paths) != 1 && i%len(paths) != 3) {
+			t.Fatalf("answer %d (%s): OK %v", i, many[i], out[1+i].OK)
+		}
+	}
+	if _, err := s.GetMany([][]byte{p("/d/a"), p("rel")}, nil); !errors.Is(err, ErrPath) {
+		t.Errorf("bad path: %v", err)
+	}
+}
