@@ -135,7 +135,8 @@ echo "4. change latency (1,000 files, default quiet delay)" >&2
 
 echo "5. git annex add on a 10,000-file subset" >&2
 sub=$work/subset
-(cd "$tree" && find . -type f -print | LC_ALL=C sort | head -n 10000 >"$work/subset.list")
+(cd "$tree" && find . -type f -print | LC_ALL=C sort >"$work/all.list")
+head -n 10000 "$work/all.list" >"$work/subset.list"
 mkdir -p "$sub"
 (cd "$tree" && tr '\n' '\0' <"$work/subset.list" | xargs -0 cp --parents -t "$sub")
 sub_bytes=$(du -sb "$sub" | cut -f1)
