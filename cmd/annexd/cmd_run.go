@@ -63,7 +63,7 @@ The Go runtime's soft memory limit is 64 MiB unless GOMEMLIMIT is set.`
 	fl.StringVar(&f.backend, "backend", "", "git-annex backend of the keys (default SHA256E)")
 	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
 	fl.StringVar(&f.logFormat, "log-format", "", "text or json (default text)")
-	fl.Duration("quiet-delay", 0, "how long a file must be left alone before it is hashed (default 1s)")
+	fl.Duration("quiet-delay", 0, "how long a file must be left alone before it is hashed; 0 hashes at once (default 1s)")
 	fl.Duration("safety-rescan", 0, "mean interval of the periodic stat-only rescan, <0 disables (default 6h)")
 	fl.StringArrayVar(&f.ignore, "ignore", nil, "gitignore-style pattern of paths never indexed (repeatable; added to the config's)")
 	fl.BoolVar(&f.noDefaults, "no-default-ignores", false, "do not leave out VCS internals and caches by default")
