@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/internal/fsstat"
+	"github.com/annexd/annexd/store"
 	"github.com/annexd/annexd/walker"
 )
 
@@ -312,9 +313,25 @@ func (ix *Indexer) startCheckers(ctx context.Context, sc *scan, emptyIndex bool)
 		ck.wg.Add(1)
 		go func() {
 			defer ck.wg.Done()
+			var (
+				paths [][]byte
+				found []store.Found
+			)
 			for batch := range ck.in {
+				paths = paths[:0]
 				for _, e := range batch {
-					if ix.checkWalked(ctx, sc, e, emptyIndex) {
+					paths = append(paths, []byte(e.Path))
+				}
+				var err error
+				found, err = ix.st.GetMany(paths, found[:0])
+				for i, e := range batch {
+					var f store.Found
+					if err == nil {
+						f = found[i]
+					} else if f.Record, f.OK, err = ix.get(e.Path); err != nil {
+						f = store.Found{} // treated as unknown: the worker looks again
+					}
+					if ix.checkWalked(ctx, sc, e, f, err == nil, emptyIndex) {
 						ck.found.Add(1)
 					}
 				}
@@ -333,20 +350,19 @@ func (ck *checkers) wait() int64 {
 	return ck.found.Load()
 }
 
-// checkWalked leaves a walked file whose record is settled alone (marking it
-// when the seen set is full) and queues the others. It reports whether the
-// file had a record.
-func (ix *Indexer) checkWalked(ctx context.Context, sc *scan, e seenEntry, emptyIndex bool) bool {
-	rec, ok, err := ix.get(e.Path)
-	if err == nil && ok && ix.settled(&rec, e.Info) && !ix.pend.has(e.Path) {
-		if !e.remembered && rec.Generation < sc.gen {
+// checkWalked leaves a walked file whose record f is settled alone (marking
+// it when the seen set is full) and queues the others; known says f is a
+// real answer of the index. It reports whether the file had a record.
+func (ix *Indexer) checkWalked(ctx context.Context, sc *scan, e seenEntry, f store.Found, known, emptyIndex bool) bool {
+	if known && f.OK && ix.settled(&f.Record, e.Info) && !ix.pend.has(e.Path) {
+		if !e.remembered && f.Record.Generation < sc.gen {
 			ix.markSeen(e.Path, sc)
 		}
 		return true
 	}
 	info := e.Info
-	ix.enqueueJob(ctx, job{path: e.Path, info: &info, noAdopt: emptyIndex, absent: err == nil && !ok}, sc, e.Info.Size)
-	return ok
+	ix.enqueueJob(ctx, job{path: e.Path, info: &info, noAdopt: emptyIndex, absent: known && !f.OK}, sc, e.Info.Size)
+	return f.OK
 }
 
 // scanEnded notes the end of a root's first scan.
