@@ -9,6 +9,8 @@
 #   docker exec annexd annexctl status
 #   docker exec annexd annexctl lookup /data/some/file.jpg
 #
+# A config file, if wanted, goes to /etc/annexd/annexd.toml (for example
+# -v ./annexd.toml:/etc/annexd/annexd.toml:ro); see configs/annexd.example.toml.
 # The watched directory can be mounted read-only: annexd only reads it. The
 # container's user (uid 65532, distroless "nonroot") must be able to read it. inotify works on bind
 # mounts of local file systems; raise fs.inotify.max_user_watches on the host
