@@ -451,7 +451,8 @@ func isGone(err error) bool {
 }
 
 // settled reports whether rec still describes the file fi: same identity,
-// not racily clean, and either hashed or known to be unreadable.
+// and either hashed (not racily clean), known to be unreadable, or found
+// corrupt by an audit (that finding stands until the file changes).
 func (ix *Indexer) settled(rec *store.Record, fi fsstat.FileInfo) bool {
 	if !sameIdentity(rec, fi) {
 		return false
@@ -459,7 +460,7 @@ func (ix *Indexer) settled(rec *store.Record, fi fsstat.FileInfo) bool {
 	switch rec.State {
 	case store.StateOK:
 		return !ix.racy(rec)
-	case store.StateUnreadable:
+	case store.StateUnreadable, store.StateCorrupt:
 		return true
 	}
 	return false

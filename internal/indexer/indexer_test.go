@@ -382,3 +382,36 @@ func TestEmptyRootKeepsRecords(t *testing.T) {
 		t.Error("records of an empty root were dropped")
 	}
 }
+
+// A record an audit marked corrupt keeps its finding while the file's
+// identity is unchanged: scans do not overwrite it with a fresh digest.
+func TestCorruptRecordKept(t *testing.T) {
+	root := t.TempDir()
+	p := filepath.Join(root, "bitrot.bin")
+	writeOld(t, p, "original")
+	e := newEnv(t, root, envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	rec, ok, err := e.st.Get([]byte(p))
+	must(t, err)
+	if !ok {
+		t.Fatal("not indexed")
+	}
+	rec.State = store.StateCorrupt
+	must(t, e.st.Put(context.Background(), []byte(p), rec))
+	hashed := e.h.total()
+	e.ix.Rescan(root)
+	deadline := time.Now().Add(settleTimeout)
+	for p := e.ix.Progress(); !p.Idle || p.ScansPending > 0; p = e.ix.Progress() {
+		if time.Now().After(deadline) {
+			t.Fatal("rescan did not end")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	got, _, _ := e.st.Get([]byte(p))
+	if got.State != store.StateCorrupt || e.h.total() != hashed {
+		t.Errorf("state %v after rescan, %d new hashes; want corrupt kept and no hash", got.State, e.h.total()-hashed)
+	}
+	if r, err := e.ix.Lookup(context.Background(), p, false); err != nil || r.State != Corrupt || r.Key.IsZero() {
+		t.Errorf("lookup: %+v %v", r, err)
+	}
+}
