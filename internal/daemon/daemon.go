@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -91,9 +92,14 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if len(cfg.Roots) == 0 {
 		return nil, ErrNoRoots
 	}
-	for _, r := range cfg.Roots {
+	for i, r := range cfg.Roots {
 		if err := checkRoot(r); err != nil {
 			return nil, err
+		}
+		for _, o := range cfg.Roots[:i] {
+			if within(r, o) || within(o, r) {
+				return nil, fmt.Errorf("%w: %s and %s overlap; give only the outer one", ErrRoot, o, r)
+			}
 		}
 	}
 	b, err := cfg.BackendValue()
@@ -104,6 +110,11 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 		return nil, fmt.Errorf("daemon: backend %s cannot be hashed by this build", b)
 	}
 	return &App{cfg: cfg, opts: opts, log: log, backend: b}, nil
+}
+
+// within reports whether p is dir or under it.
+func within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
 func checkRoot(r string) error {

@@ -60,7 +60,15 @@ func TestNewRejectsBadRoots(t *testing.T) {
 			t.Errorf("root %s: err = %v", root, err)
 		}
 	}
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cfg := testConfig(t, dir)
+	cfg.Roots = []string{dir, sub}
+	if _, err := New(cfg, nil, Options{}); !errors.Is(err, ErrRoot) || !strings.Contains(err.Error(), "overlap") {
+		t.Errorf("overlapping roots: err = %v", err)
+	}
 	cfg.Roots = nil
 	if _, err := New(cfg, nil, Options{}); !errors.Is(err, ErrNoRoots) {
 		t.Errorf("no roots: err = %v", err)
