@@ -35,8 +35,8 @@ type runFlags struct {
 	exitWhenIdle bool
 }
 
-// setupRun makes root run the daemon.
-func setupRun(root *cobra.Command) {
+// setupRun makes root run the daemon and returns its flags.
+func setupRun(root *cobra.Command) *runFlags {
 	var f runFlags
 	root.Long = `annexd keeps a content-addressed index of the files under each ROOT:
 it hashes every regular file into a git-annex key (SHA256E by default),
@@ -73,6 +73,7 @@ The Go runtime's soft memory limit is 64 MiB unless GOMEMLIMIT is set.`
 	// done and nothing is pending. Documented in bench/daemon.sh.
 	fl.BoolVar(&f.exitWhenIdle, "exit-when-idle", false, "exit once the initial scan is done and nothing is pending")
 	_ = fl.MarkHidden("exit-when-idle")
+	return &f
 }
 
 // loadConfig reads the config file and applies the flags and arguments.

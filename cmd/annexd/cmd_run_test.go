@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/annexd/annexd/api"
 )
 
@@ -299,5 +301,32 @@ func TestRunDefaultsAndExitWhenIdle(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), e.socket()) {
 		t.Errorf("log does not name the default socket %s:\n%s", e.socket(), out)
+	}
+}
+
+// Flags override the config file, ROOT arguments replace its roots, and
+// what neither sets keeps the file's value or the default.
+func TestFlagsOverrideConfig(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "annexd.toml")
+	body := "backend = \"SHA512\"\nroots = [\"/from/config\"]\n[watch]\nquiet_delay = \"3s\"\n[log]\nlevel = \"warn\"\n"
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := &cobra.Command{Use: "annexd"}
+	f := setupRun(cmd)
+	args := []string{"--config", conf, "--backend", "BLAKE2B256E", "--quiet-delay", "250ms", "--ignore", "*.tmp", dir}
+	if err := cmd.ParseFlags(args); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(cmd, cmd.Flags().Args(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Backend != "BLAKE2B256E" || cfg.Watch.QuietDelay != 250*time.Millisecond || cfg.Log.Level != "warn" {
+		t.Errorf("config %+v", cfg)
+	}
+	if len(cfg.Roots) != 1 || cfg.Roots[0] != dir || len(cfg.Ignore.Patterns) != 1 || cfg.File != conf {
+		t.Errorf("roots %q ignore %q file %q", cfg.Roots, cfg.Ignore.Patterns, cfg.File)
 	}
 }
