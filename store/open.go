@@ -111,6 +111,7 @@ type Store struct {
 	mu      sync.RWMutex // held shared by Submit, exclusively by Close
 	closed  bool
 	writer  sync.Mutex // held by Run and by Close while it drains
+	batch   []item     // the writer's group, reused
 	once    sync.Once
 	errOnce error
 

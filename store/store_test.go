@@ -510,3 +510,43 @@ func TestGetMany(t *testing.T) {
 		t.Errorf("bad path: %v", err)
 	}
 }
+
+// TestOneGroupInNewDirectory: puts into a directory created by the same
+// group, out of name order and repeated, replace each other correctly.
+func TestOneGroupInNewDirectory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	puts := []struct {
+		name, content string
+		ino           uint64
+	}{{"b", "1", 1}, {"a", "2", 2}, {"b", "3", 3}, {"c", "1", 4}, {"a", "4", 5}, {"d", "5", 6}, {"c", "6", 7}}
+	errs := make(chan error, len(puts)+2)
+	for _, u := range puts {
+		s.Submit(Change{Op: OpPut, Path: p("/new/%s", u.name), Record: rec(u.content, 1, 1, u.ino)},
+			func(err error) { errs <- err })
+	}
+	s.Submit(Change{Op: OpDelete, Path: p("/new/d")}, func(err error) { errs <- err })
+	s.Submit(Change{Op: OpPut, Path: p("/new/d"), Record: rec("7", 1, 1, 8)}, func(err error) { errs <- err })
+	if err := s.Close(); err != nil { // commits the queue as one group
+		t.Fatal(err)
+	}
+	for range len(puts) + 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	s = openTestAt(t, path, Options{NoSync: true})
+	want := map[string]uint64{"a": 5, "b": 3, "c": 7, "d": 8}
+	for name, ino := range want {
+		r, ok, err := s.Get(p("/new/%s", name))
+		if err != nil || !ok || r.Ino != ino {
+			t.Errorf("/new/%s: ino %d, ok %v, %v; want ino %d", name, r.Ino, ok, err, ino)
+		}
+	}
+	if st, _ := s.Stats(); st.Files != 4 {
+		t.Errorf("%d files, want 4", st.Files)
+	}
+}

@@ -231,7 +231,9 @@ func (s *Store) Run(ctx context.Context) error {
 // collect gathers a group: first, then whatever arrives until MaxDelay has
 // passed, MaxBatch changes are queued, or no change arrived for MaxIdle.
 func (s *Store) collect(ctx context.Context, first item) []item {
-	batch := []item{first}
+	clear(s.batch) // drop the last group's references
+	batch := append(s.batch[:0], first)
+	defer func() { s.batch = batch }()
 	deadline := time.NewTimer(s.opts.MaxDelay)
 	defer deadline.Stop()
 	idle := time.NewTimer(s.opts.MaxIdle)

@@ -83,6 +83,14 @@ type wtx struct {
 	ibuf, dbuf                                              []byte
 	dirCache                                                map[string]uint64 // dir key → id, this tx only
 	epoch                                                   *epoch
+	// digestCur is reused for lookups in the digest index; every use
+	// starts with a Seek, which repositions it after writes.
+	digestCur *bolt.Cursor
+	// newDirs maps the ids of directories created in this transaction to
+	// the largest base name put in them so far. Ids are never reused, so
+	// a larger name has no record yet: a first scan, which meets names in
+	// order, needs no lookup before each put.
+	newDirs map[uint64][]byte
 }
 
 func newWtx(tx *bolt.Tx, e *epoch) (*wtx, error) {
@@ -91,9 +99,11 @@ func newWtx(tx *bolt.Tx, e *epoch) (*wtx, error) {
 		dirs: tx.Bucket(bucketDirs), dirNames: tx.Bucket(bucketDirNames), digest: tx.Bucket(bucketDigest),
 		inodes: tx.Bucket(bucketInodes), grps: tx.Bucket(bucketGroups), dups: tx.Bucket(bucketDups),
 	}
+	w.digestCur = w.digest.Cursor()
 	c, err := decodeCounters(w.meta.Get(metaCounters))
 	w.c, w.c0 = c, c
 	w.dirCache = make(map[string]uint64)
+	w.newDirs = make(map[uint64][]byte)
 	return w, err
 }
 
@@ -141,6 +151,7 @@ func (w *wtx) ensureDir(dirKey []byte) (uint64, error) {
 	if err := w.dirs.Put(bytes.Clone(dirKey), v); err != nil {
 		return 0, err
 	}
+	w.newDirs[id] = nil
 	return id, w.dirNames.Put(v, bytes.Clone(dirKey))
 }
 
@@ -181,7 +192,7 @@ func (w *wtx) put(path []byte, r *Record) error {
 		return err
 	}
 	fk := fileKey(nil, id, base)
-	if v := w.files.Get(fk); v != nil {
+	if v := w.existing(id, base, fk); v != nil {
 		old, err := decodeRecord(v)
 		if err != nil {
 			return fmt.Errorf("replace %q: %w", path, err)
@@ -200,6 +211,18 @@ func (w *wtx) put(path []byte, r *Record) error {
 		return err
 	}
 	return w.index(fk, r)
+}
+
+// existing returns the stored record value of fk (directory id, base) for
+// a put, skipping the lookup where newDirs shows there is none.
+func (w *wtx) existing(id uint64, base, fk []byte) []byte {
+	if max, ok := w.newDirs[id]; ok {
+		if bytes.Compare(base, max) > 0 {
+			w.newDirs[id] = base
+			return nil
+		}
+	}
+	return w.files.Get(fk)
 }
 
 // sameIndexes reports whether a and b have the same entries in every index
@@ -259,7 +282,8 @@ func (w *wtx) index(fk []byte, r *Record) error {
 	if err := w.setGroup(dk, old, g); err != nil {
 		return err
 	}
-	return w.digest.Put(append(dk, fk...), nil)
+	w.dbuf = append(append(w.dbuf[:0], dk...), fk...)
+	return w.digest.Put(w.dbuf, nil) // bbolt copies keys
 }
 
 func (w *wtx) unindex(fk []byte, r *Record) error {
@@ -292,12 +316,13 @@ func (w *wtx) unindex(fk []byte, r *Record) error {
 // groupOf returns the summary of digest dk as stored, or as derived from
 // the bydigest index for groups of fewer than two paths.
 func (w *wtx) groupOf(dk []byte, r *Record) (group, error) {
-	if v := w.grps.Get(dk); v != nil {
-		return decodeGroup(v)
-	}
-	k, _ := w.digest.Cursor().Seek(dk)
+	// Most digests are unique: one seek in the digest index settles them.
+	k, _ := w.digestCur.Seek(dk)
 	if k == nil || !bytes.HasPrefix(k, dk) {
 		return group{size: r.Size}, nil
+	}
+	if v := w.grps.Get(dk); v != nil {
+		return decodeGroup(v)
 	}
 	g := group{n: 1, inodes: 1, size: r.Size}
 	if v := w.files.Get(k[len(dk):]); v != nil {
@@ -321,7 +346,7 @@ func (w *wtx) sharesInode(dk, fk []byte, r *Record) bool {
 			continue
 		}
 		w.dbuf = append(append(w.dbuf[:0], dk...), other...)
-		if has(w.digest, w.dbuf) {
+		if got, _ := w.digestCur.Seek(w.dbuf); got != nil && bytes.Equal(got, w.dbuf) {
 			return true
 		}
 	}
