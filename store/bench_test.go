@@ -417,6 +417,7 @@ func BenchmarkBytesPerFile(b *testing.B) {
 				load(b, s, order.files)
 				b.StopTimer()
 				reportSize(b, s, src, len(order.files))
+				reportCompacted(b, s, len(order.files))
 				b.StartTimer()
 			}
 		})
@@ -447,6 +448,22 @@ func reportSize(b *testing.B, s *Store, src string, records int) {
 		b.Logf("%s: %d records, file %d bytes, pages in use %d", src, records, fi.Size(), tx.Size()-free)
 		return nil
 	})
+}
+
+// reportCompacted closes s, compacts its file and reports the new size.
+func reportCompacted(b *testing.B, s *Store, records int) {
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := Compact(s.Path(), Options{}); err != nil {
+		b.Fatal(err)
+	}
+	fi, err := os.Stat(s.Path())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(fi.Size())/float64(records), "compacted-filebytes/file")
+	b.ReportMetric(float64(fi.Sys().(*syscall.Stat_t).Blocks*512)/float64(records), "compacted-diskbytes/file")
 }
 
 // freePages counts the pages of tx's file on bbolt's free list (the store

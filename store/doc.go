@@ -59,8 +59,12 @@
 //
 // # Reads
 //
-// Get, ByInode, ByDigest and Stats are short read transactions. Get finds
-// a path's directory id through a cache; long reads cache directory names.
+// Get, ByInode, ByDigest and Stats are short read transactions. GetMany
+// looks up a batch of paths (the files of one directory, say) in one read
+// transaction and with one cursor, several times cheaper per path than Get
+// because bbolt's cost of beginning a transaction dominates a single
+// lookup. Get finds a path's directory id through a cache; long reads cache
+// directory names.
 // Both caches are tied to an epoch that the writer advances around every
 // transaction that renames or removes a directory, so a read never mixes a
 // cached mapping with a snapshot it does not belong to. Scan,
@@ -74,4 +78,12 @@
 // truncated or removed: Open reports ErrNotIndex or ErrCorrupt naming it.
 // Check (annexd check-db) blocks writes while it runs. Changes submitted
 // but not yet committed are not visible to reads.
+//
+// Copy-on-write leaves free pages behind, most after a first scan (every
+// group rewrites most pages of the digest and inode indexes); later groups
+// reuse them. Compact rewrites an index that is not open elsewhere into a
+// new file of live, full pages, checks it, syncs it and renames it over
+// the old one; Open makes sure the file it locked is still the one at the
+// path, so an opener that waited for the old file's lock is not left with
+// the replaced file.
 package store

@@ -142,7 +142,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := ensureFile(path, opts); err != nil {
 		return nil, err
 	}
-	db, err := openBolt(path, opts)
+	db, err := openCurrent(path, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -316,13 +316,46 @@ func checkHeader(path string, size int64) error {
 	return nil
 }
 
-func openBolt(path string, opts Options) (db *bolt.DB, err error) {
+// openCurrent opens path with bbolt and makes sure the file it locked is
+// still the one at path: Compact renames a new file over the index while a
+// second opener may be waiting for the old file's lock, and that opener
+// must not go on with the replaced file.
+func openCurrent(path string, opts Options) (*bolt.DB, error) {
+	deadline := time.Now().Add(opts.LockTimeout)
+	for {
+		db, file, err := openBolt(path, opts)
+		if err != nil {
+			return nil, err
+		}
+		now, err := os.Stat(path)
+		if err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("store: open %s: %w (it went away while waiting for its lock)", path, err)
+		}
+		if locked, err := file.Stat(); err == nil && os.SameFile(locked, now) {
+			return db, nil
+		}
+		_ = db.Close()
+		if opts.LockTimeout = time.Until(deadline); opts.LockTimeout <= 0 {
+			return nil, fmt.Errorf("%w: %s was replaced repeatedly while waiting for its lock", ErrLocked, path)
+		}
+	}
+}
+
+// openBolt opens path with bbolt; file is the file bbolt opened and locked.
+func openBolt(path string, opts Options) (db *bolt.DB, file *os.File, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			db, err = nil, fmt.Errorf("%w: %s: %v (left untouched)", ErrCorrupt, path, r)
 		}
 	}()
+	open := func(name string, flag int, mode os.FileMode) (*os.File, error) {
+		f, err := os.OpenFile(name, flag, mode)
+		file = f
+		return f, err
+	}
 	db, err = bolt.Open(path, 0o600, &bolt.Options{
+		OpenFile:     open,
 		Timeout:      opts.LockTimeout,
 		ReadOnly:     opts.ReadOnly,
 		NoSync:       opts.NoSync,
@@ -331,13 +364,13 @@ func openBolt(path string, opts Options) (db *bolt.DB, err error) {
 	})
 	switch {
 	case err == nil:
-		return db, nil
+		return db, file, nil
 	case errors.Is(err, bolterr.ErrTimeout):
-		return nil, fmt.Errorf("%w: another annexd holds %s (gave up after %s)", ErrLocked, path, opts.LockTimeout)
+		return nil, nil, fmt.Errorf("%w: another annexd holds %s (gave up after %s)", ErrLocked, path, opts.LockTimeout)
 	case errors.Is(err, bolterr.ErrInvalid), errors.Is(err, bolterr.ErrVersionMismatch), errors.Is(err, bolterr.ErrChecksum):
-		return nil, fmt.Errorf("%w: %s: %v (left untouched)", ErrCorrupt, path, err)
+		return nil, nil, fmt.Errorf("%w: %s: %v (left untouched)", ErrCorrupt, path, err)
 	}
-	return nil, fmt.Errorf("store: open %s: %w%s", path, err, hint(err))
+	return nil, nil, fmt.Errorf("store: open %s: %w%s", path, err, hint(err))
 }
 
 // checkSchemaSafely is checkSchema with a damaged page reported as

@@ -1,0 +1,134 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// compactTxSize bounds one transaction of the copy, so memory stays flat.
+const compactTxSize = 64 << 20
+
+// CompactResult says what Compact did.
+type CompactResult struct {
+	Before, After int64 // file sizes in bytes
+	Files         int64 // records copied
+}
+
+// Compact rewrites the index at path into a new file holding only live
+// pages, filled completely, and puts it in place of the old one. The
+// index must not be open elsewhere: Compact holds its lock throughout, so
+// it returns ErrLocked while the daemon runs. The old file is checked
+// first (a damaged index is not compacted: ErrCorrupt); the copy is
+// written next to it, synced and checked against the old file's counts
+// before it is renamed over it, so a crash or a full disk at any point
+// leaves either the old or the new index at path, never a partial one.
+// It needs free space for a second copy of the live data.
+func Compact(path string, opts Options) (CompactResult, error) {
+	if _, err := os.Stat(path); err != nil {
+		return CompactResult{}, fmt.Errorf("%w at %s: %v", ErrNoIndex, path, err)
+	}
+	opts.ReadOnly = false
+	s, err := Open(path, opts)
+	if err != nil {
+		return CompactResult{}, err
+	}
+	defer s.Close()
+	fi, err := os.Stat(path)
+	if err != nil {
+		return CompactResult{}, fmt.Errorf("store: compact: %w", err)
+	}
+	res := CompactResult{Before: fi.Size()}
+	rep, err := s.Check()
+	if err != nil {
+		return res, err
+	}
+	if !rep.OK() {
+		return res, fmt.Errorf("%w: %s: check found %d problems (run annexd check-db); not compacted", ErrCorrupt, path, len(rep.Problems)+rep.Omitted)
+	}
+	res.Files = rep.Files
+	tmp, err := s.copyCompact(rep)
+	if err != nil {
+		return res, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return res, fmt.Errorf("store: compact %s: %w", path, err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return res, fmt.Errorf("store: compact %s: %w", path, err)
+	}
+	if fi, err := os.Stat(path); err == nil {
+		res.After = fi.Size()
+	}
+	return res, nil
+}
+
+// copyCompact copies the index into a new file next to it, syncs it,
+// checks that it holds what want counted, and returns its name.
+func (s *Store) copyCompact(want Report) (name string, err error) {
+	dir := filepath.Dir(s.path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(s.path)+".compact-*")
+	if err != nil {
+		return "", fmt.Errorf("store: compact %s: %w%s", s.path, err, hint(err))
+	}
+	name = f.Name()
+	_ = f.Close()
+	defer func() {
+		if err != nil {
+			_ = os.Remove(name)
+		}
+	}()
+	dst, err := bolt.Open(name, 0o600, &bolt.Options{NoSync: true, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		return "", fmt.Errorf("store: compact %s: %w", s.path, err)
+	}
+	err = bolt.Compact(dst, s.db, compactTxSize)
+	if err == nil {
+		err = dst.Sync()
+	}
+	if err == nil {
+		err = checkCopy(dst, want)
+	}
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: compact %s: %w%s", s.path, err, hint(err))
+	}
+	return name, nil
+}
+
+// checkCopy runs the consistency checks on the copy and compares its
+// totals with the original's.
+func checkCopy(db *bolt.DB, want Report) error {
+	got := Report{}
+	err := db.View(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			got.add("bbolt: %v", err)
+		}
+		checkInvariantsSafely(tx, &got)
+		return nil
+	})
+	switch {
+	case err != nil:
+		return err
+	case !got.OK():
+		return fmt.Errorf("copy fails its check: %s", got.Problems[0])
+	case got.Files != want.Files || got.Dirs != want.Dirs || got.Digests != want.Digests || got.Groups != want.Groups:
+		return errors.New("copy differs from the original in its counts")
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

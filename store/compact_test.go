@@ -1,0 +1,135 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// snapshot returns every record of s by path.
+func snapshot(t *testing.T, s *Store) map[string]Record {
+	t.Helper()
+	out := map[string]Record{}
+	if _, err := s.Scan(context.Background(), nil, func(path []byte, r Record) error {
+		out[string(path)] = r
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestCompact(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWriter(t, s)
+	var cs []Change
+	for i := range 3000 {
+		cs = append(cs, Change{Op: OpPut, Path: p("/d%d/f%d", i%50, i), Record: rec(string(rune('a'+i%300)), int64(i%300), 1, uint64(i+1))})
+	}
+	for i := 0; i < 3000; i += 3 {
+		cs = append(cs, Change{Op: OpDelete, Path: p("/d%d/f%d", i%50, i)})
+	}
+	if err := putAll(s, cs); err != nil {
+		t.Fatal(err)
+	}
+	want := snapshot(t, s)
+	wantStats, _ := s.Stats()
+	stop()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := Compact(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.After <= 0 || res.After >= res.Before || res.Files != int64(len(want)) {
+		t.Errorf("Compact: %+v, want a smaller file with %d records", res, len(want))
+	}
+	if m, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".index.db.compact-*")); len(m) != 0 {
+		t.Errorf("temporary files left: %v", m)
+	}
+	s = openTestAt(t, path, Options{NoSync: true}) // checked again at cleanup
+	got := snapshot(t, s)
+	if len(got) != len(want) {
+		t.Fatalf("%d records after compaction, want %d", len(got), len(want))
+	}
+	for k, r := range want {
+		if g, ok := got[k]; !ok || !g.Equal(&r) {
+			t.Fatalf("%s: %+v after compaction, want %+v", k, g, r)
+		}
+	}
+	st, _ := s.Stats()
+	if st.Files != wantStats.Files || st.DupGroups != wantStats.DupGroups || st.Wasted != wantStats.Wasted {
+		t.Errorf("stats %+v, want %+v", st, wantStats)
+	}
+	// New directories still get fresh ids: the sequence was copied.
+	mustPut(t, s, "/new/x", rec("content of x", 1, 1, 99999))
+	if _, ok, _ := s.Get(p("/d1/f1")); !ok {
+		t.Error("old record lost after a put")
+	}
+}
+
+func TestCompactLockedOrCorrupt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	s := openTestAt(t, path, Options{NoSync: true})
+	mustPut(t, s, "/a", rec("a", 1, 1, 1))
+	if _, err := Compact(path, Options{LockTimeout: 50 * time.Millisecond}); !errors.Is(err, ErrLocked) {
+		t.Errorf("Compact of an open index: %v, want ErrLocked", err)
+	}
+	if _, err := Compact(filepath.Join(t.TempDir(), "none.db"), Options{}); !errors.Is(err, ErrNoIndex) {
+		t.Error("Compact of a missing index made one")
+	}
+}
+
+// TestOpenAfterReplace: an opener that waited for the lock of a file that
+// was then replaced (as Compact does) opens the new file, not the old one.
+func TestOpenAfterReplace(t *testing.T) {
+	dir := t.TempDir()
+	path, other := filepath.Join(dir, "index.db"), filepath.Join(dir, "other.db")
+	s2, err := Open(other, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWriter(t, s2)
+	mustPut(t, s2, "/new", rec("n", 1, 1, 1))
+	stop()
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type opened struct {
+		s   *Store
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		s, err := Open(path, Options{NoSync: true, LockTimeout: 10 * time.Second})
+		ch <- opened{s, err}
+	}()
+	time.Sleep(100 * time.Millisecond) // the opener is now waiting for the old file's lock
+	if err := os.Rename(other, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o := <-ch
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	defer o.s.Close()
+	if _, ok, err := o.s.Get(p("/new")); !ok || err != nil {
+		t.Errorf("the waiting opener did not get the file now at the path (%v)", err)
+	}
+}
