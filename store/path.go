@@ -21,27 +21,23 @@ func checkPath(p []byte, dirOK bool) error {
 		return fmt.Errorf("%w: %q is not absolute", ErrPath, p)
 	case len(p) > maxPath:
 		return fmt.Errorf("%w: %d bytes is longer than PATH_MAX", ErrPath, len(p))
+	case bytes.IndexByte(p, 0) >= 0:
+		return fmt.Errorf("%w: %q contains NUL", ErrPath, p)
 	}
-	// One pass: start is where the current component began; a NUL, an
-	// empty component, "." or ".." is an error.
-	start := 1
-	for i := 1; i <= len(p); i++ {
-		if i < len(p) {
-			switch p[i] {
-			case 0:
-				return fmt.Errorf("%w: %q contains NUL", ErrPath, p)
-			case '/':
-			default:
-				continue
-			}
+	for rest := p[1:]; ; {
+		i := bytes.IndexByte(rest, '/')
+		c := rest
+		if i >= 0 {
+			c = rest[:i]
 		}
-		switch n := i - start; {
-		case n == 0, n == 1 && p[start] == '.', n == 2 && p[start] == '.' && p[start+1] == '.':
+		if len(c) == 0 || (len(c) == 1 && c[0] == '.') || (len(c) == 2 && c[0] == '.' && c[1] == '.') {
 			return fmt.Errorf("%w: %q is not clean", ErrPath, p)
 		}
-		start = i + 1
+		if i < 0 {
+			return nil
+		}
+		rest = rest[i+1:]
 	}
-	return nil
 }
 
 // splitPath returns the directory key ("/" or "/a/b/") and the base name of a
