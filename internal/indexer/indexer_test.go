@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/annexd/annexd/store"
 )
 
@@ -413,5 +415,42 @@ func TestCorruptRecordKept(t *testing.T) {
 	}
 	if r, err := e.ix.Lookup(context.Background(), p, false); err != nil || r.State != Corrupt || r.Key.IsZero() {
 		t.Errorf("lookup: %+v %v", r, err)
+	}
+}
+
+// A tree deeper than PATH_MAX (made with relative opens) does not stop the
+// scan: the rest of the root is indexed.
+func TestOverlongPathDoesNotStopTheScan(t *testing.T) {
+	root := t.TempDir()
+	for i := range 20 {
+		writeOld(t, filepath.Join(root, fmt.Sprintf("n%02d", i)), fmt.Sprint("neighbour ", i))
+	}
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	must(t, err)
+	name := strings.Repeat("d", 250)
+	for range 17 { // 17 × 251 bytes: longer than the index takes
+		must(t, unix.Mkdirat(fd, name, 0o755))
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		must(t, err)
+		unix.Close(fd)
+		fd = next
+	}
+	ffd, err := unix.Openat(fd, "deep.txt", unix.O_CREAT|unix.O_WRONLY, 0o644)
+	must(t, err)
+	unix.Write(ffd, []byte("deep"))
+	unix.Close(ffd)
+	unix.Close(fd)
+	t.Cleanup(func() { exec.Command("rm", "-rf", root).Run() })
+
+	e := newEnv(t, root, envOpts{noWatch: true})
+	deadline := time.Now().Add(settleTimeout)
+	for !e.ix.Idle() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i := range 20 {
+		p := filepath.Join(root, fmt.Sprintf("n%02d", i))
+		if rec, ok, err := e.st.Get([]byte(p)); err != nil || !ok || rec.State != store.StateOK {
+			t.Errorf("%s: %+v %v %v", p, rec, ok, err)
+		}
 	}
 }

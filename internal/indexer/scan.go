@@ -322,16 +322,19 @@ func (ix *Indexer) startCheckers(ctx context.Context, sc *scan, emptyIndex bool)
 				for _, e := range batch {
 					paths = append(paths, []byte(e.Path))
 				}
-				var err error
-				found, err = ix.st.GetMany(paths, found[:0])
+				var batchErr error
+				found, batchErr = ix.st.GetMany(paths, found[:0])
 				for i, e := range batch {
 					var f store.Found
-					if err == nil {
+					known := true
+					if batchErr == nil && i < len(found) {
 						f = found[i]
-					} else if f.Record, f.OK, err = ix.get(e.Path); err != nil {
-						f = store.Found{} // treated as unknown: the worker looks again
+					} else if rec, ok, err := ix.get(e.Path); err == nil {
+						f = store.Found{Record: rec, OK: ok}
+					} else {
+						known = false // the worker looks again
 					}
-					if ix.checkWalked(ctx, sc, e, f, err == nil, emptyIndex) {
+					if ix.checkWalked(ctx, sc, e, f, known, emptyIndex) {
 						ck.found.Add(1)
 					}
 				}
