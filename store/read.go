@@ -78,7 +78,10 @@ type Found struct {
 // GetMany looks up several paths, like Get for each, but in one read
 // transaction per chunk of paths, and appends the answers to out in the
 // order of paths. It is much cheaper per path than Get for a batch such as
-// the files of one directory. A bad path fails the whole call (ErrPath).
+// the files of one directory. A bad path fails the whole call (ErrPath)
+// before any lookup; after an error out holds no answer of the chunk that
+// failed (a chunk is 1024 paths), so callers should look paths up again one
+// by one rather than use a partial answer.
 func (s *Store) GetMany(paths [][]byte, out []Found) ([]Found, error) {
 	for _, p := range paths {
 		if err := checkPath(p, false); err != nil {
@@ -130,7 +133,10 @@ func (s *Store) getChunk(paths [][]byte, out []Found) ([]Found, error) {
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return out[:start], err
+	}
+	return out, nil
 }
 
 // dirID looks up a directory's id in tx, through the cache when the epoch
