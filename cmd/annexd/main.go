@@ -69,6 +69,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		// subcommands, one per file: cmd_<verb>.go
 		newCheckDBCmd(),
+		newCompactCmd(),
 		newCalibrateCmd(),
 	)
 	return root
