@@ -262,7 +262,7 @@ func (b *respBody) nextChunk() error {
 	}
 	line, err := readLine(b.tc.br)
 	if err != nil {
-		return err
+		return unexpectedEOF(err)
 	}
 	size, _, _ := strings.Cut(line, ";")
 	n, err := strconv.ParseInt(strings.TrimSpace(size), 16, 64)
@@ -276,7 +276,7 @@ func (b *respBody) nextChunk() error {
 	for { // trailers
 		line, err := readLine(b.tc.br)
 		if err != nil {
-			return err
+			return unexpectedEOF(err)
 		}
 		if line == "" {
 			break
@@ -285,6 +285,17 @@ func (b *respBody) nextChunk() error {
 	b.eof = true
 	b.finish(true)
 	return nil
+}
+
+// unexpectedEOF turns io.EOF inside a chunked body into
+// io.ErrUnexpectedEOF: a connection that ends between chunks, before the
+// last chunk, cut the body short, and a plain io.EOF would pass the
+// truncated body off as complete.
+func unexpectedEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 func (b *respBody) fail(err error) error {

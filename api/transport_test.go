@@ -113,6 +113,9 @@ func TestTransportBadAnswers(t *testing.T) {
 		"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
 		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
 		"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",      // no last chunk
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n", // trailers cut
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel",            // chunk cut
 		"HTTP/1.1 200 OK\r\nX: " + strings.Repeat("a", 70000) + "\r\n\r\n",
 	} {
 		dir, err := os.MkdirTemp("", "apit")
