@@ -312,10 +312,12 @@ func readStatusError(resp *response) error {
 }
 
 // readStream calls fn for each item line and checks the end line, which it
-// stores in end when end is not nil.
+// stores in end when end is not nil: a stream without it, or whose count
+// differs from the items read, is an ErrBadResponse.
 func readStream(r io.Reader, fn func([]byte) error, end *StreamEnd) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxStreamLine)
+	var n int64
 	for sc.Scan() {
 		line := sc.Bytes()
 		if bytes.HasPrefix(line, EndPrefix) {
@@ -329,11 +331,15 @@ func readStream(r io.Reader, fn func([]byte) error, end *StreamEnd) error {
 			if e.Error != "" {
 				return &StatusError{Status: 500, Code: e.Code, Message: e.Error}
 			}
+			if !e.End || e.Count != n {
+				return fmt.Errorf("%w: end line counts %d items, %d arrived", ErrBadResponse, e.Count, n)
+			}
 			// The server is done; read the body's end so that the
 			// connection can serve the next request.
 			io.Copy(io.Discard, io.LimitReader(r, 4096))
 			return nil
 		}
+		n++
 		if err := fn(line); err != nil {
 			return err
 		}
