@@ -395,11 +395,25 @@ func TestWhereisDupsStatus(t *testing.T) {
 	if g.Count != 2 || g.Size != 12 || g.Wasted != 12 || g.Files[0].Path != a || g.Files[1].Key != calckey(t, b) {
 		t.Errorf("dups group %+v", g)
 	}
-	if r = d.ctl("", "dups"); r.code != 0 || !strings.Contains(r.stdout, "1 groups, 12 B wasted") {
+	if r = d.ctl("", "dups"); r.code != 0 || !strings.Contains(r.stdout, "\n1 group, 12 B wasted\n") {
 		t.Errorf("dups: %q", r.stdout)
 	}
 	if r = d.ctl("", "dups", "--min-size", "13"); r.code != 0 || !strings.Contains(r.stdout, "0 groups") {
 		t.Errorf("dups --min-size 13: %q", r.stdout)
+	}
+	// Output that cannot be written is a failure, not a short list.
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	for _, args := range [][]string{{"dups"}, {"whereis", b}, {"lookup", a}} {
+		cmd := exec.Command(bin.annexctl, args...)
+		cmd.Env, cmd.Stdout = d.env, full
+		var ee *exec.ExitError
+		if err := cmd.Run(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Errorf("%v > /dev/full: %v, want exit 1", args, err)
+		}
 	}
 	if r = d.ctl("", "dups", "--min-size", "lots"); r.code != 2 {
 		t.Errorf("dups --min-size lots: exit %d", r.code)

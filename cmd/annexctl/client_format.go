@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"strconv"
@@ -65,4 +66,21 @@ func groupDigits(n int64) string {
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// plural picks the word for n things: "1 group", "2 groups".
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// flushOut flushes a command's buffered stdout; a failed write (a full
+// disk, a closed terminal) is exit status 1, never a silently short list.
+func flushOut(out *bufio.Writer) error {
+	if err := out.Flush(); err != nil {
+		return &exitError{code: exitFailure, err: fmt.Errorf("write output: %w", err)}
+	}
+	return nil
 }

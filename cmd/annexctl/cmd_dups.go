@@ -40,7 +40,6 @@ indented; a blank line separates groups. Sizes are human-readable unless
 			}
 			defer c.Close()
 			out := bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10)
-			defer out.Flush()
 			size := humanBytes
 			if exact {
 				size = func(n int64) string { return fmt.Sprintf("%d B", n) }
@@ -59,12 +58,13 @@ indented; a blank line separates groups. Sizes are human-readable unless
 				return err
 			})
 			if err != nil {
+				out.Flush()
 				return apiFailure(c, err)
 			}
 			if !asJSON {
-				fmt.Fprintf(out, "\n%s groups, %s wasted\n", groupDigits(groups), size(wasted))
+				fmt.Fprintf(out, "\n%s %s, %s wasted\n", groupDigits(groups), plural(groups, "group", "groups"), size(wasted))
 			}
-			return nil
+			return flushOut(out)
 		},
 	}
 	f := cmd.Flags()

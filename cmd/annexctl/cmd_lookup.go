@@ -102,7 +102,6 @@ func runLookup(cmd *cobra.Command, c *api.Client, o lookupOpts, args []string) e
 		return apiFailure(c, err)
 	}
 	out := bufio.NewWriter(cmd.OutOrStdout())
-	defer out.Flush()
 	failed := false
 	for i, r := range res {
 		switch {
@@ -116,6 +115,9 @@ func runLookup(cmd *cobra.Command, c *api.Client, o lookupOpts, args []string) e
 			out.Flush()
 			fmt.Fprintf(cmd.ErrOrStderr(), "annexctl: %s: %s\n", args[i], stateMessage(r))
 		}
+	}
+	if err := flushOut(out); err != nil {
+		return err
 	}
 	if failed {
 		return &exitError{code: exitFailure}

@@ -34,7 +34,6 @@ key; anything else is a file. Exit status 1 when nothing is found.`,
 			}
 			defer c.Close()
 			out := bufio.NewWriter(cmd.OutOrStdout())
-			defer out.Flush()
 			n := 0
 			print := func(l api.Location) error {
 				n++
@@ -55,7 +54,7 @@ key; anything else is a file. Exit status 1 when nothing is found.`,
 			arg := args[0]
 			if k, err := key.Parse(arg); err == nil && !exists(arg) {
 				err = c.WhereisKey(cmd.Context(), k, print)
-				return whereisResult(c, err, n, arg)
+				return whereisDone(out, whereisResult(c, err, n, arg))
 			}
 			cwd, err := os.Getwd()
 			if err != nil {
@@ -68,7 +67,7 @@ key; anything else is a file. Exit status 1 when nothing is found.`,
 					err = c.WhereisPath(cmd.Context(), q, wait, print)
 				}
 			}
-			return whereisResult(c, err, n, arg)
+			return whereisDone(out, whereisResult(c, err, n, arg))
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per location (see docs/cli.md)")
@@ -80,6 +79,14 @@ key; anything else is a file. Exit status 1 when nothing is found.`,
 func exists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
+}
+
+// whereisDone flushes what was listed; a failed write is an error too.
+func whereisDone(out *bufio.Writer, err error) error {
+	if ferr := flushOut(out); err == nil {
+		return ferr
+	}
+	return err
 }
 
 func whereisResult(c *api.Client, err error, n int, arg string) error {
