@@ -125,6 +125,10 @@ func TestCheckFindsDamage(t *testing.T) {
 				return err
 			}
 		}
+		// A lost sequence would hand out existing directory ids again.
+		if err := tx.Bucket(bucketDirs).SetSequence(1); err != nil {
+			return err
+		}
 		k, _ := tx.Bucket(bucketFiles).Cursor().Last()
 		return tx.Bucket(bucketFiles).Put(k, []byte{1, 1, 0, 3})
 	})
@@ -142,7 +146,7 @@ func TestCheckFindsDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := strings.Join(rep.Problems, "\n")
-	for _, want := range []string{"inode index lacks", "digest index lacks", "record digest truncated", "counters"} {
+	for _, want := range []string{"inode index lacks", "digest index lacks", "record digest truncated", "counters", "outside the sequence"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("Check missed %q; found:\n%s", want, text)
 		}

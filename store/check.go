@@ -39,8 +39,9 @@ func (r *Report) add(format string, args ...any) {
 var errRollback = errors.New("rollback")
 
 // Check runs bbolt's consistency check and this package's invariants on one
-// snapshot: every record decodes and sits in a known directory; the
-// directory, digest and inode indexes hold exactly one entry per record
+// snapshot: every record decodes and sits in a known directory; directory
+// ids lie within the sequence that allocates them; the directory, digest
+// and inode indexes hold exactly one entry per record
 // that belongs in them; group summaries, the waste order and the counters
 // match a recount. It holds the write lock while it runs (a writable store
 // cannot be checked safely otherwise), so it blocks writes for the duration:
@@ -142,11 +143,17 @@ func checkFiles(tx *bolt.Tx, rep *Report, c *counters) {
 }
 
 func checkDirs(tx *bolt.Tx, rep *Report) {
-	files, names := tx.Bucket(bucketFiles).Cursor(), tx.Bucket(bucketDirNames)
-	_ = tx.Bucket(bucketDirs).ForEach(func(dk, idv []byte) error {
+	files, names, dirs := tx.Bucket(bucketFiles).Cursor(), tx.Bucket(bucketDirNames), tx.Bucket(bucketDirs)
+	seq := dirs.Sequence()
+	_ = dirs.ForEach(func(dk, idv []byte) error {
 		rep.Dirs++
 		if len(dk) == 0 || dk[len(dk)-1] != '/' || (len(dk) > 1 && checkPath(dk[:len(dk)-1], false) != nil) {
 			rep.add("dirs: bad directory key %q", dk)
+		}
+		// Ids come from the bucket's sequence and are never reused: an id
+		// beyond it would be handed out again to a new directory.
+		if id, n := binary.Uvarint(idv); n <= 0 || n != len(idv) || id == 0 || id > seq {
+			rep.add("dirs: %q has id %x, outside the sequence (%d)", dk, idv, seq)
 		}
 		if !bytes.Equal(names.Get(idv), dk) {
 			rep.add("dirs: %q ↔ id %x mismatch", dk, idv)

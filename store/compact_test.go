@@ -70,8 +70,17 @@ func TestCompact(t *testing.T) {
 	if st.Files != wantStats.Files || st.DupGroups != wantStats.DupGroups || st.Wasted != wantStats.Wasted {
 		t.Errorf("stats %+v, want %+v", st, wantStats)
 	}
-	// New directories still get fresh ids: the sequence was copied.
+	// New directories still get fresh ids: the sequence was copied. With
+	// it lost, /new/ would share the id of /d0/, the first directory made,
+	// and hold its files too.
 	mustPut(t, s, "/new/x", rec("content of x", 1, 1, 99999))
+	var under []string
+	if err := s.Subtree(context.Background(), p("/new"), func(path []byte, _ Record) error {
+		under = append(under, string(path))
+		return nil
+	}); err != nil || len(under) != 1 {
+		t.Errorf("/new holds %q (%v), want only /new/x", under, err)
+	}
 	if _, ok, _ := s.Get(p("/d1/f1")); !ok {
 		t.Error("old record lost after a put")
 	}
