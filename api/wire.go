@@ -108,18 +108,40 @@ func decodeLookupLineJSON(line []byte) ([]byte, error) {
 // encoding/json; ok is false when it cannot be sure.
 func fastPathIn(line []byte) (p PathIn, ok bool) {
 	ok = scanFlat(line, func(m flatMember) bool {
-		s, isStr := m.str()
-		switch string(m.name) {
-		case "path":
-			p.Path = &s
-		case "path_b64":
-			p.PathB64 = &s
-		default:
-			return false // encoding/json matches names case-insensitively
-		}
-		return isStr
+		isPath, good := p.member(m)
+		return isPath && good // other names: encoding/json matches them case-insensitively
 	})
 	return p, ok
+}
+
+// member reads m into p when it is "path" or "path_b64" (isPath); good is
+// false when its value is not a string.
+func (p *PathIn) member(m flatMember) (isPath, good bool) {
+	var s string
+	switch string(m.name) {
+	case "path":
+		s, good = m.str()
+		p.Path = &s
+	case "path_b64":
+		s, good = m.str()
+		p.PathB64 = &s
+	default:
+		return false, false
+	}
+	return true, good
+}
+
+// pathAndKey decodes the path and the optional key of an answer line.
+func pathAndKey(p PathIn, k string) ([]byte, key.Key, error) {
+	b, err := p.Bytes()
+	if err != nil {
+		return nil, key.Key{}, err
+	}
+	if k == "" {
+		return b, key.Key{}, nil
+	}
+	kk, err := key.Parse(k)
+	return b, kk, err
 }
 
 // appendPath appends "name":display and, when needed, "name_b64":exact.
@@ -239,11 +261,7 @@ func (r *LookupResult) UnmarshalJSON(b []byte) error {
 }
 
 func (r *LookupResult) fromWire(w lookupWire) error {
-	p, err := w.PathIn.Bytes()
-	if err != nil {
-		return err
-	}
-	k, err := parseOptionalKey(w.Key)
+	p, k, err := pathAndKey(w.PathIn, w.Key)
 	if err != nil {
 		return err
 	}
@@ -256,16 +274,11 @@ func (r *LookupResult) fromWire(w lookupWire) error {
 // skipped, as encoding/json does.
 func fastLookupWire(b []byte) (w lookupWire, ok bool) {
 	ok = scanFlat(b, func(m flatMember) bool {
+		if isPath, good := w.member(m); isPath {
+			return good
+		}
 		var good bool
 		switch string(m.name) {
-		case "path":
-			var s string
-			s, good = m.str()
-			w.Path = &s
-		case "path_b64":
-			var s string
-			s, good = m.str()
-			w.PathB64 = &s
 		case "state":
 			var s string
 			s, good = m.str()
@@ -284,13 +297,6 @@ func fastLookupWire(b []byte) (w lookupWire, ok bool) {
 		return good
 	})
 	return w, ok
-}
-
-func parseOptionalKey(s string) (key.Key, error) {
-	if s == "" {
-		return key.Key{}, nil
-	}
-	return key.Parse(s)
 }
 
 // AppendJSON appends l as one JSON object.
@@ -330,11 +336,7 @@ func (l *Location) UnmarshalJSON(b []byte) error {
 			return err
 		}
 	}
-	p, err := w.PathIn.Bytes()
-	if err != nil {
-		return err
-	}
-	k, err := parseOptionalKey(w.Key)
+	p, k, err := pathAndKey(w.PathIn, w.Key)
 	if err != nil {
 		return err
 	}
@@ -346,16 +348,11 @@ func (l *Location) UnmarshalJSON(b []byte) error {
 // encoding/json; ok is false when it cannot be sure.
 func fastLocationWire(b []byte) (w locationWire, ok bool) {
 	ok = scanFlat(b, func(m flatMember) bool {
+		if isPath, good := w.member(m); isPath {
+			return good
+		}
 		var good bool
 		switch string(m.name) {
-		case "path":
-			var s string
-			s, good = m.str()
-			w.Path = &s
-		case "path_b64":
-			var s string
-			s, good = m.str()
-			w.PathB64 = &s
 		case "key":
 			w.Key, good = m.str()
 		case "state":
