@@ -80,7 +80,7 @@ func (c *Client) Lookup(ctx context.Context, path []byte, wait bool) (LookupResu
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return LookupResult{}, fmt.Errorf("%w: %v", ErrBadResponse, err)
+		return LookupResult{}, fmt.Errorf("%w: %w", ErrBadResponse, err)
 	}
 	var r LookupResult
 	if err := r.UnmarshalJSON(b); err != nil {
@@ -243,7 +243,7 @@ func (c *Client) getJSON(ctx context.Context, p string, v url.Values, out any) e
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxStreamLine))
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrBadResponse, err)
+		return fmt.Errorf("%w: %w", ErrBadResponse, err)
 	}
 	if err := json.Unmarshal(b, out); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadResponse, err)
@@ -345,7 +345,7 @@ func readStream(r io.Reader, fn func([]byte) error, end *StreamEnd) error {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadResponse, err)
+		return fmt.Errorf("%w: %w", ErrBadResponse, err) // ctx.Err() when the caller gave up
 	}
 	return fmt.Errorf("%w: stream ended without its end line", ErrBadResponse)
 }

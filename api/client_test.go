@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/annexd/annexd/key"
 )
@@ -57,5 +58,29 @@ func TestClientStreamEnds(t *testing.T) {
 				t.Errorf("%s: %d items, %v; want ErrBadResponse", name, got, err)
 			}
 		}
+	}
+}
+
+// TestClientGivesUpMidStream: a context that ends while a stream is being
+// read ends the read with the context's error, so callers can tell "gave
+// up" from "the daemon's answer was bad".
+func TestClientGivesUpMidStream(t *testing.T) {
+	sock, _ := serveUnix(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"path":"/r/a","size":1}`+"\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // the rest never comes
+	}))
+	c := Dial(sock)
+	defer c.Close()
+	k, err := key.Parse("SHA256E-s1--" + strings.Repeat("0", 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	var got int
+	err = c.WhereisKey(ctx, k, func(Location) error { got++; return nil })
+	if got != 1 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("%d items, %v; want 1 and the context's deadline", got, err)
 	}
 }

@@ -128,7 +128,7 @@ func (t *transport) exchange(ctx context.Context, tc *tconn, method, target stri
 		}
 		return fail(fmt.Errorf("%w: %v", ErrBadResponse, err))
 	}
-	b := &respBody{t: t, tc: tc, stop: stop, keep: keep, chunked: chunked, left: length}
+	b := &respBody{ctx: ctx, t: t, tc: tc, stop: stop, keep: keep, chunked: chunked, left: length}
 	if !chunked && length == 0 {
 		b.eof = true
 		b.finish(true)
@@ -136,6 +136,8 @@ func (t *transport) exchange(ctx context.Context, tc *tconn, method, target stri
 	return &response{Status: status, Body: b}, nil
 }
 
+// isConnReset reports whether err came from the connection itself (reset,
+// broken pipe, …) rather than from what was read.
 func isConnReset(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op)
@@ -202,12 +204,13 @@ func readLine(br *bufio.Reader) (string, error) {
 // respBody reads a response body (by length, chunked, or to EOF) and gives
 // the connection back once the body was read to its end.
 type respBody struct {
+	ctx     context.Context // the request's; its end fails reads with ctx.Err()
 	t       *transport
 	tc      *tconn
 	stop    func() bool
 	keep    bool
 	chunked bool
-	left    int64 // bytes left: of the body, or of the current chunk; -1 until EOF
+	left    int64 // bytes left of the body or the current chunk; -1: read to EOF, or no chunk yet
 	eof     bool
 	done    bool
 	err     error
@@ -299,6 +302,9 @@ func unexpectedEOF(err error) error {
 }
 
 func (b *respBody) fail(err error) error {
+	if b.ctx.Err() != nil {
+		err = b.ctx.Err() // the deadline its end set on the connection
+	}
 	b.err = err
 	if !b.done {
 		b.done = true
