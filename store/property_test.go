@@ -56,13 +56,14 @@ func (m model) rename(from, to string) error {
 func (m model) groups() map[string]Group {
 	out := map[string]Group{}
 	inodes := map[string]map[[2]uint64]bool{}
-	for _, r := range m {
+	for p, r := range m {
 		if !r.indexed() {
 			continue
 		}
 		dk := string(digestKey(nil, &r))
 		g := out[dk]
 		g.Size = r.Size
+		g.Members = append(g.Members, Member{Path: []byte(p), Record: r})
 		if inodes[dk] == nil {
 			inodes[dk] = map[[2]uint64]bool{}
 		}
@@ -83,6 +84,13 @@ var (
 			sb.WriteString("/" + rapid.SampledFrom(comps).Draw(t, "comp"))
 		}
 		return sb.String()
+	})
+	// genDir is a subtree root: the root directory itself now and then.
+	genDir = rapid.Custom(func(t *rapid.T) string {
+		if rapid.IntRange(0, 5).Draw(t, "isRoot") == 0 {
+			return "/"
+		}
+		return genPath.Draw(t, "dir")
 	})
 	genRecord = rapid.Custom(func(t *rapid.T) Record {
 		content := rapid.IntRange(0, 3).Draw(t, "content")
@@ -152,7 +160,7 @@ func applyRound(rt *rapid.T, s *Store, m model) {
 			c = Change{Op: OpDelete, Path: []byte(genPath.Draw(rt, "path"))}
 			delete(m, string(c.Path))
 		case 5:
-			c = Change{Op: OpDeleteSubtree, Path: []byte(genPath.Draw(rt, "path"))}
+			c = Change{Op: OpDeleteSubtree, Path: []byte(genDir.Draw(rt, "path"))}
 			m.deleteSubtree(string(c.Path))
 		case 6, 7:
 			from, to := genPath.Draw(rt, "from"), genPath.Draw(rt, "to")
@@ -169,7 +177,7 @@ func applyRound(rt *rapid.T, s *Store, m model) {
 				m[path] = r
 			}
 		case 9:
-			root, gen := genPath.Draw(rt, "root"), rapid.Uint64Range(0, 4).Draw(rt, "gen")
+			root, gen := genDir.Draw(rt, "root"), rapid.Uint64Range(0, 4).Draw(rt, "gen")
 			// Sweep reads then deletes: it cannot share a group with
 			// queued changes, so flush first.
 			wg.Wait()
@@ -215,17 +223,57 @@ func compare(rt *rapid.T, s *Store, m model) {
 			rt.Fatalf("Scan %q = %+v, want %+v", p, sr, r)
 		}
 		all, _ := s.ByInodeAll(r.Dev, r.Ino)
-		if !slices.Contains(paths(all), p) {
-			rt.Fatalf("ByInodeAll(%d,%d) = %q lacks %q", r.Dev, r.Ino, paths(all), p)
+		if want := m.paths(func(o Record) bool { return o.Dev == r.Dev && o.Ino == r.Ino }); !slices.Equal(sorted(paths(all)), want) {
+			rt.Fatalf("ByInodeAll(%d,%d) = %q, want %q", r.Dev, r.Ino, paths(all), want)
 		}
 		if r.indexed() {
 			bd, _ := s.ByDigest(r.Backend, r.Digest)
-			if !slices.Contains(paths(bd), p) {
-				rt.Fatalf("ByDigest lacks %q", p)
+			want := m.paths(func(o Record) bool {
+				return o.indexed() && o.Backend.Base() == r.Backend.Base() && bytes.Equal(o.Digest, r.Digest)
+			})
+			if got := sorted(paths(bd)); !slices.Equal(got, want) {
+				rt.Fatalf("ByDigest of %q = %q, want %q", p, got, want)
 			}
 		}
 	}
+	dir := genDir.Draw(rt, "subtree")
+	var sub []string
+	if err := s.Subtree(ctx, []byte(dir), func(path []byte, _ Record) error {
+		sub = append(sub, string(path))
+		return nil
+	}); err != nil {
+		rt.Fatal(err)
+	}
+	if want := keys(m.subtree(dir)); !slices.Equal(sorted(sub), want) {
+		rt.Fatalf("Subtree(%q) = %q, want %q", dir, sorted(sub), want)
+	}
 	compareGroups(rt, s, m)
+}
+
+// paths lists the model's paths whose record satisfies keep, sorted.
+func (m model) paths(keep func(Record) bool) []string {
+	var out []string
+	for p, r := range m {
+		if keep(r) {
+			out = append(out, p)
+		}
+	}
+	return sorted(out)
+}
+
+func (m model) subtree(dir string) model {
+	out := model{}
+	for p, r := range m {
+		if under(p, dir) {
+			out[p] = r
+		}
+	}
+	return out
+}
+
+func sorted(s []string) []string {
+	slices.Sort(s)
+	return s
 }
 
 func compareGroups(rt *rapid.T, s *Store, m model) {
@@ -270,9 +318,12 @@ func compareGroups(rt *rapid.T, s *Store, m model) {
 		}
 		w := order[i]
 		dk := append([]byte{byte(g.Backend)}, g.Digest...)
-		if !bytes.Equal(dk, w.Digest) || g.Wasted != w.Wasted || g.Inodes != w.Inodes {
-			return fmt.Errorf("group %d = %x wasted %d inodes %d, want %x wasted %d inodes %d",
-				i, dk, g.Wasted, g.Inodes, w.Digest, w.Wasted, w.Inodes)
+		if !bytes.Equal(dk, w.Digest) || g.Wasted != w.Wasted || g.Inodes != w.Inodes || g.Size != w.Size {
+			return fmt.Errorf("group %d = %x size %d wasted %d inodes %d, want %x size %d wasted %d inodes %d",
+				i, dk, g.Size, g.Wasted, g.Inodes, w.Digest, w.Size, w.Wasted, w.Inodes)
+		}
+		if err := sameMembers(g.Members, w.Members); err != nil {
+			return fmt.Errorf("group %d (%x): %w", i, dk, err)
 		}
 		i++
 		return nil
@@ -283,6 +334,24 @@ func compareGroups(rt *rapid.T, s *Store, m model) {
 	if err != nil {
 		rt.Fatal(err)
 	}
+}
+
+// sameMembers compares a group's members with the model's, in any order.
+func sameMembers(got, want []Member) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%d members, want %d", len(got), len(want))
+	}
+	byPath := map[string]Record{}
+	for _, w := range want {
+		byPath[string(w.Path)] = w.Record
+	}
+	for _, g := range got {
+		w, ok := byPath[string(g.Path)]
+		if !ok || !g.Record.Equal(&w) {
+			return fmt.Errorf("member %q %+v, want %+v (listed %v)", g.Path, g.Record, w, ok)
+		}
+	}
+	return nil
 }
 
 func keys(m model) []string {

@@ -211,15 +211,16 @@ func (n *namer) path(fk []byte) ([]byte, error) {
 	return joinPath(dk, base), nil
 }
 
-// ByInode returns a path recorded with (dev, ino): the first in byte order
-// when hardlinks give it several (ByInodeAll lists them).
+// ByInode returns a path recorded with (dev, ino): when hardlinks give it
+// several (ByInodeAll lists them), the first in index order (by directory
+// id, then name), which is not path order.
 func (s *Store) ByInode(dev, ino uint64) ([]byte, bool, error) {
 	var p []byte
 	err := s.inodePaths(dev, ino, func(path []byte) bool { p = path; return false })
 	return p, p != nil, err
 }
 
-// ByInodeAll returns every path recorded with (dev, ino).
+// ByInodeAll returns every path recorded with (dev, ino), in index order.
 func (s *Store) ByInodeAll(dev, ino uint64) ([][]byte, error) {
 	var ps [][]byte
 	err := s.inodePaths(dev, ino, func(path []byte) bool { ps = append(ps, path); return true })
