@@ -407,7 +407,7 @@ func TestWhereisDupsStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer full.Close()
-	for _, args := range [][]string{{"dups"}, {"whereis", b}, {"lookup", a}} {
+	for _, args := range [][]string{{"dups"}, {"whereis", b}, {"lookup", a}, {"status"}} {
 		cmd := exec.Command(bin.annexctl, args...)
 		cmd.Env, cmd.Stdout = d.env, full
 		var ee *exec.ExitError

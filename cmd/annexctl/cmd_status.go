@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,14 +45,18 @@ hasher calibration. With --wait, first block until the daemon is idle
 			if err != nil && !errors.Is(err, errWaitTimeout) {
 				return apiFailure(c, err)
 			}
+			out := bufio.NewWriter(cmd.OutOrStdout())
 			if asJSON {
 				b, jerr := json.Marshal(st)
 				if jerr != nil {
 					return &exitError{code: exitFailure, err: jerr}
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
+				fmt.Fprintf(out, "%s\n", b)
 			} else {
-				printStatus(cmd.OutOrStdout(), st)
+				printStatus(out, st)
+			}
+			if ferr := flushOut(out); ferr != nil {
+				return ferr
 			}
 			if err != nil {
 				return &exitError{code: exitFailure, err: fmt.Errorf("status: daemon not idle after %v", timeout)}
