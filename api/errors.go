@@ -26,7 +26,7 @@ var (
 	ErrBadResponse = errors.New("api: bad response")
 	// ErrServer: the daemon reported an internal error (5xx).
 	ErrServer = errors.New("api: server error")
-	// ErrConfig: the server configuration is invalid.
+	// ErrConfig: no usable socket path could be formed (DefaultSocketPath).
 	ErrConfig = errors.New("api: bad configuration")
 )
 
