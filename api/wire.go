@@ -23,7 +23,6 @@ const (
 	CodeNotFound     = "not_found"
 	CodeTooLarge     = "too_large"
 	CodeInternal     = "internal"
-	CodeUnavailable  = "unavailable"
 )
 
 // ErrorBody is the JSON body of every non-2xx response.
@@ -71,19 +70,6 @@ func (p PathIn) Bytes() ([]byte, error) {
 		return []byte(*p.Path), nil
 	}
 	return nil, fmt.Errorf("%w: neither path nor path_b64 given", ErrBadRequest)
-}
-
-// NewPathIn returns the wire form of path for a request.
-func NewPathIn(path []byte) PathIn {
-	var p PathIn
-	if utf8.Valid(path) {
-		s := string(path)
-		p.Path = &s
-	} else {
-		s := base64.StdEncoding.EncodeToString(path)
-		p.PathB64 = &s
-	}
-	return p
 }
 
 // DecodeLookupLine parses one line of a batch lookup request body: a JSON
