@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -192,10 +193,21 @@ func lookupPaths(ctx context.Context, c *api.Client, inputs [][]byte, cwd string
 	if err != nil {
 		return nil, err
 	}
-	if len(res) != len(paths) {
-		return nil, fmt.Errorf("%w: %d answers for %d paths", api.ErrBadResponse, len(res), len(paths))
-	}
 	return res, retryOutside(ctx, c, paths, res, wait)
+}
+
+// checkAnswers makes sure that res answers paths one for one, so that no
+// key is ever printed for a path it was not computed for.
+func checkAnswers(paths [][]byte, res []api.LookupResult) error {
+	if len(res) != len(paths) {
+		return fmt.Errorf("%w: %d answers for %d paths", api.ErrBadResponse, len(res), len(paths))
+	}
+	for i, r := range res {
+		if r.State != api.StateInvalid && !bytes.Equal(r.Path, paths[i]) {
+			return fmt.Errorf("%w: answer %d is for %q, not %q", api.ErrBadResponse, i+1, r.Path, paths[i])
+		}
+	}
+	return nil
 }
 
 // lookupMany asks for paths in one request: a GET for one path (the
@@ -211,14 +223,17 @@ func lookupMany(ctx context.Context, c *api.Client, paths [][]byte, wait bool) (
 		if err != nil {
 			return nil, err
 		}
-		return []api.LookupResult{r}, nil
+		return []api.LookupResult{r}, checkAnswers(paths, []api.LookupResult{r})
 	}
 	res := make([]api.LookupResult, 0, len(paths))
 	err := c.LookupBatch(ctx, paths, wait, func(r api.LookupResult) error {
 		res = append(res, r)
 		return nil
 	})
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	return res, checkAnswers(paths, res)
 }
 
 // statusMessage is the daemon's message in err without the sentinel's
@@ -254,7 +269,7 @@ func retryOutside(ctx context.Context, c *api.Client, paths [][]byte, res []api.
 		return err
 	}
 	for j, r := range got {
-		if j < len(idx) && r.State != api.StateOutsideRoots {
+		if r.State != api.StateOutsideRoots {
 			res[idx[j]] = r
 		}
 	}
