@@ -22,6 +22,11 @@ import (
 // per line at once.
 const batchChunk = 4096
 
+// batchChunkBytes bounds the path bytes of one --batch request: even a
+// chunk of paths whose every byte JSON escapes six-fold stays under the
+// daemon's limit on a request body (16 MiB).
+const batchChunkBytes = 2 << 20
+
 type lookupOpts struct {
 	batch, nul, json, wait bool
 	timeout                time.Duration
@@ -393,7 +398,8 @@ func readItems(ctx context.Context, r io.Reader, delim byte, out chan<- []byte, 
 }
 
 // nextChunk blocks for one item, then takes whatever else is already
-// waiting, up to batchChunk. It returns nil when the input is done.
+// waiting, up to batchChunk items or batchChunkBytes. It returns nil when
+// the input is done.
 func nextChunk(lines <-chan []byte) [][]byte {
 	first, ok := <-lines
 	if !ok {
@@ -401,13 +407,15 @@ func nextChunk(lines <-chan []byte) [][]byte {
 	}
 	chunk := make([][]byte, 1, 64)
 	chunk[0] = first
-	for len(chunk) < batchChunk {
+	n := len(first)
+	for len(chunk) < batchChunk && n < batchChunkBytes {
 		select {
 		case l, ok := <-lines:
 			if !ok {
 				return chunk
 			}
 			chunk = append(chunk, l)
+			n += len(l)
 		default:
 			return chunk
 		}

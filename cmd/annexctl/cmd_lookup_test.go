@@ -72,3 +72,29 @@ func serveLookups(t *testing.T, body string) string {
 	t.Cleanup(func() { srv.Close() })
 	return sock
 }
+
+// TestNextChunkBounds: --batch requests stay within batchChunk paths and
+// about batchChunkBytes, however long the paths, and lose none.
+func TestNextChunkBounds(t *testing.T) {
+	for _, size := range []int{10, 4000} {
+		lines := make(chan []byte, 3*batchChunk)
+		for range 3 * batchChunk {
+			lines <- bytes.Repeat([]byte("p"), size)
+		}
+		close(lines)
+		total := 0
+		for chunk := nextChunk(lines); chunk != nil; chunk = nextChunk(lines) {
+			n := 0
+			for _, l := range chunk {
+				n += len(l)
+			}
+			if len(chunk) > batchChunk || n > batchChunkBytes+size {
+				t.Errorf("paths of %d bytes: a chunk of %d paths, %d bytes", size, len(chunk), n)
+			}
+			total += len(chunk)
+		}
+		if total != 3*batchChunk {
+			t.Errorf("paths of %d bytes: %d paths in chunks, want %d", size, total, 3*batchChunk)
+		}
+	}
+}
