@@ -153,7 +153,8 @@ func (s *Server) TCPAddr() net.Addr {
 }
 
 // Run serves until ctx ends, then shuts down: in-flight requests get a few
-// seconds to finish (long polls return at once), then connections are
+// seconds to finish (status long polls return at once; a lookup waiting
+// for a file is cut off when the connections close), then connections are
 // closed. It returns nil after a shutdown caused by ctx.
 func (s *Server) Run(ctx context.Context) error {
 	if err := s.Listen(); err != nil {
