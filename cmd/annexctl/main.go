@@ -19,8 +19,8 @@ const (
 	exitNoDaemon = 3 // the daemon is not running or not reachable
 )
 
-// exitError carries the exit status a command wants; its message (if any) has
-// already been printed when msg is empty.
+// exitError carries the exit status a command wants. run prints err, when not
+// nil, as "annexctl: err"; a nil err means the command already said why.
 type exitError struct {
 	code int
 	err  error
