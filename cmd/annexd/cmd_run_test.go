@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,31 +18,16 @@ import (
 	"github.com/annexd/annexd/api"
 )
 
-var (
-	runBinOnce sync.Once
-	runBin     string
-	runBinErr  error
-)
-
-// annexdBinary builds annexd once for the tests of this file.
+// annexdBinary builds annexd (with the race detector) into the test's temp
+// directory.
 func annexdBinary(t *testing.T) string {
 	t.Helper()
-	runBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "annexd-run-test-")
-		if err != nil {
-			runBinErr = err
-			return
-		}
-		runBin = filepath.Join(dir, "annexd")
-		out, err := exec.Command(goBinary(), "build", "-race", "-o", runBin, "github.com/annexd/annexd/cmd/annexd").CombinedOutput()
-		if err != nil {
-			runBinErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if runBinErr != nil {
-		t.Fatal(runBinErr)
+	bin := filepath.Join(t.TempDir(), "annexd")
+	out, err := exec.Command(goBinary(), "build", "-race", "-o", bin, "github.com/annexd/annexd/cmd/annexd").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	return runBin
+	return bin
 }
 
 // goBinary is the go command that runs these tests.
@@ -57,6 +41,7 @@ func goBinary() string {
 // daemonEnv is a private XDG layout for one test's daemons.
 type daemonEnv struct {
 	t      *testing.T
+	bin    string
 	root   string
 	state  string
 	rundir string
@@ -64,7 +49,7 @@ type daemonEnv struct {
 
 func newDaemonEnv(t *testing.T) *daemonEnv {
 	base := t.TempDir()
-	e := &daemonEnv{t: t, root: filepath.Join(base, "root"), state: filepath.Join(base, "state"), rundir: filepath.Join(base, "run")}
+	e := &daemonEnv{t: t, bin: annexdBinary(t), root: filepath.Join(base, "root"), state: filepath.Join(base, "state"), rundir: filepath.Join(base, "run")}
 	for _, d := range []string{e.root, e.rundir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
@@ -77,7 +62,7 @@ func (e *daemonEnv) index() string  { return filepath.Join(e.state, "annexd", "i
 func (e *daemonEnv) socket() string { return filepath.Join(e.rundir, "annexd", "annexd.sock") }
 
 func (e *daemonEnv) command(args ...string) (*exec.Cmd, *bytes.Buffer) {
-	cmd := exec.Command(annexdBinary(e.t), args...)
+	cmd := exec.Command(e.bin, args...)
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+e.state, "XDG_RUNTIME_DIR="+e.rundir,
 		"XDG_CONFIG_HOME="+filepath.Join(e.state, "config"))
 	var out bytes.Buffer
