@@ -66,7 +66,7 @@ func (x *adapter) Whereis(ctx context.Context, q api.WhereisQuery, fn func(api.L
 		if !ok || !rec.HasDigest() {
 			continue // changed since ByDigest read it
 		}
-		loc, err := location(p, &rec)
+		loc, err := freshLocation(p, &rec)
 		if err != nil {
 			return err
 		}
@@ -77,16 +77,27 @@ func (x *adapter) Whereis(ctx context.Context, q api.WhereisQuery, fn func(api.L
 	return nil
 }
 
-// location describes a record; Stale when a fresh lstat disagrees with it.
+// location describes a record as the index holds it, without looking at
+// the file.
 func location(p []byte, rec *store.Record) (api.Location, error) {
 	k, err := key.FromDigest(rec.Backend, rec.Digest, rec.Size, filepath.Base(string(p)), key.ExtRule{})
 	if err != nil {
 		return api.Location{}, fmt.Errorf("daemon: key of %q: %w", p, err)
 	}
+	return api.Location{Path: p, Key: k, Size: rec.Size, State: rec.State.String()}, nil
+}
+
+// freshLocation is location with Stale set when a fresh lstat disagrees
+// with the record.
+func freshLocation(p []byte, rec *store.Record) (api.Location, error) {
+	loc, err := location(p, rec)
+	if err != nil {
+		return loc, err
+	}
 	fi, err := fsstat.Lstat(string(p))
-	stale := err != nil || fi.Dev != rec.Dev || fi.Ino != rec.Ino || fi.Size != rec.Size ||
+	loc.Stale = err != nil || fi.Dev != rec.Dev || fi.Ino != rec.Ino || fi.Size != rec.Size ||
 		fi.MtimeNs != rec.MtimeNs || fi.CtimeNs != rec.CtimeNs
-	return api.Location{Path: p, Key: k, Size: rec.Size, State: rec.State.String(), Stale: stale}, nil
+	return loc, nil
 }
 
 func (x *adapter) Dups(ctx context.Context, q api.DupQuery, fn func(api.DupGroup) error) error {
