@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -548,5 +550,38 @@ func TestOneGroupInNewDirectory(t *testing.T) {
 	}
 	if st, _ := s.Stats(); st.Files != 4 {
 		t.Errorf("%d files, want 4", st.Files)
+	}
+}
+
+// TestDupsAcrossChunks lists more members than one read transaction of
+// Dups takes: every group comes exactly once, whole, largest waste first.
+func TestDupsAcrossChunks(t *testing.T) {
+	s := openTest(t)
+	const groups, copies = 1500, 3 // 4500 members > maxMembersPerTx
+	ino := uint64(0)
+	for i := range groups {
+		for c := range copies {
+			ino++
+			mustPutQuiet(s, p("/g/%d/c%d", i, c), rec(fmt.Sprint("content ", i), int64(i+1), 1, ino))
+		}
+	}
+	flushed(t, s)
+	seen := map[string]bool{}
+	last := int64(math.MaxInt64)
+	if err := s.Dups(context.Background(), DupOptions{}, func(g Group) error {
+		if seen[string(g.Digest)] {
+			t.Fatalf("group of size %d listed twice", g.Size)
+		}
+		seen[string(g.Digest)] = true
+		if g.Wasted > last || g.Wasted != g.Size*(copies-1) || len(g.Members) != copies {
+			t.Fatalf("group of size %d: wasted %d after %d, %d members", g.Size, g.Wasted, last, len(g.Members))
+		}
+		last = g.Wasted
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != groups {
+		t.Fatalf("Dups listed %d groups, want %d", len(seen), groups)
 	}
 }
