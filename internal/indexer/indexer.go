@@ -631,8 +631,14 @@ func (ix *Indexer) markSeen(path string, sc *scan) {
 
 // adoptRename gives path the record of the file it was renamed from, when
 // the store knows a record with the same (dev, ino, size, mtime) under a
-// path where that file no longer is. A renamed directory moves all its
-// records at once. It reports whether path now has a usable record.
+// path where that file no longer is, and the file at path was not born
+// after the record's ctime (where the file system keeps birth times): a new
+// file that reuses a deleted file's inode, size and mtime is hashed, not
+// taken for a rename. A rename changes ctime, so ctime alone cannot tell
+// them apart; where birth times are not kept, nothing can (nor can anything
+// tell a renamed file rewritten in place with its mtime set back). A renamed
+// directory moves all its records at once. It reports whether path now has
+// a usable record.
 func (ix *Indexer) adoptRename(ctx context.Context, path string, fi fsstat.FileInfo) bool {
 	ix.renameMu.Lock()
 	defer ix.renameMu.Unlock()
@@ -641,7 +647,8 @@ func (ix *Indexer) adoptRename(ctx context.Context, path string, fi fsstat.FileI
 	}
 	oldPath, rec, ok, err := ix.byInode(fi.Dev, fi.Ino, path)
 	if err != nil || !ok || oldPath == path || rec.State != store.StateOK ||
-		rec.Size != fi.Size || rec.MtimeNs != fi.MtimeNs || ix.racy(&rec) {
+		rec.Size != fi.Size || rec.MtimeNs != fi.MtimeNs || ix.racy(&rec) ||
+		bornAfter(path, fi.Ino, rec.CtimeNs) {
 		return false
 	}
 	if cur, err := fsstat.Lstat(oldPath); err == nil && cur.Dev == fi.Dev && cur.Ino == fi.Ino {

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/annexd/annexd/internal/fsstat"
 	"github.com/annexd/annexd/store"
 )
 
@@ -452,5 +453,34 @@ func TestOverlongPathDoesNotStopTheScan(t *testing.T) {
 		if rec, ok, err := e.st.Get([]byte(p)); err != nil || !ok || rec.State != store.StateOK {
 			t.Errorf("%s: %+v %v %v", p, rec, ok, err)
 		}
+	}
+}
+
+// A new file that reuses the inode of a deleted one, with the same size and
+// mtime, is not taken for a rename of it: its content is hashed.
+func TestReusedInodeIsNotARename(t *testing.T) {
+	root := t.TempDir()
+	a, b := filepath.Join(root, "a.dat"), filepath.Join(root, "b.dat")
+	writeOld(t, a, "content A")
+	fiA, err := fsstat.Lstat(a)
+	must(t, err)
+	e := newEnv(t, root, envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	e.stop()
+	// While the daemon is down, a.dat goes and b.dat comes, with another
+	// content of the same size and the same mtime.
+	must(t, os.Remove(a))
+	writeFile(t, b, "content B")
+	fiB, err := fsstat.Lstat(b)
+	must(t, err)
+	if fiB.Ino != fiA.Ino || fiB.Dev != fiA.Dev {
+		t.Skip("the file system did not hand the freed inode to the next new file")
+	}
+	mt := time.Unix(0, fiA.MtimeNs)
+	must(t, os.Chtimes(b, mt, mt))
+	e.start(envOpts{noWatch: true})
+	e.settle(settleTimeout) // fails on a wrong digest for b.dat
+	if n := e.h.count(b); n != 1 {
+		t.Errorf("b.dat hashed %d times, want 1", n)
 	}
 }
