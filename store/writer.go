@@ -102,7 +102,9 @@ const opNextGen Op = 255
 // with nil after the change is committed (durable unless Options.NoSync), or
 // with the reason it was not made (ErrPath and ErrRecord at once, from
 // Submit itself). Changes are applied in the order they were submitted.
-// Run must be running (or Close be called) for done to be called.
+// Run must be running (or Close be called) for done to be called. The
+// store keeps c's slices (Path, NewPath, Record.Digest, Value) until done
+// is called: the caller must not change them before.
 //
 // done runs on the writer goroutine: it must be quick and must not wait for
 // another change (no Put, Delete, … and no Submit that could block on a
@@ -349,7 +351,7 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 	case err == nil:
 		return nil
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, bolterr.ErrMaxSizeReached):
-		return fmt.Errorf("%w: %s: %v", ErrNoSpace, s.path, err)
+		return fmt.Errorf("%w: %s: %v%s", ErrNoSpace, s.path, err, hint(err))
 	case errors.Is(err, bolterr.ErrDatabaseNotOpen):
 		return ErrClosed
 	}

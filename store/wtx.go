@@ -473,9 +473,6 @@ func (w *wtx) rename(oldPath, newPath []byte) error {
 		}
 	}
 	oldP, newP := subtreePrefix(oldPath), subtreePrefix(newPath)
-	if len(dirs) > 0 {
-		w.epoch.begin()
-	}
 	for _, dk := range dirs {
 		v := bytes.Clone(w.dirs.Get(dk))
 		nk := append(bytes.Clone(newP), dk[len(oldP):]...)
