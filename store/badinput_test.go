@@ -145,6 +145,11 @@ func TestCheckFindsDamage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Reads that meet the damaged record name the index and the fix.
+	_, err = s.Scan(context.Background(), nil, func([]byte, Record) error { return nil })
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "check-db") {
+		t.Errorf("Scan over a damaged record = %v, want ErrCorrupt naming %s and check-db", err, path)
+	}
 	text := strings.Join(rep.Problems, "\n")
 	for _, want := range []string{"inode index lacks", "digest index lacks", "record digest truncated", "counters", "outside the sequence"} {
 		if !strings.Contains(text, want) {

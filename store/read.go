@@ -31,8 +31,12 @@ func (s *Store) view(fn func(tx *bolt.Tx) error) (err error) {
 		}
 	}()
 	err = s.db.View(fn)
-	if errors.Is(err, bolterr.ErrDatabaseNotOpen) {
+	switch {
+	case errors.Is(err, bolterr.ErrDatabaseNotOpen):
 		return ErrClosed
+	case errors.Is(err, ErrCorrupt):
+		// A record or index entry that does not decode.
+		return fmt.Errorf("%w (in %s; run annexd check-db)", err, s.path)
 	}
 	return err
 }

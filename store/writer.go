@@ -354,6 +354,8 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		return fmt.Errorf("%w: %s: %v%s", ErrNoSpace, s.path, err, hint(err))
 	case errors.Is(err, bolterr.ErrDatabaseNotOpen):
 		return ErrClosed
+	case errors.Is(err, ErrCorrupt):
+		return fmt.Errorf("store: write %s: %w (run annexd check-db)", s.path, err)
 	}
 	return fmt.Errorf("store: write %s: %w", s.path, err)
 }
