@@ -405,7 +405,7 @@ func (ix *Indexer) process(ctx context.Context, j job) {
 		ix.finish(j)
 		return
 	case !fi.IsRegular():
-		ix.dropFile(j)
+		ix.dropPath(ctx, j) // a directory may have been replaced: records under it go too
 		return
 	}
 	ix.pend.setSize(j.path, fi.Size)
@@ -423,6 +423,10 @@ func (ix *Indexer) process(ctx context.Context, j job) {
 	if ok && ix.settled(&rec, fi) {
 		ix.settle(j)
 		return
+	}
+	if !ok && !j.noAdopt {
+		// A file where a directory was: the records under it are stale.
+		ix.dropUnder(ctx, j.path)
 	}
 	if !ok && !j.noAdopt && ix.adoptRename(ctx, j.path, fi) {
 		ix.m.renames.Add(1)
@@ -600,6 +604,19 @@ func (ix *Indexer) dropPath(ctx context.Context, j job) {
 	}
 	ix.m.removed.Add(int64(n))
 	ix.finish(j)
+}
+
+// dropUnder removes the records under path (a file now). It holds
+// renameMu, so records a rename is moving to path are not caught midway.
+func (ix *Indexer) dropUnder(ctx context.Context, path string) {
+	ix.renameMu.Lock()
+	defer ix.renameMu.Unlock()
+	n, err := ix.deleteBelow(ctx, path)
+	if err != nil {
+		ix.m.errors.Add(1)
+		ix.log.Error("cannot drop records", "path", path, "err", err)
+	}
+	ix.m.removed.Add(int64(n))
 }
 
 // write submits a change; j finishes when it is durable.

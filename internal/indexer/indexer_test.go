@@ -484,3 +484,19 @@ func TestReusedInodeIsNotARename(t *testing.T) {
 		t.Errorf("b.dat hashed %d times, want 1", n)
 	}
 }
+
+// A file that takes the place of a directory drops the directory's records,
+// and the other way round.
+func TestFileAndDirectoryReplaceEachOther(t *testing.T) {
+	e := newEnv(t, "", envOpts{})
+	r := e.root
+	writeOld(t, filepath.Join(r, "d/x"), "x")
+	writeOld(t, filepath.Join(r, "d/y"), "y")
+	e.settle(settleTimeout)
+	must(t, os.RemoveAll(filepath.Join(r, "d")))
+	writeOld(t, filepath.Join(r, "d"), "now a file")
+	e.settle(settleTimeout)
+	must(t, os.Remove(filepath.Join(r, "d")))
+	writeOld(t, filepath.Join(r, "d/z"), "a directory again")
+	e.settle(settleTimeout)
+}

@@ -72,6 +72,22 @@ func (ix *Indexer) deleteSubtree(ctx context.Context, path string) (int, error) 
 	return n, ix.st.DeleteSubtree(ctx, []byte(path))
 }
 
+// deleteBelow drops the records at and under path when there are any
+// strictly under it (path was a directory), and reports how many there were.
+func (ix *Indexer) deleteBelow(ctx context.Context, path string) (int, error) {
+	n := 0
+	err := ix.st.Subtree(ctx, []byte(path), func(p []byte, _ store.Record) error {
+		if string(p) != path {
+			n++
+		}
+		return nil
+	})
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	return n, ix.st.DeleteSubtree(ctx, []byte(path))
+}
+
 // sweep drops the records under the scanned directory that the scan did
 // not see: older generation, and not in its seen set. The store removes a
 // record only if its generation is still older when the change is applied,
