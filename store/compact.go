@@ -16,6 +16,7 @@ const compactTxSize = 64 << 20
 type CompactResult struct {
 	Before, After int64 // file sizes in bytes
 	Files         int64 // records copied
+	Replaced      bool  // the copy was renamed over the old file
 }
 
 // Compact rewrites the index at path into a new file holding only live
@@ -58,11 +59,12 @@ func Compact(path string, opts Options) (CompactResult, error) {
 		_ = os.Remove(tmp)
 		return res, fmt.Errorf("store: compact %s: %w", path, err)
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
-		return res, fmt.Errorf("store: compact %s: %w", path, err)
-	}
+	res.Replaced = true
 	if fi, err := os.Stat(path); err == nil {
 		res.After = fi.Size()
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return res, fmt.Errorf("store: compact %s: the compacted index is in place, but syncing its directory failed: %w", path, err)
 	}
 	return res, nil
 }

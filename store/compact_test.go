@@ -50,7 +50,7 @@ func TestCompact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.After <= 0 || res.After >= res.Before || res.Files != int64(len(want)) {
+	if !res.Replaced || res.After <= 0 || res.After >= res.Before || res.Files != int64(len(want)) {
 		t.Errorf("Compact: %+v, want a smaller file with %d records", res, len(want))
 	}
 	if m, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".index.db.compact-*")); len(m) != 0 {

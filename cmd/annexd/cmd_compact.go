@@ -42,6 +42,8 @@ func runCompact(out io.Writer, index string) error {
 		return &exitError{code: exitUsage, err: fmt.Errorf("%w (stop annexd first: it holds the index while it runs)", err)}
 	case errors.Is(err, store.ErrNoIndex), errors.Is(err, store.ErrNotIndex), errors.Is(err, store.ErrNewerSchema):
 		return &exitError{code: exitUsage, err: err}
+	case err != nil && res.Replaced: // only syncing the directory failed
+		return &exitError{code: exitFailure, err: err}
 	case err != nil:
 		return &exitError{code: exitFailure, err: fmt.Errorf("%w (the old index is kept)", err)}
 	}
