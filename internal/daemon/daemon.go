@@ -13,7 +13,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -221,8 +220,10 @@ func (a *App) setup(ctx context.Context) error {
 		Workers:    a.cfg.Indexer.HashWorkers,
 		MaxPending: a.cfg.Indexer.MaxPending,
 		Ignore:     patterns,
-		// The index and its neighbours change with every commit.
-		Exclude: []string{a.cfg.Index, a.cfg.Index + "-lock", filepath.Dir(a.cfg.Socket)},
+		// The index and its neighbours change with every commit; the
+		// socket's lock file is the daemon's own. Not the socket's whole
+		// directory: that may be a root itself.
+		Exclude: []string{a.cfg.Index, a.cfg.Index + "-lock", a.cfg.Socket, a.cfg.Socket + ".lock"},
 		Logger:  a.log.With("part", "indexer"),
 	})
 	if err != nil {

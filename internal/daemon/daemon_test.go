@@ -14,6 +14,7 @@ import (
 	"github.com/annexd/annexd/api"
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store"
 )
 
 func testConfig(t *testing.T, root string) config.Config {
@@ -192,5 +193,31 @@ func TestSecondInstanceRefused(t *testing.T) {
 	err = app2.Run(context.Background())
 	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), cfg.Index) {
 		t.Fatalf("second instance: %v", err)
+	}
+}
+
+// A socket inside a root excludes the socket, not the directory it is in.
+func TestSocketInsideRootKeepsRootIndexed(t *testing.T) {
+	root := t.TempDir()
+	if err := os.Chmod(root, 0o700); err != nil { // a usable socket directory
+		t.Fatal(err)
+	}
+	writeOld(t, filepath.Join(root, "f.txt"), "indexed")
+	cfg := testConfig(t, root)
+	cfg.Socket = filepath.Join(root, "annexd.sock")
+	app, err := New(cfg, nil, Options{ExitWhenIdle: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(cfg.Index, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, ok, err := st.Get([]byte(filepath.Join(root, "f.txt"))); err != nil || !ok {
+		t.Errorf("f.txt beside the socket not indexed: ok=%v err=%v", ok, err)
 	}
 }
