@@ -30,20 +30,32 @@
 //
 // Every walk of a root or subtree gets a new scan generation, and records
 // written while it runs carry it. The walk remembers the paths it saw as
-// 64-bit hashes (8 bytes a file, up to a cap beyond which unchanged records
-// are marked in the store instead), so an unchanged file costs a look-up and
-// no write. When the walk finished without errors and every path it queued
-// has settled, the records under the walked directory with an older
-// generation whose paths it did not see belong to files that no longer
-// exist, and the sweep drops them. A walk with errors (an unreadable
-// directory, say) sweeps nothing, so a transient error never deletes
-// records.
+// 64-bit hashes, so an unchanged file costs a look-up and no write. The set
+// takes 8 bytes a file, up to 4 Mi paths (32 MiB) a scan, and two scans run
+// at once; beyond the cap, unchanged records are marked in the store
+// instead, a write each (a tree of 10^7 files holds 32 MiB for the set
+// while it is walked and marks the other 6 million records). When the walk
+// finished and every path it queued has settled, the records under the
+// walked directory with an older generation whose paths it did not see
+// belong to files that no longer exist, and the sweep drops them. Records
+// under a directory the walk could not read are kept; a walk that failed
+// otherwise, met more than 1,024 unreadable paths, or found a root empty
+// while the index has records under it sweeps nothing. So a transient error
+// or an unmounted disk never deletes records.
 //
 // # Removals
 //
 // A path the watcher reports removed is dropped only after a short delay and
 // a fresh lstat, so that a rename reported as "removed here, created there"
 // keeps its records (and keys) by moving them instead of re-hashing.
+//
+// # Caveats
+//
+// A rename is recognised by (dev, ino, size, mtime): a rename changes ctime,
+// so ctime cannot be compared. Where the file system keeps birth times, a new
+// file in a reused inode is told apart by being born after the record's
+// ctime; elsewhere, a new file that reuses a deleted file's inode, size and
+// mtime (to the nanosecond) would take over its key.
 //
 // # Freshness
 //
