@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -26,8 +27,9 @@ type CompactResult struct {
 // first (a damaged index is not compacted: ErrCorrupt); the copy is
 // written next to it, synced and checked against the old file's counts
 // before it is renamed over it, so a crash or a full disk at any point
-// leaves either the old or the new index at path, never a partial one.
-// It needs free space for a second copy of the live data.
+// leaves either the old or the new index at path, never a partial one
+// (the next Compact removes the copy a crash left behind). It needs free
+// space for a second copy of the live data.
 func Compact(path string, opts Options) (CompactResult, error) {
 	if _, err := os.Stat(path); err != nil {
 		return CompactResult{}, fmt.Errorf("%w at %s: %v", ErrNoIndex, path, err)
@@ -38,6 +40,7 @@ func Compact(path string, opts Options) (CompactResult, error) {
 		return CompactResult{}, err
 	}
 	defer s.Close()
+	removeLeftovers(path)
 	fi, err := os.Stat(path)
 	if err != nil {
 		return CompactResult{}, fmt.Errorf("store: compact: %w", err)
@@ -73,7 +76,7 @@ func Compact(path string, opts Options) (CompactResult, error) {
 // checks that it holds what want counted, and returns its name.
 func (s *Store) copyCompact(want Report) (name string, err error) {
 	dir := filepath.Dir(s.path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(s.path)+".compact-*")
+	f, err := os.CreateTemp(dir, compactPattern(s.path))
 	if err != nil {
 		return "", fmt.Errorf("store: compact %s: %w%s", s.path, err, hint(err))
 	}
@@ -125,6 +128,23 @@ func checkCopy(db *bolt.DB, want Report) error {
 	}
 	return nil
 }
+
+// removeLeftovers removes the copies a compaction that crashed left next
+// to the index. Only a compaction makes them, and it holds the index's
+// lock, as the caller does now: none of them is in use.
+func removeLeftovers(path string) {
+	dir := filepath.Dir(path)
+	entries, _ := os.ReadDir(dir)
+	prefix := strings.TrimSuffix(compactPattern(path), "*")
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) && e.Type().IsRegular() {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// compactPattern is CreateTemp's pattern for the copies of a compaction.
+func compactPattern(path string) string { return "." + filepath.Base(path) + ".compact-*" }
 
 func syncDir(dir string) error {
 	d, err := os.Open(dir)

@@ -46,6 +46,11 @@ func TestCompact(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The copy a crashed compaction left behind.
+	leftover := filepath.Join(filepath.Dir(path), ".index.db.compact-123")
+	if err := os.WriteFile(leftover, []byte("partial"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	res, err := Compact(path, Options{})
 	if err != nil {
 		t.Fatal(err)
