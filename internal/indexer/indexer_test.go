@@ -142,7 +142,9 @@ func TestBurstEveryFileOnce(t *testing.T) {
 }
 
 func TestSlowWriterHashedOnceWhenDone(t *testing.T) {
-	e := newEnv(t, "", envOpts{quiet: 500 * time.Millisecond})
+	// The writes come 100 ms apart; a quiet delay ten times that keeps a
+	// loaded machine's late write from ending the quiet period early.
+	e := newEnv(t, "", envOpts{quiet: time.Second})
 	e.settle(settleTimeout)
 	p := filepath.Join(e.root, "slow.log")
 	f, err := os.Create(p)
