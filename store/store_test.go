@@ -68,6 +68,9 @@ func TestBadPathsAndRecords(t *testing.T) {
 	if err := s.Rename(ctx, []byte("/nothing"), []byte("/b")); !errors.Is(err, ErrNotFound) {
 		t.Errorf("rename of missing: %v", err)
 	}
+	if err := s.Rename(ctx, []byte("/nothing"), []byte("/nothing")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("rename of missing onto itself: %v", err)
+	}
 }
 
 func TestDigestIndexAcrossExtensions(t *testing.T) {

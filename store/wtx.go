@@ -450,9 +450,6 @@ func (w *wtx) removeDir(dk []byte) (int, error) {
 // rename moves the record at oldPath and every record below it to newPath.
 // Directories keep their ids, so records below are not rewritten.
 func (w *wtx) rename(oldPath, newPath []byte) error {
-	if bytes.Equal(oldPath, newPath) {
-		return nil
-	}
 	fk, r, isFile, err := w.lookup(oldPath)
 	if err != nil {
 		return err
@@ -460,6 +457,9 @@ func (w *wtx) rename(oldPath, newPath []byte) error {
 	dirs := w.subtreeDirs(oldPath)
 	if !isFile && len(dirs) == 0 {
 		return fmt.Errorf("%w: %q", ErrNotFound, oldPath)
+	}
+	if bytes.Equal(oldPath, newPath) {
+		return nil
 	}
 	if _, err := w.removeSubtree(newPath); err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
@@ -46,6 +47,9 @@ func runCheckDB(out io.Writer, index string, asJSON bool) error {
 		index = p
 	}
 	s, err := store.Open(index, store.Options{ReadOnly: true})
+	if errors.Is(err, store.ErrLocked) {
+		err = fmt.Errorf("%w (stop annexd first: it holds the index while it runs)", err)
+	}
 	if err != nil {
 		return &exitError{code: exitCheckNoOpen, err: err}
 	}

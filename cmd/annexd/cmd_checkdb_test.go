@@ -103,3 +103,19 @@ func TestCheckDBDamaged(t *testing.T) {
 		t.Fatalf("check-db on a damaged index: exit %d\n%s%s", code, out.String(), errb.String())
 	}
 }
+
+func TestCheckDBWhileHeld(t *testing.T) {
+	index := filepath.Join(t.TempDir(), "index.db")
+	s, err := store.Open(index, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var out, errb bytes.Buffer
+	if code := run([]string{"check-db", "--index", index}, &out, &errb); code != exitCheckNoOpen {
+		t.Fatalf("check-db of a held index: exit %d, want %d", code, exitCheckNoOpen)
+	}
+	if !strings.Contains(errb.String(), "stop annexd first") || !strings.Contains(errb.String(), index) {
+		t.Fatalf("message %q should name the index and say to stop annexd", errb.String())
+	}
+}
