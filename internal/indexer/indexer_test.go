@@ -502,3 +502,41 @@ func TestFileAndDirectoryReplaceEachOther(t *testing.T) {
 	writeOld(t, filepath.Join(r, "d/z"), "a directory again")
 	e.settle(settleTimeout)
 }
+
+// A file that changes while Lookup hashes it is retried by the pipeline even
+// after the caller's request ended, so it does not stay pending for ever.
+func TestLookupRetryOutlivesRequest(t *testing.T) {
+	e := newEnv(t, "", envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	p := filepath.Join(e.root, "growing.bin")
+	must(t, os.WriteFile(p, make([]byte, 128<<20), 0o644))
+	f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+				f.Write([]byte("more"))
+			}
+		}
+	}()
+	deadline := time.Now().Add(settleTimeout)
+	for e.ix.Progress().Retries == 0 && time.Now().Before(deadline) {
+		ctx, cancel := context.WithCancel(context.Background())
+		_, err := e.ix.Lookup(ctx, p, false)
+		cancel()
+		must(t, err)
+	}
+	close(stop)
+	<-done
+	must(t, f.Close())
+	if e.ix.Progress().Retries == 0 {
+		t.Fatal("no lookup met the file changing while it was hashed")
+	}
+	e.settle(settleTimeout) // the final content, once the retry ran
+}

@@ -147,7 +147,10 @@ func (ix *Indexer) hashNow(ctx context.Context, path string, fi fsstat.FileInfo)
 		}
 		return Result{State: Current, Key: k, Size: res.Info.Size}, false
 	case errors.Is(err, hasher.ErrChanged):
-		ix.retry(ctx, j, err)
+		// The retry belongs to the pipeline: the caller's ctx ends with its
+		// request, and a retry stopped with it would leave the path pending
+		// for ever.
+		ix.retry(ix.ctx(), j, err)
 		return Result{}, true
 	case isGone(err):
 		ix.finish(j)
