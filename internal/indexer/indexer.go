@@ -675,7 +675,9 @@ func (ix *Indexer) adoptRename(ctx context.Context, path string, fi fsstat.FileI
 		return false // the old path holds something else now: trust nothing
 	}
 	from, to := renamedDirs(oldPath, path)
-	if from != "" && !ix.isRoot(from) && ix.dirGone(from) && ix.inRoots(to) {
+	// The whole directory moves only to a place that holds no records yet:
+	// after "mv a/* b/; rmdir a", b's own records must stay.
+	if from != "" && !ix.isRoot(from) && ix.dirGone(from) && ix.inRoots(to) && !ix.hasRecords(to) {
 		if err := ix.rename(ctx, from, to); err != nil {
 			ix.log.Warn("cannot move records of renamed directory", "from", from, "to", to, "err", err)
 			return false

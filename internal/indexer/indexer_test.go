@@ -540,3 +540,22 @@ func TestLookupRetryOutlivesRequest(t *testing.T) {
 	}
 	e.settle(settleTimeout) // the final content, once the retry ran
 }
+
+// Files moved into a directory that has files of its own, their old
+// directory then removed, leave the records already there alone.
+func TestMoveIntoIndexedDirectoryKeepsItsRecords(t *testing.T) {
+	e := newEnv(t, "", envOpts{})
+	r := e.root
+	writeOld(t, filepath.Join(r, "b/keep.txt"), "keep")
+	writeOld(t, filepath.Join(r, "a/x.txt"), "x")
+	writeOld(t, filepath.Join(r, "a/y.txt"), "y")
+	e.settle(settleTimeout)
+	before := e.h.total()
+	must(t, os.Rename(filepath.Join(r, "a/x.txt"), filepath.Join(r, "b/x.txt")))
+	must(t, os.Rename(filepath.Join(r, "a/y.txt"), filepath.Join(r, "b/y.txt")))
+	must(t, os.Remove(filepath.Join(r, "a")))
+	e.settle(settleTimeout) // fails on a missing record for b/keep.txt
+	if after := e.h.total(); after != before {
+		t.Errorf("moves caused %d hashes, want 0", after-before)
+	}
+}

@@ -151,12 +151,13 @@ func (ix *Indexer) indexEmpty() bool {
 	return err == nil && s.Files == 0
 }
 
-// hasRecords reports whether the index holds a record at or under dir.
+// hasRecords reports whether the index holds a record at or under dir, or
+// cannot tell.
 func (ix *Indexer) hasRecords(dir string) bool {
 	found := false
 	err := ix.st.Subtree(ix.ctx(), []byte(dir), func([]byte, store.Record) error {
 		found = true
 		return store.ErrStop
 	})
-	return err == nil && found
+	return err != nil || found
 }
