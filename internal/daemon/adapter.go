@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/api"
-	"github.com/annexd/annexd/internal/fsstat"
 	"github.com/annexd/annexd/internal/indexer"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
@@ -66,7 +65,7 @@ func (x *adapter) Whereis(ctx context.Context, q api.WhereisQuery, fn func(api.L
 		if !ok || !rec.HasDigest() {
 			continue // changed since ByDigest read it
 		}
-		loc, err := freshLocation(p, &rec)
+		loc, err := x.freshLocation(p, &rec)
 		if err != nil {
 			return err
 		}
@@ -88,15 +87,13 @@ func location(p []byte, rec *store.Record) (api.Location, error) {
 }
 
 // freshLocation is location with Stale set when a fresh lstat disagrees
-// with the record.
-func freshLocation(p []byte, rec *store.Record) (api.Location, error) {
+// with the record or the record is racily clean.
+func (x *adapter) freshLocation(p []byte, rec *store.Record) (api.Location, error) {
 	loc, err := location(p, rec)
 	if err != nil {
 		return loc, err
 	}
-	fi, err := fsstat.Lstat(string(p))
-	loc.Stale = err != nil || fi.Dev != rec.Dev || fi.Ino != rec.Ino || fi.Size != rec.Size ||
-		fi.MtimeNs != rec.MtimeNs || fi.CtimeNs != rec.CtimeNs
+	loc.Stale = !x.a.ix.Unchanged(string(p), rec)
 	return loc, nil
 }
 

@@ -559,3 +559,31 @@ func TestMoveIntoIndexedDirectoryKeepsItsRecords(t *testing.T) {
 		t.Errorf("moves caused %d hashes, want 0", after-before)
 	}
 }
+
+// Unchanged holds for a record whose identity matches the file and which is
+// not racily clean, and only then.
+func TestUnchanged(t *testing.T) {
+	e := newEnv(t, "", envOpts{noWatch: true})
+	p := filepath.Join(e.root, "f.txt")
+	writeOld(t, p, "content")
+	e.ix.Rescan(e.root)
+	e.settle(settleTimeout)
+	rec, ok, err := e.st.Get([]byte(p))
+	must(t, err)
+	if !ok || !e.ix.Unchanged(p, &rec) {
+		t.Fatalf("settled record %+v not unchanged", rec)
+	}
+	racy := rec
+	racy.HashedAt = rec.MtimeNs
+	if e.ix.Unchanged(p, &racy) {
+		t.Error("racily clean record counted as unchanged")
+	}
+	other := rec
+	other.CtimeNs++
+	if e.ix.Unchanged(p, &other) {
+		t.Error("record with another ctime counted as unchanged")
+	}
+	if e.ix.Unchanged(filepath.Join(e.root, "gone"), &rec) {
+		t.Error("record of a missing file counted as unchanged")
+	}
+}

@@ -186,5 +186,17 @@ func (ix *Indexer) Current(path string) (bool, error) {
 	return ix.current(&rec, fi), nil
 }
 
+// Unchanged reports whether the file at path, lstat'ed now, is still the
+// file rec describes: the same identity, and, for a record in state ok, not
+// racily clean (a write in the tick it was hashed in could hide behind the
+// same identity). A false answer means rec's key may be wrong.
+func (ix *Indexer) Unchanged(path string, rec *store.Record) bool {
+	fi, err := fsstat.Lstat(path)
+	if err != nil || !sameIdentity(rec, fi) {
+		return false
+	}
+	return rec.State != store.StateOK || !ix.racy(rec)
+}
+
 // Roots returns the roots.
 func (ix *Indexer) Roots() []string { return ix.opt.Roots }
