@@ -32,7 +32,7 @@ func socketPath(cmd *cobra.Command) (string, error) {
 func dial(cmd *cobra.Command) (*api.Client, error) {
 	sock, err := socketPath(cmd)
 	if err != nil {
-		return nil, &exitError{code: exitUsage, err: err}
+		return nil, &exitError{Code: exitUsage, Err: err}
 	}
 	return api.Dial(sock), nil
 }
@@ -44,15 +44,15 @@ func apiFailure(c *api.Client, err error) error {
 	var nd *api.NoDaemonError
 	switch {
 	case errors.As(err, &nd) && errors.Is(nd.Err, syscall.EACCES):
-		return &exitError{code: exitNoDaemon, err: fmt.Errorf(
+		return &exitError{Code: exitNoDaemon, Err: fmt.Errorf(
 			"cannot connect to annexd at %s: permission denied (the daemon runs as another user?)", nd.Socket)}
 	case errors.As(err, &nd):
-		return &exitError{code: exitNoDaemon, err: fmt.Errorf(
+		return &exitError{Code: exitNoDaemon, Err: fmt.Errorf(
 			"annexd is not running: nothing answers on %s (%v); start it with `annexd DIR`, or point --socket or %s at its socket",
 			nd.Socket, nd.Err, socketEnv)}
 	case errors.Is(err, api.ErrForbidden):
-		return &exitError{code: exitNoDaemon, err: fmt.Errorf(
+		return &exitError{Code: exitNoDaemon, Err: fmt.Errorf(
 			"annexd at %s refused this user: it serves only its own user and root", c.Socket())}
 	}
-	return &exitError{code: exitFailure, err: err}
+	return &exitError{Code: exitFailure, Err: err}
 }

@@ -80,7 +80,7 @@ func plural(n int64, one, many string) string {
 // disk, a closed terminal) is exit status 1, never a silently short list.
 func flushOut(out *bufio.Writer) error {
 	if err := out.Flush(); err != nil {
-		return &exitError{code: exitFailure, err: fmt.Errorf("write output: %w", err)}
+		return &exitError{Code: exitFailure, Err: fmt.Errorf("write output: %w", err)}
 	}
 	return nil
 }

@@ -62,15 +62,15 @@ or an empty line when the file cannot be hashed, as git-annex does.`,
 func runCalckey(cmd *cobra.Command, backendName string, batch, nul bool, args []string) error {
 	b, err := key.ParseBackend(backendName)
 	if err != nil || !hasher.Supported(b) {
-		return &exitError{code: exitUsage, err: fmt.Errorf("calckey: unknown backend %q; use one of %s", backendName, backendNames())}
+		return &exitError{Code: exitUsage, Err: fmt.Errorf("calckey: unknown backend %q; use one of %s", backendName, backendNames())}
 	}
 	switch {
 	case batch && len(args) > 0:
-		return &exitError{code: exitUsage, err: errors.New("calckey: --batch reads file names from stdin; do not also name files")}
+		return &exitError{Code: exitUsage, Err: errors.New("calckey: --batch reads file names from stdin; do not also name files")}
 	case nul && !batch:
-		return &exitError{code: exitUsage, err: errors.New("calckey: -z only applies with --batch")}
+		return &exitError{Code: exitUsage, Err: errors.New("calckey: -z only applies with --batch")}
 	case !batch && len(args) == 0:
-		return &exitError{code: exitUsage, err: errors.New("calckey: name at least one file, or use --batch")}
+		return &exitError{Code: exitUsage, Err: errors.New("calckey: name at least one file, or use --batch")}
 	}
 	// No calibration here (it would cost up to a second per call): the
 	// defaults, plus the multi-buffer engine, which hashes several queued
@@ -99,10 +99,10 @@ func runCalckey(cmd *cobra.Command, backendName string, batch, nul bool, args []
 		err = <-readErr
 	}
 	if err != nil {
-		return &exitError{code: exitFailure, err: fmt.Errorf("calckey: %w", err)}
+		return &exitError{Code: exitFailure, Err: fmt.Errorf("calckey: %w", err)}
 	}
 	if failed > 0 {
-		return &exitError{code: exitFailure}
+		return &exitError{Code: exitFailure}
 	}
 	return nil
 }

@@ -29,10 +29,10 @@ indented; a blank line separates groups. Sizes are human-readable unless
 		RunE: func(cmd *cobra.Command, args []string) error {
 			min, err := parseSize(minSize)
 			if err != nil {
-				return &exitError{code: exitUsage, err: fmt.Errorf("dups: --min-size: %w", err)}
+				return &exitError{Code: exitUsage, Err: fmt.Errorf("dups: --min-size: %w", err)}
 			}
 			if limit < 0 {
-				return &exitError{code: exitUsage, err: fmt.Errorf("dups: --limit must not be negative")}
+				return &exitError{Code: exitUsage, Err: fmt.Errorf("dups: --limit must not be negative")}
 			}
 			c, err := dial(cmd)
 			if err != nil {

@@ -52,13 +52,13 @@ With --batch, paths are read from stdin, one per line (NUL-terminated with
 is none.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if o.batch && len(args) > 0 {
-				return &exitError{code: exitUsage, err: errors.New("lookup: --batch reads paths from stdin; give no FILE arguments")}
+				return &exitError{Code: exitUsage, Err: errors.New("lookup: --batch reads paths from stdin; give no FILE arguments")}
 			}
 			if !o.batch && len(args) == 0 {
-				return &exitError{code: exitUsage, err: errors.New("lookup: give at least one FILE, or --batch")}
+				return &exitError{Code: exitUsage, Err: errors.New("lookup: give at least one FILE, or --batch")}
 			}
 			if o.nul && !o.batch {
-				return &exitError{code: exitUsage, err: errors.New("lookup: -z only applies to --batch")}
+				return &exitError{Code: exitUsage, Err: errors.New("lookup: -z only applies to --batch")}
 			}
 			return nil
 		},
@@ -79,7 +79,7 @@ is none.`,
 				err = runLookup(cmd, c, o, args)
 			}
 			if errors.Is(err, context.DeadlineExceeded) {
-				return &exitError{code: exitFailure, err: fmt.Errorf("lookup: gave up after --timeout %v", o.timeout)}
+				return &exitError{Code: exitFailure, Err: fmt.Errorf("lookup: gave up after --timeout %v", o.timeout)}
 			}
 			return err
 		},
@@ -97,7 +97,7 @@ is none.`,
 func runLookup(cmd *cobra.Command, c *api.Client, o lookupOpts, args []string) error {
 	cwd, err := os.Getwd()
 	if err != nil {
-		return &exitError{code: exitFailure, err: fmt.Errorf("lookup: current directory: %w", err)}
+		return &exitError{Code: exitFailure, Err: fmt.Errorf("lookup: current directory: %w", err)}
 	}
 	inputs := make([][]byte, len(args))
 	for i, a := range args {
@@ -126,7 +126,7 @@ func runLookup(cmd *cobra.Command, c *api.Client, o lookupOpts, args []string) e
 		return err
 	}
 	if failed {
-		return &exitError{code: exitFailure}
+		return &exitError{Code: exitFailure}
 	}
 	return nil
 }
@@ -287,7 +287,7 @@ func retryOutside(ctx context.Context, c *api.Client, paths [][]byte, res []api.
 func runLookupBatch(cmd *cobra.Command, c *api.Client, o lookupOpts) error {
 	cwd, err := os.Getwd()
 	if err != nil {
-		return &exitError{code: exitFailure, err: fmt.Errorf("lookup: current directory: %w", err)}
+		return &exitError{Code: exitFailure, Err: fmt.Errorf("lookup: current directory: %w", err)}
 	}
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
@@ -339,11 +339,11 @@ func runLookupBatch(cmd *cobra.Command, c *api.Client, o lookupOpts) error {
 			out.Write(buf)
 		}
 		if err := out.Flush(); err != nil {
-			return &exitError{code: exitFailure, err: fmt.Errorf("lookup: write: %w", err)}
+			return &exitError{Code: exitFailure, Err: fmt.Errorf("lookup: write: %w", err)}
 		}
 	}
 	if err := <-readErr; err != nil {
-		return &exitError{code: exitFailure, err: fmt.Errorf("lookup: read stdin: %w", err)}
+		return &exitError{Code: exitFailure, Err: fmt.Errorf("lookup: read stdin: %w", err)}
 	}
 	return nil
 }

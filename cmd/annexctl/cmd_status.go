@@ -49,7 +49,7 @@ hasher calibration. With --wait, first block until the daemon is idle
 			if asJSON {
 				b, jerr := json.Marshal(st)
 				if jerr != nil {
-					return &exitError{code: exitFailure, err: jerr}
+					return &exitError{Code: exitFailure, Err: jerr}
 				}
 				fmt.Fprintf(out, "%s\n", b)
 			} else {
@@ -59,7 +59,7 @@ hasher calibration. With --wait, first block until the daemon is idle
 				return ferr
 			}
 			if err != nil {
-				return &exitError{code: exitFailure, err: fmt.Errorf("status: daemon not idle after %v", timeout)}
+				return &exitError{Code: exitFailure, Err: fmt.Errorf("status: daemon not idle after %v", timeout)}
 			}
 			return nil
 		},

@@ -58,7 +58,7 @@ key; anything else is a file. Exit status 1 when nothing is found.`,
 			}
 			cwd, err := os.Getwd()
 			if err != nil {
-				return &exitError{code: exitFailure, err: fmt.Errorf("whereis: current directory: %w", err)}
+				return &exitError{Code: exitFailure, Err: fmt.Errorf("whereis: current directory: %w", err)}
 			}
 			p := absPath([]byte(arg), cwd)
 			err = c.WhereisPath(cmd.Context(), p, wait, print)
@@ -93,11 +93,11 @@ func whereisResult(c *api.Client, err error, n int, arg string) error {
 	var se *api.StatusError
 	switch {
 	case err == nil && n == 0:
-		return &exitError{code: exitFailure, err: fmt.Errorf("whereis: %s: no indexed file has this content", arg)}
+		return &exitError{Code: exitFailure, Err: fmt.Errorf("whereis: %s: no indexed file has this content", arg)}
 	case err == nil:
 		return nil
 	case errors.As(err, &se) && (se.Status == 400 || se.Status == 404):
-		return &exitError{code: exitFailure, err: fmt.Errorf("whereis: %s: %s", arg, strings.TrimPrefix(se.Message, "api: "))}
+		return &exitError{Code: exitFailure, Err: fmt.Errorf("whereis: %s: %s", arg, strings.TrimPrefix(se.Message, "api: "))}
 	}
 	return apiFailure(c, err)
 }

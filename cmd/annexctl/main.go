@@ -3,12 +3,12 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/annexd/annexd/internal/cliexit"
 )
 
 // Exit codes; the README's table documents them.
@@ -19,21 +19,8 @@ const (
 	exitNoDaemon = 3 // the daemon is not running or not reachable
 )
 
-// exitError carries the exit status a command wants. run prints err, when not
-// nil, as "annexctl: err"; a nil err means the command already said why.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit status %d", e.code)
-	}
-	return e.err.Error()
-}
-
-func (e *exitError) Unwrap() error { return e.err }
+// exitError carries the exit status a command wants (see cliexit.Error).
+type exitError = cliexit.Error
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -45,19 +32,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.Execute()
-	if err == nil {
-		return exitOK
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.err != nil {
-			fmt.Fprintln(stderr, "annexctl:", ee.err)
-		}
-		return ee.code
-	}
-	fmt.Fprintln(stderr, "annexctl:", err)
-	return exitUsage
+	return cliexit.Status("annexctl", root.Execute(), stderr, exitUsage)
 }
 
 func newRootCmd() *cobra.Command {

@@ -31,13 +31,13 @@ calibration was cut short by its time budget.`,
 			}
 			self, err := os.Executable()
 			if err != nil {
-				return &exitError{code: exitFailure, err: fmt.Errorf("calibrate: cannot find this program to run the idle probe: %w", err)}
+				return &exitError{Code: exitFailure, Err: fmt.Errorf("calibrate: cannot find this program to run the idle probe: %w", err)}
 			}
 			c, err := hasher.Calibrate(cmd.Context(), hasher.CalibrateOptions{
 				IdleProbe: []string{self, "calibrate", "--idle-probe"},
 			})
 			if err != nil {
-				return &exitError{code: exitFailure, err: fmt.Errorf("calibrate: %w", err)}
+				return &exitError{Code: exitFailure, Err: fmt.Errorf("calibrate: %w", err)}
 			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())

@@ -42,7 +42,7 @@ func runCheckDB(out io.Writer, index string, asJSON bool) error {
 	if index == "" {
 		p, err := store.DefaultPath()
 		if err != nil {
-			return &exitError{code: exitCheckNoOpen, err: err}
+			return &exitError{Code: exitCheckNoOpen, Err: err}
 		}
 		index = p
 	}
@@ -51,27 +51,27 @@ func runCheckDB(out io.Writer, index string, asJSON bool) error {
 		err = fmt.Errorf("%w (stop annexd first: it holds the index while it runs)", err)
 	}
 	if err != nil {
-		return &exitError{code: exitCheckNoOpen, err: err}
+		return &exitError{Code: exitCheckNoOpen, Err: err}
 	}
 	rep, err := s.Check()
 	if cerr := s.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return &exitError{code: exitCheckNoOpen, err: err}
+		return &exitError{Code: exitCheckNoOpen, Err: err}
 	}
 	if rep.Problems == nil {
 		rep.Problems = []string{}
 	}
 	if asJSON {
 		if err := json.NewEncoder(out).Encode(rep); err != nil {
-			return &exitError{code: exitFailure, err: err}
+			return &exitError{Code: exitFailure, Err: err}
 		}
 	} else {
 		printReport(out, &rep)
 	}
 	if !rep.OK() {
-		return &exitError{code: exitCheckProblems}
+		return &exitError{Code: exitCheckProblems}
 	}
 	return nil
 }

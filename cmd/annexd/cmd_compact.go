@@ -32,20 +32,20 @@ func runCompact(out io.Writer, index string) error {
 	if index == "" {
 		p, err := store.DefaultPath()
 		if err != nil {
-			return &exitError{code: exitUsage, err: err}
+			return &exitError{Code: exitUsage, Err: err}
 		}
 		index = p
 	}
 	res, err := store.Compact(index, store.Options{})
 	switch {
 	case errors.Is(err, store.ErrLocked):
-		return &exitError{code: exitUsage, err: fmt.Errorf("%w (stop annexd first: it holds the index while it runs)", err)}
+		return &exitError{Code: exitUsage, Err: fmt.Errorf("%w (stop annexd first: it holds the index while it runs)", err)}
 	case errors.Is(err, store.ErrNoIndex), errors.Is(err, store.ErrNotIndex), errors.Is(err, store.ErrNewerSchema):
-		return &exitError{code: exitUsage, err: err}
+		return &exitError{Code: exitUsage, Err: err}
 	case err != nil && res.Replaced: // only syncing the directory failed
-		return &exitError{code: exitFailure, err: err}
+		return &exitError{Code: exitFailure, Err: err}
 	case err != nil:
-		return &exitError{code: exitFailure, err: fmt.Errorf("%w (the old index is kept)", err)}
+		return &exitError{Code: exitFailure, Err: fmt.Errorf("%w (the old index is kept)", err)}
 	}
 	fmt.Fprintf(out, "%s: %d files; %s → %s\n", index, res.Files, mib(res.Before), mib(res.After))
 	return nil

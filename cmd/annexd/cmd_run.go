@@ -122,10 +122,10 @@ func loadConfig(cmd *cobra.Command, args []string, f *runFlags) (config.Config, 
 func runDaemon(cmd *cobra.Command, args []string, f *runFlags) error {
 	cfg, err := loadConfig(cmd, args, f)
 	if err != nil {
-		return &exitError{code: exitUsage, err: err}
+		return &exitError{Code: exitUsage, Err: err}
 	}
 	if len(cfg.Roots) == 0 {
-		return &exitError{code: exitUsage, err: errors.New("no directory to index: give one, as in `annexd ~/`, or set roots in " + config.DefaultConfigPath())}
+		return &exitError{Code: exitUsage, Err: errors.New("no directory to index: give one, as in `annexd ~/`, or set roots in " + config.DefaultConfigPath())}
 	}
 	log := newLogger(cmd.ErrOrStderr(), cfg)
 	if os.Getenv("GOMEMLIMIT") == "" {
@@ -140,7 +140,7 @@ func runDaemon(cmd *cobra.Command, args []string, f *runFlags) error {
 	}
 	app, err := daemon.New(cfg, log, opts)
 	if err != nil {
-		return &exitError{code: exitUsage, err: err}
+		return &exitError{Code: exitUsage, Err: err}
 	}
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
@@ -154,7 +154,7 @@ func runDaemon(cmd *cobra.Command, args []string, f *runFlags) error {
 	}()
 	defer signal.Stop(sigs)
 	if err := app.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return &exitError{code: exitFailure, err: err}
+		return &exitError{Code: exitFailure, Err: err}
 	}
 	return nil
 }

@@ -4,12 +4,12 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/annexd/annexd/internal/cliexit"
 )
 
 // Exit codes; the README's table documents them.
@@ -19,20 +19,8 @@ const (
 	exitUsage   = 2 // bad flags, arguments or config
 )
 
-// exitError carries the exit status a command wants.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit status %d", e.code)
-	}
-	return e.err.Error()
-}
-
-func (e *exitError) Unwrap() error { return e.err }
+// exitError carries the exit status a command wants (see cliexit.Error).
+type exitError = cliexit.Error
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -43,19 +31,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.Execute()
-	if err == nil {
-		return exitOK
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.err != nil {
-			fmt.Fprintln(stderr, "annexd:", ee.err)
-		}
-		return ee.code
-	}
-	fmt.Fprintln(stderr, "annexd:", err)
-	return exitUsage
+	return cliexit.Status("annexd", root.Execute(), stderr, exitUsage)
 }
 
 func newRootCmd() *cobra.Command {
