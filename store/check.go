@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -110,7 +109,7 @@ func checkFiles(tx *bolt.Tx, rep *Report, c *counters) {
 			rep.add("files: bad key %x", fk)
 			return nil
 		}
-		idv := binary.AppendUvarint(nil, id)
+		idv := idKey(id)
 		dk := names.Get(idv)
 		if dk == nil || !bytes.Equal(dirs.Get(dk), idv) {
 			rep.add("files: %x: directory %d unknown", fk, id)
@@ -152,7 +151,7 @@ func checkDirs(tx *bolt.Tx, rep *Report) {
 		}
 		// Ids come from the bucket's sequence and are never reused: an id
 		// beyond it would be handed out again to a new directory.
-		if id, n := binary.Uvarint(idv); n <= 0 || n != len(idv) || id == 0 || id > seq {
+		if id, ok := parseIDKey(idv); !ok || id == 0 || id > seq {
 			rep.add("dirs: %q has id %x, outside the sequence (%d)", dk, idv, seq)
 		}
 		if !bytes.Equal(names.Get(idv), dk) {

@@ -40,7 +40,7 @@ func Compact(path string, opts Options) (CompactResult, error) {
 		return CompactResult{}, err
 	}
 	defer s.Close()
-	removeLeftovers(path)
+	removeLeftovers(path, compactPattern(path))
 	fi, err := os.Stat(path)
 	if err != nil {
 		return CompactResult{}, fmt.Errorf("store: compact: %w", err)
@@ -129,13 +129,14 @@ func checkCopy(db *bolt.DB, want Report) error {
 	return nil
 }
 
-// removeLeftovers removes the copies a compaction that crashed left next
-// to the index. Only a compaction makes them, and it holds the index's
-// lock, as the caller does now: none of them is in use.
-func removeLeftovers(path string) {
+// removeLeftovers removes the copies (named by CreateTemp's pattern) that
+// a compaction or migration that crashed left next to the index. Only
+// those make them, holding the index's lock, as the caller does now: none
+// of them is in use.
+func removeLeftovers(path, pattern string) {
 	dir := filepath.Dir(path)
 	entries, _ := os.ReadDir(dir)
-	prefix := strings.TrimSuffix(compactPattern(path), "*")
+	prefix := strings.TrimSuffix(pattern, "*")
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), prefix) && e.Type().IsRegular() {
 			_ = os.Remove(filepath.Join(dir, e.Name()))

@@ -29,14 +29,23 @@
 //
 // # Layout
 //
-// Buckets: files (uvarint(dirID) ‖ base name → record), dirs (directory
-// "/a/b/" → dirID) and dirnames (dirID → directory), bydigest (base backend ‖
-// digest ‖ file key → ∅), inodes (uvarint(dev) ‖ uvarint(ino) ‖ file key →
+// Buckets: files (id(dirID) ‖ base name → record), dirs (directory
+// "/a/b/" → id(dirID)) and dirnames (id(dirID) → directory), bydigest (base
+// backend ‖ digest ‖ file key → ∅), inodes (id(dev) ‖ id(ino) ‖ file key →
 // ∅), groups (base backend ‖ digest → paths, inodes, size; only for digests
 // with two or more paths), dups (^wasted ‖ base backend ‖ digest → the same
 // summary; only for groups of two or more inodes, so Dups streams them
 // largest waste first), meta (format, schema version, counters, generation) and user
 // (GetMeta/PutMeta).
+//
+// id(n) is one byte counting n's significant bytes, then those bytes
+// big-endian (schema 2): it sorts as the numbers do, so a first scan, which
+// hands out directory ids in walk order and often meets inode numbers in
+// increasing order, appends to the files, dirnames and inodes indexes
+// instead of inserting all over them. Schema 1 stored these as
+// little-endian varints; Open migrates such an index by copying it into a
+// new file in chunks, checking and syncing the copy and renaming it over
+// the old file (a read-only open reports ErrNeedsMigration instead).
 //
 // Storing directories once and files under a directory id keeps the index
 // small (each path's directory is not repeated in three indexes) and makes

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"go/parser"
 	"go/token"
@@ -12,8 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // Every done is called exactly once, whether the change was committed
@@ -75,36 +72,6 @@ func TestRunTwiceAndAfterClose(t *testing.T) {
 	}
 	if _, _, err := s2.Get([]byte("/a")); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Get after Close = %v", err)
-	}
-}
-
-// An index of an older schema is migrated on a writable open, and refused
-// with a clear error on a read-only one.
-func TestMigration(t *testing.T) {
-	path := makeIndex(t, 10)
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put(metaSchema, binary.AppendUvarint(nil, SchemaVersion-1))
-	})
-	db.Close()
-	if _, err := Open(path, Options{ReadOnly: true}); !errors.Is(err, ErrNeedsMigration) {
-		t.Fatalf("read-only open of an old schema = %v", err)
-	}
-	ran := false
-	migrations[SchemaVersion-1] = func(tx *bolt.Tx) error {
-		ran = true
-		return tx.Bucket(bucketUser).Put([]byte("migrated"), []byte("yes"))
-	}
-	defer delete(migrations, SchemaVersion-1)
-	s := openTestAt(t, path, Options{})
-	if v, ok, _ := s.GetMeta("migrated"); !ran || !ok || string(v) != "yes" {
-		t.Fatal("migration did not run")
-	}
-	if st, _ := s.Stats(); st.SchemaVer != SchemaVersion || st.Files != 10 {
-		t.Fatalf("after migration: %+v", st)
 	}
 }
 

@@ -24,11 +24,11 @@ import (
 var (
 	bucketMeta     = []byte("meta")     // schema, counters, generation
 	bucketUser     = []byte("user")     // GetMeta/PutMeta values
-	bucketFiles    = []byte("files")    // uvarint(dirID) ‖ base → record
-	bucketDirs     = []byte("dirs")     // directory key "/a/b/" → uvarint(dirID)
-	bucketDirNames = []byte("dirnames") // uvarint(dirID) → directory key
+	bucketFiles    = []byte("files")    // id(dirID) ‖ base → record (id: appendID)
+	bucketDirs     = []byte("dirs")     // directory key "/a/b/" → id(dirID)
+	bucketDirNames = []byte("dirnames") // id(dirID) → directory key
 	bucketDigest   = []byte("bydigest") // backend ‖ digest ‖ file key → ∅
-	bucketInodes   = []byte("inodes")   // uvarint(dev) ‖ uvarint(ino) ‖ file key → ∅
+	bucketInodes   = []byte("inodes")   // id(dev) ‖ id(ino) ‖ file key → ∅
 	bucketGroups   = []byte("groups")   // backend ‖ digest → group summary (groups of ≥ 2 paths)
 	bucketDups     = []byte("dups")     // ^wasted ‖ backend ‖ digest → group summary (groups of ≥ 2 inodes)
 	allBuckets     = [][]byte{bucketMeta, bucketUser, bucketFiles, bucketDirs, bucketDirNames,
@@ -48,10 +48,12 @@ var (
 const formatID = "annexd-index"
 
 // SchemaVersion is the schema this package writes.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrations[v] upgrades an index from schema v to v+1 inside one write
-// transaction. Append here when the schema changes.
+// transaction. Append here when the schema changes in a way one
+// transaction can carry; schema 1 is copied into a new file instead
+// (migrateKeys).
 var migrations = map[uint64]func(tx *bolt.Tx) error{}
 
 // Options tune Open. The zero value is what the daemon uses.
@@ -142,12 +144,11 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := ensureFile(path, opts); err != nil {
 		return nil, err
 	}
-	db, err := openCurrent(path, opts)
-	if err != nil {
-		return nil, err
+	db, err := openChecked(path, opts)
+	if errors.Is(err, errMigrated) {
+		db, err = openChecked(path, opts)
 	}
-	if err := checkSchemaSafely(db, path, opts.ReadOnly); err != nil {
-		_ = db.Close()
+	if err != nil {
 		return nil, err
 	}
 	return &Store{
@@ -373,21 +374,36 @@ func openBolt(path string, opts Options) (db *bolt.DB, file *os.File, err error)
 	return nil, nil, fmt.Errorf("store: open %s: %w%s", path, err, hint(err))
 }
 
+// openChecked opens the index and checks (or migrates) its schema. After
+// a migration that replaced the file it returns errMigrated: the caller
+// opens the new file.
+func openChecked(path string, opts Options) (*bolt.DB, error) {
+	db, err := openCurrent(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSchemaSafely(db, path, opts); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
 // checkSchemaSafely is checkSchema with a damaged page reported as
 // ErrCorrupt instead of a crash.
-func checkSchemaSafely(db *bolt.DB, path string, readOnly bool) (err error) {
+func checkSchemaSafely(db *bolt.DB, path string, opts Options) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %s: %v (left untouched; restore a backup or remove it to re-index)", ErrCorrupt, path, r)
 		}
 	}()
-	return checkSchema(db, path, readOnly)
+	return checkSchema(db, path, opts)
 }
 
 // checkSchema verifies that db is an annexd index and migrates it to
 // SchemaVersion when it is older.
-func checkSchema(db *bolt.DB, path string, readOnly bool) error {
+func checkSchema(db *bolt.DB, path string, opts Options) error {
 	var version uint64
 	err := db.View(func(tx *bolt.Tx) error {
 		m := tx.Bucket(bucketMeta)
@@ -406,8 +422,13 @@ func checkSchema(db *bolt.DB, path string, readOnly bool) error {
 		return err
 	case version > SchemaVersion:
 		return fmt.Errorf("%w: %s has schema %d, this annexd knows %d (upgrade annexd)", ErrNewerSchema, path, version, SchemaVersion)
-	case version < SchemaVersion && readOnly:
+	case version < SchemaVersion && opts.ReadOnly:
 		return fmt.Errorf("%w: %s has schema %d, want %d (start annexd once to migrate it)", ErrNeedsMigration, path, version, SchemaVersion)
+	case version == 1:
+		if err := migrateKeys(db, path, opts); err != nil {
+			return fmt.Errorf("store: migrate %s from schema 1: %w", path, err)
+		}
+		return errMigrated
 	}
 	for ; version < SchemaVersion; version++ {
 		if err := migrate(db, version); err != nil {

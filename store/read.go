@@ -156,7 +156,10 @@ func (s *Store) dirID(tx *bolt.Tx, dk []byte, before uint64) (uint64, bool) {
 	if idv == nil {
 		return 0, false
 	}
-	id, _ := binary.Uvarint(idv)
+	id, ok := parseIDKey(idv)
+	if !ok {
+		return 0, false
+	}
 	if caching {
 		s.dirs.put(before, dk, id)
 	}
@@ -202,7 +205,7 @@ func (n *namer) path(fk []byte) ([]byte, error) {
 	if dk, ok := n.cache[id]; ok && n.caching {
 		return joinPath(dk, base), nil
 	}
-	dk := n.names.Get(binary.AppendUvarint(nil, id))
+	dk := n.names.Get(idKey(id))
 	if dk == nil {
 		return nil, fmt.Errorf("%w: directory %d missing", ErrCorrupt, id)
 	}

@@ -124,7 +124,10 @@ func (w *wtx) dirID(dirKey []byte) uint64 {
 	if v == nil {
 		return 0
 	}
-	id, _ := binary.Uvarint(v)
+	id, ok := parseIDKey(v)
+	if !ok {
+		return 0
+	}
 	if len(w.dirCache) > 4096 {
 		clear(w.dirCache)
 	}
@@ -147,7 +150,7 @@ func (w *wtx) ensureDir(dirKey []byte) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	v := binary.AppendUvarint(nil, id)
+	v := idKey(id)
 	if err := w.dirs.Put(bytes.Clone(dirKey), v); err != nil {
 		return 0, err
 	}
@@ -157,7 +160,7 @@ func (w *wtx) ensureDir(dirKey []byte) (uint64, error) {
 
 // dropDirIfEmpty removes a directory's entries once it holds no files.
 func (w *wtx) dropDirIfEmpty(id uint64, dirKey []byte) error {
-	p := binary.AppendUvarint(nil, id)
+	p := idKey(id)
 	if k, _ := w.files.Cursor().Seek(p); k != nil && bytes.HasPrefix(k, p) {
 		return nil
 	}
@@ -251,7 +254,7 @@ func (w *wtx) removeKey(fk []byte, r *Record) error {
 		return err
 	}
 	id, _, _ := splitFileKey(fk)
-	dk := w.dirNames.Get(binary.AppendUvarint(nil, id))
+	dk := w.dirNames.Get(idKey(id))
 	if dk == nil {
 		return fmt.Errorf("%w: directory %d of a record is missing", ErrCorrupt, id)
 	}
@@ -422,7 +425,7 @@ func (w *wtx) removeSubtree(dir []byte) (int, error) {
 // removeDir deletes every record directly in the directory dk.
 func (w *wtx) removeDir(dk []byte) (int, error) {
 	id := w.dirID(dk)
-	p := binary.AppendUvarint(nil, id)
+	p := idKey(id)
 	var keys [][]byte
 	c := w.files.Cursor()
 	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {

@@ -1,0 +1,315 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/key"
+)
+
+// errMigrated tells Open that the file at the path was replaced by a
+// migrated copy and must be opened again.
+var errMigrated = errors.New("store: index migrated")
+
+// migrateTxSize bounds one transaction of a migration's copy (tests make
+// it small to copy in many chunks).
+var migrateTxSize = compactTxSize
+
+// migrateHook is called at each step of a copying migration ("chunk" after
+// each committed chunk, "rename" before the copy replaces the index); an
+// error stops the migration there. Tests use it to interrupt one.
+var migrateHook = func(step string) error { return nil }
+
+// migrateKeys upgrades a schema-1 index (directory ids, devices and inode
+// numbers as little-endian varints in keys) to schema 2 (ids as appendID,
+// which sorts numerically). Every key of the files, dirnames, bydigest and
+// inodes buckets changes, which is too much for one bbolt transaction on a
+// large index, so the index is copied into a new file next to it in
+// chunks, the copy is checked (bbolt's check, the invariants, the same
+// number of entries in every bucket), synced and renamed over the old file.
+// The old file is not written: a crash or an error at any point leaves it
+// in place, and the next migration removes the copy left behind. The
+// caller holds the old file's lock.
+func migrateKeys(src *bolt.DB, path string, opts Options) error {
+	start := time.Now()
+	dir := filepath.Dir(path)
+	removeLeftovers(path, migratePattern(path))
+	f, err := os.CreateTemp(dir, migratePattern(path))
+	if err != nil {
+		return fmt.Errorf("%w%s", err, hint(err))
+	}
+	name := f.Name()
+	_ = f.Close()
+	defer os.Remove(name) // after the rename, there is nothing at name
+	dst, err := bolt.Open(name, 0o600, &bolt.Options{NoSync: true, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		return err
+	}
+	want, err := copyKeys(src, dst)
+	if err == nil {
+		err = dst.Sync()
+	}
+	if err == nil {
+		err = checkMigrated(dst, want)
+	}
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = migrateHook("rename")
+	}
+	if err != nil {
+		return fmt.Errorf("%w%s (the index is left as it was)", err, hint(err))
+	}
+	if err := os.Rename(name, path); err != nil {
+		return err
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("the migrated index is in place, but syncing its directory failed: %w", err)
+	}
+	opts.Logger.Info("store: migrated index", "path", path, "from", 1, "to", 2,
+		"records", want[string(bucketFiles)], "elapsed", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// migratePattern is CreateTemp's pattern for the copy of a migration.
+func migratePattern(path string) string { return "." + filepath.Base(path) + ".migrate-*" }
+
+// copyKeys copies src (schema 1) into the empty dst with schema-2 keys and
+// returns the number of entries of each bucket of src.
+func copyKeys(src, dst *bolt.DB) (map[string]int, error) {
+	want := map[string]int{}
+	c := &chunkCopy{db: dst}
+	err := src.View(func(stx *bolt.Tx) error {
+		for _, b := range allBuckets {
+			if stx.Bucket(b) == nil {
+				return fmt.Errorf("%w: bucket %q missing", ErrCorrupt, b)
+			}
+			want[string(b)] = stx.Bucket(b).Stats().KeyN
+		}
+		if err := c.begin(); err != nil {
+			return err
+		}
+		for _, b := range allBuckets {
+			if _, err := c.tx.CreateBucket(b); err != nil {
+				return err
+			}
+		}
+		if err := c.tx.Bucket(bucketDirs).SetSequence(stx.Bucket(bucketDirs).Sequence()); err != nil {
+			return err
+		}
+		for _, step := range []func(*bolt.Tx, *chunkCopy) error{copySame, copyDirs, copyFiles, copyIndex} {
+			if err := step(stx, c); err != nil {
+				return err
+			}
+		}
+		return c.commit()
+	})
+	if c.tx != nil {
+		_ = c.tx.Rollback()
+	}
+	return want, err
+}
+
+// copySame copies the buckets whose keys do not change; the schema
+// version becomes 2.
+func copySame(stx *bolt.Tx, c *chunkCopy) error {
+	for _, b := range [][]byte{bucketMeta, bucketUser, bucketGroups, bucketDups} {
+		err := stx.Bucket(b).ForEach(func(k, v []byte) error {
+			if bytes.Equal(b, bucketMeta) && bytes.Equal(k, metaSchema) {
+				v = binary.AppendUvarint(nil, 2)
+			}
+			return c.put(b, k, v, true)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyDirs re-encodes the directory ids of dirs (values) and dirnames
+// (keys, written in id order).
+func copyDirs(stx *bolt.Tx, c *chunkCopy) error {
+	err := stx.Bucket(bucketDirs).ForEach(func(k, v []byte) error {
+		id, ok := v1ID(v)
+		if !ok {
+			return fmt.Errorf("%w: dirs: %q has id %x", ErrCorrupt, k, v)
+		}
+		return c.put(bucketDirs, k, idKey(id), true)
+	})
+	if err != nil {
+		return err
+	}
+	ids, err := v1DirIDs(stx)
+	if err != nil {
+		return err
+	}
+	names := stx.Bucket(bucketDirNames)
+	for _, id := range ids {
+		if err := c.put(bucketDirNames, idKey(id), names.Get(binary.AppendUvarint(nil, id)), true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// v1DirIDs returns the directory ids of a schema-1 index in numeric order.
+func v1DirIDs(stx *bolt.Tx) ([]uint64, error) {
+	var ids []uint64
+	err := stx.Bucket(bucketDirNames).ForEach(func(k, _ []byte) error {
+		id, ok := v1ID(k)
+		if !ok {
+			return fmt.Errorf("%w: dirnames: bad key %x", ErrCorrupt, k)
+		}
+		ids = append(ids, id)
+		return nil
+	})
+	slices.Sort(ids)
+	return ids, err
+}
+
+// copyFiles copies the records directory by directory in id order, so
+// the new files bucket is written in key order.
+func copyFiles(stx *bolt.Tx, c *chunkCopy) error {
+	ids, err := v1DirIDs(stx)
+	if err != nil {
+		return err
+	}
+	cur := stx.Bucket(bucketFiles).Cursor()
+	for _, id := range ids {
+		p := binary.AppendUvarint(nil, id)
+		for k, v := cur.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = cur.Next() {
+			if err := c.put(bucketFiles, fileKey(nil, id, k[len(p):]), v, true); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// copyIndex re-encodes the file keys in the digest index and the inode
+// keys. Their order changes within a digest and throughout the inode
+// index, so they are written at the default fill.
+func copyIndex(stx *bolt.Tx, c *chunkCopy) error {
+	err := stx.Bucket(bucketDigest).ForEach(func(k, _ []byte) error {
+		var n int
+		if len(k) > 0 {
+			n = 1 + key.Backend(k[0]).DigestLen()
+		}
+		if n < 2 || len(k) <= n {
+			return fmt.Errorf("%w: bydigest: bad key %x", ErrCorrupt, k)
+		}
+		fk, ok := v1FileKey(k[n:])
+		if !ok {
+			return fmt.Errorf("%w: bydigest: bad key %x", ErrCorrupt, k)
+		}
+		return c.put(bucketDigest, append(bytes.Clone(k[:n]), fk...), nil, false)
+	})
+	if err != nil {
+		return err
+	}
+	return stx.Bucket(bucketInodes).ForEach(func(k, _ []byte) error {
+		dev, n := binary.Uvarint(k)
+		if n <= 0 {
+			return fmt.Errorf("%w: inodes: bad key %x", ErrCorrupt, k)
+		}
+		ino, m := binary.Uvarint(k[n:])
+		if m <= 0 {
+			return fmt.Errorf("%w: inodes: bad key %x", ErrCorrupt, k)
+		}
+		fk, ok := v1FileKey(k[n+m:])
+		if !ok {
+			return fmt.Errorf("%w: inodes: bad key %x", ErrCorrupt, k)
+		}
+		return c.put(bucketInodes, append(inodeKey(nil, dev, ino), fk...), nil, false)
+	})
+}
+
+// v1ID decodes a schema-1 id that fills b.
+func v1ID(b []byte) (uint64, bool) {
+	id, n := binary.Uvarint(b)
+	return id, n > 0 && n == len(b)
+}
+
+// v1FileKey re-encodes a schema-1 file key.
+func v1FileKey(fk []byte) ([]byte, bool) {
+	id, n := binary.Uvarint(fk)
+	if n <= 0 || n == len(fk) {
+		return nil, false
+	}
+	return fileKey(nil, id, fk[n:]), true
+}
+
+// chunkCopy writes into a new bbolt file in transactions of about
+// migrateTxSize bytes.
+type chunkCopy struct {
+	db   *bolt.DB
+	tx   *bolt.Tx
+	size int
+}
+
+func (c *chunkCopy) begin() (err error) {
+	c.tx, err = c.db.Begin(true)
+	c.size = 0
+	return err
+}
+
+func (c *chunkCopy) commit() error {
+	err := c.tx.Commit()
+	c.tx = nil
+	if err == nil {
+		err = migrateHook("chunk")
+	}
+	return err
+}
+
+// put stores k → v in bucket b; inOrder says that keys arrive in order,
+// so pages may be filled completely.
+func (c *chunkCopy) put(b, k, v []byte, inOrder bool) error {
+	if c.size >= migrateTxSize {
+		if err := c.commit(); err != nil {
+			return err
+		}
+	}
+	if c.tx == nil {
+		if err := c.begin(); err != nil {
+			return err
+		}
+	}
+	bk := c.tx.Bucket(b)
+	if inOrder {
+		bk.FillPercent = 1
+	}
+	c.size += len(k) + len(v)
+	return bk.Put(k, v)
+}
+
+// checkMigrated checks the copy and compares the number of entries of
+// every bucket with the original's.
+func checkMigrated(db *bolt.DB, want map[string]int) error {
+	var rep Report
+	return db.View(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			rep.add("bbolt: %v", err)
+		}
+		checkInvariantsSafely(tx, &rep)
+		if !rep.OK() {
+			return fmt.Errorf("the migrated copy fails its check: %s", rep.Problems[0])
+		}
+		for _, b := range allBuckets {
+			if n := tx.Bucket(b).Stats().KeyN; n != want[string(b)] {
+				return fmt.Errorf("the migrated copy has %d entries in %s, the index %d", n, b, want[string(b)])
+			}
+		}
+		return nil
+	})
+}

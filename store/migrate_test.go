@@ -1,0 +1,301 @@
+package store
+
+import (
+	"bytes"
+	"cmp"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// schema1Index copies the schema-1 fixture into a temp dir and returns its
+// path and the listing of its content.
+func schema1Index(t *testing.T) (string, listing) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "index.db")
+	if err := os.WriteFile(path, gunzip(t, "testdata/schema1.db.gz"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var want listing
+	if err := json.Unmarshal(gunzip(t, "testdata/schema1.json.gz"), &want); err != nil {
+		t.Fatal(err)
+	}
+	if len(want.Records) < 1000 {
+		t.Fatalf("fixture listing has %d records", len(want.Records))
+	}
+	return path, want
+}
+
+func gunzip(t *testing.T, name string) []byte {
+	t.Helper()
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(z)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func fileSum(t *testing.T, path string) [32]byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256.Sum256(b)
+}
+
+// sameListing compares two listings through their JSON form.
+func sameListing(t *testing.T, got, want listing) {
+	t.Helper()
+	g, _ := json.Marshal(got)
+	w, _ := json.Marshal(want)
+	if bytes.Equal(g, w) {
+		return
+	}
+	switch {
+	case got.Stats != want.Stats:
+		t.Errorf("stats %+v, want %+v", got.Stats, want.Stats)
+	case len(got.Records) != len(want.Records):
+		t.Errorf("%d records, want %d", len(got.Records), len(want.Records))
+	case len(got.Inodes) != len(want.Inodes), len(got.Digests) != len(want.Digests), len(got.Dups) != len(want.Dups):
+		t.Errorf("inodes/digests/dups %d/%d/%d, want %d/%d/%d", len(got.Inodes), len(got.Digests), len(got.Dups),
+			len(want.Inodes), len(want.Digests), len(want.Dups))
+	}
+	t.Fatal("content differs from the fixture's listing")
+}
+
+// Opening the schema-1 fixture read-only refuses and leaves it alone;
+// a writable open migrates it to schema 2 with every path, record, index
+// entry, group, counter, meta value and generation as before; a second
+// open does nothing more.
+func TestMigrateSchema1(t *testing.T) {
+	migrateTxSize = 4096 // many chunks
+	t.Cleanup(func() { migrateTxSize = compactTxSize })
+	path, want := schema1Index(t)
+	sum := fileSum(t, path)
+	_, err := Open(path, Options{ReadOnly: true})
+	if !errors.Is(err, ErrNeedsMigration) || !strings.Contains(err.Error(), "start annexd once to migrate it") {
+		t.Fatalf("read-only open of schema 1 = %v", err)
+	}
+	leftover := filepath.Join(filepath.Dir(path), ".index.db.migrate-123")
+	if err := os.WriteFile(leftover, []byte("a crashed migration's copy"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if fileSum(t, path) != sum {
+		t.Fatal("read-only open changed the file")
+	}
+	var log bytes.Buffer
+	s := openTestAt(t, path, Options{NoSync: true, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if !strings.Contains(log.String(), "store: migrated index") || !strings.Contains(log.String(), "records=1890") {
+		t.Errorf("migration log: %q", log.String())
+	}
+	if st, _ := s.Stats(); st.SchemaVer != 2 {
+		t.Fatalf("schema after migration: %d", st.SchemaVer)
+	}
+	sameListing(t, listIndex(t, s), want)
+	mustCheck(t, s)
+	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
+		t.Errorf("left next to the index: %v", entries)
+	}
+	checkKeysInOrder(t, s)
+	// Still writable, and Get finds a multi-byte-id directory's file.
+	if r, ok, err := s.Get([]byte("/fx/d16384/f1.dat")); err != nil || !ok || r.Ino != 1<<32+16384 {
+		t.Fatalf("Get after migration: %+v %v %v", r, ok, err)
+	}
+	mustPut(t, s, "/fx/d16384/new", rec("new", 3, 2049, 1<<33))
+}
+
+// A second open of a migrated index opens the same file and logs nothing.
+func TestMigrateOnce(t *testing.T) {
+	path, want := schema1Index(t)
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	before, _ := os.Stat(path)
+	var log bytes.Buffer
+	s = openTestAt(t, path, Options{NoSync: true, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	after, _ := os.Stat(path)
+	if !os.SameFile(before, after) || log.Len() != 0 {
+		t.Fatalf("second open replaced the file (%v) or logged %q", !os.SameFile(before, after), log.String())
+	}
+	sameListing(t, listIndex(t, s), want)
+}
+
+// A migration stopped at any step leaves the schema-1 file as it was,
+// openable, and no copy next to it; the next open migrates it.
+func TestMigrateInterrupted(t *testing.T) {
+	migrateTxSize = 4096
+	t.Cleanup(func() { migrateTxSize = compactTxSize; migrateHook = func(string) error { return nil } })
+	path, want := schema1Index(t)
+	sum := fileSum(t, path)
+	boom := errors.New("injected failure")
+	for _, at := range []struct {
+		step string
+		nth  int
+	}{{"chunk", 1}, {"chunk", 40}, {"rename", 1}} {
+		n := 0
+		migrateHook = func(step string) error {
+			if step == at.step {
+				if n++; n == at.nth {
+					return boom
+				}
+			}
+			return nil
+		}
+		if _, err := Open(path, Options{NoSync: true}); !errors.Is(err, boom) {
+			t.Fatalf("open failing at %s %d = %v", at.step, at.nth, err)
+		}
+		if n < at.nth {
+			t.Fatalf("only %d %s steps", n, at.step)
+		}
+		if fileSum(t, path) != sum {
+			t.Fatalf("failure at %s %d changed the index", at.step, at.nth)
+		}
+		if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
+			t.Errorf("left next to the index: %v", entries)
+		}
+		if _, err := Open(path, Options{ReadOnly: true}); !errors.Is(err, ErrNeedsMigration) {
+			t.Fatalf("after failure at %s: read-only open = %v", at.step, err)
+		}
+	}
+	migrateHook = func(string) error { return nil }
+	s := openTestAt(t, path, Options{NoSync: true})
+	sameListing(t, listIndex(t, s), want)
+}
+
+// A damaged schema-1 index is not migrated, and not touched.
+func TestMigrateRefusesDamage(t *testing.T) {
+	path, _ := schema1Index(t)
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An inode entry without its record: the copy's invariants fail.
+	if err := db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketInodes).Put([]byte{1, 2, 3, 'x'}, nil)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	sum := fileSum(t, path)
+	_, err = Open(path, Options{NoSync: true})
+	if err == nil || !strings.Contains(err.Error(), "left as it was") {
+		t.Fatalf("open of a damaged schema-1 index = %v", err)
+	}
+	if fileSum(t, path) != sum {
+		t.Fatal("a failed migration changed the index")
+	}
+}
+
+// checkKeysInOrder checks that the files, dirnames and inodes buckets are
+// in numeric order of their ids.
+func checkKeysInOrder(t *testing.T, s *Store) {
+	t.Helper()
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var last uint64
+		err := tx.Bucket(bucketFiles).ForEach(func(k, _ []byte) error {
+			id, _, ok := splitFileKey(k)
+			if !ok || id < last {
+				t.Errorf("files key %x after id %d", k, last)
+			}
+			last = id
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		var lastDev, lastIno uint64
+		return tx.Bucket(bucketInodes).ForEach(func(k, _ []byte) error {
+			dev, n := readID(k)
+			ino, m := readID(k[n:])
+			if n == 0 || m == 0 || dev < lastDev || (dev == lastDev && ino < lastIno) {
+				t.Errorf("inodes key %x after (%d, %d)", k, lastDev, lastIno)
+			}
+			lastDev, lastIno = dev, ino
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+var idBoundaries = []uint64{0, 1, 127, 128, 255, 256, 1<<16 - 1, 1 << 16, 1<<32 - 1, 1 << 32, 1<<56 - 1, 1 << 56, math.MaxUint64 - 1, math.MaxUint64}
+
+// Encoded ids sort as the numbers do, decode to themselves and are never
+// a prefix of one another.
+func TestIDOrder(t *testing.T) {
+	enc := make([][]byte, len(idBoundaries))
+	for i, v := range idBoundaries {
+		enc[i] = idKey(v)
+		if got, ok := parseIDKey(enc[i]); !ok || got != v {
+			t.Errorf("%d → %x → %d, %v", v, enc[i], got, ok)
+		}
+	}
+	for i := range enc {
+		for j := range enc {
+			if c := bytes.Compare(enc[i], enc[j]); c != cmp.Compare(i, j) {
+				t.Errorf("%d (%x) vs %d (%x): %d", idBoundaries[i], enc[i], idBoundaries[j], enc[j], c)
+			}
+			if i != j && bytes.HasPrefix(enc[i], enc[j]) {
+				t.Errorf("%x has prefix %x", enc[i], enc[j])
+			}
+		}
+	}
+	if !slices.IsSortedFunc(enc, bytes.Compare) {
+		t.Error("encoded boundaries out of order")
+	}
+	// File keys sort by directory id first, whatever the names.
+	a, b := fileKey(nil, 255, []byte("\xff\xff")), fileKey(nil, 256, []byte("\x00"))
+	if bytes.Compare(a, b) >= 0 {
+		t.Errorf("file key of id 255 %x sorts after id 256's %x", a, b)
+	}
+	for _, bad := range [][]byte{nil, {9}, {2, 1}, {1, 0}, {2, 0, 5}, {0, 0}} {
+		if _, ok := parseIDKey(bad); ok {
+			t.Errorf("parseIDKey(%x) accepted", bad)
+		}
+	}
+}
+
+// FuzzReadID: whatever readID accepts is the canonical encoding of what
+// it returns, and encodings of two numbers compare as the numbers.
+func FuzzReadID(f *testing.F) {
+	for _, v := range idBoundaries {
+		f.Add(idKey(v), v, v+1)
+	}
+	f.Add([]byte{1, 0}, uint64(0), uint64(1<<40))
+	f.Fuzz(func(t *testing.T, b []byte, x, y uint64) {
+		if v, n := readID(b); n > 0 && !bytes.Equal(appendID(nil, v), b[:n]) {
+			t.Fatalf("readID(%x) = %d, %d; encoding of %d is %x", b, v, n, v, appendID(nil, v))
+		}
+		ex, ey := idKey(x), idKey(y)
+		if c := bytes.Compare(ex, ey); c != cmp.Compare(x, y) {
+			t.Fatalf("%d vs %d: encodings %x %x compare %d", x, y, ex, ey, c)
+		}
+		if v, ok := parseIDKey(ex); !ok || v != x {
+			t.Fatalf("%d → %x → %d", x, ex, v)
+		}
+	})
+}
