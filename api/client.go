@@ -178,6 +178,9 @@ func (c *Client) Dups(ctx context.Context, q DupQuery, fn func(DupGroup) error) 
 	if q.After != nil {
 		v.Set("after", base64.RawURLEncoding.EncodeToString(q.After))
 	}
+	if q.Outside {
+		v.Set("outside", "1")
+	}
 	resp, err := c.do(ctx, "GET", "/v1/dups", v, nil)
 	if err != nil {
 		return nil, err
@@ -199,6 +202,31 @@ func (c *Client) Dups(ctx context.Context, q DupQuery, fn func(DupGroup) error) 
 		return nil, fmt.Errorf("%w: next cursor: %v", ErrBadResponse, err)
 	}
 	return next, nil
+}
+
+// Forget asks the daemon to drop every record at or below the absolute,
+// clean directory dir that is outside its roots (with dryRun, only to count
+// them). A dir at or below a root is refused with an error wrapping
+// ErrUnderRoot.
+func (c *Client) Forget(ctx context.Context, dir []byte, dryRun bool) (ForgetResult, error) {
+	v := pathQuery(dir)
+	if dryRun {
+		v.Set("dry_run", "1")
+	}
+	resp, err := c.do(ctx, "POST", "/v1/forget", v, nil)
+	if err != nil {
+		return ForgetResult{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxStreamLine))
+	if err != nil {
+		return ForgetResult{}, fmt.Errorf("%w: %w", ErrBadResponse, err)
+	}
+	var r ForgetResult
+	if err := json.Unmarshal(b, &r); err != nil {
+		return ForgetResult{}, fmt.Errorf("%w: %v", ErrBadResponse, err)
+	}
+	return r, nil
 }
 
 // Status returns the daemon's status.

@@ -14,8 +14,9 @@
 //	GET  /v1/lookup?path=P[&wait=1]       one path → LookupResult (JSON)
 //	POST /v1/lookup[?wait=1]              NDJSON paths in → NDJSON LookupResults out, in order
 //	GET  /v1/whereis?key=K                NDJSON Locations (also digest=HEX[&backend=B], path=P)
-//	GET  /v1/dups?min_size=N&limit=N&after=C   NDJSON DupGroups, most wasted bytes first
+//	GET  /v1/dups?min_size=N&limit=N&after=C[&outside=1]   NDJSON DupGroups, most wasted bytes first
 //	GET  /v1/status[?wait=idle&timeout=30s]    Status (JSON); with wait, a long poll until idle
+//	POST /v1/forget?path=DIR[&dry_run=1]  drop the records at or below DIR outside the roots → ForgetResult (JSON)
 //	GET  /metrics                          Prometheus text format
 //
 // Every NDJSON stream ends with one line {"end":true,"count":N,...}; a stream

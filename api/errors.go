@@ -19,6 +19,9 @@ var (
 	ErrBadRequest = errors.New("api: bad request")
 	// ErrOutsideRoots: a path is not under any watched root.
 	ErrOutsideRoots = errors.New("api: path outside the watched roots")
+	// ErrUnderRoot: a path at or below a watched root where the request
+	// wants one outside them (forget).
+	ErrUnderRoot = errors.New("api: path under a watched root")
 	// ErrNotFound: the thing asked about is not in the index.
 	ErrNotFound = errors.New("api: not found")
 	// ErrBadResponse: the daemon's answer could not be read, or a stream
@@ -67,6 +70,8 @@ func (e *StatusError) Is(target error) bool {
 		return e.Status == 400 || e.Status == 413
 	case ErrOutsideRoots:
 		return e.Code == CodeOutsideRoots
+	case ErrUnderRoot:
+		return e.Code == CodeUnderRoot
 	case ErrNotFound:
 		return e.Status == 404
 	case ErrServer:

@@ -44,7 +44,9 @@ type Index interface {
 	// Dups calls fn for each group of two or more distinct files (hardlinks
 	// to one inode count once) with the same bare digest and a size of at
 	// least q.MinSize, ordered by wasted bytes (Size × (files − 1))
-	// descending, ties broken by digest ascending. It starts after the
+	// descending, ties broken by digest ascending. Unless q.Outside, files
+	// outside the roots are left out and Wasted counts the rest; such a
+	// group keeps the place its whole waste gives it. It starts after the
 	// group whose Cursor is q.After (nil: from the start) and stops after
 	// q.Limit groups (0: no limit). Memory must stay flat however many
 	// groups there are. Files need no fresh lstat here (leave Stale false):
@@ -113,6 +115,10 @@ type Location struct {
 	Size  int64   // size in bytes
 	State string  // the stored record's state ("ok", "corrupt", …)
 	Stale bool    // the file changed since it was hashed; Key may be wrong
+	// OutsideRoots: the path is not under any of the daemon's roots. Its
+	// record is left from an earlier run with other roots: nothing watches
+	// or re-checks it, so the file may have changed or be gone.
+	OutsideRoots bool
 }
 
 // DupQuery selects duplicate groups.
@@ -120,6 +126,11 @@ type DupQuery struct {
 	MinSize int64  // only files of at least this many bytes
 	After   []byte // resume after the group with this Cursor; nil from the start
 	Limit   int    // at most this many groups; 0 means no limit
+	// Outside includes members outside the daemon's roots (marked
+	// OutsideRoots). Without it they are left out, and so is every group
+	// left with fewer than two distinct inodes; Wasted counts only the
+	// members listed.
+	Outside bool
 }
 
 // DupGroup is a set of distinct files with the same content.
@@ -127,7 +138,7 @@ type DupGroup struct {
 	Backend key.Backend // the hash (either variant: SHA256 or SHA256E)
 	Digest  []byte      // bare digest
 	Size    int64       // size of each file
-	Wasted  int64       // Size × (len(Files) − 1)
+	Wasted  int64       // Size × (distinct inodes among Files − 1)
 	Files   []Location  // two or more, path order
 	// Cursor is an opaque position: a DupQuery with After = Cursor resumes
 	// right after this group. The server hands it to clients as base64.
@@ -151,6 +162,12 @@ type Status struct {
 	// Idle is true when the initial scan of every root is done and nothing
 	// is pending or being hashed.
 	Idle bool `json:"idle"`
+
+	// OutsideRoots lists where the index holds records outside the
+	// roots (left from earlier runs with other roots), once the check
+	// that runs at start has finished (OutsideRootsChecked).
+	OutsideRoots        []OutsideRoot `json:"outside_roots,omitempty"`
+	OutsideRootsChecked bool          `json:"outside_roots_checked"`
 
 	Scan        ScanProgress  `json:"scan"`
 	Watcher     WatcherStatus `json:"watcher"`

@@ -18,6 +18,7 @@ const APIVersion = 1
 const (
 	CodeBadRequest   = "bad_request"
 	CodeOutsideRoots = "outside_roots"
+	CodeUnderRoot    = "under_root"
 	CodeForbidden    = "forbidden"
 	CodeUnauthorized = "unauthorized"
 	CodeNotFound     = "not_found"
@@ -299,6 +300,9 @@ func (l Location) AppendJSON(buf []byte) []byte {
 	if l.Stale {
 		buf = append(buf, `,"stale":true`...)
 	}
+	if l.OutsideRoots {
+		buf = append(buf, `,"outside_roots":true`...)
+	}
 	return append(buf, '}')
 }
 
@@ -311,6 +315,8 @@ type locationWire struct {
 	Size  int64  `json:"size"`
 	State string `json:"state"`
 	Stale bool   `json:"stale"`
+	// OutsideRoots: the path is outside the daemon's roots.
+	OutsideRoots bool `json:"outside_roots"`
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -326,7 +332,7 @@ func (l *Location) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
-	*l = Location{Path: p, Key: k, Size: w.Size, State: w.State, Stale: w.Stale}
+	*l = Location{Path: p, Key: k, Size: w.Size, State: w.State, Stale: w.Stale, OutsideRoots: w.OutsideRoots}
 	return nil
 }
 
@@ -348,13 +354,20 @@ func fastLocationWire(b []byte) (w locationWire, ok bool) {
 			w.Size, err = strconv.ParseInt(string(m.val), 10, 64)
 			good = err == nil && !m.quoted
 		case "stale":
-			w.Stale, good = string(m.val) == "true", !m.quoted && (string(m.val) == "true" || string(m.val) == "false")
+			w.Stale, good = jsonBool(m)
+		case "outside_roots":
+			w.OutsideRoots, good = jsonBool(m)
 		default:
-			good = !foldsToAny(m.name, "path", "path_b64", "key", "state", "size", "stale")
+			good = !foldsToAny(m.name, "path", "path_b64", "key", "state", "size", "stale", "outside_roots")
 		}
 		return good
 	})
 	return w, ok
+}
+
+// jsonBool reads a JSON true or false; ok is false for anything else.
+func jsonBool(m flatMember) (v, ok bool) {
+	return string(m.val) == "true", !m.quoted && (string(m.val) == "true" || string(m.val) == "false")
 }
 
 // AppendJSON appends g as one JSON object.

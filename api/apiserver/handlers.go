@@ -226,6 +226,10 @@ func (s *Server) handleDups(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.Limit = int(limit)
+	if q.Outside, err = boolParam(v, "outside"); err != nil {
+		writeErr(w, err)
+		return
+	}
 	if a := v.Get("after"); a != "" {
 		if q.After, err = base64.RawURLEncoding.DecodeString(a); err != nil {
 			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "api: after: not a cursor from this API")
@@ -243,6 +247,67 @@ func (s *Server) handleDups(w http.ResponseWriter, r *http.Request) {
 		next = base64.RawURLEncoding.EncodeToString(last)
 	}
 	st.endErr(err, next)
+}
+
+// handleForget answers POST /v1/forget?path=P[&dry_run=1]: it drops the
+// records at or below P that are outside the roots. P must be absolute and
+// clean as given (this request deletes; nothing is guessed) and must not be
+// at or below a root.
+func (s *Server) handleForget(w http.ResponseWriter, r *http.Request) {
+	f, ok := s.cfg.Index.(api.Forgetter)
+	if !ok {
+		writeError(w, http.StatusNotImplemented, api.CodeNotFound, "api: this daemon cannot forget records")
+		return
+	}
+	v := r.URL.Query()
+	p, err := forgetPath(v, s.cfg.Index.Roots())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	dry, err := boolParam(v, "dry_run")
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	res, err := f.Forget(r.Context(), p, dry)
+	if err != nil {
+		s.indexError(w, r, err)
+		return
+	}
+	res.Path = p
+	writeJSON(w, http.StatusOK, res)
+}
+
+// forgetPath reads the directory of a forget request and checks it.
+func forgetPath(v url.Values, roots []string) ([]byte, error) {
+	var in api.PathIn
+	if v.Has("path_b64") {
+		s := v.Get("path_b64")
+		in.PathB64 = &s
+	} else if v.Has("path") {
+		s := v.Get("path")
+		in.Path = &s
+	}
+	raw, err := in.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	p, err := cleanPath(raw)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(p, raw) {
+		return nil, fmt.Errorf("%w: path %q is not clean (want %q)", api.ErrBadRequest, displayPath(raw), displayPath(p))
+	}
+	for _, root := range roots {
+		if underRoot(p, root) {
+			return nil, fmt.Errorf("%w: %s is under the root %s, which annexd indexes: its records would come back at the next scan; "+
+				"remove the files themselves, or remove %s from the roots and restart annexd first",
+				api.ErrUnderRoot, displayPath(p), root, root)
+		}
+	}
+	return p, nil
 }
 
 // handleStatus answers GET /v1/status; with wait=idle it waits until the
@@ -473,6 +538,8 @@ func writeErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, api.ErrOutsideRoots):
 		writeError(w, http.StatusBadRequest, api.CodeOutsideRoots, err.Error())
+	case errors.Is(err, api.ErrUnderRoot):
+		writeError(w, http.StatusBadRequest, api.CodeUnderRoot, err.Error())
 	case errors.Is(err, api.ErrNotFound):
 		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
 	case errors.Is(err, api.ErrBadRequest):
