@@ -19,7 +19,10 @@ import (
 // adapter serves the API from the indexer and the store.
 type adapter struct{ a *App }
 
-var _ api.Index = (*adapter)(nil)
+var (
+	_ api.Index     = (*adapter)(nil)
+	_ api.Forgetter = (*adapter)(nil)
+)
 
 func (x *adapter) Roots() []string { return x.a.cfg.Roots }
 
@@ -69,6 +72,7 @@ func (x *adapter) Whereis(ctx context.Context, q api.WhereisQuery, fn func(api.L
 		if err != nil {
 			return err
 		}
+		loc.OutsideRoots = x.a.outsideRoot(p)
 		if err := fn(loc); err != nil {
 			return err
 		}
@@ -97,21 +101,72 @@ func (x *adapter) freshLocation(p []byte, rec *store.Record) (api.Location, erro
 	return loc, nil
 }
 
+// Dups lists the store's groups. Unless q.Outside, members outside the
+// roots are left out, Wasted counts the inodes left, and groups left with
+// fewer than two are skipped; the limit then counts the groups sent.
 func (x *adapter) Dups(ctx context.Context, q api.DupQuery, fn func(api.DupGroup) error) error {
-	return x.a.st.Dups(ctx, store.DupOptions{MinSize: q.MinSize, After: q.After, Limit: q.Limit}, func(g store.Group) error {
-		out := api.DupGroup{
-			Backend: g.Backend.WithExtension(), Digest: g.Digest, Size: g.Size, Wasted: g.Wasted, Cursor: g.Cursor,
+	opts := store.DupOptions{MinSize: q.MinSize, After: q.After, Limit: q.Limit}
+	if !q.Outside {
+		opts.Limit = 0
+	}
+	sent := 0
+	return x.a.st.Dups(ctx, opts, func(g store.Group) error {
+		if !q.Outside && q.Limit > 0 && sent == q.Limit {
+			return store.ErrStop
 		}
-		slices.SortFunc(g.Members, func(a, b store.Member) int { return bytes.Compare(a.Path, b.Path) })
-		for _, m := range g.Members {
-			loc, err := location(m.Path, &m.Record)
-			if err != nil {
-				return err
-			}
-			out.Files = append(out.Files, loc)
+		out, ok, err := x.group(g, q.Outside)
+		if err != nil || !ok {
+			return err
 		}
+		sent++
 		return fn(out)
 	})
+}
+
+// group turns a store group into an API group; ok is false when, without
+// the members outside the roots, it is no longer a duplicate group.
+func (x *adapter) group(g store.Group, withOutside bool) (out api.DupGroup, ok bool, err error) {
+	out = api.DupGroup{
+		Backend: g.Backend.WithExtension(), Digest: g.Digest, Size: g.Size, Wasted: g.Wasted, Cursor: g.Cursor,
+	}
+	slices.SortFunc(g.Members, func(a, b store.Member) int { return bytes.Compare(a.Path, b.Path) })
+	kept := g.Members[:0:0]
+	for _, m := range g.Members {
+		outside := x.a.outsideRoot(m.Path)
+		if outside && !withOutside {
+			continue
+		}
+		loc, err := location(m.Path, &m.Record)
+		if err != nil {
+			return out, false, err
+		}
+		loc.OutsideRoots = outside
+		out.Files = append(out.Files, loc)
+		kept = append(kept, m)
+	}
+	if len(kept) < len(g.Members) {
+		n := distinctInodes(kept)
+		if n < 2 {
+			return out, false, nil
+		}
+		out.Wasted = g.Size * int64(n-1)
+	}
+	return out, true, nil
+}
+
+// distinctInodes counts the distinct (dev, ino) among ms.
+func distinctInodes(ms []store.Member) int {
+	type inode struct{ dev, ino uint64 }
+	seen := make(map[inode]bool, len(ms))
+	for _, m := range ms {
+		seen[inode{m.Record.Dev, m.Record.Ino}] = true
+	}
+	return len(seen)
+}
+
+// Forget implements api.Forgetter.
+func (x *adapter) Forget(ctx context.Context, dir []byte, dryRun bool) (api.ForgetResult, error) {
+	return x.a.forget(ctx, dir, dryRun)
 }
 
 func (x *adapter) Status(ctx context.Context) (api.Status, error) {
@@ -146,6 +201,7 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 		},
 		Watcher: api.WatcherStatus{Healthy: true},
 	}
+	out.OutsideRoots, out.OutsideRootsChecked = a.outsideStatus()
 	for _, r := range ws.Roots {
 		rs := api.RootStatus{Path: r.Root, ScanDone: a.ix.RootScanned(r.Root), Watched: !r.Degraded, Degraded: r.Degraded}
 		out.Watcher.Watches += int64(r.Watches)

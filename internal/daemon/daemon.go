@@ -15,6 +15,8 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -80,6 +82,11 @@ type App struct {
 	ix    *indexer.Indexer
 	srv   *apiserver.Server
 	calib *hasher.Calibration
+
+	// outside is the last list of records outside the roots (nil until
+	// the check at start is done); outsideRun serializes the checks.
+	outside    atomic.Pointer[outsideState]
+	outsideRun sync.Mutex
 }
 
 // New checks a filled, validated config. It fails when a root does not
@@ -173,6 +180,7 @@ func (a *App) Run(ctx context.Context) error {
 	g.Go(func() error { a.ix.Follow(runCtx, a.w.Events()); return nil })
 	g.Go(func() error { return a.srv.Run(runCtx) })
 	g.Go(func() error { return a.logProgress(runCtx) })
+	g.Go(func() error { a.checkOutside(runCtx); return nil })
 	if a.opts.ExitWhenIdle {
 		g.Go(func() error {
 			if a.waitIdle(runCtx) == nil {

@@ -15,6 +15,8 @@ var (
 	descDupGroups = prometheus.NewDesc("annexd_index_duplicate_groups", "Digests held by at least two distinct inodes.", nil, nil)
 	descWasted    = prometheus.NewDesc("annexd_index_wasted_bytes", "Bytes the duplicate groups waste.", nil, nil)
 	descIndexSize = prometheus.NewDesc("annexd_index_file_bytes", "Size of the index file.", nil, nil)
+	descOutside   = prometheus.NewDesc("annexd_index_outside_roots_files",
+		"Records outside the configured roots (left from runs with other roots; annexctl forget drops them), as of the last check.", nil, nil)
 	descWatches   = prometheus.NewDesc("annexd_watcher_watches", "inotify watches in use.", []string{"root"}, nil)
 	descUnwatched = prometheus.NewDesc("annexd_watcher_unwatched_dirs", "Directories without a watch (degraded mode), by root.", []string{"root"}, nil)
 	descDegraded  = prometheus.NewDesc("annexd_watcher_degraded", "1 when some directories of the root have no watch.", []string{"root"}, nil)
@@ -24,7 +26,7 @@ var (
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descFiles, descBytes, descUnique, descDupGroups, descWasted,
-		descIndexSize, descWatches, descUnwatched, descDegraded, descOverflows, descWaiting} {
+		descIndexSize, descOutside, descWatches, descUnwatched, descDegraded, descOverflows, descWaiting} {
 		ch <- d
 	}
 }
@@ -40,6 +42,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descDupGroups, float64(s.DupGroups))
 		gauge(descWasted, float64(s.Wasted))
 		gauge(descIndexSize, float64(s.IndexBytes))
+	}
+	if o := c.a.outside.Load(); o != nil {
+		gauge(descOutside, float64(o.files))
 	}
 	for _, r := range c.a.w.Status().Roots {
 		gauge(descWatches, float64(r.Watches), r.Root)

@@ -1,0 +1,194 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/store"
+)
+
+// outsideState is what the last check found outside the roots.
+type outsideState struct {
+	dirs  []store.OutsideDir
+	files int64
+}
+
+// maxOutsideLogged caps the directories named in the startup warning.
+const maxOutsideLogged = 10
+
+// outsideRoot reports whether p is outside every configured root.
+func (a *App) outsideRoot(p []byte) bool {
+	for _, r := range a.cfg.Roots {
+		if within(string(p), r) {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *App) rootBytes() [][]byte {
+	out := make([][]byte, len(a.cfg.Roots))
+	for i, r := range a.cfg.Roots {
+		out[i] = []byte(r)
+	}
+	return out
+}
+
+// checkOutside finds the records outside the roots at start, in the
+// background, and warns once when there are any.
+func (a *App) checkOutside(ctx context.Context) {
+	start := time.Now()
+	st, err := a.refreshOutside(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("cannot list the records outside the roots", "err", err)
+		}
+		return
+	}
+	if len(st.dirs) == 0 {
+		return
+	}
+	var named []string
+	for i, d := range st.dirs {
+		if i == maxOutsideLogged {
+			named = append(named, fmt.Sprintf("… and %d more (annexctl status lists them)", len(st.dirs)-i))
+			break
+		}
+		named = append(named, fmt.Sprintf("%s (%d files)", describeOutside(d), d.Files))
+	}
+	a.log.Warn("the index holds records outside the roots, left from runs with other roots; nothing checks them, so dups hides them and whereis marks them",
+		"files", st.files, "dirs", named, "took", time.Since(start).Round(time.Millisecond),
+		"fix", "drop them with `annexctl forget DIR...` (--dry-run to see first), or start annexd with those directories as roots again")
+}
+
+func describeOutside(d store.OutsideDir) string {
+	if d.Direct {
+		return string(d.Dir) + " (its own files)"
+	}
+	return string(d.Dir)
+}
+
+// refreshOutside lists the records outside the roots and keeps the result
+// for status and metrics. Runs are serialized, so a later run (after a
+// forget) always has the last word.
+func (a *App) refreshOutside(ctx context.Context) (*outsideState, error) {
+	a.outsideRun.Lock()
+	defer a.outsideRun.Unlock()
+	dirs, err := a.st.Outside(ctx, a.rootBytes(), true)
+	if err != nil {
+		return nil, err
+	}
+	st := &outsideState{dirs: dirs}
+	for _, d := range dirs {
+		st.files += d.Files
+	}
+	a.outside.Store(st)
+	return st, nil
+}
+
+// outsideStatus is the status's view of the last check.
+func (a *App) outsideStatus() (list []api.OutsideRoot, checked bool) {
+	st := a.outside.Load()
+	if st == nil {
+		return nil, false
+	}
+	for _, d := range st.dirs {
+		list = append(list, api.OutsideRoot{Path: string(d.Dir), Direct: d.Direct, Dirs: d.Dirs, Files: d.Files})
+	}
+	return list, true
+}
+
+// forget drops (or, with dry, counts) the records at or below dir that are
+// outside the roots. The API server has checked that dir is absolute, clean
+// and not at or below a root.
+func (a *App) forget(ctx context.Context, dir []byte, dry bool) (api.ForgetResult, error) {
+	res := api.ForgetResult{Path: dir, DryRun: dry}
+	for _, r := range a.cfg.Roots {
+		if within(r, string(dir)) {
+			res.Kept = append(res.Kept, r)
+		}
+	}
+	var err error
+	if len(res.Kept) == 0 {
+		res.Files, err = a.forgetSubtree(ctx, dir, dry)
+	} else {
+		res.Files, err = a.forgetAround(ctx, dir, dry)
+	}
+	if err != nil || dry {
+		return res, err
+	}
+	a.log.Info("forgot records outside the roots", "dir", string(dir), "files", res.Files, "kept_roots", res.Kept)
+	if _, err := a.refreshOutside(ctx); err != nil {
+		a.log.Warn("cannot list the records outside the roots", "err", err)
+	}
+	return res, nil
+}
+
+// forgetSubtree drops everything at or below dir, which holds no root.
+func (a *App) forgetSubtree(ctx context.Context, dir []byte, dry bool) (int64, error) {
+	var n int64
+	err := a.st.Subtree(ctx, dir, func([]byte, store.Record) error { n++; return nil })
+	if err != nil || dry || n == 0 {
+		return n, err
+	}
+	return n, a.st.DeleteSubtree(ctx, dir)
+}
+
+// forgetAround drops the records at or below dir outside the roots it
+// holds: whole directories that hold no root, and the own files of the
+// directories on the way to a root.
+func (a *App) forgetAround(ctx context.Context, dir []byte, dry bool) (int64, error) {
+	dirs, err := a.st.Outside(ctx, a.rootBytes(), false)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, d := range dirs {
+		if !within(string(d.Dir), string(dir)) {
+			continue
+		}
+		var m int64
+		if d.Direct {
+			m, err = a.forgetDirect(ctx, d.Dir, dry)
+		} else {
+			m, err = a.forgetSubtree(ctx, d.Dir, dry)
+		}
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// forgetDirect drops the records directly in dir, in group commits.
+func (a *App) forgetDirect(ctx context.Context, dir []byte, dry bool) (int64, error) {
+	var paths [][]byte
+	err := a.st.Direct(ctx, dir, func(p []byte, _ store.Record) error { paths = append(paths, p); return nil })
+	if err != nil || dry {
+		return int64(len(paths)), err
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for _, p := range paths {
+		wg.Add(1)
+		a.st.Submit(store.Change{Op: store.OpDelete, Path: p}, func(err error) {
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	return int64(len(paths)), first
+}

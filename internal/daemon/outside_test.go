@@ -1,0 +1,218 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/internal/config"
+	"github.com/annexd/annexd/key"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// runUntilIdle runs an App on cfg until the test ends or stop is called,
+// and returns a client once it is idle.
+func runUntilIdle(t *testing.T, cfg config.Config, log *slog.Logger) (c *api.Client, stop func()) {
+	t.Helper()
+	app, err := New(cfg, log, Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Error("Run did not return within 20 s of cancel")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	c = api.Dial(cfg.Socket)
+	t.Cleanup(c.Close)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := c.Status(ctx)
+		if err == nil && st.Idle && st.OutsideRootsChecked {
+			return c, stop
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not idle: %+v %v", st, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Records left from a run with a wider root are listed in status and
+// metrics, marked in whereis, hidden from dups unless asked for, and
+// dropped by forget, which keeps the records under the roots.
+func TestRecordsOutsideRoots(t *testing.T) {
+	base := t.TempDir()
+	a, b := filepath.Join(base, "A"), filepath.Join(base, "B")
+	writeOld(t, filepath.Join(base, "top.txt"), "top")
+	writeOld(t, filepath.Join(a, "x.jpg"), "same bytes")
+	writeOld(t, filepath.Join(a, "x2.jpg"), "same bytes")
+	writeOld(t, filepath.Join(a, "h1"), "linked")
+	if err := os.Link(filepath.Join(a, "h1"), filepath.Join(a, "h2")); err != nil {
+		t.Fatal(err)
+	}
+	writeOld(t, filepath.Join(b, "copy.jpg"), "same bytes")
+	writeOld(t, filepath.Join(b, "sub/copy2.jpg"), "same bytes")
+	writeOld(t, filepath.Join(b, "z"), "only in B")
+	writeOld(t, filepath.Join(b, "sub/z2"), "only in B")
+	writeOld(t, filepath.Join(b, "h3"), "linked")
+
+	cfg := testConfig(t, base)
+	_, stop := runUntilIdle(t, cfg, nil)
+	stop()
+
+	cfg.Roots = []string{a}
+	var logBuf lockedBuffer
+	c, _ := runUntilIdle(t, cfg, slog.New(slog.NewTextHandler(&logBuf, nil)))
+	ctx := context.Background()
+
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []api.OutsideRoot{{Path: base, Direct: true, Dirs: 1, Files: 1}, {Path: b, Dirs: 2, Files: 5}}
+	if !equalOutside(st.OutsideRoots, want) || st.Files != 10 {
+		t.Errorf("status: %d files, outside %+v; want 10, %+v", st.Files, st.OutsideRoots, want)
+	}
+	if l := logBuf.String(); !strings.Contains(l, "outside the roots") || !strings.Contains(l, b+" (5 files)") ||
+		!strings.Contains(l, "annexctl forget") {
+		t.Errorf("no warning naming %s and the fix:\n%s", b, l)
+	}
+	m, err := c.Metrics(ctx)
+	if err != nil || !bytes.Contains(m, []byte("annexd_index_outside_roots_files 6")) {
+		t.Errorf("metrics: %v\n%.3000s", err, m)
+	}
+
+	same := sha256.Sum256([]byte("same bytes"))
+	var where []string
+	err = c.WhereisDigest(ctx, key.SHA256E, same[:], func(l api.Location) error {
+		if l.OutsideRoots != strings.HasPrefix(string(l.Path), b+"/") {
+			t.Errorf("%s: outside_roots %v", l.Path, l.OutsideRoots)
+		}
+		where = append(where, string(l.Path))
+		return nil
+	})
+	if err != nil || len(where) != 4 {
+		t.Errorf("whereis: %v %v", where, err)
+	}
+
+	// Hidden by default: one group left, of A's two copies.
+	groups := dups(t, c, api.DupQuery{})
+	if len(groups) != 1 || len(groups[0].Files) != 2 || groups[0].Wasted != 10 || groups[0].Files[0].OutsideRoots {
+		t.Errorf("dups without outside: %+v", groups)
+	}
+	if g := dups(t, c, api.DupQuery{Limit: 1}); len(g) != 1 {
+		t.Errorf("dups limit 1: %d groups", len(g))
+	}
+	// With them, marked: three groups at their whole waste.
+	groups = dups(t, c, api.DupQuery{Outside: true})
+	if len(groups) != 3 || groups[0].Wasted != 30 || len(groups[0].Files) != 4 {
+		t.Fatalf("dups with outside: %+v", groups)
+	}
+	for _, g := range groups {
+		for _, f := range g.Files {
+			if f.OutsideRoots != strings.HasPrefix(string(f.Path), b+"/") {
+				t.Errorf("%s: outside_roots %v", f.Path, f.OutsideRoots)
+			}
+		}
+	}
+
+	// Forget: a dry run counts, a subdirectory goes, a root is refused.
+	if r, err := c.Forget(ctx, []byte(b), true); err != nil || r.Files != 5 || !r.DryRun {
+		t.Errorf("forget --dry-run %s: %+v %v", b, r, err)
+	}
+	if r, err := c.Forget(ctx, []byte(filepath.Join(b, "sub")), false); err != nil || r.Files != 2 {
+		t.Errorf("forget B/sub: %+v %v", r, err)
+	}
+	st, _ = c.Status(ctx)
+	want = []api.OutsideRoot{{Path: base, Direct: true, Dirs: 1, Files: 1}, {Path: b, Dirs: 1, Files: 3}}
+	if !equalOutside(st.OutsideRoots, want) || st.Files != 8 {
+		t.Errorf("after forget B/sub: %d files, outside %+v; want 8, %+v", st.Files, st.OutsideRoots, want)
+	}
+	for _, bad := range []string{a, filepath.Join(a, "sub")} {
+		if _, err := c.Forget(ctx, []byte(bad), false); !errors.Is(err, api.ErrUnderRoot) ||
+			!strings.Contains(err.Error(), "next scan") {
+			t.Errorf("forget %s: %v, want ErrUnderRoot", bad, err)
+		}
+	}
+	for _, bad := range []string{"rel/dir", base + "/B/../B", base + "/"} {
+		if _, err := c.Forget(ctx, []byte(bad), false); !errors.Is(err, api.ErrBadRequest) {
+			t.Errorf("forget %q: %v, want ErrBadRequest", bad, err)
+		}
+	}
+
+	// The parent of the root: everything outside A goes, A stays.
+	r, err := c.Forget(ctx, []byte(base), false)
+	if err != nil || r.Files != 4 || len(r.Kept) != 1 || r.Kept[0] != a {
+		t.Errorf("forget %s: %+v %v", base, r, err)
+	}
+	st, _ = c.Status(ctx)
+	if len(st.OutsideRoots) != 0 || st.Files != 4 || !st.OutsideRootsChecked {
+		t.Errorf("after forgetting everything outside: %d files, outside %+v", st.Files, st.OutsideRoots)
+	}
+	if g := dups(t, c, api.DupQuery{Outside: true}); len(g) != 1 {
+		t.Errorf("dups after forget: %+v", g)
+	}
+	if r, err := c.Forget(ctx, []byte(b), false); err != nil || r.Files != 0 {
+		t.Errorf("forget of a forgotten directory: %+v %v", r, err)
+	}
+}
+
+func dups(t *testing.T, c *api.Client, q api.DupQuery) []api.DupGroup {
+	t.Helper()
+	var out []api.DupGroup
+	if _, err := c.Dups(context.Background(), q, func(g api.DupGroup) error { out = append(out, g); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func equalOutside(got, want []api.OutsideRoot) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			return false
+		}
+	}
+	return true
+}
