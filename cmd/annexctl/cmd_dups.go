@@ -13,18 +13,23 @@ import (
 
 func newDupsCmd() *cobra.Command {
 	var (
-		asJSON, exact bool
-		minSize       string
-		limit         int
+		asJSON, exact, all bool
+		minSize            string
+		limit              int
 	)
 	cmd := &cobra.Command{
-		Use:   "dups [--min-size N] [--limit N] [--json]",
+		Use:   "dups [--min-size N] [--limit N] [--all] [--json]",
 		Short: "List groups of files with identical content, most wasted space first",
 		Long: `List groups of distinct files with identical content (hardlinks to one file
 count once), ordered by wasted bytes: size × (copies − 1). Each group is a
 header line (copies, size, wasted bytes, key) followed by its paths,
 indented; a blank line separates groups. Sizes are human-readable unless
---bytes is given. A summary line ends the list.`,
+--bytes is given. A summary line ends the list.
+
+Files outside the daemon's roots (records left from a run with other roots,
+which nothing watches or re-checks) are left out, and wasted bytes count
+only the files listed: a copy that may be gone is no reason to delete the
+one you have. --all lists them too, marked "[outside roots]".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			min, err := parseSize(minSize)
@@ -46,7 +51,7 @@ indented; a blank line separates groups. Sizes are human-readable unless
 			}
 			var groups, wasted int64
 			buf := make([]byte, 0, 4096)
-			_, err = c.Dups(cmd.Context(), api.DupQuery{MinSize: min, Limit: limit}, func(g api.DupGroup) error {
+			_, err = c.Dups(cmd.Context(), api.DupQuery{MinSize: min, Limit: limit, Outside: all}, func(g api.DupGroup) error {
 				groups++
 				wasted += g.Wasted
 				if asJSON {
@@ -64,7 +69,13 @@ indented; a blank line separates groups. Sizes are human-readable unless
 			if !asJSON {
 				fmt.Fprintf(out, "\n%s %s, %s wasted\n", groupDigits(groups), plural(groups, "group", "groups"), size(wasted))
 			}
-			return flushOut(out)
+			if err := flushOut(out); err != nil {
+				return err
+			}
+			if !asJSON && !all {
+				hiddenNote(cmd, c)
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -72,6 +83,7 @@ indented; a blank line separates groups. Sizes are human-readable unless
 	f.IntVar(&limit, "limit", 0, "at most this many groups (0: all)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per group (see docs/cli.md)")
 	f.BoolVar(&exact, "bytes", false, "print sizes in bytes")
+	f.BoolVar(&all, "all", false, "also list files outside the daemon's roots (marked; not checked since an earlier run)")
 	return cmd
 }
 
@@ -85,9 +97,27 @@ func appendGroup(buf []byte, g api.DupGroup, sep bool, size func(int64) string) 
 	for _, f := range g.Files {
 		buf = append(buf, "  "...)
 		buf = append(buf, f.Path...)
+		if f.OutsideRoots {
+			buf = append(buf, "  [outside roots]"...)
+		}
 		buf = append(buf, '\n')
 	}
 	return buf
+}
+
+// hiddenNote tells on stderr that files outside the roots were left out,
+// when the daemon holds any.
+func hiddenNote(cmd *cobra.Command, c *api.Client) {
+	st, err := c.Status(cmd.Context())
+	if err != nil || len(st.OutsideRoots) == 0 {
+		return
+	}
+	var n int64
+	for _, o := range st.OutsideRoots {
+		n += max(o.Files, 0)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "annexctl: dups: files outside the roots are left out (the index holds %s: annexctl status says where; --all lists them)\n",
+		groupDigits(n)+" "+plural(n, "such record", "such records"))
 }
 
 // groupKey names the group's content: the first file's key, or the bare

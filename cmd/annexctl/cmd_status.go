@@ -189,9 +189,31 @@ func printStatus(w io.Writer, st api.Status) {
 	if wt.Message != "" {
 		fmt.Fprintf(w, "         %s\n", wt.Message)
 	}
+	printOutside(w, st)
 	if cal := st.Calibration; cal != nil {
 		fmt.Fprintf(w, "hasher:  %s\n", cal.Summary)
 	}
+}
+
+// printOutside lists the records outside the roots and the fix.
+func printOutside(w io.Writer, st api.Status) {
+	if len(st.OutsideRoots) == 0 {
+		return
+	}
+	var n int64
+	for _, o := range st.OutsideRoots {
+		n += max(o.Files, 0)
+	}
+	fmt.Fprintf(w, "outside: %s %s outside the roots, left from runs with other roots and not checked since:\n",
+		groupDigits(n), plural(n, "record", "records"))
+	for _, o := range st.OutsideRoots {
+		what := ""
+		if o.Direct {
+			what = " (its own files; the roots below it are kept)"
+		}
+		fmt.Fprintf(w, "  %s  %s %s%s\n", o.Path, groupDigits(o.Files), plural(o.Files, "file", "files"), what)
+	}
+	fmt.Fprintln(w, "         drop them with: annexctl forget DIR... (--dry-run first), or run annexd with them as roots")
 }
 
 func rootState(r api.RootStatus) string {

@@ -22,7 +22,9 @@ func newWhereisCmd() *cobra.Command {
 as SHA256E-s1024--…) or of FILE (its current key), one path per line.
 Duplicates are matched by digest, so a.JPG and b.jpg with the same bytes
 are listed together. A path whose file changed since it was indexed is
-marked "(changed since indexed)" on stderr.
+named on stderr as "changed since indexed"; one outside the daemon's roots
+(left from a run with other roots, not checked since) as "outside the
+roots".
 
 An argument that parses as a key and does not name an existing file is a
 key; anything else is a file. Exit status 1 when nothing is found.`,
@@ -44,6 +46,10 @@ key; anything else is a file. Exit status 1 when nothing is found.`,
 				if l.Stale {
 					out.Flush()
 					fmt.Fprintf(cmd.ErrOrStderr(), "annexctl: %s: changed since indexed\n", l.Path)
+				}
+				if l.OutsideRoots {
+					out.Flush()
+					fmt.Fprintf(cmd.ErrOrStderr(), "annexctl: %s: outside the roots: not checked since an earlier run (annexctl forget drops it)\n", l.Path)
 				}
 				out.Write(l.Path)
 				if nul {

@@ -50,6 +50,7 @@ func newRootCmd() *cobra.Command {
 		newWhereisCmd(),
 		newDupsCmd(),
 		newStatusCmd(),
+		newForgetCmd(),
 		newCalckeyCmd(),
 	)
 	return root
