@@ -91,6 +91,8 @@ type wtx struct {
 	// a larger name has no record yet: a first scan, which meets names in
 	// order, needs no lookup before each put.
 	newDirs map[uint64][]byte
+	// tails watch the buckets that a first scan appends to.
+	tails [3]*tail
 }
 
 func newWtx(tx *bolt.Tx, e *epoch) (*wtx, error) {
@@ -99,6 +101,7 @@ func newWtx(tx *bolt.Tx, e *epoch) (*wtx, error) {
 		dirs: tx.Bucket(bucketDirs), dirNames: tx.Bucket(bucketDirNames), digest: tx.Bucket(bucketDigest),
 		inodes: tx.Bucket(bucketInodes), grps: tx.Bucket(bucketGroups), dups: tx.Bucket(bucketDups),
 	}
+	w.tails = [...]*tail{newTail(w.files), newTail(w.dirNames), newTail(w.inodes)}
 	w.digestCur = w.digest.Cursor()
 	c, err := decodeCounters(w.meta.Get(metaCounters))
 	w.c, w.c0 = c, c
@@ -107,8 +110,12 @@ func newWtx(tx *bolt.Tx, e *epoch) (*wtx, error) {
 	return w, err
 }
 
-// finish writes the counters back.
+// finish writes the counters back and sets how full the pages of each
+// bucket are written.
 func (w *wtx) finish() error {
+	for _, t := range w.tails {
+		t.setFill()
+	}
 	if w.c == w.c0 {
 		return nil
 	}
@@ -155,7 +162,7 @@ func (w *wtx) ensureDir(dirKey []byte) (uint64, error) {
 		return 0, err
 	}
 	w.newDirs[id] = nil
-	return id, w.dirNames.Put(v, bytes.Clone(dirKey))
+	return id, w.tails[1].put(v, bytes.Clone(dirKey))
 }
 
 // dropDirIfEmpty removes a directory's entries once it holds no files.
@@ -203,14 +210,14 @@ func (w *wtx) put(path []byte, r *Record) error {
 		if sameIndexes(&old, r) {
 			// Only timestamps, state within ok or generation changed (a
 			// re-verification, a refreshed mtime): the indexes stay.
-			return w.files.Put(fk, appendRecord(make([]byte, 0, maxRecordLen), r))
+			return w.tails[0].put(fk, appendRecord(make([]byte, 0, maxRecordLen), r))
 		}
 		if err := w.unindex(fk, &old); err != nil {
 			return err
 		}
 	}
 	// bbolt keeps a reference to values until the commit: never reuse them.
-	if err := w.files.Put(fk, appendRecord(make([]byte, 0, maxRecordLen), r)); err != nil {
+	if err := w.tails[0].put(fk, appendRecord(make([]byte, 0, maxRecordLen), r)); err != nil {
 		return err
 	}
 	return w.index(fk, r)
@@ -265,7 +272,7 @@ func (w *wtx) index(fk []byte, r *Record) error {
 	w.c.Files++
 	w.c.Bytes += r.Size
 	w.ibuf = append(inodeKey(w.ibuf, r.Dev, r.Ino), fk...)
-	if err := w.inodes.Put(w.ibuf, nil); err != nil {
+	if err := w.tails[2].put(w.ibuf, nil); err != nil {
 		return err
 	}
 	if !r.indexed() {
@@ -487,7 +494,7 @@ func (w *wtx) rename(oldPath, newPath []byte) error {
 		if err := w.dirs.Put(nk, v); err != nil {
 			return err
 		}
-		if err := w.dirNames.Put(v, nk); err != nil {
+		if err := w.tails[1].put(v, nk); err != nil {
 			return err
 		}
 	}
@@ -504,7 +511,7 @@ func (w *wtx) mark(path []byte, gen uint64) error {
 		return nil
 	}
 	r.Generation = gen
-	return w.files.Put(fk, appendRecord(make([]byte, 0, maxRecordLen), &r))
+	return w.tails[0].put(fk, appendRecord(make([]byte, 0, maxRecordLen), &r))
 }
 
 // removeIfOlder deletes the record at path when its generation is below gen.
@@ -529,4 +536,46 @@ func (w *wtx) nextGeneration() (uint64, error) {
 func has(b *bolt.Bucket, k []byte) bool {
 	got, _ := b.Cursor().Seek(k)
 	return got != nil && bytes.Equal(got, k)
+}
+
+// appendFill is how full bbolt fills the pages of a bucket in a
+// transaction that mostly appended to it. Its default, 0.5, suits inserts
+// all over a bucket: the pages they split have room for the next ones. A
+// bucket that grows at its end would keep every page half empty.
+const appendFill = 1.0
+
+// tail tells whether the keys put into a bucket in one transaction came
+// mostly after the keys the bucket held before, as in a first scan: new
+// directories get increasing ids, files often increasing inode numbers,
+// and only the files of a directory met again after its subdirectories
+// land before the end. The order within the transaction does not matter:
+// bbolt splits the nodes it changed when it writes them at commit.
+type tail struct {
+	b            *bolt.Bucket
+	last         []byte // the bucket's last key when the transaction began
+	puts, before int    // keys put, and how many of them not after last
+}
+
+func newTail(b *bolt.Bucket) *tail {
+	k, _ := b.Cursor().Last()
+	return &tail{b: b, last: bytes.Clone(k)}
+}
+
+func (t *tail) put(k, v []byte) error {
+	t.puts++
+	if t.last != nil && bytes.Compare(k, t.last) <= 0 {
+		t.before++
+	}
+	return t.b.Put(k, v)
+}
+
+// setFill fills the pages completely when at most one key in ten landed
+// before the old end; bbolt reads FillPercent when it writes the
+// transaction's pages. (With scattered keys, full pages would be split
+// again by the next insert: measured 333 instead of 147 bytes of files
+// pages per record for the shuffled corpus.)
+func (t *tail) setFill() {
+	if t.before*10 <= t.puts {
+		t.b.FillPercent = appendFill
+	}
 }
