@@ -196,23 +196,27 @@ func TestOutsideAcrossChunks(t *testing.T) {
 	}
 }
 
-// BenchmarkOutside lists the few directories outside a root that holds
-// many: the cost should follow the outside ones.
+// BenchmarkOutside lists the 100 directories outside a root that holds
+// 1,000 or 20,000: the cost should follow the outside ones alone.
 func BenchmarkOutside(b *testing.B) {
-	var paths []string
-	for i := range 20000 {
-		paths = append(paths, fmt.Sprintf("/home/u/Photos/d%05d/f", i))
-	}
-	for i := range 100 {
-		paths = append(paths, fmt.Sprintf("/home/u/old%03d/f", i))
-	}
-	s := outsideIndex(b, paths...)
-	roots := bs("/home/u/Photos")
-	b.ResetTimer()
-	for b.Loop() {
-		got, err := s.Outside(context.Background(), roots, false)
-		if err != nil || len(got) != 100 {
-			b.Fatal(len(got), err)
-		}
+	for _, inside := range []int{1000, 20000} {
+		b.Run(fmt.Sprintf("inside=%d", inside), func(b *testing.B) {
+			var paths []string
+			for i := range inside {
+				paths = append(paths, fmt.Sprintf("/home/u/Photos/d%05d/f", i))
+			}
+			for i := range 100 {
+				paths = append(paths, fmt.Sprintf("/home/u/old%03d/f", i))
+			}
+			s := outsideIndex(b, paths...)
+			roots := bs("/home/u/Photos")
+			b.ResetTimer()
+			for b.Loop() {
+				got, err := s.Outside(context.Background(), roots, false)
+				if err != nil || len(got) != 100 {
+					b.Fatal(len(got), err)
+				}
+			}
+		})
 	}
 }

@@ -48,6 +48,8 @@ func (a *App) checkOutside(ctx context.Context) {
 		}
 		return
 	}
+	a.log.Debug("checked for records outside the roots", "places", len(st.dirs), "files", st.files,
+		"took", time.Since(start).Round(time.Microsecond))
 	if len(st.dirs) == 0 {
 		return
 	}
@@ -60,7 +62,7 @@ func (a *App) checkOutside(ctx context.Context) {
 		named = append(named, fmt.Sprintf("%s (%d files)", describeOutside(d), d.Files))
 	}
 	a.log.Warn("the index holds records outside the roots, left from runs with other roots; nothing checks them, so dups hides them and whereis marks them",
-		"files", st.files, "dirs", named, "took", time.Since(start).Round(time.Millisecond),
+		"files", st.files, "dirs", named,
 		"fix", "drop them with `annexctl forget DIR...` (--dry-run to see first), or start annexd with those directories as roots again")
 }
 
