@@ -24,6 +24,10 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(migrateEnvIndex); path != "" {
+		migrateChild(path)
+		os.Exit(0)
+	}
 	if path := os.Getenv(crashEnvIndex); path != "" {
 		seed, _ := strconv.ParseUint(os.Getenv(crashEnvSeed), 10, 64)
 		crashChild(path, seed)

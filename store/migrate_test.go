@@ -1,20 +1,24 @@
 package store
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -298,4 +302,88 @@ func FuzzReadID(f *testing.F) {
 			t.Fatalf("%d → %x → %d", x, ex, v)
 		}
 	})
+}
+
+const migrateEnvIndex = "ANNEXD_STORE_MIGRATE_INDEX"
+
+// migrateChild migrates the index at path in small chunks, printing each
+// step and pausing after it, so the parent can kill it at a chosen step.
+func migrateChild(path string) {
+	migrateTxSize = 4096
+	migrateHook = func(step string) error {
+		fmt.Println(step)
+		time.Sleep(2 * time.Millisecond)
+		return nil
+	}
+	s, err := Open(path, Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child open:", err)
+		os.Exit(3)
+	}
+	_ = s.Close()
+	fmt.Println("migrated")
+}
+
+// A migration killed at any step (SIGKILL, fsync on) leaves either the
+// schema-1 index untouched or the complete schema-2 index; the next
+// writable open finishes the work and removes the copy left behind.
+func TestMigrateKilled(t *testing.T) {
+	path, want := schema1Index(t)
+	v1 := gunzip(t, "testdata/schema1.db.gz")
+	sum := sha256.Sum256(v1)
+	var kept, done int
+	for _, at := range []int{1, 2, 10, 40, 80, 1 << 20} {
+		killAtStep(t, path, at)
+		s, err := Open(path, Options{ReadOnly: true})
+		switch {
+		case errors.Is(err, ErrNeedsMigration):
+			kept++
+			if fileSum(t, path) != sum {
+				t.Fatalf("killed at step %d: the schema-1 index changed", at)
+			}
+		case err == nil:
+			done++
+			sameListing(t, listIndex(t, s), want)
+			mustCheck(t, s)
+			s.Close()
+			if err := os.WriteFile(path, v1, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatalf("killed at step %d: read-only open = %v", at, err)
+		}
+	}
+	t.Logf("%d kills left schema 1, %d found schema 2", kept, done)
+	if kept == 0 {
+		t.Error("no kill happened during a migration")
+	}
+	s := openTestAt(t, path, Options{NoSync: true})
+	sameListing(t, listIndex(t, s), want)
+	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
+		t.Errorf("left next to the index: %v", entries)
+	}
+}
+
+// killAtStep runs migrateChild and SIGKILLs it once it reported step n
+// (or lets it finish when it has fewer).
+func killAtStep(t *testing.T, path string, n int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), migrateEnvIndex+"="+path)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	for i := 0; sc.Scan(); i++ {
+		if i+1 == n {
+			_ = cmd.Process.Kill()
+			break
+		}
+	}
+	_, _ = io.Copy(io.Discard, stdout)
+	_ = cmd.Wait()
 }
