@@ -133,6 +133,15 @@ func TestRecordsOutsideRoots(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "next scan") || !strings.Contains(r.stderr, "nothing was dropped") {
 		t.Errorf("forget B A/sub: exit %d, want 2\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// An empty DIR (an unset shell variable) is refused, not taken as the
+	// current directory, which here holds B.
+	r = d.ctlIn(base, "", "forget", "")
+	if r.code != 2 || !strings.Contains(r.stderr, "empty") {
+		t.Errorf("forget \"\": exit %d, want 2\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if st := outsideStatus(t, d); st["files"] != 5.0 {
+		t.Fatalf(`forget "" dropped records: %v files left, want 5`, st["files"])
+	}
 	r = d.ctlIn(base, "", "forget", "--dry-run", "B")
 	if r.code != 0 || !strings.Contains(r.stdout, "would forget 3 records at or below "+b) {
 		t.Errorf("forget --dry-run B: exit %d\n%s%s", r.code, r.stdout, r.stderr)

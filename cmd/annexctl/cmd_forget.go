@@ -24,7 +24,8 @@ are not touched. A DIR that holds roots keeps their records. Relative DIRs
 are resolved against the current directory; symlinks are not followed.
 
 A DIR at or below one of the roots is refused (its records would come back
-at the next scan): exit status 2, and nothing is dropped, for any DIR.
+at the next scan), and so is an empty DIR (give "." for the current
+directory): exit status 2, and nothing is dropped, for any DIR.
 --dry-run prints what would be dropped. Exit status 1 when a DIR has no
 records to drop.`,
 		Args: cobra.MinimumNArgs(1),
@@ -33,15 +34,15 @@ records to drop.`,
 			if err != nil {
 				return &exitError{Code: exitFailure, Err: fmt.Errorf("forget: current directory: %w", err)}
 			}
+			dirs, err := forgetDirs(args, cwd)
+			if err != nil {
+				return err
+			}
 			c, err := dial(cmd)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			dirs := make([][]byte, len(args))
-			for i, a := range args {
-				dirs[i] = absPath([]byte(a), cwd)
-			}
 			// Every DIR is checked (and counted) before anything is dropped.
 			res, err := forgetAll(cmd, c, dirs, true)
 			if err == nil && !dry {
@@ -56,6 +57,20 @@ records to drop.`,
 	cmd.Flags().BoolVarP(&dry, "dry-run", "n", false, "only print how many records would be dropped")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per DIR (see docs/cli.md)")
 	return cmd
+}
+
+// forgetDirs makes the DIR arguments absolute. An empty one is refused:
+// it would stand for the current directory, and an unset shell variable
+// must not drop the records there.
+func forgetDirs(args []string, cwd string) ([][]byte, error) {
+	dirs := make([][]byte, len(args))
+	for i, a := range args {
+		if a == "" {
+			return nil, &exitError{Code: exitUsage, Err: errors.New(`forget: an empty DIR (an unset variable?); give "." for the current directory (nothing was dropped)`)}
+		}
+		dirs[i] = absPath([]byte(a), cwd)
+	}
+	return dirs, nil
 }
 
 // forgetAll asks the daemon to forget each dir; the first refusal stops it.
