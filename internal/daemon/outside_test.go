@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -215,4 +216,71 @@ func equalOutside(got, want []api.OutsideRoot) bool {
 		}
 	}
 	return true
+}
+
+// Pages of dups step over groups whose members are all (but one inode)
+// outside the roots without skipping or repeating a visible group, and
+// forget of a root's prefix siblings or of "/" keeps the root's records.
+func TestDupsPagesAndForgetAroundRoot(t *testing.T) {
+	base := t.TempDir()
+	a := filepath.Join(base, "A")
+	for p, content := range map[string]string{
+		"A/s1": "same bytes", "A/s2": "same bytes", "B/s3": "same bytes", // 10 × 2 wasted, 30 in all
+		"B/o1": "only in B", "B/o2": "only in B", // 9, hidden
+		"A/h1": "linked", "B/h2": "linked", // 6, hidden (one inode left)
+		"A.bak/s4": "same bytes", "A2/o3": "only in B", // prefix siblings of A
+		"A/p1": "pair", "A/p2": "pair", // 4, visible after the hidden ones
+	} {
+		writeOld(t, filepath.Join(base, p), content)
+	}
+	cfg := testConfig(t, base)
+	_, stop := runUntilIdle(t, cfg, nil)
+	stop()
+	cfg.Roots = []string{a}
+	c, _ := runUntilIdle(t, cfg, nil)
+	ctx := context.Background()
+
+	for _, limit := range []int{1, 2, 3} {
+		var got []string
+		var after []byte
+		for page := 0; ; page++ {
+			if page > 4 {
+				t.Fatalf("limit %d: more pages than groups: %v", limit, got)
+			}
+			n := 0
+			next, err := c.Dups(ctx, api.DupQuery{Limit: limit, After: after}, func(g api.DupGroup) error {
+				n++
+				got = append(got, fmt.Sprintf("%d:%d", len(g.Files), g.Wasted))
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n > limit {
+				t.Errorf("limit %d: page of %d groups", limit, n)
+			}
+			if next == nil {
+				break
+			}
+			after = next
+		}
+		if fmt.Sprint(got) != "[2:10 2:4]" {
+			t.Errorf("limit %d: pages gave %v, want [2:10 2:4]", limit, got)
+		}
+	}
+
+	for _, dir := range []string{"A.bak", "A2"} {
+		r, err := c.Forget(ctx, []byte(filepath.Join(base, dir)), false)
+		if err != nil || r.Files != 1 || len(r.Kept) != 0 {
+			t.Errorf("forget %s: %+v %v", dir, r, err)
+		}
+	}
+	r, err := c.Forget(ctx, []byte("/"), false)
+	if err != nil || r.Files != 4 || len(r.Kept) != 1 || r.Kept[0] != a {
+		t.Errorf("forget /: %+v %v", r, err)
+	}
+	st, err := c.Status(ctx)
+	if err != nil || st.Files != 5 || len(st.OutsideRoots) != 0 {
+		t.Errorf("after forget /: %d files, outside %+v, %v; want A's 5", st.Files, st.OutsideRoots, err)
+	}
 }
