@@ -46,16 +46,21 @@ type root struct {
 	rootGone   bool // the root was removed; checked every DegradedRescan
 	noInstance bool // no inotify instance could be created; rescans only
 
-	inject     chan error   // test seam: errors as if from fsnotify
-	watchLimit atomic.Int64 // test seam: > 0 makes Add fail with ENOSPC beyond this many watches
+	sync cookies        // outstanding Sync cookies
+	sent *atomic.Uint64 // the Watcher's count of events sent
+
+	inject      chan error   // test seam: errors as if from fsnotify
+	watchLimit  atomic.Int64 // test seam: > 0 makes Add fail with ENOSPC beyond this many watches
+	dropCookies atomic.Bool  // test seam: cookie events are lost, as in an overflow
 
 	mu     sync.Mutex
 	status RootStatus
 }
 
-func newRoot(path string, opts *Options, out chan<- Event) *root {
+func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64) *root {
 	return &root{
 		path:      path,
+		sent:      sent,
 		opts:      opts,
 		log:       opts.Logger.With("root", path),
 		out:       out,
@@ -80,6 +85,8 @@ func (r *root) run(ctx context.Context) error {
 		r.fsw = fsw
 		defer fsw.Close()
 		r.addTree(r.path)
+		r.watchSyncDir()
+		defer r.setSync(false) // nobody waits for a root that stopped
 	}
 	r.timer = time.NewTimer(time.Hour)
 	r.timer.Stop()
@@ -184,6 +191,7 @@ const (
 
 // emit sends ev, or reports false when ctx ends first.
 func (r *root) emit(ctx context.Context, ev Event) bool {
+	r.sent.Add(1)
 	select {
 	case r.out <- ev:
 		return true
@@ -204,6 +212,9 @@ func (r *root) rel(p string) string {
 
 // handle folds one fsnotify event into the pending set and the watch tree.
 func (r *root) handle(ev fsnotify.Event) {
+	if r.syncEvent(ev) {
+		return
+	}
 	p := ev.Name
 	if !within(p, r.path) {
 		return
@@ -250,6 +261,10 @@ func (r *root) handle(ev fsnotify.Event) {
 func (r *root) handleErr(err error) {
 	if errors.Is(err, fsnotify.ErrEventOverflow) {
 		r.overflow()
+		// A cookie may be lost with the other events; the overflow
+		// Rescan, pending from now on, covers whatever came before it.
+		r.publish()
+		r.ackAll()
 		return
 	}
 	r.log.Warn("inotify error", "err", err)
@@ -469,6 +484,9 @@ func (r *root) publish() {
 	s.NoInstance = r.noInstance
 	s.WatchesNeeded = s.Watches + unwatched
 	s.Pending = len(r.pending)
+	if r.ovPending {
+		s.Pending++ // the overflow Rescan of the root
+	}
 	s.Overflows = r.overflows
 	s.LastOverflow = r.lastOver
 	s.LastRescan = r.lastRescan

@@ -66,7 +66,7 @@ func (r *root) subdirs(d string, stack []string) []string {
 		if d == "/" {
 			p = "/" + name
 		}
-		if r.opts.Ignore.Match(r.rel(p), true) {
+		if p == r.opts.SyncDir || r.opts.Ignore.Match(r.rel(p), true) {
 			continue
 		}
 		stack = append(stack, p)

@@ -57,6 +57,22 @@
 // the Rescan for its new path settle at about the same time, in either
 // order.
 //
+// # Sync
+//
+// The kernel queues inotify events and the watcher reads them a little
+// later, so right after a change the watcher may not know of it yet.
+// [Watcher.Sync] is a barrier: when it returns, every event queued before
+// the call has been read, so the change is in the pending set or sent.
+// Like Watchman's sync cookies, it creates a file in a private directory
+// (Options.SyncDir, never in a root) that every root's inotify instance
+// also watches, and waits until each root has read that file's event:
+// one instance delivers its events in order. Cookie events never become
+// Events and the directory's watch is not counted in Status. After an
+// overflow a root acknowledges every cookie at once (its cookie may be
+// lost): the overflow Rescan it then holds pending covers the rest. Roots
+// that cannot see cookies (no inotify instance, no watch on SyncDir) are
+// not waited for; without SyncDir, Sync returns at once.
+//
 // # Overflow and limits
 //
 // An inotify queue overflow (fsnotify.ErrEventOverflow) means events were
@@ -85,6 +101,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -148,6 +165,11 @@ type Options struct {
 	NoInitialRescan    bool          // do not emit a Rescan of each root at start
 	Ignore             *ignore.Matcher
 	Logger             *slog.Logger
+
+	// SyncDir is a private, existing directory for Sync's cookie files,
+	// outside the roots or inside one (it then gets no watch, events or
+	// Rescans of its own); "" makes Sync a no-op.
+	SyncDir string
 }
 
 func (o *Options) fill() {
@@ -177,6 +199,8 @@ type Watcher struct {
 	roots   []*root
 	events  chan Event
 	started sync.Once
+	sent    atomic.Uint64 // events sent (or being sent) on events
+	cookies atomic.Uint64 // names of Sync cookies
 }
 
 // New checks the roots (absolute or not, each must be an existing
@@ -208,8 +232,11 @@ func New(roots []string, opts Options) (*Watcher, error) {
 	if len(clean) == 0 {
 		return nil, fmt.Errorf("%w: no roots", ErrRoot)
 	}
+	if err := w.checkSyncDir(clean); err != nil {
+		return nil, err
+	}
 	for _, c := range clean {
-		w.roots = append(w.roots, newRoot(c, &w.opts, w.events))
+		w.roots = append(w.roots, newRoot(c, &w.opts, w.events, &w.sent))
 	}
 	return w, nil
 }
@@ -223,6 +250,30 @@ func (w *Watcher) Roots() []string {
 	}
 	return roots
 }
+
+// checkSyncDir makes Options.SyncDir absolute and refuses one at or above
+// a root.
+func (w *Watcher) checkSyncDir(roots []string) error {
+	if w.opts.SyncDir == "" {
+		return nil
+	}
+	abs, err := filepath.Abs(w.opts.SyncDir)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSync, err)
+	}
+	for _, r := range roots {
+		if within(r, abs) {
+			return fmt.Errorf("%w: directory %s holds the root %s", ErrSync, abs, r)
+		}
+	}
+	w.opts.SyncDir = abs
+	return nil
+}
+
+// Emitted returns the number of events sent, or being sent, on Events so
+// far. A consumer that counts the events it has acted on can tell from it
+// whether any is still on its way.
+func (w *Watcher) Emitted() uint64 { return w.sent.Load() }
 
 // Events returns the channel of settled events. It is closed when Run
 // returns. A consumer that stops reading stalls the watcher; the kernel
@@ -261,7 +312,7 @@ type RootStatus struct {
 	WatchesNeeded  int       // Watches + Unwatched
 	MaxUserWatches int       // fs.inotify.max_user_watches now; 0 if unknown
 	Sysctl         string    // when degraded: the exact command that raises the limit enough
-	Pending        int       // paths waiting to settle
+	Pending        int       // paths waiting to settle, and a scheduled overflow Rescan
 	Overflows      int       // inotify queue overflows since start
 	LastOverflow   time.Time // zero if none
 	LastRescan     time.Time // last Rescan of the whole root; zero if none

@@ -1,0 +1,202 @@
+package watcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/fsnotify/fsnotify"
+	"golang.org/x/sys/unix"
+)
+
+// ErrSync is returned by Sync when it cannot make its cookie.
+var ErrSync = errors.New("watcher: sync")
+
+// cookiePrefix starts the name of every cookie file in Options.SyncDir.
+const cookiePrefix = "cookie-"
+
+// Sync returns once every inotify event that the kernel had queued for any
+// root before Sync was called has been read by the watcher: it is in the
+// pending set (Status counts it) or has been sent on Events. It makes a
+// cookie file in Options.SyncDir, which every root's inotify instance
+// watches, and waits until each root has read the cookie's own event:
+// inotify delivers one instance's events in order.
+//
+// Roots that cannot see the cookie are not waited for: a root without an
+// inotify instance, or whose watch on SyncDir could not be added or was
+// removed, and every root once Run has returned. A root that overflowed
+// acknowledges every cookie it was waiting for (its cookie event may be
+// lost): its overflow Rescan, counted in Status as pending until it is
+// sent, covers everything before it. Without Options.SyncDir, and before
+// Run, Sync returns nil at once: a best-effort barrier then.
+//
+// Sync returns ctx.Err() when ctx ends first. It is safe for concurrent
+// use; every call makes its own cookie. It costs nothing when not called.
+func (w *Watcher) Sync(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if w.opts.SyncDir == "" {
+		return nil
+	}
+	name := cookiePrefix + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(w.cookies.Add(1), 10)
+	c := &cookie{done: make(chan struct{})}
+	c.left.Store(1) // Sync's own hold, so no ack ends the wait before every root is asked
+	var asked []*root
+	for _, r := range w.roots {
+		if r.expect(name, c) {
+			asked = append(asked, r)
+		}
+	}
+	defer func() {
+		for _, r := range asked {
+			r.forget(name)
+		}
+	}()
+	if len(asked) == 0 {
+		return nil
+	}
+	if err := makeCookie(filepath.Join(w.opts.SyncDir, name)); err != nil {
+		return err
+	}
+	c.ack()
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// makeCookie creates and removes the file p: its IN_CREATE is the cookie.
+func makeCookie(p string) error {
+	fd, err := unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("%w: create %s: %w", ErrSync, p, err)
+	}
+	unix.Close(fd)
+	if err := unix.Unlink(p); err != nil {
+		return fmt.Errorf("%w: remove %s: %w", ErrSync, p, err)
+	}
+	return nil
+}
+
+// cookie is one Sync's wait: done closes when every root asked has acked.
+type cookie struct {
+	left atomic.Int32
+	done chan struct{}
+}
+
+func (c *cookie) ack() {
+	if c.left.Add(-1) == 0 {
+		close(c.done)
+	}
+}
+
+// cookies are a root's outstanding Sync cookies; shared between Sync and
+// the root's goroutine.
+type cookies struct {
+	mu      sync.Mutex
+	on      bool // the root's goroutine reads events of SyncDir
+	waiting map[string]*cookie
+}
+
+// expect registers c under name when r can see cookies.
+func (r *root) expect(name string, c *cookie) bool {
+	r.sync.mu.Lock()
+	defer r.sync.mu.Unlock()
+	if !r.sync.on {
+		return false
+	}
+	if r.sync.waiting == nil {
+		r.sync.waiting = make(map[string]*cookie)
+	}
+	c.left.Add(1)
+	r.sync.waiting[name] = c
+	return true
+}
+
+func (r *root) forget(name string) {
+	r.sync.mu.Lock()
+	delete(r.sync.waiting, name)
+	r.sync.mu.Unlock()
+}
+
+// ackCookie acknowledges the cookie called name, if someone waits for it.
+func (r *root) ackCookie(name string) {
+	r.sync.mu.Lock()
+	c := r.sync.waiting[name]
+	delete(r.sync.waiting, name)
+	r.sync.mu.Unlock()
+	if c != nil {
+		c.ack()
+	}
+}
+
+// setSync turns the root's cookie handling on or off; off, or on
+// overflow, acknowledges every cookie it was waiting for.
+func (r *root) setSync(on bool) {
+	r.sync.mu.Lock()
+	defer r.sync.mu.Unlock()
+	r.sync.on = on
+	r.ackAllLocked()
+}
+
+func (r *root) ackAll() {
+	r.sync.mu.Lock()
+	defer r.sync.mu.Unlock()
+	r.ackAllLocked()
+}
+
+func (r *root) ackAllLocked() {
+	for name, c := range r.sync.waiting {
+		delete(r.sync.waiting, name)
+		c.ack()
+	}
+}
+
+// watchSyncDir adds the watch on Options.SyncDir to the root's inotify
+// instance. It is not one of the root's watches: not counted in Status,
+// never dropped by a rescan.
+func (r *root) watchSyncDir() {
+	if r.opts.SyncDir == "" || r.fsw == nil {
+		return
+	}
+	if err := r.fsw.Add(r.opts.SyncDir); err != nil {
+		r.log.Warn("cannot watch the sync directory; sync barriers will not wait for this root",
+			"path", r.opts.SyncDir, "err", err)
+		return
+	}
+	r.setSync(true)
+}
+
+// syncEvent handles an event in or of Options.SyncDir and reports whether
+// ev was one; such events never reach the pending set.
+func (r *root) syncEvent(ev fsnotify.Event) bool {
+	dir := r.opts.SyncDir
+	if dir == "" || !strings.HasPrefix(ev.Name, dir) {
+		return false
+	}
+	switch {
+	case len(ev.Name) > len(dir) && ev.Name[len(dir)] == '/':
+		if ev.Has(fsnotify.Create) && !r.dropCookies.Load() {
+			// Publish what earlier events did before the waiter looks.
+			r.publish()
+			r.ackCookie(ev.Name[len(dir)+1:])
+		}
+		return true
+	case len(ev.Name) == len(dir):
+		if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+			r.log.Warn("the sync directory is gone; sync barriers will not wait for this root", "path", dir)
+			r.setSync(false)
+		}
+		return true
+	}
+	return false
+}
