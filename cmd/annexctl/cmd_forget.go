@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -59,18 +60,43 @@ records to drop.`,
 	return cmd
 }
 
-// forgetDirs makes the DIR arguments absolute. An empty one is refused:
-// it would stand for the current directory, and an unset shell variable
-// must not drop the records there.
+// forgetDirs makes the DIR arguments absolute and leaves out those at or
+// below another one given, which covers them (counted once, and not "no
+// records" after it). An empty one is refused: it would stand for the
+// current directory, and an unset shell variable must not drop the records
+// there.
 func forgetDirs(args []string, cwd string) ([][]byte, error) {
-	dirs := make([][]byte, len(args))
+	all := make([][]byte, len(args))
 	for i, a := range args {
 		if a == "" {
 			return nil, &exitError{Code: exitUsage, Err: errors.New(`forget: an empty DIR (an unset variable?); give "." for the current directory (nothing was dropped)`)}
 		}
-		dirs[i] = absPath([]byte(a), cwd)
+		all[i] = absPath([]byte(a), cwd)
+	}
+	var dirs [][]byte
+	for i, d := range all {
+		if !coveredBy(d, all, i) {
+			dirs = append(dirs, d)
+		}
 	}
 	return dirs, nil
+}
+
+// coveredBy reports whether dirs other than dirs[i] hold d: one above it,
+// or an earlier copy of it.
+func coveredBy(d []byte, dirs [][]byte, i int) bool {
+	for j, o := range dirs {
+		switch {
+		case j == i:
+		case bytes.Equal(o, d):
+			if j < i {
+				return true
+			}
+		case len(o) == 1 || (bytes.HasPrefix(d, o) && d[len(o)] == '/'):
+			return true
+		}
+	}
+	return false
 }
 
 // forgetAll asks the daemon to forget each dir; the first refusal stops it.
