@@ -105,8 +105,14 @@ func (a *App) outsideStatus() (list []api.OutsideRoot, checked bool) {
 
 // forget drops (or, with dry, counts) the records at or below dir that are
 // outside the roots. The API server has checked that dir is absolute, clean
-// and not at or below a root.
+// and not at or below a root. Once asked to drop, it runs to the end even
+// when the request is cancelled (a client that leaves half-way would
+// otherwise leave some places dropped and the status still listing them)
+// and always refreshes the list of places outside the roots.
 func (a *App) forget(ctx context.Context, dir []byte, dry bool) (api.ForgetResult, error) {
+	if !dry {
+		ctx = context.WithoutCancel(ctx)
+	}
 	res := api.ForgetResult{Path: dir, DryRun: dry}
 	for _, r := range a.cfg.Roots {
 		if within(r, string(dir)) {
@@ -119,14 +125,16 @@ func (a *App) forget(ctx context.Context, dir []byte, dry bool) (api.ForgetResul
 	} else {
 		res.Files, err = a.forgetAround(ctx, dir, dry)
 	}
-	if err != nil || dry {
+	if dry {
 		return res, err
 	}
-	a.log.Info("forgot records outside the roots", "dir", string(dir), "files", res.Files, "kept_roots", res.Kept)
-	if _, err := a.refreshOutside(ctx); err != nil {
-		a.log.Warn("cannot list the records outside the roots", "err", err)
+	if err == nil {
+		a.log.Info("forgot records outside the roots", "dir", string(dir), "files", res.Files, "kept_roots", res.Kept)
 	}
-	return res, nil
+	if _, rerr := a.refreshOutside(ctx); rerr != nil {
+		a.log.Warn("cannot list the records outside the roots", "err", rerr)
+	}
+	return res, err
 }
 
 // forgetSubtree drops everything at or below dir, which holds no root.

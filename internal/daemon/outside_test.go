@@ -40,6 +40,13 @@ func (l *lockedBuffer) String() string {
 // and returns a client once it is idle.
 func runUntilIdle(t *testing.T, cfg config.Config, log *slog.Logger) (c *api.Client, stop func()) {
 	t.Helper()
+	_, c, stop = startIdle(t, cfg, log)
+	return c, stop
+}
+
+// startIdle is runUntilIdle that also returns the App.
+func startIdle(t *testing.T, cfg config.Config, log *slog.Logger) (app *App, c *api.Client, stop func()) {
+	t.Helper()
 	app, err := New(cfg, log, Options{Version: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +75,7 @@ func runUntilIdle(t *testing.T, cfg config.Config, log *slog.Logger) (c *api.Cli
 	for {
 		st, err := c.Status(ctx)
 		if err == nil && st.Idle && st.OutsideRootsChecked {
-			return c, stop
+			return app, c, stop
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("not idle: %+v %v", st, err)
@@ -282,5 +289,31 @@ func TestDupsPagesAndForgetAroundRoot(t *testing.T) {
 	st, err := c.Status(ctx)
 	if err != nil || st.Files != 5 || len(st.OutsideRoots) != 0 {
 		t.Errorf("after forget /: %d files, outside %+v, %v; want A's 5", st.Files, st.OutsideRoots, err)
+	}
+}
+
+// A forget runs to the end once asked, even when the client leaves: the
+// index and the status then agree on what is left outside the roots.
+func TestForgetOutlivesItsRequest(t *testing.T) {
+	base := t.TempDir()
+	a, b := filepath.Join(base, "A"), filepath.Join(base, "B")
+	writeOld(t, filepath.Join(a, "x"), "x")
+	writeOld(t, filepath.Join(b, "y"), "y")
+	writeOld(t, filepath.Join(b, "sub/z"), "z")
+	cfg := testConfig(t, base)
+	_, stop := runUntilIdle(t, cfg, nil)
+	stop()
+	cfg.Roots = []string{a}
+	app, c, _ := startIdle(t, cfg, nil)
+
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	r, err := app.forget(gone, []byte(base), false)
+	if err != nil || r.Files != 2 {
+		t.Errorf("forget with its request gone: %+v %v; want 2 records dropped", r, err)
+	}
+	st, err := c.Status(context.Background())
+	if err != nil || st.Files != 1 || len(st.OutsideRoots) != 0 {
+		t.Errorf("status: %d files, outside %+v, %v; want A's 1 and nothing outside", st.Files, st.OutsideRoots, err)
 	}
 }
