@@ -19,6 +19,9 @@
 //	POST /v1/forget?path=DIR[&dry_run=1]  drop the records at or below DIR outside the roots → ForgetResult (JSON)
 //	GET  /metrics                          Prometheus text format
 //
+// With wait=idle the status covers every change made before the request:
+// an Index that is also a [Syncer] is synced first (within the timeout).
+//
 // Every NDJSON stream ends with one line {"end":true,"count":N,...}; a stream
 // without it was cut short. An error after the stream started is reported in
 // that line ("error", "code"). Errors before a stream starts are a JSON body

@@ -74,6 +74,24 @@ func (w *Watcher) Sync(ctx context.Context) error {
 	}
 }
 
+// RemoveCookies removes the cookie files a Sync left in dir (a process
+// killed while it waited); other files are left alone.
+func RemoveCookies(dir string) error {
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSync, err)
+	}
+	for _, n := range names {
+		if !strings.HasPrefix(n.Name(), cookiePrefix) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, n.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%w: %w", ErrSync, err)
+		}
+	}
+	return nil
+}
+
 // makeCookie creates and removes the file p: its IN_CREATE is the cookie.
 func makeCookie(p string) error {
 	fd, err := unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)

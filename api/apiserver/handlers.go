@@ -3,6 +3,7 @@ package apiserver
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -310,9 +311,11 @@ func forgetPath(v url.Values, roots []string) ([]byte, error) {
 	return p, nil
 }
 
-// handleStatus answers GET /v1/status; with wait=idle it waits until the
-// daemon is idle, the timeout (default 30s, at most 5m) passes, the client
-// leaves or the server shuts down, and then answers with the status.
+// handleStatus answers GET /v1/status; with wait=idle it first syncs the
+// Index (api.Syncer), then waits until the daemon is idle, the timeout
+// (default 30s, at most 5m, for both) passes, the client leaves or the
+// server shuts down, and then answers with the status. A sync that did not
+// finish in time makes the answer not idle.
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
 	wait := v.Get("wait")
@@ -329,9 +332,20 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		}
 		timeout = min(d, maxWaitIdle)
 	}
+	synced := true
+	if wait != "" {
+		start := time.Now()
+		if synced = s.sync(r, timeout); r.Context().Err() != nil {
+			return // the client is gone
+		}
+		timeout = max(timeout-time.Since(start), 0)
+	}
 	st, err := s.cfg.Index.Status(r.Context())
 	if wait != "" && err == nil && !st.Idle {
 		st, err = s.waitIdle(r, timeout)
+	}
+	if !synced {
+		st.Idle = false // changes made before the request may not be seen yet
 	}
 	if err != nil {
 		s.indexError(w, r, err)
@@ -339,6 +353,29 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	st.APIVersion = api.APIVersion
 	writeJSON(w, http.StatusOK, st)
+}
+
+// sync makes the Index see every change made before the request, when it
+// can (api.Syncer); it reports false when the timeout ran out first. Other
+// failures are logged: the wait is then for idle only.
+func (s *Server) sync(r *http.Request, timeout time.Duration) bool {
+	sy, ok := s.cfg.Index.(api.Syncer)
+	if !ok {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	err := sy.Sync(ctx)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, context.DeadlineExceeded):
+		return false
+	case r.Context().Err() != nil:
+		return false
+	}
+	s.log.Warn("sync failed; waiting for idle only", "err", err)
+	return true
 }
 
 func (s *Server) waitIdle(r *http.Request, timeout time.Duration) (api.Status, error) {

@@ -22,6 +22,7 @@ type adapter struct{ a *App }
 var (
 	_ api.Index     = (*adapter)(nil)
 	_ api.Forgetter = (*adapter)(nil)
+	_ api.Syncer    = (*adapter)(nil)
 )
 
 func (x *adapter) Roots() []string { return x.a.cfg.Roots }
@@ -175,9 +176,9 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 	if err != nil {
 		return api.Status{}, err
 	}
-	p := a.ix.Progress()
+	pendingWatch := a.watcherPending() // before the indexer's progress
+	p := a.progress()
 	ws := a.w.Status()
-	pendingWatch := a.watcherPending()
 	out := api.Status{
 		Version:       a.opts.Version,
 		GoVersion:     goVersion,
@@ -239,3 +240,7 @@ func externalSummary(prog string, min int64) string {
 	}
 	return fmt.Sprintf("%s from %d bytes", filepath.Base(prog), min)
 }
+
+// Sync implements api.Syncer: the watcher has read every change made
+// before the call.
+func (x *adapter) Sync(ctx context.Context) error { return x.a.w.Sync(ctx) }

@@ -87,6 +87,11 @@ type App struct {
 	// the check at start is done); outsideRun serializes the checks.
 	outside    atomic.Pointer[outsideState]
 	outsideRun sync.Mutex
+
+	// syncDir holds the watcher's Sync cookies ("" if it could not be
+	// made); handled counts the watcher events the indexer has taken.
+	syncDir string
+	handled atomic.Uint64
 }
 
 // New checks a filled, validated config. It fails when a root does not
@@ -162,6 +167,13 @@ func (a *App) Run(ctx context.Context) error {
 		}
 	}()
 
+	if dir, err := makeSyncDir(a.cfg.Index); err != nil {
+		a.log.Warn("cannot make the sync directory; status --wait may answer before recent changes are seen",
+			"path", dir, "err", err)
+	} else {
+		a.syncDir = dir
+		defer a.removeSyncDir()
+	}
 	if err := a.setup(ctx); err != nil {
 		return err
 	}
@@ -177,7 +189,7 @@ func (a *App) Run(ctx context.Context) error {
 	defer stop()
 	g.Go(func() error { return a.ix.Run(runCtx) })
 	g.Go(func() error { return a.w.Run(runCtx) })
-	g.Go(func() error { a.ix.Follow(runCtx, a.w.Events()); return nil })
+	g.Go(func() error { a.follow(runCtx); return nil })
 	g.Go(func() error { return a.srv.Run(runCtx) })
 	g.Go(func() error { return a.logProgress(runCtx) })
 	g.Go(func() error { a.checkOutside(runCtx); return nil })
@@ -218,6 +230,7 @@ func (a *App) setup(ctx context.Context) error {
 		SafetyRescan: a.cfg.Watch.SafetyRescan,
 		Ignore:       m,
 		Logger:       a.log.With("part", "watcher"),
+		SyncDir:      a.syncDir,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrRoot, err)
@@ -228,11 +241,8 @@ func (a *App) setup(ctx context.Context) error {
 		Workers:    a.cfg.Indexer.HashWorkers,
 		MaxPending: a.cfg.Indexer.MaxPending,
 		Ignore:     patterns,
-		// The index and its neighbours change with every commit; the
-		// socket's lock file is the daemon's own. Not the socket's whole
-		// directory: that may be a root itself.
-		Exclude: []string{a.cfg.Index, a.cfg.Index + "-lock", a.cfg.Socket, a.cfg.Socket + ".lock"},
-		Logger:  a.log.With("part", "indexer"),
+		Exclude:    a.exclude(),
+		Logger:     a.log.With("part", "indexer"),
 	})
 	if err != nil {
 		return err
@@ -327,7 +337,7 @@ func (a *App) waitIdle(ctx context.Context) error {
 		if err := a.ix.WaitIdle(ctx); err != nil {
 			return err
 		}
-		if a.watcherPending() == 0 && a.ix.Idle() {
+		if a.watcherPending() == 0 && a.progress().Idle {
 			return nil
 		}
 		select {
@@ -338,12 +348,93 @@ func (a *App) waitIdle(ctx context.Context) error {
 	}
 }
 
+// watcherPending counts the paths the watcher holds and the events it sent
+// that the indexer has not taken yet. Work flows from the watcher's
+// pending set to Emitted to handled to the indexer, and each is read
+// before the next, so work moving along while they are read is counted at
+// least once: call it before reading the indexer's progress.
 func (a *App) watcherPending() int {
 	n := 0
 	for _, r := range a.w.Status().Roots {
 		n += r.Pending
 	}
-	return n
+	handled := a.handled.Load() // before Emitted, which only grows
+	return n + int(a.w.Emitted()-handled)
+}
+
+// progress is the indexer's progress. Progress reads its queue before its
+// walks, so a walk that ends between the two reads can hide the files it
+// queued; when a first read says idle, a second one, whose queue is read
+// after the first saw no walk, catches them.
+func (a *App) progress() indexer.Progress {
+	p := a.ix.Progress()
+	if p.Idle {
+		p = a.ix.Progress()
+	}
+	return p
+}
+
+// follow hands the watcher's events to the indexer and counts them.
+func (a *App) follow(ctx context.Context) {
+	for {
+		select {
+		case ev, ok := <-a.w.Events():
+			if !ok {
+				return
+			}
+			a.ix.Handle(ctx, ev)
+			a.handled.Add(1)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// exclude lists the daemon's own files, never indexed.
+func (a *App) exclude() []string {
+	// The index and its neighbours change with every commit; the
+	// socket's lock file is the daemon's own. Not the socket's whole
+	// directory: that may be a root itself.
+	x := []string{a.cfg.Index, a.cfg.Index + "-lock", a.cfg.Socket, a.cfg.Socket + ".lock"}
+	if a.syncDir != "" {
+		x = append(x, a.syncDir)
+	}
+	return x
+}
+
+// makeSyncDir makes the directory of the watcher's Sync cookies beside the
+// index: the index's directory exists and is writable in every
+// configuration (the store writes there; the socket may be replaced by
+// TCP or live under a root), and the index's lock makes it this daemon's
+// alone. Cookies left by a daemon that was killed are removed.
+func makeSyncDir(index string) (string, error) {
+	dir := index + "-sync"
+	err := os.Mkdir(dir, 0o700)
+	if !errors.Is(err, fs.ErrExist) {
+		return dir, err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return dir, err
+	}
+	if !fi.IsDir() {
+		return dir, fmt.Errorf("daemon: %s is not a directory; remove it", dir)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return dir, err
+	}
+	return dir, watcher.RemoveCookies(dir)
+}
+
+// removeSyncDir removes the sync directory when it holds nothing else.
+func (a *App) removeSyncDir() {
+	err := watcher.RemoveCookies(a.syncDir)
+	if err == nil {
+		err = os.Remove(a.syncDir)
+	}
+	if err != nil {
+		a.log.Warn("cannot remove the sync directory", "path", a.syncDir, "err", err)
+	}
 }
 
 // logProgress logs progress every 10 s while work is pending, and once when
