@@ -197,41 +197,70 @@ func copyFiles(stx *bolt.Tx, c *chunkCopy) error {
 }
 
 // copyIndex re-encodes the file keys in the digest index and the inode
-// keys. Their order changes within a digest and throughout the inode
-// index, so they are written at the default fill.
+// keys. Their order changes (within a digest, and throughout the inode
+// index), and bbolt splits the nodes a transaction changed only when it
+// commits, so inserting them in the old order would make each insert move
+// a growing in-memory node: quadratic. They are re-encoded a chunk at a
+// time, sorted, and put in order.
 func copyIndex(stx *bolt.Tx, c *chunkCopy) error {
-	err := stx.Bucket(bucketDigest).ForEach(func(k, _ []byte) error {
-		var n int
-		if len(k) > 0 {
-			n = 1 + key.Backend(k[0]).DigestLen()
+	err := copySorted(stx.Bucket(bucketDigest), bucketDigest, c, func(k []byte) ([]byte, bool) {
+		if len(k) == 0 {
+			return nil, false
 		}
+		n := 1 + key.Backend(k[0]).DigestLen()
 		if n < 2 || len(k) <= n {
-			return fmt.Errorf("%w: bydigest: bad key %x", ErrCorrupt, k)
+			return nil, false
 		}
 		fk, ok := v1FileKey(k[n:])
-		if !ok {
-			return fmt.Errorf("%w: bydigest: bad key %x", ErrCorrupt, k)
-		}
-		return c.put(bucketDigest, append(bytes.Clone(k[:n]), fk...), nil, false)
+		return append(bytes.Clone(k[:n]), fk...), ok
 	})
 	if err != nil {
 		return err
 	}
-	return stx.Bucket(bucketInodes).ForEach(func(k, _ []byte) error {
+	return copySorted(stx.Bucket(bucketInodes), bucketInodes, c, func(k []byte) ([]byte, bool) {
 		dev, n := binary.Uvarint(k)
 		if n <= 0 {
-			return fmt.Errorf("%w: inodes: bad key %x", ErrCorrupt, k)
+			return nil, false
 		}
 		ino, m := binary.Uvarint(k[n:])
 		if m <= 0 {
-			return fmt.Errorf("%w: inodes: bad key %x", ErrCorrupt, k)
+			return nil, false
 		}
 		fk, ok := v1FileKey(k[n+m:])
-		if !ok {
-			return fmt.Errorf("%w: inodes: bad key %x", ErrCorrupt, k)
-		}
-		return c.put(bucketInodes, append(inodeKey(nil, dev, ino), fk...), nil, false)
+		return append(inodeKey(nil, dev, ino), fk...), ok
 	})
+}
+
+// copySorted copies the keys of the set src (values are empty) into
+// bucket b of the copy, re-encoded by conv, in sorted chunks of about
+// migrateTxSize bytes.
+func copySorted(src *bolt.Bucket, b []byte, c *chunkCopy, conv func([]byte) ([]byte, bool)) error {
+	var keys [][]byte
+	size := 0
+	flush := func() error {
+		slices.SortFunc(keys, bytes.Compare)
+		for _, k := range keys {
+			if err := c.put(b, k, nil, false); err != nil {
+				return err
+			}
+		}
+		keys, size = keys[:0], 0
+		return c.commit()
+	}
+	cur := src.Cursor()
+	for k, _ := cur.First(); k != nil; k, _ = cur.Next() {
+		nk, ok := conv(k)
+		if !ok {
+			return fmt.Errorf("%w: %s: bad key %x", ErrCorrupt, b, k)
+		}
+		keys = append(keys, nk)
+		if size += len(nk); size >= migrateTxSize {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
 }
 
 // v1ID decodes a schema-1 id that fills b.
@@ -264,6 +293,9 @@ func (c *chunkCopy) begin() (err error) {
 }
 
 func (c *chunkCopy) commit() error {
+	if c.tx == nil {
+		return nil
+	}
 	err := c.tx.Commit()
 	c.tx = nil
 	if err == nil {

@@ -110,6 +110,7 @@ func TestMigrateSchema1(t *testing.T) {
 	}
 	var log bytes.Buffer
 	s := openTestAt(t, path, Options{NoSync: true, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	t.Log(strings.TrimSpace(log.String()))
 	if !strings.Contains(log.String(), "store: migrated index") || !strings.Contains(log.String(), "records=1890") {
 		t.Errorf("migration log: %q", log.String())
 	}
