@@ -42,10 +42,12 @@
 // big-endian (schema 2): it sorts as the numbers do, so a first scan, which
 // hands out directory ids in walk order and often meets inode numbers in
 // increasing order, appends to the files, dirnames and inodes indexes
-// instead of inserting all over them. Schema 1 stored these as
-// little-endian varints; Open migrates such an index by copying it into a
-// new file in chunks, checking and syncing the copy and renaming it over
-// the old file (a read-only open reports ErrNeedsMigration instead).
+// instead of inserting all over them, and the writer then fills their pages
+// completely (bbolt's default leaves appended pages half empty). Schema 1
+// stored these as little-endian varints; Open migrates such an index by
+// copying it into a new file in chunks, checking and syncing the copy and
+// renaming it over the old file (a read-only open reports
+// ErrNeedsMigration instead).
 //
 // Storing directories once and files under a directory id keeps the index
 // small (each path's directory is not repeated in three indexes) and makes
