@@ -27,6 +27,7 @@ type root struct {
 	opts *Options
 	log  *slog.Logger
 	out  chan<- Event
+	wlog *writeLog
 
 	fsw       *fsnotify.Watcher
 	dirs      map[string]map[string]struct{} // watched directory → names of its watched subdirectories
@@ -57,8 +58,9 @@ type root struct {
 	status RootStatus
 }
 
-func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64) *root {
+func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64, wlog *writeLog) *root {
 	return &root{
+		wlog:      wlog,
 		path:      path,
 		sent:      sent,
 		opts:      opts,
@@ -224,6 +226,7 @@ func (r *root) handle(ev fsnotify.Event) {
 	case ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename):
 		// The old name of a rename, or a deletion: whatever is there now
 		// is decided when the path settles.
+		r.noteWritten(p, watched)
 		if watched {
 			r.dropTree(p)
 		} else if r.opts.Ignore.Match(r.rel(p), false) {
@@ -253,7 +256,41 @@ func (r *root) handle(ev fsnotify.Event) {
 			return // a directory's own metadata
 		}
 		if !r.opts.Ignore.Match(r.rel(p), false) {
-			r.touch(p, false)
+			it := r.touch(p, false)
+			if ev.Has(fsnotify.Write) {
+				r.markWritten(p, it)
+			}
+		}
+	}
+}
+
+// markWritten remembers a write to p: on its pending item, or, when the
+// event was folded into a directory's Rescan, in the write log, since the
+// Rescan's walk will not know the file was written.
+func (r *root) markWritten(p string, it *item) {
+	if it == nil {
+		r.wlog.note(p, time.Now())
+		return
+	}
+	if !it.written {
+		it.written = true
+		r.wlog.written(p, time.Now())
+	}
+}
+
+// noteWritten tells the write log about p, or every path under the
+// directory p, that was written and is now going away before it settled.
+func (r *root) noteWritten(p string, dir bool) {
+	now := time.Now()
+	if it := r.pending[p]; it != nil && it.written {
+		r.wlog.note(p, now)
+	}
+	if !dir {
+		return
+	}
+	for q, it := range r.pending {
+		if it.written && within(q, p) && q != p {
+			r.wlog.note(q, now)
 		}
 	}
 }
@@ -270,28 +307,30 @@ func (r *root) handleErr(err error) {
 	r.log.Warn("inotify error", "err", err)
 }
 
-// touch records an event on p: p settles Quiet after its last event. An
-// event under a directory that is itself waiting to be rescanned only
-// pushes that directory's deadline back: its Rescan will cover p.
-func (r *root) touch(p string, wasDir bool) {
+// touch records an event on p and returns p's pending item: p settles
+// Quiet after its last event. An event under a directory that is itself
+// waiting to be rescanned only pushes that directory's deadline back: its
+// Rescan will cover p, and touch returns nil.
+func (r *root) touch(p string, wasDir bool) *item {
 	now := time.Now()
 	for a := p; a != r.path; {
 		a = filepath.Dir(a)
 		if it, ok := r.pending[a]; ok {
 			if _, dir := r.dirs[a]; dir {
 				r.queue.touch(it, now, r.opts)
-				return
+				return nil
 			}
 		}
 	}
 	if it, ok := r.pending[p]; ok {
 		it.wasDir = it.wasDir || wasDir
 		r.queue.touch(it, now, r.opts)
-		return
+		return it
 	}
 	it := &item{path: p, first: now, due: now.Add(r.opts.Quiet), wasDir: wasDir}
 	r.pending[p] = it
 	heap.Push(&r.queue, it)
+	return it
 }
 
 // fire emits every pending path whose deadline has passed, and the overflow
@@ -311,7 +350,10 @@ func (r *root) fire(ctx context.Context) bool {
 		if r.pendingAbove(it.path) {
 			// A directory above is itself waiting (deleted, renamed or
 			// new): its Removed or Rescan covers this path; rm -rf of a
-			// tree becomes one event.
+			// tree becomes one event. The walk will not know of a write.
+			if it.written {
+				r.wlog.note(it.path, now)
+			}
 			continue
 		}
 		if !r.settle(ctx, it) {
@@ -346,10 +388,13 @@ func (r *root) settle(ctx context.Context, it *item) bool {
 			r.log.Error("root is gone; checking periodically for it to come back", "err", err)
 			r.rootGone = true
 		}
+		if it.written {
+			r.wlog.note(p, time.Now())
+		}
 		return r.emit(ctx, Event{Kind: Removed, Path: p})
 	case err != nil:
 		// Cannot tell (e.g. EACCES on a parent): let the consumer look.
-		return r.emit(ctx, Event{Kind: Changed, Path: p})
+		return r.emitChanged(ctx, it)
 	case fi.IsDir():
 		if r.opts.Ignore.Match(r.rel(p), true) {
 			if watched {
@@ -368,8 +413,18 @@ func (r *root) settle(ctx context.Context, it *item) bool {
 		if it.wasDir && !r.emit(ctx, Event{Kind: Removed, Path: p}) {
 			return false // a directory replaced by a file: its subtree is gone
 		}
-		return r.emit(ctx, Event{Kind: Changed, Path: p})
+		return r.emitChanged(ctx, it)
 	}
+}
+
+// emitChanged emits a Changed for it, and tells the write log when it
+// carries a write.
+func (r *root) emitChanged(ctx context.Context, it *item) bool {
+	ok := r.emit(ctx, Event{Kind: Changed, Path: it.path, Written: it.written})
+	if it.written {
+		r.wlog.emitted(it.path, time.Now())
+	}
+	return ok
 }
 
 // overflow schedules one Rescan of the root, no sooner than the backoff
@@ -405,9 +460,18 @@ func (r *root) rescanRoot(ctx context.Context, reason string) bool {
 		clear(r.unwatched)
 		r.addTree(r.path)
 	}
+	now := time.Now()
+	for p, it := range r.pending {
+		if it.written {
+			r.wlog.note(p, now)
+		}
+	}
+	if reason == ReasonOverflow {
+		r.wlog.lose(now) // writes were lost with the events
+	}
 	clear(r.pending)
 	r.queue.items = r.queue.items[:0]
-	r.lastRescan = time.Now()
+	r.lastRescan = now
 	return r.emit(ctx, Event{Kind: Rescan, Path: r.path, Reason: reason})
 }
 

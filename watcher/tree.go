@@ -201,11 +201,12 @@ func (r *root) dropTree(dir string) {
 
 // item is one pending path.
 type item struct {
-	path   string
-	first  time.Time // first event since it was last emitted
-	due    time.Time
-	index  int  // in the heap
-	wasDir bool // it was a watched directory when an event came
+	path    string
+	first   time.Time // first event since it was last emitted
+	due     time.Time
+	index   int  // in the heap
+	wasDir  bool // it was a watched directory when an event came
+	written bool // a Write event came since it was last emitted
 }
 
 // deadlines is a min-heap of pending items by due time.

@@ -152,6 +152,11 @@ type Event struct {
 	Kind   Kind
 	Path   string // absolute, bytes as on disk
 	Reason string // for Rescan: one of the Reason constants
+	// Written is set on a Changed whose file was written since it was last
+	// emitted: its content changed even if no stat field shows it (a
+	// rewrite that set the mtime back), so no record kept for its inode
+	// elsewhere may be taken for it.
+	Written bool
 }
 
 // Options tune a Watcher. The zero value works; defaults are filled by New.
@@ -198,6 +203,7 @@ type Watcher struct {
 	opts    Options
 	roots   []*root
 	events  chan Event
+	writes  *writeLog
 	started sync.Once
 	sent    atomic.Uint64 // events sent (or being sent) on events
 	cookies atomic.Uint64 // names of Sync cookies
@@ -208,7 +214,7 @@ type Watcher struct {
 // watched until Run.
 func New(roots []string, opts Options) (*Watcher, error) {
 	opts.fill()
-	w := &Watcher{opts: opts, events: make(chan Event, 256)}
+	w := &Watcher{opts: opts, events: make(chan Event, 256), writes: newWriteLog()}
 	var clean []string
 	for _, r := range roots {
 		abs, err := filepath.Abs(r)
@@ -236,7 +242,7 @@ func New(roots []string, opts Options) (*Watcher, error) {
 		return nil, err
 	}
 	for _, c := range clean {
-		w.roots = append(w.roots, newRoot(c, &w.opts, w.events, &w.sent))
+		w.roots = append(w.roots, newRoot(c, &w.opts, w.events, &w.sent, w.writes))
 	}
 	return w, nil
 }

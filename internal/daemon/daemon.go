@@ -236,13 +236,14 @@ func (a *App) setup(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", ErrRoot, err)
 	}
 	a.ix, err = indexer.New(a.st, a.h, indexer.Options{
-		Roots:      a.cfg.Roots,
-		Backend:    a.backend,
-		Workers:    a.cfg.Indexer.HashWorkers,
-		MaxPending: a.cfg.Indexer.MaxPending,
-		Ignore:     patterns,
-		Exclude:    a.exclude(),
-		Logger:     a.log.With("part", "indexer"),
+		Roots:        a.cfg.Roots,
+		Backend:      a.backend,
+		Workers:      a.cfg.Indexer.HashWorkers,
+		MaxPending:   a.cfg.Indexer.MaxPending,
+		Ignore:       patterns,
+		Exclude:      a.exclude(),
+		WrittenSince: a.w.WrittenSince,
+		Logger:       a.log.With("part", "indexer"),
 	})
 	if err != nil {
 		return err

@@ -23,12 +23,19 @@ import (
 // countingHasher is the real hasher, counting the hashes it completed per
 // path.
 type countingHasher struct {
-	h  *hasher.Hasher
-	mu sync.Mutex
-	n  map[string]int
+	h    *hasher.Hasher
+	mu   sync.Mutex
+	n    map[string]int
+	gate func(path string) // if set, called before each hash (tests hold a path in the pipeline)
 }
 
 func (c *countingHasher) Hash(ctx context.Context, path string, b key.Backend) (hasher.Result, error) {
+	c.mu.Lock()
+	gate := c.gate
+	c.mu.Unlock()
+	if gate != nil {
+		gate(path)
+	}
 	r, err := c.h.Hash(ctx, path, b)
 	if err == nil {
 		c.mu.Lock()
@@ -99,6 +106,18 @@ func (e *env) start(eo envOpts) {
 	o := eo.opts
 	o.Roots = []string{e.root}
 	o.RemoveDelay = 300 * time.Millisecond
+	var w *watcher.Watcher
+	if !eo.noWatch {
+		quiet := eo.quiet
+		if quiet == 0 {
+			quiet = 200 * time.Millisecond
+		}
+		w, err = watcher.New([]string{e.root}, watcher.Options{Quiet: quiet, OverflowBackoff: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.WrittenSince = w.WrittenSince
+	}
 	ix, err := New(st, e.h, o)
 	if err != nil {
 		t.Fatal(err)
@@ -123,15 +142,7 @@ func (e *env) start(eo envOpts) {
 			t.Errorf("indexer.Run: %v", err)
 		}
 	}()
-	if !eo.noWatch {
-		quiet := eo.quiet
-		if quiet == 0 {
-			quiet = 200 * time.Millisecond
-		}
-		w, err := watcher.New([]string{e.root}, watcher.Options{Quiet: quiet, OverflowBackoff: 100 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
+	if w != nil {
 		e.w = w
 		wg.Add(2)
 		go func() {

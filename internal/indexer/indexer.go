@@ -67,6 +67,13 @@ type Options struct {
 	// MaxRetries bounds the retries of a file that keeps changing while it
 	// is hashed; default 12 (about 10 minutes of backoff).
 	MaxRetries int
+	// WrittenSince reports that the watcher saw a write to path at or after
+	// sinceNs (Unix nanoseconds), or cannot rule one out. A renamed file's
+	// record is adopted only when neither its old nor its new path was
+	// written after the record was hashed: a file rewritten in place with
+	// its mtime set back and renamed before the write settled shows the
+	// change in no stat field. Nil: writes are known only from stat.
+	WrittenSince func(path string, sinceNs int64) bool
 	// Logger; default discards.
 	Logger *slog.Logger
 }
@@ -122,6 +129,7 @@ type Indexer struct {
 	queue    chan job
 	requeue  requeue
 	pend     *pendingSet
+	written  *writtenSet   // paths reported written, until their next check
 	writes   chan struct{} // semaphore: store writes in flight
 	onDemand chan struct{} // semaphore: hashes run by Lookup
 	renameMu sync.Mutex
@@ -165,6 +173,7 @@ func New(st *store.Store, h Hasher, opt Options) (*Indexer, error) {
 		log:          opt.Logger,
 		queue:        make(chan job, opt.MaxPending),
 		pend:         newPendingSet(),
+		written:      newWrittenSet(),
 		writes:       make(chan struct{}, opt.MaxWrites),
 		onDemand:     make(chan struct{}, 2),
 		started:      make(chan struct{}),
@@ -227,6 +236,18 @@ func (ix *Indexer) Changed(ctx context.Context, path string) {
 	if ix.skip(path) {
 		return
 	}
+	ix.enqueue(ctx, path, nil, 0)
+}
+
+// ChangedWritten is Changed for a path the watcher saw written: its next
+// check hashes it rather than give it a record kept for its inode under
+// another path, since a write that set the mtime back shows in no stat
+// field.
+func (ix *Indexer) ChangedWritten(ctx context.Context, path string) {
+	if ix.skip(path) {
+		return
+	}
+	ix.written.add(path)
 	ix.enqueue(ctx, path, nil, 0)
 }
 
@@ -384,6 +405,7 @@ func (ix *Indexer) finish(j job) {
 
 // process checks one path and does what it needs.
 func (ix *Indexer) process(ctx context.Context, j job) {
+	written := ix.written.take(j.path)
 	var fi fsstat.FileInfo
 	var err error
 	if j.info != nil {
@@ -420,7 +442,10 @@ func (ix *Indexer) process(ctx context.Context, j job) {
 		ix.finish(j)
 		return
 	}
-	if ok && ix.settled(&rec, fi) {
+	// A path reported written is hashed even when its record looks
+	// current: a record given to it meanwhile from another name of its
+	// inode may predate the write, which no stat field shows.
+	if ok && !written && ix.settled(&rec, fi) {
 		ix.settle(j)
 		return
 	}
@@ -428,7 +453,7 @@ func (ix *Indexer) process(ctx context.Context, j job) {
 		// A file where a directory was: the records under it are stale.
 		ix.dropUnder(ctx, j.path)
 	}
-	if !ok && !j.noAdopt && ix.adoptRename(ctx, j.path, fi) {
+	if !ok && !j.noAdopt && !written && ix.adoptRename(ctx, j.path, fi) {
 		ix.m.renames.Add(1)
 		ix.settle(j)
 		return
@@ -652,10 +677,14 @@ func (ix *Indexer) markSeen(path string, sc *scan) {
 // after the record's ctime (where the file system keeps birth times): a new
 // file that reuses a deleted file's inode, size and mtime is hashed, not
 // taken for a rename. A rename changes ctime, so ctime alone cannot tell
-// them apart; where birth times are not kept, nothing can (nor can anything
-// tell a renamed file rewritten in place with its mtime set back). A renamed
-// directory moves all its records at once. It reports whether path now has
-// a usable record.
+// them apart; where birth times are not kept, nothing can. A file rewritten
+// in place with its mtime set back and then renamed is told apart only by
+// the watcher having seen the write (Options.WrittenSince) or by the old
+// path waiting in the pipeline to be hashed again; while the daemon was
+// down, nothing can. A hard link takes another name's record only when
+// that record's ctime is the inode's ctime now (creating the link changes
+// it, so a new link is hashed once). A renamed directory moves all its
+// records at once. It reports whether path now has a usable record.
 func (ix *Indexer) adoptRename(ctx context.Context, path string, fi fsstat.FileInfo) bool {
 	ix.renameMu.Lock()
 	defer ix.renameMu.Unlock()
@@ -665,11 +694,19 @@ func (ix *Indexer) adoptRename(ctx context.Context, path string, fi fsstat.FileI
 	oldPath, rec, ok, err := ix.byInode(fi.Dev, fi.Ino, path)
 	if err != nil || !ok || oldPath == path || rec.State != store.StateOK ||
 		rec.Size != fi.Size || rec.MtimeNs != fi.MtimeNs || ix.racy(&rec) ||
-		bornAfter(path, fi.Ino, rec.CtimeNs) {
+		bornAfter(path, fi.Ino, rec.CtimeNs) || ix.writtenSince(rec.HashedAt, path, oldPath) ||
+		ix.pend.has(oldPath) {
+		// The old path waiting in the pipeline was reported changed: its
+		// record may predate that change.
 		return false
 	}
 	if cur, err := fsstat.Lstat(oldPath); err == nil && cur.Dev == fi.Dev && cur.Ino == fi.Ino {
-		// A hard link: both names hold the same content.
+		// A hard link: both names hold the same content, and share one
+		// ctime. A record whose ctime is not the inode's ctime now may
+		// predate a write through any of the names: hash instead.
+		if rec.CtimeNs != cur.CtimeNs {
+			return false
+		}
 		return ix.putSync(ctx, path, withIdentity(rec, fi, ix.scans.generation())) == nil
 	} else if err == nil || !isGone(err) {
 		return false // the old path holds something else now: trust nothing
@@ -689,6 +726,20 @@ func (ix *Indexer) adoptRename(ctx context.Context, path string, fi fsstat.FileI
 	}
 	// A rename changes the file's ctime: store the new identity.
 	return ix.putSync(ctx, path, withIdentity(rec, fi, ix.scans.generation())) == nil
+}
+
+// writtenSince reports that the watcher saw a write to any of paths at or
+// after sinceNs.
+func (ix *Indexer) writtenSince(sinceNs int64, paths ...string) bool {
+	if ix.opt.WrittenSince == nil {
+		return false
+	}
+	for _, p := range paths {
+		if ix.opt.WrittenSince(p, sinceNs) {
+			return true
+		}
+	}
+	return false
 }
 
 func withIdentity(rec store.Record, fi fsstat.FileInfo, gen uint64) store.Record {
@@ -743,6 +794,10 @@ func (ix *Indexer) Follow(ctx context.Context, events <-chan watcher.Event) {
 func (ix *Indexer) Handle(ctx context.Context, ev watcher.Event) {
 	switch ev.Kind {
 	case watcher.Changed:
+		if ev.Written {
+			ix.ChangedWritten(ctx, ev.Path)
+			return
+		}
 		ix.Changed(ctx, ev.Path)
 	case watcher.Removed:
 		ix.Removed(ev.Path)

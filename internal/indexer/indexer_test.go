@@ -87,14 +87,16 @@ func TestChangesFollowTheTree(t *testing.T) {
 }
 
 func TestRenamesKeepKeysWithoutRehash(t *testing.T) {
-	e := newEnv(t, "", envOpts{})
-	r := e.root
 	// Old mtimes: records of files hashed right after they were written are
-	// racily clean, and those are re-hashed rather than trusted.
+	// racily clean, and those are re-hashed rather than trusted. The files
+	// exist before the watcher starts: a write the watcher learns of only
+	// after the file was hashed makes a later rename hash it again.
+	r := t.TempDir()
 	writeOld(t, filepath.Join(r, "f.dat"), "content of f")
 	for i := range 20 {
 		writeOld(t, filepath.Join(r, fmt.Sprintf("d/s/%d.dat", i)), fmt.Sprint("file ", i))
 	}
+	e := newEnv(t, r, envOpts{})
 	e.settle(settleTimeout)
 	before := e.h.total()
 

@@ -1,0 +1,104 @@
+package indexer
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// rewriteKeepMtime overwrites the start of p with other bytes of the same
+// length and sets its mtime back, as rsync --inplace or a careless tool
+// does: only ctime shows the change.
+func rewriteKeepMtime(t *testing.T, p string) {
+	t.Helper()
+	st, err := os.Stat(p)
+	must(t, err)
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.WriteAt([]byte("REWRITTEN"), 0)
+	must(t, err)
+	must(t, f.Close())
+	must(t, os.Chtimes(p, st.ModTime(), st.ModTime()))
+}
+
+// Two hard links to one file, rewritten while the daemon was down: neither
+// name may take the other's record, whose ctime is older than the inode's.
+func TestHardlinkRewrittenWhileDown(t *testing.T) {
+	root := t.TempDir()
+	f, l := filepath.Join(root, "a/f.txt"), filepath.Join(root, "b/l.txt")
+	writeOld(t, f, "original content of the linked file")
+	must(t, os.MkdirAll(filepath.Dir(l), 0o755))
+	must(t, os.Link(f, l))
+	e := newEnv(t, root, envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	e.stop()
+	rewriteKeepMtime(t, f)
+	e.start(envOpts{noWatch: true})
+	e.settle(settleTimeout)
+}
+
+// A hard link whose directory is moved right after the other name was
+// rewritten (before that write settled) must not take the other name's
+// stale record.
+func TestHardlinkMovedRightAfterRewrite(t *testing.T) {
+	e := newEnv(t, "", envOpts{})
+	f, l := filepath.Join(e.root, "a/f.txt"), filepath.Join(e.root, "b/l.txt")
+	writeOld(t, f, "original content of the linked file")
+	must(t, os.MkdirAll(filepath.Dir(l), 0o755))
+	must(t, os.Link(f, l))
+	e.settle(settleTimeout)
+	rewriteKeepMtime(t, f)
+	must(t, os.Rename(filepath.Join(e.root, "b"), filepath.Join(e.root, "c")))
+	time.Sleep(100 * time.Millisecond)
+	e.settle(settleTimeout)
+}
+
+// A file rewritten in place (mtime set back) and renamed before the write
+// settled must be hashed under its new name, not given the old record.
+func TestRenameRightAfterRewrite(t *testing.T) {
+	e := newEnv(t, "", envOpts{})
+	f := filepath.Join(e.root, "f.txt")
+	writeOld(t, f, "original content of the file")
+	e.settle(settleTimeout)
+	rewriteKeepMtime(t, f)
+	must(t, os.Rename(f, filepath.Join(e.root, "g.txt")))
+	e.settle(settleTimeout)
+}
+
+// A file rewritten in place (mtime set back), whose write settled and is
+// waiting to be hashed, then renamed: the new name must not take the old,
+// stale record while the old name's hash is still pending.
+func TestRenameWhileRewriteQueued(t *testing.T) {
+	e := newEnv(t, "", envOpts{})
+	f, g := filepath.Join(e.root, "f.txt"), filepath.Join(e.root, "g.txt")
+	writeOld(t, f, "original content of the file")
+	e.settle(settleTimeout)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e.h.mu.Lock()
+	e.h.gate = func(p string) {
+		if p == f {
+			once.Do(func() { close(entered) })
+			<-release
+		}
+	}
+	e.h.mu.Unlock()
+	rewriteKeepMtime(t, f)
+	select {
+	case <-entered:
+	case <-time.After(settleTimeout):
+		t.Fatal("the rewrite was never hashed")
+	}
+	must(t, os.Rename(f, g))
+	deadline := time.Now().Add(settleTimeout)
+	for e.h.count(g) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(release)
+	e.settle(settleTimeout)
+	if e.h.count(g) == 0 {
+		t.Error("g was never hashed")
+	}
+}

@@ -1,0 +1,110 @@
+package watcher
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+)
+
+// A file written and renamed (or deleted, or moved with its directory)
+// before the write settled is remembered as written; a file renamed without
+// a write, or written and settled, is not.
+func TestWrittenSince(t *testing.T) {
+	rec := start(t, Options{Quiet: 300 * time.Millisecond})
+	mustOK(t, os.Mkdir(rec.path("d"), 0o755))
+	for _, rel := range []string{"w", "plain", "settled", "gone", "d/in"} {
+		write(t, rec.path(rel), "before")
+	}
+	rec.wait("files settled", func(evs []Event) bool { return has(evs, Rescan, rec.path("d")) && has(evs, Changed, rec.path("gone")) })
+	rec.reset()
+	start := time.Now().UnixNano()
+	time.Sleep(10 * time.Millisecond)
+
+	write(t, rec.path("settled"), "written, then left to settle")
+	rec.wait("write settled", func(evs []Event) bool { return has(evs, Changed, rec.path("settled")) })
+	write(t, rec.path("w"), "written then renamed")
+	write(t, rec.path("gone"), "written then deleted")
+	write(t, rec.path("d/in"), "written then its directory moved")
+	mustOK(t, os.Rename(rec.path("w"), rec.path("w2")))
+	mustOK(t, os.Rename(rec.path("plain"), rec.path("plain2")))
+	mustOK(t, os.Rename(rec.path("settled"), rec.path("settled2")))
+	mustOK(t, os.Remove(rec.path("gone")))
+	mustOK(t, os.Rename(rec.path("d"), rec.path("e")))
+	rec.wait("renames settled", func(evs []Event) bool { return has(evs, Rescan, rec.path("e")) })
+
+	// Just emitted as Changed with Written set: still written for a grace
+	// period, while the event may be on its way to the consumer.
+	if !rec.w.WrittenSince(rec.path("settled"), start) {
+		t.Error("WrittenSince(settled) = false right after its Changed")
+	}
+	later := time.Now().Add(writtenGrace + time.Second)
+	for rel, want := range map[string]bool{"w": true, "gone": true, "d/in": true, "plain": false, "settled": false,
+		"w2": false, "e/in": false} {
+		if got := rec.w.writes.since(rec.path(rel), start, later); got != want {
+			t.Errorf("WrittenSince(%s) after the grace period = %v, want %v", rel, got, want)
+		}
+	}
+	if rec.w.writes.since(rec.path("w"), time.Now().UnixNano(), later) {
+		t.Error("WrittenSince(w, now) = true: the write was before now")
+	}
+}
+
+// A written path counts as written from its first Write event until a
+// grace period after its Changed went out.
+func TestWrittenPendingUntilGrace(t *testing.T) {
+	l := newWriteLog()
+	t0 := time.Now()
+	l.written("/r/f", t0)
+	if !l.since("/r/f", t0.Add(time.Hour).UnixNano(), t0.Add(time.Hour)) {
+		t.Error("a write not yet emitted must count, whatever the record's age")
+	}
+	l.emitted("/r/f", t0)
+	if !l.since("/r/f", t0.UnixNano(), t0.Add(writtenGrace/2)) {
+		t.Error("within the grace period after emission it must count")
+	}
+	if l.since("/r/f", t0.UnixNano(), t0.Add(writtenGrace+time.Second)) {
+		t.Error("after the grace period it must not")
+	}
+	l.lose(t0)
+	if !l.since("/r/g", t0.UnixNano(), t0.Add(time.Minute)) || l.since("/r/g", t0.Add(time.Second).UnixNano(), t0.Add(time.Minute)) {
+		t.Error("after lost events, records hashed before count as written and later ones do not")
+	}
+}
+
+// Past writtenMax paths the log forgets them and answers "written" for
+// anything hashed before it forgot, until the window has passed.
+func TestWriteLogOverflow(t *testing.T) {
+	l := newWriteLog()
+	t0 := time.Now()
+	for i := range writtenMax {
+		l.note(fmt.Sprint("/r/f", i), t0)
+	}
+	if !l.since("/r/f1", t0.UnixNano(), t0) || l.since("/r/other", t0.UnixNano(), t0) {
+		t.Fatal("before overflow: wrong answers")
+	}
+	t1 := t0.Add(time.Second)
+	l.note("/r/one-more", t1)
+	if len(l.at) != 1 {
+		t.Errorf("after overflow %d entries, want 1", len(l.at))
+	}
+	if !l.since("/r/other", t0.UnixNano(), t1) {
+		t.Error("a path hashed before the overflow must count as possibly written")
+	}
+	if l.since("/r/other", t1.Add(time.Millisecond).UnixNano(), t1) {
+		t.Error("a path hashed after the overflow must not")
+	}
+	if l.since("/r/other", t0.UnixNano(), t1.Add(writtenWindow+time.Second)) {
+		t.Error("the overflow must be forgotten after the window")
+	}
+	if l.since("/r/one-more", t1.UnixNano(), t1.Add(writtenWindow+time.Second)) {
+		t.Error("an entry must be forgotten after the window")
+	}
+}
+
+func mustOK(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
