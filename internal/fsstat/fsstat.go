@@ -20,6 +20,7 @@ type FileInfo struct {
 	MtimeNs int64
 	CtimeNs int64
 	Mode    fs.FileMode // type bits and permissions, as io/fs reports them
+	Nlink   uint64      // hard links to the inode
 }
 
 // Same reports whether a and b describe the same file in the same state.
@@ -61,6 +62,7 @@ func FromStat(st *unix.Stat_t) FileInfo {
 		MtimeNs: st.Mtim.Nano(),
 		CtimeNs: st.Ctim.Nano(),
 		Mode:    modeOf(st.Mode),
+		Nlink:   uint64(st.Nlink),
 	}
 }
 

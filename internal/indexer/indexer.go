@@ -683,7 +683,8 @@ func (ix *Indexer) markSeen(path string, sc *scan) {
 // path waiting in the pipeline to be hashed again; while the daemon was
 // down, nothing can. A hard link takes another name's record only when
 // that record's ctime is the inode's ctime now (creating the link changes
-// it, so a new link is hashed once). A renamed directory moves all its
+// it, so a new link is hashed once), and a renamed file with other names
+// is hashed unless its ctime is unchanged (it moved with its directory). A renamed directory moves all its
 // records at once. It reports whether path now has a usable record.
 func (ix *Indexer) adoptRename(ctx context.Context, path string, fi fsstat.FileInfo) bool {
 	ix.renameMu.Lock()
@@ -711,10 +712,17 @@ func (ix *Indexer) adoptRename(ctx context.Context, path string, fi fsstat.FileI
 	} else if err == nil || !isGone(err) {
 		return false // the old path holds something else now: trust nothing
 	}
+	if rec.CtimeNs != fi.CtimeNs && fi.Nlink > 1 {
+		// Renamed (or written) with other names: a write through one of
+		// them shows in no field a rename leaves alone. (A file moved
+		// with its directory keeps its ctime.)
+		return false
+	}
 	from, to := renamedDirs(oldPath, path)
+	dirMoved := from != "" && ix.dirGone(from)
 	// The whole directory moves only to a place that holds no records yet:
 	// after "mv a/* b/; rmdir a", b's own records must stay.
-	if from != "" && !ix.isRoot(from) && ix.dirGone(from) && ix.inRoots(to) && !ix.hasRecords(to) {
+	if dirMoved && !ix.isRoot(from) && ix.inRoots(to) && !ix.hasRecords(to) {
 		if err := ix.rename(ctx, from, to); err != nil {
 			ix.log.Warn("cannot move records of renamed directory", "from", from, "to", to, "err", err)
 			return false

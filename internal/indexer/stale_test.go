@@ -102,3 +102,38 @@ func TestRenameWhileRewriteQueued(t *testing.T) {
 		t.Error("g was never hashed")
 	}
 }
+
+// A hard link renamed right after the other name was rewritten (mtime set
+// back), while that name's hash is still waiting, must not keep its record:
+// the rename changed its ctime anyway, so only its having other names tells
+// that the inode may have been written.
+func TestHardlinkRenamedRightAfterRewrite(t *testing.T) {
+	e := newEnv(t, "", envOpts{})
+	l := filepath.Join(e.root, "l.txt") // indexed first: its record is the one found by inode
+	writeOld(t, l, "original content of the linked file")
+	e.settle(settleTimeout)
+	f := filepath.Join(e.root, "z/f.txt")
+	must(t, os.MkdirAll(filepath.Dir(f), 0o755))
+	must(t, os.Link(l, f))
+	e.settle(settleTimeout)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e.h.mu.Lock()
+	e.h.gate = func(p string) {
+		if p == f {
+			once.Do(func() { close(entered) })
+			<-release
+		}
+	}
+	e.h.mu.Unlock()
+	rewriteKeepMtime(t, f)
+	<-entered
+	l2 := filepath.Join(e.root, "l2.txt")
+	must(t, os.Rename(l, l2))
+	deadline := time.Now().Add(settleTimeout)
+	for e.h.count(l2) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(release)
+	e.settle(settleTimeout)
+}
