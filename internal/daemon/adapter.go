@@ -177,7 +177,7 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 		return api.Status{}, err
 	}
 	pendingWatch := a.watcherPending() // before the indexer's progress
-	p := a.progress()
+	p := a.ix.Progress()
 	ws := a.w.Status()
 	out := api.Status{
 		Version:       a.opts.Version,

@@ -338,7 +338,7 @@ func (a *App) waitIdle(ctx context.Context) error {
 		if err := a.ix.WaitIdle(ctx); err != nil {
 			return err
 		}
-		if a.watcherPending() == 0 && a.progress().Idle {
+		if a.watcherPending() == 0 && a.ix.Progress().Idle {
 			return nil
 		}
 		select {
@@ -361,18 +361,6 @@ func (a *App) watcherPending() int {
 	}
 	handled := a.handled.Load() // before Emitted, which only grows
 	return n + int(a.w.Emitted()-handled)
-}
-
-// progress is the indexer's progress. Progress reads its queue before its
-// walks, so a walk that ends between the two reads can hide the files it
-// queued; when a first read says idle, a second one, whose queue is read
-// after the first saw no walk, catches them.
-func (a *App) progress() indexer.Progress {
-	p := a.ix.Progress()
-	if p.Idle {
-		p = a.ix.Progress()
-	}
-	return p
 }
 
 // follow hands the watcher's events to the indexer and counts them.

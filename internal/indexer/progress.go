@@ -51,17 +51,22 @@ type Progress struct {
 
 // Progress returns a snapshot.
 func (ix *Indexer) Progress() Progress {
+	// Upstream first: work moves from scans and removals into the queue,
+	// so work moving between the reads is counted once, never missed.
+	done := ix.initialDone()
+	scans := ix.scans.pending()
+	removals := ix.removals.len()
 	n, b := ix.pend.stats()
 	p := Progress{
-		InitialScanDone: ix.initialDone(),
-		ScansPending:    ix.scans.pending(),
+		InitialScanDone: done,
+		ScansPending:    scans,
 		FilesSeen:       ix.m.filesSeen.Load(),
 		BytesSeen:       ix.m.bytesSeen.Load(),
 		FilesHashed:     ix.m.filesHashed.Load(),
 		BytesHashed:     ix.m.bytesHashed.Load(),
 		FilesQueued:     n,
 		BytesQueued:     b,
-		Removals:        ix.removals.len(),
+		Removals:        removals,
 		Retries:         ix.m.retries.Load(),
 		Errors:          ix.m.errors.Load(),
 		Renames:         ix.m.renames.Load(),
