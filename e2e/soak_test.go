@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,6 +25,13 @@ import (
 // exactly the true duplicate groups with their wasted bytes.
 func TestRandomChangesMatchTruth(t *testing.T) {
 	seed := uint64(1)
+	if s := os.Getenv("ANNEXD_SOAK_SEED"); s != "" { // other seeds, for a longer hunt
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("ANNEXD_SOAK_SEED=%q: %v", s, err)
+		}
+		seed = n
+	}
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	base, err := os.MkdirTemp("", "e2e-soak")
