@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,8 +72,9 @@ func (m *mutator) explain(wrong []string) {
 			stem = stem[i+1:]
 		}
 		stem, _, _ = strings.Cut(stem, ".")
+		re := regexp.MustCompile(`[/_]` + regexp.QuoteMeta(stem) + `([^0-9]|$)`)
 		for _, l := range m.log {
-			if strings.Contains(l, stem) {
+			if re.MatchString(l) {
 				m.t.Logf("  history of %s: %s", stem, l)
 			}
 		}

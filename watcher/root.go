@@ -269,12 +269,13 @@ func (r *root) handle(ev fsnotify.Event) {
 // Rescan's walk will not know the file was written.
 func (r *root) markWritten(p string, it *item) {
 	if it == nil {
-		r.wlog.note(p, time.Now())
+		r.wlog.note(p, inodeOf(p), time.Now())
 		return
 	}
 	if !it.written {
 		it.written = true
-		r.wlog.written(p, time.Now())
+		it.inode = inodeOf(p)
+		r.wlog.written(p, it.inode, time.Now())
 	}
 }
 
@@ -283,14 +284,14 @@ func (r *root) markWritten(p string, it *item) {
 func (r *root) noteWritten(p string, dir bool) {
 	now := time.Now()
 	if it := r.pending[p]; it != nil && it.written {
-		r.wlog.note(p, now)
+		r.wlog.note(p, it.inode, now)
 	}
 	if !dir {
 		return
 	}
 	for q, it := range r.pending {
 		if it.written && within(q, p) && q != p {
-			r.wlog.note(q, now)
+			r.wlog.note(q, it.inode, now)
 		}
 	}
 }
@@ -352,7 +353,7 @@ func (r *root) fire(ctx context.Context) bool {
 			// new): its Removed or Rescan covers this path; rm -rf of a
 			// tree becomes one event. The walk will not know of a write.
 			if it.written {
-				r.wlog.note(it.path, now)
+				r.wlog.note(it.path, it.inode, now)
 			}
 			continue
 		}
@@ -389,7 +390,7 @@ func (r *root) settle(ctx context.Context, it *item) bool {
 			r.rootGone = true
 		}
 		if it.written {
-			r.wlog.note(p, time.Now())
+			r.wlog.note(p, it.inode, time.Now())
 		}
 		return r.emit(ctx, Event{Kind: Removed, Path: p})
 	case err != nil:
@@ -422,7 +423,7 @@ func (r *root) settle(ctx context.Context, it *item) bool {
 func (r *root) emitChanged(ctx context.Context, it *item) bool {
 	ok := r.emit(ctx, Event{Kind: Changed, Path: it.path, Written: it.written})
 	if it.written {
-		r.wlog.emitted(it.path, time.Now())
+		r.wlog.emitted(it.path, it.inode, time.Now())
 	}
 	return ok
 }
@@ -463,7 +464,7 @@ func (r *root) rescanRoot(ctx context.Context, reason string) bool {
 	now := time.Now()
 	for p, it := range r.pending {
 		if it.written {
-			r.wlog.note(p, now)
+			r.wlog.note(p, it.inode, now)
 		}
 	}
 	if reason == ReasonOverflow {

@@ -204,9 +204,10 @@ type item struct {
 	path    string
 	first   time.Time // first event since it was last emitted
 	due     time.Time
-	index   int  // in the heap
-	wasDir  bool // it was a watched directory when an event came
-	written bool // a Write event came since it was last emitted
+	index   int     // in the heap
+	wasDir  bool    // it was a watched directory when an event came
+	written bool    // a Write event came since it was last emitted
+	inode   inodeID // the file's, as of the first such Write; zero if unknown
 }
 
 // deadlines is a min-heap of pending items by due time.

@@ -372,6 +372,7 @@ func (a *App) follow(ctx context.Context) {
 				return
 			}
 			a.ix.Handle(ctx, ev)
+			a.w.Delivered(ev)
 			a.handled.Add(1)
 		case <-ctx.Done():
 			return

@@ -183,6 +183,7 @@ func (e *env) follow(ctx context.Context, events <-chan watcher.Event) {
 				return
 			}
 			e.ix.Handle(ctx, ev)
+			e.w.Delivered(ev)
 		case <-ctx.Done():
 			return
 		}

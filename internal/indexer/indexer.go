@@ -67,13 +67,14 @@ type Options struct {
 	// MaxRetries bounds the retries of a file that keeps changing while it
 	// is hashed; default 12 (about 10 minutes of backoff).
 	MaxRetries int
-	// WrittenSince reports that the watcher saw a write to path at or after
-	// sinceNs (Unix nanoseconds), or cannot rule one out. A renamed file's
-	// record is adopted only when neither its old nor its new path was
-	// written after the record was hashed: a file rewritten in place with
-	// its mtime set back and renamed before the write settled shows the
-	// change in no stat field. Nil: writes are known only from stat.
-	WrittenSince func(path string, sinceNs int64) bool
+	// WrittenSince reports that the watcher saw a write to the file at path
+	// or to inode (dev, ino) at or after sinceNs (Unix nanoseconds), or
+	// cannot rule one out. A renamed file's record is adopted only when
+	// neither its old nor its new path nor its inode was written after the
+	// record was hashed: a file rewritten in place with its mtime set back
+	// and renamed before the write settled shows the change in no stat
+	// field. Nil: writes are known only from stat.
+	WrittenSince func(path string, dev, ino uint64, sinceNs int64) bool
 	// Logger; default discards.
 	Logger *slog.Logger
 }
@@ -695,8 +696,8 @@ func (ix *Indexer) adoptRename(ctx context.Context, path string, fi fsstat.FileI
 	oldPath, rec, ok, err := ix.byInode(fi.Dev, fi.Ino, path)
 	if err != nil || !ok || oldPath == path || rec.State != store.StateOK ||
 		rec.Size != fi.Size || rec.MtimeNs != fi.MtimeNs || ix.racy(&rec) ||
-		bornAfter(path, fi.Ino, rec.CtimeNs) || ix.writtenSince(rec.HashedAt, path, oldPath) ||
-		ix.pend.has(oldPath) {
+		bornAfter(path, fi.Ino, rec.CtimeNs) || ix.writtenSince(rec.HashedAt, fi, path, oldPath) ||
+		ix.pend.has(oldPath) || ix.written.has(oldPath) {
 		// The old path waiting in the pipeline was reported changed: its
 		// record may predate that change.
 		return false
@@ -736,14 +737,14 @@ func (ix *Indexer) adoptRename(ctx context.Context, path string, fi fsstat.FileI
 	return ix.putSync(ctx, path, withIdentity(rec, fi, ix.scans.generation())) == nil
 }
 
-// writtenSince reports that the watcher saw a write to any of paths at or
-// after sinceNs.
-func (ix *Indexer) writtenSince(sinceNs int64, paths ...string) bool {
+// writtenSince reports that the watcher saw a write to the file fi under
+// any of paths at or after sinceNs.
+func (ix *Indexer) writtenSince(sinceNs int64, fi fsstat.FileInfo, paths ...string) bool {
 	if ix.opt.WrittenSince == nil {
 		return false
 	}
 	for _, p := range paths {
-		if ix.opt.WrittenSince(p, sinceNs) {
+		if ix.opt.WrittenSince(p, fi.Dev, fi.Ino, sinceNs) {
 			return true
 		}
 	}
@@ -798,7 +799,8 @@ func (ix *Indexer) Follow(ctx context.Context, events <-chan watcher.Event) {
 	}
 }
 
-// Handle acts on one watcher event.
+// Handle acts on one watcher event. A caller that holds the Watcher calls
+// its Delivered with ev afterwards.
 func (ix *Indexer) Handle(ctx context.Context, ev watcher.Event) {
 	switch ev.Kind {
 	case watcher.Changed:

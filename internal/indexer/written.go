@@ -39,3 +39,11 @@ func (s *writtenSet) take(path string) bool {
 	}
 	return ok || lost
 }
+
+// has reports whether path was reported written and not yet checked.
+func (s *writtenSet) has(path string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[path]
+	return ok || s.lost
+}
