@@ -57,6 +57,18 @@
 // ctime; elsewhere, a new file that reuses a deleted file's inode, size and
 // mtime (to the nanosecond) would take over its key.
 //
+// A rewrite that sets the mtime back (rsync --inplace -t, some backup
+// tools) shows only in ctime, which a rename changes too. While the daemon
+// runs, the watcher's word settles it: a path reported written is hashed,
+// and a record is not taken for a renamed file whose old path, new path or
+// inode the watcher saw written after the record was hashed
+// (Options.WrittenSince), nor from an old path still waiting to be hashed.
+// Hard links share one ctime, so one name takes another's record only when
+// that record's ctime is the inode's ctime now, and a renamed file with
+// other names is hashed. What is left: a file rewritten that way and
+// renamed while the daemon was down keeps its old key (no event and no
+// stat field tells), until it changes again or is read back.
+//
 // # Freshness
 //
 // Lookup never returns a key that may be stale as current: it compares the
