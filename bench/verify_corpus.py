@@ -157,8 +157,9 @@ def check(d, truth, label):
     return bad
 
 
-def mutate(root, rng, n):
-    """n random changes under root; returns a log of what was done."""
+def mutate(root, rng, n, keep_mtime=True):
+    """n random changes under root; returns a log of what was done.
+    keep_mtime: rewrites set the mtime back, so only ctime shows them."""
     files = [os.path.join(dp, f) for dp, _, fs in os.walk(root) for f in fs]
     dirs = [dp for dp, _, _ in os.walk(root) if dp != root]
     done = []
@@ -175,7 +176,8 @@ def mutate(root, rng, n):
                 st = os.stat(f)
                 with open(f, "r+b") as fh:
                     fh.write(rng.randbytes(min(st.st_size, 4096)) if st.st_size else b"")
-                os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+                if keep_mtime:
+                    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
             elif op == "append":
                 with open(f, "ab") as fh:
                     fh.write(rng.randbytes(rng.randint(1, 10000)))
@@ -255,7 +257,10 @@ def main():
             d.wait_idle()
             bad += check(d, truth_from_tree(copy), f"live round {r + 1} ({len(ops)} changes)")
         d.stop()
-        ops = mutate(copy, rng, a.ops)
+        # While the daemon is down, a rewrite that sets the mtime back and
+        # a rename of the same file cannot be told from a rename alone (see
+        # internal/indexer/doc.go): offline rewrites move the mtime.
+        ops = mutate(copy, rng, a.ops, keep_mtime=False)
         d.start()
         d.wait_idle()
         bad += check(d, truth_from_tree(copy), f"after changes while stopped ({len(ops)} changes)")
