@@ -22,6 +22,7 @@ const (
 	CodeForbidden    = "forbidden"
 	CodeUnauthorized = "unauthorized"
 	CodeNotFound     = "not_found"
+	CodeNotSupported = "not_supported"
 	CodeTooLarge     = "too_large"
 	CodeInternal     = "internal"
 )

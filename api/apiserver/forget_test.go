@@ -89,7 +89,7 @@ func TestForget(t *testing.T) {
 	// An index that cannot forget: 501.
 	plain := startServer(t, Config{Index: newStoreIndex(t, root)}, nil)
 	var se *api.StatusError
-	if _, err := plain.client.Forget(ctx, old, false); !errors.As(err, &se) || se.Status != http.StatusNotImplemented {
+	if _, err := plain.client.Forget(ctx, old, false); !errors.As(err, &se) || se.Status != http.StatusNotImplemented || se.Code != api.CodeNotSupported {
 		t.Errorf("forget on an index without Forget: %v, want 501", err)
 	}
 }

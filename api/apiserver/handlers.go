@@ -257,7 +257,7 @@ func (s *Server) handleDups(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleForget(w http.ResponseWriter, r *http.Request) {
 	f, ok := s.cfg.Index.(api.Forgetter)
 	if !ok {
-		writeError(w, http.StatusNotImplemented, api.CodeNotFound, "api: this daemon cannot forget records")
+		writeError(w, http.StatusNotImplemented, api.CodeNotSupported, "api: this daemon cannot forget records")
 		return
 	}
 	v := r.URL.Query()
