@@ -9,11 +9,11 @@ import (
 type collector struct{ a *App }
 
 var (
-	descFiles     = prometheus.NewDesc("annexd_index_files", "Files in the index.", nil, nil)
+	descFiles     = prometheus.NewDesc("annexd_index_files", "Files in the index (records outside the roots included).", nil, nil)
 	descBytes     = prometheus.NewDesc("annexd_index_bytes", "Total size of the indexed files.", nil, nil)
 	descUnique    = prometheus.NewDesc("annexd_index_unique_digests", "Distinct digests among the hashed files.", nil, nil)
-	descDupGroups = prometheus.NewDesc("annexd_index_duplicate_groups", "Digests held by at least two distinct inodes.", nil, nil)
-	descWasted    = prometheus.NewDesc("annexd_index_wasted_bytes", "Bytes the duplicate groups waste.", nil, nil)
+	descDupGroups = prometheus.NewDesc("annexd_index_duplicate_groups", "Digests held by at least two distinct inodes, over the whole index (records outside the roots included, unlike annexctl dups by default).", nil, nil)
+	descWasted    = prometheus.NewDesc("annexd_index_wasted_bytes", "Bytes the duplicate groups waste, over the whole index (records outside the roots included).", nil, nil)
 	descIndexSize = prometheus.NewDesc("annexd_index_file_bytes", "Size of the index file.", nil, nil)
 	descOutside   = prometheus.NewDesc("annexd_index_outside_roots_files",
 		"Records outside the configured roots (left from runs with other roots; annexctl forget drops them), as of the last check.", nil, nil)
