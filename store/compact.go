@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -28,8 +29,9 @@ type CompactResult struct {
 // written next to it, synced and checked against the old file's counts
 // before it is renamed over it, so a crash or a full disk at any point
 // leaves either the old or the new index at path, never a partial one
-// (the next Compact removes the copy a crash left behind). It needs free
-// space for a second copy of the live data.
+// (the next Compact removes the copy a crash left behind). When path is a
+// symlink, the file it points to is replaced, keeping its permissions and
+// owner. It needs free space for a second copy of the live data.
 func Compact(path string, opts Options) (CompactResult, error) {
 	if _, err := os.Stat(path); err != nil {
 		return CompactResult{}, fmt.Errorf("%w at %s: %v", ErrNoIndex, path, err)
@@ -40,8 +42,13 @@ func Compact(path string, opts Options) (CompactResult, error) {
 		return CompactResult{}, err
 	}
 	defer s.Close()
-	removeLeftovers(path, compactPattern(path))
-	fi, err := os.Stat(path)
+	// The copy replaces the file, not a symlink to it.
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return CompactResult{}, fmt.Errorf("store: compact: %w", err)
+	}
+	removeLeftovers(real, compactPattern(real))
+	fi, err := os.Stat(real)
 	if err != nil {
 		return CompactResult{}, fmt.Errorf("store: compact: %w", err)
 	}
@@ -54,34 +61,32 @@ func Compact(path string, opts Options) (CompactResult, error) {
 		return res, fmt.Errorf("%w: %s: check found %d problems (run annexd check-db); not compacted", ErrCorrupt, path, len(rep.Problems)+rep.Omitted)
 	}
 	res.Files = rep.Files
-	tmp, err := s.copyCompact(rep)
+	tmp, err := s.copyCompact(real, rep)
 	if err != nil {
 		return res, err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := os.Rename(tmp, real); err != nil {
 		_ = os.Remove(tmp)
 		return res, fmt.Errorf("store: compact %s: %w", path, err)
 	}
 	res.Replaced = true
-	if fi, err := os.Stat(path); err == nil {
+	if fi, err := os.Stat(real); err == nil {
 		res.After = fi.Size()
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := syncDir(filepath.Dir(real)); err != nil {
 		return res, fmt.Errorf("store: compact %s: the compacted index is in place, but syncing its directory failed: %w", path, err)
 	}
 	return res, nil
 }
 
-// copyCompact copies the index into a new file next to it, syncs it,
-// checks that it holds what want counted, and returns its name.
-func (s *Store) copyCompact(want Report) (name string, err error) {
-	dir := filepath.Dir(s.path)
-	f, err := os.CreateTemp(dir, compactPattern(s.path))
+// copyCompact copies the index into a new file next to real (the index
+// file, symlinks resolved), syncs it, checks that it holds what want
+// counted, and returns its name.
+func (s *Store) copyCompact(real string, want Report) (name string, err error) {
+	name, err = createBeside(real, compactPattern(real))
 	if err != nil {
 		return "", fmt.Errorf("store: compact %s: %w%s", s.path, err, hint(err))
 	}
-	name = f.Name()
-	_ = f.Close()
 	defer func() {
 		if err != nil {
 			_ = os.Remove(name)
@@ -146,6 +151,35 @@ func removeLeftovers(path, pattern string) {
 
 // compactPattern is CreateTemp's pattern for the copies of a compaction.
 func compactPattern(path string) string { return "." + filepath.Base(path) + ".compact-*" }
+
+// createBeside creates an empty file named by CreateTemp's pattern in the
+// directory of the file real, with real's permissions and, where the
+// process may give it, real's owner: the copy renamed over real must stay
+// usable by whoever used real.
+func createBeside(real, pattern string) (string, error) {
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(filepath.Dir(real), pattern)
+	if err != nil {
+		return "", err
+	}
+	err = f.Chmod(fi.Mode().Perm())
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && err == nil {
+		if uid, gid := int(st.Uid), int(st.Gid); uid != os.Geteuid() || gid != os.Getegid() {
+			_ = f.Chown(uid, gid) // not permitted unless privileged: the copy is then ours
+		}
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
 
 func syncDir(dir string) error {
 	d, err := os.Open(dir)

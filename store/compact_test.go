@@ -147,3 +147,28 @@ func TestOpenAfterReplace(t *testing.T) {
 		t.Errorf("the waiting opener did not get the file now at the path (%v)", err)
 	}
 }
+
+// Compact through a symlink replaces the file the link points to, keeps
+// the link and the index's permissions.
+func TestCompactThroughSymlink(t *testing.T) {
+	real := makeIndex(t, 10)
+	if err := os.Chmod(real, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "index.db")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := Compact(link, Options{}); err != nil || !res.Replaced {
+		t.Fatalf("Compact through a link: %+v %v", res, err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode().Type() != os.ModeSymlink {
+		t.Fatalf("the link was replaced: %v %v", fi.Mode(), err)
+	}
+	if fi, err := os.Stat(real); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("compacted index mode %v (%v), want 0640", fi.Mode(), err)
+	}
+	if st, _ := openTestAt(t, link, Options{}).Stats(); st.Files != 10 {
+		t.Fatalf("after Compact through a link: %d files", st.Files)
+	}
+}

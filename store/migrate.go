@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -34,25 +35,50 @@ var migrateHook = func(step string) error { return nil }
 // inodes buckets changes, which is too much for one bbolt transaction on a
 // large index, so the index is copied into a new file next to it in
 // chunks, the copy is checked (bbolt's check, the invariants, the same
-// number of entries in every bucket), synced and renamed over the old file.
-// The old file is not written: a crash or an error at any point leaves it
-// in place, and the next migration removes the copy left behind. The
-// caller holds the old file's lock.
+// number of entries in every bucket), synced and renamed over the old file
+// (the file itself when path is a symlink, keeping its mode and owner). The
+// old file is not written: a crash or an error at any point leaves it in
+// place, and the next migration removes the copy left behind. The caller
+// holds the old file's lock.
 func migrateKeys(src *bolt.DB, path string, opts Options) error {
 	start := time.Now()
-	dir := filepath.Dir(path)
-	removeLeftovers(path, migratePattern(path))
-	f, err := os.CreateTemp(dir, migratePattern(path))
-	if err != nil {
-		return fmt.Errorf("%w%s", err, hint(err))
-	}
-	name := f.Name()
-	_ = f.Close()
-	defer os.Remove(name) // after the rename, there is nothing at name
-	dst, err := bolt.Open(name, 0o600, &bolt.Options{NoSync: true, FreelistType: bolt.FreelistMapType})
+	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return err
 	}
+	dir := filepath.Dir(real)
+	removeLeftovers(real, migratePattern(real))
+	name, err := createBeside(real, migratePattern(real))
+	var records int
+	if err == nil {
+		defer os.Remove(name) // after the rename, there is nothing at name
+		records, err = writeMigrated(src, name)
+	}
+	if err == nil {
+		err = migrateHook("rename")
+	}
+	if err == nil {
+		err = os.Rename(name, real)
+	}
+	if err != nil {
+		return migrateError(err, real)
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("the migrated index is in place, but syncing its directory failed: %w", err)
+	}
+	opts.Logger.Info("store: migrated index", "path", path, "from", 1, "to", 2,
+		"records", records, "elapsed", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// writeMigrated copies src into the new file name with schema-2 keys,
+// syncs and checks the copy, and returns the number of records.
+func writeMigrated(src *bolt.DB, name string) (int, error) {
+	dst, err := bolt.Open(name, 0o600, &bolt.Options{NoSync: true, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		return 0, err
+	}
+	defer dst.Close() // closed below; again (a no-op) when a damaged page panics
 	want, err := copyKeys(src, dst)
 	if err == nil {
 		err = dst.Sync()
@@ -63,21 +89,25 @@ func migrateKeys(src *bolt.DB, path string, opts Options) error {
 	if cerr := dst.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = migrateHook("rename")
-	}
-	if err != nil {
+	return want[string(bucketFiles)], err
+}
+
+// migrateError explains a failed migration of the index file real: a
+// full disk says how much free space the copy needs, and where; a damaged
+// index (which check-db cannot open before it is migrated) what to do.
+func migrateError(err error, real string) error {
+	switch {
+	case errors.Is(err, ErrCorrupt):
+		return fmt.Errorf("%w (the index is left as it was: move it away and annexd re-indexes into a new one)", err)
+	case !errors.Is(err, syscall.ENOSPC):
 		return fmt.Errorf("%w%s (the index is left as it was)", err, hint(err))
 	}
-	if err := os.Rename(name, path); err != nil {
-		return err
+	need := int64(1)
+	if fi, serr := os.Stat(real); serr == nil {
+		need = (fi.Size() + 1<<20 - 1) >> 20
 	}
-	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("the migrated index is in place, but syncing its directory failed: %w", err)
-	}
-	opts.Logger.Info("store: migrated index", "path", path, "from", 1, "to", 2,
-		"records", want[string(bucketFiles)], "elapsed", time.Since(start).Round(time.Millisecond))
-	return nil
+	return fmt.Errorf("%w: %v: the migration writes a copy of the index beside it and needs about %d MiB free in %s; "+
+		"free space there and start annexd again (the index is left as it was)", ErrNoSpace, err, need, filepath.Dir(real))
 }
 
 // migratePattern is CreateTemp's pattern for the copy of a migration.
@@ -88,6 +118,11 @@ func migratePattern(path string) string { return "." + filepath.Base(path) + ".m
 func copyKeys(src, dst *bolt.DB) (map[string]int, error) {
 	want := map[string]int{}
 	c := &chunkCopy{db: dst}
+	defer func() { // also when a damaged page panics: dst can then be closed
+		if c.tx != nil {
+			_ = c.tx.Rollback()
+		}
+	}()
 	err := src.View(func(stx *bolt.Tx) error {
 		for _, b := range allBuckets {
 			if stx.Bucket(b) == nil {
@@ -113,9 +148,6 @@ func copyKeys(src, dst *bolt.DB) (map[string]int, error) {
 		}
 		return c.commit()
 	})
-	if c.tx != nil {
-		_ = c.tx.Rollback()
-	}
 	return want, err
 }
 
@@ -335,11 +367,11 @@ func checkMigrated(db *bolt.DB, want map[string]int) error {
 		}
 		checkInvariantsSafely(tx, &rep)
 		if !rep.OK() {
-			return fmt.Errorf("the migrated copy fails its check: %s", rep.Problems[0])
+			return fmt.Errorf("%w: the migrated copy fails its check: %s", ErrCorrupt, rep.Problems[0])
 		}
 		for _, b := range allBuckets {
 			if n := tx.Bucket(b).Stats().KeyN; n != want[string(b)] {
-				return fmt.Errorf("the migrated copy has %d entries in %s, the index %d", n, b, want[string(b)])
+				return fmt.Errorf("%w: the migrated copy has %d entries in %s, the index %d", ErrCorrupt, n, b, want[string(b)])
 			}
 		}
 		return nil

@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -190,7 +192,8 @@ func TestMigrateInterrupted(t *testing.T) {
 	sameListing(t, listIndex(t, s), want)
 }
 
-// A damaged schema-1 index is not migrated, and not touched.
+// A damaged schema-1 index is not migrated, and not touched; the error
+// says what to do, since check-db cannot open it before its migration.
 func TestMigrateRefusesDamage(t *testing.T) {
 	path, _ := schema1Index(t)
 	db, err := bolt.Open(path, 0o600, nil)
@@ -206,7 +209,7 @@ func TestMigrateRefusesDamage(t *testing.T) {
 	db.Close()
 	sum := fileSum(t, path)
 	_, err = Open(path, Options{NoSync: true})
-	if err == nil || !strings.Contains(err.Error(), "left as it was") {
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "left as it was") || !strings.Contains(err.Error(), "move it away") {
 		t.Fatalf("open of a damaged schema-1 index = %v", err)
 	}
 	if fileSum(t, path) != sum {
@@ -358,6 +361,9 @@ func TestMigrateKilled(t *testing.T) {
 	if kept == 0 {
 		t.Error("no kill happened during a migration")
 	}
+	if done == 0 {
+		t.Error("no child finished its migration")
+	}
 	s := openTestAt(t, path, Options{NoSync: true})
 	sameListing(t, listIndex(t, s), want)
 	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
@@ -387,4 +393,126 @@ func killAtStep(t *testing.T, path string, n int) {
 	}
 	_, _ = io.Copy(io.Discard, stdout)
 	_ = cmd.Wait()
+}
+
+// An index reached through a symlink is migrated in place: the copy is
+// made beside the file the link points to and renamed over it, so the
+// link stays and the index keeps its permissions.
+func TestMigrateThroughSymlink(t *testing.T) {
+	real, want := schema1Index(t)
+	if err := os.Chmod(real, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	// Run as root (as CI does), the migration keeps another user's index
+	// theirs.
+	if err := os.Chown(real, 4242, 4343); err != nil && os.Geteuid() == 0 {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "index.db")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(link, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if fi, err := os.Lstat(link); err != nil || fi.Mode().Type() != os.ModeSymlink {
+		t.Fatalf("the link was replaced: %v %v", fi.Mode(), err)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(link)); len(entries) != 1 {
+		t.Errorf("left next to the link: %v", entries)
+	}
+	if fi, err := os.Stat(real); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("migrated index mode %v (%v), want 0640", fi.Mode(), err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(real, &st); err != nil || (os.Geteuid() == 0 && (st.Uid != 4242 || st.Gid != 4343)) {
+		t.Fatalf("migrated index owned by %d:%d (%v), want 4242:4343", st.Uid, st.Gid, err)
+	}
+	s = openTestAt(t, real, Options{NoSync: true})
+	sameListing(t, listIndex(t, s), want)
+}
+
+// A migration that fills the disk says so with ErrNoSpace, naming the
+// index and the free space it needs, and leaves the index as it was.
+func TestMigrateDiskFull(t *testing.T) {
+	dir := mountTmpfs(t, "size=800k")
+	path := filepath.Join(dir, "index.db")
+	v1 := gunzip(t, "testdata/schema1.db.gz")
+	if err := os.WriteFile(path, v1, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(path, Options{NoSync: true})
+	t.Log(err)
+	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), path) ||
+		!strings.Contains(err.Error(), "needs about 1 MiB free in "+dir) || !strings.Contains(err.Error(), "left as it was") {
+		t.Fatalf("migration on a full disk = %v", err)
+	}
+	if b, _ := os.ReadFile(path); !bytes.Equal(b, v1) {
+		t.Fatal("a migration that ran out of space changed the index")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("left next to the index: %v", entries)
+	}
+}
+
+// Two opens at once: one migrates while holding the schema-1 file's lock;
+// the other, waiting for that lock, ends up with the migrated file, not
+// the replaced one, and migrates nothing.
+func TestMigrateConcurrentOpen(t *testing.T) {
+	migrateTxSize = 4096
+	t.Cleanup(func() { migrateTxSize = compactTxSize; migrateHook = func(string) error { return nil } })
+	path, want := schema1Index(t)
+	started := make(chan struct{})
+	var once sync.Once
+	migrateHook = func(string) error {
+		once.Do(func() { close(started) })
+		time.Sleep(time.Millisecond) // let the other open queue on the lock
+		return nil
+	}
+	var log safeBuffer
+	opts := Options{NoSync: true, LockTimeout: time.Minute, Logger: slog.New(slog.NewTextHandler(&log, nil))}
+	errs := make(chan error, 2)
+	open := func() {
+		s, err := Open(path, opts)
+		if err == nil {
+			if st, serr := s.Stats(); serr != nil || st.SchemaVer != SchemaVersion {
+				err = fmt.Errorf("opened schema %d (%v)", st.SchemaVer, serr)
+			}
+			s.Close()
+		}
+		errs <- err
+	}
+	go open()
+	<-started
+	go open()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(log.String(), "store: migrated index"); n != 1 {
+		t.Fatalf("%d migrations logged: %s", n, log.String())
+	}
+	s := openTestAt(t, path, Options{NoSync: true})
+	sameListing(t, listIndex(t, s), want)
+}
+
+// safeBuffer is a bytes.Buffer for several goroutines.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *safeBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *safeBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
