@@ -65,7 +65,10 @@
 // (Options.WrittenSince), nor from an old path still waiting to be hashed.
 // Hard links share one ctime, so one name takes another's record only when
 // that record's ctime is the inode's ctime now, and a renamed file with
-// other names is hashed. What is left: a file rewritten that way and
+// other names is hashed. A write reported for one name queues the other
+// recorded names of the inode for a check (inotify reports it for that
+// name alone), and no name takes a record while another name of its inode
+// waits in the pipeline. What is left: a file rewritten that way and
 // renamed while the daemon was down keeps its old key (no event and no
 // stat field tells), until it changes again or is read back.
 //

@@ -414,6 +414,9 @@ func (ix *Indexer) process(ctx context.Context, j job) {
 	} else {
 		fi, err = fsstat.Lstat(j.path)
 	}
+	if written {
+		ix.recheckLinks(j.path, fi, err == nil)
+	}
 	switch {
 	case isGone(err):
 		ix.dropPath(ctx, j)
@@ -697,9 +700,9 @@ func (ix *Indexer) adoptRename(ctx context.Context, path string, fi fsstat.FileI
 	if err != nil || !ok || oldPath == path || rec.State != store.StateOK ||
 		rec.Size != fi.Size || rec.MtimeNs != fi.MtimeNs || ix.racy(&rec) ||
 		bornAfter(path, fi.Ino, rec.CtimeNs) || ix.writtenSince(rec.HashedAt, fi, path, oldPath) ||
-		ix.pend.has(oldPath) || ix.written.has(oldPath) {
-		// The old path waiting in the pipeline was reported changed: its
-		// record may predate that change.
+		ix.linkBusy(fi.Dev, fi.Ino, path) {
+		// A name of the inode waiting in the pipeline was reported
+		// changed, or another name was: its record may predate that change.
 		return false
 	}
 	if cur, err := fsstat.Lstat(oldPath); err == nil && cur.Dev == fi.Dev && cur.Ino == fi.Ino {
@@ -735,6 +738,53 @@ func (ix *Indexer) adoptRename(ctx context.Context, path string, fi fsstat.FileI
 	}
 	// A rename changes the file's ctime: store the new identity.
 	return ix.putSync(ctx, path, withIdentity(rec, fi, ix.scans.generation())) == nil
+}
+
+// linkBusy reports whether a recorded name of inode (dev, ino) other than
+// path waits in the pipeline or was reported written: its record, or a
+// record of another name, may predate a write.
+func (ix *Indexer) linkBusy(dev, ino uint64, path string) bool {
+	paths, err := ix.st.ByInodeAll(dev, ino)
+	if err != nil {
+		return true
+	}
+	for _, p := range paths {
+		if q := string(p); q != path && (ix.pend.has(q) || ix.written.has(q)) {
+			return true
+		}
+	}
+	return false
+}
+
+// recheckLinks queues the other recorded names of the inode that path had
+// when it was recorded, and of the inode it has now (fi, when statOK) if
+// that has other names: a write through one hard link comes as an event
+// for that name alone, and the others' records would keep the old digest
+// (and, with the mtime set back, be taken by a rename of them). The path
+// being checked stays in the pipeline until they are queued, so no rename
+// adopts their records meanwhile (linkBusy).
+func (ix *Indexer) recheckLinks(path string, fi fsstat.FileInfo, statOK bool) {
+	type inode struct{ dev, ino uint64 }
+	var ids []inode
+	if rec, ok, err := ix.get(path); err == nil && ok {
+		ids = append(ids, inode{rec.Dev, rec.Ino})
+	}
+	if statOK && fi.IsRegular() && fi.Nlink > 1 && (len(ids) == 0 || ids[0] != inode{fi.Dev, fi.Ino}) {
+		ids = append(ids, inode{fi.Dev, fi.Ino})
+	}
+	for _, id := range ids {
+		paths, err := ix.st.ByInodeAll(id.dev, id.ino)
+		if err != nil {
+			ix.m.errors.Add(1)
+			ix.log.Error("cannot read index", "path", path, "err", err)
+			continue
+		}
+		for _, p := range paths {
+			if q := string(p); q != path && ix.pend.add(q, nil, 0) {
+				ix.push(job{path: q})
+			}
+		}
+	}
 }
 
 // writtenSince reports that the watcher saw a write to the file fi under
