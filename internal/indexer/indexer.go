@@ -261,6 +261,7 @@ func (ix *Indexer) Removed(path string) {
 	}
 	if over, ok := ix.removals.add(path); ok {
 		ix.enqueue(ix.ctx(), over, nil, 0)
+		ix.removals.done()
 	}
 }
 

@@ -16,6 +16,7 @@ type removals struct {
 	delay  time.Duration
 	mu     sync.Mutex
 	items  []removal
+	taken  int // returned by due and not yet in the pipeline (see done)
 	signal chan struct{}
 }
 
@@ -38,6 +39,7 @@ func (r *removals) add(path string) (string, bool) {
 	if len(r.items) > maxRemovals {
 		over, ok = r.items[0].path, true
 		r.items = r.items[1:]
+		r.taken++
 	}
 	r.mu.Unlock()
 	select {
@@ -48,7 +50,8 @@ func (r *removals) add(path string) (string, bool) {
 }
 
 // due pops the paths whose delay has passed and returns when the next one
-// is due (zero when none is waiting).
+// is due (zero when none is waiting). Each path, like one returned by add,
+// counts in len until done is called for it.
 func (r *removals) due(now time.Time) ([]string, time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -57,6 +60,7 @@ func (r *removals) due(now time.Time) ([]string, time.Time) {
 		out = append(out, r.items[0].path)
 		r.items = r.items[1:]
 	}
+	r.taken += len(out)
 	if len(r.items) == 0 {
 		r.items = nil
 		return out, time.Time{}
@@ -67,7 +71,16 @@ func (r *removals) due(now time.Time) ([]string, time.Time) {
 func (r *removals) len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.items)
+	return len(r.items) + r.taken
+}
+
+// done tells that one path returned by due is in the pipeline now: until
+// then len counts it, so a Progress, which reads the removals before the
+// queue, never sees it in neither.
+func (r *removals) done() {
+	r.mu.Lock()
+	r.taken--
+	r.mu.Unlock()
 }
 
 // removalLoop hands due removals to the workers, which drop the records if
@@ -79,6 +92,7 @@ func (ix *Indexer) removalLoop(ctx context.Context) {
 		paths, next := ix.removals.due(time.Now())
 		for _, p := range paths {
 			ix.enqueue(ctx, p, nil, 0)
+			ix.removals.done()
 		}
 		wait := time.Hour
 		if !next.IsZero() {
