@@ -227,6 +227,9 @@ func (r *root) handle(ev fsnotify.Event) {
 		// The old name of a rename, or a deletion: whatever is there now
 		// is decided when the path settles.
 		r.noteWritten(p, watched)
+		if watched && ev.Has(fsnotify.Rename) {
+			r.wlog.dirRenamed(p, time.Now())
+		}
 		if watched {
 			r.dropTree(p)
 		} else if r.opts.Ignore.Match(r.rel(p), false) {

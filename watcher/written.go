@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -52,13 +53,49 @@ type writeLog struct {
 	inodeOf   map[string]inodeID    // the inode of each pending path, where known
 	at        map[string]time.Time  // went away unsettled, noted at
 	atIn      map[inodeID]time.Time // the same by inode
+	moved     map[string]time.Time  // watched directories renamed, at: see dirRenamed
 	lostAt    time.Time             // entries were dropped, or events lost, then
 	unknownAt time.Time             // a file went away written before its inode was known
 }
 
 func newWriteLog() *writeLog {
 	return &writeLog{pending: make(map[string]time.Time), pendingIn: make(map[inodeID]time.Time),
-		inodeOf: make(map[string]inodeID), at: make(map[string]time.Time), atIn: make(map[inodeID]time.Time)}
+		inodeOf: make(map[string]inodeID), at: make(map[string]time.Time), atIn: make(map[inodeID]time.Time),
+		moved: make(map[string]time.Time)}
+}
+
+// dirRenamed records that the watched directory p was renamed at now. Its
+// watches go with its old name, and a write under it that comes before
+// its new name is watched reaches no watch the watcher still reads: every
+// file under p counts as written from then (the consumer knows a file
+// moved with its directory and not written since by its unchanged ctime).
+func (l *writeLog) dirRenamed(p string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.moved) >= writtenMax {
+		prune(l.moved, now, writtenWindow, false)
+	}
+	if len(l.moved) >= writtenMax {
+		clear(l.moved)
+		l.lostAt = now
+	}
+	l.moved[p] = now
+}
+
+// movedAbove reports a directory above p renamed at or after sinceNs,
+// within the window.
+func movedAbove(m map[string]time.Time, p string, sinceNs int64, now time.Time) bool {
+	if len(m) == 0 {
+		return false
+	}
+	for a := filepath.Dir(p); ; a = filepath.Dir(a) {
+		if t, ok := m[a]; ok && now.Sub(t) <= writtenWindow && t.UnixNano() >= sinceNs {
+			return true
+		}
+		if a == "/" || a == "." {
+			return false
+		}
+	}
 }
 
 // written records a write to p (inode id) that will be emitted with p's item.
@@ -168,7 +205,8 @@ func (l *writeLog) since(p string, id inodeID, sinceNs int64, now time.Time) boo
 	if recent(l.lostAt, now, writtenWindow, sinceNs) || recent(l.unknownAt, now, unknownWindow, sinceNs) {
 		return true
 	}
-	return atSince(l.at, p, sinceNs, now) || (id != (inodeID{}) && atSince(l.atIn, id, sinceNs, now))
+	return atSince(l.at, p, sinceNs, now) || (id != (inodeID{}) && atSince(l.atIn, id, sinceNs, now)) ||
+		movedAbove(l.moved, p, sinceNs, now)
 }
 
 // recent reports that t is within window of now and a record hashed at
@@ -211,7 +249,9 @@ func (w *Watcher) Delivered(ev Event) {
 // has not emitted it yet, or emitted it as a Changed with Written set that
 // was not Delivered (for at most 10 s); or, within the last hour, it was renamed or deleted
 // (itself or a directory above it) before its write settled, or the write
-// was folded into a directory's Rescan. It also reports true, for a record
+// was folded into a directory's Rescan, or a directory above path was
+// renamed (a write under it before its new name is watched goes unseen;
+// ask about the path the file had then). It also reports true, for a record
 // hashed before then, within an hour of the last time the watcher had too
 // many such files to remember (more than 16,384) or an inotify queue
 // overflow lost events, and within 10 minutes of the last time a written

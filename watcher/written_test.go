@@ -142,3 +142,28 @@ func mustOK(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// Every file under a renamed watched directory counts as written for a
+// record older than the rename, within the window.
+func TestWrittenUnderRenamedDir(t *testing.T) {
+	l := newWriteLog()
+	t0 := time.Now()
+	l.dirRenamed("/r/d", t0)
+	for _, c := range []struct {
+		path  string
+		since time.Time
+		now   time.Time
+		want  bool
+	}{
+		{"/r/d/a/f", t0.Add(-time.Second), t0, true},
+		{"/r/d/f", t0.Add(-time.Second), t0.Add(time.Minute), true},
+		{"/r/d/a/f", t0.Add(time.Second), t0.Add(2 * time.Second), false}, // hashed after the rename
+		{"/r/e/f", t0.Add(-time.Second), t0, false},
+		{"/r/dd/f", t0.Add(-time.Second), t0, false},
+		{"/r/d/a/f", t0.Add(-time.Second), t0.Add(writtenWindow + time.Second), false},
+	} {
+		if got := l.since(c.path, inodeID{}, c.since.UnixNano(), c.now); got != c.want {
+			t.Errorf("since(%s, %v after the rename) at %v = %v, want %v", c.path, c.since.Sub(t0), c.now.Sub(t0), got, c.want)
+		}
+	}
+}

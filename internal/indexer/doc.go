@@ -62,7 +62,11 @@
 // runs, the watcher's word settles it: a path reported written is hashed,
 // and a record is not taken for a renamed file whose old path, new path or
 // inode the watcher saw written after the record was hashed
-// (Options.WrittenSince), nor from an old path still waiting to be hashed.
+// (Options.WrittenSince; a directory above the old path that was renamed
+// counts, since a write right after the rename reaches only the old
+// watches), nor from an old path still waiting to be hashed. A file whose
+// ctime is still the record's was neither written nor renamed itself (it
+// moved with its directory) and keeps its key whatever the watcher says.
 // Hard links share one ctime, so one name takes another's record only when
 // that record's ctime is the inode's ctime now, and a renamed file with
 // other names is hashed. A write reported for one name queues the other

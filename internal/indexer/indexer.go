@@ -686,7 +686,9 @@ func (ix *Indexer) markSeen(path string, sc *scan) {
 // in place with its mtime set back and then renamed is told apart only by
 // the watcher having seen the write (Options.WrittenSince) or by the old
 // path waiting in the pipeline to be hashed again; while the daemon was
-// down, nothing can. A hard link takes another name's record only when
+// down, nothing can. A file whose ctime is the record's has not been
+// written or renamed itself since (it moved with its directory): the
+// watcher is not asked. A hard link takes another name's record only when
 // that record's ctime is the inode's ctime now (creating the link changes
 // it, so a new link is hashed once), and a renamed file with other names
 // is hashed unless its ctime is unchanged (it moved with its directory). A renamed directory moves all its
@@ -700,8 +702,9 @@ func (ix *Indexer) adoptRename(ctx context.Context, path string, fi fsstat.FileI
 	oldPath, rec, ok, err := ix.byInode(fi.Dev, fi.Ino, path)
 	if err != nil || !ok || oldPath == path || rec.State != store.StateOK ||
 		rec.Size != fi.Size || rec.MtimeNs != fi.MtimeNs || ix.racy(&rec) ||
-		bornAfter(path, fi.Ino, rec.CtimeNs) || ix.writtenSince(rec.HashedAt, fi, path, oldPath) ||
-		ix.linkBusy(fi.Dev, fi.Ino, path) {
+		bornAfter(path, fi.Ino, rec.CtimeNs) ||
+		(rec.CtimeNs != fi.CtimeNs && ix.writtenSince(rec.HashedAt, fi, path, oldPath)) ||
+		ix.linkBusy(fi.Dev, fi.Ino, path) || !ix.unchanged(oldPath, &rec) {
 		// A name of the inode waiting in the pipeline was reported
 		// changed, or another name was: its record may predate that change.
 		return false
@@ -755,6 +758,15 @@ func (ix *Indexer) linkBusy(dev, ino uint64, path string) bool {
 		}
 	}
 	return false
+}
+
+// unchanged reports whether path's record is still rec. A check of path
+// that ended after rec was read (rewritten, or gone) was in the pipeline
+// until then: read again after linkBusy, the record tells.
+func (ix *Indexer) unchanged(path string, rec *store.Record) bool {
+	cur, ok, err := ix.get(path)
+	return err == nil && ok && cur.HashedAt == rec.HashedAt && sameIdentity(&cur, fsstat.FileInfo{
+		Dev: rec.Dev, Ino: rec.Ino, Size: rec.Size, MtimeNs: rec.MtimeNs, CtimeNs: rec.CtimeNs})
 }
 
 // recheckLinks queues the other recorded names of the inode that path had
