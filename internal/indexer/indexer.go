@@ -458,7 +458,7 @@ func (ix *Indexer) process(ctx context.Context, j job) {
 		// A file where a directory was: the records under it are stale.
 		ix.dropUnder(ctx, j.path)
 	}
-	if !ok && !j.noAdopt && !written && ix.adoptRename(ctx, j.path, fi) {
+	if !ok && !j.noAdopt && !written && ix.adoptRename(ctx, j.path, fi, len(j.scans) > 0) {
 		ix.m.renames.Add(1)
 		ix.settle(j)
 		return
@@ -692,8 +692,10 @@ func (ix *Indexer) markSeen(path string, sc *scan) {
 // that record's ctime is the inode's ctime now (creating the link changes
 // it, so a new link is hashed once), and a renamed file with other names
 // is hashed unless its ctime is unchanged (it moved with its directory). A renamed directory moves all its
-// records at once. It reports whether path now has a usable record.
-func (ix *Indexer) adoptRename(ctx context.Context, path string, fi fsstat.FileInfo) bool {
+// records at once (and, unless a walk found path, has the new directory
+// walked, to drop the records of files that were not in it). It reports
+// whether path now has a usable record.
+func (ix *Indexer) adoptRename(ctx context.Context, path string, fi fsstat.FileInfo, walked bool) bool {
 	ix.renameMu.Lock()
 	defer ix.renameMu.Unlock()
 	if rec, ok, err := ix.get(path); err == nil && ok && sameIdentity(&rec, fi) {
@@ -736,6 +738,13 @@ func (ix *Indexer) adoptRename(ctx context.Context, path string, fi fsstat.FileI
 			return false
 		}
 		ix.log.Debug("directory renamed; records moved", "from", from, "to", to)
+		if !walked {
+			// The old directory may be gone after its files were moved
+			// out one by one and the rest deleted: the records of those
+			// came along. A walk of the new one drops them (a walk that
+			// queued path sweeps them itself).
+			ix.scans.request(to)
+		}
 	} else if err := ix.rename(ctx, oldPath, path); err != nil {
 		ix.log.Warn("cannot move record of renamed file", "from", oldPath, "to", path, "err", err)
 		return false
@@ -793,7 +802,9 @@ func (ix *Indexer) recheckLinks(path string, fi fsstat.FileInfo, statOK bool) {
 			continue
 		}
 		for _, p := range paths {
-			if q := string(p); q != path && ix.pend.add(q, nil, 0) {
+			// Records outside the roots (kept from an older
+			// configuration) or ignored are left alone.
+			if q := string(p); q != path && !ix.skip(q) && ix.pend.add(q, nil, 0) {
 				ix.push(job{path: q})
 			}
 		}

@@ -1,6 +1,7 @@
 package indexer
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -53,4 +54,24 @@ func linkedPair(t *testing.T) (e *env, a, b string) {
 	e = newEnv(t, root, envOpts{})
 	e.settle(settleTimeout)
 	return e, a, b
+}
+
+// A write through a hard link leaves the records of its other names outside
+// the roots (kept from an older configuration) alone.
+func TestHardlinkWrittenLeavesOutsideRecords(t *testing.T) {
+	e, a, _ := linkedPair(t)
+	out := filepath.Join(t.TempDir(), "outside.txt")
+	must(t, os.Link(a, out))
+	rec, ok, err := e.st.Get([]byte(a))
+	if err != nil || !ok {
+		t.Fatalf("no record of %s: %v", a, err)
+	}
+	must(t, e.st.Put(context.Background(), []byte(out), rec))
+	writeFile(t, a, "new content, written through one name")
+	time.Sleep(100 * time.Millisecond)
+	e.settle(settleTimeout)
+	got, ok, err := e.st.Get([]byte(out))
+	if err != nil || !ok || got.HashedAt != rec.HashedAt {
+		t.Errorf("the record outside the roots was touched: %v %v (hashed at %d, was %d)", ok, err, got.HashedAt, rec.HashedAt)
+	}
 }
