@@ -74,7 +74,12 @@
 // name alone), and no name takes a record while another name of its inode
 // waits in the pipeline. What is left: a file rewritten that way and
 // renamed while the daemon was down keeps its old key (no event and no
-// stat field tells), until it changes again or is read back.
+// stat field tells), until it changes again or is read back. So does one
+// rewritten and renamed just before the daemon stopped, while the write
+// had not reached the index yet (the watcher's memory of it does not
+// outlive the process), and one moved out of the roots, rewritten there
+// and moved back under another name before the records of its old name
+// were dropped (a few seconds: nothing watches it outside).
 //
 // # Freshness
 //
