@@ -2,10 +2,8 @@ package api
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
 )
 
 // Forgetter is implemented by an Index that can drop records outside its
@@ -73,12 +71,10 @@ type OutsideRoot struct {
 func (o OutsideRoot) MarshalJSON() ([]byte, error) {
 	type plain OutsideRoot
 	b, err := json.Marshal(plain(o))
-	if err != nil || utf8.ValidString(o.Path) {
-		return b, err
+	if err != nil {
+		return nil, err
 	}
-	b = append(b[:len(b)-1], `,"path_b64":"`...)
-	b = base64.StdEncoding.AppendEncode(b, []byte(o.Path))
-	return append(b, `"}`...), nil
+	return withPathB64(b, o.Path), nil
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -92,12 +88,5 @@ func (o *OutsideRoot) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*o = OutsideRoot(w.plain)
-	if w.PathB64 != nil {
-		p, err := base64.StdEncoding.DecodeString(*w.PathB64)
-		if err != nil {
-			return fmt.Errorf("%w: path_b64: %v", ErrBadResponse, err)
-		}
-		o.Path = string(p)
-	}
-	return nil
+	return pathFromB64(w.PathB64, &o.Path)
 }

@@ -490,12 +490,10 @@ func fastDupWire(b []byte) (w dupWire, ok bool) {
 func (r RootStatus) MarshalJSON() ([]byte, error) {
 	type plain RootStatus
 	b, err := json.Marshal(plain(r))
-	if err != nil || utf8.ValidString(r.Path) {
-		return b, err
+	if err != nil {
+		return nil, err
 	}
-	b = append(b[:len(b)-1], `,"path_b64":"`...)
-	b = base64.StdEncoding.AppendEncode(b, []byte(r.Path))
-	return append(b, `"}`...), nil
+	return withPathB64(b, r.Path), nil
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -509,12 +507,29 @@ func (r *RootStatus) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*r = RootStatus(w.plain)
-	if w.PathB64 != nil {
-		p, err := base64.StdEncoding.DecodeString(*w.PathB64)
-		if err != nil {
-			return fmt.Errorf("%w: path_b64: %v", ErrBadResponse, err)
-		}
-		r.Path = string(p)
+	return pathFromB64(w.PathB64, &r.Path)
+}
+
+// withPathB64 adds "path_b64" to the JSON object b when path is not valid
+// UTF-8 (encoding/json then wrote U+FFFD into "path").
+func withPathB64(b []byte, path string) []byte {
+	if utf8.ValidString(path) {
+		return b
 	}
+	b = append(b[:len(b)-1], `,"path_b64":"`...)
+	b = base64.StdEncoding.AppendEncode(b, []byte(path))
+	return append(b, `"}`...)
+}
+
+// pathFromB64 sets *path to the decoded b64, when the answer had one.
+func pathFromB64(b64 *string, path *string) error {
+	if b64 == nil {
+		return nil
+	}
+	p, err := base64.StdEncoding.DecodeString(*b64)
+	if err != nil {
+		return fmt.Errorf("%w: path_b64: %v", ErrBadResponse, err)
+	}
+	*path = string(p)
 	return nil
 }
