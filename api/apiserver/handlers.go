@@ -282,15 +282,7 @@ func (s *Server) handleForget(w http.ResponseWriter, r *http.Request) {
 
 // forgetPath reads the directory of a forget request and checks it.
 func forgetPath(v url.Values, roots []string) ([]byte, error) {
-	var in api.PathIn
-	if v.Has("path_b64") {
-		s := v.Get("path_b64")
-		in.PathB64 = &s
-	} else if v.Has("path") {
-		s := v.Get("path")
-		in.Path = &s
-	}
-	raw, err := in.Bytes()
+	raw, err := rawPathFromQuery(v)
 	if err != nil {
 		return nil, err
 	}
@@ -474,6 +466,15 @@ func (st *stream) end(e api.StreamEnd) {
 
 // pathFromQuery reads path= or path_b64= and cleans it.
 func pathFromQuery(v url.Values) ([]byte, error) {
+	raw, err := rawPathFromQuery(v)
+	if err != nil {
+		return nil, err
+	}
+	return cleanPath(raw)
+}
+
+// rawPathFromQuery reads path= or path_b64= as sent.
+func rawPathFromQuery(v url.Values) ([]byte, error) {
 	var in api.PathIn
 	if v.Has("path_b64") {
 		s := v.Get("path_b64")
@@ -482,11 +483,7 @@ func pathFromQuery(v url.Values) ([]byte, error) {
 		s := v.Get("path")
 		in.Path = &s
 	}
-	raw, err := in.Bytes()
-	if err != nil {
-		return nil, err
-	}
-	return cleanPath(raw)
+	return in.Bytes()
 }
 
 // cleanPath checks that p is a usable absolute path and cleans it
