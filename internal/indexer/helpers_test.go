@@ -45,6 +45,22 @@ func (c *countingHasher) Hash(ctx context.Context, path string, b key.Backend) (
 	return r, err
 }
 
+// hold makes the first hash of path wait: entered is closed when it
+// starts, and it goes on once the caller closes release.
+func (c *countingHasher) hold(path string) (entered, release chan struct{}) {
+	entered, release = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gate = func(p string) {
+		if p == path {
+			once.Do(func() { close(entered) })
+			<-release
+		}
+	}
+	return entered, release
+}
+
 func (c *countingHasher) count(path string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

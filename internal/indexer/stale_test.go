@@ -3,7 +3,6 @@ package indexer
 import (
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 )
@@ -75,16 +74,7 @@ func TestRenameWhileRewriteQueued(t *testing.T) {
 	f, g := filepath.Join(e.root, "f.txt"), filepath.Join(e.root, "g.txt")
 	writeOld(t, f, "original content of the file")
 	e.settle(settleTimeout)
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	e.h.mu.Lock()
-	e.h.gate = func(p string) {
-		if p == f {
-			once.Do(func() { close(entered) })
-			<-release
-		}
-	}
-	e.h.mu.Unlock()
+	entered, release := e.h.hold(f)
 	rewriteKeepMtime(t, f)
 	select {
 	case <-entered:
@@ -116,16 +106,7 @@ func TestHardlinkRenamedRightAfterRewrite(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Dir(f), 0o755))
 	must(t, os.Link(l, f))
 	e.settle(settleTimeout)
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	e.h.mu.Lock()
-	e.h.gate = func(p string) {
-		if p == f {
-			once.Do(func() { close(entered) })
-			<-release
-		}
-	}
-	e.h.mu.Unlock()
+	entered, release := e.h.hold(f)
 	rewriteKeepMtime(t, f)
 	<-entered
 	l2 := filepath.Join(e.root, "l2.txt")
