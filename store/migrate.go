@@ -47,7 +47,7 @@ func migrateKeys(src *bolt.DB, path string, opts Options) error {
 		return err
 	}
 	dir := filepath.Dir(real)
-	opts.Logger.Info("store: migrating index to a new schema; it is copied, checked and renamed over the old file (about 11 s per million records on a 2-core machine)",
+	opts.Logger.Info("store: migrating index to a new schema; it is copied, checked and renamed over the old file (on a large index this takes a while)",
 		"path", path, "from", 1, "to", 2)
 	removeLeftovers(real, migratePattern(real))
 	name, err := createBeside(real, migratePattern(real))
