@@ -486,6 +486,8 @@ func measureServer(ctx context.Context, opts CalibrateOptions) Candidate {
 	}
 	res, err := runIdleProbe(ctx, opts.IdleProbe, opts.IdleProbeEnv)
 	switch {
+	case err != nil && ctx.Err() != nil:
+		c.Rejected = errOverBudget.Error()
 	case err != nil:
 		c.Rejected = "idle probe failed: " + err.Error()
 	case !res.Supported:

@@ -329,6 +329,24 @@ func TestMeasureExternalOutOfTime(t *testing.T) {
 	}
 }
 
+// An idle probe killed when the budget ran out is reported as not
+// measured, not as a failed probe.
+func TestIdleProbeOutOfTime(t *testing.T) {
+	slow := writeScript(t, t.TempDir(), "probe", "exec sleep 10\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	c := measureServer(ctx, CalibrateOptions{IdleProbe: []string{slow}})
+	if c.Rejected != errOverBudget.Error() || c.IdleCPU != nil {
+		t.Fatalf("probe cut short: %+v; want rejected as not measured", c)
+	}
+	// A probe that fails on its own is said to have failed.
+	bad := writeScript(t, t.TempDir(), "probe", "exit 3\n")
+	c = measureServer(context.Background(), CalibrateOptions{IdleProbe: []string{bad}})
+	if !strings.Contains(c.Rejected, "idle probe failed") {
+		t.Fatalf("failing probe: %+v", c)
+	}
+}
+
 // derive without the file measurements (the budget ran out) keeps the
 // defaults and says so instead of quoting figures of 0.
 func TestDeriveUnmeasured(t *testing.T) {

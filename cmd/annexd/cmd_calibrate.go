@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,8 +13,9 @@ import (
 
 func newCalibrateCmd() *cobra.Command {
 	var asJSON, idleProbe bool
+	var budget time.Duration
 	cmd := &cobra.Command{
-		Use:   "calibrate [--json]",
+		Use:   "calibrate [--json] [--budget DURATION]",
 		Short: "Measure the ways of hashing on this machine and print the policy chosen",
 		Long: `calibrate runs the hashing calibration the daemon runs at start (at most 1 s):
 it checks every SHA-256 candidate on known-answer vectors (crypto/sha256,
@@ -23,7 +25,9 @@ the per-file cost of small files and the worker pool's hand-off, and prints
 every figure, every rejected candidate with the reason, and the policy
 derived from them. The daemon stores the result and measures again only when
 the CPU, Go version or an external program changes, or when the last
-calibration was cut short by its time budget.`,
+calibration was cut short by its time budget. --budget gives this command a
+longer budget than the daemon's, for a calibration that a loaded machine does
+not cut short.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if idleProbe {
@@ -35,6 +39,7 @@ calibration was cut short by its time budget.`,
 			}
 			c, err := hasher.Calibrate(cmd.Context(), hasher.CalibrateOptions{
 				IdleProbe: []string{self, "calibrate", "--idle-probe"},
+				Budget:    budget,
 			})
 			if err != nil {
 				return &exitError{Code: exitFailure, Err: fmt.Errorf("calibrate: %w", err)}
@@ -49,6 +54,7 @@ calibration was cut short by its time budget.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the calibration as one JSON object")
+	cmd.Flags().DurationVar(&budget, "budget", hasher.DefaultBudget, "the most time the calibration may take")
 	// The probe starts sha256-simd's Avx512Server, whose goroutine cannot be
 	// stopped, so calibrate measures it in a child process of its own.
 	cmd.Flags().BoolVar(&idleProbe, "idle-probe", false, "measure the Avx512Server's idle CPU and exit (internal)")

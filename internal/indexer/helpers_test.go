@@ -121,7 +121,9 @@ func (e *env) start(eo envOpts) {
 	e.h.h = hasher.New(hasher.DefaultPolicy(), nil)
 	o := eo.opts
 	o.Roots = []string{e.root}
-	o.RemoveDelay = 300 * time.Millisecond
+	// The production delay: a rename's new path must take over the old
+	// record before the removal drops it, even on a loaded machine.
+	o.RemoveDelay = 2 * time.Second
 	var w *watcher.Watcher
 	if !eo.noWatch {
 		quiet := eo.quiet
@@ -306,6 +308,18 @@ func (e *env) settle(timeout time.Duration) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	e.t.Fatalf("index does not match the tree after %v: %s (progress %+v)", timeout, last, e.ix.Progress())
+}
+
+// waitFor polls cond until it holds; after 20 s the test fails naming what.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20 s: not yet: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func writeFile(t *testing.T, p, content string) {

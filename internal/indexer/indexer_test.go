@@ -125,7 +125,10 @@ func TestMkdirPAndFilesAtOnce(t *testing.T) {
 
 func TestBurstEveryFileOnce(t *testing.T) {
 	const n = 10000
-	e := newEnv(t, "", envOpts{})
+	// A quiet delay well above any stall of the writing loop keeps the
+	// burst one burst: were the new directory to settle mid-loop, its walk
+	// and the later files' own writes would each hash some files.
+	e := newEnv(t, "", envOpts{quiet: 2 * time.Second})
 	e.settle(settleTimeout)
 	for i := range n {
 		p := filepath.Join(e.root, fmt.Sprintf("burst/%02d/%d", i%100, i))
@@ -138,7 +141,7 @@ func TestBurstEveryFileOnce(t *testing.T) {
 	for i := range n {
 		p := filepath.Join(e.root, fmt.Sprintf("burst/%02d/%d", i%100, i))
 		if c := e.h.count(p); c != 1 {
-			t.Fatalf("%s hashed %d times, want 1", p, c)
+			t.Fatalf("%s hashed %d times, want 1 (watcher overflows: %d)", p, c, e.w.Status().Roots[0].Overflows)
 		}
 	}
 }
@@ -171,6 +174,8 @@ func TestChangeWhileHashedIsRetried(t *testing.T) {
 	// The indexer waits until a file is older than the timestamp
 	// granularity (100 ms here) before hashing it; hashing 256 MiB takes
 	// longer than the gap between these appends, so one lands mid-hash.
+	// Each append is reported as the watcher would, so a hash that ended
+	// before the next append (a late wake-up) is followed by another.
 	f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
 	must(t, err)
 	deadline := time.Now().Add(20 * time.Second)
@@ -178,6 +183,7 @@ func TestChangeWhileHashedIsRetried(t *testing.T) {
 		time.Sleep(130 * time.Millisecond)
 		_, err := f.Write([]byte("more"))
 		must(t, err)
+		e.ix.Changed(context.Background(), p)
 	}
 	must(t, f.Close())
 	e.ix.Changed(context.Background(), p) // as the watcher would
@@ -203,14 +209,19 @@ func TestOverflowLeadsToRescan(t *testing.T) {
 	// overflows.
 	// First more settled paths than its channel holds, so that it blocks.
 	dir := filepath.Join(e.root, "flood")
+	sent := e.w.Emitted()
 	must(t, os.MkdirAll(dir, 0o755))
-	time.Sleep(500 * time.Millisecond) // the new directory settles
+	// Files made while the new directory is pending would fold into its
+	// Rescan; once that is sent, each file is an event of its own.
+	waitFor(t, "the new directory settles", func() bool { return e.w.Emitted() > sent })
 	e.pause <- true
 	const files = 600
+	sent = e.w.Emitted()
 	for i := range files {
 		must(t, os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), nil, 0o644))
 	}
-	time.Sleep(time.Second)
+	// The channel holds 256 events; the 257th send blocks the watcher.
+	waitFor(t, "the watcher blocks on its full channel", func() bool { return e.w.Emitted()-sent > 256 })
 	max := 16384
 	if b, err := os.ReadFile("/proc/sys/fs/inotify/max_queued_events"); err == nil {
 		fmt.Sscan(string(b), &max)
