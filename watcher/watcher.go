@@ -349,10 +349,7 @@ func within(p, dir string) bool {
 func (w *Watcher) injectOverflow(path string) bool {
 	for _, r := range w.roots {
 		if r.path == path {
-			select {
-			case r.inject <- fsnotify.ErrEventOverflow:
-			default:
-			}
+			r.inject <- fsnotify.ErrEventOverflow // Run reads it
 			return true
 		}
 	}

@@ -386,6 +386,18 @@ func TestMoveInAndOut(t *testing.T) {
 	}
 }
 
+// waitWatching waits until w's first root has its watch in place.
+func waitWatching(t *testing.T, w *Watcher) {
+	t.Helper()
+	deadline := time.Now().Add(waitLong)
+	for st := w.Status(); len(st.Roots) == 0 || st.Roots[0].Watches < 1; st = w.Status() {
+		if time.Now().After(deadline) {
+			t.Fatal("the root's watch was never in place")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestBurst(t *testing.T) {
 	const n = 10000
 	// The default quiet period: a writer stalled longer than it between
@@ -427,9 +439,8 @@ func TestBurst(t *testing.T) {
 	if len(seen) != n && r.w.Status().Roots[0].Overflows == 0 {
 		t.Errorf("%d of %d files emitted, no overflow", len(seen), n)
 	}
-	if p := r.w.Status().Roots[0].Pending; p != 0 {
-		t.Errorf("pending = %d after settling", p)
-	}
+	// The count is published after the last event is sent: wait for it.
+	r.wait("nothing pending after settling", func([]Event) bool { return r.w.Status().Roots[0].Pending == 0 })
 }
 
 func TestSlowWriterEmittedOnceAfterDone(t *testing.T) {
@@ -726,7 +737,7 @@ func TestRealQueueOverflow(t *testing.T) {
 		}
 		<-done
 	})
-	time.Sleep(100 * time.Millisecond) // the root's watch is in place
+	waitWatching(t, w)
 	// Fill the Events buffer so the watcher blocks, then make events.
 	files := cap(w.events) + 50
 	for i := range files {
