@@ -22,11 +22,12 @@ import (
 // demand with wait) in its simplest form. The daemon's implementation adds
 // queues, ignore patterns and the watcher.
 type storeIndex struct {
-	st      *store.Store
-	roots   []string
-	backend key.Backend
-	idle    atomic.Bool
-	lookups atomic.Int64
+	st       *store.Store
+	roots    []string
+	backend  key.Backend
+	idle     atomic.Bool
+	lookups  atomic.Int64
+	statuses atomic.Int64 // calls of Status
 }
 
 // newStoreIndex opens a store in a temporary directory, runs its writer
@@ -152,6 +153,7 @@ func (x *storeIndex) Dups(ctx context.Context, q api.DupQuery, fn func(api.DupGr
 }
 
 func (x *storeIndex) Status(ctx context.Context) (api.Status, error) {
+	x.statuses.Add(1)
 	s, err := x.st.Stats()
 	if err != nil {
 		return api.Status{}, err

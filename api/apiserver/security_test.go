@@ -286,11 +286,8 @@ func TestMalformedOversizedSlow(t *testing.T) {
 		}
 	}
 
-	// A server with short timeouts for the slow clients.
-	ts = startServer(t, Config{Index: idx}, func(s *Server) {
-		s.http.ReadHeaderTimeout = 200 * time.Millisecond
-		s.http.ReadTimeout = 400 * time.Millisecond
-	})
+	// Oversized and malformed heads, on the server with its own timeouts
+	// (a loaded machine may take longer than a short one to read them).
 	huge := "GET /v1/ping HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 64<<10) + "\r\n\r\n"
 	if got := rawRequest(t, ts.socket, huge, 0, ""); !strings.Contains(got, "431") {
 		t.Errorf("huge header: %q, want 431", got)
@@ -298,6 +295,12 @@ func TestMalformedOversizedSlow(t *testing.T) {
 	if got := rawRequest(t, ts.socket, "GARBAGE\r\n\r\n", 0, ""); !strings.Contains(got, "400") {
 		t.Errorf("garbage request line: %q, want 400", got)
 	}
+
+	// A server with short timeouts for the slow clients.
+	ts = startServer(t, Config{Index: idx}, func(s *Server) {
+		s.http.ReadHeaderTimeout = 200 * time.Millisecond
+		s.http.ReadTimeout = 400 * time.Millisecond
+	})
 	// A client that stops in the middle of its headers is cut off.
 	slowHead := "GET /v1/ping HTTP/1.1\r\nHost: x\r\n"
 	if got := rawRequest(t, ts.socket, slowHead, time.Second, "\r\n"); strings.Contains(got, "200") {

@@ -359,7 +359,12 @@ func TestShutdown(t *testing.T) {
 		_, err := ts.client.WaitIdle(context.Background(), 4*time.Minute)
 		res <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // let the poll start
+	// The poll has reached the handler once it asked for the status.
+	for deadline := time.Now().Add(20 * time.Second); idx.statuses.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the long poll never reached the server")
+		}
+	}
 	if err := ts.stop(); err != nil {
 		t.Errorf("run: %v", err)
 	}
