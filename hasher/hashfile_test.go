@@ -268,6 +268,31 @@ func withHook(t *testing.T, hook func(string), f func()) {
 	f()
 }
 
+// waitClockTick waits until the file system's timestamp clock has moved past
+// path's ctime (kernels without fine-grained timestamps advance it only
+// every few milliseconds), so that the next change gives a new ctime.
+func waitClockTick(t *testing.T, path string) {
+	t.Helper()
+	var was unix.Stat_t
+	if err := unix.Stat(path, &was); err != nil {
+		t.Fatal(err)
+	}
+	probe := filepath.Join(filepath.Dir(path), ".tick")
+	defer os.Remove(probe)
+	for range 1000 {
+		writeFile(t, probe, nil)
+		var st unix.Stat_t
+		if err := unix.Stat(probe, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Ctim.Nano() > was.Ctim.Nano() {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("the file system clock did not move in a second")
+}
+
 func TestChangesBetweenReadAndCheck(t *testing.T) {
 	cases := map[string]func(t *testing.T, path string){
 		"append": func(t *testing.T, path string) {
@@ -279,15 +304,19 @@ func TestChangesBetweenReadAndCheck(t *testing.T) {
 			f.Close()
 		},
 		"rewrite-same-size": func(t *testing.T, path string) {
+			before, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitClockTick(t, path)
 			f, err := os.OpenFile(path, os.O_WRONLY, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			f.WriteAt([]byte("X"), 10)
 			f.Close()
-			// Keep mtime as it was: only ctime tells.
-			st, _ := os.Stat(path)
-			os.Chtimes(path, st.ModTime(), st.ModTime())
+			// Put the mtime back as it was: only ctime tells.
+			os.Chtimes(path, before.ModTime(), before.ModTime())
 		},
 		"rename-over": func(t *testing.T, path string) {
 			other := path + ".new"
