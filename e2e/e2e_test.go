@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -13,10 +14,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/annexd/annexd/internal/testutil"
 )
 
 // bin holds the binaries built once for all tests.
@@ -48,12 +50,25 @@ func runMain(m *testing.M) int {
 			return 1
 		}
 	}
+	if out, err := exec.Command("git", "annex", "version").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: these tests compare keys with git-annex's own: %v\n%s(install it: apt-get install git-annex)\n", err, out)
+		return 1
+	}
 	bin.gitRepo = filepath.Join(dir, "repo")
-	if out, err := exec.Command("git", "init", "-q", bin.gitRepo).CombinedOutput(); err != nil {
+	cmd := exec.Command("git", "init", "-q", bin.gitRepo)
+	cmd.Env = gitEnv()
+	if out, err := cmd.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: git init: %v\n%s", err, out)
 		return 1
 	}
 	return m.Run()
+}
+
+// gitEnv is the environment for git and git-annex: no system or user
+// configuration, so that a machine's annex.backend or extension settings
+// cannot change the keys they compute.
+func gitEnv() []string {
+	return append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
 }
 
 // daemon is a running annexd.
@@ -63,7 +78,7 @@ type daemon struct {
 	socket string
 	env    []string
 	cmd    *exec.Cmd
-	log    *syncBuffer
+	log    *testutil.Buffer
 	done   chan error
 	exited bool
 }
@@ -85,7 +100,7 @@ func startDaemon(t testing.TB, setup func(root string)) *daemon {
 	if setup != nil {
 		setup(root)
 	}
-	d := &daemon{t: t, root: root, socket: filepath.Join(base, "run", "annexd.sock"), log: new(syncBuffer),
+	d := &daemon{t: t, root: root, socket: filepath.Join(base, "run", "annexd.sock"), log: new(testutil.Buffer),
 		done: make(chan error, 1)}
 	d.env = append(os.Environ(),
 		"XDG_CONFIG_HOME="+filepath.Join(base, "config"),
@@ -105,12 +120,15 @@ func startDaemon(t testing.TB, setup func(root string)) *daemon {
 	return d
 }
 
-// waitIdle waits until annexctl status --wait succeeds.
+// waitIdle waits until annexctl status --wait succeeds: up to two minutes,
+// asked again while the daemon is not up yet (exit 3) or its wait ran out
+// (exit 1).
 func (d *daemon) waitIdle() {
 	d.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		r := d.ctl("", "status", "--wait", "--timeout", "30s")
+		left := time.Until(deadline).Round(time.Second)
+		r := d.ctl("", "status", "--wait", "--timeout", max(left, time.Second).String())
 		if r.code == 0 {
 			return
 		}
@@ -120,11 +138,21 @@ func (d *daemon) waitIdle() {
 			d.t.Fatalf("annexd exited: %v\n%s", err, d.log)
 		default:
 		}
-		if r.code != 3 || time.Now().After(deadline) {
+		if (r.code != 1 && r.code != 3) || time.Now().After(deadline) {
 			d.t.Fatalf("status --wait: exit %d\n%s\n%s\ndaemon log:\n%s", r.code, r.stdout, r.stderr, d.log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// waitLog waits up to 30 s until the daemon's log holds text.
+func (d *daemon) waitLog(text string) bool {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if strings.Contains(d.log.String(), text) {
+			return true
+		}
+	}
+	return false
 }
 
 // stop sends SIGTERM and expects a clean exit.
@@ -146,25 +174,6 @@ func (d *daemon) stop() {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the process's output goroutines
-// and the test reading it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type result struct {
 	code           int
 	stdout, stderr string
@@ -181,9 +190,15 @@ func (d *daemon) ctlIn(dir, stdin string, args ...string) result {
 	return runCtl(d.t, d.env, dir, stdin, args...)
 }
 
+// ctlTimeout bounds one annexctl run, so that a hang fails the test with
+// its output instead of ending the whole run at go test's timeout.
+const ctlTimeout = 3 * time.Minute
+
 func runCtl(t testing.TB, env []string, dir, stdin string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(bin.annexctl, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), ctlTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin.annexctl, args...)
 	cmd.Env, cmd.Dir = env, dir
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
@@ -192,6 +207,8 @@ func runCtl(t testing.TB, env []string, dir, stdin string, args ...string) resul
 	r := result{stdout: out.String(), stderr: errb.String()}
 	var ee *exec.ExitError
 	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("annexctl %v did not finish within %v\n%s%s", args, ctlTimeout, r.stdout, r.stderr)
 	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
 	case err != nil:
@@ -204,7 +221,7 @@ func runCtl(t testing.TB, env []string, dir, stdin string, args ...string) resul
 func calckey(t testing.TB, path string) string {
 	t.Helper()
 	cmd := exec.Command("git", "annex", "calckey", path)
-	cmd.Dir = bin.gitRepo
+	cmd.Dir, cmd.Env = bin.gitRepo, gitEnv()
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("git annex calckey %q: %v", path, err)

@@ -8,13 +8,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/annexd/annexd/internal/testutil"
 )
 
 // startOn runs annexd on the given roots with its index and socket under
 // base (the same index each time) and waits until its first scan is done.
 func startOn(t *testing.T, base string, roots ...string) *daemon {
 	t.Helper()
-	d := &daemon{t: t, root: roots[0], socket: filepath.Join(base, "run", "annexd.sock"), log: new(syncBuffer),
+	d := &daemon{t: t, root: roots[0], socket: filepath.Join(base, "run", "annexd.sock"), log: new(testutil.Buffer),
 		done: make(chan error, 1)}
 	d.env = append(os.Environ(),
 		"XDG_CONFIG_HOME="+filepath.Join(base, "config"),
@@ -91,7 +93,7 @@ func TestRecordsOutsideRoots(t *testing.T) {
 	if r := d.ctl("", "status"); !strings.Contains(r.stdout, b+"  3 files") || !strings.Contains(r.stdout, "annexctl forget") {
 		t.Errorf("status does not list %s and the fix:\n%s", b, r.stdout)
 	}
-	if !strings.Contains(d.log.String(), "outside the roots") {
+	if !d.waitLog("outside the roots") {
 		t.Errorf("no warning in the daemon's log:\n%s", d.log)
 	}
 

@@ -124,10 +124,11 @@ func TestCrashSafety(t *testing.T) {
 	const kills = 24
 	for k := range kills {
 		seed := uint64(k + 1)
-		acked := runAndKill(t, path, seed, time.Duration(20+rng.IntN(250))*time.Millisecond)
+		delay := time.Duration(20+rng.IntN(250)) * time.Millisecond
+		acked := runAndKill(t, path, seed, delay)
 		verifyAfterCrash(t, path, seed, acked)
 		if t.Failed() {
-			t.Fatalf("after kill %d (seed %d, %d acknowledged)", k, seed, acked+1)
+			t.Fatalf("after kill %d (seed %d, killed after %v, %d acknowledged)", k, seed, delay, acked+1)
 		}
 		// Each round starts from the last one's state: the plan of the
 		// next seed is applied on top, so clear it.

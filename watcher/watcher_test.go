@@ -1,7 +1,6 @@
 package watcher
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/annexd/annexd/internal/ignore"
+	"github.com/annexd/annexd/internal/testutil"
 )
 
 // Generous: these wait for events, they do not measure time.
@@ -502,7 +502,7 @@ func TestWatchLimitDegradedMode(t *testing.T) {
 		os.MkdirAll(filepath.Join(root, d), 0o755)
 	}
 	// 6 directories; allow 3 watches.
-	var logBuf syncBuffer
+	var logBuf testutil.Buffer
 	logger := slog.New(slog.NewTextHandler(&logBuf, nil))
 	r := startAt(t, root, Options{DegradedRescan: 300 * time.Millisecond, Logger: logger}, func(w *Watcher) { w.setWatchLimit(3) })
 	st := r.w.Status().Roots[0]
@@ -544,24 +544,6 @@ func TestWatchLimitDegradedMode(t *testing.T) {
 	r.reset()
 	write(t, filepath.Join(root, "a/y/g"), "g")
 	r.wait("formerly unwatched dir works", func(evs []Event) bool { return has(evs, Changed, filepath.Join(root, "a/y/g")) })
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestIgnoredDirectoriesGetNoWatch(t *testing.T) {

@@ -91,6 +91,9 @@ func writeBytes(t *testing.T, path string, seed, n int) {
 func runIn(dir string, stdin []byte, name string, args ...string) (stdout, stderr string, code int) {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
+	// No system or user git configuration: a machine's annex.backend or
+	// extension settings must not change git-annex's answers.
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
 	cmd.Stdin = bytes.NewReader(stdin)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
@@ -115,8 +118,8 @@ func TestCalckeyMatchesGitAnnex(t *testing.T) {
 	if err := os.Mkdir(repo, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v %s", err, out)
+	if _, errOut, code := runIn(tmp, nil, "git", "init", "-q", repo); code != 0 {
+		t.Fatalf("git init: exit %d %s", code, errOut)
 	}
 	files := calckeyCorpus(t, repo)
 	var nulInput []byte

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/internal/testutil"
 )
 
 // annexdBinary builds annexd (with the race detector) into the test's temp
@@ -61,18 +61,18 @@ func newDaemonEnv(t *testing.T) *daemonEnv {
 func (e *daemonEnv) index() string  { return filepath.Join(e.state, "annexd", "index.db") }
 func (e *daemonEnv) socket() string { return filepath.Join(e.rundir, "annexd", "annexd.sock") }
 
-func (e *daemonEnv) command(args ...string) (*exec.Cmd, *bytes.Buffer) {
+func (e *daemonEnv) command(args ...string) (*exec.Cmd, *testutil.Buffer) {
 	cmd := exec.Command(e.bin, args...)
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+e.state, "XDG_RUNTIME_DIR="+e.rundir,
 		"XDG_CONFIG_HOME="+filepath.Join(e.state, "config"))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	return cmd, &out
+	out := new(testutil.Buffer)
+	cmd.Stdout, cmd.Stderr = out, out
+	return cmd, out
 }
 
 // start runs annexd on the root in the background and waits until its API
 // answers.
-func (e *daemonEnv) start(extra ...string) (*exec.Cmd, *bytes.Buffer) {
+func (e *daemonEnv) start(extra ...string) (*exec.Cmd, *testutil.Buffer) {
 	e.t.Helper()
 	args := append([]string{"--calibrate", "never", "--quiet-delay", "100ms", e.root}, extra...)
 	cmd, out := e.command(args...)
@@ -143,7 +143,7 @@ func writeOldFile(t *testing.T, p, content string) {
 }
 
 // wait waits for cmd to exit and returns its exit code.
-func wait(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer) int {
+func wait(t *testing.T, cmd *exec.Cmd, out *testutil.Buffer) int {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

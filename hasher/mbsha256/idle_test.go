@@ -2,7 +2,7 @@ package mbsha256
 
 import (
 	"os"
-	"runtime"
+	"runtime/debug"
 	"strconv"
 	"testing"
 	"time"
@@ -23,7 +23,10 @@ func processCPU(t testing.TB) time.Duration {
 func idleCPU(t testing.TB, d time.Duration) time.Duration {
 	e := New()
 	e.SumMany(distinct(32, 100<<10))
-	runtime.GC() // let no collection of the batch's garbage run during the wait
+	// Collect the batch's garbage and return it to the OS now, so that
+	// neither the collector nor the background scavenger works during the
+	// wait.
+	debug.FreeOSMemory()
 	before := processCPU(t)
 	time.Sleep(d)
 	used := processCPU(t) - before
@@ -44,9 +47,17 @@ func TestIdleEngineUsesNoCPU(t *testing.T) {
 		}
 		d = time.Duration(n) * time.Second
 	}
-	used := idleCPU(t, d)
-	t.Logf("CPU used by the process over %v idle: %v (%.3f %% of a core)", d, used, 100*used.Seconds()/d.Seconds())
-	if limit := d / 100; used > limit {
-		t.Errorf("idle process used %v of CPU in %v, more than %v", used, d, limit)
+	// The least of up to three waits: runtime housekeeping left from the
+	// tests before (or another process's load) may spoil one, while a
+	// poller spoils them all.
+	limit := d / 100
+	var used time.Duration
+	for i := range 3 {
+		used = idleCPU(t, d)
+		t.Logf("wait %d: CPU used by the process over %v idle: %v (%.3f %% of a core)", i+1, d, used, 100*used.Seconds()/d.Seconds())
+		if used <= limit {
+			return
+		}
 	}
+	t.Errorf("idle process used %v of CPU in %v (the least of three waits), more than %v", used, d, limit)
 }

@@ -38,18 +38,23 @@ func (a *App) rootBytes() [][]byte {
 }
 
 // checkOutside finds the records outside the roots at start, in the
-// background, and warns once when there are any.
+// background, and warns once when there are any. The warning is logged
+// before status shows the check as done, so a client that sees it done
+// also finds it in the log.
 func (a *App) checkOutside(ctx context.Context) {
 	start := time.Now()
-	st, err := a.refreshOutside(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			a.log.Warn("cannot list the records outside the roots", "err", err)
-		}
-		return
+	_, err := a.refreshOutside(ctx, func(st *outsideState) {
+		a.log.Debug("checked for records outside the roots", "places", len(st.dirs), "files", st.files,
+			"took", time.Since(start).Round(time.Microsecond))
+		a.warnOutside(st)
+	})
+	if err != nil && ctx.Err() == nil {
+		a.log.Warn("cannot list the records outside the roots", "err", err)
 	}
-	a.log.Debug("checked for records outside the roots", "places", len(st.dirs), "files", st.files,
-		"took", time.Since(start).Round(time.Microsecond))
+}
+
+// warnOutside logs what st found, if anything.
+func (a *App) warnOutside(st *outsideState) {
 	if len(st.dirs) == 0 {
 		return
 	}
@@ -74,9 +79,10 @@ func describeOutside(d store.OutsideDir) string {
 }
 
 // refreshOutside lists the records outside the roots and keeps the result
-// for status and metrics. Runs are serialized, so a later run (after a
-// forget) always has the last word.
-func (a *App) refreshOutside(ctx context.Context) (*outsideState, error) {
+// for status and metrics, calling before (if not nil) just before it does.
+// Runs are serialized, so a later run (after a forget) always has the last
+// word.
+func (a *App) refreshOutside(ctx context.Context, before func(*outsideState)) (*outsideState, error) {
 	a.outsideRun.Lock()
 	defer a.outsideRun.Unlock()
 	dirs, err := a.st.Outside(ctx, a.rootBytes(), true)
@@ -86,6 +92,9 @@ func (a *App) refreshOutside(ctx context.Context) (*outsideState, error) {
 	st := &outsideState{dirs: dirs}
 	for _, d := range dirs {
 		st.files += d.Files
+	}
+	if before != nil {
+		before(st)
 	}
 	a.outside.Store(st)
 	return st, nil
@@ -131,7 +140,7 @@ func (a *App) forget(ctx context.Context, dir []byte, dry bool) (api.ForgetResul
 	if err == nil {
 		a.log.Info("forgot records outside the roots", "dir", string(dir), "files", res.Files, "kept_roots", res.Kept)
 	}
-	if _, rerr := a.refreshOutside(ctx); rerr != nil {
+	if _, rerr := a.refreshOutside(ctx, nil); rerr != nil {
 		a.log.Warn("cannot list the records outside the roots", "err", rerr)
 	}
 	return res, err

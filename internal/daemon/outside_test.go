@@ -16,25 +16,9 @@ import (
 
 	"github.com/annexd/annexd/api"
 	"github.com/annexd/annexd/internal/config"
+	"github.com/annexd/annexd/internal/testutil"
 	"github.com/annexd/annexd/key"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // runUntilIdle runs an App on cfg until the test ends or stop is called,
 // and returns a client once it is idle.
@@ -108,7 +92,7 @@ func TestRecordsOutsideRoots(t *testing.T) {
 	stop()
 
 	cfg.Roots = []string{a}
-	var logBuf lockedBuffer
+	var logBuf testutil.Buffer
 	c, _ := runUntilIdle(t, cfg, slog.New(slog.NewTextHandler(&logBuf, nil)))
 	ctx := context.Background()
 
