@@ -6,11 +6,14 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,6 +80,27 @@ func (c *countingHasher) total() int {
 	return t
 }
 
+// snapshot returns the hash count of every path so far.
+func (c *countingHasher) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.n)
+}
+
+// hashedSince lists the paths hashed since snap, for failure messages.
+func (c *countingHasher) hashedSince(snap map[string]int) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for p, n := range c.n {
+		if n > snap[p] {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // env is a running indexer over a temp root, with a real store, hasher and
 // (unless noWatch) watcher.
 type env struct {
@@ -90,6 +114,8 @@ type env struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	pause  chan bool // Follow stops reading watcher events while paused
+
+	handled atomic.Uint64 // watcher events handed to the indexer
 }
 
 type envOpts struct {
@@ -130,7 +156,8 @@ func (e *env) start(eo envOpts) {
 		if quiet == 0 {
 			quiet = 200 * time.Millisecond
 		}
-		w, err = watcher.New([]string{e.root}, watcher.Options{Quiet: quiet, OverflowBackoff: 100 * time.Millisecond})
+		w, err = watcher.New([]string{e.root}, watcher.Options{Quiet: quiet, OverflowBackoff: 100 * time.Millisecond,
+			SyncDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,6 +229,7 @@ func (e *env) follow(ctx context.Context, events <-chan watcher.Event) {
 			}
 			e.ix.Handle(ctx, ev)
 			e.w.Delivered(ev)
+			e.handled.Add(1)
 		case <-ctx.Done():
 			return
 		}
@@ -295,19 +323,53 @@ func (e *env) diff() string {
 }
 
 // settle waits until the index matches the tree and the indexer is idle.
+// settle waits until everything done to the tree so far is in the index:
+// the watcher has read every event from before the call (Sync), holds
+// nothing and has handed every event on, the indexer is idle, and the
+// index matches the tree.
 func (e *env) settle(timeout time.Duration) {
 	e.t.Helper()
 	deadline := time.Now().Add(timeout)
+	if e.w != nil {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		err := e.w.Sync(ctx)
+		cancel()
+		if err != nil {
+			e.t.Fatalf("watcher sync: %v", err)
+		}
+	}
+	// Twice in a row: the watcher publishes its pending count just after
+	// it read an event, so one look may come in between.
 	var last string
+	done := 0
 	for time.Now().Before(deadline) {
-		if e.ix.Idle() {
-			if last = e.diff(); last == "" {
-				return
-			}
+		done++
+		if !e.watcherDone() || !e.ix.Idle() {
+			done = 0
+		} else if last = e.diff(); last != "" {
+			done = 0
+		}
+		if done == 2 {
+			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	e.t.Fatalf("index does not match the tree after %v: %s (progress %+v)", timeout, last, e.ix.Progress())
+}
+
+// watcherDone reports that the watcher holds no change and every event it
+// sent was handled.
+func (e *env) watcherDone() bool {
+	if e.w == nil {
+		return true
+	}
+	handled := e.handled.Load() // before Emitted, which only grows
+	for _, r := range e.w.Status().Roots {
+		if r.Pending > 0 {
+			return false
+		}
+	}
+	return e.w.Emitted() == handled
 }
 
 // waitFor polls cond until it holds; after 20 s the test fails naming what.
