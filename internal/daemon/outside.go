@@ -43,7 +43,7 @@ func (a *App) rootBytes() [][]byte {
 // also finds it in the log.
 func (a *App) checkOutside(ctx context.Context) {
 	start := time.Now()
-	_, err := a.refreshOutside(ctx, func(st *outsideState) {
+	err := a.refreshOutside(ctx, func(st *outsideState) {
 		a.log.Debug("checked for records outside the roots", "places", len(st.dirs), "files", st.files,
 			"took", time.Since(start).Round(time.Microsecond))
 		a.warnOutside(st)
@@ -82,12 +82,12 @@ func describeOutside(d store.OutsideDir) string {
 // for status and metrics, calling before (if not nil) just before it does.
 // Runs are serialized, so a later run (after a forget) always has the last
 // word.
-func (a *App) refreshOutside(ctx context.Context, before func(*outsideState)) (*outsideState, error) {
+func (a *App) refreshOutside(ctx context.Context, before func(*outsideState)) error {
 	a.outsideRun.Lock()
 	defer a.outsideRun.Unlock()
 	dirs, err := a.st.Outside(ctx, a.rootBytes(), true)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	st := &outsideState{dirs: dirs}
 	for _, d := range dirs {
@@ -97,7 +97,7 @@ func (a *App) refreshOutside(ctx context.Context, before func(*outsideState)) (*
 		before(st)
 	}
 	a.outside.Store(st)
-	return st, nil
+	return nil
 }
 
 // outsideStatus is the status's view of the last check.
@@ -140,7 +140,7 @@ func (a *App) forget(ctx context.Context, dir []byte, dry bool) (api.ForgetResul
 	if err == nil {
 		a.log.Info("forgot records outside the roots", "dir", string(dir), "files", res.Files, "kept_roots", res.Kept)
 	}
-	if _, rerr := a.refreshOutside(ctx, nil); rerr != nil {
+	if rerr := a.refreshOutside(ctx, nil); rerr != nil {
 		a.log.Warn("cannot list the records outside the roots", "err", rerr)
 	}
 	return res, err
