@@ -347,6 +347,14 @@ func compareWithTruth(t *testing.T, d *daemon, label string) (wrong []string) {
 	}
 	if got, exp := dupGroups(t, d), trueGroups(want); !slices.Equal(got, exp) {
 		t.Errorf("%s: dups:\n%s\nwant:\n%s", label, strings.Join(got, "\n"), strings.Join(exp, "\n"))
+		for _, g := range got {
+			for _, p := range strings.Fields(g)[1:] { // the soak's names have no spaces
+				if _, ok := want[p]; !ok {
+					wrong = append(wrong, p)
+					t.Errorf("%s: dups lists %s, which does not exist", label, p)
+				}
+			}
+		}
 	}
 	t.Logf("%s: %d files, %d duplicate groups: compared", label, len(want), len(trueGroups(want)))
 	return wrong

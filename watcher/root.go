@@ -31,6 +31,8 @@ type root struct {
 
 	fsw       *fsnotify.Watcher
 	dirs      map[string]map[string]struct{} // watched directory → names of its watched subdirectories
+	dirInode  map[string]inodeID             // watched directory → its inode, where known
+	inodeDir  map[inodeID]string             // the inverse
 	unwatched map[string]int                 // top directories without a watch → directories under them
 	pending   map[string]*item
 	queue     deadlines
@@ -67,6 +69,8 @@ func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64, 
 		log:       opts.Logger.With("root", path),
 		out:       out,
 		dirs:      make(map[string]map[string]struct{}),
+		dirInode:  make(map[string]inodeID),
+		inodeDir:  make(map[inodeID]string),
 		unwatched: make(map[string]int),
 		pending:   make(map[string]*item),
 		inject:    make(chan error, 1),
@@ -226,16 +230,15 @@ func (r *root) handle(ev fsnotify.Event) {
 	case ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename):
 		// The old name of a rename, or a deletion: whatever is there now
 		// is decided when the path settles.
-		r.noteWritten(p, watched)
-		if watched && ev.Has(fsnotify.Rename) {
-			r.wlog.dirRenamed(p, time.Now())
-		}
 		if watched {
-			r.dropTree(p)
-		} else if r.opts.Ignore.Match(r.rel(p), false) {
+			r.dirLeft(p, ev.Has(fsnotify.Rename))
 			return
 		}
-		r.touch(p, watched)
+		r.noteWritten(p, false)
+		if r.opts.Ignore.Match(r.rel(p), false) {
+			return
+		}
+		r.touch(p, false)
 	case ev.Has(fsnotify.Create):
 		fi, err := fsstat.Lstat(p)
 		if err == nil && fi.IsDir() {
@@ -265,6 +268,18 @@ func (r *root) handle(ev fsnotify.Event) {
 			}
 		}
 	}
+}
+
+// dirLeft handles the watched directory p going away, renamed or deleted:
+// writes pending under it are noted, its watches dropped, and p waits to
+// settle.
+func (r *root) dirLeft(p string, renamed bool) {
+	r.noteWritten(p, true)
+	if renamed {
+		r.wlog.dirRenamed(p, time.Now())
+	}
+	r.dropTree(p)
+	r.touch(p, true)
 }
 
 // markWritten remembers a write to p: on its pending item, or, when the

@@ -27,6 +27,10 @@ func (r *root) addTree(dir string) {
 		if _, ok := r.dirs[d]; ok {
 			continue
 		}
+		id := dirInodeOf(d)
+		if !r.takeOver(d, id) {
+			continue
+		}
 		if err := r.addWatch(d); err != nil {
 			if isLimit(err) {
 				n := countDirs(d, r)
@@ -38,6 +42,9 @@ func (r *root) addTree(dir string) {
 			continue
 		}
 		r.dirs[d] = nil
+		if id != (inodeID{}) {
+			r.dirInode[d], r.inodeDir[id] = id, d
+		}
 		if d != r.path {
 			parent := filepath.Dir(d)
 			if kids, ok := r.dirs[parent]; ok {
@@ -53,6 +60,38 @@ func (r *root) addTree(dir string) {
 	if limited > 0 {
 		r.logLimit(limited)
 	}
+}
+
+// takeOver prepares d, about to be watched, whose inode id may already be
+// watched under another name: the directory was moved there, and the event
+// for its old name is still on its way. The kernel keeps one watch per
+// inode and fsnotify keys watches by path, so adding d first would hand the
+// old name's watch to d, and dropping the old name when its event comes
+// would then remove d's watch too, leaving d unwatched for good. So the old
+// name is handled now, as its event would be. It reports false when the old
+// name still is that directory (a bind mount inside the root): one inode
+// has one watch, which keeps reporting under the old name, and d is not
+// watched.
+func (r *root) takeOver(d string, id inodeID) bool {
+	old, ok := r.inodeDir[id]
+	if id == (inodeID{}) || !ok || old == d {
+		return true
+	}
+	if dirInodeOf(old) == id {
+		r.log.Debug("directory already watched under another name", "path", d, "watched_as", old)
+		return false
+	}
+	r.dirLeft(old, true)
+	return true
+}
+
+// dirInodeOf returns the inode of the directory d, or the zero value.
+func dirInodeOf(d string) inodeID {
+	var st unix.Stat_t
+	if unix.Lstat(d, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return inodeID{}
+	}
+	return inodeID{uint64(st.Dev), st.Ino}
 }
 
 // subdirs appends the non-ignored subdirectories of d to stack.
@@ -182,6 +221,12 @@ func (r *root) dropTree(dir string) {
 			stack = append(stack, filepath.Join(d, name))
 		}
 		delete(r.dirs, d)
+		if id, ok := r.dirInode[d]; ok {
+			delete(r.dirInode, d)
+			if r.inodeDir[id] == d {
+				delete(r.inodeDir, id)
+			}
+		}
 		// The watch may already be gone (deleted directory): ignore errors.
 		if err := r.fsw.Remove(d); err != nil && !errors.Is(err, fsnotify.ErrNonExistentWatch) {
 			r.log.Debug("cannot remove watch", "path", d, "err", err)

@@ -753,3 +753,92 @@ func TestRealQueueOverflow(t *testing.T) {
 		}
 	}
 }
+
+// TestDirMovedIntoNewDirStaysWatched: a directory moved into another one
+// that was itself just renamed is met first by the walk that watches the
+// renamed one, before the event for its own old name is read. Its watch
+// must survive that event: the kernel keeps one watch per inode, so the
+// old name's and the new name's are the same watch.
+func TestDirMovedIntoNewDirStaysWatched(t *testing.T) {
+	root := t.TempDir()
+	mustOK(t, os.MkdirAll(filepath.Join(root, "p/sub"), 0o755))
+	mustOK(t, os.MkdirAll(filepath.Join(root, "x/deep"), 0o755))
+	w, err := New([]string{root}, Options{Quiet: 50 * time.Millisecond, NoInitialRescan: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		for range w.Events() {
+		}
+		<-done
+	})
+	waitWatching(t, w)
+	// Stall the watcher: its Events buffer full, it reads no more events.
+	for i := range cap(w.events) + 1 {
+		write(t, filepath.Join(root, fmt.Sprintf("f%d", i)), "")
+	}
+	for deadline := time.Now().Add(waitLong); len(w.events) < cap(w.events); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("watcher never blocked")
+		}
+	}
+	// Both renames wait in the queue: when the watcher walks p2, x is
+	// already in it as p2/sub/x2.
+	mustOK(t, os.Rename(filepath.Join(root, "p"), filepath.Join(root, "p2")))
+	mustOK(t, os.Rename(filepath.Join(root, "x"), filepath.Join(root, "p2/sub/x2")))
+	drain := func(d time.Duration) []Event {
+		var evs []Event
+		for end := time.After(d); ; {
+			select {
+			case ev := <-w.Events():
+				evs = append(evs, ev)
+			case <-end:
+				return evs
+			}
+		}
+	}
+	drain(time.Second)
+	for _, p := range []string{"p2/sub/x2/new", "p2/sub/x2/deep/new"} {
+		write(t, filepath.Join(root, p), "written after the moves")
+	}
+	evs := drain(time.Second)
+	for _, p := range []string{"p2/sub/x2/new", "p2/sub/x2/deep/new"} {
+		if !has(evs, Changed, filepath.Join(root, p)) {
+			t.Errorf("no event for %s: its directory lost its watch; events: %v", p, evs)
+		}
+	}
+	if st := w.Status().Roots[0]; st.Watches != 5 {
+		t.Errorf("%d watches, want 5 (root, p2, sub, x2, deep)", st.Watches)
+	}
+}
+
+// TestBindMountInsideRoot: a directory mounted a second time inside the
+// root is one inode under two names, which inotify watches once. The
+// watcher keeps the first name's watch and does not take the second for a
+// move (which would drop and re-add the two names back and forth).
+func TestBindMountInsideRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to bind-mount")
+	}
+	root := t.TempDir()
+	mustOK(t, os.MkdirAll(filepath.Join(root, "a/in"), 0o755))
+	mustOK(t, os.Mkdir(filepath.Join(root, "b"), 0o755))
+	if err := unix.Mount(filepath.Join(root, "a"), filepath.Join(root, "b"), "", unix.MS_BIND, ""); err != nil {
+		t.Skipf("cannot bind-mount here: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(filepath.Join(root, "b"), unix.MNT_DETACH) })
+	r := startAt(t, root, Options{Quiet: 50 * time.Millisecond})
+	write(t, filepath.Join(root, "a/in/f"), "x")
+	r.wait("the change", func(evs []Event) bool { return has(evs, Changed, r.path("a/in/f")) })
+	r.reset()
+	if evs := r.quiet(time.Second); len(evs) > 0 {
+		t.Errorf("events with nothing changing: %v", evs)
+	}
+	if st := r.w.Status().Roots[0]; st.Watches != 3 {
+		t.Errorf("%d watches, want 3 (root, a, a/in; b and b/in are the same inodes)", st.Watches)
+	}
+}
