@@ -274,35 +274,14 @@ func TestSyncRealOverflow(t *testing.T) {
 	}
 	syncDir := t.TempDir()
 	root := t.TempDir()
-	w, err := New([]string{root}, Options{Quiet: 50 * time.Millisecond, NoInitialRescan: true, SyncDir: syncDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		for range w.Events() {
-		}
-		<-done
-	})
-	waitWatching(t, w)
-	writeFiles(t, root, "a", cap(w.events)+50)
-	deadline := time.Now().Add(waitLong)
-	for len(w.events) < cap(w.events) {
-		if time.Now().After(deadline) {
-			t.Fatal("watcher never blocked")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	w := stalled(t, root, Options{SyncDir: syncDir})
 	for i := range limit/2 + 4096 {
 		p := filepath.Join(root, fmt.Sprintf("b%d", i))
 		write(t, p, "")
 		os.Truncate(p, 1)
 	}
 	synced := make(chan error, 1)
-	go func() { synced <- w.Sync(ctx) }()
+	go func() { synced <- w.Sync(context.Background()) }()
 	overflowed := false
 	for {
 		select {

@@ -706,32 +706,7 @@ func TestRealQueueOverflow(t *testing.T) {
 		t.Skipf("fs.inotify.max_queued_events is %d: too many events to make in a unit test", limit)
 	}
 	root := t.TempDir()
-	w, err := New([]string{root}, Options{Quiet: 50 * time.Millisecond, NoInitialRescan: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		for range w.Events() {
-		}
-		<-done
-	})
-	waitWatching(t, w)
-	// Fill the Events buffer so the watcher blocks, then make events.
-	files := cap(w.events) + 50
-	for i := range files {
-		write(t, filepath.Join(root, fmt.Sprintf("a%d", i)), "")
-	}
-	deadline := time.Now().Add(waitLong)
-	for len(w.events) < cap(w.events) {
-		if time.Now().After(deadline) {
-			t.Fatal("watcher never blocked")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	w := stalled(t, root, Options{})
 	// Two events per file (IN_CREATE, IN_MODIFY from the truncate): more
 	// than the kernel queue plus fsnotify's read buffer (4096) hold.
 	for i := range limit/2 + 4096 {
@@ -754,16 +729,13 @@ func TestRealQueueOverflow(t *testing.T) {
 	}
 }
 
-// TestDirMovedIntoNewDirStaysWatched: a directory moved into another one
-// that was itself just renamed is met first by the walk that watches the
-// renamed one, before the event for its own old name is read. Its watch
-// must survive that event: the kernel keeps one watch per inode, so the
-// old name's and the new name's are the same watch.
-func TestDirMovedIntoNewDirStaysWatched(t *testing.T) {
-	root := t.TempDir()
-	mustOK(t, os.MkdirAll(filepath.Join(root, "p/sub"), 0o755))
-	mustOK(t, os.MkdirAll(filepath.Join(root, "x/deep"), 0o755))
-	w, err := New([]string{root}, Options{Quiet: 50 * time.Millisecond, NoInitialRescan: true})
+// stalled runs a watcher on root whose events nobody reads until the test
+// does: it fills its Events buffer with files written for the purpose, so
+// the watcher blocks and reads no more inotify events.
+func stalled(t *testing.T, root string, opts Options) *Watcher {
+	t.Helper()
+	opts.Quiet, opts.NoInitialRescan = 50*time.Millisecond, true
+	w, err := New([]string{root}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -777,15 +749,25 @@ func TestDirMovedIntoNewDirStaysWatched(t *testing.T) {
 		<-done
 	})
 	waitWatching(t, w)
-	// Stall the watcher: its Events buffer full, it reads no more events.
-	for i := range cap(w.events) + 1 {
-		write(t, filepath.Join(root, fmt.Sprintf("f%d", i)), "")
-	}
+	writeFiles(t, root, "a", cap(w.events)+50)
 	for deadline := time.Now().Add(waitLong); len(w.events) < cap(w.events); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("watcher never blocked")
 		}
 	}
+	return w
+}
+
+// TestDirMovedIntoNewDirStaysWatched: a directory moved into another one
+// that was itself just renamed is met first by the walk that watches the
+// renamed one, before the event for its own old name is read. Its watch
+// must survive that event: the kernel keeps one watch per inode, so the
+// old name's and the new name's are the same watch.
+func TestDirMovedIntoNewDirStaysWatched(t *testing.T) {
+	root := t.TempDir()
+	mustOK(t, os.MkdirAll(filepath.Join(root, "p/sub"), 0o755))
+	mustOK(t, os.MkdirAll(filepath.Join(root, "x/deep"), 0o755))
+	w := stalled(t, root, Options{})
 	// Both renames wait in the queue: when the watcher walks p2, x is
 	// already in it as p2/sub/x2.
 	mustOK(t, os.Rename(filepath.Join(root, "p"), filepath.Join(root, "p2")))
