@@ -322,7 +322,6 @@ func (e *env) diff() string {
 	return strings.Join(problems, "; ")
 }
 
-// settle waits until the index matches the tree and the indexer is idle.
 // settle waits until everything done to the tree so far is in the index:
 // the watcher has read every event from before the call (Sync), holds
 // nothing and has handed every event on, the indexer is idle, and the
