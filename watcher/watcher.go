@@ -8,7 +8,12 @@
 // directory under each root (one inotify instance per root), adds the watch
 // of a new directory before anything reads that directory, and drops the
 // watches of a subtree that was deleted or moved away. Ignored directories
-// (Options.Ignore, matched relative to the root) get no watch.
+// (Options.Ignore, matched relative to the root) get no watch. The kernel
+// keeps one watch per inode, so the watcher knows each watched directory's
+// inode: a directory met under a new name before the event for its old name
+// is read takes the old name's place at once, and a directory mounted twice
+// inside a root (a bind mount) is watched once, under the name met first;
+// changes under the other name are then reported under that one.
 //
 // Events are aggregated per path: a path is emitted only after it has been
 // quiet for Options.Quiet (default 1 s), or after Options.MaxDelay (default
