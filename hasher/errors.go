@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 
-	"github.com/annexd/annexd/internal/fsstat"
+	"github.com/annexd/annexd/fsstat"
 )
 
 // Errors returned by HashFile and Hasher.Hash.

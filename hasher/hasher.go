@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/annexd/annexd/internal/fsstat"
+	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/key"
 )
 

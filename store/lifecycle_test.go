@@ -93,7 +93,7 @@ func TestImportsPointDown(t *testing.T) {
 			switch {
 			case !strings.Contains(strings.Split(path, "/")[0], "."): // standard library
 			case path == "go.etcd.io/bbolt", path == "go.etcd.io/bbolt/errors":
-			case path == "github.com/annexd/annexd/key", path == "github.com/annexd/annexd/internal/fsstat":
+			case path == "github.com/annexd/annexd/key", path == "github.com/annexd/annexd/fsstat":
 			default:
 				t.Errorf("%s imports %s", f, path)
 			}

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/annexd/annexd/internal/fsstat"
+	"github.com/annexd/annexd/fsstat"
 )
 
 // corpus is the benchmark tree: $ANNEXD_CORPUS or the shared corpus.

@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/annexd/annexd/internal/fsstat"
+	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/internal/ignore"
 )
 

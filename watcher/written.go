@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/annexd/annexd/internal/fsstat"
+	"github.com/annexd/annexd/fsstat"
 )
 
 // Written files: a rewrite that sets the mtime back leaves no trace in the

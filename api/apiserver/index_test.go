@@ -12,7 +12,7 @@ import (
 
 	"github.com/annexd/annexd/api"
 	"github.com/annexd/annexd/hasher"
-	"github.com/annexd/annexd/internal/fsstat"
+	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )

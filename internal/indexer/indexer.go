@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/annexd/annexd/hasher"
-	"github.com/annexd/annexd/internal/fsstat"
+	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 	"github.com/annexd/annexd/watcher"
@@ -134,7 +134,7 @@ type Indexer struct {
 	writes   chan struct{} // semaphore: store writes in flight
 	onDemand chan struct{} // semaphore: hashes run by Lookup
 	renameMu sync.Mutex
-	gran     granularity
+	gran     fsstat.Granularities
 
 	unreadMu     sync.Mutex
 	unreadLogged map[string]struct{} // unreadable paths already logged
@@ -436,7 +436,7 @@ func (ix *Indexer) process(ctx context.Context, j job) {
 		return
 	}
 	ix.pend.setSize(j.path, fi.Size)
-	ix.gran.learn(fi.Dev, j.path)
+	ix.gran.Learn(fi.Dev, j.path)
 	var rec store.Record
 	ok := false
 	if j.absent {
@@ -481,7 +481,7 @@ func unreadable(err error) bool {
 }
 
 func isGone(err error) bool {
-	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNotDir)
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
 
 // settled reports whether rec still describes the file fi: same identity,
@@ -514,14 +514,14 @@ func sameIdentity(rec *store.Record, fi fsstat.FileInfo) bool {
 // start of its hashing by more than the file system's timestamp granularity,
 // so a later write in the same tick could have left the identity unchanged.
 func (ix *Indexer) racy(rec *store.Record) bool {
-	return rec.MtimeNs >= rec.HashedAt-int64(ix.gran.of(rec.Dev))
+	return rec.MtimeNs >= rec.HashedAt-int64(ix.gran.Of(rec.Dev))
 }
 
 // tooFresh returns how long to wait before hashing fi so that its record is
 // not racily clean, or 0.
 func (ix *Indexer) tooFresh(fi fsstat.FileInfo) time.Duration {
 	age := time.Duration(time.Now().UnixNano() - fi.MtimeNs)
-	g := ix.gran.of(fi.Dev)
+	g := ix.gran.Of(fi.Dev)
 	if age < 0 || age > g {
 		return 0
 	}
@@ -704,7 +704,7 @@ func (ix *Indexer) adoptRename(ctx context.Context, path string, fi fsstat.FileI
 	oldPath, rec, ok, err := ix.byInode(fi.Dev, fi.Ino, path)
 	if err != nil || !ok || oldPath == path || rec.State != store.StateOK ||
 		rec.Size != fi.Size || rec.MtimeNs != fi.MtimeNs || ix.racy(&rec) ||
-		bornAfter(path, fi.Ino, rec.CtimeNs) ||
+		fsstat.BornAfter(path, fi.Ino, rec.CtimeNs) ||
 		(rec.CtimeNs != fi.CtimeNs && ix.writtenSince(rec.HashedAt, fi, path, oldPath)) ||
 		ix.linkBusy(fi.Dev, fi.Ino, path) || !ix.unchanged(oldPath, &rec) {
 		// A name of the inode waiting in the pipeline was reported

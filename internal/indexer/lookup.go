@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/hasher"
-	"github.com/annexd/annexd/internal/fsstat"
+	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )

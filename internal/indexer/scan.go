@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/annexd/annexd/internal/fsstat"
+	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/store"
 	"github.com/annexd/annexd/walker"
 )
@@ -203,7 +203,7 @@ func (ix *Indexer) scanDir(ctx context.Context, dir string) {
 	}
 	sc := &scan{dir: dir, gen: gen, seen: newSeenSet(), unread: make(map[string]bool)}
 	if fi, err := fsstat.Lstat(dir); err == nil {
-		ix.gran.learn(fi.Dev, dir)
+		ix.gran.Learn(fi.Dev, dir)
 	}
 	start := time.Now()
 	var seen, bytes int64

@@ -4,6 +4,8 @@
 //
 // Two FileInfo values that are Same describe a file whose content the index
 // may assume unchanged; any difference means the content may have changed.
+// The package also holds the file-system probes the index needs: the
+// timestamp granularity of a file system and a file's birth time.
 package fsstat
 
 import (
