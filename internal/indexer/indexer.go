@@ -16,8 +16,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 	"github.com/annexd/annexd/watcher"

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )
