@@ -27,7 +27,6 @@ type root struct {
 	opts *Options
 	log  *slog.Logger
 	out  chan<- Event
-	wlog *writeLog
 
 	fsw       *fsnotify.Watcher
 	dirs      map[string]map[string]struct{} // watched directory → names of its watched subdirectories
@@ -60,9 +59,8 @@ type root struct {
 	status RootStatus
 }
 
-func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64, wlog *writeLog) *root {
+func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64) *root {
 	return &root{
-		wlog:      wlog,
 		path:      path,
 		sent:      sent,
 		opts:      opts,
@@ -234,11 +232,10 @@ func (r *root) handle(ev fsnotify.Event) {
 			r.dirLeft(p, ev.Has(fsnotify.Rename))
 			return
 		}
-		r.noteWritten(p, false)
 		if r.opts.Ignore.Match(r.rel(p), false) {
 			return
 		}
-		r.touch(p, false)
+		r.touch(p, false).forgetInode()
 	case ev.Has(fsnotify.Create):
 		fi, err := fsstat.Lstat(p)
 		if err == nil && fi.IsDir() {
@@ -255,7 +252,7 @@ func (r *root) handle(ev fsnotify.Event) {
 			return
 		}
 		if !r.opts.Ignore.Match(r.rel(p), false) {
-			r.touch(p, false)
+			r.touch(p, false).forgetInode() // another file may be at p now
 		}
 	default: // Write, Chmod
 		if watched {
@@ -264,54 +261,36 @@ func (r *root) handle(ev fsnotify.Event) {
 		if !r.opts.Ignore.Match(r.rel(p), false) {
 			it := r.touch(p, false)
 			if ev.Has(fsnotify.Write) {
-				r.markWritten(p, it)
+				r.written(p, it)
 			}
 		}
 	}
 }
 
 // dirLeft handles the watched directory p going away, renamed or deleted:
-// writes pending under it are noted, its watches dropped, and p waits to
-// settle.
+// its watches are dropped, and p waits to settle.
 func (r *root) dirLeft(p string, renamed bool) {
-	r.noteWritten(p, true)
 	if renamed {
-		r.wlog.dirRenamed(p, time.Now())
+		r.opts.Writes.DirRenamed(p)
 	}
 	r.dropTree(p)
 	r.touch(p, true)
 }
 
-// markWritten remembers a write to p: on its pending item, or, when the
-// event was folded into a directory's Rescan, in the write log, since the
-// Rescan's walk will not know the file was written.
-func (r *root) markWritten(p string, it *item) {
-	if it == nil {
-		r.wlog.note(p, inodeOf(p), time.Now())
-		return
+// written tells Options.Writes of a write to p, with the inode kept on
+// p's pending item or, when it has none yet, a fresh lstat's.
+func (r *root) written(p string, it *item) {
+	var id inodeID
+	if it != nil {
+		id = it.inode
 	}
-	if !it.written {
-		it.written = true
-		it.inode = inodeOf(p)
-		r.wlog.written(p, it.inode, time.Now())
-	}
-}
-
-// noteWritten tells the write log about p, or every path under the
-// directory p, that was written and is now going away before it settled.
-func (r *root) noteWritten(p string, dir bool) {
-	now := time.Now()
-	if it := r.pending[p]; it != nil && it.written {
-		r.wlog.note(p, it.inode, now)
-	}
-	if !dir {
-		return
-	}
-	for q, it := range r.pending {
-		if it.written && within(q, p) && q != p {
-			r.wlog.note(q, it.inode, now)
+	if id == (inodeID{}) {
+		id = inodeOf(p)
+		if it != nil {
+			it.inode = id
 		}
 	}
+	r.opts.Writes.Written(p, id.dev, id.ino)
 }
 
 func (r *root) handleErr(err error) {
@@ -369,10 +348,7 @@ func (r *root) fire(ctx context.Context) bool {
 		if r.pendingAbove(it.path) {
 			// A directory above is itself waiting (deleted, renamed or
 			// new): its Removed or Rescan covers this path; rm -rf of a
-			// tree becomes one event. The walk will not know of a write.
-			if it.written {
-				r.wlog.note(it.path, it.inode, now)
-			}
+			// tree becomes one event.
 			continue
 		}
 		if !r.settle(ctx, it) {
@@ -407,13 +383,10 @@ func (r *root) settle(ctx context.Context, it *item) bool {
 			r.log.Error("root is gone; checking periodically for it to come back", "err", err)
 			r.rootGone = true
 		}
-		if it.written {
-			r.wlog.note(p, it.inode, time.Now())
-		}
 		return r.emit(ctx, Event{Kind: Removed, Path: p})
 	case err != nil:
 		// Cannot tell (e.g. EACCES on a parent): let the consumer look.
-		return r.emitChanged(ctx, it)
+		return r.emit(ctx, Event{Kind: Changed, Path: p})
 	case fi.IsDir():
 		if r.opts.Ignore.Match(r.rel(p), true) {
 			if watched {
@@ -432,24 +405,15 @@ func (r *root) settle(ctx context.Context, it *item) bool {
 		if it.wasDir && !r.emit(ctx, Event{Kind: Removed, Path: p}) {
 			return false // a directory replaced by a file: its subtree is gone
 		}
-		return r.emitChanged(ctx, it)
+		return r.emit(ctx, Event{Kind: Changed, Path: p})
 	}
-}
-
-// emitChanged emits a Changed for it, and tells the write log when it
-// carries a write.
-func (r *root) emitChanged(ctx context.Context, it *item) bool {
-	ok := r.emit(ctx, Event{Kind: Changed, Path: it.path, Written: it.written})
-	if it.written {
-		r.wlog.emitted(it.path, it.inode, time.Now())
-	}
-	return ok
 }
 
 // overflow schedules one Rescan of the root, no sooner than the backoff
 // after the previous one; overflows while it waits join it.
 func (r *root) overflow() {
 	now := time.Now()
+	r.opts.Writes.Lost() // with the events, writes were lost
 	r.overflows++
 	r.lastOver = now
 	if r.ovPending {
@@ -480,14 +444,6 @@ func (r *root) rescanRoot(ctx context.Context, reason string) bool {
 		r.addTree(r.path)
 	}
 	now := time.Now()
-	for p, it := range r.pending {
-		if it.written {
-			r.wlog.note(p, it.inode, now)
-		}
-	}
-	if reason == ReasonOverflow {
-		r.wlog.lose(now) // writes were lost with the events
-	}
 	clear(r.pending)
 	r.queue.items = r.queue.items[:0]
 	r.lastRescan = now

@@ -35,6 +35,10 @@
 //     the watcher's start, an inotify queue overflow, a periodic safety
 //     rescan, or degraded mode covering a directory without a watch.
 //
+// Options.Writes is told of every write when the watcher reads its event,
+// of every watched directory renamed away, and of lost events. A consumer
+// keeps them to know of writes that no stat field shows.
+//
 // A Rescan is emitted only after the watches for the directory are in place,
 // so every change after the Rescan is seen either by the walk or as a later
 // event. Consumers must treat events as idempotent hints: the same file may
@@ -157,12 +161,27 @@ type Event struct {
 	Kind   Kind
 	Path   string // absolute, bytes as on disk
 	Reason string // for Rescan: one of the Reason constants
-	// Written is set on a Changed whose file was written since it was last
-	// emitted: its content changed even if no stat field shows it (a
-	// rewrite that set the mtime back), so no record kept for its inode
-	// elsewhere may be taken for it.
-	Written bool
 }
+
+// WriteRecorder keeps what the watcher saw written, for a consumer that
+// must know of writes no stat field shows. The watcher calls it when it
+// reads an event, from one goroutine per root.
+type WriteRecorder interface {
+	// Written: the file at path, inode (dev, ino), was written; ino is 0
+	// when the watcher could not stat it.
+	Written(path string, dev, ino uint64)
+	// DirRenamed: the watched directory at path was renamed away; a write
+	// under it may reach no watch until its new name is watched.
+	DirRenamed(path string)
+	// Lost: events were lost, so any file may have been written unseen.
+	Lost()
+}
+
+type noRecorder struct{}
+
+func (noRecorder) Written(string, uint64, uint64) {}
+func (noRecorder) DirRenamed(string)              {}
+func (noRecorder) Lost()                          {}
 
 // Options tune a Watcher. The zero value works; defaults are filled by New.
 type Options struct {
@@ -175,6 +194,7 @@ type Options struct {
 	NoInitialRescan    bool          // do not emit a Rescan of each root at start
 	Ignore             *ignore.Matcher
 	Logger             *slog.Logger
+	Writes             WriteRecorder // told of every write seen; nil tells nobody
 
 	// SyncDir is a private, existing directory for Sync's cookie files,
 	// outside the roots or inside one (it then gets no watch, events or
@@ -200,6 +220,9 @@ func (o *Options) fill() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Writes == nil {
+		o.Writes = noRecorder{}
+	}
 }
 
 // Watcher watches a set of roots. Create it with New, then call Run once and
@@ -208,7 +231,6 @@ type Watcher struct {
 	opts    Options
 	roots   []*root
 	events  chan Event
-	writes  *writeLog
 	started sync.Once
 	sent    atomic.Uint64 // events sent (or being sent) on events
 	cookies atomic.Uint64 // names of Sync cookies
@@ -219,7 +241,7 @@ type Watcher struct {
 // watched until Run.
 func New(roots []string, opts Options) (*Watcher, error) {
 	opts.fill()
-	w := &Watcher{opts: opts, events: make(chan Event, 256), writes: newWriteLog()}
+	w := &Watcher{opts: opts, events: make(chan Event, 256)}
 	var clean []string
 	for _, r := range roots {
 		abs, err := filepath.Abs(r)
@@ -247,7 +269,7 @@ func New(roots []string, opts Options) (*Watcher, error) {
 		return nil, err
 	}
 	for _, c := range clean {
-		w.roots = append(w.roots, newRoot(c, &w.opts, w.events, &w.sent, w.writes))
+		w.roots = append(w.roots, newRoot(c, &w.opts, w.events, &w.sent))
 	}
 	return w, nil
 }

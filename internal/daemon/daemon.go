@@ -28,6 +28,7 @@ import (
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/ignore"
 	"github.com/annexd/annexd/internal/indexer"
+	"github.com/annexd/annexd/internal/ledger"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 	"github.com/annexd/annexd/watcher"
@@ -225,7 +226,9 @@ func (a *App) setup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("daemon: ignore patterns: %w", err)
 	}
+	writes := ledger.New()
 	a.w, err = watcher.New(a.cfg.Roots, watcher.Options{
+		Writes:       writes,
 		Quiet:        a.cfg.Watch.QuietDelay,
 		SafetyRescan: a.cfg.Watch.SafetyRescan,
 		Ignore:       m,
@@ -242,7 +245,7 @@ func (a *App) setup(ctx context.Context) error {
 		MaxPending:   a.cfg.Indexer.MaxPending,
 		Ignore:       patterns,
 		Exclude:      a.exclude(),
-		WrittenSince: a.w.WrittenSince,
+		WrittenSince: writes.WrittenSince,
 		Logger:       a.log.With("part", "indexer"),
 	})
 	if err != nil {
@@ -372,7 +375,6 @@ func (a *App) follow(ctx context.Context) {
 				return
 			}
 			a.ix.Handle(ctx, ev)
-			a.w.Delivered(ev)
 			a.handled.Add(1)
 		case <-ctx.Done():
 			return
