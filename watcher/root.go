@@ -32,6 +32,8 @@ type root struct {
 	dirs      map[string]map[string]struct{} // watched directory → names of its watched subdirectories
 	dirInode  map[string]inodeID             // watched directory → its inode, where known
 	inodeDir  map[inodeID]string             // the inverse
+	left      map[inodeID]string             // watched directories renamed away, pending under their old name
+	moves     []Event                        // Moved events to send at once
 	unwatched map[string]int                 // top directories without a watch → directories under them
 	pending   map[string]*item
 	queue     deadlines
@@ -69,6 +71,7 @@ func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64) 
 		dirs:      make(map[string]map[string]struct{}),
 		dirInode:  make(map[string]inodeID),
 		inodeDir:  make(map[inodeID]string),
+		left:      make(map[inodeID]string),
 		unwatched: make(map[string]int),
 		pending:   make(map[string]*item),
 		inject:    make(chan error, 1),
@@ -137,7 +140,7 @@ func (r *root) run(ctx context.Context) error {
 			// first, or a file whose write is still in the queue would
 			// be emitted now and again after the write is read.
 			r.drain(events, errs)
-			if !r.fire(ctx) {
+			if !r.flushMoves(ctx) || !r.fire(ctx) {
 				return nil
 			}
 		case <-safety.C():
@@ -150,6 +153,9 @@ func (r *root) run(ctx context.Context) error {
 			if !r.retryUnwatched(ctx) {
 				return nil
 			}
+		}
+		if !r.flushMoves(ctx) {
+			return nil
 		}
 		r.arm()
 		r.publish()
@@ -192,6 +198,19 @@ const (
 	drainIdle = 5 * time.Millisecond
 	drainMax  = 1 << 16
 )
+
+// flushMoves sends the Moved events queued by handle.
+func (r *root) flushMoves(ctx context.Context) bool {
+	for len(r.moves) > 0 {
+		ev := r.moves[0]
+		r.moves = r.moves[1:]
+		if !r.emit(ctx, ev) {
+			return false
+		}
+	}
+	r.moves = nil
+	return true
+}
 
 // emit sends ev, or reports false when ctx ends first.
 func (r *root) emit(ctx context.Context, ev Event) bool {
@@ -248,11 +267,15 @@ func (r *root) handle(ev fsnotify.Event) {
 				r.dropTree(p)
 			}
 			r.addTree(p) // watch before anyone reads it
-			r.touch(p, true)
+			if !r.pairMove(p, inodeID{fi.Dev, fi.Ino}) {
+				r.touch(p, true).comeBack()
+			}
 			return
 		}
 		if !r.opts.Ignore.Match(r.rel(p), false) {
-			r.touch(p, false).forgetInode() // another file may be at p now
+			it := r.touch(p, false)
+			it.forgetInode() // another file may be at p now
+			it.comeBack()
 		}
 	default: // Write, Chmod
 		if watched {
@@ -268,13 +291,44 @@ func (r *root) handle(ev fsnotify.Event) {
 }
 
 // dirLeft handles the watched directory p going away, renamed or deleted:
-// its watches are dropped, and p waits to settle.
+// its watches are dropped, and p waits to settle. A renamed directory
+// whose inode is known waits in r.left for its new name.
 func (r *root) dirLeft(p string, renamed bool) {
+	id, known := r.dirInode[p]
 	if renamed {
 		r.opts.Writes.DirRenamed(p)
 	}
 	r.dropTree(p)
-	r.touch(p, true)
+	it := r.touch(p, true)
+	if renamed && known && it != nil {
+		r.left[id] = p
+		it.left = id
+	}
+}
+
+// pairMove pairs the directory p (inode id), just watched, with the old
+// name it was renamed from, and queues the Moved event. The old name's
+// item stays pending and emits nothing, unless something comes to that
+// name again; an item of p is dropped, as the Moved covers it. It reports
+// false, leaving p to settle as a new directory, when p has no watch or
+// no watched directory of this root left with its inode.
+func (r *root) pairMove(p string, id inodeID) bool {
+	from, ok := r.left[id]
+	if _, watched := r.dirs[p]; !ok || !watched || from == p {
+		return false
+	}
+	delete(r.left, id)
+	old := r.pending[from]
+	if old == nil {
+		return false
+	}
+	old.moved, old.left = true, inodeID{}
+	if it := r.pending[p]; it != nil {
+		heap.Remove(&r.queue, it.index)
+		delete(r.pending, p)
+	}
+	r.moves = append(r.moves, Event{Kind: Moved, From: from, Path: p})
+	return true
 }
 
 // written tells Options.Writes of a write to p, with the inode kept on
@@ -345,6 +399,12 @@ func (r *root) fire(ctx context.Context) bool {
 	for r.queue.Len() > 0 && !r.queue.items[0].due.After(now) {
 		it := heap.Pop(&r.queue).(*item)
 		delete(r.pending, it.path)
+		if it.left != (inodeID{}) && r.left[it.left] == it.path {
+			delete(r.left, it.left) // unpaired: its Removed goes out
+		}
+		if it.moved {
+			continue // its Moved went out
+		}
 		if r.pendingAbove(it.path) {
 			// A directory above is itself waiting (deleted, renamed or
 			// new): its Removed or Rescan covers this path; rm -rf of a
@@ -445,6 +505,7 @@ func (r *root) rescanRoot(ctx context.Context, reason string) bool {
 	}
 	now := time.Now()
 	clear(r.pending)
+	clear(r.left)
 	r.queue.items = r.queue.items[:0]
 	r.lastRescan = now
 	return r.emit(ctx, Event{Kind: Rescan, Path: r.path, Reason: reason})
@@ -522,7 +583,7 @@ func (r *root) publish() {
 	s.RootMissing = r.rootGone
 	s.NoInstance = r.noInstance
 	s.WatchesNeeded = s.Watches + unwatched
-	s.Pending = len(r.pending)
+	s.Pending = len(r.pending) + len(r.moves)
 	if r.ovPending {
 		s.Pending++ // the overflow Rescan of the root
 	}

@@ -254,6 +254,17 @@ type item struct {
 	index  int     // in the heap
 	wasDir bool    // it was a watched directory when an event came
 	inode  inodeID // the file's, from the first Write since it came there; zero if unknown
+	left   inodeID // the directory's, when it was renamed away and waits in root.left
+	moved  bool    // its directory's Moved went out: emit nothing
+}
+
+// comeBack notes that something was created at the path: an item whose
+// directory was moved away emits what is there now. It accepts a nil
+// item.
+func (it *item) comeBack() {
+	if it != nil {
+		it.moved = false
+	}
 }
 
 // forgetInode makes the next Write stat the file again: another may have

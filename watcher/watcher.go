@@ -35,14 +35,28 @@
 //     the watcher's start, an inotify queue overflow, a periodic safety
 //     rescan, or degraded mode covering a directory without a watch.
 //
-// Options.Writes is told of every write when the watcher reads its event,
-// of every watched directory renamed away, and of lost events. A consumer
-// keeps them to know of writes that no stat field shows.
-//
 // A Rescan is emitted only after the watches for the directory are in place,
 // so every change after the Rescan is seen either by the walk or as a later
 // event. Consumers must treat events as idempotent hints: the same file may
 // be reported by a Changed and by a Rescan walk.
+//
+// Options.Writes is told of every write when the watcher reads its event,
+// of every watched directory renamed away, and of lost events. A consumer
+// keeps them to know of writes that no stat field shows.
+//
+// # Moved directories
+//
+// A watched directory renamed within its root is one [Moved] event: the
+// directory at From is now at Path. Walk Path as for a Rescan, since files
+// may have changed in the gap; records under Path that the walk does not
+// find are gone, and so are records left under From. The watcher pairs the
+// two names by the directory's inode and sends the Moved as soon as it
+// reads the new name, once its watches are in place: before any event
+// about what happens to either name afterwards. After a chain of renames
+// read together, From is the first name and Path the last. A rename the watcher cannot pair
+// keeps the two events of the general rule, Removed for the old name and
+// a Rescan for the new: a directory moved in from outside the root or out
+// of it, across roots, or gone again before its new name could be watched.
 //
 // Run starts with one Rescan of each root (ReasonInitial) once the root's
 // watches are in place, so a consumer that walks on Rescan needs no initial
@@ -62,9 +76,8 @@
 // # Ordering
 //
 // Events for one root come from one goroutine in the order they settle;
-// roots are independent. A Removed for a renamed directory's old path and
-// the Rescan for its new path settle at about the same time, in either
-// order.
+// roots are independent. An unpaired rename's Removed and Rescan settle at
+// about the same time, in either order.
 //
 // # Sync
 //
@@ -133,6 +146,7 @@ const (
 	Changed Kind = iota + 1
 	Removed
 	Rescan
+	Moved
 )
 
 func (k Kind) String() string {
@@ -143,6 +157,8 @@ func (k Kind) String() string {
 		return "removed"
 	case Rescan:
 		return "rescan"
+	case Moved:
+		return "moved"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -156,11 +172,13 @@ const (
 	ReasonDegraded = "degraded"  // periodic rescan of a directory without a watch
 )
 
-// Event is one settled fact about a path under a root.
+// Event is one settled fact about a path under a root; see the package
+// documentation for what each Kind means.
 type Event struct {
 	Kind   Kind
 	Path   string // absolute, bytes as on disk
 	Reason string // for Rescan: one of the Reason constants
+	From   string // for Moved: the directory's old path
 }
 
 // WriteRecorder keeps what the watcher saw written, for a consumer that

@@ -49,7 +49,7 @@ func TestWritesReachTheLedger(t *testing.T) {
 	mustOK(t, rec.w.Sync(context.Background())) // the write is read while x still has its name
 	mustOK(t, os.Rename(rec.path("x"), rec.path("x2")))
 	mustOK(t, os.Rename(rec.path("x2"), rec.path("x3")))
-	rec.wait("renames settled", func(evs []Event) bool { return has(evs, Rescan, rec.path("e")) })
+	rec.wait("renames settled", func(evs []Event) bool { return moved(evs, rec.path("d"), rec.path("e")) })
 
 	for rel, want := range map[string]bool{"w": true, "gone": true, "d/in": true, "plain": false,
 		"w2": false, "e/in": false} {

@@ -874,6 +874,9 @@ func (ix *Indexer) Handle(ctx context.Context, ev watcher.Event) {
 		ix.Changed(ctx, ev.Path)
 	case watcher.Removed:
 		ix.Removed(ev.Path)
+	case watcher.Moved:
+		ix.Removed(ev.From)
+		ix.Rescan(ev.Path)
 	case watcher.Rescan:
 		ix.log.Debug("rescan requested", "path", ev.Path, "reason", ev.Reason)
 		ix.Rescan(ev.Path)
