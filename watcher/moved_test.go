@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/annexd/annexd/internal/roots"
 )
 
 // settled waits until a Sync has passed, nothing is pending and every event
@@ -90,9 +92,9 @@ func TestMovedChain(t *testing.T) {
 		switch {
 		case e.Kind == Moved:
 			seen = true
-		case seen && within(to, e.Path) && e.Kind == Removed:
+		case seen && roots.Within(to, e.Path) && e.Kind == Removed:
 			t.Errorf("%v after the Moved: the consumer would drop x.txt", e)
-		case e.Kind == Rescan && within(e.Path, filepath.Join(root, "p3")):
+		case e.Kind == Rescan && roots.Within(e.Path, filepath.Join(root, "p3")):
 			t.Errorf("%v besides the Moved", e)
 		}
 	}
@@ -122,9 +124,9 @@ func TestMovedChainLive(t *testing.T) {
 	covered := false
 	for _, e := range r.settled("the renames settled") {
 		switch {
-		case e.Kind == Changed && e.Path == x, (e.Kind == Moved || e.Kind == Rescan) && within(x, e.Path):
+		case e.Kind == Changed && e.Path == x, (e.Kind == Moved || e.Kind == Rescan) && roots.Within(x, e.Path):
 			covered = true
-		case e.Kind == Removed && within(x, e.Path):
+		case e.Kind == Removed && roots.Within(x, e.Path):
 			covered = false
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/internal/roots"
 )
 
 // root watches one root directory; all its state belongs to the goroutine
@@ -223,15 +224,7 @@ func (r *root) emit(ctx context.Context, ev Event) bool {
 	}
 }
 
-func (r *root) rel(p string) string {
-	if p == r.path {
-		return ""
-	}
-	if r.path == "/" {
-		return p[1:]
-	}
-	return strings.TrimPrefix(p, r.path+"/")
-}
+func (r *root) rel(p string) string { return roots.Rel(p, r.path) }
 
 // handle folds one fsnotify event into the pending set and the watch tree.
 func (r *root) handle(ev fsnotify.Event) {
@@ -239,7 +232,7 @@ func (r *root) handle(ev fsnotify.Event) {
 		return
 	}
 	p := ev.Name
-	if !within(p, r.path) {
+	if !roots.Within(p, r.path) {
 		return
 	}
 	_, watched := r.dirs[p]

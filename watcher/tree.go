@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/internal/roots"
 )
 
 // addTree watches dir and every directory under it that is not ignored,
@@ -240,7 +241,7 @@ func (r *root) dropTree(dir string) {
 		}
 	}
 	for p := range r.unwatched {
-		if within(p, dir) {
+		if roots.Within(p, dir) {
 			delete(r.unwatched, p)
 		}
 	}

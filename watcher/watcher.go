@@ -119,9 +119,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,6 +128,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/annexd/annexd/internal/ignore"
+	"github.com/annexd/annexd/internal/roots"
 )
 
 // Errors returned by New and Run.
@@ -255,39 +254,26 @@ type Watcher struct {
 }
 
 // New checks the roots (absolute or not, each must be an existing
-// directory; no root may contain another) and returns a Watcher. Nothing is
+// directory; no root may contain another, also through a symlink) and
+// returns a Watcher. Each root is watched as given, made absolute and
+// clean: events under a symlinked root carry that spelling. Nothing is
 // watched until Run.
-func New(roots []string, opts Options) (*Watcher, error) {
+func New(paths []string, opts Options) (*Watcher, error) {
 	opts.fill()
 	w := &Watcher{opts: opts, events: make(chan Event, 256)}
-	var clean []string
-	for _, r := range roots {
-		abs, err := filepath.Abs(r)
-		if err != nil {
-			return nil, fmt.Errorf("%w %s: %w", ErrRoot, r, err)
-		}
-		fi, err := os.Stat(abs)
-		if err != nil {
-			return nil, fmt.Errorf("%w %s: %w", ErrRoot, r, err)
-		}
-		if !fi.IsDir() {
-			return nil, fmt.Errorf("%w %s: not a directory", ErrRoot, r)
-		}
-		for _, c := range clean {
-			if within(abs, c) || within(c, abs) {
-				return nil, fmt.Errorf("%w %s: overlaps root %s", ErrRoot, r, c)
-			}
-		}
-		clean = append(clean, abs)
+	set, err := roots.Resolve(paths)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrRoot, err)
 	}
-	if len(clean) == 0 {
-		return nil, fmt.Errorf("%w: no roots", ErrRoot)
+	var given []string
+	for _, r := range set.Roots() {
+		given = append(given, r.Given)
 	}
-	if err := w.checkSyncDir(clean); err != nil {
+	if err := w.checkSyncDir(given); err != nil {
 		return nil, err
 	}
-	for _, c := range clean {
-		w.roots = append(w.roots, newRoot(c, &w.opts, w.events, &w.sent))
+	for _, g := range given {
+		w.roots = append(w.roots, newRoot(g, &w.opts, w.events, &w.sent))
 	}
 	return w, nil
 }
@@ -304,7 +290,7 @@ func (w *Watcher) Roots() []string {
 
 // checkSyncDir makes Options.SyncDir absolute and refuses one at or above
 // a root.
-func (w *Watcher) checkSyncDir(roots []string) error {
+func (w *Watcher) checkSyncDir(paths []string) error {
 	if w.opts.SyncDir == "" {
 		return nil
 	}
@@ -312,8 +298,8 @@ func (w *Watcher) checkSyncDir(roots []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSync, err)
 	}
-	for _, r := range roots {
-		if within(r, abs) {
+	for _, r := range paths {
+		if roots.Within(r, abs) {
 			return fmt.Errorf("%w: directory %s holds the root %s", ErrSync, abs, r)
 		}
 	}
@@ -376,17 +362,6 @@ func (w *Watcher) Status() Status {
 		s.Roots = append(s.Roots, r.snapshot())
 	}
 	return s
-}
-
-// within reports whether p is dir or inside dir.
-func within(p, dir string) bool {
-	if p == dir {
-		return true
-	}
-	if dir == "/" {
-		return true
-	}
-	return strings.HasPrefix(p, dir+"/")
 }
 
 // injectOverflow makes the root at path behave as if its inotify queue

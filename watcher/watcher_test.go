@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/annexd/annexd/internal/ignore"
+	"github.com/annexd/annexd/internal/roots"
 	"github.com/annexd/annexd/internal/testutil"
 )
 
@@ -172,6 +174,13 @@ func TestNewRejectsBadRoots(t *testing.T) {
 	if _, err := New([]string{dir, sub}, Options{}); err == nil {
 		t.Error("nested roots accepted")
 	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(sub, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New([]string{dir, link}, Options{}); !errors.Is(err, ErrRoot) || !strings.Contains(err.Error(), "overlap") {
+		t.Errorf("a root nested through a symlink: %v, want an overlap", err)
+	}
 }
 
 func TestFileLifecycle(t *testing.T) {
@@ -269,7 +278,7 @@ func TestMkdirPThenFiles(t *testing.T) {
 	// above it (emitted after that directory's watch was in place).
 	covered := func(evs []Event, f string) bool {
 		for _, e := range evs {
-			if (e.Kind == Changed && e.Path == f) || (e.Kind == Rescan && within(f, e.Path)) {
+			if (e.Kind == Changed && e.Path == f) || (e.Kind == Rescan && roots.Within(f, e.Path)) {
 				return true
 			}
 		}
@@ -537,7 +546,7 @@ func TestWatchLimitDegradedMode(t *testing.T) {
 	})
 	for _, e := range evs {
 		// The root got the first watch; only directories below lack one.
-		if e.Kind == Rescan && e.Reason == ReasonDegraded && (e.Path == root || !within(e.Path, root)) {
+		if e.Kind == Rescan && e.Reason == ReasonDegraded && (e.Path == root || !roots.Within(e.Path, root)) {
 			t.Errorf("degraded rescan of a watched directory: %v", e)
 		}
 	}
