@@ -141,7 +141,7 @@ func (r *root) run(ctx context.Context) error {
 			// first, or a file whose write is still in the queue would
 			// be emitted now and again after the write is read.
 			r.drain(events, errs)
-			if !r.flushMoves(ctx) || !r.fire(ctx) {
+			if !r.fire(ctx) {
 				return nil
 			}
 		case <-safety.C():
@@ -378,9 +378,12 @@ func (r *root) touch(p string, wasDir bool) *item {
 	return it
 }
 
-// fire emits every pending path whose deadline has passed, and the overflow
-// Rescan when it is due.
+// fire emits the queued Moved events, then every pending path whose
+// deadline has passed, and the overflow Rescan when it is due.
 func (r *root) fire(ctx context.Context) bool {
+	if !r.flushMoves(ctx) {
+		return false
+	}
 	now := time.Now()
 	if r.ovPending && !now.Before(r.ovDue) {
 		r.ovPending = false
