@@ -330,6 +330,10 @@ func (s *Store) commit(batch []item) {
 
 // update runs fn in a write transaction and commits.
 func (s *Store) update(fn func(w *wtx) error) (err error) {
+	if err := s.dmg.get(); err != nil {
+		return err // a damaged index is never written
+	}
+	defer func() { s.dmg.note(err) }()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/daemon"
+	"github.com/annexd/annexd/store"
 )
 
 // defaultMemoryLimit is the Go runtime's soft memory limit unless
@@ -154,6 +155,9 @@ func runDaemon(cmd *cobra.Command, args []string, f *runFlags) error {
 	}()
 	defer signal.Stop(sigs)
 	if err := app.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		if errors.Is(err, store.ErrCorrupt) {
+			return damaged(err, cmd, args)
+		}
 		return &exitError{Code: exitFailure, Err: err}
 	}
 	return nil

@@ -74,6 +74,8 @@ type App struct {
 	opts  Options
 	log   *slog.Logger
 	roots roots.Set
+	// damageLog logs the first error from a damaged index (damage.go).
+	damageLog damageFilter
 
 	backend key.Backend
 	started time.Time
@@ -103,6 +105,8 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	damageLog := newDamageFilter(log.Handler())
+	log = slog.New(damageLog)
 	if len(cfg.Roots) == 0 {
 		return nil, ErrNoRoots
 	}
@@ -118,7 +122,7 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if !hasher.Supported(b) {
 		return nil, fmt.Errorf("daemon: backend %s cannot be hashed by this build", b)
 	}
-	return &App{cfg: cfg, opts: opts, log: log, backend: b, roots: set}, nil
+	return &App{cfg: cfg, opts: opts, log: log, damageLog: damageLog, backend: b, roots: set}, nil
 }
 
 // Run runs the daemon until ctx ends (or, with ExitWhenIdle, until it is
@@ -173,6 +177,7 @@ func (a *App) Run(ctx context.Context) error {
 	g.Go(func() error { return a.srv.Run(runCtx) })
 	g.Go(func() error { return a.logProgress(runCtx) })
 	g.Go(func() error { a.checkOutside(runCtx); return nil })
+	g.Go(func() error { return a.watchDamage(runCtx) })
 	if a.opts.ExitWhenIdle {
 		g.Go(func() error {
 			if a.waitIdle(runCtx) == nil {
@@ -183,6 +188,9 @@ func (a *App) Run(ctx context.Context) error {
 		})
 	}
 	err = g.Wait()
+	if n := a.damageLog.dropped(); n > 0 && errors.Is(err, store.ErrCorrupt) {
+		err = fmt.Errorf("%w (%d more errors from the same damage were not logged)", err, n)
+	}
 	p := a.ix.Progress()
 	a.log.Info("annexd stopped", "files_hashed", p.FilesHashed, "bytes_hashed", p.BytesHashed,
 		"uptime", time.Since(a.started).Round(time.Millisecond))
