@@ -18,6 +18,7 @@ type annexdRun struct {
 	base  string
 	roots []string
 	extra []string                // flags after the common ones
+	exe   string                  // the annexd binary ("": the one built for the tests)
 	cred  *syscall.Credential     // run as this user (nil: as the test)
 	sub   string                  // a subcommand ("repair"), or "" for the daemon
 	env   func([]string) []string // adjusts the environment, if set
@@ -49,7 +50,11 @@ func spawn(t *testing.T, l annexdRun) *daemon {
 	if l.env != nil {
 		d.env = l.env(d.env)
 	}
-	d.cmd = exec.Command(bin.annexd, l.args()...)
+	exe := l.exe
+	if exe == "" {
+		exe = bin.annexd
+	}
+	d.cmd = exec.Command(exe, l.args()...)
 	d.cmd.Env = d.env
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if l.cred != nil {

@@ -231,6 +231,7 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 			MeasuredAt: c.At.Truncate(time.Millisecond),
 		}
 	}
+	markUnreadable(&out, ws.Roots)
 	return out, nil
 }
 
