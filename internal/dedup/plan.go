@@ -67,7 +67,13 @@ type Plan struct {
 	Mode    Mode
 	Groups  []Group
 	Actions int   // number of actions in all groups
-	Frees   int64 // bytes the index expects the run to free
+	Frees   int64 // bytes the run is expected to free
+	// Shared counts the actions a survey found done already: the target
+	// shares all its blocks with the keeper. They are not in Groups.
+	Shared int
+	// Unsupported names the file systems that cannot share extents. Their
+	// groups stay in the plan; a run skips them.
+	Unsupported []*UnsupportedError
 }
 
 // Add appends g's groups to p.

@@ -1,0 +1,318 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"os"
+
+	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/store"
+)
+
+// Plan plans a run from the index. Files the caller cannot read are left
+// out before grouping, so a plan reveals nothing about them. In reflink
+// mode each action is then surveyed, reading only: a target that already
+// shares its keeper's blocks is dropped (counted in Plan.Shared), Frees
+// becomes the bytes the target holds alone, and a file system that cannot
+// share extents is named in Plan.Unsupported.
+func (d *Deduper) Plan(ctx context.Context, req Request) (Plan, error) {
+	if req.Mode == Hardlink {
+		return Plan{}, ErrNoIntents
+	}
+	for _, p := range req.Paths {
+		if len(p) == 0 || p[0] != '/' {
+			return Plan{}, ErrPath
+		}
+	}
+	vis := newAccess(req.Caller)
+	sv := survey{probed: map[uint64]error{}}
+	p := Plan{Mode: req.Mode}
+	err := d.idx.Dups(ctx, store.DupOptions{MinSize: max(req.MinSize, 1)}, func(g store.Group) error {
+		g.Members = vis.readable(g.Members)
+		for _, pg := range PlanGroup(g, req.PlanOptions) {
+			if req.Mode == Reflink {
+				pg = sv.group(pg, &p)
+			}
+			if len(pg.Actions) > 0 {
+				p.Add(pg)
+			}
+		}
+		return nil
+	})
+	return p, err
+}
+
+// survey reads extent maps for a reflink plan.
+type survey struct {
+	probed map[uint64]error // device → nil or why it cannot share extents
+}
+
+// group drops the actions whose target already shares the keeper's
+// blocks and sets Frees to the bytes each target holds alone.
+func (s *survey) group(g Group, p *Plan) Group {
+	kf, _, err := openFile(g.Keeper.Path)
+	if err != nil {
+		return g // the run finds out why, and says so
+	}
+	defer kf.Close()
+	if s.unsupported(g, kf, p) {
+		return g
+	}
+	kx, err := fiemap(int(kf.Fd()), g.Size)
+	if err != nil {
+		return g
+	}
+	out := g
+	out.Actions, out.Frees = nil, 0
+	for _, a := range g.Actions {
+		frees, shared := surveyTarget(a.Targets[0].Path, g.Size, kx)
+		if shared {
+			p.Shared++
+			continue
+		}
+		if frees >= 0 {
+			a.Frees = frees
+		}
+		out.Actions = append(out.Actions, a)
+		out.Frees += a.Frees
+	}
+	return out
+}
+
+// unsupported probes the keeper's file system once per device and notes
+// in the plan one that cannot share extents.
+func (s *survey) unsupported(g Group, kf *os.File, p *Plan) bool {
+	err, seen := s.probed[g.Dev]
+	if !seen {
+		err = canReflink(kf)
+		s.probed[g.Dev] = err
+		if err != nil {
+			p.Unsupported = append(p.Unsupported, unsupportedError(kf, g.Keeper.Path, err))
+		}
+	}
+	return err != nil
+}
+
+// surveyTarget returns the bytes the target holds alone (-1: unknown) and
+// whether it already shares all its blocks with the keeper.
+func surveyTarget(path []byte, size int64, kx []extent) (frees int64, shared bool) {
+	f, _, err := openFile(path)
+	if err != nil {
+		return -1, false
+	}
+	defer f.Close()
+	tx, err := fiemap(int(f.Fd()), size)
+	if err != nil {
+		return -1, false
+	}
+	same, exclusive := sharing(tx, kx)
+	all := placed(tx)
+	return exclusive, all > 0 && same == all
+}
+
+// Apply carries out a plan. Every action first checks both files against
+// their records again and is skipped, alone, when they differ. Apply
+// returns the result so far and ctx.Err() when ctx ends; otherwise an
+// *UnsupportedError for each file system that could not share extents.
+// Runs that change files take turns.
+func (d *Deduper) Apply(ctx context.Context, plan Plan, req Request) (Result, error) {
+	if plan.Mode == Hardlink {
+		return Result{}, ErrNoIntents
+	}
+	if err := d.lock(ctx); err != nil {
+		return Result{}, err
+	}
+	defer d.unlock()
+	r := &run{d: d, req: req, mode: plan.Mode, access: newAccess(req.Caller), probed: map[uint64]error{}}
+	r.res = Result{Mode: plan.Mode, Planned: plan.Actions}
+	for i := range plan.Groups {
+		if err := ctx.Err(); err != nil {
+			return r.res, err
+		}
+		r.group(ctx, &plan.Groups[i])
+	}
+	if err := ctx.Err(); err != nil {
+		return r.res, err
+	}
+	var errs []error
+	for _, u := range r.res.Unsupported {
+		errs = append(errs, u)
+	}
+	return r.res, errors.Join(errs...)
+}
+
+// lock waits for the turn to change files, or for ctx to end.
+func (d *Deduper) lock(ctx context.Context) error {
+	select {
+	case d.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (d *Deduper) unlock() { <-d.turn }
+
+// run is the state of one Apply.
+type run struct {
+	d      *Deduper
+	req    Request
+	mode   Mode
+	access *access
+	probed map[uint64]error
+	res    Result
+	done   int
+}
+
+// side is one file of a pair, open for reading.
+type side struct {
+	path []byte
+	rec  store.Record
+	f    *os.File
+	fi   fsstat.FileInfo
+}
+
+func (s *side) close() {
+	if s.f != nil {
+		s.f.Close()
+		s.f = nil
+	}
+}
+
+// pair is a keeper and one target name, both open and checked.
+type pair struct {
+	keeper, target *side
+}
+
+// group carries out one group's actions with its keeper opened once.
+func (r *run) group(ctx context.Context, g *Group) {
+	keeper := &side{path: g.Keeper.Path, rec: g.Keeper.Record}
+	reason, err := r.openSide(keeper)
+	if err == nil && reason == "" && r.mode == Reflink {
+		reason, err = r.supported(g, keeper)
+	}
+	defer keeper.close()
+	for _, a := range g.Actions {
+		if ctx.Err() != nil {
+			return
+		}
+		if reason != "" {
+			r.skipAction(g, a, reason, err)
+			continue
+		}
+		r.action(ctx, g, keeper, a)
+	}
+}
+
+// supported probes a device once per run.
+func (r *run) supported(g *Group, keeper *side) (Reason, error) {
+	err, seen := r.probed[g.Dev]
+	if !seen {
+		err = canReflink(keeper.f)
+		r.probed[g.Dev] = err
+		if err != nil {
+			r.res.Unsupported = append(r.res.Unsupported, unsupportedError(keeper.f, keeper.path, err))
+		}
+	}
+	if err != nil {
+		return SkipUnsupported, err
+	}
+	return "", nil
+}
+
+// action checks and carries out one action.
+func (r *run) action(ctx context.Context, g *Group, keeper *side, a Action) {
+	var freed int64
+	reason, err := r.recheck(keeper)
+	if reason == "" {
+		freed, reason, err = r.reflinkAction(ctx, keeper, a.Targets[0])
+	}
+	if reason != "" {
+		r.skipAction(g, a, reason, err)
+		return
+	}
+	r.res.Done++
+	r.res.Freed += freed
+	r.progress(a)
+}
+
+// reflinkAction opens and checks a target, then shares the keeper's extents.
+func (r *run) reflinkAction(ctx context.Context, keeper *side, t File) (int64, Reason, error) {
+	target := &side{path: t.Path, rec: t.Record}
+	defer target.close()
+	if reason, err := r.openSide(target); reason != "" {
+		return 0, reason, err
+	}
+	if !r.access.canModify(target.path, target.fi) {
+		return 0, SkipPermission, nil
+	}
+	freed, reason, err := r.reflink(ctx, &pair{keeper: keeper, target: target})
+	if reason == SkipDiffers {
+		r.rehash(keeper.path, target.path)
+	}
+	return freed, reason, err
+}
+
+// openSide opens a file and checks it against its record.
+func (r *run) openSide(s *side) (Reason, error) {
+	f, fi, err := openFile(s.path)
+	if err != nil {
+		return skipFor(err), err
+	}
+	s.f, s.fi = f, fi
+	return r.check(s)
+}
+
+// recheck checks an open file against its record again.
+func (r *run) recheck(s *side) (Reason, error) {
+	fi, err := fsstat.Fstat(int(s.f.Fd()))
+	if err != nil {
+		return SkipError, err
+	}
+	s.fi = fi
+	return r.check(s)
+}
+
+// check compares an open file with its record, in the index and on disk,
+// and asks the ledger whether it was written since the record was hashed.
+func (r *run) check(s *side) (Reason, error) {
+	cur, ok, err := r.d.idx.Get(s.path)
+	if err != nil {
+		return SkipError, err
+	}
+	if !ok || !sameRecord(&cur, &s.rec) || !matches(s.fi, &s.rec) {
+		return SkipChanged, nil
+	}
+	if l := r.d.opt.Ledger; l != nil && l.WrittenSince(string(s.path), s.rec.Dev, s.rec.Ino, s.rec.HashedAt) {
+		return SkipWritten, nil
+	}
+	return "", nil
+}
+
+// skipAction records a skipped action, once for each of its names.
+func (r *run) skipAction(g *Group, a Action, reason Reason, err error) {
+	detail := ""
+	if err != nil {
+		detail = err.Error()
+	}
+	r.res.skip(Skip{Keeper: g.Keeper.Path, Target: a.Targets[0].Path, Reason: reason, Detail: detail})
+	r.d.log.Debug("dedup skipped", "keeper", string(g.Keeper.Path), "target", string(a.Targets[0].Path),
+		"reason", string(reason), "err", err)
+	r.progress(a)
+}
+
+func (r *run) progress(a Action) {
+	r.done++
+	if r.req.Progress != nil {
+		r.req.Progress(Progress{Done: r.done, Total: r.res.Planned, Freed: r.res.Freed, Path: a.Targets[0].Path})
+	}
+}
+
+func (r *run) rehash(paths ...[]byte) {
+	if r.d.opt.Rehash == nil {
+		return
+	}
+	for _, p := range paths {
+		r.d.opt.Rehash(p)
+	}
+}
