@@ -30,3 +30,9 @@ func (a *access) readable(ms []store.Member) []store.Member {
 func (a *access) canModify(path []byte, fi fsstat.FileInfo) bool {
 	return a.c == nil
 }
+
+// canReplace reports whether the caller could itself replace the name
+// path of the file fi.
+func (a *access) canReplace(path []byte, fi fsstat.FileInfo) bool {
+	return a.c == nil
+}

@@ -27,6 +27,9 @@ type Options struct {
 	// Ledger, when set, makes every action skip a file written since its
 	// record was hashed, even when its stat looks unchanged.
 	Ledger Ledger
+	// Intents is the journal hardlink mode writes before it acts. Without
+	// it, hardlink mode is refused with ErrNoIntents.
+	Intents Intents
 	// Rehash asks for a path to be checked and hashed again, because its
 	// content or its inode no longer matches its record. The daemon wires
 	// it to the indexer.

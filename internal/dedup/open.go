@@ -98,3 +98,11 @@ func isOpen(err error) bool {
 	var pe *os.PathError
 	return errors.As(err, &pe) && pe.Op == "openat2"
 }
+
+// sameContent reports whether two records describe the same content of
+// the same inode in the same state: a record made again after a ctime
+// change, with a later HashedAt.
+func sameContent(a, b *store.Record) bool {
+	return a.Backend == b.Backend && bytes.Equal(a.Digest, b.Digest) && a.Size == b.Size &&
+		a.MtimeNs == b.MtimeNs && a.CtimeNs == b.CtimeNs && a.Dev == b.Dev && a.Ino == b.Ino && a.State == b.State
+}

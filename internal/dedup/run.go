@@ -16,7 +16,7 @@ import (
 // becomes the bytes the target holds alone, and a file system that cannot
 // share extents is named in Plan.Unsupported.
 func (d *Deduper) Plan(ctx context.Context, req Request) (Plan, error) {
-	if req.Mode == Hardlink {
+	if req.Mode == Hardlink && d.opt.Intents == nil {
 		return Plan{}, ErrNoIntents
 	}
 	for _, p := range req.Paths {
@@ -116,13 +116,18 @@ func surveyTarget(path []byte, size int64, kx []extent) (frees int64, shared boo
 // *UnsupportedError for each file system that could not share extents.
 // Runs that change files take turns.
 func (d *Deduper) Apply(ctx context.Context, plan Plan, req Request) (Result, error) {
-	if plan.Mode == Hardlink {
+	if plan.Mode == Hardlink && d.opt.Intents == nil {
 		return Result{}, ErrNoIntents
 	}
 	if err := d.lock(ctx); err != nil {
 		return Result{}, err
 	}
 	defer d.unlock()
+	if plan.Mode == Hardlink {
+		if err := d.recover(ctx); err != nil {
+			return Result{}, err
+		}
+	}
 	r := &run{d: d, req: req, mode: plan.Mode, access: newAccess(req.Caller), probed: map[uint64]error{}}
 	r.res = Result{Mode: plan.Mode, Planned: plan.Actions}
 	for i := range plan.Groups {
@@ -170,6 +175,28 @@ type side struct {
 	rec  store.Record
 	f    *os.File
 	fi   fsstat.FileInfo
+	// linked is the ctime the keeper got from this run's last link to it,
+	// or 0. A link changes only the inode's ctime and link count, so that
+	// ctime is as good as the record's.
+	linked int64
+}
+
+// current reports whether the file and the index's record cur still are
+// what the plan saw, allowing for the ctime of this run's own links.
+func (s *side) current(cur *store.Record) bool {
+	if sameRecord(cur, &s.rec) && matches(s.fi, &s.rec) {
+		return true
+	}
+	if s.linked == 0 || s.fi.CtimeNs != s.linked {
+		return false
+	}
+	want := s.rec
+	want.CtimeNs = s.linked
+	if !matches(s.fi, &want) {
+		return false
+	}
+	// The index may have recorded the new ctime meanwhile.
+	return sameRecord(cur, &s.rec) || sameContent(cur, &want)
 }
 
 func (s *side) close() {
@@ -225,7 +252,12 @@ func (r *run) action(ctx context.Context, g *Group, keeper *side, a Action) {
 	var freed int64
 	reason, err := r.recheck(keeper)
 	if reason == "" {
-		freed, reason, err = r.reflinkAction(ctx, keeper, a.Targets[0])
+		switch r.mode {
+		case Hardlink:
+			freed, reason, err = r.hardlink(ctx, g, keeper, a)
+		default:
+			freed, reason, err = r.reflinkAction(ctx, keeper, a.Targets[0])
+		}
 	}
 	if reason != "" {
 		r.skipAction(g, a, reason, err)
@@ -280,7 +312,7 @@ func (r *run) check(s *side) (Reason, error) {
 	if err != nil {
 		return SkipError, err
 	}
-	if !ok || !sameRecord(&cur, &s.rec) || !matches(s.fi, &s.rec) {
+	if !ok || !s.current(&cur) {
 		return SkipChanged, nil
 	}
 	if l := r.d.opt.Ledger; l != nil && l.WrittenSince(string(s.path), s.rec.Dev, s.rec.Ino, s.rec.HashedAt) {
