@@ -34,11 +34,7 @@ func (r *run) hardlink(ctx context.Context, g *Group, keeper *side, a Action) (i
 	if reason, err := r.otherNames(target, a.Targets[1:]); reason != "" {
 		return 0, reason, err
 	}
-	kst, tst, err := fstat2(keeper.f, target.f)
-	if err != nil {
-		return 0, SkipError, err
-	}
-	if reason, err := r.linkable(a, keeper, target, &kst, &tst); reason != "" {
+	if reason, err := r.linkable(a, keeper, target); reason != "" {
 		return 0, reason, err
 	}
 	release, reason, err := leaseBoth(keeper.f, target.f)
@@ -54,7 +50,7 @@ func (r *run) hardlink(ctx context.Context, g *Group, keeper *side, a Action) (i
 			return 0, reason, err
 		}
 	}
-	return tst.Blocks * 512, "", nil
+	return target.st.Blocks * 512, "", nil
 }
 
 // otherNames checks the target's other names against their records and
@@ -74,16 +70,13 @@ func (r *run) otherNames(target *side, names []File) (Reason, error) {
 	return "", nil
 }
 
-func fstat2(a, b *os.File) (sa, sb unix.Stat_t, err error) {
-	if err = unix.Fstat(int(a.Fd()), &sa); err == nil {
-		err = unix.Fstat(int(b.Fd()), &sb)
-	}
-	return sa, sb, err
-}
-
 // linkable refuses a link that would change what the target's names show
 // or that would free nothing, and a target the caller could not replace.
-func (r *run) linkable(a Action, keeper, target *side, kst, tst *unix.Stat_t) (Reason, error) {
+func (r *run) linkable(a Action, keeper, target *side) (Reason, error) {
+	kst, tst := &keeper.st, &target.st
+	if !r.access.canModify(target.path, tst) {
+		return SkipPermission, nil
+	}
 	if kst.Uid != tst.Uid || kst.Gid != tst.Gid || kst.Mode != tst.Mode {
 		return SkipMetadata, fmt.Errorf("keeper %d:%d %#o, target %d:%d %#o",
 			kst.Uid, kst.Gid, kst.Mode&0o7777, tst.Uid, tst.Gid, tst.Mode&0o7777)
@@ -91,16 +84,19 @@ func (r *run) linkable(a Action, keeper, target *side, kst, tst *unix.Stat_t) (R
 	if int(tst.Nlink) != len(a.Targets) {
 		return SkipLinks, fmt.Errorf("%d links, %d of them in the plan", tst.Nlink, len(a.Targets))
 	}
+	for _, t := range a.Targets {
+		// Checked again on the directory's descriptor before each name.
+		dir := filepath.Dir(string(t.Path))
+		var dst unix.Stat_t
+		if unix.Lstat(dir, &dst) != nil || !r.access.canReplace(dir, &dst, tst) {
+			return SkipPermission, nil
+		}
+	}
 	if lost, err := xattrsDiffer(keeper.f, target.f); err != nil || len(lost) > 0 {
 		if err != nil {
 			return SkipError, err
 		}
 		return SkipXattrs, fmt.Errorf("would lose or change %v", lost)
-	}
-	for _, t := range a.Targets {
-		if !r.access.canReplace(t.Path, target.fi) {
-			return SkipPermission, nil
-		}
 	}
 	return "", nil
 }
@@ -209,6 +205,13 @@ func (r *run) relink(ctx context.Context, g *Group, keeper, target *side, path [
 	}
 	defer dir.Close()
 	dfd := int(dir.Fd())
+	var dst unix.Stat_t
+	if err := unix.Fstat(dfd, &dst); err != nil {
+		return SkipError, err
+	}
+	if !r.access.canReplace(dir.Name(), &dst, &target.st) {
+		return SkipPermission, nil
+	}
 	if !isInode(dfd, name, target.fi.Dev, target.fi.Ino) {
 		return SkipChanged, fmt.Errorf("%s no longer names the target", path)
 	}

@@ -53,17 +53,17 @@ func rootFD() int {
 
 // openFile opens a regular file for reading without blocking on a FIFO or
 // a device that was swapped in, and stats the descriptor.
-func openFile(path []byte) (*os.File, fsstat.FileInfo, error) {
+func openFile(path []byte) (*os.File, unix.Stat_t, error) {
+	var st unix.Stat_t
 	f, err := openPath(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK)
 	if err != nil {
-		return nil, fsstat.FileInfo{}, err
+		return nil, st, err
 	}
-	fi, err := fsstat.Fstat(int(f.Fd()))
-	if err != nil {
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		f.Close()
-		return nil, fsstat.FileInfo{}, &os.PathError{Op: "fstat", Path: string(path), Err: err}
+		return nil, st, &os.PathError{Op: "fstat", Path: string(path), Err: err}
 	}
-	return f, fi, nil
+	return f, st, nil
 }
 
 // matches reports whether the file's identity is the record's: same

@@ -124,8 +124,11 @@ func sameAt(ctx context.Context, dfd int, a, b string) (bool, error) {
 		return false, err
 	}
 	defer fb.Close()
-	sa, sb, err := fstat2(fa, fb)
-	if err != nil {
+	var sa, sb unix.Stat_t
+	if err := unix.Fstat(int(fa.Fd()), &sa); err != nil {
+		return false, err
+	}
+	if err := unix.Fstat(int(fb.Fd()), &sb); err != nil {
 		return false, err
 	}
 	if sa.Size != sb.Size {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/store"
 )
@@ -174,7 +176,8 @@ type side struct {
 	path []byte
 	rec  store.Record
 	f    *os.File
-	fi   fsstat.FileInfo
+	st   unix.Stat_t
+	fi   fsstat.FileInfo // of st
 	// linked is the ctime the keeper got from this run's last link to it,
 	// or 0. A link changes only the inode's ctime and link count, so that
 	// ctime is as good as the record's.
@@ -275,7 +278,7 @@ func (r *run) reflinkAction(ctx context.Context, keeper *side, t File) (int64, R
 	if reason, err := r.openSide(target); reason != "" {
 		return 0, reason, err
 	}
-	if !r.access.canModify(target.path, target.fi) {
+	if !r.access.canModify(target.path, &target.st) {
 		return 0, SkipPermission, nil
 	}
 	freed, reason, err := r.reflink(ctx, &pair{keeper: keeper, target: target})
@@ -287,21 +290,20 @@ func (r *run) reflinkAction(ctx context.Context, keeper *side, t File) (int64, R
 
 // openSide opens a file and checks it against its record.
 func (r *run) openSide(s *side) (Reason, error) {
-	f, fi, err := openFile(s.path)
+	f, st, err := openFile(s.path)
 	if err != nil {
 		return skipFor(err), err
 	}
-	s.f, s.fi = f, fi
+	s.f, s.st, s.fi = f, st, fsstat.FromStat(&st)
 	return r.check(s)
 }
 
 // recheck checks an open file against its record again.
 func (r *run) recheck(s *side) (Reason, error) {
-	fi, err := fsstat.Fstat(int(s.f.Fd()))
-	if err != nil {
+	if err := unix.Fstat(int(s.f.Fd()), &s.st); err != nil {
 		return SkipError, err
 	}
-	s.fi = fi
+	s.fi = fsstat.FromStat(&s.st)
 	return r.check(s)
 }
 
