@@ -20,6 +20,16 @@ import (
 // tempPrefix starts every temporary name hardlink mode makes.
 const tempPrefix = ".annexd-dedup-"
 
+// testHookStep, set only by tests, runs after each step of a relink: the
+// crash tests kill the process there.
+var testHookStep func(step string)
+
+func stepDone(step string) {
+	if testHookStep != nil {
+		testHookStep(step)
+	}
+}
+
 // hardlink replaces every name of one target inode with a link to the
 // keeper. Before the first name it checks what a link would change: owner,
 // group, mode, xattrs (ACLs among them), names outside the plan; it refuses
@@ -45,11 +55,15 @@ func (r *run) hardlink(ctx context.Context, g *Group, keeper *side, a Action) (i
 	if reason, err := r.compare(ctx, keeper, target); reason != "" {
 		return 0, reason, err
 	}
-	for _, t := range a.Targets {
-		if reason, err := r.relink(ctx, g, keeper, target, t.Path); reason != "" {
+	for i, t := range a.Targets {
+		if reason, err := r.relink(ctx, keeper, target, t.Path); reason != "" {
+			if i > 0 {
+				r.relinked(g, a)
+			}
 			return 0, reason, err
 		}
 	}
+	r.relinked(g, a)
 	return target.st.Blocks * 512, "", nil
 }
 
@@ -197,7 +211,7 @@ func eofIsDifference(err error) error {
 // temporary name, exchange it with the target's name atomically, remove
 // the old target under the temporary name, and sync the directory. The
 // name always holds a file; one that changed meanwhile is put back.
-func (r *run) relink(ctx context.Context, g *Group, keeper, target *side, path []byte) (Reason, error) {
+func (r *run) relink(ctx context.Context, keeper, target *side, path []byte) (Reason, error) {
 	dirPath, name := filepath.Split(string(path))
 	dir, err := openPath([]byte(filepath.Clean(dirPath)), unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
@@ -221,10 +235,12 @@ func (r *run) relink(ctx context.Context, g *Group, keeper, target *side, path [
 	if err := r.d.opt.Intents.PutIntent(ctx, in); err != nil {
 		return SkipError, err
 	}
+	stepDone("intent")
 	reason, err := swapIn(dfd, keeper.f, &in)
 	if serr := unix.Fsync(dfd); err == nil && serr != nil {
 		reason, err = SkipError, fmt.Errorf("fsync %s: %w", in.Dir, serr)
 	}
+	stepDone("synced")
 	if reason != "" {
 		// swapIn undid what it could; recovery settles the rest now.
 		r.d.settle(context.WithoutCancel(ctx), in)
@@ -236,8 +252,20 @@ func (r *run) relink(ctx context.Context, g *Group, keeper, target *side, path [
 	if fi, err := fsstat.Fstat(int(keeper.f.Fd())); err == nil {
 		keeper.linked = fi.CtimeNs
 	}
-	r.rehash(path)
 	return "", nil
+}
+
+// relinked notes the names whose records a relink made stale: the
+// target's, now the keeper's inode or with fewer links, and the keeper's,
+// whose ctime and link count changed. The group hands them back to the
+// indexer when it is done, when no later link can change them again.
+func (r *run) relinked(g *Group, a Action) {
+	if len(r.stale) == 0 {
+		r.stale = append(r.stale, g.KeeperNames...)
+	}
+	for _, t := range a.Targets {
+		r.stale = append(r.stale, t.Path)
+	}
 }
 
 // swapIn links the keeper at in.Temp, exchanges it with in.Name, checks
@@ -251,6 +279,7 @@ func swapIn(dfd int, keeper *os.File, in *Intent) (Reason, error) {
 		}
 		return SkipError, fmt.Errorf("link: %w", err)
 	}
+	stepDone("linked")
 	if !isInode(dfd, in.Temp, in.Dev, in.Keeper) {
 		return SkipChanged, fmt.Errorf("the new link is not the keeper")
 	}
@@ -258,6 +287,7 @@ func swapIn(dfd int, keeper *os.File, in *Intent) (Reason, error) {
 		unix.Unlinkat(dfd, in.Temp, 0)
 		return reasonOfRemap(err), fmt.Errorf("exchange: %w", err)
 	}
+	stepDone("exchanged")
 	if !isInode(dfd, in.Temp, in.Dev, in.Target) {
 		// Another file took the name after the check: give it back.
 		if err := unix.Renameat2(dfd, in.Temp, dfd, name, unix.RENAME_EXCHANGE); err != nil {
@@ -271,6 +301,7 @@ func swapIn(dfd int, keeper *os.File, in *Intent) (Reason, error) {
 	if err := unix.Unlinkat(dfd, in.Temp, 0); err != nil {
 		return SkipError, fmt.Errorf("unlink the old target: %w", err)
 	}
+	stepDone("unlinked")
 	return "", nil
 }
 

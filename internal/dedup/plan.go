@@ -58,8 +58,11 @@ type Group struct {
 	Size    int64
 	Dev     uint64
 	Keeper  File // the file the others come to share
-	Actions []Action
-	Frees   int64 // sum of the actions' Frees
+	// KeeperNames are all the keeper's names in the index, in the request
+	// or not: a link to the keeper changes their ctime.
+	KeeperNames [][]byte
+	Actions     []Action
+	Frees       int64 // sum of the actions' Frees
 }
 
 // Plan is what a run will do, derived from the index alone.
@@ -71,6 +74,9 @@ type Plan struct {
 	// Shared counts the actions a survey found done already: the target
 	// shares all its blocks with the keeper. They are not in Groups.
 	Shared int
+	// NoBlocks counts the targets a survey found holding no blocks of
+	// their own (inline in the metadata, or sparse): nothing to free.
+	NoBlocks int
 	// Unsupported names the file systems that cannot share extents. Their
 	// groups stay in the plan; a run skips them.
 	Unsupported []*UnsupportedError
@@ -125,7 +131,8 @@ func PlanGroup(g store.Group, opt PlanOptions) []Group {
 			continue
 		}
 		slices.SortFunc(inodes, keeperFirst)
-		pg := Group{Backend: g.Backend, Digest: g.Digest, Size: g.Size, Dev: inodes[0].dev, Keeper: inodes[0].names[0]}
+		pg := Group{Backend: g.Backend, Digest: g.Digest, Size: g.Size, Dev: inodes[0].dev, Keeper: inodes[0].names[0],
+			KeeperNames: namesOf(g, inodes[0])}
 		for _, in := range inodes[1:] {
 			a, ok := action(in, opt.Mode, g.Size)
 			if ok {
@@ -176,6 +183,17 @@ func byDevice(g store.Group, paths [][]byte) [][]*inode {
 			out = append(out, nil)
 		}
 		out[len(out)-1] = append(out[len(out)-1], in)
+	}
+	return out
+}
+
+// namesOf returns every member path of g on in's inode.
+func namesOf(g store.Group, in *inode) [][]byte {
+	var out [][]byte
+	for _, m := range g.Members {
+		if m.Record.Dev == in.dev && m.Record.Ino == in.ino {
+			out = append(out, m.Path)
+		}
 	}
 	return out
 }

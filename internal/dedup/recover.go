@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -64,6 +65,9 @@ func (d *Deduper) settle(ctx context.Context, in Intent) error {
 	}
 	if err := unix.Fsync(dfd); err != nil {
 		return fmt.Errorf("dedup: recover: fsync %s: %w", in.Dir, err)
+	}
+	if d.opt.Rehash != nil {
+		d.opt.Rehash([]byte(filepath.Join(string(in.Dir), string(in.Name))))
 	}
 	return d.opt.Intents.DeleteIntent(ctx, in.ID)
 }

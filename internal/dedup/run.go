@@ -67,9 +67,13 @@ func (s *survey) group(g Group, p *Plan) Group {
 	out := g
 	out.Actions, out.Frees = nil, 0
 	for _, a := range g.Actions {
-		frees, shared := surveyTarget(a.Targets[0].Path, g.Size, kx)
-		if shared {
+		frees, why := surveyTarget(a.Targets[0].Path, g.Size, kx)
+		switch why {
+		case SkipShared:
 			p.Shared++
+			continue
+		case SkipNoBlocks:
+			p.NoBlocks++
 			continue
 		}
 		if frees >= 0 {
@@ -95,21 +99,27 @@ func (s *survey) unsupported(g Group, kf *os.File, p *Plan) bool {
 	return err != nil
 }
 
-// surveyTarget returns the bytes the target holds alone (-1: unknown) and
-// whether it already shares all its blocks with the keeper.
-func surveyTarget(path []byte, size int64, kx []extent) (frees int64, shared bool) {
+// surveyTarget returns the bytes the target holds alone (-1: unknown),
+// and SkipShared when it already shares all its blocks with the keeper or
+// SkipNoBlocks when it has none of its own.
+func surveyTarget(path []byte, size int64, kx []extent) (frees int64, why Reason) {
 	f, _, err := openFile(path)
 	if err != nil {
-		return -1, false
+		return -1, ""
 	}
 	defer f.Close()
 	tx, err := fiemap(int(f.Fd()), size)
 	if err != nil {
-		return -1, false
+		return -1, ""
 	}
 	same, exclusive := sharing(tx, kx)
-	all := placed(tx)
-	return exclusive, all > 0 && same == all
+	switch all := placed(tx); {
+	case all == 0:
+		return 0, SkipNoBlocks
+	case same == all:
+		return 0, SkipShared
+	}
+	return exclusive, ""
 }
 
 // Apply carries out a plan. Every action first checks both files against
@@ -169,6 +179,7 @@ type run struct {
 	probed map[uint64]error
 	res    Result
 	done   int
+	stale  [][]byte // hardlink: names to hash again after the group
 }
 
 // side is one file of a pair, open for reading.
@@ -222,6 +233,7 @@ func (r *run) group(ctx context.Context, g *Group) {
 		reason, err = r.supported(g, keeper)
 	}
 	defer keeper.close()
+	defer r.rehashStale()
 	for _, a := range g.Actions {
 		if ctx.Err() != nil {
 			return
@@ -340,6 +352,11 @@ func (r *run) progress(a Action) {
 	if r.req.Progress != nil {
 		r.req.Progress(Progress{Done: r.done, Total: r.res.Planned, Freed: r.res.Freed, Path: a.Targets[0].Path})
 	}
+}
+
+func (r *run) rehashStale() {
+	r.rehash(r.stale...)
+	r.stale = r.stale[:0]
 }
 
 func (r *run) rehash(paths ...[]byte) {
