@@ -18,13 +18,15 @@ type fakeLedger struct {
 	written map[string]int64
 }
 
-func (l *fakeLedger) write(path string) {
+func (l *fakeLedger) write(path string) { l.writeAt(path, time.Now()) }
+
+func (l *fakeLedger) writeAt(path string, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.written == nil {
 		l.written = map[string]int64{}
 	}
-	l.written[path] = time.Now().UnixNano()
+	l.written[path] = at.UnixNano()
 }
 
 func (l *fakeLedger) WrittenSince(path string, dev, ino uint64, sinceNs int64) bool {
