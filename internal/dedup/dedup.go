@@ -34,6 +34,9 @@ type Options struct {
 	// content or its inode no longer matches its record. The daemon wires
 	// it to the indexer.
 	Rehash func(path []byte)
+	// Workers is how many groups a run works on at once. Default 4: the
+	// kernel's comparisons wait on the disk more than on the CPU.
+	Workers int
 	// Logger receives what a run skipped and why. Default: discard.
 	Logger *slog.Logger
 }

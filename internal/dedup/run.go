@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -27,73 +28,111 @@ func (d *Deduper) Plan(ctx context.Context, req Request) (Plan, error) {
 		}
 	}
 	vis := newAccess(req.Caller)
-	sv := survey{probed: map[uint64]error{}}
-	p := Plan{Mode: req.Mode}
+	var groups []Group
 	err := d.idx.Dups(ctx, store.DupOptions{MinSize: max(req.MinSize, 1)}, func(g store.Group) error {
 		g.Members = vis.readable(g.Members)
-		for _, pg := range PlanGroup(g, req.PlanOptions) {
-			if req.Mode == Reflink {
-				pg = sv.group(pg, &p)
-			}
-			if len(pg.Actions) > 0 {
-				p.Add(pg)
-			}
-		}
+		groups = append(groups, PlanGroup(g, req.PlanOptions)...)
 		return nil
 	})
-	return p, err
+	p := Plan{Mode: req.Mode}
+	if err != nil {
+		return p, err
+	}
+	if req.Mode == Reflink {
+		d.survey(ctx, groups, &p)
+	}
+	for _, g := range groups {
+		if len(g.Actions) > 0 {
+			p.Add(g)
+		}
+	}
+	return p, ctx.Err()
 }
 
-// survey reads extent maps for a reflink plan.
+// survey reads the extent maps of a reflink plan's groups, on the run's
+// workers, and rewrites each group with what it found.
+func (d *Deduper) survey(ctx context.Context, groups []Group, p *Plan) {
+	s := survey{probed: map[uint64]error{}}
+	work := make(chan *Group)
+	var wg sync.WaitGroup
+	for range d.workers() {
+		wg.Go(func() {
+			for g := range work {
+				s.group(g)
+			}
+		})
+	}
+	for i := range groups {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- &groups[i]
+	}
+	close(work)
+	wg.Wait()
+	p.Shared, p.NoBlocks, p.Unsupported = s.shared, s.noBlocks, s.unsupported
+}
+
+// survey is what the workers of one survey find, under its lock.
 type survey struct {
-	probed map[uint64]error // device → nil or why it cannot share extents
+	mu               sync.Mutex
+	probed           map[uint64]error // device → nil or why it cannot share extents
+	shared, noBlocks int
+	unsupported      []*UnsupportedError
 }
 
 // group drops the actions whose target already shares the keeper's
-// blocks and sets Frees to the bytes each target holds alone.
-func (s *survey) group(g Group, p *Plan) Group {
+// blocks or has none, and sets Frees to the bytes each target holds alone.
+func (s *survey) group(g *Group) {
 	kf, _, err := openFile(g.Keeper.Path)
 	if err != nil {
-		return g // the run finds out why, and says so
+		return // the run finds out why, and says so
 	}
 	defer kf.Close()
-	if s.unsupported(g, kf, p) {
-		return g
+	if s.cannot(g, kf) {
+		return
 	}
 	kx, err := fiemap(int(kf.Fd()), g.Size)
 	if err != nil {
-		return g
+		return
 	}
-	out := g
-	out.Actions, out.Frees = nil, 0
-	for _, a := range g.Actions {
+	actions := g.Actions
+	g.Actions, g.Frees = nil, 0
+	for _, a := range actions {
 		frees, why := surveyTarget(a.Targets[0].Path, g.Size, kx)
-		switch why {
-		case SkipShared:
-			p.Shared++
-			continue
-		case SkipNoBlocks:
-			p.NoBlocks++
+		if why != "" {
+			s.count(why)
 			continue
 		}
 		if frees >= 0 {
 			a.Frees = frees
 		}
-		out.Actions = append(out.Actions, a)
-		out.Frees += a.Frees
+		g.Actions = append(g.Actions, a)
+		g.Frees += a.Frees
 	}
-	return out
 }
 
-// unsupported probes the keeper's file system once per device and notes
-// in the plan one that cannot share extents.
-func (s *survey) unsupported(g Group, kf *os.File, p *Plan) bool {
+func (s *survey) count(why Reason) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if why == SkipShared {
+		s.shared++
+	} else {
+		s.noBlocks++
+	}
+}
+
+// cannot probes the keeper's file system once per device and notes one
+// that cannot share extents.
+func (s *survey) cannot(g *Group, kf *os.File) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	err, seen := s.probed[g.Dev]
 	if !seen {
 		err = canReflink(kf)
 		s.probed[g.Dev] = err
 		if err != nil {
-			p.Unsupported = append(p.Unsupported, unsupportedError(kf, g.Keeper.Path, err))
+			s.unsupported = append(s.unsupported, unsupportedError(kf, g.Keeper.Path, err))
 		}
 	}
 	return err != nil
@@ -140,22 +179,44 @@ func (d *Deduper) Apply(ctx context.Context, plan Plan, req Request) (Result, er
 			return Result{}, err
 		}
 	}
-	r := &run{d: d, req: req, mode: plan.Mode, access: newAccess(req.Caller), probed: map[uint64]error{}}
-	r.res = Result{Mode: plan.Mode, Planned: plan.Actions}
-	for i := range plan.Groups {
-		if err := ctx.Err(); err != nil {
-			return r.res, err
-		}
-		r.group(ctx, &plan.Groups[i])
+	out := &outcome{probed: map[uint64]error{}, res: Result{Mode: plan.Mode, Planned: plan.Actions}}
+	r := run{d: d, req: req, mode: plan.Mode, access: newAccess(req.Caller), out: out}
+	work := make(chan *Group)
+	var wg sync.WaitGroup
+	for range d.workers() {
+		wg.Go(func() {
+			for g := range work {
+				gr := r // each group its own stale list
+				gr.group(ctx, g)
+			}
+		})
 	}
+feed:
+	for i := range plan.Groups {
+		select {
+		case work <- &plan.Groups[i]:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return r.res, err
+		return out.res, err
 	}
 	var errs []error
-	for _, u := range r.res.Unsupported {
+	for _, u := range out.res.Unsupported {
 		errs = append(errs, u)
 	}
-	return r.res, errors.Join(errs...)
+	return out.res, errors.Join(errs...)
+}
+
+// workers is how many groups a run works on at once.
+func (d *Deduper) workers() int {
+	if d.opt.Workers > 0 {
+		return d.opt.Workers
+	}
+	return 4
 }
 
 // lock waits for the turn to change files, or for ctx to end.
@@ -170,16 +231,22 @@ func (d *Deduper) lock(ctx context.Context) error {
 
 func (d *Deduper) unlock() { <-d.turn }
 
-// run is the state of one Apply.
+// run is the state of one Apply, as one group's worker sees it.
 type run struct {
 	d      *Deduper
 	req    Request
 	mode   Mode
 	access *access
-	probed map[uint64]error
+	out    *outcome // shared by the workers
+	stale  [][]byte // hardlink: names to hash again after the group
+}
+
+// outcome is what the workers of one Apply find, under its lock.
+type outcome struct {
+	mu     sync.Mutex
 	res    Result
 	done   int
-	stale  [][]byte // hardlink: names to hash again after the group
+	probed map[uint64]error // device → nil, or why it cannot share extents
 }
 
 // side is one file of a pair, open for reading.
@@ -248,12 +315,14 @@ func (r *run) group(ctx context.Context, g *Group) {
 
 // supported probes a device once per run.
 func (r *run) supported(g *Group, keeper *side) (Reason, error) {
-	err, seen := r.probed[g.Dev]
+	r.out.mu.Lock()
+	defer r.out.mu.Unlock()
+	err, seen := r.out.probed[g.Dev]
 	if !seen {
 		err = canReflink(keeper.f)
-		r.probed[g.Dev] = err
+		r.out.probed[g.Dev] = err
 		if err != nil {
-			r.res.Unsupported = append(r.res.Unsupported, unsupportedError(keeper.f, keeper.path, err))
+			r.out.res.Unsupported = append(r.out.res.Unsupported, unsupportedError(keeper.f, keeper.path, err))
 		}
 	}
 	if err != nil {
@@ -278,8 +347,10 @@ func (r *run) action(ctx context.Context, g *Group, keeper *side, a Action) {
 		r.skipAction(g, a, reason, err)
 		return
 	}
-	r.res.Done++
-	r.res.Freed += freed
+	r.out.mu.Lock()
+	defer r.out.mu.Unlock()
+	r.out.res.Done++
+	r.out.res.Freed += freed
 	r.progress(a)
 }
 
@@ -341,16 +412,20 @@ func (r *run) skipAction(g *Group, a Action, reason Reason, err error) {
 	if err != nil {
 		detail = err.Error()
 	}
-	r.res.skip(Skip{Keeper: g.Keeper.Path, Target: a.Targets[0].Path, Reason: reason, Detail: detail})
 	r.d.log.Debug("dedup skipped", "keeper", string(g.Keeper.Path), "target", string(a.Targets[0].Path),
 		"reason", string(reason), "err", err)
+	r.out.mu.Lock()
+	defer r.out.mu.Unlock()
+	r.out.res.skip(Skip{Keeper: g.Keeper.Path, Target: a.Targets[0].Path, Reason: reason, Detail: detail})
 	r.progress(a)
 }
 
+// progress counts a finished action and reports it; r.out.mu is held.
 func (r *run) progress(a Action) {
-	r.done++
+	r.out.done++
 	if r.req.Progress != nil {
-		r.req.Progress(Progress{Done: r.done, Total: r.res.Planned, Freed: r.res.Freed, Path: a.Targets[0].Path})
+		res := &r.out.res
+		r.req.Progress(Progress{Done: r.out.done, Total: res.Planned, Freed: res.Freed, Path: a.Targets[0].Path})
 	}
 }
 
