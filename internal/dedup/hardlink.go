@@ -157,6 +157,7 @@ func (r *run) compare(ctx context.Context, keeper, target *side) (Reason, error)
 		r.rehash(keeper.path, target.path)
 		return SkipDiffers, ErrDiffers
 	}
+	stepDone("compared")
 	for _, s := range []*side{keeper, target} {
 		if reason, err := r.recheck(s); reason != "" {
 			return reason, err

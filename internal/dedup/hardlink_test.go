@@ -5,9 +5,11 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -260,4 +262,43 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestHardlinkWriterArrives: a process that opens the target for writing
+// while the bytes are compared waits on the lease, and the pair is
+// skipped; the writer's open then goes through.
+func TestHardlinkWriterArrives(t *testing.T) {
+	data := content(15, 200_000)
+	fs, st, d := hardlinkSetup(t, map[string][]byte{"k": data, "t": data})
+	must(t, os.Chtimes(fs.Path("k"), aLongTimeAgo, aLongTimeAgo))
+	recordAll(t, st, fs, "k", "t")
+	sigio := make(chan os.Signal, 1)
+	signal.Notify(sigio, syscall.SIGIO)
+	defer signal.Stop(sigio)
+	opened := make(chan error, 1)
+	testHookStep = func(step string) {
+		if step != "compared" {
+			return
+		}
+		go func() {
+			f, err := os.OpenFile(fs.Path("t"), os.O_WRONLY, 0)
+			if err == nil {
+				f.Close()
+			}
+			opened <- err
+		}()
+		<-sigio // the kernel tells the lease holder that a writer waits
+	}
+	defer func() { testHookStep = nil }()
+	_, res, err := runDedup(t, d, Request{PlanOptions: PlanOptions{Mode: Hardlink}})
+	if err != nil || res.Done != 0 || res.Skipped[SkipOpen] != 1 {
+		t.Fatalf("done %d, skipped %v, %v; want the pair skipped as open for writing", res.Done, res.Skipped, err)
+	}
+	if err := <-opened; err != nil {
+		t.Errorf("the writer's open: %v", err)
+	}
+	if lstat(t, fs.Path("t")).Ino == lstat(t, fs.Path("k")).Ino {
+		t.Error("t was relinked")
+	}
+	assertNoTemp(t, fs.Dir)
 }

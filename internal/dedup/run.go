@@ -3,7 +3,9 @@ package dedup
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -22,11 +24,14 @@ func (d *Deduper) Plan(ctx context.Context, req Request) (Plan, error) {
 	if req.Mode == Hardlink && d.opt.Intents == nil {
 		return Plan{}, ErrNoIntents
 	}
-	for _, p := range req.Paths {
+	paths := make([][]byte, len(req.Paths))
+	for i, p := range req.Paths {
 		if len(p) == 0 || p[0] != '/' {
-			return Plan{}, ErrPath
+			return Plan{}, fmt.Errorf("%w: %q is not absolute", ErrPath, p)
 		}
+		paths[i] = []byte(filepath.Clean(string(p)))
 	}
+	req.Paths = paths
 	vis := newAccess(req.Caller)
 	var groups []Group
 	err := d.idx.Dups(ctx, store.DupOptions{MinSize: max(req.MinSize, 1)}, func(g store.Group) error {
