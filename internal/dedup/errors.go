@@ -17,8 +17,9 @@ var (
 	ErrNoIntents = errors.New("dedup: hardlink mode needs an intent journal")
 	// ErrPath: a path that is not absolute.
 	ErrPath = errors.New("dedup: bad path")
-	// ErrBusy: another run that changes files is in progress.
-	ErrBusy = errors.New("dedup: another run is in progress")
+	// ErrForeign: recovery found a file it did not make at a name of an
+	// interrupted step, and left it there.
+	ErrForeign = errors.New("dedup: a file this run did not make is in the way")
 )
 
 // UnsupportedError says which file system could not share extents, and

@@ -49,6 +49,9 @@ func (d *Deduper) recover(ctx context.Context) error {
 //     the names are exchanged back and the keeper's link removed, so
 //     Name holds the target with whatever was written to it.
 //   - Temp is absent: nothing is left to do.
+//
+// A file this run cannot prove its own is left where it is, reported
+// (ErrForeign) and its intent dropped.
 func (d *Deduper) settle(ctx context.Context, in Intent) error {
 	dir, err := openPath(in.Dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if errors.Is(err, os.ErrNotExist) {
@@ -61,7 +64,12 @@ func (d *Deduper) settle(ctx context.Context, in Intent) error {
 	dfd := int(dir.Fd())
 	if err := settleNames(ctx, dfd, in); err != nil {
 		d.log.Warn("dedup recovery left a temporary name", "dir", string(in.Dir), "temp", in.Temp, "err", err)
-		return fmt.Errorf("dedup: recover %s/%s: %w", in.Dir, in.Temp, err)
+		err = fmt.Errorf("dedup: recover %s/%s: %w", in.Dir, in.Temp, err)
+		if errors.Is(err, ErrForeign) {
+			// Said once; a later recovery could do no more.
+			return errors.Join(err, d.opt.Intents.DeleteIntent(ctx, in.ID))
+		}
+		return err
 	}
 	if err := unix.Fsync(dfd); err != nil {
 		return fmt.Errorf("dedup: recover: fsync %s: %w", in.Dir, err)
@@ -89,7 +97,7 @@ func settleNames(ctx context.Context, dfd int, in Intent) error {
 		} else if !exists(dfd, name) {
 			return unix.Renameat2(dfd, in.Temp, dfd, name, unix.RENAME_NOREPLACE)
 		} else {
-			return errors.New("the name holds a file this run did not make; the old target is kept")
+			return fmt.Errorf("%w: the name holds a file this run did not make; the old target is kept", ErrForeign)
 		}
 		if err := unix.Renameat2(dfd, in.Temp, dfd, name, unix.RENAME_EXCHANGE); err != nil {
 			return fmt.Errorf("exchange back: %w", err)
@@ -99,7 +107,7 @@ func settleNames(ctx context.Context, dfd int, in Intent) error {
 		}
 		return nil
 	case exists(dfd, in.Temp):
-		return errors.New("the temporary name holds a file this run did not make")
+		return fmt.Errorf("%w: the temporary name holds a file this run did not make", ErrForeign)
 	}
 	return nil
 }

@@ -180,7 +180,8 @@ func (d *Deduper) Apply(ctx context.Context, plan Plan, req Request) (Result, er
 	}
 	defer d.unlock()
 	if plan.Mode == Hardlink {
-		if err := d.recover(ctx); err != nil {
+		// A file in the way was reported when found; it stops nothing.
+		if err := d.recover(ctx); err != nil && !onlyForeign(err) {
 			return Result{}, err
 		}
 	}
@@ -214,6 +215,19 @@ feed:
 		errs = append(errs, u)
 	}
 	return out.res, errors.Join(errs...)
+}
+
+// onlyForeign reports whether every error joined in err is ErrForeign.
+func onlyForeign(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if e != nil && !onlyForeign(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, ErrForeign)
 }
 
 // workers is how many groups a run works on at once.
