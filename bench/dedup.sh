@@ -11,7 +11,9 @@
 #   3. annexd's second run on the same image (goal: ≤ 0.05× the first),
 #      right after the first (warm) and with the page cache dropped (cold);
 #   4. annexd's index build of the slice, for reference (the daemon does it
-#      once, in the background, and keeps it current).
+#      once, in the background, and keeps it current);
+#   5. `duperemove -dr -b 4k`, for reference: by default duperemove works in
+#      128 KiB blocks and leaves out what is smaller.
 #
 # annexd is driven by bench/dedup (the internal/dedup package over a real
 # index) until `annexctl dedup` exists. Needs root, xfsprogs, duperemove and
@@ -104,7 +106,7 @@ timed() {
 	echo "$t1 - $t0" | bc -l >"$work/$name.secs"
 }
 
-for t in annexd duperemove jdupes; do image "$t"; done
+for t in annexd duperemove jdupes duperemove4k; do image "$t"; done
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
 timed index "$work/dedup" index "$work/index.db" "$work/annexd"
@@ -125,6 +127,10 @@ before=$(free_bytes "$work/jdupes")
 cold
 timed jdupes jdupes -B -r "$work/jdupes"
 freed_jdupes=$(($(free_bytes "$work/jdupes") - before))
+before=$(free_bytes "$work/duperemove4k")
+cold
+timed duperemove4k duperemove -dr -b 4k "$work/duperemove4k"
+freed_duperemove4k=$(($(free_bytes "$work/duperemove4k") - before))
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 pct() { echo "scale=1; 100 * $1 / $2" | bc -l; }
@@ -136,7 +142,8 @@ printf '%-28s %9s %14s %9s %9s\n' tool seconds freed "% bytes" "% blocks"
 printf '%-28s %9s %14s %9s %9s\n' "annexd (index kept)" "$(secs annexd)" "$freed_annexd" "$(pct "$freed_annexd" "$dupbytes")" "$(pct "$freed_annexd" "$dupblocks")"
 printf '%-28s %9s %14s %9s %9s\n' "duperemove -dr" "$(secs duperemove)" "$freed_duperemove" "$(pct "$freed_duperemove" "$dupbytes")" "$(pct "$freed_duperemove" "$dupblocks")"
 printf '%-28s %9s %14s %9s %9s\n' "jdupes -B -r" "$(secs jdupes)" "$freed_jdupes" "$(pct "$freed_jdupes" "$dupbytes")" "$(pct "$freed_jdupes" "$dupblocks")"
-echo "annexd vs duperemove: $(ratio annexd duperemove)x the time; vs jdupes: $(ratio annexd jdupes)x"
+printf '%-28s %9s %14s %9s %9s\n' "duperemove -dr -b 4k" "$(secs duperemove4k)" "$freed_duperemove4k" "$(pct "$freed_duperemove4k" "$dupbytes")" "$(pct "$freed_duperemove4k" "$dupblocks")"
+echo "annexd vs duperemove: $(ratio annexd duperemove)x the time; vs jdupes: $(ratio annexd jdupes)x; vs duperemove -b 4k: $(ratio annexd duperemove4k)x"
 echo "annexd second run, warm: $(secs annexd2) s = $(ratio annexd2 annexd)x the first; $(cat "$work/annexd2.out")"
 echo "annexd second run, cold: $(secs annexd2cold) s = $(ratio annexd2cold annexd)x the first"
 echo "annexd first run: $(cat "$work/annexd.out")"
