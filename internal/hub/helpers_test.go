@@ -3,6 +3,7 @@ package hub_test
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"io/fs"
 	"os"
@@ -61,7 +62,11 @@ type host struct {
 // newCluster starts a hub with a listener on loopback, the hub's own host
 // "nas" publishing in process, "laptop" with an nkey and "desktop" with
 // a password.
-func newCluster(t *testing.T) *cluster {
+func newCluster(t *testing.T) *cluster { return newClusterTLS(t, nil) }
+
+// newClusterTLS is newCluster with the hub's listener on TLS when cert
+// is not nil.
+func newClusterTLS(t *testing.T, cert *tls.Config) *cluster {
 	t.Helper()
 	c := &cluster{t: t, dir: t.TempDir(), hosts: map[string]*host{}, creds: map[string][]nats.Option{}, digest: map[string]bool{}}
 	kp, err := nkeys.CreateUser()
@@ -78,6 +83,7 @@ func newCluster(t *testing.T) *cluster {
 	c.cfg = hub.Config{
 		Listen: "127.0.0.1:0", Dir: filepath.Join(c.dir, "hub"), Self: "nas",
 		Hosts: []hub.Host{{Name: "laptop", Nkey: pub}, {Name: "desktop", Password: string(hash)}},
+		TLS:   cert,
 	}
 	c.startHub()
 	t.Cleanup(c.close)

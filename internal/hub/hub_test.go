@@ -2,8 +2,16 @@ package hub_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -226,4 +234,46 @@ func TestRefusesToStartOpen(t *testing.T) {
 	if _, err := hub.New(hub.Config{Dir: dir, Hosts: hosts, Listen: "0.0.0.0:4222", Plaintext: true}); err != nil {
 		t.Errorf("plaintext allowed: %v", err)
 	}
+}
+
+// TestPasswordOverTLS runs the hub with a certificate: a host with the
+// CA and its password publishes; a client without TLS, or not trusting
+// the certificate, is refused.
+func TestPasswordOverTLS(t *testing.T) {
+	cert, pool := selfSigned(t)
+	c := newClusterTLS(t, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	c.creds["desktop"] = append(c.creds["desktop"], nats.Secure(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
+	desktop := c.addHost("desktop")
+	desktop.write(t, map[string]string{"a": "over tls"})
+	desktop.index(t, c)
+	desktop.caughtUp(t)
+	c.matchTrees(t, "desktop")
+	if nc, err := nats.Connect(c.url, nats.UserInfo("desktop", "desktop-secret"), nats.Timeout(5*time.Second)); err == nil {
+		nc.Close()
+		t.Error("connected without TLS")
+	}
+	if nc, err := nats.Connect(c.url, nats.UserInfo("desktop", "desktop-secret"), nats.Secure(&tls.Config{MinVersion: tls.VersionTLS12}), nats.Timeout(5*time.Second)); err == nil {
+		nc.Close()
+		t.Error("connected without trusting the certificate")
+	}
+}
+
+func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "annexd test hub"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k, Leaf: leaf}, pool
 }

@@ -1,0 +1,65 @@
+package publish
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/annexd/annexd/internal/hubwire"
+	"github.com/annexd/annexd/store"
+)
+
+func TestHostIDKept(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "host-id")
+	a, err := LoadHostID(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadHostID(path)
+	if err != nil || a != b {
+		t.Fatalf("second load: %x %v, want %x", b, err, a)
+	}
+	if a[6]>>4 != 4 || a[8]>>6 != 2 {
+		t.Fatalf("%s is not a version 4 UUID", hubwire.UUIDString(a))
+	}
+	if err := os.WriteFile(path, []byte("not a uuid\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadHostID(path); err == nil {
+		t.Fatal("a damaged host id file was accepted")
+	}
+}
+
+func TestDefaultName(t *testing.T) {
+	name, err := DefaultName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hubwire.CheckName(name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResumePoint(t *testing.T) {
+	local := store.LogState{IndexID: store.IndexID{1}, Seq: 100, Floor: 51}
+	id := local.IndexID.String()
+	for _, c := range []struct {
+		name  string
+		hub   hubwire.State
+		from  uint64
+		whole bool
+	}{
+		{"caught up", hubwire.State{IndexID: id, Complete: true, Seq: 100}, 100, false},
+		{"behind, kept", hubwire.State{IndexID: id, Complete: true, Seq: 50}, 50, false},
+		{"behind, trimmed", hubwire.State{IndexID: id, Complete: true, Seq: 49}, 0, true},
+		{"ahead (a restored index)", hubwire.State{IndexID: id, Complete: true, Seq: 101}, 0, true},
+		{"another index", hubwire.State{IndexID: "00", Complete: true, Seq: 100}, 0, true},
+		{"resend incomplete", hubwire.State{IndexID: id, Seq: 100}, 0, true},
+		{"new to the hub", hubwire.State{}, 0, true},
+	} {
+		from, whole := resumePoint(local, c.hub)
+		if from != c.from || whole != c.whole {
+			t.Errorf("%s: %d %v, want %d %v", c.name, from, whole, c.from, c.whole)
+		}
+	}
+}
