@@ -216,8 +216,9 @@ func (v *view) apply(name string, b *hubwire.Batch) (applyResult, error) {
 			return err
 		}
 		h.HostID, h.LastSeen = hubwire.UUIDString(b.HostID), v.now()
-		w := &vtx{tx: tx, h: h}
+		w := newVtx(tx, h)
 		res.note, sweep, err = w.apply(b)
+		w.setFill()
 		return err
 	})
 	for err == nil && sweep {
@@ -242,7 +243,7 @@ func (v *view) sweep(name string, b *hubwire.Batch) (more bool, err error) {
 		if p == nil || p.Epoch != b.Epoch {
 			return nil // completed by an earlier delivery
 		}
-		w := &vtx{tx: tx, h: h}
+		w := newVtx(tx, h)
 		n, err := w.sweepOld(p.Tag, sweepChunk)
 		if err != nil || n == sweepChunk {
 			more = true
@@ -259,6 +260,36 @@ func (v *view) sweep(name string, b *hubwire.Batch) (more bool, err error) {
 type vtx struct {
 	tx *bolt.Tx
 	h  *hostRec
+	// last is the host's last file key when the transaction began; puts
+	// and appended count the file keys put and those after it.
+	last          []byte
+	puts, appends int
+}
+
+// newVtx begins applying to host h in tx.
+func newVtx(tx *bolt.Tx, h *hostRec) *vtx {
+	w := &vtx{tx: tx, h: h}
+	next := binary.BigEndian.AppendUint32(nil, h.Num+1)
+	c := tx.Bucket(bucketFiles).Cursor()
+	k, _ := c.Seek(next)
+	if k == nil {
+		k, _ = c.Last()
+	} else {
+		k, _ = c.Prev()
+	}
+	if k != nil && bytes.HasPrefix(k, h.numKey()) {
+		w.last = bytes.Clone(k)
+	}
+	return w
+}
+
+// setFill fills the files pages completely when nearly every put landed
+// after the host's last path, as a whole resend in path order does;
+// bbolt's default of half-full pages suits scattered inserts.
+func (w *vtx) setFill() {
+	if w.puts > 0 && w.appends*10 >= w.puts*9 {
+		w.tx.Bucket(bucketFiles).FillPercent = 1.0
+	}
 }
 
 // apply returns why the batch was skipped (empty: applied) and whether a
@@ -376,6 +407,10 @@ func decodeFile(v []byte) (key.Backend, []byte, int64, uint64, error) {
 func (w *vtx) add(fk []byte, b key.Backend, d []byte, size int64, tag uint64) error {
 	dk := digestKey(b, d)
 	had := w.holds(dk)
+	w.puts++
+	if w.last == nil || bytes.Compare(fk, w.last) > 0 {
+		w.appends++
+	}
 	if err := w.tx.Bucket(bucketFiles).Put(fk, encodeFile(b, d, size, tag)); err != nil {
 		return err
 	}
