@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -311,6 +312,23 @@ func (c *cluster) client(t *testing.T, name string) *hub.Client {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return hub.NewClient(h.pub.Conn())
+}
+
+// hostStates asks through host asker for every host's state, retrying
+// while asker's connection is not back yet (after a hub restart).
+func (c *cluster) hostStates(t *testing.T, asker string) []hubwire.State {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		st, err := c.client(t, asker).Hosts(context.Background())
+		if err == nil {
+			return st
+		}
+		if !errors.Is(err, hub.ErrUnreachable) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // holders maps host → sorted paths, as a whereis answer or as expected.

@@ -56,7 +56,12 @@ func TestThreeHosts(t *testing.T) {
 		if err := os.Remove(filepath.Join(laptop.root, "new/fresh.bin")); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Rename(filepath.Join(laptop.root, "photos"), filepath.Join(laptop.root, "pictures")); err != nil {
+		oldDir, newDir := filepath.Join(laptop.root, "photos"), filepath.Join(laptop.root, "pictures")
+		if err := os.Rename(oldDir, newDir); err != nil {
+			t.Fatal(err)
+		}
+		// The indexer adopts a moved directory as one store rename.
+		if err := laptop.st.Rename(context.Background(), []byte(oldDir), []byte(newDir)); err != nil {
 			t.Fatal(err)
 		}
 		for i := range 300 { // more than one batch
@@ -99,12 +104,7 @@ func TestThreeHosts(t *testing.T) {
 // before it went offline: asking is fine, it just is not current.
 func (c *cluster) matchTreesExcept(t *testing.T, asker, offline string) {
 	t.Helper()
-	cl := c.client(t, asker)
-	st, err := cl.Hosts(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range st {
+	for _, s := range c.hostStates(t, asker) {
 		if s.Name == offline && !s.Complete {
 			t.Fatalf("%s lost its records while offline: %+v", offline, s)
 		}
@@ -117,15 +117,15 @@ func (c *cluster) matchTreesExcept(t *testing.T, asker, offline string) {
 func TestHubRestartLosesNothingAcknowledged(t *testing.T) {
 	c := newCluster(t)
 	laptop := c.addHost("laptop")
-	laptop.batch = 50
+	laptop.batch = 20
 	laptop.stopPublisher(t)
 	c.startPublisher(laptop)
 	laptop.write(t, map[string]string{"seed.txt": "seed"})
 	laptop.index(t, c)
 	laptop.caughtUp(t)
 	files := map[string]string{}
-	for i := range 20000 {
-		files[fmt.Sprintf("d%02d/f%05d", i%40, i)] = fmt.Sprintf("content %d", i%7000)
+	for i := range 6000 {
+		files[fmt.Sprintf("d%02d/f%05d", i%40, i)] = fmt.Sprintf("content %d", i%2000)
 	}
 	laptop.stopPublisher(t)
 	laptop.write(t, files)
@@ -147,12 +147,7 @@ func TestHubRestartLosesNothingAcknowledged(t *testing.T) {
 		t.Logf("the hub took everything before it stopped (acked %d of %d); the restart still must keep it", acked, local.Seq)
 	}
 	c.startHub()
-	cl := c.client(t, "laptop")
-	hosts, err := cl.Hosts(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range hosts {
+	for _, s := range c.hostStates(t, "laptop") {
 		if s.Name == "laptop" && s.Seq < acked {
 			t.Fatalf("after the restart the hub has the laptop's changes through %d; %d were acknowledged", s.Seq, acked)
 		}
