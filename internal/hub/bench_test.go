@@ -35,10 +35,11 @@ import (
 // The benchmarks run the hub in a child process (this test binary again)
 // so its memory is its own: TestMain serves as the child when told to.
 const (
-	childEnv   = "ANNEXD_HUB_BENCH_CHILD" // "hub" or "kv"
-	childDir   = "ANNEXD_HUB_BENCH_DIR"
-	childHosts = "ANNEXD_HUB_BENCH_HOSTS" // name=bcrypt,…
-	benchPass  = "bench-secret"
+	childEnv    = "ANNEXD_HUB_BENCH_CHILD" // "hub" or "kv"
+	childDir    = "ANNEXD_HUB_BENCH_DIR"
+	childHosts  = "ANNEXD_HUB_BENCH_HOSTS"  // name=bcrypt,…
+	childListen = "ANNEXD_HUB_BENCH_LISTEN" // host:port, default any loopback port
+	benchPass   = "bench-secret"
 )
 
 func TestMain(m *testing.M) {
@@ -58,7 +59,11 @@ func serveHub() int {
 		name, hash, _ := strings.Cut(kv, "=")
 		hosts = append(hosts, hub.Host{Name: name, Password: hash})
 	}
-	h, err := hub.New(hub.Config{Listen: "127.0.0.1:0", Dir: os.Getenv(childDir), Hosts: hosts, MaxStreamBytes: 4 << 30})
+	listen := os.Getenv(childListen)
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	h, err := hub.New(hub.Config{Listen: listen, Dir: os.Getenv(childDir), Hosts: hosts, MaxStreamBytes: 4 << 30})
 	if err != nil {
 		fmt.Println("ERR", err)
 		return 1
@@ -110,7 +115,14 @@ type child struct {
 	dir   string
 }
 
-func startChild(b *testing.B, mode string, hosts []string) *child {
+func startChild(b testing.TB, mode string, hosts []string) *child {
+	b.Helper()
+	return startChildAt(b, mode, hosts, b.TempDir(), "")
+}
+
+// startChildAt starts a child on dir, listening on listen (empty: any
+// loopback port).
+func startChildAt(b testing.TB, mode string, hosts []string, dir, listen string) *child {
 	b.Helper()
 	hash, err := bcrypt.GenerateFromPassword([]byte(benchPass), bcrypt.MinCost)
 	if err != nil {
@@ -120,9 +132,9 @@ func startChild(b *testing.B, mode string, hosts []string) *child {
 	for _, h := range hosts {
 		hs = append(hs, h+"="+string(hash))
 	}
-	c := &child{dir: b.TempDir()}
+	c := &child{dir: dir}
 	c.cmd = exec.Command(os.Args[0])
-	c.cmd.Env = append(os.Environ(), childEnv+"="+mode, childDir+"="+c.dir, childHosts+"="+strings.Join(hs, ","))
+	c.cmd.Env = append(os.Environ(), childEnv+"="+mode, childDir+"="+c.dir, childHosts+"="+strings.Join(hs, ","), childListen+"="+listen)
 	c.cmd.Stderr = os.Stderr
 	c.stdin, _ = c.cmd.StdinPipe()
 	out, _ := c.cmd.StdoutPipe()
@@ -138,7 +150,7 @@ func startChild(b *testing.B, mode string, hosts []string) *child {
 	return c
 }
 
-func (c *child) stop(b *testing.B) {
+func (c *child) stop(b testing.TB) {
 	if c.cmd.Process == nil || c.cmd.ProcessState != nil {
 		return
 	}
@@ -148,8 +160,17 @@ func (c *child) stop(b *testing.B) {
 	}
 }
 
+// kill ends the child at once (SIGKILL), as a crash or a power cut of
+// the process would.
+func (c *child) kill(b testing.TB) {
+	if err := c.cmd.Process.Kill(); err != nil {
+		b.Fatal(err)
+	}
+	_ = c.cmd.Wait()
+}
+
 // memory returns the child's resident and peak resident bytes.
-func (c *child) memory(b *testing.B) (rss, peak float64) {
+func (c *child) memory(b testing.TB) (rss, peak float64) {
 	m := c.status(b)
 	return m["VmRSS:"], m["VmHWM:"]
 }
@@ -165,7 +186,7 @@ func (c *child) reportMemory(b *testing.B, prefix string) {
 	b.ReportMetric(m["RssFile:"]/1e6, prefix+"-filemapped-MB")
 }
 
-func (c *child) status(b *testing.B) map[string]float64 {
+func (c *child) status(b testing.TB) map[string]float64 {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
 	if err != nil {
 		b.Fatal(err)
@@ -184,7 +205,7 @@ func (c *child) status(b *testing.B) map[string]float64 {
 
 // diskBytes is what the files under dir take on disk: blocks allocated,
 // since bbolt grows its file by truncate, ahead of the pages it writes.
-func diskBytes(b *testing.B, dir string) float64 {
+func diskBytes(b testing.TB, dir string) float64 {
 	var n int64
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
@@ -207,9 +228,10 @@ type benchHost struct {
 	stopP context.CancelFunc
 	doneP chan error
 	id    [16]byte
+	batch int // changes a batch; default the publisher's
 }
 
-func newBenchHost(b *testing.B, name string) *benchHost {
+func newBenchHost(b testing.TB, name string) *benchHost {
 	b.Helper()
 	st, err := store.Open(filepath.Join(b.TempDir(), "index.db"), store.Options{NoSync: true, Changes: true})
 	if err != nil {
@@ -225,10 +247,11 @@ func newBenchHost(b *testing.B, name string) *benchHost {
 	return h
 }
 
-func (h *benchHost) startPublisher(b *testing.B, url string) {
+func (h *benchHost) startPublisher(b testing.TB, url string) {
 	b.Helper()
 	p, err := publish.New(h.st, publish.Config{Name: h.name, HostID: h.id, URL: url,
-		Options: []nats.Option{nats.UserInfo(h.name, benchPass)}, Poll: 5 * time.Millisecond, Timeout: 30 * time.Second})
+		Options: []nats.Option{nats.UserInfo(h.name, benchPass)}, Poll: 5 * time.Millisecond, Timeout: 30 * time.Second,
+		Batch: h.batch})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -247,7 +270,7 @@ func (h *benchHost) stopPublisher() {
 }
 
 // caughtUp waits until the hub has applied every change of h.
-func (h *benchHost) caughtUp(b *testing.B) {
+func (h *benchHost) caughtUp(b testing.TB) {
 	b.Helper()
 	deadline := time.Now().Add(time.Hour)
 	for {
@@ -265,7 +288,7 @@ func (h *benchHost) caughtUp(b *testing.B) {
 	}
 }
 
-func (h *benchHost) submit(b *testing.B, cs []store.Change) {
+func (h *benchHost) submit(b testing.TB, cs []store.Change) {
 	b.Helper()
 	errs := make(chan error, 1024)
 	go func() {

@@ -118,7 +118,8 @@ type Publisher struct {
 	stat Status
 	ack  hubwire.State // the hub's last word on this host
 	acks chan struct{}
-	nc   *nats.Conn // while Run runs
+	up   chan struct{} // the connection came (back) up
+	nc   *nats.Conn    // while Run runs
 }
 
 // ErrHubLost: the hub stopped answering during a sync.
@@ -129,7 +130,8 @@ func New(st Store, cfg Config) (*Publisher, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	return &Publisher{st: st, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), acks: make(chan struct{}, 1)}, nil
+	return &Publisher{st: st, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), acks: make(chan struct{}, 1),
+		up: make(chan struct{}, 1)}, nil
 }
 
 // Notify says the log has new changes, so they go out before the next poll.
@@ -217,7 +219,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 		}
 		p.log.Info("publish: hub sync interrupted", "err", err, "retry", backoff)
 		p.setStatus(func(s *Status) { s.LastError, s.Resending = err.Error(), false })
-		if !sleep(ctx, backoff) {
+		if !p.sleep(ctx, backoff) {
 			break
 		}
 		backoff = min(2*backoff, time.Minute)
@@ -226,6 +228,20 @@ func (p *Publisher) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// sleep waits d, or less when the connection comes back up; it reports
+// false when ctx ended.
+func (p *Publisher) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-p.up:
+	case <-ctx.Done():
+		return false
+	}
+	return true
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
@@ -241,6 +257,12 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 func (p *Publisher) connected(up bool) {
 	p.setStatus(func(s *Status) { s.Connected = up })
+	if up {
+		select {
+		case p.up <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // heard takes the hub's word on what it applied of this host.
