@@ -21,7 +21,22 @@ const (
 	defaultLimit = 1000
 	maxLimit     = 10000
 	scanBudget   = 100000
+	// maxReplyBytes ends a page early, well below the server's 8 MiB
+	// message limit, however many paths its items list.
+	maxReplyBytes = 4 << 20
 )
+
+// approxSize is about what c takes in a JSON reply.
+func approxSize(c *hubwire.Content) int {
+	n := 200
+	for _, h := range c.Holders {
+		n += 100
+		for _, p := range h.Paths {
+			n += len(p)*4/3 + 4
+		}
+	}
+	return n
+}
 
 // ErrQuery: a query that cannot be answered as asked.
 var ErrQuery = errors.New("hub: bad query")
@@ -79,7 +94,9 @@ func holders(tx *bolt.Tx, hv hostView, dk []byte) ([]hubwire.Holder, int64) {
 			h = &hubwire.Holder{Host: name, Stale: st.Stale, LastSeen: st.LastSeen}
 			by[name] = h
 		}
-		h.Paths = append(h.Paths, bytes.Clone(rest[4:]))
+		if h.Count++; len(h.Paths) < hubwire.MaxPaths {
+			h.Paths = append(h.Paths, bytes.Clone(rest[4:]))
+		}
 	}
 	out := make([]hubwire.Holder, 0, len(by))
 	for _, h := range by {
@@ -143,19 +160,21 @@ func (v *view) dups(req hubwire.DupsRequest) (hubwire.ListReply, error) {
 	err := v.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketXDups).Cursor()
 		var last []byte
+		size := 0
 		for k, _ := resume(c, nil, req.After); k != nil; k, _ = c.Next() {
-			if len(out.Items) == n {
+			if len(out.Items) == n || size > maxReplyBytes {
 				out.Next = last
 				return nil
 			}
 			last = bytes.Clone(k)
-			size := int64(^binary.BigEndian.Uint64(k))
-			if size < req.MinSize {
+			dsize := int64(^binary.BigEndian.Uint64(k))
+			if dsize < req.MinSize {
 				return nil
 			}
 			dk := k[8:]
 			hs, _ := holders(tx, hv, dk)
-			out.Items = append(out.Items, content(dk, size, hs))
+			out.Items = append(out.Items, content(dk, dsize, hs))
+			size += approxSize(&out.Items[len(out.Items)-1])
 		}
 		return nil
 	})
@@ -198,9 +217,9 @@ func (v *view) copies(req hubwire.CopiesRequest) (hubwire.ListReply, error) {
 		c := tx.Bucket(bucketFiles).Cursor()
 		seenDigest := map[string]bool{}
 		var last []byte
-		read := 0
+		read, size := 0, 0
 		for k, val := resume(c, prefix, req.After); k != nil && bytes.HasPrefix(k, prefix); k, val = c.Next() {
-			if len(out.Items) == n || read == scanBudget {
+			if len(out.Items) == n || read == scanBudget || size > maxReplyBytes {
 				out.Next = last
 				return nil
 			}
@@ -209,7 +228,7 @@ func (v *view) copies(req hubwire.CopiesRequest) (hubwire.ListReply, error) {
 			if !under(k[len(num):], req.Prefix) {
 				continue
 			}
-			b, d, size, _, err := decodeFile(val)
+			b, d, fsize, _, err := decodeFile(val)
 			if err != nil {
 				return err
 			}
@@ -220,7 +239,8 @@ func (v *view) copies(req hubwire.CopiesRequest) (hubwire.ListReply, error) {
 			seenDigest[string(dk)] = true
 			hs, _ := holders(tx, hv, dk)
 			if fresh(hs) < req.FewerThan {
-				out.Items = append(out.Items, content(dk, size, hs))
+				out.Items = append(out.Items, content(dk, fsize, hs))
+				size += approxSize(&out.Items[len(out.Items)-1])
 			}
 		}
 		return nil
@@ -244,9 +264,9 @@ func (v *view) copiesAll(req hubwire.CopiesRequest, hv hostView) (hubwire.ListRe
 	err := v.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketDigests).Cursor()
 		var last []byte
-		read := 0
+		read, size := 0, 0
 		for k, val := resume(c, nil, req.After); k != nil; k, val = c.Next() {
-			if len(out.Items) == n || read == scanBudget {
+			if len(out.Items) == n || read == scanBudget || size > maxReplyBytes {
 				out.Next = last
 				return nil
 			}
@@ -259,6 +279,7 @@ func (v *view) copiesAll(req hubwire.CopiesRequest, hv hostView) (hubwire.ListRe
 			hs, _ := holders(tx, hv, k)
 			if fresh(hs) < req.FewerThan {
 				out.Items = append(out.Items, content(k, s.size, hs))
+				size += approxSize(&out.Items[len(out.Items)-1])
 			}
 		}
 		return nil

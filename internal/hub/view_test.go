@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -240,5 +241,20 @@ func TestUnder(t *testing.T) {
 		if got := under([]byte(c.path), []byte(c.dir)); got != c.want {
 			t.Errorf("under(%q, %q) = %v", c.path, c.dir, got)
 		}
+	}
+}
+
+// TestViewCommonContentListsAFewPaths: content held by many paths (the
+// empty file) lists MaxPaths of them and counts all.
+func TestViewCommonContentListsAFewPaths(t *testing.T) {
+	v, _ := openTestView(t)
+	files := map[string]string{}
+	for i := range 3 * hubwire.MaxPaths {
+		files["/e/"+strings.Repeat("x", i+1)] = ""
+	}
+	resend(t, v, "a", 1, 1, files)
+	c := mustWhereis(t, v, "")
+	if len(c.Holders) != 1 || len(c.Holders[0].Paths) != hubwire.MaxPaths || c.Holders[0].Count != 3*hubwire.MaxPaths {
+		t.Fatalf("whereis of the empty file: %d holders, %d paths listed, count %d", len(c.Holders), len(c.Holders[0].Paths), c.Holders[0].Count)
 	}
 }

@@ -28,8 +28,13 @@ type Holder struct {
 	Host     string    `json:"host"`
 	Stale    bool      `json:"stale"`
 	LastSeen time.Time `json:"last_seen"`
-	Paths    [][]byte  `json:"paths"` // raw bytes, base64 in JSON
+	Paths    [][]byte  `json:"paths"` // raw bytes, base64 in JSON; at most MaxPaths
+	Count    int64     `json:"count"` // the host's paths with this content; Paths lists MaxPaths at most
 }
+
+// MaxPaths is the most paths a Holder lists, so a reply stays well below
+// NATS's message limit even for content as common as the empty file.
+const MaxPaths = 100
 
 // Content is one digest and who holds it.
 type Content struct {

@@ -107,6 +107,13 @@ type Status struct {
 	LastError string    `json:"last_error,omitempty"`
 }
 
+// maxBatchBytes bounds one batch's entries, well below NATS's default
+// limit of 1 MiB a message: paths may be long.
+const maxBatchBytes = 512 << 10
+
+// entryBytes is about what an entry adds to a batch.
+func entryBytes(l *store.Logged) int { return len(l.Path) + len(l.Digest) + 16 }
+
 // Publisher follows the index's change log and publishes it.
 type Publisher struct {
 	st  Store
@@ -388,7 +395,9 @@ func (l *link) resend(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	chunk := l.batch(hubwire.SnapChunk, local, epoch)
+	size := 0
 	flush := func() error {
+		size = 0
 		chunk.First++
 		if err := l.publish(ctx, &chunk); err != nil {
 			return err
@@ -398,7 +407,8 @@ func (l *link) resend(ctx context.Context) (uint64, error) {
 	}
 	st, err := p.st.SnapshotChanges(ctx, func(e store.Logged) error {
 		chunk.Entries = append(chunk.Entries, hubwire.Entry{Path: e.Path, Backend: e.Backend, Digest: e.Digest, Size: e.Size})
-		if len(chunk.Entries) == p.cfg.Batch {
+		size += entryBytes(&e)
+		if len(chunk.Entries) == p.cfg.Batch || size >= maxBatchBytes {
 			return flush()
 		}
 		return nil
@@ -438,6 +448,7 @@ func (l *link) follow(ctx context.Context, from uint64) error {
 			return err // ErrTrimmed included: the next sync resends whole
 		}
 		p.setStatus(func(s *Status) { s.Seq, s.Published = local.Seq, cursor })
+		changes = fitBatch(changes)
 		if len(changes) > 0 {
 			b := l.batch(hubwire.Log, local, 0)
 			b.First, b.Last = cursor, changes[len(changes)-1].Seq
@@ -470,6 +481,18 @@ func (l *link) follow(ctx context.Context, from uint64) error {
 			}
 		}
 	}
+}
+
+// fitBatch cuts changes to what one batch may carry; the rest follows in
+// the next one.
+func fitBatch(changes []store.Logged) []store.Logged {
+	size := 0
+	for i := range changes {
+		if size += entryBytes(&changes[i]); size > maxBatchBytes && i > 0 {
+			return changes[:i]
+		}
+	}
+	return changes
 }
 
 // stalled reports whether the hub lacks what was sent and made no

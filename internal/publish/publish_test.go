@@ -63,3 +63,18 @@ func TestResumePoint(t *testing.T) {
 		}
 	}
 }
+
+func TestFitBatch(t *testing.T) {
+	long := make([]byte, 4000)
+	var cs []store.Logged
+	for i := range 1000 {
+		cs = append(cs, store.Logged{Seq: uint64(i + 1), Path: long})
+	}
+	got := fitBatch(cs)
+	if n := len(got); n == 0 || n == len(cs) || n*4000 > maxBatchBytes {
+		t.Fatalf("1000 changes of 4000-byte paths: a batch of %d", n)
+	}
+	if got := fitBatch(cs[:3]); len(got) != 3 {
+		t.Fatalf("3 changes: %d", len(got))
+	}
+}
