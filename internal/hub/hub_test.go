@@ -272,3 +272,44 @@ func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 	pool.AddCert(leaf)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k, Leaf: leaf}, pool
 }
+
+// TestRestoredIndexIsResentWhole: an index restored from a backup has
+// fewer changes than the hub applied under its id; the host must not
+// reuse those numbers, and resends itself whole under a new id.
+func TestRestoredIndexIsResentWhole(t *testing.T) {
+	c := newCluster(t)
+	laptop := c.addHost("laptop")
+	laptop.write(t, map[string]string{"a": "A", "b": "B"})
+	laptop.index(t, c)
+	laptop.caughtUp(t)
+	laptop.stopPublisher(t)
+	laptop.closeStore(t)
+	data, err := os.ReadFile(laptop.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	laptop.openStore(t)
+	c.startPublisher(laptop)
+	laptop.write(t, map[string]string{"c": "C", "d": "D"})
+	laptop.index(t, c)
+	laptop.caughtUp(t)
+	laptop.stopPublisher(t)
+	laptop.closeStore(t)
+	// Back to the backup, index and tree alike.
+	if err := os.WriteFile(laptop.dbPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"c", "d"} {
+		if err := os.Remove(filepath.Join(laptop.root, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	laptop.openStore(t)
+	before, _ := laptop.st.ChangeLog()
+	c.startPublisher(laptop)
+	s := laptop.caughtUp(t)
+	if s.Resends != 1 || s.IndexID == before.IndexID.String() {
+		t.Fatalf("after the restore: %+v, want one whole resend under a new id (was %s)", s, before.IndexID)
+	}
+	c.matchTrees(t, "laptop")
+}

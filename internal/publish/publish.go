@@ -114,6 +114,14 @@ const maxBatchBytes = 512 << 10
 // entryBytes is about what an entry adds to a batch.
 func entryBytes(l *store.Logged) int { return len(l.Path) + len(l.Digest) + 16 }
 
+// setIndex makes the sequences count changes of index id: another index
+// starts from nothing published or acknowledged.
+func (s *Status) setIndex(id string) {
+	if s.IndexID != id {
+		s.IndexID, s.Published, s.Acked, s.LastAck = id, 0, 0, time.Time{}
+	}
+}
+
 // Publisher follows the index's change log and publishes it.
 type Publisher struct {
 	st  Store
@@ -304,7 +312,7 @@ func (l *link) sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.setStatus(func(s *Status) { s.IndexID, s.Seq = local.IndexID.String(), local.Seq })
+	p.setStatus(func(s *Status) { s.setIndex(local.IndexID.String()); s.Seq = local.Seq })
 	hub, err := l.state(ctx)
 	if err != nil {
 		return err
@@ -388,7 +396,10 @@ func (l *link) resend(ctx context.Context) (uint64, error) {
 	var eb [8]byte
 	_, _ = rand.Read(eb[:])
 	epoch := binary.BigEndian.Uint64(eb[:]) | 1
-	p.setStatus(func(s *Status) { s.Resending, s.Resends, s.IndexID = true, s.Resends+1, local.IndexID.String() })
+	p.setStatus(func(s *Status) {
+		s.setIndex(local.IndexID.String())
+		s.Resending, s.Resends = true, s.Resends+1
+	})
 	p.log.Info("publish: resending the index whole", "index_id", local.IndexID, "epoch", epoch)
 	begin := l.batch(hubwire.SnapBegin, local, epoch)
 	if err := l.publish(ctx, &begin); err != nil {
