@@ -313,3 +313,36 @@ func TestRestoredIndexIsResentWhole(t *testing.T) {
 	}
 	c.matchTrees(t, "laptop")
 }
+
+// TestHubDownDoesNotBlockTheIndex: with the hub gone, the index takes
+// changes and answers as before, status says the link is down and counts
+// the lag; when the hub is back, the changes arrive.
+func TestHubDownDoesNotBlockTheIndex(t *testing.T) {
+	c := newCluster(t)
+	desktop := c.addHost("desktop")
+	desktop.write(t, map[string]string{"a": "A"})
+	desktop.index(t, c)
+	desktop.caughtUp(t)
+	c.stopHub()
+	for i := range 500 {
+		desktop.write(t, map[string]string{fmt.Sprintf("d/f%03d", i): fmt.Sprintf("%d", i)})
+	}
+	desktop.index(t, c) // every change commits with the hub away
+	if _, ok, err := desktop.st.Get([]byte(filepath.Join(desktop.root, "d/f007"))); !ok || err != nil {
+		t.Fatalf("lookup with the hub away: %v %v", ok, err)
+	}
+	local, _ := desktop.st.ChangeLog()
+	deadline := time.Now().Add(waitFor)
+	for s := desktop.pub.Status(); s.Connected || s.Seq != local.Seq; s = desktop.pub.Status() {
+		if time.Now().After(deadline) {
+			t.Fatalf("status with the hub away: %+v", s)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s := desktop.pub.Status(); s.Lag != 500 {
+		t.Fatalf("lag with the hub away: %+v, want 500 changes", s)
+	}
+	c.startHub()
+	desktop.caughtUp(t)
+	c.matchTrees(t, "desktop")
+}

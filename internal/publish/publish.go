@@ -165,11 +165,16 @@ func (p *Publisher) Conn() *nats.Conn {
 	return p.nc
 }
 
-// Status returns the link's state.
+// Status returns the link's state. The index's last change is read from
+// the index, so the lag grows while the hub is away.
 func (p *Publisher) Status() Status {
+	local, err := p.st.ChangeLog()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.stat
+	if err == nil && local.IndexID.String() == s.IndexID {
+		s.Seq = local.Seq
+	}
 	if s.Seq > s.Acked {
 		s.Lag = s.Seq - s.Acked
 	}
