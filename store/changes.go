@@ -548,3 +548,39 @@ func (t *txLog) flush(files int64) error {
 func sameContent(a, b *Logged) bool {
 	return a.Backend == b.Backend && bytes.Equal(a.Digest, b.Digest) && a.Size == b.Size
 }
+
+// checkChanges adds the change log's problems to rep: its state, and
+// entries that do not decode or lie outside floor to seq.
+func checkChanges(tx *bolt.Tx, rep *Report) {
+	b := tx.Bucket(bucketChanges)
+	if b == nil {
+		return
+	}
+	st := readLogState(b)
+	log := b.Bucket(bucketLog)
+	switch {
+	case len(b.Get(changesID)) != len(st.IndexID):
+		rep.add("changes: index id of %d bytes", len(b.Get(changesID)))
+	case st.Floor < 1 || st.Floor > st.Seq+1:
+		rep.add("changes: floor %d outside 1 to %d", st.Floor, st.Seq+1)
+	case log == nil:
+		rep.add("changes: the log bucket is missing")
+	}
+	if log == nil {
+		return
+	}
+	_ = log.ForEach(func(k, v []byte) error {
+		if len(k) != 8 {
+			rep.add("changes: bad key %x", k)
+			return nil
+		}
+		seq := binary.BigEndian.Uint64(k)
+		if seq < st.Floor || seq > st.Seq {
+			rep.add("changes: entry %d outside %d to %d", seq, st.Floor, st.Seq)
+		}
+		if _, err := decodeLogged(seq, v); err != nil {
+			rep.add("changes: %v", err)
+		}
+		return nil
+	})
+}

@@ -426,3 +426,32 @@ func TestChangesEntryRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestChangesCheckFindsADamagedLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	s, err := Open(path, Options{NoSync: true, Changes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	stop := runWriter(t, s)
+	mustPut(t, s, "/a", rec("a", 1, 1, 1))
+	stop()
+	if rep, err := s.Check(); err != nil || !rep.OK() {
+		t.Fatalf("a sound log: %+v %v", rep.Problems, err)
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		log := tx.Bucket(bucketChanges).Bucket(bucketLog)
+		if err := log.Put(seqKey(99), []byte{1, '/', 9}); err != nil {
+			return err
+		}
+		return log.Put([]byte("x"), nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Check()
+	if err != nil || len(rep.Problems) != 3 {
+		t.Fatalf("a log with an entry past its end that does not decode, and a bad key: %q %v", rep.Problems, err)
+	}
+}
