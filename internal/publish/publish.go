@@ -187,8 +187,9 @@ func (p *Publisher) setStatus(fn func(s *Status)) {
 	p.mu.Unlock()
 }
 
-// Run publishes until ctx is done. It returns nil then; a hub that cannot
-// be reached is retried forever, with backoff.
+// Run publishes until ctx is done, and returns nil then. A hub that cannot
+// be reached is retried forever, with backoff; an index without a change
+// log, or closed, ends Run with that error.
 func (p *Publisher) Run(ctx context.Context) error {
 	opts := append([]nats.Option{
 		nats.Name("annexd " + p.cfg.Name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
@@ -236,6 +237,9 @@ func (p *Publisher) Run(ctx context.Context) error {
 		err := l.sync(ctx)
 		if ctx.Err() != nil {
 			break
+		}
+		if errors.Is(err, store.ErrNoChanges) || errors.Is(err, store.ErrClosed) {
+			return fmt.Errorf("publish: %w", err)
 		}
 		p.log.Info("publish: hub sync interrupted", "err", err, "retry", backoff)
 		p.setStatus(func(s *Status) { s.LastError, s.Resending = err.Error(), false })

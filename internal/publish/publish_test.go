@@ -1,6 +1,8 @@
 package publish
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -76,5 +78,23 @@ func TestFitBatch(t *testing.T) {
 	}
 	if got := fitBatch(cs[:3]); len(got) != 3 {
 		t.Fatalf("3 changes: %d", len(got))
+	}
+}
+
+// TestRunEndsOnAnIndexWithoutALog: a daemon that opened its index
+// without Options.Changes misconfigured the publisher; Run says so at
+// once instead of retrying forever.
+func TestRunEndsOnAnIndexWithoutALog(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "index.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	p, err := New(st, Config{Name: "h", HostID: [16]byte{1}, URL: "nats://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(context.Background()); !errors.Is(err, store.ErrNoChanges) {
+		t.Fatalf("Run: %v, want ErrNoChanges", err)
 	}
 }
