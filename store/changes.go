@@ -393,7 +393,7 @@ func (s *Store) SnapshotChanges(ctx context.Context, fn func(l Logged) error) (L
 	if err != nil {
 		return st, err
 	}
-	_, err = s.Scan(ctx, nil, func(path []byte, r Record) error {
+	err = s.Subtree(ctx, []byte("/"), func(path []byte, r Record) error {
 		if !r.indexed() {
 			return nil
 		}

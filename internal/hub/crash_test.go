@@ -85,7 +85,7 @@ func hubState(t *testing.T, h *benchHost) hubwire.State {
 func matchStore(t *testing.T, h *benchHost, old []store.Change) {
 	t.Helper()
 	want := map[string][]string{}
-	if _, err := h.st.Scan(context.Background(), nil, func(path []byte, r store.Record) error {
+	if err := h.st.Subtree(context.Background(), []byte("/"), func(path []byte, r store.Record) error {
 		d := hex.EncodeToString(r.Digest)
 		want[d] = append(want[d], string(path))
 		return nil

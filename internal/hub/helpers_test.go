@@ -262,7 +262,7 @@ func (h *host) index(t *testing.T, c *cluster) {
 			CtimeNs: st.Ctim.Nano(), Dev: st.Dev, Ino: st.Ino, HashedAt: time.Now().UnixNano()}
 		cs = append(cs, store.Change{Op: store.OpPut, Path: []byte(p), Record: r})
 	}
-	if _, err := h.st.Scan(context.Background(), nil, func(path []byte, _ store.Record) error {
+	if err := h.st.Subtree(context.Background(), []byte("/"), func(path []byte, _ store.Record) error {
 		if _, ok := files[string(path)]; !ok {
 			cs = append(cs, store.Change{Op: store.OpDelete, Path: path})
 		}
