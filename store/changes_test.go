@@ -147,9 +147,7 @@ func TestChangesNotLoggedWhenContentStays(t *testing.T) {
 	mustPut(t, s, "/a", r) // re-verified, touched, marked
 	r.Ino = 2
 	mustPut(t, s, "/a", r) // another inode, same content
-	if err := s.Mark(context.Background(), []byte("/a"), 10); err != nil {
-		t.Fatal(err)
-	}
+	submitAll(t, s, []Change{{Op: OpMark, Path: []byte("/a"), Gen: 10}})
 	if err := s.PutMeta(context.Background(), "x", []byte("y")); err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +240,6 @@ func TestChangesOverflowEmptiesTheLog(t *testing.T) {
 // send every consumer back to a whole resend, keeping the index id.
 func TestChangesGapAfterUnloggedWrites(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "index.db")
-	ctx := context.Background()
 	s, err := Open(path, Options{NoSync: true, Changes: true})
 	if err != nil {
 		t.Fatal(err)
@@ -269,9 +266,7 @@ func TestChangesGapAfterUnloggedWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop = runWriter(t, s)
-	if err := s.Delete(ctx, []byte("/a")); err != nil {
-		t.Fatal(err)
-	}
+	submitAll(t, s, []Change{{Op: OpDelete, Path: []byte("/a")}})
 	if _, err := s.ChangeLog(); !errors.Is(err, ErrNoChanges) {
 		t.Fatalf("ChangeLog without Options.Changes: %v, want ErrNoChanges", err)
 	}
@@ -370,9 +365,7 @@ func TestChangesSnapshotThenLog(t *testing.T) {
 		if writes < 50 { // changes made during the snapshot
 			victim := cs[len(cs)-1-writes*7].Path
 			if writes%2 == 0 {
-				if err := s.Delete(ctx, victim); err != nil {
-					return err
-				}
+				submitAll(t, s, []Change{{Op: OpDelete, Path: victim}})
 				delete(m, string(victim))
 			} else {
 				r := rec("new", 9, 2, uint64(writes))
