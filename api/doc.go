@@ -51,8 +51,9 @@
 // connection's peer uid is read with SO_PEERCRED when it is accepted, before
 // anything is read from it: anyone but the daemon's effective uid and root
 // gets a 403 and the connection is closed at once. The connections admitted
-// are capped below the descriptor limit, with a reserve that only the
-// daemon's own user may take; over the cap a connection gets 503 "busy". TCP
+// are capped below the descriptor limit, per uid and in total, with a
+// reserve that only the daemon's own user may take; over a cap a
+// connection gets 503 "busy". TCP
 // is off unless configured, and then only on a loopback address and only
 // with a bearer token.
 package api

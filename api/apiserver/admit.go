@@ -17,7 +17,8 @@ import (
 // Connection limits. A peer the daemon does not serve is refused at
 // accept, before a byte is read, so it never holds a descriptor for
 // long. The connections admitted are capped below the descriptor limit,
-// and a reserve of them is kept for the daemon's own user.
+// per uid and in total, and a reserve of them is kept for the daemon's
+// own user.
 const (
 	maxConnsCeiling = 1024 // the cap never exceeds this
 	minConns        = 16   // nor falls below this
@@ -25,7 +26,7 @@ const (
 )
 
 // Limits caps the connections a server holds at once. The zero value
-// takes both from the descriptor limit (RLIMIT_NOFILE).
+// takes them from the descriptor limit (RLIMIT_NOFILE).
 type Limits struct {
 	// Conns caps all admitted connections: a quarter of the descriptor
 	// limit by default, at most 1,024.
@@ -33,6 +34,9 @@ type Limits struct {
 	// Reserve of Conns is kept for the daemon's own user: root and TCP
 	// clients together hold at most Conns − Reserve. Default Conns/8.
 	Reserve int
+	// PerUID caps what one uid other than the daemon's own holds (all TCP
+	// clients count as one). Default half of Conns − Reserve.
+	PerUID int
 }
 
 // withDefaults fills in what l leaves zero.
@@ -42,6 +46,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.Reserve <= 0 || l.Reserve >= l.Conns {
 		l.Reserve = max(l.Conns/8, 1)
+	}
+	if l.PerUID <= 0 {
+		l.PerUID = max((l.Conns-l.Reserve)/2, 1)
 	}
 	return l
 }
@@ -78,11 +85,11 @@ func newAdmission(owner int, l Limits) *admission {
 func (a *admission) take(uid int) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	limit := a.limits.Conns
-	if uid != a.owner {
-		limit -= a.limits.Reserve
-	}
-	if a.total >= limit {
+	l := a.limits
+	switch {
+	case uid == a.owner && a.total >= l.Conns:
+		return false
+	case uid != a.owner && (a.total >= l.Conns-l.Reserve || a.byUID[uid] >= l.PerUID):
 		return false
 	}
 	a.total++

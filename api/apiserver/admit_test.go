@@ -51,7 +51,7 @@ func hold(t *testing.T, dial func() (net.Conn, error), token string) heldConn {
 func TestConnectionLimits(t *testing.T) {
 	const token = "0123456789abcdef0123"
 	ts := startServer(t, Config{Index: newStoreIndex(t, t.TempDir()), TCPAddr: "127.0.0.1:0", Token: token,
-		Limits: Limits{Conns: 6, Reserve: 2}}, nil)
+		Limits: Limits{Conns: 6, Reserve: 2, PerUID: 4}}, nil)
 	tcp := func() (net.Conn, error) { return net.Dial("tcp", ts.srv.TCPAddr().String()) }
 	unix := func() (net.Conn, error) { return net.Dial("unix", ts.socket) }
 
@@ -82,6 +82,26 @@ func TestConnectionLimits(t *testing.T) {
 	m, err := ts.client.Metrics(context.Background())
 	if err != nil || !strings.Contains(string(m), `annexd_api_denied_total{reason="busy"} 2`) {
 		t.Errorf("busy refusals not counted (%v)", err)
+	}
+}
+
+// TestPerUIDLimit: one uid other than the daemon's holds at most PerUID
+// connections, even with places free.
+func TestPerUIDLimit(t *testing.T) {
+	const token = "0123456789abcdef0123"
+	ts := startServer(t, Config{Index: newStoreIndex(t, t.TempDir()), TCPAddr: "127.0.0.1:0", Token: token,
+		Limits: Limits{Conns: 8, Reserve: 2, PerUID: 2}}, nil)
+	tcp := func() (net.Conn, error) { return net.Dial("tcp", ts.srv.TCPAddr().String()) }
+	for i := range 2 {
+		if h := hold(t, tcp, token); !strings.Contains(h.status, "200") {
+			t.Fatalf("TCP client %d within its uid's limit: %q", i+1, h.status)
+		}
+	}
+	if h := hold(t, tcp, token); !strings.Contains(h.status, "503") {
+		t.Errorf("a third TCP client over its uid's limit: %q, want 503", h.status)
+	}
+	if _, err := ts.client.Ping(context.Background()); err != nil {
+		t.Errorf("the owner: %v", err)
 	}
 }
 
