@@ -235,6 +235,10 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 			out.Watcher.Degraded = append(out.Watcher.Degraded, r.Root)
 			out.Watcher.Message = "inotify watch limit reached; run: " + r.Sysctl
 		}
+		if rs.RescanPending && !r.Degraded {
+			out.Watcher.Healthy = false // events were lost until the rescan
+			out.Watcher.Message = "inotify queue overflowed (events lost); a rescan of " + r.Root + " is pending"
+		}
 		out.Roots = append(out.Roots, rs)
 	}
 	if c := a.calib; c != nil {
