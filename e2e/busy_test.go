@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/annexd/annexd/api"
 )
 
 // fullSocket listens on a unix socket whose backlog is full and never
@@ -76,8 +78,13 @@ func TestKilledDuringStatusWait(t *testing.T) {
 	d := launch(t, nil, nil, "--calibrate", "never", "--quiet-delay", "1h")
 	d.waitIdle()
 	write(t, filepath.Join(d.root, "pending"), "not settled for an hour")
+	// The connections of the commands before have gone once only the
+	// metrics client's own is left; then the next one is the wait's.
+	c := api.Dial(d.socket)
+	defer c.Close()
+	waitConnections(t, c, "only the metrics client's connection", func(n int) bool { return n == 1 })
 	wait := startCtl(t, d, "status", "--wait")
-	waitConnections(t, d, 2) // the wait's and the metrics request's own
+	waitConnections(t, c, "the wait's connection", func(n int) bool { return n >= 2 })
 	d.exited = true
 	if err := d.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)

@@ -102,27 +102,25 @@ func startCtl(t *testing.T, d *daemon, args ...string) func() result {
 	return func() result { return <-done }
 }
 
-// waitConnections waits up to a minute until the daemon holds at least n
-// API connections (its annexd_api_connections gauge), the metrics
-// request that reads it included.
-func waitConnections(t *testing.T, d *daemon, n int) {
+// waitConnections waits up to a minute until the number of API
+// connections the daemon holds (its annexd_api_connections gauge, the
+// connection of c that reads it included) satisfies ok.
+func waitConnections(t *testing.T, c *api.Client, what string, ok func(n int) bool) {
 	t.Helper()
-	c := api.Dial(d.socket)
-	defer c.Close()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		m, err := c.Metrics(context.Background())
 		if err != nil {
 			t.Fatalf("metrics: %v", err)
 		}
 		for _, line := range strings.Split(string(m), "\n") {
-			if v, ok := strings.CutPrefix(line, "annexd_api_connections "); ok {
-				if got, _ := strconv.Atoi(v); got >= n {
+			if v, found := strings.CutPrefix(line, "annexd_api_connections "); found {
+				if n, _ := strconv.Atoi(v); ok(n) {
 					return
 				}
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the daemon never held %d connections:\n%s", n, m)
+			t.Fatalf("the daemon never held %s:\n%s", what, m)
 		}
 	}
 }
