@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -279,7 +280,7 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 		return fmt.Errorf("%w: %w", ErrRoot, err)
 	}
 	a.ix, err = indexer.New(a.st, a.h, indexer.Options{
-		Roots:        a.cfg.Roots,
+		Roots:        slices.Clone(a.cfg.Roots), // New cleans them in place; the API reads the config's meanwhile
 		Backend:      a.backend,
 		Workers:      a.cfg.Indexer.HashWorkers,
 		MaxPending:   a.cfg.Indexer.MaxPending,
