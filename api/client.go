@@ -313,11 +313,16 @@ func (c *Client) do(ctx context.Context, method, p string, v url.Values, body []
 		patience = defaultPatience
 	}
 	start, pause := time.Now(), retryFirst
+	var refused error // the last busy or starting answer
 	for {
 		resp, err := c.send(ctx, method, target, hdr, body)
+		if refused != nil && err != nil && ctxDone(ctx) != nil {
+			return nil, c.gaveUp(refused, time.Since(start)) // ran out while retrying: say why
+		}
 		if !errors.Is(err, ErrBusy) && !errors.Is(err, ErrStarting) {
 			return resp, err
 		}
+		refused = err
 		if time.Since(start)+pause > patience {
 			return nil, c.gaveUp(err, time.Since(start))
 		}
@@ -356,8 +361,8 @@ func (c *Client) where() string {
 func (c *Client) send(ctx context.Context, method, target string, hdr []string, body []byte) (*response, error) {
 	resp, err := c.tr.roundTrip(ctx, method, target, hdr, body)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err() // the caller gave up, whatever the daemon does
+		if err := ctxDone(ctx); err != nil {
+			return nil, err // the caller gave up, whatever the daemon does
 		}
 		return nil, c.dialError(err)
 	}
@@ -366,6 +371,19 @@ func (c *Client) send(ctx context.Context, method, target string, hdr []string, 
 		return nil, readStatusError(resp)
 	}
 	return resp, nil
+}
+
+// ctxDone is ctx.Err(), also in the instant after the deadline passed
+// and before ctx says so: a dial cut by that deadline fails with a
+// timeout of its own first.
+func ctxDone(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // dialError turns "nothing listens" into a *NoDaemonError, and a full
