@@ -13,11 +13,8 @@ import (
 	"github.com/annexd/annexd/api"
 )
 
-// nobody is the user the test runs annexd as: the permission bits that
-// make a directory unreadable do not stop root.
-const nobody = 65534
-
-// asNobody prepares base for a daemon run as uid nobody: base and a copy
+// asNobody prepares base for a daemon run as uid nobody (the permission
+// bits that make a directory unreadable do not stop root): base and a copy
 // of annexd that user may reach, and base/own, owned by nobody, for the
 // index, the socket and the XDG directories.
 func asNobody(t *testing.T, base string) annexdRun {
