@@ -176,8 +176,11 @@ type Status struct {
 	Bytes   int64        `json:"bytes"`   // their total size
 	Pending int64        `json:"pending"` // files waiting to be (re)hashed
 	// Idle is true when the initial scan of every root is done and nothing
-	// is pending or being hashed.
+	// is pending, being hashed or in the Backlog.
 	Idle bool `json:"idle"`
+	// Backlog counts the changes the daemon could not write to its index
+	// yet; they are retried, and the daemon is not idle meanwhile.
+	Backlog Backlog `json:"backlog"`
 	// Starting says what the daemon does before it serves the index
 	// ("calibrating hashing"); empty once it serves. Until then only
 	// ping, status and metrics are answered; the rest get 503.
@@ -192,6 +195,15 @@ type Status struct {
 	Scan        ScanProgress  `json:"scan"`
 	Watcher     WatcherStatus `json:"watcher"`
 	Calibration *Calibration  `json:"calibration,omitempty"`
+}
+
+// Backlog is what the daemon holds because it cannot write its index:
+// the file system holding the index is full. Its writer tries again as
+// soon as there is room.
+type Backlog struct {
+	Changes int64     `json:"changes"`          // changes waiting to be written; 0 with none
+	Since   time.Time `json:"since,omitzero"`   // when the first was refused
+	Reason  string    `json:"reason,omitempty"` // why, e.g. "no space left on device"
 }
 
 // RootStatus is one watched root.

@@ -51,18 +51,19 @@ func statusJSON(t *testing.T, d *daemon) api.Status {
 	return st
 }
 
-// waitStatus waits up to limit until ok accepts the daemon's status.
+// waitStatus waits up to limit until ok accepts the daemon's status; a
+// daemon that does not answer yet is asked again.
 func waitStatus(t *testing.T, d *daemon, limit time.Duration, what string, ok func(api.Status) bool) api.Status {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
-		st := statusJSON(t, d)
-		if ok(st) {
+		r := d.ctl("", "status", "--json")
+		var st api.Status
+		if r.code == 0 && json.Unmarshal([]byte(r.stdout), &st) == nil && ok(st) {
 			return st
 		}
 		if time.Now().After(deadline) {
-			b, _ := json.MarshalIndent(st, "", "  ")
-			t.Fatalf("status never showed %s within %v:\n%s\ndaemon log:\n%s", what, limit, b, d.log)
+			t.Fatalf("status never showed %s within %v: exit %d\n%s%s\ndaemon log:\n%s", what, limit, r.code, r.stdout, r.stderr, d.log)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -109,7 +109,9 @@ type Store struct {
 	path string
 	opts Options
 	log  *slog.Logger
-	dmg  damage // the first damage a read or write met (damage.go)
+	dmg  damage          // the first damage a read or write met (damage.go)
+	hold hold            // the writer's wait for space (nospace.go)
+	stop <-chan struct{} // Run's ctx.Done, for the writer alone
 
 	in      chan item
 	closing chan struct{}

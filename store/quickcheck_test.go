@@ -202,7 +202,7 @@ func TestDamageMetByReadStopsWrites(t *testing.T) {
 		t.Fatal("Damaged closed before any read met the damage")
 	default:
 	}
-	_, err = s.Scan(context.Background(), nil, func([]byte, Record) error { return nil })
+	err = s.Subtree(context.Background(), []byte("/"), func([]byte, Record) error { return nil })
 	if !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Scan through the damaged leaf = %v, want ErrCorrupt", err)
 	}

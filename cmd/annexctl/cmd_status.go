@@ -192,6 +192,9 @@ func drawBar(w io.Writer, st api.Status) {
 	if s.EstimateSeconds > 0 {
 		line += fmt.Sprintf(", ~%s left", (time.Duration(s.EstimateSeconds) * time.Second).Round(time.Second))
 	}
+	if st.Backlog.Changes > 0 {
+		line += fmt.Sprintf(", backlog %s (index full)", groupDigits(st.Backlog.Changes))
+	}
 	fmt.Fprintf(w, "\r\033[K%s", line)
 }
 
@@ -224,6 +227,10 @@ func printStatus(w io.Writer, st api.Status) {
 		}
 	}
 	fmt.Fprintf(w, "state:   %s\n", state)
+	if b := st.Backlog; b.Changes > 0 {
+		fmt.Fprintf(w, "backlog: %s changes not written to the index yet, retried since %s: %s\n",
+			groupDigits(b.Changes), b.Since.Local().Format(time.TimeOnly), b.Reason)
+	}
 	fmt.Fprintln(w, "roots:")
 	for _, r := range st.Roots {
 		if st.Starting != "" {

@@ -76,8 +76,9 @@ type App struct {
 	opts  Options
 	log   *slog.Logger
 	roots roots.Set
-	// damageLog logs the first error from a damaged index (damage.go).
-	damageLog damageFilter
+	// repeats logs the first error from a damaged or full index, and
+	// counts the rest (damage.go).
+	repeats repeatFilter
 
 	backend key.Backend
 	started time.Time
@@ -112,8 +113,8 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	damageLog := newDamageFilter(log.Handler())
-	log = slog.New(damageLog)
+	repeats := newRepeatFilter(log.Handler())
+	log = slog.New(repeats)
 	if len(cfg.Roots) == 0 {
 		return nil, ErrNoRoots
 	}
@@ -129,7 +130,7 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if !hasher.Supported(b) {
 		return nil, fmt.Errorf("daemon: backend %s cannot be hashed by this build", b)
 	}
-	return &App{cfg: cfg, opts: opts, log: log, damageLog: damageLog, backend: b, roots: set}, nil
+	return &App{cfg: cfg, opts: opts, log: log, repeats: repeats, backend: b, roots: set}, nil
 }
 
 // Run runs the daemon until ctx ends (or, with ExitWhenIdle, until it is
@@ -203,8 +204,12 @@ func (a *App) Run(ctx context.Context) error {
 		})
 	}
 	err = g.Wait()
-	if n := a.damageLog.dropped(); n > 0 && errors.Is(err, store.ErrCorrupt) {
+	if n := a.repeats.dropped(store.ErrCorrupt); n > 0 && errors.Is(err, store.ErrCorrupt) {
 		err = fmt.Errorf("%w (%d more errors from the same damage were not logged)", err, n)
+	}
+	if n := a.repeats.dropped(store.ErrNoSpace); n > 0 {
+		a.log.Warn("more writes failed for lack of space and were not logged; the next scan records their files",
+			"count", n)
 	}
 	p := a.ix.Progress()
 	a.log.Info("annexd stopped", "files_hashed", p.FilesHashed, "bytes_hashed", p.BytesHashed,
@@ -344,7 +349,11 @@ func (a *App) calibration(ctx context.Context) (hasher.Calibration, error) {
 	}
 	b, err := json.Marshal(c)
 	if err == nil {
-		err = a.st.PutMeta(ctx, calibrationMeta, b)
+		// Bounded: with the index's file system full the write waits
+		// for room, and the start must not.
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = a.st.PutMeta(pctx, calibrationMeta, b)
+		cancel()
 	}
 	if err != nil {
 		a.log.Warn("cannot store calibration; it will run again at the next start", "err", err)

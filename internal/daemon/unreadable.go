@@ -83,16 +83,24 @@ func plural(n int, one, many string) string {
 }
 
 // healthCollector exports what makes the daemon unhealthy besides the
-// watch limit: annexd_watcher_unreadable_dirs.
+// watch limit: annexd_watcher_unreadable_dirs and annexd_index_backlog_changes.
 type healthCollector struct{ a *App }
 
-var descUnreadable = prometheus.NewDesc("annexd_watcher_unreadable_dirs",
-	"Directories of the root that annexd cannot read or watch (the root itself included); their records are kept, unchecked.", []string{"root"}, nil)
+var (
+	descUnreadable = prometheus.NewDesc("annexd_watcher_unreadable_dirs",
+		"Directories of the root that annexd cannot read or watch (the root itself included); their records are kept, unchecked.", []string{"root"}, nil)
+	descBacklog = prometheus.NewDesc("annexd_index_backlog_changes",
+		"Changes the index writer holds because the index's file system is full; retried once there is room.", nil, nil)
+)
 
-func (c healthCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descUnreadable }
+func (c healthCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descUnreadable
+	ch <- descBacklog
+}
 
 func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range c.a.w.Status().Roots {
 		ch <- prometheus.MustNewConstMetric(descUnreadable, prometheus.GaugeValue, float64(r.Unreadable), r.Root)
 	}
+	ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(c.a.st.Backlog().Changes))
 }
