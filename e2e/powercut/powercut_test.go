@@ -94,10 +94,17 @@ func (e ending) String() string { return [...]string{"killed", "survived"}[e] }
 
 // config is one way of running the scenario.
 type config struct {
-	fs        string // "xfs" or "ext4"
-	sameFS    bool   // the index lives on the file system that loses power
-	end       ending
-	daemonArg []string // extra annexd flags
+	fs     string // "xfs" or "ext4"
+	sameFS bool   // the index lives on the file system that loses power
+	end    ending
+	// noSync runs the daemon with --no-data-sync: it hashes recent files
+	// without making their data durable, which leaves only the re-check
+	// after an unclean end as a defence.
+	noSync bool
+	// control: no defence is left (no sync, and the daemon outlived the
+	// file system and closed the index cleanly), so wrong keys are
+	// expected; finding none would mean the test cannot see the bug.
+	control bool
 }
 
 func (c config) name() string {
@@ -105,7 +112,11 @@ func (c config) name() string {
 	if c.sameFS {
 		where = "index-on-tree-fs"
 	}
-	return fmt.Sprintf("%s/%s/daemon-%s", c.fs, where, c.end)
+	sync := "sync"
+	if c.noSync {
+		sync = "no-data-sync"
+	}
+	return fmt.Sprintf("%s/%s/daemon-%s/%s", c.fs, where, c.end, sync)
 }
 
 // tally counts what the runs of one config found.
@@ -128,6 +139,9 @@ func configs() []config {
 			config{fs: fs, end: killed},
 			config{fs: fs, end: survived},
 			config{fs: fs, sameFS: true, end: killed},
+			config{fs: fs, end: killed, noSync: true},
+			config{fs: fs, sameFS: true, end: killed, noSync: true},
+			config{fs: fs, end: survived, noSync: true, control: true},
 		)
 	}
 	return cs
@@ -144,14 +158,20 @@ func TestPowerCut(t *testing.T) {
 					i+1, got.files, got.lost, got.wrong, got.unanswered)
 				sum.add(got)
 			}
-			if sum.lost == 0 {
+			switch {
+			case c.noSync && sum.lost == 0:
+				// With the sync, the daemon saves the bytes it hashed.
 				t.Errorf("no write was lost in %d runs: the scenario did not cut the power before writeback", sum.runs)
-			}
-			if sum.wrong > 0 {
+			case c.control && sum.wrong == 0:
+				t.Errorf("no wrong key in %d runs without any defence: the test cannot see the failure it is for", sum.runs)
+			case !c.control && sum.wrong > 0:
 				t.Errorf("%d wrong keys reported current over %d runs", sum.wrong, sum.runs)
 			}
+			if sum.unanswered > 0 {
+				t.Errorf("%d lookups without a key after the daemon was idle", sum.unanswered)
+			}
 		})
-		summary = append(summary, fmt.Sprintf("%-40s runs %2d  files %5d  writes lost %5d  wrong keys %4d  without a key %4d",
+		summary = append(summary, fmt.Sprintf("%-52s runs %2d  files %5d  writes lost %5d  wrong keys %4d  without a key %4d",
 			c.name(), sum.runs, sum.files, sum.lost, sum.wrong, sum.unanswered))
 	}
 	t.Logf("summary:\n%s", strings.Join(summary, "\n"))
@@ -160,17 +180,20 @@ func TestPowerCut(t *testing.T) {
 // powerCut runs the scenario once and counts what it found.
 func powerCut(t *testing.T, c config, seed uint64) tally {
 	base := tempBase(t)
-	img := newImage(t, base, c.fs)
-	img.mount(t)
-	root := filepath.Join(img.mnt, "tree")
-	paths := writeTree(t, root, *filesFlag, seed)
-	img.syncfs(t) // the first content is durable: these are the "old bytes"
+	img := testutil.MountLoop(t, base, c.fs)
+	root := filepath.Join(img.Dir, "tree")
+	paths := writeTree(t, root, *filesFlag, seed, 128<<10)
+	img.Syncfs(t) // the first content is durable: these are the "old bytes"
 
 	index := filepath.Join(base, "state", "index.db")
 	if c.sameFS {
-		index = filepath.Join(img.mnt, "state", "index.db")
+		index = filepath.Join(img.Dir, "state", "index.db")
 	}
-	d := startDaemon(t, base, index, root, c.daemonArg)
+	var args []string
+	if c.noSync {
+		args = append(args, "--no-data-sync")
+	}
+	d := startDaemon(t, base, index, root, args)
 	d.waitIdle()
 	if bad := d.wrongKeys(paths, digests(t, paths)); bad.wrong+bad.unanswered != 0 {
 		t.Fatalf("first index: %d wrong keys, %d without a key\n%s", bad.wrong, bad.unanswered, d.log)
@@ -182,16 +205,16 @@ func powerCut(t *testing.T, c config, seed uint64) tally {
 	if bad := d.wrongKeys(paths, fresh); bad.wrong+bad.unanswered != 0 {
 		t.Fatalf("after the rewrite, before the cut: %d wrong keys, %d without a key\n%s", bad.wrong, bad.unanswered, d.log)
 	}
-	img.otherFsync(t)
-	img.shutdown(t)
+	otherFsync(t, img.Dir)
+	img.Shutdown(t)
 	switch c.end {
 	case killed:
 		d.kill()
 	case survived:
 		d.stop()
 	}
-	img.unmount(t)
-	img.mount(t)
+	img.Unmount(t)
+	img.Mount(t)
 
 	onDisk := digests(t, paths)
 	got := tally{runs: 1, files: len(paths)}
@@ -200,18 +223,18 @@ func powerCut(t *testing.T, c config, seed uint64) tally {
 			got.lost++
 		}
 	}
-	d = startDaemon(t, base, index, root, c.daemonArg)
+	d = startDaemon(t, base, index, root, args)
 	d.waitIdle()
 	bad := d.wrongKeys(paths, onDisk)
 	got.wrong, got.unanswered = bad.wrong, bad.unanswered
 	d.stop()
-	img.unmount(t)
+	img.Unmount(t)
 	return got
 }
 
 // tempBase is a fresh directory for one run; its name starts with
 // annexd-powercut- so that .ci/run can find what a killed test left mounted.
-func tempBase(t *testing.T) string {
+func tempBase(t testing.TB) string {
 	t.Helper()
 	base, err := os.MkdirTemp("", "annexd-powercut-")
 	if err != nil {
@@ -221,74 +244,12 @@ func tempBase(t *testing.T) string {
 	return base
 }
 
-// image is a loop-mounted file system in a sparse file.
-type image struct {
-	fs, file, mnt string
-	mounted       bool
-}
-
-func newImage(t *testing.T, base, fs string) *image {
-	t.Helper()
-	img := &image{fs: fs, file: filepath.Join(base, fs+".img"), mnt: filepath.Join(base, "mnt")}
-	if err := os.Mkdir(img.mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(img.file, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img.file, 512<<20); err != nil {
-		t.Fatal(err)
-	}
-	switch fs {
-	case "xfs":
-		run(t, "mkfs.xfs", "-q", "-f", img.file)
-	case "ext4":
-		run(t, "mkfs.ext4", "-q", "-F", img.file)
-	default:
-		t.Fatalf("unknown file system %q", fs)
-	}
-	t.Cleanup(func() {
-		if img.mounted {
-			// A test that failed midway: lazily, so a busy mount cannot
-			// keep its loop device (mount -o loop frees it at unmount).
-			if err := unix.Unmount(img.mnt, unix.MNT_DETACH); err != nil {
-				t.Errorf("unmount %s: %v", img.mnt, err)
-			}
-		}
-	})
-	return img
-}
-
-func (img *image) mount(t *testing.T) {
-	t.Helper()
-	run(t, "mount", "-t", img.fs, "-o", "loop", img.file, img.mnt)
-	img.mounted = true
-}
-
-func (img *image) unmount(t *testing.T) {
-	t.Helper()
-	run(t, "umount", img.mnt)
-	img.mounted = false
-}
-
-func (img *image) syncfs(t *testing.T) {
-	t.Helper()
-	fd, err := unix.Open(img.mnt, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Syncfs(fd); err != nil {
-		t.Fatalf("syncfs %s: %v", img.mnt, err)
-	}
-}
-
 // otherFsync is any other program on the machine calling fsync on its own
 // file: it commits the file system's journal, and with it the timestamps
 // of the rewritten files, but not their overwritten data blocks.
-func (img *image) otherFsync(t *testing.T) {
+func otherFsync(t *testing.T, dir string) {
 	t.Helper()
-	f, err := os.Create(filepath.Join(img.mnt, "other-program.log"))
+	f, err := os.Create(filepath.Join(dir, "other-program.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,24 +262,9 @@ func (img *image) otherFsync(t *testing.T) {
 	}
 }
 
-// shutdown cuts the power: the file system stops at once, without flushing
-// its log (xfs_io's default; ext4 takes the same ioctl).
-func (img *image) shutdown(t *testing.T) {
-	t.Helper()
-	run(t, "xfs_io", "-x", "-c", "shutdown", img.mnt)
-}
-
-func run(t *testing.T, name string, args ...string) {
-	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-}
-
-// writeTree writes n files of 1 KiB to 128 KiB under root in a few
+// writeTree writes n files of 1 KiB up to maxSize under root in a few
 // directories and returns their paths.
-func writeTree(t *testing.T, root string, n int, seed uint64) []string {
+func writeTree(t testing.TB, root string, n int, seed uint64, maxSize int) []string {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 1))
 	var paths []string
@@ -327,7 +273,7 @@ func writeTree(t *testing.T, root string, n int, seed uint64) []string {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		data := make([]byte, 1<<10+r.IntN(127<<10))
+		data := make([]byte, 1<<10+r.IntN(maxSize-1<<10))
 		fill(r, data)
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
@@ -541,4 +487,58 @@ func (d *daemon) wrongKeys(paths []string, want [][]byte) tally {
 		}
 	}
 	return got
+}
+
+// BenchmarkFirstIndex is the first index of a tree of 4,000 files written
+// just before the daemon starts (fresh: every file is dirty in the page
+// cache) or 11 s before (aged: older than the hasher's 10 s cover margin,
+// still within its data window), on a fresh loop-mounted file system,
+// start to idle, with the data of recent files made durable before their
+// keys are recorded (sync) and without (nosync, --no-data-sync). The
+// index lives on another file system.
+//
+//	go test -tags powercut -run XXX -bench FirstIndex -benchtime 3x ./e2e/powercut/
+func BenchmarkFirstIndex(b *testing.B) {
+	const n = 4000
+	for _, fs := range []string{"xfs", "ext4"} {
+		for _, age := range []string{"fresh", "aged"} {
+			for _, mode := range []string{"sync", "nosync"} {
+				b.Run(fs+"/"+age+"/"+mode, func(b *testing.B) {
+					var files int
+					for i := 0; i < b.N; i++ {
+						files += firstIndex(b, fs, age == "aged", mode == "nosync", n, uint64(i))
+					}
+					b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(files), "µs/file")
+				})
+			}
+		}
+	}
+}
+
+// firstIndex times one first index (the benchmark's timer runs only while
+// the daemon does) and returns the number of files.
+func firstIndex(b *testing.B, fs string, aged, noSync bool, n int, seed uint64) int {
+	b.StopTimer()
+	base := tempBase(b)
+	img := testutil.MountLoop(b, base, fs)
+	root := filepath.Join(img.Dir, "tree")
+	files := len(writeTree(b, root, n, seed, 32<<10))
+	args := []string{"--index", filepath.Join(base, "state", "index.db"), "--socket", filepath.Join(base, "run", "s"),
+		"--calibrate", "never", "--exit-when-idle"}
+	if noSync {
+		args = append(args, "--no-data-sync")
+	}
+	if aged {
+		time.Sleep(11 * time.Second)
+	}
+	cmd := exec.Command(bin.annexd, append(args, root)...)
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+filepath.Join(base, "config"))
+	b.StartTimer()
+	out, err := cmd.CombinedOutput()
+	b.StopTimer()
+	if err != nil {
+		b.Fatalf("annexd: %v\n%s", err, out)
+	}
+	img.Unmount(b)
+	return files
 }
