@@ -494,19 +494,21 @@ func (d *daemon) wrongKeys(paths []string, want [][]byte) tally {
 // cache) or 11 s before (aged: older than the hasher's 10 s cover margin,
 // still within its data window), on a fresh loop-mounted file system,
 // start to idle, with the data of recent files made durable before their
-// keys are recorded (sync) and without (nosync, --no-data-sync). The
-// index lives on another file system.
+// keys are recorded (sync) and without (nosync, --no-data-sync); and, as
+// the floor of any way of batching the sync, without it and then one
+// syncfs(2) of the whole file system (nosync+syncfs). The index lives on
+// another file system.
 //
 //	go test -tags powercut -run XXX -bench FirstIndex -benchtime 3x ./e2e/powercut/
 func BenchmarkFirstIndex(b *testing.B) {
 	const n = 4000
 	for _, fs := range []string{"xfs", "ext4"} {
 		for _, age := range []string{"fresh", "aged"} {
-			for _, mode := range []string{"sync", "nosync"} {
+			for _, mode := range []string{"sync", "nosync", "nosync+syncfs"} {
 				b.Run(fs+"/"+age+"/"+mode, func(b *testing.B) {
 					var files int
 					for i := 0; i < b.N; i++ {
-						files += firstIndex(b, fs, age == "aged", mode == "nosync", n, uint64(i))
+						files += firstIndex(b, fs, age == "aged", mode, n, uint64(i))
 					}
 					b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(files), "µs/file")
 				})
@@ -517,7 +519,7 @@ func BenchmarkFirstIndex(b *testing.B) {
 
 // firstIndex times one first index (the benchmark's timer runs only while
 // the daemon does) and returns the number of files.
-func firstIndex(b *testing.B, fs string, aged, noSync bool, n int, seed uint64) int {
+func firstIndex(b *testing.B, fs string, aged bool, mode string, n int, seed uint64) int {
 	b.StopTimer()
 	base := tempBase(b)
 	img := testutil.MountLoop(b, base, fs)
@@ -525,7 +527,7 @@ func firstIndex(b *testing.B, fs string, aged, noSync bool, n int, seed uint64) 
 	files := len(writeTree(b, root, n, seed, 32<<10))
 	args := []string{"--index", filepath.Join(base, "state", "index.db"), "--socket", filepath.Join(base, "run", "s"),
 		"--calibrate", "never", "--exit-when-idle"}
-	if noSync {
+	if mode != "sync" {
 		args = append(args, "--no-data-sync")
 	}
 	if aged {
@@ -535,6 +537,9 @@ func firstIndex(b *testing.B, fs string, aged, noSync bool, n int, seed uint64) 
 	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+filepath.Join(base, "config"))
 	b.StartTimer()
 	out, err := cmd.CombinedOutput()
+	if err == nil && mode == "nosync+syncfs" {
+		img.Syncfs(b)
+	}
 	b.StopTimer()
 	if err != nil {
 		b.Fatalf("annexd: %v\n%s", err, out)
