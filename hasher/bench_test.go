@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/annexd/annexd/internal/testutil"
+	"github.com/annexd/annexd/internal/loopfs"
 	"github.com/annexd/annexd/key"
 )
 
@@ -231,8 +231,8 @@ func reportCPU(b *testing.B, bytesPerOp int64, cpu0 time.Duration) {
 // no epoch can cover files written just before).
 func BenchmarkSyncRecent(b *testing.B) {
 	dirs := map[string]string{"tmp": b.TempDir()}
-	for _, fs := range []string{"xfs", "ext4"} {
-		dirs[fs] = testutil.MountLoop(b, b.TempDir(), fs).Dir
+	for _, fs := range []loopfs.Kind{loopfs.XFS, loopfs.Ext4} {
+		dirs[string(fs)] = newLoop(b, fs).Dir
 	}
 	const batch, workers = 64, 4
 	for _, fs := range []string{"tmp", "xfs", "ext4"} {

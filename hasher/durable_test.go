@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/annexd/annexd/internal/testutil"
+	"golang.org/x/sys/unix"
+
+	"github.com/annexd/annexd/internal/loopfs"
 	"github.com/annexd/annexd/key"
 )
 
@@ -79,8 +81,8 @@ func TestHashedDataSurvivesPowerCut(t *testing.T) {
 	}
 	for _, fstype := range []string{"xfs", "ext4"} {
 		t.Run(fstype, func(t *testing.T) {
-			img := testutil.MountLoop(t, t.TempDir(), fstype)
-			control := testutil.MountLoop(t, t.TempDir(), fstype)
+			img := newLoop(t, loopfs.Kind(fstype))
+			control := newLoop(t, loopfs.Kind(fstype))
 			files := map[string][]string{}
 			for name := range routes {
 				dir := img.Dir
@@ -96,8 +98,8 @@ func TestHashedDataSurvivesPowerCut(t *testing.T) {
 					files[name] = append(files[name], p)
 				}
 			}
-			img.Syncfs(t)
-			control.Syncfs(t)
+			syncDir(t, img.Dir)
+			syncDir(t, control.Dir)
 			hashed := map[string][]byte{}
 			for name, p := range routes {
 				hash := func(path string) (Result, error) { return HashFile(context.Background(), path, key.SHA256) }
@@ -118,8 +120,8 @@ func TestHashedDataSurvivesPowerCut(t *testing.T) {
 			epochsRunning.Wait() // its descriptor would keep the mount busy
 			commitJournal(t, img.Dir)
 			commitJournal(t, control.Dir)
-			img.PowerCut(t)
-			control.PowerCut(t)
+			powerCut(t, img)
+			powerCut(t, control)
 			lost := 0
 			for name, paths := range files {
 				for _, path := range paths {
@@ -174,7 +176,7 @@ func commitJournal(t *testing.T, dir string) {
 // A file is synced when its ctime is recent, or when the page cache holds
 // dirty pages of it although its ctime is old; a clean, old file is not.
 func TestSyncsOnlyWhatMayBeDirty(t *testing.T) {
-	img := testutil.MountLoop(t, t.TempDir(), "ext4")
+	img := newLoop(t, loopfs.Ext4)
 	var synced atomic.Int64
 	testHookSync = func(string) { synced.Add(1) }
 	defer func() { testHookSync = nil }()
@@ -220,7 +222,7 @@ func TestSyncsOnlyWhatMayBeDirty(t *testing.T) {
 // A file whose data cannot be made durable gets no digest: the error of
 // the sync is returned, naming the file.
 func TestSyncFailureGivesNoDigest(t *testing.T) {
-	img := testutil.MountLoop(t, t.TempDir(), "xfs")
+	img := newLoop(t, loopfs.XFS)
 	path := filepath.Join(img.Dir, "f.bin")
 	writeFile(t, path, pattern(4096))
 	testHookRead = func(string) { img.Shutdown(t) }
@@ -242,7 +244,7 @@ func TestEpochCoversOlderFiles(t *testing.T) {
 	// A loop device's number comes back in the next test: start afresh.
 	epochsRunning.Wait()
 	epochsByDev.Clear()
-	img := testutil.MountLoop(t, t.TempDir(), "ext4")
+	img := newLoop(t, loopfs.Ext4)
 	var synced atomic.Int64
 	testHookSync = func(string) { synced.Add(1) }
 	defer func() { testHookSync = nil }()
@@ -283,7 +285,7 @@ func TestEpochCoversOlderFiles(t *testing.T) {
 	}
 	epochsRunning.Wait()
 	commitJournal(t, img.Dir)
-	img.PowerCut(t)
+	powerCut(t, img)
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
 		if err != nil {
@@ -292,5 +294,33 @@ func TestEpochCoversOlderFiles(t *testing.T) {
 		if sum := sha256.Sum256(data); !bytes.Equal(sum[:], hashed[p]) {
 			t.Errorf("%s: the disk holds %x after the cut, the hasher said %x", p, sum, hashed[p])
 		}
+	}
+}
+
+// newLoop mounts a fresh image of kind for the test (internal/loopfs).
+func newLoop(t testing.TB, kind loopfs.Kind) *loopfs.FS {
+	t.Helper()
+	return loopfs.New(t, kind, loopfs.Options{Size: loopfs.MinSize[kind]})
+}
+
+// powerCut is a power cut and the reboot after it: the file system stops
+// without flushing its log, then is mounted again (journal replayed).
+func powerCut(t *testing.T, fs *loopfs.FS) {
+	t.Helper()
+	fs.Shutdown(t)
+	fs.Unmount(t)
+	fs.Mount(t)
+}
+
+// syncDir writes everything cached for the file system holding dir.
+func syncDir(t testing.TB, dir string) {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Syncfs(fd); err != nil {
+		t.Fatalf("syncfs %s: %v", dir, err)
 	}
 }

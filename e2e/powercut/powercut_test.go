@@ -37,6 +37,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/annexd/annexd/internal/loopfs"
 	"github.com/annexd/annexd/internal/testutil"
 )
 
@@ -180,10 +181,10 @@ func TestPowerCut(t *testing.T) {
 // powerCut runs the scenario once and counts what it found.
 func powerCut(t *testing.T, c config, seed uint64) tally {
 	base := tempBase(t)
-	img := testutil.MountLoop(t, base, c.fs)
+	img := newImage(t, c.fs)
 	root := filepath.Join(img.Dir, "tree")
 	paths := writeTree(t, root, *filesFlag, seed, 128<<10)
-	img.Syncfs(t) // the first content is durable: these are the "old bytes"
+	syncDir(t, img.Dir) // the first content is durable: these are the "old bytes"
 
 	index := filepath.Join(base, "state", "index.db")
 	if c.sameFS {
@@ -228,12 +229,12 @@ func powerCut(t *testing.T, c config, seed uint64) tally {
 	bad := d.wrongKeys(paths, onDisk)
 	got.wrong, got.unanswered = bad.wrong, bad.unanswered
 	d.stop()
-	img.Unmount(t)
 	return got
 }
 
-// tempBase is a fresh directory for one run; its name starts with
-// annexd-powercut- so that .ci/run can find what a killed test left mounted.
+// tempBase is a fresh directory for one run's index, socket and daemon
+// state, with a short name, as a socket's path must be. Like the images,
+// it is under $TMPDIR, where .ci/run looks for what a killed run left.
 func tempBase(t testing.TB) string {
 	t.Helper()
 	base, err := os.MkdirTemp("", "annexd-powercut-")
@@ -242,6 +243,25 @@ func tempBase(t testing.TB) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
 	return base
+}
+
+// newImage mounts a fresh 512 MiB image of the file system fs (internal/loopfs).
+func newImage(t testing.TB, fs string) *loopfs.FS {
+	t.Helper()
+	return loopfs.New(t, loopfs.Kind(fs), loopfs.Options{Size: 512 << 20})
+}
+
+// syncDir writes everything cached for the file system holding dir.
+func syncDir(t testing.TB, dir string) {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Syncfs(fd); err != nil {
+		t.Fatalf("syncfs %s: %v", dir, err)
+	}
 }
 
 // otherFsync is any other program on the machine calling fsync on its own
@@ -522,7 +542,7 @@ func BenchmarkFirstIndex(b *testing.B) {
 func firstIndex(b *testing.B, fs string, aged bool, mode string, n int, seed uint64) int {
 	b.StopTimer()
 	base := tempBase(b)
-	img := testutil.MountLoop(b, base, fs)
+	img := newImage(b, fs)
 	root := filepath.Join(img.Dir, "tree")
 	files := len(writeTree(b, root, n, seed, 32<<10))
 	args := []string{"--index", filepath.Join(base, "state", "index.db"), "--socket", filepath.Join(base, "run", "s"),
@@ -538,12 +558,11 @@ func firstIndex(b *testing.B, fs string, aged bool, mode string, n int, seed uin
 	b.StartTimer()
 	out, err := cmd.CombinedOutput()
 	if err == nil && mode == "nosync+syncfs" {
-		img.Syncfs(b)
+		syncDir(b, img.Dir)
 	}
 	b.StopTimer()
 	if err != nil {
 		b.Fatalf("annexd: %v\n%s", err, out)
 	}
-	img.Unmount(b)
 	return files
 }
