@@ -227,8 +227,8 @@ func reportCPU(b *testing.B, bytesPerOp int64, cpu0 time.Duration) {
 // just rewritten in place (dirty in the page cache), hashed by four
 // goroutines as the daemon's workers do, on the test's own file system and
 // on loop-mounted XFS and ext4: without the sync (nosync), with fdatasync
-// of each file (fdatasync), and as HashFile does it (epochs: the same, as
-// no epoch can cover files written just before).
+// of each file (fdatasync), and as HashFile does it (epochs: the same, and
+// a syncfs in the background after 32 files).
 func BenchmarkSyncRecent(b *testing.B) {
 	dirs := map[string]string{"tmp": b.TempDir()}
 	for _, fs := range []loopfs.Kind{loopfs.XFS, loopfs.Ext4} {

@@ -48,12 +48,13 @@
 // With periodic writeback off, every file is synced. A failed sync returns
 // its error and no digest. Policy.SyncWindow changes the window.
 //
-// After 32 files of one XFS, ext4 or btrfs file system, changed more than
-// 10 s before, were synced one by one, an epoch syncs all of it in the
-// background (syncfs(2), then a flush of the disk's cache). A file changed
-// more than 10 s before an epoch that ended, and clean in the page cache,
-// is on disk and needs no sync of its own: a first index of a tree written
-// a while ago pays about one epoch, not one sync a file.
+// After 32 files of one XFS, ext4 or btrfs file system were synced one by
+// one, an epoch syncs all of it in the background (syncfs(2), then a flush
+// of the disk's cache). A file changed more than 10 s before an epoch that
+// ended, and clean in the page cache, is on disk and needs no sync of its
+// own: a first index of a tree written a while ago pays about one epoch,
+// not one sync a file. The other files' syncs are cheaper after an epoch,
+// which wrote their data back in one sweep.
 //
 // What no sync here can see: writeback that lags past the window on a
 // kernel without cachestat (before 6.5), or for a file the process neither

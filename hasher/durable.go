@@ -127,7 +127,7 @@ func (f *stableFile) makeDurable(o readOpts) error {
 				testHookSync(f.path)
 			}
 			if e != nil {
-				e.noteSynced(f.fd, f.before.CtimeNs)
+				e.noteSynced(f.fd)
 			}
 			return nil
 		}

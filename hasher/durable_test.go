@@ -297,10 +297,11 @@ func TestEpochCoversOlderFiles(t *testing.T) {
 	}
 }
 
-// newLoop mounts a fresh image of kind for the test (internal/loopfs).
+// newLoop mounts a fresh 512 MiB (sparse) image of kind for the test
+// (internal/loopfs).
 func newLoop(t testing.TB, kind loopfs.Kind) *loopfs.FS {
 	t.Helper()
-	return loopfs.New(t, kind, loopfs.Options{Size: loopfs.MinSize[kind]})
+	return loopfs.New(t, kind, loopfs.Options{Size: 512 << 20})
 }
 
 // powerCut is a power cut and the reboot after it: the file system stops

@@ -22,28 +22,26 @@ const (
 // bounds that. A variable for tests.
 var coverMargin = 10 * time.Second
 
-// epochAfter is how many files of one file system, old enough for an
-// epoch to have covered them, are fdatasync'ed one by one before an epoch
-// is started for it.
+// epochAfter is how many files of one file system are fdatasync'ed one by
+// one before an epoch is started for it.
 const epochAfter = 32
 
 // epochs spares a backlog of recently written files one fdatasync(2) each.
-// After epochAfter files of a file system needed one although they were
-// last changed more than coverMargin ago (a backlog, not fresh writes that
-// no epoch could cover), a syncfs(2) of it runs in the background, then an
-// fdatasync(2) that flushes the disk's
+// After epochAfter files of a file system needed one, a syncfs(2) of it
+// runs in the background, then an fdatasync(2) that flushes the disk's
 // write cache (XFS's syncfs may not, when its log had nothing new). A file
 // last changed more than coverMargin before an epoch began is on disk once
 // that epoch has ended, if the page cache holds no dirty page of it, and
 // is not synced again: what a first index of a tree written a while ago,
 // or a backlog, meets file after file. Such a file waits for the epoch
 // that covers it rather than compete with it; any other file is
-// fdatasync'ed. Only XFS, ext4 and btrfs have epochs.
+// fdatasync'ed, more cheaply once an epoch wrote its data back with the
+// rest in one sweep. Only XFS, ext4 and btrfs have epochs.
 type epochs struct {
 	mu      sync.Mutex
 	last    time.Time // start of the last epoch that succeeded; zero: none
 	running *epoch    // nil when none runs
-	synced  int       // files an epoch could have covered fdatasync'ed since the last began
+	synced  int       // files fdatasync'ed since the last epoch began
 }
 
 // epoch is one syncfs of a file system.
@@ -98,14 +96,10 @@ func (e *epochs) covered(fd int, ctimeNs int64) bool {
 	return run.err == nil && cleanInCache(fd)
 }
 
-// noteSynced counts a file of this file system, last changed at ctimeNs,
-// fdatasync'ed alone, and starts an epoch in the background, with its own
-// descriptor of the file open on fd, when epochAfter old enough for one to
-// cover them were since the last one began.
-func (e *epochs) noteSynced(fd int, ctimeNs int64) {
-	if ctimeNs >= time.Now().UnixNano()-int64(coverMargin) {
-		return
-	}
+// noteSynced counts a file of this file system fdatasync'ed alone, and
+// starts an epoch in the background, with its own descriptor of the file
+// open on fd, when epochAfter were since the last one began.
+func (e *epochs) noteSynced(fd int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.synced++; e.synced < epochAfter || e.running != nil {
