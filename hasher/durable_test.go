@@ -298,10 +298,13 @@ func TestEpochCoversOlderFiles(t *testing.T) {
 }
 
 // newLoop mounts a fresh 512 MiB (sparse) image of kind for the test
-// (internal/loopfs).
+// (internal/loopfs). Before it is unmounted, the epochs running end: their
+// descriptors would keep it busy.
 func newLoop(t testing.TB, kind loopfs.Kind) *loopfs.FS {
 	t.Helper()
-	return loopfs.New(t, kind, loopfs.Options{Size: 512 << 20})
+	fs := loopfs.New(t, kind, loopfs.Options{Size: 512 << 20})
+	t.Cleanup(epochsRunning.Wait)
+	return fs
 }
 
 // powerCut is a power cut and the reboot after it: the file system stops
