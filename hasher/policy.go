@@ -3,6 +3,7 @@ package hasher
 import (
 	"fmt"
 	"runtime"
+	"time"
 
 	"github.com/annexd/annexd/hasher/mbsha256"
 )
@@ -43,6 +44,12 @@ type Policy struct {
 	// BatchMinStreams: when fewer files than this are queued for the
 	// engine, a worker hashes the next one alone instead; 0 means 2.
 	BatchMinStreams int `json:"batch_min_streams" toml:"batch_min_streams"`
+	// SyncWindow: a file whose ctime is younger than this has its data
+	// synced (fdatasync) before its identity is checked after reading, so
+	// the digest is of bytes on disk. 0 means DataWindow(); a negative
+	// value never syncs (robustness tests that show what the sync guards
+	// against). Not part of a calibration.
+	SyncWindow time.Duration `json:"-" toml:"-"`
 }
 
 // DefaultInlineMax is the inline cutoff used without calibration.

@@ -26,6 +26,14 @@
 //     inodes. Its waste is size × (distinct inodes − 1): hardlinks of one
 //     inode are members but are not duplicates.
 //   - cursor: opaque bytes that resume Scan or Dups where it stopped.
+//   - run marker: what the writer keeps in meta about itself: when it
+//     opened the index, when it last committed, the boot id, and whether it
+//     closed the index. Every commit stamps it; Close marks it clean.
+//   - suspect: a record hashed within the data window before the last
+//     commit of a run that did not close the index, or before the machine
+//     restarted. A power cut may have kept its file's new stat identity and
+//     lost the bytes it was hashed from. Suspect lists the spans of HashedAt;
+//     Trusted is false for such a record, and the indexer hashes it again.
 //
 // # Layout
 //
@@ -68,6 +76,17 @@
 // the other synchronous calls return after the commit (fsync), so a change
 // that returned nil survives a crash; Submit is the asynchronous form. All
 // indexes and counters change in the same transaction as the record.
+//
+// # Shutdown
+//
+// Open (for the daemon, not for check-db or Compact) reads the run marker
+// the last writer left and writes its own, not clean. From the last one it
+// derives the suspect spans, fixed for this run: the last run's own, and
+// [last commit − its data window, last commit] when it did not close the
+// index or the boot id changed since. The spans are kept in every later
+// marker, so a record that was never hashed again stays suspect through
+// clean runs (up to eight spans, the closest merged). An index last
+// written by a version without the marker has nothing suspect.
 //
 // # Reads
 //

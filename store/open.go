@@ -75,10 +75,18 @@ type Options struct {
 	// NoSync skips fsync on commit. Only for tests and benchmarks: a crash
 	// can then lose acknowledged changes.
 	NoSync bool
+	// DataWindow is how long before a commit the file of a record it holds
+	// may still have had bytes that were not on disk (the hasher's data
+	// window). After a run that did not close the index, the records it
+	// hashed within this window before its last commit are Suspect.
+	// Default DefaultDataWindow.
+	DataWindow time.Duration
 	// Logger receives the writer's problems. Default: discard.
 	Logger *slog.Logger
 	// Changes keeps the change log (changes.go) for a hub to follow.
 	Changes bool
+
+	noRun bool // Compact's open: no run marker is begun or ended
 }
 
 func (o *Options) fill() {
@@ -96,6 +104,9 @@ func (o *Options) fill() {
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 4096
+	}
+	if o.DataWindow <= 0 {
+		o.DataWindow = DefaultDataWindow
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -124,6 +135,13 @@ type Store struct {
 
 	epoch epoch      // directory mappings version, for read caches
 	dirs  dirIDCache // directory key → id, for Get
+
+	// The run marker (shutdown.go): this run's, written by the writer;
+	// the last run's as Open found it; the suspect spans derived from it.
+	run     Run
+	prev    Run
+	hadPrev bool
+	suspect []Span
 }
 
 // DefaultPath returns where the index lives when none is configured:
@@ -162,11 +180,18 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{
+	s := &Store{
 		db: db, path: path, opts: opts, log: opts.Logger,
 		in:      make(chan item, 4*opts.MaxBatch),
 		closing: make(chan struct{}),
-	}, nil
+	}
+	if !opts.ReadOnly && !opts.noRun {
+		if err := s.beginRun(); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("store: open %s: run marker: %w%s", path, err, hint(err))
+		}
+	}
+	return s, nil
 }
 
 // Path returns the index file's path.

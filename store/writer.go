@@ -369,6 +369,9 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		if err := fn(w); err != nil {
 			return err
 		}
+		if err := s.stampCommit(tx); err != nil {
+			return err
+		}
 		return w.finish()
 	})
 	switch {
@@ -430,6 +433,9 @@ func (s *Store) Close() error {
 		s.writer.Lock()
 		if !s.opts.ReadOnly {
 			s.drain()
+			if err := s.endRun(); err != nil {
+				s.log.Warn("store: cannot record the clean shutdown", "err", err)
+			}
 		}
 		s.writer.Unlock()
 		s.errOnce = s.db.Close()

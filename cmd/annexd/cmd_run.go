@@ -39,6 +39,7 @@ type runFlags struct {
 	calibrate    string
 	hashWorkers  int
 	exitWhenIdle bool
+	noDataSync   bool
 }
 
 // setupRun makes root run the daemon and returns its flags.
@@ -79,6 +80,9 @@ The Go runtime's soft memory limit is 64 MiB unless GOMEMLIMIT is set.`
 	// done and nothing is pending. Documented in bench/daemon.sh.
 	fl.BoolVar(&f.exitWhenIdle, "exit-when-idle", false, "exit once the initial scan is done and nothing is pending")
 	_ = fl.MarkHidden("exit-when-idle")
+	// For the power-cut tests (e2e/powercut) and their benchmarks only.
+	fl.BoolVar(&f.noDataSync, "no-data-sync", false, "hash recently written files without syncing their data first (unsafe)")
+	_ = fl.MarkHidden("no-data-sync")
 	completeFlags(root)
 	return &f
 }
@@ -144,7 +148,7 @@ func runDaemon(cmd *cobra.Command, args []string, f *runFlags) error {
 		// to change it).
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
-	opts := daemon.Options{Version: version(), ExitWhenIdle: f.exitWhenIdle}
+	opts := daemon.Options{Version: version(), ExitWhenIdle: f.exitWhenIdle, NoDataSync: f.noDataSync}
 	if self, err := os.Executable(); err == nil {
 		opts.IdleProbe = []string{self, "calibrate", "--idle-probe"}
 	}

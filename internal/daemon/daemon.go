@@ -52,6 +52,11 @@ var (
 // the smaller groups cost about 15 % more wall time.
 const storeBatch = 1024
 
+// maxDataWindow caps the window of records re-verified after an unclean
+// end. Where the kernel never writes back on its own the hasher's window
+// is endless, but then the hasher syncs every file it hashes.
+const maxDataWindow = 10 * time.Minute
+
 // calibrationMeta is the store meta key of the stored calibration.
 const calibrationMeta = "hasher.calibration"
 
@@ -62,6 +67,10 @@ type Options struct {
 	// ExitWhenIdle stops the daemon once the initial scan is done and
 	// nothing is pending (benchmarks, one-shot indexing).
 	ExitWhenIdle bool
+	// NoDataSync hashes recently written files without making their data
+	// durable first (hasher.Policy.SyncWindow < 0): only for the power-cut
+	// tests and benchmarks that show what the sync guards against.
+	NoDataSync bool
 	// IdleProbe is passed to hasher calibration (see
 	// hasher.CalibrateOptions.IdleProbe).
 	IdleProbe []string
@@ -138,7 +147,8 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 // part cannot start or fails.
 func (a *App) Run(ctx context.Context) error {
 	a.started = time.Now()
-	st, err := store.Open(a.cfg.Index, store.Options{Logger: a.log.With("part", "store"), MaxBatch: storeBatch})
+	st, err := store.Open(a.cfg.Index, store.Options{Logger: a.log.With("part", "store"), MaxBatch: storeBatch,
+		DataWindow: min(hasher.DataWindow(), maxDataWindow)})
 	if errors.Is(err, store.ErrLocked) {
 		return fmt.Errorf("%w: %w (is another annexd running? stop it, or give this one its own --index)", ErrLocked, err)
 	}
@@ -252,6 +262,9 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	policy, err := a.policy(ctx)
 	if err != nil {
 		return err
+	}
+	if a.opts.NoDataSync {
+		policy.SyncWindow = -1
 	}
 	a.h = hasher.New(policy, a.log.With("part", "hasher"))
 

@@ -506,8 +506,9 @@ func sameIdentity(rec *store.Record, fi fsstat.FileInfo) bool {
 // racy reports a racily clean record: the file's mtime is not older than the
 // start of its hashing by more than the file system's timestamp granularity,
 // so a later write in the same tick could have left the identity unchanged.
+// A record hashed just before an unclean end is treated alike (store.Trusted).
 func (ix *Indexer) racy(rec *store.Record) bool {
-	return rec.MtimeNs >= rec.HashedAt-int64(ix.gran.Of(rec.Dev))
+	return rec.MtimeNs >= rec.HashedAt-int64(ix.gran.Of(rec.Dev)) || !store.Trusted(rec, ix.st.Suspect())
 }
 
 // tooFresh returns how long to wait before hashing fi so that its record is

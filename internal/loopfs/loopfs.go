@@ -243,10 +243,14 @@ func (fs *FS) detach() error {
 	return nil
 }
 
-// Mounted reports whether the image is mounted on fs.Dir now.
+// Mounted reports whether the image is mounted on fs.Dir now. A file
+// system shut down (Shutdown) answers stat with EIO: it is still mounted.
 func (fs *FS) Mounted() bool {
 	var dir, parent unix.Stat_t
-	if unix.Stat(fs.Dir, &dir) != nil || unix.Stat(filepath.Dir(fs.Dir), &parent) != nil {
+	if err := unix.Stat(fs.Dir, &dir); err != nil {
+		return errors.Is(err, unix.EIO)
+	}
+	if unix.Stat(filepath.Dir(fs.Dir), &parent) != nil {
 		return false
 	}
 	return dir.Dev != parent.Dev
@@ -271,6 +275,18 @@ func (fs *FS) Mount(t testing.TB) {
 	t.Helper()
 	if err := fs.mountDevice(); err != nil {
 		t.Fatalf("loopfs: %v", err)
+	}
+}
+
+// Shutdown stops the file system at once, without flushing its log, as
+// `xfs_io -x -c shutdown` does (ext4 takes the same ioctl; btrfs has none).
+// What the disk holds then is what a power cut would leave: nothing written
+// after the journal's last commit, no data block not yet written back.
+// Unmount and Mount replay the journal.
+func (fs *FS) Shutdown(t testing.TB) {
+	t.Helper()
+	if out, err := exec.Command("xfs_io", "-x", "-c", "shutdown", fs.Dir).CombinedOutput(); err != nil {
+		t.Fatalf("loopfs: xfs_io -x -c shutdown %s: %v: %s (xfs_io is in xfsprogs)", fs.Dir, err, trimmed(out))
 	}
 }
 
