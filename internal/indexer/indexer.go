@@ -711,6 +711,7 @@ func (ix *Indexer) adoptRename(ctx context.Context, path string, fi fsstat.FileI
 		// changed, or another name was: its record may predate that change.
 		return false
 	}
+	adopted := withIdentity(rec, fi, ix.scans.generation())
 	if cur, err := fsstat.Lstat(oldPath); err == nil && cur.Dev == fi.Dev && cur.Ino == fi.Ino {
 		// A hard link: both names hold the same content, and share one
 		// ctime. A record whose ctime is not the inode's ctime now may
@@ -718,7 +719,7 @@ func (ix *Indexer) adoptRename(ctx context.Context, path string, fi fsstat.FileI
 		if rec.CtimeNs != cur.CtimeNs {
 			return false
 		}
-		return ix.putSync(ctx, path, withIdentity(rec, fi, ix.scans.generation())) == nil
+		return ix.adopt(ctx, store.Adoption{From: []byte(oldPath), To: []byte(path), Was: rec, Record: adopted, Keep: true})
 	} else if err == nil || !isGone(err) {
 		return false // the old path holds something else now: trust nothing
 	}
@@ -729,28 +730,41 @@ func (ix *Indexer) adoptRename(ctx context.Context, path string, fi fsstat.FileI
 		return false
 	}
 	from, to := renamedDirs(oldPath, path)
-	dirMoved := from != "" && ix.dirGone(from)
-	// The whole directory moves only to a place that holds no records yet:
-	// after "mv a/* b/; rmdir a", b's own records must stay.
-	if dirMoved && !ix.isRoot(from) && ix.inRoots(to) && !ix.hasRecords(to) {
-		if err := ix.rename(ctx, from, to); err != nil {
-			ix.log.Warn("cannot move records of renamed directory", "from", from, "to", to, "err", err)
-			return false
-		}
-		ix.log.Debug("directory renamed; records moved", "from", from, "to", to)
-		if !walked {
-			// The old directory may be gone after its files were moved
-			// out one by one and the rest deleted: the records of those
-			// came along. A walk of the new one drops them (a walk that
-			// queued path sweeps them itself).
-			ix.scans.request(to)
-		}
-	} else if err := ix.rename(ctx, oldPath, path); err != nil {
-		ix.log.Warn("cannot move record of renamed file", "from", oldPath, "to", path, "err", err)
+	// Only a file that moved with its directory keeps its ctime: one
+	// renamed itself ("mv a/x b/x") takes its own record alone.
+	if from == "" || rec.CtimeNs != fi.CtimeNs || !ix.dirGone(from) || ix.isRoot(from) || !ix.inRoots(to) {
+		return ix.adopt(ctx, store.Adoption{From: []byte(oldPath), To: []byte(path), Was: rec, Record: adopted})
+	}
+	// The whole directory moves, merging: records already under the new
+	// name stay ("mv a/* b/; rmdir a" keeps b's own).
+	m, err := ix.st.Move(ctx, []byte(from), []byte(to))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		ix.log.Warn("cannot move records of renamed directory", "from", from, "to", to, "err", err)
 		return false
 	}
+	ix.log.Debug("directory renamed; records moved", "from", from, "to", to, "moved", m.Moved, "left", m.Left)
+	if m.Left > 0 {
+		ix.Removed(from) // records the new name held already: those left behind are stale
+	}
+	if !walked {
+		// The old directory may be gone after its files were moved
+		// out one by one and the rest deleted: the records of those
+		// came along. A walk of the new one drops them (a walk that
+		// queued path sweeps them itself).
+		ix.scans.request(to)
+	}
 	// A rename changes the file's ctime: store the new identity.
-	return ix.putSync(ctx, path, withIdentity(rec, fi, ix.scans.generation())) == nil
+	return ix.adopt(ctx, store.Adoption{From: []byte(path), To: []byte(path), Was: rec, Record: adopted})
+}
+
+// adopt makes an adoption and reports whether it was made. A conflict (the
+// index changed since the facts were read) leaves the file to be hashed.
+func (ix *Indexer) adopt(ctx context.Context, a store.Adoption) bool {
+	err := ix.st.Adopt(ctx, a)
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		ix.log.Warn("cannot move record of renamed file", "from", string(a.From), "to", string(a.To), "err", err)
+	}
+	return err == nil
 }
 
 // linkBusy reports whether a recorded name of inode (dev, ino) other than

@@ -2,8 +2,6 @@ package indexer
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 
 	"github.com/annexd/annexd/store"
 )
@@ -54,10 +52,6 @@ func (ix *Indexer) putSync(ctx context.Context, path string, rec store.Record) e
 	return ix.st.Put(ctx, []byte(path), rec)
 }
 
-func (ix *Indexer) rename(ctx context.Context, from, to string) error {
-	return ix.st.Rename(ctx, []byte(from), []byte(to))
-}
-
 // deleteSubtree drops the records at and under path and reports how many
 // there were.
 func (ix *Indexer) deleteSubtree(ctx context.Context, path string) (int, error) {
@@ -89,37 +83,12 @@ func (ix *Indexer) deleteBelow(ctx context.Context, path string) (int, error) {
 }
 
 // sweep drops the records under the scanned directory that the scan did
-// not see: older generation, and not in its seen set. The store removes a
-// record only if its generation is still older when the change is applied,
-// so a file written meanwhile is kept.
+// not see: older generation, not in its seen set, and not under a path it
+// could not read.
 func (ix *Indexer) sweep(ctx context.Context, sc *scan) (int, error) {
-	var (
-		wg      sync.WaitGroup
-		removed atomic.Int64
-		failed  atomic.Value
-	)
-	err := ix.st.Subtree(ctx, []byte(sc.dir), func(p []byte, r store.Record) error {
-		if r.Generation >= sc.gen || sc.seen.contains(string(p)) || sc.underUnread(string(p)) {
-			return nil
-		}
-		wg.Add(1)
-		ix.st.Submit(store.Change{Op: store.OpDeleteIfOlder, Path: p, Gen: sc.gen}, func(err error) {
-			if err != nil {
-				failed.Store(err)
-			} else {
-				removed.Add(1)
-			}
-			wg.Done()
-		})
-		return nil
+	return ix.st.Sweep(ctx, []byte(sc.dir), sc.gen, func(p []byte) bool {
+		return sc.seen.contains(string(p)) || sc.underUnread(string(p))
 	})
-	wg.Wait()
-	if err == nil {
-		if e, ok := failed.Load().(error); ok {
-			err = e
-		}
-	}
-	return int(removed.Load()), err
 }
 
 // loadGeneration returns the last generation handed out on this index.
