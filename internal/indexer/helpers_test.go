@@ -288,10 +288,16 @@ func truth(t *testing.T, root string) map[string][32]byte {
 	return out
 }
 
-// diff compares the index with the tree and describes the first differences.
-func (e *env) diff() string {
+// mismatch is how the index differs from the tree.
+type mismatch struct {
+	problems           []string
+	lost, extra, wrong int // files without a record, records without a file, other wrong records
+}
+
+// compare compares the index with the tree.
+func (e *env) compare() mismatch {
 	want := truth(e.t, e.root)
-	var problems []string
+	var m mismatch
 	got := map[string]bool{}
 	err := e.st.Subtree(context.Background(), []byte(e.root), func(p []byte, r store.Record) error {
 		path := string(p)
@@ -299,23 +305,33 @@ func (e *env) diff() string {
 		w, ok := want[path]
 		switch {
 		case !ok:
-			problems = append(problems, "extra record "+path)
+			m.extra++
+			m.problems = append(m.problems, "extra record "+path)
 		case r.State != store.StateOK:
-			problems = append(problems, fmt.Sprintf("%s: state %v", path, r.State))
+			m.wrong++
+			m.problems = append(m.problems, fmt.Sprintf("%s: state %v", path, r.State))
 		case !bytes.Equal(r.Digest, w[:]):
-			problems = append(problems, path+": wrong digest")
+			m.wrong++
+			m.problems = append(m.problems, path+": wrong digest")
 		}
 		return nil
 	})
 	if err != nil {
-		return err.Error()
+		e.t.Fatal(err)
 	}
 	for p := range want {
 		if !got[p] {
-			problems = append(problems, "missing record "+p)
+			m.lost++
+			m.problems = append(m.problems, "missing record "+p)
 		}
 	}
-	sort.Strings(problems)
+	sort.Strings(m.problems)
+	return m
+}
+
+// diff describes the first differences between the index and the tree.
+func (e *env) diff() string {
+	problems := e.compare().problems
 	if len(problems) > 5 {
 		problems = append(problems[:5], fmt.Sprintf("… %d more", len(problems)-5))
 	}
