@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/internal/roots"
 	"github.com/annexd/annexd/key"
 )
 
@@ -40,11 +41,12 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	if err := checkUnderRoots(p, s.cfg.Index.Roots()); err != nil {
+	stored, err := underRoots(p, s.roots())
+	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	res, err := s.cfg.Index.Lookup(r.Context(), p, wait)
+	res, err := s.cfg.Index.Lookup(r.Context(), stored, wait)
 	if err != nil {
 		s.indexError(w, r, err)
 		return
@@ -80,7 +82,7 @@ func (s *Server) handleLookupBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "api: read body: "+err.Error())
 		return
 	}
-	roots := s.cfg.Index.Roots()
+	set := s.roots()
 	st := newStream(w)
 	for len(body) > 0 {
 		var line []byte
@@ -89,7 +91,7 @@ func (s *Server) handleLookupBatch(w http.ResponseWriter, r *http.Request) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		res, err := s.lookupLine(r, line, roots, wait)
+		res, err := s.lookupLine(r, line, set, wait)
 		if err != nil && r.Context().Err() != nil {
 			return // the client left; nobody reads the rest
 		}
@@ -107,7 +109,7 @@ func (s *Server) handleLookupBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 // lookupLine answers one line of a batch; only index failures are errors.
-func (s *Server) lookupLine(r *http.Request, line []byte, roots []string, wait bool) (api.LookupResult, error) {
+func (s *Server) lookupLine(r *http.Request, line []byte, set roots.Set, wait bool) (api.LookupResult, error) {
 	if len(line) > MaxLineBytes {
 		return api.LookupResult{State: api.StateInvalid, Message: "api: line too long"}, nil
 	}
@@ -119,11 +121,12 @@ func (s *Server) lookupLine(r *http.Request, line []byte, roots []string, wait b
 	if err != nil {
 		return api.LookupResult{Path: raw, State: api.StateInvalid, Message: err.Error()}, nil
 	}
-	if err := checkUnderRoots(p, roots); err != nil {
+	stored, err := underRoots(p, set)
+	if err != nil {
 		msg := strings.TrimPrefix(err.Error(), api.ErrOutsideRoots.Error()+": ")
 		return api.LookupResult{Path: p, State: api.StateOutsideRoots, Message: msg}, nil
 	}
-	res, err := s.cfg.Index.Lookup(r.Context(), p, wait)
+	res, err := s.cfg.Index.Lookup(r.Context(), stored, wait)
 	res.Path = p
 	return res, err
 }
@@ -194,14 +197,15 @@ func (s *Server) whereisByPath(r *http.Request, v url.Values) (api.WhereisQuery,
 	if err != nil {
 		return api.WhereisQuery{}, err
 	}
-	if err := checkUnderRoots(p, s.cfg.Index.Roots()); err != nil {
+	stored, err := underRoots(p, s.roots())
+	if err != nil {
 		return api.WhereisQuery{}, err
 	}
 	wait, err := boolParam(v, "wait")
 	if err != nil {
 		return api.WhereisQuery{}, err
 	}
-	res, err := s.cfg.Index.Lookup(r.Context(), p, wait)
+	res, err := s.cfg.Index.Lookup(r.Context(), stored, wait)
 	if err != nil {
 		return api.WhereisQuery{}, fmt.Errorf("%w: %w", errIndex, err)
 	}
@@ -261,7 +265,7 @@ func (s *Server) handleForget(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := r.URL.Query()
-	p, err := forgetPath(v, s.cfg.Index.Roots())
+	p, err := forgetPath(v, s.roots())
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -281,7 +285,7 @@ func (s *Server) handleForget(w http.ResponseWriter, r *http.Request) {
 }
 
 // forgetPath reads the directory of a forget request and checks it.
-func forgetPath(v url.Values, roots []string) ([]byte, error) {
+func forgetPath(v url.Values, set roots.Set) ([]byte, error) {
 	raw, err := rawPathFromQuery(v)
 	if err != nil {
 		return nil, err
@@ -293,12 +297,10 @@ func forgetPath(v url.Values, roots []string) ([]byte, error) {
 	if !bytes.Equal(p, raw) {
 		return nil, fmt.Errorf("%w: path %q is not clean (want %q)", api.ErrBadRequest, displayPath(raw), displayPath(p))
 	}
-	for _, root := range roots {
-		if underRoot(p, root) {
-			return nil, fmt.Errorf("%w: %s is under the root %s, which annexd indexes: its records would come back at the next scan; "+
-				"remove the files themselves, or remove %s from the roots and restart annexd first",
-				api.ErrUnderRoot, displayPath(p), root, root)
-		}
+	if root, ok := set.RootOf(string(p)); ok {
+		return nil, fmt.Errorf("%w: %s is under the root %s, which annexd indexes: its records would come back at the next scan; "+
+			"remove the files themselves, or remove %s from the roots and restart annexd first",
+			api.ErrUnderRoot, displayPath(p), root, root)
 	}
 	return p, nil
 }
@@ -502,24 +504,20 @@ func cleanPath(p []byte) ([]byte, error) {
 	return []byte(path.Clean(string(p))), nil
 }
 
-// checkUnderRoots returns ErrOutsideRoots unless p is a root or below one.
-func checkUnderRoots(p []byte, roots []string) error {
-	for _, root := range roots {
-		if underRoot(p, root) {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: %s is not under %s", api.ErrOutsideRoots, displayPath(p), strings.Join(roots, ", "))
-}
+// roots returns the Index's roots with their aliases.
+func (s *Server) roots() roots.Set { return roots.Of(s.cfg.Index.Roots(), s.cfg.RootAliases) }
 
-func underRoot(p []byte, root string) bool {
-	if root == "/" {
-		return true
+// underRoots returns p spelled as the index stores it, or ErrOutsideRoots
+// unless p is a root or below one, by either spelling.
+func underRoots(p []byte, set roots.Set) ([]byte, error) {
+	q, ok := set.Canonical(string(p))
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%w: %s is not under %s", api.ErrOutsideRoots, displayPath(p), set)
+	case q == string(p):
+		return p, nil
 	}
-	if !bytes.HasPrefix(p, []byte(root)) {
-		return false
-	}
-	return len(p) == len(root) || p[len(root)] == '/'
+	return []byte(q), nil
 }
 
 func displayPath(p []byte) string { return strings.ToValidUTF8(string(p), "\uFFFD") }

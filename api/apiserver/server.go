@@ -39,6 +39,12 @@ type Config struct {
 	Index  api.Index
 	Socket string // unix socket path, e.g. from DefaultSocketPath
 
+	// RootAliases maps another spelling of a root, a path through a
+	// symlink, to the root as Index.Roots has it. A path under an alias is
+	// looked up under the root and answered under the spelling asked.
+	// Forget takes its path as the index stores it.
+	RootAliases map[string]string
+
 	// TCPAddr, when set, also serves on this loopback address
 	// ("127.0.0.1:7777"); every TCP request must carry
 	// "Authorization: Bearer <Token>". Token is required with TCPAddr.

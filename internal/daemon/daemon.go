@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +27,8 @@ import (
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/ignore"
 	"github.com/annexd/annexd/internal/indexer"
+	"github.com/annexd/annexd/internal/ledger"
+	"github.com/annexd/annexd/internal/roots"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 	"github.com/annexd/annexd/watcher"
@@ -36,7 +37,7 @@ import (
 // Errors returned by New and Run.
 var (
 	// ErrRoot: a root is missing, not a directory, or overlaps another.
-	ErrRoot = errors.New("daemon: bad root")
+	ErrRoot = roots.ErrRoot
 	// ErrNoRoots: nothing to watch.
 	ErrNoRoots = errors.New("daemon: no roots to index")
 	// ErrLocked: another annexd uses the index.
@@ -69,9 +70,10 @@ type Options struct {
 
 // App is one annexd instance.
 type App struct {
-	cfg  config.Config
-	opts Options
-	log  *slog.Logger
+	cfg   config.Config // Roots resolved
+	opts  Options
+	log   *slog.Logger
+	roots roots.Set
 
 	backend key.Backend
 	started time.Time
@@ -95,7 +97,8 @@ type App struct {
 }
 
 // New checks a filled, validated config. It fails when a root does not
-// exist or is not a directory; it opens nothing.
+// exist or is not a directory; it opens nothing. The roots' symlinks are
+// resolved here, once: everything after indexes under the resolved paths.
 func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -103,16 +106,11 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if len(cfg.Roots) == 0 {
 		return nil, ErrNoRoots
 	}
-	for i, r := range cfg.Roots {
-		if err := checkRoot(r); err != nil {
-			return nil, err
-		}
-		for _, o := range cfg.Roots[:i] {
-			if within(r, o) || within(o, r) {
-				return nil, fmt.Errorf("%w: %s and %s overlap; give only the outer one", ErrRoot, o, r)
-			}
-		}
+	set, err := roots.Resolve(cfg.Roots)
+	if err != nil {
+		return nil, err
 	}
+	cfg.Roots = set.Paths()
 	b, err := cfg.BackendValue()
 	if err != nil {
 		return nil, err
@@ -120,25 +118,7 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if !hasher.Supported(b) {
 		return nil, fmt.Errorf("daemon: backend %s cannot be hashed by this build", b)
 	}
-	return &App{cfg: cfg, opts: opts, log: log, backend: b}, nil
-}
-
-// within reports whether p is dir or under it.
-func within(p, dir string) bool {
-	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
-}
-
-func checkRoot(r string) error {
-	fi, err := os.Stat(r)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%w: %s does not exist", ErrRoot, r)
-	case err != nil:
-		return fmt.Errorf("%w: %s: %w", ErrRoot, r, err)
-	case !fi.IsDir():
-		return fmt.Errorf("%w: %s is not a directory", ErrRoot, r)
-	}
-	return nil
+	return &App{cfg: cfg, opts: opts, log: log, backend: b, roots: set}, nil
 }
 
 // Run runs the daemon until ctx ends (or, with ExitWhenIdle, until it is
@@ -181,7 +161,7 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.srv.Listen(); err != nil {
 		return err
 	}
-	a.log.Info("annexd started", "roots", a.cfg.Roots, "index", a.cfg.Index, "socket", a.cfg.Socket,
+	a.log.Info("annexd started", "roots", a.cfg.Roots, "given_as", a.roots.Aliases(), "index", a.cfg.Index, "socket", a.cfg.Socket,
 		"backend", a.backend.String(), "version", a.opts.Version)
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -225,7 +205,9 @@ func (a *App) setup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("daemon: ignore patterns: %w", err)
 	}
+	writes := ledger.New()
 	a.w, err = watcher.New(a.cfg.Roots, watcher.Options{
+		Writes:       writes,
 		Quiet:        a.cfg.Watch.QuietDelay,
 		SafetyRescan: a.cfg.Watch.SafetyRescan,
 		Ignore:       m,
@@ -233,7 +215,7 @@ func (a *App) setup(ctx context.Context) error {
 		SyncDir:      a.syncDir,
 	})
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrRoot, err)
+		return err
 	}
 	a.ix, err = indexer.New(a.st, a.h, indexer.Options{
 		Roots:        a.cfg.Roots,
@@ -242,7 +224,7 @@ func (a *App) setup(ctx context.Context) error {
 		MaxPending:   a.cfg.Indexer.MaxPending,
 		Ignore:       patterns,
 		Exclude:      a.exclude(),
-		WrittenSince: a.w.WrittenSince,
+		WrittenSince: writes.WrittenSince,
 		Logger:       a.log.With("part", "indexer"),
 	})
 	if err != nil {
@@ -259,14 +241,15 @@ func (a *App) setup(ctx context.Context) error {
 		}
 	}
 	a.srv, err = apiserver.NewServer(apiserver.Config{
-		Index:      &adapter{a: a},
-		Socket:     a.cfg.Socket,
-		TCPAddr:    a.cfg.API.TCP,
-		Token:      a.cfg.API.Token,
-		Version:    a.opts.Version,
-		Logger:     a.log.With("part", "api"),
-		Registerer: reg,
-		Gatherer:   reg,
+		Index:       &adapter{a: a},
+		RootAliases: a.roots.Aliases(),
+		Socket:      a.cfg.Socket,
+		TCPAddr:     a.cfg.API.TCP,
+		Token:       a.cfg.API.Token,
+		Version:     a.opts.Version,
+		Logger:      a.log.With("part", "api"),
+		Registerer:  reg,
+		Gatherer:    reg,
 	})
 	return err
 }
@@ -372,7 +355,6 @@ func (a *App) follow(ctx context.Context) {
 				return
 			}
 			a.ix.Handle(ctx, ev)
-			a.w.Delivered(ev)
 			a.handled.Add(1)
 		case <-ctx.Done():
 			return

@@ -19,14 +19,7 @@ type outsideState struct {
 const maxOutsideLogged = 10
 
 // outsideRoot reports whether p is outside every configured root.
-func (a *App) outsideRoot(p []byte) bool {
-	for _, r := range a.cfg.Roots {
-		if within(string(p), r) {
-			return false
-		}
-	}
-	return true
-}
+func (a *App) outsideRoot(p []byte) bool { return !a.roots.Contains(string(p)) }
 
 func (a *App) rootBytes() [][]byte {
 	out := make([][]byte, len(a.cfg.Roots))
@@ -121,12 +114,7 @@ func (a *App) forget(ctx context.Context, dir []byte, dry bool) (api.ForgetResul
 	if !dry {
 		ctx = context.WithoutCancel(ctx)
 	}
-	res := api.ForgetResult{Path: dir, DryRun: dry}
-	for _, r := range a.cfg.Roots {
-		if within(r, string(dir)) {
-			res.Kept = append(res.Kept, r)
-		}
-	}
+	res := api.ForgetResult{Path: dir, DryRun: dry, Kept: a.roots.Holding(string(dir))}
 	var err error
 	res.Files, err = a.st.Forget(ctx, dir, a.rootBytes(), dry)
 	if dry {
