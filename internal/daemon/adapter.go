@@ -176,7 +176,6 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 	if err != nil {
 		return api.Status{}, err
 	}
-	pendingWatch := a.watcherPending() // before the indexer's progress
 	p := a.ix.Progress()
 	ws := a.w.Status()
 	out := api.Status{
@@ -188,8 +187,8 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 		SchemaVersion: int(s.SchemaVer),
 		Files:         s.Files,
 		Bytes:         s.Bytes,
-		Pending:       int64(p.FilesQueued + pendingWatch),
-		Idle:          p.Idle && pendingWatch == 0,
+		Pending:       int64(p.FilesQueued + p.Watching),
+		Idle:          p.Idle,
 		Scan: api.ScanProgress{
 			Running:         p.ScansPending > 0,
 			FilesSeen:       p.FilesSeen,

@@ -263,8 +263,8 @@ func stormRun(t *testing.T, seed uint64, ops int) stormResult {
 	return s.res
 }
 
-// waitIdle waits until the watcher has read everything, holds nothing and
-// has handed everything on, and the indexer is idle, twice in a row.
+// waitIdle waits until the watcher has read everything and the indexer,
+// watcher and hand-off included, is idle.
 func (e *env) waitIdle(timeout time.Duration) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -272,16 +272,7 @@ func (e *env) waitIdle(timeout time.Duration) {
 	if err := e.w.Sync(ctx); err != nil {
 		e.t.Fatalf("watcher sync: %v", err)
 	}
-	for done := 0; done < 2; {
-		if e.watcherDone() && e.ix.Idle() {
-			done++
-		} else {
-			done = 0
-		}
-		select {
-		case <-ctx.Done():
-			e.t.Fatalf("not idle after %v (progress %+v)", timeout, e.ix.Progress())
-		case <-time.After(50 * time.Millisecond):
-		}
+	if err := e.ix.WaitIdle(ctx); err != nil {
+		e.t.Fatalf("not idle after %v (progress %+v)", timeout, e.ix.Progress())
 	}
 }
