@@ -1,9 +1,11 @@
 package indexer
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -30,4 +32,31 @@ func TestFileInDirectoryRenamedTwice(t *testing.T) {
 		writeFile(t, filepath.Join(s, "x.txt"), "\n")
 	}
 	e.settle(settleTimeout)
+}
+
+// A directory the watcher saw renamed (a Moved event) takes its records
+// along without a hash, and a file created under the new name at once
+// keeps its record whichever is written first.
+func TestMovedDirectoryKeepsRecords(t *testing.T) {
+	root := t.TempDir()
+	for i := range 5 {
+		writeOld(t, filepath.Join(root, "a", fmt.Sprintf("f%d.txt", i)), fmt.Sprint("file ", i))
+	}
+	e := newEnv(t, root, envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	before := e.h.snapshot()
+	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
+	must(t, os.Rename(a, b))
+	x := filepath.Join(b, "x.txt")
+	writeFile(t, x, "new")
+	ctx := context.Background()
+	e.ix.Changed(ctx, x)
+	e.ix.Moved(ctx, a, b)
+	e.settle(settleTimeout)
+	if hashed := e.h.hashedSince(before); !slices.Equal(hashed, []string{x}) {
+		t.Errorf("hashed %v after the move, want only %s", hashed, x)
+	}
+	if n := e.ix.Progress().Renames; n < 5 {
+		t.Errorf("%d records moved, want 5", n)
+	}
 }
