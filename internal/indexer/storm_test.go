@@ -5,7 +5,8 @@
 //
 //	go test -race -tags storm -run TestRenameStorm -v ./internal/indexer
 //
-// STORM_RUNS and STORM_OPS set the runs and the operations per run.
+// STORM_RUNS and STORM_OPS set the runs and the operations per run;
+// STORM_SEED (default 0) is added to each run's seed, for a longer hunt.
 
 package indexer
 
@@ -37,11 +38,15 @@ func stormSetting(t *testing.T, name string, def int) int {
 func TestRenameStorm(t *testing.T) {
 	runs := stormSetting(t, "STORM_RUNS", 3)
 	ops := stormSetting(t, "STORM_OPS", 1000)
+	base := 0
+	if os.Getenv("STORM_SEED") != "" {
+		base = stormSetting(t, "STORM_SEED", 0)
+	}
 	var total stormResult
 	for run := range runs {
-		res := stormRun(t, uint64(run+1), ops)
-		t.Logf("run %d: %d operations, %d directory renames, %d files created right after one, %d overflows (%d injected); lost %d, extra %d, wrong %d",
-			run+1, res.ops, res.dirRenames, res.createdAfter, res.overflows, res.injected, res.lost, res.extra, res.wrong)
+		res := stormRun(t, uint64(base+run+1), ops)
+		t.Logf("run %d (seed %d): %d operations, %d directory renames, %d files created right after one, %d overflows (%d injected); lost %d, extra %d, wrong %d",
+			run+1, base+run+1, res.ops, res.dirRenames, res.createdAfter, res.overflows, res.injected, res.lost, res.extra, res.wrong)
 		total.add(res)
 	}
 	t.Logf("storm: %d runs, %d operations, %d directory renames, %d files created right after one, %d overflows; lost %d, extra %d, wrong %d",
