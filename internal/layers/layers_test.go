@@ -20,15 +20,18 @@ var rank = map[string]int{
 	// Leaves: the standard library and third-party modules only.
 	"key": 0, "fsstat": 0, "hasher/mbsha256": 0,
 	"internal/roots": 0, "internal/ledger": 0, "internal/ignore": 0,
-	"internal/cliexit": 0, "internal/testutil": 0,
-	// The parts that see files and keep the index.
+	"internal/cliexit": 0, "internal/testutil": 0, "internal/sdnotify": 0,
+	// The parts that see files and keep the index, and wire types.
 	"store": 1, "hasher": 1, "walker": 1, "watcher": 1, "internal/config": 1,
-	// What keeps the index true, and the API's wire types and client.
+	"internal/hubwire": 1, "internal/annexlink": 1,
+	// What keeps the index true or acts on it, and the API's client.
 	"internal/indexer": 2, "internal/audit": 2, "internal/dedup": 2, "api": 2,
+	"internal/hub": 2, "internal/publish": 2,
 	"api/apiserver": 3,
 	// The wiring, and the programs.
 	"internal/daemon": 4,
 	"cmd/annexd":      5, "cmd/annexctl": 5,
+	"bench/auditbench": 5, "bench/bareloop": 5, "bench/dedup": 5,
 }
 
 // TestImportsPointDown fails when a package imports one of its own rank or
