@@ -467,53 +467,6 @@ func (w *wtx) removeDir(dk []byte) (int, error) {
 	return len(keys), w.dirNames.Delete(p)
 }
 
-// rename moves the record at oldPath and every record below it to newPath.
-// Directories keep their ids, so records below are not rewritten.
-func (w *wtx) rename(oldPath, newPath []byte) error {
-	fk, r, isFile, err := w.lookup(oldPath)
-	if err != nil {
-		return err
-	}
-	dirs := w.subtreeDirs(oldPath)
-	if !isFile && len(dirs) == 0 {
-		return fmt.Errorf("%w: %q", ErrNotFound, oldPath)
-	}
-	if bytes.Equal(oldPath, newPath) {
-		return nil
-	}
-	if _, err := w.removeSubtree(newPath); err != nil {
-		return err
-	}
-	if isFile {
-		if err := w.removeKey(fk, &r); err != nil {
-			return err
-		}
-		if err := w.put(newPath, &r); err != nil {
-			return err
-		}
-	}
-	oldP, newP := subtreePrefix(oldPath), subtreePrefix(newPath)
-	for _, dk := range dirs {
-		v := bytes.Clone(w.dirs.Get(dk))
-		nk := append(bytes.Clone(newP), dk[len(oldP):]...)
-		if err := w.logMovedDir(v, dk, nk); err != nil {
-			return err
-		}
-		w.forgetDir(dk)
-		w.forgetDir(nk)
-		if err := w.dirs.Delete(dk); err != nil {
-			return err
-		}
-		if err := w.dirs.Put(nk, v); err != nil {
-			return err
-		}
-		if err := w.tails[1].put(v, nk); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // mark sets the generation of the record at path, if there is one.
 func (w *wtx) mark(path []byte, gen uint64) error {
 	fk, r, ok, err := w.lookup(path)
