@@ -26,6 +26,10 @@
 //     inodes. Its waste is size × (distinct inodes − 1): hardlinks of one
 //     inode are members but are not duplicates.
 //   - cursor: opaque bytes that resume Scan or Dups where it stopped.
+//   - checked time: when a record's content was last confirmed, by an
+//     audit (VerifiedAt) or by hashing (HashedAt).
+//   - conditional put: a write applied only while the stored record is
+//     still the one it was made from (OpPutIf, PutIf); else ErrConflict.
 //
 // # Layout
 //
@@ -35,7 +39,9 @@
 // ∅), groups (base backend ‖ digest → paths, inodes, size; only for digests
 // with two or more paths), dups (^wasted ‖ base backend ‖ digest → the same
 // summary; only for groups of two or more inodes, so Dups streams them
-// largest waste first), meta (format, schema version, counters, generation) and user
+// largest waste first), verified (be64(checked time) ‖ file key → size;
+// the records an audit re-reads, least recently confirmed first: see
+// ByChecked), meta (format, schema version, counters, generation) and user
 // (GetMeta/PutMeta).
 //
 // id(n) is one byte counting n's significant bytes, then those bytes
@@ -47,7 +53,9 @@
 // stored these as little-endian varints; Open migrates such an index by
 // copying it into a new file in chunks, checking and syncing the copy and
 // renaming it over the old file (a read-only open reports
-// ErrNeedsMigration instead).
+// ErrNeedsMigration instead). Schema 3 added the verified index; Open
+// builds it in place from the records of a schema-2 index, in chunks, and
+// sets the new version last.
 //
 // Storing directories once and files under a directory id keeps the index
 // small (each path's directory is not repeated in three indexes) and makes
