@@ -35,6 +35,9 @@ var (
 	ErrRecord = errors.New("store: bad record")
 	// ErrNotFound: a rename whose source is not in the index.
 	ErrNotFound = errors.New("store: not in index")
+	// ErrConflict: a conditional put (OpPutIf) found another record than
+	// the one it was made from; nothing was written.
+	ErrConflict = errors.New("store: record changed meanwhile")
 	// ErrNoSpace: the file system holding the index is full. The change
 	// was not made; the index is unchanged and usable.
 	ErrNoSpace = errors.New("store: no space left for the index")
