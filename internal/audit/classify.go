@@ -76,6 +76,10 @@ type Facts struct {
 	// Before is the lstat of the path before reading, or its error.
 	Before    fsstat.FileInfo
 	BeforeErr error
+	// OpenErr is the error of opening the file, tried when its identity
+	// changed: a file made unreadable (chmod 000 changes ctime) is
+	// unreadable, not merely modified.
+	OpenErr error
 	// Busy: the indexer holds the path.
 	Busy bool
 	// Written: the write ledger saw a write to the path or its inode since
@@ -119,7 +123,9 @@ type Verdict struct {
 //
 //   - gone: missing. A failed lstat: unreadable, or a retry.
 //   - not a regular file any more, or any stat field differs from the
-//     record (dev, ino, size, mtime, ctime): modified, without reading.
+//     record (dev, ino, size, mtime, ctime): modified, without reading;
+//     unreadable when only ctime moved and it cannot even be opened (what
+//     a chmod 000 does).
 //   - held by the indexer: busy.
 //   - same digest: ok.
 //   - a write seen since the record was hashed, or a racily clean record:
@@ -137,6 +143,8 @@ func Classify(f *Facts) Verdict {
 		return errVerdict(f.BeforeErr)
 	case !f.Before.IsRegular():
 		return Verdict{Class: Modified, Why: "no longer a regular file"}
+	case onlyCtimeMoved(&f.Record, f.Before) && f.OpenErr != nil && unreadable(f.OpenErr):
+		return Verdict{Class: Unreadable, Why: "cannot be opened: " + f.OpenErr.Error()}
 	case !sameIdentity(&f.Record, f.Before):
 		return Verdict{Class: Modified, Why: "stat identity changed"}
 	case f.Busy:
@@ -210,6 +218,12 @@ func gone(err error) bool {
 func sameIdentity(rec *store.Record, fi fsstat.FileInfo) bool {
 	return rec.Dev == fi.Dev && rec.Ino == fi.Ino && rec.Size == fi.Size &&
 		rec.MtimeNs == fi.MtimeNs && rec.CtimeNs == fi.CtimeNs
+}
+
+// onlyCtimeMoved reports a file whose identity differs from rec's in
+// ctime alone, as after a chmod, chown or link.
+func onlyCtimeMoved(rec *store.Record, fi fsstat.FileInfo) bool {
+	return rec.Dev == fi.Dev && rec.Ino == fi.Ino && rec.Size == fi.Size && rec.MtimeNs == fi.MtimeNs && rec.CtimeNs != fi.CtimeNs
 }
 
 // racy reports a racily clean record: its mtime is not older than the

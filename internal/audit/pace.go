@@ -20,12 +20,13 @@ type pacer struct {
 }
 
 // newPacer returns a pacer for rate bytes a second, or nil for rate <= 0.
-// The burst is a tenth of a second's worth, at least one read.
+// The burst is a tenth of a second's worth: a read larger than that goes
+// into debt, which the next read waits for.
 func newPacer(rate int64) *pacer {
 	if rate <= 0 {
 		return nil
 	}
-	burst := max(float64(rate)/10, readSize)
+	burst := float64(rate) / 10
 	return &pacer{rate: float64(rate), burst: burst, tokens: burst, last: time.Now()}
 }
 

@@ -13,13 +13,14 @@ func TestPacerReserve(t *testing.T) {
 	p := newPacer(rate)
 	start := p.last
 	burst := int(p.burst)
-	if burst != 2<<20 {
+	if burst != rate/10 {
 		t.Fatalf("burst %d, want a tenth of the rate", burst)
 	}
 	if d := p.reserve(start, burst); d != 0 {
 		t.Fatalf("the burst waited %v", d)
 	}
 	// Ten more reads of 1 MiB at the same instant: the i-th waits i/20 s.
+	// (The burst, 2 MiB, is spent.)
 	for i := 1; i <= 10; i++ {
 		d := p.reserve(start, 1<<20)
 		want := time.Duration(i) * time.Second / 20
