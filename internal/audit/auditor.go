@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/store"
 )
 
 // Options configure an Auditor: the [audit] section and the parts it reads.
@@ -104,17 +106,21 @@ type StartOptions struct {
 // Start begins a run now, ending the one in progress, and returns its id.
 // A paused audit is resumed.
 func (a *Auditor) Start(ctx context.Context, o StartOptions) (uint64, error) {
+	paths := make([][]byte, 0, len(o.Paths))
 	for _, p := range o.Paths {
 		if len(p) == 0 || p[0] != '/' {
 			return 0, fmt.Errorf("%w: %q is not absolute", ErrPath, p)
 		}
+		paths = append(paths, []byte(filepath.Clean(string(p))))
 	}
+	o.Paths = paths
 	a.mu.Lock()
 	if !a.started || a.stopped {
 		a.mu.Unlock()
 		return 0, ErrStopped
 	}
 	r := a.newRun(o, true)
+	a.dropPending(StopSuperseded)
 	a.pending = r
 	resumed := a.state.Paused
 	a.state.Paused = false
@@ -136,6 +142,7 @@ func (a *Auditor) Start(ctx context.Context, o StartOptions) (uint64, error) {
 func (a *Auditor) Pause(ctx context.Context) error {
 	a.mu.Lock()
 	a.state.Paused = true
+	a.dropPending(StopPaused)
 	if a.run != nil {
 		a.run.cancel(errPaused)
 	}
@@ -169,6 +176,28 @@ func (a *Auditor) WaitRun(ctx context.Context, id uint64) (RunSummary, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return r.summary(), nil
+}
+
+// dropPending ends the run asked for but not begun, as stopped says.
+// Called with a.mu held.
+func (a *Auditor) dropPending(stopped string) {
+	r := a.pending
+	if r == nil {
+		return
+	}
+	a.pending = nil
+	r.stopped, r.ended = stopped, time.Now()
+	a.remember(r)
+	close(r.done)
+}
+
+// remember keeps an ended run for WaitRun, the last 16 of them. Called
+// with a.mu held.
+func (a *Auditor) remember(r *run) {
+	a.finished = append(a.finished, r)
+	if len(a.finished) > 16 {
+		a.finished = a.finished[1:]
+	}
 }
 
 func (a *Auditor) findRun(id uint64) *run {
@@ -207,13 +236,14 @@ const coverageEvery = 30 * time.Minute
 func (a *Auditor) refreshCoverage(ctx context.Context) {
 	now := time.Now()
 	all, err := a.st.CountChecked(ctx, math.MaxInt64)
-	if err != nil {
-		a.log.Warn("cannot count audit coverage", "err", err)
-		return
+	var old store.CheckedCount
+	if err == nil {
+		old, err = a.st.CountChecked(ctx, now.Add(-a.o.Every).UnixNano())
 	}
-	old, err := a.st.CountChecked(ctx, now.Add(-a.o.Every).UnixNano())
 	if err != nil {
-		a.log.Warn("cannot count audit coverage", "err", err)
+		if ctx.Err() == nil {
+			a.log.Warn("cannot count audit coverage", "err", err)
+		}
 		return
 	}
 	c := Coverage{Every: a.o.Every, Files: all.Files - old.Files, Bytes: all.Bytes - old.Bytes,

@@ -382,3 +382,43 @@ func TestOnProblem(t *testing.T) {
 		t.Fatalf("notification %s", lines[0])
 	}
 }
+
+// A run asked for and replaced by another before it began, or dropped by a
+// pause, still ends for whoever waits on it; a run narrowed to a path reads
+// only the records below it.
+func TestStartReplacesAndNarrows(t *testing.T) {
+	root := t.TempDir()
+	writeFiles(t, root, 20)
+	e := newEnv(t, root, envOptions())
+	ctx := context.Background()
+	// Once the scheduler waits (it looks at pending runs only when woken),
+	// a run left pending stays so until Start wakes it.
+	waitFor(t, "the scheduler to wait", func() bool { return e.a.Status().Reason == "scheduled audits are off" })
+	e.a.mu.Lock()
+	first := e.a.newRun(StartOptions{}, true)
+	e.a.pending = first
+	e.a.mu.Unlock()
+	id, err := e.a.Start(ctx, StartOptions{Paths: [][]byte{[]byte(filepath.Join(root, "d1") + "/")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := e.a.WaitRun(ctx, first.id); err != nil || s.StoppedBy != StopSuperseded {
+		t.Fatalf("replaced run: %+v, %v", s, err)
+	}
+	s, err := e.a.WaitRun(ctx, id)
+	if err != nil || s.StoppedBy != StopDone || s.Found(OK) != 4 || string(s.Paths[0]) != filepath.Join(root, "d1") {
+		t.Fatalf("narrowed run: %+v, %v", s, err)
+	}
+	for _, p := range []string{"d1/f001.dat", "d2/f002.dat"} {
+		r := e.record(filepath.Join(root, p))
+		if verified := r.VerifiedAt > r.HashedAt; verified != strings.HasPrefix(p, "d1/") {
+			t.Fatalf("%s verified %v", p, verified)
+		}
+	}
+	if _, err := e.a.WaitRun(ctx, 999); err == nil {
+		t.Fatal("WaitRun of an unknown run")
+	}
+	if _, err := e.a.Start(ctx, StartOptions{Paths: [][]byte{[]byte("relative")}}); err == nil {
+		t.Fatal("a relative path was accepted")
+	}
+}

@@ -118,11 +118,7 @@ func (a *Auditor) Run(ctx context.Context) error {
 	defer func() {
 		a.mu.Lock()
 		a.stopped = true
-		if a.pending != nil {
-			a.pending.stopped = StopShutdown
-			close(a.pending.done)
-			a.pending = nil
-		}
+		a.dropPending(StopShutdown)
 		a.mu.Unlock()
 	}()
 	if err := a.load(ctx); err != nil {
@@ -159,7 +155,7 @@ func (a *Auditor) next(ctx context.Context) (*run, error) {
 		at, why := a.scheduled(time.Now())
 		a.waiting, a.nextAt = why, at
 		a.mu.Unlock()
-		var timer <-chan time.Time
+		var timer *time.Timer
 		if !at.IsZero() {
 			wait := time.Until(at)
 			if wait <= 0 && !jitterDone && a.o.Jitter > 0 {
@@ -175,23 +171,37 @@ func (a *Auditor) next(ctx context.Context) (*run, error) {
 				a.mu.Unlock()
 				return r, nil
 			}
-			t := time.NewTimer(wait)
-			defer t.Stop()
-			timer = t.C
+			timer = time.NewTimer(wait)
 		}
-		select {
-		case <-timer:
-			if a.o.Jitter <= 0 {
-				jitterDone = true
-			}
-		case <-a.wake:
-			jitterDone = false
-		case <-cover.C:
-			a.refreshCoverage(ctx)
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		err := a.idle(ctx, timer, cover.C, &jitterDone)
+		if timer != nil {
+			timer.Stop()
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
+}
+
+// idle waits for the timer (nil: none), a wake-up or the coverage tick.
+func (a *Auditor) idle(ctx context.Context, timer *time.Timer, cover <-chan time.Time, jitterDone *bool) error {
+	var fired <-chan time.Time
+	if timer != nil {
+		fired = timer.C
+	}
+	select {
+	case <-fired:
+		if a.o.Jitter <= 0 {
+			*jitterDone = true
+		}
+	case <-a.wake:
+		*jitterDone = false
+	case <-cover:
+		a.refreshCoverage(ctx)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
 
 // scheduled returns when the next scheduled run starts (zero: none is
@@ -483,10 +493,7 @@ func (a *Auditor) finish(ctx context.Context, r *run, err, cause error) {
 	}
 	a.mu.Lock()
 	a.run = nil
-	a.finished = append(a.finished, r)
-	if len(a.finished) > 16 {
-		a.finished = a.finished[1:]
-	}
+	a.remember(r)
 	s := r.summary()
 	a.mu.Unlock()
 	close(r.done)
