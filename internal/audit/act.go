@@ -129,8 +129,8 @@ func (a *Auditor) witness(f *Facts, path string) {
 	if a.o.Ledger != nil {
 		f.Written = a.o.Ledger.WrittenSince(path, f.Before.Dev, f.Before.Ino, r.HashedAt)
 	}
-	if from, to, ok := lostWriteSpan(r, int64(a.o.Writeback)); ok && a.o.Crashes != nil {
-		f.Unclean = a.o.Crashes.UncleanBetween(from, to)
+	if a.o.Crashes != nil {
+		f.Unclean = a.o.Crashes.Suspect(r)
 	}
 }
 

@@ -80,7 +80,7 @@ func New(st Store, dg Digester, o Options) (*Auditor, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	o.Fill(o.ProcDir)
+	o.Fill()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}

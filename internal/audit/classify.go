@@ -90,7 +90,7 @@ type Facts struct {
 	Racy bool
 	// Unclean: an unclean shutdown may have come after the record was
 	// committed and before the bytes it describes were on the disk
-	// (lostWriteSpan).
+	// (Crashes.Suspect).
 	Unclean bool
 	// First is the first read; Second the read after dropping the file's
 	// cached pages. Nil until read.

@@ -171,3 +171,32 @@ func TestClassNames(t *testing.T) {
 		}
 	}
 }
+
+// Spans says a record is suspect when an unclean shutdown fell after it
+// was hashed and before its bytes were surely written back.
+func TestSpans(t *testing.T) {
+	rec, _ := base() // hashed a minute after its last write
+	s := &Spans{Writeback: 2 * time.Minute}
+	if s.Suspect(&rec) {
+		t.Fatal("suspect with no shutdown known")
+	}
+	s.Add(rec.HashedAt-int64(time.Hour), rec.HashedAt-1) // before it was hashed
+	if s.Suspect(&rec) {
+		t.Fatal("a shutdown before the hash makes it suspect")
+	}
+	s.Add(rec.CtimeNs+int64(3*time.Minute), rec.CtimeNs+int64(4*time.Minute)) // after writeback
+	if s.Suspect(&rec) {
+		t.Fatal("a shutdown after the writeback makes it suspect")
+	}
+	s.Add(rec.HashedAt+int64(10*time.Second), rec.HashedAt+int64(time.Hour)) // right after the commit
+	if !s.Suspect(&rec) {
+		t.Fatal("a shutdown right after the commit does not make it suspect")
+	}
+	if (&Spans{}).Suspect(&rec) {
+		t.Fatal("the default writeback window with no spans")
+	}
+	f := CrashesFunc(func(r *store.Record) bool { return r.HashedAt == rec.HashedAt })
+	if !f.Suspect(&rec) {
+		t.Fatal("CrashesFunc")
+	}
+}

@@ -53,15 +53,12 @@ type Config struct {
 	OnProblemEvery time.Duration
 	// Disabled turns scheduled runs off; runs started by hand still work.
 	Disabled bool
-	// Writeback is how long written data may stay in memory before the
-	// kernel writes it to disk; default the vm.dirty sysctls plus 30 s.
-	Writeback time.Duration
 	// GatePoll is how often closed gates are looked at again; default 5 s.
 	GatePoll time.Duration
 }
 
-// Fill sets the defaults of zero fields; procDir is "/proc" but in tests.
-func (c *Config) Fill(procDir string) {
+// Fill sets the defaults of zero fields.
+func (c *Config) Fill() {
 	if c.Every <= 0 {
 		c.Every = DefaultEvery
 	}
@@ -79,9 +76,6 @@ func (c *Config) Fill(procDir string) {
 	}
 	if c.OnProblemEvery <= 0 {
 		c.OnProblemEvery = DefaultOnProblemEvery
-	}
-	if c.Writeback <= 0 {
-		c.Writeback = writebackOf(procDir)
 	}
 	if c.GatePoll <= 0 {
 		c.GatePoll = DefaultGatePoll

@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash"
 	"sync"
+	"time"
 
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
@@ -47,34 +48,55 @@ type Ledger interface {
 // Crashes tells of shutdowns that can lose written data: a power cut, a
 // kernel crash, a file system shut down or unmounted uncleanly.
 type Crashes interface {
-	// UncleanBetween reports whether such a shutdown may have happened
-	// between the two times (Unix nanoseconds).
-	UncleanBetween(fromNs, toNs int64) bool
+	// Suspect reports whether such a shutdown may have kept the bytes rec
+	// describes from reaching the disk: rec was committed shortly before
+	// it, while they could still be in memory only.
+	Suspect(rec *store.Record) bool
 }
 
 // Spans is a Crashes made of the time spans in which an unclean shutdown
-// happened: for example from a session that left no clean-shutdown marker
-// to the start of the next. It is safe for concurrent use.
+// happened: for example from the last commit of a run that left no
+// clean-shutdown marker to the start of the next. A record is suspect when
+// such a span overlaps lostWriteSpan. It is safe for concurrent use.
 type Spans struct {
+	// Writeback is how long written data may stay in memory before the
+	// kernel writes it back; 0: the vm.dirty sysctls plus 30 s.
+	Writeback time.Duration
+
 	mu    sync.Mutex
 	spans [][2]int64
 }
 
-// Add records that an unclean shutdown happened between from and to.
+// Add records that an unclean shutdown happened between from and to
+// (Unix nanoseconds).
 func (s *Spans) Add(fromNs, toNs int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.spans = append(s.spans, [2]int64{fromNs, toNs})
 }
 
-// UncleanBetween implements Crashes.
-func (s *Spans) UncleanBetween(fromNs, toNs int64) bool {
+// Suspect implements Crashes.
+func (s *Spans) Suspect(rec *store.Record) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.Writeback <= 0 {
+		s.Writeback = writebackOf("/proc")
+	}
+	from, to, ok := lostWriteSpan(rec, int64(s.Writeback))
+	if !ok {
+		return false
+	}
 	for _, sp := range s.spans {
-		if sp[0] < toNs && sp[1] > fromNs {
+		if sp[0] < to && sp[1] > from {
 			return true
 		}
 	}
 	return false
 }
+
+// CrashesFunc is a Crashes made of a function, such as one that asks the
+// index which records it does not trust after an unclean shutdown.
+type CrashesFunc func(rec *store.Record) bool
+
+// Suspect implements Crashes.
+func (f CrashesFunc) Suspect(rec *store.Record) bool { return f(rec) }

@@ -27,8 +27,8 @@
 // not the data). Stat and the ledger (a new process) see nothing, and the
 // reads alone cannot tell it from bit rot. The witness is the shutdown:
 // when one that was not clean fell after the record was committed and
-// before the kernel would have written the new bytes back (the record's
-// ctime plus Config.Writeback), the audit reports a lost write, not
+// before the kernel would have written the new bytes back (Crashes: the
+// index's run marker knows), the audit reports a lost write, not
 // corruption. The disk's bytes are the file now: the record takes their
 // digest, and the finding stays listed until the user accepts it.
 //
