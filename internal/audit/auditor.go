@@ -125,7 +125,7 @@ func (a *Auditor) Start(ctx context.Context, o StartOptions) (uint64, error) {
 	resumed := a.state.Paused
 	a.state.Paused = false
 	if a.run != nil {
-		a.run.cancel(errSuperseded)
+		a.run.stop(errSuperseded)
 	}
 	a.mu.Unlock()
 	if resumed {
@@ -144,7 +144,7 @@ func (a *Auditor) Pause(ctx context.Context) error {
 	a.state.Paused = true
 	a.dropPending(StopPaused)
 	if a.run != nil {
-		a.run.cancel(errPaused)
+		a.run.stop(errPaused)
 	}
 	a.mu.Unlock()
 	a.poke()
@@ -328,7 +328,7 @@ func (a *Auditor) Status() Status {
 	if a.run != nil {
 		rs := a.run.summary()
 		s.Run = &rs
-		if el := time.Since(a.run.began).Seconds(); el > 0 {
+		if el := time.Since(a.run.began).Seconds(); el > 0 && !a.run.began.IsZero() {
 			s.Rate = float64(a.run.bytes) / el
 		}
 	}

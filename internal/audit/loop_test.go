@@ -22,16 +22,19 @@ import (
 	"github.com/annexd/annexd/watcher"
 )
 
-// loopFS is a file system image mounted on a loop device for one test.
-// (A shared helper for this is being written elsewhere; these are the few
-// lines this package needs until then.)
+// loopFS is a file system image on a loop device for one test. The device
+// stays attached across unmount and mount, so the file system keeps its
+// device number (which stat reports) as it would on a disk. (A shared
+// helper for this is being written elsewhere; these are the few lines this
+// package needs until then.)
 type loopFS struct {
-	image, dir, kind string
-	mounted          bool
+	image, dev, dir, kind string
+	mounted               bool
 }
 
-// mountLoop makes a sparse 512 MiB image (XFS wants more than 300 MB) of kind ("ext4", "xfs") under a temp dir
-// and mounts it; cleanup unmounts it, which frees the loop device.
+// mountLoop makes a sparse 512 MiB image (XFS wants more than 300 MB) of
+// kind ("ext4", "xfs") under a temp dir, attaches it and mounts it;
+// cleanup unmounts it and frees the device.
 func mountLoop(t *testing.T, kind string) *loopFS {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -50,20 +53,28 @@ func mountLoop(t *testing.T, kind string) *loopFS {
 	}
 	mkfs := map[string][]string{"ext4": {"mkfs.ext4", "-q", "-F"}, "xfs": {"mkfs.xfs", "-q", "-f"}}[kind]
 	mustRun(t, append(mkfs, l.image)...)
-	l.mount(t)
+	out, err := exec.Command("losetup", "-f", "--show", l.image).Output()
+	if err != nil {
+		t.Fatalf("losetup %s: %v", l.image, err)
+	}
+	l.dev = strings.TrimSpace(string(out))
 	t.Cleanup(func() {
 		if l.mounted {
 			if err := unix.Unmount(l.dir, unix.MNT_DETACH); err != nil {
 				t.Errorf("unmount %s: %v", l.dir, err)
 			}
 		}
+		if out, err := exec.Command("losetup", "-d", l.dev).CombinedOutput(); err != nil {
+			t.Errorf("losetup -d %s: %v %s", l.dev, err, out)
+		}
 	})
+	l.mount(t)
 	return l
 }
 
 func (l *loopFS) mount(t *testing.T) {
 	t.Helper()
-	mustRun(t, "mount", "-t", l.kind, "-o", "loop", l.image, l.dir)
+	mustRun(t, "mount", "-t", l.kind, l.dev, l.dir)
 	l.mounted = true
 }
 
@@ -375,6 +386,7 @@ func powerCut(t *testing.T, known bool) {
 	if known {
 		o.Crashes = spans
 	}
+	stale := e.record(victim)
 	e.stop()
 	l.unmount(t)
 	l.mount(t)
@@ -393,11 +405,10 @@ func powerCut(t *testing.T, known bool) {
 			t.Fatal("the old bytes could not be put back")
 		}
 	}
-	e.start(o)
-	stale := e.record(victim)
 	if fi, _ := fsstat.Lstat(victim); !sameIdentity(&stale, fi) {
 		t.Fatalf("the identity did not survive the cut: record %+v, file %+v", stale, fi)
 	}
+	e.start(o)
 	s := e.run(StartOptions{})
 	r := e.record(victim)
 	p := e.problems()[victim]

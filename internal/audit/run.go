@@ -46,7 +46,8 @@ type run struct {
 	manual bool
 	cutoff int64 // records checked before this are in the run
 	pace   *pacer
-	cancel context.CancelCauseFunc
+	cancel context.CancelCauseFunc // nil until it begins; use stop
+	cause  error                   // a stop asked for before it began
 	done   chan struct{}
 	began  time.Time
 
@@ -88,7 +89,17 @@ func (s RunSummary) Found(c Class) int64 { return s.Counts[c.String()] }
 func (a *Auditor) newRun(o StartOptions, manual bool) *run {
 	a.nextID++
 	return &run{id: a.nextID, o: o, manual: manual, done: make(chan struct{}),
-		attempts: map[string]int{}, seen: map[string]bool{}, cancel: func(error) {}}
+		attempts: map[string]int{}, seen: map[string]bool{}}
+}
+
+// stop ends the run for cause, or has it end as soon as it begins. Called
+// with Auditor.mu held.
+func (r *run) stop(cause error) {
+	if r.cancel != nil {
+		r.cancel(cause)
+	} else if r.cause == nil {
+		r.cause = cause
+	}
 }
 
 // summary is called with Auditor.mu held.
@@ -148,7 +159,7 @@ func (a *Auditor) next(ctx context.Context) (*run, error) {
 	for {
 		a.mu.Lock()
 		if r := a.pending; r != nil {
-			a.pending = nil
+			a.pending, a.run = nil, r
 			a.mu.Unlock()
 			return r, nil
 		}
@@ -168,6 +179,7 @@ func (a *Auditor) next(ctx context.Context) (*run, error) {
 			if wait <= 0 {
 				a.mu.Lock()
 				r := a.newRun(StartOptions{TimeLimit: a.o.TimeLimit}, false)
+				a.run = r
 				a.mu.Unlock()
 				return r, nil
 			}
@@ -259,7 +271,9 @@ func (a *Auditor) execute(ctx context.Context, r *run) {
 	now := time.Now()
 	a.mu.Lock()
 	r.began, r.cancel = now, cancel
-	a.run = r
+	if r.cause != nil {
+		cancel(r.cause)
+	}
 	a.waiting, a.nextAt = "", time.Time{}
 	a.mu.Unlock()
 	if r.o.TimeLimit > 0 {
