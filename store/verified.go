@@ -101,12 +101,17 @@ type Due struct {
 	Next []byte
 }
 
+// CheckedFrom is the ByChecked position of the first record checked at or
+// after t.
+func CheckedFrom(t int64) []byte { return binary.BigEndian.AppendUint64(nil, timeKey(t)) }
+
 // ByChecked calls fn for the records an audit re-reads (Record.Audited)
-// whose Checked time lies in [from, before), least recently checked first.
-// from is 0 or a Due.Next; records with the same time come in file-key
-// order, so a directory's files are read together. It reads in chunks of
-// short transactions and calls fn outside them, so fn may write (records it
-// verifies move past before and are not met again). fn may return ErrStop.
+// from the position from (nil: the start; a Due.Next; a CheckedFrom) whose
+// Checked time is before before, least recently checked first. Records
+// with the same time come in file-key order, so a directory's files are
+// read together. It reads in chunks of short transactions and calls fn
+// outside them, so fn may write: records it verifies move past before and
+// are not met again. fn may return ErrStop.
 func (s *Store) ByChecked(ctx context.Context, from []byte, before int64, fn func(d Due) error) error {
 	limit := binary.BigEndian.AppendUint64(nil, timeKey(before))
 	cur := bytes.Clone(from)

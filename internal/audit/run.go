@@ -39,6 +39,10 @@ const maxAttempts = 20
 // retryDelay is the wait before a run looks again at the files it left.
 const retryDelay = 2 * time.Second
 
+// errorBackoff is the wait before a scheduled run that failed is tried
+// again.
+const errorBackoff = time.Minute
+
 // run is one stretch of auditing, scheduled or started by hand.
 type run struct {
 	id     uint64
@@ -494,8 +498,12 @@ func (a *Auditor) finish(ctx context.Context, r *run, err, cause error) {
 	if stopped == StopError {
 		r.err = err
 	}
-	if !r.manual && (stopped == StopTimeLimit || stopped == StopWindow) {
+	switch {
+	case r.manual:
+	case stopped == StopTimeLimit || stopped == StopWindow:
 		a.state.NextRun = a.nextRunAfter(now, r).UnixNano()
+	case stopped == StopError:
+		a.state.NextRun = now.Add(errorBackoff).UnixNano()
 	}
 	complete := stopped == StopDone && len(r.o.Paths) == 0 && a.state.Pass != nil
 	a.mu.Unlock()
