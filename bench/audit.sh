@@ -56,7 +56,7 @@ cold() { [[ -n ${COLD:-} ]] && { sync; echo 3 >/proc/sys/vm/drop_caches; }; true
 warm() { find "$1" -type f -print0 | xargs -0 -P2 -n 256 cat >/dev/null; }
 
 files=$(find "$tree" -type f | wc -l)
-bytes=$(du -sb --apparent-size "$tree" | cut -f1)
+bytes=$(find "$tree" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
 echo "corpus: $tree, $files files, $bytes bytes; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg); cache: ${COLD:+cold}${COLD:-warm}" >&2
 warm "$tree"
 mkdir -p "$work/empty"
@@ -102,7 +102,7 @@ mkdir -p "$slice"
 (cd "$tree" && find . -type f -size +64k -size -16M -printf '%s %p\n' | LC_ALL=C sort -k2 |
 	awk '{ if (s < 300000000) { s += $1; print substr($0, index($0, " ") + 1) } }') >"$work/slice.list"
 (cd "$tree" && tr '\n' '\0' <"$work/slice.list" | xargs -0 cp --parents -t "$slice")
-slice_bytes=$(du -sb --apparent-size "$slice" | cut -f1)
+slice_bytes=$(find "$slice" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
 echo "  slice: $(wc -l <"$work/slice.list") files, $slice_bytes bytes" >&2
 cp "$work/calibrated.db" "$work/slice.db"
 "${annexd[@]}" --exit-when-idle --index "$work/slice.db" "$slice" 2>>"$work/log"

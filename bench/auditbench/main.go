@@ -89,9 +89,10 @@ func run(index, root string, rate int64, workers int, full, lookups bool) error 
 	start, cpu0 := time.Now(), cpuTime()
 	done := make(chan struct{})
 	var during map[string]float64
+	var lookWG sync.WaitGroup
 	if lk != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); during = lk.run(time.Hour, done) }()
+		lookWG.Add(1)
+		go func() { defer lookWG.Done(); during = lk.run(time.Hour, done) }()
 	}
 	s, err := a.WaitRun(ctx, id)
 	close(done)
@@ -99,9 +100,7 @@ func run(index, root string, rate int64, workers int, full, lookups bool) error 
 		return err
 	}
 	el, cpu := time.Since(start).Seconds(), (cpuTime() - cpu0).Seconds()
-	if lk != nil {
-		wg.Wait()
-	}
+	lookWG.Wait()
 	emit(map[string]any{"phase": "pass", "files": s.Counts, "bytes": s.Bytes, "seconds": el, "cpu_seconds": cpu,
 		"mb_per_s": float64(s.Bytes) / el / 1e6, "stopped_by": s.StoppedBy, "io_priority": a.Status().IOPriority, "lookups": during})
 	return nil

@@ -69,20 +69,22 @@ func (r *reader) read(ctx context.Context, path string, before fsstat.FileInfo, 
 		return Read{Err: &fs.PathError{Op: "open", Path: path, Err: err}}
 	}
 	defer unix.Close(fd)
-	now, err := fsstat.Fstat(fd)
-	if err != nil {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
 		return Read{Err: &fs.PathError{Op: "fstat", Path: path, Err: err}}
 	}
-	if !now.IsRegular() || !now.Same(before) {
+	if now := fsstat.FromStat(&st); !now.IsRegular() || !now.Same(before) {
 		return Read{Err: &hasher.ChangedError{Path: path, Before: before, After: now}}
 	}
-	keep := r.keep && cacheVisible(fd, path)
+	keep := r.keep && cacheVisible(&st, path)
 	if again {
 		_ = unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
 	} else {
 		r.snap = r.snap[:0]
 	}
-	_ = unix.Fadvise(fd, 0, 0, unix.FADV_SEQUENTIAL)
+	if before.Size > readSize {
+		_ = unix.Fadvise(fd, 0, 0, unix.FADV_SEQUENTIAL) // a larger kernel read-ahead
+	}
 	h.Reset()
 	for off := int64(0); off < before.Size; off += partSize {
 		n := min(partSize, before.Size-off)
@@ -218,11 +220,7 @@ func mincore(fd int, off, n int64, vec []byte) error {
 // cache of the file: Linux answers only for files the caller owns or
 // could open for writing (CAP_FOWNER counts as owning). For others it
 // reports pages as absent, and dropping them would evict the user's.
-func cacheVisible(fd int, path string) bool {
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil {
-		return false
-	}
+func cacheVisible(st *unix.Stat_t, path string) bool {
 	euid := uint32(os.Geteuid())
 	return euid == 0 || st.Uid == euid || unix.Faccessat(unix.AT_FDCWD, path, unix.W_OK, unix.AT_EACCESS) == nil
 }
