@@ -56,8 +56,8 @@ cold() { [[ -n ${COLD:-} ]] && { sync; echo 3 >/proc/sys/vm/drop_caches; }; true
 warm() { find "$1" -type f -print0 | xargs -0 -P2 -n 256 cat >/dev/null; }
 
 files=$(find "$tree" -type f | wc -l)
-bytes=$(find "$tree" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
-echo "corpus: $tree, $files files, $bytes bytes; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg); cache: ${COLD:+cold}${COLD:-warm}" >&2
+bytes=$(find "$tree" -type f -printf '%s\n' | awk '{s += $1} END {printf "%.0f\n", s}')
+echo "corpus: $tree, $files files, $bytes bytes; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg); cache: $([[ -n ${COLD:-} ]] && echo cold || echo warm)" >&2
 warm "$tree"
 mkdir -p "$work/empty"
 "${annexd[@]}" --exit-when-idle --index "$work/calibrated.db" "$work/empty" 2>>"$work/log"
@@ -102,7 +102,7 @@ mkdir -p "$slice"
 (cd "$tree" && find . -type f -size +64k -size -16M -printf '%s %p\n' | LC_ALL=C sort -k2 |
 	awk '{ if (s < 300000000) { s += $1; print substr($0, index($0, " ") + 1) } }') >"$work/slice.list"
 (cd "$tree" && tr '\n' '\0' <"$work/slice.list" | xargs -0 cp --parents -t "$slice")
-slice_bytes=$(find "$slice" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
+slice_bytes=$(find "$slice" -type f -printf '%s\n' | awk '{s += $1} END {printf "%.0f\n", s}')
 echo "  slice: $(wc -l <"$work/slice.list") files, $slice_bytes bytes" >&2
 cp "$work/calibrated.db" "$work/slice.db"
 "${annexd[@]}" --exit-when-idle --index "$work/slice.db" "$slice" 2>>"$work/log"
@@ -122,7 +122,7 @@ EOF
 find "$slice" -type f | LC_ALL=C sort >"$work/slice.files"
 half=$(($(wc -l <"$work/slice.files") / 2))
 head -n "$half" "$work/slice.files" | tr '\n' '\0' | xargs -0 cat >/dev/null
-fincore_sum() { tr '\n' '\0' <"$1" | xargs -0 fincore --bytes --noheadings --raw --output RES | awk '{s += $1} END {print s + 0}'; }
+fincore_sum() { tr '\n' '\0' <"$1" | xargs -0 fincore --bytes --noheadings --raw --output RES | awk '{s += $1} END {printf "%.0f\n", s}'; }
 head -n "$half" "$work/slice.files" >"$work/read.files"
 tail -n +"$((half + 1))" "$work/slice.files" >"$work/evicted.files"
 read_before=$(fincore_sum "$work/read.files")
