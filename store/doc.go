@@ -42,7 +42,8 @@
 // largest waste first), verified (be64(checked time) ‖ file key → size;
 // the records an audit re-reads, least recently confirmed first: see
 // ByChecked), meta (format, schema version, counters, generation) and user
-// (GetMeta/PutMeta).
+// (GetMeta/PutMeta). With Options.Changes, changes holds the change log
+// that a hub follows (changes.go).
 //
 // id(n) is one byte counting n's significant bytes, then those bytes
 // big-endian (schema 2): it sorts as the numbers do, so a first scan, which

@@ -18,71 +18,11 @@ import (
 
 	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/internal/indexer"
+	"github.com/annexd/annexd/internal/ledger"
+	"github.com/annexd/annexd/internal/loopfs"
 	"github.com/annexd/annexd/store"
 	"github.com/annexd/annexd/watcher"
 )
-
-// loopFS is a file system image on a loop device for one test. The device
-// stays attached across unmount and mount, so the file system keeps its
-// device number (which stat reports) as it would on a disk. (A shared
-// helper for this is being written elsewhere; these are the few lines this
-// package needs until then.)
-type loopFS struct {
-	image, dev, dir, kind string
-	mounted               bool
-}
-
-// mountLoop makes a sparse 512 MiB image (XFS wants more than 300 MB) of
-// kind ("ext4", "xfs") under a temp dir, attaches it and mounts it;
-// cleanup unmounts it and frees the device.
-func mountLoop(t *testing.T, kind string) *loopFS {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatalf("this test mounts a loop-mounted %s image and must run as root (CI does)", kind)
-	}
-	base := t.TempDir()
-	l := &loopFS{image: filepath.Join(base, kind+".img"), dir: filepath.Join(base, "mnt"), kind: kind}
-	if err := os.Mkdir(l.dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(l.image, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(l.image, 512<<20); err != nil {
-		t.Fatal(err)
-	}
-	mkfs := map[string][]string{"ext4": {"mkfs.ext4", "-q", "-F"}, "xfs": {"mkfs.xfs", "-q", "-f"}}[kind]
-	mustRun(t, append(mkfs, l.image)...)
-	out, err := exec.Command("losetup", "-f", "--show", l.image).Output()
-	if err != nil {
-		t.Fatalf("losetup %s: %v", l.image, err)
-	}
-	l.dev = strings.TrimSpace(string(out))
-	t.Cleanup(func() {
-		if l.mounted {
-			if err := unix.Unmount(l.dir, unix.MNT_DETACH); err != nil {
-				t.Errorf("unmount %s: %v", l.dir, err)
-			}
-		}
-		if out, err := exec.Command("losetup", "-d", l.dev).CombinedOutput(); err != nil {
-			t.Errorf("losetup -d %s: %v %s", l.dev, err, out)
-		}
-	})
-	l.mount(t)
-	return l
-}
-
-func (l *loopFS) mount(t *testing.T) {
-	t.Helper()
-	mustRun(t, "mount", "-t", l.kind, l.dev, l.dir)
-	l.mounted = true
-}
-
-func (l *loopFS) unmount(t *testing.T) {
-	t.Helper()
-	mustRun(t, "umount", l.dir)
-	l.mounted = false
-}
 
 func mustRun(t *testing.T, argv ...string) {
 	t.Helper()
@@ -128,7 +68,7 @@ func physical(t *testing.T, path string) (int64, int64) {
 // flipOnDisk inverts byte off of the file at path in the image behind the
 // file system's back, and drops the file's cached pages so that the next
 // read comes from the (changed) image.
-func flipOnDisk(t *testing.T, l *loopFS, path string, off int64) {
+func flipOnDisk(t *testing.T, l *loopfs.FS, path string, off int64) {
 	t.Helper()
 	at, _ := physical(t, path)
 	b := make([]byte, 1)
@@ -142,7 +82,7 @@ func flipOnDisk(t *testing.T, l *loopFS, path string, off int64) {
 
 // writeOnDisk puts data at the start of the file at path in the image,
 // behind the file system's back; the file must lie in one extent.
-func writeOnDisk(t *testing.T, l *loopFS, path string, data []byte) {
+func writeOnDisk(t *testing.T, l *loopfs.FS, path string, data []byte) {
 	t.Helper()
 	at, n := physical(t, path)
 	if n < int64(len(data)) {
@@ -151,9 +91,9 @@ func writeOnDisk(t *testing.T, l *loopFS, path string, data []byte) {
 	writeImage(t, l, path, at, data)
 }
 
-func openImage(t *testing.T, l *loopFS) *os.File {
+func openImage(t *testing.T, l *loopfs.FS) *os.File {
 	t.Helper()
-	img, err := os.OpenFile(l.image, os.O_RDWR, 0)
+	img, err := os.OpenFile(l.Image, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +103,7 @@ func openImage(t *testing.T, l *loopFS) *os.File {
 
 // writeImage writes b at offset at of the image, syncs it and drops the
 // cached pages of path.
-func writeImage(t *testing.T, l *loopFS, path string, at int64, b []byte) {
+func writeImage(t *testing.T, l *loopfs.FS, path string, at int64, b []byte) {
 	t.Helper()
 	img := openImage(t, l)
 	if _, err := img.WriteAt(b, at); err != nil {
@@ -195,10 +135,13 @@ func syncFS(t *testing.T, dir string) {
 	}
 }
 
-// watchTree starts a real watcher on root for its write ledger and events.
-func watchTree(t *testing.T, root string) (*watcher.Watcher, *[]watcher.Event, func() []watcher.Event) {
+// watchTree starts a real watcher on root, recording into a write
+// ledger, and returns the ledger and a function that lists the events
+// seen so far.
+func watchTree(t *testing.T, root string) (*ledger.Ledger, func() []watcher.Event) {
 	t.Helper()
-	w, err := watcher.New([]string{root}, watcher.Options{Quiet: 50 * time.Millisecond, SyncDir: t.TempDir()})
+	led := ledger.New()
+	w, err := watcher.New([]string{root}, watcher.Options{Writes: led, Quiet: 50 * time.Millisecond, SyncDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +176,7 @@ func watchTree(t *testing.T, root string) (*watcher.Watcher, *[]watcher.Event, f
 			}
 		}
 	}
-	return w, &evs, seen
+	return led, seen
 }
 
 // A byte flipped in a file's data blocks behind ext4's back (in the image,
@@ -243,8 +186,8 @@ func watchTree(t *testing.T, root string) (*watcher.Watcher, *[]watcher.Event, f
 // On the same file system an edit, a same-size rewrite with the mtime put
 // back and a deletion are changes, not corruption.
 func TestBitFlipOnExt4(t *testing.T) {
-	l := mountLoop(t, "ext4")
-	root := filepath.Join(l.dir, "tree")
+	l := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
+	root := filepath.Join(l.Dir, "tree")
 	if err := os.Mkdir(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -264,9 +207,9 @@ func TestBitFlipOnExt4(t *testing.T) {
 	e.write("deleted.txt", "a deletion follows")
 	e.ix.Rescan(root)
 	e.settle()
-	syncFS(t, l.dir)
-	w, _, seen := watchTree(t, root)
-	e.a.o.Ledger = w
+	syncFS(t, l.Dir)
+	led, seen := watchTree(t, root)
+	e.a.o.Ledger = led
 	recBefore := e.record(victim)
 	statBefore, _ := fsstat.Lstat(victim)
 
@@ -280,7 +223,7 @@ func TestBitFlipOnExt4(t *testing.T) {
 			t.Fatalf("an event for the flipped file: %+v", ev)
 		}
 	}
-	if w.WrittenSince(victim, statAfter.Dev, statAfter.Ino, recBefore.HashedAt) {
+	if led.WrittenSince(victim, statAfter.Dev, statAfter.Ino, recBefore.HashedAt) {
 		t.Fatal("the ledger saw a write to the flipped file")
 	}
 	// The other changes, through the file system (the watcher sees them;
@@ -340,8 +283,8 @@ func TestPowerCutIsLostWrite(t *testing.T) {
 }
 
 func powerCut(t *testing.T, known bool) {
-	l := mountLoop(t, "xfs")
-	root := filepath.Join(l.dir, "tree")
+	l := loopfs.New(t, loopfs.XFS, loopfs.Options{Size: loopfs.MinSize[loopfs.XFS]})
+	root := filepath.Join(l.Dir, "tree")
 	if err := os.Mkdir(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +293,7 @@ func powerCut(t *testing.T, known bool) {
 	if err := os.WriteFile(victim, before, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	syncFS(t, l.dir)
+	syncFS(t, l.Dir)
 	e := newEnv(t, root, envOptions())
 	// The rewrite, in place and the same size, stays in the page cache, and
 	// a record of it is committed as a hasher reading the page cache (with
@@ -380,7 +323,7 @@ func powerCut(t *testing.T, known bool) {
 	// The cut: the log (with the inode's new timestamps) reaches the disk,
 	// the data blocks do not.
 	cutFrom := time.Now().UnixNano()
-	mustRun(t, "xfs_io", "-x", "-c", "shutdown -f", l.dir)
+	mustRun(t, "xfs_io", "-x", "-c", "shutdown -f", l.Dir)
 	spans := &Spans{}
 	o := envOptions()
 	if known {
@@ -388,8 +331,8 @@ func powerCut(t *testing.T, known bool) {
 	}
 	stale := e.record(victim)
 	e.stop()
-	l.unmount(t)
-	l.mount(t)
+	l.Unmount(t) // the device stays attached: the file system keeps its device number
+	l.Mount(t)
 	spans.Add(cutFrom, time.Now().UnixNano()) // what the next start learns from the index's run marker
 	got, err := os.ReadFile(victim)
 	if err != nil {

@@ -160,8 +160,11 @@ func Load(path string) (Config, error) {
 // Fill sets every unset field to its default and makes paths absolute. It is
 // the one place defaults live.
 func (c *Config) Fill() error {
+	var err error
 	if c.Index == "" {
-		c.Index = DefaultIndexPath()
+		if c.Index, err = DefaultIndexPath(); err != nil {
+			return err
+		}
 	}
 	if c.Socket == "" {
 		c.Socket = DefaultSocketPath()
@@ -190,7 +193,6 @@ func (c *Config) Fill() error {
 	if c.Indexer.MaxPending == 0 {
 		c.Indexer.MaxPending = DefaultMaxPending
 	}
-	var err error
 	for i, r := range c.Roots {
 		if c.Roots[i], err = absPath(r); err != nil {
 			return err

@@ -10,20 +10,34 @@ import (
 	"syscall"
 )
 
-// ErrSocketDir is returned when the socket's directory is not private to the
-// daemon's user.
-var ErrSocketDir = errors.New("config: socket directory not private")
+// Errors about default paths.
+var (
+	// ErrSocketDir: the socket's directory is not private to the daemon's user.
+	ErrSocketDir = errors.New("config: socket directory not private")
+	// ErrNoHome: neither the XDG variable nor a home directory gives a default.
+	ErrNoHome = errors.New("config: no home directory")
+)
 
 // DefaultIndexPath is $XDG_STATE_HOME/annexd/index.db, falling back to
-// ~/.local/state/annexd/index.db.
-func DefaultIndexPath() string {
-	return filepath.Join(xdgDir("XDG_STATE_HOME", ".local/state"), "annexd", "index.db")
+// ~/.local/state/annexd/index.db. Without either it fails with ErrNoHome:
+// an index must not land wherever the daemon happened to start.
+func DefaultIndexPath() (string, error) {
+	d, err := xdgDir("XDG_STATE_HOME", ".local/state")
+	if err != nil {
+		return "", fmt.Errorf("%w for the default index; give --index, or set $XDG_STATE_HOME", err)
+	}
+	return filepath.Join(d, "annexd", "index.db"), nil
 }
 
 // DefaultConfigPath is $XDG_CONFIG_HOME/annexd/annexd.toml, falling back to
-// ~/.config/annexd/annexd.toml.
+// ~/.config/annexd/annexd.toml; without either, annexd.toml in the
+// working directory.
 func DefaultConfigPath() string {
-	return filepath.Join(xdgDir("XDG_CONFIG_HOME", ".config"), "annexd", "annexd.toml")
+	d, err := xdgDir("XDG_CONFIG_HOME", ".config")
+	if err != nil {
+		return "annexd.toml"
+	}
+	return filepath.Join(d, "annexd", "annexd.toml")
 }
 
 // DefaultSocketPath is $XDG_RUNTIME_DIR/annexd/annexd.sock; without
@@ -42,16 +56,16 @@ func DefaultSocketPath() string {
 }
 
 // xdgDir returns $env when it is an absolute path (as the XDG spec demands),
-// else ~/fallback. Without a home directory it uses the working directory.
-func xdgDir(env, fallback string) string {
+// else ~/fallback.
+func xdgDir(env, fallback string) (string, error) {
 	if d := os.Getenv(env); filepath.IsAbs(d) {
-		return d
+		return d, nil
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		home = "."
+		return "", fmt.Errorf("%w: %w", ErrNoHome, err)
 	}
-	return filepath.Join(home, fallback)
+	return filepath.Join(home, fallback), nil
 }
 
 // PrepareSocketDir creates the socket's directory with mode 0700 when it is

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/internal/roots"
 	"github.com/annexd/annexd/store"
 )
 
@@ -20,14 +21,7 @@ type outsideState struct {
 const maxOutsideLogged = 10
 
 // outsideRoot reports whether p is outside every configured root.
-func (a *App) outsideRoot(p []byte) bool {
-	for _, r := range a.cfg.Roots {
-		if within(string(p), r) {
-			return false
-		}
-	}
-	return true
-}
+func (a *App) outsideRoot(p []byte) bool { return !a.roots.Contains(string(p)) }
 
 func (a *App) rootBytes() [][]byte {
 	out := make([][]byte, len(a.cfg.Roots))
@@ -122,12 +116,7 @@ func (a *App) forget(ctx context.Context, dir []byte, dry bool) (api.ForgetResul
 	if !dry {
 		ctx = context.WithoutCancel(ctx)
 	}
-	res := api.ForgetResult{Path: dir, DryRun: dry}
-	for _, r := range a.cfg.Roots {
-		if within(r, string(dir)) {
-			res.Kept = append(res.Kept, r)
-		}
-	}
+	res := api.ForgetResult{Path: dir, DryRun: dry, Kept: a.roots.Holding(string(dir))}
 	var err error
 	if len(res.Kept) == 0 {
 		res.Files, err = a.forgetSubtree(ctx, dir, dry)
@@ -166,7 +155,7 @@ func (a *App) forgetAround(ctx context.Context, dir []byte, dry bool) (int64, er
 	}
 	var n int64
 	for _, d := range dirs {
-		if !within(string(d.Dir), string(dir)) {
+		if !roots.Within(string(d.Dir), string(dir)) {
 			continue
 		}
 		var m int64

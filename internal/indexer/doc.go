@@ -58,15 +58,11 @@
 // mtime (to the nanosecond) would take over its key.
 //
 // A rewrite that sets the mtime back (rsync --inplace -t, some backup
-// tools) shows only in ctime, which a rename changes too. While the daemon
-// runs, the watcher's word settles it: a path reported written is hashed,
-// and a record is not taken for a renamed file whose old path, new path or
-// inode the watcher saw written after the record was hashed
-// (Options.WrittenSince; a directory above the old path that was renamed
-// counts, since a write right after the rename reaches only the old
-// watches), nor from an old path still waiting to be hashed. A file whose
-// ctime is still the record's was neither written nor renamed itself (it
-// moved with its directory) and keeps its key whatever the watcher says.
+// tools) follows the write ledger's rule, stated in internal/ledger: a path
+// written since its record was hashed is hashed, and a renamed file takes
+// no record hashed before a write to its old path, new path or inode, nor
+// one from an old path still waiting to be hashed. A file whose ctime is
+// still the record's moved with its directory and keeps its key.
 // Hard links share one ctime, so one name takes another's record only when
 // that record's ctime is the inode's ctime now, and a renamed file with
 // other names is hashed. A write reported for one name queues the other
@@ -76,7 +72,7 @@
 // renamed while the daemon was down keeps its old key (no event and no
 // stat field tells), until it changes again or is read back. So does one
 // rewritten and renamed just before the daemon stopped, while the write
-// had not reached the index yet (the watcher's memory of it does not
+// had not reached the index yet (the ledger's memory of it does not
 // outlive the process), and one moved out of the roots, rewritten there
 // and moved back under another name before the records of its old name
 // were dropped (a few seconds: nothing watches it outside).

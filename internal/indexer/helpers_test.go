@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/internal/ledger"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 	"github.com/annexd/annexd/watcher"
@@ -156,12 +157,13 @@ func (e *env) start(eo envOpts) {
 		if quiet == 0 {
 			quiet = 200 * time.Millisecond
 		}
+		led := ledger.New()
 		w, err = watcher.New([]string{e.root}, watcher.Options{Quiet: quiet, OverflowBackoff: 100 * time.Millisecond,
-			SyncDir: t.TempDir()})
+			SyncDir: t.TempDir(), Writes: led})
 		if err != nil {
 			t.Fatal(err)
 		}
-		o.WrittenSince = w.WrittenSince
+		o.WrittenSince = led.WrittenSince
 	}
 	ix, err := New(st, e.h, o)
 	if err != nil {
@@ -228,7 +230,6 @@ func (e *env) follow(ctx context.Context, events <-chan watcher.Event) {
 				return
 			}
 			e.ix.Handle(ctx, ev)
-			e.w.Delivered(ev)
 			e.handled.Add(1)
 		case <-ctx.Done():
 			return

@@ -67,13 +67,9 @@ type Options struct {
 	// MaxRetries bounds the retries of a file that keeps changing while it
 	// is hashed; default 12 (about 10 minutes of backoff).
 	MaxRetries int
-	// WrittenSince reports that the watcher saw a write to the file at path
-	// or to inode (dev, ino) at or after sinceNs (Unix nanoseconds), or
-	// cannot rule one out. A renamed file's record is adopted only when
-	// neither its old nor its new path nor its inode was written after the
-	// record was hashed: a file rewritten in place with its mtime set back
-	// and renamed before the write settled shows the change in no stat
-	// field. Nil: writes are known only from stat.
+	// WrittenSince reports that the file at path or inode (dev, ino) may
+	// have been written at or after sinceNs (Unix nanoseconds); the rule
+	// it serves is in internal/ledger. Nil: writes are known only from stat.
 	WrittenSince func(path string, dev, ino uint64, sinceNs int64) bool
 	// Logger; default discards.
 	Logger *slog.Logger
@@ -240,10 +236,8 @@ func (ix *Indexer) Changed(ctx context.Context, path string) {
 	ix.enqueue(ctx, path, nil, 0)
 }
 
-// ChangedWritten is Changed for a path the watcher saw written: its next
-// check hashes it rather than give it a record kept for its inode under
-// another path, since a write that set the mtime back shows in no stat
-// field.
+// ChangedWritten is Changed for a path written since its record was
+// hashed: its next check hashes it (the rule is in internal/ledger).
 func (ix *Indexer) ChangedWritten(ctx context.Context, path string) {
 	if ix.skip(path) {
 		return
@@ -448,8 +442,7 @@ func (ix *Indexer) process(ctx context.Context, j job) {
 		return
 	}
 	// A path reported written is hashed even when its record looks
-	// current: a record given to it meanwhile from another name of its
-	// inode may predate the write, which no stat field shows.
+	// current: the record may come from another name (internal/ledger).
 	if ok && !written && ix.settled(&rec, fi) {
 		ix.settle(j)
 		return
@@ -682,13 +675,10 @@ func (ix *Indexer) markSeen(path string, sc *scan) {
 // after the record's ctime (where the file system keeps birth times): a new
 // file that reuses a deleted file's inode, size and mtime is hashed, not
 // taken for a rename. A rename changes ctime, so ctime alone cannot tell
-// them apart; where birth times are not kept, nothing can. A file rewritten
-// in place with its mtime set back and then renamed is told apart only by
-// the watcher having seen the write (Options.WrittenSince) or by the old
-// path waiting in the pipeline to be hashed again; while the daemon was
-// down, nothing can. A file whose ctime is the record's has not been
-// written or renamed itself since (it moved with its directory): the
-// watcher is not asked. A hard link takes another name's record only when
+// them apart; where birth times are not kept, nothing can. A rewrite that
+// set the mtime back is left to Options.WrittenSince (internal/ledger) and
+// to the old path waiting in the pipeline. A file whose ctime is the
+// record's moved with its directory: the ledger is not asked. A hard link takes another name's record only when
 // that record's ctime is the inode's ctime now (creating the link changes
 // it, so a new link is hashed once), and a renamed file with other names
 // is hashed unless its ctime is unchanged (it moved with its directory). A renamed directory moves all its
@@ -873,20 +863,36 @@ func (ix *Indexer) Follow(ctx context.Context, events <-chan watcher.Event) {
 	}
 }
 
-// Handle acts on one watcher event. A caller that holds the Watcher calls
-// its Delivered with ev afterwards.
+// Handle acts on one watcher event.
 func (ix *Indexer) Handle(ctx context.Context, ev watcher.Event) {
 	switch ev.Kind {
 	case watcher.Changed:
-		if ev.Written {
+		if ix.writtenSinceRecord(ev.Path) {
 			ix.ChangedWritten(ctx, ev.Path)
 			return
 		}
 		ix.Changed(ctx, ev.Path)
 	case watcher.Removed:
 		ix.Removed(ev.Path)
+	case watcher.Moved:
+		ix.Removed(ev.From)
+		ix.Rescan(ev.Path)
 	case watcher.Rescan:
 		ix.log.Debug("rescan requested", "path", ev.Path, "reason", ev.Reason)
 		ix.Rescan(ev.Path)
 	}
+}
+
+// writtenSinceRecord reports that Options.WrittenSince saw path written
+// after its record was hashed, or at all when it has none.
+func (ix *Indexer) writtenSinceRecord(path string) bool {
+	w := ix.opt.WrittenSince
+	if w == nil || !w(path, 0, 0, 0) {
+		return false
+	}
+	rec, ok, err := ix.get(path)
+	if err != nil || !ok {
+		return true
+	}
+	return w(path, 0, 0, rec.HashedAt)
 }
