@@ -92,3 +92,37 @@ func TestWritebackOf(t *testing.T) {
 	}
 	t.Logf("this machine: %v", writebackOf("/proc"))
 }
+
+// FuzzParseWindow: a window that parses is never empty, opens within a
+// week of any time, and closes after it opened.
+func FuzzParseWindow(f *testing.F) {
+	for _, s := range []string{"01:00-06:00", "mon-fri 01:00-06:00", "sat,sun 22:00-07:00", "fri-mon,wed 00:00-24:00", "x", "mon 1:2-3:4"} {
+		f.Add(s, int64(1_796_000_000))
+	}
+	f.Fuzz(func(t *testing.T, s string, unix int64) {
+		w, err := parseWindow(s)
+		if err != nil {
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("parseWindow(%q): %v without ErrConfig", s, err)
+			}
+			return
+		}
+		days := 0
+		for _, d := range w.days {
+			if d {
+				days++
+			}
+		}
+		if days == 0 || w.start == w.end || w.start < 0 || w.start >= 24*60 || w.end < 0 || w.end > 24*60 {
+			t.Fatalf("parseWindow(%q) = %+v", s, w)
+		}
+		at := time.Unix(unix%(1<<33), 0)
+		open := nextOpen([]window{w}, at)
+		if open.IsZero() || open.Before(at) || open.Sub(at) > 8*24*time.Hour || !w.contains(open) {
+			t.Fatalf("%q from %v: opens %v", s, at, open)
+		}
+		if end := closesAt([]window{w}, open); !end.IsZero() && !end.After(open) {
+			t.Fatalf("%q opened %v closes %v", s, open, end)
+		}
+	})
+}
