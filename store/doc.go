@@ -36,6 +36,10 @@
 //     restarted. A power cut may have kept its file's new stat identity and
 //     lost the bytes it was hashed from. Suspect lists the spans of HashedAt;
 //     Trusted is false for such a record, and the indexer hashes it again.
+//   - checked time: when a record's content was last confirmed, by an
+//     audit (VerifiedAt) or by hashing (HashedAt).
+//   - conditional put: a write applied only while the stored record is
+//     still the one it was made from (OpPutIf, PutIf); else ErrConflict.
 //
 // # Layout
 //
@@ -45,7 +49,9 @@
 // ∅), groups (base backend ‖ digest → paths, inodes, size; only for digests
 // with two or more paths), dups (^wasted ‖ base backend ‖ digest → the same
 // summary; only for groups of two or more inodes, so Dups streams them
-// largest waste first), meta (format, schema version, counters, generation) and user
+// largest waste first), verified (be64(checked time) ‖ file key → size;
+// the records an audit re-reads, least recently confirmed first: see
+// ByChecked), meta (format, schema version, counters, generation) and user
 // (GetMeta/PutMeta). With Options.Changes, changes holds the change log
 // that a hub follows (changes.go).
 //
@@ -58,7 +64,9 @@
 // stored these as little-endian varints; Open migrates such an index by
 // copying it into a new file in chunks, checking and syncing the copy and
 // renaming it over the old file (a read-only open reports
-// ErrNeedsMigration instead).
+// ErrNeedsMigration instead). Schema 3 added the verified index; Open
+// builds it in place from the records of a schema-2 index, in chunks, and
+// sets the new version last.
 //
 // Storing directories once and files under a directory id keeps the index
 // small (each path's directory is not repeated in three indexes) and makes

@@ -38,8 +38,9 @@ var (
 	ErrRecord = errors.New("store: bad record")
 	// ErrNotFound: a move whose source is not in the index.
 	ErrNotFound = errors.New("store: not in index")
-	// ErrConflict: a conditional change found the index other than its
-	// caller had read it, and changed nothing (see ConflictError).
+	// ErrConflict: a conditional change (an adoption, a conditional put)
+	// found the index other than its caller had read it, and changed
+	// nothing (see ConflictError).
 	ErrConflict = errors.New("store: index changed meanwhile")
 	// ErrNoSpace: the file system holding the index is full. The change
 	// was not made; the index is unchanged and usable.

@@ -39,6 +39,10 @@ const (
 	OpPutMeta
 	// OpDeleteMeta removes the meta value named Path.
 	OpDeleteMeta
+	// OpPutIf stores Record at Path only while the record there is still
+	// Expect (Record.SameContent); otherwise it fails with ErrConflict and
+	// changes nothing. The stored generation is kept.
+	OpPutIf
 )
 
 // Change is one write. Only the fields its Op names are used.
@@ -47,6 +51,7 @@ type Change struct {
 	Path    []byte
 	NewPath []byte
 	Record  Record
+	Expect  Record // OpPutIf: the record Record was made from
 	Gen     uint64
 	Value   []byte
 }
@@ -65,7 +70,7 @@ type item struct {
 // validate checks a change before it is queued.
 func (c *Change) validate() error {
 	switch c.Op {
-	case OpPut:
+	case OpPut, OpPutIf:
 		if err := checkPath(c.Path, false); err != nil {
 			return err
 		}
@@ -391,6 +396,10 @@ func apply(w *wtx, it *item) error {
 		err = w.user.Put(c.Path, c.Value)
 	case OpDeleteMeta:
 		err = w.user.Delete(c.Path)
+	case OpPutIf:
+		if err = w.putIf(c.Path, &c.Record, &c.Expect); errors.Is(err, ErrConflict) {
+			return changeError{err}
+		}
 	case opNextGen:
 		*it.gen, err = w.nextGeneration()
 	}

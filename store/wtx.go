@@ -214,6 +214,9 @@ func (w *wtx) put(path []byte, r *Record) error {
 		if sameIndexes(&old, r) {
 			// Only timestamps, state within ok or generation changed (a
 			// re-verification, a refreshed mtime): the indexes stay.
+			if err := w.reindexVerified(fk, &old, r); err != nil {
+				return err
+			}
 			return w.tails[0].put(fk, appendRecord(make([]byte, 0, maxRecordLen), r))
 		}
 		if err := w.unindex(fk, &old); err != nil {
@@ -276,6 +279,9 @@ func (w *wtx) index(fk []byte, r *Record) error {
 	if err := w.logIndexed(fk, r, true); err != nil {
 		return err
 	}
+	if err := w.indexVerified(fk, r); err != nil {
+		return err
+	}
 	w.c.Files++
 	w.c.Bytes += r.Size
 	w.ibuf = append(inodeKey(w.ibuf, r.Dev, r.Ino), fk...)
@@ -305,6 +311,9 @@ func (w *wtx) index(fk []byte, r *Record) error {
 
 func (w *wtx) unindex(fk []byte, r *Record) error {
 	if err := w.logIndexed(fk, r, false); err != nil {
+		return err
+	}
+	if err := w.unindexVerified(fk, r); err != nil {
 		return err
 	}
 	w.c.Files--
