@@ -181,6 +181,17 @@ func enableChanges(db *bolt.DB) error {
 	})
 }
 
+// keepChangesTxid carries the log's last transaction id over a
+// transaction that changes no record (the run marker's): such a
+// transaction leaves no gap in the log.
+func keepChangesTxid(tx *bolt.Tx) error {
+	b := tx.Bucket(bucketChanges)
+	if b == nil || getUint(b, changesTxid) != uint64(tx.ID()-1) {
+		return nil
+	}
+	return putUint(b, changesTxid, uint64(tx.ID()))
+}
+
 // createChanges makes the bucket with a new index id. An index that holds
 // records already starts with a gap, so no consumer takes them as known.
 func createChanges(tx *bolt.Tx) error {

@@ -31,8 +31,11 @@ var (
 	bucketInodes   = []byte("inodes")   // id(dev) ‖ id(ino) ‖ file key → ∅
 	bucketGroups   = []byte("groups")   // backend ‖ digest → group summary (groups of ≥ 2 paths)
 	bucketDups     = []byte("dups")     // ^wasted ‖ backend ‖ digest → group summary (groups of ≥ 2 inodes)
-	allBuckets     = [][]byte{bucketMeta, bucketUser, bucketFiles, bucketDirs, bucketDirNames,
+	// schema2Buckets are the buckets of schemas 1 and 2; schema 3 added
+	// the verified index (verified.go).
+	schema2Buckets = [][]byte{bucketMeta, bucketUser, bucketFiles, bucketDirs, bucketDirNames,
 		bucketDigest, bucketInodes, bucketGroups, bucketDups}
+	allBuckets = append(schema2Buckets[:len(schema2Buckets):len(schema2Buckets)], bucketVerified)
 )
 
 // Keys in the meta bucket.
@@ -48,7 +51,7 @@ var (
 const formatID = "annexd-index"
 
 // SchemaVersion is the schema this package writes.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrations[v] upgrades an index from schema v to v+1 inside one write
 // transaction. Append here when the schema changes in a way one
@@ -482,6 +485,11 @@ func checkSchema(db *bolt.DB, path string, opts Options) error {
 			return fmt.Errorf("store: migrate %s from schema 1: %w", path, err)
 		}
 		return errMigrated
+	case version == 2:
+		if err := migrateVerified(db, path, opts); err != nil {
+			return fmt.Errorf("store: migrate %s from schema 2: %w", path, err)
+		}
+		version = 3
 	}
 	for ; version < SchemaVersion; version++ {
 		if err := migrate(db, version); err != nil {

@@ -171,7 +171,10 @@ func (s *Store) beginRun() error {
 			}
 		}
 		s.run = cur
-		return m.Put(metaRun, cur.encode())
+		if err := m.Put(metaRun, cur.encode()); err != nil {
+			return err
+		}
+		return keepChangesTxid(tx)
 	})
 }
 
@@ -192,7 +195,10 @@ func (s *Store) endRun() error {
 	}
 	s.run.Clean = true
 	return s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put(metaRun, s.run.encode())
+		if err := tx.Bucket(bucketMeta).Put(metaRun, s.run.encode()); err != nil {
+			return err
+		}
+		return keepChangesTxid(tx)
 	})
 }
 

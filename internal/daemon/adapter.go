@@ -195,7 +195,6 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 	if phase, starting := x.Starting(); starting {
 		return x.startingStatus(s, phase), nil
 	}
-	pendingWatch := a.watcherPending() // before the indexer's progress
 	p := a.ix.Progress()
 	ws := a.w.Status()
 	out := api.Status{
@@ -207,8 +206,8 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 		SchemaVersion: int(s.SchemaVer),
 		Files:         s.Files,
 		Bytes:         s.Bytes,
-		Pending:       int64(p.FilesQueued + pendingWatch),
-		Idle:          p.Idle && pendingWatch == 0,
+		Pending:       int64(p.FilesQueued + p.Watching),
+		Idle:          p.Idle,
 		Scan: api.ScanProgress{
 			Running:         p.ScansPending > 0,
 			FilesSeen:       p.FilesSeen,

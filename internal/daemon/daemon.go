@@ -105,10 +105,8 @@ type App struct {
 	outsideRun sync.Mutex
 
 	// syncDir holds the watcher's Sync cookies ("" if it could not be
-	// made); handled counts the watcher events the indexer has taken.
+	// made).
 	syncDir string
-	handled atomic.Uint64
-
 	// ready: setup is done and the API serves the index; until then
 	// calibrating says whether the hasher is being calibrated.
 	ready       atomic.Bool
@@ -199,14 +197,14 @@ func (a *App) Run(ctx context.Context) error {
 
 	g.Go(func() error { return a.ix.Run(runCtx) })
 	g.Go(func() error { return a.w.Run(runCtx) })
-	g.Go(func() error { a.follow(runCtx); return nil })
+	g.Go(func() error { return a.ix.Follow(runCtx, a.w) })
 	g.Go(func() error { return a.notifyProgress(runCtx) })
 	g.Go(func() error { return a.logProgress(runCtx) })
 	g.Go(func() error { a.checkOutside(runCtx); return nil })
 	g.Go(func() error { return a.watchDamage(runCtx) })
 	if a.opts.ExitWhenIdle {
 		g.Go(func() error {
-			if a.waitIdle(runCtx) == nil {
+			if a.ix.WaitIdle(runCtx) == nil {
 				a.log.Info("idle; exiting as asked", "took", time.Since(a.started).Round(time.Millisecond))
 				stop()
 			}
@@ -289,14 +287,14 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 		return err
 	}
 	a.ix, err = indexer.New(a.st, a.h, indexer.Options{
-		Roots:        slices.Clone(a.cfg.Roots), // New cleans them in place; the API reads the config's meanwhile
-		Backend:      a.backend,
-		Workers:      a.cfg.Indexer.HashWorkers,
-		MaxPending:   a.cfg.Indexer.MaxPending,
-		Ignore:       patterns,
-		Exclude:      a.exclude(),
-		WrittenSince: writes.WrittenSince,
-		Logger:       a.log.With("part", "indexer"),
+		Roots:      slices.Clone(a.cfg.Roots), // the API reads the config's meanwhile
+		Backend:    a.backend,
+		Workers:    a.cfg.Indexer.HashWorkers,
+		MaxPending: a.cfg.Indexer.MaxPending,
+		Ignore:     patterns,
+		Exclude:    a.exclude(),
+		Ledger:     writes,
+		Logger:     a.log.With("part", "indexer"),
 	})
 	if err != nil {
 		return err
@@ -374,53 +372,6 @@ func (a *App) calibration(ctx context.Context) (hasher.Calibration, error) {
 	a.log.Info("calibration done", "took_ms", c.TookMs, "inline_max", c.Policy.InlineMax,
 		"workers", c.Policy.Workers, "sha256", c.Policy.SHA256, "external_min", c.Policy.ExternalMin)
 	return c, nil
-}
-
-// waitIdle waits until the indexer is idle and the watcher holds nothing.
-func (a *App) waitIdle(ctx context.Context) error {
-	for {
-		if err := a.ix.WaitIdle(ctx); err != nil {
-			return err
-		}
-		if a.watcherPending() == 0 && a.ix.Progress().Idle {
-			return nil
-		}
-		select {
-		case <-time.After(50 * time.Millisecond):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// watcherPending counts the paths the watcher holds and the events it sent
-// that the indexer has not taken yet. Work flows from the watcher's
-// pending set to Emitted to handled to the indexer, and each is read
-// before the next, so work moving along while they are read is counted at
-// least once: call it before reading the indexer's progress.
-func (a *App) watcherPending() int {
-	n := 0
-	for _, r := range a.w.Status().Roots {
-		n += r.Pending
-	}
-	handled := a.handled.Load() // before Emitted, which only grows
-	return n + int(a.w.Emitted()-handled)
-}
-
-// follow hands the watcher's events to the indexer and counts them.
-func (a *App) follow(ctx context.Context) {
-	for {
-		select {
-		case ev, ok := <-a.w.Events():
-			if !ok {
-				return
-			}
-			a.ix.Handle(ctx, ev)
-			a.handled.Add(1)
-		case <-ctx.Done():
-			return
-		}
-	}
 }
 
 // exclude lists the daemon's own files, never indexed.

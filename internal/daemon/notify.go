@@ -59,14 +59,13 @@ func (a *App) notifyProgress(ctx context.Context) error {
 
 // summary is one line on the daemon's state for systemctl status.
 func (a *App) summary() string {
-	pending := a.watcherPending() // before the indexer's progress
 	p := a.ix.Progress()
-	if p.Idle && pending == 0 {
+	if p.Idle {
 		files := int64(-1)
 		if s, err := a.st.Stats(); err == nil {
 			files = s.Files
 		}
 		return fmt.Sprintf("idle: %d files indexed", files)
 	}
-	return fmt.Sprintf("indexing: %d files seen, %d hashed, %d queued", p.FilesSeen, p.FilesHashed, p.FilesQueued+pending)
+	return fmt.Sprintf("indexing: %d files seen, %d hashed, %d queued", p.FilesSeen, p.FilesHashed, p.FilesQueued+p.Watching)
 }

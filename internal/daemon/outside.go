@@ -3,11 +3,9 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/annexd/annexd/api"
-	"github.com/annexd/annexd/internal/roots"
 	"github.com/annexd/annexd/store"
 )
 
@@ -118,11 +116,7 @@ func (a *App) forget(ctx context.Context, dir []byte, dry bool) (api.ForgetResul
 	}
 	res := api.ForgetResult{Path: dir, DryRun: dry, Kept: a.roots.Holding(string(dir))}
 	var err error
-	if len(res.Kept) == 0 {
-		res.Files, err = a.forgetSubtree(ctx, dir, dry)
-	} else {
-		res.Files, err = a.forgetAround(ctx, dir, dry)
-	}
+	res.Files, err = a.st.Forget(ctx, dir, a.rootBytes(), dry)
 	if dry {
 		return res, err
 	}
@@ -133,70 +127,4 @@ func (a *App) forget(ctx context.Context, dir []byte, dry bool) (api.ForgetResul
 		a.log.Warn("cannot list the records outside the roots", "err", rerr)
 	}
 	return res, err
-}
-
-// forgetSubtree drops everything at or below dir, which holds no root.
-func (a *App) forgetSubtree(ctx context.Context, dir []byte, dry bool) (int64, error) {
-	var n int64
-	err := a.st.Subtree(ctx, dir, func([]byte, store.Record) error { n++; return nil })
-	if err != nil || dry || n == 0 {
-		return n, err
-	}
-	return n, a.st.DeleteSubtree(ctx, dir)
-}
-
-// forgetAround drops the records at or below dir outside the roots it
-// holds: whole directories that hold no root, and the own files of the
-// directories on the way to a root.
-func (a *App) forgetAround(ctx context.Context, dir []byte, dry bool) (int64, error) {
-	dirs, err := a.st.Outside(ctx, a.rootBytes(), false)
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for _, d := range dirs {
-		if !roots.Within(string(d.Dir), string(dir)) {
-			continue
-		}
-		var m int64
-		if d.Direct {
-			m, err = a.forgetDirect(ctx, d.Dir, dry)
-		} else {
-			m, err = a.forgetSubtree(ctx, d.Dir, dry)
-		}
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
-}
-
-// forgetDirect drops the records directly in dir, in group commits.
-func (a *App) forgetDirect(ctx context.Context, dir []byte, dry bool) (int64, error) {
-	var paths [][]byte
-	err := a.st.Direct(ctx, dir, func(p []byte, _ store.Record) error { paths = append(paths, p); return nil })
-	if err != nil || dry {
-		return int64(len(paths)), err
-	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	for _, p := range paths {
-		wg.Add(1)
-		a.st.Submit(store.Change{Op: store.OpDelete, Path: p}, func(err error) {
-			if err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-			wg.Done()
-		})
-	}
-	wg.Wait()
-	return int64(len(paths)), first
 }

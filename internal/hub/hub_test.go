@@ -60,8 +60,8 @@ func TestThreeHosts(t *testing.T) {
 		if err := os.Rename(oldDir, newDir); err != nil {
 			t.Fatal(err)
 		}
-		// The indexer adopts a moved directory as one store rename.
-		if err := laptop.st.Rename(context.Background(), []byte(oldDir), []byte(newDir)); err != nil {
+		// The indexer moves a renamed directory's records in one store move.
+		if _, err := laptop.st.Move(context.Background(), []byte(oldDir), []byte(newDir)); err != nil {
 			t.Fatal(err)
 		}
 		for i := range 300 { // more than one batch
