@@ -232,8 +232,28 @@ type ScanProgress struct {
 	BytesHashed int64 `json:"bytes_hashed"`
 	FilesQueued int64 `json:"files_queued"`
 	BytesQueued int64 `json:"bytes_queued"`
-	// EstimateSeconds is the estimated time left, or 0 when unknown.
+	// EstimateSeconds is the estimated time left, or 0 when unknown: it
+	// counts what the running walks have still to find (Walk).
 	EstimateSeconds float64 `json:"estimate_seconds"`
+	// Walk is the progress of the walks running now; absent when none runs.
+	Walk *WalkProgress `json:"walk,omitempty"`
+}
+
+// WalkProgress is the progress of the walks running now, against what they
+// are expected to find in all.
+type WalkProgress struct {
+	Files int64 `json:"files"` // files the walks saw so far
+	Bytes int64 `json:"bytes"` // their sizes
+	// ExpectFiles and ExpectBytes are the expected totals; ExpectFrom
+	// says whence: "previous scan" (what the last complete scan of the
+	// root saw), "count" (a counting walk beside this one), "counting"
+	// (that count still runs: a lower bound; EstimateSeconds is then 0).
+	ExpectFiles int64  `json:"expect_files"`
+	ExpectBytes int64  `json:"expect_bytes"`
+	ExpectFrom  string `json:"expect_from"`
+	// DoneBytes counts the bytes seen that are settled (hashed, or found
+	// unchanged); below the total while anything is left.
+	DoneBytes int64 `json:"done_bytes"`
 }
 
 // WatcherStatus is the health of the inotify watches.

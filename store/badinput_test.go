@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -211,18 +210,6 @@ func TestOpenReadOnlyDirectory(t *testing.T) {
 	if _, ok, _ := ro.Get([]byte("/a")); !ok {
 		t.Error("record missing in read-only open")
 	}
-}
-
-// putEach submits a group of changes and returns each change's error.
-func putEach(s *Store, cs []Change) []error {
-	errs := make([]error, len(cs))
-	var wg sync.WaitGroup
-	wg.Add(len(cs))
-	for i, c := range cs {
-		s.Submit(c, func(err error) { errs[i] = err; wg.Done() })
-	}
-	wg.Wait()
-	return errs
 }
 
 // damagePage overwrites one page of the file with garbage.

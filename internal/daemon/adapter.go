@@ -257,6 +257,7 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 	}
 	markUnreadable(&out, ws.Roots)
 	markBacklog(&out, a.st.Backlog())
+	out.Scan.Walk = walkProgress(p.Walk)
 	return out, nil
 }
 

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/internal/indexer"
 	"github.com/annexd/annexd/store"
 )
 
@@ -16,4 +17,13 @@ func markBacklog(out *api.Status, b store.Backlog) {
 	if b.Err != nil {
 		out.Backlog.Reason = b.Err.Error()
 	}
+}
+
+// walkProgress is the API's form of the running walks' progress.
+func walkProgress(w *indexer.WalkProgress) *api.WalkProgress {
+	if w == nil {
+		return nil
+	}
+	return &api.WalkProgress{Files: w.Files, Bytes: w.Bytes, ExpectFiles: w.ExpectFiles, ExpectBytes: w.ExpectBytes,
+		ExpectFrom: w.ExpectFrom, DoneBytes: w.DoneBytes}
 }
