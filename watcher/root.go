@@ -29,19 +29,19 @@ type root struct {
 	log  *slog.Logger
 	out  chan<- Event
 
-	fsw        *fsnotify.Watcher
-	dirs       map[string]map[string]struct{} // watched directory → names of its watched subdirectories
-	dirInode   map[string]inodeID             // watched directory → its inode, where known
-	inodeDir   map[inodeID]string             // the inverse
-	left       map[inodeID]string             // watched directories renamed away, pending under their old name
-	moves      []Event                        // Moved events to send at once
-	unwatched  map[string]int                 // top directories without a watch → directories under them
-	denied     map[string]string              // directories that cannot be read or watched → why (unreadable.go)
-	deniedList []DirProblem                   // the published part of denied; nil when it changed
-	pending    map[string]*item
-	queue      deadlines
-	timer      *time.Timer
-	armed      time.Time // when timer fires; zero if stopped
+	fsw       *fsnotify.Watcher
+	dirs      map[string]map[string]struct{} // watched directory → names of its watched subdirectories
+	dirInode  map[string]inodeID             // watched directory → its inode, where known
+	inodeDir  map[inodeID]string             // the inverse
+	left      map[inodeID]string             // watched directories renamed away, pending under their old name
+	moves     []Event                        // Moved events to send at once
+	unwatched map[string]int                 // top directories without a watch → directories under them
+	pending   map[string]*item
+	queue     deadlines
+	timer     *time.Timer
+	armed     time.Time // when timer fires; zero if stopped
+
+	denied denials // directories that cannot be read or watched (unreadable.go)
 
 	ovPending  bool      // an overflow Rescan is scheduled
 	ovDue      time.Time // ... for then
@@ -76,7 +76,7 @@ func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64) 
 		inodeDir:  make(map[inodeID]string),
 		left:      make(map[inodeID]string),
 		unwatched: make(map[string]int),
-		denied:    make(map[string]string),
+		denied:    denials{why: make(map[string]string)},
 		pending:   make(map[string]*item),
 		inject:    make(chan error, 1),
 		ovBackoff: opts.OverflowBackoff,
@@ -123,7 +123,7 @@ func (r *root) run(ctx context.Context) error {
 		if len(r.unwatched) > 0 || r.rootGone {
 			degradedC = degraded.C()
 		}
-		if len(r.denied) > 0 {
+		if len(r.denied.why) > 0 {
 			deniedC = deniedRetry.C()
 		}
 		select {
@@ -510,8 +510,7 @@ func (r *root) rescanRoot(ctx context.Context, reason string) bool {
 	if r.fsw != nil {
 		r.dropTree(r.path)
 		clear(r.unwatched)
-		clear(r.denied)
-		r.deniedList = nil
+		r.denied.clear()
 		r.addTree(r.path)
 	}
 	now := time.Now()
@@ -594,7 +593,7 @@ func (r *root) publish() {
 	s.RootMissing = r.rootGone
 	s.NoInstance = r.noInstance
 	s.WatchesNeeded = s.Watches + unwatched
-	s.Unreadable, s.UnreadableDirs = len(r.denied), r.problems()
+	s.Unreadable, s.UnreadableDirs = len(r.denied.why), r.denied.problems()
 	s.Pending = len(r.pending) + len(r.moves)
 	if r.ovPending {
 		s.Pending++ // the overflow Rescan of the root

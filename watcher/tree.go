@@ -246,7 +246,7 @@ func (r *root) dropTree(dir string) {
 			delete(r.unwatched, p)
 		}
 	}
-	for p := range r.denied {
+	for p := range r.denied.why {
 		if roots.Within(p, dir) {
 			r.undeny(p)
 		}

@@ -12,6 +12,17 @@ import (
 // maxProblems caps the unreadable directories a RootStatus lists.
 const maxProblems = 10
 
+// denials are the directories of a root that cannot be read or watched.
+type denials struct {
+	why  map[string]string // directory → the error
+	list []DirProblem      // the published part of why; nil when it changed
+}
+
+func (d *denials) clear() {
+	clear(d.why)
+	d.list = nil
+}
+
 // DirProblem is a directory the watcher cannot read or watch, and why.
 type DirProblem struct {
 	Path   string
@@ -32,19 +43,19 @@ func (r *root) deny(d string, err error) {
 	if errors.As(err, &errno) {
 		reason = errno.Error()
 	}
-	if _, known := r.denied[d]; !known {
+	if _, known := r.denied.why[d]; !known {
 		r.log.Warn("cannot read directory; its records are kept and it is tried again periodically",
 			"path", d, "err", err, "retry_every", r.opts.DeniedRetry)
-		r.deniedList = nil
+		r.denied.list = nil
 	}
-	r.denied[d] = reason
+	r.denied.why[d] = reason
 }
 
 // undeny forgets that d was unreadable.
 func (r *root) undeny(d string) {
-	if _, ok := r.denied[d]; ok {
-		delete(r.denied, d)
-		r.deniedList = nil
+	if _, ok := r.denied.why[d]; ok {
+		delete(r.denied.why, d)
+		r.denied.list = nil
 	}
 }
 
@@ -54,8 +65,8 @@ func (r *root) retryDenied(ctx context.Context) bool {
 	if r.fsw == nil {
 		return true
 	}
-	tops := make([]string, 0, len(r.denied))
-	for p := range r.denied {
+	tops := make([]string, 0, len(r.denied.why))
+	for p := range r.denied.why {
 		tops = append(tops, p)
 	}
 	slices.Sort(tops)
@@ -63,13 +74,13 @@ func (r *root) retryDenied(ctx context.Context) bool {
 		if _, err := listDirs(p, p == r.path); err != nil {
 			continue // still unreadable, or gone: an event or a rescan tells
 		}
-		if _, still := r.denied[p]; !still {
+		if _, still := r.denied.why[p]; !still {
 			continue // covered by a directory above, retried just now
 		}
 		r.undeny(p)
 		r.dropTree(p)
 		r.addTree(p)
-		if _, still := r.denied[p]; still {
+		if _, still := r.denied.why[p]; still {
 			continue
 		}
 		r.log.Info("directory readable again", "path", p)
@@ -80,21 +91,21 @@ func (r *root) retryDenied(ctx context.Context) bool {
 	return true
 }
 
-// problems returns the unreadable directories to publish, sorted, at most
+// problems returns the directories to publish, sorted, at most
 // maxProblems; the list is kept until the set changes.
-func (r *root) problems() []DirProblem {
-	if r.deniedList != nil || len(r.denied) == 0 {
-		return r.deniedList
+func (d *denials) problems() []DirProblem {
+	if d.list != nil || len(d.why) == 0 {
+		return d.list
 	}
-	paths := make([]string, 0, len(r.denied))
-	for p := range r.denied {
+	paths := make([]string, 0, len(d.why))
+	for p := range d.why {
 		paths = append(paths, p)
 	}
 	slices.SortFunc(paths, strings.Compare)
 	out := make([]DirProblem, 0, min(len(paths), maxProblems))
 	for _, p := range paths[:min(len(paths), maxProblems)] {
-		out = append(out, DirProblem{Path: p, Reason: r.denied[p]})
+		out = append(out, DirProblem{Path: p, Reason: d.why[p]})
 	}
-	r.deniedList = out
+	d.list = out
 	return out
 }

@@ -349,20 +349,24 @@ type Status struct {
 // RootStatus describes the watches of one root.
 type RootStatus struct {
 	Root           string
-	Watches        int          // directories with a watch
-	Unwatched      int          // directories without one (degraded mode), as last counted
-	Degraded       bool         // some directories have no watch (limit reached)
-	NoInstance     bool         // no inotify instance (fs.inotify.max_user_instances reached): rescans only
-	RootMissing    bool         // the root was removed; checked every DegradedRescan
-	WatchesNeeded  int          // Watches + Unwatched
-	Unreadable     int          // directories that cannot be read or watched (their subtrees unknown)
-	UnreadableDirs []DirProblem // the first of them in path order, at most 10, with why
-	MaxUserWatches int          // fs.inotify.max_user_watches now; 0 if unknown
-	Sysctl         string       // when degraded: the exact command that raises the limit enough
-	Pending        int          // paths waiting to settle, and a scheduled overflow Rescan
-	Overflows      int          // inotify queue overflows since start
-	LastOverflow   time.Time    // zero if none
-	LastRescan     time.Time    // last Rescan of the whole root; zero if none
+	Watches        int       // directories with a watch
+	Unwatched      int       // directories without one (degraded mode), as last counted
+	Degraded       bool      // some directories have no watch (limit reached)
+	NoInstance     bool      // no inotify instance (fs.inotify.max_user_instances reached): rescans only
+	RootMissing    bool      // the root was removed; checked every DegradedRescan
+	WatchesNeeded  int       // Watches + Unwatched
+	MaxUserWatches int       // fs.inotify.max_user_watches now; 0 if unknown
+	Sysctl         string    // when degraded: the exact command that raises the limit enough
+	Pending        int       // paths waiting to settle, and a scheduled overflow Rescan
+	Overflows      int       // inotify queue overflows since start
+	LastOverflow   time.Time // zero if none
+	LastRescan     time.Time // last Rescan of the whole root; zero if none
+
+	// Unreadable counts the directories that cannot be read or watched
+	// (their subtrees are unknown); UnreadableDirs lists the first of
+	// them in path order, at most 10, with why.
+	Unreadable     int
+	UnreadableDirs []DirProblem
 }
 
 // Status returns a snapshot of every root's state.
