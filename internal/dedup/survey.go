@@ -133,7 +133,7 @@ func (s *survey) cannot(g *Group, kf *os.File) bool {
 		err = canReflink(kf)
 		s.probed[g.Dev] = err
 		if err != nil {
-			s.unsupported = append(s.unsupported, unsupportedError(kf, g.Keeper.Path, err))
+			s.unsupported = append(s.unsupported, unsupportedError(kf, g.Dev, g.Keeper.Path, err))
 		}
 	}
 	return err != nil
