@@ -84,6 +84,7 @@ type App struct {
 	ix    *indexer.Indexer
 	srv   *apiserver.Server
 	calib *hasher.Calibration
+	dedup *dedupPart
 
 	// outside is the last list of records outside the roots (nil until
 	// the check at start is done); outsideRun serializes the checks.
@@ -173,6 +174,7 @@ func (a *App) Run(ctx context.Context) error {
 	g.Go(func() error { return a.srv.Run(runCtx) })
 	g.Go(func() error { return a.logProgress(runCtx) })
 	g.Go(func() error { a.checkOutside(runCtx); return nil })
+	g.Go(func() error { return a.runDedup(runCtx) })
 	if a.opts.ExitWhenIdle {
 		g.Go(func() error {
 			if a.waitIdle(runCtx) == nil {
@@ -239,6 +241,9 @@ func (a *App) setup(ctx context.Context) error {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("daemon: metrics: %w", err)
 		}
+	}
+	if err := a.setupDedup(ctx, writes, reg); err != nil {
+		return fmt.Errorf("daemon: dedup: %w", err)
 	}
 	a.srv, err = apiserver.NewServer(apiserver.Config{
 		Index:       &adapter{a: a},
