@@ -51,6 +51,7 @@ func newRootCmd() *cobra.Command {
 		newDupsCmd(),
 		newStatusCmd(),
 		newForgetCmd(),
+		newDedupCmd(),
 		newCalckeyCmd(),
 	)
 	return root
