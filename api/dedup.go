@@ -166,7 +166,7 @@ type DedupEnd struct {
 // ErrInterrupted or ErrServer. A path outside the roots is refused before
 // anything is done, with an error wrapping ErrOutsideRoots.
 func (c *Client) Dedup(ctx context.Context, req DedupRequest, stop <-chan struct{}, fn func(DedupEvent) error) (DedupEnd, error) {
-	resp, err := c.send(ctx, "POST", "/v1/dedup", dedupQuery(req), dedupBody(req.Paths),
+	resp, err := c.do(ctx, "POST", "/v1/dedup", dedupQuery(req), dedupBody(req.Paths),
 		"Connection: close") // a stop half-closes it: never kept for reuse
 	if err != nil {
 		return DedupEnd{}, err
@@ -226,30 +226,6 @@ func dedupBody(paths [][]byte) []byte {
 		body = AppendLookupLine(body, p)
 	}
 	return body
-}
-
-// send is do with extra header lines.
-func (c *Client) send(ctx context.Context, method, p string, v url.Values, body []byte, extra ...string) (*response, error) {
-	target := p
-	if len(v) > 0 {
-		target += "?" + v.Encode()
-	}
-	hdr := append([]string{"Content-Type: application/x-ndjson"}, extra...)
-	if c.token != "" {
-		hdr = append(hdr, "Authorization: Bearer "+c.token)
-	}
-	resp, err := c.tr.roundTrip(ctx, method, target, hdr, body)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, c.dialError(err)
-	}
-	if resp.Status/100 != 2 {
-		defer resp.Body.Close()
-		return nil, readStatusError(resp)
-	}
-	return resp, nil
 }
 
 // closeWrite half-closes the connection of a response still being read:

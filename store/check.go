@@ -96,6 +96,7 @@ func checkInvariants(tx *bolt.Tx, rep *Report) {
 	} else if stored != c {
 		rep.add("counters %+v, recount %+v", stored, c)
 	}
+	checkChanges(tx, rep)
 }
 
 func checkFiles(tx *bolt.Tx, rep *Report, c *counters) {

@@ -36,7 +36,8 @@
 // with two or more paths), dups (^wasted ‖ base backend ‖ digest → the same
 // summary; only for groups of two or more inodes, so Dups streams them
 // largest waste first), meta (format, schema version, counters, generation) and user
-// (GetMeta/PutMeta).
+// (GetMeta/PutMeta). With Options.Changes, changes holds the change log
+// that a hub follows (changes.go).
 //
 // id(n) is one byte counting n's significant bytes, then those bytes
 // big-endian (schema 2): it sorts as the numbers do, so a first scan, which

@@ -77,6 +77,8 @@ type Options struct {
 	NoSync bool
 	// Logger receives the writer's problems. Default: discard.
 	Logger *slog.Logger
+	// Changes keeps the change log (changes.go) for a hub to follow.
+	Changes bool
 }
 
 func (o *Options) fill() {
@@ -147,6 +149,12 @@ func Open(path string, opts Options) (*Store, error) {
 	db, err := openChecked(path, opts)
 	if errors.Is(err, errMigrated) {
 		db, err = openChecked(path, opts)
+	}
+	if err == nil && opts.Changes && !opts.ReadOnly {
+		if err = enableChanges(db); err != nil {
+			_ = db.Close()
+			err = fmt.Errorf("store: open change log of %s: %w", path, err)
+		}
 	}
 	if err != nil {
 		return nil, err

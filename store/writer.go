@@ -342,6 +342,9 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		if err != nil {
 			return err
 		}
+		if w.log, err = s.openTxLog(tx); err != nil {
+			return err
+		}
 		if err := fn(w); err != nil {
 			return err
 		}

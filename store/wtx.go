@@ -93,6 +93,7 @@ type wtx struct {
 	newDirs map[uint64][]byte
 	// tails watch the buckets that a first scan appends to.
 	tails [3]*tail
+	log   *txLog // the change log, nil when not kept (changes.go)
 }
 
 func newWtx(tx *bolt.Tx, e *epoch) (*wtx, error) {
@@ -115,6 +116,9 @@ func newWtx(tx *bolt.Tx, e *epoch) (*wtx, error) {
 func (w *wtx) finish() error {
 	for _, t := range w.tails {
 		t.setFill()
+	}
+	if err := w.log.flush(w.c.Files); err != nil {
+		return err
 	}
 	if w.c == w.c0 {
 		return nil
@@ -269,6 +273,9 @@ func (w *wtx) removeKey(fk []byte, r *Record) error {
 }
 
 func (w *wtx) index(fk []byte, r *Record) error {
+	if err := w.logIndexed(fk, r, true); err != nil {
+		return err
+	}
 	w.c.Files++
 	w.c.Bytes += r.Size
 	w.ibuf = append(inodeKey(w.ibuf, r.Dev, r.Ino), fk...)
@@ -297,6 +304,9 @@ func (w *wtx) index(fk []byte, r *Record) error {
 }
 
 func (w *wtx) unindex(fk []byte, r *Record) error {
+	if err := w.logIndexed(fk, r, false); err != nil {
+		return err
+	}
 	w.c.Files--
 	w.c.Bytes -= r.Size
 	w.ibuf = append(inodeKey(w.ibuf, r.Dev, r.Ino), fk...)
@@ -486,6 +496,9 @@ func (w *wtx) rename(oldPath, newPath []byte) error {
 	for _, dk := range dirs {
 		v := bytes.Clone(w.dirs.Get(dk))
 		nk := append(bytes.Clone(newP), dk[len(oldP):]...)
+		if err := w.logMovedDir(v, dk, nk); err != nil {
+			return err
+		}
 		w.forgetDir(dk)
 		w.forgetDir(nk)
 		if err := w.dirs.Delete(dk); err != nil {
