@@ -148,6 +148,9 @@ func (p *dedupPrinter) event(ev api.DedupEvent) error {
 	if p.flags.asJSON {
 		p.buf = append(ev.AppendJSON(p.buf[:0]), '\n')
 		_, err := p.out.Write(p.buf)
+		if ev.Plan != nil {
+			p.warnUnsupported(*ev.Plan)
+		}
 		return err
 	}
 	switch {
@@ -180,6 +183,12 @@ func (p *dedupPrinter) printPlan(pl api.DedupPlan) {
 			groupDigits(int64(pl.Actions)), plural(int64(pl.Actions), "file", "files"),
 			groupDigits(int64(pl.Groups)), plural(int64(pl.Groups), "group", "groups"), mode)
 	}
+	p.warnUnsupported(pl)
+}
+
+// warnUnsupported names on stderr each file system that cannot share
+// extents, and the alternative.
+func (p *dedupPrinter) warnUnsupported(pl api.DedupPlan) {
 	p.out.Flush()
 	for _, u := range pl.Unsupported {
 		fmt.Fprintf(p.stderr, "annexctl: dedup: %s cannot share extents (holding %s: %s): %s %s in %s %s left as they are; "+
