@@ -358,7 +358,10 @@ func TestDedupExt4(t *testing.T) {
 
 // Bad flags and paths are exit 2 with nothing done; no daemon is exit 3.
 func TestDedupUsage(t *testing.T) {
-	d := startDaemon(t, func(root string) { write(t, filepath.Join(root, "a"), "same"); write(t, filepath.Join(root, "b"), "same") })
+	d := startDaemon(t, func(root string) {
+		write(t, filepath.Join(root, "a"), "same")
+		write(t, filepath.Join(root, "b"), "same")
+	})
 	for _, args := range [][]string{
 		{"dedup", "/etc"}, {"dedup", d.root, "/etc"}, {"dedup", "--min-size", "lots"}, {"dedup", "--json", "-z"}, {"dedup", ""},
 	} {
