@@ -4,16 +4,19 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +24,7 @@ import (
 
 	"github.com/annexd/annexd/api"
 	"github.com/annexd/annexd/internal/loopfs"
+	"github.com/annexd/annexd/internal/testutil"
 )
 
 // The deduplication tests run the real daemon and annexctl on roots in
@@ -423,4 +427,96 @@ func TestDedupContinuous(t *testing.T) {
 	if r := d.ctl("", "dedup"); r.code != 0 || r.stdout != "nothing to free (reflink; 1 already shared)\n" {
 		t.Errorf("a run after the background mode: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
+}
+
+// The daemon acts for the user who asks, as the socket tells it: run as
+// nobody, it links nobody's copies, and skips root's readable copy as
+// "permission" when nobody asks. Root may ask too, and then the kernel
+// refuses the daemon (uid nobody) the same copy: a run never does more
+// than its daemon could.
+func TestDedupActsForTheCaller(t *testing.T) {
+	fs := loopfs.New(t, loopfs.XFS, loopfs.Options{Size: 300 << 20})
+	// nobody must reach the mount point and run the binaries.
+	for _, dir := range []string{filepath.Dir(fs.Dir), filepath.Dir(filepath.Dir(fs.Dir)), bin.dir} {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := fs.Path("home")
+	own := []string{filepath.Join(root, "own/a"), filepath.Join(root, "own/b")}
+	theirs := []string{filepath.Join(root, "root/x"), filepath.Join(root, "root/y")}
+	for _, p := range own {
+		writeRandom(t, p, 8, 1<<20)
+		if err := os.Chown(p, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range theirs {
+		writeRandom(t, p, 9, 1<<20) // 0644: nobody may read, not write
+	}
+	base := dedupBase(t, "")
+	if err := os.Chown(base, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	d := startAs(t, base, nobody, root)
+
+	r := ctlAs(t, d, nobody, "dedup")
+	if r.code != 1 || !strings.Contains(r.stdout, "freed 1.0 MiB in 1 of 2 files") ||
+		!strings.Contains(r.stdout, "skipped 1: permission 1\n  permission  ") {
+		t.Fatalf("dedup as nobody: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if a, b := stateOf(t, theirs[0]), stateOf(t, theirs[1]); a.ino == b.ino {
+		t.Error("root's copies were linked")
+	}
+	r = d.ctl("", "dedup")
+	if r.code != 1 || !strings.Contains(r.stdout, "skipped 1: refused 1\n  refused  ") {
+		t.Errorf("dedup as root, from a daemon running as nobody: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// startAs is startOn with the daemon running as uid (and the same gid).
+func startAs(t *testing.T, base string, uid uint32, root string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, root: root, socket: filepath.Join(base, "run", "annexd.sock"), log: new(testutil.Buffer),
+		done: make(chan error, 1)}
+	d.env = append(os.Environ(),
+		"HOME="+base,
+		"XDG_CONFIG_HOME="+filepath.Join(base, "config"),
+		"XDG_STATE_HOME="+filepath.Join(base, "state"),
+		"XDG_RUNTIME_DIR="+filepath.Join(base, "xdgrun"),
+		"ANNEXD_SOCKET="+d.socket)
+	d.cmd = exec.Command(bin.annexd, "--socket", d.socket, "--index", filepath.Join(base, "index.db"),
+		"--calibrate", "never", "--quiet-delay", "200ms", root)
+	d.cmd.Env = d.env
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.done <- d.cmd.Wait() }()
+	t.Cleanup(d.stop)
+	d.waitIdle()
+	return d
+}
+
+// ctlAs runs annexctl as uid (and the same gid) against d.
+func ctlAs(t *testing.T, d *daemon, uid uint32, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), ctlTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin.annexctl, args...)
+	cmd.Env = d.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("annexctl %v as uid %d: %v", args, uid, err)
+	}
+	return r
 }
