@@ -270,7 +270,10 @@ func (p *dedupPrinter) interrupts(ctx context.Context, stop chan<- struct{}, can
 	}
 	p.stopped.Store(true)
 	close(stop)
-	fmt.Fprintln(p.stderr, "\r\033[Kannexctl: dedup: stopping after the actions under way (Ctrl-C again to leave at once)")
+	if p.bar != nil {
+		fmt.Fprint(p.stderr, "\r\033[K")
+	}
+	fmt.Fprintln(p.stderr, "annexctl: dedup: stopping after the actions under way (Ctrl-C again to leave at once)")
 	select {
 	case <-sig:
 		cancel()
@@ -314,6 +317,10 @@ func (p *dedupPrinter) finish(c *api.Client, end api.DedupEnd, err error) error 
 }
 
 func (p *dedupPrinter) printResult(r api.DedupResult, interrupted bool) {
+	if p.plan == nil && interrupted {
+		fmt.Fprintln(p.info, "stopped before the plan was made: nothing was done")
+		return
+	}
 	if r.DryRun || p.plan == nil || (p.plan.Actions == 0 && !interrupted) {
 		return
 	}
