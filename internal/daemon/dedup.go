@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,7 @@ type dedupPart struct {
 	d     *dedup.Deduper
 	c     *dedup.Continuous // nil unless [dedup] continuous
 	roots [][]byte
+	log   *slog.Logger
 
 	mu    sync.Mutex
 	asked int64 // runs asked for
@@ -41,7 +43,7 @@ type dedupPart struct {
 // recovery go back to it.
 func (a *App) setupDedup(ctx context.Context, writes *ledger.Ledger, reg prometheus.Registerer) error {
 	cfg := a.cfg.Dedup
-	p := &dedupPart{skips: map[dedup.Reason]int64{}}
+	p := &dedupPart{skips: map[dedup.Reason]int64{}, log: a.log.With("part", "dedup")}
 	for _, r := range a.cfg.Roots {
 		p.roots = append(p.roots, []byte(r))
 	}
@@ -50,7 +52,7 @@ func (a *App) setupDedup(ctx context.Context, writes *ledger.Ledger, reg prometh
 		Intents: dedup.NewMetaIntents(a.st),
 		Rehash:  func(path []byte) { a.ix.ChangedWritten(ctx, string(path)) },
 		Workers: cfg.Workers,
-		Logger:  a.log.With("part", "dedup"),
+		Logger:  p.log,
 	})
 	a.dedup = p
 	if err := p.d.Recover(ctx); err != nil {
@@ -120,6 +122,8 @@ func (p *dedupPart) run(ctx context.Context, req api.DedupRequest, send func(api
 	}
 	out, err = p.apply(ctx, plan, dr, req.Progress, send)
 	fillResult(&res, out)
+	p.log.Info("dedup run", "mode", res.Mode, "uid", req.UID, "planned", res.Planned, "done", out.Done,
+		"freed", out.Freed, "skipped", len(out.Skips), "err", err)
 	for _, s := range out.Skips {
 		ev := api.DedupSkip{Keeper: s.Keeper, Target: s.Target, Reason: string(s.Reason), Detail: s.Detail}
 		if err := send(api.DedupEvent{Skip: &ev}); err != nil {
