@@ -88,7 +88,10 @@ func runDedup(cmd *cobra.Command, args []string, f dedupFlags) error {
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	stop := make(chan struct{})
-	go p.interrupts(ctx, stop, cancel)
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	go p.interrupts(ctx, sig, stop, cancel)
 	end, err := c.Dedup(ctx, req, stop, p.event)
 	p.clearBar()
 	return p.finish(c, end, err)
@@ -257,12 +260,8 @@ func (p *dedupPrinter) clearBar() {
 	}
 }
 
-// interrupts stops the run at the first SIGINT or SIGTERM, and leaves at
-// the second.
-func (p *dedupPrinter) interrupts(ctx context.Context, stop chan<- struct{}, cancel func()) {
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
+// interrupts stops the run at the first signal, and leaves at the second.
+func (p *dedupPrinter) interrupts(ctx context.Context, sig <-chan os.Signal, stop chan<- struct{}, cancel func()) {
 	select {
 	case <-sig:
 	case <-ctx.Done():

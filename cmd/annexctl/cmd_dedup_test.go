@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -46,5 +48,38 @@ func TestDedupPrinter(t *testing.T) {
 	}
 	if s := stderr.String(); !strings.Contains(s, "ext4 cannot share extents (holding /e/x: operation not supported): 1 file in 1 group left as they are; --hardlink") {
 		t.Errorf("stderr %q", s)
+	}
+}
+
+// The first signal asks the daemon to stop after the actions under way;
+// the second leaves at once.
+func TestDedupInterrupts(t *testing.T) {
+	var stderr bytes.Buffer
+	p := &dedupPrinter{stderr: &stderr}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sig := make(chan os.Signal, 2)
+	stop := make(chan struct{})
+	left := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		p.interrupts(ctx, sig, stop, func() { close(left) })
+		close(done)
+	}()
+	sig <- os.Interrupt
+	<-stop
+	if !p.stopped.Load() {
+		t.Error("stopped not set with stop closed")
+	}
+	select {
+	case <-left:
+		t.Fatal("the first signal left at once")
+	default:
+	}
+	sig <- os.Interrupt
+	<-left
+	<-done
+	if !strings.Contains(stderr.String(), "stopping after the actions under way (Ctrl-C again to leave at once)") {
+		t.Errorf("stderr %q", stderr.String())
 	}
 }
