@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -519,4 +521,78 @@ func ctlAs(t *testing.T, d *daemon, uid uint32, args ...string) result {
 		t.Fatalf("annexctl %v as uid %d: %v", args, uid, err)
 	}
 	return r
+}
+
+// Ctrl-C once the plan is printed: the daemon stops after the actions
+// under way and annexctl prints what was done, which status agrees with;
+// a second run does the rest. (A run that ends before the signal lands
+// must still print its result; the test says which it saw.)
+func TestDedupInterrupt(t *testing.T) {
+	fs := loopfs.New(t, loopfs.XFS, loopfs.Options{Size: 512 << 20})
+	root := fs.Path("home")
+	const groups = 150
+	var all []string
+	for i := range groups {
+		for _, dir := range []string{"a", "b"} {
+			p := filepath.Join(root, dir, strconv.Itoa(i))
+			writeRandom(t, p, uint64(100+i), 512<<10)
+			all = append(all, p)
+		}
+	}
+	before := statesOf(t, all)
+	d := startOn(t, dedupBase(t, ""), root)
+
+	ctx, cancel := context.WithTimeout(context.Background(), ctlTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin.annexctl, "dedup")
+	cmd.Env = d.env
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := bufio.NewReader(stdout)
+	first, err := out.ReadString('\n')
+	if err != nil || !strings.HasPrefix(first, "will free 75.0 MiB: 150 files in 150 groups (reflink)") {
+		t.Fatalf("plan line %q, %v; stderr %s", first, err, errb.String())
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(out)
+	err = cmd.Wait()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	}
+	m := regexp.MustCompile(`(?m)^(stopped early: )?freed [0-9.]+ [KM]?i?B in (\d+) of 150 files`).FindSubmatch(rest)
+	if m == nil {
+		t.Fatalf("no result after Ctrl-C: exit %d\n%s%s%s", code, first, rest, errb.String())
+	}
+	done, _ := strconv.Atoi(string(m[2]))
+	stopped := len(m[1]) > 0
+	t.Logf("Ctrl-C after the plan: stopped %v, %d of 150 done", stopped, done)
+	switch {
+	case stopped && (code != 1 || !strings.Contains(errb.String(), "stopping after the actions under way")):
+		t.Errorf("a stopped run: exit %d, stderr %q", code, errb.String())
+	case !stopped && (code != 0 || done != groups):
+		t.Errorf("a run that ended first: exit %d, %d done", code, done)
+	}
+	if st := dedupStatus(t, d); st.Pairs != int64(done) {
+		t.Errorf("status counts %d pairs, annexctl printed %d", st.Pairs, done)
+	}
+	sameStates(t, "after the interrupted run", before)
+	r := d.ctl("", "dedup")
+	if left := groups - done; r.code != 0 || (left > 0 && !strings.Contains(r.stdout, fmt.Sprintf("in %d of %d files", left, left))) {
+		t.Errorf("the second run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if st := dedupStatus(t, d); st.Pairs != groups {
+		t.Errorf("status counts %d pairs after both runs, want %d", st.Pairs, groups)
+	}
+	sameStates(t, "after the second run", before)
 }
