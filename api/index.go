@@ -192,6 +192,7 @@ type Status struct {
 	Scan        ScanProgress  `json:"scan"`
 	Watcher     WatcherStatus `json:"watcher"`
 	Calibration *Calibration  `json:"calibration,omitempty"`
+	Dedup       *DedupStatus  `json:"dedup,omitempty"`
 }
 
 // RootStatus is one watched root.

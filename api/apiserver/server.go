@@ -231,6 +231,7 @@ func (s *Server) endpoints() http.Handler {
 	handle("GET /v1/dups", s.serving(s.handleDups))
 	handle("GET /v1/status", s.handleStatus)
 	handle("POST /v1/forget", s.serving(s.handleForget))
+	handle("POST /v1/dedup", s.serving(s.handleDedup))
 	mux.Handle("GET /metrics", s.metrics.instrument("GET /metrics",
 		promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: s.httpErrorLog()})))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -254,6 +254,7 @@ func printStatus(w io.Writer, st api.Status) {
 		fmt.Fprintf(w, "         %s\n", wt.Message)
 	}
 	printOutside(w, st)
+	printDedupStatus(w, st.Dedup)
 	if cal := st.Calibration; cal != nil {
 		fmt.Fprintf(w, "hasher:  %s\n", cal.Summary)
 	}

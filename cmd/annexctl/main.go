@@ -55,6 +55,7 @@ func newRootCmd() *cobra.Command {
 		newDupsCmd(),
 		newStatusCmd(),
 		newForgetCmd(),
+		newDedupCmd(),
 		newCalckeyCmd(),
 	)
 	return root

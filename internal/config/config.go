@@ -62,6 +62,7 @@ type Config struct {
 	Hasher  Hasher  `toml:"hasher"`
 	Indexer Indexer `toml:"indexer"`
 	API     API     `toml:"api"`
+	Dedup   Dedup   `toml:"dedup"`
 
 	// File is the config file this came from, "" when none was read.
 	File string `toml:"-"`
@@ -193,6 +194,7 @@ func (c *Config) Fill() error {
 	if c.Indexer.MaxPending == 0 {
 		c.Indexer.MaxPending = DefaultMaxPending
 	}
+	c.Dedup.fill()
 	for i, r := range c.Roots {
 		if c.Roots[i], err = absPath(r); err != nil {
 			return err
@@ -254,7 +256,7 @@ func (c *Config) Validate() error {
 	if c.Indexer.MaxPending < 1 {
 		return c.invalid("indexer.max_pending", fmt.Sprint(c.Indexer.MaxPending), "a count ≥ 1")
 	}
-	return nil
+	return c.Dedup.validate(c)
 }
 
 func (c *Config) invalid(name, val, want string) error {

@@ -95,6 +95,7 @@ type App struct {
 	ix    *indexer.Indexer
 	srv   *apiserver.Server
 	calib *hasher.Calibration
+	dedup *dedupPart
 
 	// outside is the last list of records outside the roots (nil until
 	// the check at start is done); outsideRun serializes the checks.
@@ -196,6 +197,7 @@ func (a *App) Run(ctx context.Context) error {
 	g.Go(func() error { return a.notifyProgress(runCtx) })
 	g.Go(func() error { return a.logProgress(runCtx) })
 	g.Go(func() error { a.checkOutside(runCtx); return nil })
+	g.Go(func() error { return a.runDedup(runCtx) })
 	if a.opts.ExitWhenIdle {
 		g.Go(func() error {
 			if a.ix.WaitIdle(runCtx) == nil {
@@ -290,6 +292,9 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("daemon: metrics: %w", err)
 		}
+	}
+	if err := a.setupDedup(ctx, writes, reg); err != nil {
+		return fmt.Errorf("daemon: dedup: %w", err)
 	}
 	return nil
 }
