@@ -172,6 +172,7 @@ type Status struct {
 	Scan        ScanProgress  `json:"scan"`
 	Watcher     WatcherStatus `json:"watcher"`
 	Calibration *Calibration  `json:"calibration,omitempty"`
+	Hub         *HubStatus    `json:"hub,omitempty"` // the link to a hub, when configured
 }
 
 // RootStatus is one watched root.

@@ -219,6 +219,10 @@ func (s *Server) endpoints() http.Handler {
 	handle("GET /v1/dups", s.handleDups)
 	handle("GET /v1/status", s.handleStatus)
 	handle("POST /v1/forget", s.handleForget)
+	handle("GET /v1/hub/whereis", s.handleHubWhereis) // hub.go
+	handle("GET /v1/hub/dups", s.handleHubDups)
+	handle("GET /v1/hub/copies", s.handleHubCopies)
+	handle("GET /v1/hub/hosts", s.handleHubHosts)
 	mux.Handle("GET /metrics", s.metrics.instrument("GET /metrics",
 		promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: s.httpErrorLog()})))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
