@@ -203,6 +203,7 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 		Watcher: api.WatcherStatus{Healthy: true},
 	}
 	out.OutsideRoots, out.OutsideRootsChecked = a.outsideStatus()
+	out.Hub = a.link.status()
 	for _, r := range ws.Roots {
 		rs := api.RootStatus{Path: r.Root, ScanDone: a.ix.RootScanned(r.Root), Watched: !r.Degraded, Degraded: r.Degraded}
 		out.Watcher.Watches += int64(r.Watches)

@@ -94,6 +94,8 @@ type App struct {
 	// made); handled counts the watcher events the indexer has taken.
 	syncDir string
 	handled atomic.Uint64
+
+	link *link // the hub and the publisher (hub.go); nil without them
 }
 
 // New checks a filled, validated config. It fails when a root does not
@@ -118,7 +120,11 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if !hasher.Supported(b) {
 		return nil, fmt.Errorf("daemon: backend %s cannot be hashed by this build", b)
 	}
-	return &App{cfg: cfg, opts: opts, log: log, backend: b, roots: set}, nil
+	l, err := newLink(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	return &App{cfg: cfg, opts: opts, log: log, backend: b, roots: set, link: l}, nil
 }
 
 // Run runs the daemon until ctx ends (or, with ExitWhenIdle, until it is
@@ -126,7 +132,7 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 // part cannot start or fails.
 func (a *App) Run(ctx context.Context) error {
 	a.started = time.Now()
-	st, err := store.Open(a.cfg.Index, store.Options{Logger: a.log.With("part", "store"), MaxBatch: storeBatch})
+	st, err := store.Open(a.cfg.Index, store.Options{Logger: a.log.With("part", "store"), MaxBatch: storeBatch, Changes: a.cfg.Linked()})
 	if errors.Is(err, store.ErrLocked) {
 		return fmt.Errorf("%w: %w (is another annexd running? stop it, or give this one its own --index)", ErrLocked, err)
 	}
@@ -135,6 +141,7 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	a.st = st
 	defer st.Close()
+	a.dropChanges()
 
 	// The writer runs until everything that writes has stopped.
 	storeCtx, stopStore := context.WithCancel(context.WithoutCancel(ctx))
@@ -173,6 +180,7 @@ func (a *App) Run(ctx context.Context) error {
 	g.Go(func() error { return a.srv.Run(runCtx) })
 	g.Go(func() error { return a.logProgress(runCtx) })
 	g.Go(func() error { a.checkOutside(runCtx); return nil })
+	a.link.start(runCtx, g, a.st)
 	if a.opts.ExitWhenIdle {
 		g.Go(func() error {
 			if a.waitIdle(runCtx) == nil {
@@ -235,7 +243,7 @@ func (a *App) setup(ctx context.Context) error {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	for _, c := range []prometheus.Collector{a.ix.Collector(), collector{a: a}} {
+	for _, c := range []prometheus.Collector{a.ix.Collector(), collector{a: a}, hubCollector{a: a}} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("daemon: metrics: %w", err)
 		}
@@ -371,7 +379,7 @@ func (a *App) exclude() []string {
 	if a.syncDir != "" {
 		x = append(x, a.syncDir)
 	}
-	return x
+	return append(x, a.link.exclude()...)
 }
 
 // makeSyncDir makes the directory of the watcher's Sync cookies beside the
