@@ -73,6 +73,7 @@ The Go runtime's soft memory limit is 64 MiB unless GOMEMLIMIT is set.`
 	// done and nothing is pending. Documented in bench/daemon.sh.
 	fl.BoolVar(&f.exitWhenIdle, "exit-when-idle", false, "exit once the initial scan is done and nothing is pending")
 	_ = fl.MarkHidden("exit-when-idle")
+	fl.Bool("hub", false, "run the hub other hosts publish to, as [hub] enabled = true (see annexd hub --help)")
 	return &f
 }
 
@@ -102,6 +103,9 @@ func loadConfig(cmd *cobra.Command, args []string, f *runFlags) (config.Config, 
 	}
 	if fl.Changed("safety-rescan") {
 		cfg.Watch.SafetyRescan, _ = fl.GetDuration("safety-rescan")
+	}
+	if fl.Changed("hub") {
+		cfg.Hub.Enabled, _ = fl.GetBool("hub")
 	}
 	if fl.Changed("hash-workers") {
 		cfg.Indexer.HashWorkers = f.hashWorkers

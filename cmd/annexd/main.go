@@ -47,6 +47,7 @@ func newRootCmd() *cobra.Command {
 		newCheckDBCmd(),
 		newCompactCmd(),
 		newCalibrateCmd(),
+		newHubCmd(),
 	)
 	return root
 }
