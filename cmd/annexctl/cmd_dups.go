@@ -17,6 +17,7 @@ func newDupsCmd() *cobra.Command {
 		minSize            string
 		limit              int
 	)
+	var across bool // cmd_dups_hosts.go
 	cmd := &cobra.Command{
 		Use:   "dups [--min-size N] [--limit N] [--all] [--json]",
 		Short: "List groups of files with identical content, most wasted space first",
@@ -38,6 +39,9 @@ one you have. --all lists them too, marked "[outside roots]".`,
 			}
 			if limit < 0 {
 				return &exitError{Code: exitUsage, Err: fmt.Errorf("dups: --limit must not be negative")}
+			}
+			if across {
+				return dupsAcrossHosts(cmd, min, limit, asJSON, sizeFormat(exact)) // cmd_dups_hosts.go
 			}
 			c, err := dial(cmd)
 			if err != nil {
@@ -84,6 +88,7 @@ one you have. --all lists them too, marked "[outside roots]".`,
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per group (see docs/cli.md)")
 	f.BoolVar(&exact, "bytes", false, "print sizes in bytes")
 	f.BoolVar(&all, "all", false, "also list files outside the daemon's roots (marked; not checked since an earlier run)")
+	f.BoolVar(&across, "across-hosts", false, "list content held by two hosts or more, as the hub knows them (see docs/cli.md)")
 	return cmd
 }
 

@@ -190,6 +190,7 @@ func printStatus(w io.Writer, st api.Status) {
 		fmt.Fprintf(w, "         %s\n", wt.Message)
 	}
 	printOutside(w, st)
+	printHub(w, st) // cmd_status_hub.go
 	if cal := st.Calibration; cal != nil {
 		fmt.Fprintf(w, "hasher:  %s\n", cal.Summary)
 	}

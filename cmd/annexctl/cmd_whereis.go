@@ -14,7 +14,7 @@ import (
 )
 
 func newWhereisCmd() *cobra.Command {
-	var asJSON, nul, wait bool
+	var asJSON, nul, wait, hosts bool
 	cmd := &cobra.Command{
 		Use:   "whereis KEY|FILE",
 		Short: "List every indexed file with the same content as KEY or FILE",
@@ -30,6 +30,9 @@ An argument that parses as a key and does not name an existing file is a
 key; anything else is a file. Exit status 1 when nothing is found.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if hosts {
+				return whereisHosts(cmd, args, asJSON, wait) // cmd_whereis_hosts.go
+			}
 			c, err := dial(cmd)
 			if err != nil {
 				return err
@@ -79,6 +82,7 @@ key; anything else is a file. Exit status 1 when nothing is found.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per location (see docs/cli.md)")
 	cmd.Flags().BoolVarP(&nul, "nul", "z", false, "end each path with NUL instead of a newline")
 	cmd.Flags().BoolVar(&wait, "wait", false, "for FILE: wait until it is indexed if it is new or changed")
+	cmd.Flags().BoolVar(&hosts, "hosts", false, "list which machines hold the content, as the hub knows them (see docs/cli.md)")
 	return cmd
 }
 

@@ -49,6 +49,8 @@ func newRootCmd() *cobra.Command {
 		newLookupCmd(),
 		newWhereisCmd(),
 		newDupsCmd(),
+		newCopiesCmd(),
+		newHostsCmd(),
 		newStatusCmd(),
 		newForgetCmd(),
 		newCalckeyCmd(),
