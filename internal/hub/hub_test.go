@@ -14,14 +14,17 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/annexd/annexd/internal/hub"
 	"github.com/annexd/annexd/internal/hubwire"
+	"github.com/annexd/annexd/internal/publish"
 )
 
 // TestThreeHosts follows three hosts through the life the hub must
@@ -341,6 +344,40 @@ func TestHubDownDoesNotBlockTheIndex(t *testing.T) {
 	}
 	if s := desktop.pub.Status(); s.Lag != 500 {
 		t.Fatalf("lag with the hub away: %+v, want 500 changes", s)
+	}
+	c.startHub()
+	desktop.caughtUp(t)
+	c.matchTrees(t, "desktop")
+}
+
+// TestRefusedHostRetries: a host whose credentials the hub refuses says
+// so in its status, and is taken without a restart of its own once the
+// hub's configuration knows them.
+func TestRefusedHostRetries(t *testing.T) {
+	c := newCluster(t)
+	c.creds["desktop"] = []nats.Option{nats.UserInfo("desktop", "the new secret")}
+	desktop := c.addHost("desktop")
+	desktop.write(t, map[string]string{"a.txt": "A"})
+	desktop.index(t, c)
+	deadline := time.Now().Add(waitFor)
+	for !strings.Contains(desktop.pub.Status().LastError, publish.ErrRefused.Error()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no refusal in the status: %+v", desktop.pub.Status())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := desktop.pub.Status(); st.Connected || st.Acked != 0 {
+		t.Fatalf("a refused host is connected or acknowledged: %+v", st)
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte("the new secret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.stopHub()
+	for i, h := range c.cfg.Hosts {
+		if h.Name == "desktop" {
+			c.cfg.Hosts[i].Password = string(hash)
+		}
 	}
 	c.startHub()
 	desktop.caughtUp(t)
