@@ -383,3 +383,23 @@ func TestRefusedHostRetries(t *testing.T) {
 	desktop.caughtUp(t)
 	c.matchTrees(t, "desktop")
 }
+
+// TestListenInUse: a hub whose port is taken fails at once, saying so.
+func TestListenInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	hosts := []hub.Host{{Name: "a", Password: "$2a$04$abcdefghijklmnopqrstuuJk9n1zlK5l2ckfyMkVdX3l7C1r2Ppui"}}
+	h, err := hub.New(hub.Config{Dir: t.TempDir(), Hosts: hosts, Listen: ln.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "in use" comes from the server's fatal error, not from the wait
+	// for it to listen running out.
+	err = h.Run(context.Background())
+	if !errors.Is(err, hub.ErrListen) || !strings.Contains(err.Error(), ln.Addr().String()) || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("Run on a port in use: %v, want ErrListen naming the address and why", err)
+	}
+}
