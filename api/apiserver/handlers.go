@@ -132,9 +132,14 @@ func (s *Server) lookupLine(r *http.Request, line []byte, set roots.Set, wait bo
 }
 
 // handleWhereis answers GET /v1/whereis?key=K | digest=HEX[&backend=B] |
-// path=P with the NDJSON list of locations of that content.
+// path=P with the NDJSON list of locations of that content. A key with a
+// size field lists only files of that size. The hash must be the one the
+// Index holds (api.Backender), else the answer is 400 other_backend.
 func (s *Server) handleWhereis(w http.ResponseWriter, r *http.Request) {
-	q, err := s.whereisQuery(r)
+	q, size, err := s.whereisQuery(r)
+	if err == nil {
+		err = s.checkBackend(q.Backend)
+	}
 	if err != nil {
 		if errors.Is(err, errIndex) {
 			s.indexError(w, r, err)
@@ -145,36 +150,56 @@ func (s *Server) handleWhereis(w http.ResponseWriter, r *http.Request) {
 	}
 	st := newStream(w)
 	err = s.cfg.Index.Whereis(r.Context(), q, func(l api.Location) error {
+		if size >= 0 && l.Size != size {
+			return nil // the same digest with another size is not this key's content
+		}
 		return st.item(l.AppendJSON)
 	})
 	st.endErr(err, "")
 }
 
+// checkBackend refuses a hash the Index does not hold.
+func (s *Server) checkBackend(b key.Backend) error {
+	bk, ok := s.cfg.Index.(api.Backender)
+	if !ok || bk.Backend().Base() == b.Base() {
+		return nil
+	}
+	return fmt.Errorf("%w: the index holds %s digests only (annexd --backend %s), so it cannot tell which files have the content of a %s key",
+		api.ErrOtherBackend, bk.Backend().Base(), bk.Backend(), b)
+}
+
 var errIndex = errors.New("api: index failed")
 
-func (s *Server) whereisQuery(r *http.Request) (api.WhereisQuery, error) {
+// whereisQuery reads the content asked for, and the size its files must
+// have (-1: any).
+func (s *Server) whereisQuery(r *http.Request) (api.WhereisQuery, int64, error) {
 	v := r.URL.Query()
 	switch {
 	case v.Has("key"):
 		return whereisByKey(v.Get("key"))
 	case v.Has("digest"):
-		return whereisByDigest(v.Get("digest"), v.Get("backend"))
+		q, err := whereisByDigest(v.Get("digest"), v.Get("backend"))
+		return q, -1, err
 	case v.Has("path") || v.Has("path_b64"):
 		return s.whereisByPath(r, v)
 	}
-	return api.WhereisQuery{}, fmt.Errorf("%w: give key=, digest= or path=", api.ErrBadRequest)
+	return api.WhereisQuery{}, -1, fmt.Errorf("%w: give key=, digest= or path=", api.ErrBadRequest)
 }
 
-func whereisByKey(s string) (api.WhereisQuery, error) {
+func whereisByKey(s string) (api.WhereisQuery, int64, error) {
 	k, err := key.Parse(s)
 	if err != nil {
-		return api.WhereisQuery{}, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
+		return api.WhereisQuery{}, -1, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
 	}
 	d, err := k.Digest()
 	if err != nil {
-		return api.WhereisQuery{}, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
+		return api.WhereisQuery{}, -1, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
 	}
-	return api.WhereisQuery{Backend: k.Backend(), Digest: d}, nil
+	size, ok := k.Size()
+	if !ok {
+		size = -1
+	}
+	return api.WhereisQuery{Backend: k.Backend(), Digest: d}, size, nil
 }
 
 func whereisByDigest(hexDigest, backend string) (api.WhereisQuery, error) {
@@ -192,25 +217,25 @@ func whereisByDigest(hexDigest, backend string) (api.WhereisQuery, error) {
 	return api.WhereisQuery{Backend: b, Digest: d}, nil
 }
 
-func (s *Server) whereisByPath(r *http.Request, v url.Values) (api.WhereisQuery, error) {
+func (s *Server) whereisByPath(r *http.Request, v url.Values) (api.WhereisQuery, int64, error) {
 	p, err := pathFromQuery(v)
 	if err != nil {
-		return api.WhereisQuery{}, err
+		return api.WhereisQuery{}, -1, err
 	}
 	stored, err := underRoots(p, s.roots())
 	if err != nil {
-		return api.WhereisQuery{}, err
+		return api.WhereisQuery{}, -1, err
 	}
 	wait, err := boolParam(v, "wait")
 	if err != nil {
-		return api.WhereisQuery{}, err
+		return api.WhereisQuery{}, -1, err
 	}
 	res, err := s.cfg.Index.Lookup(r.Context(), stored, wait)
 	if err != nil {
-		return api.WhereisQuery{}, fmt.Errorf("%w: %w", errIndex, err)
+		return api.WhereisQuery{}, -1, fmt.Errorf("%w: %w", errIndex, err)
 	}
-	if res.State != api.StateCurrent {
-		return api.WhereisQuery{}, fmt.Errorf("%w: %s has no current key (%s)", api.ErrNotFound, displayPath(p), res.State)
+	if res.State != api.StateCurrent && res.State != api.StateAnnexLink {
+		return api.WhereisQuery{}, -1, fmt.Errorf("%w: %s has no current key (%s)", api.ErrNotFound, displayPath(p), res.State)
 	}
 	return whereisByKey(res.Key.String())
 }
@@ -329,7 +354,15 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	synced := true
 	if wait != "" {
 		start := time.Now()
-		if synced = s.sync(r, timeout); r.Context().Err() != nil {
+		if !s.waitStarted(r, timeout) {
+			if r.Context().Err() == nil {
+				st, err := s.cfg.Index.Status(r.Context())
+				st.Idle = false
+				s.writeStatus(w, r, st, err)
+			}
+			return
+		}
+		if synced = s.sync(r, max(timeout-time.Since(start), 0)); r.Context().Err() != nil {
 			return // the client is gone
 		}
 		timeout = max(timeout-time.Since(start), 0)
@@ -341,12 +374,40 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if !synced {
 		st.Idle = false // changes made before the request may not be seen yet
 	}
+	s.writeStatus(w, r, st, err)
+}
+
+func (s *Server) writeStatus(w http.ResponseWriter, r *http.Request, st api.Status, err error) {
 	if err != nil {
 		s.indexError(w, r, err)
 		return
 	}
 	st.APIVersion = api.APIVersion
 	writeJSON(w, http.StatusOK, st)
+}
+
+// waitStarted waits until the Index serves (api.Starter), the timeout
+// passes, the client leaves or the server shuts down; it reports whether
+// the Index serves.
+func (s *Server) waitStarted(r *http.Request, timeout time.Duration) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(idlePollInterval)
+	defer tick.Stop()
+	for {
+		if _, ok := s.starting(); !ok {
+			return true
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return false
+		case <-s.closing:
+			return false
+		case <-r.Context().Done():
+			return false
+		}
+	}
 }
 
 // sync makes the Index see every change made before the request, when it
@@ -572,6 +633,9 @@ func writeErr(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, api.CodeOutsideRoots, err.Error())
 	case errors.Is(err, api.ErrUnderRoot):
 		writeError(w, http.StatusBadRequest, api.CodeUnderRoot, err.Error())
+	case errors.Is(err, api.ErrOtherBackend):
+		msg := "api: " + strings.TrimPrefix(err.Error(), api.ErrOtherBackend.Error()+": ")
+		writeError(w, http.StatusBadRequest, api.CodeOtherBackend, msg)
 	case errors.Is(err, api.ErrNotFound):
 		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
 	case errors.Is(err, api.ErrBadRequest):

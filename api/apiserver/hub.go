@@ -48,13 +48,14 @@ func hubCode(err error) string {
 }
 
 // handleHubWhereis answers GET /v1/hub/whereis?key=K | digest=HEX
-// [&backend=B] | path=P with one HubContent: the hosts that hold it.
+// [&backend=B] | path=P with one HubContent: the hosts that hold it. Any
+// backend is asked: other hosts may hash with another than this one.
 func (s *Server) handleHubWhereis(w http.ResponseWriter, r *http.Request) {
 	h, ok := s.hubber(w)
 	if !ok {
 		return
 	}
-	q, err := s.whereisQuery(r)
+	q, size, err := s.whereisQuery(r)
 	if err != nil {
 		s.hubError(w, r, err)
 		return
@@ -63,6 +64,9 @@ func (s *Server) handleHubWhereis(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.hubError(w, r, err)
 		return
+	}
+	if size >= 0 && c.Size != size {
+		c.Holders = nil // the same digest with another size is not this key's content
 	}
 	writeJSON(w, http.StatusOK, c)
 }

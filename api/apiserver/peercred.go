@@ -43,6 +43,8 @@ func peerCred(c *net.UnixConn) (peer, error) {
 func connContext(ctx context.Context, c net.Conn) context.Context {
 	var p peer
 	switch uc := c.(type) {
+	case *guardedConn:
+		p = uc.peer // read at accept
 	case *net.UnixConn:
 		p, _ = peerCred(uc) // unknown peer ⇒ refused by the handler
 	case *net.TCPConn:

@@ -15,7 +15,11 @@ import (
 
 // whereisHosts answers whereis --hosts: which machines hold each
 // argument's content, as the daemon's hub knows it.
-func whereisHosts(cmd *cobra.Command, args []string, asJSON, wait bool) error {
+func whereisHosts(cmd *cobra.Command, args []string, o whereisOpts) error {
+	if o.batch || o.nul {
+		return &exitError{Code: exitUsage, Err: errors.New("whereis: --hosts takes its arguments on the command line, and neither --batch nor -z")}
+	}
+	asJSON, wait := o.json, o.wait
 	c, err := dial(cmd)
 	if err != nil {
 		return err

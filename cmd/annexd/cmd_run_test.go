@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -207,7 +208,7 @@ func TestRunSecondInstanceAndSignal(t *testing.T) {
 	if err := second.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if code := wait(t, second, out2); code == 0 || !strings.Contains(out2.String(), e.index()) ||
+	if code := wait(t, second, out2); code != exitUsage || !strings.Contains(out2.String(), e.index()) ||
 		!strings.Contains(out2.String(), "another annexd") {
 		t.Errorf("second instance: exit %d, output:\n%s", code, out2)
 	}
@@ -243,6 +244,34 @@ func TestRunStartupErrors(t *testing.T) {
 	if err := os.WriteFile(badConf, []byte("[watch]\nquiet_dely = \"1s\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	badPattern := filepath.Join(t.TempDir(), "annexd.toml")
+	if err := os.WriteFile(badPattern, []byte("[ignore]\npatterns = [\"*.tmp\", \"photos/[\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notIndex := filepath.Join(t.TempDir(), "index.db")
+	if err := os.WriteFile(notIndex, []byte("not a bbolt file, but not empty either\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	openDir := filepath.Join(t.TempDir(), "open")
+	if err := os.Mkdir(openDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(openDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tcpConf := func(addr string) string {
+		p := filepath.Join(t.TempDir(), "annexd.toml")
+		body := fmt.Sprintf("[api]\ntcp = %q\ntoken = \"0123456789abcdef0123\"\n", addr)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
 	cases := []struct {
 		args []string
 		want []string
@@ -252,6 +281,12 @@ func TestRunStartupErrors(t *testing.T) {
 		{[]string{"--config", badConf, e.root}, []string{"watch.quiet_dely", badConf}},
 		{[]string{"--backend", "SHA3", e.root}, []string{"backend", "SHA3"}},
 		{nil, []string{"no directory to index"}},
+		{[]string{"--config", badPattern, e.root}, []string{"photos/[", badPattern}},
+		{[]string{"--ignore", "a[", e.root}, []string{"a[", "--ignore"}},
+		{[]string{"--index", notIndex, e.root}, []string{notIndex, "not a bbolt database"}},
+		{[]string{"--socket", filepath.Join(openDir, "s.sock"), e.root}, []string{openDir, "chmod 700"}},
+		{[]string{"--config", tcpConf("192.0.2.1:7777"), e.root}, []string{"192.0.2.1:7777", "loopback"}},
+		{[]string{"--config", tcpConf(taken.Addr().String()), e.root}, []string{taken.Addr().String(), "in use"}},
 	}
 	for _, c := range cases {
 		cmd, out := e.command(c.args...)

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"github.com/annexd/annexd/internal/indexer"
 	"github.com/annexd/annexd/internal/ledger"
 	"github.com/annexd/annexd/internal/roots"
+	"github.com/annexd/annexd/internal/sdnotify"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 	"github.com/annexd/annexd/watcher"
@@ -94,6 +96,11 @@ type App struct {
 	// made); handled counts the watcher events the indexer has taken.
 	syncDir string
 	handled atomic.Uint64
+
+	// ready: setup is done and the API serves the index; until then
+	// calibrating says whether the hasher is being calibrated.
+	ready       atomic.Bool
+	calibrating atomic.Bool
 
 	link *link // the hub and the publisher (hub.go); nil without them
 }
@@ -161,23 +168,31 @@ func (a *App) Run(ctx context.Context) error {
 		a.syncDir = dir
 		defer a.removeSyncDir()
 	}
-	if err := a.setup(ctx); err != nil {
+	// The API listens before the slow part of the start (calibration):
+	// status answers "starting" at once, and the rest 503 until ready.
+	reg := a.registry()
+	if err := a.listen(reg); err != nil {
 		return err
 	}
-	defer a.h.Close()
-	if err := a.srv.Listen(); err != nil {
-		return err
-	}
-	a.log.Info("annexd started", "roots", a.cfg.Roots, "given_as", a.roots.Aliases(), "index", a.cfg.Index, "socket", a.cfg.Socket,
-		"backend", a.backend.String(), "version", a.opts.Version)
-
 	g, gctx := errgroup.WithContext(ctx)
 	runCtx, stop := context.WithCancel(gctx)
 	defer stop()
+	g.Go(func() error { return a.srv.Run(runCtx) })
+	a.notify(sdnotify.Status("starting: " + a.phase()))
+	if err := a.setup(runCtx, reg); err != nil {
+		stop()
+		g.Wait()
+		return err
+	}
+	defer a.h.Close()
+	a.ready.Store(true)
+	a.log.Info("annexd started", "roots", a.cfg.Roots, "given_as", a.roots.Aliases(), "index", a.cfg.Index, "socket", a.cfg.Socket,
+		"backend", a.backend.String(), "version", a.opts.Version)
+
 	g.Go(func() error { return a.ix.Run(runCtx) })
 	g.Go(func() error { return a.w.Run(runCtx) })
 	g.Go(func() error { a.follow(runCtx); return nil })
-	g.Go(func() error { return a.srv.Run(runCtx) })
+	g.Go(func() error { return a.notifyProgress(runCtx) })
 	g.Go(func() error { return a.logProgress(runCtx) })
 	g.Go(func() error { a.checkOutside(runCtx); return nil })
 	a.link.start(runCtx, g, a.st)
@@ -197,8 +212,38 @@ func (a *App) Run(ctx context.Context) error {
 	return err
 }
 
-// setup builds the hasher, watcher, indexer and API server.
-func (a *App) setup(ctx context.Context) error {
+// registry is the metrics registry the API serves.
+func (a *App) registry() *prometheus.Registry {
+	reg := a.opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	return reg
+}
+
+// listen builds the API server and binds its socket.
+func (a *App) listen(reg *prometheus.Registry) error {
+	var err error
+	a.srv, err = apiserver.NewServer(apiserver.Config{
+		Index:       &adapter{a: a},
+		RootAliases: a.roots.Aliases(),
+		Socket:      a.cfg.Socket,
+		TCPAddr:     a.cfg.API.TCP,
+		Token:       a.cfg.API.Token,
+		Version:     a.opts.Version,
+		Logger:      a.log.With("part", "api"),
+		Registerer:  reg,
+		Gatherer:    reg,
+	})
+	if err != nil {
+		return err
+	}
+	return a.srv.Listen()
+}
+
+// setup builds the hasher, watcher and indexer.
+func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	policy, err := a.policy(ctx)
 	if err != nil {
 		return err
@@ -226,7 +271,7 @@ func (a *App) setup(ctx context.Context) error {
 		return err
 	}
 	a.ix, err = indexer.New(a.st, a.h, indexer.Options{
-		Roots:        a.cfg.Roots,
+		Roots:        slices.Clone(a.cfg.Roots), // New cleans them in place; the API reads the config's meanwhile
 		Backend:      a.backend,
 		Workers:      a.cfg.Indexer.HashWorkers,
 		MaxPending:   a.cfg.Indexer.MaxPending,
@@ -238,28 +283,12 @@ func (a *App) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	reg := a.opts.Registry
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	}
 	for _, c := range []prometheus.Collector{a.ix.Collector(), collector{a: a}, hubCollector{a: a}} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("daemon: metrics: %w", err)
 		}
 	}
-	a.srv, err = apiserver.NewServer(apiserver.Config{
-		Index:       &adapter{a: a},
-		RootAliases: a.roots.Aliases(),
-		Socket:      a.cfg.Socket,
-		TCPAddr:     a.cfg.API.TCP,
-		Token:       a.cfg.API.Token,
-		Version:     a.opts.Version,
-		Logger:      a.log.With("part", "api"),
-		Registerer:  reg,
-		Gatherer:    reg,
-	})
-	return err
+	return nil
 }
 
 // policy returns the hasher policy: the stored calibration while it is
@@ -304,6 +333,8 @@ func (a *App) calibration(ctx context.Context) (hasher.Calibration, error) {
 		}
 	}
 	a.log.Info("calibrating hashing")
+	a.calibrating.Store(true)
+	defer a.calibrating.Store(false)
 	c, err := hasher.Calibrate(ctx, hasher.CalibrateOptions{
 		IdleProbe: a.opts.IdleProbe,
 		Log:       a.log.With("part", "calibrate"),
