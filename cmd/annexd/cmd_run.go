@@ -17,6 +17,7 @@ import (
 	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/daemon"
+	"github.com/annexd/annexd/internal/hub"
 	"github.com/annexd/annexd/internal/ignore"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
@@ -181,6 +182,7 @@ var usageErrors = []error{
 	store.ErrNotIndex, store.ErrNewerSchema, store.ErrNeedsMigration,
 	apiserver.ErrConfig, apiserver.ErrSocketInUse, apiserver.ErrUnsafeSocketDir, apiserver.ErrListen,
 	ignore.ErrBadPattern, config.ErrInvalid,
+	daemon.ErrHubConfig, hub.ErrConfig, hub.ErrListen,
 }
 
 // runExit is the exit status of a daemon run that failed with err.
