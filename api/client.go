@@ -295,8 +295,9 @@ func (c *Client) SetPatience(d time.Duration) { c.patience = d }
 
 // do sends one request; a non-2xx answer becomes a *StatusError. While
 // the daemon is busy or starting, the request was not served, so it is
-// sent again with backoff for up to the client's patience.
-func (c *Client) do(ctx context.Context, method, p string, v url.Values, body []byte) (*response, error) {
+// sent again with backoff for up to the client's patience. extra are
+// more header lines.
+func (c *Client) do(ctx context.Context, method, p string, v url.Values, body []byte, extra ...string) (*response, error) {
 	target := p
 	if len(v) > 0 {
 		target += "?" + v.Encode()
@@ -308,6 +309,7 @@ func (c *Client) do(ctx context.Context, method, p string, v url.Values, body []
 	if c.token != "" {
 		hdr = append(hdr, "Authorization: Bearer "+c.token)
 	}
+	hdr = append(hdr, extra...)
 	patience := c.patience
 	if patience == 0 {
 		patience = defaultPatience

@@ -195,6 +195,8 @@ type Status struct {
 	Scan        ScanProgress  `json:"scan"`
 	Watcher     WatcherStatus `json:"watcher"`
 	Calibration *Calibration  `json:"calibration,omitempty"`
+	Dedup       *DedupStatus  `json:"dedup,omitempty"`
+	Hub         *HubStatus    `json:"hub,omitempty"` // the link to a hub, when configured
 }
 
 // Backlog is what the daemon holds because it cannot write its index:

@@ -10,14 +10,15 @@
 #      (bytes, and 4 KiB blocks, since a small file frees a whole block);
 #   3. annexd's second run on the same image (goal: ≤ 0.05× the first),
 #      right after the first (warm) and with the page cache dropped (cold);
-#   4. annexd's index build of the slice, for reference (the daemon does it
-#      once, in the background, and keeps it current);
+#   4. annexd's first scan of the slice, for reference (the daemon does it
+#      once, in the background, and keeps the index current);
 #   5. `duperemove -dr -b 4k`, for reference: by default duperemove works in
 #      128 KiB blocks and leaves out what is smaller.
 #
-# annexd is driven by bench/dedup (the internal/dedup package over a real
-# index) until `annexctl dedup` exists. Needs root, xfsprogs, duperemove and
-# jdupes. Not run in CI.
+# annexd is the real daemon on the image (without its default ignores, so
+# it sees every file the other tools see), asked with `annexctl dedup`; each
+# run's time is annexctl's, from the command to its result. Needs root,
+# xfsprogs, duperemove and jdupes. Not run in CI.
 #
 # Usage: bench/dedup.sh [TREE (default /work/corpus/T)] [SLICE_GIB (default 1)]
 # A missing TREE is generated with /work/shared/bench/gen_corpus.py (never
@@ -44,13 +45,17 @@ tree=$(cd "$tree" && pwd)
 manifest=$tree.manifest.tsv
 work=$(mktemp -d /tmp/annexd-dedup-bench.XXXXXX)
 mounts=()
+daemon=
 cleanup() {
+	if [[ -n $daemon ]]; then kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null || true; fi
 	for m in "${mounts[@]}"; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
 	rm -rf "$work"
 }
 trap cleanup EXIT
 
-(cd "$repo" && go build -o "$work/dedup" ./bench/dedup)
+mkdir "$work/bin"
+(cd "$repo" && go build -o "$work/bin/" ./cmd/annexd ./cmd/annexctl)
+ctl() { "$work/bin/annexctl" --socket "$work/run/annexd.sock" "$@"; }
 
 # The slice: whole top-level directories in name order until SLICE_GIB,
 # then every other copy of any file in it, wherever it lives.
@@ -109,14 +114,26 @@ timed() {
 for t in annexd duperemove jdupes duperemove4k; do image "$t"; done
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
-timed index "$work/dedup" index "$work/index.db" "$work/annexd"
+# The daemon indexes the slice once (its first scan), then serves the runs.
+t0=$(date +%s.%N)
+"$work/bin/annexd" --index "$work/index.db" --socket "$work/run/annexd.sock" --calibrate never --no-default-ignores "$work/annexd" 2>"$work/annexd.log" &
+daemon=$!
+until ctl status --wait --timeout 10m >/dev/null 2>&1; do
+	kill -0 "$daemon" 2>/dev/null || { echo "annexd exited:" >&2; cat "$work/annexd.log" >&2; exit 1; }
+	sleep 0.1
+done
+echo "$(date +%s.%N) - $t0" | bc -l >"$work/index.secs"
+ctl status | sed -n 2p >"$work/index.out"
 before=$(free_bytes "$work/annexd")
 cold
-timed annexd "$work/dedup" run "$work/index.db" "$work/annexd"
+timed annexd ctl dedup
 freed_annexd=$(($(free_bytes "$work/annexd") - before))
-timed annexd2 "$work/dedup" run "$work/index.db" "$work/annexd"
+timed annexd2 ctl dedup
 cold
-timed annexd2cold "$work/dedup" run "$work/index.db" "$work/annexd"
+timed annexd2cold ctl dedup
+kill "$daemon"
+wait "$daemon" || true
+daemon=
 
 before=$(free_bytes "$work/duperemove")
 cold
@@ -146,5 +163,5 @@ printf '%-28s %9s %14s %9s %9s\n' "duperemove -dr -b 4k" "$(secs duperemove4k)" 
 echo "annexd vs duperemove: $(ratio annexd duperemove)x the time; vs jdupes: $(ratio annexd jdupes)x; vs duperemove -b 4k: $(ratio annexd duperemove4k)x"
 echo "annexd second run, warm: $(secs annexd2) s = $(ratio annexd2 annexd)x the first; $(cat "$work/annexd2.out")"
 echo "annexd second run, cold: $(secs annexd2cold) s = $(ratio annexd2cold annexd)x the first"
-echo "annexd first run: $(cat "$work/annexd.out")"
-echo "annexd index build of the slice (reference, warm cache): $(secs index) s; $(cat "$work/index.out")"
+echo "annexd first run: $(head -1 "$work/annexd.out"); $(grep -E '^(freed|skipped)' "$work/annexd.out" | tr '\n' ' ')"
+echo "annexd first scan of the slice (reference, warm cache): $(secs index) s; $(cat "$work/index.out")"

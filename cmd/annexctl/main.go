@@ -53,8 +53,11 @@ func newRootCmd() *cobra.Command {
 		newLookupCmd(),
 		newWhereisCmd(),
 		newDupsCmd(),
+		newCopiesCmd(),
+		newHostsCmd(),
 		newStatusCmd(),
 		newForgetCmd(),
+		newDedupCmd(),
 		newCalckeyCmd(),
 	)
 	return root

@@ -52,6 +52,7 @@ func newRootCmd() *cobra.Command {
 		newCheckDBCmd(),
 		newCompactCmd(),
 		newCalibrateCmd(),
+		newHubCmd(),
 	)
 	return root
 }

@@ -29,6 +29,9 @@ const (
 	childEnvRoot  = "ANNEXD_AUDIT_CHILD_ROOT"
 	childEnvRate  = "ANNEXD_AUDIT_CHILD_RATE"
 	childEnvChmod = "ANNEXD_AUDIT_CHILD_CHMOD0" // a file made unreadable after indexing
+	// childEnvWindow sets the store's data window: how long before a
+	// killed run's last commit its records count as suspect.
+	childEnvWindow = "ANNEXD_AUDIT_CHILD_WINDOW"
 )
 
 func TestMain(m *testing.M) {
@@ -53,7 +56,8 @@ type childReport struct {
 // then the audit), goes on with the audit's pass by hand and prints the
 // pass's progress ("done N") as it goes, then a childReport.
 func childPass(index, root string) error {
-	st, err := store.Open(index, store.Options{})
+	window, _ := time.ParseDuration(os.Getenv(childEnvWindow))
+	st, err := store.Open(index, store.Options{DataWindow: window})
 	if err != nil {
 		return err
 	}

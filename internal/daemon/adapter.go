@@ -221,6 +221,8 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 		Watcher: api.WatcherStatus{Healthy: true},
 	}
 	out.OutsideRoots, out.OutsideRootsChecked = a.outsideStatus()
+	out.Dedup = a.dedup.status()
+	out.Hub = a.link.status()
 	for _, r := range ws.Roots {
 		rs := api.RootStatus{Path: r.Root, ScanDone: a.ix.RootScanned(r.Root), Watched: !r.Degraded, Degraded: r.Degraded,
 			Overflows: r.Overflows, LastOverflow: r.LastOverflow, LastRescan: r.LastRescan,

@@ -98,6 +98,7 @@ type App struct {
 	ix    *indexer.Indexer
 	srv   *apiserver.Server
 	calib *hasher.Calibration
+	dedup *dedupPart
 
 	// outside is the last list of records outside the roots (nil until
 	// the check at start is done); outsideRun serializes the checks.
@@ -111,6 +112,8 @@ type App struct {
 	// calibrating says whether the hasher is being calibrated.
 	ready       atomic.Bool
 	calibrating atomic.Bool
+
+	link *link // the hub and the publisher (hub.go); nil without them
 }
 
 // New checks a filled, validated config. It fails when a root does not
@@ -137,7 +140,11 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if !hasher.Supported(b) {
 		return nil, fmt.Errorf("daemon: backend %s cannot be hashed by this build", b)
 	}
-	return &App{cfg: cfg, opts: opts, log: log, repeats: repeats, backend: b, roots: set}, nil
+	l, err := newLink(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	return &App{cfg: cfg, opts: opts, log: log, repeats: repeats, backend: b, roots: set, link: l}, nil
 }
 
 // Run runs the daemon until ctx ends (or, with ExitWhenIdle, until it is
@@ -146,7 +153,7 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 func (a *App) Run(ctx context.Context) error {
 	a.started = time.Now()
 	st, err := store.Open(a.cfg.Index, store.Options{Logger: a.log.With("part", "store"), MaxBatch: storeBatch,
-		DataWindow: min(hasher.DataWindow(), maxDataWindow)})
+		DataWindow: min(hasher.DataWindow(), maxDataWindow), Changes: a.cfg.Linked()})
 	if errors.Is(err, store.ErrLocked) {
 		return fmt.Errorf("%w: %w (is another annexd running? stop it, or give this one its own --index)", ErrLocked, err)
 	}
@@ -155,6 +162,7 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	a.st = st
 	defer st.Close()
+	a.dropChanges()
 
 	// The writer runs until everything that writes has stopped.
 	storeCtx, stopStore := context.WithCancel(context.WithoutCancel(ctx))
@@ -202,6 +210,8 @@ func (a *App) Run(ctx context.Context) error {
 	g.Go(func() error { return a.logProgress(runCtx) })
 	g.Go(func() error { a.checkOutside(runCtx); return nil })
 	g.Go(func() error { return a.watchDamage(runCtx) })
+	g.Go(func() error { return a.runDedup(runCtx) })
+	a.link.start(runCtx, g, a.st)
 	if a.opts.ExitWhenIdle {
 		g.Go(func() error {
 			if a.ix.WaitIdle(runCtx) == nil {
@@ -299,10 +309,13 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	if err != nil {
 		return err
 	}
-	for _, c := range []prometheus.Collector{a.ix.Collector(), collector{a: a}, healthCollector{a: a}} {
+	for _, c := range []prometheus.Collector{a.ix.Collector(), collector{a: a}, hubCollector{a: a}, healthCollector{a: a}} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("daemon: metrics: %w", err)
 		}
+	}
+	if err := a.setupDedup(ctx, writes, reg); err != nil {
+		return fmt.Errorf("daemon: dedup: %w", err)
 	}
 	return nil
 }
@@ -383,7 +396,7 @@ func (a *App) exclude() []string {
 	if a.syncDir != "" {
 		x = append(x, a.syncDir)
 	}
-	return x
+	return append(x, a.link.exclude()...)
 }
 
 // makeSyncDir makes the directory of the watcher's Sync cookies beside the

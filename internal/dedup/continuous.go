@@ -64,10 +64,10 @@ func (o *ContinuousOptions) fill() {
 // Continuous deduplicates in the background, in reflink mode only: every
 // pass plans from the index, leaves pairs that are not quiet yet for a
 // later pass, and deduplicates the others one at a time, paced to Rate
-// and paused while a gate says busy. Pairs that can never be done (already
-// shared, no blocks, refused by the kernel) are remembered while their
-// records stay the same; a file system that cannot share extents is
-// remembered for good.
+// and paused while a gate says busy. Pairs done, and pairs that can never
+// be done (already shared, no blocks, refused by the kernel), are
+// remembered while their records stay the same; a file system that cannot
+// share extents is remembered for good.
 type Continuous struct {
 	d    *Deduper
 	opt  ContinuousOptions
@@ -244,6 +244,11 @@ func (c *Continuous) apply(ctx context.Context, cd candidate) {
 	})
 	for r := range res.Skipped {
 		c.settle(cd, r)
+	}
+	if res.Done > 0 {
+		// Sharing changes no timestamp: while the records stay, the pair
+		// is shared, and a later pass need not find that out again.
+		c.settle(cd, SkipShared)
 	}
 }
 

@@ -26,6 +26,7 @@ var (
 // what to do instead.
 type UnsupportedError struct {
 	FS   string // the file system's type, such as "ext4"
+	Dev  uint64 // its device, as Group.Dev
 	Path []byte // a file on it
 	Err  error  // what the kernel answered
 }

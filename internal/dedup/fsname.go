@@ -37,6 +37,6 @@ func fsName(f *os.File) string {
 	return fmt.Sprintf("file system type %#x", st.Type)
 }
 
-func unsupportedError(f *os.File, path []byte, err error) *UnsupportedError {
-	return &UnsupportedError{FS: fsName(f), Path: path, Err: err}
+func unsupportedError(f *os.File, dev uint64, path []byte, err error) *UnsupportedError {
+	return &UnsupportedError{FS: fsName(f), Dev: dev, Path: path, Err: err}
 }

@@ -55,6 +55,7 @@ func (r *run) hardlink(ctx context.Context, g *Group, keeper *side, a Action) (i
 	if reason, err := r.compare(ctx, keeper, target); reason != "" {
 		return 0, reason, err
 	}
+	freed := aloneBytes(target)
 	for i, t := range a.Targets {
 		if reason, err := r.relink(ctx, keeper, target, t.Path); reason != "" {
 			if i > 0 {
@@ -64,7 +65,18 @@ func (r *run) hardlink(ctx context.Context, g *Group, keeper *side, a Action) (i
 		}
 	}
 	r.relinked(g, a)
-	return target.st.Blocks * 512, "", nil
+	return freed, "", nil
+}
+
+// aloneBytes is what removing the file s frees: the bytes of its extents
+// that no other file shares, or, without an extent map, its blocks.
+func aloneBytes(s *side) int64 {
+	x, err := fiemap(int(s.f.Fd()), s.fi.Size)
+	if err != nil {
+		return s.st.Blocks * 512
+	}
+	_, alone := sharing(x, nil)
+	return alone
 }
 
 // otherNames checks the target's other names against their records and

@@ -310,3 +310,51 @@ func TestHardlinkWriterArrives(t *testing.T) {
 	}
 	assertNoTemp(t, fs.Dir)
 }
+
+// TestHardlinkSharedFreesNothing: on XFS, hardlink mode still links a copy
+// that already shares its keeper's blocks, and the plan and the result say
+// that it frees nothing.
+func TestHardlinkSharedFreesNothing(t *testing.T) {
+	fs := loopfs.New(t, loopfs.XFS, loopfs.Options{Size: loopfs.MinSize[loopfs.XFS]})
+	st := openStore(t)
+	data := content(9, 1<<20)
+	writeFile(t, fs.Path("keep"), data)
+	writeFile(t, fs.Path("fresh"), data)
+	src, err := os.Open(fs.Path("keep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := os.Create(fs.Path("clone"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.IoctlFileClone(int(dst.Fd()), int(src.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	dst.Close()
+	old := time.Now().Add(-time.Hour) // the keeper is the oldest
+	if err := os.Chtimes(fs.Path("keep"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	recordAll(t, st, fs, "keep", "fresh", "clone")
+	d := New(st, Options{Intents: NewMetaIntents(st)})
+	plan, res, err := runDedup(t, d, Request{PlanOptions: PlanOptions{Mode: Hardlink}})
+	if err != nil || res.Done != 2 || len(res.Skips) != 0 {
+		t.Fatalf("done %d, skips %v, %v; want both linked", res.Done, res.Skips, err)
+	}
+	if plan.Actions != 2 || plan.Frees != int64(len(data)) {
+		t.Errorf("plan: %d actions freeing %d; want 2 freeing %d, the fresh copy's bytes alone", plan.Actions, plan.Frees, len(data))
+	}
+	if res.Freed != int64(len(data)) {
+		t.Errorf("freed %d, want %d: removing the clone frees nothing", res.Freed, len(data))
+	}
+	keeper := lstat(t, fs.Path("keep"))
+	for _, n := range []string{"fresh", "clone"} {
+		assertContent(t, fs.Path(n), data)
+		if fi := lstat(t, fs.Path(n)); fi.Ino != keeper.Ino {
+			t.Errorf("%s is inode %d, want the keeper's %d", n, fi.Ino, keeper.Ino)
+		}
+	}
+	assertNoTemp(t, fs.Dir)
+}

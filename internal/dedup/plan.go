@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/annexd/annexd/internal/roots"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )
@@ -224,17 +225,9 @@ func within(p []byte, paths [][]byte) bool {
 		return true
 	}
 	for _, d := range paths {
-		if under(p, d) {
+		if roots.Within(string(p), string(d)) {
 			return true
 		}
 	}
 	return false
-}
-
-// under reports whether p is dir or below it. Both are absolute and clean.
-func under(p, dir []byte) bool {
-	if !bytes.HasPrefix(p, dir) {
-		return false
-	}
-	return len(p) == len(dir) || dir[len(dir)-1] == '/' || p[len(dir)] == '/'
 }

@@ -161,7 +161,7 @@ func TestPlanIsStable(t *testing.T) {
 	}
 }
 
-func TestUnder(t *testing.T) {
+func TestWithin(t *testing.T) {
 	for _, c := range []struct {
 		p, dir string
 		want   bool
@@ -169,8 +169,8 @@ func TestUnder(t *testing.T) {
 		{"/a", "/a", true}, {"/a/b", "/a", true}, {"/ab", "/a", false}, {"/a", "/a/b", false},
 		{"/a", "/", true}, {"/", "/", true}, {"/a/b/c", "/a/b", true},
 	} {
-		if got := under([]byte(c.p), []byte(c.dir)); got != c.want {
-			t.Errorf("under(%q, %q) = %v", c.p, c.dir, got)
+		if got := within([]byte(c.p), [][]byte{[]byte(c.dir)}); got != c.want {
+			t.Errorf("within(%q, [%q]) = %v", c.p, c.dir, got)
 		}
 	}
 }

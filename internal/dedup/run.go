@@ -187,7 +187,7 @@ func (r *run) supported(g *Group, keeper *side) (Reason, error) {
 		err = canReflink(keeper.f)
 		r.out.probed[g.Dev] = err
 		if err != nil {
-			r.out.res.Unsupported = append(r.out.res.Unsupported, unsupportedError(keeper.f, keeper.path, err))
+			r.out.res.Unsupported = append(r.out.res.Unsupported, unsupportedError(keeper.f, g.Dev, keeper.path, err))
 		}
 	}
 	if err != nil {

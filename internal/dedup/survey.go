@@ -11,11 +11,12 @@ import (
 )
 
 // Plan plans a run from the index. Files the caller cannot read are left
-// out before grouping, so a plan reveals nothing about them. In reflink
-// mode each action is then surveyed, reading only: a target that already
-// shares its keeper's blocks is dropped (counted in Plan.Shared), Frees
-// becomes the bytes the target holds alone, and a file system that cannot
-// share extents is named in Plan.Unsupported.
+// out before grouping, so a plan reveals nothing about them. Each action
+// is then surveyed, reading only: Frees becomes the bytes the target holds
+// alone. In reflink mode a target that already shares its keeper's blocks
+// is dropped (counted in Plan.Shared), and a file system that cannot share
+// extents is named in Plan.Unsupported. Hardlink mode keeps every target:
+// linking merges the inodes even when it frees nothing.
 func (d *Deduper) Plan(ctx context.Context, req Request) (Plan, error) {
 	if req.Mode == Hardlink && d.opt.Intents == nil {
 		return Plan{}, ErrNoIntents
@@ -39,9 +40,7 @@ func (d *Deduper) Plan(ctx context.Context, req Request) (Plan, error) {
 	if err != nil {
 		return p, err
 	}
-	if req.Mode == Reflink {
-		d.survey(ctx, groups, &p)
-	}
+	d.survey(ctx, groups, &p)
 	for _, g := range groups {
 		if len(g.Actions) > 0 {
 			p.Add(g)
@@ -53,7 +52,7 @@ func (d *Deduper) Plan(ctx context.Context, req Request) (Plan, error) {
 // survey reads the extent maps of a reflink plan's groups, on the run's
 // workers, and rewrites each group with what it found.
 func (d *Deduper) survey(ctx context.Context, groups []Group, p *Plan) {
-	s := survey{probed: map[uint64]error{}}
+	s := survey{mode: p.Mode, probed: map[uint64]error{}}
 	work := make(chan *Group)
 	var wg sync.WaitGroup
 	for range d.workers() {
@@ -76,21 +75,23 @@ func (d *Deduper) survey(ctx context.Context, groups []Group, p *Plan) {
 
 // survey is what the workers of one survey find, under its lock.
 type survey struct {
+	mode             Mode
 	mu               sync.Mutex
 	probed           map[uint64]error // device → nil or why it cannot share extents
 	shared, noBlocks int
 	unsupported      []*UnsupportedError
 }
 
-// group drops the actions whose target already shares the keeper's
-// blocks or has none, and sets Frees to the bytes each target holds alone.
+// group sets Frees to the bytes each target holds alone and, in reflink
+// mode, drops the actions whose target shares the keeper's blocks already
+// or has none.
 func (s *survey) group(g *Group) {
 	kf, _, err := openFile(g.Keeper.Path)
 	if err != nil {
 		return // the run finds out why, and says so
 	}
 	defer kf.Close()
-	if s.cannot(g, kf) {
+	if s.mode == Reflink && s.cannot(g, kf) {
 		return
 	}
 	kx, err := fiemap(int(kf.Fd()), g.Size)
@@ -101,7 +102,7 @@ func (s *survey) group(g *Group) {
 	g.Actions, g.Frees = nil, 0
 	for _, a := range actions {
 		frees, why := surveyTarget(a.Targets[0].Path, g.Size, kx)
-		if why != "" {
+		if why != "" && s.mode == Reflink {
 			s.count(why)
 			continue
 		}
@@ -133,7 +134,7 @@ func (s *survey) cannot(g *Group, kf *os.File) bool {
 		err = canReflink(kf)
 		s.probed[g.Dev] = err
 		if err != nil {
-			s.unsupported = append(s.unsupported, unsupportedError(kf, g.Keeper.Path, err))
+			s.unsupported = append(s.unsupported, unsupportedError(kf, g.Dev, g.Keeper.Path, err))
 		}
 	}
 	return err != nil
