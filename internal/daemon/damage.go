@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
+	"sync"
+	"time"
 
 	"github.com/annexd/annexd/store"
 )
@@ -23,63 +24,91 @@ func (a *App) watchDamage(ctx context.Context) error {
 }
 
 // repeatFilter passes the first log record that carries one of its
-// errors and counts the others instead: once a page is damaged, or the
-// index's file system is full, every write (or read) meets the same error
-// until the cause is gone, and one line says it.
+// errors, then one every repeatWindow, and counts the others instead: once
+// a page is damaged, or the index's file system is full, every write (or
+// read) meets the same error until the cause is gone, and one line says
+// it. A record passed after others were left out says how many.
 type repeatFilter struct {
 	slog.Handler
-	errs []error         // store.ErrCorrupt, store.ErrNoSpace
-	seen []*atomic.Int64 // records carrying errs[i]
+	kinds []*repeats
+}
+
+// repeatWindow is how often a record of one kind passes while it repeats.
+const repeatWindow = 5 * time.Minute
+
+// repeats counts the records carrying one error.
+type repeats struct {
+	err     error
+	mu      sync.Mutex
+	last    time.Time // when the last one passed
+	since   int64     // left out since then
+	dropped int64     // left out in all
 }
 
 func newRepeatFilter(h slog.Handler) repeatFilter {
-	f := repeatFilter{Handler: h, errs: []error{store.ErrCorrupt, store.ErrNoSpace}}
-	for range f.errs {
-		f.seen = append(f.seen, new(atomic.Int64))
-	}
-	return f
+	return repeatFilter{Handler: h, kinds: []*repeats{{err: store.ErrCorrupt}, {err: store.ErrNoSpace}}}
 }
 
 // Handle implements slog.Handler.
 func (h repeatFilter) Handle(ctx context.Context, r slog.Record) error {
-	if i := h.carries(r); i >= 0 && h.seen[i].Add(1) > 1 {
+	k := h.kind(r)
+	if k == nil {
+		return h.Handler.Handle(ctx, r)
+	}
+	k.mu.Lock()
+	pass := k.last.IsZero() || time.Since(k.last) >= repeatWindow
+	n := k.since
+	if pass {
+		k.last, k.since = time.Now(), 0
+	} else {
+		k.since++
+		k.dropped++
+	}
+	k.mu.Unlock()
+	if !pass {
 		return nil
+	}
+	if n > 0 {
+		r = r.Clone()
+		r.AddAttrs(slog.Int64("repeats_not_logged", n))
 	}
 	return h.Handler.Handle(ctx, r)
 }
 
 // WithAttrs implements slog.Handler.
 func (h repeatFilter) WithAttrs(as []slog.Attr) slog.Handler {
-	return repeatFilter{Handler: h.Handler.WithAttrs(as), errs: h.errs, seen: h.seen}
+	return repeatFilter{Handler: h.Handler.WithAttrs(as), kinds: h.kinds}
 }
 
 // WithGroup implements slog.Handler.
 func (h repeatFilter) WithGroup(name string) slog.Handler {
-	return repeatFilter{Handler: h.Handler.WithGroup(name), errs: h.errs, seen: h.seen}
+	return repeatFilter{Handler: h.Handler.WithGroup(name), kinds: h.kinds}
 }
 
 // dropped is how many records carrying target the filter left out.
 func (h repeatFilter) dropped(target error) int64 {
-	for i, e := range h.errs {
-		if e == target {
-			return max(h.seen[i].Load()-1, 0)
+	for _, k := range h.kinds {
+		if k.err == target {
+			k.mu.Lock()
+			defer k.mu.Unlock()
+			return k.dropped
 		}
 	}
 	return 0
 }
 
-// carries returns the index in h.errs of the error r carries, or -1.
-func (h repeatFilter) carries(r slog.Record) int {
-	found := -1
+// kind returns the counter of the error r carries, or nil.
+func (h repeatFilter) kind(r slog.Record) *repeats {
+	var found *repeats
 	r.Attrs(func(a slog.Attr) bool {
 		if err, ok := a.Value.Any().(error); ok {
-			for i, e := range h.errs {
-				if errors.Is(err, e) {
-					found = i
+			for _, k := range h.kinds {
+				if errors.Is(err, k.err) {
+					found = k
 				}
 			}
 		}
-		return found < 0
+		return found == nil
 	})
 	return found
 }
