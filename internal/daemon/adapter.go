@@ -21,11 +21,12 @@ import (
 type adapter struct{ a *App }
 
 var (
-	_ api.Index     = (*adapter)(nil)
-	_ api.Forgetter = (*adapter)(nil)
-	_ api.Syncer    = (*adapter)(nil)
-	_ api.Starter   = (*adapter)(nil)
-	_ api.Backender = (*adapter)(nil)
+	_ api.Index      = (*adapter)(nil)
+	_ api.Forgetter  = (*adapter)(nil)
+	_ api.Syncer     = (*adapter)(nil)
+	_ api.IdleWaiter = (*adapter)(nil)
+	_ api.Starter    = (*adapter)(nil)
+	_ api.Backender  = (*adapter)(nil)
 )
 
 // Starting implements api.Starter: until setup is done, the server calls
@@ -295,3 +296,13 @@ func externalSummary(prog string, min int64) string {
 // Sync implements api.Syncer: the watcher has read every change made
 // before the call.
 func (x *adapter) Sync(ctx context.Context) error { return x.a.w.Sync(ctx) }
+
+// WaitIdle implements api.IdleWaiter: it returns once the indexer, the
+// watcher and the hand-off between them are idle. Before the daemon
+// serves it returns at once.
+func (x *adapter) WaitIdle(ctx context.Context) error {
+	if !x.a.ready.Load() {
+		return nil
+	}
+	return x.a.ix.WaitIdle(ctx)
+}
