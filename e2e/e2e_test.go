@@ -87,37 +87,25 @@ type daemon struct {
 // first scan is done. setup, if not nil, fills the root first.
 func startDaemon(t testing.TB, setup func(root string)) *daemon {
 	t.Helper()
-	base, err := os.MkdirTemp("", "e2e")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, _ = filepath.EvalSymlinks(base)
-	t.Cleanup(func() { os.RemoveAll(base) })
-	root := filepath.Join(base, "root")
+	base, root := newRoot(t, setup)
+	d := spawn(t, annexdRun{base: base, roots: []string{root}})
+	d.waitIdle()
+	return d
+}
+
+// newRoot makes a base directory (newBase) with an empty root in it, and
+// fills the root with setup when it is not nil.
+func newRoot(t testing.TB, setup func(root string)) (base, root string) {
+	t.Helper()
+	base = newBase(t)
+	root = filepath.Join(base, "root")
 	if err := os.Mkdir(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if setup != nil {
 		setup(root)
 	}
-	d := &daemon{t: t, root: root, socket: filepath.Join(base, "run", "annexd.sock"), log: new(testutil.Buffer),
-		done: make(chan error, 1)}
-	d.env = append(os.Environ(),
-		"XDG_CONFIG_HOME="+filepath.Join(base, "config"),
-		"XDG_STATE_HOME="+filepath.Join(base, "state"),
-		"XDG_RUNTIME_DIR="+filepath.Join(base, "xdgrun"),
-		"ANNEXD_SOCKET="+d.socket)
-	d.cmd = exec.Command(bin.annexd, "--socket", d.socket, "--index", filepath.Join(base, "index.db"),
-		"--calibrate", "never", "--quiet-delay", "200ms", root)
-	d.cmd.Env = d.env
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.done <- d.cmd.Wait() }()
-	t.Cleanup(d.stop)
-	d.waitIdle()
-	return d
+	return base, root
 }
 
 // waitIdle waits until annexctl status --wait succeeds: up to two minutes,

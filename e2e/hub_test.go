@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/api"
-	"github.com/annexd/annexd/internal/testutil"
 )
 
 // hubWait bounds how long a hub test waits for the hosts to catch up:
@@ -81,22 +80,7 @@ func (h *hubHost) writeConfig(body string) {
 func (h *hubHost) start() {
 	t := h.t
 	t.Helper()
-	d := &daemon{t: t, root: h.root, socket: filepath.Join(h.base, "run", "annexd.sock"), log: new(testutil.Buffer),
-		done: make(chan error, 1)}
-	d.env = append(os.Environ(),
-		"XDG_CONFIG_HOME="+filepath.Join(h.base, "config"),
-		"XDG_STATE_HOME="+filepath.Join(h.base, "state"),
-		"XDG_RUNTIME_DIR="+filepath.Join(h.base, "xdgrun"),
-		"ANNEXD_SOCKET="+d.socket)
-	d.cmd = exec.Command(bin.annexd, "-c", h.cfg, "--socket", d.socket, "--index", filepath.Join(h.base, "index.db"),
-		"--calibrate", "never", "--quiet-delay", "200ms", h.root)
-	d.cmd.Env = d.env
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.done <- d.cmd.Wait() }()
-	t.Cleanup(d.stop)
+	d := spawn(t, annexdRun{base: h.base, roots: []string{h.root}, extra: []string{"-c", h.cfg}})
 	h.d = d
 	start := time.Now()
 	if h.slowStart {
