@@ -148,6 +148,7 @@ func (ix *Indexer) hashNow(ctx context.Context, path string, fi fsstat.FileInfo)
 		ix.pipe.finish(j)
 		return pending(fi), false
 	}
+	was := ix.check.suspectOf(path, fi)
 	start := time.Now()
 	res, err := ix.h.Hash(ctx, path, ix.opt.Backend)
 	<-ix.onDemand
@@ -158,6 +159,7 @@ func (ix *Indexer) hashNow(ctx context.Context, path string, fi fsstat.FileInfo)
 		rec := ix.check.okRecord(res, start.UnixNano())
 		k, kerr := recordKey(path, &rec)
 		ix.pipe.write(j, putChange(path, rec))
+		ix.check.lost(path, was, rec)
 		if kerr != nil {
 			return Result{State: Unreadable, Message: kerr.Error()}, false
 		}
