@@ -1,0 +1,86 @@
+package daemon
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/annexd/annexd/internal/audit"
+	"github.com/annexd/annexd/internal/config"
+	"github.com/annexd/annexd/internal/ledger"
+	"github.com/annexd/annexd/store"
+)
+
+// auditConfig maps the [audit] section to the audit's settings. A rate of
+// config.Off is no cap, which the audit spells negative.
+func auditConfig(c config.Audit) audit.Config {
+	return audit.Config{
+		Every:          c.Every.D(),
+		Windows:        c.Windows,
+		TimeLimit:      c.TimeLimit.D(),
+		MaxRate:        int64(c.MaxRate),
+		Workers:        c.Workers,
+		MaxLoad:        c.MaxLoad,
+		IgnoreBattery:  c.IgnoreBattery,
+		Jitter:         c.Jitter.D(),
+		OnProblem:      c.OnProblem,
+		OnProblemEvery: c.OnProblemEvery.D(),
+		Disabled:       c.Disabled,
+	}
+}
+
+// checkAudit checks the [audit] section with the audit's own rules (the
+// run windows' syntax), naming the file and the key.
+func checkAudit(cfg *config.Config) error {
+	for _, w := range cfg.Audit.Windows {
+		c := audit.Config{Windows: []string{w}}
+		c.Fill()
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("%w: audit.windows = %q in %s: %s", config.ErrInvalid, w, cfgName(cfg),
+				strings.TrimPrefix(err.Error(), audit.ErrConfig.Error()+": "))
+		}
+	}
+	c := auditConfig(cfg.Audit)
+	c.Fill()
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("%w: [audit] in %s: %w", config.ErrInvalid, cfgName(cfg), err)
+	}
+	return nil
+}
+
+func cfgName(cfg *config.Config) string {
+	if cfg.File == "" {
+		return "the defaults"
+	}
+	return cfg.File
+}
+
+// setupAudit builds the audit of the index. The indexer must exist: the
+// audit hands it the files it finds changed, and waits while it works.
+func (a *App) setupAudit(writes *ledger.Ledger, reg prometheus.Registerer) error {
+	suspect := a.st.Suspect()
+	au, err := audit.New(a.st, a.h, audit.Options{
+		Config:  auditConfig(a.cfg.Audit),
+		Indexer: a.ix,
+		Ledger:  writes,
+		// A record hashed just before an unclean end may name bytes that
+		// never reached the disk: a digest that differs is a lost write.
+		Crashes: audit.CrashesFunc(func(rec *store.Record) bool { return !store.Trusted(rec, suspect) }),
+		Logger:  a.log.With("part", "audit"),
+	})
+	if err != nil {
+		return err
+	}
+	a.audit.Store(au)
+	return reg.Register(au.Collector())
+}
+
+// lostWrite files a lost write the indexer found with the audit; the
+// indexer is built first, so one found before the audit exists is only
+// logged (by the indexer).
+func (a *App) lostWrite(path string, was, now store.Record) {
+	if au := a.audit.Load(); au != nil {
+		au.LostWrite([]byte(path), was, now)
+	}
+}
