@@ -184,6 +184,17 @@ func (a *Auditor) WaitRun(ctx context.Context, id uint64) (RunSummary, error) {
 	return r.summary(), nil
 }
 
+// Summary returns the summary of run id, whether it has ended or not.
+func (a *Auditor) Summary(id uint64) (RunSummary, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := a.findRun(id)
+	if r == nil {
+		return RunSummary{}, fmt.Errorf("%w: %d", ErrUnknownRun, id)
+	}
+	return r.summary(), nil
+}
+
 // dropPending ends the run asked for but not begun, as stopped says.
 // Called with a.mu held.
 func (a *Auditor) dropPending(stopped string) {
