@@ -302,14 +302,7 @@ func printAuditStatus(w io.Writer, st api.AuditStatus) {
 		}
 		fmt.Fprintln(w, line)
 	}
-	cv := st.Coverage
-	days := cv.EverySeconds / 86400
-	pct := 100.0
-	if cv.Total > 0 {
-		pct = 100 * float64(cv.Files) / float64(cv.Total)
-	}
-	fmt.Fprintf(w, "coverage:  %s of %s files verified in the last %s days (%.0f %%)\n", groupDigits(cv.Files), groupDigits(cv.Total),
-		trimFloat(days), pct)
+	fmt.Fprintf(w, "coverage:  %s\n", coverageLine(st.Coverage))
 	if l := st.LastPass; l != nil {
 		fmt.Fprintf(w, "last pass: %d, ended %s: %s\n", l.ID, l.Ended.Local().Format(time.DateTime), countsLine(l.Counts))
 	} else {
@@ -520,7 +513,22 @@ func printAuditLine(w io.Writer, st *api.AuditStatus) {
 	if st.Reason != "" {
 		state += " (" + st.Reason + ")"
 	}
-	cv := st.Coverage
-	fmt.Fprintf(w, "audit:   %s; %s of %s files verified in the last %s days; %s %s\n", state, groupDigits(cv.Files),
-		groupDigits(cv.Total), trimFloat(cv.EverySeconds/86400), groupDigits(st.Problems), plural(st.Problems, "problem", "problems"))
+	fmt.Fprintf(w, "audit:   %s; %s; %s %s\n", state, coverageLine(st.Coverage), groupDigits(st.Problems),
+		plural(st.Problems, "problem", "problems"))
+}
+
+// coverageLine says how many files were verified within the interval. It
+// is counted at start, after each run and every half hour, so before any
+// file is counted it says when it was.
+func coverageLine(cv api.AuditCoverage) string {
+	days := trimFloat(cv.EverySeconds / 86400)
+	if cv.Total == 0 {
+		at := "not counted yet"
+		if !cv.At.IsZero() {
+			at = "at " + cv.At.Local().Format(time.TimeOnly)
+		}
+		return fmt.Sprintf("no files to verify when counted (%s); every file is verified every %s days", at, days)
+	}
+	pct := 100 * float64(cv.Files) / float64(cv.Total)
+	return fmt.Sprintf("%s of %s files verified in the last %s days (%.0f %%)", groupDigits(cv.Files), groupDigits(cv.Total), days, pct)
 }
