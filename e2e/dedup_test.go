@@ -476,8 +476,9 @@ func TestDedupActsForTheCaller(t *testing.T) {
 	}
 }
 
-// startAs is startOn with the daemon running as uid (and the same gid).
-func startAs(t *testing.T, base string, uid uint32, root string) *daemon {
+// startAs is startOn with the daemon running as uid (and the same gid);
+// extra are more flags for annexd.
+func startAs(t *testing.T, base string, uid uint32, root string, extra ...string) *daemon {
 	t.Helper()
 	d := &daemon{t: t, root: root, socket: filepath.Join(base, "run", "annexd.sock"), log: new(testutil.Buffer),
 		done: make(chan error, 1)}
@@ -487,8 +488,9 @@ func startAs(t *testing.T, base string, uid uint32, root string) *daemon {
 		"XDG_STATE_HOME="+filepath.Join(base, "state"),
 		"XDG_RUNTIME_DIR="+filepath.Join(base, "xdgrun"),
 		"ANNEXD_SOCKET="+d.socket)
-	d.cmd = exec.Command(bin.annexd, "--socket", d.socket, "--index", filepath.Join(base, "index.db"),
-		"--calibrate", "never", "--quiet-delay", "200ms", root)
+	args := append([]string{"--socket", d.socket, "--index", filepath.Join(base, "index.db"),
+		"--calibrate", "never", "--quiet-delay", "200ms"}, extra...)
+	d.cmd = exec.Command(bin.annexd, append(args, root)...)
 	d.cmd.Env = d.env
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
