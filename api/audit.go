@@ -52,12 +52,12 @@ const (
 
 // AuditRun is one run of the audit, ended or not.
 type AuditRun struct {
-	ID        uint64    `json:"id"`
-	Manual    bool      `json:"manual"` // asked for, not scheduled
-	FullSpeed bool      `json:"full_speed,omitempty"`
-	TimeLimit float64   `json:"time_limit_seconds,omitempty"`
-	Began     time.Time `json:"began,omitzero"` // zero until it begins
-	Ended     time.Time `json:"ended,omitzero"` // zero while it goes on
+	ID               uint64    `json:"id"`
+	Manual           bool      `json:"manual"` // asked for, not scheduled
+	FullSpeed        bool      `json:"full_speed,omitempty"`
+	TimeLimitSeconds float64   `json:"time_limit_seconds,omitempty"`
+	Began            time.Time `json:"began,omitzero"` // zero until it begins
+	Ended            time.Time `json:"ended,omitzero"` // zero while it goes on
 	// StoppedBy is an Audit* value once it ended: AuditDone when it read
 	// everything it was to read.
 	StoppedBy string `json:"stopped_by,omitempty"`

@@ -171,6 +171,7 @@ func TestAuditEditAndDelete(t *testing.T) {
 	if code != 0 || run.Counts["corrupt"]+run.Counts["unreadable"]+run.Counts["lost_write"] != 0 || run.Counts["ok"] < 1 {
 		t.Fatalf("audit run: exit %d, %+v\n%s", code, run, d.log)
 	}
+	t.Logf("the run decided %v", run.Counts)
 	if ps := auditProblems(t, d); len(ps) != 0 {
 		t.Fatalf("problems %v", ps)
 	}

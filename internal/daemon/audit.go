@@ -129,7 +129,7 @@ func auditError(err error) error {
 }
 
 func apiRun(s audit.RunSummary) api.AuditRun {
-	return api.AuditRun{ID: s.ID, Manual: s.Manual, FullSpeed: s.FullSpeed, TimeLimit: s.TimeLimit.Seconds(),
+	return api.AuditRun{ID: s.ID, Manual: s.Manual, FullSpeed: s.FullSpeed, TimeLimitSeconds: s.TimeLimit.Seconds(),
 		Began: s.Began, Ended: s.Ended, StoppedBy: s.StoppedBy, Error: s.Err, Counts: s.Counts,
 		Bytes: s.Bytes, Transient: s.Transient}
 }
