@@ -475,10 +475,11 @@ func TestDedupActsForTheCaller(t *testing.T) {
 	}
 }
 
-// startAs is startOn with the daemon running as uid (and the same gid).
-func startAs(t *testing.T, base string, uid uint32, root string) *daemon {
+// startAs is startOn with the daemon running as uid (and the same gid);
+// extra are more flags for annexd.
+func startAs(t *testing.T, base string, uid uint32, root string, extra ...string) *daemon {
 	t.Helper()
-	d := spawn(t, annexdRun{base: base, roots: []string{root}, cred: &syscall.Credential{Uid: uid, Gid: uid},
+	d := spawn(t, annexdRun{base: base, roots: []string{root}, extra: extra, cred: &syscall.Credential{Uid: uid, Gid: uid},
 		env: func(env []string) []string { return append(env, "HOME="+base) }})
 	d.waitIdle()
 	return d

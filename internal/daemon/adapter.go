@@ -67,7 +67,11 @@ func (x *adapter) Lookup(ctx context.Context, path []byte, wait bool) (api.Looku
 			return api.LookupResult{Path: path, State: api.StateAnnexLink, Key: k}, nil
 		}
 	}
-	return api.LookupResult{Path: path, State: st, Key: r.Key, Size: r.Size, Message: r.Message}, nil
+	out := api.LookupResult{Path: path, State: st, Key: r.Key, Size: r.Size, Message: r.Message}
+	if r.VerifiedAt != 0 {
+		out.VerifiedAt = time.Unix(0, r.VerifiedAt)
+	}
+	return out, nil
 }
 
 // Backend implements api.Backender: the index holds this hash's digests.
@@ -214,6 +218,7 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 	out.OutsideRoots, out.OutsideRootsChecked = a.outsideStatus()
 	out.Dedup = a.dedup.status()
 	out.Hub = a.link.status()
+	out.Audit = a.auditSummary()
 	for _, r := range ws.Roots {
 		rs := api.RootStatus{Path: r.Root, ScanDone: a.ix.RootScanned(r.Root), Watched: !r.Degraded, Degraded: r.Degraded,
 			Overflows: r.Overflows, LastOverflow: r.LastOverflow, LastRescan: r.LastRescan,

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -61,7 +62,8 @@ func recordLostWrite(index, path string) int {
 // After a run that ended without closing the index, a record hashed just
 // before its end is hashed again even though the file's stat identity
 // still matches it (its mtime is an hour old, so it is not racily clean):
-// the daemon reports the key of the bytes on disk, not the recorded one.
+// the daemon reports the key of the bytes on disk, not the recorded one,
+// and the audit lists the lost write with both digests.
 func TestUncleanEndReverifiesTheLastRecords(t *testing.T) {
 	root := t.TempDir()
 	path := filepath.Join(root, "f.txt")
@@ -97,6 +99,26 @@ func TestUncleanEndReverifiesTheLastRecords(t *testing.T) {
 	want := sha256.Sum256([]byte("disk bytes"))
 	if err != nil || r.State != api.StateCurrent || r.Key.String() != mustKey(t, want[:], 10, path) {
 		t.Fatalf("lookup after the unclean end: %+v %v; want the key of the bytes on disk", r, err)
+	}
+	lost := sha256.Sum256([]byte("lost bytes"))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var ps []api.AuditProblem
+		if err := c.AuditProblems(ctx, func(p api.AuditProblem) error { ps = append(ps, p); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(ps) == 1 {
+			p := ps[0]
+			if string(p.Path) != path || p.State != "lost_write" || !bytes.Equal(p.Recorded, lost[:]) || !bytes.Equal(p.Observed, want[:]) {
+				t.Fatalf("problem %+v", p)
+			}
+			break
+		}
+		if len(ps) > 1 || time.Now().After(deadline) {
+			t.Fatalf("problems %+v; want the lost write", ps)
+		}
+	}
+	if st, err := c.AuditStatus(ctx); err != nil || st.Problems != 1 {
+		t.Errorf("audit status %+v, %v", st, err)
 	}
 }
 
