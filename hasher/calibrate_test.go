@@ -18,9 +18,7 @@ import (
 // calibration would test less. It is a cap: an idle machine takes about 4 s.
 const testBudget = 30 * time.Second
 
-func probeOpts() CalibrateOptions {
-	return CalibrateOptions{IdleProbe: []string{os.Args[0]}, IdleProbeEnv: []string{childEnv + "=idleprobe"}, Budget: testBudget}
-}
+func testOpts() CalibrateOptions { return CalibrateOptions{Budget: testBudget} }
 
 // checkInvariants fails t for every rule a calibration result must keep.
 func checkInvariants(t *testing.T, c Calibration) {
@@ -44,8 +42,6 @@ func checkInvariants(t *testing.T, c Calibration) {
 			if p.External != x.Path || p.ExternalMin <= 0 {
 				t.Errorf("external %s chosen but policy has external %q from %d", x.Path, p.External, p.ExternalMin)
 			}
-		case x.Kind == KindServer && x.Chosen:
-			t.Errorf("a polling server must never be chosen")
 		case x.Kind == KindBatch && x.Chosen:
 			chosenBatch++
 			if "mbsha256 "+p.BatchKernel != x.Name {
@@ -80,20 +76,20 @@ func checkInvariants(t *testing.T, c Calibration) {
 }
 
 func TestCalibrate(t *testing.T) {
-	c, err := Calibrate(context.Background(), probeOpts())
+	c, err := Calibrate(context.Background(), testOpts())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Log("\n" + c.String())
 	checkInvariants(t, c)
 
-	for _, name := range []string{NameStd, NameSIMD, NameAvx512Srv, "sha256sum", "openssl"} {
+	for _, name := range []string{NameStd, "sha256sum", "openssl"} {
 		x, ok := c.Candidate(name)
 		if !ok {
 			t.Errorf("candidate %s missing", name)
 			continue
 		}
-		if x.Kind != KindServer && x.Path == "" && x.Kind == KindExternal {
+		if x.Path == "" && x.Kind == KindExternal {
 			t.Errorf("%s: no path", name)
 		}
 		if !strings.Contains(c.String(), name) {
@@ -105,19 +101,9 @@ func TestCalibrate(t *testing.T) {
 			t.Errorf("multi-buffer kernel %s: %+v", k, x)
 		}
 	}
-	// Both in-process candidates pass here; they must have been measured.
-	for _, name := range []string{NameStd, NameSIMD} {
-		if x, _ := c.Candidate(name); !x.Verified || x.MBps <= 0 {
-			t.Errorf("%s: verified %v, %.0f MB/s", name, x.Verified, x.MBps)
-		}
-	}
-	srv, _ := c.Candidate(NameAvx512Srv)
-	if srv.IdleCPU != nil {
-		if !srv.Verified || !strings.Contains(srv.Rejected, "% of a core") {
-			t.Errorf("Avx512Server: verified %v, rejected %q", srv.Verified, srv.Rejected)
-		}
-	} else if !strings.Contains(srv.Rejected, "unavailable") {
-		t.Errorf("Avx512Server neither measured nor unavailable: %q", srv.Rejected)
+	// The in-process candidate passes here; it must have been measured.
+	if x, _ := c.Candidate(NameStd); !x.Verified || x.MBps <= 0 {
+		t.Errorf("%s: verified %v, %.0f MB/s", NameStd, x.Verified, x.MBps)
 	}
 	if c.HandoffUs < 0 || len(c.PerFile) != len(perFileSizes) || len(c.Buffers) == 0 {
 		t.Errorf("missing figures: handoff %v, per file %v, buffers %v", c.HandoffUs, c.PerFile, c.Buffers)
@@ -177,10 +163,6 @@ func TestCalibrateRejectsExternalFailingKnownAnswers(t *testing.T) {
 	}
 	if c.Policy.External != "" || c.Policy.ExternalMin != 0 {
 		t.Errorf("policy uses a broken external program: %+v", c.Policy)
-	}
-	srv, _ := c.Candidate(NameAvx512Srv)
-	if !strings.Contains(srv.Rejected, "not measured") {
-		t.Errorf("server without a probe: %q", srv.Rejected)
 	}
 }
 
@@ -326,24 +308,6 @@ func TestMeasureExternalOutOfTime(t *testing.T) {
 	}
 	if verified(c) == "FAIL" {
 		t.Errorf("table says the program failed the known answers")
-	}
-}
-
-// An idle probe killed when the budget ran out is reported as not
-// measured, not as a failed probe.
-func TestIdleProbeOutOfTime(t *testing.T) {
-	slow := writeScript(t, t.TempDir(), "probe", "exec sleep 10\n")
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	c := measureServer(ctx, CalibrateOptions{IdleProbe: []string{slow}})
-	if c.Rejected != errOverBudget.Error() || c.IdleCPU != nil {
-		t.Fatalf("probe cut short: %+v; want rejected as not measured", c)
-	}
-	// A probe that fails on its own is said to have failed.
-	bad := writeScript(t, t.TempDir(), "probe", "exit 3\n")
-	c = measureServer(context.Background(), CalibrateOptions{IdleProbe: []string{bad}})
-	if !strings.Contains(c.Rejected, "idle probe failed") {
-		t.Fatalf("failing probe: %+v", c)
 	}
 }
 

@@ -22,9 +22,9 @@
 // queued for it into one engine call, a file per lane. Idle Hashers cost no
 // CPU: their goroutines block on channels.
 //
-// Calibrate measures the candidates (crypto/sha256, sha256-simd, the mbsha256
-// kernels, sha256-simd's Avx512Server in a child process, the external
-// programs, the pool hand-off) after checking each on known-answer vectors,
+// Calibrate measures the candidates (crypto/sha256, the mbsha256 kernels,
+// the external programs, the pool hand-off) after checking each on
+// known-answer vectors,
 // and derives a Policy, within one second. Throughputs are taken in CPU time,
 // which other load on a shared machine disturbs far less than wall time. The
 // result carries a Fingerprint of the CPU, the Go runtime and the external

@@ -77,9 +77,9 @@ func (p Policy) withDefaults() Policy {
 // Validate reports a Policy a Hasher cannot follow, naming the field.
 func (p Policy) Validate() error {
 	switch p.SHA256 {
-	case "", SHA256Std, SHA256SIMD:
+	case "", SHA256Std:
 	default:
-		return fmt.Errorf("hasher: policy sha256 = %q: want %q or %q", p.SHA256, SHA256Std, SHA256SIMD)
+		return fmt.Errorf("hasher: policy sha256 = %q: want %q", p.SHA256, SHA256Std)
 	}
 	if p.ExternalMin < 0 {
 		return fmt.Errorf("hasher: policy external_min = %d: want 0 (never) or a size in bytes", p.ExternalMin)

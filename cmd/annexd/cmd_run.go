@@ -135,9 +135,6 @@ func runDaemon(cmd *cobra.Command, args []string, f *runFlags) error {
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
 	opts := daemon.Options{Version: version(), ExitWhenIdle: f.exitWhenIdle}
-	if self, err := os.Executable(); err == nil {
-		opts.IdleProbe = []string{self, "calibrate", "--idle-probe"}
-	}
 	app, err := daemon.New(cfg, log, opts)
 	if err != nil {
 		return &exitError{Code: exitUsage, Err: err}

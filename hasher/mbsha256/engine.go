@@ -39,7 +39,7 @@ type Engine struct {
 
 // New returns an Engine with the fastest kernel this machine has.
 func New() *Engine {
-	for _, k := range kernels {
+	for _, k := range kernels() {
 		if k.have && k.auto {
 			return newEngine(k)
 		}

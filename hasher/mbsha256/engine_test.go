@@ -21,10 +21,10 @@ type testEngine struct {
 // those the CPU cannot run with the feature it lacks.
 func assemblyKernels(t *testing.T, f func(t *testing.T, k *kernel)) {
 	t.Helper()
-	if len(kernels) == 0 {
+	if len(kernels()) == 0 {
 		t.Skip("no assembly kernel in this build (purego tag or not amd64)")
 	}
-	for _, k := range kernels {
+	for _, k := range kernels() {
 		t.Run(k.name, func(t *testing.T) {
 			if !k.have {
 				t.Skipf("CPU lacks %s for kernel %s", k.missing, k.name)
@@ -40,7 +40,7 @@ func assemblyKernels(t *testing.T, f func(t *testing.T, k *kernel)) {
 // reference kernel (16 and 3 lanes), and the generic one.
 func engines(t *testing.T) []testEngine {
 	var es []testEngine
-	for _, k := range kernels {
+	for _, k := range kernels() {
 		if !k.have {
 			t.Logf("kernel %s not tested: CPU lacks %s", k.name, k.missing)
 			continue
@@ -327,13 +327,13 @@ func TestNewKernel(t *testing.T) {
 	if _, err := NewKernel("nosuch"); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("NewKernel(nosuch): %v, want ErrUnsupported", err)
 	}
-	for _, k := range kernels {
+	for _, k := range kernels() {
 		if _, err := NewKernel(k.name); !k.have && !errors.Is(err, ErrUnsupported) {
 			t.Errorf("NewKernel(%q) on a CPU without %s: %v, want ErrUnsupported", k.name, k.missing, err)
 		}
 	}
 	want := Generic
-	for _, k := range kernels {
+	for _, k := range kernels() {
 		if k.have && k.auto {
 			want = k.name
 			break
@@ -348,7 +348,7 @@ func FuzzSumMany(f *testing.F) {
 	f.Add([]byte("abc"), []byte{0, 3, 200})
 	f.Add(randomBytes(1, 5000), []byte{55, 56, 63, 64, 119, 120})
 	var es []*Engine
-	for _, k := range kernels {
+	for _, k := range kernels() {
 		if k.have {
 			es = append(es, newEngine(k))
 		}

@@ -6,53 +6,25 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
+
+	"github.com/annexd/annexd/internal/xdg"
 )
 
 // ErrSocketDir is returned when the socket's directory is not private to the
 // daemon's user.
 var ErrSocketDir = errors.New("config: socket directory not private")
 
-// DefaultIndexPath is $XDG_STATE_HOME/annexd/index.db, falling back to
-// ~/.local/state/annexd/index.db.
-func DefaultIndexPath() string {
-	return filepath.Join(xdgDir("XDG_STATE_HOME", ".local/state"), "annexd", "index.db")
-}
+// DefaultIndexPath is where the index lives by default (xdg.IndexPath).
+func DefaultIndexPath() string { return xdg.IndexPath() }
 
-// DefaultConfigPath is $XDG_CONFIG_HOME/annexd/annexd.toml, falling back to
-// ~/.config/annexd/annexd.toml.
-func DefaultConfigPath() string {
-	return filepath.Join(xdgDir("XDG_CONFIG_HOME", ".config"), "annexd", "annexd.toml")
-}
+// DefaultConfigPath is where the config file lives by default
+// (xdg.ConfigPath).
+func DefaultConfigPath() string { return xdg.ConfigPath() }
 
-// DefaultSocketPath is $XDG_RUNTIME_DIR/annexd/annexd.sock; without
-// XDG_RUNTIME_DIR it is /run/user/UID/annexd/annexd.sock when /run/user/UID
-// exists, else annexd-UID/annexd.sock under os.TempDir(). The caller of
-// PrepareSocketDir creates the directory.
-func DefaultSocketPath() string {
-	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
-		return filepath.Join(d, "annexd", "annexd.sock")
-	}
-	uid := strconv.Itoa(os.Getuid())
-	if st, err := os.Stat(filepath.Join("/run/user", uid)); err == nil && st.IsDir() {
-		return filepath.Join("/run/user", uid, "annexd", "annexd.sock")
-	}
-	return filepath.Join(os.TempDir(), "annexd-"+uid, "annexd.sock")
-}
-
-// xdgDir returns $env when it is an absolute path (as the XDG spec demands),
-// else ~/fallback. Without a home directory it uses the working directory.
-func xdgDir(env, fallback string) string {
-	if d := os.Getenv(env); filepath.IsAbs(d) {
-		return d
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		home = "."
-	}
-	return filepath.Join(home, fallback)
-}
+// DefaultSocketPath is where the API socket lives by default
+// (xdg.SocketPath). The caller of PrepareSocketDir creates its directory.
+func DefaultSocketPath() string { return xdg.SocketPath() }
 
 // PrepareSocketDir creates the socket's directory with mode 0700 when it is
 // missing and checks that it is a directory owned by this user that nobody

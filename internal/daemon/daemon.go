@@ -59,9 +59,6 @@ type Options struct {
 	// ExitWhenIdle stops the daemon once the initial scan is done and
 	// nothing is pending (benchmarks, one-shot indexing).
 	ExitWhenIdle bool
-	// IdleProbe is passed to hasher calibration (see
-	// hasher.CalibrateOptions.IdleProbe).
-	IdleProbe []string
 	// Registry receives the daemon's metrics and is served on /metrics;
 	// nil makes a fresh one.
 	Registry *prometheus.Registry
@@ -313,10 +310,7 @@ func (a *App) calibration(ctx context.Context) (hasher.Calibration, error) {
 		}
 	}
 	a.log.Info("calibrating hashing")
-	c, err := hasher.Calibrate(ctx, hasher.CalibrateOptions{
-		IdleProbe: a.opts.IdleProbe,
-		Log:       a.log.With("part", "calibrate"),
-	})
+	c, err := hasher.Calibrate(ctx, hasher.CalibrateOptions{Log: a.log.With("part", "calibrate")})
 	if err != nil {
 		return c, err
 	}
