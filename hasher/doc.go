@@ -18,9 +18,15 @@
 // SHA-256 files from Policy.ExternalMin bytes on (when it is not 0) by an
 // external program (sha256sum or openssl) that reads the descriptor the
 // Hasher holds. With Policy.Batch set (MultiBuffer: the multi-buffer SIMD
-// engine of package mbsha256), each pool worker pulls the large SHA-256 files
-// queued for it into one engine call, a file per lane. Idle Hashers cost no
-// CPU: their goroutines block on channels.
+// engine of package mbsha256), each pool worker pulls the SHA-256 files
+// queued for it into one engine call, a file per lane, and the small ones
+// come already read: their callers read them into memory, a few at a time
+// per device (Policy.Readers), and check them as HashFile does. Reading is
+// thus spread over many goroutines while hashing stays one per worker, and
+// many callers at once (Streams) keep the lanes full. An engine with a
+// free lane waits for files its callers are still reading rather than
+// finish the others alone. Idle Hashers cost no CPU: their goroutines block
+// on channels.
 //
 // Calibrate measures the candidates (crypto/sha256, the mbsha256 kernels,
 // the external programs, the pool hand-off) after checking each on

@@ -43,6 +43,14 @@ type Policy struct {
 	// BatchMinStreams: when fewer files than this are queued for the
 	// engine, a worker hashes the next one alone instead; 0 means 2.
 	BatchMinStreams int `json:"batch_min_streams" toml:"batch_min_streams"`
+	// SmallInline keeps SHA-256 files of up to InlineMax bytes out of the
+	// batch engine. Without it, with Batch set, their callers read them
+	// into memory and hand the bytes to the engine's lanes: many files
+	// hashed at once fill the lanes, and a lone file costs a hand-off.
+	SmallInline bool `json:"small_inline,omitempty" toml:"small_inline"`
+	// Readers is how many of those small files are read at once from one
+	// device; 0 means DefaultReaders.
+	Readers int `json:"readers" toml:"readers"`
 }
 
 // DefaultInlineMax is the inline cutoff used without calibration.
@@ -70,6 +78,9 @@ func (p Policy) withDefaults() Policy {
 	}
 	if p.BatchMinStreams <= 0 {
 		p.BatchMinStreams = 2
+	}
+	if p.Readers <= 0 {
+		p.Readers = DefaultReaders
 	}
 	return p
 }

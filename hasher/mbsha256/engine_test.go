@@ -481,3 +481,57 @@ func TestStreamsInFlightBoundedByLanes(t *testing.T) {
 		})
 	}
 }
+
+// Streams in memory and readers share the lanes, and a feed that runs dry
+// for a moment is asked again: an engine that never drains hashes in one
+// call what the feed yields later, and one told more comes Soon waits for
+// it, whatever its drain threshold. Every digest is crypto/sha256's.
+func TestHashFeedMixedPausedAndSoon(t *testing.T) {
+	var inputs [][]byte
+	for i := range 70 {
+		inputs = append(inputs, randomBytes(uint64(i), (i*i*131)%(300<<10)+i%3))
+	}
+	for _, pause := range []Feed{Dry, Soon} {
+		for _, te := range engines(t) {
+			t.Run(fmt.Sprintf("%d/%s", pause, te.name), func(t *testing.T) {
+				i, paused := 0, 0
+				next := func(wait bool) (Input, Feed) {
+					if i == len(inputs) {
+						return Input{}, Dry
+					}
+					// A pause every third stream while something is in
+					// flight: a queue its callers fill bit by bit.
+					if i > 0 && i%3 == 0 && paused < i && !(pause == Soon && wait) {
+						paused = i
+						return Input{}, pause
+					}
+					i++
+					if i%2 == 0 {
+						return Input{R: bytes.NewReader(inputs[i-1])}, Taken
+					}
+					return Input{Data: inputs[i-1]}, Taken
+				}
+				got := make(map[int]Result)
+				calls := 0
+				for i < len(inputs) {
+					before := i
+					calls++
+					if err := te.e.HashFeed(context.Background(), next, func(j int, r Result) { got[before+j] = r }); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if (pause == Soon || (te.e.k != nil && te.e.minLanes == 0)) && calls != 1 {
+					t.Errorf("%d calls: the engine returned while the feed only paused", calls)
+				}
+				if len(got) != len(inputs) {
+					t.Fatalf("%d results for %d inputs", len(got), len(inputs))
+				}
+				for j, in := range inputs {
+					if r := got[j]; r.Err != nil || r.Size != int64(len(in)) || r.Sum != sha256.Sum256(in) {
+						t.Errorf("input %d (%d bytes): %+v", j, len(in), r)
+					}
+				}
+			})
+		}
+	}
+}
