@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"strconv"
@@ -26,10 +27,11 @@ const maxStreamLine = 256 << 20
 
 // Client talks to a daemon. It is safe for concurrent use.
 type Client struct {
-	socket string // for messages; "" for TCP
-	addr   string // TCP address; "" for the socket
-	token  string
-	tr     *transport
+	socket   string // for messages; "" for TCP
+	addr     string // TCP address; "" for the socket
+	token    string
+	tr       *transport
+	patience time.Duration // retries while busy or starting; 0: defaultPatience
 }
 
 // Dial returns a client for the daemon listening on the unix socket. It
@@ -279,8 +281,23 @@ func (c *Client) getJSON(ctx context.Context, p string, v url.Values, out any) e
 	return nil
 }
 
-// do sends one request; a non-2xx answer becomes a *StatusError.
-func (c *Client) do(ctx context.Context, method, p string, v url.Values, body []byte) (*response, error) {
+// Retries of a daemon that is busy or still starting: the first pause,
+// the longest, and how long the client tries in all by default.
+const (
+	retryFirst      = 10 * time.Millisecond
+	retryMax        = 500 * time.Millisecond
+	defaultPatience = 15 * time.Second
+)
+
+// SetPatience sets how long requests are retried while the daemon is busy
+// or still starting (default 15 s); the request's context bounds it too.
+func (c *Client) SetPatience(d time.Duration) { c.patience = d }
+
+// do sends one request; a non-2xx answer becomes a *StatusError. While
+// the daemon is busy or starting, the request was not served, so it is
+// sent again with backoff for up to the client's patience. extra are
+// more header lines.
+func (c *Client) do(ctx context.Context, method, p string, v url.Values, body []byte, extra ...string) (*response, error) {
 	target := p
 	if len(v) > 0 {
 		target += "?" + v.Encode()
@@ -292,10 +309,62 @@ func (c *Client) do(ctx context.Context, method, p string, v url.Values, body []
 	if c.token != "" {
 		hdr = append(hdr, "Authorization: Bearer "+c.token)
 	}
+	hdr = append(hdr, extra...)
+	patience := c.patience
+	if patience == 0 {
+		patience = defaultPatience
+	}
+	start, pause := time.Now(), retryFirst
+	var refused error // the last busy or starting answer
+	for {
+		resp, err := c.send(ctx, method, target, hdr, body)
+		if refused != nil && err != nil && ctxDone(ctx) != nil {
+			return nil, c.gaveUp(refused, time.Since(start)) // ran out while retrying: say why
+		}
+		if !errors.Is(err, ErrBusy) && !errors.Is(err, ErrStarting) {
+			return resp, err
+		}
+		refused = err
+		if time.Since(start)+pause > patience {
+			return nil, c.gaveUp(err, time.Since(start))
+		}
+		t := time.NewTimer(pause + rand.N(pause/2))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, c.gaveUp(err, time.Since(start))
+		case <-t.C:
+		}
+		pause = min(2*pause, retryMax)
+	}
+}
+
+// gaveUp is the error of a request that found the daemon busy or
+// starting until the client stopped trying.
+func (c *Client) gaveUp(err error, waited time.Duration) error {
+	if errors.Is(err, ErrStarting) {
+		return err
+	}
+	var be *BusyError
+	if errors.As(err, &be) {
+		err = be.Err
+	}
+	return &BusyError{Socket: c.where(), Waited: waited, Err: err}
+}
+
+func (c *Client) where() string {
+	if c.socket != "" {
+		return c.socket
+	}
+	return c.addr
+}
+
+// send sends one request.
+func (c *Client) send(ctx context.Context, method, target string, hdr []string, body []byte) (*response, error) {
 	resp, err := c.tr.roundTrip(ctx, method, target, hdr, body)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err() // the caller gave up, whatever the daemon does
+		if err := ctxDone(ctx); err != nil {
+			return nil, err // the caller gave up, whatever the daemon does
 		}
 		return nil, c.dialError(err)
 	}
@@ -306,15 +375,30 @@ func (c *Client) do(ctx context.Context, method, p string, v url.Values, body []
 	return resp, nil
 }
 
-// dialError turns "nothing listens" into a *NoDaemonError.
+// ctxDone is ctx.Err(), also in the instant after the deadline passed
+// and before ctx says so: a dial cut by that deadline fails with a
+// timeout of its own first.
+func ctxDone(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// dialError turns "nothing listens" into a *NoDaemonError, and a full
+// listen queue (EAGAIN at connect) into a *BusyError.
 func (c *Client) dialError(err error) error {
 	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		where := c.socket
-		if where == "" {
-			where = c.addr
-		}
-		return &NoDaemonError{Socket: where, Err: unwrapSyscall(op.Err)}
+	switch {
+	case errors.Is(err, ErrClosed):
+		return err
+	case errors.As(err, &op) && op.Op == "dial" && errors.Is(op.Err, syscall.EAGAIN):
+		return &BusyError{Socket: c.where(), Err: errors.New("its connection queue is full")}
+	case errors.As(err, &op) && op.Op == "dial":
+		return &NoDaemonError{Socket: c.where(), Err: unwrapSyscall(op.Err)}
 	}
 	if errors.Is(err, ErrBadResponse) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err

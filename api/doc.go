@@ -13,14 +13,23 @@
 //	GET  /v1/ping                         liveness, versions
 //	GET  /v1/lookup?path=P[&wait=1]       one path → LookupResult (JSON)
 //	POST /v1/lookup[?wait=1]              NDJSON paths in → NDJSON LookupResults out, in order
-//	GET  /v1/whereis?key=K                NDJSON Locations (also digest=HEX[&backend=B], path=P)
+//	GET  /v1/whereis?key=K                NDJSON Locations (also digest=HEX[&backend=B], path=P);
+//	                                      a key with a size lists only files of that size
 //	GET  /v1/dups?min_size=N&limit=N&after=C[&outside=1]   NDJSON DupGroups, most wasted bytes first
 //	GET  /v1/status[?wait=idle&timeout=30s]    Status (JSON); with wait, a long poll until idle
 //	POST /v1/forget?path=DIR[&dry_run=1]  drop the records at or below DIR outside the roots → ForgetResult (JSON)
+//	POST /v1/dedup[?dry_run=1&hardlink=1&min_size=N&groups=N|all&progress=1]   NDJSON paths in → NDJSON DedupEvents out ([Deduper])
 //	GET  /metrics                          Prometheus text format
 //
 // With wait=idle the status covers every change made before the request:
 // an Index that is also a [Syncer] is synced first (within the timeout).
+//
+// An Index that is also a [Starter] is served before it is ready: until
+// then status says what it does ("starting") and every request but ping,
+// status and metrics gets 503 with code "starting". An Index that is a
+// [Backender] refuses whereis of another hash's key with code
+// "other_backend". The client retries 503 "starting" and "busy" answers
+// with backoff.
 //
 // Every NDJSON stream ends with one line {"end":true,"count":N,...}; a stream
 // without it was cut short. An error after the stream started is reported in
@@ -40,7 +49,12 @@
 // The socket lives in a directory only the daemon's user may enter (mode 0700,
 // owned by that user; an existing directory with group or other bits, or owned
 // by someone else, is refused), the socket itself is 0600, and every
-// connection's peer uid is read with SO_PEERCRED: anyone but the daemon's
-// effective uid and root gets 403. TCP is off unless configured, and then
-// only on a loopback address and only with a bearer token.
+// connection's peer uid is read with SO_PEERCRED when it is accepted, before
+// anything is read from it: anyone but the daemon's effective uid and root
+// gets a 403 and the connection is closed at once. The connections admitted
+// are capped below the descriptor limit, per uid and in total, with a
+// reserve that only the daemon's own user may take; over a cap a
+// connection gets 503 "busy". TCP
+// is off unless configured, and then only on a loopback address and only
+// with a bearer token.
 package api

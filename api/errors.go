@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Errors of the api package. Client methods wrap them with %w; the server
@@ -31,6 +32,19 @@ var (
 	ErrServer = errors.New("api: server error")
 	// ErrConfig: no usable socket path could be formed (DefaultSocketPath).
 	ErrConfig = errors.New("api: bad configuration")
+	// ErrOtherBackend: a whereis of a key whose hash the index does not
+	// hold: it cannot know which files have that content.
+	ErrOtherBackend = errors.New("api: other backend")
+	// ErrBusy: the daemon runs but takes no connection now: its listen
+	// queue is full (EAGAIN at connect) or it holds too many (503). The
+	// client retries with backoff before it returns this.
+	ErrBusy = errors.New("api: annexd is busy")
+	// ErrStarting: the daemon runs but does not serve its index yet
+	// (503). The client retries with backoff before it returns this.
+	ErrStarting = errors.New("api: annexd is still starting")
+	// ErrClosed: the daemon closed the connection before its answer was
+	// complete: it stopped, was killed, or restarted.
+	ErrClosed = errors.New("api: annexd closed the connection")
 )
 
 // NoDaemonError says that no daemon answered on Socket.
@@ -75,7 +89,47 @@ func (e *StatusError) Is(target error) bool {
 	case ErrNotFound:
 		return e.Status == 404
 	case ErrServer:
-		return e.Status >= 500
+		return e.Status >= 500 && e.Code != CodeBusy && e.Code != CodeStarting
+	case ErrOtherBackend:
+		return e.Code == CodeOtherBackend
+	case ErrBusy:
+		return e.Status == 503 && e.Code == CodeBusy
+	case ErrStarting:
+		return e.Code == CodeStarting
 	}
 	return false
 }
+
+// BusyError says that the daemon on Socket took no connection for Waited.
+type BusyError struct {
+	Socket string
+	Waited time.Duration
+	Err    error // the last refusal: EAGAIN at connect, or the 503
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("api: annexd on %s is busy: it took no connection for %v (%v)",
+		e.Socket, e.Waited.Round(time.Millisecond), e.Err)
+}
+
+// Is makes errors.Is(err, ErrBusy) true.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
+
+func (e *BusyError) Unwrap() error { return e.Err }
+
+// closedError is ErrClosed with what happened next, if anything.
+type closedError struct {
+	when string // "before it answered", "in the middle of its answer"
+	next error  // a failed redial, or nil
+}
+
+func (e *closedError) Error() string {
+	if e.next != nil {
+		return fmt.Sprintf("%v %s, and %v", ErrClosed, e.when, e.next)
+	}
+	return fmt.Sprintf("%v %s", ErrClosed, e.when)
+}
+
+func (e *closedError) Is(target error) bool { return target == ErrClosed }
+
+func (e *closedError) Unwrap() error { return e.next }

@@ -81,6 +81,10 @@ const (
 	StateIgnored LookupState = "ignored"
 	// StateUnreadable: the file could not be read (Message says why).
 	StateUnreadable LookupState = "unreadable"
+	// StateAnnexLink: the path is a git-annex symlink (a locked annexed
+	// file) into annex/objects; Key is the key it names, as "git annex
+	// lookupkey" prints it. The content was not hashed.
+	StateAnnexLink LookupState = "annex_link"
 	// StateCorrupt: the file is unchanged by its metadata but its content no
 	// longer hashes to the recorded key (an audit found it); Key is the
 	// recorded key, not the content's.
@@ -119,6 +123,9 @@ type Location struct {
 	// record is left from an earlier run with other roots: nothing watches
 	// or re-checks it, so the file may have changed or be gone.
 	OutsideRoots bool
+	// LinkOf, in a duplicate group, names an earlier file of the group
+	// that this one is a hard link of: the same inode, not another copy.
+	LinkOf []byte
 }
 
 // DupQuery selects duplicate groups.
@@ -138,11 +145,20 @@ type DupGroup struct {
 	Backend key.Backend // the hash (either variant: SHA256 or SHA256E)
 	Digest  []byte      // bare digest
 	Size    int64       // size of each file
-	Wasted  int64       // Size × (distinct inodes among Files − 1)
-	Files   []Location  // two or more, path order
+	Wasted  int64       // Size × (Copies − 1)
+	Copies  int         // distinct inodes among Files: hard links count once
+	Files   []Location  // two or more, path order; extra names of an inode have LinkOf
 	// Cursor is an opaque position: a DupQuery with After = Cursor resumes
 	// right after this group. The server hands it to clients as base64.
 	Cursor []byte
+}
+
+// Backender is implemented by an Index that holds the digests of one
+// hash only. The server then refuses whereis of another hash's key with
+// CodeOtherBackend, instead of answering that no file has that content.
+type Backender interface {
+	// Backend returns the backend the index hashes with (either variant).
+	Backend() key.Backend
 }
 
 // Status is a snapshot of the daemon.
@@ -162,6 +178,10 @@ type Status struct {
 	// Idle is true when the initial scan of every root is done and nothing
 	// is pending or being hashed.
 	Idle bool `json:"idle"`
+	// Starting says what the daemon does before it serves the index
+	// ("calibrating hashing"); empty once it serves. Until then only
+	// ping, status and metrics are answered; the rest get 503.
+	Starting string `json:"starting,omitempty"`
 
 	// OutsideRoots lists where the index holds records outside the
 	// roots (left from earlier runs with other roots), once the check
@@ -172,6 +192,7 @@ type Status struct {
 	Scan        ScanProgress  `json:"scan"`
 	Watcher     WatcherStatus `json:"watcher"`
 	Calibration *Calibration  `json:"calibration,omitempty"`
+	Dedup       *DedupStatus  `json:"dedup,omitempty"`
 }
 
 // RootStatus is one watched root.
@@ -181,6 +202,14 @@ type RootStatus struct {
 	Watched  bool   `json:"watched"`   // fully covered by inotify watches
 	Degraded bool   `json:"degraded"`  // partly covered by periodic rescans only
 	Reason   string `json:"reason,omitempty"`
+
+	// Overflows counts the inotify queue overflows since start. Events
+	// were lost in each, so the whole root is rescanned after it.
+	Overflows    int       `json:"overflows"`
+	LastOverflow time.Time `json:"last_overflow,omitzero"` // the latest overflow
+	LastRescan   time.Time `json:"last_rescan,omitzero"`   // the latest rescan of the whole root
+	// RescanPending: the latest overflow has no rescan after it yet.
+	RescanPending bool `json:"rescan_pending,omitempty"`
 }
 
 // ScanProgress counts the work of the current (or last) scan.

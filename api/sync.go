@@ -10,3 +10,14 @@ type Syncer interface {
 	// made before the call (it is pending or indexed), or ctx ends.
 	Sync(ctx context.Context) error
 }
+
+// Starter is implemented by an Index that listens before it serves: the
+// daemon answers status while it still calibrates. While Starting reports
+// true, the server answers 503 with CodeStarting to every request but
+// ping, status and metrics, and calls no other Index method but Roots
+// and Status; a status long poll waits for the start first.
+type Starter interface {
+	// Starting says what the daemon does before it serves the index
+	// ("calibrating hashing"), and false once it serves.
+	Starting() (phase string, starting bool)
+}

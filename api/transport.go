@@ -49,6 +49,11 @@ var errReused = errors.New("api: kept connection failed")
 func (t *transport) roundTrip(ctx context.Context, method, target string, hdr []string, body []byte) (*response, error) {
 	for attempt := 0; ; attempt++ {
 		tc, reused, err := t.get(ctx)
+		if err != nil && attempt > 0 {
+			// The kept connection was closed and a new one fails too: the
+			// daemon went away while we talked to it.
+			return nil, &closedError{when: "before it answered", next: err}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -115,18 +120,29 @@ func (t *transport) exchange(ctx context.Context, tc *tconn, method, target stri
 		req = fmt.Appendf(req, "Content-Length: %d\r\n", len(body))
 	}
 	req = append(append(req, "\r\n"...), body...)
-	if _, err := tc.c.Write(req); err != nil {
-		if reused {
-			return fail(errReused)
-		}
-		return fail(fmt.Errorf("api: send request: %w", err))
+	_, werr := tc.c.Write(req)
+	if werr != nil && reused {
+		return fail(errReused)
 	}
+	// Even when the request could not be sent, an answer may wait: a
+	// daemon that refuses a connection answers and closes it unread.
 	status, length, chunked, keep, err := readHead(tc.br)
-	if err != nil {
-		if reused && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isConnReset(err)) {
-			return fail(errReused)
-		}
+	closed := err != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isConnReset(err))
+	switch {
+	case err == nil:
+	case werr != nil && isConnReset(werr):
+		return fail(&closedError{when: "before it read the request"})
+	case werr != nil:
+		return fail(fmt.Errorf("api: send request: %w", werr))
+	case closed && reused:
+		return fail(errReused)
+	case closed:
+		return fail(&closedError{when: "before it answered"})
+	default:
 		return fail(fmt.Errorf("%w: %v", ErrBadResponse, err))
+	}
+	if werr != nil {
+		keep = false
 	}
 	b := &respBody{ctx: ctx, t: t, tc: tc, stop: stop, keep: keep, chunked: chunked, left: length}
 	if !chunked && length == 0 {
@@ -259,7 +275,11 @@ func (b *respBody) Read(p []byte) (int, error) {
 // zero ends the body and its trailers.
 func (b *respBody) nextChunk() error {
 	if b.left == 0 { // the CRLF after the previous chunk's data
-		if line, err := readLine(b.tc.br); err != nil || line != "" {
+		line, err := readLine(b.tc.br)
+		if err != nil {
+			return unexpectedEOF(err)
+		}
+		if line != "" {
 			return fmt.Errorf("%w: bad chunk end", ErrBadResponse)
 		}
 	}
@@ -302,8 +322,11 @@ func unexpectedEOF(err error) error {
 }
 
 func (b *respBody) fail(err error) error {
-	if b.ctx.Err() != nil {
+	switch {
+	case b.ctx.Err() != nil:
 		err = b.ctx.Err() // the deadline its end set on the connection
+	case errors.Is(err, io.ErrUnexpectedEOF) || isConnReset(err):
+		err = &closedError{when: "in the middle of its answer"}
 	}
 	b.err = err
 	if !b.done {

@@ -147,7 +147,7 @@ func TestTransportBadAnswers(t *testing.T) {
 		}
 		if err == nil {
 			t.Errorf("answer %.40q: no error", answer)
-		} else if !errors.Is(err, ErrBadResponse) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		} else if !errors.Is(err, ErrBadResponse) && !errors.Is(err, ErrClosed) {
 			t.Errorf("answer %.40q: %v, want a bad-response error", answer, err)
 		}
 		ln.Close()

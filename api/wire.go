@@ -24,7 +24,15 @@ const (
 	CodeNotFound     = "not_found"
 	CodeNotSupported = "not_supported"
 	CodeTooLarge     = "too_large"
+	// CodeOtherBackend: a whereis of a key whose hash the index does not
+	// hold (400).
+	CodeOtherBackend = "other_backend"
 	CodeInternal     = "internal"
+	// CodeBusy: the daemon holds too many connections (503); retry.
+	CodeBusy = "busy"
+	// CodeStarting: the daemon is still starting and does not serve the
+	// index yet (503); retry.
+	CodeStarting = "starting"
 )
 
 // ErrorBody is the JSON body of every non-2xx response.
@@ -304,7 +312,17 @@ func (l Location) AppendJSON(buf []byte) []byte {
 	if l.OutsideRoots {
 		buf = append(buf, `,"outside_roots":true`...)
 	}
+	if l.LinkOf != nil {
+		buf = append(buf, ',')
+		buf = appendPath(buf, "link_of", l.LinkOf)
+	}
 	return append(buf, '}')
+}
+
+// AppendPathJSON appends the member "name" with path for display and,
+// when path is not valid UTF-8, "name_b64" with its exact bytes.
+func AppendPathJSON(buf []byte, name string, path []byte) []byte {
+	return appendPath(buf, name, path)
 }
 
 // MarshalJSON implements json.Marshaler.
@@ -317,7 +335,17 @@ type locationWire struct {
 	State string `json:"state"`
 	Stale bool   `json:"stale"`
 	// OutsideRoots: the path is outside the daemon's roots.
-	OutsideRoots bool `json:"outside_roots"`
+	OutsideRoots bool    `json:"outside_roots"`
+	LinkOf       *string `json:"link_of"`
+	LinkOfB64    *string `json:"link_of_b64"`
+}
+
+// linkOf decodes link_of and link_of_b64 (nil when neither is present).
+func (w locationWire) linkOf() ([]byte, error) {
+	if w.LinkOf == nil && w.LinkOfB64 == nil {
+		return nil, nil
+	}
+	return PathIn{Path: w.LinkOf, PathB64: w.LinkOfB64}.Bytes()
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -333,7 +361,11 @@ func (l *Location) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
-	*l = Location{Path: p, Key: k, Size: w.Size, State: w.State, Stale: w.Stale, OutsideRoots: w.OutsideRoots}
+	link, err := w.linkOf()
+	if err != nil {
+		return err
+	}
+	*l = Location{Path: p, Key: k, Size: w.Size, State: w.State, Stale: w.Stale, OutsideRoots: w.OutsideRoots, LinkOf: link}
 	return nil
 }
 
@@ -358,8 +390,17 @@ func fastLocationWire(b []byte) (w locationWire, ok bool) {
 			w.Stale, good = jsonBool(m)
 		case "outside_roots":
 			w.OutsideRoots, good = jsonBool(m)
+		case "link_of":
+			var s string
+			s, good = m.str()
+			w.LinkOf = &s
+		case "link_of_b64":
+			var s string
+			s, good = m.str()
+			w.LinkOfB64 = &s
 		default:
-			good = !foldsToAny(m.name, "path", "path_b64", "key", "state", "size", "stale", "outside_roots")
+			good = !foldsToAny(m.name, "path", "path_b64", "key", "state", "size", "stale", "outside_roots",
+				"link_of", "link_of_b64")
 		}
 		return good
 	})
@@ -381,6 +422,8 @@ func (g DupGroup) AppendJSON(buf []byte) []byte {
 	buf = strconv.AppendInt(buf, g.Size, 10)
 	buf = append(buf, `,"count":`...)
 	buf = strconv.AppendInt(buf, int64(len(g.Files)), 10)
+	buf = append(buf, `,"copies":`...)
+	buf = strconv.AppendInt(buf, int64(g.Copies), 10)
 	buf = append(buf, `,"wasted":`...)
 	buf = strconv.AppendInt(buf, g.Wasted, 10)
 	if g.Cursor != nil {
@@ -413,6 +456,7 @@ type dupWire struct {
 	Digest  string     `json:"digest"`
 	Size    int64      `json:"size"`
 	Wasted  int64      `json:"wasted"`
+	Copies  int        `json:"copies"`
 	Cursor  string     `json:"cursor"`
 	Files   []Location `json:"files"`
 }
@@ -441,7 +485,7 @@ func (g *DupGroup) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("%w: cursor: %v", ErrBadResponse, err)
 		}
 	}
-	out.Size, out.Wasted, out.Files = w.Size, w.Wasted, w.Files
+	out.Size, out.Wasted, out.Copies, out.Files = w.Size, w.Wasted, w.Copies, w.Files
 	*g = out
 	return nil
 }
@@ -458,13 +502,16 @@ func fastDupWire(b []byte) (w dupWire, ok bool) {
 			w.Digest, good = m.str()
 		case "cursor":
 			w.Cursor, good = m.str()
-		case "size", "wasted":
+		case "size", "wasted", "copies":
 			n, err := strconv.ParseInt(string(m.val), 10, 64)
 			good = err == nil && !m.quoted
-			if string(m.name) == "size" {
+			switch string(m.name) {
+			case "size":
 				w.Size = n
-			} else {
+			case "wasted":
 				w.Wasted = n
+			default:
+				w.Copies = int(n)
 			}
 		case "files":
 			w.Files = w.Files[:0]
@@ -478,7 +525,7 @@ func fastDupWire(b []byte) (w dupWire, ok bool) {
 			})
 		default:
 			good = (m.quoted || m.val[0] != '[') && // unknown arrays: let encoding/json judge
-				!foldsToAny(m.name, "backend", "digest", "cursor", "size", "wasted", "files")
+				!foldsToAny(m.name, "backend", "digest", "cursor", "size", "wasted", "copies", "files")
 		}
 		return good
 	})

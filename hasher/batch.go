@@ -174,6 +174,9 @@ func (b *batchRun) finish(i int, sum [32]byte, err error) {
 		err = fmt.Errorf("%w: %s: the engine finished the stream with %d of %d bytes unread", errBatchEngine, f.path, r.left, f.before.Size)
 	}
 	if err == nil {
+		err = f.makeDurable(b.h.ro)
+	}
+	if err == nil {
 		err = f.verify()
 	}
 	if err != nil {

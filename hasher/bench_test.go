@@ -3,6 +3,7 @@ package hasher
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -10,8 +11,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/annexd/annexd/internal/loopfs"
 	"github.com/annexd/annexd/key"
 )
+
+// The benchmarks of hashing speed hash files they just wrote, which the
+// hasher would sync to disk first (their ctime is recent): they turn
+// syncing off, and BenchmarkSyncRecent measures what it costs.
+var noSync = readOpts{syncWindow: -1}
 
 // benchSizes are the per-file sizes of git-annex's 2012 table, redone here.
 var benchSizes = []int{1 << 10, 10 << 10, 50 << 10, 100 << 10, 1 << 20, 10 << 20, 100 << 20}
@@ -32,13 +39,13 @@ func benchSizeName(n int) string {
 func BenchmarkPerFile(b *testing.B) {
 	routes := []struct {
 		name string
-		p    *Policy // nil: HashFile
+		p    *Policy // nil: HashFile's way (without the sync)
 		prog string
 	}{
 		{name: "inline"},
-		{name: "pool", p: &Policy{InlineMax: -1}},
-		{name: "sha256sum", p: &Policy{InlineMax: -1, ExternalMin: 1}, prog: "sha256sum"},
-		{name: "openssl", p: &Policy{InlineMax: -1, ExternalMin: 1}, prog: "openssl"},
+		{name: "pool", p: &Policy{InlineMax: -1, SyncWindow: -1}},
+		{name: "sha256sum", p: &Policy{InlineMax: -1, ExternalMin: 1, SyncWindow: -1}, prog: "sha256sum"},
+		{name: "openssl", p: &Policy{InlineMax: -1, ExternalMin: 1, SyncWindow: -1}, prog: "openssl"},
 	}
 	for _, size := range benchSizes {
 		b.Run(benchSizeName(size), func(b *testing.B) {
@@ -47,7 +54,7 @@ func BenchmarkPerFile(b *testing.B) {
 			for _, r := range routes {
 				b.Run(r.name, func(b *testing.B) {
 					hashFn := func() error {
-						_, err := HashFile(context.Background(), path, key.SHA256)
+						_, err := hashFile(context.Background(), path, key.SHA256, nil, noSync)
 						return err
 					}
 					if r.p != nil {
@@ -92,7 +99,7 @@ func BenchmarkReadSize(b *testing.B) {
 		for _, buf := range []int{64 << 10, 256 << 10, 512 << 10, 1 << 20, 4 << 20} {
 			name := fmt.Sprintf("readahead=%v/buf=%dKiB", ahead > 0, buf>>10)
 			b.Run(name, func(b *testing.B) {
-				o := readOpts{bufSize: buf, readAhead: ahead}
+				o := readOpts{bufSize: buf, readAhead: ahead, syncWindow: -1}
 				b.SetBytes(size)
 				cpu0 := processCPU(b)
 				for b.Loop() {
@@ -135,7 +142,7 @@ func BenchmarkBackends(b *testing.B) {
 			b.SetBytes(size)
 			cpu0 := processCPU(b)
 			for b.Loop() {
-				if _, err := HashFile(context.Background(), path, be); err != nil {
+				if _, err := hashFile(context.Background(), path, be, nil, noSync); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -159,7 +166,7 @@ func BenchmarkPoolManyLarge(b *testing.B) {
 	for _, workers := range []int{1, 2} {
 		for _, eng := range []string{"single", "multibuffer"} {
 			b.Run(fmt.Sprintf("workers=%d/%s", workers, eng), func(b *testing.B) {
-				p := Policy{InlineMax: -1, Workers: workers}
+				p := Policy{InlineMax: -1, Workers: workers, SyncWindow: -1}
 				if eng == "multibuffer" {
 					p.Batch = MultiBuffer
 				}
@@ -213,4 +220,82 @@ func childrenCPU(b *testing.B) time.Duration {
 func reportCPU(b *testing.B, bytesPerOp int64, cpu0 time.Duration) {
 	cpu := processCPU(b) - cpu0
 	b.ReportMetric(float64(b.N)*float64(bytesPerOp)/cpu.Seconds()/1e6, "MB/cpu-s")
+}
+
+// BenchmarkSyncRecent is the cost of making a recently written file's data
+// durable before its digest is returned, per file of 4 KiB and 256 KiB
+// just rewritten in place (dirty in the page cache), hashed by four
+// goroutines as the daemon's workers do, on the test's own file system and
+// on loop-mounted XFS and ext4: without the sync (nosync), with fdatasync
+// of each file (fdatasync), and as HashFile does it (epochs: the same, and
+// a syncfs in the background after 32 files).
+func BenchmarkSyncRecent(b *testing.B) {
+	dirs := map[string]string{"tmp": b.TempDir()}
+	for _, fs := range []loopfs.Kind{loopfs.XFS, loopfs.Ext4} {
+		dirs[string(fs)] = newLoop(b, fs).Dir
+	}
+	const batch, workers = 64, 4
+	for _, fs := range []string{"tmp", "xfs", "ext4"} {
+		for _, size := range []int{4 << 10, 256 << 10} {
+			dir := filepath.Join(dirs[fs], benchSizeName(size))
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			var paths []string
+			for i := range batch {
+				p := filepath.Join(dir, fmt.Sprintf("f%02d", i))
+				writeFile(b, p, pattern(size))
+				paths = append(paths, p)
+			}
+			for _, mode := range []string{"nosync", "fdatasync", "epochs"} {
+				b.Run(fmt.Sprintf("%s/%s/%s", fs, benchSizeName(size), mode), func(b *testing.B) {
+					o := readOpts{syncWindow: -1}
+					switch mode {
+					case "fdatasync":
+						o = readOpts{noEpochs: true}
+					case "epochs":
+						o = readOpts{}
+					}
+					data := pattern(size)
+					b.SetBytes(int64(size) * batch)
+					for i := 0; i < b.N; i++ {
+						b.StopTimer()
+						data[0]++
+						for _, p := range paths {
+							writeFile(b, p, data)
+						}
+						b.StartTimer()
+						hashConcurrently(b, paths, workers, o)
+					}
+					b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*batch), "µs/file")
+				})
+			}
+		}
+	}
+}
+
+// hashConcurrently hashes paths on n goroutines.
+func hashConcurrently(b *testing.B, paths []string, n int, o readOpts) {
+	next := make(chan string)
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			var err error
+			for p := range next {
+				if _, e := hashFile(context.Background(), p, key.SHA256, nil, o); e != nil {
+					err = e
+				}
+			}
+			errs <- err
+		}()
+	}
+	for _, p := range paths {
+		next <- p
+	}
+	close(next)
+	for range n {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -344,7 +344,7 @@ func measureBuffers(ctx context.Context, s samples, impl SHA256Impl) []BufferCos
 			}
 			var err error
 			d := bestCPU(1, func() {
-				_, err = hashFile(ctx, s.big, key.SHA256, nil, readOpts{impl: impl, bufSize: size, readAhead: -1})
+				_, err = hashFile(ctx, s.big, key.SHA256, nil, readOpts{impl: impl, bufSize: size, readAhead: -1, syncWindow: -1})
 			})
 			if err == nil && (best[i] == 0 || d < best[i]) {
 				best[i] = d
@@ -378,9 +378,9 @@ func bestBuffer(bs []BufferCost) BufferCost {
 // measurePerFile times whole small files inline and through a one-worker
 // pool; the difference at the smallest size is the pool's hand-off cost.
 func measurePerFile(ctx context.Context, s samples, impl SHA256Impl, buf BufferCost) ([]FileCost, float64) {
-	h := New(Policy{InlineMax: -1, Workers: 1, SHA256: impl, BufferSize: buf.Size}, nil)
+	h := New(Policy{InlineMax: -1, Workers: 1, SHA256: impl, BufferSize: buf.Size, SyncWindow: -1}, nil)
 	defer h.Close()
-	o := readOpts{impl: impl, bufSize: buf.Size}
+	o := readOpts{impl: impl, bufSize: buf.Size, syncWindow: -1}
 	var out []FileCost
 	for _, size := range perFileSizes {
 		if ctx.Err() != nil {

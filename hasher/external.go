@@ -84,7 +84,7 @@ type externalHasher struct {
 // The program reads the descriptor this process opened and checked (on its
 // stdin), not the path, so it hashes exactly the inode whose identity is
 // compared before and after the run.
-func (e externalHasher) hashFile(ctx context.Context, path string, before *fsstat.FileInfo) (Result, error) {
+func (e externalHasher) hashFile(ctx context.Context, path string, before *fsstat.FileInfo, o readOpts) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
@@ -96,6 +96,9 @@ func (e externalHasher) hashFile(ctx context.Context, path string, before *fssta
 	digest, _, err := e.run(ctx, f.fd)
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := f.makeDurable(o); err != nil {
+		return Result{}, err
 	}
 	if err := f.verify(); err != nil {
 		return Result{}, err

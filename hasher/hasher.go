@@ -67,7 +67,7 @@ func New(p Policy, log *slog.Logger) *Hasher {
 	h := &Hasher{
 		p:    p,
 		log:  log,
-		ro:   readOpts{impl: p.SHA256, bufSize: p.BufferSize, readAhead: p.ReadAhead},
+		ro:   readOpts{impl: p.SHA256, bufSize: p.BufferSize, readAhead: p.ReadAhead, syncWindow: p.SyncWindow},
 		jobs: make(chan *job),
 	}
 	if p.ExternalMin > 0 {
@@ -273,7 +273,7 @@ func (h *Hasher) hashOne(ctx context.Context, j *job) (Result, error) {
 	if j.route != routeExternal {
 		return hashFile(ctx, j.path, j.b, &j.before, h.ro)
 	}
-	res, err := h.ext.hashFile(ctx, j.path, &j.before)
+	res, err := h.ext.hashFile(ctx, j.path, &j.before, h.ro)
 	if errors.Is(err, ErrExternal) {
 		// The program is gone or misbehaves: never fail a file for it.
 		h.log.Warn("hasher: external hasher failed, hashing in-process", "program", h.ext.path, "path", j.path, "err", err)

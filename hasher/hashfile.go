@@ -5,6 +5,7 @@ import (
 	"hash"
 	"io/fs"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -26,7 +27,9 @@ type Result struct {
 // HashFile hashes the regular file at path with backend b on the caller's
 // goroutine, using crypto/sha256 for SHA-256; a file of DefaultReadAhead
 // bytes or more is read by a second goroutine meanwhile, which ends before
-// HashFile returns. It returns an error wrapping
+// HashFile returns. A file that may hold data not yet on disk is synced
+// (fdatasync) before its identity is checked again, within DataWindow. It
+// returns an error wrapping
 // ErrNotRegular for anything but a regular file, a *ChangedError when the
 // file changed while it was read, ctx.Err() when ctx ends first, and the
 // *fs.PathError of a failed lstat, open or read otherwise.
@@ -46,6 +49,10 @@ type readOpts struct {
 	impl      SHA256Impl
 	bufSize   int
 	readAhead int64 // files of at least this size are read ahead; 0: default, <0: never
+	// syncWindow: files whose ctime is younger have their data synced before
+	// the check after reading; 0: DataWindow(), <0: never.
+	syncWindow time.Duration
+	noEpochs   bool // fdatasync every file that needs it (benchmarks)
 }
 
 // DefaultReadAhead is the size from which a file is read by a second
@@ -95,6 +102,9 @@ func hashFile(ctx context.Context, path string, b key.Backend, before *fsstat.Fi
 		read = f.readAhead
 	}
 	if err := read(ctx, h, o.size()); err != nil {
+		return Result{}, err
+	}
+	if err := f.makeDurable(o); err != nil {
 		return Result{}, err
 	}
 	if testHookAfterRead != nil {

@@ -364,7 +364,8 @@ func TestAppendWhileHashing(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var appends atomic.Int64
+	// started counts appends begun, landed those whose write returned.
+	var started, landed atomic.Int64
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -375,20 +376,23 @@ func TestAppendWhileHashing(t *testing.T) {
 			default:
 			}
 			mu.Lock()
+			started.Add(1)
 			f.Write([]byte("x"))
 			content = append(content, 'x')
 			mu.Unlock()
-			appends.Add(1)
+			landed.Add(1)
 			time.Sleep(50 * time.Microsecond)
 		}
 	}()
 	// On a loaded machine the writer may not run while a file is read, and
-	// then the file did not change: the hooks make sure it appends at least
-	// once between the first read and the check.
+	// then the file did not change: the hooks make sure an append lands
+	// between the first read and the check. An append already begun at the
+	// first read may have landed before the first lstat, which the hasher
+	// rightly does not see as a change: only one begun after it counts.
 	var atFirstRead atomic.Int64
-	testHookRead = func(string) { atFirstRead.CompareAndSwap(-1, appends.Load()) }
+	testHookRead = func(string) { atFirstRead.CompareAndSwap(-1, started.Load()) }
 	testHookAfterRead = func(string) {
-		for deadline := time.Now().Add(10 * time.Second); appends.Load() <= atFirstRead.Load() && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(10 * time.Second); landed.Load() <= atFirstRead.Load() && time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond)
 		}
 	}

@@ -3,6 +3,7 @@ package hasher
 import (
 	"fmt"
 	"runtime"
+	"time"
 
 	"github.com/annexd/annexd/hasher/mbsha256"
 )
@@ -51,6 +52,12 @@ type Policy struct {
 	// Readers is how many of those small files are read at once from one
 	// device; 0 means DefaultReaders.
 	Readers int `json:"readers" toml:"readers"`
+	// SyncWindow: a file whose ctime is younger than this has its data
+	// synced (fdatasync) before its identity is checked after reading, so
+	// the digest is of bytes on disk. 0 means DataWindow(); a negative
+	// value never syncs (robustness tests that show what the sync guards
+	// against). Not part of a calibration.
+	SyncWindow time.Duration `json:"-" toml:"-"`
 }
 
 // DefaultInlineMax is the inline cutoff used without calibration.

@@ -14,9 +14,10 @@ import (
 // Policy.Readers). BENCHMARKS.md has the curve.
 const DefaultReaders = 16
 
-// readWhole reads the small regular file at path into a pooled buffer and
-// checks its identity before and after, as hashFile does, so that the bytes
-// can be hashed later and elsewhere. The caller puts the buffer back.
+// readWhole reads the small regular file at path into a pooled buffer,
+// makes recent data durable and checks the file's identity before and
+// after, as hashFile does, so that the bytes can be hashed later and
+// elsewhere. The caller puts the buffer back.
 func readWhole(ctx context.Context, path string, before *fsstat.FileInfo, o readOpts) (*[]byte, fsstat.FileInfo, error) {
 	f, err := openStable(path, before)
 	if err != nil {
@@ -36,6 +37,10 @@ func readWhole(ctx context.Context, path string, before *fsstat.FileInfo, o read
 			return nil, fsstat.FileInfo{}, err
 		}
 		got += n
+	}
+	if err := f.makeDurable(o); err != nil {
+		putData(bp)
+		return nil, fsstat.FileInfo{}, err
 	}
 	if testHookAfterRead != nil {
 		testHookAfterRead(path)

@@ -147,9 +147,9 @@ func TestCheckFindsDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Reads that meet the damaged record name the index and the fix.
-	_, err = s.Scan(context.Background(), nil, func([]byte, Record) error { return nil })
+	err = s.Subtree(context.Background(), []byte("/"), func([]byte, Record) error { return nil })
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "check-db") {
-		t.Errorf("Scan over a damaged record = %v, want ErrCorrupt naming %s and check-db", err, path)
+		t.Errorf("Subtree over a damaged record = %v, want ErrCorrupt naming %s and check-db", err, path)
 	}
 	text := strings.Join(rep.Problems, "\n")
 	for _, want := range []string{"inode index lacks", "digest index lacks", "record digest truncated", "counters", "outside the sequence"} {
@@ -275,16 +275,6 @@ func TestDiskFull(t *testing.T) {
 	}
 }
 
-// putAll submits a group of changes and returns the first error.
-func putAll(s *Store, cs []Change) error {
-	for _, err := range putEach(s, cs) {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // putEach submits a group of changes and returns each change's error.
 func putEach(s *Store, cs []Change) []error {
 	errs := make([]error, len(cs))
@@ -358,8 +348,8 @@ func TestDamagedPages(t *testing.T) {
 			reported++
 			lastReported = true
 		}
-		if _, err := s.Scan(context.Background(), nil, func([]byte, Record) error { return nil }); err != nil && !errors.Is(err, ErrCorrupt) {
-			t.Errorf("page %d: Scan = %v, want nil or ErrCorrupt", page, err)
+		if err := s.Subtree(context.Background(), []byte("/"), func([]byte, Record) error { return nil }); err != nil && !errors.Is(err, ErrCorrupt) {
+			t.Errorf("page %d: Subtree = %v, want nil or ErrCorrupt", page, err)
 		}
 		s.Close()
 	}

@@ -79,7 +79,7 @@ func checkInvariantsSafely(tx *bolt.Tx, rep *Report) {
 }
 
 func checkInvariants(tx *bolt.Tx, rep *Report) {
-	for _, b := range allBuckets {
+	for _, b := range schema2Buckets {
 		if tx.Bucket(b) == nil {
 			rep.add("bucket %q missing", b)
 			return
@@ -90,12 +90,14 @@ func checkInvariants(tx *bolt.Tx, rep *Report) {
 	checkDirs(tx, rep)
 	checkCount(tx, rep, bucketInodes, c.Files, "inode index")
 	checkGroups(tx, rep, &c)
+	checkVerified(tx, rep)
 	stored, err := decodeCounters(tx.Bucket(bucketMeta).Get(metaCounters))
 	if err != nil {
 		rep.add("counters: %v", err)
 	} else if stored != c {
 		rep.add("counters %+v, recount %+v", stored, c)
 	}
+	checkChanges(tx, rep)
 }
 
 func checkFiles(tx *bolt.Tx, rep *Report, c *counters) {

@@ -36,7 +36,7 @@ func Compact(path string, opts Options) (CompactResult, error) {
 	if _, err := os.Stat(path); err != nil {
 		return CompactResult{}, fmt.Errorf("%w at %s: %v", ErrNoIndex, path, err)
 	}
-	opts.ReadOnly = false
+	opts.ReadOnly, opts.noRun = false, true
 	s, err := Open(path, opts)
 	if err != nil {
 		return CompactResult{}, err

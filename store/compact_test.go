@@ -13,7 +13,7 @@ import (
 func snapshot(t *testing.T, s *Store) map[string]Record {
 	t.Helper()
 	out := map[string]Record{}
-	if _, err := s.Scan(context.Background(), nil, func(path []byte, r Record) error {
+	if err := s.Subtree(context.Background(), []byte("/"), func(path []byte, r Record) error {
 		out[string(path)] = r
 		return nil
 	}); err != nil {
@@ -36,7 +36,7 @@ func TestCompact(t *testing.T) {
 	for i := 0; i < 3000; i += 3 {
 		cs = append(cs, Change{Op: OpDelete, Path: p("/d%d/f%d", i%50, i)})
 	}
-	if err := putAll(s, cs); err != nil {
+	if err := s.SubmitAll(context.Background(), cs); err != nil {
 		t.Fatal(err)
 	}
 	want := snapshot(t, s)

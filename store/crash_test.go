@@ -54,12 +54,12 @@ func (cp *crashPlan) next(i int) Change {
 		return Change{Op: OpDelete, Path: path}
 	case n < 90:
 		to := fmt.Sprintf("/crash/d%d/f%d", cp.r.IntN(8), cp.r.IntN(crashPaths/8))
-		return Change{Op: OpRename, Path: path, NewPath: []byte(to)}
+		return Change{Op: OpMove, Path: path, NewPath: []byte(to)}
 	case n < 95:
 		return Change{Op: OpDeleteSubtree, Path: []byte(dir)}
 	default:
 		to := fmt.Sprintf("/crash/d%d", cp.r.IntN(8))
-		return Change{Op: OpRename, Path: []byte(dir), NewPath: []byte(to)}
+		return Change{Op: OpMove, Path: []byte(dir), NewPath: []byte(to)}
 	}
 }
 
@@ -86,7 +86,7 @@ func crashChild(path string, seed uint64) {
 	cp := newCrashPlan(seed)
 	for i := 0; ; i++ {
 		c := cp.next(i)
-		if c.Op == OpRename && (under(string(c.NewPath), string(c.Path)) || under(string(c.Path), string(c.NewPath))) {
+		if c.Op == OpMove && (under(string(c.NewPath), string(c.Path)) || under(string(c.Path), string(c.NewPath))) {
 			c = Change{Op: OpDelete, Path: c.Path}
 		}
 		sem <- struct{}{}
@@ -110,8 +110,8 @@ func applyModel(m model, c Change) {
 		delete(m, string(c.Path))
 	case OpDeleteSubtree:
 		m.deleteSubtree(string(c.Path))
-	case OpRename:
-		_ = m.rename(string(c.Path), string(c.NewPath))
+	case OpMove:
+		_ = m.move(string(c.Path), string(c.NewPath))
 	}
 }
 
@@ -188,7 +188,7 @@ func verifyAfterCrash(t *testing.T, path string, seed uint64, acked int) {
 	defer s.Close()
 	mustCheck(t, s)
 	got := model{}
-	if _, err := s.Scan(context.Background(), nil, func(p []byte, r Record) error {
+	if err := s.Subtree(context.Background(), []byte("/"), func(p []byte, r Record) error {
 		got[string(p)] = r
 		return nil
 	}); err != nil {
@@ -199,7 +199,7 @@ func verifyAfterCrash(t *testing.T, path string, seed uint64, acked int) {
 	cp := newCrashPlan(seed)
 	for i := 0; i <= acked+4*crashWindow; i++ {
 		c := cp.next(i)
-		if c.Op == OpRename && (under(string(c.NewPath), string(c.Path)) || under(string(c.Path), string(c.NewPath))) {
+		if c.Op == OpMove && (under(string(c.NewPath), string(c.Path)) || under(string(c.Path), string(c.NewPath))) {
 			c = Change{Op: OpDelete, Path: c.Path}
 		}
 		applyModel(m, c)

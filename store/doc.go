@@ -20,12 +20,26 @@
 //     corrupt (content changed although size and mtime did not; the recorded
 //     digest is kept), pending. Only ok records are in the digest index.
 //   - generation: a number handed out per scan (NextGeneration). A scan marks
-//     every path it sees with its generation; Sweep then drops the records
-//     below a root that the scan did not see.
+//     the paths it sees with its generation, or remembers them itself; Sweep
+//     then drops the records below the scanned directory that it did not see.
 //   - group: the paths sharing one bare digest on at least two distinct
 //     inodes. Its waste is size × (distinct inodes − 1): hardlinks of one
 //     inode are members but are not duplicates.
-//   - cursor: opaque bytes that resume Scan or Dups where it stopped.
+//   - cursor: opaque bytes that resume Dups where it stopped.
+//   - identity: what lstat tells of a file (dev, ino, size, mtime, ctime). A
+//     record's digest describes the file only while the identities match.
+//   - run marker: what the writer keeps in meta about itself: when it
+//     opened the index, when it last committed, the boot id, and whether it
+//     closed the index. Every commit stamps it; Close marks it clean.
+//   - suspect: a record hashed within the data window before the last
+//     commit of a run that did not close the index, or before the machine
+//     restarted. A power cut may have kept its file's new stat identity and
+//     lost the bytes it was hashed from. Suspect lists the spans of HashedAt;
+//     Trusted is false for such a record, and the indexer hashes it again.
+//   - checked time: when a record's content was last confirmed, by an
+//     audit (VerifiedAt) or by hashing (HashedAt).
+//   - conditional put: a write applied only while the stored record is
+//     still the one it was made from (OpPutIf, PutIf); else ErrConflict.
 //
 // # Layout
 //
@@ -35,8 +49,11 @@
 // ∅), groups (base backend ‖ digest → paths, inodes, size; only for digests
 // with two or more paths), dups (^wasted ‖ base backend ‖ digest → the same
 // summary; only for groups of two or more inodes, so Dups streams them
-// largest waste first), meta (format, schema version, counters, generation) and user
-// (GetMeta/PutMeta).
+// largest waste first), verified (be64(checked time) ‖ file key → size;
+// the records an audit re-reads, least recently confirmed first: see
+// ByChecked), meta (format, schema version, counters, generation) and user
+// (GetMeta/PutMeta). With Options.Changes, changes holds the change log
+// that a hub follows (changes.go).
 //
 // id(n) is one byte counting n's significant bytes, then those bytes
 // big-endian (schema 2): it sorts as the numbers do, so a first scan, which
@@ -47,7 +64,9 @@
 // stored these as little-endian varints; Open migrates such an index by
 // copying it into a new file in chunks, checking and syncing the copy and
 // renaming it over the old file (a read-only open reports
-// ErrNeedsMigration instead).
+// ErrNeedsMigration instead). Schema 3 added the verified index; Open
+// builds it in place from the records of a schema-2 index, in chunks, and
+// sets the new version last.
 //
 // Storing directories once and files under a directory id keeps the index
 // small (each path's directory is not repeated in three indexes) and makes
@@ -55,7 +74,7 @@
 // file. A directory entry exists exactly while it holds files.
 //
 // The inode index maps one (dev, ino) to every path recorded with it, so
-// hardlinks are all found; ByInode returns the first.
+// hardlinks are all found (ByInodeAll).
 //
 // # Writes
 //
@@ -63,14 +82,32 @@
 // one transaction per group: every Options.MaxDelay (100 ms) or
 // Options.MaxBatch (4096) changes, whichever comes first, or as soon as no
 // change arrived for Options.MaxIdle (1 ms), so a lone change is not held
-// back. Put, Delete and
-// the other synchronous calls return after the commit (fsync), so a change
-// that returned nil survives a crash; Submit is the asynchronous form. All
-// indexes and counters change in the same transaction as the record.
+// back. Put and the other synchronous calls return after the commit
+// (fsync), so a change that returned nil survives a crash; Submit is the
+// asynchronous form, SubmitAll waits for a batch. All indexes and counters
+// change in the same transaction as the record.
+//
+// Changes are applied in the order they were submitted, and reads see only
+// committed changes. A caller that reads, decides and then writes may
+// therefore miss a change still queued. Move and Adopt close that gap: a
+// move never deletes a record (it merges, and what is in its way stays
+// put), and an adoption checks what its caller read in the transaction
+// that makes the change, failing with ErrConflict when it changed.
+//
+// # Shutdown
+//
+// Open (for the daemon, not for check-db or Compact) reads the run marker
+// the last writer left and writes its own, not clean. From the last one it
+// derives the suspect spans, fixed for this run: the last run's own, and
+// [last commit − its data window, last commit] when it did not close the
+// index or the boot id changed since. The spans are kept in every later
+// marker, so a record that was never hashed again stays suspect through
+// clean runs (up to eight spans, the closest merged). An index last
+// written by a version without the marker has nothing suspect.
 //
 // # Reads
 //
-// Get, ByInode, ByDigest and Stats are short read transactions. GetMany
+// Get, ByInodeAll, ByDigest and Stats are short read transactions. GetMany
 // looks up a batch of paths (the files of one directory, say) in one read
 // transaction and with one cursor, several times cheaper per path than Get
 // because bbolt's cost of beginning a transaction dominates a single
@@ -78,8 +115,8 @@
 // directory names.
 // Both caches are tied to an epoch that the writer advances around every
 // transaction that renames or removes a directory, so a read never mixes a
-// cached mapping with a snapshot it does not belong to. Scan,
-// Subtree, Sweep and Dups read in chunks of about a thousand records, each
+// cached mapping with a snapshot it does not belong to. Subtree,
+// Sweep, Forget and Dups read in chunks of about a thousand records, each
 // in its own transaction, and call the caller's function outside of it, so
 // a long listing never stalls the writer and the callback may write.
 //

@@ -1,6 +1,9 @@
 package store
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors returned when opening an index.
 var (
@@ -33,8 +36,12 @@ var (
 	ErrPath = errors.New("store: bad path")
 	// ErrRecord: a record that cannot be stored (bad digest length, …).
 	ErrRecord = errors.New("store: bad record")
-	// ErrNotFound: a rename whose source is not in the index.
+	// ErrNotFound: a move whose source is not in the index.
 	ErrNotFound = errors.New("store: not in index")
+	// ErrConflict: a conditional change (an adoption, a conditional put)
+	// found the index other than its caller had read it, and changed
+	// nothing (see ConflictError).
+	ErrConflict = errors.New("store: index changed meanwhile")
 	// ErrNoSpace: the file system holding the index is full. The change
 	// was not made; the index is unchanged and usable.
 	ErrNoSpace = errors.New("store: no space left for the index")
@@ -42,3 +49,18 @@ var (
 	// early without an error.
 	ErrStop = errors.New("store: stop")
 )
+
+// ConflictError is the ErrConflict of one path: what the change found there.
+type ConflictError struct {
+	Path  []byte
+	Found bool // a record was there
+}
+
+func (e *ConflictError) Error() string {
+	if e.Found {
+		return fmt.Sprintf("%v: %q holds another record", ErrConflict, e.Path)
+	}
+	return fmt.Sprintf("%v: %q has no record", ErrConflict, e.Path)
+}
+
+func (e *ConflictError) Unwrap() error { return ErrConflict }

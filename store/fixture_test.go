@@ -57,14 +57,8 @@ func TestWriteFixture(t *testing.T) {
 func fillFixture(t *testing.T, s *Store) {
 	ctx := context.Background()
 	submitAll := func(cs []Change) {
-		errs := make(chan error, len(cs))
-		for _, c := range cs {
-			s.Submit(c, func(err error) { errs <- err })
-		}
-		for range cs {
-			if err := <-errs; err != nil {
-				t.Fatal(err)
-			}
+		if err := s.SubmitAll(ctx, cs); err != nil {
+			t.Fatal(err)
 		}
 	}
 	gen1, _ := s.NextGeneration(ctx)
@@ -137,10 +131,10 @@ func fillFixture(t *testing.T, s *Store) {
 	submitAll(cs)
 	cs = cs[:0]
 	// Renames of a file and of a directory; a removed subtree.
-	if err := s.Rename(ctx, []byte("/fx/many/0000.jpg"), []byte("/fx/renamed/first.jpg")); err != nil {
+	if _, err := s.Move(ctx, []byte("/fx/many/0000.jpg"), []byte("/fx/renamed/first.jpg")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Rename(ctx, []byte("/fx/links/1"), []byte("/fx/links/one")); err != nil {
+	if _, err := s.Move(ctx, []byte("/fx/links/1"), []byte("/fx/links/one")); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 300 {
@@ -154,14 +148,14 @@ func fillFixture(t *testing.T, s *Store) {
 	// A third generation marks part of /fx/many; a sweep drops the rest of
 	// what generation 2 saw there.
 	gen3, _ := s.NextGeneration(ctx)
+	cs = cs[:0]
 	for i, name := range many[1:] {
 		if i%4 != 3 {
-			if err := s.Mark(ctx, []byte(name), gen3); err != nil {
-				t.Fatal(err)
-			}
+			cs = append(cs, Change{Op: OpMark, Path: []byte(name), Gen: gen3})
 		}
 	}
-	if _, err := s.Sweep(ctx, []byte("/fx/many"), gen3); err != nil {
+	submitAll(cs)
+	if _, err := s.Sweep(ctx, []byte("/fx/many"), gen3, nil); err != nil {
 		t.Fatal(err)
 	}
 	for k, v := range map[string]string{"scan/last": "2026-11-30", "bin": "\x00\xff\x80", "audit/cursor": "\x81\x01abc"} {
@@ -214,7 +208,7 @@ func listIndex(t *testing.T, s *Store) listing {
 		t.Fatal(err)
 	}
 	l.Stats.IndexBytes, l.Stats.SchemaVer = 0, 0
-	if _, err := s.Scan(ctx, nil, func(path []byte, r Record) error {
+	if err := s.Subtree(ctx, []byte("/"), func(path []byte, r Record) error {
 		l.Records = append(l.Records, listedRecord{bytes.Clone(path), r})
 		return nil
 	}); err != nil {

@@ -137,12 +137,12 @@ func TestDirCachesFollowChanges(t *testing.T) {
 		}
 	}
 	for range 40 {
-		if err := s.Rename(ctx, []byte("/x/d"), []byte("/x/e")); err != nil {
+		if _, err := s.Move(ctx, []byte("/x/d"), []byte("/x/e")); err != nil {
 			t.Fatal(err)
 		}
 		expect("/x/d/f", false)
 		expect("/x/e/f", true)
-		if err := s.Rename(ctx, []byte("/x/e"), []byte("/x/d")); err != nil {
+		if _, err := s.Move(ctx, []byte("/x/e"), []byte("/x/d")); err != nil {
 			t.Fatal(err)
 		}
 		expect("/x/e/f", false)
@@ -154,7 +154,7 @@ func TestDirCachesFollowChanges(t *testing.T) {
 		mustPut(t, s, "/x/d/g", rec("g", 1, 1, 2))
 		mustPut(t, s, "/x/d/f", rec("f", 1, 1, 1))
 		expect("/x/d/g", true)
-		if err := s.Delete(ctx, []byte("/x/d/g")); err != nil {
+		if err := s.SubmitAll(ctx, []Change{{Op: OpDelete, Path: []byte("/x/d/g")}}); err != nil {
 			t.Fatal(err)
 		}
 	}

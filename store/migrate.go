@@ -126,7 +126,7 @@ func copyKeys(src, dst *bolt.DB) (map[string]int, error) {
 		}
 	}()
 	err := src.View(func(stx *bolt.Tx) error {
-		for _, b := range allBuckets {
+		for _, b := range schema2Buckets {
 			if stx.Bucket(b) == nil {
 				return fmt.Errorf("%w: bucket %q missing", ErrCorrupt, b)
 			}
@@ -135,7 +135,7 @@ func copyKeys(src, dst *bolt.DB) (map[string]int, error) {
 		if err := c.begin(); err != nil {
 			return err
 		}
-		for _, b := range allBuckets {
+		for _, b := range schema2Buckets {
 			if _, err := c.tx.CreateBucket(b); err != nil {
 				return err
 			}
@@ -371,7 +371,7 @@ func checkMigrated(db *bolt.DB, want map[string]int) error {
 		if !rep.OK() {
 			return fmt.Errorf("%w: the migrated copy fails its check: %s", ErrCorrupt, rep.Problems[0])
 		}
-		for _, b := range allBuckets {
+		for _, b := range schema2Buckets {
 			if n := tx.Bucket(b).Stats().KeyN; n != want[string(b)] {
 				return fmt.Errorf("%w: the migrated copy has %d entries in %s, the index %d", ErrCorrupt, n, b, want[string(b)])
 			}

@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"compress/gzip"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -91,7 +92,7 @@ func sameListing(t *testing.T, got, want listing) {
 }
 
 // Opening the schema-1 fixture read-only refuses and leaves it alone;
-// a writable open migrates it to schema 2 with every path, record, index
+// a writable open migrates it to schema 2, then 3, with every path, record, index
 // entry, group, counter, meta value and generation as before; a second
 // open does nothing more.
 func TestMigrateSchema1(t *testing.T) {
@@ -116,7 +117,7 @@ func TestMigrateSchema1(t *testing.T) {
 	if !strings.Contains(log.String(), "store: migrated index") || !strings.Contains(log.String(), "records=1890") {
 		t.Errorf("migration log: %q", log.String())
 	}
-	if st, _ := s.Stats(); st.SchemaVer != 2 {
+	if st, _ := s.Stats(); st.SchemaVer != SchemaVersion {
 		t.Fatalf("schema after migration: %d", st.SchemaVer)
 	}
 	sameListing(t, listIndex(t, s), want)
@@ -328,18 +329,31 @@ func migrateChild(path string) {
 	fmt.Println("migrated")
 }
 
-// A migration killed at any step (SIGKILL, fsync on) leaves either the
-// schema-1 index untouched or the complete schema-2 index; the next
-// writable open finishes the work and removes the copy left behind.
+// A migration killed at any step (SIGKILL, fsync on) leaves the schema-1
+// index untouched, the complete schema-2 copy (its verified index maybe
+// partial) or the complete schema-3 index; the next writable open
+// finishes the work and removes the copy left behind.
 func TestMigrateKilled(t *testing.T) {
 	path, want := schema1Index(t)
 	v1 := gunzip(t, "testdata/schema1.db.gz")
 	sum := sha256.Sum256(v1)
-	var kept, done int
+	var kept, copied, done int
 	for _, at := range []int{1, 2, 10, 40, 80, 1 << 20} {
 		killAtStep(t, path, at)
 		s, err := Open(path, Options{ReadOnly: true})
 		switch {
+		case errors.Is(err, ErrNeedsMigration) && schemaOf(t, path) == 2:
+			copied++
+			s, err := Open(path, Options{NoSync: true})
+			if err != nil {
+				t.Fatalf("killed at step %d: finishing the migration: %v", at, err)
+			}
+			sameListing(t, listIndex(t, s), want)
+			mustCheck(t, s)
+			s.Close()
+			if err := os.WriteFile(path, v1, 0o600); err != nil {
+				t.Fatal(err)
+			}
 		case errors.Is(err, ErrNeedsMigration):
 			kept++
 			if fileSum(t, path) != sum {
@@ -357,7 +371,7 @@ func TestMigrateKilled(t *testing.T) {
 			t.Fatalf("killed at step %d: read-only open = %v", at, err)
 		}
 	}
-	t.Logf("%d kills left schema 1, %d found schema 2", kept, done)
+	t.Logf("%d kills left schema 1, %d the schema-2 copy, %d found schema 3", kept, copied, done)
 	if kept == 0 {
 		t.Error("no kill happened during a migration")
 	}
@@ -369,6 +383,24 @@ func TestMigrateKilled(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
 		t.Errorf("left next to the index: %v", entries)
 	}
+}
+
+// schemaOf reads the schema version of the index at path with bbolt alone.
+func schemaOf(t *testing.T, path string) uint64 {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var v uint64
+	if err := db.View(func(tx *bolt.Tx) error {
+		v, _ = binary.Uvarint(tx.Bucket(bucketMeta).Get(metaSchema))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // killAtStep runs migrateChild and SIGKILLs it once it reported step n

@@ -31,8 +31,11 @@ var (
 	bucketInodes   = []byte("inodes")   // id(dev) ‖ id(ino) ‖ file key → ∅
 	bucketGroups   = []byte("groups")   // backend ‖ digest → group summary (groups of ≥ 2 paths)
 	bucketDups     = []byte("dups")     // ^wasted ‖ backend ‖ digest → group summary (groups of ≥ 2 inodes)
-	allBuckets     = [][]byte{bucketMeta, bucketUser, bucketFiles, bucketDirs, bucketDirNames,
+	// schema2Buckets are the buckets of schemas 1 and 2; schema 3 added
+	// the verified index (verified.go).
+	schema2Buckets = [][]byte{bucketMeta, bucketUser, bucketFiles, bucketDirs, bucketDirNames,
 		bucketDigest, bucketInodes, bucketGroups, bucketDups}
+	allBuckets = append(schema2Buckets[:len(schema2Buckets):len(schema2Buckets)], bucketVerified)
 )
 
 // Keys in the meta bucket.
@@ -48,7 +51,7 @@ var (
 const formatID = "annexd-index"
 
 // SchemaVersion is the schema this package writes.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrations[v] upgrades an index from schema v to v+1 inside one write
 // transaction. Append here when the schema changes in a way one
@@ -75,8 +78,18 @@ type Options struct {
 	// NoSync skips fsync on commit. Only for tests and benchmarks: a crash
 	// can then lose acknowledged changes.
 	NoSync bool
+	// DataWindow is how long before a commit the file of a record it holds
+	// may still have had bytes that were not on disk (the hasher's data
+	// window). After a run that did not close the index, the records it
+	// hashed within this window before its last commit are Suspect.
+	// Default DefaultDataWindow.
+	DataWindow time.Duration
 	// Logger receives the writer's problems. Default: discard.
 	Logger *slog.Logger
+	// Changes keeps the change log (changes.go) for a hub to follow.
+	Changes bool
+
+	noRun bool // Compact's open: no run marker is begun or ended
 }
 
 func (o *Options) fill() {
@@ -94,6 +107,9 @@ func (o *Options) fill() {
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 4096
+	}
+	if o.DataWindow <= 0 {
+		o.DataWindow = DefaultDataWindow
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -119,6 +135,13 @@ type Store struct {
 
 	epoch epoch      // directory mappings version, for read caches
 	dirs  dirIDCache // directory key → id, for Get
+
+	// The run marker (shutdown.go): this run's, written by the writer;
+	// the last run's as Open found it; the suspect spans derived from it.
+	run     Run
+	prev    Run
+	hadPrev bool
+	suspect []Span
 }
 
 // DefaultPath returns where the index lives when none is configured:
@@ -148,14 +171,27 @@ func Open(path string, opts Options) (*Store, error) {
 	if errors.Is(err, errMigrated) {
 		db, err = openChecked(path, opts)
 	}
+	if err == nil && opts.Changes && !opts.ReadOnly {
+		if err = enableChanges(db); err != nil {
+			_ = db.Close()
+			err = fmt.Errorf("store: open change log of %s: %w", path, err)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &Store{
+	s := &Store{
 		db: db, path: path, opts: opts, log: opts.Logger,
 		in:      make(chan item, 4*opts.MaxBatch),
 		closing: make(chan struct{}),
-	}, nil
+	}
+	if !opts.ReadOnly && !opts.noRun {
+		if err := s.beginRun(); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("store: open %s: run marker: %w%s", path, err, hint(err))
+		}
+	}
+	return s, nil
 }
 
 // Path returns the index file's path.
@@ -429,6 +465,11 @@ func checkSchema(db *bolt.DB, path string, opts Options) error {
 			return fmt.Errorf("store: migrate %s from schema 1: %w", path, err)
 		}
 		return errMigrated
+	case version == 2:
+		if err := migrateVerified(db, path, opts); err != nil {
+			return fmt.Errorf("store: migrate %s from schema 2: %w", path, err)
+		}
+		version = 3
 	}
 	for ; version < SchemaVersion; version++ {
 		if err := migrate(db, version); err != nil {

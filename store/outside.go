@@ -203,3 +203,64 @@ func (s *Store) Direct(ctx context.Context, dir []byte, fn func(path []byte, r R
 	}
 	return err
 }
+
+// Forget drops the records at or below dir that are outside every root, and
+// reports how many there were; dry only counts them. Where dir holds roots,
+// their subtrees are left alone: whole directories outside them go, and
+// the own files of the directories on the way to a root.
+func (s *Store) Forget(ctx context.Context, dir []byte, roots [][]byte, dry bool) (int64, error) {
+	if err := checkPath(dir, true); err != nil {
+		return 0, err
+	}
+	holds := false
+	for _, r := range roots {
+		holds = holds || bytes.Equal(r, dir) || bytes.HasPrefix(r, subtreePrefix(dir))
+	}
+	if !holds {
+		return s.forgetSubtree(ctx, dir, dry)
+	}
+	places, err := s.Outside(ctx, roots, false)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, d := range places {
+		if !bytes.Equal(d.Dir, dir) && !bytes.HasPrefix(d.Dir, subtreePrefix(dir)) {
+			continue
+		}
+		var m int64
+		if d.Direct {
+			m, err = s.forgetDirect(ctx, d.Dir, dry)
+		} else {
+			m, err = s.forgetSubtree(ctx, d.Dir, dry)
+		}
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// forgetSubtree drops everything at or below dir.
+func (s *Store) forgetSubtree(ctx context.Context, dir []byte, dry bool) (int64, error) {
+	var n int64
+	err := s.Subtree(ctx, dir, func([]byte, Record) error { n++; return nil })
+	if err != nil || dry || n == 0 {
+		return n, err
+	}
+	return n, s.DeleteSubtree(ctx, dir)
+}
+
+// forgetDirect drops the records directly in dir.
+func (s *Store) forgetDirect(ctx context.Context, dir []byte, dry bool) (int64, error) {
+	var cs []Change
+	err := s.Direct(ctx, dir, func(p []byte, _ Record) error {
+		cs = append(cs, Change{Op: OpDelete, Path: p})
+		return nil
+	})
+	if err != nil || dry {
+		return int64(len(cs)), err
+	}
+	return int64(len(cs)), s.SubmitAll(ctx, cs)
+}

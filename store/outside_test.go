@@ -139,10 +139,12 @@ func TestOutside(t *testing.T) {
 		if err := s.Direct(ctx, []byte(d), func(p []byte, _ Record) error { ps = append(ps, p); return nil }); err != nil {
 			t.Fatal(err)
 		}
+		var cs []Change
 		for _, p := range ps {
-			if err := s.Delete(ctx, p); err != nil {
-				t.Fatal(err)
-			}
+			cs = append(cs, Change{Op: OpDelete, Path: p})
+		}
+		if err := s.SubmitAll(ctx, cs); err != nil {
+			t.Fatal(err)
 		}
 	}
 	got, err = s.Outside(ctx, roots, true)

@@ -126,3 +126,6 @@ func digestKey(buf []byte, r *Record) []byte {
 	buf = append(buf[:0], byte(r.Backend.Base()))
 	return append(buf, r.Digest...)
 }
+
+// successor is the smallest key after k.
+func successor(k []byte) []byte { return append(bytes.Clone(k), 0) }

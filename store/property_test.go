@@ -34,20 +34,22 @@ func (m model) deleteSubtree(dir string) {
 	}
 }
 
-func (m model) rename(from, to string) error {
-	moved := model{}
+// move is Move: every record at or below from goes to the same place under
+// to, unless to's side holds a record there already.
+func (m model) move(from, to string) error {
+	found := false
 	for p, r := range m {
-		if under(p, from) {
-			moved[to+p[len(from):]] = r
+		if !under(p, from) {
+			continue
+		}
+		found = true
+		if _, taken := m[to+p[len(from):]]; !taken && from != to {
+			delete(m, p)
+			m[to+p[len(from):]] = r
 		}
 	}
-	if len(moved) == 0 {
+	if !found {
 		return ErrNotFound
-	}
-	m.deleteSubtree(from)
-	m.deleteSubtree(to)
-	for p, r := range moved {
-		m[p] = r
 	}
 	return nil
 }
@@ -167,8 +169,8 @@ func applyRound(rt *rapid.T, s *Store, m model) {
 			if under(to, from) || under(from, to) {
 				continue
 			}
-			c = Change{Op: OpRename, Path: []byte(from), NewPath: []byte(to)}
-			want[i] = m.rename(from, to)
+			c = Change{Op: OpMove, Path: []byte(from), NewPath: []byte(to)}
+			want[i] = m.move(from, to)
 		case 8:
 			path, gen := genPath.Draw(rt, "path"), rapid.Uint64Range(0, 4).Draw(rt, "gen")
 			c = Change{Op: OpMark, Path: []byte(path), Gen: gen}
@@ -181,7 +183,7 @@ func applyRound(rt *rapid.T, s *Store, m model) {
 			// Sweep reads then deletes: it cannot share a group with
 			// queued changes, so flush first.
 			wg.Wait()
-			if _, err := s.Sweep(ctx, []byte(root), gen); err != nil {
+			if _, err := s.Sweep(ctx, []byte(root), gen, nil); err != nil {
 				rt.Fatalf("Sweep: %v", err)
 			}
 			for p, r := range m {
@@ -205,7 +207,7 @@ func applyRound(rt *rapid.T, s *Store, m model) {
 func compare(rt *rapid.T, s *Store, m model) {
 	ctx := context.Background()
 	got := model{}
-	if _, err := s.Scan(ctx, nil, func(path []byte, r Record) error {
+	if err := s.Subtree(ctx, []byte("/"), func(path []byte, r Record) error {
 		got[string(path)] = r
 		return nil
 	}); err != nil {

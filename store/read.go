@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"sync"
-	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 	bolterr "go.etcd.io/bbolt/errors"
@@ -218,15 +216,6 @@ func (n *namer) path(fk []byte) ([]byte, error) {
 	return joinPath(dk, base), nil
 }
 
-// ByInode returns a path recorded with (dev, ino): when hardlinks give it
-// several (ByInodeAll lists them), the first in index order (by directory
-// id, then name), which is not path order.
-func (s *Store) ByInode(dev, ino uint64) ([]byte, bool, error) {
-	var p []byte
-	err := s.inodePaths(dev, ino, func(path []byte) bool { p = path; return false })
-	return p, p != nil, err
-}
-
 // ByInodeAll returns every path recorded with (dev, ino), in index order.
 func (s *Store) ByInodeAll(dev, ino uint64) ([][]byte, error) {
 	var ps [][]byte
@@ -256,120 +245,28 @@ func (s *Store) inodePaths(dev, ino uint64, fn func([]byte) bool) error {
 // so files named a.JPG and b.jpg with the same bytes are found together.
 // Only records in StateOK are indexed by digest.
 func (s *Store) ByDigest(b key.Backend, digest []byte) ([][]byte, error) {
-	var out [][]byte
-	err := s.byDigest(b, digest, func(path []byte, _ *Record) { out = append(out, path) }, false)
-	return out, err
-}
-
-// ByKey returns the paths whose content matches k: same digest and, when k
-// has a size field, same size. The extension of an E key is ignored (it
-// names the file, not the content).
-func (s *Store) ByKey(k key.Key) ([][]byte, error) {
-	b := k.Backend()
-	if !b.Valid() {
-		return nil, fmt.Errorf("%w: key %s has no known hash backend", ErrRecord, k)
-	}
-	d, err := k.Digest()
-	if err != nil {
-		return nil, fmt.Errorf("store: by key: %w", err)
-	}
-	size, hasSize := k.Size()
-	var out [][]byte
-	err = s.byDigest(b, d, func(path []byte, r *Record) {
-		if !hasSize || r.Size == size {
-			out = append(out, path)
-		}
-	}, hasSize)
-	return out, err
-}
-
-func (s *Store) byDigest(b key.Backend, digest []byte, fn func([]byte, *Record), withRecord bool) error {
 	if !b.Valid() || len(digest) != b.DigestLen() {
-		return fmt.Errorf("%w: %d-byte digest for backend %s", ErrRecord, len(digest), b)
+		return nil, fmt.Errorf("%w: %d-byte digest for backend %s", ErrRecord, len(digest), b)
 	}
-	return s.newNamer().view(func(tx *bolt.Tx, n *namer) error {
-		files := tx.Bucket(bucketFiles)
+	var out [][]byte
+	err := s.newNamer().view(func(tx *bolt.Tx, n *namer) error {
 		p := append([]byte{byte(b.Base())}, digest...)
 		c := tx.Bucket(bucketDigest).Cursor()
 		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
-			fk := k[len(p):]
-			path, err := n.path(fk)
+			path, err := n.path(k[len(p):])
 			if err != nil {
 				return err
 			}
-			var r Record
-			if withRecord {
-				if r, err = decodeRecord(files.Get(fk)); err != nil {
-					return fmt.Errorf("record of %q: %w", path, err)
-				}
-			}
-			fn(path, &r)
+			out = append(out, path)
 		}
 		return nil
 	})
-}
-
-// Scan calls fn for every record, in an order that is stable but not path
-// order, starting at the opaque cursor from (nil: the beginning). It reads
-// in chunks of short read transactions and calls fn outside of them, so fn
-// may write to the store. Records changed during a scan may be seen in
-// either state.
-//
-// When fn returns ErrStop, Scan returns the cursor after that record and
-// nil; for another error, the cursor of that record and the error; when ctx
-// is done, the cursor of the next record and ctx.Err(). After the last
-// record the cursor is nil.
-func (s *Store) Scan(ctx context.Context, from []byte, fn func(path []byte, r Record) error) ([]byte, error) {
-	cur := bytes.Clone(from)
-	names := s.newNamer()
-	for {
-		if err := ctx.Err(); err != nil {
-			return cur, err
-		}
-		batch, err := s.scanChunk(names, cur)
-		if err != nil || len(batch) == 0 {
-			return cur, err
-		}
-		for _, e := range batch {
-			if err := fn(e.path, e.r); err != nil {
-				if errors.Is(err, ErrStop) {
-					return successor(e.key), nil
-				}
-				return e.key, err
-			}
-		}
-		if len(batch) < chunk {
-			return nil, nil
-		}
-		cur = successor(batch[len(batch)-1].key)
-	}
+	return out, err
 }
 
 type entry struct {
 	key, path []byte
 	r         Record
-}
-
-func successor(k []byte) []byte { return append(bytes.Clone(k), 0) }
-
-func (s *Store) scanChunk(names *namer, from []byte) ([]entry, error) {
-	var batch []entry
-	err := names.view(func(tx *bolt.Tx, n *namer) error {
-		c := tx.Bucket(bucketFiles).Cursor()
-		k, v := c.First()
-		if from != nil {
-			k, v = c.Seek(from)
-		}
-		for ; k != nil && len(batch) < chunk; k, v = c.Next() {
-			e, err := makeEntry(n, k, v)
-			if err != nil {
-				return err
-			}
-			batch = append(batch, e)
-		}
-		return nil
-	})
-	return batch, err
 }
 
 func makeEntry(n *namer, k, v []byte) (entry, error) {
@@ -465,65 +362,6 @@ func (s *Store) subtreeChunk(st *subtreeState) ([]entry, error) {
 		return nil
 	})
 	return batch, err
-}
-
-// Sweep removes every record at or below root whose generation is below
-// gen: files a complete scan of generation gen did not see. A record
-// marked or put again meanwhile is kept. It returns how many it removed.
-// Run must be running.
-func (s *Store) Sweep(ctx context.Context, root []byte, gen uint64) (int, error) {
-	var (
-		removed atomic.Int64
-		stale   [][]byte
-	)
-	flush := func() error {
-		err := s.deleteIfOlder(ctx, stale, gen, &removed)
-		stale = stale[:0]
-		return err
-	}
-	err := s.Subtree(ctx, root, func(path []byte, r Record) error {
-		if r.Generation >= gen {
-			return nil
-		}
-		stale = append(stale, path)
-		if len(stale) < chunk {
-			return nil
-		}
-		return flush()
-	})
-	if err == nil {
-		err = flush()
-	}
-	return int(removed.Load()), err
-}
-
-func (s *Store) deleteIfOlder(ctx context.Context, paths [][]byte, gen uint64, removed *atomic.Int64) error {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	for _, p := range paths {
-		wg.Add(1)
-		s.submit(item{c: Change{Op: OpDeleteIfOlder, Path: p, Gen: gen}, removed: removed, done: func(err error) {
-			if err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-			wg.Done()
-		}})
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return first
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Stats are the index's totals.

@@ -63,6 +63,30 @@ func (r *Record) HasDigest() bool { return r.Backend != key.Unknown && len(r.Dig
 // digest describes the file's content count as duplicates.
 func (r *Record) indexed() bool { return r.State == StateOK && r.HasDigest() }
 
+// Identity is what lstat tells of a file: the fields a record must match for
+// its digest to describe the file.
+type Identity struct {
+	Dev, Ino         uint64
+	Size             int64
+	MtimeNs, CtimeNs int64
+}
+
+// Identity returns the file identity r was recorded with.
+func (r *Record) Identity() Identity {
+	return Identity{Dev: r.Dev, Ino: r.Ino, Size: r.Size, MtimeNs: r.MtimeNs, CtimeNs: r.CtimeNs}
+}
+
+// SetIdentity gives r the file identity id.
+func (r *Record) SetIdentity(id Identity) {
+	r.Dev, r.Ino, r.Size, r.MtimeNs, r.CtimeNs = id.Dev, id.Ino, id.Size, id.MtimeNs, id.CtimeNs
+}
+
+// sameHash reports whether r and o were made by one hash of one file: the
+// same identity and hash time. A conditional change compares with it.
+func (r *Record) sameHash(o *Record) bool {
+	return r.Identity() == o.Identity() && r.HashedAt == o.HashedAt && r.State == o.State
+}
+
 // Equal reports whether r and o are the same record.
 func (r *Record) Equal(o *Record) bool {
 	return r.Backend == o.Backend && bytes.Equal(r.Digest, o.Digest) && r.Size == o.Size &&

@@ -33,8 +33,8 @@ func TestPutGetRoundTrip(t *testing.T) {
 	if _, ok, _ := s.Get([]byte("/home/u/other")); ok {
 		t.Fatal("Get of a missing path found something")
 	}
-	if p, ok, _ := s.ByInode(1, 100); !ok || string(p) != name {
-		t.Fatalf("ByInode = %q %v", p, ok)
+	if ps, _ := s.ByInodeAll(1, 100); len(ps) != 1 || string(ps[0]) != name {
+		t.Fatalf("ByInodeAll = %q", ps)
 	}
 }
 
@@ -62,14 +62,14 @@ func TestBadPathsAndRecords(t *testing.T) {
 	if err := s.Put(ctx, []byte("/x"), r); !errors.Is(err, ErrRecord) {
 		t.Errorf("short digest: %v", err)
 	}
-	if err := s.Rename(ctx, []byte("/a"), []byte("/a/b")); !errors.Is(err, ErrPath) {
-		t.Errorf("rename into itself: %v", err)
+	if _, err := s.Move(ctx, []byte("/a"), []byte("/a/b")); !errors.Is(err, ErrPath) {
+		t.Errorf("move into itself: %v", err)
 	}
-	if err := s.Rename(ctx, []byte("/nothing"), []byte("/b")); !errors.Is(err, ErrNotFound) {
-		t.Errorf("rename of missing: %v", err)
+	if _, err := s.Move(ctx, []byte("/nothing"), []byte("/b")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("move of missing: %v", err)
 	}
-	if err := s.Rename(ctx, []byte("/nothing"), []byte("/nothing")); !errors.Is(err, ErrNotFound) {
-		t.Errorf("rename of missing onto itself: %v", err)
+	if _, err := s.Move(ctx, []byte("/nothing"), []byte("/nothing")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("move of missing onto itself: %v", err)
 	}
 }
 
@@ -86,15 +86,6 @@ func TestDigestIndexAcrossExtensions(t *testing.T) {
 	}
 	if want := []string{"/p/a.JPG", "/p/b.jpg"}; !slices.Equal(paths(got), want) {
 		t.Fatalf("ByDigest = %q, want %q", paths(got), want)
-	}
-	k, _ := key.FromDigest(key.SHA256E, a.Digest, 4, "x.png", key.ExtRule{})
-	got, err = s.ByKey(k)
-	if err != nil || len(got) != 2 {
-		t.Fatalf("ByKey = %q %v", paths(got), err)
-	}
-	k, _ = key.FromDigest(key.SHA256E, a.Digest, 5, "x.png", key.ExtRule{})
-	if got, _ := s.ByKey(k); len(got) != 0 {
-		t.Fatalf("ByKey with another size = %q", paths(got))
 	}
 }
 
@@ -192,15 +183,15 @@ func flushed(t testing.TB, s *Store) {
 	}
 }
 
-func TestRenameSubtreeKeepsRecords(t *testing.T) {
+func TestMoveSubtreeKeepsRecords(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
 	mustPut(t, s, "/r/a/x", rec("1", 1, 1, 1))
 	mustPut(t, s, "/r/a/b/y", rec("2", 2, 1, 2))
 	mustPut(t, s, "/r/ab", rec("3", 3, 1, 3))    // not under /r/a
-	mustPut(t, s, "/r/z/old", rec("4", 4, 1, 4)) // replaced by the rename
-	if err := s.Rename(ctx, []byte("/r/a"), []byte("/r/z")); err != nil {
-		t.Fatal(err)
+	mustPut(t, s, "/r/z/old", rec("4", 4, 1, 4)) // kept: a move merges
+	if m, err := s.Move(ctx, []byte("/r/a"), []byte("/r/z")); err != nil || m != (Moved{Moved: 2}) {
+		t.Fatalf("Move = %+v, %v; want 2 moved", m, err)
 	}
 	var got []string
 	if err := s.Subtree(ctx, []byte("/r"), func(path []byte, r Record) error {
@@ -210,17 +201,17 @@ func TestRenameSubtreeKeepsRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(got)
-	if want := []string{"/r/ab", "/r/z/b/y", "/r/z/x"}; !slices.Equal(got, want) {
-		t.Fatalf("after rename: %q, want %q", got, want)
+	if want := []string{"/r/ab", "/r/z/b/y", "/r/z/old", "/r/z/x"}; !slices.Equal(got, want) {
+		t.Fatalf("after move: %q, want %q", got, want)
 	}
-	if p, _, _ := s.ByInode(1, 2); string(p) != "/r/z/b/y" {
-		t.Fatalf("ByInode after rename = %q", p)
+	if ps, _ := s.ByInodeAll(1, 2); len(ps) != 1 || string(ps[0]) != "/r/z/b/y" {
+		t.Fatalf("ByInodeAll after move = %q", ps)
 	}
-	if err := s.Rename(ctx, []byte("/r/ab"), []byte("/q/ab")); err != nil {
+	if _, err := s.Move(ctx, []byte("/r/ab"), []byte("/q/ab")); err != nil {
 		t.Fatal(err)
 	}
 	if r, ok, _ := s.Get([]byte("/q/ab")); !ok || r.Size != 3 {
-		t.Fatal("file rename lost the record")
+		t.Fatal("file move lost the record")
 	}
 	if err := s.DeleteSubtree(ctx, []byte("/r")); err != nil {
 		t.Fatal(err)
@@ -248,55 +239,28 @@ func TestMarkSweep(t *testing.T) {
 	r.Generation = g1
 	mustPutQuiet(s, []byte("/other/f"), r)
 	flushed(t, s)
+	var marks []Change
 	for i := 0; i < 3000; i += 2 {
-		if err := s.Mark(ctx, p("/root/d%d/f%d", i%7, i), g2); err != nil {
-			t.Fatal(err)
+		marks = append(marks, Change{Op: OpMark, Path: p("/root/d%d/f%d", i%7, i), Gen: g2})
+	}
+	if err := s.SubmitAll(ctx, marks); err != nil {
+		t.Fatal(err)
+	}
+	// The scan's own memory keeps the odd files of d0.
+	keep := func(path []byte) bool { return bytes.HasPrefix(path, []byte("/root/d0/")) }
+	kept := 0
+	for i := 1; i < 3000; i += 2 {
+		if i%7 == 0 {
+			kept++
 		}
 	}
-	n, err := s.Sweep(ctx, []byte("/root"), g2)
-	if err != nil || n != 1500 {
-		t.Fatalf("Sweep = %d, %v; want 1500", n, err)
+	n, err := s.Sweep(ctx, []byte("/root"), g2, keep)
+	if err != nil || n != 1500-kept {
+		t.Fatalf("Sweep = %d, %v; want %d", n, err, 1500-kept)
 	}
 	st, _ := s.Stats()
-	if st.Files != 1501 {
-		t.Fatalf("files after sweep: %d", st.Files)
-	}
-}
-
-func TestScanResumes(t *testing.T) {
-	s := openTest(t)
-	ctx := context.Background()
-	for i := 0; i < 2500; i++ {
-		mustPutQuiet(s, p("/s/%d/f%d", i%13, i), rec("x", 1, 1, uint64(i)))
-	}
-	flushed(t, s)
-	seen := map[string]bool{}
-	var cur []byte
-	for rounds := 0; ; rounds++ {
-		k := 0
-		next, err := s.Scan(ctx, cur, func(path []byte, r Record) error {
-			if seen[string(path)] {
-				t.Fatalf("%s seen twice", path)
-			}
-			seen[string(path)] = true
-			if k++; k == 333 {
-				return ErrStop
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if next == nil {
-			break
-		}
-		cur = next
-		if rounds > 100 {
-			t.Fatal("scan does not end")
-		}
-	}
-	if len(seen) != 2500 {
-		t.Fatalf("scan saw %d of 2500", len(seen))
+	if st.Files != int64(1501+kept) {
+		t.Fatalf("files after sweep: %d, want %d", st.Files, 1501+kept)
 	}
 }
 
@@ -410,37 +374,6 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 	}
 	if _, err := os.Stat(path); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// A directory renamed while a long scan runs is seen under its new name in
-// the chunks read after the rename.
-func TestScanSeesRenameBetweenChunks(t *testing.T) {
-	s := openTest(t)
-	ctx := context.Background()
-	for i := range 3 * chunk {
-		mustPutQuiet(s, p("/x/d/f%05d", i), rec("x", 1, 1, uint64(i)))
-	}
-	flushed(t, s)
-	n, renamed, after := 0, false, 0
-	if _, err := s.Scan(ctx, nil, func(path []byte, r Record) error {
-		n++
-		if !renamed {
-			renamed = true
-			return s.Rename(ctx, []byte("/x/d"), []byte("/x/e"))
-		}
-		if n > chunk+1 && !bytes.HasPrefix(path, []byte("/x/e/")) {
-			t.Fatalf("record %d after the rename has the old name %q", n, path)
-		}
-		if bytes.HasPrefix(path, []byte("/x/e/")) {
-			after++
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if n != 3*chunk || after < 2*chunk {
-		t.Fatalf("scan saw %d records, %d under the new name", n, after)
 	}
 }
 

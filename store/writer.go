@@ -25,20 +25,24 @@ const (
 	OpDelete
 	// OpDeleteSubtree removes Path and every record below it.
 	OpDeleteSubtree
-	// OpRename moves the record at Path and every record below it to
-	// NewPath, keeping their digests. Records at or below NewPath are
-	// replaced. ErrNotFound when nothing is at or below Path.
-	OpRename
+	// OpMove moves the record at Path and every record below it to
+	// NewPath, keeping their digests and merging (see Move). ErrNotFound
+	// when nothing is at or below Path.
+	OpMove
 	// OpMark sets the Generation of the record at Path to Gen (no error
 	// when there is none).
 	OpMark
 	// OpDeleteIfOlder removes the record at Path when its Generation is
-	// below Gen (what Sweep uses).
+	// below Gen (what Sweep submits).
 	OpDeleteIfOlder
 	// OpPutMeta stores Value under the name Path (GetMeta).
 	OpPutMeta
 	// OpDeleteMeta removes the meta value named Path.
 	OpDeleteMeta
+	// OpPutIf stores Record at Path only while the record there is still
+	// Expect (Record.SameContent); otherwise it fails with ErrConflict and
+	// changes nothing. The stored generation is kept.
+	OpPutIf
 )
 
 // Change is one write. Only the fields its Op names are used.
@@ -47,6 +51,7 @@ type Change struct {
 	Path    []byte
 	NewPath []byte
 	Record  Record
+	Expect  Record // OpPutIf: the record Record was made from
 	Gen     uint64
 	Value   []byte
 }
@@ -58,12 +63,14 @@ type item struct {
 	removed *atomic.Int64 // counts records removed, for Sweep
 	n       int           // records removed by this change, once committed
 	gen     *uint64       // receives a new generation
+	moved   *Moved        // receives what a move did
+	adopt   *Adoption     // the checks and change of an Adopt
 }
 
 // validate checks a change before it is queued.
 func (c *Change) validate() error {
 	switch c.Op {
-	case OpPut:
+	case OpPut, OpPutIf:
 		if err := checkPath(c.Path, false); err != nil {
 			return err
 		}
@@ -72,7 +79,7 @@ func (c *Change) validate() error {
 		return checkPath(c.Path, false)
 	case OpDeleteSubtree:
 		return checkPath(c.Path, true)
-	case OpRename:
+	case OpMove:
 		if err := checkPath(c.Path, false); err != nil {
 			return err
 		}
@@ -80,7 +87,7 @@ func (c *Change) validate() error {
 			return err
 		}
 		if bytes.HasPrefix(c.NewPath, subtreePrefix(c.Path)) || bytes.HasPrefix(c.Path, subtreePrefix(c.NewPath)) {
-			return fmt.Errorf("%w: cannot rename %q to %q: one contains the other", ErrPath, c.Path, c.NewPath)
+			return fmt.Errorf("%w: cannot move %q to %q: one contains the other", ErrPath, c.Path, c.NewPath)
 		}
 		return nil
 	case OpPutMeta, OpDeleteMeta:
@@ -88,14 +95,22 @@ func (c *Change) validate() error {
 			return fmt.Errorf("%w: empty meta name", ErrPath)
 		}
 		return nil
+	case opAdopt:
+		if err := checkPath(c.Path, false); err != nil {
+			return err
+		}
+		return c.Record.validate()
 	case opNextGen:
 		return nil
 	}
 	return fmt.Errorf("store: unknown change op %d", c.Op)
 }
 
-// opNextGen allocates a scan generation (NextGeneration).
-const opNextGen Op = 255
+// Ops that only the store's own methods submit.
+const (
+	opAdopt   Op = 254 // Adopt
+	opNextGen Op = 255 // NextGeneration
+)
 
 // Submit queues c and returns at once, unless the queue is full (then it
 // waits for room: back-pressure). done, if not nil, is called exactly once:
@@ -157,27 +172,10 @@ func (s *Store) Put(ctx context.Context, path []byte, r Record) error {
 	return s.wait(ctx, item{c: Change{Op: OpPut, Path: path, Record: r}})
 }
 
-// Delete removes the record at path (no error when there is none).
-func (s *Store) Delete(ctx context.Context, path []byte) error {
-	return s.wait(ctx, item{c: Change{Op: OpDelete, Path: path}})
-}
-
 // DeleteSubtree removes dir and every record below it ("/a" covers "/a"
 // and "/a/…" but not "/ab").
 func (s *Store) DeleteSubtree(ctx context.Context, dir []byte) error {
 	return s.wait(ctx, item{c: Change{Op: OpDeleteSubtree, Path: dir}})
-}
-
-// Rename moves the record at oldPath, or the whole subtree below it, to
-// newPath without touching digests. Whatever the index held at or below
-// newPath is dropped. ErrNotFound when nothing is at or below oldPath.
-func (s *Store) Rename(ctx context.Context, oldPath, newPath []byte) error {
-	return s.wait(ctx, item{c: Change{Op: OpRename, Path: oldPath, NewPath: newPath}})
-}
-
-// Mark records that a scan of generation gen saw path unchanged.
-func (s *Store) Mark(ctx context.Context, path []byte, gen uint64) error {
-	return s.wait(ctx, item{c: Change{Op: OpMark, Path: path, Gen: gen}})
 }
 
 // PutMeta stores a named value (calibration, roots, …) for GetMeta.
@@ -342,7 +340,13 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		if err != nil {
 			return err
 		}
+		if w.log, err = s.openTxLog(tx); err != nil {
+			return err
+		}
 		if err := fn(w); err != nil {
+			return err
+		}
+		if err := s.stampCommit(tx); err != nil {
 			return err
 		}
 		return w.finish()
@@ -372,11 +376,14 @@ func apply(w *wtx, it *item) error {
 		var n int
 		n, err = w.removeSubtree(c.Path)
 		it.n = n
-	case OpRename:
-		err = w.rename(c.Path, c.NewPath)
-		if errors.Is(err, ErrNotFound) {
-			return changeError{err}
+	case OpMove:
+		var m Moved
+		m, err = w.move(c.Path, c.NewPath)
+		if it.moved != nil {
+			*it.moved = m
 		}
+	case opAdopt:
+		err = w.adopt(it.adopt)
 	case OpMark:
 		err = w.mark(c.Path, c.Gen)
 	case OpDeleteIfOlder:
@@ -389,6 +396,10 @@ func apply(w *wtx, it *item) error {
 		err = w.user.Put(c.Path, c.Value)
 	case OpDeleteMeta:
 		err = w.user.Delete(c.Path)
+	case OpPutIf:
+		if err = w.putIf(c.Path, &c.Record, &c.Expect); errors.Is(err, ErrConflict) {
+			return changeError{err}
+		}
 	case opNextGen:
 		*it.gen, err = w.nextGeneration()
 	}
@@ -406,6 +417,9 @@ func (s *Store) Close() error {
 		s.writer.Lock()
 		if !s.opts.ReadOnly {
 			s.drain()
+			if err := s.endRun(); err != nil {
+				s.log.Warn("store: cannot record the clean shutdown", "err", err)
+			}
 		}
 		s.writer.Unlock()
 		s.errOnce = s.db.Close()

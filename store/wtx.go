@@ -93,6 +93,7 @@ type wtx struct {
 	newDirs map[uint64][]byte
 	// tails watch the buckets that a first scan appends to.
 	tails [3]*tail
+	log   *txLog // the change log, nil when not kept (changes.go)
 }
 
 func newWtx(tx *bolt.Tx, e *epoch) (*wtx, error) {
@@ -115,6 +116,9 @@ func newWtx(tx *bolt.Tx, e *epoch) (*wtx, error) {
 func (w *wtx) finish() error {
 	for _, t := range w.tails {
 		t.setFill()
+	}
+	if err := w.log.flush(w.c.Files); err != nil {
+		return err
 	}
 	if w.c == w.c0 {
 		return nil
@@ -210,6 +214,9 @@ func (w *wtx) put(path []byte, r *Record) error {
 		if sameIndexes(&old, r) {
 			// Only timestamps, state within ok or generation changed (a
 			// re-verification, a refreshed mtime): the indexes stay.
+			if err := w.reindexVerified(fk, &old, r); err != nil {
+				return err
+			}
 			return w.tails[0].put(fk, appendRecord(make([]byte, 0, maxRecordLen), r))
 		}
 		if err := w.unindex(fk, &old); err != nil {
@@ -269,6 +276,12 @@ func (w *wtx) removeKey(fk []byte, r *Record) error {
 }
 
 func (w *wtx) index(fk []byte, r *Record) error {
+	if err := w.logIndexed(fk, r, true); err != nil {
+		return err
+	}
+	if err := w.indexVerified(fk, r); err != nil {
+		return err
+	}
 	w.c.Files++
 	w.c.Bytes += r.Size
 	w.ibuf = append(inodeKey(w.ibuf, r.Dev, r.Ino), fk...)
@@ -297,6 +310,12 @@ func (w *wtx) index(fk []byte, r *Record) error {
 }
 
 func (w *wtx) unindex(fk []byte, r *Record) error {
+	if err := w.logIndexed(fk, r, false); err != nil {
+		return err
+	}
+	if err := w.unindexVerified(fk, r); err != nil {
+		return err
+	}
 	w.c.Files--
 	w.c.Bytes -= r.Size
 	w.ibuf = append(inodeKey(w.ibuf, r.Dev, r.Ino), fk...)
@@ -455,50 +474,6 @@ func (w *wtx) removeDir(dk []byte) (int, error) {
 		return 0, err
 	}
 	return len(keys), w.dirNames.Delete(p)
-}
-
-// rename moves the record at oldPath and every record below it to newPath.
-// Directories keep their ids, so records below are not rewritten.
-func (w *wtx) rename(oldPath, newPath []byte) error {
-	fk, r, isFile, err := w.lookup(oldPath)
-	if err != nil {
-		return err
-	}
-	dirs := w.subtreeDirs(oldPath)
-	if !isFile && len(dirs) == 0 {
-		return fmt.Errorf("%w: %q", ErrNotFound, oldPath)
-	}
-	if bytes.Equal(oldPath, newPath) {
-		return nil
-	}
-	if _, err := w.removeSubtree(newPath); err != nil {
-		return err
-	}
-	if isFile {
-		if err := w.removeKey(fk, &r); err != nil {
-			return err
-		}
-		if err := w.put(newPath, &r); err != nil {
-			return err
-		}
-	}
-	oldP, newP := subtreePrefix(oldPath), subtreePrefix(newPath)
-	for _, dk := range dirs {
-		v := bytes.Clone(w.dirs.Get(dk))
-		nk := append(bytes.Clone(newP), dk[len(oldP):]...)
-		w.forgetDir(dk)
-		w.forgetDir(nk)
-		if err := w.dirs.Delete(dk); err != nil {
-			return err
-		}
-		if err := w.dirs.Put(nk, v); err != nil {
-			return err
-		}
-		if err := w.tails[1].put(v, nk); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // mark sets the generation of the record at path, if there is one.

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/internal/roots"
 )
 
 // root watches one root directory; all its state belongs to the goroutine
@@ -27,12 +28,13 @@ type root struct {
 	opts *Options
 	log  *slog.Logger
 	out  chan<- Event
-	wlog *writeLog
 
 	fsw       *fsnotify.Watcher
 	dirs      map[string]map[string]struct{} // watched directory → names of its watched subdirectories
 	dirInode  map[string]inodeID             // watched directory → its inode, where known
 	inodeDir  map[inodeID]string             // the inverse
+	left      map[inodeID]string             // watched directories renamed away, pending under their old name
+	moves     []Event                        // Moved events to send at once
 	unwatched map[string]int                 // top directories without a watch → directories under them
 	pending   map[string]*item
 	queue     deadlines
@@ -60,9 +62,8 @@ type root struct {
 	status RootStatus
 }
 
-func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64, wlog *writeLog) *root {
+func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64) *root {
 	return &root{
-		wlog:      wlog,
 		path:      path,
 		sent:      sent,
 		opts:      opts,
@@ -71,6 +72,7 @@ func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64, 
 		dirs:      make(map[string]map[string]struct{}),
 		dirInode:  make(map[string]inodeID),
 		inodeDir:  make(map[inodeID]string),
+		left:      make(map[inodeID]string),
 		unwatched: make(map[string]int),
 		pending:   make(map[string]*item),
 		inject:    make(chan error, 1),
@@ -153,6 +155,9 @@ func (r *root) run(ctx context.Context) error {
 				return nil
 			}
 		}
+		if !r.flushMoves(ctx) {
+			return nil
+		}
 		r.arm()
 		r.publish()
 	}
@@ -195,6 +200,19 @@ const (
 	drainMax  = 1 << 16
 )
 
+// flushMoves sends the Moved events queued by handle.
+func (r *root) flushMoves(ctx context.Context) bool {
+	for len(r.moves) > 0 {
+		ev := r.moves[0]
+		r.moves = r.moves[1:]
+		if !r.emit(ctx, ev) {
+			return false
+		}
+	}
+	r.moves = nil
+	return true
+}
+
 // emit sends ev, or reports false when ctx ends first.
 func (r *root) emit(ctx context.Context, ev Event) bool {
 	r.sent.Add(1)
@@ -206,15 +224,7 @@ func (r *root) emit(ctx context.Context, ev Event) bool {
 	}
 }
 
-func (r *root) rel(p string) string {
-	if p == r.path {
-		return ""
-	}
-	if r.path == "/" {
-		return p[1:]
-	}
-	return strings.TrimPrefix(p, r.path+"/")
-}
+func (r *root) rel(p string) string { return roots.Rel(p, r.path) }
 
 // handle folds one fsnotify event into the pending set and the watch tree.
 func (r *root) handle(ev fsnotify.Event) {
@@ -222,7 +232,7 @@ func (r *root) handle(ev fsnotify.Event) {
 		return
 	}
 	p := ev.Name
-	if !within(p, r.path) {
+	if !roots.Within(p, r.path) {
 		return
 	}
 	_, watched := r.dirs[p]
@@ -234,11 +244,10 @@ func (r *root) handle(ev fsnotify.Event) {
 			r.dirLeft(p, ev.Has(fsnotify.Rename))
 			return
 		}
-		r.noteWritten(p, false)
 		if r.opts.Ignore.Match(r.rel(p), false) {
 			return
 		}
-		r.touch(p, false)
+		r.touch(p, false).forgetInode()
 	case ev.Has(fsnotify.Create):
 		fi, err := fsstat.Lstat(p)
 		if err == nil && fi.IsDir() {
@@ -251,11 +260,15 @@ func (r *root) handle(ev fsnotify.Event) {
 				r.dropTree(p)
 			}
 			r.addTree(p) // watch before anyone reads it
-			r.touch(p, true)
+			if !r.pairMove(p, inodeID{fi.Dev, fi.Ino}) {
+				r.touch(p, true).comeBack()
+			}
 			return
 		}
 		if !r.opts.Ignore.Match(r.rel(p), false) {
-			r.touch(p, false)
+			it := r.touch(p, false)
+			it.forgetInode() // another file may be at p now
+			it.comeBack()
 		}
 	default: // Write, Chmod
 		if watched {
@@ -264,54 +277,67 @@ func (r *root) handle(ev fsnotify.Event) {
 		if !r.opts.Ignore.Match(r.rel(p), false) {
 			it := r.touch(p, false)
 			if ev.Has(fsnotify.Write) {
-				r.markWritten(p, it)
+				r.written(p, it)
 			}
 		}
 	}
 }
 
 // dirLeft handles the watched directory p going away, renamed or deleted:
-// writes pending under it are noted, its watches dropped, and p waits to
-// settle.
+// its watches are dropped, and p waits to settle. A renamed directory
+// whose inode is known waits in r.left for its new name.
 func (r *root) dirLeft(p string, renamed bool) {
-	r.noteWritten(p, true)
+	id, known := r.dirInode[p]
 	if renamed {
-		r.wlog.dirRenamed(p, time.Now())
+		r.opts.Writes.DirRenamed(p)
 	}
 	r.dropTree(p)
-	r.touch(p, true)
-}
-
-// markWritten remembers a write to p: on its pending item, or, when the
-// event was folded into a directory's Rescan, in the write log, since the
-// Rescan's walk will not know the file was written.
-func (r *root) markWritten(p string, it *item) {
-	if it == nil {
-		r.wlog.note(p, inodeOf(p), time.Now())
-		return
-	}
-	if !it.written {
-		it.written = true
-		it.inode = inodeOf(p)
-		r.wlog.written(p, it.inode, time.Now())
+	it := r.touch(p, true)
+	if renamed && known && it != nil {
+		r.left[id] = p
+		it.left = id
 	}
 }
 
-// noteWritten tells the write log about p, or every path under the
-// directory p, that was written and is now going away before it settled.
-func (r *root) noteWritten(p string, dir bool) {
-	now := time.Now()
-	if it := r.pending[p]; it != nil && it.written {
-		r.wlog.note(p, it.inode, now)
+// pairMove pairs the directory p (inode id), just watched, with the old
+// name it was renamed from, and queues the Moved event. The old name's
+// item stays pending and emits nothing, unless something comes to that
+// name again; an item of p is dropped, as the Moved covers it. It reports
+// false, leaving p to settle as a new directory, when p has no watch or
+// no watched directory of this root left with its inode.
+func (r *root) pairMove(p string, id inodeID) bool {
+	from, ok := r.left[id]
+	if _, watched := r.dirs[p]; !ok || !watched || from == p {
+		return false
 	}
-	if !dir {
-		return
+	delete(r.left, id)
+	old := r.pending[from]
+	if old == nil {
+		return false
 	}
-	for q, it := range r.pending {
-		if it.written && within(q, p) && q != p {
-			r.wlog.note(q, it.inode, now)
+	old.moved, old.left = true, inodeID{}
+	if it := r.pending[p]; it != nil {
+		heap.Remove(&r.queue, it.index)
+		delete(r.pending, p)
+	}
+	r.moves = append(r.moves, Event{Kind: Moved, From: from, Path: p})
+	return true
+}
+
+// written tells Options.Writes of a write to p, with the inode kept on
+// p's pending item or, when it has none yet, a fresh lstat's.
+func (r *root) written(p string, it *item) {
+	var id inodeID
+	if it != nil {
+		id = it.inode
+	}
+	if id == (inodeID{}) {
+		id = inodeOf(p)
+		if it != nil {
+			it.inode = id
 		}
 	}
+	r.opts.Writes.Written(p, id.dev, id.ino)
 }
 
 func (r *root) handleErr(err error) {
@@ -352,9 +378,12 @@ func (r *root) touch(p string, wasDir bool) *item {
 	return it
 }
 
-// fire emits every pending path whose deadline has passed, and the overflow
-// Rescan when it is due.
+// fire emits the queued Moved events, then every pending path whose
+// deadline has passed, and the overflow Rescan when it is due.
 func (r *root) fire(ctx context.Context) bool {
+	if !r.flushMoves(ctx) {
+		return false
+	}
 	now := time.Now()
 	if r.ovPending && !now.Before(r.ovDue) {
 		r.ovPending = false
@@ -366,13 +395,16 @@ func (r *root) fire(ctx context.Context) bool {
 	for r.queue.Len() > 0 && !r.queue.items[0].due.After(now) {
 		it := heap.Pop(&r.queue).(*item)
 		delete(r.pending, it.path)
+		if it.left != (inodeID{}) && r.left[it.left] == it.path {
+			delete(r.left, it.left) // unpaired: its Removed goes out
+		}
+		if it.moved {
+			continue // its Moved went out
+		}
 		if r.pendingAbove(it.path) {
 			// A directory above is itself waiting (deleted, renamed or
 			// new): its Removed or Rescan covers this path; rm -rf of a
-			// tree becomes one event. The walk will not know of a write.
-			if it.written {
-				r.wlog.note(it.path, it.inode, now)
-			}
+			// tree becomes one event.
 			continue
 		}
 		if !r.settle(ctx, it) {
@@ -407,13 +439,10 @@ func (r *root) settle(ctx context.Context, it *item) bool {
 			r.log.Error("root is gone; checking periodically for it to come back", "err", err)
 			r.rootGone = true
 		}
-		if it.written {
-			r.wlog.note(p, it.inode, time.Now())
-		}
 		return r.emit(ctx, Event{Kind: Removed, Path: p})
 	case err != nil:
 		// Cannot tell (e.g. EACCES on a parent): let the consumer look.
-		return r.emitChanged(ctx, it)
+		return r.emit(ctx, Event{Kind: Changed, Path: p})
 	case fi.IsDir():
 		if r.opts.Ignore.Match(r.rel(p), true) {
 			if watched {
@@ -432,24 +461,15 @@ func (r *root) settle(ctx context.Context, it *item) bool {
 		if it.wasDir && !r.emit(ctx, Event{Kind: Removed, Path: p}) {
 			return false // a directory replaced by a file: its subtree is gone
 		}
-		return r.emitChanged(ctx, it)
+		return r.emit(ctx, Event{Kind: Changed, Path: p})
 	}
-}
-
-// emitChanged emits a Changed for it, and tells the write log when it
-// carries a write.
-func (r *root) emitChanged(ctx context.Context, it *item) bool {
-	ok := r.emit(ctx, Event{Kind: Changed, Path: it.path, Written: it.written})
-	if it.written {
-		r.wlog.emitted(it.path, it.inode, time.Now())
-	}
-	return ok
 }
 
 // overflow schedules one Rescan of the root, no sooner than the backoff
 // after the previous one; overflows while it waits join it.
 func (r *root) overflow() {
 	now := time.Now()
+	r.opts.Writes.Lost() // with the events, writes were lost
 	r.overflows++
 	r.lastOver = now
 	if r.ovPending {
@@ -480,15 +500,8 @@ func (r *root) rescanRoot(ctx context.Context, reason string) bool {
 		r.addTree(r.path)
 	}
 	now := time.Now()
-	for p, it := range r.pending {
-		if it.written {
-			r.wlog.note(p, it.inode, now)
-		}
-	}
-	if reason == ReasonOverflow {
-		r.wlog.lose(now) // writes were lost with the events
-	}
 	clear(r.pending)
+	clear(r.left)
 	r.queue.items = r.queue.items[:0]
 	r.lastRescan = now
 	return r.emit(ctx, Event{Kind: Rescan, Path: r.path, Reason: reason})
@@ -566,7 +579,7 @@ func (r *root) publish() {
 	s.RootMissing = r.rootGone
 	s.NoInstance = r.noInstance
 	s.WatchesNeeded = s.Watches + unwatched
-	s.Pending = len(r.pending)
+	s.Pending = len(r.pending) + len(r.moves)
 	if r.ovPending {
 		s.Pending++ // the overflow Rescan of the root
 	}

@@ -11,6 +11,9 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sys/unix"
+
+	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/internal/roots"
 )
 
 // addTree watches dir and every directory under it that is not ignored,
@@ -238,7 +241,7 @@ func (r *root) dropTree(dir string) {
 		}
 	}
 	for p := range r.unwatched {
-		if within(p, dir) {
+		if roots.Within(p, dir) {
 			delete(r.unwatched, p)
 		}
 	}
@@ -246,13 +249,43 @@ func (r *root) dropTree(dir string) {
 
 // item is one pending path.
 type item struct {
-	path    string
-	first   time.Time // first event since it was last emitted
-	due     time.Time
-	index   int     // in the heap
-	wasDir  bool    // it was a watched directory when an event came
-	written bool    // a Write event came since it was last emitted
-	inode   inodeID // the file's, as of the first such Write; zero if unknown
+	path   string
+	first  time.Time // first event since it was last emitted
+	due    time.Time
+	index  int     // in the heap
+	wasDir bool    // it was a watched directory when an event came
+	inode  inodeID // the file's, from the first Write since it came there; zero if unknown
+	left   inodeID // the directory's, when it was renamed away and waits in root.left
+	moved  bool    // its directory's Moved went out: emit nothing
+}
+
+// comeBack notes that something was created at the path: an item whose
+// directory was moved away emits what is there now. It accepts a nil
+// item.
+func (it *item) comeBack() {
+	if it != nil {
+		it.moved = false
+	}
+}
+
+// forgetInode makes the next Write stat the file again: another may have
+// come to the path. It accepts a nil item.
+func (it *item) forgetInode() {
+	if it != nil {
+		it.inode = inodeID{}
+	}
+}
+
+// inodeID names a file or directory; the zero value is unknown.
+type inodeID struct{ dev, ino uint64 }
+
+// inodeOf returns the inode of whatever is at p, or the zero value.
+func inodeOf(p string) inodeID {
+	fi, err := fsstat.Lstat(p)
+	if err != nil {
+		return inodeID{}
+	}
+	return inodeID{fi.Dev, fi.Ino}
 }
 
 // deadlines is a min-heap of pending items by due time.

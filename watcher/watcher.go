@@ -40,6 +40,24 @@
 // event. Consumers must treat events as idempotent hints: the same file may
 // be reported by a Changed and by a Rescan walk.
 //
+// Options.Writes is told of every write when the watcher reads its event,
+// of every watched directory renamed away, and of lost events. A consumer
+// keeps them to know of writes that no stat field shows.
+//
+// # Moved directories
+//
+// A watched directory renamed within its root is one [Moved] event: the
+// directory at From is now at Path. Walk Path as for a Rescan, since files
+// may have changed in the gap; records under Path that the walk does not
+// find are gone, and so are records left under From. The watcher pairs the
+// two names by the directory's inode and sends the Moved as soon as it
+// reads the new name, once its watches are in place: before any event
+// about what happens to either name afterwards. After a chain of renames
+// read together, From is the first name and Path the last. A rename the watcher cannot pair
+// keeps the two events of the general rule, Removed for the old name and
+// a Rescan for the new: a directory moved in from outside the root or out
+// of it, across roots, or gone again before its new name could be watched.
+//
 // Run starts with one Rescan of each root (ReasonInitial) once the root's
 // watches are in place, so a consumer that walks on Rescan needs no initial
 // walk of its own (Options.NoInitialRescan turns it off). Paths under a
@@ -58,9 +76,8 @@
 // # Ordering
 //
 // Events for one root come from one goroutine in the order they settle;
-// roots are independent. A Removed for a renamed directory's old path and
-// the Rescan for its new path settle at about the same time, in either
-// order.
+// roots are independent. An unpaired rename's Removed and Rescan settle at
+// about the same time, in either order.
 //
 // # Sync
 //
@@ -102,9 +119,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,6 +128,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/annexd/annexd/internal/ignore"
+	"github.com/annexd/annexd/internal/roots"
 )
 
 // Errors returned by New and Run.
@@ -129,6 +145,7 @@ const (
 	Changed Kind = iota + 1
 	Removed
 	Rescan
+	Moved
 )
 
 func (k Kind) String() string {
@@ -139,6 +156,8 @@ func (k Kind) String() string {
 		return "removed"
 	case Rescan:
 		return "rescan"
+	case Moved:
+		return "moved"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -152,17 +171,34 @@ const (
 	ReasonDegraded = "degraded"  // periodic rescan of a directory without a watch
 )
 
-// Event is one settled fact about a path under a root.
+// Event is one settled fact about a path under a root; see the package
+// documentation for what each Kind means.
 type Event struct {
 	Kind   Kind
 	Path   string // absolute, bytes as on disk
 	Reason string // for Rescan: one of the Reason constants
-	// Written is set on a Changed whose file was written since it was last
-	// emitted: its content changed even if no stat field shows it (a
-	// rewrite that set the mtime back), so no record kept for its inode
-	// elsewhere may be taken for it.
-	Written bool
+	From   string // for Moved: the directory's old path
 }
+
+// WriteRecorder keeps what the watcher saw written, for a consumer that
+// must know of writes no stat field shows. The watcher calls it when it
+// reads an event, from one goroutine per root.
+type WriteRecorder interface {
+	// Written: the file at path, inode (dev, ino), was written; ino is 0
+	// when the watcher could not stat it.
+	Written(path string, dev, ino uint64)
+	// DirRenamed: the watched directory at path was renamed away; a write
+	// under it may reach no watch until its new name is watched.
+	DirRenamed(path string)
+	// Lost: events were lost, so any file may have been written unseen.
+	Lost()
+}
+
+type noRecorder struct{}
+
+func (noRecorder) Written(string, uint64, uint64) {}
+func (noRecorder) DirRenamed(string)              {}
+func (noRecorder) Lost()                          {}
 
 // Options tune a Watcher. The zero value works; defaults are filled by New.
 type Options struct {
@@ -175,6 +211,7 @@ type Options struct {
 	NoInitialRescan    bool          // do not emit a Rescan of each root at start
 	Ignore             *ignore.Matcher
 	Logger             *slog.Logger
+	Writes             WriteRecorder // told of every write seen; nil tells nobody
 
 	// SyncDir is a private, existing directory for Sync's cookie files,
 	// outside the roots or inside one (it then gets no watch, events or
@@ -200,6 +237,9 @@ func (o *Options) fill() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Writes == nil {
+		o.Writes = noRecorder{}
+	}
 }
 
 // Watcher watches a set of roots. Create it with New, then call Run once and
@@ -208,46 +248,32 @@ type Watcher struct {
 	opts    Options
 	roots   []*root
 	events  chan Event
-	writes  *writeLog
 	started sync.Once
 	sent    atomic.Uint64 // events sent (or being sent) on events
 	cookies atomic.Uint64 // names of Sync cookies
 }
 
 // New checks the roots (absolute or not, each must be an existing
-// directory; no root may contain another) and returns a Watcher. Nothing is
+// directory; no root may contain another, also through a symlink) and
+// returns a Watcher. Each root is watched as given, made absolute and
+// clean: events under a symlinked root carry that spelling. Nothing is
 // watched until Run.
-func New(roots []string, opts Options) (*Watcher, error) {
+func New(paths []string, opts Options) (*Watcher, error) {
 	opts.fill()
-	w := &Watcher{opts: opts, events: make(chan Event, 256), writes: newWriteLog()}
-	var clean []string
-	for _, r := range roots {
-		abs, err := filepath.Abs(r)
-		if err != nil {
-			return nil, fmt.Errorf("%w %s: %w", ErrRoot, r, err)
-		}
-		fi, err := os.Stat(abs)
-		if err != nil {
-			return nil, fmt.Errorf("%w %s: %w", ErrRoot, r, err)
-		}
-		if !fi.IsDir() {
-			return nil, fmt.Errorf("%w %s: not a directory", ErrRoot, r)
-		}
-		for _, c := range clean {
-			if within(abs, c) || within(c, abs) {
-				return nil, fmt.Errorf("%w %s: overlaps root %s", ErrRoot, r, c)
-			}
-		}
-		clean = append(clean, abs)
+	w := &Watcher{opts: opts, events: make(chan Event, 256)}
+	set, err := roots.Resolve(paths)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrRoot, err)
 	}
-	if len(clean) == 0 {
-		return nil, fmt.Errorf("%w: no roots", ErrRoot)
+	var given []string
+	for _, r := range set.Roots() {
+		given = append(given, r.Given)
 	}
-	if err := w.checkSyncDir(clean); err != nil {
+	if err := w.checkSyncDir(given); err != nil {
 		return nil, err
 	}
-	for _, c := range clean {
-		w.roots = append(w.roots, newRoot(c, &w.opts, w.events, &w.sent, w.writes))
+	for _, g := range given {
+		w.roots = append(w.roots, newRoot(g, &w.opts, w.events, &w.sent))
 	}
 	return w, nil
 }
@@ -264,7 +290,7 @@ func (w *Watcher) Roots() []string {
 
 // checkSyncDir makes Options.SyncDir absolute and refuses one at or above
 // a root.
-func (w *Watcher) checkSyncDir(roots []string) error {
+func (w *Watcher) checkSyncDir(paths []string) error {
 	if w.opts.SyncDir == "" {
 		return nil
 	}
@@ -272,8 +298,8 @@ func (w *Watcher) checkSyncDir(roots []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSync, err)
 	}
-	for _, r := range roots {
-		if within(r, abs) {
+	for _, r := range paths {
+		if roots.Within(r, abs) {
 			return fmt.Errorf("%w: directory %s holds the root %s", ErrSync, abs, r)
 		}
 	}
@@ -336,17 +362,6 @@ func (w *Watcher) Status() Status {
 		s.Roots = append(s.Roots, r.snapshot())
 	}
 	return s
-}
-
-// within reports whether p is dir or inside dir.
-func within(p, dir string) bool {
-	if p == dir {
-		return true
-	}
-	if dir == "/" {
-		return true
-	}
-	return strings.HasPrefix(p, dir+"/")
 }
 
 // injectOverflow makes the root at path behave as if its inotify queue

@@ -4,9 +4,17 @@
 //
 // The endpoints, the wire format and the Index contract are documented in
 // package api. This package adds what only a server needs: the socket
-// directory and stale-socket handling, SO_PEERCRED checks, request limits
-// and timeouts, Prometheus request metrics and /metrics, and a Run(ctx)
-// lifecycle (Shutdown, then Close).
+// directory and stale-socket handling, SO_PEERCRED checks at accept,
+// connection caps (Limits), request limits and timeouts, Prometheus
+// request metrics and /metrics, and a Run(ctx) lifecycle (Shutdown, then
+// Close).
+//
+// # Refusals
+//
+// A refused connection costs one accept, one getsockopt, one write and
+// one close: a canned answer is written without waiting and without
+// reading the request, and no goroutine is started for it. Refusals are
+// logged once per uid and reason, then at most once a minute with a count.
 //
 // # Caveats
 //

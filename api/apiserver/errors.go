@@ -12,4 +12,7 @@ var (
 	// ErrUnsafeSocketDir: the socket's directory may be entered by others or
 	// is not owned by the daemon's user.
 	ErrUnsafeSocketDir = errors.New("apiserver: unsafe socket directory")
+	// ErrListen: the socket or the TCP address cannot be bound (in use,
+	// no permission).
+	ErrListen = errors.New("apiserver: cannot listen")
 )

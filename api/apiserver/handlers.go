@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/internal/roots"
 	"github.com/annexd/annexd/key"
 )
 
@@ -40,11 +41,12 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	if err := checkUnderRoots(p, s.cfg.Index.Roots()); err != nil {
+	stored, err := underRoots(p, s.roots())
+	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	res, err := s.cfg.Index.Lookup(r.Context(), p, wait)
+	res, err := s.cfg.Index.Lookup(r.Context(), stored, wait)
 	if err != nil {
 		s.indexError(w, r, err)
 		return
@@ -80,7 +82,7 @@ func (s *Server) handleLookupBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "api: read body: "+err.Error())
 		return
 	}
-	roots := s.cfg.Index.Roots()
+	set := s.roots()
 	st := newStream(w)
 	for len(body) > 0 {
 		var line []byte
@@ -89,7 +91,7 @@ func (s *Server) handleLookupBatch(w http.ResponseWriter, r *http.Request) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		res, err := s.lookupLine(r, line, roots, wait)
+		res, err := s.lookupLine(r, line, set, wait)
 		if err != nil && r.Context().Err() != nil {
 			return // the client left; nobody reads the rest
 		}
@@ -107,7 +109,7 @@ func (s *Server) handleLookupBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 // lookupLine answers one line of a batch; only index failures are errors.
-func (s *Server) lookupLine(r *http.Request, line []byte, roots []string, wait bool) (api.LookupResult, error) {
+func (s *Server) lookupLine(r *http.Request, line []byte, set roots.Set, wait bool) (api.LookupResult, error) {
 	if len(line) > MaxLineBytes {
 		return api.LookupResult{State: api.StateInvalid, Message: "api: line too long"}, nil
 	}
@@ -119,19 +121,25 @@ func (s *Server) lookupLine(r *http.Request, line []byte, roots []string, wait b
 	if err != nil {
 		return api.LookupResult{Path: raw, State: api.StateInvalid, Message: err.Error()}, nil
 	}
-	if err := checkUnderRoots(p, roots); err != nil {
+	stored, err := underRoots(p, set)
+	if err != nil {
 		msg := strings.TrimPrefix(err.Error(), api.ErrOutsideRoots.Error()+": ")
 		return api.LookupResult{Path: p, State: api.StateOutsideRoots, Message: msg}, nil
 	}
-	res, err := s.cfg.Index.Lookup(r.Context(), p, wait)
+	res, err := s.cfg.Index.Lookup(r.Context(), stored, wait)
 	res.Path = p
 	return res, err
 }
 
 // handleWhereis answers GET /v1/whereis?key=K | digest=HEX[&backend=B] |
-// path=P with the NDJSON list of locations of that content.
+// path=P with the NDJSON list of locations of that content. A key with a
+// size field lists only files of that size. The hash must be the one the
+// Index holds (api.Backender), else the answer is 400 other_backend.
 func (s *Server) handleWhereis(w http.ResponseWriter, r *http.Request) {
-	q, err := s.whereisQuery(r)
+	q, size, err := s.whereisQuery(r)
+	if err == nil {
+		err = s.checkBackend(q.Backend)
+	}
 	if err != nil {
 		if errors.Is(err, errIndex) {
 			s.indexError(w, r, err)
@@ -142,36 +150,56 @@ func (s *Server) handleWhereis(w http.ResponseWriter, r *http.Request) {
 	}
 	st := newStream(w)
 	err = s.cfg.Index.Whereis(r.Context(), q, func(l api.Location) error {
+		if size >= 0 && l.Size != size {
+			return nil // the same digest with another size is not this key's content
+		}
 		return st.item(l.AppendJSON)
 	})
 	st.endErr(err, "")
 }
 
+// checkBackend refuses a hash the Index does not hold.
+func (s *Server) checkBackend(b key.Backend) error {
+	bk, ok := s.cfg.Index.(api.Backender)
+	if !ok || bk.Backend().Base() == b.Base() {
+		return nil
+	}
+	return fmt.Errorf("%w: the index holds %s digests only (annexd --backend %s), so it cannot tell which files have the content of a %s key",
+		api.ErrOtherBackend, bk.Backend().Base(), bk.Backend(), b)
+}
+
 var errIndex = errors.New("api: index failed")
 
-func (s *Server) whereisQuery(r *http.Request) (api.WhereisQuery, error) {
+// whereisQuery reads the content asked for, and the size its files must
+// have (-1: any).
+func (s *Server) whereisQuery(r *http.Request) (api.WhereisQuery, int64, error) {
 	v := r.URL.Query()
 	switch {
 	case v.Has("key"):
 		return whereisByKey(v.Get("key"))
 	case v.Has("digest"):
-		return whereisByDigest(v.Get("digest"), v.Get("backend"))
+		q, err := whereisByDigest(v.Get("digest"), v.Get("backend"))
+		return q, -1, err
 	case v.Has("path") || v.Has("path_b64"):
 		return s.whereisByPath(r, v)
 	}
-	return api.WhereisQuery{}, fmt.Errorf("%w: give key=, digest= or path=", api.ErrBadRequest)
+	return api.WhereisQuery{}, -1, fmt.Errorf("%w: give key=, digest= or path=", api.ErrBadRequest)
 }
 
-func whereisByKey(s string) (api.WhereisQuery, error) {
+func whereisByKey(s string) (api.WhereisQuery, int64, error) {
 	k, err := key.Parse(s)
 	if err != nil {
-		return api.WhereisQuery{}, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
+		return api.WhereisQuery{}, -1, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
 	}
 	d, err := k.Digest()
 	if err != nil {
-		return api.WhereisQuery{}, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
+		return api.WhereisQuery{}, -1, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
 	}
-	return api.WhereisQuery{Backend: k.Backend(), Digest: d}, nil
+	size, ok := k.Size()
+	if !ok {
+		size = -1
+	}
+	return api.WhereisQuery{Backend: k.Backend(), Digest: d}, size, nil
 }
 
 func whereisByDigest(hexDigest, backend string) (api.WhereisQuery, error) {
@@ -189,24 +217,25 @@ func whereisByDigest(hexDigest, backend string) (api.WhereisQuery, error) {
 	return api.WhereisQuery{Backend: b, Digest: d}, nil
 }
 
-func (s *Server) whereisByPath(r *http.Request, v url.Values) (api.WhereisQuery, error) {
+func (s *Server) whereisByPath(r *http.Request, v url.Values) (api.WhereisQuery, int64, error) {
 	p, err := pathFromQuery(v)
 	if err != nil {
-		return api.WhereisQuery{}, err
+		return api.WhereisQuery{}, -1, err
 	}
-	if err := checkUnderRoots(p, s.cfg.Index.Roots()); err != nil {
-		return api.WhereisQuery{}, err
+	stored, err := underRoots(p, s.roots())
+	if err != nil {
+		return api.WhereisQuery{}, -1, err
 	}
 	wait, err := boolParam(v, "wait")
 	if err != nil {
-		return api.WhereisQuery{}, err
+		return api.WhereisQuery{}, -1, err
 	}
-	res, err := s.cfg.Index.Lookup(r.Context(), p, wait)
+	res, err := s.cfg.Index.Lookup(r.Context(), stored, wait)
 	if err != nil {
-		return api.WhereisQuery{}, fmt.Errorf("%w: %w", errIndex, err)
+		return api.WhereisQuery{}, -1, fmt.Errorf("%w: %w", errIndex, err)
 	}
-	if res.State != api.StateCurrent {
-		return api.WhereisQuery{}, fmt.Errorf("%w: %s has no current key (%s)", api.ErrNotFound, displayPath(p), res.State)
+	if res.State != api.StateCurrent && res.State != api.StateAnnexLink {
+		return api.WhereisQuery{}, -1, fmt.Errorf("%w: %s has no current key (%s)", api.ErrNotFound, displayPath(p), res.State)
 	}
 	return whereisByKey(res.Key.String())
 }
@@ -261,7 +290,7 @@ func (s *Server) handleForget(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := r.URL.Query()
-	p, err := forgetPath(v, s.cfg.Index.Roots())
+	p, err := forgetPath(v, s.roots())
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -281,7 +310,7 @@ func (s *Server) handleForget(w http.ResponseWriter, r *http.Request) {
 }
 
 // forgetPath reads the directory of a forget request and checks it.
-func forgetPath(v url.Values, roots []string) ([]byte, error) {
+func forgetPath(v url.Values, set roots.Set) ([]byte, error) {
 	raw, err := rawPathFromQuery(v)
 	if err != nil {
 		return nil, err
@@ -293,12 +322,10 @@ func forgetPath(v url.Values, roots []string) ([]byte, error) {
 	if !bytes.Equal(p, raw) {
 		return nil, fmt.Errorf("%w: path %q is not clean (want %q)", api.ErrBadRequest, displayPath(raw), displayPath(p))
 	}
-	for _, root := range roots {
-		if underRoot(p, root) {
-			return nil, fmt.Errorf("%w: %s is under the root %s, which annexd indexes: its records would come back at the next scan; "+
-				"remove the files themselves, or remove %s from the roots and restart annexd first",
-				api.ErrUnderRoot, displayPath(p), root, root)
-		}
+	if root, ok := set.RootOf(string(p)); ok {
+		return nil, fmt.Errorf("%w: %s is under the root %s, which annexd indexes: its records would come back at the next scan; "+
+			"remove the files themselves, or remove %s from the roots and restart annexd first",
+			api.ErrUnderRoot, displayPath(p), root, root)
 	}
 	return p, nil
 }
@@ -327,7 +354,15 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	synced := true
 	if wait != "" {
 		start := time.Now()
-		if synced = s.sync(r, timeout); r.Context().Err() != nil {
+		if !s.waitStarted(r, timeout) {
+			if r.Context().Err() == nil {
+				st, err := s.cfg.Index.Status(r.Context())
+				st.Idle = false
+				s.writeStatus(w, r, st, err)
+			}
+			return
+		}
+		if synced = s.sync(r, max(timeout-time.Since(start), 0)); r.Context().Err() != nil {
 			return // the client is gone
 		}
 		timeout = max(timeout-time.Since(start), 0)
@@ -339,12 +374,40 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if !synced {
 		st.Idle = false // changes made before the request may not be seen yet
 	}
+	s.writeStatus(w, r, st, err)
+}
+
+func (s *Server) writeStatus(w http.ResponseWriter, r *http.Request, st api.Status, err error) {
 	if err != nil {
 		s.indexError(w, r, err)
 		return
 	}
 	st.APIVersion = api.APIVersion
 	writeJSON(w, http.StatusOK, st)
+}
+
+// waitStarted waits until the Index serves (api.Starter), the timeout
+// passes, the client leaves or the server shuts down; it reports whether
+// the Index serves.
+func (s *Server) waitStarted(r *http.Request, timeout time.Duration) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(idlePollInterval)
+	defer tick.Stop()
+	for {
+		if _, ok := s.starting(); !ok {
+			return true
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return false
+		case <-s.closing:
+			return false
+		case <-r.Context().Done():
+			return false
+		}
+	}
 }
 
 // sync makes the Index see every change made before the request, when it
@@ -502,24 +565,20 @@ func cleanPath(p []byte) ([]byte, error) {
 	return []byte(path.Clean(string(p))), nil
 }
 
-// checkUnderRoots returns ErrOutsideRoots unless p is a root or below one.
-func checkUnderRoots(p []byte, roots []string) error {
-	for _, root := range roots {
-		if underRoot(p, root) {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: %s is not under %s", api.ErrOutsideRoots, displayPath(p), strings.Join(roots, ", "))
-}
+// roots returns the Index's roots with their aliases.
+func (s *Server) roots() roots.Set { return roots.Of(s.cfg.Index.Roots(), s.cfg.RootAliases) }
 
-func underRoot(p []byte, root string) bool {
-	if root == "/" {
-		return true
+// underRoots returns p spelled as the index stores it, or ErrOutsideRoots
+// unless p is a root or below one, by either spelling.
+func underRoots(p []byte, set roots.Set) ([]byte, error) {
+	q, ok := set.Canonical(string(p))
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%w: %s is not under %s", api.ErrOutsideRoots, displayPath(p), set)
+	case q == string(p):
+		return p, nil
 	}
-	if !bytes.HasPrefix(p, []byte(root)) {
-		return false
-	}
-	return len(p) == len(root) || p[len(root)] == '/'
+	return []byte(q), nil
 }
 
 func displayPath(p []byte) string { return strings.ToValidUTF8(string(p), "\uFFFD") }
@@ -574,6 +633,9 @@ func writeErr(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, api.CodeOutsideRoots, err.Error())
 	case errors.Is(err, api.ErrUnderRoot):
 		writeError(w, http.StatusBadRequest, api.CodeUnderRoot, err.Error())
+	case errors.Is(err, api.ErrOtherBackend):
+		msg := "api: " + strings.TrimPrefix(err.Error(), api.ErrOtherBackend.Error()+": ")
+		writeError(w, http.StatusBadRequest, api.CodeOtherBackend, msg)
 	case errors.Is(err, api.ErrNotFound):
 		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
 	case errors.Is(err, api.ErrBadRequest):

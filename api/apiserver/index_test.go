@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/api"
-	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )

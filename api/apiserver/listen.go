@@ -119,7 +119,7 @@ func listenUnix(path string) (*net.UnixListener, *os.File, error) {
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		lock.Close()
-		return nil, nil, fmt.Errorf("apiserver: listen on %s: %w", path, err)
+		return nil, nil, fmt.Errorf("%w on %s: %w", ErrListen, path, err)
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()

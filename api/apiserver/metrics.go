@@ -14,7 +14,7 @@ type metrics struct {
 	requests *prometheus.CounterVec   // by route and status code
 	duration *prometheus.HistogramVec // by route
 	lookups  *prometheus.CounterVec   // by lookup state
-	denied   *prometheus.CounterVec   // by reason (uid, token)
+	denied   *prometheus.CounterVec   // by reason (uid, busy, token)
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -34,7 +34,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"state"}),
 		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "annexd_api_denied_total",
-			Help: "API requests refused: wrong peer uid or wrong token.",
+			Help: "API connections or requests refused: wrong peer uid (at accept), too many connections (busy), wrong token.",
 		}, []string{"reason"}),
 	}
 	var err error
@@ -52,6 +52,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// watchConns exports the admitted connections as a gauge.
+func (m *metrics) watchConns(reg prometheus.Registerer, a *admission) error {
+	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "annexd_api_connections",
+		Help: "API connections open now (admitted ones; refused ones are closed at once).",
+	}, func() float64 { return float64(a.open()) })
+	_, err := register(reg, g)
+	return err
 }
 
 // register registers c, or returns the collector already registered under

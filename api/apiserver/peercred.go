@@ -14,6 +14,8 @@ type peer struct {
 	pid   int  // peer's pid, 0 when unknown
 	tcp   bool // came over the TCP listener (token required)
 	known bool // uid was read successfully
+
+	gids []uint32 // the primary group, then the supplementary ones
 }
 
 type peerKey struct{}
@@ -25,9 +27,13 @@ func peerCred(c *net.UnixConn) (peer, error) {
 		return peer{uid: -1}, err
 	}
 	var cred *unix.Ucred
+	var gids []uint32
 	var serr error
 	err = raw.Control(func(fd uintptr) {
 		cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		if serr == nil {
+			gids = peerGroups(int(fd), cred.Gid)
+		}
 	})
 	if err == nil {
 		err = serr
@@ -35,7 +41,7 @@ func peerCred(c *net.UnixConn) (peer, error) {
 	if err != nil {
 		return peer{uid: -1}, fmt.Errorf("apiserver: SO_PEERCRED: %w", err)
 	}
-	return peer{uid: int(cred.Uid), pid: int(cred.Pid), known: true}, nil
+	return peer{uid: int(cred.Uid), pid: int(cred.Pid), known: true, gids: gids}, nil
 }
 
 // connContext attaches the peer to every request's context; it is the
@@ -43,6 +49,8 @@ func peerCred(c *net.UnixConn) (peer, error) {
 func connContext(ctx context.Context, c net.Conn) context.Context {
 	var p peer
 	switch uc := c.(type) {
+	case *guardedConn:
+		p = uc.peer // read at accept
 	case *net.UnixConn:
 		p, _ = peerCred(uc) // unknown peer ⇒ refused by the handler
 	case *net.TCPConn:

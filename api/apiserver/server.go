@@ -39,6 +39,12 @@ type Config struct {
 	Index  api.Index
 	Socket string // unix socket path, e.g. from DefaultSocketPath
 
+	// RootAliases maps another spelling of a root, a path through a
+	// symlink, to the root as Index.Roots has it. A path under an alias is
+	// looked up under the root and answered under the spelling asked.
+	// Forget takes its path as the index stores it.
+	RootAliases map[string]string
+
 	// TCPAddr, when set, also serves on this loopback address
 	// ("127.0.0.1:7777"); every TCP request must carry
 	// "Authorization: Bearer <Token>". Token is required with TCPAddr.
@@ -53,6 +59,10 @@ type Config struct {
 	// registry for both.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
+
+	// Limits caps the connections held at once; the zero value derives
+	// the caps from the descriptor limit.
+	Limits Limits
 }
 
 // Server serves an Index over HTTP on a unix socket (and optionally TCP).
@@ -63,6 +73,9 @@ type Server struct {
 	metrics *metrics
 	http    *http.Server
 	closing chan struct{}
+
+	admission *admission
+	refusals  refusalLog
 
 	mu       sync.Mutex
 	unixLn   *net.UnixListener
@@ -102,7 +115,12 @@ func NewServer(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, uid: os.Geteuid(), metrics: m, closing: make(chan struct{})}
+	uid := os.Geteuid()
+	s := &Server{cfg: cfg, log: cfg.Logger, uid: uid, metrics: m, closing: make(chan struct{}),
+		admission: newAdmission(uid, cfg.Limits), refusals: refusalLog{log: cfg.Logger}}
+	if err := m.watchConns(cfg.Registerer, s.admission); err != nil {
+		return nil, err
+	}
 	s.http = &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -134,7 +152,7 @@ func (s *Server) Listen() error {
 		if err != nil {
 			ln.Close()
 			lock.Close()
-			return fmt.Errorf("apiserver: listen on %s: %w", s.cfg.TCPAddr, err)
+			return fmt.Errorf("%w on %s: %w", ErrListen, s.cfg.TCPAddr, err)
 		}
 		s.tcpLn = tl
 	}
@@ -163,10 +181,10 @@ func (s *Server) Run(ctx context.Context) error {
 	s.log.Info("api listening", "socket", s.cfg.Socket, "tcp", s.cfg.TCPAddr)
 	errc := make(chan error, 2)
 	n := 1
-	go func() { errc <- s.http.Serve(s.unixLn) }()
+	go func() { errc <- s.http.Serve(guardedListener{s.unixLn, s}) }()
 	if s.tcpLn != nil {
 		n++
-		go func() { errc <- s.http.Serve(s.tcpLn) }()
+		go func() { errc <- s.http.Serve(guardedListenerTCP{s.tcpLn, s}) }()
 	}
 	var err error
 	select {
@@ -207,18 +225,41 @@ func (s *Server) endpoints() http.Handler {
 		mux.Handle(pattern, s.metrics.instrument(pattern, h))
 	}
 	handle("GET /v1/ping", s.handlePing)
-	handle("GET /v1/lookup", s.handleLookup)
-	handle("POST /v1/lookup", s.handleLookupBatch)
-	handle("GET /v1/whereis", s.handleWhereis)
-	handle("GET /v1/dups", s.handleDups)
+	handle("GET /v1/lookup", s.serving(s.handleLookup))
+	handle("POST /v1/lookup", s.serving(s.handleLookupBatch))
+	handle("GET /v1/whereis", s.serving(s.handleWhereis))
+	handle("GET /v1/dups", s.serving(s.handleDups))
 	handle("GET /v1/status", s.handleStatus)
-	handle("POST /v1/forget", s.handleForget)
+	handle("POST /v1/forget", s.serving(s.handleForget))
+	handle("POST /v1/dedup", s.serving(s.handleDedup))
 	mux.Handle("GET /metrics", s.metrics.instrument("GET /metrics",
 		promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: s.httpErrorLog()})))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, api.CodeNotFound, "api: no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
 	return mux
+}
+
+// serving answers 503 with CodeStarting while the Index does not serve
+// yet (api.Starter), and passes the request on once it does.
+func (s *Server) serving(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if phase, ok := s.starting(); ok {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, api.CodeStarting, "api: "+phase)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// starting reports what the Index does before it serves, if it does not
+// serve yet.
+func (s *Server) starting() (string, bool) {
+	if st, ok := s.cfg.Index.(api.Starter); ok {
+		return st.Starting()
+	}
+	return "", false
 }
 
 func (s *Server) httpErrorLog() promhttp.Logger {

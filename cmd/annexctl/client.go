@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -42,7 +44,20 @@ func dial(cmd *cobra.Command) (*api.Client, error) {
 // says where we looked and what to do.
 func apiFailure(c *api.Client, err error) error {
 	var nd *api.NoDaemonError
+	var busy *api.BusyError
 	switch {
+	case errors.Is(err, api.ErrClosed):
+		return &exitError{Code: exitNoDaemon, Err: fmt.Errorf(
+			"%s: it stopped, was killed or restarted (see its log); run the command again once it is back",
+			strings.TrimPrefix(err.Error(), "api: "))}
+	case errors.As(err, &busy):
+		return &exitError{Code: exitNoDaemon, Err: fmt.Errorf(
+			"annexd on %s is running but busy: it took no connection in %v of retrying (%v); try again later, or with a longer --timeout",
+			busy.Socket, busy.Waited.Round(100*time.Millisecond), busy.Err)}
+	case errors.Is(err, api.ErrStarting):
+		return &exitError{Code: exitNoDaemon, Err: fmt.Errorf(
+			"annexd at %s is still starting (%s); try again in a moment, or wait with `annexctl status --wait`",
+			c.Socket(), statusMessage(err))}
 	case errors.As(err, &nd) && errors.Is(nd.Err, syscall.EACCES):
 		return &exitError{Code: exitNoDaemon, Err: fmt.Errorf(
 			"cannot connect to annexd at %s: permission denied (the daemon runs as another user?)", nd.Socket)}

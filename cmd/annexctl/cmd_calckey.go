@@ -54,8 +54,9 @@ or an empty line when the file cannot be hashed, as git-annex does.`,
 		},
 	}
 	cmd.Flags().StringVarP(&backendName, "backend", "b", key.Default.String(), "key backend: "+backendNames())
+	_ = cmd.RegisterFlagCompletionFunc("backend", cobra.FixedCompletions(backendList(), cobra.ShellCompDirectiveNoFileComp))
 	cmd.Flags().BoolVar(&batch, "batch", false, "read file names from stdin, answer one line each")
-	cmd.Flags().BoolVarP(&nul, "z", "z", false, "with --batch: file names on stdin are NUL-terminated")
+	cmd.Flags().BoolVarP(&nul, "nul", "z", false, "with --batch: file names on stdin are NUL-terminated")
 	return cmd
 }
 
@@ -107,14 +108,17 @@ func runCalckey(cmd *cobra.Command, backendName string, batch, nul bool, args []
 	return nil
 }
 
-func backendNames() string {
+func backendNames() string { return strings.Join(backendList(), ", ") }
+
+// backendList names the backends this build hashes.
+func backendList() []string {
 	var names []string
 	for _, b := range key.Backends() {
 		if hasher.Supported(b) {
 			names = append(names, b.String())
 		}
 	}
-	return strings.Join(names, ", ")
+	return names
 }
 
 // readCalckeyNames sends the names read from r, split on newlines or NULs.

@@ -13,18 +13,24 @@ import (
 
 func newDupsCmd() *cobra.Command {
 	var (
-		asJSON, exact, all bool
-		minSize            string
-		limit              int
+		asJSON, exact, all, nul bool
+		minSize                 string
+		limit                   int
 	)
 	cmd := &cobra.Command{
-		Use:   "dups [--min-size N] [--limit N] [--all] [--json]",
+		Use:   "dups [--min-size N] [--limit N] [--all] [--bytes] [--json | -z]",
 		Short: "List groups of files with identical content, most wasted space first",
-		Long: `List groups of distinct files with identical content (hardlinks to one file
-count once), ordered by wasted bytes: size × (copies − 1). Each group is a
-header line (copies, size, wasted bytes, key) followed by its paths,
-indented; a blank line separates groups. Sizes are human-readable unless
---bytes is given. A summary line ends the list.
+		Long: `List groups of distinct files with identical content, ordered by wasted
+bytes: size × (copies − 1). Copies are inodes: hard links to one file count
+once, and their extra names are listed marked "[hard link of PATH]". Each
+group is a header line (copies, size, wasted bytes, key) followed by its
+paths, indented; a blank line separates groups. Sizes are human-readable
+unless --bytes is given. A summary line ends the list. Empty files are left
+out unless --min-size 0 is given.
+
+With -z only the paths are printed, each ending with NUL, and each group
+ends with one more NUL (names with newlines stay whole); --json prints
+everything, one object per group.
 
 Files outside the daemon's roots (records left from a run with other roots,
 which nothing watches or re-checks) are left out, and wasted bytes count
@@ -38,6 +44,9 @@ one you have. --all lists them too, marked "[outside roots]".`,
 			}
 			if limit < 0 {
 				return &exitError{Code: exitUsage, Err: fmt.Errorf("dups: --limit must not be negative")}
+			}
+			if nul && asJSON {
+				return &exitError{Code: exitUsage, Err: fmt.Errorf("dups: give --json or -z, not both")}
 			}
 			c, err := dial(cmd)
 			if err != nil {
@@ -54,9 +63,12 @@ one you have. --all lists them too, marked "[outside roots]".`,
 			_, err = c.Dups(cmd.Context(), api.DupQuery{MinSize: min, Limit: limit, Outside: all}, func(g api.DupGroup) error {
 				groups++
 				wasted += g.Wasted
-				if asJSON {
+				switch {
+				case asJSON:
 					buf = append(g.AppendJSON(buf[:0]), '\n')
-				} else {
+				case nul:
+					buf = appendGroupNUL(buf[:0], g)
+				default:
 					buf = appendGroup(buf[:0], g, groups > 1, size)
 				}
 				_, err := out.Write(buf)
@@ -66,22 +78,23 @@ one you have. --all lists them too, marked "[outside roots]".`,
 				out.Flush()
 				return apiFailure(c, err)
 			}
-			if !asJSON {
+			if !asJSON && !nul {
 				fmt.Fprintf(out, "\n%s %s, %s wasted\n", groupDigits(groups), plural(groups, "group", "groups"), size(wasted))
 			}
 			if err := flushOut(out); err != nil {
 				return err
 			}
-			if !asJSON && !all {
+			if !asJSON && !nul && !all {
 				hiddenNote(cmd, c)
 			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&minSize, "min-size", "1", "only files of at least this size (bytes, or with K, M, G, T: 100k, 1.5G)")
+	f.StringVar(&minSize, "min-size", "1", "only files of at least this size (bytes, or with K, M, G, T: 100k, 1.5G); 0 lists empty files too")
 	f.IntVar(&limit, "limit", 0, "at most this many groups (0: all)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per group (see docs/cli.md)")
+	f.BoolVarP(&nul, "nul", "z", false, "print only the paths, each ending with NUL, and one more NUL after each group")
 	f.BoolVar(&exact, "bytes", false, "print sizes in bytes")
 	f.BoolVar(&all, "all", false, "also list files outside the daemon's roots (marked; not checked since an earlier run)")
 	return cmd
@@ -92,17 +105,33 @@ func appendGroup(buf []byte, g api.DupGroup, sep bool, size func(int64) string) 
 	if sep {
 		buf = append(buf, '\n')
 	}
-	buf = fmt.Appendf(buf, "%d copies × %s, %s wasted  %s\n",
-		len(g.Files), size(g.Size), size(g.Wasted), groupKey(g))
+	buf = fmt.Appendf(buf, "%d copies", g.Copies)
+	if len(g.Files) != g.Copies {
+		buf = fmt.Appendf(buf, " (%d names)", len(g.Files))
+	}
+	buf = fmt.Appendf(buf, " × %s, %s wasted  %s\n", size(g.Size), size(g.Wasted), groupKey(g))
 	for _, f := range g.Files {
 		buf = append(buf, "  "...)
 		buf = append(buf, f.Path...)
+		if f.LinkOf != nil {
+			buf = append(buf, "  [hard link of "...)
+			buf = append(append(buf, f.LinkOf...), ']')
+		}
 		if f.OutsideRoots {
 			buf = append(buf, "  [outside roots]"...)
 		}
 		buf = append(buf, '\n')
 	}
 	return buf
+}
+
+// appendGroupNUL formats one group for -z: each path and the group end
+// with NUL.
+func appendGroupNUL(buf []byte, g api.DupGroup) []byte {
+	for _, f := range g.Files {
+		buf = append(append(buf, f.Path...), 0)
+	}
+	return append(buf, 0)
 }
 
 // hiddenNote tells on stderr that files outside the roots were left out,

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/internal/roots"
 )
 
 func newForgetCmd() *cobra.Command {
@@ -92,7 +93,7 @@ func coveredBy(d []byte, dirs [][]byte, i int) bool {
 			if j < i {
 				return true
 			}
-		case len(o) == 1 || (bytes.HasPrefix(d, o) && d[len(o)] == '/'):
+		case roots.Within(string(d), string(o)):
 			return true
 		}
 	}

@@ -46,10 +46,13 @@ Relative paths are resolved against the current directory (symlinks in it
 are kept as written; if that is outside the daemon's roots, the directory's
 symlinks are resolved and the lookup retried).
 
+A locked git-annex file (a symlink into .git/annex/objects) answers with
+the key it names, as "git annex lookupkey" does.
+
 A FILE that is not indexed gets a message on stderr and exit status 1.
 With --batch, paths are read from stdin, one per line (NUL-terminated with
 -z), and one line is printed per path: the key, or an empty line when there
-is none.`,
+is none; the exit status is 1 when any path had none.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if o.batch && len(args) > 0 {
 				return &exitError{Code: exitUsage, Err: errors.New("lookup: --batch reads paths from stdin; give no FILE arguments")}
@@ -113,10 +116,10 @@ func runLookup(cmd *cobra.Command, c *api.Client, o lookupOpts, args []string) e
 		switch {
 		case o.json:
 			out.Write(append(r.AppendJSON(nil), '\n'))
-		case r.State == api.StateCurrent:
+		case hasKey(r):
 			fmt.Fprintln(out, r.Key.String())
 		}
-		if r.State != api.StateCurrent {
+		if !hasKey(r) {
 			failed = true
 			out.Flush()
 			fmt.Fprintf(cmd.ErrOrStderr(), "annexctl: %s: %s\n", args[i], stateMessage(r))
@@ -129,6 +132,12 @@ func runLookup(cmd *cobra.Command, c *api.Client, o lookupOpts, args []string) e
 		return &exitError{Code: exitFailure}
 	}
 	return nil
+}
+
+// hasKey reports whether r answers with a key: the file's current one,
+// or the one a git-annex symlink names (as git annex lookupkey prints).
+func hasKey(r api.LookupResult) bool {
+	return r.State == api.StateCurrent || r.State == api.StateAnnexLink
 }
 
 // stateMessage says why a path has no current key.
@@ -328,6 +337,7 @@ func runLookupBatch(cmd *cobra.Command, c *api.Client, o lookupOpts) error {
 
 	out := bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10)
 	buf := make([]byte, 0, 512)
+	failed := 0
 	for j := range jobs {
 		<-j.done
 		if j.err != nil {
@@ -337,6 +347,9 @@ func runLookupBatch(cmd *cobra.Command, c *api.Client, o lookupOpts) error {
 		for _, r := range j.res {
 			buf = batchLine(buf[:0], r, o.json)
 			out.Write(buf)
+			if !hasKey(r) {
+				failed++
+			}
 		}
 		if err := out.Flush(); err != nil {
 			return &exitError{Code: exitFailure, Err: fmt.Errorf("lookup: write: %w", err)}
@@ -344,6 +357,10 @@ func runLookupBatch(cmd *cobra.Command, c *api.Client, o lookupOpts) error {
 	}
 	if err := <-readErr; err != nil {
 		return &exitError{Code: exitFailure, Err: fmt.Errorf("lookup: read stdin: %w", err)}
+	}
+	if failed > 0 {
+		// Every input was answered; the status says that some had no key.
+		return &exitError{Code: exitFailure}
 	}
 	return nil
 }
@@ -354,7 +371,7 @@ func batchLine(buf []byte, r api.LookupResult, asJSON bool) []byte {
 	if asJSON {
 		return append(r.AppendJSON(buf), '\n')
 	}
-	if r.State == api.StateCurrent {
+	if hasKey(r) {
 		buf = append(buf, r.Key.String()...)
 	}
 	return append(buf, '\n')

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,7 +28,12 @@ func newStatusCmd() *cobra.Command {
 		Long: `Show the daemon's roots, index counts, scan progress, watcher health and
 hasher calibration. With --wait, first block until the daemon is idle
 (initial scan done, nothing pending), drawing a progress bar on a terminal;
---timeout bounds the wait (exit status 1 when it runs out).`,
+--timeout bounds the wait (exit status 1 when it runs out).
+
+--wait also waits for a daemon that is just starting: up to 10 s (or
+--timeout, if shorter) for its socket to appear, as in
+"annexd DIR & annexctl status --wait", and then through its start-up
+(hashing calibration) as part of the wait for idle.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := dial(cmd)
@@ -96,12 +102,25 @@ func waitIdle(ctx context.Context, c *api.Client, timeout time.Duration, bar io.
 		poll = 500 * time.Millisecond
 	}
 	var st api.Status
+	begin, seen := time.Now(), false
 	for {
 		p := poll
 		if dl, ok := ctx.Deadline(); ok {
 			p = min(p, max(time.Until(dl)-50*time.Millisecond, 0))
 		}
 		next, err := c.WaitIdle(ctx, p)
+		if errors.Is(err, api.ErrBusy) {
+			clearBar(bar)
+			return st, err // busy until --timeout: say so, not "not idle"
+		}
+		if !seen && comingUp(err) && time.Since(begin) < startWait {
+			if sleepCtx(ctx, startPoll) == nil {
+				continue
+			}
+			clearBar(bar)
+			return st, err // the daemon did not come up before --timeout
+		}
+		seen = true
 		if err != nil {
 			if ctx.Err() != nil && timeout > 0 {
 				clearBar(bar)
@@ -122,12 +141,42 @@ func waitIdle(ctx context.Context, c *api.Client, timeout time.Duration, bar io.
 	}
 }
 
+// How long status --wait waits for a daemon's socket to appear, and how
+// often it looks.
+const (
+	startWait = 10 * time.Second
+	startPoll = 50 * time.Millisecond
+)
+
+// comingUp reports whether err says that nothing listens on the socket
+// yet: it is missing, or a dead daemon's socket file is still there.
+func comingUp(err error) bool {
+	var nd *api.NoDaemonError
+	return errors.As(err, &nd) && (errors.Is(nd.Err, syscall.ENOENT) || errors.Is(nd.Err, syscall.ECONNREFUSED))
+}
+
+// sleepCtx sleeps for d or until ctx ends, and returns ctx.Err().
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 const barWidth = 30
 
 // drawBar redraws one progress line: hashed bytes of seen bytes, files,
 // and the estimate.
 func drawBar(w io.Writer, st api.Status) {
 	if w == nil {
+		return
+	}
+	if st.Starting != "" {
+		fmt.Fprintf(w, "\r\033[Kannexd is starting: %s", st.Starting)
 		return
 	}
 	s := st.Scan
@@ -162,7 +211,10 @@ func printStatus(w io.Writer, st api.Status) {
 	fmt.Fprintf(w, "index:   %s (schema %d): %s files, %s\n", st.IndexPath, st.SchemaVersion,
 		groupDigits(st.Files), humanBytes(st.Bytes))
 	state := "idle"
-	if !st.Idle {
+	switch {
+	case st.Starting != "":
+		state = "starting: " + st.Starting + " (lookups are answered once it is done)"
+	case !st.Idle:
 		s := st.Scan
 		state = fmt.Sprintf("busy: %s files seen, %s hashed (%s), %s queued, %s pending",
 			groupDigits(s.FilesSeen), groupDigits(s.FilesHashed), humanBytes(s.BytesHashed),
@@ -174,9 +226,21 @@ func printStatus(w io.Writer, st api.Status) {
 	fmt.Fprintf(w, "state:   %s\n", state)
 	fmt.Fprintln(w, "roots:")
 	for _, r := range st.Roots {
+		if st.Starting != "" {
+			fmt.Fprintf(w, "  %s  not scanned or watched yet\n", r.Path)
+			continue
+		}
 		fmt.Fprintf(w, "  %s  %s\n", r.Path, rootState(r))
+		if r.Overflows > 0 {
+			fmt.Fprintf(w, "      %s\n", overflowLine(r))
+		}
 	}
 	wt := st.Watcher
+	if st.Starting != "" {
+		fmt.Fprintln(w, "watcher: not started yet")
+		printOutside(w, st)
+		return
+	}
 	health := "healthy"
 	if !wt.Healthy {
 		health = "DEGRADED"
@@ -190,6 +254,7 @@ func printStatus(w io.Writer, st api.Status) {
 		fmt.Fprintf(w, "         %s\n", wt.Message)
 	}
 	printOutside(w, st)
+	printDedupStatus(w, st.Dedup)
 	if cal := st.Calibration; cal != nil {
 		fmt.Fprintf(w, "hasher:  %s\n", cal.Summary)
 	}
@@ -216,9 +281,24 @@ func printOutside(w io.Writer, st api.Status) {
 	fmt.Fprintln(w, "         drop them with: annexctl forget DIR... (--dry-run first), or run annexd with them as roots")
 }
 
+// overflowLine says how often the root's inotify queue overflowed, when
+// last, and whether the rescan that repairs it followed.
+func overflowLine(r api.RootStatus) string {
+	line := fmt.Sprintf("%s inotify queue %s (events lost), the last at %s (%s ago); ",
+		groupDigits(int64(r.Overflows)), plural(int64(r.Overflows), "overflow", "overflows"),
+		r.LastOverflow.Local().Format(time.DateTime), time.Since(r.LastOverflow).Round(time.Second))
+	if r.RescanPending {
+		return line + "its rescan is pending"
+	}
+	return line + fmt.Sprintf("rescanned at %s", r.LastRescan.Local().Format(time.DateTime))
+}
+
 func rootState(r api.RootStatus) string {
 	parts := []string{"scanning"}
-	if r.ScanDone {
+	switch {
+	case r.RescanPending:
+		parts[0] = "rescan pending after an inotify overflow"
+	case r.ScanDone:
 		parts[0] = "scanned"
 	}
 	switch {

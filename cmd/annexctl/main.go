@@ -5,6 +5,8 @@ package main
 import (
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
@@ -39,9 +41,11 @@ func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "annexctl",
 		Short:         "Query annexd and compute git-annex keys",
+		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("annexctl {{.Version}} (" + runtime.Version() + ")\n")
 	root.PersistentFlags().String("socket", "",
 		"the daemon's socket (default: $ANNEXD_SOCKET, else annexd's default socket path)")
 	root.AddCommand(
@@ -51,7 +55,17 @@ func newRootCmd() *cobra.Command {
 		newDupsCmd(),
 		newStatusCmd(),
 		newForgetCmd(),
+		newDedupCmd(),
 		newCalckeyCmd(),
 	)
 	return root
+}
+
+// version is the module version from the build information ("devel"
+// for a build from a work tree).
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
 }

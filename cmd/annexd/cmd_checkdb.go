@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/store"
 )
 
@@ -40,7 +41,7 @@ func newCheckDBCmd() *cobra.Command {
 
 func runCheckDB(out io.Writer, index string, asJSON bool) error {
 	if index == "" {
-		p, err := store.DefaultPath()
+		p, err := config.DefaultIndexPath()
 		if err != nil {
 			return &exitError{Code: exitCheckNoOpen, Err: err}
 		}

@@ -13,6 +13,28 @@ import (
 	"github.com/annexd/annexd/store"
 )
 
+// check-db and compact find the index where the daemon keeps it, and
+// without a home directory refuse to guess.
+func TestDefaultIndexPath(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	want := filepath.Join(state, "annexd", "index.db")
+	for _, cmd := range []string{"check-db", "compact"} {
+		var out, errb bytes.Buffer
+		if code := run([]string{cmd}, &out, &errb); code != 2 || !strings.Contains(errb.String(), want) {
+			t.Errorf("%s without an index at %s: exit %d, %q; want 2 naming it", cmd, want, code, errb.String())
+		}
+	}
+	t.Setenv("XDG_STATE_HOME", "")
+	t.Setenv("HOME", "")
+	for _, cmd := range []string{"check-db", "compact"} {
+		var out, errb bytes.Buffer
+		if code := run([]string{cmd}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--index") {
+			t.Errorf("%s without a home: exit %d, %q; want 2 naming --index", cmd, code, errb.String())
+		}
+	}
+}
+
 func TestCheckDB(t *testing.T) {
 	dir := t.TempDir()
 	index := filepath.Join(dir, "index.db")

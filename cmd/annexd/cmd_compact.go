@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/store"
 )
 
@@ -30,7 +31,7 @@ func newCompactCmd() *cobra.Command {
 
 func runCompact(out io.Writer, index string) error {
 	if index == "" {
-		p, err := store.DefaultPath()
+		p, err := config.DefaultIndexPath()
 		if err != nil {
 			return &exitError{Code: exitUsage, Err: err}
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -12,8 +13,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/annexd/annexd/api/apiserver"
+	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/daemon"
+	"github.com/annexd/annexd/internal/ignore"
+	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store"
 )
 
 // defaultMemoryLimit is the Go runtime's soft memory limit unless
@@ -33,6 +39,7 @@ type runFlags struct {
 	calibrate    string
 	hashWorkers  int
 	exitWhenIdle bool
+	noDataSync   bool
 }
 
 // setupRun makes root run the daemon and returns its flags.
@@ -73,6 +80,10 @@ The Go runtime's soft memory limit is 64 MiB unless GOMEMLIMIT is set.`
 	// done and nothing is pending. Documented in bench/daemon.sh.
 	fl.BoolVar(&f.exitWhenIdle, "exit-when-idle", false, "exit once the initial scan is done and nothing is pending")
 	_ = fl.MarkHidden("exit-when-idle")
+	// For the power-cut tests (e2e/powercut) and their benchmarks only.
+	fl.BoolVar(&f.noDataSync, "no-data-sync", false, "hash recently written files without syncing their data first (unsafe)")
+	_ = fl.MarkHidden("no-data-sync")
+	completeFlags(root)
 	return &f
 }
 
@@ -116,7 +127,10 @@ func loadConfig(cmd *cobra.Command, args []string, f *runFlags) (config.Config, 
 	if err := cfg.Fill(); err != nil {
 		return cfg, err
 	}
-	return cfg, cfg.Validate()
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, checkIgnore(cfg, f.ignore)
 }
 
 func runDaemon(cmd *cobra.Command, args []string, f *runFlags) error {
@@ -134,7 +148,7 @@ func runDaemon(cmd *cobra.Command, args []string, f *runFlags) error {
 		// to change it).
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
-	opts := daemon.Options{Version: version(), ExitWhenIdle: f.exitWhenIdle}
+	opts := daemon.Options{Version: version(), ExitWhenIdle: f.exitWhenIdle, NoDataSync: f.noDataSync}
 	app, err := daemon.New(cfg, log, opts)
 	if err != nil {
 		return &exitError{Code: exitUsage, Err: err}
@@ -151,9 +165,50 @@ func runDaemon(cmd *cobra.Command, args []string, f *runFlags) error {
 	}()
 	defer signal.Stop(sigs)
 	if err := app.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return &exitError{Code: exitFailure, Err: err}
+		return &exitError{Code: runExit(err), Err: err}
 	}
 	return nil
+}
+
+// usageErrors are the failures of a start that the user fixes in the
+// flags, the config or the index path; the README's table gives them
+// exit status 2.
+var usageErrors = []error{
+	daemon.ErrLocked, daemon.ErrRoot, daemon.ErrNoRoots,
+	store.ErrNotIndex, store.ErrNewerSchema, store.ErrNeedsMigration,
+	apiserver.ErrConfig, apiserver.ErrSocketInUse, apiserver.ErrUnsafeSocketDir, apiserver.ErrListen,
+	ignore.ErrBadPattern, config.ErrInvalid,
+}
+
+// runExit is the exit status of a daemon run that failed with err.
+func runExit(err error) int {
+	for _, u := range usageErrors {
+		if errors.Is(err, u) {
+			return exitUsage
+		}
+	}
+	return exitFailure
+}
+
+// checkIgnore compiles the ignore patterns of the config file and of the
+// flags apart, so that a bad one is reported with where it came from.
+func checkIgnore(cfg config.Config, flags []string) error {
+	file := cfg.Ignore.Patterns[:len(cfg.Ignore.Patterns)-len(flags)]
+	if _, err := ignore.New(file); err != nil {
+		return fmt.Errorf("%w (in [ignore] patterns of %s)", err, cfgName(cfg))
+	}
+	if _, err := ignore.New(flags); err != nil {
+		return fmt.Errorf("%w (given with --ignore)", err)
+	}
+	return nil
+}
+
+// cfgName names the config file, or says there is none.
+func cfgName(cfg config.Config) string {
+	if cfg.File == "" {
+		return "no config file"
+	}
+	return cfg.File
 }
 
 func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
@@ -165,10 +220,31 @@ func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, o))
 }
 
-// version is the module version from the build information.
+// version is the module version from the build information ("devel"
+// for a build from a work tree).
 func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}
 	return "devel"
+}
+
+// completeFlags offers the values of the flags that take one of a few.
+func completeFlags(root *cobra.Command) {
+	fixed := func(name string, values ...string) {
+		_ = root.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
+	}
+	var backends []string
+	for _, b := range key.Backends() {
+		if hasher.Supported(b) {
+			backends = append(backends, b.String())
+		}
+	}
+	fixed("backend", backends...)
+	fixed("log-level", "debug", "info", "warn", "error")
+	fixed("log-format", "text", "json")
+	fixed("calibrate", "auto", "always", "never")
+	root.ValidArgsFunction = func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return nil, cobra.ShellCompDirectiveFilterDirs // ROOTs are directories
+	}
 }

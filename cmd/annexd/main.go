@@ -6,6 +6,7 @@ package main
 import (
 	"io"
 	"os"
+	"runtime"
 
 	"github.com/spf13/cobra"
 
@@ -38,9 +39,11 @@ func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "annexd [flags] [ROOT...]",
 		Short:         "Keep a content-addressed index of the files under ROOT",
+		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("annexd {{.Version}} (" + runtime.Version() + ")\n")
 	setupRun(root)
 	root.AddCommand(
 		// subcommands, one per file: cmd_<verb>.go

@@ -62,6 +62,7 @@ type Config struct {
 	Hasher  Hasher  `toml:"hasher"`
 	Indexer Indexer `toml:"indexer"`
 	API     API     `toml:"api"`
+	Dedup   Dedup   `toml:"dedup"`
 
 	// File is the config file this came from, "" when none was read.
 	File string `toml:"-"`
@@ -160,8 +161,11 @@ func Load(path string) (Config, error) {
 // Fill sets every unset field to its default and makes paths absolute. It is
 // the one place defaults live.
 func (c *Config) Fill() error {
+	var err error
 	if c.Index == "" {
-		c.Index = DefaultIndexPath()
+		if c.Index, err = DefaultIndexPath(); err != nil {
+			return err
+		}
 	}
 	if c.Socket == "" {
 		c.Socket = DefaultSocketPath()
@@ -190,7 +194,7 @@ func (c *Config) Fill() error {
 	if c.Indexer.MaxPending == 0 {
 		c.Indexer.MaxPending = DefaultMaxPending
 	}
-	var err error
+	c.Dedup.fill()
 	for i, r := range c.Roots {
 		if c.Roots[i], err = absPath(r); err != nil {
 			return err
@@ -252,7 +256,7 @@ func (c *Config) Validate() error {
 	if c.Indexer.MaxPending < 1 {
 		return c.invalid("indexer.max_pending", fmt.Sprint(c.Indexer.MaxPending), "a count ≥ 1")
 	}
-	return nil
+	return c.Dedup.validate(c)
 }
 
 func (c *Config) invalid(name, val, want string) error {

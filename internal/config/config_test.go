@@ -52,8 +52,8 @@ func TestDefaultPathFallbacks(t *testing.T) {
 	t.Setenv("HOME", home)
 	t.Setenv("XDG_STATE_HOME", "")
 	t.Setenv("XDG_CONFIG_HOME", "relative/ignored")
-	if got, want := DefaultIndexPath(), filepath.Join(home, ".local/state/annexd/index.db"); got != want {
-		t.Errorf("index %q, want %q", got, want)
+	if got, err := DefaultIndexPath(); err != nil || got != filepath.Join(home, ".local/state/annexd/index.db") {
+		t.Errorf("index %q, %v; want %q", got, err, filepath.Join(home, ".local/state/annexd/index.db"))
 	}
 	if got, want := DefaultConfigPath(), filepath.Join(home, ".config/annexd/annexd.toml"); got != want {
 		t.Errorf("config %q, want %q", got, want)
@@ -62,6 +62,28 @@ func TestDefaultPathFallbacks(t *testing.T) {
 	s := DefaultSocketPath()
 	if !strings.HasSuffix(s, "/annexd.sock") || !filepath.IsAbs(s) {
 		t.Errorf("socket %q", s)
+	}
+}
+
+// Without a home directory the index has no default: the daemon, check-db
+// and compact refuse to guess, and say what to give.
+func TestDefaultIndexWithoutHome(t *testing.T) {
+	t.Setenv("HOME", "")
+	t.Setenv("XDG_STATE_HOME", "")
+	if p, err := DefaultIndexPath(); !errors.Is(err, ErrNoHome) || !strings.Contains(err.Error(), "--index") {
+		t.Errorf("DefaultIndexPath() = %q, %v; want ErrNoHome naming --index", p, err)
+	}
+	var c Config
+	if err := c.Fill(); !errors.Is(err, ErrNoHome) {
+		t.Errorf("Fill without a home: %v, want ErrNoHome", err)
+	}
+	c = Config{Index: "/x/index.db"}
+	if err := c.Fill(); err != nil {
+		t.Errorf("Fill with an index given: %v", err)
+	}
+	t.Setenv("XDG_STATE_HOME", "/state")
+	if p, err := DefaultIndexPath(); err != nil || p != "/state/annexd/index.db" {
+		t.Errorf("DefaultIndexPath() = %q, %v with XDG_STATE_HOME", p, err)
 	}
 }
 

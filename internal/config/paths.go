@@ -11,20 +11,52 @@ import (
 	"github.com/annexd/annexd/internal/xdg"
 )
 
-// ErrSocketDir is returned when the socket's directory is not private to the
-// daemon's user.
-var ErrSocketDir = errors.New("config: socket directory not private")
+// Errors about default paths.
+var (
+	// ErrSocketDir: the socket's directory is not private to the daemon's user.
+	ErrSocketDir = errors.New("config: socket directory not private")
+	// ErrNoHome: neither the XDG variable nor a home directory gives a default.
+	ErrNoHome = errors.New("config: no home directory")
+)
 
-// DefaultIndexPath is where the index lives by default (xdg.IndexPath).
-func DefaultIndexPath() string { return xdg.IndexPath() }
+// DefaultIndexPath is $XDG_STATE_HOME/annexd/index.db, falling back to
+// ~/.local/state/annexd/index.db. Without either it fails with ErrNoHome:
+// an index must not land wherever the daemon happened to start.
+func DefaultIndexPath() (string, error) {
+	d, err := xdgDir("XDG_STATE_HOME", ".local/state")
+	if err != nil {
+		return "", fmt.Errorf("%w for the default index; give --index, or set $XDG_STATE_HOME", err)
+	}
+	return filepath.Join(d, "annexd", "index.db"), nil
+}
 
-// DefaultConfigPath is where the config file lives by default
-// (xdg.ConfigPath).
-func DefaultConfigPath() string { return xdg.ConfigPath() }
+// DefaultConfigPath is $XDG_CONFIG_HOME/annexd/annexd.toml, falling back to
+// ~/.config/annexd/annexd.toml; without either, annexd.toml in the
+// working directory.
+func DefaultConfigPath() string {
+	d, err := xdgDir("XDG_CONFIG_HOME", ".config")
+	if err != nil {
+		return "annexd.toml"
+	}
+	return filepath.Join(d, "annexd", "annexd.toml")
+}
 
 // DefaultSocketPath is where the API socket lives by default
 // (xdg.SocketPath). The caller of PrepareSocketDir creates its directory.
 func DefaultSocketPath() string { return xdg.SocketPath() }
+
+// xdgDir returns $env when it is an absolute path (as the XDG spec demands),
+// else ~/fallback.
+func xdgDir(env, fallback string) (string, error) {
+	if d := os.Getenv(env); filepath.IsAbs(d) {
+		return d, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrNoHome, err)
+	}
+	return filepath.Join(home, fallback), nil
+}
 
 // PrepareSocketDir creates the socket's directory with mode 0700 when it is
 // missing and checks that it is a directory owned by this user that nobody

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/internal/annexlink"
 	"github.com/annexd/annexd/internal/indexer"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
@@ -23,7 +24,18 @@ var (
 	_ api.Index     = (*adapter)(nil)
 	_ api.Forgetter = (*adapter)(nil)
 	_ api.Syncer    = (*adapter)(nil)
+	_ api.Starter   = (*adapter)(nil)
+	_ api.Backender = (*adapter)(nil)
 )
+
+// Starting implements api.Starter: until setup is done, the server calls
+// only Roots and Status.
+func (x *adapter) Starting() (string, bool) {
+	if x.a.ready.Load() {
+		return "", false
+	}
+	return x.a.phase(), true
+}
 
 func (x *adapter) Roots() []string { return x.a.cfg.Roots }
 
@@ -49,8 +61,16 @@ func (x *adapter) Lookup(ctx context.Context, path []byte, wait bool) (api.Looku
 	if !ok {
 		return api.LookupResult{}, fmt.Errorf("daemon: lookup state %v has no API name", r.State)
 	}
+	if st == api.StateNotRegular {
+		if k, ok := annexlink.Key(string(path)); ok {
+			return api.LookupResult{Path: path, State: api.StateAnnexLink, Key: k}, nil
+		}
+	}
 	return api.LookupResult{Path: path, State: st, Key: r.Key, Size: r.Size, Message: r.Message}, nil
 }
+
+// Backend implements api.Backender: the index holds this hash's digests.
+func (x *adapter) Backend() key.Backend { return x.a.backend }
 
 func (x *adapter) Whereis(ctx context.Context, q api.WhereisQuery, fn func(api.Location) error) error {
 	paths, err := x.a.st.ByDigest(q.Backend, q.Digest)
@@ -131,7 +151,8 @@ func (x *adapter) group(g store.Group, withOutside bool) (out api.DupGroup, ok b
 		Backend: g.Backend.WithExtension(), Digest: g.Digest, Size: g.Size, Wasted: g.Wasted, Cursor: g.Cursor,
 	}
 	slices.SortFunc(g.Members, func(a, b store.Member) int { return bytes.Compare(a.Path, b.Path) })
-	kept := g.Members[:0:0]
+	type inode struct{ dev, ino uint64 }
+	first := make(map[inode][]byte, len(g.Members)) // the first listed name of each inode
 	for _, m := range g.Members {
 		outside := x.a.outsideRoot(m.Path)
 		if outside && !withOutside {
@@ -142,27 +163,22 @@ func (x *adapter) group(g store.Group, withOutside bool) (out api.DupGroup, ok b
 			return out, false, err
 		}
 		loc.OutsideRoots = outside
+		in := inode{m.Record.Dev, m.Record.Ino}
+		if p, ok := first[in]; ok {
+			loc.LinkOf = p
+		} else {
+			first[in] = m.Path
+		}
 		out.Files = append(out.Files, loc)
-		kept = append(kept, m)
 	}
-	if len(kept) < len(g.Members) {
-		n := distinctInodes(kept)
-		if n < 2 {
+	out.Copies = len(first)
+	if len(out.Files) < len(g.Members) {
+		if out.Copies < 2 {
 			return out, false, nil
 		}
-		out.Wasted = g.Size * int64(n-1)
+		out.Wasted = g.Size * int64(out.Copies-1)
 	}
 	return out, true, nil
-}
-
-// distinctInodes counts the distinct (dev, ino) among ms.
-func distinctInodes(ms []store.Member) int {
-	type inode struct{ dev, ino uint64 }
-	seen := make(map[inode]bool, len(ms))
-	for _, m := range ms {
-		seen[inode{m.Record.Dev, m.Record.Ino}] = true
-	}
-	return len(seen)
 }
 
 // Forget implements api.Forgetter.
@@ -176,7 +192,9 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 	if err != nil {
 		return api.Status{}, err
 	}
-	pendingWatch := a.watcherPending() // before the indexer's progress
+	if phase, starting := x.Starting(); starting {
+		return x.startingStatus(s, phase), nil
+	}
 	p := a.ix.Progress()
 	ws := a.w.Status()
 	out := api.Status{
@@ -188,8 +206,8 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 		SchemaVersion: int(s.SchemaVer),
 		Files:         s.Files,
 		Bytes:         s.Bytes,
-		Pending:       int64(p.FilesQueued + pendingWatch),
-		Idle:          p.Idle && pendingWatch == 0,
+		Pending:       int64(p.FilesQueued + p.Watching),
+		Idle:          p.Idle,
 		Scan: api.ScanProgress{
 			Running:         p.ScansPending > 0,
 			FilesSeen:       p.FilesSeen,
@@ -203,8 +221,11 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 		Watcher: api.WatcherStatus{Healthy: true},
 	}
 	out.OutsideRoots, out.OutsideRootsChecked = a.outsideStatus()
+	out.Dedup = a.dedup.status()
 	for _, r := range ws.Roots {
-		rs := api.RootStatus{Path: r.Root, ScanDone: a.ix.RootScanned(r.Root), Watched: !r.Degraded, Degraded: r.Degraded}
+		rs := api.RootStatus{Path: r.Root, ScanDone: a.ix.RootScanned(r.Root), Watched: !r.Degraded, Degraded: r.Degraded,
+			Overflows: r.Overflows, LastOverflow: r.LastOverflow, LastRescan: r.LastRescan,
+			RescanPending: !r.LastOverflow.IsZero() && r.LastRescan.Before(r.LastOverflow)}
 		out.Watcher.Watches += int64(r.Watches)
 		out.Watcher.WatchesNeeded += int64(r.WatchesNeeded)
 		out.Watcher.WatchLimit = int64(r.MaxUserWatches)
@@ -213,6 +234,10 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 			out.Watcher.Healthy = false
 			out.Watcher.Degraded = append(out.Watcher.Degraded, r.Root)
 			out.Watcher.Message = "inotify watch limit reached; run: " + r.Sysctl
+		}
+		if rs.RescanPending && !r.Degraded {
+			out.Watcher.Healthy = false // events were lost until the rescan
+			out.Watcher.Message = "inotify queue overflowed (events lost); a rescan of " + r.Root + " is pending"
 		}
 		out.Roots = append(out.Roots, rs)
 	}
@@ -232,6 +257,28 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 		}
 	}
 	return out, nil
+}
+
+// startingStatus is the status before setup is done: what the index
+// holds, and what the daemon is doing.
+func (x *adapter) startingStatus(s store.Stats, phase string) api.Status {
+	a := x.a
+	out := api.Status{
+		Version:       a.opts.Version,
+		GoVersion:     goVersion,
+		PID:           os.Getpid(),
+		StartedAt:     a.started,
+		IndexPath:     a.cfg.Index,
+		SchemaVersion: int(s.SchemaVer),
+		Files:         s.Files,
+		Bytes:         s.Bytes,
+		Starting:      phase,
+		Watcher:       api.WatcherStatus{Message: "not watching yet: annexd is starting"},
+	}
+	for _, r := range a.cfg.Roots {
+		out.Roots = append(out.Roots, api.RootStatus{Path: r})
+	}
+	return out
 }
 
 func externalSummary(prog string, min int64) string {

@@ -65,7 +65,7 @@ func changeLatency(b *testing.B, quiet time.Duration, n int) []time.Duration {
 			b.Fatal(err)
 		}
 	}
-	for app.ix == nil || !app.ix.Idle() || app.watcherPending() > 0 {
+	for app.ix == nil || !app.ix.Idle() {
 		time.Sleep(10 * time.Millisecond)
 	}
 

@@ -14,7 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"strings"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +28,9 @@ import (
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/ignore"
 	"github.com/annexd/annexd/internal/indexer"
+	"github.com/annexd/annexd/internal/ledger"
+	"github.com/annexd/annexd/internal/roots"
+	"github.com/annexd/annexd/internal/sdnotify"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 	"github.com/annexd/annexd/watcher"
@@ -36,7 +39,7 @@ import (
 // Errors returned by New and Run.
 var (
 	// ErrRoot: a root is missing, not a directory, or overlaps another.
-	ErrRoot = errors.New("daemon: bad root")
+	ErrRoot = roots.ErrRoot
 	// ErrNoRoots: nothing to watch.
 	ErrNoRoots = errors.New("daemon: no roots to index")
 	// ErrLocked: another annexd uses the index.
@@ -49,6 +52,11 @@ var (
 // the smaller groups cost about 15 % more wall time.
 const storeBatch = 1024
 
+// maxDataWindow caps the window of records re-verified after an unclean
+// end. Where the kernel never writes back on its own the hasher's window
+// is endless, but then the hasher syncs every file it hashes.
+const maxDataWindow = 10 * time.Minute
+
 // calibrationMeta is the store meta key of the stored calibration.
 const calibrationMeta = "hasher.calibration"
 
@@ -59,6 +67,10 @@ type Options struct {
 	// ExitWhenIdle stops the daemon once the initial scan is done and
 	// nothing is pending (benchmarks, one-shot indexing).
 	ExitWhenIdle bool
+	// NoDataSync hashes recently written files without making their data
+	// durable first (hasher.Policy.SyncWindow < 0): only for the power-cut
+	// tests and benchmarks that show what the sync guards against.
+	NoDataSync bool
 	// Registry receives the daemon's metrics and is served on /metrics;
 	// nil makes a fresh one.
 	Registry *prometheus.Registry
@@ -66,9 +78,10 @@ type Options struct {
 
 // App is one annexd instance.
 type App struct {
-	cfg  config.Config
-	opts Options
-	log  *slog.Logger
+	cfg   config.Config // Roots resolved
+	opts  Options
+	log   *slog.Logger
+	roots roots.Set
 
 	backend key.Backend
 	started time.Time
@@ -79,6 +92,7 @@ type App struct {
 	ix    *indexer.Indexer
 	srv   *apiserver.Server
 	calib *hasher.Calibration
+	dedup *dedupPart
 
 	// outside is the last list of records outside the roots (nil until
 	// the check at start is done); outsideRun serializes the checks.
@@ -86,13 +100,17 @@ type App struct {
 	outsideRun sync.Mutex
 
 	// syncDir holds the watcher's Sync cookies ("" if it could not be
-	// made); handled counts the watcher events the indexer has taken.
+	// made).
 	syncDir string
-	handled atomic.Uint64
+	// ready: setup is done and the API serves the index; until then
+	// calibrating says whether the hasher is being calibrated.
+	ready       atomic.Bool
+	calibrating atomic.Bool
 }
 
 // New checks a filled, validated config. It fails when a root does not
-// exist or is not a directory; it opens nothing.
+// exist or is not a directory; it opens nothing. The roots' symlinks are
+// resolved here, once: everything after indexes under the resolved paths.
 func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -100,16 +118,11 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if len(cfg.Roots) == 0 {
 		return nil, ErrNoRoots
 	}
-	for i, r := range cfg.Roots {
-		if err := checkRoot(r); err != nil {
-			return nil, err
-		}
-		for _, o := range cfg.Roots[:i] {
-			if within(r, o) || within(o, r) {
-				return nil, fmt.Errorf("%w: %s and %s overlap; give only the outer one", ErrRoot, o, r)
-			}
-		}
+	set, err := roots.Resolve(cfg.Roots)
+	if err != nil {
+		return nil, err
 	}
+	cfg.Roots = set.Paths()
 	b, err := cfg.BackendValue()
 	if err != nil {
 		return nil, err
@@ -117,25 +130,7 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if !hasher.Supported(b) {
 		return nil, fmt.Errorf("daemon: backend %s cannot be hashed by this build", b)
 	}
-	return &App{cfg: cfg, opts: opts, log: log, backend: b}, nil
-}
-
-// within reports whether p is dir or under it.
-func within(p, dir string) bool {
-	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
-}
-
-func checkRoot(r string) error {
-	fi, err := os.Stat(r)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%w: %s does not exist", ErrRoot, r)
-	case err != nil:
-		return fmt.Errorf("%w: %s: %w", ErrRoot, r, err)
-	case !fi.IsDir():
-		return fmt.Errorf("%w: %s is not a directory", ErrRoot, r)
-	}
-	return nil
+	return &App{cfg: cfg, opts: opts, log: log, backend: b, roots: set}, nil
 }
 
 // Run runs the daemon until ctx ends (or, with ExitWhenIdle, until it is
@@ -143,7 +138,8 @@ func checkRoot(r string) error {
 // part cannot start or fails.
 func (a *App) Run(ctx context.Context) error {
 	a.started = time.Now()
-	st, err := store.Open(a.cfg.Index, store.Options{Logger: a.log.With("part", "store"), MaxBatch: storeBatch})
+	st, err := store.Open(a.cfg.Index, store.Options{Logger: a.log.With("part", "store"), MaxBatch: storeBatch,
+		DataWindow: min(hasher.DataWindow(), maxDataWindow)})
 	if errors.Is(err, store.ErrLocked) {
 		return fmt.Errorf("%w: %w (is another annexd running? stop it, or give this one its own --index)", ErrLocked, err)
 	}
@@ -171,28 +167,37 @@ func (a *App) Run(ctx context.Context) error {
 		a.syncDir = dir
 		defer a.removeSyncDir()
 	}
-	if err := a.setup(ctx); err != nil {
+	// The API listens before the slow part of the start (calibration):
+	// status answers "starting" at once, and the rest 503 until ready.
+	reg := a.registry()
+	if err := a.listen(reg); err != nil {
 		return err
 	}
-	defer a.h.Close()
-	if err := a.srv.Listen(); err != nil {
-		return err
-	}
-	a.log.Info("annexd started", "roots", a.cfg.Roots, "index", a.cfg.Index, "socket", a.cfg.Socket,
-		"backend", a.backend.String(), "version", a.opts.Version)
-
 	g, gctx := errgroup.WithContext(ctx)
 	runCtx, stop := context.WithCancel(gctx)
 	defer stop()
+	g.Go(func() error { return a.srv.Run(runCtx) })
+	a.notify(sdnotify.Status("starting: " + a.phase()))
+	if err := a.setup(runCtx, reg); err != nil {
+		stop()
+		g.Wait()
+		return err
+	}
+	defer a.h.Close()
+	a.ready.Store(true)
+	a.log.Info("annexd started", "roots", a.cfg.Roots, "given_as", a.roots.Aliases(), "index", a.cfg.Index, "socket", a.cfg.Socket,
+		"backend", a.backend.String(), "version", a.opts.Version)
+
 	g.Go(func() error { return a.ix.Run(runCtx) })
 	g.Go(func() error { return a.w.Run(runCtx) })
-	g.Go(func() error { a.follow(runCtx); return nil })
-	g.Go(func() error { return a.srv.Run(runCtx) })
+	g.Go(func() error { return a.ix.Follow(runCtx, a.w) })
+	g.Go(func() error { return a.notifyProgress(runCtx) })
 	g.Go(func() error { return a.logProgress(runCtx) })
 	g.Go(func() error { a.checkOutside(runCtx); return nil })
+	g.Go(func() error { return a.runDedup(runCtx) })
 	if a.opts.ExitWhenIdle {
 		g.Go(func() error {
-			if a.waitIdle(runCtx) == nil {
+			if a.ix.WaitIdle(runCtx) == nil {
 				a.log.Info("idle; exiting as asked", "took", time.Since(a.started).Round(time.Millisecond))
 				stop()
 			}
@@ -206,11 +211,44 @@ func (a *App) Run(ctx context.Context) error {
 	return err
 }
 
-// setup builds the hasher, watcher, indexer and API server.
-func (a *App) setup(ctx context.Context) error {
+// registry is the metrics registry the API serves.
+func (a *App) registry() *prometheus.Registry {
+	reg := a.opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	return reg
+}
+
+// listen builds the API server and binds its socket.
+func (a *App) listen(reg *prometheus.Registry) error {
+	var err error
+	a.srv, err = apiserver.NewServer(apiserver.Config{
+		Index:       &adapter{a: a},
+		RootAliases: a.roots.Aliases(),
+		Socket:      a.cfg.Socket,
+		TCPAddr:     a.cfg.API.TCP,
+		Token:       a.cfg.API.Token,
+		Version:     a.opts.Version,
+		Logger:      a.log.With("part", "api"),
+		Registerer:  reg,
+		Gatherer:    reg,
+	})
+	if err != nil {
+		return err
+	}
+	return a.srv.Listen()
+}
+
+// setup builds the hasher, watcher and indexer.
+func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	policy, err := a.policy(ctx)
 	if err != nil {
 		return err
+	}
+	if a.opts.NoDataSync {
+		policy.SyncWindow = -1
 	}
 	a.h = hasher.New(policy, a.log.With("part", "hasher"))
 
@@ -222,7 +260,9 @@ func (a *App) setup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("daemon: ignore patterns: %w", err)
 	}
+	writes := ledger.New()
 	a.w, err = watcher.New(a.cfg.Roots, watcher.Options{
+		Writes:       writes,
 		Quiet:        a.cfg.Watch.QuietDelay,
 		SafetyRescan: a.cfg.Watch.SafetyRescan,
 		Ignore:       m,
@@ -230,42 +270,30 @@ func (a *App) setup(ctx context.Context) error {
 		SyncDir:      a.syncDir,
 	})
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrRoot, err)
+		return err
 	}
 	a.ix, err = indexer.New(a.st, a.h, indexer.Options{
-		Roots:        a.cfg.Roots,
-		Backend:      a.backend,
-		Workers:      a.cfg.Indexer.HashWorkers,
-		MaxPending:   a.cfg.Indexer.MaxPending,
-		Ignore:       patterns,
-		Exclude:      a.exclude(),
-		WrittenSince: a.w.WrittenSince,
-		Logger:       a.log.With("part", "indexer"),
+		Roots:      slices.Clone(a.cfg.Roots), // the API reads the config's meanwhile
+		Backend:    a.backend,
+		Workers:    a.cfg.Indexer.HashWorkers,
+		MaxPending: a.cfg.Indexer.MaxPending,
+		Ignore:     patterns,
+		Exclude:    a.exclude(),
+		Ledger:     writes,
+		Logger:     a.log.With("part", "indexer"),
 	})
 	if err != nil {
 		return err
-	}
-	reg := a.opts.Registry
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	for _, c := range []prometheus.Collector{a.ix.Collector(), collector{a: a}} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("daemon: metrics: %w", err)
 		}
 	}
-	a.srv, err = apiserver.NewServer(apiserver.Config{
-		Index:      &adapter{a: a},
-		Socket:     a.cfg.Socket,
-		TCPAddr:    a.cfg.API.TCP,
-		Token:      a.cfg.API.Token,
-		Version:    a.opts.Version,
-		Logger:     a.log.With("part", "api"),
-		Registerer: reg,
-		Gatherer:   reg,
-	})
-	return err
+	if err := a.setupDedup(ctx, writes, reg); err != nil {
+		return fmt.Errorf("daemon: dedup: %w", err)
+	}
+	return nil
 }
 
 // policy returns the hasher policy: the stored calibration while it is
@@ -310,6 +338,8 @@ func (a *App) calibration(ctx context.Context) (hasher.Calibration, error) {
 		}
 	}
 	a.log.Info("calibrating hashing")
+	a.calibrating.Store(true)
+	defer a.calibrating.Store(false)
 	c, err := hasher.Calibrate(ctx, hasher.CalibrateOptions{Log: a.log.With("part", "calibrate")})
 	if err != nil {
 		return c, err
@@ -324,54 +354,6 @@ func (a *App) calibration(ctx context.Context) (hasher.Calibration, error) {
 	a.log.Info("calibration done", "took_ms", c.TookMs, "inline_max", c.Policy.InlineMax,
 		"workers", c.Policy.Workers, "sha256", c.Policy.SHA256, "external_min", c.Policy.ExternalMin)
 	return c, nil
-}
-
-// waitIdle waits until the indexer is idle and the watcher holds nothing.
-func (a *App) waitIdle(ctx context.Context) error {
-	for {
-		if err := a.ix.WaitIdle(ctx); err != nil {
-			return err
-		}
-		if a.watcherPending() == 0 && a.ix.Progress().Idle {
-			return nil
-		}
-		select {
-		case <-time.After(50 * time.Millisecond):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// watcherPending counts the paths the watcher holds and the events it sent
-// that the indexer has not taken yet. Work flows from the watcher's
-// pending set to Emitted to handled to the indexer, and each is read
-// before the next, so work moving along while they are read is counted at
-// least once: call it before reading the indexer's progress.
-func (a *App) watcherPending() int {
-	n := 0
-	for _, r := range a.w.Status().Roots {
-		n += r.Pending
-	}
-	handled := a.handled.Load() // before Emitted, which only grows
-	return n + int(a.w.Emitted()-handled)
-}
-
-// follow hands the watcher's events to the indexer and counts them.
-func (a *App) follow(ctx context.Context) {
-	for {
-		select {
-		case ev, ok := <-a.w.Events():
-			if !ok {
-				return
-			}
-			a.ix.Handle(ctx, ev)
-			a.w.Delivered(ev)
-			a.handled.Add(1)
-		case <-ctx.Done():
-			return
-		}
-	}
 }
 
 // exclude lists the daemon's own files, never indexed.

@@ -76,6 +76,29 @@ func TestNewRejectsBadRoots(t *testing.T) {
 	}
 }
 
+// A root given through a symlink is resolved once: every part gets the
+// resolved path, and the API maps the given spelling to it.
+func TestNewResolvesSymlinkedRoot(t *testing.T) {
+	real, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(testConfig(t, link), nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.cfg.Roots; len(got) != 1 || got[0] != real {
+		t.Errorf("roots %q, want the resolved %s", got, real)
+	}
+	if got := a.roots.Aliases(); got[link] != real {
+		t.Errorf("aliases %v, want %s → %s", got, link, real)
+	}
+}
+
 // The daemon serves lookups, whereis, duplicates and status from a real
 // index, and stops cleanly when its context ends.
 func TestRunServesTheAPI(t *testing.T) {

@@ -22,11 +22,16 @@ var (
 	descDegraded  = prometheus.NewDesc("annexd_watcher_degraded", "1 when some directories of the root have no watch.", []string{"root"}, nil)
 	descOverflows = prometheus.NewDesc("annexd_watcher_overflows_total", "inotify queue overflows since start.", []string{"root"}, nil)
 	descWaiting   = prometheus.NewDesc("annexd_watcher_pending_paths", "Paths waiting for their quiet delay.", []string{"root"}, nil)
+	descLastOver  = prometheus.NewDesc("annexd_watcher_last_overflow_timestamp_seconds",
+		"Unix time of the root's latest inotify queue overflow; absent before the first.", []string{"root"}, nil)
+	descLastScan = prometheus.NewDesc("annexd_watcher_last_rescan_timestamp_seconds",
+		"Unix time of the root's latest rescan of the whole root (at start, after an overflow, in degraded mode).", []string{"root"}, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descFiles, descBytes, descUnique, descDupGroups, descWasted,
-		descIndexSize, descOutside, descWatches, descUnwatched, descDegraded, descOverflows, descWaiting} {
+		descIndexSize, descOutside, descWatches, descUnwatched, descDegraded, descOverflows, descWaiting,
+		descLastOver, descLastScan} {
 		ch <- d
 	}
 }
@@ -56,5 +61,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descDegraded, degraded, r.Root)
 		ch <- prometheus.MustNewConstMetric(descOverflows, prometheus.CounterValue, float64(r.Overflows), r.Root)
 		gauge(descWaiting, float64(r.Pending), r.Root)
+		if !r.LastOverflow.IsZero() {
+			gauge(descLastOver, float64(r.LastOverflow.UnixNano())/1e9, r.Root)
+		}
+		if !r.LastRescan.IsZero() {
+			gauge(descLastScan, float64(r.LastRescan.UnixNano())/1e9, r.Root)
+		}
 	}
 }

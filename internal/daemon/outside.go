@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/annexd/annexd/api"
@@ -20,14 +19,7 @@ type outsideState struct {
 const maxOutsideLogged = 10
 
 // outsideRoot reports whether p is outside every configured root.
-func (a *App) outsideRoot(p []byte) bool {
-	for _, r := range a.cfg.Roots {
-		if within(string(p), r) {
-			return false
-		}
-	}
-	return true
-}
+func (a *App) outsideRoot(p []byte) bool { return !a.roots.Contains(string(p)) }
 
 func (a *App) rootBytes() [][]byte {
 	out := make([][]byte, len(a.cfg.Roots))
@@ -122,18 +114,9 @@ func (a *App) forget(ctx context.Context, dir []byte, dry bool) (api.ForgetResul
 	if !dry {
 		ctx = context.WithoutCancel(ctx)
 	}
-	res := api.ForgetResult{Path: dir, DryRun: dry}
-	for _, r := range a.cfg.Roots {
-		if within(r, string(dir)) {
-			res.Kept = append(res.Kept, r)
-		}
-	}
+	res := api.ForgetResult{Path: dir, DryRun: dry, Kept: a.roots.Holding(string(dir))}
 	var err error
-	if len(res.Kept) == 0 {
-		res.Files, err = a.forgetSubtree(ctx, dir, dry)
-	} else {
-		res.Files, err = a.forgetAround(ctx, dir, dry)
-	}
+	res.Files, err = a.st.Forget(ctx, dir, a.rootBytes(), dry)
 	if dry {
 		return res, err
 	}
@@ -144,70 +127,4 @@ func (a *App) forget(ctx context.Context, dir []byte, dry bool) (api.ForgetResul
 		a.log.Warn("cannot list the records outside the roots", "err", rerr)
 	}
 	return res, err
-}
-
-// forgetSubtree drops everything at or below dir, which holds no root.
-func (a *App) forgetSubtree(ctx context.Context, dir []byte, dry bool) (int64, error) {
-	var n int64
-	err := a.st.Subtree(ctx, dir, func([]byte, store.Record) error { n++; return nil })
-	if err != nil || dry || n == 0 {
-		return n, err
-	}
-	return n, a.st.DeleteSubtree(ctx, dir)
-}
-
-// forgetAround drops the records at or below dir outside the roots it
-// holds: whole directories that hold no root, and the own files of the
-// directories on the way to a root.
-func (a *App) forgetAround(ctx context.Context, dir []byte, dry bool) (int64, error) {
-	dirs, err := a.st.Outside(ctx, a.rootBytes(), false)
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for _, d := range dirs {
-		if !within(string(d.Dir), string(dir)) {
-			continue
-		}
-		var m int64
-		if d.Direct {
-			m, err = a.forgetDirect(ctx, d.Dir, dry)
-		} else {
-			m, err = a.forgetSubtree(ctx, d.Dir, dry)
-		}
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
-}
-
-// forgetDirect drops the records directly in dir, in group commits.
-func (a *App) forgetDirect(ctx context.Context, dir []byte, dry bool) (int64, error) {
-	var paths [][]byte
-	err := a.st.Direct(ctx, dir, func(p []byte, _ store.Record) error { paths = append(paths, p); return nil })
-	if err != nil || dry {
-		return int64(len(paths)), err
-	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	for _, p := range paths {
-		wg.Add(1)
-		a.st.Submit(store.Change{Op: store.OpDelete, Path: p}, func(err error) {
-			if err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-			wg.Done()
-		})
-	}
-	wg.Wait()
-	return int64(len(paths)), first
 }

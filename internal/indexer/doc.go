@@ -11,16 +11,27 @@
 // time its hashing started, within the file system's timestamp granularity: a
 // write in that same timestamp tick would leave the stat identity unchanged,
 // so such a record is re-verified the next time the path is checked (git's
-// racy-git rule).
+// racy-git rule). A record hashed just before a run ended without closing
+// the index is re-verified the same way (store.Trusted): a power cut may
+// have kept its file's new stat identity and lost the bytes it was hashed
+// from.
 //
-// Paths flow through one bounded queue to a small set of workers. Each worker
-// checks the path again, keeps the key of a file that was only renamed (same
-// dev, ino, size and mtime under another path; the store's inode index finds
-// it), and otherwise hashes it. A path is in the pipeline at most once: an
-// event for a path already queued or being hashed only asks for one more
-// check afterwards, so a file is never hashed twice for one change. Writes
-// go to the store asynchronously with a bound on how many are in flight; the
-// path leaves the pipeline once its write is durable.
+// The indexer is split by job, each part a small type:
+//
+//   - the pipeline (pipeline.go): one bounded queue to a few workers, the
+//     set of paths in flight and the writes. A path is in it at most once:
+//     an event for a path already queued or being hashed asks for one more
+//     check afterwards, so one change is hashed once. Writes go to the
+//     store asynchronously, a bounded number at a time, and a path leaves
+//     the pipeline once its write is durable;
+//   - the checker (check.go): what a worker does with one path. It settles
+//     a path whose record still holds, hands a file without a record to
+//     the renamer, hashes the rest, and drops what is gone;
+//   - the scanner (scan.go): walks, generations and sweeps;
+//   - the renamer (rename.go): renames and hard links, decided by a pure
+//     function over facts gathered once;
+//   - the feed (follow.go): the hand-off of the watcher's events, and the
+//     one Idle that counts what is still on its way.
 //
 // A file that changes while it is hashed is retried with backoff and never
 // recorded with the digest of a moving target. An unreadable file gets a
@@ -49,24 +60,33 @@
 // a fresh lstat, so that a rename reported as "removed here, created there"
 // keeps its records (and keys) by moving them instead of re-hashing.
 //
+// # Renames
+//
+// A directory the watcher saw renamed (a Moved event) takes its records
+// along in one store move, which merges: records already under the new
+// name stay, and nothing there is deleted. Its new name is then walked.
+// A file without a record takes the record kept for its inode under
+// another path when the facts allow it (decide), in one checked store
+// change: a record that changed since it was read fails the change, and
+// the facts are read again. A file that moved with a directory the
+// watcher could not pair has its whole old directory's records moved at
+// once. So no lock orders renames, and a record written under a new name
+// meanwhile is never lost.
+//
 // # Caveats
 //
-// A rename is recognised by (dev, ino, size, mtime): a rename changes ctime,
+// A rename is recognised by (dev, ino, size, mtime). A rename changes ctime,
 // so ctime cannot be compared. Where the file system keeps birth times, a new
 // file in a reused inode is told apart by being born after the record's
 // ctime; elsewhere, a new file that reuses a deleted file's inode, size and
 // mtime (to the nanosecond) would take over its key.
 //
 // A rewrite that sets the mtime back (rsync --inplace -t, some backup
-// tools) shows only in ctime, which a rename changes too. While the daemon
-// runs, the watcher's word settles it: a path reported written is hashed,
-// and a record is not taken for a renamed file whose old path, new path or
-// inode the watcher saw written after the record was hashed
-// (Options.WrittenSince; a directory above the old path that was renamed
-// counts, since a write right after the rename reaches only the old
-// watches), nor from an old path still waiting to be hashed. A file whose
-// ctime is still the record's was neither written nor renamed itself (it
-// moved with its directory) and keeps its key whatever the watcher says.
+// tools) follows the write ledger's rule, stated in internal/ledger: a path
+// written since its record was hashed is hashed, and a renamed file takes
+// no record hashed before a write to its old path, new path or inode, nor
+// one from an old path still waiting to be hashed. A file whose ctime is
+// still the record's moved with its directory and keeps its key.
 // Hard links share one ctime, so one name takes another's record only when
 // that record's ctime is the inode's ctime now, and a renamed file with
 // other names is hashed. A write reported for one name queues the other
@@ -76,10 +96,19 @@
 // renamed while the daemon was down keeps its old key (no event and no
 // stat field tells), until it changes again or is read back. So does one
 // rewritten and renamed just before the daemon stopped, while the write
-// had not reached the index yet (the watcher's memory of it does not
+// had not reached the index yet (the ledger's memory of it does not
 // outlive the process), and one moved out of the roots, rewritten there
 // and moved back under another name before the records of its old name
 // were dropped (a few seconds: nothing watches it outside).
+//
+// # Idle
+//
+// Idle reads, in this order, what the watcher holds back, the events it
+// sent that Follow has not handed over, and the indexer's walks, removals
+// and pipeline. Work moves the same way, so nothing on its way is missed.
+// WaitIdle wakes when a part finishes its work; only while the watcher
+// holds changes, which it announces to nobody, does it look again on a
+// timer.
 //
 // # Freshness
 //

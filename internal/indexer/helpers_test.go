@@ -13,11 +13,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/internal/ledger"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 	"github.com/annexd/annexd/watcher"
@@ -113,9 +113,7 @@ type env struct {
 	w      *watcher.Watcher
 	cancel context.CancelFunc
 	done   chan struct{}
-	pause  chan bool // Follow stops reading watcher events while paused
-
-	handled atomic.Uint64 // watcher events handed to the indexer
+	pause  chan bool // the hand-off stops taking watcher events while paused
 }
 
 type envOpts struct {
@@ -156,12 +154,13 @@ func (e *env) start(eo envOpts) {
 		if quiet == 0 {
 			quiet = 200 * time.Millisecond
 		}
+		led := ledger.New()
 		w, err = watcher.New([]string{e.root}, watcher.Options{Quiet: quiet, OverflowBackoff: 100 * time.Millisecond,
-			SyncDir: t.TempDir()})
+			SyncDir: t.TempDir(), Writes: led})
 		if err != nil {
 			t.Fatal(err)
 		}
-		o.WrittenSince = w.WrittenSince
+		o.Ledger = led
 	}
 	ix, err := New(st, e.h, o)
 	if err != nil {
@@ -198,7 +197,9 @@ func (e *env) start(eo envOpts) {
 		}()
 		go func() {
 			defer wg.Done()
-			e.follow(ctx, w.Events())
+			if err := ix.Follow(ctx, newPausable(ctx, w, e.pause)); err != nil {
+				t.Errorf("indexer.Follow: %v", err)
+			}
 		}()
 	} else {
 		ix.Rescan(e.root)
@@ -212,29 +213,43 @@ func (e *env) start(eo envOpts) {
 	t.Cleanup(e.stop)
 }
 
-// follow is Indexer.Follow with a pause switch.
-func (e *env) follow(ctx context.Context, events <-chan watcher.Event) {
-	in := events
-	for {
-		select {
-		case p := <-e.pause:
-			if p {
-				in = nil
-			} else {
-				in = events
-			}
-		case ev, ok := <-in:
-			if !ok {
+// pausable is the watcher as a Source whose events stop flowing while
+// paused: the watcher then blocks on sending and stops reading inotify.
+type pausable struct {
+	*watcher.Watcher
+	out chan watcher.Event
+}
+
+func newPausable(ctx context.Context, w *watcher.Watcher, pause <-chan bool) *pausable {
+	p := &pausable{Watcher: w, out: make(chan watcher.Event)}
+	go func() {
+		defer close(p.out)
+		in := w.Events()
+		for {
+			select {
+			case paused := <-pause:
+				in = w.Events()
+				if paused {
+					in = nil
+				}
+			case ev, ok := <-in:
+				if !ok {
+					return
+				}
+				select {
+				case p.out <- ev:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
 				return
 			}
-			e.ix.Handle(ctx, ev)
-			e.w.Delivered(ev)
-			e.handled.Add(1)
-		case <-ctx.Done():
-			return
 		}
-	}
+	}()
+	return p
 }
+
+func (p *pausable) Events() <-chan watcher.Event { return p.out }
 
 // stop shuts everything down, checks the index and closes it.
 func (e *env) stop() {
@@ -288,10 +303,16 @@ func truth(t *testing.T, root string) map[string][32]byte {
 	return out
 }
 
-// diff compares the index with the tree and describes the first differences.
-func (e *env) diff() string {
+// mismatch is how the index differs from the tree.
+type mismatch struct {
+	problems           []string
+	lost, extra, wrong int // files without a record, records without a file, other wrong records
+}
+
+// compare compares the index with the tree.
+func (e *env) compare() mismatch {
 	want := truth(e.t, e.root)
-	var problems []string
+	var m mismatch
 	got := map[string]bool{}
 	err := e.st.Subtree(context.Background(), []byte(e.root), func(p []byte, r store.Record) error {
 		path := string(p)
@@ -299,23 +320,33 @@ func (e *env) diff() string {
 		w, ok := want[path]
 		switch {
 		case !ok:
-			problems = append(problems, "extra record "+path)
+			m.extra++
+			m.problems = append(m.problems, "extra record "+path)
 		case r.State != store.StateOK:
-			problems = append(problems, fmt.Sprintf("%s: state %v", path, r.State))
+			m.wrong++
+			m.problems = append(m.problems, fmt.Sprintf("%s: state %v", path, r.State))
 		case !bytes.Equal(r.Digest, w[:]):
-			problems = append(problems, path+": wrong digest")
+			m.wrong++
+			m.problems = append(m.problems, path+": wrong digest")
 		}
 		return nil
 	})
 	if err != nil {
-		return err.Error()
+		e.t.Fatal(err)
 	}
 	for p := range want {
 		if !got[p] {
-			problems = append(problems, "missing record "+p)
+			m.lost++
+			m.problems = append(m.problems, "missing record "+p)
 		}
 	}
-	sort.Strings(problems)
+	sort.Strings(m.problems)
+	return m
+}
+
+// diff describes the first differences between the index and the tree.
+func (e *env) diff() string {
+	problems := e.compare().problems
 	if len(problems) > 5 {
 		problems = append(problems[:5], fmt.Sprintf("… %d more", len(problems)-5))
 	}
@@ -323,52 +354,34 @@ func (e *env) diff() string {
 }
 
 // settle waits until everything done to the tree so far is in the index:
-// the watcher has read every event from before the call (Sync), holds
-// nothing and has handed every event on, the indexer is idle, and the
-// index matches the tree.
+// the watcher has read every event from before the call (Sync), the
+// indexer is idle, watcher and hand-off included, and the index matches
+// the tree.
 func (e *env) settle(timeout time.Duration) {
 	e.t.Helper()
-	deadline := time.Now().Add(timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	if e.w != nil {
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		err := e.w.Sync(ctx)
-		cancel()
-		if err != nil {
+		if err := e.w.Sync(ctx); err != nil {
 			e.t.Fatalf("watcher sync: %v", err)
 		}
 	}
-	// Twice in a row: the watcher publishes its pending count just after
-	// it read an event, so one look may come in between.
-	var last string
-	done := 0
-	for time.Now().Before(deadline) {
-		done++
-		if !e.watcherDone() || !e.ix.Idle() {
-			done = 0
-		} else if last = e.diff(); last != "" {
-			done = 0
+	last := "not idle"
+	for {
+		if err := e.ix.WaitIdle(ctx); err != nil {
+			break
 		}
-		if done == 2 {
+		if last = e.diff(); last == "" {
 			return
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+			continue
+		}
+		break
 	}
 	e.t.Fatalf("index does not match the tree after %v: %s (progress %+v)", timeout, last, e.ix.Progress())
-}
-
-// watcherDone reports that the watcher holds no change and every event it
-// sent was handled.
-func (e *env) watcherDone() bool {
-	if e.w == nil {
-		return true
-	}
-	handled := e.handled.Load() // before Emitted, which only grows
-	for _, r := range e.w.Status().Roots {
-		if r.Pending > 0 {
-			return false
-		}
-	}
-	return e.w.Emitted() == handled
 }
 
 // waitFor polls cond until it holds; after 20 s the test fails naming what.

@@ -55,81 +55,98 @@ const maxLookupRounds = 8
 // never reported as Current.
 func (ix *Indexer) Lookup(ctx context.Context, path string, wait bool) (Result, error) {
 	path = filepath.Clean(path)
-	if !ix.inRoots(path) {
+	if !ix.paths.roots.Contains(path) {
 		return Result{}, fmt.Errorf("%w: %s", ErrOutsideRoots, path)
 	}
 	for round := 0; ; round++ {
-		fi, err := fsstat.Lstat(path)
-		switch {
-		case isGone(err):
-			return Result{State: Missing}, nil
-		case err != nil:
-			return Result{State: Unreadable, Message: err.Error()}, nil
-		case !fi.IsRegular():
-			return Result{State: NotRegular, Size: fi.Size}, nil
-		case ix.skip(path):
-			return Result{State: Ignored, Size: fi.Size}, nil
-		}
-		rec, ok, err := ix.get(path)
-		if err != nil {
-			return Result{}, err
-		}
-		if ok && sameIdentity(&rec, fi) {
-			switch {
-			case rec.State == store.StateUnreadable:
-				return Result{State: Unreadable, Size: fi.Size, Message: "could not be read when last tried"}, nil
-			case rec.State == store.StateCorrupt:
-				k, err := recordKey(path, &rec)
-				return Result{State: Corrupt, Key: k, Size: fi.Size}, err
-			case ix.current(&rec, fi):
-				k, err := recordKey(path, &rec)
-				if err != nil {
-					return Result{}, err
-				}
-				return Result{State: Current, Key: k, Size: fi.Size}, nil
-			}
+		fi, r, done, err := ix.lookupRecord(path)
+		if done || err != nil {
+			return r, err
 		}
 		if round >= maxLookupRounds || ctx.Err() != nil {
-			return Result{State: Pending, Size: fi.Size}, nil
+			return pending(fi), nil
 		}
-		if done := ix.pend.wait(path); done != nil {
-			if !wait {
-				return Result{State: Pending, Size: fi.Size}, nil
-			}
-			select {
-			case <-done:
-			case <-ctx.Done():
-				return Result{State: Pending, Size: fi.Size}, nil
-			}
-			continue
-		}
-		if !wait && fi.Size > ix.opt.OnDemandMax {
-			ix.enqueue(ctx, path, nil, fi.Size)
-			return Result{State: Pending, Size: fi.Size}, nil
-		}
-		r, retry := ix.hashNow(ctx, path, fi)
-		if !retry {
+		r, again := ix.lookupPending(ctx, path, fi, wait)
+		if !again {
 			return r, nil
-		}
-		if !wait {
-			return Result{State: Pending, Size: fi.Size}, nil
 		}
 	}
 }
+
+// lookupRecord answers Lookup from a fresh lstat and the record, when they
+// tell: done reports an answer in r.
+func (ix *Indexer) lookupRecord(path string) (fi fsstat.FileInfo, r Result, done bool, err error) {
+	fi, err = fsstat.Lstat(path)
+	switch {
+	case isGone(err):
+		return fi, Result{State: Missing}, true, nil
+	case err != nil:
+		return fi, Result{State: Unreadable, Message: err.Error()}, true, nil
+	case !fi.IsRegular():
+		return fi, Result{State: NotRegular, Size: fi.Size}, true, nil
+	case ix.paths.skip(path):
+		return fi, Result{State: Ignored, Size: fi.Size}, true, nil
+	}
+	rec, ok, err := ix.st.Get([]byte(path))
+	if err != nil || !ok || rec.Identity() != identity(fi) {
+		return fi, Result{}, err != nil, err
+	}
+	switch {
+	case rec.State == store.StateUnreadable:
+		return fi, Result{State: Unreadable, Size: fi.Size, Message: "could not be read when last tried"}, true, nil
+	case rec.State == store.StateCorrupt:
+		k, err := recordKey(path, &rec)
+		return fi, Result{State: Corrupt, Key: k, Size: fi.Size}, true, err
+	case ix.ticks.current(&rec, fi):
+		k, err := recordKey(path, &rec)
+		if err != nil {
+			return fi, Result{}, true, err
+		}
+		return fi, Result{State: Current, Key: k, Size: fi.Size}, true, nil
+	}
+	return fi, Result{}, false, nil
+}
+
+// lookupPending waits for the path's work in the pipeline or hashes it now;
+// again reports that Lookup should look at the record again.
+func (ix *Indexer) lookupPending(ctx context.Context, path string, fi fsstat.FileInfo, wait bool) (r Result, again bool) {
+	if done := ix.pipe.pend.wait(path); done != nil {
+		if !wait {
+			return pending(fi), false
+		}
+		select {
+		case <-done:
+			return Result{}, true
+		case <-ctx.Done():
+			return pending(fi), false
+		}
+	}
+	if !wait && fi.Size > ix.opt.OnDemandMax {
+		ix.pipe.enqueue(ctx, job{path: path}, nil, fi.Size)
+		return pending(fi), false
+	}
+	r, retry := ix.hashNow(ctx, path, fi)
+	if retry && !wait {
+		return pending(fi), false
+	}
+	return r, retry
+}
+
+func pending(fi fsstat.FileInfo) Result { return Result{State: Pending, Size: fi.Size} }
 
 // hashNow hashes path for Lookup, records the result through the pipeline's
 // write path and returns it. retry reports that the file is now pending
 // (someone else took it, or it changed while hashed).
 func (ix *Indexer) hashNow(ctx context.Context, path string, fi fsstat.FileInfo) (r Result, retry bool) {
-	if !ix.pend.add(path, nil, fi.Size) {
+	if !ix.pipe.pend.add(path, nil, fi.Size) {
 		return Result{}, true
 	}
 	j := job{path: path}
 	select {
 	case ix.onDemand <- struct{}{}:
 	case <-ctx.Done():
-		ix.finish(j)
-		return Result{State: Pending, Size: fi.Size}, false
+		ix.pipe.finish(j)
+		return pending(fi), false
 	}
 	start := time.Now()
 	res, err := ix.h.Hash(ctx, path, ix.opt.Backend)
@@ -137,11 +154,10 @@ func (ix *Indexer) hashNow(ctx context.Context, path string, fi fsstat.FileInfo)
 	switch {
 	case err == nil:
 		ix.m.onDemand.Add(1)
-		ix.m.filesHashed.Add(1)
-		ix.m.bytesHashed.Add(res.Info.Size)
-		rec := ix.okRecord(res, start.UnixNano())
+		ix.m.hashed(res.Info.Size)
+		rec := ix.check.okRecord(res, start.UnixNano())
 		k, kerr := recordKey(path, &rec)
-		ix.write(j, putChange(path, rec))
+		ix.pipe.write(j, putChange(path, rec))
 		if kerr != nil {
 			return Result{State: Unreadable, Message: kerr.Error()}, false
 		}
@@ -150,19 +166,18 @@ func (ix *Indexer) hashNow(ctx context.Context, path string, fi fsstat.FileInfo)
 		// The retry belongs to the pipeline: the caller's ctx ends with its
 		// request, and a retry stopped with it would leave the path pending
 		// for ever.
-		ix.retry(ix.ctx(), j, err)
+		ix.check.retry(ix.ctx(), j, err)
 		return Result{}, true
+	}
+	ix.pipe.finish(j)
+	switch {
 	case isGone(err):
-		ix.finish(j)
 		return Result{State: Missing}, false
 	case errors.Is(err, hasher.ErrNotRegular):
-		ix.finish(j)
 		return Result{State: NotRegular}, false
 	case ctx.Err() != nil:
-		ix.finish(j)
-		return Result{State: Pending, Size: fi.Size}, false
+		return pending(fi), false
 	}
-	ix.finish(j)
 	ix.Changed(ctx, path) // let the pipeline record it as unreadable
 	return Result{State: Unreadable, Size: fi.Size, Message: err.Error()}, false
 }
@@ -179,11 +194,11 @@ func (ix *Indexer) Current(path string) (bool, error) {
 	if err != nil {
 		return false, nil
 	}
-	rec, ok, err := ix.get(path)
+	rec, ok, err := ix.st.Get([]byte(path))
 	if err != nil || !ok {
 		return false, err
 	}
-	return ix.current(&rec, fi), nil
+	return ix.ticks.current(&rec, fi), nil
 }
 
 // Unchanged reports whether the file at path, lstat'ed now, is still the
@@ -192,11 +207,8 @@ func (ix *Indexer) Current(path string) (bool, error) {
 // same identity). A false answer means rec's key may be wrong.
 func (ix *Indexer) Unchanged(path string, rec *store.Record) bool {
 	fi, err := fsstat.Lstat(path)
-	if err != nil || !sameIdentity(rec, fi) {
+	if err != nil || rec.Identity() != identity(fi) {
 		return false
 	}
-	return rec.State != store.StateOK || !ix.racy(rec)
+	return rec.State != store.StateOK || !ix.ticks.racy(rec)
 }
-
-// Roots returns the roots.
-func (ix *Indexer) Roots() []string { return ix.opt.Roots }

@@ -5,20 +5,25 @@ import (
 	"strings"
 
 	"github.com/annexd/annexd/internal/ignore"
+	"github.com/annexd/annexd/internal/roots"
 )
 
-// ignoreRules holds the ignore patterns matched relative to a root: the full
-// set, and the subset that does not depend on where the root is (patterns
-// without a '/' other than a trailing one), which is safe to hand to a walk
-// of a subdirectory.
-type ignoreRules struct {
+// pathRules says which paths the indexer records: those under a root that
+// are neither excluded nor ignored.
+type pathRules struct {
+	roots   roots.Set
+	exclude []string // never indexed, with everything under them
+	// full holds the ignore patterns, matched relative to a root; loose
+	// the subset that does not depend on where the root is (patterns
+	// without a '/' other than a trailing one), safe to hand to a walk of
+	// a subdirectory.
 	full, loose *ignore.Matcher
 }
 
-func newIgnoreRules(patterns []string) (ignoreRules, error) {
+func newPathRules(rootPaths, exclude, patterns []string) (*pathRules, error) {
 	full, err := ignore.New(patterns)
 	if err != nil {
-		return ignoreRules{}, err
+		return nil, err
 	}
 	var loose []string
 	for _, p := range patterns {
@@ -28,68 +33,57 @@ func newIgnoreRules(patterns []string) (ignoreRules, error) {
 	}
 	lm, err := ignore.New(loose)
 	if err != nil {
-		return ignoreRules{}, err
+		return nil, err
 	}
-	return ignoreRules{full: full, loose: lm}, nil
+	return &pathRules{roots: roots.Of(rootPaths, nil), exclude: exclude, full: full, loose: lm}, nil
 }
 
-// rootOf returns the root path is under, or "".
-func (ix *Indexer) rootOf(path string) string {
-	for _, r := range ix.opt.Roots {
-		if within(path, r) {
-			return r
-		}
-	}
-	return ""
+// skip reports files the indexer never records: outside the roots,
+// excluded, or ignored.
+func (r *pathRules) skip(path string) bool {
+	return !r.roots.Contains(path) || r.excluded(path) || r.ignored(path, false)
 }
 
-// relTo returns path relative to root ("" for the root itself).
-func relTo(path, root string) string {
-	switch {
-	case path == root:
-		return ""
-	case root == "/":
-		return path[1:]
-	}
-	return path[len(root)+1:]
+// skipDir is skip for a directory.
+func (r *pathRules) skipDir(path string) bool {
+	return !r.roots.Contains(path) || r.excluded(path) || r.ignored(path, true)
 }
 
-// ignoreFor returns the matcher for a walk of dir: the full one for a root,
-// the position-independent subset for a subdirectory (its files are then
-// checked with ignoredUnder).
-func (ix *Indexer) ignoreFor(dir string) *ignore.Matcher {
-	if ix.isRoot(dir) {
-		return ix.ign.full
-	}
-	return ix.ign.loose
-}
-
-// ignored reports whether path, or a directory between its root and it, is
-// left out by the ignore patterns.
-func (ix *Indexer) ignored(path string, isDir bool) bool {
-	root := ix.rootOf(path)
-	if root == "" || ix.ign.full.Patterns() == 0 {
-		return false
-	}
-	rel := relTo(path, root)
-	if rel == "" {
-		return false
-	}
-	if ix.ign.full.Match(rel, isDir) {
-		return true
-	}
-	for d := filepath.Dir(rel); d != "."; d = filepath.Dir(d) {
-		if ix.ign.full.Match(d, true) {
+// excluded reports whether path is at or under one of Options.Exclude.
+func (r *pathRules) excluded(path string) bool {
+	for _, x := range r.exclude {
+		if roots.Within(path, x) {
 			return true
 		}
 	}
 	return false
 }
 
-// excluded reports whether path is under one of Options.Exclude.
-func (ix *Indexer) excluded(path string) bool {
-	for _, x := range ix.opt.Exclude {
-		if within(path, x) {
+// ignoreFor returns the matcher for a walk of dir: the full one for a root,
+// the position-independent subset for a subdirectory (its files are then
+// checked with ignored).
+func (r *pathRules) ignoreFor(dir string) *ignore.Matcher {
+	if r.roots.IsRoot(dir) {
+		return r.full
+	}
+	return r.loose
+}
+
+// ignored reports whether path, or a directory between its root and it, is
+// left out by the ignore patterns.
+func (r *pathRules) ignored(path string, isDir bool) bool {
+	if r.full.Patterns() == 0 {
+		return false
+	}
+	rel, _, ok := r.roots.Rel(path)
+	if !ok || rel == "" {
+		return false
+	}
+	if r.full.Match(rel, isDir) {
+		return true
+	}
+	for d := filepath.Dir(rel); d != "."; d = filepath.Dir(d) {
+		if r.full.Match(d, true) {
 			return true
 		}
 	}

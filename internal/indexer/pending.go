@@ -44,25 +44,26 @@ func (p *pendingSet) add(path string, sc *scan, size int64) bool {
 
 // release takes path out of the set, unless another check was asked for:
 // then it stays, the flag is cleared, and release returns true with the
-// scans that must be told about the next check.
-func (p *pendingSet) release(path string) (again bool, scans []*scan) {
+// scans that must be told about the next check. empty reports that the set
+// is empty now.
+func (p *pendingSet) release(path string) (again bool, scans []*scan, empty bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e, ok := p.m[path]
 	if !ok {
-		return false, nil
+		return false, nil, len(p.m) == 0
 	}
 	if e.again {
 		e.again = false
 		scans, e.againScans = e.againScans, nil
-		return true, scans
+		return true, scans, false
 	}
 	delete(p.m, path)
 	p.bytes -= e.size
 	if e.done != nil {
 		close(e.done)
 	}
-	return false, nil
+	return false, nil, len(p.m) == 0
 }
 
 // has reports whether path is in the pipeline.

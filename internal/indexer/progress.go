@@ -2,6 +2,7 @@ package indexer
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,11 +21,22 @@ type counters struct {
 	onDemand                 atomic.Int64 // hashes run by Lookup
 }
 
+// hashed counts one file of size bytes hashed.
+func (m *counters) hashed(size int64) {
+	m.filesHashed.Add(1)
+	m.bytesHashed.Add(size)
+}
+
 // Progress is a snapshot of what the indexer has done and has left.
 type Progress struct {
 	InitialScanDone bool `json:"initial_scan_done"`
-	Idle            bool `json:"idle"`
-	ScansPending    int  `json:"scans_pending"` // walks waiting or running
+	// Idle: the initial scan is done and no change is on its way, in the
+	// watcher, between it and the indexer, or in the indexer.
+	Idle         bool `json:"idle"`
+	ScansPending int  `json:"scans_pending"` // walks waiting or running
+	// Watching counts the changes the watcher holds back (its quiet
+	// delay) and the events it sent that are not handed over yet.
+	Watching int `json:"watching"`
 
 	FilesSeen   int64 `json:"files_seen"`
 	BytesSeen   int64 `json:"bytes_seen"`
@@ -51,15 +63,18 @@ type Progress struct {
 
 // Progress returns a snapshot.
 func (ix *Indexer) Progress() Progress {
-	// Upstream first: work moves from scans and removals into the queue,
-	// so work moving between the reads is counted once, never missed.
-	done := ix.initialDone()
+	// Upstream first: work moves from the watcher to the hand-off, and
+	// from scans and removals into the queue, so work moving between the
+	// reads is counted once or twice, never missed.
+	watching := ix.feed.held()
+	done := ix.scans.initialDone()
 	scans := ix.scans.pending()
 	removals := ix.removals.len()
-	n, b := ix.pend.stats()
+	n, b := ix.pipe.pend.stats()
 	p := Progress{
 		InitialScanDone: done,
 		ScansPending:    scans,
+		Watching:        watching,
 		FilesSeen:       ix.m.filesSeen.Load(),
 		BytesSeen:       ix.m.bytesSeen.Load(),
 		FilesHashed:     ix.m.filesHashed.Load(),
@@ -81,41 +96,78 @@ func (ix *Indexer) Progress() Progress {
 	if p.HashRate > 0 {
 		p.Remaining = time.Duration(float64(p.BytesQueued) / p.HashRate * float64(time.Second))
 	}
-	p.Idle = p.InitialScanDone && p.ScansPending == 0 && p.FilesQueued == 0 && p.Removals == 0
+	p.Idle = watching == 0 && done && scans == 0 && n == 0 && removals == 0
 	return p
 }
 
-func (ix *Indexer) initialDone() bool {
-	select {
-	case <-ix.initial:
-		return true
-	default:
-		return false
+// Idle reports whether the first scan of every root is done and nothing is
+// on its way: held back by the watcher, sent and not handed over yet,
+// queued, being hashed, waiting to be written or waiting to be removed.
+// Changes the watcher has not read yet are not counted: Sync first.
+func (ix *Indexer) Idle() bool { return ix.Progress().Idle }
+
+// watchRecheck is how often WaitIdle looks again while the watcher holds
+// changes: it tells nobody when it lets one go without an event.
+const watchRecheck = 50 * time.Millisecond
+
+// WaitIdle blocks until Idle or ctx ends. It wakes when a part of the
+// indexer finishes its work, and looks again every watchRecheck only
+// while the watcher holds changes.
+func (ix *Indexer) WaitIdle(ctx context.Context) error {
+	for {
+		woken := ix.idle.wait() // before reading, so no change is missed
+		p := ix.Progress()
+		if p.Idle {
+			return nil
+		}
+		if err := ix.waitChange(ctx, woken, p.Watching > 0); err != nil {
+			return err
+		}
 	}
 }
 
-// Idle reports whether the first scan of every root is done and nothing is
-// queued, being hashed, waiting to be written or waiting to be removed.
-// Events the watcher still holds back (its quiet delay) are not included.
-func (ix *Indexer) Idle() bool { return ix.Progress().Idle }
-
-// WaitIdle blocks until Idle or ctx ends.
-func (ix *Indexer) WaitIdle(ctx context.Context) error {
+// waitChange waits for woken, for ctx to end, or, when the watcher holds
+// changes, for watchRecheck.
+func (ix *Indexer) waitChange(ctx context.Context, woken <-chan struct{}, watching bool) error {
+	var recheck <-chan time.Time
+	if watching {
+		t := time.NewTimer(watchRecheck)
+		defer t.Stop()
+		recheck = t.C
+	}
 	select {
-	case <-ix.initial:
+	case <-woken:
+	case <-recheck:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for !ix.Idle() {
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 	return nil
+}
+
+// signal wakes its waiters each time the state it guards may have changed.
+type signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// wait returns a channel closed at the next notify.
+func (s *signal) wait() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+// notify wakes the waiters, if there are any.
+func (s *signal) notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
 }
 
 // Collector returns a Prometheus collector of the indexer's counters and
@@ -148,6 +200,7 @@ var metrics = []metric{
 	{newDesc("queue_files", "Paths in the pipeline."), prometheus.GaugeValue, func(p *Progress) float64 { return float64(p.FilesQueued) }},
 	{newDesc("queue_bytes", "Bytes of the paths in the pipeline, where known."), prometheus.GaugeValue, func(p *Progress) float64 { return float64(p.BytesQueued) }},
 	{newDesc("scans_pending", "Walks waiting or running."), prometheus.GaugeValue, func(p *Progress) float64 { return float64(p.ScansPending) }},
+	{newDesc("watching", "Changes the watcher holds back or has not handed over yet."), prometheus.GaugeValue, func(p *Progress) float64 { return float64(p.Watching) }},
 	{newDesc("idle", "1 when the initial scan is done and nothing is pending."), prometheus.GaugeValue, func(p *Progress) float64 {
 		if p.Idle {
 			return 1
@@ -171,6 +224,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 // RootScanned reports whether the first scan of root has ended.
 func (ix *Indexer) RootScanned(root string) bool {
-	_, waiting := ix.initRoots.Load(root)
+	_, waiting := ix.scans.initRoots.Load(root)
 	return !waiting
 }

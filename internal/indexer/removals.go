@@ -14,6 +14,7 @@ const maxRemovals = 8192
 // delay is the same for all, so the list is in due order.
 type removals struct {
 	delay  time.Duration
+	idle   *signal // told when the last removal is in the pipeline
 	mu     sync.Mutex
 	items  []removal
 	taken  int // returned by due and not yet in the pipeline (see done)
@@ -25,8 +26,8 @@ type removal struct {
 	due  time.Time
 }
 
-func newRemovals(delay time.Duration) *removals {
-	return &removals{delay: delay, signal: make(chan struct{}, 1)}
+func newRemovals(delay time.Duration, idle *signal) *removals {
+	return &removals{delay: delay, idle: idle, signal: make(chan struct{}, 1)}
 }
 
 // add appends path. When the list is full it returns the oldest path, to be
@@ -80,7 +81,11 @@ func (r *removals) len() int {
 func (r *removals) done() {
 	r.mu.Lock()
 	r.taken--
+	empty := len(r.items)+r.taken == 0
 	r.mu.Unlock()
+	if empty {
+		r.idle.notify()
+	}
 }
 
 // removalLoop hands due removals to the workers, which drop the records if
@@ -91,7 +96,7 @@ func (ix *Indexer) removalLoop(ctx context.Context) {
 	for {
 		paths, next := ix.removals.due(time.Now())
 		for _, p := range paths {
-			ix.enqueue(ctx, p, nil, 0)
+			ix.pipe.enqueue(ctx, job{path: p}, nil, 0)
 			ix.removals.done()
 		}
 		wait := time.Hour

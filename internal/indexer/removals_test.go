@@ -9,7 +9,7 @@ import (
 // until it is in the pipeline: Progress reads the removals before the
 // queue, and must not see it in neither.
 func TestRemovalCountsUntilQueued(t *testing.T) {
-	r := newRemovals(time.Millisecond)
+	r := newRemovals(time.Millisecond, &signal{})
 	r.add("/r/a")
 	paths, _ := r.due(time.Now().Add(time.Second))
 	if len(paths) != 1 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -98,33 +99,57 @@ func (s *seenSet) contains(path string) bool {
 // directory that was just created.
 const maxConcurrentScans = 2
 
-// scheduler runs the requested walks, merging requests for the same
-// directory that have not started yet.
-type scheduler struct {
-	ix      *Indexer
+// scanner runs the requested walks, merging requests for the same
+// directory that have not started yet, and sweeps what a walk did not see.
+type scanner struct {
+	st          *store.Store
+	pipe        *pipeline
+	paths       *pathRules
+	ticks       *ticks
+	m           *counters
+	log         *slog.Logger
+	idle        *signal // told when the last walk ends
+	walkWorkers int
+
 	mu      sync.Mutex
 	waiting []string
 	queued  map[string]bool
-	running map[string]int
 	signal  chan struct{}
 	gen     atomic.Uint64 // latest generation handed out
 	active  atomic.Int64  // scans running
+
+	initial   chan struct{} // closed when every root was scanned once
+	initRoots sync.Map      // root → struct{} until its first full scan ends
+	initLeft  atomic.Int64
+
+	unreadMu     sync.Mutex
+	unreadLogged map[string]struct{} // unreadable paths already logged
 }
 
-func newScheduler(ix *Indexer) *scheduler {
-	return &scheduler{
-		ix:      ix,
-		queued:  make(map[string]bool),
-		running: make(map[string]int),
-		signal:  make(chan struct{}, 1),
+func newScanner(ix *Indexer) *scanner {
+	s := &scanner{
+		st: ix.st, pipe: ix.pipe, paths: ix.paths, ticks: ix.ticks, m: ix.m, log: ix.log, idle: ix.idle,
+		walkWorkers:  ix.opt.WalkWorkers,
+		queued:       make(map[string]bool),
+		signal:       make(chan struct{}, 1),
+		initial:      make(chan struct{}),
+		unreadLogged: make(map[string]struct{}),
 	}
+	for _, r := range ix.opt.Roots {
+		s.initRoots.Store(r, struct{}{})
+	}
+	s.initLeft.Store(int64(len(ix.opt.Roots)))
+	if len(ix.opt.Roots) == 0 {
+		close(s.initial)
+	}
+	return s
 }
 
 // generation is the generation new records get: the latest one handed out,
 // so a record written while a scan runs counts as seen by it.
-func (s *scheduler) generation() uint64 { return s.gen.Load() }
+func (s *scanner) generation() uint64 { return s.gen.Load() }
 
-func (s *scheduler) request(dir string) {
+func (s *scanner) request(dir string) {
 	s.mu.Lock()
 	if !s.queued[dir] {
 		s.queued[dir] = true
@@ -138,13 +163,13 @@ func (s *scheduler) request(dir string) {
 }
 
 // pending reports how many walks are waiting or running.
-func (s *scheduler) pending() int {
+func (s *scanner) pending() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.waiting) + int(s.active.Load())
 }
 
-func (s *scheduler) take() (string, bool) {
+func (s *scanner) take() (string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.waiting) == 0 {
@@ -157,12 +182,19 @@ func (s *scheduler) take() (string, bool) {
 	return dir, true
 }
 
-func (s *scheduler) run(ctx context.Context) error {
-	gen, err := s.ix.loadGeneration()
+// ended notes that a walk is over.
+func (s *scanner) ended() {
+	if s.active.Add(-1) == 0 {
+		s.idle.notify()
+	}
+}
+
+func (s *scanner) run(ctx context.Context) error {
+	st, err := s.st.Stats()
 	if err != nil {
 		return err
 	}
-	s.gen.Store(gen)
+	s.gen.Store(st.Generation)
 	sem := make(chan struct{}, maxConcurrentScans)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -179,114 +211,179 @@ func (s *scheduler) run(ctx context.Context) error {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
-			s.active.Add(-1)
+			s.ended()
 			return nil
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			s.ix.scanDir(ctx, dir)
-			s.active.Add(-1)
+			s.scan(ctx, dir)
+			s.ended()
 		}()
 	}
 }
 
-// scanDir walks dir, queues every file whose record is not settled, marks
+// scan walks dir, queues every file whose record is not settled, marks
 // the others, waits until all of them settled and sweeps the records the
 // walk did not see — only when nothing went wrong.
-func (ix *Indexer) scanDir(ctx context.Context, dir string) {
-	gen, err := ix.newGeneration()
+func (s *scanner) scan(ctx context.Context, dir string) {
+	gen, err := s.newGeneration(ctx)
 	if err != nil {
-		ix.log.Error("cannot start scan", "dir", dir, "err", err)
+		s.log.Error("cannot start scan", "dir", dir, "err", err)
 		return
 	}
 	sc := &scan{dir: dir, gen: gen, seen: newSeenSet(), unread: make(map[string]bool)}
 	if fi, err := fsstat.Lstat(dir); err == nil {
-		ix.gran.Learn(fi.Dev, dir)
+		s.ticks.learn(fi.Dev, dir)
 	}
 	start := time.Now()
-	var seen, bytes int64
-	root := ix.isRoot(dir)
-	ck := ix.startCheckers(ctx, sc, ix.indexEmpty())
+	w := s.walk(ctx, sc)
+	waitGroup(ctx, &sc.wg)
+	if ctx.Err() != nil {
+		return
+	}
+	if !s.sweepable(sc, w) {
+		return
+	}
+	n := 0
+	if !s.allRecordsSeen(dir, w.found) {
+		n, err = s.sweep(ctx, sc)
+		if err != nil {
+			s.m.errors.Add(1)
+			s.log.Error("cannot drop records of vanished files", "dir", dir, "err", err)
+		}
+	}
+	s.m.removed.Add(int64(n))
+	s.m.scans.Add(1)
+	s.log.Info("scan done", "dir", dir, "files", w.files, "bytes", w.bytes, "dropped", n,
+		"took", time.Since(start).Round(time.Millisecond))
+	s.scanEnded(dir, true)
+}
+
+// walked is what a walk found.
+type walked struct {
+	files, bytes int64
+	found        int64 // files that had a record
+	err          error
+}
+
+// walk walks sc.dir and hands its files to the checkers.
+func (s *scanner) walk(ctx context.Context, sc *scan) walked {
+	var w walked
+	root := s.paths.roots.IsRoot(sc.dir)
+	ck := s.startCheckers(ctx, sc, s.indexEmpty())
 	batch := make([]seenEntry, 0, checkBatch)
-	walkErr := walker.Walk(ctx, dir, walker.Options{
-		Workers: ix.opt.WalkWorkers,
-		Ignore:  ix.ignoreFor(dir),
+	flush := func() {
+		s.m.filesSeen.Add(int64(len(batch)))
+		ck.send(batch)
+		batch = make([]seenEntry, 0, checkBatch)
+	}
+	w.err = walker.Walk(ctx, sc.dir, walker.Options{
+		Workers: s.walkWorkers,
+		Ignore:  s.paths.ignoreFor(sc.dir),
 		OnError: func(path string, err error) {
 			sc.noteUnread(path)
-			ix.m.errors.Add(1)
-			ix.logUnreadable(path, err)
+			s.m.errors.Add(1)
+			s.logUnreadable(path, err)
 		},
 	}, func(e walker.Entry) error {
-		if ix.excluded(e.Path) || (!root && ix.ignored(e.Path, false)) {
+		if s.paths.excluded(e.Path) || (!root && s.paths.ignored(e.Path, false)) {
 			return nil
 		}
-		seen++
-		bytes += e.Info.Size
-		ix.m.bytesSeen.Add(e.Info.Size)
+		w.files++
+		w.bytes += e.Info.Size
+		s.m.bytesSeen.Add(e.Info.Size)
 		batch = append(batch, seenEntry{Entry: e, remembered: sc.seen.add(e.Path)})
 		if len(batch) == checkBatch {
-			ix.m.filesSeen.Add(int64(len(batch)))
-			ck.send(batch)
-			batch = make([]seenEntry, 0, checkBatch)
+			flush()
 		}
 		return nil
 	})
 	if len(batch) > 0 {
-		ix.m.filesSeen.Add(int64(len(batch)))
-		ck.send(batch)
+		flush()
 	}
-	found := ck.wait()
-	waitGroup(ctx, &sc.wg)
+	w.found = ck.wait()
+	return w
+}
+
+// sweepable reports whether the walk went well enough for a sweep; when it
+// did not, it says why and ends the scan.
+func (s *scanner) sweepable(sc *scan, w walked) bool {
+	dir := sc.dir
 	switch {
-	case ctx.Err() != nil:
-		return
-	case errors.Is(walkErr, walker.ErrRoot):
+	case errors.Is(w.err, walker.ErrRoot):
 		// The directory is gone or unreadable: the watcher reports what it is.
-		ix.log.Debug("scan target unreadable", "dir", dir, "err", walkErr)
-		ix.scanEnded(dir, false)
-		return
-	case walkErr != nil || sc.errs.Load() > 0 || sc.tooMany:
-		ix.log.Warn("scan had errors; records of unseen files kept", "dir", dir,
-			"unreadable", len(sc.unread), "err", walkErr)
-		ix.scanEnded(dir, true)
-		return
-	case root && seen == 0 && ix.hasRecords(dir):
+		s.log.Debug("scan target unreadable", "dir", dir, "err", w.err)
+		s.scanEnded(dir, false)
+		return false
+	case w.err != nil || sc.errs.Load() > 0 || sc.tooMany:
+		s.log.Warn("scan had errors; records of unseen files kept", "dir", dir,
+			"unreadable", len(sc.unread), "err", w.err)
+	case s.paths.roots.IsRoot(dir) && w.files == 0 && s.hasRecords(dir):
 		// An unmounted disk leaves an empty mount point: keep its records
 		// rather than hash it all again when it comes back.
-		ix.log.Warn("root is empty but the index has records under it; keeping them", "root", dir)
-		ix.scanEnded(dir, true)
-		return
-	}
-	if len(sc.unread) > 0 {
-		ix.log.Warn("scan could not read some paths; their records are kept", "dir", dir,
-			"unreadable", len(sc.unread))
-	}
-	n := 0
-	if !ix.allRecordsSeen(dir, found) {
-		n, err = ix.sweep(ctx, sc)
-		if err != nil {
-			ix.m.errors.Add(1)
-			ix.log.Error("cannot drop records of vanished files", "dir", dir, "err", err)
+		s.log.Warn("root is empty but the index has records under it; keeping them", "root", dir)
+	default:
+		if len(sc.unread) > 0 {
+			s.log.Warn("scan could not read some paths; their records are kept", "dir", dir,
+				"unreadable", len(sc.unread))
 		}
+		return true
 	}
-	ix.m.removed.Add(int64(n))
-	ix.m.scans.Add(1)
-	ix.log.Info("scan done", "dir", dir, "files", seen, "bytes", bytes, "dropped", n,
-		"took", time.Since(start).Round(time.Millisecond))
-	ix.scanEnded(dir, true)
+	s.scanEnded(dir, true)
+	return false
+}
+
+// sweep drops the records under the scanned directory that the scan did
+// not see: older generation, not in its seen set, and not under a path it
+// could not read.
+func (s *scanner) sweep(ctx context.Context, sc *scan) (int, error) {
+	return s.st.Sweep(ctx, []byte(sc.dir), sc.gen, func(p []byte) bool {
+		return sc.seen.contains(string(p)) || sc.underUnread(string(p))
+	})
 }
 
 // allRecordsSeen reports that a walk of the only root found a record for
 // as many paths as the index holds, so no record can be unseen and the sweep
 // has nothing to do.
-func (ix *Indexer) allRecordsSeen(dir string, found int64) bool {
-	if len(ix.opt.Roots) != 1 || dir != ix.opt.Roots[0] {
+func (s *scanner) allRecordsSeen(dir string, found int64) bool {
+	if roots := s.paths.roots.Paths(); len(roots) != 1 || dir != roots[0] {
 		return false
 	}
-	s, err := ix.st.Stats()
-	return err == nil && s.Files == found
+	st, err := s.st.Stats()
+	return err == nil && st.Files == found
+}
+
+// newGeneration allocates the generation of a new scan.
+func (s *scanner) newGeneration(ctx context.Context) (uint64, error) {
+	g, err := s.st.NextGeneration(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for {
+		cur := s.gen.Load()
+		if g <= cur || s.gen.CompareAndSwap(cur, g) {
+			return g, nil
+		}
+	}
+}
+
+// indexEmpty reports whether the index holds no record at all.
+func (s *scanner) indexEmpty() bool {
+	st, err := s.st.Stats()
+	return err == nil && st.Files == 0
+}
+
+// hasRecords reports whether the index holds a record at or under dir, or
+// cannot tell.
+func (s *scanner) hasRecords(dir string) bool {
+	found := false
+	err := s.st.Subtree(context.Background(), []byte(dir), func([]byte, store.Record) error {
+		found = true
+		return store.ErrStop
+	})
+	return err != nil || found
 }
 
 // checkBatch is how many walked files go to a checker at once.
@@ -307,7 +404,7 @@ type checkers struct {
 	found atomic.Int64 // files that had a record
 }
 
-func (ix *Indexer) startCheckers(ctx context.Context, sc *scan, emptyIndex bool) *checkers {
+func (s *scanner) startCheckers(ctx context.Context, sc *scan, emptyIndex bool) *checkers {
 	ck := &checkers{in: make(chan []seenEntry, 4)}
 	for range 2 {
 		ck.wg.Add(1)
@@ -322,19 +419,10 @@ func (ix *Indexer) startCheckers(ctx context.Context, sc *scan, emptyIndex bool)
 				for _, e := range batch {
 					paths = append(paths, []byte(e.Path))
 				}
-				var batchErr error
-				found, batchErr = ix.st.GetMany(paths, found[:0])
+				var err error
+				found, err = s.st.GetMany(paths, found[:0])
 				for i, e := range batch {
-					var f store.Found
-					known := true
-					if batchErr == nil && i < len(found) {
-						f = found[i]
-					} else if rec, ok, err := ix.get(e.Path); err == nil {
-						f = store.Found{Record: rec, OK: ok}
-					} else {
-						known = false // the worker looks again
-					}
-					if ix.checkWalked(ctx, sc, e, f, known, emptyIndex) {
+					if s.checkWalked(ctx, sc, e, s.foundAt(found, i, err, e.Path), emptyIndex) {
 						ck.found.Add(1)
 					}
 				}
@@ -342,6 +430,19 @@ func (ix *Indexer) startCheckers(ctx context.Context, sc *scan, emptyIndex bool)
 		}()
 	}
 	return ck
+}
+
+// foundAt is the answer of a batch look-up for its i-th path, or of a look-up
+// of path alone when the batch failed; nil when the index cannot tell.
+func (s *scanner) foundAt(found []store.Found, i int, batchErr error, path string) *store.Found {
+	if batchErr == nil && i < len(found) {
+		return &found[i]
+	}
+	rec, ok, err := s.st.Get([]byte(path))
+	if err != nil {
+		return nil // the worker looks again
+	}
+	return &store.Found{Record: rec, OK: ok}
 }
 
 func (ck *checkers) send(b []seenEntry) { ck.in <- b }
@@ -353,31 +454,43 @@ func (ck *checkers) wait() int64 {
 	return ck.found.Load()
 }
 
-// checkWalked leaves a walked file whose record f is settled alone (marking
-// it when the seen set is full) and queues the others; known says f is a
-// real answer of the index. It reports whether the file had a record.
-func (ix *Indexer) checkWalked(ctx context.Context, sc *scan, e seenEntry, f store.Found, known, emptyIndex bool) bool {
-	if known && f.OK && ix.settled(&f.Record, e.Info) && !ix.pend.has(e.Path) {
+// checkWalked leaves a walked file whose record f (nil: unknown) is settled
+// alone, marking it when the seen set is full, and queues the others. It
+// reports whether the file had a record.
+func (s *scanner) checkWalked(ctx context.Context, sc *scan, e seenEntry, f *store.Found, emptyIndex bool) bool {
+	if f != nil && f.OK && s.ticks.settled(&f.Record, e.Info) && !s.pipe.pend.has(e.Path) {
 		if !e.remembered && f.Record.Generation < sc.gen {
-			ix.markSeen(e.Path, sc)
+			s.pipe.markSeen(e.Path, sc)
 		}
 		return true
 	}
 	info := e.Info
-	ix.enqueueJob(ctx, job{path: e.Path, info: &info, noAdopt: emptyIndex, absent: known && !f.OK}, sc, e.Info.Size)
-	return f.OK
+	j := job{path: e.Path, info: &info, noAdopt: emptyIndex, absent: f != nil && !f.OK}
+	s.pipe.enqueue(ctx, j, sc, e.Info.Size)
+	return f != nil && f.OK
 }
 
 // scanEnded notes the end of a root's first scan.
-func (ix *Indexer) scanEnded(dir string, complete bool) {
-	if _, ok := ix.initRoots.LoadAndDelete(dir); ok {
+func (s *scanner) scanEnded(dir string, complete bool) {
+	if _, ok := s.initRoots.LoadAndDelete(dir); ok {
 		if !complete {
-			ix.log.Warn("root could not be scanned", "root", dir)
+			s.log.Warn("root could not be scanned", "root", dir)
 		}
-		if ix.initLeft.Add(-1) == 0 {
-			close(ix.initial)
-			ix.log.Info("initial scan done")
+		if s.initLeft.Add(-1) == 0 {
+			close(s.initial)
+			s.log.Info("initial scan done")
+			s.idle.notify()
 		}
+	}
+}
+
+// initialDone reports whether the first scan of every root has ended.
+func (s *scanner) initialDone() bool {
+	select {
+	case <-s.initial:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -396,16 +509,16 @@ const maxLoggedUnreadable = 10000
 
 // logUnreadable logs a path a walk could not read as a warning the first
 // time, and at debug level when later scans meet it again.
-func (ix *Indexer) logUnreadable(path string, err error) {
-	ix.unreadMu.Lock()
-	_, again := ix.unreadLogged[path]
-	if !again && len(ix.unreadLogged) < maxLoggedUnreadable {
-		ix.unreadLogged[path] = struct{}{}
+func (s *scanner) logUnreadable(path string, err error) {
+	s.unreadMu.Lock()
+	_, again := s.unreadLogged[path]
+	if !again && len(s.unreadLogged) < maxLoggedUnreadable {
+		s.unreadLogged[path] = struct{}{}
 	}
-	ix.unreadMu.Unlock()
+	s.unreadMu.Unlock()
 	if again {
-		ix.log.Debug("cannot read during scan", "path", path, "err", err)
+		s.log.Debug("cannot read during scan", "path", path, "err", err)
 		return
 	}
-	ix.log.Warn("cannot read during scan; its records are kept", "path", path, "err", err)
+	s.log.Warn("cannot read during scan; its records are kept", "path", path, "err", err)
 }

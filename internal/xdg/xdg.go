@@ -1,7 +1,7 @@
-// Package xdg says where annexd keeps its files when nothing else is
-// configured: the index, the config file and the API socket, after the XDG
-// base directory rules. It imports only the standard library, so that
-// annexctl finds the socket without linking the config file's parser.
+// Package xdg says where annexd's API socket lives when nothing else is
+// configured, after the XDG base directory rules. It imports only the
+// standard library, so that annexctl finds the socket without linking the
+// config file's parser; the daemon's config uses the same rule.
 package xdg
 
 import (
@@ -9,18 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 )
-
-// IndexPath is $XDG_STATE_HOME/annexd/index.db, falling back to
-// ~/.local/state/annexd/index.db.
-func IndexPath() string {
-	return filepath.Join(dir("XDG_STATE_HOME", ".local/state"), "annexd", "index.db")
-}
-
-// ConfigPath is $XDG_CONFIG_HOME/annexd/annexd.toml, falling back to
-// ~/.config/annexd/annexd.toml.
-func ConfigPath() string {
-	return filepath.Join(dir("XDG_CONFIG_HOME", ".config"), "annexd", "annexd.toml")
-}
 
 // SocketPath is $XDG_RUNTIME_DIR/annexd/annexd.sock. Without
 // XDG_RUNTIME_DIR it is /run/user/UID/annexd/annexd.sock when /run/user/UID
@@ -35,17 +23,4 @@ func SocketPath() string {
 		return filepath.Join("/run/user", uid, "annexd", "annexd.sock")
 	}
 	return filepath.Join(os.TempDir(), "annexd-"+uid, "annexd.sock")
-}
-
-// dir returns $env when it is an absolute path (as the XDG rules demand),
-// else ~/fallback. Without a home directory it uses the working directory.
-func dir(env, fallback string) string {
-	if d := os.Getenv(env); filepath.IsAbs(d) {
-		return d
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		home = "."
-	}
-	return filepath.Join(home, fallback)
 }

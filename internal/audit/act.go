@@ -1,0 +1,399 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store"
+)
+
+// outcome is what checking one file found.
+type outcome struct {
+	f      Facts
+	v      Verdict
+	readAt int64 // when the first read began
+}
+
+// observed is the digest the audit read, the second read's when there was one.
+func (o *outcome) observed() []byte {
+	switch {
+	case o.f.Second != nil && o.f.Second.Err == nil:
+		return o.f.Second.Digest
+	case o.f.First != nil && o.f.First.Err == nil:
+		return o.f.First.Digest
+	}
+	return nil
+}
+
+// testHookBeforeAct, set only by tests, runs between deciding on a file
+// and acting on the verdict.
+var testHookBeforeAct func(path string, v Verdict)
+
+// worker checks the files of jobs on a thread of its own in the idle I/O
+// class, and acts on what it finds. left counts files left undecided.
+func (a *Auditor) worker(ctx context.Context, r *run, jobs <-chan store.Due, left *atomic.Int64) {
+	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine, and its I/O class with it
+	if err := idleIO(); err != nil {
+		a.noteIO("not set: " + err.Error())
+	}
+	rd := newReader(r.pace, true)
+	for d := range jobs {
+		if ctx.Err() != nil {
+			continue
+		}
+		out := a.check(ctx, rd, &d)
+		if testHookBeforeAct != nil {
+			testHookBeforeAct(string(d.Path), out.v)
+		}
+		if !a.act(ctx, r, &d, &out) {
+			left.Add(1)
+		}
+	}
+}
+
+// noteIO records, once, how the readers' I/O class fares.
+func (a *Auditor) noteIO(s string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ioNote == "" {
+		a.ioNote = s
+	}
+}
+
+// check gathers the witnesses of one file, reading it as often as
+// Classify asks.
+func (a *Auditor) check(ctx context.Context, rd *reader, d *store.Due) outcome {
+	path := string(d.Path)
+	out := outcome{f: Facts{Record: d.Record}}
+	f := &out.f
+	f.Before, f.BeforeErr = fsstat.Lstat(path)
+	if f.BeforeErr == nil && a.o.Indexer != nil {
+		f.Busy = a.o.Indexer.Busy(path)
+	}
+	if f.BeforeErr == nil && f.Before.IsRegular() && !sameIdentity(&d.Record, f.Before) {
+		f.OpenErr = probeOpen(path)
+	}
+	for {
+		v := Classify(f)
+		switch v.Next {
+		case Decided:
+			out.v = v
+			return out
+		case ReadIt:
+			out.readAt = time.Now().UnixNano()
+			f.First = a.readOnce(ctx, rd, path, f.Before, d.Record.Backend, false)
+			a.witness(f, path)
+		case ReadAgain:
+			f.Second = a.readOnce(ctx, rd, path, f.Before, d.Record.Backend, true)
+		}
+	}
+}
+
+func (a *Auditor) readOnce(ctx context.Context, rd *reader, path string, before fsstat.FileInfo, b key.Backend, again bool) *Read {
+	h, err := a.dg.NewHash(b)
+	if err != nil {
+		return &Read{Err: err}
+	}
+	a.ioOnce.Do(func() { a.noteScheduler(before.Dev) })
+	res := rd.read(ctx, path, before, h, again)
+	return &res
+}
+
+// noteScheduler says whether the disk behind dev honours the idle class.
+func (a *Auditor) noteScheduler(dev uint64) {
+	switch s := schedulerOf(a.o.SysDir, dev); {
+	case s == "":
+		a.noteIO("idle (no block device: the class does not apply)")
+	case idleHonoured(s):
+		a.noteIO("idle (honoured by the " + s + " scheduler)")
+	default:
+		a.noteIO("idle (the " + s + " scheduler ignores I/O classes; the rate cap still applies)")
+	}
+}
+
+// witness asks the ledger, the timestamp granularity and the record of
+// unclean shutdowns about the file, after its first read.
+func (a *Auditor) witness(f *Facts, path string) {
+	r := &f.Record
+	a.gran.Learn(f.Before.Dev, path)
+	f.Racy = racy(r, int64(a.gran.Of(f.Before.Dev)))
+	if a.o.Ledger != nil {
+		f.Written = a.o.Ledger.WrittenSince(path, f.Before.Dev, f.Before.Ino, r.HashedAt)
+	}
+	if a.o.Crashes != nil {
+		f.Unclean = a.o.Crashes.Suspect(r)
+	}
+}
+
+// act carries out a verdict. It reports false for a file left undecided.
+func (a *Auditor) act(ctx context.Context, r *run, d *store.Due, out *outcome) bool {
+	path := string(d.Path)
+	switch c := out.v.Class; c {
+	case Busy, Retry:
+		a.mu.Lock()
+		r.attempts[path]++
+		a.mu.Unlock()
+		if c == Retry && ctx.Err() == nil {
+			a.log.Debug("audit will try a file again", "path", path, "why", out.v.Why)
+		}
+		return false
+	case OK:
+		if out.v.Transient {
+			a.log.Warn("a read returned wrong bytes once; a second read from the disk matched", "path", path)
+			a.mu.Lock()
+			r.transient++
+			a.transient++
+			a.mu.Unlock()
+		}
+		if d.Record.State == store.StateOK {
+			a.verify(r, d)
+			return true
+		}
+		return a.clear(ctx, r, d)
+	case Corrupt, Unreadable:
+		return a.flag(ctx, r, d, out)
+	case LostWrite:
+		return a.rekey(ctx, r, d, out)
+	}
+	return a.handOver(ctx, r, d, out)
+}
+
+// verify records that d still has its digest: its VerifiedAt moves to a
+// time later than every verification before it, and the write is
+// submitted in that order; the acknowledgment counts it.
+func (a *Auditor) verify(r *run, d *store.Due) {
+	a.order.Lock()
+	defer a.order.Unlock()
+	t := max(time.Now().UnixNano(), a.lastVer+1)
+	a.lastVer = t
+	rec := d.Record
+	rec.VerifiedAt = t
+	r.inflight.Add(1)
+	a.st.Submit(store.Change{Op: store.OpPutIf, Path: d.Path, Record: rec, Expect: d.Record}, func(err error) {
+		defer r.inflight.Done()
+		a.verified(r, d, t, err)
+	})
+}
+
+// verified counts a verification once the index has it. It runs on the
+// index's writer goroutine: it only counts.
+func (a *Auditor) verified(r *run, d *store.Due, t int64, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	path := string(d.Path)
+	switch {
+	case err == nil:
+		a.count(r, d, OK)
+		r.bytes += d.Record.Size
+		a.bytes += d.Record.Size
+		if p := a.state.Pass; p != nil && d.Record.Checked() < p.Cutoff {
+			p.OK++
+			p.OKBytes += d.Record.Size
+			p.At = t
+		}
+	case errors.Is(err, store.ErrConflict):
+		// The indexer wrote a newer record meanwhile: it is the indexer's.
+		a.count(r, d, Modified)
+	default:
+		r.attempts[path]++
+		a.log.Warn("cannot record a verification", "path", path, "err", err)
+		return
+	}
+	r.seen[path] = true
+}
+
+// count adds a decided file to the run's and the daemon's totals. Called
+// with a.mu held.
+func (a *Auditor) count(r *run, d *store.Due, c Class) {
+	r.counts[c]++
+	a.totals[c]++
+}
+
+// conditional applies rec in place of d's record unless the indexer
+// replaced it meanwhile (store.ErrConflict).
+func (a *Auditor) conditional(ctx context.Context, d *store.Due, rec store.Record) error {
+	return a.write(ctx, store.Change{Op: store.OpPutIf, Path: d.Path, Record: rec, Expect: d.Record})
+}
+
+// clear turns a record flagged by an earlier pass back to ok: its content
+// matches again (a transient fault, or storage that recovered).
+func (a *Auditor) clear(ctx context.Context, r *run, d *store.Due) bool {
+	rec := d.Record
+	rec.State = store.StateOK
+	a.order.Lock()
+	rec.VerifiedAt = max(time.Now().UnixNano(), a.lastVer+1)
+	a.lastVer = rec.VerifiedAt
+	err := a.conditional(ctx, d, rec)
+	a.order.Unlock()
+	if err == nil {
+		err = a.deleteEntry(ctx, string(d.Path))
+	}
+	a.verified(r, d, rec.VerifiedAt, err)
+	if err == nil {
+		a.log.Info("a file flagged before matches its record again", "path", string(d.Path), "was", d.Record.State.String())
+	}
+	return true
+}
+
+// flag marks the record corrupt or unreadable, keeping its digest, and
+// files the problem.
+func (a *Auditor) flag(ctx context.Context, r *run, d *store.Due, out *outcome) bool {
+	rec := d.Record
+	rec.State = store.StateCorrupt
+	if out.v.Class == Unreadable {
+		rec.State = store.StateUnreadable
+		if fi := out.f.Before; out.f.BeforeErr == nil && onlyCtimeMoved(&rec, fi) {
+			// Made unreadable (a chmod): the record takes the file's ctime,
+			// so the indexer leaves the finding in place. The digest is the
+			// last one known.
+			rec.CtimeNs = fi.CtimeNs
+		}
+	}
+	return a.finding(ctx, r, d, out, rec, out.observed())
+}
+
+// probeOpen opens the file at path and closes it again.
+func probeOpen(path string) error {
+	fd, err := openNoFollow(path)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	return unix.Close(fd)
+}
+
+// rekey records the bytes the disk holds after a lost write: the record
+// takes the digest read, and the finding is filed so the user learns that
+// the last write before the shutdown did not survive.
+func (a *Auditor) rekey(ctx context.Context, r *run, d *store.Due, out *outcome) bool {
+	rec := d.Record
+	rec.Digest = out.observed()
+	rec.HashedAt, rec.VerifiedAt, rec.State = out.readAt, out.readAt, store.StateOK
+	return a.finding(ctx, r, d, out, rec, rec.Digest)
+}
+
+// finding writes rec conditionally and, when it was written, the entry of
+// the problem; then counts, logs and notifies.
+func (a *Auditor) finding(ctx context.Context, r *run, d *store.Due, out *outcome, rec store.Record, observed []byte) bool {
+	path := string(d.Path)
+	c := out.v.Class
+	err := a.conditional(ctx, d, rec)
+	if errors.Is(err, store.ErrConflict) {
+		a.mu.Lock()
+		a.count(r, d, Modified)
+		r.seen[path] = true
+		a.mu.Unlock()
+		return true
+	}
+	e := a.newEntry(d, c, out.v.Why, observed)
+	e.HashedAt = rec.HashedAt
+	old, had := a.getEntry(path)
+	if err == nil {
+		err = a.putEntry(ctx, d.Path, e)
+	}
+	if err != nil {
+		a.mu.Lock()
+		r.attempts[path]++
+		a.mu.Unlock()
+		a.log.Warn("cannot record an audit finding", "path", path, "class", c.String(), "err", err)
+		return false
+	}
+	oc, _ := parseClass(old.Class)
+	a.counted(r, d, c, e.Pass, !had || !oc.Problem())
+	p := a.problem(path, &e)
+	a.log.Warn("audit found a problem", "class", c.String(), "path", path, "recorded", p.RecordedKey,
+		"observed", p.ObservedKey, "why", out.v.Why)
+	a.note.send(p)
+	return true
+}
+
+// handOver gives a modified or missing file to the indexer, and files an
+// entry so that the pass neither reads nor counts it again.
+func (a *Auditor) handOver(ctx context.Context, r *run, d *store.Due, out *outcome) bool {
+	path := string(d.Path)
+	if a.o.Indexer != nil {
+		a.o.Indexer.Changed(ctx, path)
+	}
+	e := a.newEntry(d, out.v.Class, out.v.Why, out.observed())
+	if err := a.putEntry(ctx, d.Path, e); err != nil {
+		a.mu.Lock()
+		r.attempts[path]++
+		a.mu.Unlock()
+		return false
+	}
+	a.counted(r, d, out.v.Class, e.Pass, false)
+	a.log.Debug("audit handed a changed file to the indexer", "path", path, "class", out.v.Class.String(), "why", out.v.Why)
+	return true
+}
+
+// newEntry is the entry of a finding about d, counting in the pass in
+// progress when d belongs to it.
+func (a *Auditor) newEntry(d *store.Due, c Class, why string, observed []byte) entry {
+	e := entry{Class: c.String(), Backend: d.Record.Backend.String(), Recorded: d.Record.Digest, Observed: observed,
+		Size: d.Record.Size, HashedAt: d.Record.HashedAt, Seen: time.Now().UnixNano(), Why: why}
+	a.mu.Lock()
+	if p := a.state.Pass; p != nil && d.Record.Checked() < p.Cutoff {
+		e.Pass = p.ID
+	}
+	a.mu.Unlock()
+	return e
+}
+
+// counted adds a finding whose entry, of pass, was written; newProblem
+// says it was not listed as a problem before.
+func (a *Auditor) counted(r *run, d *store.Due, c Class, pass uint64, newProblem bool) {
+	path := string(d.Path)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.count(r, d, c)
+	r.seen[path] = true
+	if p := a.state.Pass; p != nil && pass == p.ID {
+		a.passCounts[c]++
+		a.skip[path] = true
+	}
+	if newProblem {
+		a.problems++
+	}
+}
+
+// Problem is a file the audit found not ok: corrupt, unreadable, or with
+// a lost write.
+type Problem struct {
+	Path  []byte
+	Class Class
+	// RecordedKey is the key of the record the audit judged; ObservedKey
+	// that of the bytes it read (empty when it could not read them).
+	RecordedKey, ObservedKey string
+	Recorded, Observed       []byte // the digests
+	Size                     int64
+	Seen                     time.Time
+	Pass                     uint64
+	Why                      string
+}
+
+// problem turns the entry of path into a Problem.
+func (a *Auditor) problem(path string, e *entry) Problem {
+	c, _ := parseClass(e.Class)
+	p := Problem{Path: []byte(path), Class: c, Recorded: e.Recorded, Observed: e.Observed, Size: e.Size,
+		Seen: time.Unix(0, e.Seen), Pass: e.Pass, Why: e.Why}
+	if b, err := key.ParseBackend(e.Backend); err == nil {
+		name := filepath.Base(path)
+		if k, err := key.FromDigest(b, e.Recorded, e.Size, name, key.ExtRule{}); err == nil {
+			p.RecordedKey = k.String()
+		}
+		if len(e.Observed) > 0 {
+			if k, err := key.FromDigest(b, e.Observed, e.Size, name, key.ExtRule{}); err == nil {
+				p.ObservedKey = k.String()
+			}
+		}
+	}
+	return p
+}

@@ -1,0 +1,348 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/store"
+)
+
+// Options configure an Auditor: the [audit] section and the parts it reads.
+type Options struct {
+	Config
+	// Indexer takes the files found modified or missing, says which paths
+	// it holds, and whether it has work. Nil: none of that.
+	Indexer Indexer
+	// Ledger tells of writes stat does not show. Nil: stat alone.
+	Ledger Ledger
+	// Crashes tells of unclean shutdowns. Nil: none known, so a lost write
+	// is reported corrupt.
+	Crashes Crashes
+	// Logger; default discards.
+	Logger *slog.Logger
+	// ProcDir and SysDir are "/proc" and "/sys"; tests lay out their own.
+	ProcDir, SysDir string
+}
+
+// Auditor verifies the index against the files on a schedule. Create it
+// with New, call Run once; the other methods serve the API while it runs.
+type Auditor struct {
+	st   Store
+	dg   Digester
+	o    Options
+	log  *slog.Logger
+	ws   []window
+	g    *gates
+	gran fsstat.Granularities
+	note *notifier
+	wake chan struct{}
+
+	// order hands out VerifiedAt times and submits verifications in that
+	// order (see passState.At).
+	order   sync.Mutex
+	lastVer int64
+
+	mu         sync.Mutex
+	started    bool
+	stopped    bool
+	state      persisted
+	passCounts map[Class]int64 // findings other than ok of the pass in progress
+	skip       map[string]bool // paths with an entry of the pass in progress
+	problems   int64           // problem entries, as last counted
+	pending    *run            // asked for by Start, not begun yet
+	run        *run            // in progress
+	finished   []*run          // the last few, for WaitRun
+	nextID     uint64
+	waiting    string // why no run goes on
+	nextAt     time.Time
+	cover      Coverage
+	totals     [classEnd]int64 // files by class since the start
+	bytes      int64           // bytes verified since the start
+	transient  int64
+	ioNote     string
+	ioOnce     sync.Once
+}
+
+// New makes an Auditor of the index st, computing digests with dg.
+func New(st Store, dg Digester, o Options) (*Auditor, error) {
+	if o.ProcDir == "" {
+		o.ProcDir = "/proc"
+	}
+	if o.SysDir == "" {
+		o.SysDir = "/sys"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	o.Fill()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	ws, _ := parseWindows(o.Windows)
+	a := &Auditor{st: st, dg: dg, o: o, log: o.Logger, ws: ws,
+		g:    newGates(o.Indexer, &o.Config, o.ProcDir, o.SysDir),
+		wake: make(chan struct{}, 1), passCounts: map[Class]int64{}, skip: map[string]bool{}}
+	a.note = newNotifier(o.OnProblem, o.OnProblemEvery, a.log)
+	return a, nil
+}
+
+// StartOptions say how a run started by hand goes.
+type StartOptions struct {
+	// Paths narrow the run to the records at or below them; none: the
+	// whole index, going on with the pass in progress or beginning one.
+	Paths [][]byte
+	// TimeLimit ends the run after this long; 0: none.
+	TimeLimit time.Duration
+	// FullSpeed reads with every CPU, without the rate cap and the gates.
+	FullSpeed bool
+}
+
+// Start begins a run now, ending the one in progress, and returns its id.
+// A paused audit is resumed.
+func (a *Auditor) Start(ctx context.Context, o StartOptions) (uint64, error) {
+	paths := make([][]byte, 0, len(o.Paths))
+	for _, p := range o.Paths {
+		if len(p) == 0 || p[0] != '/' {
+			return 0, fmt.Errorf("%w: %q is not absolute", ErrPath, p)
+		}
+		paths = append(paths, []byte(filepath.Clean(string(p))))
+	}
+	o.Paths = paths
+	a.mu.Lock()
+	if !a.started || a.stopped {
+		a.mu.Unlock()
+		return 0, ErrStopped
+	}
+	r := a.newRun(o, true)
+	a.dropPending(StopSuperseded)
+	a.pending = r
+	resumed := a.state.Paused
+	a.state.Paused = false
+	if a.run != nil {
+		a.run.stop(errSuperseded)
+	}
+	a.mu.Unlock()
+	if resumed {
+		if err := a.saveState(ctx); err != nil {
+			return 0, err
+		}
+	}
+	a.poke()
+	return r.id, nil
+}
+
+// Pause stops the run in progress and keeps the audit from starting
+// another until Resume or Start, across restarts.
+func (a *Auditor) Pause(ctx context.Context) error {
+	a.mu.Lock()
+	a.state.Paused = true
+	a.dropPending(StopPaused)
+	if a.run != nil {
+		a.run.stop(errPaused)
+	}
+	a.mu.Unlock()
+	a.poke()
+	return a.saveState(ctx)
+}
+
+// Resume lets scheduled runs start again.
+func (a *Auditor) Resume(ctx context.Context) error {
+	a.mu.Lock()
+	a.state.Paused = false
+	a.mu.Unlock()
+	a.poke()
+	return a.saveState(ctx)
+}
+
+// WaitRun waits until run id has ended and returns its summary.
+func (a *Auditor) WaitRun(ctx context.Context, id uint64) (RunSummary, error) {
+	a.mu.Lock()
+	r := a.findRun(id)
+	a.mu.Unlock()
+	if r == nil {
+		return RunSummary{}, fmt.Errorf("%w: %d", ErrUnknownRun, id)
+	}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return RunSummary{}, ctx.Err()
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return r.summary(), nil
+}
+
+// dropPending ends the run asked for but not begun, as stopped says.
+// Called with a.mu held.
+func (a *Auditor) dropPending(stopped string) {
+	r := a.pending
+	if r == nil {
+		return
+	}
+	a.pending = nil
+	r.stopped, r.ended = stopped, time.Now()
+	a.remember(r)
+	close(r.done)
+}
+
+// remember keeps an ended run for WaitRun, the last 16 of them. Called
+// with a.mu held.
+func (a *Auditor) remember(r *run) {
+	a.finished = append(a.finished, r)
+	if len(a.finished) > 16 {
+		a.finished = a.finished[1:]
+	}
+}
+
+func (a *Auditor) findRun(id uint64) *run {
+	for _, r := range append([]*run{a.pending, a.run}, a.finished...) {
+		if r != nil && r.id == id {
+			return r
+		}
+	}
+	return nil
+}
+
+// poke wakes the scheduler to look at its plan again.
+func (a *Auditor) poke() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Coverage says how much of the index was verified recently.
+type Coverage struct {
+	Every      time.Duration // the schedule's interval
+	Files      int64         // records checked within Every
+	Bytes      int64
+	Total      int64 // records an audit re-reads
+	TotalBytes int64
+	Oldest     time.Time // the least recent check
+	At         time.Time // when this was counted
+}
+
+// coverageEvery is how often coverage is counted again while idle; it
+// reads the whole verified index (about a second for 10^6 records).
+const coverageEvery = 30 * time.Minute
+
+// refreshCoverage counts the coverage again.
+func (a *Auditor) refreshCoverage(ctx context.Context) {
+	now := time.Now()
+	all, err := a.st.CountChecked(ctx, math.MaxInt64)
+	var old store.CheckedCount
+	if err == nil {
+		old, err = a.st.CountChecked(ctx, now.Add(-a.o.Every).UnixNano())
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("cannot count audit coverage", "err", err)
+		}
+		return
+	}
+	c := Coverage{Every: a.o.Every, Files: all.Files - old.Files, Bytes: all.Bytes - old.Bytes,
+		Total: all.Files, TotalBytes: all.Bytes, At: now}
+	if all.Files > 0 {
+		c.Oldest = time.Unix(0, all.Oldest)
+	}
+	problems, err := a.pruneEntries(ctx)
+	a.mu.Lock()
+	a.cover = c
+	if err == nil {
+		a.problems = problems
+	}
+	a.mu.Unlock()
+}
+
+// Status is what the audit is doing.
+type Status struct {
+	// State is "running", "waiting" (a gate is closed), "paused" (by the
+	// user) or "idle" (until the next scheduled run).
+	State string
+	// Reason says why it waits, is paused or idle.
+	Reason string
+	// Run is the run in progress.
+	Run *RunSummary
+	// Rate is the run's reading rate in bytes a second.
+	Rate float64
+	// Pass is the pass in progress.
+	Pass *PassStatus
+	// Last is the last completed pass.
+	Last *PassSummary
+	// NextRun is when the next scheduled run starts, when known.
+	NextRun  time.Time
+	Coverage Coverage
+	// Problems counts the files flagged corrupt, unreadable or with a
+	// lost write, as last counted.
+	Problems int64
+	// IOPriority says how the readers' idle I/O class fares on the disk.
+	IOPriority string
+	// Totals count the files of each class since the daemon started.
+	Totals map[string]int64
+	// BytesVerified and Transient since the daemon started.
+	BytesVerified, Transient int64
+}
+
+// PassStatus is the progress of the pass in progress.
+type PassStatus struct {
+	ID     uint64
+	Began  time.Time
+	Cutoff time.Time // the pass verifies what was last checked before this
+	// Files and Bytes were in the pass when it began; Done and DoneBytes
+	// are behind it.
+	Files, Bytes    int64
+	Done, DoneBytes int64
+	Counts          map[string]int64
+	// ETA is the time left at the current run's rate; 0 when unknown.
+	ETA time.Duration
+}
+
+// Status returns a snapshot.
+func (a *Auditor) Status() Status {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := Status{Reason: a.waiting, NextRun: a.nextAt, Coverage: a.cover, Problems: a.problems,
+		IOPriority: a.ioNote, Last: a.state.Last, BytesVerified: a.bytes, Transient: a.transient,
+		Totals: map[string]int64{}}
+	for c := OK; c < classEnd; c++ {
+		if a.totals[c] > 0 {
+			s.Totals[c.String()] = a.totals[c]
+		}
+	}
+	switch {
+	case a.run != nil && a.run.gate != "":
+		s.State, s.Reason = "waiting", a.run.gate
+	case a.run != nil:
+		s.State, s.Reason = "running", ""
+	case a.state.Paused:
+		s.State = "paused"
+	default:
+		s.State = "idle"
+	}
+	if a.run != nil {
+		rs := a.run.summary()
+		s.Run = &rs
+		if el := time.Since(a.run.began).Seconds(); el > 0 && !a.run.began.IsZero() {
+			s.Rate = float64(a.run.bytes) / el
+		}
+	}
+	if p := a.state.Pass; p != nil {
+		ps := &PassStatus{ID: p.ID, Began: time.Unix(0, p.Began), Cutoff: time.Unix(0, p.Cutoff),
+			Files: p.Files, Bytes: p.Bytes, Done: p.OK, DoneBytes: p.OKBytes, Counts: map[string]int64{"ok": p.OK}}
+		for c, n := range a.passCounts {
+			ps.Counts[c.String()] = n
+			ps.Done += n
+		}
+		if left := p.Bytes - ps.DoneBytes; left > 0 && s.Rate > 0 {
+			ps.ETA = time.Duration(float64(left) / s.Rate * float64(time.Second))
+		}
+		s.Pass = ps
+	}
+	return s
+}

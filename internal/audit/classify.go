@@ -1,0 +1,243 @@
+package audit
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"syscall"
+
+	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/store"
+)
+
+// Class is what an audit found for one file.
+type Class uint8
+
+// The classes. Only Corrupt, LostWrite and Unreadable are problems; the
+// others are either good news or the indexer's business.
+const (
+	// OK: the content still has the recorded digest.
+	OK Class = iota + 1
+	// Corrupt: the content differs although no witness saw a change.
+	Corrupt
+	// LostWrite: the disk holds older bytes than the record describes,
+	// after an unclean shutdown lost a write that was in memory only.
+	LostWrite
+	// Modified: the file was changed by a write; the indexer re-hashes it.
+	Modified
+	// Missing: nothing is at the path any more.
+	Missing
+	// Unreadable: reading failed with a permission or I/O error.
+	Unreadable
+	// Busy: the indexer holds the path; the audit comes back later.
+	Busy
+	// Retry: a failure that may pass (out of memory, a stop); no finding.
+	Retry
+	classEnd
+)
+
+var classNames = [classEnd]string{"", "ok", "corrupt", "lost_write", "modified", "missing", "unreadable", "busy", "retry"}
+
+func (c Class) String() string {
+	if c < classEnd {
+		return classNames[c]
+	}
+	return fmt.Sprintf("Class(%d)", uint8(c))
+}
+
+// parseClass is the inverse of String.
+func parseClass(s string) (Class, bool) {
+	for c := OK; c < classEnd; c++ {
+		if classNames[c] == s {
+			return c, true
+		}
+	}
+	return 0, false
+}
+
+// Problem reports whether c is a finding the user must look at.
+func (c Class) Problem() bool { return c == Corrupt || c == LostWrite || c == Unreadable }
+
+// Read is one reading of a file's content.
+type Read struct {
+	Digest []byte
+	// After is the lstat of the path once the read ended.
+	After fsstat.FileInfo
+	Err   error
+}
+
+// Facts are the witnesses of one file, gathered by the caller. Classify
+// asks for the reads it needs through Verdict.Next.
+type Facts struct {
+	// Record is the stored record the audit started from.
+	Record store.Record
+	// Before is the lstat of the path before reading, or its error.
+	Before    fsstat.FileInfo
+	BeforeErr error
+	// OpenErr is the error of opening the file, tried when its identity
+	// changed: a file made unreadable (chmod 000 changes ctime) is
+	// unreadable, not merely modified.
+	OpenErr error
+	// Busy: the indexer holds the path.
+	Busy bool
+	// Written: the write ledger saw a write to the path or its inode since
+	// the record was hashed, or cannot rule one out.
+	Written bool
+	// Racy: the recorded mtime lies within the file system's timestamp
+	// granularity of the hash time, so a write in that tick hides in stat.
+	Racy bool
+	// Unclean: an unclean shutdown may have come after the record was
+	// committed and before the bytes it describes were on the disk
+	// (Crashes.Suspect).
+	Unclean bool
+	// First is the first read; Second the read after dropping the file's
+	// cached pages. Nil until read.
+	First, Second *Read
+}
+
+// Step is what Classify needs before it can decide.
+type Step uint8
+
+// The steps.
+const (
+	Decided   Step = iota // Verdict.Class is final
+	ReadIt                // read the content (Facts.First)
+	ReadAgain             // read it again from the disk (Facts.Second)
+)
+
+// Verdict is Classify's answer.
+type Verdict struct {
+	Class Class
+	Next  Step
+	// Transient: the first read disagreed with the record, the second
+	// agreed. The file is ok; the storage returned wrong bytes once.
+	Transient bool
+	// Why names the witness that decided, for the log.
+	Why string
+}
+
+// Classify decides what happened to a file from the witnesses in f, or
+// says which read it needs first. The rules, in order:
+//
+//   - gone: missing. A failed lstat: unreadable, or a retry.
+//   - not a regular file any more, or any stat field differs from the
+//     record (dev, ino, size, mtime, ctime): modified, without reading;
+//     unreadable when only ctime moved and it cannot even be opened (what
+//     a chmod 000 does).
+//   - held by the indexer: busy.
+//   - same digest: ok.
+//   - a write seen since the record was hashed, or a racily clean record:
+//     modified (the stat fields cannot witness such a write).
+//   - the identity moved while reading: modified.
+//   - otherwise the content changed behind every witness. It is read
+//     again from the disk: the recorded digest then is a transient error
+//     (ok); two reads that disagree are corrupt storage; a change that an
+//     unclean shutdown explains is a lost write; anything else is corrupt.
+func Classify(f *Facts) Verdict {
+	switch {
+	case gone(f.BeforeErr):
+		return Verdict{Class: Missing, Why: "gone"}
+	case f.BeforeErr != nil:
+		return errVerdict(f.BeforeErr)
+	case !f.Before.IsRegular():
+		return Verdict{Class: Modified, Why: "no longer a regular file"}
+	case onlyCtimeMoved(&f.Record, f.Before) && f.OpenErr != nil && unreadable(f.OpenErr):
+		return Verdict{Class: Unreadable, Why: "cannot be opened: " + f.OpenErr.Error()}
+	case !sameIdentity(&f.Record, f.Before):
+		return Verdict{Class: Modified, Why: "stat identity changed"}
+	case f.Busy:
+		return Verdict{Class: Busy, Why: "the indexer holds it"}
+	case f.First == nil:
+		return Verdict{Next: ReadIt}
+	}
+	if v, ok := readVerdict(f, f.First); ok {
+		return v
+	}
+	switch {
+	case bytes.Equal(f.First.Digest, f.Record.Digest):
+		return Verdict{Class: OK, Why: "same digest"}
+	case f.Written:
+		return Verdict{Class: Modified, Why: "a write was seen since it was hashed"}
+	case f.Racy:
+		return Verdict{Class: Modified, Why: "racily clean record: a write in its timestamp tick shows in no stat field"}
+	case f.Second == nil:
+		return Verdict{Next: ReadAgain}
+	}
+	if v, ok := readVerdict(f, f.Second); ok {
+		return v
+	}
+	switch {
+	case bytes.Equal(f.Second.Digest, f.Record.Digest):
+		return Verdict{Class: OK, Transient: true, Why: "a second read from the disk matched"}
+	case !bytes.Equal(f.Second.Digest, f.First.Digest):
+		return Verdict{Class: Corrupt, Why: "digest differs, and the two reads disagree with each other too"}
+	case f.Unclean:
+		return Verdict{Class: LostWrite, Why: "hashed just before an unclean shutdown that kept its bytes from the disk"}
+	}
+	return Verdict{Class: Corrupt, Why: "digest differs with stat unchanged and no write seen"}
+}
+
+// readVerdict decides on a read that failed or saw the file change.
+func readVerdict(f *Facts, r *Read) (Verdict, bool) {
+	switch {
+	case r.Err != nil && errors.Is(r.Err, hasher.ErrChanged):
+		return Verdict{Class: Modified, Why: "changed while read"}, true
+	case gone(r.Err):
+		return Verdict{Class: Missing, Why: "gone while read"}, true
+	case r.Err != nil:
+		return errVerdict(r.Err), true
+	case !r.After.Same(f.Before):
+		return Verdict{Class: Modified, Why: "changed while read"}, true
+	}
+	return Verdict{}, false
+}
+
+// errVerdict classifies a failed lstat or read: the file's own errors are
+// findings, anything else is tried again later.
+func errVerdict(err error) Verdict {
+	if unreadable(err) {
+		return Verdict{Class: Unreadable, Why: err.Error()}
+	}
+	return Verdict{Class: Retry, Why: err.Error()}
+}
+
+// unreadable reports errors that belong to the file: its permissions or
+// its storage.
+func unreadable(err error) bool {
+	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EIO) ||
+		errors.Is(err, syscall.ENXIO) || errors.Is(err, syscall.ENODEV)
+}
+
+func gone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// sameIdentity reports whether the file fi is still the one rec describes.
+func sameIdentity(rec *store.Record, fi fsstat.FileInfo) bool {
+	return rec.Dev == fi.Dev && rec.Ino == fi.Ino && rec.Size == fi.Size &&
+		rec.MtimeNs == fi.MtimeNs && rec.CtimeNs == fi.CtimeNs
+}
+
+// onlyCtimeMoved reports a file whose identity differs from rec's in
+// ctime alone, as after a chmod, chown or link.
+func onlyCtimeMoved(rec *store.Record, fi fsstat.FileInfo) bool {
+	return rec.Dev == fi.Dev && rec.Ino == fi.Ino && rec.Size == fi.Size && rec.MtimeNs == fi.MtimeNs && rec.CtimeNs != fi.CtimeNs
+}
+
+// racy reports a racily clean record: its mtime is not older than the
+// start of its hashing by more than the file system's granularity gran.
+func racy(rec *store.Record, granNs int64) bool {
+	return rec.MtimeNs >= rec.HashedAt-granNs
+}
+
+// lostWriteSpan is when an unclean shutdown must have happened to keep the
+// bytes rec describes from the disk: after the record was committed
+// (after HashedAt) and before the kernel would have written back data
+// written at rec's ctime (ctime + writeback). ok is false when the span is
+// empty: the file was hashed after its bytes had surely reached the disk.
+func lostWriteSpan(rec *store.Record, writebackNs int64) (from, to int64, ok bool) {
+	from, to = rec.HashedAt, rec.CtimeNs+writebackNs
+	return from, to, rec.HashedAt != 0 && from < to
+}

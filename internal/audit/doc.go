@@ -1,0 +1,55 @@
+// Package audit verifies the index against the files on a schedule: it
+// reads each file again, least recently verified first, and tells bit rot
+// from edits with every witness it has.
+//
+// # Classification
+//
+// For each record the audit gathers facts (a fresh lstat before and after
+// reading, whether the indexer holds the path, the write ledger's answer,
+// the digest read, a second read's digest, the read error) and Classify
+// decides:
+//
+//   - same digest: ok, and the record's VerifiedAt moves on;
+//   - any stat field differs from the record (dev, ino, size, mtime,
+//     ctime; user space cannot set ctime), or the ledger saw a write, or
+//     the record is racily clean: modified, handed to the indexer as a
+//     normal change;
+//   - stat unchanged and no write seen, yet the digest differs: the file
+//     is read once more after dropping its cached pages, so the bytes come
+//     from the disk. The recorded digest then means a transient error
+//     (ok, logged); anything else is corrupt: the record and its key are
+//     kept, flagged, never re-keyed;
+//   - gone: missing; EIO or EACCES: unreadable; held by the indexer:
+//     busy, tried again later.
+//
+// A power cut after an in-place rewrite leaves the old bytes on disk
+// under the new, durable mtime and ctime (the journal committed the inode,
+// not the data). Stat and the ledger (a new process) see nothing, and the
+// reads alone cannot tell it from bit rot. The witness is the shutdown:
+// when one that was not clean fell after the record was committed and
+// before the kernel would have written the new bytes back (Crashes: the
+// index's run marker knows), the audit reports a lost write, not
+// corruption. The disk's bytes are the file now: the record takes their
+// digest, and the finding stays listed until the user accepts it.
+//
+// # Schedule
+//
+// A pass verifies every record last checked before the pass began (the
+// store's verified index hands them out least recently checked first). A
+// verified record moves past that time, a record found not ok gets an
+// entry in the index's meta, so a pass resumed after a crash or a pause
+// neither misses nor counts a file twice, and nothing but the pass's
+// start time says where it is. Passes come every Config.Every, less the
+// time the last one took; runs keep to the run windows, a time limit and
+// a rate cap, start with a random jitter, and wait while a gate is closed
+// (the indexer has work, the load average per CPU is high, the machine is
+// on battery). A paused audit stays paused across restarts.
+//
+// # Reading
+//
+// Each reader runs on a thread of its own in the idle I/O class (honoured
+// by the BFQ scheduler; ignored by mq-deadline, kyber and none, where the
+// rate cap still holds). Before reading a part of a file it asks
+// mincore(2) which pages are cached, and afterwards drops only the pages
+// it brought in, so the user's page cache stays as it was.
+package audit

@@ -1,0 +1,17 @@
+package audit
+
+import "errors"
+
+// Errors returned by the Auditor.
+var (
+	// ErrConfig: a setting of the [audit] section that cannot be used.
+	ErrConfig = errors.New("audit: bad config")
+	// ErrPath: a path to audit or accept that is not absolute and clean.
+	ErrPath = errors.New("audit: bad path")
+	// ErrStopped: the auditor is not running.
+	ErrStopped = errors.New("audit: not running")
+	// ErrUnknownRun: no run has that id.
+	ErrUnknownRun = errors.New("audit: no such run")
+	// ErrNotFlagged: accept of a path the audit has no problem with.
+	ErrNotFlagged = errors.New("audit: nothing flagged there")
+)

@@ -1,0 +1,127 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/store"
+)
+
+// Problems calls fn for every file the audit found corrupt, unreadable or
+// with a lost write, in path order (by bytes). A finding whose record the
+// indexer has replaced since (the file changed) is not listed.
+func (a *Auditor) Problems(ctx context.Context, fn func(Problem) error) error {
+	return a.st.MetaPrefix(ctx, metaEntry, func(name string, v []byte) error {
+		var e entry
+		if json.Unmarshal(v, &e) != nil {
+			return nil
+		}
+		path := name[len(metaEntry):]
+		if c, _ := parseClass(e.Class); !c.Problem() || a.stale(path, &e) {
+			return nil
+		}
+		return fn(a.problem(path, &e))
+	})
+}
+
+// AcceptResult says what Accept did.
+type AcceptResult struct {
+	// Accepted are the paths whose content now is their record's.
+	Accepted [][]byte
+	// Failed are the paths that could not be read; Errs says why.
+	Failed [][]byte
+	Errs   []error
+}
+
+// Accept takes the content that the files flagged at or below path have
+// now, once the user has dealt with them: a corrupt or unreadable file is
+// read again and its record takes the digest read; a lost write is
+// acknowledged. ErrNotFlagged when nothing there is flagged.
+func (a *Auditor) Accept(ctx context.Context, path []byte) (AcceptResult, error) {
+	var res AcceptResult
+	if len(path) == 0 || path[0] != '/' {
+		return res, fmt.Errorf("%w: %q is not absolute", ErrPath, path)
+	}
+	var todo []Problem
+	err := a.Problems(ctx, func(p Problem) error {
+		if bytes.Equal(p.Path, path) || bytes.HasPrefix(p.Path, append(bytes.TrimSuffix(path, []byte("/")), '/')) {
+			todo = append(todo, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	if len(todo) == 0 {
+		return res, fmt.Errorf("%w: %s", ErrNotFlagged, path)
+	}
+	rd := newReader(nil, true)
+	for _, p := range todo {
+		if err := a.acceptOne(ctx, rd, &p); err != nil {
+			res.Failed = append(res.Failed, p.Path)
+			res.Errs = append(res.Errs, err)
+			continue
+		}
+		res.Accepted = append(res.Accepted, p.Path)
+	}
+	return res, nil
+}
+
+// acceptOne accepts one problem.
+func (a *Auditor) acceptOne(ctx context.Context, rd *reader, p *Problem) error {
+	path := string(p.Path)
+	if p.Class == LostWrite {
+		return a.dropProblem(ctx, path)
+	}
+	rec, ok, err := a.st.Get(p.Path)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return a.dropProblem(ctx, path)
+	}
+	fi, err := fsstat.Lstat(path)
+	if err != nil {
+		return err
+	}
+	h, err := a.dg.NewHash(rec.Backend)
+	if err != nil {
+		return err
+	}
+	start := time.Now().UnixNano()
+	got := rd.read(ctx, path, fi, h, false)
+	if got.Err == nil && !got.After.Same(fi) {
+		got.Err = fmt.Errorf("audit: %s changed while read", path)
+	}
+	if got.Err != nil {
+		return got.Err
+	}
+	nr := rec
+	nr.Digest, nr.State = got.Digest, store.StateOK
+	nr.Size, nr.MtimeNs, nr.CtimeNs, nr.Dev, nr.Ino = fi.Size, fi.MtimeNs, fi.CtimeNs, fi.Dev, fi.Ino
+	nr.HashedAt, nr.VerifiedAt = start, start
+	err = a.write(ctx, store.Change{Op: store.OpPutIf, Path: p.Path, Record: nr, Expect: rec})
+	if errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("audit: %s changed meanwhile; the indexer records it", path)
+	}
+	if err != nil {
+		return err
+	}
+	a.log.Info("audit finding accepted", "path", path, "class", p.Class.String())
+	return a.dropProblem(ctx, path)
+}
+
+func (a *Auditor) dropProblem(ctx context.Context, path string) error {
+	if err := a.deleteEntry(ctx, path); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.problems = max(a.problems-1, 0)
+	a.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,591 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/annexd/annexd/store"
+)
+
+// Why a run ends early: the causes of its context.
+var (
+	errTimeLimit  = errors.New("time limit reached")
+	errWindow     = errors.New("run window closed")
+	errPaused     = errors.New("paused")
+	errSuperseded = errors.New("another run was started")
+)
+
+// How a run ended (RunSummary.StoppedBy).
+const (
+	StopDone       = "done"
+	StopTimeLimit  = "time_limit"
+	StopWindow     = "window_closed"
+	StopPaused     = "paused"
+	StopSuperseded = "superseded"
+	StopShutdown   = "shutdown"
+	StopError      = "error"
+)
+
+// maxAttempts bounds how often one run meets a file it could not decide
+// (busy in the indexer, a failure that may pass) before leaving it to the
+// next pass.
+const maxAttempts = 20
+
+// retryDelay is the wait before a run looks again at the files it left.
+const retryDelay = 2 * time.Second
+
+// errorBackoff is the wait before a scheduled run that failed is tried
+// again.
+const errorBackoff = time.Minute
+
+// run is one stretch of auditing, scheduled or started by hand.
+type run struct {
+	id     uint64
+	o      StartOptions
+	manual bool
+	cutoff int64 // records checked before this are in the run
+	pace   *pacer
+	cancel context.CancelCauseFunc // nil until it begins; use stop
+	cause  error                   // a stop asked for before it began
+	done   chan struct{}
+	began  time.Time
+
+	inflight sync.WaitGroup // verifications submitted, not acknowledged
+	gateMu   sync.Mutex     // one reader looks at the gates at a time
+	gateOpen time.Time      // when they were last seen open
+
+	// guarded by Auditor.mu
+	counts    [classEnd]int64
+	bytes     int64
+	transient int64
+	gate      string // why it waits now
+	attempts  map[string]int
+	seen      map[string]bool // paths decided in this run
+	ended     time.Time
+	stopped   string
+	err       error
+}
+
+// RunSummary describes a run.
+type RunSummary struct {
+	ID        uint64
+	Manual    bool
+	Paths     [][]byte
+	FullSpeed bool
+	TimeLimit time.Duration
+	Began     time.Time
+	Ended     time.Time // zero while it runs
+	StoppedBy string    // a Stop* value once it ended
+	Err       string
+	Counts    map[string]int64 // files by class
+	Bytes     int64            // bytes verified
+	Transient int64            // files a second read proved ok
+}
+
+// Found reports the findings that decide annexctl's exit status.
+func (s RunSummary) Found(c Class) int64 { return s.Counts[c.String()] }
+
+func (a *Auditor) newRun(o StartOptions, manual bool) *run {
+	a.nextID++
+	return &run{id: a.nextID, o: o, manual: manual, done: make(chan struct{}),
+		attempts: map[string]int{}, seen: map[string]bool{}}
+}
+
+// stop ends the run for cause, or has it end as soon as it begins. Called
+// with Auditor.mu held.
+func (r *run) stop(cause error) {
+	if r.cancel != nil {
+		r.cancel(cause)
+	} else if r.cause == nil {
+		r.cause = cause
+	}
+}
+
+// summary is called with Auditor.mu held.
+func (r *run) summary() RunSummary {
+	s := RunSummary{ID: r.id, Manual: r.manual, Paths: r.o.Paths, FullSpeed: r.o.FullSpeed, TimeLimit: r.o.TimeLimit,
+		Began: r.began, Ended: r.ended, StoppedBy: r.stopped, Counts: map[string]int64{}, Bytes: r.bytes, Transient: r.transient}
+	if r.err != nil {
+		s.Err = r.err.Error()
+	}
+	for c := OK; c < classEnd; c++ {
+		if r.counts[c] > 0 {
+			s.Counts[c.String()] = r.counts[c]
+		}
+	}
+	return s
+}
+
+// Run audits on schedule, and when asked to by Start, until ctx ends.
+func (a *Auditor) Run(ctx context.Context) error {
+	a.mu.Lock()
+	if a.started {
+		a.mu.Unlock()
+		return errors.New("audit: Run called twice")
+	}
+	a.started = true
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.stopped = true
+		a.dropPending(StopShutdown)
+		a.mu.Unlock()
+	}()
+	if err := a.load(ctx); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); a.note.run(ctx) }()
+	defer wg.Wait()
+	a.refreshCoverage(ctx)
+	for {
+		r, err := a.next(ctx)
+		if err != nil {
+			return nil
+		}
+		a.execute(ctx, r)
+		a.refreshCoverage(ctx)
+	}
+}
+
+// next waits for the next run: one asked for by Start, or the scheduled
+// one, which starts after a random jitter.
+func (a *Auditor) next(ctx context.Context) (*run, error) {
+	cover := time.NewTicker(coverageEvery)
+	defer cover.Stop()
+	jitterDone := false
+	for {
+		a.mu.Lock()
+		if r := a.pending; r != nil {
+			a.pending, a.run = nil, r
+			a.mu.Unlock()
+			return r, nil
+		}
+		at, why := a.scheduled(time.Now())
+		a.waiting, a.nextAt = why, at
+		a.mu.Unlock()
+		var timer *time.Timer
+		if !at.IsZero() {
+			wait := time.Until(at)
+			if wait <= 0 && !jitterDone && a.o.Jitter > 0 {
+				jitterDone = true
+				wait = rand.N(a.o.Jitter)
+				a.mu.Lock()
+				a.nextAt = time.Now().Add(wait)
+				a.mu.Unlock()
+			}
+			if wait <= 0 {
+				a.mu.Lock()
+				r := a.newRun(StartOptions{TimeLimit: a.o.TimeLimit}, false)
+				a.run = r
+				a.mu.Unlock()
+				return r, nil
+			}
+			timer = time.NewTimer(wait)
+		}
+		err := a.idle(ctx, timer, cover.C, &jitterDone)
+		if timer != nil {
+			timer.Stop()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// idle waits for the timer (nil: none), a wake-up or the coverage tick.
+func (a *Auditor) idle(ctx context.Context, timer *time.Timer, cover <-chan time.Time, jitterDone *bool) error {
+	var fired <-chan time.Time
+	if timer != nil {
+		fired = timer.C
+	}
+	select {
+	case <-fired:
+		if a.o.Jitter <= 0 {
+			*jitterDone = true
+		}
+	case <-a.wake:
+		*jitterDone = false
+	case <-cover:
+		a.refreshCoverage(ctx)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// scheduled returns when the next scheduled run starts (zero: none is
+// planned) and why it is not now. Called with a.mu held.
+func (a *Auditor) scheduled(now time.Time) (time.Time, string) {
+	switch {
+	case a.o.Disabled:
+		return time.Time{}, "scheduled audits are off"
+	case a.state.Paused:
+		return time.Time{}, "paused by the user"
+	}
+	base, why := now, "the pass in progress goes on"
+	if a.state.Pass != nil {
+		if t := time.Unix(0, a.state.NextRun); a.state.NextRun != 0 && t.After(now) {
+			base, why = t, "the pass in progress goes on at the next run"
+		}
+	} else {
+		due, ok := a.due()
+		if !ok {
+			return now.Add(time.Hour), "nothing to audit yet"
+		}
+		if due.After(now) {
+			base, why = due, "next pass due"
+		} else {
+			why = "a pass is due"
+		}
+	}
+	at := nextOpen(a.ws, base)
+	if at.After(base) {
+		why = "waiting for the run window"
+	}
+	return at, why
+}
+
+// due returns when the next pass is due: Every after the cutoff of the
+// last pass, less the time that pass took (at most half of Every), so each
+// file is verified again within Every; before any pass, Every after the
+// oldest check. Called with a.mu held.
+func (a *Auditor) due() (time.Time, bool) {
+	every := a.o.Every
+	if l := a.state.Last; l != nil {
+		lead := min(time.Duration(l.Ended-l.Began), every/2)
+		return time.Unix(0, l.Cutoff).Add(every - lead), true
+	}
+	if a.cover.Total == 0 {
+		return time.Time{}, false
+	}
+	return a.cover.Oldest.Add(every), true
+}
+
+// execute carries out run r until it is done or stopped.
+func (a *Auditor) execute(ctx context.Context, r *run) {
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	now := time.Now()
+	a.mu.Lock()
+	r.began, r.cancel = now, cancel
+	if r.cause != nil {
+		cancel(r.cause)
+	}
+	a.waiting, a.nextAt = "", time.Time{}
+	a.mu.Unlock()
+	if r.o.TimeLimit > 0 {
+		t := time.AfterFunc(r.o.TimeLimit, func() { cancel(errTimeLimit) })
+		defer t.Stop()
+	}
+	if !r.manual {
+		if end := closesAt(a.ws, now); !end.IsZero() {
+			t := time.AfterFunc(time.Until(end), func() { cancel(errWindow) })
+			defer t.Stop()
+		}
+	}
+	if !r.o.FullSpeed {
+		r.pace = newPacer(a.o.MaxRate)
+	}
+	stopCheckpoints := a.checkpoints(rctx)
+	err := a.work(rctx, r)
+	stopCheckpoints()
+	a.finish(context.WithoutCancel(ctx), r, err, context.Cause(rctx))
+}
+
+// checkpoints saves the state every checkpointEvery until stopped.
+func (a *Auditor) checkpoints(ctx context.Context) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(checkpointEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				if err := a.saveState(ctx); err != nil {
+					a.log.Warn("cannot save the audit's checkpoint", "err", err)
+				}
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// work goes over the run's records in rounds: each round reads what is
+// left; a round that finds nothing left ends the run.
+func (a *Auditor) work(ctx context.Context, r *run) error {
+	if len(r.o.Paths) == 0 {
+		if err := a.beginPass(ctx); err != nil {
+			return err
+		}
+		a.mu.Lock()
+		r.cutoff = a.state.Pass.Cutoff
+		a.mu.Unlock()
+	} else {
+		r.cutoff = r.began.UnixNano()
+	}
+	for {
+		sent, undecided, err := a.round(ctx, r)
+		if err != nil {
+			return err
+		}
+		if sent == 0 {
+			return nil
+		}
+		if sent == undecided {
+			t := time.NewTimer(retryDelay)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+// round hands the records still to read to the workers and waits until
+// they are decided and their writes acknowledged. It returns how many it
+// handed out and how many of those were left undecided.
+func (a *Auditor) round(ctx context.Context, r *run) (sent, undecided int64, err error) {
+	workers := a.o.Workers
+	if r.o.FullSpeed {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	jobs := make(chan store.Due)
+	var left atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.worker(ctx, r, jobs, &left)
+		}()
+	}
+	err = a.source(ctx, r, func(d store.Due) error {
+		if a.skipped(r, string(d.Path)) {
+			return nil
+		}
+		if err := a.waitGates(ctx, r, workers); err != nil {
+			return err
+		}
+		select {
+		case jobs <- d:
+			sent++
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	close(jobs)
+	wg.Wait()
+	r.inflight.Wait()
+	if err == nil {
+		err = ctx.Err()
+	}
+	return sent, left.Load(), err
+}
+
+// source calls fn for the run's records still to read: those checked
+// before the run's cutoff, in the whole index least recently checked
+// first, or below each of the run's paths.
+func (a *Auditor) source(ctx context.Context, r *run, fn func(store.Due) error) error {
+	if len(r.o.Paths) == 0 {
+		return a.st.ByChecked(ctx, nil, r.cutoff, fn)
+	}
+	for _, p := range r.o.Paths {
+		err := a.st.Subtree(ctx, p, func(path []byte, rec store.Record) error {
+			if !rec.Audited() || rec.Checked() >= r.cutoff {
+				return nil
+			}
+			return fn(store.Due{Path: path, Record: rec})
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// skipped reports a path this run or the pass has decided, or left after
+// too many attempts.
+func (a *Auditor) skipped(r *run, path string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r.seen[path] || r.attempts[path] >= maxAttempts {
+		return true
+	}
+	return len(r.o.Paths) == 0 && a.skip[path]
+}
+
+// gateCache is how long an open gate is taken as open: the gates read
+// files in /proc and /sys, too costly for every small file.
+const gateCache = time.Second
+
+// waitGates blocks while a gate is closed, saying why in the status. A run
+// at full speed passes them all.
+func (a *Auditor) waitGates(ctx context.Context, r *run, workers int) error {
+	if r.o.FullSpeed {
+		return nil
+	}
+	r.gateMu.Lock()
+	defer r.gateMu.Unlock()
+	if time.Since(r.gateOpen) < gateCache {
+		return nil
+	}
+	for {
+		why := a.g.closed(workers)
+		a.mu.Lock()
+		if why != "" && r.gate == "" {
+			a.log.Info("audit paused", "why", why)
+		}
+		if why == "" && r.gate != "" {
+			a.log.Info("audit resumed")
+		}
+		r.gate = why
+		a.mu.Unlock()
+		if why == "" {
+			r.gateOpen = time.Now()
+			return nil
+		}
+		t := time.NewTimer(a.o.GatePoll)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		workers = 0 // paused, the readers no longer count in the load
+	}
+}
+
+// finish records how r ended, completes its pass when it read all of it,
+// plans the next scheduled run and saves the state.
+func (a *Auditor) finish(ctx context.Context, r *run, err, cause error) {
+	stopped := StopDone
+	switch {
+	case err == nil:
+	case errors.Is(cause, errTimeLimit):
+		stopped = StopTimeLimit
+	case errors.Is(cause, errWindow):
+		stopped = StopWindow
+	case errors.Is(cause, errPaused):
+		stopped = StopPaused
+	case errors.Is(cause, errSuperseded):
+		stopped = StopSuperseded
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		stopped = StopShutdown
+	default:
+		stopped = StopError
+		a.log.Error("audit run failed", "run", r.id, "err", err)
+	}
+	now := time.Now()
+	a.mu.Lock()
+	r.ended, r.stopped, r.gate = now, stopped, ""
+	if stopped == StopError {
+		r.err = err
+	}
+	switch {
+	case r.manual:
+	case stopped == StopTimeLimit || stopped == StopWindow:
+		a.state.NextRun = a.nextRunAfter(now, r).UnixNano()
+	case stopped == StopError:
+		a.state.NextRun = now.Add(errorBackoff).UnixNano()
+	}
+	complete := stopped == StopDone && len(r.o.Paths) == 0 && a.state.Pass != nil
+	a.mu.Unlock()
+	if complete {
+		a.completePass(ctx)
+	}
+	if err := a.saveState(ctx); err != nil {
+		a.log.Warn("cannot save the audit's state", "err", err)
+	}
+	a.mu.Lock()
+	a.run = nil
+	a.remember(r)
+	s := r.summary()
+	a.mu.Unlock()
+	close(r.done)
+	a.log.Info("audit run ended", "run", r.id, "stopped_by", stopped, "files", s.Counts, "bytes", s.Bytes,
+		"took", now.Sub(r.began).Round(time.Millisecond))
+}
+
+// nextRunAfter is when a scheduled run that stopped early goes on: at the
+// next opening of a run window, or a day after it began when there are no
+// windows. Called with a.mu held.
+func (a *Auditor) nextRunAfter(now time.Time, r *run) time.Time {
+	if len(a.ws) == 0 {
+		return r.began.Add(24 * time.Hour)
+	}
+	t := now
+	if c := closesAt(a.ws, now); inWindows(a.ws, now) && !c.IsZero() {
+		t = c
+	}
+	return nextOpen(a.ws, t)
+}
+
+// beginPass begins a pass when none is in progress: it covers every record
+// checked before now.
+func (a *Auditor) beginPass(ctx context.Context) error {
+	a.mu.Lock()
+	if a.state.Pass != nil {
+		a.mu.Unlock()
+		return nil
+	}
+	a.mu.Unlock()
+	now := time.Now().UnixNano()
+	n, err := a.st.CountChecked(ctx, now)
+	if err != nil {
+		return err
+	}
+	a.order.Lock()
+	a.lastVer = max(a.lastVer, now)
+	a.order.Unlock()
+	a.mu.Lock()
+	a.state.Passes++
+	a.state.Pass = &passState{ID: a.state.Passes, Cutoff: now, Began: now, Files: n.Files, Bytes: n.Bytes, At: now}
+	a.state.NextRun = 0
+	clear(a.passCounts)
+	clear(a.skip)
+	id := a.state.Pass.ID
+	a.mu.Unlock()
+	a.log.Info("audit pass begins", "pass", id, "files", n.Files, "bytes", n.Bytes)
+	return a.saveState(ctx)
+}
+
+// completePass ends the pass in progress: its summary becomes the last
+// pass's, and the entries that only served it go.
+func (a *Auditor) completePass(ctx context.Context) {
+	a.mu.Lock()
+	p := a.state.Pass
+	s := &PassSummary{ID: p.ID, Began: p.Began, Ended: time.Now().UnixNano(), Cutoff: p.Cutoff, Files: p.Files, Bytes: p.Bytes,
+		Counts: map[string]int64{OK.String(): p.OK}}
+	for c, n := range a.passCounts {
+		s.Counts[c.String()] = n
+	}
+	a.state.Last, a.state.Pass, a.state.NextRun = s, nil, 0
+	clear(a.passCounts)
+	clear(a.skip)
+	a.mu.Unlock()
+	if err := a.saveState(ctx); err != nil {
+		a.log.Warn("cannot save the audit's state", "err", err)
+	}
+	a.log.Info("audit pass complete", "pass", s.ID, "files", s.Counts,
+		"took", time.Duration(s.Ended-s.Began).Round(time.Second))
+	if _, err := a.pruneEntries(ctx); err != nil {
+		a.log.Warn("cannot drop the pass's entries", "err", err)
+	}
+}

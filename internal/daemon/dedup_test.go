@@ -1,0 +1,213 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/internal/dedup"
+	"github.com/annexd/annexd/store"
+)
+
+func writeTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestLoadGate(t *testing.T) {
+	for load, want := range map[string]bool{"3.50 1.0 1.0 1/100 42\n": true, "2.90 3 3 1/1 1": false, "0.10 0 0 1/1 1": false, "": false, "x": false} {
+		g := loadGate{max: 1, ncpu: 2, proc: writeTree(t, map[string]string{"loadavg": load})}
+		why, busy := g.Busy()
+		if busy != want || busy != strings.Contains(why, "per CPU is above 1.00") {
+			t.Errorf("load %q: %q, %v; want busy %v", load, why, busy, want)
+		}
+	}
+	if _, busy := (loadGate{max: 1, ncpu: 1, proc: t.TempDir()}).Busy(); busy {
+		t.Error("busy without a loadavg file")
+	}
+}
+
+func TestBatteryGate(t *testing.T) {
+	ps := "class/power_supply/"
+	cases := []struct {
+		files map[string]string
+		want  bool
+	}{
+		{map[string]string{ps + "BAT0/type": "Battery\n", ps + "BAT0/status": "Discharging\n"}, true},
+		{map[string]string{ps + "BAT0/type": "Battery", ps + "BAT0/status": "Discharging", ps + "AC/type": "Mains", ps + "AC/online": "1"}, false},
+		{map[string]string{ps + "BAT0/type": "Battery", ps + "BAT0/status": "Charging"}, false},
+		{map[string]string{}, false},
+	}
+	for i, c := range cases {
+		why, busy := (batteryGate{sys: writeTree(t, c.files)}).Busy()
+		if busy != c.want || (busy && why == "") {
+			t.Errorf("case %d: %q, %v; want %v", i, why, busy, c.want)
+		}
+	}
+}
+
+type idleFlag bool
+
+func (f idleFlag) Idle() bool { return bool(f) }
+
+func TestIdleGate(t *testing.T) {
+	if _, busy := (idleGate{idleFlag(true)}).Busy(); busy {
+		t.Error("busy while the indexer is idle")
+	}
+	if why, busy := (idleGate{idleFlag(false)}).Busy(); !busy || why == "" {
+		t.Error("not busy while the indexer works")
+	}
+}
+
+// Groups on a file system that cannot share extents leave the plan and
+// are counted against it; the rest stays.
+func TestLeaveUnsupported(t *testing.T) {
+	act := func(n int64) dedup.Action { return dedup.Action{Targets: []dedup.File{{Path: []byte("/t")}}, Frees: n} }
+	var plan dedup.Plan
+	plan.Add(dedup.Group{Dev: 1, Actions: []dedup.Action{act(10), act(10)}, Frees: 20},
+		dedup.Group{Dev: 2, Actions: []dedup.Action{act(5)}, Frees: 5},
+		dedup.Group{Dev: 1, Actions: []dedup.Action{act(1)}, Frees: 1})
+	plan.Shared = 3
+	plan.Unsupported = []*dedup.UnsupportedError{{FS: "ext4", Dev: 1, Path: []byte("/e/x"), Err: errors.New("EOPNOTSUPP")}}
+	out, lost := leaveUnsupported(plan)
+	if len(out.Groups) != 1 || out.Actions != 1 || out.Frees != 5 || out.Shared != 3 {
+		t.Errorf("plan left %+v", out)
+	}
+	if len(lost) != 1 || lost[0].groups != 2 || lost[0].actions != 3 || lost[0].frees != 21 {
+		t.Errorf("lost %+v", lost)
+	}
+	err := unsupportedError(lost)
+	if !errors.Is(err, api.ErrUnsupported) || !errors.Is(err, dedup.ErrUnsupported) || !strings.Contains(err.Error(), "ext4") {
+		t.Errorf("err %v", err)
+	}
+	if unsupportedError(nil) != nil {
+		t.Error("an error without unsupported file systems")
+	}
+}
+
+// The plan's groups go out freeing the most first, as many as asked.
+func TestSendPlanOrder(t *testing.T) {
+	g := func(keeper string, frees int64) dedup.Group {
+		return dedup.Group{Keeper: dedup.File{Path: []byte(keeper)}, Frees: frees,
+			Actions: []dedup.Action{{Targets: []dedup.File{{Path: []byte(keeper + ".copy")}}, Frees: frees}}}
+	}
+	var plan dedup.Plan
+	plan.Add(g("/b", 5), g("/a", 9), g("/c", 5), g("/d", 1))
+	for n, want := range map[int]string{0: "", 2: "/a /b", -1: "/a /b /c /d", 9: "/a /b /c /d"} {
+		var got []string
+		err := sendPlan(plan, nil, api.DedupRequest{Groups: n}, func(ev api.DedupEvent) error {
+			if ev.Group != nil {
+				got = append(got, string(ev.Group.Keeper))
+				if len(ev.Group.Targets) != 1 || string(ev.Group.Targets[0]) != string(ev.Group.Keeper)+".copy" {
+					t.Errorf("targets %q", ev.Group.Targets)
+				}
+			} else if ev.Plan == nil || ev.Plan.Groups != 4 || ev.Plan.Frees != 20 {
+				t.Errorf("plan event %+v", ev)
+			}
+			return nil
+		})
+		if err != nil || strings.Join(got, " ") != want {
+			t.Errorf("groups=%d: %q, %v; want %q", n, got, err, want)
+		}
+	}
+}
+
+// A hardlink step a crash cut short is settled when the daemon starts,
+// before it serves: the temporary link is gone, the name holds its own
+// file, and the intent is dropped.
+func TestRunRecoversDedup(t *testing.T) {
+	root := t.TempDir()
+	keeper, target := filepath.Join(root, "k"), filepath.Join(root, "t")
+	writeOld(t, keeper, "same bytes")
+	writeOld(t, target, "same bytes")
+	temp := ".annexd-dedup-test1"
+	if err := os.Link(keeper, filepath.Join(root, temp)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, root)
+	kst, tst := statOf(t, keeper), statOf(t, target)
+	in := dedup.Intent{ID: "test1", Dir: []byte(root), Name: []byte("t"), Temp: temp, Dev: kst.Dev, Keeper: kst.Ino, Target: tst.Ino}
+	withStore(t, cfg.Index, func(st *store.Store) {
+		if err := dedup.NewMetaIntents(st).PutIntent(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	app, err := New(cfg, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	c := api.Dial(cfg.Socket)
+	defer c.Close()
+	var st api.Status
+	for deadline := time.Now().Add(30 * time.Second); !st.Idle; time.Sleep(20 * time.Millisecond) {
+		st, err = c.Status(ctx)
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready: %+v, %v", st, err)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(root, temp)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the temporary link is still there: %v", err)
+	}
+	if got := statOf(t, target); got.Ino != tst.Ino {
+		t.Errorf("%s is inode %d, want its own %d", target, got.Ino, tst.Ino)
+	}
+	withStore(t, cfg.Index, func(st *store.Store) {
+		if ins, err := dedup.NewMetaIntents(st).Intents(); err != nil || len(ins) != 0 {
+			t.Errorf("intents left: %v, %v", ins, err)
+		}
+	})
+}
+
+func statOf(t *testing.T, p string) unix.Stat_t {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// withStore runs fn with the index at path open and its writer running.
+func withStore(t *testing.T, path string, fn func(*store.Store)) {
+	t.Helper()
+	st, err := store.Open(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- st.Run(ctx) }()
+	fn(st)
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("store run: %v", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

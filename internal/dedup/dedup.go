@@ -1,0 +1,128 @@
+package dedup
+
+import (
+	"context"
+	"io"
+	"log/slog"
+
+	"github.com/annexd/annexd/store"
+)
+
+// Index is what dedup reads of the index. *store.Store implements it.
+type Index interface {
+	// Dups calls fn for each duplicate group, largest waste first.
+	Dups(ctx context.Context, opts store.DupOptions, fn func(store.Group) error) error
+	// Get returns the record of one path.
+	Get(path []byte) (store.Record, bool, error)
+}
+
+// Ledger says whether the watcher saw a write to a file at or after a
+// time. The daemon's write ledger implements it.
+type Ledger interface {
+	WrittenSince(path string, dev, ino uint64, sinceNs int64) bool
+}
+
+// Options configure a Deduper. The zero value works for reflink mode.
+type Options struct {
+	// Ledger, when set, makes every action skip a file written since its
+	// record was hashed, even when its stat looks unchanged.
+	Ledger Ledger
+	// Intents is the journal hardlink mode writes before it acts. Without
+	// it, hardlink mode is refused with ErrNoIntents.
+	Intents Intents
+	// Rehash asks for a path to be checked and hashed again, because its
+	// content or its inode no longer matches its record. The daemon wires
+	// it to the indexer.
+	Rehash func(path []byte)
+	// Workers is how many groups a run works on at once. Default 4: the
+	// kernel's comparisons wait on the disk more than on the CPU.
+	Workers int
+	// Logger receives what a run skipped and why. Default: discard.
+	Logger *slog.Logger
+}
+
+// Deduper plans and carries out deduplication runs over one index.
+type Deduper struct {
+	idx Index
+	opt Options
+	log *slog.Logger
+
+	// turn serialises runs that change files, so two never race on one
+	// pair and hardlink recovery sees every journal entry settled.
+	turn chan struct{}
+}
+
+// New returns a Deduper over idx.
+func New(idx Index, opt Options) *Deduper {
+	log := opt.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Deduper{idx: idx, opt: opt, log: log, turn: make(chan struct{}, 1)}
+}
+
+// Request is one run as a caller asks for it.
+type Request struct {
+	PlanOptions
+	// Caller is who asks. Files the caller cannot read are left out of
+	// the plan, and files the caller could not modify are not acted on.
+	// nil is the daemon acting for itself: only the kernel's checks apply.
+	Caller *Caller
+	// Progress, when set, is called after each action.
+	Progress func(Progress)
+}
+
+// Progress is how far a run got.
+type Progress struct {
+	Done, Total int   // actions finished (done or skipped), actions planned
+	Freed       int64 // bytes freed so far
+	Path        []byte
+}
+
+// Reason says why an action was not done.
+type Reason string
+
+// The reasons an action is skipped.
+const (
+	SkipShared      Reason = "already-shared"   // the target already shares the keeper's blocks
+	SkipNoBlocks    Reason = "no-blocks"        // nothing of the file's own to free: inline or sparse
+	SkipChanged     Reason = "changed"          // a file no longer matches its record
+	SkipWritten     Reason = "written"          // the ledger saw a write since the record was hashed
+	SkipDiffers     Reason = "differs"          // the bytes differ; both files are hashed again
+	SkipOpen        Reason = "open-for-writing" // hardlink: a process holds a file open for writing
+	SkipMetadata    Reason = "metadata-differs" // hardlink: owner, group or mode differ
+	SkipXattrs      Reason = "xattrs-differ"    // hardlink: the target's xattrs or ACLs would be lost
+	SkipLinks       Reason = "links-elsewhere"  // hardlink: the target has names outside the plan
+	SkipPermission  Reason = "permission"       // the caller could not modify the file itself
+	SkipSymlink     Reason = "symlink"          // a symlink is in the path
+	SkipUnsupported Reason = "unsupported"      // the file system cannot share extents
+	SkipOtherMount  Reason = "other-mount"      // keeper and target are on different mounts
+	SkipRefused     Reason = "refused"          // the kernel refused: immutable, append-only, swap
+	SkipError       Reason = "error"            // any other failure, in Skip.Detail
+)
+
+// Skip is one action that was not done.
+type Skip struct {
+	Keeper, Target []byte
+	Reason         Reason
+	Detail         string // the error, or what would be lost
+}
+
+// Result is what a run did.
+type Result struct {
+	Mode        Mode
+	Planned     int                 // actions in the plan
+	Done        int                 // actions that made a target share its keeper's storage
+	Freed       int64               // bytes the file system freed, as it reports them
+	Skipped     map[Reason]int      // actions not done, by reason
+	Skips       []Skip              // each of them
+	Unsupported []*UnsupportedError // file systems that could not share extents
+}
+
+func (r *Result) skip(s Skip) {
+	if r.Skipped == nil {
+		r.Skipped = map[Reason]int{}
+	}
+	r.Skipped[s.Reason]++
+	r.Skips = append(r.Skips, s)
+}

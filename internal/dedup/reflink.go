@@ -1,0 +1,124 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// dedupeChunk is the length asked of one FIDEDUPERANGE call. The kernel
+// caps a call at 1 GiB (btrfs works in 16 MiB steps) and holds both
+// inodes locked while it compares, so shorter calls keep writers waiting
+// less and let a cancelled run stop sooner.
+const dedupeChunk = 16 << 20
+
+// dedupeRange makes the first size bytes of dst share src's extents. The
+// kernel compares the bytes under its locks first: any difference leaves
+// dst untouched and returns ErrDiffers. A call may do less than asked, so
+// it loops on bytes_deduped. Both files are open for reading only; the
+// kernel accepts that for a destination its caller owns or may write, and
+// for CAP_SYS_ADMIN.
+func dedupeRange(ctx context.Context, src, dst *os.File, size int64) error {
+	var off int64
+	for off < size {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := min(size-off, dedupeChunk)
+		r := unix.FileDedupeRange{Src_offset: uint64(off), Src_length: uint64(n),
+			Info: []unix.FileDedupeRangeInfo{{Dest_fd: int64(dst.Fd()), Dest_offset: uint64(off)}}}
+		if err := unix.IoctlFileDedupeRange(int(src.Fd()), &r); err != nil {
+			return fmt.Errorf("FIDEDUPERANGE: %w", err)
+		}
+		info := r.Info[0]
+		switch {
+		case info.Status == unix.FILE_DEDUPE_RANGE_DIFFERS:
+			return fmt.Errorf("%w at offset %d", ErrDiffers, off)
+		case info.Status < 0:
+			return fmt.Errorf("FIDEDUPERANGE at offset %d: %w", off, syscall.Errno(-info.Status))
+		case info.Bytes_deduped == 0:
+			return fmt.Errorf("FIDEDUPERANGE at offset %d: %w", off, errNoProgress)
+		}
+		off += int64(info.Bytes_deduped)
+	}
+	return nil
+}
+
+var errNoProgress = errors.New("no bytes deduplicated")
+
+// canReflink asks the kernel whether the file system of f can share
+// extents: a call of length zero with no destination changes nothing, and
+// fails with EOPNOTSUPP (or EINVAL) where the file system has no remap.
+func canReflink(f *os.File) error {
+	r := unix.FileDedupeRange{}
+	if err := unix.IoctlFileDedupeRange(int(f.Fd()), &r); err != nil {
+		return err
+	}
+	return nil
+}
+
+// reflink makes the target of one pair share the keeper's extents.
+func (r *run) reflink(ctx context.Context, p *pair) (freed int64, reason Reason, err error) {
+	kx, err := fiemap(int(p.keeper.f.Fd()), p.keeper.fi.Size)
+	if err != nil {
+		return 0, SkipError, err
+	}
+	tx, err := fiemap(int(p.target.f.Fd()), p.target.fi.Size)
+	if err != nil {
+		return 0, SkipError, err
+	}
+	same, _ := sharing(tx, kx)
+	all := placed(tx)
+	switch {
+	case all == 0 && p.target.fi.Size > 0:
+		return 0, SkipNoBlocks, nil
+	case same == all:
+		return 0, SkipShared, nil
+	}
+	if err := dedupeRange(ctx, p.keeper.f, p.target.f, p.target.fi.Size); err != nil {
+		if errors.Is(err, ErrDiffers) {
+			return 0, SkipDiffers, err
+		}
+		return 0, reasonOfRemap(err), err
+	}
+	after, err := fiemap(int(p.target.f.Fd()), p.target.fi.Size)
+	if err != nil {
+		return 0, SkipError, err
+	}
+	return freedBy(tx, after, kx), "", nil
+}
+
+// freedBy counts the bytes that were the target's alone before and are
+// the keeper's blocks now: the space the file system got back.
+func freedBy(before, after, keeper []extent) int64 {
+	var freed int64
+	for _, b := range before {
+		if b.unplaced() || b.shared() {
+			continue
+		}
+		for _, a := range after {
+			lo, hi := max(a.logical, b.logical), min(a.logical+a.length, b.logical+b.length)
+			if lo < hi {
+				freed += overlapSame(extent{logical: lo, physical: a.physical + (lo - a.logical), length: hi - lo}, keeper)
+			}
+		}
+	}
+	return freed
+}
+
+// reasonOfRemap classifies a refusal of FIDEDUPERANGE.
+func reasonOfRemap(err error) Reason {
+	switch {
+	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EINVAL):
+		return SkipUnsupported
+	case errors.Is(err, unix.EXDEV):
+		return SkipOtherMount
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES), errors.Is(err, unix.ETXTBSY):
+		return SkipRefused
+	}
+	return SkipError
+}

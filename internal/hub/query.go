@@ -1,0 +1,297 @@
+package hub
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/internal/hubwire"
+	"github.com/annexd/annexd/key"
+)
+
+// Query bounds: a page holds at most maxLimit items, and one request reads
+// at most scanBudget keys before it returns a page with a cursor, so no
+// query holds a read transaction for long.
+const (
+	defaultLimit = 1000
+	maxLimit     = 10000
+	scanBudget   = 100000
+	// maxReplyBytes ends a page early, well below the server's 8 MiB
+	// message limit, however many paths its items list.
+	maxReplyBytes = 4 << 20
+)
+
+// approxSize is about what c takes in a JSON reply.
+func approxSize(c *hubwire.Content) int {
+	n := 200
+	for _, h := range c.Holders {
+		n += 100
+		for _, p := range h.Paths {
+			n += len(p)*4/3 + 4
+		}
+	}
+	return n
+}
+
+// ErrQuery: a query that cannot be answered as asked.
+var ErrQuery = errors.New("hub: bad query")
+
+// parseDigest reads a base backend name and a hex digest.
+func parseDigest(backend, digest string) ([]byte, error) {
+	b, err := key.ParseBackend(backend)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrQuery, err)
+	}
+	d, err := hex.DecodeString(digest)
+	if err != nil || len(d) != b.DigestLen() {
+		return nil, fmt.Errorf("%w: digest %q is not %d hex bytes", ErrQuery, digest, b.DigestLen())
+	}
+	return digestKey(b.Base(), d), nil
+}
+
+// hostView is what a query needs of the hosts: names and freshness.
+type hostView struct {
+	names map[uint32]string
+	st    map[string]hubwire.State
+}
+
+func (v *view) hostView() hostView {
+	hv := hostView{names: map[uint32]string{}, st: map[string]hubwire.State{}}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for num, name := range v.byNum {
+		hv.names[num] = name
+		hv.st[name] = v.stateLocked(v.hosts[name])
+	}
+	return hv
+}
+
+// holders lists who holds digest dk, fresh hosts first, then by name.
+func holders(tx *bolt.Tx, hv hostView, dk []byte) ([]hubwire.Holder, int64) {
+	by := map[string]*hubwire.Holder{}
+	var size int64
+	if s := decodeSummary(tx.Bucket(bucketDigests).Get(dk)); s.paths > 0 {
+		size = s.size
+	}
+	c := tx.Bucket(bucketDigest).Cursor()
+	for k, _ := c.Seek(dk); k != nil && bytes.HasPrefix(k, dk); k, _ = c.Next() {
+		rest := k[len(dk):]
+		if len(rest) < 4 {
+			continue
+		}
+		name, ok := hv.names[binary.BigEndian.Uint32(rest)]
+		if !ok {
+			continue
+		}
+		h := by[name]
+		if h == nil {
+			st := hv.st[name]
+			h = &hubwire.Holder{Host: name, Stale: st.Stale, LastSeen: st.LastSeen}
+			by[name] = h
+		}
+		if h.Count++; len(h.Paths) < hubwire.MaxPaths {
+			h.Paths = append(h.Paths, bytes.Clone(rest[4:]))
+		}
+	}
+	out := make([]hubwire.Holder, 0, len(by))
+	for _, h := range by {
+		out = append(out, *h)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Stale != out[j].Stale {
+			return !out[i].Stale
+		}
+		return out[i].Host < out[j].Host
+	})
+	return out, size
+}
+
+func content(dk []byte, size int64, hs []hubwire.Holder) hubwire.Content {
+	b := key.Backend(dk[0])
+	return hubwire.Content{Backend: b.String(), Digest: hex.EncodeToString(dk[1:]), Size: size, Holders: hs}
+}
+
+func fresh(hs []hubwire.Holder) int {
+	n := 0
+	for _, h := range hs {
+		if !h.Stale {
+			n++
+		}
+	}
+	return n
+}
+
+// whereis answers which hosts hold a digest.
+func (v *view) whereis(req hubwire.WhereisRequest) (hubwire.Content, error) {
+	dk, err := parseDigest(req.Backend, req.Digest)
+	if err != nil {
+		return hubwire.Content{}, err
+	}
+	hv := v.hostView()
+	var c hubwire.Content
+	err = v.db.View(func(tx *bolt.Tx) error {
+		hs, size := holders(tx, hv, dk)
+		c = content(dk, size, hs)
+		return nil
+	})
+	return c, err
+}
+
+func limit(n int) int {
+	switch {
+	case n <= 0:
+		return defaultLimit
+	case n > maxLimit:
+		return maxLimit
+	}
+	return n
+}
+
+// dups lists content held by two hosts or more, largest first.
+func (v *view) dups(req hubwire.DupsRequest) (hubwire.ListReply, error) {
+	hv := v.hostView()
+	var out hubwire.ListReply
+	n := limit(req.Limit)
+	err := v.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketXDups).Cursor()
+		var last []byte
+		size := 0
+		for k, _ := resume(c, nil, req.After); k != nil; k, _ = c.Next() {
+			if len(out.Items) == n || size > maxReplyBytes {
+				out.Next = last
+				return nil
+			}
+			last = bytes.Clone(k)
+			dsize := int64(^binary.BigEndian.Uint64(k))
+			if dsize < req.MinSize {
+				return nil
+			}
+			dk := k[8:]
+			hs, _ := holders(tx, hv, dk)
+			out.Items = append(out.Items, content(dk, dsize, hs))
+			size += approxSize(&out.Items[len(out.Items)-1])
+		}
+		return nil
+	})
+	return out, err
+}
+
+// resume positions c at the first key after the cursor after, or at
+// start when there is no cursor. A cursor is the last key a page used.
+func resume(c *bolt.Cursor, start, after []byte) (k, v []byte) {
+	if after == nil {
+		return c.Seek(start)
+	}
+	k, v = c.Seek(after)
+	if k != nil && bytes.Equal(k, after) {
+		k, v = c.Next()
+	}
+	return k, v
+}
+
+// copies lists content held by fewer than req.FewerThan fresh hosts.
+func (v *view) copies(req hubwire.CopiesRequest) (hubwire.ListReply, error) {
+	if req.FewerThan < 1 {
+		return hubwire.ListReply{}, fmt.Errorf("%w: fewer than %d hosts", ErrQuery, req.FewerThan)
+	}
+	hv := v.hostView()
+	if req.Host == "" {
+		return v.copiesAll(req, hv)
+	}
+	v.mu.Lock()
+	h, ok := v.hosts[req.Host]
+	v.mu.Unlock()
+	if !ok {
+		return hubwire.ListReply{}, fmt.Errorf("%w: the hub knows no host %q", ErrQuery, req.Host)
+	}
+	var out hubwire.ListReply
+	n := limit(req.Limit)
+	num := h.numKey()
+	prefix := append(bytes.Clone(num), req.Prefix...)
+	err := v.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketFiles).Cursor()
+		seenDigest := map[string]bool{}
+		var last []byte
+		read, size := 0, 0
+		for k, val := resume(c, prefix, req.After); k != nil && bytes.HasPrefix(k, prefix); k, val = c.Next() {
+			if len(out.Items) == n || read == scanBudget || size > maxReplyBytes {
+				out.Next = last
+				return nil
+			}
+			read++
+			last = bytes.Clone(k)
+			if !under(k[len(num):], req.Prefix) {
+				continue
+			}
+			b, d, fsize, _, err := decodeFile(val)
+			if err != nil {
+				return err
+			}
+			dk := digestKey(b, d)
+			if seenDigest[string(dk)] {
+				continue
+			}
+			seenDigest[string(dk)] = true
+			hs, _ := holders(tx, hv, dk)
+			if fresh(hs) < req.FewerThan {
+				out.Items = append(out.Items, content(dk, fsize, hs))
+				size += approxSize(&out.Items[len(out.Items)-1])
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// under reports whether path is dir or below it; an empty dir or "/"
+// covers everything.
+func under(path, dir []byte) bool {
+	if len(dir) == 0 || bytes.Equal(dir, []byte("/")) || bytes.Equal(path, dir) {
+		return true
+	}
+	d := bytes.TrimSuffix(dir, []byte("/"))
+	return bytes.HasPrefix(path, d) && len(path) > len(d) && path[len(d)] == '/'
+}
+
+func (v *view) copiesAll(req hubwire.CopiesRequest, hv hostView) (hubwire.ListReply, error) {
+	var out hubwire.ListReply
+	n := limit(req.Limit)
+	err := v.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketDigests).Cursor()
+		var last []byte
+		read, size := 0, 0
+		for k, val := resume(c, nil, req.After); k != nil; k, val = c.Next() {
+			if len(out.Items) == n || read == scanBudget || size > maxReplyBytes {
+				out.Next = last
+				return nil
+			}
+			read++
+			last = bytes.Clone(k)
+			s := decodeSummary(val)
+			if s.hosts >= int64(req.FewerThan) && !anyStale(hv) {
+				continue
+			}
+			hs, _ := holders(tx, hv, k)
+			if fresh(hs) < req.FewerThan {
+				out.Items = append(out.Items, content(k, s.size, hs))
+				size += approxSize(&out.Items[len(out.Items)-1])
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func anyStale(hv hostView) bool {
+	for _, st := range hv.st {
+		if st.Stale {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,214 @@
+package hub
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
+
+	"github.com/annexd/annexd/internal/hubwire"
+)
+
+// Config configures a hub. Dir and at least one host's credentials are
+// required; the zero value of everything else works.
+type Config struct {
+	// Listen is the host:port hosts connect to ("0" as the port picks
+	// one). Empty: no listener, only in-process connections.
+	Listen string
+	// Dir holds JetStream's file storage (Dir/jetstream) and the view
+	// (Dir/view.db).
+	Dir string
+	// Hosts are the machines that may connect, each with its own
+	// credentials.
+	Hosts []Host
+	// TLS is the server's certificate. It is required when Listen is not
+	// a loopback address, unless Plaintext is set.
+	TLS *tls.Config
+	// Plaintext allows a non-loopback Listen without TLS, for a network
+	// that encrypts already (a VPN). Paths and digests then travel in clear.
+	Plaintext bool
+	// Self names the hub machine's own annexd, which publishes in process
+	// (SelfOptions) with credentials made at start. Empty: none.
+	Self string
+	// StaleAfter is how long a host may stay silent before its copies
+	// count as stale. Default 72 h.
+	StaleAfter time.Duration
+	// MaxStreamBytes bounds the batches waiting to be applied; a host
+	// publishing beyond it is refused and retries. Default 1 GiB.
+	MaxStreamBytes int64
+	// SyncInterval is how often JetStream syncs its files. Default: the
+	// server's (2 min). Nothing acknowledged depends on it: hosts keep a
+	// change until the view, which syncs every commit, has applied it.
+	SyncInterval time.Duration
+	// Logger receives the hub's problems. Default: discard.
+	Logger *slog.Logger
+	// Now is the clock, for tests. Default time.Now.
+	Now func() time.Time
+}
+
+// Host is one machine's credentials: a bcrypt password hash, or the
+// public half of a user nkey.
+type Host struct {
+	Name     string
+	Password string // bcrypt hash ("$2a$…", "$2b$…")
+	Nkey     string // public user nkey ("U…")
+}
+
+// Errors of the configuration.
+var (
+	// ErrOpen: a hub with no host credentials would be open to anyone.
+	ErrOpen = errors.New("hub: no host credentials configured; refusing to run an open hub")
+	// ErrConfig: a configuration that cannot work.
+	ErrConfig = errors.New("hub: bad configuration")
+)
+
+// internalUser is the hub's own connection, in process only.
+const internalUser = "annexd-hub"
+
+func (c *Config) fill() error {
+	if c.Dir == "" {
+		return fmt.Errorf("%w: no directory", ErrConfig)
+	}
+	if len(c.Hosts) == 0 {
+		return ErrOpen
+	}
+	seen := map[string]bool{c.Self: c.Self != ""}
+	if c.Self != "" {
+		if err := hubwire.CheckName(c.Self); err != nil {
+			return fmt.Errorf("%w: self: %v", ErrConfig, err)
+		}
+	}
+	for _, h := range c.Hosts {
+		if err := checkHost(h); err != nil {
+			return err
+		}
+		if seen[h.Name] || h.Name == internalUser {
+			return fmt.Errorf("%w: host %q named twice (or the hub's own name)", ErrConfig, h.Name)
+		}
+		seen[h.Name] = true
+	}
+	if c.Listen != "" {
+		host, _, err := net.SplitHostPort(c.Listen)
+		if err != nil {
+			return fmt.Errorf("%w: listen %q: %v", ErrConfig, c.Listen, err)
+		}
+		if c.TLS == nil && !c.Plaintext && !loopback(host) {
+			return fmt.Errorf("%w: listen %q is not a loopback address: give a TLS certificate, or allow plaintext on a network that encrypts already", ErrConfig, c.Listen)
+		}
+	}
+	if c.StaleAfter <= 0 {
+		c.StaleAfter = 72 * time.Hour
+	}
+	if c.MaxStreamBytes <= 0 {
+		c.MaxStreamBytes = 1 << 30
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+func checkHost(h Host) error {
+	if err := hubwire.CheckName(h.Name); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	switch {
+	case (h.Password == "") == (h.Nkey == ""):
+		return fmt.Errorf("%w: host %q needs exactly one of a password hash or an nkey", ErrConfig, h.Name)
+	case h.Password != "" && !isBcrypt(h.Password):
+		return fmt.Errorf("%w: host %q: the password must be a bcrypt hash, not the password itself", ErrConfig, h.Name)
+	case h.Nkey != "" && !nkeys.IsValidPublicUserKey(h.Nkey):
+		return fmt.Errorf("%w: host %q: %q is not a public user nkey", ErrConfig, h.Name, h.Nkey)
+	}
+	return nil
+}
+
+func isBcrypt(s string) bool {
+	for _, p := range []string{"$2a$", "$2b$", "$2y$"} {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// hostPermissions lets a host publish its own changes and ask the hub,
+// and read only its own replies and acks.
+func hostPermissions(name string) *server.Permissions {
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{Allow: []string{
+			hubwire.ChangesPrefix + name, hubwire.StatePrefix + name, hubwire.QueryPrefix + "*",
+		}},
+		Subscribe: &server.SubjectPermission{Allow: []string{
+			hubwire.InboxPrefix + name + ".>", hubwire.AckPrefix + name,
+		}},
+	}
+}
+
+func randomSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// serverOptions builds the embedded server's options.
+func (c *Config) serverOptions(internalPass, selfPass string) (*server.Options, error) {
+	o := &server.Options{
+		ServerName: "annexd-hub", JetStream: true, StoreDir: filepath.Join(c.Dir, "jetstream"),
+		NoSigs: true, NoLog: true, DontListen: c.Listen == "", SyncInterval: c.SyncInterval,
+		AuthTimeout: 5, MaxPayload: 8 << 20, JetStreamMaxStore: 2 * c.MaxStreamBytes,
+		JetStreamMaxMemory: 64 << 20,
+	}
+	if c.Listen != "" {
+		host, port, _ := net.SplitHostPort(c.Listen)
+		p, err := strconv.Atoi(port)
+		if err != nil || p < 0 || p > 65535 {
+			return nil, fmt.Errorf("%w: listen port %q", ErrConfig, port)
+		}
+		if p == 0 {
+			p = server.RANDOM_PORT
+		}
+		o.Host, o.Port = host, p
+	}
+	if c.TLS != nil {
+		o.TLSConfig, o.TLS, o.TLSTimeout = c.TLS, true, 5
+	}
+	inProc := map[string]struct{}{jwt.ConnectionTypeInProcess: {}}
+	remote := map[string]struct{}{jwt.ConnectionTypeStandard: {}}
+	o.Users = []*server.User{{Username: internalUser, Password: internalPass, AllowedConnectionTypes: inProc}}
+	if c.Self != "" {
+		o.Users = append(o.Users, &server.User{Username: c.Self, Password: selfPass,
+			Permissions: hostPermissions(c.Self), AllowedConnectionTypes: inProc})
+	}
+	for _, h := range c.Hosts {
+		if h.Nkey != "" {
+			o.Nkeys = append(o.Nkeys, &server.NkeyUser{Nkey: h.Nkey, Permissions: hostPermissions(h.Name), AllowedConnectionTypes: remote})
+			continue
+		}
+		o.Users = append(o.Users, &server.User{Username: h.Name, Password: h.Password,
+			Permissions: hostPermissions(h.Name), AllowedConnectionTypes: remote})
+	}
+	return o, nil
+}

@@ -1,0 +1,262 @@
+package indexer
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"syscall"
+	"time"
+
+	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store"
+)
+
+// checker is what a worker does with one path: it looks at the file and
+// its record, and settles the path, gives it a renamed file's record,
+// hashes it, or drops what is gone.
+type checker struct {
+	pipe       *pipeline
+	st         *store.Store
+	h          Hasher
+	backend    key.Backend
+	ledger     Ledger
+	ticks      *ticks
+	paths      *pathRules
+	scans      *scanner
+	moves      *renamer
+	m          *counters
+	log        *slog.Logger
+	maxRetries int
+}
+
+// check checks one path and does what it needs.
+func (c *checker) check(ctx context.Context, j job) {
+	fi, err := c.stat(&j)
+	switch {
+	case isGone(err):
+		c.moves.recheckGone(j.path)
+		c.dropPath(ctx, j)
+	case err != nil:
+		c.m.errors.Add(1)
+		c.log.Warn("cannot stat file", "path", j.path, "err", err)
+		c.settle(j)
+	case fi.IsDir():
+		c.scans.request(j.path)
+		c.pipe.finish(j)
+	case !fi.IsRegular():
+		c.dropPath(ctx, j) // a directory may have been replaced: records under it go too
+	default:
+		c.checkFile(ctx, j, fi)
+	}
+}
+
+// stat returns the file's lstat: the walk's, once, or a fresh one.
+func (c *checker) stat(j *job) (fsstat.FileInfo, error) {
+	if j.info != nil {
+		fi := *j.info
+		j.info = nil
+		return fi, nil
+	}
+	return fsstat.Lstat(j.path)
+}
+
+// checkFile checks a regular file against its record.
+func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo) {
+	c.pipe.pend.setSize(j.path, fi.Size)
+	c.ticks.learn(fi.Dev, j.path)
+	rec, ok, err := c.record(&j)
+	if err != nil {
+		c.m.errors.Add(1)
+		c.log.Error("cannot read index", "path", j.path, "err", err)
+		c.pipe.finish(j)
+		return
+	}
+	written := c.written(j.path, fi, rec, ok)
+	switch {
+	case ok && !written && c.ticks.settled(&rec, fi):
+		c.settle(j)
+		return
+	case !ok && !j.noAdopt:
+		c.dropUnder(ctx, j.path) // a file where a directory was: the records under it are stale
+		if c.moves.adopt(ctx, j.path, fi, len(j.scans) > 0) {
+			c.m.renames.Add(1)
+			c.settle(j)
+			return
+		}
+	}
+	if wait := c.ticks.tooFresh(fi); wait > 0 {
+		// Hashed now, the record would be racily clean and re-hashed at the
+		// next check: wait until the timestamp tick has surely passed.
+		c.pipe.later(ctx, wait, j)
+		return
+	}
+	c.hash(ctx, j, fi)
+}
+
+// written reports whether the ledger saw path written since its record
+// (rec, if ok) was hashed, and then queues the other names of its inode:
+// the write reached them too. Such a path is hashed even when its record
+// looks current, since that may have come from another name of the inode
+// (internal/ledger states the rule).
+func (c *checker) written(path string, fi fsstat.FileInfo, rec store.Record, ok bool) bool {
+	var known *store.Record
+	if ok {
+		known = &rec
+	}
+	if !c.ledger.WrittenSince(path, fi.Dev, fi.Ino, rec.HashedAt) {
+		return false
+	}
+	c.moves.recheckLinks(path, known, &fi)
+	return true
+}
+
+// record returns the path's record, unless the walk that queued it found
+// none (only for this first check).
+func (c *checker) record(j *job) (store.Record, bool, error) {
+	if j.absent {
+		j.absent = false
+		return store.Record{}, false, nil
+	}
+	return c.st.Get([]byte(j.path))
+}
+
+// hash hashes the file and records the result.
+func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo) {
+	start := time.Now()
+	res, err := c.h.Hash(ctx, j.path, c.backend)
+	switch {
+	case err == nil:
+		c.m.hashed(res.Info.Size)
+		c.pipe.write(j, putChange(j.path, c.okRecord(res, start.UnixNano())))
+	case ctx.Err() != nil:
+		c.pipe.finish(j) // shutting down: nothing recorded
+	case errors.Is(err, hasher.ErrChanged):
+		c.retry(ctx, j, err)
+	case isGone(err) || errors.Is(err, hasher.ErrNotRegular):
+		c.dropFile(j)
+	case !unreadable(err):
+		// Not the file's fault (out of descriptors, an external hasher
+		// that failed): try again later.
+		c.m.errors.Add(1)
+		c.retry(ctx, j, err)
+	default:
+		c.m.errors.Add(1)
+		c.log.Warn("cannot read file", "path", j.path, "err", err)
+		rec := store.Record{HashedAt: start.UnixNano(), State: store.StateUnreadable, Generation: c.scans.generation()}
+		rec.SetIdentity(identity(fi))
+		c.pipe.write(j, putChange(j.path, rec))
+	}
+}
+
+// okRecord builds the record of a successful hash that started at startNs.
+func (c *checker) okRecord(res hasher.Result, startNs int64) store.Record {
+	rec := store.Record{
+		Backend: c.backend, Digest: res.Digest, HashedAt: startNs, VerifiedAt: startNs,
+		State: store.StateOK, Generation: c.scans.generation(),
+	}
+	rec.SetIdentity(identity(res.Info))
+	return rec
+}
+
+// retry puts a file that changed while it was hashed (or could not be
+// hashed for a reason that may pass) back in the pipeline after a backoff.
+// Scans waiting for it are released and the old record is kept for them, so
+// a sweep does not drop a file that merely keeps changing.
+func (c *checker) retry(ctx context.Context, j job, err error) {
+	c.m.retries.Add(1)
+	for _, sc := range j.scans {
+		c.pipe.markSeen(j.path, sc)
+		sc.wg.Done()
+	}
+	j.scans = nil
+	if j.attempt >= c.maxRetries {
+		c.log.Warn("cannot hash file after retries; giving up until it changes again",
+			"path", j.path, "attempts", j.attempt+1, "err", err)
+		c.pipe.finish(j)
+		return
+	}
+	c.log.Debug("cannot hash file now; retrying", "path", j.path, "attempt", j.attempt+1, "err", err)
+	delay := backoff(j.attempt)
+	j.attempt++
+	c.pipe.later(ctx, delay, j)
+}
+
+// backoff is 250 ms doubling per attempt, capped at 2 minutes.
+func backoff(attempt int) time.Duration {
+	d := 250 * time.Millisecond << min(attempt, 9)
+	return min(d, 2*time.Minute)
+}
+
+// settle ends a job whose record is already right: scans mark it seen.
+func (c *checker) settle(j job) {
+	for _, sc := range j.scans {
+		c.pipe.markSeen(j.path, sc)
+	}
+	c.pipe.finish(j)
+}
+
+// dropFile removes the record of a path that is not a regular file.
+func (c *checker) dropFile(j job) {
+	if _, ok, _ := c.st.Get([]byte(j.path)); !ok {
+		c.pipe.finish(j)
+		return
+	}
+	c.m.removed.Add(1)
+	c.pipe.write(j, store.Change{Op: store.OpDelete, Path: []byte(j.path)})
+}
+
+// dropPath removes the records at and under a path that no longer exists.
+func (c *checker) dropPath(ctx context.Context, j job) {
+	defer c.pipe.finish(j)
+	if c.paths.roots.IsRoot(j.path) {
+		// A root that vanished (an unmounted disk, say) keeps its records
+		// until a scan of it finds it again.
+		c.log.Warn("root is gone; keeping its records", "root", j.path)
+		return
+	}
+	c.deleteSubtree(ctx, j.path, false)
+}
+
+// dropUnder removes the records under path, a file now.
+func (c *checker) dropUnder(ctx context.Context, path string) {
+	c.deleteSubtree(ctx, path, true)
+}
+
+// deleteSubtree drops the records at and under path; with below, only when
+// there are some strictly under it (path was a directory).
+func (c *checker) deleteSubtree(ctx context.Context, path string, below bool) {
+	n := 0
+	err := c.st.Subtree(ctx, []byte(path), func(p []byte, _ store.Record) error {
+		if !below || string(p) != path {
+			n++
+		}
+		return nil
+	})
+	if err == nil && n > 0 {
+		err = c.st.DeleteSubtree(ctx, []byte(path))
+	}
+	if err != nil {
+		c.m.errors.Add(1)
+		c.log.Error("cannot drop records", "path", path, "err", err)
+		return
+	}
+	c.m.removed.Add(int64(n))
+}
+
+func putChange(path string, rec store.Record) store.Change {
+	return store.Change{Op: store.OpPut, Path: []byte(path), Record: rec}
+}
+
+// unreadable reports errors that are the file's own: its permissions or
+// its storage. They are recorded; anything else is retried.
+func unreadable(err error) bool {
+	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EIO) ||
+		errors.Is(err, syscall.ENXIO) || errors.Is(err, syscall.ENODEV)
+}
+
+func isGone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}

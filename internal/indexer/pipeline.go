@@ -1,0 +1,190 @@
+package indexer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/store"
+)
+
+// job is one path to check.
+type job struct {
+	path    string
+	scans   []*scan          // scans that saw the path and wait for it to settle
+	attempt int              // retries so far after "changed while hashing"
+	info    *fsstat.FileInfo // from the walk that queued it, saving an lstat; nil: stat it
+	noAdopt bool             // the index was empty when the walk started: no rename to find
+	absent  bool             // the walk's check found no record, saving a look-up
+}
+
+// pipeline carries paths to the workers and their results to the store. A
+// path is in it at most once, from enqueue until its write is durable: an
+// event for a path already in it only asks for one more check afterwards.
+type pipeline struct {
+	st      *store.Store
+	log     *slog.Logger
+	m       *counters
+	idle    *signal // told when the pipeline empties
+	queue   chan job
+	requeue requeue
+	pend    *pendingSet
+	writes  chan struct{} // semaphore: store writes in flight
+}
+
+func newPipeline(st *store.Store, maxPending, maxWrites int, log *slog.Logger, m *counters, idle *signal) *pipeline {
+	p := &pipeline{st: st, log: log, m: m, idle: idle,
+		queue: make(chan job, maxPending), pend: newPendingSet(),
+		writes: make(chan struct{}, maxWrites)}
+	p.requeue.signal = make(chan struct{}, 1)
+	return p
+}
+
+// start runs n workers in g, each calling check for one job at a time until
+// ctx ends.
+func (p *pipeline) start(ctx context.Context, g *errgroup.Group, n int, check func(context.Context, job)) {
+	for range n {
+		g.Go(func() error {
+			for ctx.Err() == nil {
+				if j, ok := p.next(ctx); ok {
+					check(ctx, j)
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// enqueue puts j in the pipeline unless its path is already there (then one
+// more check is asked for, on behalf of sc if not nil). It blocks while the
+// queue is full.
+func (p *pipeline) enqueue(ctx context.Context, j job, sc *scan, size int64) {
+	if !p.pend.add(j.path, sc, size) {
+		return
+	}
+	if sc != nil {
+		sc.wg.Add(1)
+		j.scans = []*scan{sc}
+	}
+	select {
+	case p.queue <- j:
+	case <-ctx.Done():
+		p.finish(j)
+	}
+}
+
+// requeue holds jobs put back by workers (retries, re-checks); a worker must
+// never block on the bounded queue that workers drain.
+type requeue struct {
+	mu     sync.Mutex
+	jobs   []job
+	signal chan struct{}
+}
+
+// push puts a job that is in the pending set back in line.
+func (p *pipeline) push(j job) {
+	p.requeue.mu.Lock()
+	p.requeue.jobs = append(p.requeue.jobs, j)
+	p.requeue.mu.Unlock()
+	select {
+	case p.requeue.signal <- struct{}{}:
+	default:
+	}
+}
+
+// later pushes j after d, unless ctx ends first.
+func (p *pipeline) later(ctx context.Context, d time.Duration, j job) {
+	t := time.AfterFunc(d, func() { p.push(j) })
+	context.AfterFunc(ctx, func() { t.Stop() })
+}
+
+func (p *pipeline) popRequeued() (job, bool) {
+	p.requeue.mu.Lock()
+	defer p.requeue.mu.Unlock()
+	if len(p.requeue.jobs) == 0 {
+		return job{}, false
+	}
+	j := p.requeue.jobs[0]
+	p.requeue.jobs = p.requeue.jobs[1:]
+	if len(p.requeue.jobs) > 0 {
+		select {
+		case p.requeue.signal <- struct{}{}:
+		default:
+		}
+	}
+	return j, true
+}
+
+func (p *pipeline) next(ctx context.Context) (job, bool) {
+	if j, ok := p.popRequeued(); ok {
+		return j, true
+	}
+	select {
+	case j := <-p.queue:
+		return j, true
+	case <-p.requeue.signal:
+		return p.popRequeued()
+	case <-ctx.Done():
+		return job{}, false
+	}
+}
+
+// finish ends j: its scans are told, and the path leaves the pipeline unless
+// another check was asked for meanwhile, which is then queued.
+func (p *pipeline) finish(j job) {
+	for _, sc := range j.scans {
+		sc.wg.Done()
+	}
+	again, scans, empty := p.pend.release(j.path)
+	if again {
+		p.push(job{path: j.path, scans: scans})
+	}
+	if empty {
+		p.idle.notify()
+	}
+}
+
+// write submits a change; j finishes when it is durable.
+func (p *pipeline) write(j job, c store.Change) {
+	p.writes <- struct{}{}
+	p.st.Submit(c, func(err error) {
+		<-p.writes
+		if err != nil {
+			p.m.errors.Add(1)
+			p.log.Error("cannot write index", "path", j.path, "err", err)
+		}
+		p.finish(j)
+	})
+}
+
+// markSeen records that scan sc saw path, so its sweep keeps the record.
+func (p *pipeline) markSeen(path string, sc *scan) {
+	sc.wg.Add(1)
+	p.writes <- struct{}{}
+	p.st.Submit(store.Change{Op: store.OpMark, Path: []byte(path), Gen: sc.gen}, func(err error) {
+		<-p.writes
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			sc.errs.Add(1)
+			p.log.Error("cannot mark record", "path", path, "err", err)
+		}
+		sc.wg.Done()
+	})
+}
+
+// drain waits until every submitted write is acknowledged, or grace ends.
+func (p *pipeline) drain(grace time.Duration) {
+	deadline := time.After(grace)
+	for i := 0; i < cap(p.writes); i++ {
+		select {
+		case p.writes <- struct{}{}:
+		case <-deadline:
+			p.log.Warn("writes still in flight at shutdown", "count", cap(p.writes)-i)
+			return
+		}
+	}
+}

@@ -1,0 +1,340 @@
+package indexer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/store"
+)
+
+// Renames and hard links: a file without a record may be one that was
+// renamed, or another name of an inode the index knows. Its check gathers
+// the facts once (renameFacts), decide says what they allow, and the
+// renamer acts through the store's checked moves, so no lock is needed: a
+// record that changed since it was read makes the move fail, and the
+// facts are gathered again.
+
+// hereState says what the index holds at the path being checked.
+type hereState uint8
+
+const (
+	hereNone    hereState = iota // nothing with the file's inode
+	hereCurrent                  // the file's record, not racily clean: a directory move brought it
+	hereOther                    // a record of the inode that is not the file's now
+)
+
+// oldState says what the old path of a candidate record holds now.
+type oldState uint8
+
+const (
+	oldGone  oldState = iota // nothing: the file was renamed away from it
+	oldSame                  // the same inode: a hard link
+	oldOther                 // something else, or it cannot be told
+)
+
+// renameFacts is what is known about a file without a record and the
+// record that may be its own: the one kept for its inode under another
+// path.
+type renameFacts struct {
+	file  store.Identity // the file as lstat sees it now
+	nlink uint64
+	here  hereState
+	found bool         // a record of the inode under another path
+	old   string       // that path
+	rec   store.Record // its record
+	racy  bool         // rec is racily clean
+	// bornAfter: the file was born after rec's ctime, a new file in a
+	// reused inode (where the file system keeps birth times).
+	bornAfter bool
+	// written: the ledger saw a write to either path or to the inode
+	// since rec was hashed, or cannot rule one out.
+	written bool
+	// linkBusy: another recorded name of the inode is in the pipeline,
+	// so its record may predate a change being checked.
+	linkBusy bool
+	oldNow   oldState
+	oldCtime int64 // the inode's ctime, when oldNow is oldSame
+	// dirMovable: only the parent directory changed, the old one is gone
+	// and is no root, and the new one is under a root.
+	dirMovable bool
+}
+
+// verdict is what a file without a record gets.
+type verdict uint8
+
+const (
+	hashIt     verdict = iota // no record can be trusted: hash the file
+	keepHere                  // the record already at the path is the file's
+	takeLink                  // copy the other name's record; both names keep one
+	takeRename                // move the old path's record to the new one
+	moveDir                   // move the old directory's records, this one among them
+)
+
+var verdictNames = [...]string{"hash", "keep", "link", "rename", "move directory"}
+
+func (v verdict) String() string { return verdictNames[v] }
+
+// decide says what the facts allow. A rename changes ctime, so a record is
+// taken for a file whose ctime changed only when nothing saw the file
+// written since the record was hashed; a file whose ctime is the record's
+// moved with its directory. Hard links share one ctime: a name takes
+// another's record only when that record's ctime is the inode's ctime now,
+// and a renamed file with other names is hashed.
+func decide(f renameFacts) verdict {
+	switch f.here {
+	case hereCurrent:
+		return keepHere
+	case hereOther:
+		return hashIt
+	}
+	if !f.fits() {
+		return hashIt
+	}
+	r := &f.rec
+	moved := r.CtimeNs == f.file.CtimeNs
+	if (!moved && f.written) || f.linkBusy {
+		return hashIt
+	}
+	switch f.oldNow {
+	case oldSame:
+		if r.CtimeNs != f.oldCtime {
+			return hashIt // a write through any name may postdate the record
+		}
+		return takeLink
+	case oldOther:
+		return hashIt
+	}
+	switch {
+	case !moved && f.nlink > 1:
+		return hashIt // renamed with other names: a write through one shows nowhere
+	case moved && f.dirMovable:
+		return moveDir
+	}
+	return takeRename
+}
+
+// fits reports whether the record found could be the file's: in state ok,
+// of the same size and mtime, not racily clean, and not older than the
+// file itself.
+func (f *renameFacts) fits() bool {
+	r := &f.rec
+	return f.found && r.State == store.StateOK && r.Size == f.file.Size && r.MtimeNs == f.file.MtimeNs &&
+		!f.racy && !f.bornAfter
+}
+
+// renamer gathers the facts of renames and hard links and acts on them.
+type renamer struct {
+	st      *store.Store
+	pipe    *pipeline
+	paths   *pathRules
+	ticks   *ticks
+	ledger  Ledger
+	scans   *scanner
+	removed func(path string) // drops what is left at a path once it is gone
+	log     *slog.Logger
+}
+
+// adopt gives the file fi at path, which has no record, the record of the
+// file it was renamed from or of another name of its inode, when the facts
+// allow it. walked says a walk queued path and sweeps its directory. It
+// reports whether path now has its record.
+func (r *renamer) adopt(ctx context.Context, path string, fi fsstat.FileInfo, walked bool) bool {
+	for range 2 { // a conflict means the index moved on: look again, once
+		f, err := r.gather(path, fi)
+		if err != nil {
+			r.log.Error("cannot read index", "path", path, "err", err)
+			return false
+		}
+		ok, err := r.act(ctx, decide(f), path, &f, walked)
+		if !errors.Is(err, store.ErrConflict) {
+			if err != nil {
+				r.log.Warn("cannot move record of renamed file", "from", f.old, "to", path, "err", err)
+			}
+			return ok
+		}
+	}
+	return false
+}
+
+// gather reads what decide needs: two or three reads of the index, three
+// stat calls at most.
+func (r *renamer) gather(path string, fi fsstat.FileInfo) (renameFacts, error) {
+	f := renameFacts{file: identity(fi), nlink: fi.Nlink}
+	names, err := r.st.ByInodeAll(fi.Dev, fi.Ino)
+	if err == nil {
+		err = r.gatherNames(&f, path, names)
+	}
+	if err != nil || !f.found {
+		return f, err
+	}
+	f.racy = r.ticks.racy(&f.rec)
+	f.bornAfter = fsstat.BornAfter(path, fi.Ino, f.rec.CtimeNs)
+	for _, p := range [2]string{path, f.old} {
+		f.written = f.written || r.ledger.WrittenSince(p, fi.Dev, fi.Ino, f.rec.HashedAt)
+	}
+	r.gatherOld(&f, path)
+	return f, nil
+}
+
+// gatherNames reads the records of the inode's recorded names: the one at
+// path, if any, and the first of the others.
+func (r *renamer) gatherNames(f *renameFacts, path string, names [][]byte) error {
+	for _, p := range names {
+		q := string(p)
+		if q == path {
+			rec, ok, err := r.st.Get(p)
+			if err != nil {
+				return err
+			}
+			f.here = hereOther
+			if ok && rec.Identity() == f.file && !r.ticks.racy(&rec) {
+				f.here = hereCurrent
+			}
+			continue
+		}
+		f.linkBusy = f.linkBusy || r.pipe.pend.has(q)
+		if f.old != "" {
+			continue
+		}
+		f.old = q
+		var err error
+		if f.rec, f.found, err = r.st.Get(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gatherOld looks at what the old path and its directory hold now.
+func (r *renamer) gatherOld(f *renameFacts, path string) {
+	switch cur, err := fsstat.Lstat(f.old); {
+	case err == nil && cur.Dev == f.file.Dev && cur.Ino == f.file.Ino:
+		f.oldNow, f.oldCtime = oldSame, cur.CtimeNs
+	case err == nil || !isGone(err):
+		f.oldNow = oldOther
+	}
+	if from, to := renamedDirs(f.old, path); from != "" {
+		_, err := fsstat.Lstat(from)
+		f.dirMovable = isGone(err) && !r.paths.roots.IsRoot(from) && r.paths.roots.Contains(to)
+	}
+}
+
+// act carries a verdict out through the store; an error that is
+// store.ErrConflict means the facts are out of date.
+func (r *renamer) act(ctx context.Context, v verdict, path string, f *renameFacts, walked bool) (bool, error) {
+	adopted := f.rec
+	adopted.SetIdentity(f.file)
+	adopted.Generation = r.scans.generation()
+	a := store.Adoption{From: []byte(f.old), To: []byte(path), Was: f.rec, Record: adopted}
+	switch v {
+	case keepHere:
+		return true, nil
+	case takeLink:
+		a.Keep = true
+	case takeRename:
+	case moveDir:
+		return r.moveDir(ctx, path, f, walked)
+	default:
+		return false, nil
+	}
+	if err := r.st.Adopt(ctx, a); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// moveDir moves the records of the file's old directory to its new one,
+// merging with what is there, and reports whether path got its record.
+func (r *renamer) moveDir(ctx context.Context, path string, f *renameFacts, walked bool) (bool, error) {
+	from, to := renamedDirs(f.old, path)
+	m, err := r.st.Move(ctx, []byte(from), []byte(to))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return false, err
+	}
+	r.log.Debug("directory renamed; records moved", "from", from, "to", to, "moved", m.Moved, "left", m.Left)
+	if m.Left > 0 {
+		r.removed(from) // records the new name held already: those left behind are stale
+	}
+	if !walked {
+		// The old directory may be gone after its files were moved out
+		// one by one and the rest deleted: the records of those came
+		// along. A walk of the new one drops them (a walk that queued
+		// path sweeps them itself).
+		r.scans.request(to)
+	}
+	cur, ok, err := r.st.Get([]byte(path))
+	if err != nil {
+		return false, err
+	}
+	if !ok || cur.Identity() != f.rec.Identity() || cur.HashedAt != f.rec.HashedAt {
+		return false, &store.ConflictError{Path: []byte(path), Found: ok}
+	}
+	return true, nil
+}
+
+// recheckLinks queues the other recorded names of the inode that path had
+// when it was recorded (rec, if not nil), and of the inode it has now (fi,
+// if not nil) if that has other names: a write through one hard link comes
+// as an event for that name alone, and the others' records would keep the
+// old digest. The path being checked stays in the pipeline until they are
+// queued, so no rename takes their records meanwhile (linkBusy).
+func (r *renamer) recheckLinks(path string, rec *store.Record, fi *fsstat.FileInfo) {
+	for _, id := range linkInodes(rec, fi) {
+		paths, err := r.st.ByInodeAll(id.dev, id.ino)
+		if err != nil {
+			r.log.Error("cannot read index", "path", path, "err", err)
+			continue
+		}
+		for _, p := range paths {
+			// Records outside the roots (kept from an older
+			// configuration) or ignored are left alone.
+			if q := string(p); q != path && !r.paths.skip(q) && r.pipe.pend.add(q, nil, 0) {
+				r.pipe.push(job{path: q})
+			}
+		}
+	}
+}
+
+type inode struct{ dev, ino uint64 }
+
+// linkInodes lists the inode of rec and, when it has other names and is
+// another, the inode of fi.
+func linkInodes(rec *store.Record, fi *fsstat.FileInfo) []inode {
+	var ids []inode
+	if rec != nil {
+		ids = append(ids, inode{rec.Dev, rec.Ino})
+	}
+	if fi != nil && fi.Nlink > 1 && (len(ids) == 0 || ids[0] != inode{fi.Dev, fi.Ino}) {
+		ids = append(ids, inode{fi.Dev, fi.Ino})
+	}
+	return ids
+}
+
+// recheckGone is recheckLinks for a path that is gone, if the ledger saw it
+// written: the write reached its other names too.
+func (r *renamer) recheckGone(path string) {
+	if !r.ledger.WrittenSince(path, 0, 0, 0) {
+		return
+	}
+	rec, ok, err := r.st.Get([]byte(path))
+	if err == nil && ok {
+		r.recheckLinks(path, &rec, nil)
+	}
+}
+
+// renamedDirs returns the parent directories of a file's old and new path
+// when only the directory changed ("/a/x/f" → "/b/y/f": "/a/x", "/b/y"), or
+// "" when the file itself was renamed.
+func renamedDirs(oldPath, newPath string) (from, to string) {
+	if filepath.Base(oldPath) != filepath.Base(newPath) {
+		return "", ""
+	}
+	from, to = filepath.Dir(oldPath), filepath.Dir(newPath)
+	if from == to {
+		return "", ""
+	}
+	return from, to
+}

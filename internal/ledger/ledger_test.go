@@ -1,0 +1,226 @@
+package ledger
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// clock is a settable time source for a Ledger.
+type clock struct{ t int64 }
+
+func (c *clock) now() int64               { return c.t }
+func (c *clock) add(d time.Duration)      { c.t += int64(d) }
+func (c *clock) at(d time.Duration) int64 { return t0 + int64(d) }
+
+const t0 = int64(1_700_000_000) * int64(time.Second)
+
+func newTest(max int) (*Ledger, *clock) {
+	c := &clock{t: t0}
+	return newLedger(c.now, max), c
+}
+
+// op changes a ledger at a time relative to t0.
+type op struct {
+	at   time.Duration
+	do   string // written, renamed, lost
+	path string
+	ino  uint64
+}
+
+func apply(l *Ledger, c *clock, ops []op) {
+	for _, o := range ops {
+		c.t = c.at(o.at)
+		switch o.do {
+		case "written":
+			l.Written(o.path, 1, o.ino)
+		case "renamed":
+			l.DirRenamed(o.path)
+		case "lost":
+			l.Lost()
+		}
+	}
+}
+
+func TestWrittenSince(t *testing.T) {
+	s := time.Second
+	for _, c := range []struct {
+		name  string
+		ops   []op
+		now   time.Duration // when asked
+		path  string
+		ino   uint64
+		since time.Duration
+		want  bool
+	}{
+		{"nothing recorded", nil, s, "/r/f", 7, 0, false},
+		{"written after the record", []op{{2 * s, "written", "/r/f", 7}}, 3 * s, "/r/f", 0, s, true},
+		{"written at the record's time", []op{{s, "written", "/r/f", 7}}, 3 * s, "/r/f", 0, s, true},
+		{"written before the record", []op{{s, "written", "/r/f", 7}}, 3 * s, "/r/f", 0, 2 * s, false},
+		{"latest write counts", []op{{s, "written", "/r/f", 7}, {5 * s, "written", "/r/f", 7}}, 6 * s, "/r/f", 0, 2 * s, true},
+		{"by inode under another name", []op{{2 * s, "written", "/r/f", 7}}, 3 * s, "/r/g", 7, s, true},
+		{"another inode", []op{{2 * s, "written", "/r/f", 7}}, 3 * s, "/r/g", 8, s, false},
+		{"inode 0 is not looked up", []op{{2 * s, "written", "/r/f", 7}}, 3 * s, "/r/g", 0, s, false},
+		{"another path", []op{{2 * s, "written", "/r/f", 7}}, 3 * s, "/r/f2", 0, s, false},
+		{"expired after the window", []op{{2 * s, "written", "/r/f", 7}}, 2*s + time.Hour + 1, "/r/f", 7, s, false},
+		{"alive at the window's end", []op{{2 * s, "written", "/r/f", 7}}, 2*s + time.Hour, "/r/f", 7, s, true},
+		{"unknown inode: every file", []op{{2 * s, "written", "/r/f", 0}}, 3 * s, "/r/other", 9, s, true},
+		{"unknown inode: older records only", []op{{2 * s, "written", "/r/f", 0}}, 3 * s, "/r/other", 9, 2*s + 1, false},
+		{"unknown inode: ten minutes", []op{{2 * s, "written", "/r/f", 0}}, 2*s + 10*time.Minute + 1, "/r/other", 9, s, false},
+		{"unknown inode: its path for the hour", []op{{2 * s, "written", "/r/f", 0}}, 2*s + 30*time.Minute, "/r/f", 0, s, true},
+		{"lost: every older record", []op{{2 * s, "lost", "", 0}}, 30 * time.Minute, "/r/any", 3, s, true},
+		{"lost: newer records are fine", []op{{2 * s, "lost", "", 0}}, 3 * s, "/r/any", 3, 2*s + 1, false},
+		{"lost: forgotten after the window", []op{{2 * s, "lost", "", 0}}, 2*s + time.Hour + 1, "/r/any", 3, s, false},
+		{"under a renamed directory", []op{{2 * s, "renamed", "/r/d", 0}}, 3 * s, "/r/d/a/f", 0, s, true},
+		{"directly under a renamed directory", []op{{2 * s, "renamed", "/r/d", 0}}, time.Minute, "/r/d/f", 0, s, true},
+		{"hashed after the directory's rename", []op{{2 * s, "renamed", "/r/d", 0}}, 3 * s, "/r/d/a/f", 0, 3 * s, false},
+		{"beside a renamed directory", []op{{2 * s, "renamed", "/r/d", 0}}, 3 * s, "/r/dd/f", 0, s, false},
+		{"elsewhere", []op{{2 * s, "renamed", "/r/d", 0}}, 3 * s, "/r/e/f", 0, s, false},
+		{"renamed directory expires", []op{{2 * s, "renamed", "/r/d", 0}}, 2*s + time.Hour + 1, "/r/d/f", 0, s, false},
+		{"renamed root", []op{{2 * s, "renamed", "/", 0}}, 3 * s, "/f", 0, s, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, clk := newTest(maxEntries)
+			apply(l, clk, c.ops)
+			clk.t = clk.at(c.now)
+			if got := l.WrittenSince(c.path, 1, c.ino, clk.at(c.since)); got != c.want {
+				t.Errorf("WrittenSince(%s, ino %d, since %v) at %v = %v, want %v", c.path, c.ino, c.since, c.now, got, c.want)
+			}
+		})
+	}
+}
+
+// A full map drops its older half; records hashed before the newest
+// dropped entry then count as written, later ones do not.
+func TestFullDropsOlderHalf(t *testing.T) {
+	l, c := newTest(8)
+	for i := range 8 {
+		c.t = c.at(time.Duration(i+1) * time.Second)
+		l.Written(fmt.Sprint("/r/f", i), 1, uint64(i+1))
+	}
+	c.t = c.at(10 * time.Second)
+	l.Written("/r/new", 1, 100)
+	if n := len(l.paths); n != 5 {
+		t.Errorf("%d paths after the drop, want 5 (the newer half and the new one)", n)
+	}
+	for _, q := range []struct {
+		since time.Duration
+		want  bool
+	}{{time.Second, true}, {4 * time.Second, true}, {4*time.Second + 1, false}} {
+		if got := l.WrittenSince("/r/unrelated", 1, 0, c.at(q.since)); got != q.want {
+			t.Errorf("after the drop, a record hashed at %v: written %v, want %v", q.since, got, q.want)
+		}
+	}
+	if !l.WrittenSince("/r/f7", 1, 0, c.at(7*time.Second)) {
+		t.Error("a kept entry was lost")
+	}
+}
+
+// Expired entries are pruned before anything is dropped, and by age alone
+// after a quarter window.
+func TestPruneByAge(t *testing.T) {
+	l, c := newTest(4)
+	for i := range 4 {
+		l.Written(fmt.Sprint("/r/f", i), 1, uint64(i+1))
+	}
+	c.add(time.Hour + time.Second)
+	l.Written("/r/late", 1, 99)
+	if len(l.paths) != 1 || len(l.inodes) != 1 || l.lostAt != 0 {
+		t.Errorf("expired entries not pruned first: %d paths, %d inodes, lost at %d", len(l.paths), len(l.inodes), l.lostAt)
+	}
+	l2, c2 := newTest(maxEntries)
+	l2.Written("/r/a", 1, 1)
+	l2.DirRenamed("/r/d")
+	c2.add(time.Hour + time.Second)
+	l2.Lost()
+	if len(l2.paths)+len(l2.inodes)+len(l2.dirs) != 0 {
+		t.Errorf("expired entries kept: %d paths, %d inodes, %d dirs", len(l2.paths), len(l2.inodes), len(l2.dirs))
+	}
+}
+
+// A clock that steps back keeps the later time of an entry.
+func TestClockBackKeepsLaterTime(t *testing.T) {
+	l, c := newTest(maxEntries)
+	c.t = c.at(10 * time.Second)
+	l.Written("/r/f", 1, 5)
+	c.t = c.at(5 * time.Second)
+	l.Written("/r/f", 1, 5)
+	if !l.WrittenSince("/r/f", 1, 5, c.at(8*time.Second)) {
+		t.Error("the earlier time replaced the later one")
+	}
+}
+
+// checkNeverMissed replays ops (from a fuzzer or a random source) on a
+// small ledger and checks, after each, that every write and directory
+// rename recorded within the window at or after a record's time answers
+// "written", by path, by inode and under the directory.
+func checkNeverMissed(t *testing.T, b []byte) {
+	l, c := newTest(4)
+	type entry struct {
+		path string
+		ino  uint64
+		at   int64
+		dir  bool
+	}
+	var seen []entry
+	b = b[:min(len(b), 3*300)] // each step checks every earlier one
+	for len(b) >= 3 {
+		kind, arg, step := b[0]%8, b[1], b[2]
+		b = b[3:]
+		// Steps from nothing to about 35 minutes, so some entries expire.
+		c.add(time.Duration(step) * time.Duration(step) * 32 * time.Millisecond)
+		path := fmt.Sprintf("/r/%d/f%d", arg%4, arg%16)
+		switch kind {
+		case 0, 1, 2, 3:
+			ino := uint64(arg % 12) // 0: unknown
+			l.Written(path, 1, ino)
+			seen = append(seen, entry{path: path, ino: ino, at: c.now()})
+		case 4, 5:
+			dir := fmt.Sprintf("/r/%d", arg%6)
+			l.DirRenamed(dir)
+			seen = append(seen, entry{path: dir, at: c.now(), dir: true})
+		case 6:
+			l.Lost()
+		case 7:
+			c.add(time.Duration(arg) * time.Minute / 4)
+		}
+		for _, e := range seen {
+			if c.now()-e.at > window {
+				continue
+			}
+			for _, since := range []int64{e.at, e.at - 1, e.at - int64(time.Minute)} {
+				switch {
+				case e.dir:
+					if !l.WrittenSince(e.path+"/x/f", 1, 0, since) {
+						t.Fatalf("a file under %s, renamed %v ago, missed for a record %v older", e.path, time.Duration(c.now()-e.at), time.Duration(e.at-since))
+					}
+				default:
+					if !l.WrittenSince(e.path, 1, 0, since) {
+						t.Fatalf("%s written %v ago missed by path", e.path, time.Duration(c.now()-e.at))
+					}
+					if e.ino != 0 && !l.WrittenSince("/elsewhere", 1, e.ino, since) {
+						t.Fatalf("inode %d written %v ago missed", e.ino, time.Duration(c.now()-e.at))
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestNeverMissed(t *testing.T) {
+	for seed := range uint64(200) {
+		r := rand.New(rand.NewPCG(seed, 1))
+		b := make([]byte, 3*300)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		checkNeverMissed(t, b)
+	}
+}
+
+func FuzzNeverMissed(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 4, 1, 9, 0, 2, 3, 6, 0, 1, 1, 2, 200})
+	f.Add([]byte{0, 0, 255, 0, 1, 255, 0, 2, 255, 0, 3, 255, 0, 4, 255, 7, 255, 0})
+	f.Fuzz(func(t *testing.T, b []byte) { checkNeverMissed(t, b) })
+}

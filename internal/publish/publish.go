@@ -1,0 +1,549 @@
+// Package publish sends a host's change log to the hub: batches on the
+// host's own subject, resumed from what the hub has applied, with the
+// local index as the outbox.
+//
+// The hub's view, not the stream, says what is acknowledged: a change is
+// trimmed from the local log only once the view has applied it (the
+// hub's ack, or its answer to a state request). A batch the stream
+// accepted but lost is therefore sent again. Retries of one batch carry
+// one message id, so the stream stores them once within its duplicate
+// window; the view skips what it has by sequence after that.
+//
+// When the hub lacks this index (another index id, a gap it cannot fill,
+// a log trimmed past what it has), the publisher resends the index whole,
+// and the hub replaces the host's old records once the resend is
+// complete. Nothing here blocks the index: the publisher reads in short
+// read transactions and trims in small writes, and while the hub is
+// unreachable it only waits.
+package publish
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/annexd/annexd/internal/hubwire"
+	"github.com/annexd/annexd/store"
+)
+
+// Store is what the publisher needs of the index.
+type Store interface {
+	ChangeLog() (store.LogState, error)
+	ChangesAfter(after uint64, max int) ([]store.Logged, store.LogState, error)
+	TrimChanges(ctx context.Context, seq uint64) error
+	ResetChanges() error
+	SnapshotChanges(ctx context.Context, fn func(store.Logged) error) (store.LogState, error)
+}
+
+// Config configures a publisher. Name, HostID and URL (or an in-process
+// option) are required.
+type Config struct {
+	// Name is the host's name at the hub: its credentials' user.
+	Name string
+	// HostID is the host's UUID (LoadHostID).
+	HostID [16]byte
+	// URL is the hub's address, e.g. tls://nas:4222.
+	URL string
+	// Options carry the credentials and TLS (nats.UserInfo, nats.Nkey,
+	// nats.RootCAs) or an in-process connection.
+	Options []nats.Option
+	// Batch is the most changes one message carries. Default 4096.
+	Batch int
+	// Poll is how often the log is read for new changes. Default 500 ms.
+	Poll time.Duration
+	// Heartbeat is how often the hub hears from an idle host. Default 1 min.
+	Heartbeat time.Duration
+	// Timeout bounds one publish or request. Default 10 s.
+	Timeout time.Duration
+	// Logger receives the publisher's problems. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c *Config) fill() error {
+	if err := hubwire.CheckName(c.Name); err != nil {
+		return err
+	}
+	if c.HostID == [16]byte{} {
+		return errors.New("publish: no host id")
+	}
+	if c.Batch <= 0 {
+		c.Batch = 4096
+	}
+	if c.Poll <= 0 {
+		c.Poll = 500 * time.Millisecond
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = time.Minute
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Status is how the link to the hub stands.
+type Status struct {
+	Connected bool      `json:"connected"`
+	IndexID   string    `json:"index_id"`
+	Seq       uint64    `json:"seq"`       // the index's last change
+	Published uint64    `json:"published"` // the last change the hub's stream took
+	Acked     uint64    `json:"acked"`     // the last change the hub's view applied
+	Lag       uint64    `json:"lag"`       // changes not yet applied by the hub
+	Resending bool      `json:"resending"` // a whole resend is under way
+	Resends   int64     `json:"resends"`   // whole resends begun since start
+	LastAck   time.Time `json:"last_ack,omitzero"`
+	LastError string    `json:"last_error,omitempty"`
+}
+
+// maxBatchBytes bounds one batch's entries, well below NATS's default
+// limit of 1 MiB a message: paths may be long.
+const maxBatchBytes = 512 << 10
+
+// entryBytes is about what an entry adds to a batch.
+func entryBytes(l *store.Logged) int { return len(l.Path) + len(l.Digest) + 16 }
+
+// setIndex makes the sequences count changes of index id: another index
+// starts from nothing published or acknowledged.
+func (s *Status) setIndex(id string) {
+	if s.IndexID != id {
+		s.IndexID, s.Published, s.Acked, s.LastAck = id, 0, 0, time.Time{}
+	}
+}
+
+// Publisher follows the index's change log and publishes it.
+type Publisher struct {
+	st  Store
+	cfg Config
+	log *slog.Logger
+
+	wake chan struct{}
+	mu   sync.Mutex
+	stat Status
+	ack  hubwire.State // the hub's last word on this host
+	acks chan struct{}
+	up   chan struct{} // the connection came (back) up
+	nc   *nats.Conn    // while Run runs
+}
+
+// ErrHubLost: the hub stopped answering during a sync.
+var ErrHubLost = errors.New("publish: hub lost")
+
+// New returns a publisher of st's changes.
+func New(st Store, cfg Config) (*Publisher, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	return &Publisher{st: st, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), acks: make(chan struct{}, 1),
+		up: make(chan struct{}, 1)}, nil
+}
+
+// Notify says the log has new changes, so they go out before the next poll.
+func (p *Publisher) Notify() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Conn returns the connection to the hub while Run runs, else nil. Queries
+// to the hub (hub.NewClient) may share it.
+func (p *Publisher) Conn() *nats.Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.nc
+}
+
+// Status returns the link's state. The index's last change is read from
+// the index, so the lag grows while the hub is away.
+func (p *Publisher) Status() Status {
+	local, err := p.st.ChangeLog()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.stat
+	if err == nil && local.IndexID.String() == s.IndexID {
+		s.Seq = local.Seq
+	}
+	if s.Seq > s.Acked {
+		s.Lag = s.Seq - s.Acked
+	}
+	return s
+}
+
+func (p *Publisher) setStatus(fn func(s *Status)) {
+	p.mu.Lock()
+	fn(&p.stat)
+	p.mu.Unlock()
+}
+
+// Run publishes until ctx is done, and returns nil then. A hub that cannot
+// be reached is retried forever, with backoff; an index without a change
+// log, or closed, ends Run with that error.
+func (p *Publisher) Run(ctx context.Context) error {
+	opts := append([]nats.Option{
+		nats.Name("annexd " + p.cfg.Name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
+		nats.ReconnectWait(time.Second), nats.ReconnectBufSize(-1),
+		nats.CustomInboxPrefix(hubwire.InboxPrefix + p.cfg.Name),
+		nats.ConnectHandler(func(*nats.Conn) { p.connected(true) }),
+		nats.ReconnectHandler(func(*nats.Conn) { p.connected(true) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { p.connected(false) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			p.log.Warn("publish: hub connection", "err", err)
+			p.setStatus(func(s *Status) { s.LastError = err.Error() })
+		}),
+	}, p.cfg.Options...)
+	nc, err := nats.Connect(p.cfg.URL, opts...)
+	if err != nil {
+		return fmt.Errorf("publish: connect to %s: %w", p.cfg.URL, err)
+	}
+	defer nc.Close()
+	p.mu.Lock()
+	p.nc = nc
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.nc = nil
+		p.mu.Unlock()
+	}()
+	p.connected(nc.IsConnected())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	sub, err := nc.Subscribe(hubwire.AckPrefix+p.cfg.Name, func(m *nats.Msg) {
+		var st hubwire.State
+		if json.Unmarshal(m.Data, &st) == nil {
+			p.heard(st)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("publish: subscribe to acks: %w", err)
+	}
+	defer sub.Unsubscribe()
+	l := &link{p: p, nc: nc, js: js}
+	backoff := time.Second
+	for ctx.Err() == nil {
+		err := l.sync(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		if errors.Is(err, store.ErrNoChanges) || errors.Is(err, store.ErrClosed) {
+			return fmt.Errorf("publish: %w", err)
+		}
+		p.log.Info("publish: hub sync interrupted", "err", err, "retry", backoff)
+		p.setStatus(func(s *Status) { s.LastError, s.Resending = err.Error(), false })
+		if !p.sleep(ctx, backoff) {
+			break
+		}
+		backoff = min(2*backoff, time.Minute)
+		if l.progress {
+			backoff, l.progress = time.Second, false
+		}
+	}
+	return nil
+}
+
+// sleep waits d, or less when the connection comes back up; it reports
+// false when ctx ended.
+func (p *Publisher) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-p.up:
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (p *Publisher) connected(up bool) {
+	p.setStatus(func(s *Status) { s.Connected = up })
+	if up {
+		select {
+		case p.up <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// heard takes the hub's word on what it applied of this host.
+func (p *Publisher) heard(st hubwire.State) {
+	p.mu.Lock()
+	p.ack = st
+	if st.Complete && st.IndexID == p.stat.IndexID && st.Seq > p.stat.Acked {
+		p.stat.Acked, p.stat.LastAck = st.Seq, time.Now()
+	}
+	p.mu.Unlock()
+	select {
+	case p.acks <- struct{}{}:
+	default:
+	}
+}
+
+// link is one connection's sync state.
+type link struct {
+	p        *Publisher
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	trimmed  uint64
+	progress bool   // something was published since the last failure
+	beat     string // the hub's state at the last heartbeat
+}
+
+// sync asks the hub where it stands, resends whole when it must, then
+// follows the log until something fails.
+func (l *link) sync(ctx context.Context) error {
+	p := l.p
+	local, err := p.st.ChangeLog()
+	if err != nil {
+		return err
+	}
+	p.setStatus(func(s *Status) { s.setIndex(local.IndexID.String()); s.Seq = local.Seq })
+	hub, err := l.state(ctx)
+	if err != nil {
+		return err
+	}
+	from, whole := resumePoint(local, hub)
+	if hub.IndexID == local.IndexID.String() && hub.Complete && hub.Seq > local.Seq {
+		// The hub has changes this index never made: a restored backup.
+		p.log.Warn("publish: the hub holds changes this index does not; resending it whole under a new index id", "hub_seq", hub.Seq, "seq", local.Seq)
+		if err := p.st.ResetChanges(); err != nil {
+			return err
+		}
+		whole = true
+	}
+	if whole {
+		if from, err = l.resend(ctx); err != nil {
+			return err
+		}
+	}
+	return l.follow(ctx, from)
+}
+
+// resumePoint says after which change the log resumes, or that the index
+// must be resent whole.
+func resumePoint(local store.LogState, hub hubwire.State) (uint64, bool) {
+	if !hub.Complete || hub.IndexID != local.IndexID.String() || hub.Seq > local.Seq || hub.Seq+1 < local.Floor {
+		return 0, true
+	}
+	return hub.Seq, false
+}
+
+// state asks the hub what it has of this host; the request also tells it
+// the host is alive.
+func (l *link) state(ctx context.Context) (hubwire.State, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.p.cfg.Timeout)
+	defer cancel()
+	m, err := l.nc.RequestWithContext(ctx, hubwire.StatePrefix+l.p.cfg.Name, nil)
+	if err != nil {
+		return hubwire.State{}, fmt.Errorf("%w: state: %v", ErrHubLost, err)
+	}
+	var st hubwire.State
+	if err := json.Unmarshal(m.Data, &st); err != nil {
+		return st, fmt.Errorf("publish: state reply: %w", err)
+	}
+	l.p.heard(st)
+	return st, nil
+}
+
+// publish sends one batch, retrying it under the same message id.
+func (l *link) publish(ctx context.Context, b *hubwire.Batch) error {
+	msg := &nats.Msg{Subject: hubwire.ChangesPrefix + l.p.cfg.Name, Data: b.Marshal()}
+	var err error
+	for attempt := range 3 {
+		if attempt > 0 && !sleep(ctx, time.Duration(attempt)*time.Second) {
+			return ctx.Err()
+		}
+		actx, cancel := context.WithTimeout(ctx, l.p.cfg.Timeout)
+		_, err = l.js.PublishMsg(actx, msg, jetstream.WithMsgID(b.MsgID()), jetstream.WithExpectStream(hubwire.Stream))
+		cancel()
+		if err == nil {
+			l.progress = true
+			return nil
+		}
+		if ctx.Err() != nil || !l.nc.IsConnected() {
+			break
+		}
+	}
+	return fmt.Errorf("%w: publish %s %d-%d: %v", ErrHubLost, b.Kind, b.First, b.Last, err)
+}
+
+func (l *link) batch(kind hubwire.Kind, local store.LogState, epoch uint64) hubwire.Batch {
+	return hubwire.Batch{Kind: kind, HostID: l.p.cfg.HostID, IndexID: local.IndexID, Epoch: epoch}
+}
+
+// resend publishes the whole index and returns the change it reflects.
+func (l *link) resend(ctx context.Context) (uint64, error) {
+	p := l.p
+	local, err := p.st.ChangeLog()
+	if err != nil {
+		return 0, err
+	}
+	var eb [8]byte
+	_, _ = rand.Read(eb[:])
+	epoch := binary.BigEndian.Uint64(eb[:]) | 1
+	p.setStatus(func(s *Status) {
+		s.setIndex(local.IndexID.String())
+		s.Resending, s.Resends = true, s.Resends+1
+	})
+	p.log.Info("publish: resending the index whole", "index_id", local.IndexID, "epoch", epoch)
+	begin := l.batch(hubwire.SnapBegin, local, epoch)
+	if err := l.publish(ctx, &begin); err != nil {
+		return 0, err
+	}
+	chunk := l.batch(hubwire.SnapChunk, local, epoch)
+	size := 0
+	flush := func() error {
+		size = 0
+		chunk.First++
+		if err := l.publish(ctx, &chunk); err != nil {
+			return err
+		}
+		chunk.Entries = chunk.Entries[:0]
+		return nil
+	}
+	st, err := p.st.SnapshotChanges(ctx, func(e store.Logged) error {
+		chunk.Entries = append(chunk.Entries, hubwire.Entry{Path: e.Path, Backend: e.Backend, Digest: e.Digest, Size: e.Size})
+		size += entryBytes(&e)
+		if len(chunk.Entries) == p.cfg.Batch || size >= maxBatchBytes {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil && len(chunk.Entries) > 0 {
+		err = flush()
+	}
+	if err != nil {
+		return 0, err
+	}
+	if st.IndexID != local.IndexID {
+		return 0, errors.New("publish: the index id changed during a resend")
+	}
+	end := l.batch(hubwire.SnapEnd, local, epoch)
+	end.First, end.Last = chunk.First, st.Seq
+	if err := l.publish(ctx, &end); err != nil {
+		return 0, err
+	}
+	p.setStatus(func(s *Status) { s.Resending, s.Published = false, st.Seq })
+	return st.Seq, nil
+}
+
+// follow publishes the log after change from until something fails.
+func (l *link) follow(ctx context.Context, from uint64) error {
+	p := l.p
+	poll := time.NewTicker(p.cfg.Poll)
+	defer poll.Stop()
+	beat := time.NewTicker(p.cfg.Heartbeat)
+	defer beat.Stop()
+	cursor := from
+	for {
+		if err := l.trim(ctx); err != nil {
+			return err
+		}
+		changes, local, err := p.st.ChangesAfter(cursor, p.cfg.Batch)
+		if err != nil {
+			return err // ErrTrimmed included: the next sync resends whole
+		}
+		p.setStatus(func(s *Status) { s.Seq, s.Published = local.Seq, cursor })
+		changes = fitBatch(changes)
+		if len(changes) > 0 {
+			b := l.batch(hubwire.Log, local, 0)
+			b.First, b.Last = cursor, changes[len(changes)-1].Seq
+			for _, c := range changes {
+				b.Entries = append(b.Entries, hubwire.Entry{Path: c.Path, Backend: c.Backend, Digest: c.Digest, Size: c.Size})
+			}
+			if err := l.publish(ctx, &b); err != nil {
+				return err
+			}
+			cursor = b.Last
+			p.setStatus(func(s *Status) { s.Published = cursor })
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-poll.C:
+		case <-p.wake:
+		case <-p.acks:
+			if st := l.lastAck(); st.Gap {
+				return fmt.Errorf("publish: the hub lacks changes after %d", st.Seq)
+			}
+		case <-beat.C:
+			st, err := l.state(ctx)
+			if err != nil {
+				return err
+			}
+			if l.stalled(st, local, cursor) {
+				return fmt.Errorf("publish: the hub lacks changes it was sent (has %d, sent %d)", st.Seq, cursor)
+			}
+		}
+	}
+}
+
+// fitBatch cuts changes to what one batch may carry; the rest follows in
+// the next one.
+func fitBatch(changes []store.Logged) []store.Logged {
+	size := 0
+	for i := range changes {
+		if size += entryBytes(&changes[i]); size > maxBatchBytes && i > 0 {
+			return changes[:i]
+		}
+	}
+	return changes
+}
+
+// stalled reports whether the hub lacks what was sent and made no
+// progress since the last heartbeat: a batch the stream lost. A hub
+// still applying what it was sent moves on between two heartbeats.
+func (l *link) stalled(st hubwire.State, local store.LogState, cursor uint64) bool {
+	if st.Gap {
+		return true
+	}
+	caughtUp := st.Complete && st.IndexID == local.IndexID.String() && st.Seq >= cursor
+	mark := fmt.Sprintf("%v/%s/%d/%d/%d", st.Complete, st.IndexID, st.Seq, st.Resending, st.Records)
+	same := mark == l.beat
+	l.beat = mark
+	return !caughtUp && same
+}
+
+func (l *link) lastAck() hubwire.State {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	return l.p.ack
+}
+
+// trim drops from the local log what the hub's view has applied.
+func (l *link) trim(ctx context.Context) error {
+	acked := l.p.Status().Acked
+	if acked <= l.trimmed {
+		return nil
+	}
+	if err := l.p.st.TrimChanges(ctx, acked); err != nil {
+		return fmt.Errorf("publish: trim the change log: %w", err)
+	}
+	l.trimmed = acked
+	return nil
+}

@@ -1,0 +1,100 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/annexd/annexd/internal/hubwire"
+	"github.com/annexd/annexd/store"
+)
+
+func TestHostIDKept(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "host-id")
+	a, err := LoadHostID(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadHostID(path)
+	if err != nil || a != b {
+		t.Fatalf("second load: %x %v, want %x", b, err, a)
+	}
+	if a[6]>>4 != 4 || a[8]>>6 != 2 {
+		t.Fatalf("%s is not a version 4 UUID", hubwire.UUIDString(a))
+	}
+	if err := os.WriteFile(path, []byte("not a uuid\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadHostID(path); err == nil {
+		t.Fatal("a damaged host id file was accepted")
+	}
+}
+
+func TestDefaultName(t *testing.T) {
+	name, err := DefaultName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hubwire.CheckName(name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResumePoint(t *testing.T) {
+	local := store.LogState{IndexID: store.IndexID{1}, Seq: 100, Floor: 51}
+	id := local.IndexID.String()
+	for _, c := range []struct {
+		name  string
+		hub   hubwire.State
+		from  uint64
+		whole bool
+	}{
+		{"caught up", hubwire.State{IndexID: id, Complete: true, Seq: 100}, 100, false},
+		{"behind, kept", hubwire.State{IndexID: id, Complete: true, Seq: 50}, 50, false},
+		{"behind, trimmed", hubwire.State{IndexID: id, Complete: true, Seq: 49}, 0, true},
+		{"ahead (a restored index)", hubwire.State{IndexID: id, Complete: true, Seq: 101}, 0, true},
+		{"another index", hubwire.State{IndexID: "00", Complete: true, Seq: 100}, 0, true},
+		{"resend incomplete", hubwire.State{IndexID: id, Seq: 100}, 0, true},
+		{"new to the hub", hubwire.State{}, 0, true},
+	} {
+		from, whole := resumePoint(local, c.hub)
+		if from != c.from || whole != c.whole {
+			t.Errorf("%s: %d %v, want %d %v", c.name, from, whole, c.from, c.whole)
+		}
+	}
+}
+
+func TestFitBatch(t *testing.T) {
+	long := make([]byte, 4000)
+	var cs []store.Logged
+	for i := range 1000 {
+		cs = append(cs, store.Logged{Seq: uint64(i + 1), Path: long})
+	}
+	got := fitBatch(cs)
+	if n := len(got); n == 0 || n == len(cs) || n*4000 > maxBatchBytes {
+		t.Fatalf("1000 changes of 4000-byte paths: a batch of %d", n)
+	}
+	if got := fitBatch(cs[:3]); len(got) != 3 {
+		t.Fatalf("3 changes: %d", len(got))
+	}
+}
+
+// TestRunEndsOnAnIndexWithoutALog: a daemon that opened its index
+// without Options.Changes misconfigured the publisher; Run says so at
+// once instead of retrying forever.
+func TestRunEndsOnAnIndexWithoutALog(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "index.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	p, err := New(st, Config{Name: "h", HostID: [16]byte{1}, URL: "nats://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(context.Background()); !errors.Is(err, store.ErrNoChanges) {
+		t.Fatalf("Run: %v, want ErrNoChanges", err)
+	}
+}

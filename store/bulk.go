@@ -1,0 +1,80 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+)
+
+// SubmitAll submits cs in order and waits until every change is made or ctx
+// ends. It returns the first error. The changes may be committed in more
+// than one group.
+func (s *Store) SubmitAll(ctx context.Context, cs []Change) error {
+	items := make([]item, len(cs))
+	for i, c := range cs {
+		items[i].c = c
+	}
+	return s.waitAll(ctx, items)
+}
+
+// waitAll submits items and waits for them; it keeps the first error.
+func (s *Store) waitAll(ctx context.Context, items []item) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for _, it := range items {
+		wg.Add(1)
+		it.done = func(err error) {
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+			wg.Done()
+		}
+		s.submit(it)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return first
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Sweep removes the records at or below dir whose generation is below gen
+// and that keep (if not nil) does not claim: files a complete scan of
+// generation gen did not see. A record marked or put again meanwhile is
+// kept, since each removal checks the generation when it is applied. keep
+// is called outside any transaction. Sweep returns how many it removed.
+func (s *Store) Sweep(ctx context.Context, dir []byte, gen uint64, keep func(path []byte) bool) (int, error) {
+	var (
+		removed atomic.Int64
+		stale   []item
+	)
+	flush := func() error {
+		err := s.waitAll(ctx, stale)
+		stale = stale[:0]
+		return err
+	}
+	err := s.Subtree(ctx, dir, func(path []byte, r Record) error {
+		if r.Generation >= gen || (keep != nil && keep(path)) {
+			return nil
+		}
+		stale = append(stale, item{c: Change{Op: OpDeleteIfOlder, Path: path, Gen: gen}, removed: &removed})
+		if len(stale) < chunk {
+			return nil
+		}
+		return flush()
+	})
+	if err == nil {
+		err = flush()
+	}
+	return int(removed.Load()), err
+}

@@ -1,0 +1,104 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterr "go.etcd.io/bbolt/errors"
+)
+
+// migrateVerified upgrades a schema-2 index to schema 3 in place: it builds
+// the verified index from the records, in transactions of about
+// migrateTxSize bytes of keys, since one transaction over 10^7 records
+// would hold every new page in memory. The schema version changes in the
+// last transaction. A crash or an error before it leaves schema 2 with a
+// partial index, which the next open drops and builds again. Nothing else
+// changes, so a schema-2 annexd could still read the file.
+func migrateVerified(db *bolt.DB, path string, opts Options) error {
+	start := time.Now()
+	opts.Logger.Info("store: adding the verification index; the records are read once (on a large index this takes a while)",
+		"path", path, "from", 2, "to", 3)
+	err := db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketVerified); err != nil && !errors.Is(err, bolterr.ErrBucketNotFound) {
+			return err
+		}
+		_, err := tx.CreateBucket(bucketVerified)
+		return err
+	})
+	var from []byte
+	entries := 0
+	for err == nil {
+		var n int
+		from, n, err = verifiedChunk(db, from)
+		entries += n
+		if err == nil {
+			err = migrateHook("verified")
+		}
+		if from == nil {
+			break
+		}
+	}
+	if err == nil {
+		err = db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(metaSchema, binary.AppendUvarint(nil, 3))
+		})
+	}
+	if err != nil {
+		return migrateError(err, path)
+	}
+	opts.Logger.Info("store: added the verification index", "path", path, "from", 2, "to", 3,
+		"entries", entries, "elapsed", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// verifiedChunk adds the verified-index entries of the records from the
+// file key from on, until about migrateTxSize bytes of keys, in one
+// transaction. It returns where to go on (nil at the end) and how many
+// entries it added. The keys are sorted before they are put, so each
+// insert lands next to the last one.
+func verifiedChunk(db *bolt.DB, from []byte) ([]byte, int, error) {
+	var (
+		next []byte
+		kvs  [][2][]byte
+	)
+	err := db.Update(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketFiles).Cursor()
+		k, v := c.First()
+		if from != nil {
+			k, v = c.Seek(from)
+		}
+		size := 0
+		for ; k != nil; k, v = c.Next() {
+			if size >= migrateTxSize {
+				next = bytes.Clone(k)
+				break
+			}
+			r, err := decodeRecord(v)
+			if err != nil {
+				return err
+			}
+			if !r.Audited() {
+				continue
+			}
+			vk := verifiedKey(nil, r.Checked(), k)
+			kvs = append(kvs, [2][]byte{vk, binary.AppendUvarint(nil, uint64(r.Size))})
+			size += len(vk) + 16
+		}
+		slices.SortFunc(kvs, func(a, b [2][]byte) int { return bytes.Compare(a[0], b[0]) })
+		b := tx.Bucket(bucketVerified)
+		if last, _ := b.Cursor().Last(); len(kvs) > 0 && bytes.Compare(kvs[0][0], last) > 0 {
+			b.FillPercent = appendFill // the chunk lands after every key: fill its pages
+		}
+		for _, kv := range kvs {
+			if err := b.Put(kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return next, len(kvs), err
+}

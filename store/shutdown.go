@@ -1,0 +1,213 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// metaRun is the meta key of the run marker.
+var metaRun = []byte("run")
+
+// DefaultDataWindow is Options.DataWindow when it is not set.
+const DefaultDataWindow = 2 * time.Minute
+
+// maxSuspect bounds the suspect spans a marker carries; beyond it the two
+// closest are merged into one that covers both.
+const maxSuspect = 8
+
+// Span is a closed interval [From, To] of Unix nanoseconds.
+type Span struct{ From, To int64 }
+
+// Contains reports whether ns is within s.
+func (s Span) Contains(ns int64) bool { return s.From <= ns && ns <= s.To }
+
+// Run is what the run marker says about one writer of the index: when it
+// opened the index, when it last committed, and whether it closed it.
+type Run struct {
+	Started    time.Time
+	LastCommit time.Time
+	Clean      bool   // it closed the index: no change was left half done
+	BootID     string // the kernel's boot id while it ran ("" unknown)
+	// Window is how long before a commit a record's file may have held
+	// data that was not on disk yet (Options.DataWindow).
+	Window time.Duration
+	// Suspect are the spans of HashedAt whose records it inherited as
+	// suspect from the runs before it.
+	Suspect []Span
+}
+
+const runMarkerV1 = 1
+
+func (r *Run) encode() []byte {
+	b := []byte{runMarkerV1, 0}
+	if r.Clean {
+		b[1] = 1
+	}
+	b = binary.AppendVarint(b, r.Started.UnixNano())
+	b = binary.AppendVarint(b, r.LastCommit.UnixNano())
+	b = binary.AppendVarint(b, int64(r.Window))
+	b = binary.AppendUvarint(b, uint64(len(r.BootID)))
+	b = append(b, r.BootID...)
+	b = binary.AppendUvarint(b, uint64(len(r.Suspect)))
+	for _, s := range r.Suspect {
+		b = binary.AppendVarint(b, s.From)
+		b = binary.AppendVarint(b, s.To)
+	}
+	return b
+}
+
+func decodeRun(b []byte) (Run, error) {
+	var r Run
+	if len(b) < 2 || b[0] != runMarkerV1 || b[1] > 1 {
+		return r, fmt.Errorf("%w: run marker of %d bytes, version %v", ErrCorrupt, len(b), b[:min(len(b), 1)])
+	}
+	r.Clean = b[1] == 1
+	d := &decoder{b: b[2:]}
+	r.Started = time.Unix(0, d.varint())
+	r.LastCommit = time.Unix(0, d.varint())
+	r.Window = time.Duration(d.varint())
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(d.b)) {
+		d.err = fmt.Errorf("%w: run marker boot id truncated", ErrCorrupt)
+	}
+	if d.err == nil {
+		r.BootID, d.b = string(d.b[:n]), d.b[n:]
+	}
+	n = d.uvarint()
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		r.Suspect = append(r.Suspect, Span{From: d.varint(), To: d.varint()})
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%w: %d trailing bytes in run marker", ErrCorrupt, len(d.b))
+	}
+	return r, d.err
+}
+
+// suspectAfter is what a run that follows prev inherits as suspect: prev's
+// own suspect spans, and, when prev did not close the index or the machine
+// was restarted since it did, the records prev committed within its
+// window before its last commit. A power cut may have left their files
+// with bytes other than the ones hashed, under the same stat identity.
+func suspectAfter(prev Run, bootID string) []Span {
+	spans := slices.Clone(prev.Suspect)
+	if !prev.Clean || prev.BootID == "" || prev.BootID != bootID {
+		last := prev.LastCommit.UnixNano()
+		spans = append(spans, Span{From: last - int64(prev.Window), To: last})
+	}
+	return mergeSpans(spans)
+}
+
+// mergeSpans sorts spans, joins those that overlap, and merges the two
+// closest while there are more than maxSuspect.
+func mergeSpans(spans []Span) []Span {
+	slices.SortFunc(spans, func(a, b Span) int {
+		switch {
+		case a.From < b.From:
+			return -1
+		case a.From > b.From:
+			return 1
+		}
+		return 0
+	})
+	var out []Span
+	for _, s := range spans {
+		if n := len(out); n > 0 && s.From <= out[n-1].To {
+			out[n-1].To = max(out[n-1].To, s.To)
+			continue
+		}
+		out = append(out, s)
+	}
+	for len(out) > maxSuspect {
+		best := 0
+		for i := 1; i+1 < len(out); i++ {
+			if out[i+1].From-out[i].To < out[best+1].From-out[best].To {
+				best = i
+			}
+		}
+		out[best].To = out[best+1].To
+		out = slices.Delete(out, best+1, best+2)
+	}
+	return out
+}
+
+// bootID is the kernel's id of this boot, "" when it cannot be read.
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+// beginRun, called by Open for a writer (not for check-db or Compact),
+// reads the marker the last writer left, derives the spans of
+// records that are suspect now, and writes this run's marker (not clean
+// until Close). An index without a marker (new, or last written by a
+// version that kept none) has nothing suspect. A marker that does not
+// decode makes every record hashed before now suspect.
+func (s *Store) beginRun() error {
+	now := time.Now()
+	cur := Run{Started: now, LastCommit: now, BootID: bootID(), Window: s.opts.DataWindow}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		if v := m.Get(metaRun); v != nil {
+			prev, err := decodeRun(v)
+			if err != nil {
+				s.log.Warn("store: run marker unreadable; re-verifying every record", "err", err)
+				prev = Run{LastCommit: now, Window: time.Duration(now.UnixNano())}
+			}
+			s.prev, s.hadPrev = prev, true
+			cur.Suspect = suspectAfter(prev, cur.BootID)
+			s.suspect = cur.Suspect
+			if !prev.Clean {
+				s.log.Warn("store: the last run did not close the index; re-verifying the records it hashed last",
+					"last_commit", prev.LastCommit, "window", prev.Window)
+			}
+		}
+		s.run = cur
+		if err := m.Put(metaRun, cur.encode()); err != nil {
+			return err
+		}
+		return keepChangesTxid(tx)
+	})
+}
+
+// stampCommit records in a commit's transaction that the run committed now.
+func (s *Store) stampCommit(tx *bolt.Tx) error {
+	if s.run.Started.IsZero() {
+		return nil
+	}
+	s.run.LastCommit = time.Now()
+	return tx.Bucket(bucketMeta).Put(metaRun, s.run.encode())
+}
+
+// endRun marks the run closed cleanly: every change it acknowledged is
+// committed, and its writer stopped in order.
+func (s *Store) endRun() error {
+	if s.run.Started.IsZero() {
+		return nil
+	}
+	s.run.Clean = true
+	return s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketMeta).Put(metaRun, s.run.encode()); err != nil {
+			return err
+		}
+		return keepChangesTxid(tx)
+	})
+}
+
+// PreviousRun returns what the marker said, when the index was opened,
+// about the last writer before this one; false when there was no marker.
+func (s *Store) PreviousRun() (Run, bool) { return s.prev, s.hadPrev }
+
+// Suspect returns the spans of HashedAt of the records whose key may name
+// bytes that never reached the disk: those hashed shortly before a run
+// ended without closing the index (a crash, a power cut), or before a
+// restart of the machine. Trusted applies them. They are fixed at Open.
+func (s *Store) Suspect() []Span { return s.suspect }

@@ -1,0 +1,215 @@
+package store
+
+import (
+	"context"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestRunMarkerRoundTrip(t *testing.T) {
+	r := Run{
+		Started: time.Unix(0, 1_700_000_000_000_000_000), LastCommit: time.Unix(0, 1_700_000_100_000_000_000),
+		Clean: true, BootID: "5b3e9a1c-0000-4000-8000-000000000001", Window: 65 * time.Second,
+		Suspect: []Span{{1, 2}, {10, 20}},
+	}
+	got, err := decodeRun(r.encode())
+	if err != nil || !reflect.DeepEqual(got, r) {
+		t.Fatalf("decode(encode(%+v)) = %+v, %v", r, got, err)
+	}
+	b := r.encode()
+	for _, bad := range [][]byte{nil, {9, 0}, {runMarkerV1, 2}, b[:len(b)-1], append(b, 0)} {
+		if _, err := decodeRun(bad); err == nil {
+			t.Errorf("decodeRun(%x) did not fail", bad)
+		}
+	}
+}
+
+func TestSuspectAfter(t *testing.T) {
+	const w = 60 * time.Second
+	last := time.Unix(0, 1000*int64(time.Second))
+	span := Span{From: last.UnixNano() - int64(w), To: last.UnixNano()}
+	old := Span{From: 1, To: 2}
+	cases := []struct {
+		name string
+		prev Run
+		boot string
+		want []Span
+	}{
+		{"clean, same boot", Run{Clean: true, BootID: "a", LastCommit: last, Window: w}, "a", nil},
+		{"clean, same boot, old spans kept", Run{Clean: true, BootID: "a", LastCommit: last, Window: w, Suspect: []Span{old}}, "a", []Span{old}},
+		{"unclean", Run{BootID: "a", LastCommit: last, Window: w}, "a", []Span{span}},
+		{"clean, then the machine restarted", Run{Clean: true, BootID: "a", LastCommit: last, Window: w}, "b", []Span{span}},
+		{"clean, boot unknown", Run{Clean: true, LastCommit: last, Window: w}, "", []Span{span}},
+		{"unclean, old spans kept", Run{LastCommit: last, Window: w, Suspect: []Span{old}}, "a", []Span{old, span}},
+	}
+	for _, c := range cases {
+		if got := suspectAfter(c.prev, c.boot); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestMergeSpans(t *testing.T) {
+	if got, want := mergeSpans([]Span{{5, 9}, {1, 3}, {2, 4}, {9, 10}}), []Span{{1, 4}, {5, 10}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("overlapping: %v, want %v", got, want)
+	}
+	var many []Span
+	for i := range maxSuspect + 3 {
+		many = append(many, Span{int64(i * 100), int64(i*100 + 10)})
+	}
+	many[4] = Span{400, 495} // the closest to its successor
+	got := mergeSpans(many)
+	if len(got) != maxSuspect {
+		t.Fatalf("%d spans after merging %d, want %d", len(got), len(many), maxSuspect)
+	}
+	for _, s := range many {
+		covered := false
+		for _, g := range got {
+			covered = covered || (g.From <= s.From && s.To <= g.To)
+		}
+		if !covered {
+			t.Errorf("span %v is no longer covered by %v", s, got)
+		}
+	}
+}
+
+func TestTrusted(t *testing.T) {
+	suspect := []Span{{100, 200}, {500, 600}}
+	cases := []struct {
+		rec  Record
+		want bool
+	}{
+		{Record{State: StateOK, HashedAt: 50}, true},
+		{Record{State: StateOK, HashedAt: 100}, false},
+		{Record{State: StateOK, HashedAt: 200}, false},
+		{Record{State: StateOK, HashedAt: 300}, true},
+		{Record{State: StateOK, HashedAt: 550}, false},
+		{Record{State: StateUnreadable, HashedAt: 150}, true}, // no key to doubt
+		{Record{State: StateOK, HashedAt: 150}, true},         // with no spans below
+	}
+	for i, c := range cases {
+		spans := suspect
+		if i == len(cases)-1 {
+			spans = nil
+		}
+		if got := Trusted(&c.rec, spans); got != c.want {
+			t.Errorf("Trusted(%+v, %v) = %v, want %v", c.rec, spans, got, c.want)
+		}
+	}
+}
+
+// A writer that closes the index leaves a clean marker and nothing
+// suspect; one that stops without closing (its process killed) makes the
+// records it hashed within the data window before its last commit
+// suspect at the next open, and they stay so through later clean runs.
+func TestRunMarkerAcrossOpens(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	opts := Options{DataWindow: time.Minute}
+	s, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.PreviousRun(); ok || s.Suspect() != nil {
+		t.Fatalf("a new index: previous run %v, suspect %v", ok, s.Suspect())
+	}
+	stop := runWriter(t, s)
+	hashed := time.Now().UnixNano()
+	r := rec("a", 1, 1, 1)
+	r.HashedAt = hashed
+	if err := s.Put(context.Background(), []byte("/t/a"), r); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = reopen(t, path, opts)
+	if prev, ok := s.PreviousRun(); !ok || !prev.Clean || len(s.Suspect()) != 0 {
+		t.Fatalf("after a clean close: previous run %+v (%v), suspect %v", prev, ok, s.Suspect())
+	}
+	// The writer stops without closing, as a killed process does.
+	stop = runWriter(t, s)
+	if err := s.Put(context.Background(), []byte("/t/b"), r); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if err := s.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = reopen(t, path, opts)
+	prev, ok := s.PreviousRun()
+	if !ok || prev.Clean || prev.LastCommit.UnixNano() < hashed {
+		t.Fatalf("after a run left without closing: %+v (%v)", prev, ok)
+	}
+	want := []Span{{prev.LastCommit.UnixNano() - int64(time.Minute), prev.LastCommit.UnixNano()}}
+	if !reflect.DeepEqual(s.Suspect(), want) || Trusted(&r, s.Suspect()) {
+		t.Fatalf("suspect %v, want %v; record hashed at %d trusted: %v", s.Suspect(), want, hashed, Trusted(&r, s.Suspect()))
+	}
+	older := r
+	older.HashedAt = want[0].From - 1
+	if !Trusted(&older, s.Suspect()) {
+		t.Errorf("a record hashed before the window is not trusted")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, path, opts)
+	if !reflect.DeepEqual(s.Suspect(), want) {
+		t.Errorf("after a clean run that followed: suspect %v, want %v kept", s.Suspect(), want)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A writer killed mid-stream leaves an unclean marker whose last commit
+// is no older than its last acknowledged change.
+func TestKilledWriterLeavesUncleanMarker(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	before := time.Now()
+	runAndKill(t, path, 1, 50*time.Millisecond)
+	s := reopen(t, path, Options{})
+	defer s.Close()
+	prev, ok := s.PreviousRun()
+	if !ok || prev.Clean || prev.LastCommit.Before(before) || prev.LastCommit.After(time.Now()) {
+		t.Fatalf("after SIGKILL: previous run %+v (%v), want unclean with its last commit since %v", prev, ok, before)
+	}
+	if len(s.Suspect()) != 1 || !s.Suspect()[0].Contains(prev.LastCommit.UnixNano()) {
+		t.Errorf("suspect %v does not hold the last commit %v", s.Suspect(), prev.LastCommit)
+	}
+}
+
+// check-db's read-only open and Compact begin no run: the marker a killed
+// writer left is still there for the daemon that opens the index next.
+func TestReadOnlyAndCompactKeepTheMarker(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	runAndKill(t, path, 2, 20*time.Millisecond)
+	ro, err := Open(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Compact(path, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	s := reopen(t, path, Options{})
+	defer s.Close()
+	if prev, ok := s.PreviousRun(); !ok || prev.Clean || len(s.Suspect()) != 1 {
+		t.Errorf("after check-db and compact: previous run %+v (%v), suspect %v; want the killed writer's", prev, ok, s.Suspect())
+	}
+}
+
+func reopen(t *testing.T, path string, opts Options) *Store {
+	t.Helper()
+	s, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

@@ -1,0 +1,255 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The verified index orders the records an audit re-reads by when their
+// content was last confirmed (schema 3). Its keys are be64(when) ‖ file
+// key, its values uvarint(size); when is Record.Checked. A record is in it
+// when Record.Audited holds. Keys only grow as records are verified or
+// hashed again, so "the least recently verified first" is a walk from the
+// first key, and "everything a pass must still read" is the range below
+// the time the pass began: nothing to resume but the time itself.
+
+var bucketVerified = []byte("verified") // be64(Checked) ‖ file key → uvarint(size)
+
+// Audited reports whether an audit re-reads r: it has a digest and its
+// state is ok, corrupt or unreadable (a finding an audit may revise).
+func (r *Record) Audited() bool {
+	if !r.HasDigest() {
+		return false
+	}
+	switch r.State {
+	case StateOK, StateCorrupt, StateUnreadable:
+		return true
+	}
+	return false
+}
+
+// Checked is when r's content was last confirmed: VerifiedAt, or HashedAt
+// for a record never verified.
+func (r *Record) Checked() int64 {
+	if r.VerifiedAt != 0 {
+		return r.VerifiedAt
+	}
+	return r.HashedAt
+}
+
+// verifiedKey appends the verified-index key of the record fk with time t.
+func verifiedKey(buf []byte, t int64, fk []byte) []byte {
+	buf = binary.BigEndian.AppendUint64(buf[:0], timeKey(t))
+	return append(buf, fk...)
+}
+
+// timeKey orders unix nanoseconds; times before 1970 count as 0.
+func timeKey(t int64) uint64 {
+	if t < 0 {
+		return 0
+	}
+	return uint64(t)
+}
+
+// verifiedBucket returns the index with its fill set for appends: most
+// keys are new times at its end, removals come from anywhere.
+func (w *wtx) verifiedBucket() *bolt.Bucket {
+	b := w.tx.Bucket(bucketVerified)
+	b.FillPercent = appendFill
+	return b
+}
+
+// indexVerified adds r, stored under fk, to the verified index.
+func (w *wtx) indexVerified(fk []byte, r *Record) error {
+	if !r.Audited() {
+		return nil
+	}
+	return w.verifiedBucket().Put(verifiedKey(nil, r.Checked(), fk), binary.AppendUvarint(nil, uint64(r.Size)))
+}
+
+// unindexVerified removes r, stored under fk, from the verified index.
+func (w *wtx) unindexVerified(fk []byte, r *Record) error {
+	if !r.Audited() {
+		return nil
+	}
+	return w.verifiedBucket().Delete(verifiedKey(nil, r.Checked(), fk))
+}
+
+// reindexVerified moves fk's entry when a record replaced in place (same
+// digest, inode and size) changed its checked time or its state.
+func (w *wtx) reindexVerified(fk []byte, old, r *Record) error {
+	if old.Audited() == r.Audited() && old.Checked() == r.Checked() && old.Size == r.Size {
+		return nil
+	}
+	if err := w.unindexVerified(fk, old); err != nil {
+		return err
+	}
+	return w.indexVerified(fk, r)
+}
+
+// Due is one record as ByChecked hands it out.
+type Due struct {
+	Path   []byte
+	Record Record
+	// Next is the position after this record, for ByChecked's from.
+	Next []byte
+}
+
+// CheckedFrom is the ByChecked position of the first record checked at or
+// after t.
+func CheckedFrom(t int64) []byte { return binary.BigEndian.AppendUint64(nil, timeKey(t)) }
+
+// ByChecked calls fn for the records an audit re-reads (Record.Audited)
+// from the position from (nil: the start; a Due.Next; a CheckedFrom) whose
+// Checked time is before before, least recently checked first. Records
+// with the same time come in file-key order, so a directory's files are
+// read together. It reads in chunks of short transactions and calls fn
+// outside them, so fn may write: records it verifies move past before and
+// are not met again. fn may return ErrStop.
+func (s *Store) ByChecked(ctx context.Context, from []byte, before int64, fn func(d Due) error) error {
+	limit := binary.BigEndian.AppendUint64(nil, timeKey(before))
+	cur := bytes.Clone(from)
+	names := s.newNamer()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		batch, more, err := s.checkedChunk(names, cur, limit)
+		if err != nil {
+			return err
+		}
+		for _, d := range batch {
+			if err := fn(d); err != nil {
+				if errors.Is(err, ErrStop) {
+					return nil
+				}
+				return err
+			}
+		}
+		if !more {
+			return nil
+		}
+		cur = batch[len(batch)-1].Next
+	}
+}
+
+func (s *Store) checkedChunk(names *namer, from, limit []byte) ([]Due, bool, error) {
+	var batch []Due
+	more := false
+	err := names.view(func(tx *bolt.Tx, n *namer) error {
+		files := tx.Bucket(bucketFiles)
+		c := tx.Bucket(bucketVerified).Cursor()
+		for k, _ := c.Seek(from); k != nil && bytes.Compare(k, limit) < 0; k, _ = c.Next() {
+			if len(batch) == chunk {
+				more = true
+				return nil
+			}
+			if len(k) <= 8 {
+				return fmt.Errorf("%w: verified: bad key %x", ErrCorrupt, k)
+			}
+			fk := k[8:]
+			path, err := n.path(fk)
+			if err != nil {
+				return err
+			}
+			r, err := decodeRecord(files.Get(fk))
+			if err != nil {
+				return fmt.Errorf("verified: record of %q: %w", path, err)
+			}
+			batch = append(batch, Due{Path: path, Record: r, Next: successor(k)})
+		}
+		return nil
+	})
+	return batch, more, err
+}
+
+// CheckedCount is what CountChecked counts.
+type CheckedCount struct {
+	Files, Bytes int64
+	// Oldest is the least recent Checked time among them; 0 when none.
+	Oldest int64
+}
+
+// CountChecked counts the records an audit re-reads whose Checked time is
+// before the given time, with their sizes. It reads only the verified
+// index, about a million entries a second, in short transactions.
+func (s *Store) CountChecked(ctx context.Context, before int64) (CheckedCount, error) {
+	limit := binary.BigEndian.AppendUint64(nil, timeKey(before))
+	var (
+		n    CheckedCount
+		from []byte
+	)
+	for {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		next, err := s.countChunk(from, limit, &n)
+		if err != nil || next == nil {
+			return n, err
+		}
+		from = next
+	}
+}
+
+// countChunk counts up to 16 chunks of entries from from and returns where
+// to go on, or nil at the end.
+func (s *Store) countChunk(from, limit []byte, n *CheckedCount) ([]byte, error) {
+	var next []byte
+	err := s.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketVerified).Cursor()
+		i := 0
+		for k, v := c.Seek(from); k != nil && bytes.Compare(k, limit) < 0; k, v = c.Next() {
+			if i == 16*chunk {
+				next = bytes.Clone(k)
+				return nil
+			}
+			i++
+			size, m := binary.Uvarint(v)
+			if m <= 0 || len(k) <= 8 || size > math.MaxInt64 {
+				return fmt.Errorf("%w: verified: bad entry %x", ErrCorrupt, k)
+			}
+			if n.Files == 0 {
+				n.Oldest = int64(binary.BigEndian.Uint64(k))
+			}
+			n.Files++
+			n.Bytes += int64(size)
+		}
+		return nil
+	})
+	return next, err
+}
+
+// checkVerified checks that the verified index holds exactly one entry,
+// with the record's size, for each record an audit re-reads (schema 3).
+func checkVerified(tx *bolt.Tx, rep *Report) {
+	b := tx.Bucket(bucketVerified)
+	schema, _ := binary.Uvarint(tx.Bucket(bucketMeta).Get(metaSchema))
+	if b == nil {
+		if schema >= 3 {
+			rep.add("bucket %q missing", bucketVerified)
+		}
+		return
+	}
+	var want int64
+	var kbuf []byte
+	_ = tx.Bucket(bucketFiles).ForEach(func(fk, v []byte) error {
+		r, err := decodeRecord(v)
+		if err != nil || !r.Audited() {
+			return nil // a record that does not decode is reported by checkFiles
+		}
+		want++
+		kbuf = verifiedKey(kbuf, r.Checked(), fk)
+		got := b.Get(kbuf)
+		if size, n := binary.Uvarint(got); !has(b, kbuf) || n <= 0 || n != len(got) || int64(size) != r.Size {
+			rep.add("verified index lacks %x, or holds another size (%x)", fk, got)
+		}
+		return nil
+	})
+	checkCount(tx, rep, bucketVerified, want, "verified index")
+}
