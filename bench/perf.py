@@ -402,20 +402,22 @@ def section_calib(b, n=10):
             r = run([b.w("annexd"), "calibrate", "--json"], stdout=subprocess.PIPE, env=b.env, sample=False)
             c = json.loads(r.stdout)
             pol = {k: c["policy"].get(k) for k in POLICY_KEYS if k in c["policy"]}
-            results.append((pol, c.get("took_ms")))
+            figs = "hand-off %.1f µs; read sizes %s MB/s" % (c.get("handoff_us", 0), "/".join(
+                "%.0f" % x["mb_per_s"] for x in c.get("buffers") or []))
+            results.append((pol, c.get("took_ms"), figs))
             log("  start %d (%.0f ms, load %s): %s" % (i + 1, c.get("took_ms", 0), load()[0], pol))
     finally:
         for h in hogs:
             h.kill()
             h.wait()
-    keys = [json.dumps(p, sort_keys=True) for p, _ in results]
+    keys = [json.dumps(p, sort_keys=True) for p, _, _ in results]
     top = max(set(keys), key=keys.count)
     print("\n### calibration stability (%d starts, two busy loops and a sha256sum loop beside it; load %s)\n" % (n, " ".join(load())))
-    print("| start | took | policy | same as the most common |")
-    print("|---|---|---|---|")
-    for i, (p, took) in enumerate(results):
-        print("| %d | %.0f ms | %s | %s |" % (i + 1, took or 0, ", ".join("%s=%s" % kv for kv in p.items()),
-                                            "yes" if keys[i] == top else "**no**"))
+    print("| start | took | policy | measured | same as the most common |")
+    print("|---|---|---|---|---|")
+    for i, (p, took, figs) in enumerate(results):
+        print("| %d | %.0f ms | %s | %s | %s |" % (i + 1, took or 0, ", ".join("%s=%s" % kv for kv in p.items() if kv[1] not in (0, None, "")),
+                                                 figs, "yes" if keys[i] == top else "**no**"))
     print("\nsame choices on %d of %d starts (target ≥ 9 of 10)" % (keys.count(top), n))
 
 

@@ -34,7 +34,7 @@ func (c Calibration) String() string {
 		sb.WriteByte('\n')
 	}
 	if len(c.PerFile) > 0 {
-		sb.WriteString("\nper file (stat, open, read, hash, check):\n")
+		sb.WriteString("\nper file, CPU time (stat, open, read, hash, check):\n")
 		tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "SIZE\tINLINE\tPOOL\t")
 		for _, f := range c.PerFile {
