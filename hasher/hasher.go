@@ -138,7 +138,10 @@ func (h *Hasher) hash(ctx context.Context, path string, b key.Backend, before *f
 	}
 	r := h.p.route(fi.Size, isSHA256(b))
 	if r == routeInline && fi.Size > 0 && isSHA256(b) && h.small {
-		return h.hashInLanes(ctx, path, b, fi)
+		if fi.Size <= laneMemMax {
+			return h.hashInLanes(ctx, path, b, fi)
+		}
+		r = routeBatch // read by the engine, as large files are
 	}
 	if r == routeInline {
 		return hashFile(ctx, path, b, &fi, h.ro)

@@ -14,6 +14,11 @@ import (
 // Policy.Readers). BENCHMARKS.md has the curve.
 const DefaultReaders = 16
 
+// laneMemMax is the largest file a caller reads into memory for the lanes;
+// larger ones up to InlineMax go to the engine to be read there. It bounds
+// the memory callers hold: 64 of them, 4 MiB.
+const laneMemMax = 64 << 10
+
 // readWhole reads the small regular file at path into a pooled buffer,
 // makes recent data durable and checks the file's identity before and
 // after, as hashFile does, so that the bytes can be hashed later and

@@ -126,7 +126,7 @@ func (c *checker) record(j *job) (store.Record, bool, error) {
 // hash hashes the file and records the result.
 func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo) {
 	start := time.Now()
-	res, err := c.h.Hash(ctx, j.path, c.backend)
+	res, err := c.h.HashStat(ctx, j.path, c.backend, fi)
 	switch {
 	case err == nil:
 		c.m.hashed(res.Info.Size)
