@@ -19,6 +19,9 @@
 //	GET  /v1/status[?wait=idle&timeout=30s]    Status (JSON); with wait, a long poll until idle
 //	POST /v1/forget?path=DIR[&dry_run=1]  drop the records at or below DIR outside the roots → ForgetResult (JSON)
 //	POST /v1/dedup[?dry_run=1&hardlink=1&min_size=N&groups=N|all&progress=1]   NDJSON paths in → NDJSON DedupEvents out ([Deduper])
+//	GET  /v1/hub/whereis?key=K            the hosts holding K's content → HubContent (also digest=, path=)
+//	GET  /v1/hub/dups, /v1/hub/copies     NDJSON HubContents across hosts (see Hubber)
+//	GET  /v1/hub/hosts                    the hosts the hub knows → HubHosts
 //	GET  /metrics                          Prometheus text format
 //
 // With wait=idle the status covers every change made before the request:

@@ -193,6 +193,7 @@ type Status struct {
 	Watcher     WatcherStatus `json:"watcher"`
 	Calibration *Calibration  `json:"calibration,omitempty"`
 	Dedup       *DedupStatus  `json:"dedup,omitempty"`
+	Hub         *HubStatus    `json:"hub,omitempty"` // the link to a hub, when configured
 }
 
 // RootStatus is one watched root.

@@ -11,6 +11,15 @@ type Syncer interface {
 	Sync(ctx context.Context) error
 }
 
+// IdleWaiter is implemented by an Index that can say when it becomes
+// idle instead of being asked again and again: a status long poll then
+// waits on it, and reads Status only when it returns.
+type IdleWaiter interface {
+	// WaitIdle returns once the index's own work is done (its Status may
+	// still say busy for other reasons), or ctx ends.
+	WaitIdle(ctx context.Context) error
+}
+
 // Starter is implemented by an Index that listens before it serves: the
 // daemon answers status while it still calibrates. While Starting reports
 // true, the server answers 503 with CodeStarting to every request but

@@ -49,7 +49,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/annexd/annexd/fsstat"
-	"github.com/annexd/annexd/internal/ignore"
 )
 
 // ErrRoot wraps the error when the root itself cannot be walked.
@@ -61,13 +60,24 @@ type Entry struct {
 	Info fsstat.FileInfo // from lstat; Info.IsRegular() is always true
 }
 
+// Matcher tells which paths, relative to Options.IgnoreRoot, are left out
+// (internal/ignore's gitignore-style patterns, say).
+type Matcher interface {
+	Match(rel string, isDir bool) bool
+}
+
+// matchNothing is the Matcher of a walk without Options.Ignore.
+type matchNothing struct{}
+
+func (matchNothing) Match(string, bool) bool { return false }
+
 // Options tune a walk. The zero value works.
 type Options struct {
 	// Workers is the number of goroutines reading directories; 0 means 2.
 	Workers int
 	// Ignore excludes paths; excluded directories are not entered. Nil
 	// excludes nothing. Patterns are matched relative to IgnoreRoot.
-	Ignore *ignore.Matcher
+	Ignore Matcher
 	// IgnoreRoot is the directory Ignore's patterns are relative to: the
 	// watched root when walking one of its subdirectories (a Rescan of
 	// root/a/b walks root/a/b with IgnoreRoot root). Empty means root.
@@ -115,6 +125,9 @@ func WalkBatches(ctx context.Context, root string, opts Options, fn func([]Entry
 	}
 	if opts.openDir == nil {
 		opts.openDir = openDirAt
+	}
+	if opts.Ignore == nil {
+		opts.Ignore = matchNothing{}
 	}
 	root = filepath.Clean(root)
 	base, err := ignoreBase(root, opts.IgnoreRoot)
@@ -357,7 +370,7 @@ func (w *walk) entry(parent dir, dirfd int, de os.DirEntry, batch *[]Entry) (dir
 	case typ != 0:
 		return dir{}, false // symlink, FIFO, socket, device
 	}
-	if w.opts.Ignore != nil && w.opts.Ignore.Match(join(parent.rel, name), false) {
+	if w.opts.Ignore.Match(join(parent.rel, name), false) {
 		return dir{}, false
 	}
 	info, err := statAt(dirfd, name)

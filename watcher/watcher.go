@@ -127,7 +127,6 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/annexd/annexd/internal/ignore"
 	"github.com/annexd/annexd/internal/roots"
 )
 
@@ -200,6 +199,17 @@ func (noRecorder) Written(string, uint64, uint64) {}
 func (noRecorder) DirRenamed(string)              {}
 func (noRecorder) Lost()                          {}
 
+// Matcher tells which paths, relative to a root, are left out
+// (internal/ignore's gitignore-style patterns, say).
+type Matcher interface {
+	Match(rel string, isDir bool) bool
+}
+
+// matchNothing is the Matcher of a Watcher without Options.Ignore.
+type matchNothing struct{}
+
+func (matchNothing) Match(string, bool) bool { return false }
+
 // Options tune a Watcher. The zero value works; defaults are filled by New.
 type Options struct {
 	Quiet              time.Duration // a path is emitted after this long without events; default 1 s
@@ -209,7 +219,7 @@ type Options struct {
 	OverflowBackoff    time.Duration // minimum gap between overflow Rescans of a root; default 10 s
 	MaxOverflowBackoff time.Duration // the backoff doubles up to this; default 10 min
 	NoInitialRescan    bool          // do not emit a Rescan of each root at start
-	Ignore             *ignore.Matcher
+	Ignore             Matcher       // paths left out, relative to the root; nil leaves out nothing
 	Logger             *slog.Logger
 	Writes             WriteRecorder // told of every write seen; nil tells nobody
 
@@ -236,6 +246,9 @@ func (o *Options) fill() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Ignore == nil {
+		o.Ignore = matchNothing{}
 	}
 	if o.Writes == nil {
 		o.Writes = noRecorder{}

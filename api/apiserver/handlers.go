@@ -434,23 +434,36 @@ func (s *Server) sync(r *http.Request, timeout time.Duration) bool {
 }
 
 func (s *Server) waitIdle(r *http.Request, timeout time.Duration) (api.Status, error) {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(idlePollInterval)
-	defer tick.Stop()
-	for {
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	go func() {
 		select {
-		case <-tick.C:
-		case <-deadline.C:
-			return s.cfg.Index.Status(r.Context())
 		case <-s.closing:
-			return s.cfg.Index.Status(r.Context())
-		case <-r.Context().Done():
-			return api.Status{}, r.Context().Err()
+			cancel()
+		case <-ctx.Done():
 		}
+	}()
+	iw, _ := s.cfg.Index.(api.IdleWaiter)
+	waited := false
+	for {
 		st, err := s.cfg.Index.Status(r.Context())
-		if err != nil || st.Idle {
+		if err != nil || st.Idle || ctx.Err() != nil {
+			if r.Context().Err() != nil {
+				return api.Status{}, r.Context().Err()
+			}
 			return st, err
+		}
+		if iw != nil && !waited {
+			waited = true
+			_ = iw.WaitIdle(ctx)
+			continue
+		}
+		// Busy for a reason WaitIdle does not cover, or no IdleWaiter:
+		// look again a little later.
+		waited = false
+		select {
+		case <-time.After(idlePollInterval):
+		case <-ctx.Done():
 		}
 	}
 }

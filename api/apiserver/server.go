@@ -232,6 +232,10 @@ func (s *Server) endpoints() http.Handler {
 	handle("GET /v1/status", s.handleStatus)
 	handle("POST /v1/forget", s.serving(s.handleForget))
 	handle("POST /v1/dedup", s.serving(s.handleDedup))
+	handle("GET /v1/hub/whereis", s.serving(s.handleHubWhereis)) // hub.go
+	handle("GET /v1/hub/dups", s.serving(s.handleHubDups))
+	handle("GET /v1/hub/copies", s.serving(s.handleHubCopies))
+	handle("GET /v1/hub/hosts", s.serving(s.handleHubHosts))
 	mux.Handle("GET /metrics", s.metrics.instrument("GET /metrics",
 		promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: s.httpErrorLog()})))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

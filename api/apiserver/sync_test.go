@@ -62,3 +62,43 @@ func TestStatusWaitSyncTimeout(t *testing.T) {
 		t.Fatalf("idle %v, %v after the sync finished", st.Idle, err)
 	}
 }
+
+// idleIndex is a storeIndex that says when it becomes idle (api.IdleWaiter).
+type idleIndex struct {
+	*storeIndex
+	idleNow chan struct{} // closed when the index becomes idle
+}
+
+func (x *idleIndex) WaitIdle(ctx context.Context) error {
+	select {
+	case <-x.idleNow:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestStatusWaitOnIdleWaiter: a long poll on an IdleWaiter waits on it
+// instead of asking Status again and again, and answers once it is idle.
+func TestStatusWaitOnIdleWaiter(t *testing.T) {
+	idx := &idleIndex{storeIndex: newStoreIndex(t, t.TempDir()), idleNow: make(chan struct{})}
+	idx.idle.Store(false)
+	ts := startServer(t, Config{Index: idx}, nil)
+	done := make(chan error, 1)
+	go func() {
+		st, err := ts.client.WaitIdle(context.Background(), time.Minute)
+		if err == nil && !st.Idle {
+			err = errors.New("answered not idle")
+		}
+		done <- err
+	}()
+	time.Sleep(time.Second) // ten poll intervals, were it polling
+	if n := idx.statuses.Load(); n > 2 {
+		t.Errorf("status read %d times while waiting, want at most 2", n)
+	}
+	idx.idle.Store(true)
+	close(idx.idleNow)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -17,6 +17,7 @@ func newDupsCmd() *cobra.Command {
 		minSize                 string
 		limit                   int
 	)
+	var across bool // cmd_dups_hosts.go
 	cmd := &cobra.Command{
 		Use:   "dups [--min-size N] [--limit N] [--all] [--bytes] [--json | -z]",
 		Short: "List groups of files with identical content, most wasted space first",
@@ -47,6 +48,12 @@ one you have. --all lists them too, marked "[outside roots]".`,
 			}
 			if nul && asJSON {
 				return &exitError{Code: exitUsage, Err: fmt.Errorf("dups: give --json or -z, not both")}
+			}
+			if across {
+				if nul || all {
+					return &exitError{Code: exitUsage, Err: fmt.Errorf("dups: --across-hosts takes neither -z nor --all")}
+				}
+				return dupsAcrossHosts(cmd, min, limit, asJSON, sizeFormat(exact)) // cmd_dups_hosts.go
 			}
 			c, err := dial(cmd)
 			if err != nil {
@@ -97,6 +104,7 @@ one you have. --all lists them too, marked "[outside roots]".`,
 	f.BoolVarP(&nul, "nul", "z", false, "print only the paths, each ending with NUL, and one more NUL after each group")
 	f.BoolVar(&exact, "bytes", false, "print sizes in bytes")
 	f.BoolVar(&all, "all", false, "also list files outside the daemon's roots (marked; not checked since an earlier run)")
+	f.BoolVar(&across, "across-hosts", false, "list content held by two hosts or more, as the hub knows them (see docs/cli.md)")
 	return cmd
 }
 

@@ -21,6 +21,7 @@ type whereisOpts struct {
 
 func newWhereisCmd() *cobra.Command {
 	var o whereisOpts
+	var hosts bool // cmd_whereis_hosts.go
 	cmd := &cobra.Command{
 		Use:   "whereis [--json] [-z] [--wait] [--batch] KEY|FILE...",
 		Short: "List every indexed file with the same content as KEY or FILE",
@@ -51,6 +52,9 @@ still answered, and the exit status is 1.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if hosts {
+				return whereisHosts(cmd, args, o) // cmd_whereis_hosts.go
+			}
 			c, err := dial(cmd)
 			if err != nil {
 				return err
@@ -79,6 +83,7 @@ still answered, and the exit status is 1.`,
 	f.BoolVarP(&o.nul, "nul", "z", false, "end each path with NUL instead of a newline (with --batch: NUL-terminated input too)")
 	f.BoolVar(&o.wait, "wait", false, "for FILE: wait until it is indexed if it is new or changed")
 	f.BoolVar(&o.batch, "batch", false, "read KEYs and FILEs from stdin, answer each with its list and an empty line")
+	f.BoolVar(&hosts, "hosts", false, "list which machines hold the content, as the hub knows them (see docs/cli.md)")
 	return cmd
 }
 

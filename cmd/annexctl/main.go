@@ -53,6 +53,8 @@ func newRootCmd() *cobra.Command {
 		newLookupCmd(),
 		newWhereisCmd(),
 		newDupsCmd(),
+		newCopiesCmd(),
+		newHostsCmd(),
 		newStatusCmd(),
 		newForgetCmd(),
 		newDedupCmd(),

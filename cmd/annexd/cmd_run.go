@@ -17,6 +17,7 @@ import (
 	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/daemon"
+	"github.com/annexd/annexd/internal/hub"
 	"github.com/annexd/annexd/internal/ignore"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
@@ -88,6 +89,7 @@ The Go runtime's soft memory limit is 96 MiB unless GOMEMLIMIT is set.`
 	// For the power-cut tests (e2e/powercut) and their benchmarks only.
 	fl.BoolVar(&f.noDataSync, "no-data-sync", false, "hash recently written files without syncing their data first (unsafe)")
 	_ = fl.MarkHidden("no-data-sync")
+	fl.Bool("hub", false, "run the hub other hosts publish to, as [hub] enabled = true (see annexd hub --help)")
 	completeFlags(root)
 	return &f
 }
@@ -121,6 +123,9 @@ func loadConfig(cmd *cobra.Command, args []string, f *runFlags) (config.Config, 
 	}
 	if fl.Changed("readers") {
 		cfg.Hasher.Readers = f.readers
+	}
+	if fl.Changed("hub") {
+		cfg.Hub.Enabled, _ = fl.GetBool("hub")
 	}
 	if fl.Changed("hash-workers") {
 		cfg.Indexer.HashWorkers = f.hashWorkers
@@ -186,6 +191,7 @@ var usageErrors = []error{
 	store.ErrNotIndex, store.ErrNewerSchema, store.ErrNeedsMigration,
 	apiserver.ErrConfig, apiserver.ErrSocketInUse, apiserver.ErrUnsafeSocketDir, apiserver.ErrListen,
 	ignore.ErrBadPattern, config.ErrInvalid,
+	daemon.ErrHubConfig, hub.ErrConfig, hub.ErrListen,
 }
 
 // runExit is the exit status of a daemon run that failed with err.

@@ -50,6 +50,7 @@ func newRootCmd() *cobra.Command {
 		newCheckDBCmd(),
 		newCompactCmd(),
 		newCalibrateCmd(),
+		newHubCmd(),
 	)
 	return root
 }

@@ -63,6 +63,8 @@ type Config struct {
 	Indexer Indexer `toml:"indexer"`
 	API     API     `toml:"api"`
 	Dedup   Dedup   `toml:"dedup"`
+	Hub     Hub     `toml:"hub"`     // hub.go
+	Publish Publish `toml:"publish"` // hub.go
 
 	// File is the config file this came from, "" when none was read.
 	File string `toml:"-"`
@@ -206,8 +208,10 @@ func (c *Config) Fill() error {
 	if c.Index, err = absPath(c.Index); err != nil {
 		return err
 	}
-	c.Socket, err = absPath(c.Socket)
-	return err
+	if c.Socket, err = absPath(c.Socket); err != nil {
+		return err
+	}
+	return c.fillHub()
 }
 
 // absPath expands a leading "~/" and makes p absolute and clean.
@@ -262,7 +266,10 @@ func (c *Config) Validate() error {
 	if c.Indexer.MaxPending < 1 {
 		return c.invalid("indexer.max_pending", fmt.Sprint(c.Indexer.MaxPending), "a count ≥ 1")
 	}
-	return c.Dedup.validate(c)
+	if err := c.Dedup.validate(c); err != nil {
+		return err
+	}
+	return c.validateHub()
 }
 
 func (c *Config) invalid(name, val, want string) error {

@@ -21,11 +21,12 @@ import (
 type adapter struct{ a *App }
 
 var (
-	_ api.Index     = (*adapter)(nil)
-	_ api.Forgetter = (*adapter)(nil)
-	_ api.Syncer    = (*adapter)(nil)
-	_ api.Starter   = (*adapter)(nil)
-	_ api.Backender = (*adapter)(nil)
+	_ api.Index      = (*adapter)(nil)
+	_ api.Forgetter  = (*adapter)(nil)
+	_ api.Syncer     = (*adapter)(nil)
+	_ api.IdleWaiter = (*adapter)(nil)
+	_ api.Starter    = (*adapter)(nil)
+	_ api.Backender  = (*adapter)(nil)
 )
 
 // Starting implements api.Starter: until setup is done, the server calls
@@ -222,6 +223,7 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 	}
 	out.OutsideRoots, out.OutsideRootsChecked = a.outsideStatus()
 	out.Dedup = a.dedup.status()
+	out.Hub = a.link.status()
 	for _, r := range ws.Roots {
 		rs := api.RootStatus{Path: r.Root, ScanDone: a.ix.RootScanned(r.Root), Watched: !r.Degraded, Degraded: r.Degraded,
 			Overflows: r.Overflows, LastOverflow: r.LastOverflow, LastRescan: r.LastRescan,
@@ -291,3 +293,13 @@ func externalSummary(prog string, min int64) string {
 // Sync implements api.Syncer: the watcher has read every change made
 // before the call.
 func (x *adapter) Sync(ctx context.Context) error { return x.a.w.Sync(ctx) }
+
+// WaitIdle implements api.IdleWaiter: it returns once the indexer, the
+// watcher and the hand-off between them are idle. Before the daemon
+// serves it returns at once.
+func (x *adapter) WaitIdle(ctx context.Context) error {
+	if !x.a.ready.Load() {
+		return nil
+	}
+	return x.a.ix.WaitIdle(ctx)
+}

@@ -108,6 +108,8 @@ type App struct {
 	// calibrating says whether the hasher is being calibrated.
 	ready       atomic.Bool
 	calibrating atomic.Bool
+
+	link *link // the hub and the publisher (hub.go); nil without them
 }
 
 // New checks a filled, validated config. It fails when a root does not
@@ -132,7 +134,11 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if !hasher.Supported(b) {
 		return nil, fmt.Errorf("daemon: backend %s cannot be hashed by this build", b)
 	}
-	return &App{cfg: cfg, opts: opts, log: log, backend: b, roots: set}, nil
+	l, err := newLink(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	return &App{cfg: cfg, opts: opts, log: log, backend: b, roots: set, link: l}, nil
 }
 
 // Run runs the daemon until ctx ends (or, with ExitWhenIdle, until it is
@@ -141,7 +147,7 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 func (a *App) Run(ctx context.Context) error {
 	a.started = time.Now()
 	st, err := store.Open(a.cfg.Index, store.Options{Logger: a.log.With("part", "store"), MaxBatch: storeBatch,
-		DataWindow: min(hasher.DataWindow(), maxDataWindow)})
+		DataWindow: min(hasher.DataWindow(), maxDataWindow), Changes: a.cfg.Linked()})
 	if errors.Is(err, store.ErrLocked) {
 		return fmt.Errorf("%w: %w (is another annexd running? stop it, or give this one its own --index)", ErrLocked, err)
 	}
@@ -150,6 +156,7 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	a.st = st
 	defer st.Close()
+	a.dropChanges()
 
 	// The writer runs until everything that writes has stopped.
 	storeCtx, stopStore := context.WithCancel(context.WithoutCancel(ctx))
@@ -197,6 +204,7 @@ func (a *App) Run(ctx context.Context) error {
 	g.Go(func() error { return a.logProgress(runCtx) })
 	g.Go(func() error { a.checkOutside(runCtx); return nil })
 	g.Go(func() error { return a.runDedup(runCtx) })
+	a.link.start(runCtx, g, a.st)
 	if a.opts.ExitWhenIdle {
 		g.Go(func() error {
 			if a.ix.WaitIdle(runCtx) == nil {
@@ -293,7 +301,7 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	if err != nil {
 		return err
 	}
-	for _, c := range []prometheus.Collector{a.ix.Collector(), collector{a: a}} {
+	for _, c := range []prometheus.Collector{a.ix.Collector(), collector{a: a}, hubCollector{a: a}} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("daemon: metrics: %w", err)
 		}
@@ -373,7 +381,7 @@ func (a *App) exclude() []string {
 	if a.syncDir != "" {
 		x = append(x, a.syncDir)
 	}
-	return x
+	return append(x, a.link.exclude()...)
 }
 
 // makeSyncDir makes the directory of the watcher's Sync cookies beside the

@@ -50,7 +50,7 @@ func (a *App) setupDedup(ctx context.Context, writes *ledger.Ledger, reg prometh
 	p.d = dedup.New(a.st, dedup.Options{
 		Ledger:  writes,
 		Intents: dedup.NewMetaIntents(a.st),
-		Rehash:  func(path []byte) { a.ix.ChangedWritten(ctx, string(path)) },
+		Rehash:  func(path []byte) { a.ix.Rehash(ctx, string(path)) },
 		Workers: cfg.Workers,
 		Logger:  p.log,
 	})

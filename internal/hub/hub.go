@@ -119,12 +119,22 @@ func (h *Hub) start() (*server.Server, error) {
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("hub: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	fatal := make(chan string, 1)
+	srv.SetLoggerV2(serverLog{log: h.cfg.Logger, fatal: fatal}, false, false, false)
 	go srv.Start()
-	if !srv.ReadyForConnections(30 * time.Second) {
+	ready := make(chan bool, 1)
+	go func() { ready <- srv.ReadyForConnections(30 * time.Second) }()
+	select {
+	case ok := <-ready:
+		if !ok {
+			srv.Shutdown()
+			return nil, fmt.Errorf("%w: the NATS server did not start listening on %q", ErrListen, h.cfg.Listen)
+		}
+	case msg := <-fatal:
 		srv.Shutdown()
-		return nil, fmt.Errorf("hub: the NATS server did not start listening on %q", h.cfg.Listen)
+		return nil, fmt.Errorf("%w on %q: %s", ErrListen, h.cfg.Listen, msg)
 	}
 	h.mu.Lock()
 	h.srv = srv

@@ -14,14 +14,17 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/annexd/annexd/internal/hub"
 	"github.com/annexd/annexd/internal/hubwire"
+	"github.com/annexd/annexd/internal/publish"
 )
 
 // TestThreeHosts follows three hosts through the life the hub must
@@ -345,4 +348,58 @@ func TestHubDownDoesNotBlockTheIndex(t *testing.T) {
 	c.startHub()
 	desktop.caughtUp(t)
 	c.matchTrees(t, "desktop")
+}
+
+// TestRefusedHostRetries: a host whose credentials the hub refuses says
+// so in its status, and is taken without a restart of its own once the
+// hub's configuration knows them.
+func TestRefusedHostRetries(t *testing.T) {
+	c := newCluster(t)
+	c.creds["desktop"] = []nats.Option{nats.UserInfo("desktop", "the new secret")}
+	desktop := c.addHost("desktop")
+	desktop.write(t, map[string]string{"a.txt": "A"})
+	desktop.index(t, c)
+	deadline := time.Now().Add(waitFor)
+	for !strings.Contains(desktop.pub.Status().LastError, publish.ErrRefused.Error()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no refusal in the status: %+v", desktop.pub.Status())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := desktop.pub.Status(); st.Connected || st.Acked != 0 {
+		t.Fatalf("a refused host is connected or acknowledged: %+v", st)
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte("the new secret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.stopHub()
+	for i, h := range c.cfg.Hosts {
+		if h.Name == "desktop" {
+			c.cfg.Hosts[i].Password = string(hash)
+		}
+	}
+	c.startHub()
+	desktop.caughtUp(t)
+	c.matchTrees(t, "desktop")
+}
+
+// TestListenInUse: a hub whose port is taken fails at once, saying so.
+func TestListenInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	hosts := []hub.Host{{Name: "a", Password: "$2a$04$abcdefghijklmnopqrstuuJk9n1zlK5l2ckfyMkVdX3l7C1r2Ppui"}}
+	h, err := hub.New(hub.Config{Dir: t.TempDir(), Hosts: hosts, Listen: ln.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "in use" comes from the server's fatal error, not from the wait
+	// for it to listen running out.
+	err = h.Run(context.Background())
+	if !errors.Is(err, hub.ErrListen) || !strings.Contains(err.Error(), ln.Addr().String()) || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("Run on a port in use: %v, want ErrListen naming the address and why", err)
+	}
 }

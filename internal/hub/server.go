@@ -71,6 +71,8 @@ var (
 	ErrOpen = errors.New("hub: no host credentials configured; refusing to run an open hub")
 	// ErrConfig: a configuration that cannot work.
 	ErrConfig = errors.New("hub: bad configuration")
+	// ErrListen: the hub cannot listen where it was told (a port in use).
+	ErrListen = errors.New("hub: cannot listen")
 )
 
 // internalUser is the hub's own connection, in process only.

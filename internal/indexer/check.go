@@ -74,7 +74,7 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo) {
 		c.pipe.finish(j)
 		return
 	}
-	written := c.written(j.path, fi, rec, ok)
+	written := c.pipe.pend.takeRehash(j.path) || c.written(j.path, fi, rec, ok)
 	switch {
 	case ok && !written && c.ticks.settled(&rec, fi):
 		c.settle(j)

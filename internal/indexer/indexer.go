@@ -218,6 +218,17 @@ func (ix *Indexer) Changed(ctx context.Context, path string) {
 	ix.pipe.enqueue(ctx, job{path: path}, nil, 0)
 }
 
+// Rehash asks for path to be hashed again even when its record looks
+// current: a caller found its bytes other than the record says (the
+// kernel's compare during deduplication, say). It blocks while the queue
+// is full.
+func (ix *Indexer) Rehash(ctx context.Context, path string) {
+	if ix.paths.skip(path) {
+		return
+	}
+	ix.pipe.enqueueRehash(ctx, path)
+}
+
 // Removed tells the indexer that nothing may exist at path any more. The
 // records at and under path are dropped after RemoveDelay if path is still
 // gone then.

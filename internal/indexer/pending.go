@@ -16,6 +16,7 @@ type pendingEntry struct {
 	again      bool          // another check was asked for while in the pipeline
 	againScans []*scan       // scans that saw the path meanwhile
 	size       int64         // bytes expected to be hashed, for progress
+	rehash     bool          // hash at the next check even if the record looks current
 	done       chan struct{} // closed when the path leaves; nil until someone waits
 }
 
@@ -39,6 +40,31 @@ func (p *pendingSet) add(path string, sc *scan, size int64) bool {
 	}
 	p.m[path] = &pendingEntry{size: size}
 	p.bytes += size
+	return true
+}
+
+// addRehash is add, and marks path to be hashed at its next check even
+// when its record looks current.
+func (p *pendingSet) addRehash(path string) bool {
+	fresh := p.add(path, nil, 0)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.m[path]; ok {
+		e.rehash = true
+	}
+	return fresh
+}
+
+// takeRehash reports whether path was marked by addRehash since its last
+// check, and clears the mark.
+func (p *pendingSet) takeRehash(path string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e, ok := p.m[path]
+	if !ok || !e.rehash {
+		return false
+	}
+	e.rehash = false
 	return true
 }
 

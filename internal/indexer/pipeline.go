@@ -78,6 +78,20 @@ func (p *pipeline) enqueue(ctx context.Context, j job, sc *scan, size int64) {
 	}
 }
 
+// enqueueRehash puts path in the pipeline to be hashed even if its
+// record looks current; a path already in it gets one more check that
+// hashes it.
+func (p *pipeline) enqueueRehash(ctx context.Context, path string) {
+	if !p.pend.addRehash(path) {
+		return
+	}
+	select {
+	case p.queue <- job{path: path}:
+	case <-ctx.Done():
+		p.finish(job{path: path})
+	}
+}
+
 // requeue holds jobs put back by workers (retries, re-checks); a worker must
 // never block on the bounded queue that workers drain.
 type requeue struct {

@@ -137,8 +137,14 @@ type Publisher struct {
 	nc   *nats.Conn    // while Run runs
 }
 
-// ErrHubLost: the hub stopped answering during a sync.
-var ErrHubLost = errors.New("publish: hub lost")
+// Errors of the link.
+var (
+	// ErrHubLost: the hub stopped answering during a sync.
+	ErrHubLost = errors.New("publish: hub lost")
+	// ErrRefused: the hub refused this host's credentials. The publisher
+	// keeps trying, less and less often, in case the hub's are fixed.
+	ErrRefused = errors.New("publish: the hub refused this host's credentials")
+)
 
 // New returns a publisher of st's changes.
 func New(st Store, cfg Config) (*Publisher, error) {
@@ -193,7 +199,7 @@ func (p *Publisher) setStatus(fn func(s *Status)) {
 func (p *Publisher) Run(ctx context.Context) error {
 	opts := append([]nats.Option{
 		nats.Name("annexd " + p.cfg.Name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
-		nats.ReconnectWait(time.Second), nats.ReconnectBufSize(-1),
+		nats.CustomReconnectDelay(p.reconnectDelay), nats.ReconnectBufSize(-1), nats.IgnoreAuthErrorAbort(),
 		nats.CustomInboxPrefix(hubwire.InboxPrefix + p.cfg.Name),
 		nats.ConnectHandler(func(*nats.Conn) { p.connected(true) }),
 		nats.ReconnectHandler(func(*nats.Conn) { p.connected(true) }),
@@ -241,7 +247,11 @@ func (p *Publisher) Run(ctx context.Context) error {
 		if errors.Is(err, store.ErrNoChanges) || errors.Is(err, store.ErrClosed) {
 			return fmt.Errorf("publish: %w", err)
 		}
-		p.log.Info("publish: hub sync interrupted", "err", err, "retry", backoff)
+		level := slog.LevelInfo
+		if errors.Is(err, ErrRefused) {
+			level = slog.LevelWarn
+		}
+		p.log.Log(ctx, level, "publish: hub sync interrupted", "err", err, "retry", backoff)
 		p.setStatus(func(s *Status) { s.LastError, s.Resending = err.Error(), false })
 		if !p.sleep(ctx, backoff) {
 			break
@@ -252,6 +262,28 @@ func (p *Publisher) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// reconnectDelay is a second between attempts to reach the hub, growing
+// to a minute while the hub refuses the credentials (a bcrypt check
+// costs the hub tens of milliseconds of CPU).
+func (p *Publisher) reconnectDelay(attempts int) time.Duration {
+	if nc := p.Conn(); nc == nil || !errors.Is(nc.LastError(), nats.ErrAuthorization) {
+		return time.Second
+	}
+	return min(time.Second<<min(attempts, 6), time.Minute)
+}
+
+// notConnected says why the connection is down.
+func notConnected(nc *nats.Conn) error {
+	err := nc.LastError()
+	switch {
+	case errors.Is(err, nats.ErrAuthorization):
+		return fmt.Errorf("%w (%v)", ErrRefused, err)
+	case err != nil:
+		return fmt.Errorf("%w: not connected: %v", ErrHubLost, err)
+	}
+	return fmt.Errorf("%w: not connected", ErrHubLost)
 }
 
 // sleep waits d, or less when the connection comes back up; it reports
@@ -355,6 +387,9 @@ func resumePoint(local store.LogState, hub hubwire.State) (uint64, bool) {
 // state asks the hub what it has of this host; the request also tells it
 // the host is alive.
 func (l *link) state(ctx context.Context) (hubwire.State, error) {
+	if !l.nc.IsConnected() {
+		return hubwire.State{}, notConnected(l.nc)
+	}
 	ctx, cancel := context.WithTimeout(ctx, l.p.cfg.Timeout)
 	defer cancel()
 	m, err := l.nc.RequestWithContext(ctx, hubwire.StatePrefix+l.p.cfg.Name, nil)
