@@ -28,7 +28,8 @@ Usage: bench/perf.py [--tree T] [--runs N] [--keep DIR] SECTION...
   is a temporary directory under /tmp, removed at the end unless --keep.
 Environment: ANNEXD_ARGS adds flags to every annexd start (e.g. for A/B);
 LOOKUP_ALT=BIN,BIN… times other annexctl builds in the lookup section too;
-COLD_READERS=2,4,8 sets the cat fan-outs of the cold section.
+COLD_READERS=2,4,8 sets the cat fan-outs of the cold section, and
+COLD_ANNEXD_READERS=2,64 adds annexd runs with those --readers.
 """
 import argparse
 import json
@@ -241,15 +242,18 @@ def cat_fanout(b, n):
 def section_cold(b):
     n, nb = header(b, "cold initial index vs cat fan-outs")
     readers = [int(x) for x in os.environ.get("COLD_READERS", "2,4,8,16,32").split(",")]
-    sides = ["annexd", "bareloop"] + ["cat%d" % r for r in readers]
+    ours = ["annexd"] + ["annexd-r%s" % r for r in os.environ.get("COLD_ANNEXD_READERS", "").split(",") if r]
+    sides = ours + ["bareloop"] + ["cat%d" % r for r in readers]
     res = {s: [] for s in sides}
     for r in range(b.runs):
         order = sides[r % len(sides):] + sides[:r % len(sides)]
         for s in order:
-            idx = b.fresh_index() if s == "annexd" else None
+            idx = b.fresh_index() if s.startswith("annexd") else None
             drop_caches()
             if s == "annexd":
                 x = b.annexd(idx, b.tree)
+            elif s.startswith("annexd-r"):
+                x = b.annexd(idx, b.tree, "--readers", s[len("annexd-r"):])
             elif s == "bareloop":
                 x = b.bareloop()
             else:

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/annexd/annexd/hasher/mbsha256"
 )
 
@@ -42,10 +44,18 @@ type Stream struct {
 // read fails with the context's error, so that a cancelled file leaves the
 // engine while the others in the batch go on.
 type streamReader struct {
-	ctx  context.Context
-	f    *stableFile
-	left int64
+	ctx     context.Context
+	f       *stableFile
+	left    int64
+	read    int64 // bytes read so far
+	advised int64 // bytes asked of the page cache ahead of reading
 }
+
+// prefetchWindow is how far ahead of an engine's reading a stream's data is
+// asked for (POSIX_FADV_WILLNEED): the kernel reads it while the engine
+// hashes its other lanes, so that one file still on disk does not stall
+// them all.
+const prefetchWindow = 8 << 20
 
 func (r *streamReader) Read(p []byte) (int, error) {
 	if err := r.ctx.Err(); err != nil {
@@ -57,8 +67,13 @@ func (r *streamReader) Read(p []byte) (int, error) {
 	if int64(len(p)) > r.left {
 		p = p[:r.left]
 	}
+	if r.read+prefetchWindow/2 >= r.advised && r.advised < r.f.before.Size {
+		_ = unix.Fadvise(r.f.fd, r.advised, prefetchWindow, unix.FADV_WILLNEED)
+		r.advised += prefetchWindow
+	}
 	n, err := r.f.read(p)
 	r.left -= int64(n)
+	r.read += int64(n)
 	return n, err
 }
 
