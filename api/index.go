@@ -176,8 +176,11 @@ type Status struct {
 	Bytes   int64        `json:"bytes"`   // their total size
 	Pending int64        `json:"pending"` // files waiting to be (re)hashed
 	// Idle is true when the initial scan of every root is done and nothing
-	// is pending or being hashed.
+	// is pending, being hashed or in the Backlog.
 	Idle bool `json:"idle"`
+	// Backlog counts the changes the daemon could not write to its index
+	// yet; they are retried, and the daemon is not idle meanwhile.
+	Backlog Backlog `json:"backlog"`
 	// Starting says what the daemon does before it serves the index
 	// ("calibrating hashing"); empty once it serves. Until then only
 	// ping, status and metrics are answered; the rest get 503.
@@ -194,6 +197,15 @@ type Status struct {
 	Calibration *Calibration  `json:"calibration,omitempty"`
 	Dedup       *DedupStatus  `json:"dedup,omitempty"`
 	Hub         *HubStatus    `json:"hub,omitempty"` // the link to a hub, when configured
+}
+
+// Backlog is what the daemon holds because it cannot write its index:
+// the file system holding the index is full. Its writer tries again as
+// soon as there is room.
+type Backlog struct {
+	Changes int64     `json:"changes"`          // changes waiting to be written; 0 with none
+	Since   time.Time `json:"since,omitzero"`   // when the first was refused
+	Reason  string    `json:"reason,omitempty"` // why, e.g. "no space left on device"
 }
 
 // RootStatus is one watched root.
@@ -222,8 +234,28 @@ type ScanProgress struct {
 	BytesHashed int64 `json:"bytes_hashed"`
 	FilesQueued int64 `json:"files_queued"`
 	BytesQueued int64 `json:"bytes_queued"`
-	// EstimateSeconds is the estimated time left, or 0 when unknown.
+	// EstimateSeconds is the estimated time left, or 0 when unknown: it
+	// counts what the running walks have still to find (Walk).
 	EstimateSeconds float64 `json:"estimate_seconds"`
+	// Walk is the progress of the walks running now; absent when none runs.
+	Walk *WalkProgress `json:"walk,omitempty"`
+}
+
+// WalkProgress is the progress of the walks running now, against what they
+// are expected to find in all.
+type WalkProgress struct {
+	Files int64 `json:"files"` // files the walks saw so far
+	Bytes int64 `json:"bytes"` // their sizes
+	// ExpectFiles and ExpectBytes are the expected totals; ExpectFrom
+	// says whence: "previous scan" (what the last complete scan of the
+	// root saw), "count" (a counting walk beside this one), "counting"
+	// (that count still runs: a lower bound; EstimateSeconds is then 0).
+	ExpectFiles int64  `json:"expect_files"`
+	ExpectBytes int64  `json:"expect_bytes"`
+	ExpectFrom  string `json:"expect_from"`
+	// DoneBytes counts the bytes seen that are settled (hashed, or found
+	// unchanged); below the total while anything is left.
+	DoneBytes int64 `json:"done_bytes"`
 }
 
 // WatcherStatus is the health of the inotify watches.

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -211,80 +210,6 @@ func TestOpenReadOnlyDirectory(t *testing.T) {
 	if _, ok, _ := ro.Get([]byte("/a")); !ok {
 		t.Error("record missing in read-only open")
 	}
-}
-
-func TestDiskFull(t *testing.T) {
-	dir := mountTmpfs(t, "size=2m")
-	path := filepath.Join(dir, "index.db")
-	s := openTestAt(t, path, Options{MaxDelay: 2e6})
-	ctx := context.Background()
-	// Fill the file system with padding, then write until the index hits it.
-	pad := filepath.Join(dir, "padding")
-	f, err := os.Create(pad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = f.Write(make([]byte, 1500<<10))
-	f.Close()
-	// A group of 200 may be split over two commits (the writer commits
-	// when its input pauses), so what counts is each change's own answer:
-	// every change acknowledged is there, every change refused is not.
-	var full error
-	var acked, refused [][]byte
-	for i := 0; i < 100000 && full == nil; i++ {
-		batch := make([]Change, 200)
-		for j := range batch {
-			batch[j] = Change{Op: OpPut, Path: p("/big/%d/f%d", i, j), Record: rec(fmt.Sprint(i, j), 10, 1, uint64(i*1000+j))}
-		}
-		for j, err := range putEach(s, batch) {
-			if err == nil {
-				acked = append(acked, batch[j].Path)
-				continue
-			}
-			refused = append(refused, batch[j].Path)
-			if full == nil {
-				full = err
-			}
-		}
-	}
-	t.Logf("%d changes fitted, %d refused; then: %v", len(acked), len(refused), full)
-	if len(acked) == 0 {
-		t.Fatal("no change fitted before the disk was full: the test's padding is too large")
-	}
-	if !errors.Is(full, ErrNoSpace) || !strings.Contains(full.Error(), path) {
-		t.Fatalf("writing to a full disk: %v, want ErrNoSpace naming %s", full, path)
-	}
-	// Nothing half-written, and reads still work.
-	for _, name := range acked {
-		if _, ok, err := s.Get(name); !ok || err != nil {
-			t.Fatalf("acknowledged record %s lost after ENOSPC: %v %v", name, ok, err)
-		}
-	}
-	for _, name := range refused {
-		if _, ok, _ := s.Get(name); ok {
-			t.Fatalf("%s failed with ENOSPC but is visible", name)
-		}
-	}
-	mustCheck(t, s)
-	// Space comes back: writes work again.
-	if err := os.Remove(pad); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Put(ctx, []byte("/after/full"), rec("x", 1, 1, 1)); err != nil {
-		t.Fatalf("write after freeing space: %v", err)
-	}
-}
-
-// putEach submits a group of changes and returns each change's error.
-func putEach(s *Store, cs []Change) []error {
-	errs := make([]error, len(cs))
-	var wg sync.WaitGroup
-	wg.Add(len(cs))
-	for i, c := range cs {
-		s.Submit(c, func(err error) { errs[i] = err; wg.Done() })
-	}
-	wg.Wait()
-	return errs
 }
 
 // damagePage overwrites one page of the file with garbage.

@@ -124,6 +124,17 @@
 //
 // A file that is not an index, or a damaged index, is never written,
 // truncated or removed: Open reports ErrNotIndex or ErrCorrupt naming it.
+// Open checks what it can without reading every page: both meta pages,
+// the freelist, every branch page and a sample of each bucket's leaves,
+// which must decode and agree with the counters. A read or a write that
+// meets damage later returns ErrCorrupt and closes Damaged; from then on
+// the store refuses writes. MoveAside renames a damaged index, keeping it,
+// and puts an empty one in its place.
+//
+// When the file system holding the index is full, the writer commits what
+// fits, holds the rest and tries again once there is room (Backlog);
+// whoever submits waits meanwhile. Only a writer told to stop gives the
+// changes it holds up, with ErrNoSpace.
 // Check (annexd check-db) blocks writes while it runs. Changes submitted
 // but not yet committed are not visible to reads.
 //

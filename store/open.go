@@ -123,6 +123,9 @@ type Store struct {
 	path string
 	opts Options
 	log  *slog.Logger
+	dmg  damage          // the first damage a read or write met (damage.go)
+	hold hold            // the writer's wait for space (nospace.go)
+	stop <-chan struct{} // Run's ctx.Done, for the writer alone
 
 	in      chan item
 	closing chan struct{}
@@ -203,8 +206,13 @@ func ensureFile(path string, opts Options) error {
 	switch {
 	case err == nil && !fi.Mode().IsRegular():
 		return fmt.Errorf("%w: %s is not a regular file", ErrNotIndex, path)
-	case err == nil:
+	case err == nil && opts.ReadOnly:
 		return checkHeader(path, fi.Size())
+	case err == nil:
+		if err := checkHeader(path, fi.Size()); err != nil {
+			return err
+		}
+		return checkFreelist(path)
 	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("store: open index: %w", err)
 	case opts.ReadOnly:
@@ -294,6 +302,8 @@ const (
 
 type boltMeta struct {
 	pageSize uint32
+	root     uint64 // the root bucket's page
+	freelist uint64
 	pgid     uint64
 	txid     uint64
 	valid    bool
@@ -311,6 +321,7 @@ func readBoltMeta(b []byte) (m boltMeta, magic bool) {
 	h := fnv.New64a()
 	h.Write(body[:boltMetaSum])
 	m.pageSize = le.Uint32(body[8:])
+	m.root, m.freelist = le.Uint64(body[16:]), le.Uint64(body[32:])
 	m.pgid = le.Uint64(body[40:])
 	m.txid = le.Uint64(body[48:])
 	m.valid = le.Uint32(body[4:]) == boltVersion && h.Sum64() == le.Uint64(body[boltMetaSum:])
@@ -345,10 +356,10 @@ func checkHeader(path string, size int64) error {
 		}
 	}
 	if !best.valid {
-		return fmt.Errorf("%w: %s: bbolt meta page damaged (left untouched; run annexd check-db, restore a backup or remove it to re-index)", ErrCorrupt, path)
+		return fmt.Errorf("%w: %s: bbolt meta page damaged (left untouched)", ErrCorrupt, path)
 	}
 	if need := int64(best.pgid) * int64(best.pageSize); size < need {
-		return fmt.Errorf("%w: %s is truncated: %d bytes, the index needs %d (left untouched; remove it to re-index)", ErrCorrupt, path, size, need)
+		return fmt.Errorf("%w: %s is truncated: %d bytes, the index needs %d (left untouched)", ErrCorrupt, path, size, need)
 	}
 	return nil
 }
@@ -383,6 +394,9 @@ func openCurrent(path string, opts Options) (*bolt.DB, error) {
 func openBolt(path string, opts Options) (db *bolt.DB, file *os.File, err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			if file != nil {
+				_ = file.Close() // releases the lock bbolt took
+			}
 			db, err = nil, fmt.Errorf("%w: %s: %v (left untouched)", ErrCorrupt, path, r)
 		}
 	}()
@@ -422,6 +436,12 @@ func openChecked(path string, opts Options) (*bolt.DB, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	if !opts.ReadOnly { // check-db reads everything instead
+		if err := quickCheck(db, path); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+	}
 	return db, nil
 }
 
@@ -431,7 +451,7 @@ func checkSchemaSafely(db *bolt.DB, path string, opts Options) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %s: %v (left untouched; restore a backup or remove it to re-index)", ErrCorrupt, path, r)
+			err = fmt.Errorf("%w: %s: %v (left untouched)", ErrCorrupt, path, r)
 		}
 	}()
 	return checkSchema(db, path, opts)

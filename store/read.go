@@ -22,6 +22,7 @@ const chunk = 1024
 // fault, for a page outside the file); that becomes ErrCorrupt instead of
 // a crash.
 func (s *Store) view(fn func(tx *bolt.Tx) error) (err error) {
+	defer func() { s.dmg.note(err) }()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {

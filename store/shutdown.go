@@ -190,8 +190,8 @@ func (s *Store) stampCommit(tx *bolt.Tx) error {
 // endRun marks the run closed cleanly: every change it acknowledged is
 // committed, and its writer stopped in order.
 func (s *Store) endRun() error {
-	if s.run.Started.IsZero() {
-		return nil
+	if s.run.Started.IsZero() || s.dmg.get() != nil {
+		return nil // a damaged index is not written (damage.go)
 	}
 	s.run.Clean = true
 	return s.db.Update(func(tx *bolt.Tx) error {

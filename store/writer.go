@@ -209,6 +209,7 @@ func (s *Store) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer s.writer.Unlock()
+	s.stop = ctx.Done() // ends a wait for space (nospace.go)
 	select {
 	case <-s.closing:
 		return ErrClosed
@@ -291,25 +292,40 @@ func (e changeError) Unwrap() error { return e.err }
 
 // commit applies a group in one transaction. If the transaction fails, each
 // change is retried alone so that one bad change cannot sink the others.
+// A group the file system has no room for is split in halves, so what
+// fits is committed; a single change without room is held (nospace.go).
 func (s *Store) commit(batch []item) {
+	s.hold.inHand.Add(int64(len(batch)))
+	s.commitGroup(batch)
+}
+
+func (s *Store) commitGroup(batch []item) {
 	errs := make([]error, len(batch))
-	err := s.update(func(w *wtx) error {
-		for i := range batch {
-			errs[i], batch[i].n = nil, 0
-			if err := apply(w, &batch[i]); err != nil {
-				var ce changeError
-				if !errors.As(err, &ce) {
-					return err
+	err := s.whileNoSpace(len(batch), func() error {
+		return s.update(func(w *wtx) error {
+			for i := range batch {
+				errs[i], batch[i].n = nil, 0
+				if err := apply(w, &batch[i]); err != nil {
+					var ce changeError
+					if !errors.As(err, &ce) {
+						return err
+					}
+					errs[i] = ce.err
 				}
-				errs[i] = ce.err
 			}
-		}
-		return nil
+			return nil
+		})
 	})
+	if errors.Is(err, ErrNoSpace) && len(batch) > 1 && !s.stopping() {
+		half := len(batch) / 2
+		s.commitGroup(batch[:half])
+		s.commitGroup(batch[half:])
+		return
+	}
 	if err != nil && len(batch) > 1 && !errors.Is(err, ErrNoSpace) {
 		s.log.Warn("store: group commit failed, retrying changes one by one", "err", err, "changes", len(batch))
 		for i := range batch {
-			s.commit(batch[i : i+1])
+			s.commitGroup(batch[i : i+1])
 		}
 		return
 	}
@@ -324,10 +340,15 @@ func (s *Store) commit(batch []item) {
 		}
 		batch[i].done(errs[i])
 	}
+	s.hold.inHand.Add(-int64(len(batch)))
 }
 
 // update runs fn in a write transaction and commits.
 func (s *Store) update(fn func(w *wtx) error) (err error) {
+	if err := s.dmg.get(); err != nil {
+		return err // a damaged index is never written
+	}
+	defer func() { s.dmg.note(err) }()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {

@@ -41,6 +41,8 @@ type root struct {
 	timer     *time.Timer
 	armed     time.Time // when timer fires; zero if stopped
 
+	denied denials // directories that cannot be read or watched (unreadable.go)
+
 	ovPending  bool      // an overflow Rescan is scheduled
 	ovDue      time.Time // ... for then
 	ovLast     time.Time // last overflow Rescan emitted
@@ -74,6 +76,7 @@ func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64) 
 		inodeDir:  make(map[inodeID]string),
 		left:      make(map[inodeID]string),
 		unwatched: make(map[string]int),
+		denied:    denials{why: make(map[string]string)},
 		pending:   make(map[string]*item),
 		inject:    make(chan error, 1),
 		ovBackoff: opts.OverflowBackoff,
@@ -102,6 +105,8 @@ func (r *root) run(ctx context.Context) error {
 	defer safety.Stop()
 	degraded := newTicker(r.opts.DegradedRescan, false)
 	defer degraded.Stop()
+	deniedRetry := newTicker(r.opts.DeniedRetry, false)
+	defer deniedRetry.Stop()
 	r.publish()
 	if !r.opts.NoInitialRescan && !r.emit(ctx, Event{Kind: Rescan, Path: r.path, Reason: ReasonInitial}) {
 		return nil
@@ -114,9 +119,12 @@ func (r *root) run(ctx context.Context) error {
 		events, errs = r.fsw.Events, r.fsw.Errors
 	}
 	for {
-		var degradedC <-chan time.Time
+		var degradedC, deniedC <-chan time.Time
 		if len(r.unwatched) > 0 || r.rootGone {
 			degradedC = degraded.C()
+		}
+		if len(r.denied.why) > 0 {
+			deniedC = deniedRetry.C()
 		}
 		select {
 		case <-ctx.Done():
@@ -152,6 +160,11 @@ func (r *root) run(ctx context.Context) error {
 		case <-degradedC:
 			degraded.Reset()
 			if !r.retryUnwatched(ctx) {
+				return nil
+			}
+		case <-deniedC:
+			deniedRetry.Reset()
+			if !r.retryDenied(ctx) {
 				return nil
 			}
 		}
@@ -497,6 +510,7 @@ func (r *root) rescanRoot(ctx context.Context, reason string) bool {
 	if r.fsw != nil {
 		r.dropTree(r.path)
 		clear(r.unwatched)
+		r.denied.clear()
 		r.addTree(r.path)
 	}
 	now := time.Now()
@@ -579,6 +593,7 @@ func (r *root) publish() {
 	s.RootMissing = r.rootGone
 	s.NoInstance = r.noInstance
 	s.WatchesNeeded = s.Watches + unwatched
+	s.Unreadable, s.UnreadableDirs = len(r.denied.why), r.denied.problems()
 	s.Pending = len(r.pending) + len(r.moves)
 	if r.ovPending {
 		s.Pending++ // the overflow Rescan of the root

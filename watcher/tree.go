@@ -39,11 +39,12 @@ func (r *root) addTree(dir string) {
 				n := countDirs(d, r)
 				r.unwatched[d] = n
 				limited += n
-			} else if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
-				r.log.Warn("cannot watch directory", "path", d, "err", err)
+			} else if unreadableErr(err) {
+				r.deny(d, err)
 			}
 			continue
 		}
+		r.undeny(d)
 		r.dirs[d] = nil
 		if id != (inodeID{}) {
 			r.dirInode[d], r.inodeDir[id] = id, d
@@ -100,8 +101,8 @@ func dirInodeOf(d string) inodeID {
 // subdirs appends the non-ignored subdirectories of d to stack.
 func (r *root) subdirs(d string, stack []string) []string {
 	names, err := listDirs(d, d == r.path)
-	if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
-		r.log.Warn("cannot read directory", "path", d, "err", err)
+	if unreadableErr(err) {
+		r.deny(d, err)
 	}
 	for _, name := range names {
 		p := d + "/" + name
@@ -243,6 +244,11 @@ func (r *root) dropTree(dir string) {
 	for p := range r.unwatched {
 		if roots.Within(p, dir) {
 			delete(r.unwatched, p)
+		}
+	}
+	for p := range r.denied.why {
+		if roots.Within(p, dir) {
+			r.undeny(p)
 		}
 	}
 }

@@ -110,6 +110,12 @@
 // The log and [Watcher.Status] give the number of watches needed and the
 // exact sysctl that raises fs.inotify.max_user_watches.
 //
+// A directory that exists but cannot be read or watched (permission
+// denied, say), the root included, gets no watch and its subtree is not
+// known. Status lists it with the error. The watcher tries it again every
+// Options.DeniedRetry and on any event about it, and emits a Rescan of it
+// once it can read it.
+//
 // Every root also gets a safety Rescan every Options.SafetyRescan (jittered
 // by ±10 %), which costs a stat walk when nothing changed.
 package watcher
@@ -216,6 +222,7 @@ type Options struct {
 	MaxDelay           time.Duration // ... or this long after its first event; default 1 min
 	SafetyRescan       time.Duration // periodic Rescan of every root, jittered ±10 %; default 6 h; <0 disables
 	DegradedRescan     time.Duration // Rescan period for directories without a watch; default 10 min
+	DeniedRetry        time.Duration // retry period for directories that cannot be read; default 10 s
 	OverflowBackoff    time.Duration // minimum gap between overflow Rescans of a root; default 10 s
 	MaxOverflowBackoff time.Duration // the backoff doubles up to this; default 10 min
 	NoInitialRescan    bool          // do not emit a Rescan of each root at start
@@ -239,6 +246,7 @@ func (o *Options) fill() {
 	def(&o.MaxDelay, time.Minute)
 	def(&o.SafetyRescan, 6*time.Hour)
 	def(&o.DegradedRescan, 10*time.Minute)
+	def(&o.DeniedRetry, 10*time.Second)
 	def(&o.OverflowBackoff, 10*time.Second)
 	def(&o.MaxOverflowBackoff, 10*time.Minute)
 	if o.MaxDelay < o.Quiet {
@@ -366,6 +374,12 @@ type RootStatus struct {
 	Overflows      int       // inotify queue overflows since start
 	LastOverflow   time.Time // zero if none
 	LastRescan     time.Time // last Rescan of the whole root; zero if none
+
+	// Unreadable counts the directories that cannot be read or watched
+	// (their subtrees are unknown); UnreadableDirs lists the first of
+	// them in path order, at most 10, with why.
+	Unreadable     int
+	UnreadableDirs []DirProblem
 }
 
 // Status returns a snapshot of every root's state.

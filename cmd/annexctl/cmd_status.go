@@ -169,30 +169,61 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 const barWidth = 30
 
-// drawBar redraws one progress line: hashed bytes of seen bytes, files,
-// and the estimate.
+// drawBar redraws the progress line (barLine).
 func drawBar(w io.Writer, st api.Status) {
-	if w == nil {
-		return
+	if w != nil {
+		fmt.Fprintf(w, "\r\033[K%s", barLine(st))
 	}
+}
+
+// barLine is one progress line: the bar (progressFraction), what the walks
+// found against what they expect, what is hashed and pending, and the
+// estimate when the daemon has one. While the tree is still being counted
+// there is no bar: nothing to measure against yet.
+func barLine(st api.Status) string {
 	if st.Starting != "" {
-		fmt.Fprintf(w, "\r\033[Kannexd is starting: %s", st.Starting)
-		return
+		return "annexd is starting: " + st.Starting
 	}
 	s := st.Scan
-	frac := 0.0
-	if s.BytesSeen > 0 {
-		frac = min(float64(s.BytesHashed)/float64(s.BytesSeen), 1)
+	var line string
+	if w := s.Walk; w != nil && w.ExpectFrom == "counting" {
+		line = fmt.Sprintf("walking: %s files (%s) so far; counting the tree: %s files (%s) yet",
+			groupDigits(w.Files), humanBytes(w.Bytes), groupDigits(w.ExpectFiles), humanBytes(w.ExpectBytes))
+	} else {
+		frac := progressFraction(s)
+		n := int(frac * barWidth)
+		line = fmt.Sprintf("[%s%s] %3.0f%%  ", strings.Repeat("#", n), strings.Repeat(".", barWidth-n), 100*frac)
+		if w := s.Walk; w != nil {
+			line += fmt.Sprintf("walking: %s of ~%s files", groupDigits(w.Files), groupDigits(max(w.ExpectFiles, w.Files)))
+		} else {
+			line += groupDigits(s.FilesSeen) + " files seen"
+		}
 	}
-	n := int(frac * barWidth)
-	line := fmt.Sprintf("[%s%s] %3.0f%%  %s files seen, %s hashed (%s), %s pending",
-		strings.Repeat("#", n), strings.Repeat(".", barWidth-n), 100*frac,
-		groupDigits(s.FilesSeen), groupDigits(s.FilesHashed), humanBytes(s.BytesHashed),
-		groupDigits(st.Pending))
+	line += fmt.Sprintf(", %s hashed (%s), %s pending", groupDigits(s.FilesHashed), humanBytes(s.BytesHashed), groupDigits(st.Pending))
 	if s.EstimateSeconds > 0 {
 		line += fmt.Sprintf(", ~%s left", (time.Duration(s.EstimateSeconds) * time.Second).Round(time.Second))
 	}
-	fmt.Fprintf(w, "\r\033[K%s", line)
+	if st.Backlog.Changes > 0 {
+		line += fmt.Sprintf(", backlog %s (index full)", groupDigits(st.Backlog.Changes))
+	}
+	return line
+}
+
+// progressFraction is how far the work is: while walks run, the bytes
+// settled of those they expect, below 1 until the walks end; afterwards
+// the bytes seen less those still queued.
+func progressFraction(s api.ScanProgress) float64 {
+	if w := s.Walk; w != nil {
+		total := max(w.ExpectBytes, w.Bytes)
+		if total <= 0 {
+			return 0
+		}
+		return min(float64(w.DoneBytes)/float64(total), 0.99)
+	}
+	if s.BytesSeen <= 0 {
+		return 0
+	}
+	return min(max(1-float64(s.BytesQueued)/float64(s.BytesSeen), 0), 1)
 }
 
 func clearBar(w io.Writer) {
@@ -219,11 +250,19 @@ func printStatus(w io.Writer, st api.Status) {
 		state = fmt.Sprintf("busy: %s files seen, %s hashed (%s), %s queued, %s pending",
 			groupDigits(s.FilesSeen), groupDigits(s.FilesHashed), humanBytes(s.BytesHashed),
 			groupDigits(s.FilesQueued), groupDigits(st.Pending))
+		if w := s.Walk; w != nil {
+			state += fmt.Sprintf("; walking: %s files so far, %s %s expected (%s)",
+				groupDigits(w.Files), groupDigits(w.ExpectFiles), plural(w.ExpectFiles, "file", "files"), w.ExpectFrom)
+		}
 		if s.EstimateSeconds > 0 {
 			state += fmt.Sprintf(", ~%s left", (time.Duration(s.EstimateSeconds) * time.Second).Round(time.Second))
 		}
 	}
 	fmt.Fprintf(w, "state:   %s\n", state)
+	if b := st.Backlog; b.Changes > 0 {
+		fmt.Fprintf(w, "backlog: %s changes not written to the index yet, retried since %s: %s\n",
+			groupDigits(b.Changes), b.Since.Local().Format(time.TimeOnly), b.Reason)
+	}
 	fmt.Fprintln(w, "roots:")
 	for _, r := range st.Roots {
 		if st.Starting != "" {

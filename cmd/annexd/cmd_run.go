@@ -178,6 +178,9 @@ func runDaemon(cmd *cobra.Command, args []string, f *runFlags) error {
 	}()
 	defer signal.Stop(sigs)
 	if err := app.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		if errors.Is(err, store.ErrCorrupt) {
+			return damaged(err, cmd, args)
+		}
 		return &exitError{Code: runExit(err), Err: err}
 	}
 	return nil

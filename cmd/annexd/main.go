@@ -18,6 +18,7 @@ const (
 	exitOK      = 0
 	exitFailure = 1 // runtime failure, or a check found problems
 	exitUsage   = 2 // bad flags, arguments or config
+	// exitDamaged (4, cmd_repair.go): the index is damaged.
 )
 
 // exitError carries the exit status a command wants (see cliexit.Error).
@@ -44,9 +45,10 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("annexd {{.Version}} (" + runtime.Version() + ")\n")
-	setupRun(root)
+	f := setupRun(root)
 	root.AddCommand(
 		// subcommands, one per file: cmd_<verb>.go
+		newRepairCmd(root, f),
 		newCheckDBCmd(),
 		newCompactCmd(),
 		newCalibrateCmd(),

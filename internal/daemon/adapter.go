@@ -258,6 +258,9 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 			MeasuredAt: c.At.Truncate(time.Millisecond),
 		}
 	}
+	markUnreadable(&out, ws.Roots)
+	markBacklog(&out, a.st.Backlog())
+	out.Scan.Walk = walkProgress(p.Walk)
 	return out, nil
 }
 

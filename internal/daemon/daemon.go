@@ -84,6 +84,9 @@ type App struct {
 	opts  Options
 	log   *slog.Logger
 	roots roots.Set
+	// repeats logs the first error from a damaged or full index, and
+	// counts the rest (damage.go).
+	repeats repeatFilter
 
 	backend key.Backend
 	started time.Time
@@ -119,6 +122,8 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	repeats := newRepeatFilter(log.Handler())
+	log = slog.New(repeats)
 	if len(cfg.Roots) == 0 {
 		return nil, ErrNoRoots
 	}
@@ -138,7 +143,7 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App{cfg: cfg, opts: opts, log: log, backend: b, roots: set, link: l}, nil
+	return &App{cfg: cfg, opts: opts, log: log, repeats: repeats, backend: b, roots: set, link: l}, nil
 }
 
 // Run runs the daemon until ctx ends (or, with ExitWhenIdle, until it is
@@ -203,6 +208,7 @@ func (a *App) Run(ctx context.Context) error {
 	g.Go(func() error { return a.notifyProgress(runCtx) })
 	g.Go(func() error { return a.logProgress(runCtx) })
 	g.Go(func() error { a.checkOutside(runCtx); return nil })
+	g.Go(func() error { return a.watchDamage(runCtx) })
 	g.Go(func() error { return a.runDedup(runCtx) })
 	a.link.start(runCtx, g, a.st)
 	if a.opts.ExitWhenIdle {
@@ -215,6 +221,13 @@ func (a *App) Run(ctx context.Context) error {
 		})
 	}
 	err = g.Wait()
+	if n := a.repeats.dropped(store.ErrCorrupt); n > 0 && errors.Is(err, store.ErrCorrupt) {
+		err = fmt.Errorf("%w (%d more errors from the same damage were not logged)", err, n)
+	}
+	if n := a.repeats.dropped(store.ErrNoSpace); n > 0 {
+		a.log.Warn("more writes failed for lack of space and were not logged; the next scan records their files",
+			"count", n)
+	}
 	p := a.ix.Progress()
 	a.log.Info("annexd stopped", "files_hashed", p.FilesHashed, "bytes_hashed", p.BytesHashed,
 		"uptime", time.Since(a.started).Round(time.Millisecond))
@@ -301,7 +314,7 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	if err != nil {
 		return err
 	}
-	for _, c := range []prometheus.Collector{a.ix.Collector(), collector{a: a}, hubCollector{a: a}} {
+	for _, c := range []prometheus.Collector{a.ix.Collector(), collector{a: a}, hubCollector{a: a}, healthCollector{a: a}} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("daemon: metrics: %w", err)
 		}
@@ -362,7 +375,11 @@ func (a *App) calibration(ctx context.Context) (hasher.Calibration, error) {
 	}
 	b, err := json.Marshal(c)
 	if err == nil {
-		err = a.st.PutMeta(ctx, calibrationMeta, b)
+		// Bounded: with the index's file system full the write waits
+		// for room, and the start must not.
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = a.st.PutMeta(pctx, calibrationMeta, b)
+		cancel()
 	}
 	if err != nil {
 		a.log.Warn("cannot store calibration; it will run again at the next start", "err", err)

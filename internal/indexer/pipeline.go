@@ -21,6 +21,7 @@ type job struct {
 	info    *fsstat.FileInfo // from the walk that queued it, saving an lstat; nil: stat it
 	noAdopt bool             // the index was empty when the walk started: no rename to find
 	absent  bool             // the walk's check found no record, saving a look-up
+	size    int64            // the walk's size of the file, for its scans' progress
 }
 
 // pipeline carries paths to the workers and their results to the store. A
@@ -69,7 +70,7 @@ func (p *pipeline) enqueue(ctx context.Context, j job, sc *scan, size int64) {
 	}
 	if sc != nil {
 		sc.wg.Add(1)
-		j.scans = []*scan{sc}
+		j.scans, j.size = []*scan{sc}, size
 	}
 	select {
 	case p.queue <- j:
@@ -152,6 +153,7 @@ func (p *pipeline) next(ctx context.Context) (job, bool) {
 // another check was asked for meanwhile, which is then queued.
 func (p *pipeline) finish(j job) {
 	for _, sc := range j.scans {
+		sc.live.settled.Add(j.size)
 		sc.wg.Done()
 	}
 	again, scans, empty := p.pend.release(j.path)

@@ -55,8 +55,10 @@ type Progress struct {
 
 	// HashRate is the mean hashing throughput since start, in bytes/s.
 	HashRate float64 `json:"hash_rate"`
-	// Remaining estimates the time to hash what is queued; a walk still
-	// running may find more.
+	// Walk is the progress of the walks running now; nil when none runs.
+	Walk *WalkProgress `json:"walk,omitempty"`
+	// Remaining estimates the time left to walk and hash everything
+	// expected (expect.go); 0 when it cannot be told yet.
 	Remaining time.Duration `json:"remaining_ns"`
 	Uptime    time.Duration `json:"uptime_ns"`
 }
@@ -93,9 +95,7 @@ func (ix *Indexer) Progress() Progress {
 	if s := p.Uptime.Seconds(); s > 0 {
 		p.HashRate = float64(p.BytesHashed) / s
 	}
-	if p.HashRate > 0 {
-		p.Remaining = time.Duration(float64(p.BytesQueued) / p.HashRate * float64(time.Second))
-	}
+	p.Walk, p.Remaining = ix.scans.walks.progress(p.BytesHashed, p.BytesQueued)
 	p.Idle = watching == 0 && done && scans == 0 && n == 0 && removals == 0
 	return p
 }

@@ -27,6 +27,8 @@ type scan struct {
 	mu      sync.Mutex
 	unread  map[string]bool // paths the walk could not read: their subtrees are not swept
 	tooMany bool            // more than maxUnread: nothing is swept
+
+	live walkLive // what the walk saw and expects (expect.go)
 }
 
 // maxUnread bounds the unreadable paths a scan remembers.
@@ -124,6 +126,8 @@ type scanner struct {
 
 	unreadMu     sync.Mutex
 	unreadLogged map[string]struct{} // unreadable paths already logged
+
+	walks walks // the running walks and the roots' last totals (expect.go)
 }
 
 func newScanner(ix *Indexer) *scanner {
@@ -195,6 +199,7 @@ func (s *scanner) run(ctx context.Context) error {
 		return err
 	}
 	s.gen.Store(st.Generation)
+	s.walks.load(s.st)
 	sem := make(chan struct{}, maxConcurrentScans)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -238,7 +243,11 @@ func (s *scanner) scan(ctx context.Context, dir string) {
 		s.ticks.learn(fi.Dev, dir)
 	}
 	start := time.Now()
+	stopCount := s.expect(ctx, sc)
+	s.logStart(sc)
 	w := s.walk(ctx, sc)
+	s.walks.walked(sc)
+	stopCount()
 	waitGroup(ctx, &sc.wg)
 	if ctx.Err() != nil {
 		return
@@ -258,6 +267,9 @@ func (s *scanner) scan(ctx context.Context, dir string) {
 	s.m.scans.Add(1)
 	s.log.Info("scan done", "dir", dir, "files", w.files, "bytes", w.bytes, "dropped", n,
 		"took", time.Since(start).Round(time.Millisecond))
+	if len(sc.unread) == 0 {
+		s.record(dir, w.files, w.bytes)
+	}
 	s.scanEnded(dir, true)
 }
 
@@ -294,6 +306,8 @@ func (s *scanner) walk(ctx context.Context, sc *scan) walked {
 		w.files++
 		w.bytes += e.Info.Size
 		s.m.bytesSeen.Add(e.Info.Size)
+		sc.live.files.Add(1)
+		sc.live.bytes.Add(e.Info.Size)
 		batch = append(batch, seenEntry{Entry: e, remembered: sc.seen.add(e.Path)})
 		if len(batch) == checkBatch {
 			flush()
@@ -462,10 +476,12 @@ func (s *scanner) checkWalked(ctx context.Context, sc *scan, e seenEntry, f *sto
 		if !e.remembered && f.Record.Generation < sc.gen {
 			s.pipe.markSeen(e.Path, sc)
 		}
+		sc.live.settled.Add(e.Info.Size)
 		return true
 	}
 	info := e.Info
 	j := job{path: e.Path, info: &info, noAdopt: emptyIndex, absent: f != nil && !f.OK}
+	sc.live.hashBytes.Add(e.Info.Size)
 	s.pipe.enqueue(ctx, j, sc, e.Info.Size)
 	return f != nil && f.OK
 }

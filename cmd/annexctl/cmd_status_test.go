@@ -1,0 +1,42 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/annexd/annexd/api"
+)
+
+// The progress line measures a running walk against what it expects to
+// find, shows no bar while the tree is still counted, and stays below
+// 100 % until the walk ends.
+func TestBarLine(t *testing.T) {
+	walk := func(done, bytes, expBytes int64, from string) api.Status {
+		return api.Status{Scan: api.ScanProgress{FilesSeen: 1000, Walk: &api.WalkProgress{
+			Files: 1000, Bytes: bytes, ExpectFiles: 4000, ExpectBytes: expBytes, ExpectFrom: from, DoneBytes: done}}}
+	}
+	for _, c := range []struct {
+		name string
+		st   api.Status
+		want []string
+		not  []string
+	}{
+		{"counting", walk(50, 100, 150, "counting"), []string{"walking: 1,000 files", "counting the tree: 4,000 files"}, []string{"%", "left"}},
+		{"counted", walk(100, 200, 400, "count"), []string{" 25%", "walking: 1,000 of ~4,000 files"}, nil},
+		{"all settled, walk not done", walk(400, 400, 400, "previous scan"), []string{" 99%"}, []string{"100%"}},
+		{"walk done, queue draining", api.Status{Scan: api.ScanProgress{FilesSeen: 10, BytesSeen: 1000, BytesQueued: 250}},
+			[]string{" 75%", "10 files seen"}, []string{"walking"}},
+	} {
+		got := barLine(c.st)
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: %q lacks %q", c.name, got, w)
+			}
+		}
+		for _, w := range c.not {
+			if strings.Contains(got, w) {
+				t.Errorf("%s: %q has %q", c.name, got, w)
+			}
+		}
+	}
+}

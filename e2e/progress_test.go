@@ -1,0 +1,99 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/annexd/annexd/api"
+)
+
+// The progress of a first scan while its walk runs: the daemon knows what
+// the walk will find (from a counting walk beside it), the share done never
+// goes back nor reaches 100 % before the walk ends, and no time left is
+// claimed while the tree is still being counted; the next start expects
+// what this scan saw.
+func TestProgressDuringFirstScan(t *testing.T) {
+	const n, big = 30000, 4
+	base := newBase(t)
+	root := filepath.Join(base, "root")
+	var total int64
+	for i := range n {
+		c := fmt.Sprintf("small file %d", i)
+		write(t, filepath.Join(root, fmt.Sprintf("d%03d", i%150), fmt.Sprintf("f%05d.txt", i)), c)
+		total += int64(len(c))
+	}
+	for i := range big {
+		c := strings.Repeat(fmt.Sprint(i), 2<<20)
+		write(t, filepath.Join(root, fmt.Sprintf("d%03d", i*37), fmt.Sprintf("big%d.bin", i)), c)
+		total += int64(len(c))
+	}
+	l := annexdRun{base: base, roots: []string{root}, extra: []string{"--hash-workers", "1"}}
+	d := spawn(t, l)
+
+	var walking []api.Status
+	sawText := false
+	for deadline := time.Now().Add(3 * time.Minute); ; {
+		r := d.ctl("", "status", "--json")
+		var st api.Status
+		if r.code == 0 && json.Unmarshal([]byte(r.stdout), &st) == nil {
+			if st.Idle {
+				break
+			}
+			if st.Scan.Walk != nil {
+				walking = append(walking, st)
+				if !sawText {
+					txt := d.ctl("", "status")
+					sawText = strings.Contains(txt.stdout, "walking:")
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not idle within 3 minutes:\n%s", d.log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(walking) < 3 {
+		t.Fatalf("%d status answers showed the walk running; the daemon does not say a walk runs", len(walking))
+	}
+	if !sawText {
+		t.Error("annexctl status does not show the walk running")
+	}
+	counted, last := false, -1.0
+	for i, st := range walking {
+		w := st.Scan.Walk
+		switch w.ExpectFrom {
+		case "counting":
+			if st.Scan.EstimateSeconds != 0 {
+				t.Errorf("sample %d: %.0f s left claimed while the tree is still counted: %+v", i, st.Scan.EstimateSeconds, w)
+			}
+		case "count":
+			counted = true
+			if w.ExpectFiles != n+big || w.ExpectBytes != total {
+				t.Errorf("sample %d: counted %d files, %d bytes; the tree has %d, %d", i, w.ExpectFiles, w.ExpectBytes, n+big, total)
+			}
+			frac := float64(w.DoneBytes) / float64(max(w.ExpectBytes, w.Bytes))
+			if frac > 1 || (frac == 1 && w.Files < w.ExpectFiles) || frac < last-0.01 {
+				t.Errorf("sample %d: %.1f %% done after %.1f %%, while the walk runs (%+v)", i, 100*frac, 100*last, w)
+			}
+			last = frac
+		default:
+			t.Errorf("sample %d: expected totals from %q", i, w.ExpectFrom)
+		}
+	}
+	if !counted {
+		t.Errorf("the count of the tree never finished before its walk (%d samples)", len(walking))
+	}
+	d.stop()
+
+	// The next start expects what this scan saw.
+	again := spawn(t, l)
+	again.waitIdle()
+	want := fmt.Sprintf(`expect_files=%d expect_bytes=%d expect_from="previous scan"`, n+big, total)
+	if !strings.Contains(again.log.String(), want) {
+		t.Errorf("the second scan does not expect the first one's totals (%s):\n%s", want, again.log)
+	}
+}

@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/annexd/annexd/internal/testutil"
+)
+
+// annexdRun describes an annexd run in a base directory: the index at
+// base/index.db and the socket at base/run/annexd.sock, as startOn has them.
+type annexdRun struct {
+	base  string
+	roots []string
+	extra []string                // flags after the common ones
+	exe   string                  // the annexd binary ("": the one built for the tests)
+	cred  *syscall.Credential     // run as this user (nil: as the test)
+	sub   string                  // a subcommand ("repair"), or "" for the daemon
+	env   func([]string) []string // adjusts the environment, if set
+}
+
+// args returns the command line: the subcommand, the flags the e2e tests
+// always give, extra, then the roots.
+func (l annexdRun) args() []string {
+	var a []string
+	if l.sub != "" {
+		a = append(a, l.sub)
+	}
+	a = append(a, "--socket", filepath.Join(l.base, "run", "annexd.sock"), "--index", filepath.Join(l.base, "index.db"),
+		"--calibrate", "never", "--quiet-delay", "200ms")
+	a = append(a, l.extra...)
+	return append(a, l.roots...)
+}
+
+// spawn starts annexd as l says and returns without waiting for it.
+func spawn(t *testing.T, l annexdRun) *daemon {
+	t.Helper()
+	d := &daemon{t: t, root: l.roots[0], socket: filepath.Join(l.base, "run", "annexd.sock"), log: new(testutil.Buffer),
+		done: make(chan error, 1)}
+	d.env = append(os.Environ(),
+		"XDG_CONFIG_HOME="+filepath.Join(l.base, "config"),
+		"XDG_STATE_HOME="+filepath.Join(l.base, "state"),
+		"XDG_RUNTIME_DIR="+filepath.Join(l.base, "xdgrun"),
+		"ANNEXD_SOCKET="+d.socket)
+	if l.env != nil {
+		d.env = l.env(d.env)
+	}
+	exe := l.exe
+	if exe == "" {
+		exe = bin.annexd
+	}
+	d.cmd = exec.Command(exe, l.args()...)
+	d.cmd.Env = d.env
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	if l.cred != nil {
+		d.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: l.cred}
+	}
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.done <- d.cmd.Wait() }()
+	t.Cleanup(d.stop)
+	return d
+}
+
+// exit waits up to limit for the process to end by itself and returns its
+// exit status; the test fails if it is still running then.
+func (d *daemon) exit(limit time.Duration) int {
+	d.t.Helper()
+	select {
+	case err := <-d.done:
+		d.exited = true
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			d.t.Fatalf("annexd: %v\n%s", err, d.log)
+		}
+		return 0
+	case <-time.After(limit):
+		d.t.Fatalf("annexd still running after %v\n%s", limit, d.log)
+		return -1
+	}
+}
+
+// newBase makes a temporary base directory (symlinks resolved), removed
+// when the test ends.
+func newBase(t *testing.T) string {
+	t.Helper()
+	base, err := os.MkdirTemp("", "e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _ = filepath.EvalSymlinks(base)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	return base
+}

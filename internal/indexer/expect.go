@@ -1,0 +1,216 @@
+package indexer
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/annexd/annexd/store"
+	"github.com/annexd/annexd/walker"
+)
+
+// A running walk's progress needs a denominator: what the walk will see in
+// all. It is what the last complete scan of the same root saw, kept in the
+// store's meta, or else what a counting walk beside it finds, as restic's
+// scanner does. Until the count is done the estimate of the time left is
+// unknown rather than made up.
+
+// totalsMeta is the store meta name of the roots' last scan totals.
+const totalsMeta = "indexer.scan-totals"
+
+// Where a running walk's expected totals come from.
+const (
+	ExpectPrevious = "previous scan" // the last complete scan of the root
+	ExpectCounting = "counting"      // a counting walk still runs: so far a lower bound
+	ExpectCount    = "count"         // the counting walk is done
+)
+
+// totals are what one complete scan saw.
+type totals struct {
+	Files int64 `json:"files"`
+	Bytes int64 `json:"bytes"`
+}
+
+// WalkProgress is the progress of the walks running now.
+type WalkProgress struct {
+	Files int64 `json:"files"` // files these walks saw so far
+	Bytes int64 `json:"bytes"` // their sizes
+	// ExpectFiles and ExpectBytes are what the walks are expected to see
+	// in all, from ExpectFrom; 0 when a walk has no expectation yet.
+	ExpectFiles int64  `json:"expect_files"`
+	ExpectBytes int64  `json:"expect_bytes"`
+	ExpectFrom  string `json:"expect_from"`
+	// DoneBytes counts the bytes the walks saw that are settled: hashed,
+	// or found unchanged. It stays below the total while anything is left.
+	DoneBytes int64 `json:"done_bytes"`
+}
+
+// walkLive is what one scan's walk saw and expects.
+type walkLive struct {
+	files, bytes atomic.Int64 // seen so far
+	hashBytes    atomic.Int64 // of those, queued to be hashed
+	settled      atomic.Int64 // of those, hashed or found unchanged
+	expFiles     atomic.Int64
+	expBytes     atomic.Int64
+	from         atomic.Pointer[string]
+}
+
+// walks keeps the running walks and the roots' last totals.
+type walks struct {
+	mu      sync.Mutex
+	running map[*scan]struct{}
+	totals  map[string]totals // root → its last complete scan
+	start   time.Time         // when the walks running now began, as a period
+	hashed0 int64             // bytes hashed when it began
+}
+
+// load reads the roots' last totals from the store.
+func (ws *walks) load(st *store.Store) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.running = make(map[*scan]struct{})
+	ws.totals = make(map[string]totals)
+	if b, ok, err := st.GetMeta(totalsMeta); err == nil && ok {
+		_ = json.Unmarshal(b, &ws.totals) // unreadable totals: count instead
+	}
+}
+
+// expect sets what the walk of sc is expected to see and registers it as
+// running. Without totals of an earlier scan of the root, it starts a
+// counting walk beside it, which stop ends.
+func (s *scanner) expect(ctx context.Context, sc *scan) (stop func()) {
+	ws := &s.walks
+	ws.mu.Lock()
+	if len(ws.running) == 0 {
+		ws.start, ws.hashed0 = time.Now(), s.m.bytesHashed.Load()
+	}
+	ws.running[sc] = struct{}{}
+	t, known := ws.totals[sc.dir]
+	ws.mu.Unlock()
+	if known {
+		sc.live.expFiles.Store(t.Files)
+		sc.live.expBytes.Store(t.Bytes)
+		sc.live.setFrom(ExpectPrevious)
+		return func() {}
+	}
+	sc.live.setFrom(ExpectCounting)
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.count(cctx, sc)
+	}()
+	return func() { cancel(); <-done }
+}
+
+// count walks sc.dir on one reader, counting what the scan's own walk will
+// find; it stops early when ctx ends.
+func (s *scanner) count(ctx context.Context, sc *scan) {
+	root := s.paths.roots.IsRoot(sc.dir)
+	err := walker.Walk(ctx, sc.dir, walker.Options{Workers: 1, Ignore: s.paths.ignoreFor(sc.dir)}, func(e walker.Entry) error {
+		if s.paths.excluded(e.Path) || (!root && s.paths.ignored(e.Path, false)) {
+			return nil
+		}
+		sc.live.expFiles.Add(1)
+		sc.live.expBytes.Add(e.Info.Size)
+		return nil
+	})
+	if err == nil && ctx.Err() == nil {
+		sc.live.setFrom(ExpectCount)
+	}
+}
+
+// walked ends sc's walk: its progress is no longer shown.
+func (ws *walks) walked(sc *scan) {
+	ws.mu.Lock()
+	delete(ws.running, sc)
+	ws.mu.Unlock()
+}
+
+// record keeps what a complete scan of a root saw, for the next one.
+func (s *scanner) record(dir string, files, bytes int64) {
+	if !s.paths.roots.IsRoot(dir) {
+		return
+	}
+	ws := &s.walks
+	ws.mu.Lock()
+	ws.totals[dir] = totals{Files: files, Bytes: bytes}
+	b, err := json.Marshal(ws.totals)
+	ws.mu.Unlock()
+	if err == nil {
+		s.st.Submit(store.Change{Op: store.OpPutMeta, Path: []byte(totalsMeta), Value: b}, nil)
+	}
+}
+
+func (l *walkLive) setFrom(from string) { l.from.Store(&from) }
+
+func (l *walkLive) expectFrom() string {
+	if p := l.from.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// progress sums the running walks. queued is what the pipeline holds in
+// bytes, hashed the bytes hashed since start. It returns nil when no walk
+// runs, and the time left: 0 when it cannot be told yet.
+func (ws *walks) progress(hashed, queued int64) (*WalkProgress, time.Duration) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	elapsed := time.Since(ws.start).Seconds()
+	rate := 0.0 // bytes hashed per second since the walks began
+	if !ws.start.IsZero() && elapsed > 0 {
+		rate = float64(hashed-ws.hashed0) / elapsed
+	}
+	if len(ws.running) == 0 {
+		if rate <= 0 {
+			return nil, 0
+		}
+		return nil, seconds(float64(queued) / rate)
+	}
+	w := &WalkProgress{}
+	var hashBytes int64
+	counting := false
+	for sc := range ws.running {
+		l := &sc.live
+		w.DoneBytes += l.settled.Load()
+		w.Files += l.files.Load()
+		w.Bytes += l.bytes.Load()
+		hashBytes += l.hashBytes.Load()
+		w.ExpectFiles += l.expFiles.Load()
+		w.ExpectBytes += l.expBytes.Load()
+		from := l.expectFrom()
+		counting = counting || from == ExpectCounting
+		if w.ExpectFrom == "" || from == ExpectCounting || (from == ExpectPrevious && w.ExpectFrom == ExpectCount) {
+			w.ExpectFrom = from // the least certain of them
+		}
+	}
+	if counting || rate <= 0 || elapsed <= 0 {
+		return w, 0
+	}
+	// The part not walked yet needs hashing in the share the walked part
+	// did: all of it in a first scan, little in a rescan.
+	share := 1.0
+	if w.Bytes > 0 {
+		share = float64(hashBytes) / float64(w.Bytes)
+	}
+	hashLeft := (float64(queued) + float64(max(w.ExpectBytes-w.Bytes, 0))*share) / rate
+	walkLeft := 0.0
+	if w.Files > 0 {
+		walkLeft = float64(max(w.ExpectFiles-w.Files, 0)) / (float64(w.Files) / elapsed)
+	}
+	return w, seconds(max(hashLeft, walkLeft))
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// logStart logs the start of a root's scan with what it expects to see.
+func (s *scanner) logStart(sc *scan) {
+	if !s.paths.roots.IsRoot(sc.dir) {
+		return
+	}
+	s.log.Info("scan started", "dir", sc.dir, "expect_files", sc.live.expFiles.Load(),
+		"expect_bytes", sc.live.expBytes.Load(), "expect_from", sc.live.expectFrom())
+}

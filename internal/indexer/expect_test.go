@@ -1,0 +1,88 @@
+package indexer
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/annexd/annexd/internal/testutil"
+)
+
+// liveScan is a running scan with what its walk saw and expects.
+func liveScan(files, bytes, hashBytes, settled, expFiles, expBytes int64, from string) *scan {
+	sc := &scan{}
+	l := &sc.live
+	l.files.Store(files)
+	l.bytes.Store(bytes)
+	l.hashBytes.Store(hashBytes)
+	l.settled.Store(settled)
+	l.expFiles.Store(expFiles)
+	l.expBytes.Store(expBytes)
+	l.setFrom(from)
+	return sc
+}
+
+// The time left counts what the walks have still to find, in the share of
+// it that needs hashing, and is unknown while the tree is being counted.
+func TestWalkEstimate(t *testing.T) {
+	const mb = 1 << 20
+	for _, c := range []struct {
+		name           string
+		sc             *scan
+		hashed, queued int64 // bytes hashed in the 10 s so far; bytes queued
+		want           time.Duration
+	}{
+		// 1,000 of 4,000 files walked in 10 s, 1 of 4 MiB, all of it to
+		// hash; 0.5 MiB hashed, 0.5 MiB queued: 3.5 MiB left at 50 KiB/s.
+		{"first scan", liveScan(1000, mb, mb, mb/2, 4000, 4*mb, ExpectCount), mb / 2, mb / 2, 70 * time.Second},
+		// A rescan: nothing needed hashing, so the walk is what is left:
+		// 3,000 files at 100 files/s.
+		{"rescan", liveScan(1000, mb, 0, mb, 4000, 4*mb, ExpectPrevious), mb / 2, 0, 30 * time.Second},
+		{"counting", liveScan(1000, mb, mb, mb/2, 1500, mb, ExpectCounting), mb / 2, mb / 2, 0},
+	} {
+		ws := &walks{running: map[*scan]struct{}{c.sc: {}}, start: time.Now().Add(-10 * time.Second)}
+		w, left := ws.progress(c.hashed, c.queued)
+		if w == nil || w.ExpectFrom != c.sc.live.expectFrom() || w.DoneBytes != c.sc.live.settled.Load() {
+			t.Errorf("%s: walk %+v", c.name, w)
+			continue
+		}
+		if d := left - c.want; d < -time.Second || d > time.Second {
+			t.Errorf("%s: %v left, want about %v", c.name, left, c.want)
+		}
+	}
+	ws := &walks{running: map[*scan]struct{}{}, start: time.Now().Add(-10 * time.Second)}
+	if w, left := ws.progress(mb, mb); w != nil || left < 9*time.Second || left > 11*time.Second {
+		t.Errorf("no walk running: %+v, %v left, want about 10 s for the queue", w, left)
+	}
+}
+
+// A complete scan of a root keeps its totals in the store; the next start
+// expects them of its first scan.
+func TestWalkTotalsKept(t *testing.T) {
+	root := t.TempDir()
+	var bytes int64
+	for i := range 50 {
+		c := fmt.Sprint("content ", i)
+		writeFile(t, filepath.Join(root, fmt.Sprintf("d%d", i%5), fmt.Sprintf("f%d", i)), c)
+		bytes += int64(len(c))
+	}
+	e := newEnv(t, root, envOpts{noWatch: true})
+	e.settle(time.Minute)
+	waitFor(t, "the totals in the store", func() bool {
+		b, ok, err := e.st.GetMeta(totalsMeta)
+		var got map[string]totals
+		return err == nil && ok && json.Unmarshal(b, &got) == nil && got[root] == totals{Files: 50, Bytes: bytes}
+	})
+	e.stop()
+	log := new(testutil.Buffer)
+	e.start(envOpts{noWatch: true, opts: Options{Logger: slog.New(slog.NewTextHandler(log, nil))}})
+	e.settle(time.Minute)
+	want := fmt.Sprintf(`expect_files=50 expect_bytes=%d expect_from="previous scan"`, bytes)
+	if !strings.Contains(log.String(), want) {
+		t.Errorf("the second start's scan does not expect the first one's totals (%s):\n%s", want, log)
+	}
+}
