@@ -102,9 +102,10 @@ type FileCost struct {
 
 // StillValid reports whether c was measured completely, by this program
 // version, on this machine, with the external programs as they are now, so
-// it can be reused instead of calibrating again.
+// it can be reused instead of calibrating again. A policy this process
+// cannot follow (a kernel GODEBUG turned off) is never reused.
 func (c Calibration) StillValid() bool {
-	if c.Format != calibrationFormat || !c.Complete {
+	if c.Format != calibrationFormat || !c.Complete || c.Policy.Validate() != nil {
 		return false
 	}
 	names := make([]string, len(c.Fingerprint.Programs))

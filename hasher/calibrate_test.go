@@ -282,6 +282,16 @@ func TestStillValidNoticesChanges(t *testing.T) {
 		t.Error("other CPU still valid")
 	}
 	old = fresh()
+	old.Fingerprint.Kernels = append(old.Fingerprint.Kernels, "avx512x16-gone")
+	if old.StillValid() {
+		t.Error("calibration from a process that ran another kernel set still valid (GODEBUG=cpu.avx512f=off)")
+	}
+	old = fresh()
+	old.Policy.BatchKernel = "nosuch"
+	if old.StillValid() {
+		t.Error("calibration whose policy names a kernel this machine lacks still valid")
+	}
+	old = fresh()
 	later := time.Now().Add(time.Hour)
 	if err := os.Chtimes(prog, later, later); err != nil {
 		t.Fatal(err)
