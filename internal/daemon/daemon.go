@@ -51,7 +51,8 @@ var (
 // so larger groups write less per file: on the corpus 1,024 changes a group
 // made 126 commits and 60,000 page writes, 4,096 made 68 and 32,000. The
 // earlier measurement that preferred 1,024 ran under a 64 MiB memory limit,
-// where the larger groups' dirty pages kept the collector running.
+// where the larger groups' dirty pages kept the collector running. On a
+// large index the store shrinks its groups by the nodes they touch.
 const storeBatch = 4096
 
 // maxDataWindow caps the window of records re-verified after an unclean
