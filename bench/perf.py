@@ -10,7 +10,8 @@ machine is shared.
 
 Sections (give one or more; "all" is warm cold restart lookup calib):
   warm     initial index from an index holding only a calibration, warm page
-           cache, against bench/bareloop (walk + crypto/sha256, 2 workers)
+           cache, against bench/bareloop (walk + crypto/sha256, 2 workers); the
+           last run's keys checked against TREE.manifest.tsv when it exists
   cold     the same after drop_caches, against `cat` fan-outs of 2, 4, 8, 16
            and 32 readers and bareloop (needs root)
   restart  a start with nothing changed against `find -printf '%s %T@\\n'`
@@ -222,6 +223,7 @@ def section_warm(b):
             o = b.annexd(idx, b.tree)
         pairs.append((o, a))
         log("  run %d: annexd %s | bareloop %s" % (r + 1, o, a))
+    bad = keys_of(b, idx, b.tree)
     wr, cr = ratio_rows(pairs)
     o = [p[0] for p in pairs]
     a = [p[1] for p in pairs]
@@ -233,6 +235,22 @@ def section_warm(b):
     print("| per file, wall | %.1f µs | %.1f µs | | |" % (1e6 * med([x.wall for x in o]) / n, 1e6 * med([x.wall for x in a]) / n))
     print("| peak RssAnon / RssFile | %.0f / %.0f MiB | %.0f MiB (max RSS) | | |" % (
         max(x.anon for x in o) / 1024, max(x.file for x in o) / 1024, max(x.maxrss for x in a) / 1024))
+    if bad is not None:
+        print("| keys of the last run that differ from the manifest | %d | | | 0 |" % bad)
+
+
+def keys_of(b, idx, tree):
+    """Keys in idx that differ from tree's manifest, None without one."""
+    manifest = tree.rstrip("/") + ".manifest.tsv"
+    if not os.path.exists(manifest):
+        return None
+    listf = b.w("keys.list")
+    subprocess.run("find %s -type f >%s" % (sq(tree), sq(listf)), shell=True, check=True)
+    d = Daemon(b, idx, tree)
+    try:
+        return check_keys(b, listf, manifest)
+    finally:
+        d.stop()
 
 
 def cat_fanout(b, n):
