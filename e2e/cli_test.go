@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -185,19 +184,7 @@ func TestConventions(t *testing.T) {
 // runProg runs one of the built programs without a daemon.
 func runProg(t *testing.T, prog string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(prog, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("%s %v: %v", prog, args, err)
-	}
-	return r
+	return runCmd(t, prog, args, nil)
 }
 
 // gitIn runs git (or git annex) in dir without the machine's git
@@ -246,6 +233,44 @@ func TestGitAnnexLockedFile(t *testing.T) {
 	}
 	if r := d.ctl("", "whereis", f); r.code != 0 || r.stdout != filepath.Join(d.root, "copy.jpg")+"\n" {
 		t.Errorf("whereis of the annexed file: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestGitAnnexObjectsOnRequest: with [ignore] annex_objects the annex's
+// object store is indexed, so whereis of a file lists its annexed copy;
+// without it the store stays out with the rest of .git.
+func TestGitAnnexObjectsOnRequest(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		t.Run(fmt.Sprint("annex_objects=", on), func(t *testing.T) {
+			base, root := newRoot(t, func(root string) {
+				gitIn(t, root, "init", "-q")
+				gitIn(t, root, "annex", "init", "-q", "e2e")
+				write(t, filepath.Join(root, "photo.jpg"), "annexed content")
+				gitIn(t, root, "annex", "add", "-q", "photo.jpg")
+				write(t, filepath.Join(root, "copy.jpg"), "annexed content")
+			})
+			cfg := filepath.Join(base, "annexd.toml")
+			if err := os.WriteFile(cfg, fmt.Appendf(nil, "[ignore]\nannex_objects = %v\n", on), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			d := spawn(t, annexdRun{base: base, roots: []string{root}, extra: []string{"-c", cfg}})
+			d.waitIdle()
+			obj, err := filepath.EvalSymlinks(filepath.Join(root, "photo.jpg"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := filepath.Join(root, "copy.jpg") + "\n\n" // a blank line ends each argument's list
+			if on {
+				want = obj + "\n" + want
+			}
+			r := d.ctl("", "whereis", filepath.Join(root, "copy.jpg"), filepath.Join(root, "photo.jpg"))
+			if r.code != 0 || r.stdout != want+want {
+				t.Errorf("whereis: exit %d %q %q; want %q twice", r.code, r.stdout, r.stderr, want)
+			}
+			if r := d.ctl("", "lookup", filepath.Join(root, ".git", "config")); r.code == 0 {
+				t.Errorf("lookup of .git/config: exit 0 %q; the rest of .git must stay out", r.stdout)
+			}
+		})
 	}
 }
 

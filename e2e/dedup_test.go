@@ -26,7 +26,6 @@ import (
 
 	"github.com/annexd/annexd/api"
 	"github.com/annexd/annexd/internal/loopfs"
-	"github.com/annexd/annexd/internal/testutil"
 )
 
 // The deduplication tests run the real daemon and annexctl on roots in
@@ -479,24 +478,8 @@ func TestDedupActsForTheCaller(t *testing.T) {
 // startAs is startOn with the daemon running as uid (and the same gid).
 func startAs(t *testing.T, base string, uid uint32, root string) *daemon {
 	t.Helper()
-	d := &daemon{t: t, root: root, socket: filepath.Join(base, "run", "annexd.sock"), log: new(testutil.Buffer),
-		done: make(chan error, 1)}
-	d.env = append(os.Environ(),
-		"HOME="+base,
-		"XDG_CONFIG_HOME="+filepath.Join(base, "config"),
-		"XDG_STATE_HOME="+filepath.Join(base, "state"),
-		"XDG_RUNTIME_DIR="+filepath.Join(base, "xdgrun"),
-		"ANNEXD_SOCKET="+d.socket)
-	d.cmd = exec.Command(bin.annexd, "--socket", d.socket, "--index", filepath.Join(base, "index.db"),
-		"--calibrate", "never", "--quiet-delay", "200ms", root)
-	d.cmd.Env = d.env
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.done <- d.cmd.Wait() }()
-	t.Cleanup(d.stop)
+	d := spawn(t, annexdRun{base: base, roots: []string{root}, cred: &syscall.Credential{Uid: uid, Gid: uid},
+		env: func(env []string) []string { return append(env, "HOME="+base) }})
 	d.waitIdle()
 	return d
 }
@@ -504,23 +487,10 @@ func startAs(t *testing.T, base string, uid uint32, root string) *daemon {
 // ctlAs runs annexctl as uid (and the same gid) against d.
 func ctlAs(t *testing.T, d *daemon, uid uint32, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), ctlTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin.annexctl, args...)
-	cmd.Env = d.env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("annexctl %v as uid %d: %v", args, uid, err)
-	}
-	return r
+	return runCmd(t, bin.annexctl, args, func(cmd *exec.Cmd) {
+		cmd.Env = d.env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	})
 }
 
 // Ctrl-C once the plan is printed: the daemon stops after the actions

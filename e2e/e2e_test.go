@@ -87,37 +87,25 @@ type daemon struct {
 // first scan is done. setup, if not nil, fills the root first.
 func startDaemon(t testing.TB, setup func(root string)) *daemon {
 	t.Helper()
-	base, err := os.MkdirTemp("", "e2e")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, _ = filepath.EvalSymlinks(base)
-	t.Cleanup(func() { os.RemoveAll(base) })
-	root := filepath.Join(base, "root")
+	base, root := newRoot(t, setup)
+	d := spawn(t, annexdRun{base: base, roots: []string{root}})
+	d.waitIdle()
+	return d
+}
+
+// newRoot makes a base directory (newBase) with an empty root in it, and
+// fills the root with setup when it is not nil.
+func newRoot(t testing.TB, setup func(root string)) (base, root string) {
+	t.Helper()
+	base = newBase(t)
+	root = filepath.Join(base, "root")
 	if err := os.Mkdir(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if setup != nil {
 		setup(root)
 	}
-	d := &daemon{t: t, root: root, socket: filepath.Join(base, "run", "annexd.sock"), log: new(testutil.Buffer),
-		done: make(chan error, 1)}
-	d.env = append(os.Environ(),
-		"XDG_CONFIG_HOME="+filepath.Join(base, "config"),
-		"XDG_STATE_HOME="+filepath.Join(base, "state"),
-		"XDG_RUNTIME_DIR="+filepath.Join(base, "xdgrun"),
-		"ANNEXD_SOCKET="+d.socket)
-	d.cmd = exec.Command(bin.annexd, "--socket", d.socket, "--index", filepath.Join(base, "index.db"),
-		"--calibrate", "never", "--quiet-delay", "200ms", root)
-	d.cmd.Env = d.env
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.done <- d.cmd.Wait() }()
-	t.Cleanup(d.stop)
-	d.waitIdle()
-	return d
+	return base, root
 }
 
 // waitIdle waits until annexctl status --wait succeeds: up to two minutes,
@@ -196,11 +184,23 @@ const ctlTimeout = 3 * time.Minute
 
 func runCtl(t testing.TB, env []string, dir, stdin string, args ...string) result {
 	t.Helper()
+	return runCmd(t, bin.annexctl, args, func(cmd *exec.Cmd) {
+		cmd.Env, cmd.Dir = env, dir
+		cmd.Stdin = strings.NewReader(stdin)
+	})
+}
+
+// runCmd runs prog with args, after set (if not nil) adjusts the command,
+// and returns its output and exit status. The test fails when prog cannot
+// run or takes longer than ctlTimeout.
+func runCmd(t testing.TB, prog string, args []string, set func(*exec.Cmd)) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), ctlTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin.annexctl, args...)
-	cmd.Env, cmd.Dir = env, dir
-	cmd.Stdin = strings.NewReader(stdin)
+	cmd := exec.CommandContext(ctx, prog, args...)
+	if set != nil {
+		set(cmd)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -208,11 +208,11 @@ func runCtl(t testing.TB, env []string, dir, stdin string, args ...string) resul
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
-		t.Fatalf("annexctl %v did not finish within %v\n%s%s", args, ctlTimeout, r.stdout, r.stderr)
+		t.Fatalf("%s %v did not finish within %v\n%s%s", filepath.Base(prog), args, ctlTimeout, r.stdout, r.stderr)
 	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
 	case err != nil:
-		t.Fatalf("annexctl %v: %v", args, err)
+		t.Fatalf("%s %v: %v", filepath.Base(prog), args, err)
 	}
 	return r
 }

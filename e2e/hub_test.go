@@ -13,7 +13,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math/big"
 	"net"
 	"os"
@@ -81,22 +80,7 @@ func (h *hubHost) writeConfig(body string) {
 func (h *hubHost) start() {
 	t := h.t
 	t.Helper()
-	d := &daemon{t: t, root: h.root, socket: filepath.Join(h.base, "run", "annexd.sock"), log: new(testutil.Buffer),
-		done: make(chan error, 1)}
-	d.env = append(os.Environ(),
-		"XDG_CONFIG_HOME="+filepath.Join(h.base, "config"),
-		"XDG_STATE_HOME="+filepath.Join(h.base, "state"),
-		"XDG_RUNTIME_DIR="+filepath.Join(h.base, "xdgrun"),
-		"ANNEXD_SOCKET="+d.socket)
-	d.cmd = exec.Command(bin.annexd, "-c", h.cfg, "--socket", d.socket, "--index", filepath.Join(h.base, "index.db"),
-		"--calibrate", "never", "--quiet-delay", "200ms", h.root)
-	d.cmd.Env = d.env
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.done <- d.cmd.Wait() }()
-	t.Cleanup(d.stop)
+	d := spawn(t, annexdRun{base: h.base, roots: []string{h.root}, extra: []string{"-c", h.cfg}})
 	h.d = d
 	start := time.Now()
 	if h.slowStart {
@@ -207,23 +191,7 @@ func (h *hubHost) tryHubHosts() map[string]api.HubHost {
 // truth is path → hex SHA-256 of every file under h's root, from the files.
 func (h *hubHost) truth() map[string]string {
 	h.t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(h.root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(b)
-		out[p] = hex.EncodeToString(sum[:])
-		return nil
-	})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return out
+	return testutil.TreeDigests(h.t, h.root)
 }
 
 // hubView is every record the hub holds, asked through h's daemon: host →

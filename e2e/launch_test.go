@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/api"
-	"github.com/annexd/annexd/internal/testutil"
 )
 
 // launch starts annexd on a new temporary root with args before the root
@@ -20,38 +18,8 @@ import (
 // program (and its arguments) that runs annexd, such as prlimit.
 func launch(t *testing.T, setup func(root string), wrap []string, args ...string) *daemon {
 	t.Helper()
-	base, err := os.MkdirTemp("", "e2e")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, _ = filepath.EvalSymlinks(base)
-	t.Cleanup(func() { os.RemoveAll(base) })
-	root := filepath.Join(base, "root")
-	if err := os.Mkdir(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if setup != nil {
-		setup(root)
-	}
-	d := &daemon{t: t, root: root, socket: filepath.Join(base, "run", "annexd.sock"), log: new(testutil.Buffer),
-		done: make(chan error, 1)}
-	d.env = append(os.Environ(),
-		"XDG_CONFIG_HOME="+filepath.Join(base, "config"),
-		"XDG_STATE_HOME="+filepath.Join(base, "state"),
-		"XDG_RUNTIME_DIR="+filepath.Join(base, "xdgrun"),
-		"ANNEXD_SOCKET="+d.socket)
-	argv := append([]string{bin.annexd, "--socket", d.socket, "--index", filepath.Join(base, "index.db"),
-		"--quiet-delay", "200ms"}, args...)
-	argv = append(append(wrap, argv...), root)
-	d.cmd = exec.Command(argv[0], argv[1:]...)
-	d.cmd.Env = d.env
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.done <- d.cmd.Wait() }()
-	t.Cleanup(d.stop)
-	return d
+	base, root := newRoot(t, setup)
+	return spawn(t, annexdRun{base: base, roots: []string{root}, extra: args, wrap: wrap, calibrate: true})
 }
 
 // openDir makes a directory any user may enter, with a copy of the

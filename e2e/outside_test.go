@@ -3,36 +3,17 @@ package e2e
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/annexd/annexd/internal/testutil"
 )
 
 // startOn runs annexd on the given roots with its index and socket under
 // base (the same index each time) and waits until its first scan is done.
 func startOn(t *testing.T, base string, roots ...string) *daemon {
 	t.Helper()
-	d := &daemon{t: t, root: roots[0], socket: filepath.Join(base, "run", "annexd.sock"), log: new(testutil.Buffer),
-		done: make(chan error, 1)}
-	d.env = append(os.Environ(),
-		"XDG_CONFIG_HOME="+filepath.Join(base, "config"),
-		"XDG_STATE_HOME="+filepath.Join(base, "state"),
-		"XDG_RUNTIME_DIR="+filepath.Join(base, "xdgrun"),
-		"ANNEXD_SOCKET="+d.socket)
-	args := append([]string{"--socket", d.socket, "--index", filepath.Join(base, "index.db"),
-		"--calibrate", "never", "--quiet-delay", "200ms"}, roots...)
-	d.cmd = exec.Command(bin.annexd, args...)
-	d.cmd.Env = d.env
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.done <- d.cmd.Wait() }()
-	t.Cleanup(d.stop)
+	d := spawn(t, annexdRun{base: base, roots: roots})
 	d.waitIdle()
 	return d
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -17,11 +18,15 @@ import (
 type annexdRun struct {
 	base  string
 	roots []string
-	extra []string                // flags after the common ones
-	exe   string                  // the annexd binary ("": the one built for the tests)
-	cred  *syscall.Credential     // run as this user (nil: as the test)
-	sub   string                  // a subcommand ("repair"), or "" for the daemon
-	env   func([]string) []string // adjusts the environment, if set
+	extra []string            // flags after the common ones
+	exe   string              // the annexd binary ("": the one built for the tests)
+	wrap  []string            // a program (and its arguments) that runs annexd, such as prlimit
+	cred  *syscall.Credential // run as this user (nil: as the test)
+	// calibrate leaves out --calibrate never, so annexd calibrates as it
+	// does by default.
+	calibrate bool
+	sub       string                  // a subcommand ("repair"), or "" for the daemon
+	env       func([]string) []string // adjusts the environment, if set
 }
 
 // args returns the command line: the subcommand, the flags the e2e tests
@@ -31,14 +36,17 @@ func (l annexdRun) args() []string {
 	if l.sub != "" {
 		a = append(a, l.sub)
 	}
-	a = append(a, "--socket", filepath.Join(l.base, "run", "annexd.sock"), "--index", filepath.Join(l.base, "index.db"),
-		"--calibrate", "never", "--quiet-delay", "200ms")
+	a = append(a, "--socket", filepath.Join(l.base, "run", "annexd.sock"), "--index", filepath.Join(l.base, "index.db"))
+	if !l.calibrate {
+		a = append(a, "--calibrate", "never")
+	}
+	a = append(a, "--quiet-delay", "200ms")
 	a = append(a, l.extra...)
 	return append(a, l.roots...)
 }
 
 // spawn starts annexd as l says and returns without waiting for it.
-func spawn(t *testing.T, l annexdRun) *daemon {
+func spawn(t testing.TB, l annexdRun) *daemon {
 	t.Helper()
 	d := &daemon{t: t, root: l.roots[0], socket: filepath.Join(l.base, "run", "annexd.sock"), log: new(testutil.Buffer),
 		done: make(chan error, 1)}
@@ -54,7 +62,8 @@ func spawn(t *testing.T, l annexdRun) *daemon {
 	if exe == "" {
 		exe = bin.annexd
 	}
-	d.cmd = exec.Command(exe, l.args()...)
+	argv := append(append(slices.Clone(l.wrap), exe), l.args()...)
+	d.cmd = exec.Command(argv[0], argv[1:]...)
 	d.cmd.Env = d.env
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if l.cred != nil {
@@ -91,7 +100,7 @@ func (d *daemon) exit(limit time.Duration) int {
 
 // newBase makes a temporary base directory (symlinks resolved), removed
 // when the test ends.
-func newBase(t *testing.T) string {
+func newBase(t testing.TB) string {
 	t.Helper()
 	base, err := os.MkdirTemp("", "e2e")
 	if err != nil {

@@ -91,6 +91,9 @@ type Ignore struct {
 	Patterns []string `toml:"patterns"`
 	// NoDefaults drops the built-in patterns (VCS internals, caches).
 	NoDefaults bool `toml:"no_defaults"`
+	// AnnexObjects indexes git-annex's object store (.git/annex/objects),
+	// which the built-in patterns leave out with the rest of .git/.
+	AnnexObjects bool `toml:"annex_objects"`
 }
 
 // Hasher overrides the hasher's calibrated policy; zero fields keep it.

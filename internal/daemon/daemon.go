@@ -277,7 +277,11 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	a.h = hasher.New(policy, a.log.With("part", "hasher"))
 
 	patterns := a.cfg.Ignore.Patterns
-	if !a.cfg.Ignore.NoDefaults {
+	switch {
+	case a.cfg.Ignore.NoDefaults:
+	case a.cfg.Ignore.AnnexObjects:
+		patterns = append(ignore.DefaultsWithAnnexObjects(), patterns...)
+	default:
 		patterns = append(ignore.Defaults(), patterns...)
 	}
 	m, err := ignore.New(patterns)

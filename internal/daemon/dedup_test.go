@@ -150,24 +150,19 @@ func TestRunRecoversDedup(t *testing.T) {
 		}
 	})
 
-	app, err := New(cfg, nil, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
+	_, end := runApp(t, cfg, nil)
+	ctx := context.Background()
 	c := api.Dial(cfg.Socket)
 	defer c.Close()
 	var st api.Status
+	var err error
 	for deadline := time.Now().Add(30 * time.Second); !st.Idle; time.Sleep(20 * time.Millisecond) {
 		st, err = c.Status(ctx)
 		if time.Now().After(deadline) {
 			t.Fatalf("not ready: %+v, %v", st, err)
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := end(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if _, err := os.Lstat(filepath.Join(root, temp)); !errors.Is(err, os.ErrNotExist) {

@@ -76,19 +76,13 @@ func TestUncleanEndReverifiesTheLastRecords(t *testing.T) {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
 
-	app, err := New(cfg, nil, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
+	_, end := runApp(t, cfg, nil)
 	defer func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := end(); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	}()
+	ctx := context.Background()
 	c := api.Dial(cfg.Socket)
 	defer c.Close()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {

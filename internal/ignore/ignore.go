@@ -32,7 +32,7 @@
 // __pycache__/), desktop trash folders (.Trash/, .Trash-*/) and fsck's
 // lost+found/. Files inside a git work tree are indexed; the .git directory
 // itself is not (this includes git-annex's .git/annex/objects, whose keys
-// git-annex already records). Build outputs, node_modules, editor backups and
+// git-annex already records; DefaultsWithAnnexObjects walks it too). Build outputs, node_modules, editor backups and
 // temporary files are indexed unless the user says otherwise: leaving out a
 // file the user cares about silently would make lookups say "unknown" for
 // real data.
@@ -41,6 +41,7 @@ package ignore
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -62,6 +63,19 @@ func Defaults() []string {
 		".Trash-*/",
 		"lost+found/",
 	}
+}
+
+// annexObjects keeps git-annex's object store and nothing else of a .git
+// directory: each rule re-includes one level below the one before.
+var annexObjects = []string{"**/.git/*", "!**/.git/annex/", "**/.git/annex/*", "!**/.git/annex/objects/"}
+
+// DefaultsWithAnnexObjects is Defaults with git-annex's object store
+// indexed too: of a .git directory only .git/annex/objects is walked, so
+// whereis finds the annexed copies of a file's content.
+func DefaultsWithAnnexObjects() []string {
+	d := Defaults()
+	i := slices.Index(d, ".git/")
+	return slices.Insert(slices.Delete(d, i, i+1), i, annexObjects...)
 }
 
 // Matcher holds compiled patterns. A nil *Matcher excludes nothing.

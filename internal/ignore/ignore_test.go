@@ -107,6 +107,34 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// TestDefaultsWithAnnexObjects: only .git/annex/objects of a .git
+// directory is walked; the rest of the defaults stay.
+func TestDefaultsWithAnnexObjects(t *testing.T) {
+	m := MustNew(DefaultsWithAnnexObjects())
+	walked := []struct {
+		path string
+		dir  bool
+	}{
+		{"r/.git/annex/objects/Xx/Yy/SHA256E-s1--ab.jpg/SHA256E-s1--ab.jpg", false},
+		{".git/annex/objects/Xx", true}, {"a/b/.git/annex/objects", true},
+	}
+	for _, w := range walked {
+		if m.MatchPath(w.path, w.dir) {
+			t.Errorf("%q is left out, want it walked", w.path)
+		}
+	}
+	left := []string{".git/config", "r/.git/objects/ab/cdef", "r/.git/annex/tmp/x", "r/.git/annex/journal",
+		"x/.cache/y", ".hg/store"}
+	for _, p := range left {
+		if !m.MatchPath(p, false) {
+			t.Errorf("%q is walked, want it left out", p)
+		}
+	}
+	if m.MatchPath("r/.git", true) || m.MatchPath("r/.git/annex", true) {
+		t.Error("the directories on the way to the objects are left out")
+	}
+}
+
 func TestMatchPath(t *testing.T) {
 	m := MustNew([]string{".git/", "/build/", "*.o", "!keep.o"})
 	cases := []struct {
