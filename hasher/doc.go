@@ -33,10 +33,12 @@
 // known-answer vectors,
 // and derives a Policy, within one second. Throughputs are taken in CPU time,
 // which other load on a shared machine disturbs far less than wall time. The
-// result carries a Fingerprint of the CPU, the Go runtime and the external
-// programs, so a stored Calibration is reused until one of them changes
-// (Calibration.StillValid), unless the budget cut it short
-// (Calibration.Complete); Overrides applies a config file's settings on top.
+// result carries a Fingerprint of the CPU, the Go runtime, the kernels the
+// process may run and the external programs, so a stored Calibration is
+// reused until one of them changes (Calibration.StillValid), unless the
+// budget cut it short (Calibration.Complete); Overrides applies a config
+// file's settings on top. GODEBUG=cpu.avx512f=off runs as a CPU without
+// AVX-512 would.
 //
 // # Durability
 //

@@ -13,8 +13,9 @@
 //   - generic: crypto/sha256, one stream at a time (other CPUs and
 //     architectures, and builds with the purego tag).
 //
-// Kernels lists the kernels this machine can run and NewKernel asks for one
-// by name, for benchmarks and calibration.
+// Kernels lists the kernels this machine can run, less those GODEBUG turns
+// off (cpu.avx512f=off), and NewKernel asks for one by name, for benchmarks
+// and calibration.
 //
 // An Engine hashes a batch of streams: Hash pulls streams (io.Readers) from
 // a function, attaches each to a free lane, reads every lane in chunks of
