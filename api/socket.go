@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/annexd/annexd/internal/config"
+	"github.com/annexd/annexd/internal/xdg"
 )
 
 // SocketName is the file name of the socket inside its directory.
@@ -18,10 +18,10 @@ const SocketName = "annexd.sock"
 //  2. else /run/user/UID/annexd/annexd.sock when /run/user/UID exists;
 //  3. else annexd-UID/annexd.sock under os.TempDir().
 //
-// The rule itself lives in the daemon's configuration package, so the
-// daemon's config default, the server and the client always agree.
+// The rule itself lives in package xdg, which the daemon's configuration
+// uses too, so the daemon's default, the server and the client agree.
 func DefaultSocketPath() (string, error) {
-	p := config.DefaultSocketPath()
+	p := xdg.SocketPath()
 	if !filepath.IsAbs(p) {
 		return "", fmt.Errorf("%w: default socket path %q is not absolute; set XDG_RUNTIME_DIR or --socket", ErrConfig, p)
 	}

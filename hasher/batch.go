@@ -5,6 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/annexd/annexd/hasher/mbsha256"
 )
 
 // BatchEngine hashes several SHA-256 streams at once, for example one per
@@ -14,13 +20,23 @@ import (
 type BatchEngine interface {
 	// Lanes is how many streams the engine hashes at full speed at once.
 	Lanes() int
-	// Hash pulls streams from next until it reports false, reads each to
-	// its end, and calls done with the stream's position in next's
-	// sequence (0, 1, …) and its digest, or the error that ended reading
-	// it, as soon as that stream is finished; done is called once per
-	// stream taken, on the caller's goroutine. One stream's error must not
-	// affect the others. Hash returns ctx.Err() when ctx ends first.
-	Hash(ctx context.Context, next func() (io.Reader, bool), done func(i int, sum [32]byte, err error)) error
+	// Hash pulls streams from next, reads each to its end, and calls done
+	// with the stream's position in next's sequence (0, 1, …) and its
+	// digest, or the error that ended reading it, as soon as that stream is
+	// finished; done is called once per stream taken, on the caller's
+	// goroutine. next says what it gave as mbsha256.HashFeed's does:
+	// Taken, Dry (none now) or Soon (more coming; with wait set, next
+	// blocks until it has one or is dry). Hash returns once next is Dry
+	// with no stream in flight. One stream's error must not affect the
+	// others. Hash returns ctx.Err() when ctx ends first.
+	Hash(ctx context.Context, next func(wait bool) (Stream, mbsha256.Feed), done func(i int, sum [32]byte, err error)) error
+}
+
+// Stream is one input of a BatchEngine: R read to its end, or, when R is
+// nil, the bytes of Data (a small file its caller read and checked).
+type Stream struct {
+	Data []byte
+	R    io.Reader
 }
 
 // streamReader reads a stableFile up to its recorded size; a file that ends
@@ -28,10 +44,18 @@ type BatchEngine interface {
 // read fails with the context's error, so that a cancelled file leaves the
 // engine while the others in the batch go on.
 type streamReader struct {
-	ctx  context.Context
-	f    *stableFile
-	left int64
+	ctx     context.Context
+	f       *stableFile
+	left    int64
+	read    int64 // bytes read so far
+	advised int64 // bytes asked of the page cache ahead of reading
 }
+
+// prefetchWindow is how far ahead of an engine's reading a stream's data is
+// asked for (POSIX_FADV_WILLNEED): the kernel reads it while the engine
+// hashes its other lanes, so that one file still on disk does not stall
+// them all.
+const prefetchWindow = 8 << 20
 
 func (r *streamReader) Read(p []byte) (int, error) {
 	if err := r.ctx.Err(); err != nil {
@@ -43,8 +67,13 @@ func (r *streamReader) Read(p []byte) (int, error) {
 	if int64(len(p)) > r.left {
 		p = p[:r.left]
 	}
+	if r.read+prefetchWindow/2 >= r.advised && r.advised < r.f.before.Size {
+		_ = unix.Fadvise(r.f.fd, r.advised, prefetchWindow, unix.FADV_WILLNEED)
+		r.advised += prefetchWindow
+	}
 	n, err := r.f.read(p)
 	r.left -= int64(n)
+	r.read += int64(n)
 	return n, err
 }
 
@@ -61,22 +90,28 @@ type batchRun struct {
 	done    []bool
 }
 
-// next hands the engine the first job, then any job already queued, without
-// waiting; jobs whose file cannot be opened are finished at once.
-func (b *batchRun) next() (io.Reader, bool) {
+// next hands the engine the first job, then any job queued by then. With
+// none queued it says Soon while callers are about to queue more (they
+// are reading their files), and with wait it waits for one; else Dry.
+// Jobs whose file cannot be opened are finished at once. A small file
+// comes read and checked already (job.data).
+func (b *batchRun) next(wait bool) (Stream, mbsha256.Feed) {
 	for {
 		j := b.first
 		b.first = nil
 		if j == nil {
-			select {
-			case j = <-b.h.bat:
-			default:
-				return nil, false
+			var f mbsha256.Feed
+			if j, f = b.h.take(wait); j == nil {
+				return Stream{}, f
 			}
 		}
 		if err := j.ctx.Err(); err != nil {
 			b.h.finish(j, Result{}, err)
 			continue
+		}
+		if j.data != nil {
+			b.jobs, b.streams, b.done = append(b.jobs, j), append(b.streams, nil), append(b.done, false)
+			return Stream{Data: *j.data}, mbsha256.Taken
 		}
 		f, err := openStable(j.path, &j.before)
 		if err != nil {
@@ -85,7 +120,49 @@ func (b *batchRun) next() (io.Reader, bool) {
 		}
 		r := &streamReader{ctx: j.ctx, f: f, left: f.before.Size}
 		b.jobs, b.streams, b.done = append(b.jobs, j), append(b.streams, r), append(b.done, false)
-		return r, true
+		return Stream{R: r}, mbsha256.Taken
+	}
+}
+
+// waitTick is how often a worker waiting for a batch job checks that one is
+// still coming.
+const waitTick = 200 * time.Microsecond
+
+// take returns a queued batch job, or nil and what to tell the engine.
+// Before it says Dry it yields once: the callers its finished files woke
+// wait to run on this thread, and they queue their next files at once.
+func (h *Hasher) take(wait bool) (*job, mbsha256.Feed) {
+	for yielded := false; ; {
+		select {
+		case j := <-h.bat:
+			h.coming.Add(-1)
+			return j, mbsha256.Taken
+		default:
+		}
+		if h.base.Err() != nil {
+			return nil, mbsha256.Dry
+		}
+		if h.coming.Load() <= 0 {
+			if yielded {
+				return nil, mbsha256.Dry
+			}
+			runtime.Gosched()
+			yielded = true
+			continue
+		}
+		if !wait {
+			return nil, mbsha256.Soon
+		}
+		t := time.NewTimer(waitTick)
+		select {
+		case j := <-h.bat:
+			t.Stop()
+			h.coming.Add(-1)
+			return j, mbsha256.Taken
+		case <-t.C:
+		case <-h.base.Done():
+			t.Stop()
+		}
 	}
 }
 
@@ -97,6 +174,15 @@ func (b *batchRun) finish(i int, sum [32]byte, err error) {
 	}
 	b.done[i] = true
 	r := b.streams[i]
+	if r == nil { // read and checked by its caller
+		j := b.jobs[i]
+		if err != nil {
+			b.h.finish(j, Result{}, err)
+			return
+		}
+		b.h.finish(j, Result{Digest: append([]byte(nil), sum[:]...), Info: j.before}, nil)
+		return
+	}
 	f := r.f
 	defer f.close()
 	if err == nil && r.left != 0 {

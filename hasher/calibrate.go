@@ -22,7 +22,7 @@ import (
 // calibrationFormat changes whenever what Calibrate measures or how it
 // derives the policy changes; stored calibrations of another format are
 // redone.
-const calibrationFormat = 2
+const calibrationFormat = 4
 
 // DefaultBudget is the time Calibrate may take.
 const DefaultBudget = time.Second
@@ -35,11 +35,6 @@ type CalibrateOptions struct {
 	// Programs are the external candidates, names looked up in PATH or
 	// paths; nil means sha256sum and openssl.
 	Programs []string
-	// IdleProbe is the command line of a process that calls RunIdleProbe
-	// and exits (annexd: "annexd calibrate --idle-probe"), with extra
-	// environment IdleProbeEnv. Nil: the Avx512Server is rejected unmeasured.
-	IdleProbe    []string
-	IdleProbeEnv []string
 	// Budget caps the total time; 0 means DefaultBudget. Steps that do not
 	// fit are reported as not measured, and their candidates are not used.
 	Budget time.Duration
@@ -67,7 +62,7 @@ type Calibration struct {
 // Candidate is one way of computing SHA-256 and what was found about it.
 type Candidate struct {
 	Name     string `json:"name"`
-	Kind     string `json:"kind"` // KindInProcess, KindServer or KindExternal
+	Kind     string `json:"kind"` // KindInProcess, KindBatch or KindExternal
 	Path     string `json:"path,omitempty"`
 	Verified bool   `json:"verified"` // passed the known-answer vectors
 	// MBps is bytes per second of CPU time, which other load on the
@@ -77,25 +72,18 @@ type Candidate struct {
 	MBps float64 `json:"mb_per_s,omitempty"`
 	// OverheadUs: external, a run over an empty input (fork, exec, exit).
 	OverheadUs float64 `json:"overhead_us,omitempty"`
-	// IdleCPU: a server's CPU use while idle, as a fraction of one core.
-	IdleCPU  *float64 `json:"idle_cpu,omitempty"`
-	Chosen   bool     `json:"chosen"`
-	Rejected string   `json:"rejected,omitempty"` // why not chosen
+	Chosen     bool    `json:"chosen"`
+	Rejected   string  `json:"rejected,omitempty"` // why not chosen
 }
 
 // Candidate kinds.
 const (
 	KindInProcess = "in-process"
-	KindServer    = "server"
 	KindExternal  = "external"
 )
 
-// Candidate names besides the external programs'.
-const (
-	NameStd       = string(SHA256Std)
-	NameSIMD      = string(SHA256SIMD)
-	NameAvx512Srv = "sha256-simd Avx512Server"
-)
+// NameStd is the in-process candidate's name.
+const NameStd = string(SHA256Std)
 
 // BufferCost is the in-process throughput, per second of the thread's CPU
 // time, reading and hashing the sample file with one read size.
@@ -104,8 +92,8 @@ type BufferCost struct {
 	MBps float64 `json:"mb_per_s"`
 }
 
-// FileCost is the cost of hashing one whole file of Size bytes, stat, open
-// and identity checks included.
+// FileCost is the CPU time of hashing one whole file of Size bytes, stat,
+// open and identity checks included.
 type FileCost struct {
 	Size     int64   `json:"size"`
 	InlineUs float64 `json:"inline_us"`
@@ -114,9 +102,10 @@ type FileCost struct {
 
 // StillValid reports whether c was measured completely, by this program
 // version, on this machine, with the external programs as they are now, so
-// it can be reused instead of calibrating again.
+// it can be reused instead of calibrating again. A policy this process
+// cannot follow (a kernel GODEBUG turned off) is never reused.
 func (c Calibration) StillValid() bool {
-	if c.Format != calibrationFormat || !c.Complete {
+	if c.Format != calibrationFormat || !c.Complete || c.Policy.Validate() != nil {
 		return false
 	}
 	names := make([]string, len(c.Fingerprint.Programs))
@@ -202,20 +191,16 @@ func Calibrate(ctx context.Context, opts CalibrateOptions) (Calibration, error) 
 	}
 	c := Calibration{Format: calibrationFormat, At: start.UTC().Truncate(time.Millisecond)}
 	c.Fingerprint = currentFingerprint(ctx, opts.Programs, true)
-	// The probe runs first and alone: its server polls while idle and
-	// would disturb the other measurements.
-	server := measureServer(ctx, opts)
 
-	inproc := measureInProcess(ctx, SHA256Std, SHA256SIMD)
-	c.Candidates = append(c.Candidates, inproc...)
-	impl := chooseImpl(&c, inproc[0], inproc[1])
-	if impl == "" {
+	std := measureInProcess(ctx)
+	c.Candidates = append(c.Candidates, std)
+	if !std.Verified {
 		return c, errNoSHA256
 	}
+	impl := SHA256Std
 	c.Candidates = append(c.Candidates, measureMultiBuffer(ctx)...)
 	c.Buffers = measureBuffers(ctx, s, impl)
 	c.PerFile, c.HandoffUs = measurePerFile(ctx, s, impl, bestBuffer(c.Buffers))
-	c.Candidates = append(c.Candidates, server)
 	for i, prog := range opts.Programs {
 		c.Candidates = append(c.Candidates, measureExternal(ctx, prog, c.Fingerprint.Programs[i].Path, s))
 	}
@@ -324,74 +309,30 @@ func verifyHash(newH func() hash.Hash) bool {
 	return true
 }
 
-// measureInProcess checks each implementation on the known answers and
-// measures the verified ones on a buffer in memory, taking turns so that a
-// burst of load elsewhere hits them alike.
-func measureInProcess(ctx context.Context, impls ...SHA256Impl) []Candidate {
-	out := make([]Candidate, len(impls))
-	hs := make([]hash.Hash, len(impls))
-	best := make([]time.Duration, len(impls))
-	for i, impl := range impls {
-		newH := func() hash.Hash { h, _ := newHash(key.SHA256, impl); return h }
-		out[i] = Candidate{Name: string(impl), Kind: KindInProcess, Verified: verifyHash(newH)}
-		if !out[i].Verified {
-			out[i].Rejected = "failed the known-answer vectors"
-		}
-		hs[i] = newH()
+// measureInProcess checks crypto/sha256 on the known answers and
+// measures it on a buffer in memory, the best of eight runs.
+func measureInProcess(ctx context.Context) Candidate {
+	newH := func() hash.Hash { h, _ := newHash(key.SHA256, SHA256Std); return h }
+	c := Candidate{Name: NameStd, Kind: KindInProcess, Verified: verifyHash(newH)}
+	if !c.Verified {
+		c.Rejected = "failed the known-answer vectors"
+		return c
 	}
-	buf := pattern(hotSize)
+	c.Chosen = true
+	h, buf := newH(), pattern(hotSize)
+	var min time.Duration
 	for rep := 0; rep < 8 && ctx.Err() == nil; rep++ {
-		for i, h := range hs {
-			if !out[i].Verified {
-				continue
-			}
-			d := bestCPU(1, func() {
-				h.Reset()
-				h.Write(buf)
-				h.Sum(nil)
-			})
-			if best[i] == 0 || d < best[i] {
-				best[i] = d
-			}
+		d := bestCPU(1, func() {
+			h.Reset()
+			h.Write(buf)
+			h.Sum(nil)
+		})
+		if min == 0 || d < min {
+			min = d
 		}
 	}
-	for i := range out {
-		if out[i].Verified {
-			out[i].MBps = mbps(hotSize, best[i])
-		}
-	}
-	return out
-}
-
-// chooseImpl picks the in-process SHA-256: sha256-simd only when it is
-// measurably (5 %) faster, since the standard library is the safer default.
-func chooseImpl(c *Calibration, std, simd Candidate) SHA256Impl {
-	mark := func(name, rejected string) {
-		for i := range c.Candidates {
-			if c.Candidates[i].Name == name {
-				c.Candidates[i].Chosen = rejected == ""
-				if rejected != "" && c.Candidates[i].Rejected == "" {
-					c.Candidates[i].Rejected = rejected
-				}
-			}
-		}
-	}
-	switch {
-	case std.Verified && std.MBps > 0 && simd.Verified && simd.MBps >= 1.05*std.MBps:
-		mark(NameSIMD, "")
-		mark(NameStd, fmt.Sprintf("slower than sha256-simd (%.0f vs %.0f MB/s)", std.MBps, simd.MBps))
-		return SHA256SIMD
-	case std.Verified:
-		mark(NameStd, "")
-		if simd.Verified {
-			mark(NameSIMD, fmt.Sprintf("not 5%% faster than crypto/sha256 (%.0f vs %.0f MB/s); the standard library wins ties", simd.MBps, std.MBps))
-		}
-		return SHA256Std
-	case simd.Verified:
-		mark(NameSIMD, "")
-		return SHA256SIMD
-	}
-	return ""
+	c.MBps = mbps(hotSize, min)
+	return c
 }
 
 // measureBuffers hashes the sample file with each read size, taking turns.
@@ -420,23 +361,52 @@ func measureBuffers(ctx context.Context, s samples, impl SHA256Impl) []BufferCos
 	return out
 }
 
-// bestBuffer is the smallest read size within 3 % of the fastest: less
-// memory per worker for no measurable loss.
+// bufferWin is how much faster a larger read size must be to be chosen
+// over a smaller one: the sizes measured differ by 1-2 %, noise included,
+// so only a real difference moves the choice.
+const bufferWin = 1.10
+
+// bestBuffer is the smallest read size within bufferWin of the fastest:
+// less memory per worker for no measurable loss.
 func bestBuffer(bs []BufferCost) BufferCost {
 	var top float64
 	for _, x := range bs {
 		top = max(top, x.MBps)
 	}
 	for _, x := range bs { // ascending sizes
-		if x.MBps >= 0.97*top {
+		if x.MBps*bufferWin >= top {
 			return x
 		}
 	}
 	return BufferCost{Size: DefaultBufferSize}
 }
 
+// bestProcessCPU runs f reps times and returns the least CPU time of the
+// whole process a run took: f's goroutines may run on other threads (the
+// pool's worker), and waiting for a core under load costs no CPU time.
+func bestProcessCPU(reps int, f func()) time.Duration {
+	var min time.Duration
+	for i := 0; i < reps; i++ {
+		t0 := processCPUTime()
+		f()
+		if d := processCPUTime() - t0; i == 0 || d < min {
+			min = d
+		}
+	}
+	return min
+}
+
+func processCPUTime() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // measurePerFile times whole small files inline and through a one-worker
-// pool; the difference at the smallest size is the pool's hand-off cost.
+// pool, in the process's CPU time; the difference at the smallest size is
+// the pool's hand-off cost.
 func measurePerFile(ctx context.Context, s samples, impl SHA256Impl, buf BufferCost) ([]FileCost, float64) {
 	h := New(Policy{InlineMax: -1, Workers: 1, SHA256: impl, BufferSize: buf.Size, SyncWindow: -1}, nil)
 	defer h.Close()
@@ -449,14 +419,14 @@ func measurePerFile(ctx context.Context, s samples, impl SHA256Impl, buf BufferC
 		path := s.small[size]
 		const n = 40
 		var err error // the last failure: a run cut short measures nothing
-		inline := best(3, func() {
+		inline := bestProcessCPU(5, func() {
 			for range n {
 				if _, e := hashFile(ctx, path, key.SHA256, nil, o); e != nil {
 					err = e
 				}
 			}
 		})
-		pool := best(3, func() {
+		pool := bestProcessCPU(5, func() {
 			for range n {
 				if _, e := h.Hash(ctx, path, key.SHA256); e != nil {
 					err = e
@@ -472,37 +442,6 @@ func measurePerFile(ctx context.Context, s samples, impl SHA256Impl, buf BufferC
 		return nil, 0
 	}
 	return out, max(out[0].PoolUs-out[0].InlineUs, 0)
-}
-
-func measureServer(ctx context.Context, opts CalibrateOptions) Candidate {
-	c := Candidate{Name: NameAvx512Srv, Kind: KindServer}
-	if len(opts.IdleProbe) == 0 {
-		c.Rejected = "its goroutine polls forever and cannot be stopped; idle cost not measured (no probe command)"
-		return c
-	}
-	if ctx.Err() != nil {
-		c.Rejected = errOverBudget.Error()
-		return c
-	}
-	res, err := runIdleProbe(ctx, opts.IdleProbe, opts.IdleProbeEnv)
-	switch {
-	case err != nil && ctx.Err() != nil:
-		c.Rejected = errOverBudget.Error()
-	case err != nil:
-		c.Rejected = "idle probe failed: " + err.Error()
-	case !res.Supported:
-		c.Rejected = "unavailable: " + res.Unsupported
-	default:
-		c.Verified = res.Verified
-		idle := res.IdleCPU
-		c.IdleCPU = &idle
-		c.Rejected = fmt.Sprintf("idle, its goroutine still used %.1f %% of a core (over %.0f ms, measured in a child process) and cannot be stopped; a daemon must cost nothing while idle",
-			100*res.IdleCPU, res.WindowMs)
-		if !res.Verified {
-			c.Rejected = "failed the known-answer vectors; " + c.Rejected
-		}
-	}
-	return c
 }
 
 func measureExternal(ctx context.Context, name, path string, s samples) Candidate {
@@ -590,11 +529,10 @@ func derive(c *Calibration, impl SHA256Impl) {
 	p.BufferSize = buf.Size
 	fileMBps := buf.MBps
 	if std, ok := c.Candidate(NameStd); ok {
-		simd, _ := c.Candidate(NameSIMD)
-		c.note("sha256 = %s: crypto/sha256 %s, sha256-simd %s on a buffer in memory (sha256-simd must be 5 %% faster to be chosen)", impl, rate(std), rate(simd))
+		c.note("sha256 = %s: %s on a buffer in memory, the known answers passed", impl, rate(std))
 	}
 	if len(c.Buffers) > 0 {
-		c.note("buffer_size = %s: the smallest read size within 3 %% of the fastest hashing the %s sample file (%.0f MB/s)", sizeStr(int64(buf.Size)), sizeStr(sampleSize), fileMBps)
+		c.note("buffer_size = %s: the smallest read size within %.0f %% of the fastest hashing the %s sample file (%.0f MB/s)", sizeStr(int64(buf.Size)), 100*(bufferWin-1), sizeStr(sampleSize), fileMBps)
 	} else {
 		c.note("buffer_size = %s: default, read sizes not measured", sizeStr(int64(buf.Size)))
 	}
@@ -604,8 +542,8 @@ func derive(c *Calibration, impl SHA256Impl) {
 		c.note("inline_max = %s: default, the pool hand-off or the file throughput was not measured", sizeStr(p.InlineMax))
 	} else {
 		p.InlineMax = inlineMax(c.HandoffUs, fileMBps)
-		c.note("inline_max = %s: the pool hand-off (%.1f µs per file) is under %.0f %% of hashing any larger file at %.0f MB/s",
-			sizeStr(p.InlineMax), c.HandoffUs, 100*handoffShare, fileMBps)
+		c.note("inline_max = %s: the pool hand-off (%.1f µs of CPU per file) is under %.0f %% of hashing any larger file at %.0f MB/s (the default %s unless that size is %d× off it)",
+			sizeStr(p.InlineMax), c.HandoffUs, 100*handoffShare, fileMBps, sizeStr(DefaultInlineMax), inlineBand)
 	}
 
 	var inOverheadUs float64
@@ -639,14 +577,23 @@ func (c *Calibration) note(format string, args ...any) {
 	c.Notes = append(c.Notes, fmt.Sprintf(format, args...))
 }
 
+// inlineBand: the inline cut-off leaves DefaultInlineMax only for one at
+// least this many times larger or smaller. Hand-offs of 1-5 µs, which
+// load moves by 2-4× from one start to the next, all keep the default.
+const inlineBand = 8
+
 // inlineMax is the largest power of two whose hashing time is at least
-// 1/handoffShare times the hand-off cost, within [16 KiB, 8 MiB].
+// 1/handoffShare times the hand-off cost, within [16 KiB, 8 MiB], or
+// DefaultInlineMax when that is within inlineBand of it.
 func inlineMax(handoffUs, fileMBps float64) int64 {
 	const lo, hi = 16 << 10, 8 << 20
 	if fileMBps <= 0 {
 		return DefaultInlineMax
 	}
 	bytes := int64(handoffUs / handoffShare * fileMBps) // µs × MB/s = bytes
+	if bytes > DefaultInlineMax/inlineBand && bytes < DefaultInlineMax*inlineBand {
+		return DefaultInlineMax
+	}
 	return min(max(roundUpPow2(bytes), lo), hi)
 }
 

@@ -18,19 +18,27 @@
 // SHA-256 files from Policy.ExternalMin bytes on (when it is not 0) by an
 // external program (sha256sum or openssl) that reads the descriptor the
 // Hasher holds. With Policy.Batch set (MultiBuffer: the multi-buffer SIMD
-// engine of package mbsha256), each pool worker pulls the large SHA-256 files
-// queued for it into one engine call, a file per lane. Idle Hashers cost no
-// CPU: their goroutines block on channels.
+// engine of package mbsha256), each pool worker pulls the SHA-256 files
+// queued for it into one engine call, a file per lane, and the small ones
+// come already read: their callers read them into memory, a few at a time
+// per device (Policy.Readers), and check them as HashFile does. Reading is
+// thus spread over many goroutines while hashing stays one per worker, and
+// many callers at once (Streams) keep the lanes full. An engine with a
+// free lane waits for files its callers are still reading rather than
+// finish the others alone. Idle Hashers cost no CPU: their goroutines block
+// on channels.
 //
-// Calibrate measures the candidates (crypto/sha256, sha256-simd, the mbsha256
-// kernels, sha256-simd's Avx512Server in a child process, the external
-// programs, the pool hand-off) after checking each on known-answer vectors,
+// Calibrate measures the candidates (crypto/sha256, the mbsha256 kernels,
+// the external programs, the pool hand-off) after checking each on
+// known-answer vectors,
 // and derives a Policy, within one second. Throughputs are taken in CPU time,
 // which other load on a shared machine disturbs far less than wall time. The
-// result carries a Fingerprint of the CPU, the Go runtime and the external
-// programs, so a stored Calibration is reused until one of them changes
-// (Calibration.StillValid), unless the budget cut it short
-// (Calibration.Complete); Overrides applies a config file's settings on top.
+// result carries a Fingerprint of the CPU, the Go runtime, the kernels the
+// process may run and the external programs, so a stored Calibration is
+// reused until one of them changes (Calibration.StillValid), unless the
+// budget cut it short (Calibration.Complete); Overrides applies a config
+// file's settings on top. GODEBUG=cpu.avx512f=off runs as a CPU without
+// AVX-512 would.
 //
 // # Durability
 //

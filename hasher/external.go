@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -45,16 +46,19 @@ func (k ExternalKind) args() []string {
 	return nil
 }
 
-// The only outputs accepted, for input on stdin.
+// The only outputs accepted, for input on stdin; compiled on first use, so
+// that a program linking the hasher pays nothing for them at start.
 var (
-	sha256sumOut = regexp.MustCompile(`\A([0-9a-f]{64})  -\n\z`)
-	opensslOut   = regexp.MustCompile(`\A(?:SHA2-256|SHA256)?\(stdin\)= ([0-9a-f]{64})\n\z`)
+	sha256sumOut = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\A([0-9a-f]{64})  -\n\z`) })
+	opensslOut   = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`\A(?:SHA2-256|SHA256)?\(stdin\)= ([0-9a-f]{64})\n\z`)
+	})
 )
 
 func (k ExternalKind) parse(out []byte) ([]byte, error) {
-	re := sha256sumOut
+	re := sha256sumOut()
 	if k == KindOpenSSL {
-		re = opensslOut
+		re = opensslOut()
 	}
 	m := re.FindSubmatch(out)
 	if m == nil {

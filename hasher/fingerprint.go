@@ -9,19 +9,24 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/annexd/annexd/hasher/mbsha256"
 )
 
 // Fingerprint identifies what a calibration measured: the CPU, the Go
 // runtime and the external programs. A stored Calibration stays valid while
 // the fingerprint matches.
 type Fingerprint struct {
-	CPUModel  string      `json:"cpu_model"`
-	CPUFlags  []string    `json:"cpu_flags"` // the hashing-relevant ones
-	NumCPU    int         `json:"num_cpu"`
-	GOOS      string      `json:"goos"`
-	GOARCH    string      `json:"goarch"`
-	GoVersion string      `json:"go_version"`
-	Programs  []ProgramID `json:"programs"`
+	CPUModel  string   `json:"cpu_model"`
+	CPUFlags  []string `json:"cpu_flags"` // the hashing-relevant ones
+	NumCPU    int      `json:"num_cpu"`
+	GOOS      string   `json:"goos"`
+	GOARCH    string   `json:"goarch"`
+	GoVersion string   `json:"go_version"`
+	// Kernels are the multi-buffer kernels this process may run: the CPU's
+	// flags less what GODEBUG turns off (cpu.avx512f=off).
+	Kernels  []string    `json:"kernels"`
+	Programs []ProgramID `json:"programs"`
 }
 
 // ProgramID identifies an external program by path, size and mtime; Version
@@ -49,6 +54,7 @@ func currentFingerprint(ctx context.Context, programs []string, withVersions boo
 		GOOS:      runtime.GOOS,
 		GOARCH:    runtime.GOARCH,
 		GoVersion: runtime.Version(),
+		Kernels:   mbsha256.Kernels(),
 	}
 	for _, name := range programs {
 		fp.Programs = append(fp.Programs, programID(ctx, name, withVersions))
@@ -128,7 +134,7 @@ func cpuInfo() (model string, flags []string) {
 // program versions are not compared (size and mtime stand for them).
 func (f Fingerprint) Matches(g Fingerprint) bool {
 	if f.CPUModel != g.CPUModel || !slices.Equal(f.CPUFlags, g.CPUFlags) || f.NumCPU != g.NumCPU ||
-		f.GOOS != g.GOOS || f.GOARCH != g.GOARCH || f.GoVersion != g.GoVersion || len(f.Programs) != len(g.Programs) {
+		f.GOOS != g.GOOS || f.GOARCH != g.GOARCH || f.GoVersion != g.GoVersion || !slices.Equal(f.Kernels, g.Kernels) || len(f.Programs) != len(g.Programs) {
 		return false
 	}
 	for i, p := range f.Programs {

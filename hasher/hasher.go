@@ -2,10 +2,13 @@ package hasher
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/key"
@@ -22,6 +25,11 @@ type Hasher struct {
 	jobs chan *job // pool and external jobs; unbuffered
 	bat  chan *job // batch jobs; buffered so a worker can gather several
 
+	lanes   int          // of one batch engine; 0 without one
+	small   bool         // small SHA-256 files go to the lanes
+	coming  atomic.Int64 // batch jobs decided on but not taken by a worker yet
+	readers readSlots    // small files read at once per device, for the lanes
+
 	stop   context.CancelFunc
 	base   context.Context
 	mu     sync.RWMutex // held shared while submitting, exclusively by Close
@@ -35,6 +43,7 @@ type job struct {
 	b      key.Backend
 	before fsstat.FileInfo
 	route  route
+	data   *[]byte      // a small file read and checked by its caller, for the lanes
 	done   chan outcome // buffered 1
 }
 
@@ -66,8 +75,12 @@ func New(p Policy, log *slog.Logger) *Hasher {
 		h.ext = &externalHasher{path: p.External, kind: kind}
 	}
 	if p.Batch != nil {
-		h.bat = make(chan *job, p.Workers*max(p.Batch().Lanes(), 1))
+		h.lanes = max(p.Batch().Lanes(), 1)
+		h.bat = make(chan *job, 2*p.Workers*h.lanes)
+		// One lane at a time is what inline hashing does.
+		h.small = !p.SmallInline && h.lanes > 1
 	}
+	h.readers.n = p.Readers
 	h.base, h.stop = context.WithCancel(context.Background())
 	for range p.Workers {
 		h.wg.Add(1)
@@ -79,35 +92,103 @@ func New(p Policy, log *slog.Logger) *Hasher {
 // Policy returns the policy in effect, defaults filled in.
 func (h *Hasher) Policy() Policy { return h.p }
 
+// Streams is how many files callers should hash at once to keep this Hasher
+// at full speed: enough to fill every batch engine's lanes twice over (half
+// of them in the lanes, half reading the next files), or two per worker
+// without batching.
+func (h *Hasher) Streams() int {
+	if h.small {
+		return 2 * h.p.Workers * h.lanes
+	}
+	return 2 * h.p.Workers
+}
+
 // Hash hashes the file at path with backend b and blocks until done. Errors
 // are those of HashFile, plus ErrClosed after Close.
 func (h *Hasher) Hash(ctx context.Context, path string, b key.Backend) (Result, error) {
+	return h.hash(ctx, path, b, nil)
+}
+
+// HashStat is Hash with before, an lstat of path that the caller took (a
+// tree walk's), standing for the one Hash would take first. It must be from
+// before the call: the file's identity is checked against it after opening
+// and after reading, so any change since then fails the hash.
+func (h *Hasher) HashStat(ctx context.Context, path string, b key.Backend, before fsstat.FileInfo) (Result, error) {
+	return h.hash(ctx, path, b, &before)
+}
+
+func (h *Hasher) hash(ctx context.Context, path string, b key.Backend, before *fsstat.FileInfo) (Result, error) {
 	if !Supported(b) {
 		return Result{}, fmt.Errorf("%w: %s", ErrBackend, b)
 	}
 	if h.base.Err() != nil {
 		return Result{}, ErrClosed
 	}
-	fi, err := fsstat.Lstat(path)
-	if err != nil {
-		return Result{}, err
+	var fi fsstat.FileInfo
+	if before != nil {
+		fi = *before
+	} else {
+		var err error
+		if fi, err = fsstat.Lstat(path); err != nil {
+			return Result{}, err
+		}
 	}
 	if !fi.IsRegular() {
 		return Result{}, notRegular(path, fi)
 	}
 	r := h.p.route(fi.Size, isSHA256(b))
+	if r == routeInline && fi.Size > 0 && isSHA256(b) && h.small {
+		if fi.Size <= laneMemMax {
+			return h.hashInLanes(ctx, path, b, fi)
+		}
+		r = routeBatch // read by the engine, as large files are
+	}
 	if r == routeInline {
 		return hashFile(ctx, path, b, &fi, h.ro)
 	}
-	j := &job{ctx: ctx, path: path, b: b, before: fi, route: r, done: make(chan outcome, 1)}
-	if err := h.submit(j); err != nil {
+	if r == routeBatch {
+		h.coming.Add(1)
+	}
+	res, _, err := h.await(&job{ctx: ctx, path: path, b: b, before: fi, route: r, done: make(chan outcome, 1)})
+	return res, err
+}
+
+// hashInLanes reads a small file (holding one of its device's read slots)
+// and has a batch engine hash the bytes in a lane beside other files.
+func (h *Hasher) hashInLanes(ctx context.Context, path string, b key.Backend, fi fsstat.FileInfo) (Result, error) {
+	h.coming.Add(1) // the workers wait for it rather than finish their lanes off
+	release, err := h.readers.acquire(ctx, fi.Dev)
+	if err != nil {
+		h.coming.Add(-1)
 		return Result{}, err
+	}
+	data, info, err := readWhole(ctx, path, &fi, h.ro)
+	release()
+	if err != nil {
+		h.coming.Add(-1)
+		return Result{}, err
+	}
+	res, answered, err := h.await(&job{ctx: ctx, path: path, b: b, before: info, route: routeBatch, data: data, done: make(chan outcome, 1)})
+	if answered {
+		putData(data) // else a lane may still read it: the collector takes it
+	}
+	return res, err
+}
+
+// await hands j to the workers and waits for its outcome; answered is false
+// when j's context ended first, while a worker may still use what j holds.
+func (h *Hasher) await(j *job) (res Result, answered bool, err error) {
+	if err := h.submit(j); err != nil {
+		if j.route == routeBatch {
+			h.coming.Add(-1)
+		}
+		return Result{}, true, err
 	}
 	select {
 	case o := <-j.done:
-		return o.res, o.err
-	case <-ctx.Done():
-		return Result{}, ctx.Err()
+		return o.res, true, o.err
+	case <-j.ctx.Done():
+		return Result{}, false, j.ctx.Err()
 	}
 }
 
@@ -160,6 +241,7 @@ func (h *Hasher) worker() {
 		case j := <-h.jobs:
 			h.runOne(j)
 		case j := <-h.bat:
+			h.coming.Add(-1)
 			h.runBatch(j, &eng)
 		}
 	}
@@ -187,6 +269,10 @@ func (h *Hasher) runOne(j *job) {
 }
 
 func (h *Hasher) hashOne(ctx context.Context, j *job) (Result, error) {
+	if j.data != nil {
+		d := sha256.Sum256(*j.data)
+		return Result{Digest: d[:], Info: j.before}, nil
+	}
 	if j.route != routeExternal {
 		return hashFile(ctx, j.path, j.b, &j.before, h.ro)
 	}
@@ -203,7 +289,11 @@ func (h *Hasher) hashOne(ctx context.Context, j *job) (Result, error) {
 // while it runs, with the worker's engine; with too few queued it hashes
 // first alone.
 func (h *Hasher) runBatch(first *job, eng *BatchEngine) {
-	if len(h.bat)+1 < h.p.BatchMinStreams {
+	alone := func() bool { return len(h.bat)+1 < h.p.BatchMinStreams && h.coming.Load() <= 0 }
+	if alone() {
+		runtime.Gosched() // callers woken by the last results may queue more
+	}
+	if alone() {
 		h.runOne(first)
 		return
 	}

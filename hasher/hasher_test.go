@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/hasher/mbsha256"
 	"github.com/annexd/annexd/key"
 )
 
@@ -26,24 +28,39 @@ type serialEngine struct {
 	release chan struct{}
 	mu      sync.Mutex
 	calls   []int // streams taken by each call
+	inMem   int   // streams that came read into memory
+}
+
+// fromMemory returns how many streams came read into memory.
+func (e *serialEngine) fromMemory() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.inMem
 }
 
 func (e *serialEngine) factory() func() BatchEngine { return func() BatchEngine { return e } }
 
 func (e *serialEngine) Lanes() int { return e.lanes }
 
-func (e *serialEngine) Hash(ctx context.Context, next func() (io.Reader, bool), done func(int, [32]byte, error)) error {
+func (e *serialEngine) Hash(ctx context.Context, next func(bool) (Stream, mbsha256.Feed), done func(int, [32]byte, error)) error {
 	e.mu.Lock()
 	e.calls = append(e.calls, 0)
 	call := len(e.calls) - 1
 	e.mu.Unlock()
 	for i := 0; ; i++ {
-		r, ok := next()
+		s, ok := nextStream(ctx, next)
 		if !ok {
 			return nil
 		}
+		var r io.Reader = bytes.NewReader(s.Data)
+		if s.R != nil {
+			r = s.R
+		}
 		e.mu.Lock()
 		e.calls[call]++
+		if s.R == nil {
+			e.inMem++
+		}
 		e.mu.Unlock()
 		if i == 0 && e.release != nil {
 			select {
@@ -60,6 +77,20 @@ func (e *serialEngine) Hash(ctx context.Context, next func() (io.Reader, bool), 
 		h.Sum(sum[:0])
 		done(i, sum, err)
 	}
+}
+
+// nextStream is what a one-lane engine does with its feed: it waits for
+// the next stream while more is coming, and ends when the feed is dry.
+func nextStream(ctx context.Context, next func(bool) (Stream, mbsha256.Feed)) (Stream, bool) {
+	for ctx.Err() == nil {
+		switch s, f := next(true); f {
+		case mbsha256.Taken:
+			return s, true
+		case mbsha256.Dry:
+			return Stream{}, false
+		}
+	}
+	return Stream{}, false
 }
 
 // taken returns how many streams each call took so far.
@@ -285,11 +316,15 @@ type funcEngine struct {
 
 func (e funcEngine) Lanes() int { return 1 }
 
-func (e funcEngine) Hash(ctx context.Context, next func() (io.Reader, bool), done func(int, [32]byte, error)) error {
+func (e funcEngine) Hash(ctx context.Context, next func(bool) (Stream, mbsha256.Feed), done func(int, [32]byte, error)) error {
 	for i := 0; ; i++ {
-		r, ok := next()
+		s, ok := nextStream(ctx, next)
 		if !ok {
 			return nil
+		}
+		var r io.Reader = bytes.NewReader(s.Data)
+		if s.R != nil {
+			r = s.R
 		}
 		if e.taken != nil {
 			e.taken(i)
@@ -345,5 +380,64 @@ func TestBatchCancelledFileStopsReading(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("engine never finished the cancelled file")
+	}
+}
+
+// With a batch engine, a small file's caller reads and checks it and the
+// engine hashes the bytes in a lane; SmallInline keeps it inline.
+func TestSmallFileInLanesUnlessInline(t *testing.T) {
+	paths, sums := makeFiles(t, 3, 3000)
+	for _, inline := range []bool{false, true} {
+		eng := &serialEngine{lanes: 4}
+		h := New(Policy{InlineMax: 100 << 10, Workers: 1, Batch: eng.factory(), BatchMinStreams: 1, SmallInline: inline}, nil)
+		hashAll(t, h, paths, sums)
+		h.Close()
+		want := len(paths)
+		if inline {
+			want = 0
+		}
+		if got := eng.fromMemory(); got != want {
+			t.Errorf("small_inline %v: %d small files hashed in the lanes from memory, want %d", inline, got, want)
+		}
+	}
+}
+
+// A small file that changes between its caller's read and the check after
+// it gets ErrChanged from the lanes' path, never a digest.
+func TestSmallFileChangedAfterReadForLanes(t *testing.T) {
+	paths, _ := makeFiles(t, 1, 3000)
+	eng := &serialEngine{lanes: 4}
+	h := New(Policy{InlineMax: 100 << 10, Workers: 1, Batch: eng.factory(), BatchMinStreams: 1}, nil)
+	defer h.Close()
+	testHookAfterRead = func(p string) {
+		writeFile(t, p, pattern(3001)) // the size is what changes for sure
+	}
+	defer func() { testHookAfterRead = nil }()
+	res, err := h.Hash(context.Background(), paths[0], key.SHA256)
+	if !errors.Is(err, ErrChanged) || res.Digest != nil {
+		t.Fatalf("got digest %x, error %v; want ErrChanged and no digest", res.Digest, err)
+	}
+	if eng.fromMemory() != 0 {
+		t.Fatal("the engine hashed bytes that changed after they were read")
+	}
+}
+
+// HashStat takes the caller's lstat as the identity before: a file changed
+// since then fails with ErrChanged, one unchanged hashes right.
+func TestHashStatChecksTheCallersStat(t *testing.T) {
+	paths, sums := makeFiles(t, 1, 3000)
+	h := New(Policy{}, nil)
+	defer h.Close()
+	before, err := fsstat.Lstat(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.HashStat(context.Background(), paths[0], key.SHA256, before)
+	if err != nil || !bytes.Equal(res.Digest, sums[0][:]) {
+		t.Fatalf("unchanged file: digest %x, error %v", res.Digest, err)
+	}
+	writeFile(t, paths[0], pattern(3001)) // a new size: changed on any clock
+	if res, err := h.HashStat(context.Background(), paths[0], key.SHA256, before); !errors.Is(err, ErrChanged) {
+		t.Fatalf("changed file: digest %x, error %v; want ErrChanged", res.Digest, err)
 	}
 }

@@ -110,7 +110,6 @@ func TestKnownAnswersEveryRoute(t *testing.T) {
 	policies := map[string]Policy{
 		"inline":       {InlineMax: 1 << 30},
 		"pool":         {InlineMax: -1, Workers: 2},
-		"pool-simd":    {InlineMax: -1, SHA256: SHA256SIMD},
 		"small-buf":    {InlineMax: -1, BufferSize: 4096},
 		"odd-buf":      {InlineMax: 1 << 30, BufferSize: 1000},
 		"batch":        {InlineMax: -1, Batch: (&serialEngine{lanes: 4}).factory(), BatchMinStreams: 1},

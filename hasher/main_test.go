@@ -27,12 +27,6 @@ func TestMain(m *testing.M) {
 		}
 		fmt.Println(hex.EncodeToString(res.Digest))
 		os.Exit(0)
-	case "idleprobe":
-		if err := RunIdleProbe(os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
 	}
 	fmt.Fprintln(os.Stderr, "unknown", childEnv)
 	os.Exit(2)

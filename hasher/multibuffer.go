@@ -2,7 +2,6 @@ package hasher
 
 import (
 	"context"
-	"io"
 
 	"github.com/annexd/annexd/hasher/mbsha256"
 )
@@ -17,6 +16,9 @@ type multiBuffer struct{ e *mbsha256.Engine }
 
 func (m multiBuffer) Lanes() int { return m.e.Lanes() }
 
-func (m multiBuffer) Hash(ctx context.Context, next func() (io.Reader, bool), done func(int, [32]byte, error)) error {
-	return m.e.Hash(ctx, next, func(i int, r mbsha256.Result) { done(i, r.Sum, r.Err) })
+func (m multiBuffer) Hash(ctx context.Context, next func(bool) (Stream, mbsha256.Feed), done func(int, [32]byte, error)) error {
+	return m.e.HashFeed(ctx, func(wait bool) (mbsha256.Input, mbsha256.Feed) {
+		s, f := next(wait)
+		return mbsha256.Input{Data: s.Data, R: s.R}, f
+	}, func(i int, r mbsha256.Result) { done(i, r.Sum, r.Err) })
 }

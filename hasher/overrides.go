@@ -15,6 +15,7 @@ type Overrides struct {
 	// from ExternalMin, or from the inline cutoff on).
 	External    string
 	ExternalMin int64 // > 0: the external cutoff in bytes
+	Readers     int   // > 0: small files read at once per device
 }
 
 // Apply returns p with o applied. With External "always" and no program in
@@ -26,6 +27,9 @@ func (o Overrides) Apply(p Policy, c Calibration) (Policy, error) {
 	}
 	if o.Workers > 0 {
 		p.Workers = o.Workers
+	}
+	if o.Readers > 0 {
+		p.Readers = o.Readers
 	}
 	switch o.External {
 	case "", "auto":

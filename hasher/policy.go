@@ -44,6 +44,14 @@ type Policy struct {
 	// BatchMinStreams: when fewer files than this are queued for the
 	// engine, a worker hashes the next one alone instead; 0 means 2.
 	BatchMinStreams int `json:"batch_min_streams" toml:"batch_min_streams"`
+	// SmallInline keeps SHA-256 files of up to InlineMax bytes out of the
+	// batch engine. Without it, with Batch set, their callers read them
+	// into memory and hand the bytes to the engine's lanes: many files
+	// hashed at once fill the lanes, and a lone file costs a hand-off.
+	SmallInline bool `json:"small_inline,omitempty" toml:"small_inline"`
+	// Readers is how many of those small files are read at once from one
+	// device; 0 means DefaultReaders.
+	Readers int `json:"readers" toml:"readers"`
 	// SyncWindow: a file whose ctime is younger than this has its data
 	// synced (fdatasync) before its identity is checked after reading, so
 	// the digest is of bytes on disk. 0 means DataWindow(); a negative
@@ -78,15 +86,18 @@ func (p Policy) withDefaults() Policy {
 	if p.BatchMinStreams <= 0 {
 		p.BatchMinStreams = 2
 	}
+	if p.Readers <= 0 {
+		p.Readers = DefaultReaders
+	}
 	return p
 }
 
 // Validate reports a Policy a Hasher cannot follow, naming the field.
 func (p Policy) Validate() error {
 	switch p.SHA256 {
-	case "", SHA256Std, SHA256SIMD:
+	case "", SHA256Std:
 	default:
-		return fmt.Errorf("hasher: policy sha256 = %q: want %q or %q", p.SHA256, SHA256Std, SHA256SIMD)
+		return fmt.Errorf("hasher: policy sha256 = %q: want %q", p.SHA256, SHA256Std)
 	}
 	if p.ExternalMin < 0 {
 		return fmt.Errorf("hasher: policy external_min = %d: want 0 (never) or a size in bytes", p.ExternalMin)

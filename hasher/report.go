@@ -19,10 +19,10 @@ func (c Calibration) String() string {
 		orDash(fp.CPUModel), fp.NumCPU, orDash(strings.Join(fp.CPUFlags, " ")), fp.GOOS, fp.GOARCH, fp.GoVersion)
 
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SHA-256 CANDIDATE\tKIND\tKNOWN ANSWERS\tMB/s CPU\tOVERHEAD\tIDLE CPU\tVERDICT")
+	fmt.Fprintln(tw, "SHA-256 CANDIDATE\tKIND\tKNOWN ANSWERS\tMB/s CPU\tOVERHEAD\tVERDICT")
 	for _, x := range c.Candidates {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", candidateLabel(x), x.Kind, verified(x),
-			num(x.MBps, "%.0f"), num(x.OverheadUs, "%.0f µs"), idle(x), verdict(x))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", candidateLabel(x), x.Kind, verified(x),
+			num(x.MBps, "%.0f"), num(x.OverheadUs, "%.0f µs"), verdict(x))
 	}
 	tw.Flush()
 
@@ -34,7 +34,7 @@ func (c Calibration) String() string {
 		sb.WriteByte('\n')
 	}
 	if len(c.PerFile) > 0 {
-		sb.WriteString("\nper file (stat, open, read, hash, check):\n")
+		sb.WriteString("\nper file, CPU time (stat, open, read, hash, check):\n")
 		tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "SIZE\tINLINE\tPOOL\t")
 		for _, f := range c.PerFile {
@@ -87,13 +87,6 @@ func verdict(x Candidate) string {
 		return "chosen"
 	}
 	return "rejected: " + x.Rejected
-}
-
-func idle(x Candidate) string {
-	if x.IdleCPU == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f %%", 100**x.IdleCPU)
 }
 
 func num(v float64, format string) string {

@@ -523,3 +523,71 @@ func BenchmarkDupsCorpus(b *testing.B) {
 	}
 	b.ReportMetric(float64((cpuTime()-c0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 }
+
+// BenchmarkFirstScanLoad loads a whole tree's records in walk order, as a
+// first scan of an empty index does, through Submit with the daemon's
+// group size and fsync; the tree's manifest comes from
+// $ANNEXD_BENCH_MANIFEST (a gen_corpus.py or gen_tree.py manifest; default
+// the shared corpus's), and with $ANNEXD_BENCH_TREE (the tree itself) the
+// records carry the files' real device, inode and times.
+// $ANNEXD_BENCH_BATCHES lists group sizes to compare (default 1024). It reports CPU time per record, the per-record cost
+// that must stay flat from 10^5 to 10^6 files, and the file's size.
+func BenchmarkFirstScanLoad(b *testing.B) {
+	name := os.Getenv("ANNEXD_BENCH_MANIFEST")
+	if name == "" {
+		name = corpusManifest
+	}
+	files, err := loadManifest(name)
+	if err != nil || len(files) == 0 {
+		b.Skipf("no manifest at %s (set ANNEXD_BENCH_MANIFEST): %v", name, err)
+	}
+	walk := walkOrder(files)
+	if tree := os.Getenv("ANNEXD_BENCH_TREE"); tree != "" {
+		// The tree's own identities: a real file system hands out inode
+		// numbers in creation order, not in walk order.
+		for i := range walk {
+			var st syscall.Stat_t
+			rel := strings.TrimPrefix(string(walk[i].path), corpusRoot)
+			if err := syscall.Lstat(filepath.Join(tree, rel), &st); err != nil {
+				b.Fatal(err)
+			}
+			r := &walk[i].r
+			r.Dev, r.Ino, r.MtimeNs, r.CtimeNs = st.Dev, st.Ino, st.Mtim.Nano(), st.Ctim.Nano()
+		}
+	}
+	batches := []int{1024}
+	if v := os.Getenv("ANNEXD_BENCH_BATCHES"); v != "" {
+		batches = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			batches = append(batches, n)
+		}
+	}
+	for _, batch := range batches {
+		b.Run(fmt.Sprintf("files=%d/batch=%d", len(walk), batch), func(b *testing.B) {
+			var cpu time.Duration
+			var size int64
+			for b.Loop() {
+				b.StopTimer()
+				s := benchStore(b, Options{MaxBatch: batch})
+				c0 := cpuTime()
+				b.StartTimer()
+				load(b, s, walk)
+				cpu += cpuTime() - c0
+				b.StopTimer()
+				if st, err := os.Stat(s.path); err == nil {
+					size = st.Size()
+				}
+				b.StartTimer()
+			}
+			n := float64(len(walk) * b.N)
+			b.ReportMetric(cpu.Seconds()*1e6/n, "cpu-µs/record")
+			b.ReportMetric(b.Elapsed().Seconds()*1e6/n, "wall-µs/record")
+			b.ReportMetric(float64(size)/float64(len(walk)), "file-B/record")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}

@@ -82,9 +82,11 @@
 // one transaction per group: every Options.MaxDelay (100 ms) or
 // Options.MaxBatch (4096) changes, whichever comes first, or as soon as no
 // change arrived for Options.MaxIdle (1 ms), so a lone change is not held
-// back. Put and the other synchronous calls return after the commit
-// (fsync), so a change that returned nil survives a crash; Submit is the
-// asynchronous form, SubmitAll waits for a batch. All indexes and counters
+// back. Groups shrink while their commits touch more than
+// Options.MaxGroupNodes tree nodes (group.go). Put and the other
+// synchronous calls return after the commit (fsync), so a change that
+// returned nil survives a crash; Submit is the asynchronous form, SubmitAll
+// waits for a batch. All indexes and counters
 // change in the same transaction as the record.
 //
 // Changes are applied in the order they were submitted, and reads see only

@@ -72,6 +72,9 @@ type Options struct {
 	// MaxBatch commits a group early once it has this many changes.
 	// Default 4096.
 	MaxBatch int
+	// MaxGroupNodes shrinks the groups while their commits touch more
+	// tree nodes than this (group.go). Default DefaultMaxGroupNodes.
+	MaxGroupNodes int
 	// MaxIdle commits a group early when no further change arrived for
 	// this long, so a lone change does not wait MaxDelay. Default 1 ms.
 	MaxIdle time.Duration
@@ -108,6 +111,9 @@ func (o *Options) fill() {
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 4096
 	}
+	if o.MaxGroupNodes <= 0 {
+		o.MaxGroupNodes = DefaultMaxGroupNodes
+	}
 	if o.DataWindow <= 0 {
 		o.DataWindow = DefaultDataWindow
 	}
@@ -133,6 +139,8 @@ type Store struct {
 	closed  bool
 	writer  sync.Mutex // held by Run and by Close while it drains
 	batch   []item     // the writer's group, reused
+	group   groupSize  // the writer's cap on a group (group.go)
+	nodes   int64      // the nodes the writer's last transaction touched
 	once    sync.Once
 	errOnce error
 
@@ -187,6 +195,7 @@ func Open(path string, opts Options) (*Store, error) {
 		db: db, path: path, opts: opts, log: opts.Logger,
 		in:      make(chan item, 4*opts.MaxBatch),
 		closing: make(chan struct{}),
+		group:   newGroupSize(opts.MaxBatch, opts.MaxGroupNodes),
 	}
 	if !opts.ReadOnly && !opts.noRun {
 		if err := s.beginRun(); err != nil {

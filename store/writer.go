@@ -230,7 +230,8 @@ func (s *Store) Run(ctx context.Context) error {
 }
 
 // collect gathers a group: first, then whatever arrives until MaxDelay has
-// passed, MaxBatch changes are queued, or no change arrived for MaxIdle.
+// passed, the group's cap is reached (MaxBatch, less while commits touch
+// many nodes: group.go), or no change arrived for MaxIdle.
 func (s *Store) collect(ctx context.Context, first item) []item {
 	clear(s.batch) // drop the last group's references
 	batch := append(s.batch[:0], first)
@@ -239,7 +240,7 @@ func (s *Store) collect(ctx context.Context, first item) []item {
 	defer deadline.Stop()
 	idle := time.NewTimer(s.opts.MaxIdle)
 	defer idle.Stop()
-	for len(batch) < s.opts.MaxBatch {
+	for len(batch) < s.group.n {
 		select {
 		case it := <-s.in:
 			batch = append(batch, it)
@@ -268,7 +269,7 @@ func (s *Store) drain() {
 	for {
 		batch := make([]item, 0, 64)
 	fill:
-		for len(batch) < s.opts.MaxBatch {
+		for len(batch) < s.group.n {
 			select {
 			case it := <-s.in:
 				batch = append(batch, it)
@@ -296,7 +297,9 @@ func (e changeError) Unwrap() error { return e.err }
 // fits is committed; a single change without room is held (nospace.go).
 func (s *Store) commit(batch []item) {
 	s.hold.inHand.Add(int64(len(batch)))
+	s.nodes = 0
 	s.commitGroup(batch)
+	s.group.committed(len(batch), s.nodes)
 }
 
 func (s *Store) commitGroup(batch []item) {
@@ -313,6 +316,8 @@ func (s *Store) commitGroup(batch []item) {
 					errs[i] = ce.err
 				}
 			}
+			st := w.tx.Stats()
+			s.nodes = max(s.nodes, st.GetNodeCount())
 			return nil
 		})
 	})

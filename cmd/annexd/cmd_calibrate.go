@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,15 +11,14 @@ import (
 )
 
 func newCalibrateCmd() *cobra.Command {
-	var asJSON, idleProbe bool
+	var asJSON bool
 	var budget time.Duration
 	cmd := &cobra.Command{
 		Use:   "calibrate [--json] [--budget DURATION]",
 		Short: "Measure the ways of hashing on this machine and print the policy chosen",
 		Long: `calibrate runs the hashing calibration the daemon runs at start (at most 1 s):
 it checks every SHA-256 candidate on known-answer vectors (crypto/sha256,
-sha256-simd, the multi-buffer kernels this CPU runs, sha256-simd's
-Avx512Server, sha256sum, openssl), measures their throughput and overheads,
+the multi-buffer kernels this CPU runs, sha256sum, openssl), measures their throughput and overheads,
 the per-file cost of small files and the worker pool's hand-off, and prints
 every figure, every rejected candidate with the reason, and the policy
 derived from them. The daemon stores the result and measures again only when
@@ -30,17 +28,7 @@ longer budget than the daemon's, for a calibration that a loaded machine does
 not cut short.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if idleProbe {
-				return hasher.RunIdleProbe(cmd.OutOrStdout())
-			}
-			self, err := os.Executable()
-			if err != nil {
-				return &exitError{Code: exitFailure, Err: fmt.Errorf("calibrate: cannot find this program to run the idle probe: %w", err)}
-			}
-			c, err := hasher.Calibrate(cmd.Context(), hasher.CalibrateOptions{
-				IdleProbe: []string{self, "calibrate", "--idle-probe"},
-				Budget:    budget,
-			})
+			c, err := hasher.Calibrate(cmd.Context(), hasher.CalibrateOptions{Budget: budget})
 			if err != nil {
 				return &exitError{Code: exitFailure, Err: fmt.Errorf("calibrate: %w", err)}
 			}
@@ -55,9 +43,5 @@ not cut short.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the calibration as one JSON object")
 	cmd.Flags().DurationVar(&budget, "budget", hasher.DefaultBudget, "the most time the calibration may take")
-	// The probe starts sha256-simd's Avx512Server, whose goroutine cannot be
-	// stopped, so calibrate measures it in a child process of its own.
-	cmd.Flags().BoolVar(&idleProbe, "idle-probe", false, "measure the Avx512Server's idle CPU and exit (internal)")
-	cmd.Flags().MarkHidden("idle-probe")
 	return cmd
 }

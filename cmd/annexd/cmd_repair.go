@@ -53,11 +53,7 @@ func runRepair(cmd *cobra.Command, args []string, f *runFlags) error {
 		return &exitError{Code: exitUsage, Err: errors.New("repair: no directory to index: give the roots you give annexd")}
 	}
 	log := newLogger(cmd.ErrOrStderr(), cfg)
-	opts := daemon.Options{Version: version()}
-	if self, err := os.Executable(); err == nil {
-		opts.IdleProbe = []string{self, "calibrate", "--idle-probe"}
-	}
-	app, err := daemon.New(cfg, log, opts)
+	app, err := daemon.New(cfg, log, daemon.Options{Version: version()})
 	if err != nil {
 		return &exitError{Code: exitUsage, Err: err}
 	}

@@ -139,7 +139,7 @@ func BenchmarkShapes(b *testing.B) {
 // (kernel.minLanes) is set from: below the lane count where x-crypto drops
 // under 1, finishing streams one by one is faster.
 func BenchmarkBusyLanes(b *testing.B) {
-	for _, k := range kernels {
+	for _, k := range kernels() {
 		if !k.have {
 			continue
 		}

@@ -13,8 +13,9 @@
 //   - generic: crypto/sha256, one stream at a time (other CPUs and
 //     architectures, and builds with the purego tag).
 //
-// Kernels lists the kernels this machine can run and NewKernel asks for one
-// by name, for benchmarks and calibration.
+// Kernels lists the kernels this machine can run, less those GODEBUG turns
+// off (cpu.avx512f=off), and NewKernel asks for one by name, for benchmarks
+// and calibration.
 //
 // An Engine hashes a batch of streams: Hash pulls streams (io.Readers) from
 // a function, attaches each to a free lane, reads every lane in chunks of
@@ -23,8 +24,13 @@
 // stream. Streams of different lengths share the lanes freely. Memory is
 // bounded by (Lanes + 2) × ChunkSize (the two SHA-NI finishing lanes below
 // included), and at most Lanes streams are in flight, so a next that opens
-// each file when asked for it keeps at most Lanes files open. SumReaders and SumMany are conveniences
-// over Hash for a slice of readers or byte slices.
+// each file when asked for it keeps at most Lanes files open. A next with
+// nothing to give for now is asked again after each step while streams
+// are in flight, so a queue that others fill keeps the lanes busy.
+// HashFeed also takes streams already in memory, hashed in place, from a
+// feed that can say more is coming (Soon): rather than step with too few
+// lanes busy, the engine then waits for it. SumReaders and SumMany are
+// conveniences for a slice of readers or byte slices.
 //
 // When the queue is empty and too few lanes are left busy for the kernel to
 // beat crypto/sha256, the streams still in flight move to the two SHA-NI

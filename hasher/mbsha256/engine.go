@@ -39,7 +39,7 @@ type Engine struct {
 
 // New returns an Engine with the fastest kernel this machine has.
 func New() *Engine {
-	for _, k := range kernels {
+	for _, k := range kernels() {
 		if k.have && k.auto {
 			return newEngine(k)
 		}
@@ -96,12 +96,12 @@ func (e *Engine) SumMany(inputs [][]byte) [][sha256.Size]byte {
 		return sums
 	}
 	i := 0
-	next := func() (source, bool) {
+	next := func(bool) (source, Feed) {
 		if i == len(inputs) {
-			return source{}, false
+			return source{}, Dry
 		}
 		i++
-		return source{mem: inputs[i-1]}, true
+		return source{mem: inputs[i-1]}, Taken
 	}
 	// Memory sources cannot fail and the context is never done.
 	_ = e.run(context.Background(), next, func(i int, r Result) { sums[i] = r.Sum })
@@ -129,28 +129,67 @@ func (e *Engine) SumReaders(ctx context.Context, rs []io.Reader) []Result {
 	return res
 }
 
-// Hash hashes every stream next yields until next reports false, reading each
-// to its end in ChunkSize pieces, and calls done with the stream's position
-// in next's sequence (0, 1, …) and its Result as soon as the stream is
-// finished; done is called once per stream taken, on the caller's goroutine.
-// next is called only when a lane is free, so it may open a file on demand
-// (and done close it); a nil reader ends its stream with ErrNilReader.
-// Hash returns ctx.Err() if ctx is done before the batch is: the streams in
-// flight are then reported with that error and next is not called again.
+// Hash hashes every stream next yields, reading each to its end in
+// ChunkSize pieces, and calls done with the stream's position in next's
+// sequence (0, 1, …) and its Result as soon as the stream is finished; done
+// is called once per stream taken, on the caller's goroutine. next is called
+// only when a lane is free, so it may open a file on demand (and done close
+// it); a nil reader ends its stream with ErrNilReader. next reporting false
+// means no stream for now: while streams are in flight, Hash asks again
+// after each step, so a queue that fills while it runs keeps the lanes
+// busy; Hash returns once next reports false with every lane idle. It
+// returns ctx.Err() if ctx is done first: the streams in flight are then
+// reported with that error and next is not called again.
 func (e *Engine) Hash(ctx context.Context, next func() (io.Reader, bool), done func(i int, r Result)) error {
-	if e.k == nil {
-		return e.hashGeneric(ctx, next, done)
-	}
-	return e.run(ctx, func() (source, bool) {
+	return e.HashFeed(ctx, func(bool) (Input, Feed) {
 		r, ok := next()
+		if !ok {
+			return Input{}, Dry
+		}
 		if r == nil {
 			r = failing{ErrNilReader}
 		}
-		return source{r: r}, ok
+		return Input{R: r}, Taken
 	}, done)
 }
 
-func (e *Engine) hashGeneric(ctx context.Context, next func() (io.Reader, bool), done func(int, Result)) error {
+// Input is one stream of HashFeed: R read to its end, or, when R is nil,
+// the bytes of Data, hashed where they are without a copy.
+type Input struct {
+	Data []byte
+	R    io.Reader
+}
+
+// Feed is what a HashFeed next says it gave.
+type Feed uint8
+
+const (
+	// Taken: the Input is a stream to hash.
+	Taken Feed = iota
+	// Dry: nothing now. With too few lanes busy for the kernel to pay, the
+	// streams in flight are finished off; with none, HashFeed returns.
+	Dry
+	// Soon: nothing yet, but more is on its way (its callers are reading
+	// it). The engine keeps its lanes rather than finish them off, and when
+	// too few are busy to pay, it calls next with wait set; next should
+	// then block until it has a stream or is dry.
+	Soon
+)
+
+// HashFeed is Hash for streams that may be in memory already, such as small
+// files their callers read themselves, from a feed that can tell a pause
+// from its end (Feed). Streams in memory are not copied.
+func (e *Engine) HashFeed(ctx context.Context, next func(wait bool) (Input, Feed), done func(i int, r Result)) error {
+	if e.k == nil {
+		return e.hashGeneric(ctx, next, done)
+	}
+	return e.run(ctx, func(wait bool) (source, Feed) {
+		in, f := next(wait)
+		return source{r: in.R, mem: in.Data}, f
+	}, done)
+}
+
+func (e *Engine) hashGeneric(ctx context.Context, next func(bool) (Input, Feed), done func(int, Result)) error {
 	if e.buf == nil {
 		e.buf = make([]byte, ChunkSize)
 	}
@@ -158,15 +197,19 @@ func (e *Engine) hashGeneric(ctx context.Context, next func() (io.Reader, bool),
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		r, ok := next()
-		if !ok {
-			return nil
+		in, f := next(true)
+		for f == Soon && ctx.Err() == nil {
+			in, f = next(true)
 		}
-		if r == nil {
-			r = failing{ErrNilReader}
+		if f != Taken {
+			return ctx.Err()
+		}
+		if in.R == nil {
+			done(i, Result{Sum: sha256.Sum256(in.Data), Size: int64(len(in.Data))})
+			continue
 		}
 		h := sha256.New()
-		n, err := copyChunks(ctx, h, r, e.buf)
+		n, err := copyChunks(ctx, h, in.R, e.buf)
 		res := Result{Size: n, Err: err}
 		if err == nil {
 			h.Sum(res.Sum[:0])
@@ -222,40 +265,41 @@ type lane struct {
 	err    error
 }
 
-// feeder attaches the next stream to lane i of e; it reports false when
-// there is none.
-type feeder func(e *Engine, i int) bool
+// feeder attaches the next stream to lane i of e, or says why it has none;
+// with wait it may block until it has one.
+type feeder func(e *Engine, i int, wait bool) Feed
 
 // sources feeds the streams next yields, numbering them from 0.
-func sources(next func() (source, bool)) feeder {
+func sources(next func(wait bool) (source, Feed)) feeder {
 	taken := 0
-	return func(e *Engine, i int) bool {
-		s, ok := next()
-		if !ok {
-			return false
+	return func(e *Engine, i int, wait bool) Feed {
+		s, f := next(wait)
+		if f != Taken {
+			return f
 		}
 		e.attach(i, taken, s)
 		taken++
-		return true
+		return Taken
 	}
 }
 
-// run is the multi-lane loop shared by Hash and SumMany.
-func (e *Engine) run(ctx context.Context, next func() (source, bool), done func(int, Result)) error {
+// run is the multi-lane loop shared by HashFeed and SumMany.
+func (e *Engine) run(ctx context.Context, next func(wait bool) (source, Feed), done func(int, Result)) error {
 	return e.loop(ctx, sources(next), done)
 }
 
-// loop hashes the streams feed attaches until there are none and every lane
-// is idle.
+// loop hashes the streams feed attaches until it is dry and every lane is
+// idle. A feed that had none is asked again at the next round; one with
+// more coming while too few lanes are busy is asked to wait for it.
 func (e *Engine) loop(ctx context.Context, feed feeder, done func(int, Result)) error {
-	more := true
 	defer e.release()
+	wait := false
 	for {
 		if err := ctx.Err(); err != nil {
 			e.abort(err, done)
 			return err
 		}
-		busy := 0
+		busy, got := 0, Taken
 		for i := range e.lanes {
 			l := &e.lanes[i]
 			for len(l.blocks) == 0 {
@@ -267,21 +311,24 @@ func (e *Engine) loop(ctx context.Context, feed feeder, done func(int, Result)) 
 					e.fill(l)
 					continue
 				}
-				if !more {
+				if got != Taken {
 					break
 				}
-				if more = feed(e, i); !more {
-					break
-				}
+				got = feed(e, i, wait)
+				wait = false // at most once a round
 			}
 			if l.busy {
 				busy++
 			}
 		}
-		if busy == 0 {
+		if busy == 0 && got == Dry {
 			return nil
 		}
-		if !more && busy < e.minLanes {
+		if got == Soon && busy < max(e.minLanes, 1) {
+			wait = true // too few lanes to pay: wait for more, not step
+			continue
+		}
+		if got == Dry && busy < e.minLanes {
 			if err := e.drain(ctx, done); err != nil {
 				return err
 			}
@@ -432,9 +479,9 @@ func (e *Engine) drain(ctx context.Context, done func(int, Result)) error {
 // the lane (its stream, position and pending data) and its state column move
 // over, and the two lanes swap chunk buffers so that each keeps one.
 func (e *Engine) handOver(lanes []int) feeder {
-	return func(to *Engine, i int) bool {
+	return func(to *Engine, i int, _ bool) Feed {
 		if len(lanes) == 0 {
-			return false
+			return Dry
 		}
 		src, dst := &e.lanes[lanes[0]], &to.lanes[i]
 		buf := dst.buf
@@ -444,7 +491,7 @@ func (e *Engine) handOver(lanes []int) feeder {
 			to.state[w][i] = e.state[w][lanes[0]]
 		}
 		lanes = lanes[1:]
-		return true
+		return Taken
 	}
 }
 

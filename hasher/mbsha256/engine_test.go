@@ -21,10 +21,10 @@ type testEngine struct {
 // those the CPU cannot run with the feature it lacks.
 func assemblyKernels(t *testing.T, f func(t *testing.T, k *kernel)) {
 	t.Helper()
-	if len(kernels) == 0 {
+	if len(kernels()) == 0 {
 		t.Skip("no assembly kernel in this build (purego tag or not amd64)")
 	}
-	for _, k := range kernels {
+	for _, k := range kernels() {
 		t.Run(k.name, func(t *testing.T) {
 			if !k.have {
 				t.Skipf("CPU lacks %s for kernel %s", k.missing, k.name)
@@ -40,7 +40,7 @@ func assemblyKernels(t *testing.T, f func(t *testing.T, k *kernel)) {
 // reference kernel (16 and 3 lanes), and the generic one.
 func engines(t *testing.T) []testEngine {
 	var es []testEngine
-	for _, k := range kernels {
+	for _, k := range kernels() {
 		if !k.have {
 			t.Logf("kernel %s not tested: CPU lacks %s", k.name, k.missing)
 			continue
@@ -327,13 +327,13 @@ func TestNewKernel(t *testing.T) {
 	if _, err := NewKernel("nosuch"); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("NewKernel(nosuch): %v, want ErrUnsupported", err)
 	}
-	for _, k := range kernels {
+	for _, k := range kernels() {
 		if _, err := NewKernel(k.name); !k.have && !errors.Is(err, ErrUnsupported) {
 			t.Errorf("NewKernel(%q) on a CPU without %s: %v, want ErrUnsupported", k.name, k.missing, err)
 		}
 	}
 	want := Generic
-	for _, k := range kernels {
+	for _, k := range kernels() {
 		if k.have && k.auto {
 			want = k.name
 			break
@@ -348,7 +348,7 @@ func FuzzSumMany(f *testing.F) {
 	f.Add([]byte("abc"), []byte{0, 3, 200})
 	f.Add(randomBytes(1, 5000), []byte{55, 56, 63, 64, 119, 120})
 	var es []*Engine
-	for _, k := range kernels {
+	for _, k := range kernels() {
 		if k.have {
 			es = append(es, newEngine(k))
 		}
@@ -479,5 +479,59 @@ func TestStreamsInFlightBoundedByLanes(t *testing.T) {
 				t.Errorf("%d streams in flight at once, more than %d lanes", most, te.e.Lanes())
 			}
 		})
+	}
+}
+
+// Streams in memory and readers share the lanes, and a feed that runs dry
+// for a moment is asked again: an engine that never drains hashes in one
+// call what the feed yields later, and one told more comes Soon waits for
+// it, whatever its drain threshold. Every digest is crypto/sha256's.
+func TestHashFeedMixedPausedAndSoon(t *testing.T) {
+	var inputs [][]byte
+	for i := range 70 {
+		inputs = append(inputs, randomBytes(uint64(i), (i*i*131)%(300<<10)+i%3))
+	}
+	for _, pause := range []Feed{Dry, Soon} {
+		for _, te := range engines(t) {
+			t.Run(fmt.Sprintf("%d/%s", pause, te.name), func(t *testing.T) {
+				i, paused := 0, 0
+				next := func(wait bool) (Input, Feed) {
+					if i == len(inputs) {
+						return Input{}, Dry
+					}
+					// A pause every third stream while something is in
+					// flight: a queue its callers fill bit by bit.
+					if i > 0 && i%3 == 0 && paused < i && !(pause == Soon && wait) {
+						paused = i
+						return Input{}, pause
+					}
+					i++
+					if i%2 == 0 {
+						return Input{R: bytes.NewReader(inputs[i-1])}, Taken
+					}
+					return Input{Data: inputs[i-1]}, Taken
+				}
+				got := make(map[int]Result)
+				calls := 0
+				for i < len(inputs) {
+					before := i
+					calls++
+					if err := te.e.HashFeed(context.Background(), next, func(j int, r Result) { got[before+j] = r }); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if (pause == Soon || (te.e.k != nil && te.e.minLanes == 0)) && calls != 1 {
+					t.Errorf("%d calls: the engine returned while the feed only paused", calls)
+				}
+				if len(got) != len(inputs) {
+					t.Fatalf("%d results for %d inputs", len(got), len(inputs))
+				}
+				for j, in := range inputs {
+					if r := got[j]; r.Err != nil || r.Size != int64(len(in)) || r.Sum != sha256.Sum256(in) {
+						t.Errorf("input %d (%d bytes): %+v", j, len(in), r)
+					}
+				}
+			})
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package mbsha256
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // maxLanes is the widest kernel's lane count; every kernel works on the same
 // transposed state layout, word w of lane l at state[w][l].
@@ -34,15 +37,17 @@ type kernel struct {
 // at a time.
 const Generic = "generic"
 
-// kernels holds the assembly kernels of this build, fastest first; the
-// architecture files add to it.
-var kernels []*kernel
+// kernels lists the assembly kernels of this build, fastest first, from
+// the architecture files' archKernels. The CPU is asked what it has on
+// first use, not at program start: a program that links this package but
+// hashes nothing (annexctl lookup) runs no CPUID for it.
+var kernels = sync.OnceValue(func() []*kernel { return archKernels() })
 
 // Kernels returns the names of the kernels this machine can run, in the
 // order New prefers them, ending with Generic.
 func Kernels() []string {
 	var names []string
-	for _, k := range kernels {
+	for _, k := range kernels() {
 		if k.have {
 			names = append(names, k.name)
 		}
@@ -55,7 +60,7 @@ func lookup(name string) (*kernel, error) {
 	if name == Generic {
 		return nil, nil
 	}
-	for _, k := range kernels {
+	for _, k := range kernels() {
 		if k.name != name {
 			continue
 		}

@@ -27,8 +27,8 @@ func blockSHANI2(state *[8][maxLanes]uint32, ptrs *[maxLanes]*byte, nblocks int)
 //go:noescape
 func blockAVX2(state *[8][maxLanes]uint32, ptrs *[maxLanes]*byte, nblocks int)
 
-func init() {
-	kernels = append(kernels, &kernel{
+func archKernels() []*kernel {
+	return []*kernel{{
 		name:  "avx512x16",
 		lanes: 16,
 		block: blockAVX512,
@@ -39,7 +39,7 @@ func init() {
 		have:        cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW,
 		missing:     "AVX-512 F and BW",
 		auto:        true,
-	}, &kernel{
+	}, {
 		name:     "shanix2",
 		lanes:    2,
 		block:    blockSHANI2,
@@ -47,7 +47,7 @@ func init() {
 		have:     hasSHANI() && cpu.X86.HasAVX && cpu.X86.HasSSE41 && cpu.X86.HasSSSE3,
 		missing:  "SHA-NI, AVX, SSE4.1 and SSSE3",
 		auto:     true,
-	}, &kernel{
+	}, {
 		name:  "avx2x8",
 		lanes: 8,
 		block: blockAVX2,
@@ -61,5 +61,5 @@ func init() {
 		// With SHA-NI, crypto/sha256 on one stream is faster than eight
 		// AVX2 lanes (see BENCHMARKS.md).
 		auto: !hasSHANI(),
-	})
+	}}
 }

@@ -110,6 +110,9 @@ type Hasher struct {
 	External string `toml:"external"`
 	// ExternalMin: the smallest file an external program may hash.
 	ExternalMin Size `toml:"external_min"`
+	// Readers is how many small files are read at once from one device
+	// while many are hashed (a first scan); 0 keeps the hasher's default.
+	Readers int `toml:"readers"`
 }
 
 // Indexer tunes the indexer.
@@ -254,6 +257,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Hasher.Workers < 0 {
 		return c.invalid("hasher.workers", fmt.Sprint(c.Hasher.Workers), "a count ≥ 0")
+	}
+	if c.Hasher.Readers < 0 {
+		return c.invalid("hasher.readers", fmt.Sprint(c.Hasher.Readers), "a count ≥ 0")
 	}
 	if c.Indexer.HashWorkers < 0 {
 		return c.invalid("indexer.hash_workers", fmt.Sprint(c.Indexer.HashWorkers), "a count ≥ 0")

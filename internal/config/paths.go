@@ -6,8 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
+
+	"github.com/annexd/annexd/internal/xdg"
 )
 
 // Errors about default paths.
@@ -40,20 +41,9 @@ func DefaultConfigPath() string {
 	return filepath.Join(d, "annexd", "annexd.toml")
 }
 
-// DefaultSocketPath is $XDG_RUNTIME_DIR/annexd/annexd.sock; without
-// XDG_RUNTIME_DIR it is /run/user/UID/annexd/annexd.sock when /run/user/UID
-// exists, else annexd-UID/annexd.sock under os.TempDir(). The caller of
-// PrepareSocketDir creates the directory.
-func DefaultSocketPath() string {
-	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
-		return filepath.Join(d, "annexd", "annexd.sock")
-	}
-	uid := strconv.Itoa(os.Getuid())
-	if st, err := os.Stat(filepath.Join("/run/user", uid)); err == nil && st.IsDir() {
-		return filepath.Join("/run/user", uid, "annexd", "annexd.sock")
-	}
-	return filepath.Join(os.TempDir(), "annexd-"+uid, "annexd.sock")
-}
+// DefaultSocketPath is where the API socket lives by default
+// (xdg.SocketPath). The caller of PrepareSocketDir creates its directory.
+func DefaultSocketPath() string { return xdg.SocketPath() }
 
 // xdgDir returns $env when it is an absolute path (as the XDG spec demands),
 // else ~/fallback.

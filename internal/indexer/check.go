@@ -132,7 +132,7 @@ func (c *checker) record(j *job) (store.Record, bool, error) {
 // record that may name bytes an unclean end lost (suspect).
 func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo, was *store.Record) {
 	start := time.Now()
-	res, err := c.h.Hash(ctx, j.path, c.backend)
+	res, err := c.h.HashStat(ctx, j.path, c.backend, fi)
 	switch {
 	case err == nil:
 		c.m.hashed(res.Info.Size)

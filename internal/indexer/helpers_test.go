@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/internal/ledger"
 	"github.com/annexd/annexd/key"
@@ -32,14 +33,14 @@ type countingHasher struct {
 	gate func(path string) // if set, called before each hash (tests hold a path in the pipeline)
 }
 
-func (c *countingHasher) Hash(ctx context.Context, path string, b key.Backend) (hasher.Result, error) {
+func (c *countingHasher) HashStat(ctx context.Context, path string, b key.Backend, before fsstat.FileInfo) (hasher.Result, error) {
 	c.mu.Lock()
 	gate := c.gate
 	c.mu.Unlock()
 	if gate != nil {
 		gate(path)
 	}
-	r, err := c.h.Hash(ctx, path, b)
+	r, err := c.h.HashStat(ctx, path, b, before)
 	if err == nil {
 		c.mu.Lock()
 		c.n[path]++

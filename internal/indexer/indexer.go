@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
@@ -26,9 +27,11 @@ var (
 	ErrStopped = errors.New("indexer: not running")
 )
 
-// Hasher is what the indexer needs of the hasher.
+// Hasher is what the indexer needs of the hasher: the digest of the file at
+// path, whose identity before is an lstat the indexer took, and that the
+// hasher checks again after opening and after reading (hasher.HashStat).
 type Hasher interface {
-	Hash(ctx context.Context, path string, b key.Backend) (hasher.Result, error)
+	HashStat(ctx context.Context, path string, b key.Backend, before fsstat.FileInfo) (hasher.Result, error)
 }
 
 // Ledger is what the indexer needs of the write ledger: whether the file

@@ -153,7 +153,7 @@ func (ix *Indexer) hashNow(ctx context.Context, path string, fi fsstat.FileInfo)
 	}
 	was := ix.check.suspectOf(path, fi)
 	start := time.Now()
-	res, err := ix.h.Hash(ctx, path, ix.opt.Backend)
+	res, err := ix.h.HashStat(ctx, path, ix.opt.Backend, fi)
 	<-ix.onDemand
 	switch {
 	case err == nil:

@@ -5,7 +5,6 @@ package tools
 import (
 	_ "github.com/BurntSushi/toml"
 	_ "github.com/fsnotify/fsnotify"
-	_ "github.com/minio/sha256-simd"
 	_ "github.com/prometheus/client_golang/prometheus"
 	_ "github.com/spf13/cobra"
 	_ "go.etcd.io/bbolt"

@@ -1,0 +1,77 @@
+package store
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The cap halves while commits touch more nodes than the bound, stops at
+// minGroup, and doubles back to MaxBatch when full groups touch few.
+func TestGroupSizeFollowsNodes(t *testing.T) {
+	g := newGroupSize(1024, 100)
+	for _, step := range []struct {
+		changes int
+		nodes   int64
+		want    int
+	}{
+		{1024, 300, 512},
+		{512, 101, 256},
+		{256, 100, 256}, // at the bound: kept
+		{256, 60, 256},  // within the band: kept
+		{10, 5, 256},    // a group that was not full says nothing
+		{256, 40, 512},
+		{512, 10, 1024},
+		{1024, 10, 1024}, // never above MaxBatch
+		{1024, 1e6, 512}, {512, 1e6, 256}, {256, 1e6, 128}, {128, 1e6, 64},
+		{64, 1e6, minGroup}, // never below minGroup
+	} {
+		g.committed(step.changes, step.nodes)
+		if g.n != step.want {
+			t.Fatalf("after %d changes touching %d nodes: cap %d, want %d", step.changes, step.nodes, g.n, step.want)
+		}
+	}
+}
+
+// A first scan's load of records with random digests shrinks the writer's
+// groups when their commits touch more nodes than Options.MaxGroupNodes,
+// and keeps them at MaxBatch when they touch few.
+func TestWriterBoundsGroupsByNodes(t *testing.T) {
+	for _, tc := range []struct {
+		maxNodes   int
+		wantShrunk bool
+	}{{32, true}, {DefaultMaxGroupNodes, false}} {
+		t.Run(fmt.Sprint("nodes=", tc.maxNodes), func(t *testing.T) {
+			s, err := Open(filepath.Join(t.TempDir(), "index.db"), Options{
+				MaxBatch: 1024, MaxGroupNodes: tc.maxNodes, MaxDelay: 10 * time.Second, NoSync: true,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			stop := runWriter(t, s)
+			var wg sync.WaitGroup
+			for i := range 8192 {
+				wg.Add(1)
+				d := sha256.Sum256(fmt.Appendf(nil, "content %d", i))
+				r := rec("", int64(i), 1, uint64(i+1))
+				r.Digest = d[:]
+				s.Submit(Change{Op: OpPut, Path: p("/r/d%02d/f%05d", i/512, i), Record: r}, func(err error) {
+					if err != nil {
+						t.Error(err)
+					}
+					wg.Done()
+				})
+			}
+			wg.Wait()
+			stop() // the writer's fields are read after it returned
+			if shrunk := s.group.n <= 1024/4; shrunk != tc.wantShrunk {
+				t.Errorf("group cap %d after the load (MaxBatch 1024, MaxGroupNodes %d), want shrunk %v", s.group.n, tc.maxNodes, tc.wantShrunk)
+			}
+			mustCheck(t, s)
+		})
+	}
+}
