@@ -13,7 +13,8 @@ import (
 // again and tells bit rot from edits (/v1/audit/...). The server answers
 // 501 without it. Paths are as the index stores them.
 type Auditor interface {
-	// AuditStart starts a run now and returns its id.
+	// AuditStart starts a run now and returns its id, never one it
+	// handed out before. ErrNotFound when nothing is indexed at a path.
 	AuditStart(ctx context.Context, req AuditRequest) (uint64, error)
 	// AuditRun returns run id's summary; with wait, once it has ended or
 	// ctx ends, whichever comes first. ErrNotFound for an unknown id.

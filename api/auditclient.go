@@ -12,7 +12,8 @@ import (
 
 // AuditStart asks the daemon to start an audit run now and returns its
 // id. A path outside the roots is refused with an error wrapping
-// ErrOutsideRoots; nothing is started then.
+// ErrOutsideRoots, one with nothing indexed at or below it with
+// ErrNotFound; nothing is started then.
 func (c *Client) AuditStart(ctx context.Context, req AuditRequest) (uint64, error) {
 	v := url.Values{}
 	if req.TimeLimit > 0 {

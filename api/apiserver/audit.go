@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/annexd/annexd/api"
@@ -59,6 +60,11 @@ func (s *Server) handleAuditRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, err := au.AuditStart(r.Context(), req)
+	if errors.Is(err, api.ErrNotFound) {
+		msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), api.ErrNotFound.Error()+": "), "audit: ")
+		writeError(w, http.StatusNotFound, api.CodeNotFound, "api: "+msg)
+		return
+	}
 	if err != nil {
 		s.indexError(w, r, err)
 		return

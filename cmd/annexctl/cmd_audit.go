@@ -58,7 +58,8 @@ progress on a terminal, prints a summary, and exits with 0 when nothing
 was found, 4 when a file was found corrupt, 5 when one was unreadable or
 had a lost write (and none was corrupt), 101 when the time limit stopped
 the run with nothing found, 1 when the run was stopped otherwise (paused,
-another run started, the daemon stopped). Ctrl-C leaves the run going.`,
+another run started) or nothing is indexed at a PATH, 3 when the daemon
+stopped or restarted before the run ended. Ctrl-C leaves the run going.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runAudit(cmd, args, f) },
 	}
 	fl := cmd.Flags()
@@ -83,8 +84,16 @@ func runAudit(cmd *cobra.Command, args []string, f auditRunFlags) error {
 	}
 	defer c.Close()
 	ctx := cmd.Context()
-	id, err := c.AuditStart(ctx, api.AuditRequest{Paths: paths, TimeLimit: f.timeLimit, FullSpeed: f.fullSpeed})
-	if errors.Is(err, api.ErrOutsideRoots) {
+	req := api.AuditRequest{Paths: paths, TimeLimit: f.timeLimit, FullSpeed: f.fullSpeed}
+	id, err := c.AuditStart(ctx, req)
+	if resolved, ok := resolveDirs(paths); ok && errors.Is(err, api.ErrOutsideRoots) {
+		req.Paths = resolved
+		id2, err2 := c.AuditStart(ctx, req)
+		if !errors.Is(err2, api.ErrOutsideRoots) {
+			id, err = id2, err2
+		}
+	}
+	if errors.Is(err, api.ErrOutsideRoots) || errors.Is(err, api.ErrNotFound) {
 		return &exitError{Code: exitFailure, Err: fmt.Errorf("audit run: %s; nothing was started", statusMessage(err))}
 	}
 	if err != nil {
@@ -136,8 +145,25 @@ func argPaths(verb string, args []string) ([][]byte, error) {
 	return paths, nil
 }
 
+// resolveDirs resolves the symlinks in the directory part of each path
+// (resolveDir), for a second try of paths found outside the roots. It
+// reports whether any path changed.
+func resolveDirs(paths [][]byte) ([][]byte, bool) {
+	out := make([][]byte, len(paths))
+	changed := false
+	for i, p := range paths {
+		out[i] = p
+		if q := resolveDir(p); q != nil {
+			out[i], changed = q, true
+		}
+	}
+	return out, changed
+}
+
 // waitRun long-polls until run id ends. With a terminal it polls twice a
-// second and draws the progress.
+// second and draws the progress. A daemon gone between two polls, or
+// one that ended the run by stopping, is ErrClosed: run ids are never
+// reused, so a restarted daemon does not know id.
 func waitRun(ctx context.Context, c *api.Client, id uint64, bar io.Writer) (api.AuditRun, error) {
 	poll := time.Minute
 	if bar != nil {
@@ -145,6 +171,10 @@ func waitRun(ctx context.Context, c *api.Client, id uint64, bar io.Writer) (api.
 	}
 	for {
 		r, err := c.AuditRun(ctx, id, poll)
+		if errors.Is(err, api.ErrNoDaemon) || errors.Is(err, api.ErrNotFound) ||
+			err == nil && r.StoppedBy == api.AuditShutdown {
+			return r, fmt.Errorf("%w before audit run %d ended", api.ErrClosed, id)
+		}
 		if err != nil || r.Done() {
 			return r, err
 		}
@@ -208,8 +238,9 @@ func printRun(w io.Writer, r api.AuditRun) {
 	if r.Began.IsZero() {
 		took = 0
 	}
-	fmt.Fprintf(w, "audit run %d: %s after %s: %s files checked, %s verified\n", r.ID, stoppedBy(r), took,
-		groupDigits(sum(r.Counts)), humanBytes(r.Bytes))
+	n := sum(r.Counts)
+	fmt.Fprintf(w, "audit run %d: %s after %s: %s %s checked, %s verified\n", r.ID, stoppedBy(r), took,
+		groupDigits(n), plural(n, "file", "files"), humanBytes(r.Bytes))
 	for _, c := range []string{"ok", "corrupt", "lost_write", "unreadable", "modified", "missing"} {
 		if n := r.Counts[c]; n > 0 {
 			fmt.Fprintf(w, "  %-11s %s\n", c, groupDigits(n))
@@ -468,6 +499,11 @@ Exit status 1 when nothing is flagged at a PATH or a file cannot be read.`,
 			failed := false
 			for _, p := range paths {
 				res, err := c.AuditAccept(cmd.Context(), p)
+				if q := resolveDir(p); q != nil && errors.Is(err, api.ErrOutsideRoots) {
+					if res2, err2 := c.AuditAccept(cmd.Context(), q); !errors.Is(err2, api.ErrOutsideRoots) {
+						res, err, p = res2, err2, q
+					}
+				}
 				if errors.Is(err, api.ErrOutsideRoots) {
 					out.Flush()
 					fmt.Fprintf(cmd.ErrOrStderr(), "annexctl: audit accept: %s\n", statusMessage(err))

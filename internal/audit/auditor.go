@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -119,6 +120,9 @@ func (a *Auditor) Start(ctx context.Context, o StartOptions) (uint64, error) {
 		}
 		paths = append(paths, []byte(filepath.Clean(string(p))))
 	}
+	if err := a.checkIndexed(ctx, paths); err != nil {
+		return 0, err
+	}
 	o.Paths = paths
 	a.mu.Lock()
 	if !a.started || a.stopped {
@@ -128,19 +132,37 @@ func (a *Auditor) Start(ctx context.Context, o StartOptions) (uint64, error) {
 	r := a.newRun(o, true)
 	a.dropPending(StopSuperseded)
 	a.pending = r
-	resumed := a.state.Paused
 	a.state.Paused = false
 	if a.run != nil {
 		a.run.stop(errSuperseded)
 	}
 	a.mu.Unlock()
-	if resumed {
-		if err := a.saveState(ctx); err != nil {
-			return 0, err
-		}
+	// The id is saved before it is handed out: a restarted daemon never
+	// gives it to another run, so a client waiting on it cannot mistake one.
+	if err := a.saveState(ctx); err != nil {
+		return 0, err
 	}
 	a.poke()
 	return r.id, nil
+}
+
+// checkIndexed returns ErrNotIndexed for the first path with no record at
+// or below it: a run of it would check nothing and report all good.
+func (a *Auditor) checkIndexed(ctx context.Context, paths [][]byte) error {
+	for _, p := range paths {
+		found := false
+		err := a.st.Subtree(ctx, p, func([]byte, store.Record) error {
+			found = true
+			return store.ErrStop
+		})
+		if err != nil && !errors.Is(err, store.ErrStop) {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("%w %s", ErrNotIndexed, p)
+		}
+	}
+	return nil
 }
 
 // Pause stops the run in progress and keeps the audit from starting

@@ -12,6 +12,8 @@ var (
 	ErrStopped = errors.New("audit: not running")
 	// ErrUnknownRun: no run has that id.
 	ErrUnknownRun = errors.New("audit: no such run")
+	// ErrNotIndexed: a run asked for a path with no record at or below it.
+	ErrNotIndexed = errors.New("audit: nothing is indexed at or below")
 	// ErrNotFlagged: accept of a path the audit has no problem with.
 	ErrNotFlagged = errors.New("audit: nothing flagged there")
 )

@@ -92,6 +92,7 @@ func (s RunSummary) Found(c Class) int64 { return s.Counts[c.String()] }
 
 func (a *Auditor) newRun(o StartOptions, manual bool) *run {
 	a.nextID++
+	a.state.Runs = a.nextID
 	return &run{id: a.nextID, o: o, manual: manual, done: make(chan struct{}),
 		attempts: map[string]int{}, seen: map[string]bool{}}
 }

@@ -25,6 +25,7 @@ const (
 type persisted struct {
 	Paused  bool         `json:"paused,omitempty"`
 	Passes  uint64       `json:"passes"`             // passes begun
+	Runs    uint64       `json:"runs,omitempty"`     // the last run id handed out
 	Pass    *passState   `json:"pass,omitempty"`     // the pass in progress
 	Last    *PassSummary `json:"last,omitempty"`     // the last completed pass
 	NextRun int64        `json:"next_run,omitempty"` // a scheduled run stopped early goes on no earlier
@@ -93,6 +94,7 @@ func (a *Auditor) load(ctx context.Context) error {
 	}
 	a.mu.Lock()
 	a.state = s
+	a.nextID = max(a.nextID, s.Runs)
 	a.passCounts = map[Class]int64{}
 	a.skip = map[string]bool{}
 	a.mu.Unlock()

@@ -94,7 +94,8 @@ var _ api.Auditor = (*adapter)(nil)
 
 // AuditStart implements api.Auditor.
 func (x *adapter) AuditStart(ctx context.Context, req api.AuditRequest) (uint64, error) {
-	return x.a.audit.Load().Start(ctx, audit.StartOptions{Paths: req.Paths, TimeLimit: req.TimeLimit, FullSpeed: req.FullSpeed})
+	id, err := x.a.audit.Load().Start(ctx, audit.StartOptions{Paths: req.Paths, TimeLimit: req.TimeLimit, FullSpeed: req.FullSpeed})
+	return id, auditError(err)
 }
 
 // AuditRun implements api.Auditor: a wait cut short by ctx answers with
@@ -120,7 +121,7 @@ func (x *adapter) AuditRun(ctx context.Context, id uint64, wait bool) (api.Audit
 // auditError maps the audit's errors to the API's.
 func auditError(err error) error {
 	switch {
-	case errors.Is(err, audit.ErrUnknownRun), errors.Is(err, audit.ErrNotFlagged):
+	case errors.Is(err, audit.ErrUnknownRun), errors.Is(err, audit.ErrNotFlagged), errors.Is(err, audit.ErrNotIndexed):
 		return fmt.Errorf("%w: %w", api.ErrNotFound, err)
 	case errors.Is(err, audit.ErrPath):
 		return fmt.Errorf("%w: %w", api.ErrBadRequest, err)

@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/annexd/annexd/api"
+)
+
+// waitAuditRunning polls audit status until a run asked for reads files,
+// and returns its id.
+func waitAuditRunning(t *testing.T, d *daemon) uint64 {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		st := auditStatus(t, d)
+		if st.Run != nil && st.Run.Manual && st.Run.Bytes > 0 {
+			return st.Run.ID
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no run read a byte: %+v\n%s", st, d.log)
+		}
+	}
+}
+
+// auditStartID starts a run without waiting and returns its id.
+func auditStartID(t *testing.T, d *daemon, args ...string) uint64 {
+	t.Helper()
+	r := d.ctl("", append([]string{"audit", "run", "--json"}, args...)...)
+	var out struct{ ID uint64 }
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || out.ID == 0 {
+		t.Fatalf("audit run --json %v: exit %d %q %q", args, r.code, r.stdout, r.stderr)
+	}
+	return out.ID
+}
+
+// A daemon stopped while audit run --wait waits: annexctl says that
+// annexd closed the connection and exits 3, as it does when annexd is
+// killed. A restarted daemon never hands out a run id it used before, so
+// a client waiting on one cannot be answered with another run.
+func TestAuditRunWaitDaemonStops(t *testing.T) {
+	base := dedupBase(t, auditConf+"max_rate = \"1MB/s\"\n")
+	root := filepath.Join(base, "root")
+	for i := range 64 {
+		writeAged(t, filepath.Join(root, fmt.Sprint(i)), uint64(1000+i), 512<<10)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		d := startOn(t, base, root)
+		cmd := exec.Command(bin.annexctl, "audit", "run", "--wait", root)
+		cmd.Env = d.env
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		id := waitAuditRunning(t, d)
+		d.exited = true
+		if err := d.cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		<-d.done
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 3 ||
+			!strings.Contains(stderr.String(), "annexd closed the connection") {
+			t.Fatalf("%v: audit run --wait: %v %q %q\n%s", sig, err, stdout.String(), stderr.String(), d.log)
+		}
+		d = startOn(t, base, root)
+		if next := auditStartID(t, d, filepath.Join(root, "0")); next <= id {
+			t.Fatalf("%v: the restarted daemon's run id %d, the last one before %d", sig, next, id)
+		}
+		d.stop()
+	}
+}
+
+// A PATH at or below which nothing is indexed (a typo, an empty or new
+// directory) starts no run: exit 1, never "done, 0 files checked".
+func TestAuditRunNothingIndexed(t *testing.T) {
+	base := dedupBase(t, auditConf)
+	root := filepath.Join(base, "root")
+	writeAged(t, filepath.Join(root, "sub", "a"), 91, 100)
+	if err := os.Mkdir(filepath.Join(root, "empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := startOn(t, base, root)
+	for _, p := range []string{filepath.Join(root, "nosuch"), filepath.Join(root, "empty"), filepath.Join(root, "su")} {
+		r := d.ctl("", "audit", "run", "--wait", p)
+		if r.code != 1 || !strings.Contains(r.stderr, "nothing is indexed at or below "+p) || r.stdout != "" {
+			t.Errorf("audit run --wait %s: exit %d %q %q", p, r.code, r.stdout, r.stderr)
+		}
+	}
+	r := d.ctl("", "audit", "run", "--wait", "--full-speed", filepath.Join(root, "sub", "a"))
+	if r.code != 0 || !strings.Contains(r.stdout, ": 1 file checked, 100 B verified\n") {
+		t.Errorf("audit run --wait of one file: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// A PATH through a symlinked directory outside the roots is resolved as
+// everywhere (docs/cli.md, Paths): audit run and audit accept take it.
+func TestAuditSymlinkedPath(t *testing.T) {
+	base := dedupBase(t, auditConf)
+	root := filepath.Join(base, "root")
+	writeAged(t, filepath.Join(root, "sub", "a"), 92, 100)
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(filepath.Join(root, "sub"), link); err != nil {
+		t.Fatal(err)
+	}
+	d := startOn(t, base, root)
+	code, run := auditRun(t, d, "--full-speed", filepath.Join(link, "a"))
+	if code != 0 || run.Counts["ok"] != 1 || run.StoppedBy != api.AuditDone {
+		t.Fatalf("audit run through the link: exit %d %+v", code, run)
+	}
+	r := d.ctl("", "audit", "accept", filepath.Join(link, "a"))
+	if want := "nothing is flagged at or below " + filepath.Join(root, "sub", "a"); r.code != 1 || !strings.Contains(r.stderr, want) {
+		t.Fatalf("audit accept through the link: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
