@@ -49,7 +49,7 @@ type Config struct {
 	// problem's JSON on its standard input.
 	OnProblem []string
 	// OnProblemEvery is the least time between two runs of OnProblem;
-	// default a minute. Problems in between are counted in the next one.
+	// default a minute. The last problem in between is sent after it.
 	OnProblemEvery time.Duration
 	// Disabled turns scheduled runs off; runs started by hand still work.
 	Disabled bool

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os/exec"
 	"sync"
@@ -16,9 +17,14 @@ import (
 // notifyTimeout bounds one run of the on_problem command.
 const notifyTimeout = 30 * time.Second
 
+// notifyWaitDelay is how long a finished command's output is read for:
+// a child it leaves in the background may hold the pipe for ever.
+const notifyWaitDelay = time.Second
+
 // notifier runs the on_problem command with a problem's JSON on its
-// standard input, at most once every interval; the problems met in
-// between are counted in the next run's "suppressed". It never blocks the
+// standard input, at most once every interval. A problem met within the
+// interval is held, and the last one held is sent once the interval is
+// over with the count of the others in "suppressed". It never blocks the
 // audit: a problem that finds the queue full is only counted.
 type notifier struct {
 	argv  []string
@@ -51,34 +57,52 @@ func (n *notifier) send(p Problem) {
 
 // run runs the command for queued problems until ctx ends.
 func (n *notifier) run(ctx context.Context) {
+	var held *Problem
+	var due <-chan time.Time
 	for {
 		select {
 		case p := <-n.ch:
 			n.mu.Lock()
-			if !n.last.IsZero() && time.Since(n.last) < n.every {
-				n.suppressed++
+			if wait := n.every - time.Since(n.last); !n.last.IsZero() && wait > 0 {
+				if held != nil {
+					n.suppressed++
+				}
+				held = &p
+				if due == nil {
+					due = time.After(wait)
+				}
 				n.mu.Unlock()
 				continue
 			}
-			n.last = time.Now()
-			suppressed := n.suppressed
-			n.suppressed = 0
 			n.mu.Unlock()
-			n.exec(ctx, p, suppressed)
+			n.exec(ctx, p)
+		case <-due:
+			due = nil
+			p := *held
+			held = nil
+			n.exec(ctx, p)
 		case <-ctx.Done():
 			return
 		}
 	}
 }
 
-func (n *notifier) exec(ctx context.Context, p Problem, suppressed int) {
+// exec runs the command for p, with the problems not sent since the last
+// run counted, and starts the interval.
+func (n *notifier) exec(ctx context.Context, p Problem) {
+	n.mu.Lock()
+	n.last = time.Now()
+	suppressed := n.suppressed
+	n.suppressed = 0
+	n.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, notifyTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, n.argv[0], n.argv[1:]...)
 	cmd.Stdin = bytes.NewReader(problemJSON(p, suppressed))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
+	cmd.WaitDelay = notifyWaitDelay
+	if err := cmd.Run(); err != nil && !errors.Is(err, exec.ErrWaitDelay) {
 		n.log.Warn("on_problem command failed", "command", n.argv, "err", err, "output", out.String())
 	}
 }
