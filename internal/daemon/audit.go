@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -36,7 +37,8 @@ func auditConfig(c config.Audit) audit.Config {
 }
 
 // checkAudit checks the [audit] section with the audit's own rules (the
-// run windows' syntax), naming the file and the key.
+// run windows' syntax) and that the on_problem program exists, naming the
+// file and the key.
 func checkAudit(cfg *config.Config) error {
 	for _, w := range cfg.Audit.Windows {
 		c := audit.Config{Windows: []string{w}}
@@ -44,6 +46,12 @@ func checkAudit(cfg *config.Config) error {
 		if err := c.Validate(); err != nil {
 			return fmt.Errorf("%w: audit.windows = %q in %s: %s", config.ErrInvalid, w, cfgName(cfg),
 				strings.TrimPrefix(err.Error(), audit.ErrConfig.Error()+": "))
+		}
+	}
+	if argv := cfg.Audit.OnProblem; len(argv) > 0 {
+		if _, err := exec.LookPath(argv[0]); err != nil {
+			return fmt.Errorf("%w: audit.on_problem = %q in %s: %v; give a program on annexd's PATH or its absolute path",
+				config.ErrInvalid, argv, cfgName(cfg), err)
 		}
 	}
 	c := auditConfig(cfg.Audit)

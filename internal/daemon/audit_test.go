@@ -38,3 +38,25 @@ func TestAuditConfig(t *testing.T) {
 		t.Errorf("unset fields set: %+v", c)
 	}
 }
+
+// An on_problem program that cannot be found is refused when the daemon is
+// made, naming the file, the key and the program: otherwise the first
+// problem, maybe months later, would find out and only log it.
+func TestNewRejectsMissingOnProblem(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.File = "/etc/annexd.toml"
+	cfg.Audit.OnProblem = []string{"annexd-no-such-notifier", "--urgent"}
+	_, err := New(cfg, nil, Options{})
+	if !errors.Is(err, config.ErrInvalid) {
+		t.Fatalf("err = %v, want config.ErrInvalid", err)
+	}
+	for _, want := range []string{"/etc/annexd.toml", "audit.on_problem", "annexd-no-such-notifier", "PATH"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v; want it to say %s", err, want)
+		}
+	}
+	cfg.Audit.OnProblem = []string{"true"}
+	if _, err := New(cfg, nil, Options{}); err != nil {
+		t.Fatalf("on_problem = [\"true\"]: %v", err)
+	}
+}
