@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/internal/loopfs"
 )
 
 // waitAuditRunning polls audit status until a run asked for reads files,
@@ -121,5 +123,37 @@ func TestAuditSymlinkedPath(t *testing.T) {
 	r := d.ctl("", "audit", "accept", filepath.Join(link, "a"))
 	if want := "nothing is flagged at or below " + filepath.Join(root, "sub", "a"); r.code != 1 || !strings.Contains(r.stderr, want) {
 		t.Fatalf("audit accept through the link: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// A corrupt file whose name is not UTF-8 is listed with its raw name in
+// the table (as every plain-text output prints names), with path_b64 in
+// JSON, and audit accept takes the raw name and prints it back. With no
+// problem left, problems --json prints nothing and exits 0.
+func TestAuditProblemsNonUTF8(t *testing.T) {
+	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 32 << 20})
+	root := fs.Path("home")
+	victim := filepath.Join(root, "caf\xe9.jpg")
+	writeAged(t, victim, 93, 64<<10)
+	d := startOn(t, dedupBase(t, auditConf), root)
+	fs.Sync(t)
+	fs.FlipByte(t, victim, 100)
+	if code, run := auditRun(t, d, "--full-speed"); code != 4 || run.Counts["corrupt"] != 1 {
+		t.Fatalf("audit run: exit %d %+v\n%s", code, run, d.log)
+	}
+	r := d.ctl("", "audit", "problems")
+	if r.code != 0 || !strings.Contains(r.stdout, victim+"\n") {
+		t.Errorf("audit problems: exit %d %q, want the raw name %q", r.code, r.stdout, victim)
+	}
+	ps := auditProblems(t, d)
+	if len(ps) != 1 || ps[0]["path_b64"] != base64.StdEncoding.EncodeToString([]byte(victim)) {
+		t.Fatalf("problems --json: %v", ps)
+	}
+	r = d.ctl("", "audit", "accept", victim)
+	if r.code != 0 || r.stdout != "accepted "+victim+"\n" {
+		t.Fatalf("audit accept: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := d.ctl("", "audit", "problems", "--json"); r.code != 0 || r.stdout != "" || r.stderr != "" {
+		t.Fatalf("problems --json with none: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
 }

@@ -438,8 +438,9 @@ it. Exit status 0 whatever is listed.`,
 	return cmd
 }
 
-// displayPath is a path for people: invalid UTF-8 shown as U+FFFD.
-func displayPath(p []byte) string { return strings.ToValidUTF8(string(p), "\uFFFD") }
+// displayPath is a path for people: its raw bytes, as every plain-text
+// output prints names (docs/cli.md, Paths), so that it can be given back.
+func displayPath(p []byte) string { return string(p) }
 
 func newAuditPauseCmd(pause bool) *cobra.Command {
 	use, short := "resume", "Let scheduled audit runs start again"
