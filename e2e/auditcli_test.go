@@ -157,3 +157,26 @@ func TestAuditProblemsNonUTF8(t *testing.T) {
 		t.Fatalf("problems --json with none: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
 }
+
+// --time-limit takes durations as the config's time_limit does, days too
+// ("1d12h", as git annex fsck --time-limit takes them); a bad or negative
+// one is exit 2 and starts nothing.
+func TestAuditRunTimeLimitValues(t *testing.T) {
+	base := dedupBase(t, auditConf)
+	root := filepath.Join(base, "root")
+	writeAged(t, filepath.Join(root, "a"), 94, 100)
+	d := startOn(t, base, root)
+	code, run := auditRun(t, d, "--full-speed", "--time-limit", "1d12h", root)
+	if code != 0 || run.TimeLimitSeconds != 36*3600 || run.StoppedBy != api.AuditDone {
+		t.Fatalf("--time-limit 1d12h: exit %d %+v", code, run)
+	}
+	for _, v := range []string{"-1s", "abc", "5", "-1d"} {
+		r := d.ctl("", "audit", "run", "--time-limit", v, root)
+		if r.code != 2 || !strings.Contains(r.stderr, "--time-limit") || r.stdout != "" {
+			t.Errorf("--time-limit %s: exit %d %q %q", v, r.code, r.stdout, r.stderr)
+		}
+	}
+	if st := auditStatus(t, d); st.Run != nil {
+		t.Errorf("a run goes on after the refusals: %+v", st.Run)
+	}
+}

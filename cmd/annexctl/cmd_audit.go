@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/internal/config"
 )
 
 func newAuditCmd() *cobra.Command {
@@ -38,8 +39,24 @@ content once you have dealt with it.`,
 
 type auditRunFlags struct {
 	wait, fullSpeed, asJSON bool
-	timeLimit               time.Duration
+	timeLimit               daysDuration
 }
+
+// daysDuration is a flag's duration written as the config writes them,
+// days too: "5h", "1d12h" (config.ParseDuration).
+type daysDuration time.Duration
+
+func (d *daysDuration) Set(s string) error {
+	v, err := config.ParseDuration(s)
+	if err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), config.ErrInvalid.Error()+": "))
+	}
+	*d = daysDuration(v)
+	return nil
+}
+
+func (d *daysDuration) String() string { return time.Duration(*d).String() }
+func (d *daysDuration) Type() string   { return "duration" }
 
 func newAuditRunCmd() *cobra.Command {
 	var f auditRunFlags
@@ -64,7 +81,7 @@ stopped or restarted before the run ended. Ctrl-C leaves the run going.`,
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&f.wait, "wait", false, "wait for the run's end and exit with its status")
-	fl.DurationVar(&f.timeLimit, "time-limit", 0, "stop the run after this long (0: no limit)")
+	fl.Var(&f.timeLimit, "time-limit", `stop the run after this long: "5h", "1d12h" (0: no limit)`)
 	fl.BoolVar(&f.fullSpeed, "full-speed", false, "read with every CPU, without the rate cap and the gates")
 	fl.BoolVar(&f.asJSON, "json", false, `print {"id":N}, or with --wait the run's summary, as JSON`)
 	return cmd
@@ -84,7 +101,7 @@ func runAudit(cmd *cobra.Command, args []string, f auditRunFlags) error {
 	}
 	defer c.Close()
 	ctx := cmd.Context()
-	req := api.AuditRequest{Paths: paths, TimeLimit: f.timeLimit, FullSpeed: f.fullSpeed}
+	req := api.AuditRequest{Paths: paths, TimeLimit: time.Duration(f.timeLimit), FullSpeed: f.fullSpeed}
 	id, err := c.AuditStart(ctx, req)
 	if resolved, ok := resolveDirs(paths); ok && errors.Is(err, api.ErrOutsideRoots) {
 		req.Paths = resolved
