@@ -180,3 +180,35 @@ func TestAuditRunTimeLimitValues(t *testing.T) {
 		t.Errorf("a run goes on after the refusals: %+v", st.Run)
 	}
 }
+
+// Ctrl-C on audit run --wait stops the waiting, not the run: annexctl says
+// that the run goes on and exits 1, as dedup does when left; the daemon
+// goes on reading.
+func TestAuditRunWaitInterrupted(t *testing.T) {
+	base := dedupBase(t, auditConf+"max_rate = \"1MB/s\"\n")
+	root := filepath.Join(base, "root")
+	for i := range 64 {
+		writeAged(t, filepath.Join(root, fmt.Sprint(i)), uint64(2000+i), 512<<10)
+	}
+	d := startOn(t, base, root)
+	cmd := exec.Command(bin.annexctl, "audit", "run", "--wait", root)
+	cmd.Env = d.env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	id := waitAuditRunning(t, d)
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	want := fmt.Sprintf("audit run %d goes on", id)
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), want) {
+		t.Fatalf("audit run --wait after SIGINT: %v %q %q", err, stdout.String(), stderr.String())
+	}
+	if st := auditStatus(t, d); st.Run == nil || st.Run.ID != id {
+		t.Fatalf("the run did not go on: %+v", st)
+	}
+}

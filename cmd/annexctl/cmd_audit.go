@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -75,8 +77,9 @@ progress on a terminal, prints a summary, and exits with 0 when nothing
 was found, 4 when a file was found corrupt, 5 when one was unreadable or
 had a lost write (and none was corrupt), 101 when the time limit stopped
 the run with nothing found, 1 when the run was stopped otherwise (paused,
-another run started) or nothing is indexed at a PATH, 3 when the daemon
-stopped or restarted before the run ended. Ctrl-C leaves the run going.`,
+another run started), nothing is indexed at a PATH, or Ctrl-C stopped the
+waiting (the run goes on), 3 when the daemon stopped or restarted before
+the run ended.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runAudit(cmd, args, f) },
 	}
 	fl := cmd.Flags()
@@ -126,8 +129,14 @@ func runAudit(cmd *cobra.Command, args []string, f auditRunFlags) error {
 		return flushOut(out)
 	}
 	bar := progressWriter(cmd)
-	r, err := waitRun(ctx, c, id, bar)
+	wctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r, err := waitRun(wctx, c, id, bar)
 	clearBar(bar)
+	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		return &exitError{Code: exitFailure, Err: fmt.Errorf(
+			"audit run: left before the run's end; audit run %d goes on in the daemon (annexctl audit status shows it, annexctl audit pause stops it)", id)}
+	}
 	if err != nil {
 		return apiFailure(c, err)
 	}
