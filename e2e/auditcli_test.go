@@ -2,10 +2,14 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -211,4 +215,63 @@ func TestAuditRunWaitInterrupted(t *testing.T) {
 	if st := auditStatus(t, d); st.Run == nil || st.Run.ID != id {
 		t.Fatalf("the run did not go on: %+v", st)
 	}
+}
+
+// The metrics have one annexd_audit_files_total series per class a run
+// counts (the six of docs/cli.md), and none for the internal outcomes of a
+// file to be tried again; the coverage follows a run.
+func TestAuditMetrics(t *testing.T) {
+	base := dedupBase(t, auditConf)
+	root := filepath.Join(base, "root")
+	writeAged(t, filepath.Join(root, "a"), 95, 100)
+	writeAged(t, filepath.Join(root, "b"), 96, 100)
+	d := startOn(t, base, root)
+	if code, run := auditRun(t, d, "--full-speed", root); code != 0 || run.Counts["ok"] != 2 {
+		t.Fatalf("audit run: exit %d %+v", code, run)
+	}
+	for _, c := range []string{"ok", "corrupt", "lost_write", "modified", "missing", "unreadable"} {
+		want := 0.0
+		if c == "ok" {
+			want = 2
+		}
+		if v := metric(t, d, `annexd_audit_files_total{class="`+c+`"}`); v != want {
+			t.Errorf("files_total{class=%q} = %v, want %v", c, v, want)
+		}
+	}
+	n := 0
+	for _, line := range strings.Split(metricsText(t, d), "\n") {
+		if strings.HasPrefix(line, "annexd_audit_files_total{") {
+			n++
+		}
+	}
+	if n != 6 {
+		t.Errorf("%d annexd_audit_files_total series, want 6:\n%s", n, metricsText(t, d))
+	}
+	for deadline := time.Now().Add(30 * time.Second); metric(t, d, "annexd_audit_covered_files") != 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("covered files never 2:\n%s", metricsText(t, d))
+		}
+	}
+	if v := metric(t, d, "annexd_audit_coverage_ratio"); v != 1 {
+		t.Errorf("coverage ratio %v, want 1", v)
+	}
+}
+
+// metricsText returns the daemon's /metrics.
+func metricsText(t *testing.T, d *daemon) string {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var dl net.Dialer
+		return dl.DialContext(ctx, "unix", d.socket)
+	}}}
+	resp, err := hc.Get("http://annexd/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -55,7 +55,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		return 0
 	}
-	for cl := OK; cl < classEnd; cl++ {
+	// Busy and Retry are files left to try again, never counted: no series.
+	for cl := OK; cl < Busy; cl++ {
 		ch <- prometheus.MustNewConstMetric(descFiles, prometheus.CounterValue, float64(s.Totals[cl.String()]), cl.String())
 	}
 	ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(s.BytesVerified))
