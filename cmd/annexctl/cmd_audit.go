@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -16,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/annexd/annexd/api"
-	"github.com/annexd/annexd/internal/config"
 )
 
 func newAuditCmd() *cobra.Command {
@@ -45,15 +45,30 @@ type auditRunFlags struct {
 }
 
 // daysDuration is a flag's duration written as the config writes them,
-// days too: "5h", "1d12h" (config.ParseDuration).
+// days too: "5h", "1d12h". annexctl does not import internal/config (its
+// TOML parser would slow every start), so the day prefix is parsed here.
 type daysDuration time.Duration
 
 func (d *daysDuration) Set(s string) error {
-	v, err := config.ParseDuration(s)
-	if err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), config.ErrInvalid.Error()+": "))
+	bad := fmt.Errorf(`duration %q: want a number with a unit, such as "5h", "90m", "1d" or "1d12h"`, s)
+	days, rest := 0.0, s
+	if i := strings.IndexByte(s, 'd'); i >= 0 {
+		n, err := strconv.ParseFloat(s[:i], 64)
+		if err != nil || n < 0 || n > 1e5 {
+			return bad
+		}
+		days, rest = n, s[i+1:]
 	}
-	*d = daysDuration(v)
+	var v time.Duration
+	if rest != "" {
+		var err error
+		if v, err = time.ParseDuration(rest); err != nil || (days > 0 && v < 0) {
+			return bad
+		}
+	} else if !strings.Contains(s, "d") {
+		return bad
+	}
+	*d = daysDuration(time.Duration(days*float64(24*time.Hour)) + v)
 	return nil
 }
 
