@@ -4,8 +4,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 
@@ -178,4 +181,18 @@ func retryable(err error) bool {
 		return api.Code >= 500
 	}
 	return true
+}
+
+// checkDir refuses a cluster node a view that a single hub left: the
+// other nodes' views lack what it holds, and nothing would resend it.
+func (c *Config) checkDir() error {
+	if c.Cluster == nil {
+		return nil
+	}
+	_, errView := os.Stat(filepath.Join(c.Dir, "view.db"))
+	_, errStore := os.Stat(c.storeDir())
+	if errView == nil && errors.Is(errStore, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %s holds a single hub's view; give each cluster node a new directory (hosts then send their indexes whole once)", ErrConfig, c.Dir)
+	}
+	return nil
 }

@@ -34,7 +34,7 @@ type node struct {
 
 // freePort returns a loopback port nothing listens on now, so that a
 // node restarted later listens where the others' routes point.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -87,7 +87,7 @@ func newNodes(t *testing.T, n int, routeTLS *tls.Config) ([]*node, *cluster, *sy
 }
 
 // start runs the node; ready is closed once it answers.
-func (nd *node) start(t *testing.T, ready chan<- error) {
+func (nd *node) start(ready chan<- error) {
 	h, err := hub.New(nd.cfg)
 	if err != nil {
 		ready <- err
@@ -109,11 +109,11 @@ func (nd *node) start(t *testing.T, ready chan<- error) {
 
 // startAll starts nodes together: a cluster forms only once most of its
 // nodes are up.
-func startAll(t *testing.T, nodes ...*node) {
+func startAll(t testing.TB, nodes ...*node) {
 	t.Helper()
 	ready := make(chan error, len(nodes))
 	for _, nd := range nodes {
-		go nd.start(t, ready)
+		go nd.start(ready)
 	}
 	for range nodes {
 		if err := <-ready; err != nil {
@@ -122,7 +122,7 @@ func startAll(t *testing.T, nodes ...*node) {
 	}
 }
 
-func (nd *node) halt(t *testing.T) {
+func (nd *node) halt(t testing.TB) {
 	if nd.stop == nil {
 		return
 	}
@@ -383,5 +383,36 @@ func TestClusterConfigRefused(t *testing.T) {
 	c.Cluster.Listen, c.Plaintext = "0.0.0.0:6222", true
 	if _, err := hub.New(c); err != nil {
 		t.Errorf("routes in clear, allowed: %v", err)
+	}
+}
+
+// TestClusterRefusesASingleHubsDir: a single hub's directory made into a
+// cluster node would answer from records the other nodes never get.
+func TestClusterRefusesASingleHubsDir(t *testing.T) {
+	nodes, _, _ := newNodes(t, 3, nil)
+	single := nodes[0].cfg
+	single.Cluster = nil
+	h, err := hub.New(single)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	select {
+	case <-h.Ready():
+	case err := <-done:
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	node, err := hub.New(nodes[0].cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Run(context.Background()); !errors.Is(err, hub.ErrConfig) || !strings.Contains(err.Error(), nodes[0].cfg.Dir) {
+		t.Fatalf("a node on a single hub's directory: %v, want ErrConfig naming %s", err, nodes[0].cfg.Dir)
 	}
 }

@@ -77,6 +77,9 @@ func (h *Hub) SelfOptions() []nats.Option {
 // view. Batches the stream holds but the view has not applied stay in the
 // stream for the next Run.
 func (h *Hub) Run(ctx context.Context) error {
+	if err := h.cfg.checkDir(); err != nil {
+		return err
+	}
 	v, err := openView(filepath.Join(h.cfg.Dir, "view.db"), h.cfg.StaleAfter, h.cfg.Now)
 	if err != nil {
 		return err
