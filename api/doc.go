@@ -19,6 +19,12 @@
 //	GET  /v1/status[?wait=idle&timeout=30s]    Status (JSON); with wait, a long poll until idle
 //	POST /v1/forget?path=DIR[&dry_run=1]  drop the records at or below DIR outside the roots → ForgetResult (JSON)
 //	POST /v1/dedup[?dry_run=1&hardlink=1&min_size=N&groups=N|all&progress=1]   NDJSON paths in → NDJSON DedupEvents out ([Deduper])
+//	POST /v1/audit/run[?time_limit=D&full_speed=1]   NDJSON paths in (none: all) → {"id":N} ([Auditor])
+//	GET  /v1/audit/runs/{id}[?wait=1&timeout=D]      AuditRun; with wait, a long poll until the run ends
+//	GET  /v1/audit/status                 AuditStatus (JSON)
+//	GET  /v1/audit/problems               NDJSON AuditProblems: the files found corrupt, unreadable or with a lost write
+//	POST /v1/audit/pause, /v1/audit/resume   → AuditStatus; a pause holds across restarts
+//	POST /v1/audit/accept?path=P          the flagged files at or below P take their content now → AuditAcceptResult
 //	GET  /v1/hub/whereis?key=K            the hosts holding K's content → HubContent (also digest=, path=)
 //	GET  /v1/hub/dups, /v1/hub/copies     NDJSON HubContents across hosts (see Hubber)
 //	GET  /v1/hub/hosts                    the hosts the hub knows → HubHosts

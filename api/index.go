@@ -104,6 +104,9 @@ type LookupResult struct {
 	Key     key.Key     // the key; zero unless State is current or corrupt
 	Size    int64       // file size in bytes when known, else 0
 	Message string      // detail for the user (why unreadable, …); may be empty
+	// VerifiedAt is when the content was last read and found to match the
+	// key (hashed, or verified by an audit); zero when never or unknown.
+	VerifiedAt time.Time
 }
 
 // WhereisQuery names content by its bare digest.
@@ -197,6 +200,7 @@ type Status struct {
 	Calibration *Calibration  `json:"calibration,omitempty"`
 	Dedup       *DedupStatus  `json:"dedup,omitempty"`
 	Hub         *HubStatus    `json:"hub,omitempty"` // the link to a hub, when configured
+	Audit       *AuditStatus  `json:"audit,omitempty"`
 }
 
 // Backlog is what the daemon holds because it cannot write its index:

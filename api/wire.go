@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/annexd/annexd/key"
@@ -230,6 +231,11 @@ func (r LookupResult) AppendJSON(buf []byte) []byte {
 		buf = append(buf, `,"message":`...)
 		buf = appendString(buf, []byte(r.Message))
 	}
+	if !r.VerifiedAt.IsZero() {
+		buf = append(buf, `,"verified_at":"`...)
+		buf = r.VerifiedAt.AppendFormat(buf, time.RFC3339Nano)
+		buf = append(buf, '"')
+	}
 	return append(buf, '}')
 }
 
@@ -238,10 +244,11 @@ func (r LookupResult) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil), 
 
 type lookupWire struct {
 	PathIn
-	State   LookupState `json:"state"`
-	Key     string      `json:"key"`
-	Size    int64       `json:"size"`
-	Message string      `json:"message"`
+	State      LookupState `json:"state"`
+	Key        string      `json:"key"`
+	Size       int64       `json:"size"`
+	Message    string      `json:"message"`
+	VerifiedAt string      `json:"verified_at"`
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -262,6 +269,11 @@ func (r *LookupResult) fromWire(w lookupWire) error {
 		return err
 	}
 	*r = LookupResult{Path: p, State: w.State, Key: k, Size: w.Size, Message: w.Message}
+	if w.VerifiedAt != "" {
+		if r.VerifiedAt, err = time.Parse(time.RFC3339Nano, w.VerifiedAt); err != nil {
+			return fmt.Errorf("%w: verified_at: %v", ErrBadResponse, err)
+		}
+	}
 	return nil
 }
 
@@ -283,12 +295,14 @@ func fastLookupWire(b []byte) (w lookupWire, ok bool) {
 			w.Key, good = m.str()
 		case "message":
 			w.Message, good = m.str()
+		case "verified_at":
+			w.VerifiedAt, good = m.str()
 		case "size":
 			var err error
 			w.Size, err = strconv.ParseInt(string(m.val), 10, 64)
 			good = err == nil && !m.quoted
 		default:
-			good = !foldsToAny(m.name, "path", "path_b64", "state", "key", "message", "size")
+			good = !foldsToAny(m.name, "path", "path_b64", "state", "key", "message", "size", "verified_at")
 		}
 		return good
 	})

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -185,19 +184,7 @@ func TestConventions(t *testing.T) {
 // runProg runs one of the built programs without a daemon.
 func runProg(t *testing.T, prog string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(prog, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("%s %v: %v", prog, args, err)
-	}
-	return r
+	return runCmd(t, prog, args, nil)
 }
 
 // gitIn runs git (or git annex) in dir without the machine's git

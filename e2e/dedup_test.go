@@ -475,10 +475,11 @@ func TestDedupActsForTheCaller(t *testing.T) {
 	}
 }
 
-// startAs is startOn with the daemon running as uid (and the same gid).
-func startAs(t *testing.T, base string, uid uint32, root string) *daemon {
+// startAs is startOn with the daemon running as uid (and the same gid);
+// extra are more flags for annexd.
+func startAs(t *testing.T, base string, uid uint32, root string, extra ...string) *daemon {
 	t.Helper()
-	d := spawn(t, annexdRun{base: base, roots: []string{root}, cred: &syscall.Credential{Uid: uid, Gid: uid},
+	d := spawn(t, annexdRun{base: base, roots: []string{root}, extra: extra, cred: &syscall.Credential{Uid: uid, Gid: uid},
 		env: func(env []string) []string { return append(env, "HOME="+base) }})
 	d.waitIdle()
 	return d
@@ -487,23 +488,10 @@ func startAs(t *testing.T, base string, uid uint32, root string) *daemon {
 // ctlAs runs annexctl as uid (and the same gid) against d.
 func ctlAs(t *testing.T, d *daemon, uid uint32, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), ctlTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin.annexctl, args...)
-	cmd.Env = d.env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("annexctl %v as uid %d: %v", args, uid, err)
-	}
-	return r
+	return runCmd(t, bin.annexctl, args, func(cmd *exec.Cmd) {
+		cmd.Env = d.env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	})
 }
 
 // Ctrl-C once the plan is printed: the daemon stops after the actions

@@ -184,11 +184,23 @@ const ctlTimeout = 3 * time.Minute
 
 func runCtl(t testing.TB, env []string, dir, stdin string, args ...string) result {
 	t.Helper()
+	return runCmd(t, bin.annexctl, args, func(cmd *exec.Cmd) {
+		cmd.Env, cmd.Dir = env, dir
+		cmd.Stdin = strings.NewReader(stdin)
+	})
+}
+
+// runCmd runs prog with args, after set (if not nil) adjusts the command,
+// and returns its output and exit status. The test fails when prog cannot
+// run or takes longer than ctlTimeout.
+func runCmd(t testing.TB, prog string, args []string, set func(*exec.Cmd)) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), ctlTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin.annexctl, args...)
-	cmd.Env, cmd.Dir = env, dir
-	cmd.Stdin = strings.NewReader(stdin)
+	cmd := exec.CommandContext(ctx, prog, args...)
+	if set != nil {
+		set(cmd)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -196,11 +208,11 @@ func runCtl(t testing.TB, env []string, dir, stdin string, args ...string) resul
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
-		t.Fatalf("annexctl %v did not finish within %v\n%s%s", args, ctlTimeout, r.stdout, r.stderr)
+		t.Fatalf("%s %v did not finish within %v\n%s%s", filepath.Base(prog), args, ctlTimeout, r.stdout, r.stderr)
 	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
 	case err != nil:
-		t.Fatalf("annexctl %v: %v", args, err)
+		t.Fatalf("%s %v: %v", filepath.Base(prog), args, err)
 	}
 	return r
 }

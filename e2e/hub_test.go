@@ -13,7 +13,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math/big"
 	"net"
 	"os"
@@ -26,6 +25,7 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/internal/testutil"
 )
 
 // hubWait bounds how long a hub test waits for the hosts to catch up:
@@ -191,23 +191,7 @@ func (h *hubHost) tryHubHosts() map[string]api.HubHost {
 // truth is path → hex SHA-256 of every file under h's root, from the files.
 func (h *hubHost) truth() map[string]string {
 	h.t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(h.root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(b)
-		out[p] = hex.EncodeToString(sum[:])
-		return nil
-	})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return out
+	return testutil.TreeDigests(h.t, h.root)
 }
 
 // hubView is every record the hub holds, asked through h's daemon: host →

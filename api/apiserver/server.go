@@ -232,6 +232,13 @@ func (s *Server) endpoints() http.Handler {
 	handle("GET /v1/status", s.handleStatus)
 	handle("POST /v1/forget", s.serving(s.handleForget))
 	handle("POST /v1/dedup", s.serving(s.handleDedup))
+	handle("POST /v1/audit/run", s.serving(s.handleAuditRun)) // audit.go
+	handle("GET /v1/audit/runs/{id}", s.serving(s.handleAuditRunGet))
+	handle("GET /v1/audit/status", s.serving(s.handleAuditStatus))
+	handle("GET /v1/audit/problems", s.serving(s.handleAuditProblems))
+	handle("POST /v1/audit/pause", s.serving(s.handleAuditPause(true)))
+	handle("POST /v1/audit/resume", s.serving(s.handleAuditPause(false)))
+	handle("POST /v1/audit/accept", s.serving(s.handleAuditAccept))
 	handle("GET /v1/hub/whereis", s.serving(s.handleHubWhereis)) // hub.go
 	handle("GET /v1/hub/dups", s.serving(s.handleHubDups))
 	handle("GET /v1/hub/copies", s.serving(s.handleHubCopies))

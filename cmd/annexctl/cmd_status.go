@@ -295,6 +295,7 @@ func printStatus(w io.Writer, st api.Status) {
 	printOutside(w, st)
 	printDedupStatus(w, st.Dedup)
 	printHub(w, st) // cmd_status_hub.go
+	printAuditLine(w, st.Audit)
 	if cal := st.Calibration; cal != nil {
 		fmt.Fprintf(w, "hasher:  %s\n", cal.Summary)
 	}

@@ -19,6 +19,10 @@ const (
 	exitFailure  = 1 // some input failed (unreadable file, unknown key, …)
 	exitUsage    = 2 // bad flags or arguments
 	exitNoDaemon = 3 // the daemon is not running or not reachable
+	// audit run --wait (cmd_audit.go)
+	exitCorrupt    = 4   // a file was found corrupt
+	exitUnreadable = 5   // a file was unreadable or had a lost write, none corrupt
+	exitTimeLimit  = 101 // the time limit stopped the run, nothing found (git-annex's)
 )
 
 // exitError carries the exit status a command wants (see cliexit.Error).
@@ -58,6 +62,7 @@ func newRootCmd() *cobra.Command {
 		newStatusCmd(),
 		newForgetCmd(),
 		newDedupCmd(),
+		newAuditCmd(),
 		newCalckeyCmd(),
 	)
 	return root

@@ -265,6 +265,14 @@ func TestRunStartupErrors(t *testing.T) {
 	if err := os.WriteFile(badPattern, []byte("[ignore]\npatterns = [\"*.tmp\", \"photos/[\"]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	auditConf := func(body string) string {
+		p := filepath.Join(t.TempDir(), "annexd.toml")
+		if err := os.WriteFile(p, []byte("[audit]\n"+body+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	badWindow, badRate := auditConf(`windows = ["mon-fry 01:00-06:00"]`), auditConf(`max_rate = "fast"`)
 	notIndex := filepath.Join(t.TempDir(), "index.db")
 	if err := os.WriteFile(notIndex, []byte("not a bbolt file, but not empty either\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -297,6 +305,8 @@ func TestRunStartupErrors(t *testing.T) {
 		{[]string{file}, []string{file, "not a directory"}},
 		{[]string{"--config", badConf, e.root}, []string{"watch.quiet_dely", badConf}},
 		{[]string{"--backend", "SHA3", e.root}, []string{"backend", "SHA3"}},
+		{[]string{"--config", badWindow, e.root}, []string{badWindow, "audit.windows", "mon-fry", `"mon-fri 01:00-06:00"`}},
+		{[]string{"--config", badRate, e.root}, []string{badRate, "audit.max_rate", `"25 MB/s"`}},
 		{nil, []string{"no directory to index"}},
 		{[]string{"--config", badPattern, e.root}, []string{"photos/[", badPattern}},
 		{[]string{"--ignore", "a[", e.root}, []string{"a[", "--ignore"}},

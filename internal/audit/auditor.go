@@ -43,6 +43,11 @@ type Auditor struct {
 	note *notifier
 	wake chan struct{}
 
+	// lostMu guards lostFiling: the lost writes being filed, by path, so
+	// that a report made twice in quick succession counts one problem.
+	lostMu     sync.Mutex
+	lostFiling map[string]int
+
 	// order hands out VerifiedAt times and submits verifications in that
 	// order (see passState.At).
 	order   sync.Mutex
@@ -87,7 +92,8 @@ func New(st Store, dg Digester, o Options) (*Auditor, error) {
 	ws, _ := parseWindows(o.Windows)
 	a := &Auditor{st: st, dg: dg, o: o, log: o.Logger, ws: ws,
 		g:    newGates(o.Indexer, &o.Config, o.ProcDir, o.SysDir),
-		wake: make(chan struct{}, 1), passCounts: map[Class]int64{}, skip: map[string]bool{}}
+		wake: make(chan struct{}, 1), passCounts: map[Class]int64{}, skip: map[string]bool{},
+		lostFiling: map[string]int{}}
 	a.note = newNotifier(o.OnProblem, o.OnProblemEvery, a.log)
 	return a, nil
 }
@@ -175,6 +181,17 @@ func (a *Auditor) WaitRun(ctx context.Context, id uint64) (RunSummary, error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return r.summary(), nil
+}
+
+// Summary returns the summary of run id, whether it has ended or not.
+func (a *Auditor) Summary(id uint64) (RunSummary, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := a.findRun(id)
+	if r == nil {
+		return RunSummary{}, fmt.Errorf("%w: %d", ErrUnknownRun, id)
+	}
 	return r.summary(), nil
 }
 

@@ -9,41 +9,111 @@ import (
 	"strings"
 )
 
-// gates say when the machine is too busy for an audit: the indexer has
-// work, the load average per CPU is above a threshold, or the machine runs
-// on a discharging battery. None of these can be waited for, so a closed
-// gate is looked at again every Config.GatePoll.
+// Gate says whether the machine is too busy for background work now, and
+// why. The audit waits while one is busy; so does background
+// deduplication, which takes the same gates.
+type Gate interface {
+	Busy() (reason string, busy bool)
+}
+
+// IndexerGate is busy while the indexer has work.
+type IndexerGate struct {
+	Indexer interface{ Idle() bool }
+}
+
+// Busy implements Gate.
+func (g IndexerGate) Busy() (string, bool) {
+	if g.Indexer != nil && !g.Indexer.Idle() {
+		return "the indexer has work", true
+	}
+	return "", false
+}
+
+// LoadGate is busy while the one-minute load average per CPU is above
+// Max. The caller's own threads, Own of them, are not counted.
+type LoadGate struct {
+	Max     float64 // per CPU
+	Own     int     // runnable threads of the caller itself
+	CPUs    int     // 0: runtime.NumCPU()
+	ProcDir string  // "": /proc
+}
+
+// Busy implements Gate. It is never busy when the load cannot be read.
+func (g LoadGate) Busy() (string, bool) {
+	l, err := loadAvg(or(g.ProcDir, "/proc"))
+	if err != nil {
+		return "", false
+	}
+	ncpu := g.CPUs
+	if ncpu <= 0 {
+		ncpu = max(runtime.NumCPU(), 1)
+	}
+	if per := max(l-float64(g.Own), 0) / float64(ncpu); per > g.Max {
+		return fmt.Sprintf("load average %.2f per CPU is above %.2f", per, g.Max), true
+	}
+	return "", false
+}
+
+// BatteryGate is busy while a battery discharges and no mains or USB
+// supply is online.
+type BatteryGate struct {
+	SysDir string // "": /sys
+}
+
+// Busy implements Gate.
+func (g BatteryGate) Busy() (string, bool) {
+	if onBattery(or(g.SysDir, "/sys")) {
+		return "on battery, discharging", true
+	}
+	return "", false
+}
+
+// Gates are the gates of c: the indexer's work, the load average above
+// c.MaxLoad (none when it is not positive), a discharging battery unless
+// c.IgnoreBattery. own threads of the caller are left out of the load.
+func Gates(ix interface{ Idle() bool }, c *Config, own int, procDir, sysDir string) []Gate {
+	var gs []Gate
+	if ix != nil {
+		gs = append(gs, IndexerGate{Indexer: ix})
+	}
+	if c.MaxLoad > 0 {
+		gs = append(gs, LoadGate{Max: c.MaxLoad, Own: own, ProcDir: procDir})
+	}
+	if !c.IgnoreBattery {
+		gs = append(gs, BatteryGate{SysDir: sysDir})
+	}
+	return gs
+}
+
+// gates are the audit's own: its readers are left out of the load, as
+// many as run at the time.
 type gates struct {
 	ix      Indexer
-	maxLoad float64 // per CPU; <= 0: no load gate
-	battery bool    // pause on a discharging battery
+	c       Config
 	procDir string
 	sysDir  string
-	ncpu    int
+}
+
+func newGates(ix Indexer, c *Config, procDir, sysDir string) *gates {
+	return &gates{ix: ix, c: *c, procDir: procDir, sysDir: sysDir}
 }
 
 // closed returns why the audit must wait, or "" when it may read. own is
 // the number of the audit's readers counted in the load average.
 func (g *gates) closed(own int) string {
-	if g.ix != nil && !g.ix.Idle() {
-		return "the indexer has work"
-	}
-	if g.maxLoad > 0 {
-		if l, err := loadAvg(g.procDir); err == nil {
-			if per := (l - float64(own)) / float64(g.ncpu); per > g.maxLoad {
-				return fmt.Sprintf("load average %.2f per CPU is above %.2f", per, g.maxLoad)
-			}
+	for _, gt := range Gates(g.ix, &g.c, own, g.procDir, g.sysDir) {
+		if why, busy := gt.Busy(); busy {
+			return why
 		}
-	}
-	if g.battery && onBattery(g.sysDir) {
-		return "on battery, discharging"
 	}
 	return ""
 }
 
-func newGates(ix Indexer, c *Config, procDir, sysDir string) *gates {
-	return &gates{ix: ix, maxLoad: c.MaxLoad, battery: !c.IgnoreBattery, procDir: procDir, sysDir: sysDir,
-		ncpu: max(runtime.NumCPU(), 1)}
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // loadAvg returns the one-minute load average from procDir/loadavg.

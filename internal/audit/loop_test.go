@@ -5,16 +5,12 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/internal/indexer"
@@ -28,110 +24,6 @@ func mustRun(t *testing.T, argv ...string) {
 	t.Helper()
 	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
-	}
-}
-
-// physical returns where byte 0 of the file at path lies in its file
-// system's device, and how many bytes from there are the file's
-// (FS_IOC_FIEMAP, after syncing the file).
-func physical(t *testing.T, path string) (int64, int64) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	const (
-		fsIocFiemap     = 0xC020660B
-		fiemapFlagSync  = 1
-		headerSize      = 32
-		extentSize      = 56
-		extentPhysicalO = 8
-	)
-	buf := make([]byte, headerSize+extentSize)
-	binary.LittleEndian.PutUint64(buf[8:], ^uint64(0)) // fm_length: all of it
-	binary.LittleEndian.PutUint32(buf[16:], fiemapFlagSync)
-	binary.LittleEndian.PutUint32(buf[24:], 1) // fm_extent_count
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), fsIocFiemap, uintptr(unsafe.Pointer(&buf[0]))); e != 0 {
-		t.Fatalf("FIEMAP %s: %v", path, e)
-	}
-	if binary.LittleEndian.Uint32(buf[20:]) == 0 {
-		t.Fatalf("FIEMAP %s: no extent", path)
-	}
-	ext := buf[headerSize:]
-	if logical := binary.LittleEndian.Uint64(ext); logical != 0 {
-		t.Fatalf("FIEMAP %s: first extent at %d", path, logical)
-	}
-	return int64(binary.LittleEndian.Uint64(ext[extentPhysicalO:])), int64(binary.LittleEndian.Uint64(ext[16:]))
-}
-
-// flipOnDisk inverts byte off of the file at path in the image behind the
-// file system's back, and drops the file's cached pages so that the next
-// read comes from the (changed) image.
-func flipOnDisk(t *testing.T, l *loopfs.FS, path string, off int64) {
-	t.Helper()
-	at, _ := physical(t, path)
-	b := make([]byte, 1)
-	img := openImage(t, l)
-	if _, err := img.ReadAt(b, at+off); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0xff
-	writeImage(t, l, path, at+off, b)
-}
-
-// writeOnDisk puts data at the start of the file at path in the image,
-// behind the file system's back; the file must lie in one extent.
-func writeOnDisk(t *testing.T, l *loopfs.FS, path string, data []byte) {
-	t.Helper()
-	at, n := physical(t, path)
-	if n < int64(len(data)) {
-		t.Fatalf("%s is not in one extent (%d bytes from %d)", path, n, at)
-	}
-	writeImage(t, l, path, at, data)
-}
-
-func openImage(t *testing.T, l *loopfs.FS) *os.File {
-	t.Helper()
-	img, err := os.OpenFile(l.Image, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { img.Close() })
-	return img
-}
-
-// writeImage writes b at offset at of the image, syncs it and drops the
-// cached pages of path.
-func writeImage(t *testing.T, l *loopfs.FS, path string, at int64, b []byte) {
-	t.Helper()
-	img := openImage(t, l)
-	if _, err := img.WriteAt(b, at); err != nil {
-		t.Fatal(err)
-	}
-	if err := img.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// syncFS writes everything the file system at dir holds back to its image.
-func syncFS(t *testing.T, dir string) {
-	t.Helper()
-	f, err := os.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -207,13 +99,13 @@ func TestBitFlipOnExt4(t *testing.T) {
 	e.write("deleted.txt", "a deletion follows")
 	e.ix.Rescan(root)
 	e.settle()
-	syncFS(t, l.Dir)
+	l.Sync(t)
 	led, seen := watchTree(t, root)
 	e.a.o.Ledger = led
 	recBefore := e.record(victim)
 	statBefore, _ := fsstat.Lstat(victim)
 
-	flipOnDisk(t, l, victim, 1000)
+	l.FlipByte(t, victim, 1000)
 	statAfter, _ := fsstat.Lstat(victim)
 	if !statAfter.Same(statBefore) {
 		t.Fatalf("the flip changed stat: %+v → %+v", statBefore, statAfter)
@@ -293,7 +185,7 @@ func powerCut(t *testing.T, known bool) {
 	if err := os.WriteFile(victim, before, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	syncFS(t, l.Dir)
+	l.Sync(t)
 	e := newEnv(t, root, envOptions())
 	// The rewrite, in place and the same size, stays in the page cache, and
 	// a record of it is committed as a hasher reading the page cache (with
@@ -343,7 +235,7 @@ func powerCut(t *testing.T, known bool) {
 		// the disk got the new bytes before the cut. Put the old ones back
 		// behind XFS's back, the state a cut a moment earlier leaves.
 		t.Log("the new bytes reached the disk before the cut; restoring the old ones in the image")
-		writeOnDisk(t, l, victim, before)
+		l.WriteBehind(t, victim, before)
 		if got, _ := os.ReadFile(victim); !bytes.Equal(got, before) {
 			t.Fatal("the old bytes could not be put back")
 		}

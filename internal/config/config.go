@@ -63,6 +63,7 @@ type Config struct {
 	Indexer Indexer `toml:"indexer"`
 	API     API     `toml:"api"`
 	Dedup   Dedup   `toml:"dedup"`
+	Audit   Audit   `toml:"audit"`   // audit.go
 	Hub     Hub     `toml:"hub"`     // hub.go
 	Publish Publish `toml:"publish"` // hub.go
 
@@ -264,6 +265,9 @@ func (c *Config) Validate() error {
 		return c.invalid("indexer.max_pending", fmt.Sprint(c.Indexer.MaxPending), "a count ≥ 1")
 	}
 	if err := c.Dedup.validate(c); err != nil {
+		return err
+	}
+	if err := c.Audit.validate(c); err != nil {
 		return err
 	}
 	return c.validateHub()

@@ -67,7 +67,11 @@ func (x *adapter) Lookup(ctx context.Context, path []byte, wait bool) (api.Looku
 			return api.LookupResult{Path: path, State: api.StateAnnexLink, Key: k}, nil
 		}
 	}
-	return api.LookupResult{Path: path, State: st, Key: r.Key, Size: r.Size, Message: r.Message}, nil
+	out := api.LookupResult{Path: path, State: st, Key: r.Key, Size: r.Size, Message: r.Message}
+	if r.VerifiedAt != 0 {
+		out.VerifiedAt = time.Unix(0, r.VerifiedAt)
+	}
+	return out, nil
 }
 
 // Backend implements api.Backender: the index holds this hash's digests.
@@ -198,32 +202,23 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 	}
 	p := a.ix.Progress()
 	ws := a.w.Status()
-	out := api.Status{
-		Version:       a.opts.Version,
-		GoVersion:     goVersion,
-		PID:           os.Getpid(),
-		StartedAt:     a.started,
-		IndexPath:     a.cfg.Index,
-		SchemaVersion: int(s.SchemaVer),
-		Files:         s.Files,
-		Bytes:         s.Bytes,
-		Pending:       int64(p.FilesQueued + p.Watching),
-		Idle:          p.Idle,
-		Scan: api.ScanProgress{
-			Running:         p.ScansPending > 0,
-			FilesSeen:       p.FilesSeen,
-			BytesSeen:       p.BytesSeen,
-			FilesHashed:     p.FilesHashed,
-			BytesHashed:     p.BytesHashed,
-			FilesQueued:     int64(p.FilesQueued),
-			BytesQueued:     p.BytesQueued,
-			EstimateSeconds: p.Remaining.Seconds(),
-		},
-		Watcher: api.WatcherStatus{Healthy: true},
+	out := x.baseStatus(s)
+	out.Pending, out.Idle = int64(p.FilesQueued+p.Watching), p.Idle
+	out.Scan = api.ScanProgress{
+		Running:         p.ScansPending > 0,
+		FilesSeen:       p.FilesSeen,
+		BytesSeen:       p.BytesSeen,
+		FilesHashed:     p.FilesHashed,
+		BytesHashed:     p.BytesHashed,
+		FilesQueued:     int64(p.FilesQueued),
+		BytesQueued:     p.BytesQueued,
+		EstimateSeconds: p.Remaining.Seconds(),
 	}
+	out.Watcher = api.WatcherStatus{Healthy: true}
 	out.OutsideRoots, out.OutsideRootsChecked = a.outsideStatus()
 	out.Dedup = a.dedup.status()
 	out.Hub = a.link.status()
+	out.Audit = a.auditSummary()
 	for _, r := range ws.Roots {
 		rs := api.RootStatus{Path: r.Root, ScanDone: a.ix.RootScanned(r.Root), Watched: !r.Degraded, Degraded: r.Degraded,
 			Overflows: r.Overflows, LastOverflow: r.LastOverflow, LastRescan: r.LastRescan,
@@ -264,22 +259,21 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 	return out, nil
 }
 
+// baseStatus is what every status says: the daemon and what the index
+// holds.
+func (x *adapter) baseStatus(s store.Stats) api.Status {
+	a := x.a
+	return api.Status{Version: a.opts.Version, GoVersion: goVersion, PID: os.Getpid(), StartedAt: a.started,
+		IndexPath: a.cfg.Index, SchemaVersion: int(s.SchemaVer), Files: s.Files, Bytes: s.Bytes}
+}
+
 // startingStatus is the status before setup is done: what the index
 // holds, and what the daemon is doing.
 func (x *adapter) startingStatus(s store.Stats, phase string) api.Status {
 	a := x.a
-	out := api.Status{
-		Version:       a.opts.Version,
-		GoVersion:     goVersion,
-		PID:           os.Getpid(),
-		StartedAt:     a.started,
-		IndexPath:     a.cfg.Index,
-		SchemaVersion: int(s.SchemaVer),
-		Files:         s.Files,
-		Bytes:         s.Bytes,
-		Starting:      phase,
-		Watcher:       api.WatcherStatus{Message: "not watching yet: annexd is starting"},
-	}
+	out := x.baseStatus(s)
+	out.Starting = phase
+	out.Watcher = api.WatcherStatus{Message: "not watching yet: annexd is starting"}
 	for _, r := range a.cfg.Roots {
 		out.Roots = append(out.Roots, api.RootStatus{Path: r})
 	}

@@ -1,8 +1,8 @@
 // Package daemon wires annexd together: it opens the index, calibrates the
 // hasher (or reuses a stored calibration), and runs the store's writer, the
-// watcher, the indexer and the API server under one errgroup until its
-// context ends, then shuts them down in order so that every acknowledged
-// change is on disk.
+// watcher, the indexer, the audit and the API server under one errgroup
+// until its context ends, then shuts them down in order so that every
+// acknowledged change is on disk.
 package daemon
 
 import (
@@ -25,6 +25,7 @@ import (
 
 	"github.com/annexd/annexd/api/apiserver"
 	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/internal/audit"
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/ignore"
 	"github.com/annexd/annexd/internal/indexer"
@@ -99,6 +100,8 @@ type App struct {
 	srv   *apiserver.Server
 	calib *hasher.Calibration
 	dedup *dedupPart
+	// audit verifies the index; set in setup, before the indexer runs.
+	audit atomic.Pointer[audit.Auditor]
 
 	// outside is the last list of records outside the roots (nil until
 	// the check at start is done); outsideRun serializes the checks.
@@ -139,6 +142,9 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	}
 	if !hasher.Supported(b) {
 		return nil, fmt.Errorf("daemon: backend %s cannot be hashed by this build", b)
+	}
+	if err := checkAudit(&cfg); err != nil {
+		return nil, err
 	}
 	l, err := newLink(cfg, log)
 	if err != nil {
@@ -211,6 +217,7 @@ func (a *App) Run(ctx context.Context) error {
 	g.Go(func() error { a.checkOutside(runCtx); return nil })
 	g.Go(func() error { return a.watchDamage(runCtx) })
 	g.Go(func() error { return a.runDedup(runCtx) })
+	g.Go(func() error { return a.audit.Load().Run(runCtx) })
 	a.link.start(runCtx, g, a.st)
 	if a.opts.ExitWhenIdle {
 		g.Go(func() error {
@@ -301,17 +308,21 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 		return err
 	}
 	a.ix, err = indexer.New(a.st, a.h, indexer.Options{
-		Roots:      slices.Clone(a.cfg.Roots), // the API reads the config's meanwhile
-		Backend:    a.backend,
-		Workers:    a.cfg.Indexer.HashWorkers,
-		MaxPending: a.cfg.Indexer.MaxPending,
-		Ignore:     patterns,
-		Exclude:    a.exclude(),
-		Ledger:     writes,
-		Logger:     a.log.With("part", "indexer"),
+		Roots:       slices.Clone(a.cfg.Roots), // the API reads the config's meanwhile
+		Backend:     a.backend,
+		Workers:     a.cfg.Indexer.HashWorkers,
+		MaxPending:  a.cfg.Indexer.MaxPending,
+		Ignore:      patterns,
+		Exclude:     a.exclude(),
+		Ledger:      writes,
+		OnLostWrite: a.lostWrite,
+		Logger:      a.log.With("part", "indexer"),
 	})
 	if err != nil {
 		return err
+	}
+	if err := a.setupAudit(writes, reg); err != nil {
+		return fmt.Errorf("daemon: audit: %w", err)
 	}
 	for _, c := range []prometheus.Collector{a.ix.Collector(), collector{a: a}, hubCollector{a: a}, healthCollector{a: a}} {
 		if err := reg.Register(c); err != nil {

@@ -108,28 +108,18 @@ func TestRunServesTheAPI(t *testing.T) {
 	writeOld(t, filepath.Join(root, "c/other.txt"), "other bytes")
 	writeOld(t, filepath.Join(root, ".git/config"), "ignored by default")
 	cfg := testConfig(t, root)
-	app, err := New(cfg, nil, Options{Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
+	_, end := runApp(t, cfg, nil)
 	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Error("Run did not return within 20 s of cancel")
+		if err := end(); err != nil {
+			t.Errorf("Run: %v", err)
 		}
 	}()
+	ctx := context.Background()
 
 	c := api.Dial(cfg.Socket)
 	defer c.Close()
 	var st api.Status
+	var err error
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		st, err = c.Status(ctx)
@@ -188,14 +178,9 @@ func TestRunServesTheAPI(t *testing.T) {
 func TestSecondInstanceRefused(t *testing.T) {
 	root := t.TempDir()
 	cfg := testConfig(t, root)
-	app, err := New(cfg, nil, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	_, end := runApp(t, cfg, nil)
+	defer end()
+	ctx := context.Background()
 	c := api.Dial(cfg.Socket)
 	defer c.Close()
 	for deadline := time.Now().Add(20 * time.Second); ; {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/internal/audit"
 	"github.com/annexd/annexd/internal/dedup"
 	"github.com/annexd/annexd/internal/ledger"
 )
@@ -68,7 +69,7 @@ func (a *App) setupDedup(ctx context.Context, writes *ledger.Ledger, reg prometh
 			Rate:     int64(cfg.Rate),
 			MinSize:  int64(cfg.MinSize),
 			Paths:    p.roots,
-			Gates:    a.dedupGates(),
+			Gates:    dedupGates(a.ix, cfg.MaxLoad, cfg.IgnoreBattery),
 		})
 		cs = append(cs, p.c.Collector())
 	}
@@ -78,6 +79,18 @@ func (a *App) setupDedup(ctx context.Context, writes *ledger.Ledger, reg prometh
 		}
 	}
 	return nil
+}
+
+// dedupGates are what pause background deduplication, the audit's gates:
+// the indexer's work, the load average per CPU above [dedup] max_load
+// (less the one pair it works on), a discharging battery unless [dedup]
+// ignore_battery.
+func dedupGates(ix interface{ Idle() bool }, maxLoad float64, ignoreBattery bool) []dedup.Gate {
+	var gs []dedup.Gate
+	for _, g := range audit.Gates(ix, &audit.Config{MaxLoad: maxLoad, IgnoreBattery: ignoreBattery}, 1, "", "") {
+		gs = append(gs, g)
+	}
+	return gs
 }
 
 // runDedup runs the background mode until ctx ends, when it is on.

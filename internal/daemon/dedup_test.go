@@ -16,65 +16,23 @@ import (
 	"github.com/annexd/annexd/store"
 )
 
-func writeTree(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+// Background deduplication pauses on the audit's gates, as [dedup] says.
+func TestDedupGates(t *testing.T) {
+	if gs := dedupGates(idleFlag(true), 1, false); len(gs) != 3 {
+		t.Errorf("%d gates with max_load 1 and the battery heeded: %v", len(gs), gs)
 	}
-	return dir
-}
-
-func TestLoadGate(t *testing.T) {
-	for load, want := range map[string]bool{"3.50 1.0 1.0 1/100 42\n": true, "2.90 3 3 1/1 1": false, "0.10 0 0 1/1 1": false, "": false, "x": false} {
-		g := loadGate{max: 1, ncpu: 2, proc: writeTree(t, map[string]string{"loadavg": load})}
-		why, busy := g.Busy()
-		if busy != want || busy != strings.Contains(why, "per CPU is above 1.00") {
-			t.Errorf("load %q: %q, %v; want busy %v", load, why, busy, want)
-		}
+	gs := dedupGates(idleFlag(false), -1, true)
+	if len(gs) != 1 {
+		t.Fatalf("%d gates with max_load -1 and the battery ignored: %v", len(gs), gs)
 	}
-	if _, busy := (loadGate{max: 1, ncpu: 1, proc: t.TempDir()}).Busy(); busy {
-		t.Error("busy without a loadavg file")
-	}
-}
-
-func TestBatteryGate(t *testing.T) {
-	ps := "class/power_supply/"
-	cases := []struct {
-		files map[string]string
-		want  bool
-	}{
-		{map[string]string{ps + "BAT0/type": "Battery\n", ps + "BAT0/status": "Discharging\n"}, true},
-		{map[string]string{ps + "BAT0/type": "Battery", ps + "BAT0/status": "Discharging", ps + "AC/type": "Mains", ps + "AC/online": "1"}, false},
-		{map[string]string{ps + "BAT0/type": "Battery", ps + "BAT0/status": "Charging"}, false},
-		{map[string]string{}, false},
-	}
-	for i, c := range cases {
-		why, busy := (batteryGate{sys: writeTree(t, c.files)}).Busy()
-		if busy != c.want || (busy && why == "") {
-			t.Errorf("case %d: %q, %v; want %v", i, why, busy, c.want)
-		}
+	if why, busy := gs[0].Busy(); !busy || why != "the indexer has work" {
+		t.Errorf("the indexer works: %q, %v", why, busy)
 	}
 }
 
 type idleFlag bool
 
 func (f idleFlag) Idle() bool { return bool(f) }
-
-func TestIdleGate(t *testing.T) {
-	if _, busy := (idleGate{idleFlag(true)}).Busy(); busy {
-		t.Error("busy while the indexer is idle")
-	}
-	if why, busy := (idleGate{idleFlag(false)}).Busy(); !busy || why == "" {
-		t.Error("not busy while the indexer works")
-	}
-}
 
 // Groups on a file system that cannot share extents leave the plan and
 // are counted against it; the rest stays.
@@ -150,24 +108,19 @@ func TestRunRecoversDedup(t *testing.T) {
 		}
 	})
 
-	app, err := New(cfg, nil, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
+	_, end := runApp(t, cfg, nil)
+	ctx := context.Background()
 	c := api.Dial(cfg.Socket)
 	defer c.Close()
 	var st api.Status
+	var err error
 	for deadline := time.Now().Add(30 * time.Second); !st.Idle; time.Sleep(20 * time.Millisecond) {
 		st, err = c.Status(ctx)
 		if time.Now().After(deadline) {
 			t.Fatalf("not ready: %+v, %v", st, err)
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := end(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if _, err := os.Lstat(filepath.Join(root, temp)); !errors.Is(err, os.ErrNotExist) {

@@ -106,13 +106,7 @@ func TestHubInDaemon(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	app, err := New(cfg, nil, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
+	_, end := runApp(t, cfg, nil)
 	c := api.Dial(cfg.Socket)
 	defer c.Close()
 	st := waitStatus(t, c, "caught up", func(st api.Status) bool {
@@ -140,8 +134,7 @@ func TestHubInDaemon(t *testing.T) {
 			t.Errorf("metrics lack %q: %v", want, err)
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := end(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	before := st.Hub.IndexID
@@ -149,7 +142,7 @@ func TestHubInDaemon(t *testing.T) {
 	// Without the hub the change log goes; with it again, the index has
 	// a new id, which the hub takes as a whole resend.
 	cfg.Hub.Enabled = false
-	app, err = New(cfg, nil, Options{ExitWhenIdle: true})
+	app, err := New(cfg, nil, Options{ExitWhenIdle: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,8 +28,10 @@ func runUntilIdle(t *testing.T, cfg config.Config, log *slog.Logger) (c *api.Cli
 	return c, stop
 }
 
-// startIdle is runUntilIdle that also returns the App.
-func startIdle(t *testing.T, cfg config.Config, log *slog.Logger) (app *App, c *api.Client, stop func()) {
+// runApp makes an App of cfg and runs it. end cancels the run and returns
+// what Run returned; the test fails when Run takes over 20 s to return.
+// end may be called more than once.
+func runApp(t testing.TB, cfg config.Config, log *slog.Logger) (app *App, end func() error) {
 	t.Helper()
 	app, err := New(cfg, log, Options{Version: "test"})
 	if err != nil {
@@ -39,20 +41,32 @@ func startIdle(t *testing.T, cfg config.Config, log *slog.Logger) (app *App, c *
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx) }()
 	var once sync.Once
-	stop = func() {
+	var runErr error
+	end = func() error {
 		once.Do(func() {
 			cancel()
 			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
+			case runErr = <-done:
 			case <-time.After(20 * time.Second):
 				t.Error("Run did not return within 20 s of cancel")
 			}
 		})
+		return runErr
+	}
+	return app, end
+}
+
+// startIdle is runUntilIdle that also returns the App.
+func startIdle(t *testing.T, cfg config.Config, log *slog.Logger) (app *App, c *api.Client, stop func()) {
+	t.Helper()
+	app, end := runApp(t, cfg, log)
+	stop = func() {
+		if err := end(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
 	}
 	t.Cleanup(stop)
+	ctx := context.Background()
 	c = api.Dial(cfg.Socket)
 	t.Cleanup(c.Close)
 	deadline := time.Now().Add(30 * time.Second)

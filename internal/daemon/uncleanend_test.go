@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -61,7 +62,8 @@ func recordLostWrite(index, path string) int {
 // After a run that ended without closing the index, a record hashed just
 // before its end is hashed again even though the file's stat identity
 // still matches it (its mtime is an hour old, so it is not racily clean):
-// the daemon reports the key of the bytes on disk, not the recorded one.
+// the daemon reports the key of the bytes on disk, not the recorded one,
+// and the audit lists the lost write with both digests.
 func TestUncleanEndReverifiesTheLastRecords(t *testing.T) {
 	root := t.TempDir()
 	path := filepath.Join(root, "f.txt")
@@ -76,19 +78,13 @@ func TestUncleanEndReverifiesTheLastRecords(t *testing.T) {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
 
-	app, err := New(cfg, nil, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
+	_, end := runApp(t, cfg, nil)
 	defer func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := end(); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	}()
+	ctx := context.Background()
 	c := api.Dial(cfg.Socket)
 	defer c.Close()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
@@ -103,6 +99,26 @@ func TestUncleanEndReverifiesTheLastRecords(t *testing.T) {
 	want := sha256.Sum256([]byte("disk bytes"))
 	if err != nil || r.State != api.StateCurrent || r.Key.String() != mustKey(t, want[:], 10, path) {
 		t.Fatalf("lookup after the unclean end: %+v %v; want the key of the bytes on disk", r, err)
+	}
+	lost := sha256.Sum256([]byte("lost bytes"))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var ps []api.AuditProblem
+		if err := c.AuditProblems(ctx, func(p api.AuditProblem) error { ps = append(ps, p); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(ps) == 1 {
+			p := ps[0]
+			if string(p.Path) != path || p.State != "lost_write" || !bytes.Equal(p.Recorded, lost[:]) || !bytes.Equal(p.Observed, want[:]) {
+				t.Fatalf("problem %+v", p)
+			}
+			break
+		}
+		if len(ps) > 1 || time.Now().After(deadline) {
+			t.Fatalf("problems %+v; want the lost write", ps)
+		}
+	}
+	if st, err := c.AuditStatus(ctx); err != nil || st.Problems != 1 {
+		t.Errorf("audit status %+v, %v", st, err)
 	}
 }
 

@@ -2,11 +2,9 @@ package hub_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,6 +22,7 @@ import (
 	"github.com/annexd/annexd/internal/hub"
 	"github.com/annexd/annexd/internal/hubwire"
 	"github.com/annexd/annexd/internal/publish"
+	"github.com/annexd/annexd/internal/testutil"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )
@@ -226,23 +225,7 @@ func (h *host) write(t *testing.T, files map[string]string) {
 // computed from the files themselves.
 func (h *host) tree(t *testing.T) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(h.root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(b)
-		out[p] = hex.EncodeToString(sum[:])
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return testutil.TreeDigests(t, h.root)
 }
 
 // index brings the host's index in line with its tree, as the indexer

@@ -30,6 +30,7 @@ type checker struct {
 	m          *counters
 	log        *slog.Logger
 	maxRetries int
+	onLost     LostWriteFunc // Options.OnLostWrite
 }
 
 // check checks one path and does what it needs.
@@ -93,7 +94,11 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo) {
 		c.pipe.later(ctx, wait, j)
 		return
 	}
-	c.hash(ctx, j, fi)
+	var was *store.Record
+	if ok {
+		was = c.suspect(&rec, fi, written)
+	}
+	c.hash(ctx, j, fi, was)
 }
 
 // written reports whether the ledger saw path written since its record
@@ -123,14 +128,17 @@ func (c *checker) record(j *job) (store.Record, bool, error) {
 	return c.st.Get([]byte(j.path))
 }
 
-// hash hashes the file and records the result.
-func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo) {
+// hash hashes the file and records the result. was, when not nil, is a
+// record that may name bytes an unclean end lost (suspect).
+func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo, was *store.Record) {
 	start := time.Now()
 	res, err := c.h.Hash(ctx, j.path, c.backend)
 	switch {
 	case err == nil:
 		c.m.hashed(res.Info.Size)
-		c.pipe.write(j, putChange(j.path, c.okRecord(res, start.UnixNano())))
+		rec := c.okRecord(res, start.UnixNano())
+		c.pipe.write(j, putChange(j.path, rec))
+		c.lost(j.path, was, rec)
 	case ctx.Err() != nil:
 		c.pipe.finish(j) // shutting down: nothing recorded
 	case errors.Is(err, hasher.ErrChanged):

@@ -14,7 +14,9 @@
 // racy-git rule). A record hashed just before a run ended without closing
 // the index is re-verified the same way (store.Trusted): a power cut may
 // have kept its file's new stat identity and lost the bytes it was hashed
-// from.
+// from. When such a file, hashed again, has another digest under the same
+// identity and no write was seen, the write was lost: the bytes on disk
+// are recorded, and Options.OnLostWrite hears of the loss.
 //
 // The indexer is split by job, each part a small type:
 //

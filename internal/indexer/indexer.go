@@ -77,6 +77,12 @@ type Options struct {
 	MaxRetries int
 	// Ledger tells of writes no stat field shows; nil knows of none.
 	Ledger Ledger
+	// OnLostWrite hears of each lost write: a record hashed just before
+	// an unclean end (store.Trusted) whose file, hashed again, has another
+	// digest under the same stat identity, and no write was seen. The
+	// record of the bytes on disk is submitted first. It runs on a worker
+	// and must not block; nil: the loss is only logged.
+	OnLostWrite LostWriteFunc
 	// Logger; default discards.
 	Logger *slog.Logger
 }
@@ -167,7 +173,7 @@ func New(st *store.Store, h Hasher, opt Options) (*Indexer, error) {
 		scans: ix.scans, log: ix.log}
 	ix.check = &checker{pipe: ix.pipe, st: st, h: h, backend: opt.Backend, ledger: opt.Ledger,
 		ticks: ix.ticks, paths: paths, scans: ix.scans, moves: ix.moves, m: ix.m, log: ix.log,
-		maxRetries: opt.MaxRetries}
+		maxRetries: opt.MaxRetries, onLost: opt.OnLostWrite}
 	ix.removals = newRemovals(opt.RemoveDelay, ix.idle)
 	ix.moves.removed = ix.removeLater
 	ix.feed = &feed{ix: ix}

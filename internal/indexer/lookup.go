@@ -42,6 +42,9 @@ type Result struct {
 	Key     key.Key // set when Current or Corrupt
 	Size    int64   // from the fresh lstat when the path exists
 	Message string
+	// VerifiedAt is the record's (Unix ns) with a key: when its content
+	// was last read and matched; 0 when never.
+	VerifiedAt int64
 }
 
 // maxLookupRounds bounds how often a waiting Lookup re-checks a file that
@@ -96,13 +99,13 @@ func (ix *Indexer) lookupRecord(path string) (fi fsstat.FileInfo, r Result, done
 		return fi, Result{State: Unreadable, Size: fi.Size, Message: "could not be read when last tried"}, true, nil
 	case rec.State == store.StateCorrupt:
 		k, err := recordKey(path, &rec)
-		return fi, Result{State: Corrupt, Key: k, Size: fi.Size}, true, err
+		return fi, Result{State: Corrupt, Key: k, Size: fi.Size, VerifiedAt: rec.VerifiedAt}, true, err
 	case ix.ticks.current(&rec, fi):
 		k, err := recordKey(path, &rec)
 		if err != nil {
 			return fi, Result{}, true, err
 		}
-		return fi, Result{State: Current, Key: k, Size: fi.Size}, true, nil
+		return fi, Result{State: Current, Key: k, Size: fi.Size, VerifiedAt: rec.VerifiedAt}, true, nil
 	}
 	return fi, Result{}, false, nil
 }
@@ -148,6 +151,7 @@ func (ix *Indexer) hashNow(ctx context.Context, path string, fi fsstat.FileInfo)
 		ix.pipe.finish(j)
 		return pending(fi), false
 	}
+	was := ix.check.suspectOf(path, fi)
 	start := time.Now()
 	res, err := ix.h.Hash(ctx, path, ix.opt.Backend)
 	<-ix.onDemand
@@ -158,10 +162,11 @@ func (ix *Indexer) hashNow(ctx context.Context, path string, fi fsstat.FileInfo)
 		rec := ix.check.okRecord(res, start.UnixNano())
 		k, kerr := recordKey(path, &rec)
 		ix.pipe.write(j, putChange(path, rec))
+		ix.check.lost(path, was, rec)
 		if kerr != nil {
 			return Result{State: Unreadable, Message: kerr.Error()}, false
 		}
-		return Result{State: Current, Key: k, Size: res.Info.Size}, false
+		return Result{State: Current, Key: k, Size: res.Info.Size, VerifiedAt: rec.VerifiedAt}, false
 	case errors.Is(err, hasher.ErrChanged):
 		// The retry belongs to the pipeline: the caller's ctx ends with its
 		// request, and a retry stopped with it would leave the path pending

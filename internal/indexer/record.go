@@ -28,7 +28,12 @@ func (t *ticks) learn(dev uint64, path string) { t.gran.Learn(dev, path) }
 // A record hashed just before an unclean end is treated alike
 // (store.Trusted): its file's bytes may never have reached the disk.
 func (t *ticks) racy(rec *store.Record) bool {
-	return rec.MtimeNs >= rec.HashedAt-int64(t.gran.Of(rec.Dev)) || !store.Trusted(rec, t.suspect)
+	return t.racyTick(rec) || !store.Trusted(rec, t.suspect)
+}
+
+// racyTick reports a record racily clean by its timestamps alone.
+func (t *ticks) racyTick(rec *store.Record) bool {
+	return rec.MtimeNs >= rec.HashedAt-int64(t.gran.Of(rec.Dev))
 }
 
 // tooFresh returns how long to wait before hashing fi so that its record is

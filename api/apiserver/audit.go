@@ -1,0 +1,196 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/annexd/annexd/api"
+)
+
+// Bounds of a long poll for an audit run's end (?wait=1).
+const (
+	defaultWaitRun = 30 * time.Second
+	maxWaitRun     = 5 * time.Minute
+)
+
+// auditor returns the Index's api.Auditor, or answers 501.
+func (s *Server) auditor(w http.ResponseWriter) (api.Auditor, bool) {
+	au, ok := s.cfg.Index.(api.Auditor)
+	if !ok {
+		writeError(w, http.StatusNotImplemented, api.CodeNotSupported, "api: this daemon does not audit")
+	}
+	return au, ok
+}
+
+// handleAuditRun answers POST /v1/audit/run[?time_limit=D&full_speed=1]:
+// the body lists paths ({"path"} or {"path_b64"} lines; none: the whole
+// index). The answer is the new run's id; the run goes on without the
+// request.
+func (s *Server) handleAuditRun(w http.ResponseWriter, r *http.Request) {
+	au, ok := s.auditor(w)
+	if !ok {
+		return
+	}
+	var req api.AuditRequest
+	v := r.URL.Query()
+	var err error
+	if req.FullSpeed, err = boolParam(v, "full_speed"); err != nil {
+		writeErr(w, err)
+		return
+	}
+	if t := v.Get("time_limit"); t != "" {
+		if req.TimeLimit, err = time.ParseDuration(t); err != nil || req.TimeLimit < 0 {
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "api: time_limit: want a duration such as 5h")
+			return
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBatchBytes))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "api: read body: "+err.Error())
+		return
+	}
+	if req.Paths, err = dedupPaths(body, s.roots()); err != nil {
+		writeErr(w, err)
+		return
+	}
+	id, err := au.AuditStart(r.Context(), req)
+	if err != nil {
+		s.indexError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		ID uint64 `json:"id"`
+	}{id})
+}
+
+// handleAuditRunGet answers GET /v1/audit/runs/{id}[?wait=1&timeout=D]:
+// the run's summary; with wait, once it has ended or after the timeout
+// (default 30 s, at most 5 min), or when the server shuts down.
+func (s *Server) handleAuditRunGet(w http.ResponseWriter, r *http.Request) {
+	au, ok := s.auditor(w)
+	if !ok {
+		return
+	}
+	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "api: a run id is a number")
+		return
+	}
+	v := r.URL.Query()
+	wait, err := boolParam(v, "wait")
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	timeout := defaultWaitRun
+	if t := v.Get("timeout"); t != "" {
+		d, err := time.ParseDuration(t)
+		if err != nil || d < 0 {
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "api: timeout: want a duration such as 30s")
+			return
+		}
+		timeout = min(d, maxWaitRun)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	run, err := au.AuditRun(ctx, id, wait)
+	switch {
+	case errors.Is(err, api.ErrNotFound):
+		writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("api: no audit run %d (the daemon keeps the last 16)", id))
+	case err != nil:
+		s.indexError(w, r, err)
+	default:
+		writeJSON(w, http.StatusOK, run)
+	}
+}
+
+// handleAuditStatus answers GET /v1/audit/status.
+func (s *Server) handleAuditStatus(w http.ResponseWriter, r *http.Request) {
+	au, ok := s.auditor(w)
+	if !ok {
+		return
+	}
+	st, err := au.AuditStatus(r.Context())
+	if err != nil {
+		s.indexError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// handleAuditProblems answers GET /v1/audit/problems with one NDJSON
+// object per file found not ok, then the end line.
+func (s *Server) handleAuditProblems(w http.ResponseWriter, r *http.Request) {
+	au, ok := s.auditor(w)
+	if !ok {
+		return
+	}
+	st := newStream(w)
+	err := au.AuditProblems(r.Context(), func(p api.AuditProblem) error {
+		b, err := p.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		return st.item(func(buf []byte) []byte { return append(buf, b...) })
+	})
+	if err != nil && r.Context().Err() == nil && st.err == nil {
+		s.log.Error("api audit problems failed", "err", err)
+	}
+	st.endErr(err, "")
+}
+
+// handleAuditPause answers POST /v1/audit/pause and /v1/audit/resume
+// with the audit's status after.
+func (s *Server) handleAuditPause(paused bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		au, ok := s.auditor(w)
+		if !ok {
+			return
+		}
+		if err := au.AuditPause(r.Context(), paused); err != nil {
+			s.indexError(w, r, err)
+			return
+		}
+		s.handleAuditStatus(w, r)
+	}
+}
+
+// handleAuditAccept answers POST /v1/audit/accept?path=P: the files
+// flagged at or below P take the content they have now.
+func (s *Server) handleAuditAccept(w http.ResponseWriter, r *http.Request) {
+	au, ok := s.auditor(w)
+	if !ok {
+		return
+	}
+	p, err := pathFromQuery(r.URL.Query())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	stored, err := underRoots(p, s.roots())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	res, err := au.AuditAccept(r.Context(), stored)
+	switch {
+	case errors.Is(err, api.ErrNotFound):
+		writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("api: the audit flagged nothing at or below %s", displayPath(p)))
+	case err != nil:
+		s.indexError(w, r, err)
+	default:
+		writeJSON(w, http.StatusOK, res)
+	}
+}

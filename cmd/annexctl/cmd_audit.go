@@ -1,0 +1,534 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/annexd/annexd/api"
+)
+
+func newAuditCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Verify the indexed files against their keys: runs, status, problems",
+		Long: `The audit reads every indexed file again, on the schedule of the config's
+[audit] section, and compares it with its key. It tells bit rot from edits:
+a file whose stat fields and write history are unchanged but whose content
+differs is corrupt, and its record and key are kept; a file that was
+edited goes back to the indexer. audit run starts a run now; audit status
+says what the audit does; audit problems lists the files found corrupt,
+unreadable or with a lost write; audit accept takes a flagged file's
+content once you have dealt with it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newAuditRunCmd(), newAuditStatusCmd(), newAuditProblemsCmd(),
+		newAuditPauseCmd(true), newAuditPauseCmd(false), newAuditAcceptCmd())
+	return cmd
+}
+
+type auditRunFlags struct {
+	wait, fullSpeed, asJSON bool
+	timeLimit               time.Duration
+}
+
+func newAuditRunCmd() *cobra.Command {
+	var f auditRunFlags
+	cmd := &cobra.Command{
+		Use:   "run [--wait] [--time-limit D] [--full-speed] [--json] [PATH...]",
+		Short: "Start an audit run now",
+		Long: `Start an audit run now: it goes on with the pass in progress (or begins
+one), least recently verified files first. PATHs narrow the run to the
+files at or below them. --full-speed reads with every CPU, without the
+rate cap and without waiting for a busy machine; --time-limit stops the
+run after D (the pass goes on at the next run).
+
+Without --wait the run's id is printed and annexctl exits 0: the run goes
+on in the daemon. With --wait annexctl waits for its end, drawing its
+progress on a terminal, prints a summary, and exits with 0 when nothing
+was found, 4 when a file was found corrupt, 5 when one was unreadable or
+had a lost write (and none was corrupt), 101 when the time limit stopped
+the run with nothing found, 1 when the run was stopped otherwise (paused,
+another run started, the daemon stopped). Ctrl-C leaves the run going.`,
+		RunE: func(cmd *cobra.Command, args []string) error { return runAudit(cmd, args, f) },
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&f.wait, "wait", false, "wait for the run's end and exit with its status")
+	fl.DurationVar(&f.timeLimit, "time-limit", 0, "stop the run after this long (0: no limit)")
+	fl.BoolVar(&f.fullSpeed, "full-speed", false, "read with every CPU, without the rate cap and the gates")
+	fl.BoolVar(&f.asJSON, "json", false, `print {"id":N}, or with --wait the run's summary, as JSON`)
+	return cmd
+}
+
+func runAudit(cmd *cobra.Command, args []string, f auditRunFlags) error {
+	if f.timeLimit < 0 {
+		return &exitError{Code: exitUsage, Err: errors.New("audit run: --time-limit must not be negative")}
+	}
+	paths, err := argPaths("audit run", args)
+	if err != nil {
+		return err
+	}
+	c, err := dial(cmd)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx := cmd.Context()
+	id, err := c.AuditStart(ctx, api.AuditRequest{Paths: paths, TimeLimit: f.timeLimit, FullSpeed: f.fullSpeed})
+	if errors.Is(err, api.ErrOutsideRoots) {
+		return &exitError{Code: exitFailure, Err: fmt.Errorf("audit run: %s; nothing was started", statusMessage(err))}
+	}
+	if err != nil {
+		return apiFailure(c, err)
+	}
+	out := bufio.NewWriter(cmd.OutOrStdout())
+	if !f.wait {
+		if f.asJSON {
+			fmt.Fprintf(out, "{\"id\":%d}\n", id)
+		} else {
+			fmt.Fprintf(out, "audit run %d started; annexctl audit status shows it\n", id)
+		}
+		return flushOut(out)
+	}
+	bar := progressWriter(cmd)
+	r, err := waitRun(ctx, c, id, bar)
+	clearBar(bar)
+	if err != nil {
+		return apiFailure(c, err)
+	}
+	if f.asJSON {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return &exitError{Code: exitFailure, Err: err}
+		}
+		fmt.Fprintf(out, "%s\n", b)
+	} else {
+		printRun(out, r)
+	}
+	if err := flushOut(out); err != nil {
+		return err
+	}
+	return runExit(r)
+}
+
+// argPaths makes each PATH absolute and clean.
+func argPaths(verb string, args []string) ([][]byte, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, &exitError{Code: exitFailure, Err: fmt.Errorf("%s: current directory: %w", verb, err)}
+	}
+	var paths [][]byte
+	for _, a := range args {
+		if a == "" {
+			return nil, &exitError{Code: exitUsage, Err: fmt.Errorf(`%s: an empty PATH (an unset variable?); give "." for the current directory`, verb)}
+		}
+		paths = append(paths, absPath([]byte(a), cwd))
+	}
+	return paths, nil
+}
+
+// waitRun long-polls until run id ends. With a terminal it polls twice a
+// second and draws the progress.
+func waitRun(ctx context.Context, c *api.Client, id uint64, bar io.Writer) (api.AuditRun, error) {
+	poll := time.Minute
+	if bar != nil {
+		poll = 500 * time.Millisecond
+	}
+	for {
+		r, err := c.AuditRun(ctx, id, poll)
+		if err != nil || r.Done() {
+			return r, err
+		}
+		if bar != nil {
+			st, err := c.AuditStatus(ctx)
+			if err != nil {
+				return r, err
+			}
+			drawAuditBar(bar, r, st)
+		}
+	}
+}
+
+// drawAuditBar redraws one progress line of a run: the pass's share done
+// when the run goes through the pass, the files decided, the rate.
+func drawAuditBar(w io.Writer, r api.AuditRun, st api.AuditStatus) {
+	line := fmt.Sprintf("audit run %d: %s files checked, %s verified", r.ID, groupDigits(sum(r.Counts)), humanBytes(r.Bytes))
+	if p := st.Pass; p != nil && st.Run != nil && st.Run.ID == r.ID && p.Files > 0 {
+		frac := min(float64(p.Done)/float64(p.Files), 1)
+		n := int(frac * barWidth)
+		line = fmt.Sprintf("[%s%s] %3.0f%%  ", strings.Repeat("#", n), strings.Repeat(".", barWidth-n), 100*frac) + line
+		if p.ETASeconds > 0 {
+			line += fmt.Sprintf(", ~%s left", (time.Duration(p.ETASeconds) * time.Second).Round(time.Second))
+		}
+	}
+	if st.Rate > 0 {
+		line += fmt.Sprintf(", %s/s", humanBytes(int64(st.Rate)))
+	}
+	if st.State == "waiting" {
+		line += " (waiting: " + st.Reason + ")"
+	}
+	fmt.Fprintf(w, "\r\033[K%s", line)
+}
+
+func sum(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// runExit is the exit status of a run that ended as r says.
+func runExit(r api.AuditRun) error {
+	switch {
+	case r.Counts["corrupt"] > 0:
+		return &exitError{Code: exitCorrupt}
+	case r.Counts["unreadable"] > 0 || r.Counts["lost_write"] > 0:
+		return &exitError{Code: exitUnreadable}
+	case r.StoppedBy == api.AuditDone:
+		return nil
+	case r.StoppedBy == api.AuditTimeLimit:
+		return &exitError{Code: exitTimeLimit}
+	}
+	return &exitError{Code: exitFailure}
+}
+
+// printRun writes a run's summary for people.
+func printRun(w io.Writer, r api.AuditRun) {
+	took := r.Ended.Sub(r.Began).Round(time.Millisecond)
+	if r.Began.IsZero() {
+		took = 0
+	}
+	fmt.Fprintf(w, "audit run %d: %s after %s: %s files checked, %s verified\n", r.ID, stoppedBy(r), took,
+		groupDigits(sum(r.Counts)), humanBytes(r.Bytes))
+	for _, c := range []string{"ok", "corrupt", "lost_write", "unreadable", "modified", "missing"} {
+		if n := r.Counts[c]; n > 0 {
+			fmt.Fprintf(w, "  %-11s %s\n", c, groupDigits(n))
+		}
+	}
+	if r.Transient > 0 {
+		fmt.Fprintf(w, "  %s %s read wrong once and right from the disk (see the daemon's log)\n",
+			groupDigits(r.Transient), plural(r.Transient, "file", "files"))
+	}
+	if r.Counts["corrupt"]+r.Counts["lost_write"]+r.Counts["unreadable"] > 0 {
+		fmt.Fprintln(w, "  the files: annexctl audit problems")
+	}
+}
+
+// stoppedBy says how a run ended.
+func stoppedBy(r api.AuditRun) string {
+	switch r.StoppedBy {
+	case api.AuditDone:
+		return "done"
+	case api.AuditTimeLimit:
+		return "stopped by its time limit (the pass goes on at the next run)"
+	case api.AuditWindow:
+		return "stopped at the end of its run window"
+	case api.AuditPaused:
+		return "stopped: the audit was paused"
+	case api.AuditSuperseded:
+		return "stopped: another run was started"
+	case api.AuditShutdown:
+		return "stopped: the daemon stopped"
+	case api.AuditError:
+		return "failed: " + r.Error
+	}
+	return r.StoppedBy
+}
+
+func newAuditStatusCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [--json]",
+		Short: "Show what the audit does, its progress and coverage",
+		Long: `Show whether the audit is running, waiting (and for what), paused or idle;
+the rate and progress of the pass in progress with an estimate of the time
+left; the coverage: how many files were verified within the schedule's
+interval ([audit] every); the last completed pass, the next run, and how
+many files are flagged (audit problems lists them).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			st, err := c.AuditStatus(cmd.Context())
+			if err != nil {
+				return apiFailure(c, err)
+			}
+			out := bufio.NewWriter(cmd.OutOrStdout())
+			if asJSON {
+				b, err := json.Marshal(st)
+				if err != nil {
+					return &exitError{Code: exitFailure, Err: err}
+				}
+				fmt.Fprintf(out, "%s\n", b)
+			} else {
+				printAuditStatus(out, st)
+			}
+			return flushOut(out)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as one JSON object (see docs/cli.md)")
+	return cmd
+}
+
+// printAuditStatus writes the audit's status for people.
+func printAuditStatus(w io.Writer, st api.AuditStatus) {
+	state := st.State
+	if st.Reason != "" {
+		state += ": " + st.Reason
+	}
+	fmt.Fprintf(w, "audit:     %s\n", state)
+	if st.Run != nil {
+		fmt.Fprintf(w, "run:       %d (%s), %s files checked, %s verified, %s/s\n", st.Run.ID, runKind(*st.Run),
+			groupDigits(sum(st.Run.Counts)), humanBytes(st.Run.Bytes), humanBytes(int64(st.Rate)))
+	}
+	if p := st.Pass; p != nil {
+		line := fmt.Sprintf("pass %d:    %s of %s files (%s of %s), begun %s", p.ID, groupDigits(p.Done), groupDigits(p.Files),
+			humanBytes(p.DoneBytes), humanBytes(p.Bytes), p.Began.Local().Format(time.DateTime))
+		if p.ETASeconds > 0 {
+			line += fmt.Sprintf(", ~%s left", (time.Duration(p.ETASeconds) * time.Second).Round(time.Second))
+		}
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintf(w, "coverage:  %s\n", coverageLine(st.Coverage))
+	if l := st.LastPass; l != nil {
+		fmt.Fprintf(w, "last pass: %d, ended %s: %s\n", l.ID, l.Ended.Local().Format(time.DateTime), countsLine(l.Counts))
+	} else {
+		fmt.Fprintln(w, "last pass: none completed yet")
+	}
+	if !st.NextRun.IsZero() {
+		fmt.Fprintf(w, "next run:  %s\n", st.NextRun.Local().Format(time.DateTime))
+	}
+	fmt.Fprintf(w, "problems:  %s", groupDigits(st.Problems))
+	if st.Problems > 0 {
+		fmt.Fprint(w, " (annexctl audit problems lists them)")
+	}
+	fmt.Fprintln(w)
+	if st.IOPriority != "" {
+		fmt.Fprintf(w, "I/O class: %s\n", st.IOPriority)
+	}
+}
+
+func runKind(r api.AuditRun) string {
+	kind := "scheduled"
+	if r.Manual {
+		kind = "asked for"
+	}
+	if r.FullSpeed {
+		kind += ", full speed"
+	}
+	return kind
+}
+
+// countsLine lists counts by class, ok first.
+func countsLine(m map[string]int64) string {
+	var parts []string
+	for _, c := range []string{"ok", "corrupt", "lost_write", "unreadable", "modified", "missing"} {
+		if n := m[c]; n > 0 {
+			parts = append(parts, groupDigits(n)+" "+c)
+		}
+	}
+	if len(parts) == 0 {
+		return "no files"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func trimFloat(f float64) string {
+	s := fmt.Sprintf("%.1f", f)
+	return strings.TrimSuffix(s, ".0")
+}
+
+func newAuditProblemsCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "problems [--json]",
+		Short: "List the files the audit found corrupt, unreadable or with a lost write",
+		Long: `List the files the audit found not ok: corrupt (the content changed though
+nothing wrote to the file: bit rot; the record and key are kept), unreadable
+(EIO, EACCES) or lost_write (an unclean shutdown lost the last write before
+it). --json prints one object a line: path (or path_b64 when the name is
+not UTF-8), state, backend, recorded and observed (hex digests), size,
+seen (RFC 3339) and why. Once a file is dealt with (restored from a
+backup, or its new content is right), annexctl audit accept PATH clears
+it. Exit status 0 whatever is listed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			out := bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10)
+			n := 0
+			err = c.AuditProblems(cmd.Context(), func(p api.AuditProblem) error {
+				if n == 0 && !asJSON {
+					fmt.Fprintf(out, "%-10s  %-19s  %10s  %s\n", "STATE", "SEEN", "SIZE", "PATH")
+				}
+				n++
+				if asJSON {
+					b, err := json.Marshal(p)
+					if err != nil {
+						return err
+					}
+					_, err = fmt.Fprintf(out, "%s\n", b)
+					return err
+				}
+				fmt.Fprintf(out, "%-10s  %-19s  %10s  %s\n", p.State, p.Seen.Local().Format(time.DateTime), humanBytes(p.Size),
+					displayPath(p.Path))
+				if p.Why != "" {
+					fmt.Fprintf(out, "            %s\n", p.Why)
+				}
+				return nil
+			})
+			if err != nil {
+				out.Flush()
+				return apiFailure(c, err)
+			}
+			if n == 0 && !asJSON {
+				fmt.Fprintln(out, "no problems found")
+			}
+			return flushOut(out)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object a line")
+	return cmd
+}
+
+// displayPath is a path for people: invalid UTF-8 shown as U+FFFD.
+func displayPath(p []byte) string { return strings.ToValidUTF8(string(p), "\uFFFD") }
+
+func newAuditPauseCmd(pause bool) *cobra.Command {
+	use, short := "resume", "Let scheduled audit runs start again"
+	if pause {
+		use, short = "pause", "Stop the audit's run in progress and start none until resume, across restarts"
+	}
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			var st api.AuditStatus
+			if pause {
+				st, err = c.AuditPause(cmd.Context())
+			} else {
+				st, err = c.AuditResume(cmd.Context())
+			}
+			if err != nil {
+				return apiFailure(c, err)
+			}
+			line := "audit: " + st.State
+			if st.Reason != "" {
+				line += ": " + st.Reason
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), line)
+			return nil
+		},
+	}
+}
+
+func newAuditAcceptCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "accept PATH...",
+		Short: "Take the content flagged files have now as right",
+		Long: `Take the content that the files flagged at or below each PATH have now:
+a corrupt or unreadable file is read again and its record takes the
+digest read; a lost write is acknowledged. Do this once you have dealt
+with the file (restored it, or checked that its new content is right).
+Exit status 1 when nothing is flagged at a PATH or a file cannot be read.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			paths, err := argPaths("audit accept", args)
+			if err != nil {
+				return err
+			}
+			c, err := dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			out := bufio.NewWriter(cmd.OutOrStdout())
+			failed := false
+			for _, p := range paths {
+				res, err := c.AuditAccept(cmd.Context(), p)
+				if errors.Is(err, api.ErrOutsideRoots) {
+					out.Flush()
+					fmt.Fprintf(cmd.ErrOrStderr(), "annexctl: audit accept: %s\n", statusMessage(err))
+					failed = true
+					continue
+				}
+				if errors.Is(err, api.ErrNotFound) {
+					out.Flush()
+					fmt.Fprintf(cmd.ErrOrStderr(), "annexctl: audit accept: nothing is flagged at or below %s\n", displayPath(p))
+					failed = true
+					continue
+				}
+				if err != nil {
+					out.Flush()
+					return apiFailure(c, err)
+				}
+				for _, a := range res.Accepted {
+					fmt.Fprintf(out, "accepted %s\n", displayPath(a))
+				}
+				for _, f := range res.Failed {
+					out.Flush()
+					fmt.Fprintf(cmd.ErrOrStderr(), "annexctl: audit accept: %s: %s\n", displayPath(f.Path), f.Error)
+					failed = true
+				}
+			}
+			if err := flushOut(out); err != nil {
+				return err
+			}
+			if failed {
+				return &exitError{Code: exitFailure}
+			}
+			return nil
+		},
+	}
+}
+
+// printAuditLine is the audit's line of annexctl status.
+func printAuditLine(w io.Writer, st *api.AuditStatus) {
+	if st == nil {
+		return
+	}
+	state := st.State
+	if st.Reason != "" {
+		state += " (" + st.Reason + ")"
+	}
+	fmt.Fprintf(w, "audit:   %s; %s; %s %s\n", state, coverageLine(st.Coverage), groupDigits(st.Problems),
+		plural(st.Problems, "problem", "problems"))
+}
+
+// coverageLine says how many files were verified within the interval. It
+// is counted at start, after each run and every half hour, so before any
+// file is counted it says when it was.
+func coverageLine(cv api.AuditCoverage) string {
+	days := trimFloat(cv.EverySeconds / 86400)
+	if cv.Total == 0 {
+		at := "not counted yet"
+		if !cv.At.IsZero() {
+			at = "at " + cv.At.Local().Format(time.TimeOnly)
+		}
+		return fmt.Sprintf("no files to verify when counted (%s); every file is verified every %s days", at, days)
+	}
+	pct := 100 * float64(cv.Files) / float64(cv.Total)
+	return fmt.Sprintf("%s of %s files verified in the last %s days (%.0f %%)", groupDigits(cv.Files), groupDigits(cv.Total), days, pct)
+}

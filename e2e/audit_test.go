@@ -1,0 +1,285 @@
+package e2e
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/internal/loopfs"
+)
+
+// auditConf keeps the audit from waiting for a quiet machine: the tests
+// share the CPUs with others, and a load gate would hold a run for ever.
+const auditConf = "[audit]\nmax_load = -1.0\nignore_battery = true\n"
+
+// writeAged writes size random bytes (seed) with an mtime an hour old, so
+// the record hashed from them is never racily clean.
+func writeAged(t *testing.T, path string, seed uint64, size int) {
+	t.Helper()
+	writeRandom(t, path, seed, size)
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lookupJSON returns lookup --json of path.
+func lookupJSON(t *testing.T, d *daemon, path string) map[string]any {
+	t.Helper()
+	r := d.ctl("", "lookup", "--json", path)
+	var m map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+		t.Fatalf("lookup --json %s: exit %d %q %q", path, r.code, r.stdout, r.stderr)
+	}
+	return m
+}
+
+// auditRun runs audit run --wait --json with args and returns the exit
+// status and the run.
+func auditRun(t *testing.T, d *daemon, args ...string) (int, api.AuditRun) {
+	t.Helper()
+	r := d.ctl("", append([]string{"audit", "run", "--wait", "--json"}, args...)...)
+	var run api.AuditRun
+	if err := json.Unmarshal([]byte(r.stdout), &run); err != nil {
+		t.Fatalf("audit run --wait --json %v: exit %d %q %q\n%s", args, r.code, r.stdout, r.stderr, d.log)
+	}
+	return r.code, run
+}
+
+// auditProblems returns audit problems --json, one object a line.
+func auditProblems(t *testing.T, d *daemon) []map[string]any {
+	t.Helper()
+	r := d.ctl("", "audit", "problems", "--json")
+	if r.code != 0 {
+		t.Fatalf("audit problems --json: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("problem line %q: %v", l, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// auditStatus returns audit status --json.
+func auditStatus(t *testing.T, d *daemon) api.AuditStatus {
+	t.Helper()
+	r := d.ctl("", "audit", "status", "--json")
+	var st api.AuditStatus
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil {
+		t.Fatalf("audit status --json: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	return st
+}
+
+// A byte flipped in a file's blocks on an ext4 image, behind the file
+// system's back (stat unchanged, no event), is corruption: audit run
+// exits 4, problems lists the file with both digests, and lookup keeps
+// handing out the old key, marked corrupt. Once accepted, the file is no
+// problem and its key is the one of its bytes now.
+func TestAuditBitFlipExt4(t *testing.T) {
+	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
+	root := fs.Path("home")
+	victim, other := filepath.Join(root, "photo.jpg"), filepath.Join(root, "other.bin")
+	writeAged(t, victim, 41, 256<<10)
+	writeAged(t, other, 42, 64<<10)
+	d := startOn(t, dedupBase(t, auditConf), root)
+	before := lookupJSON(t, d, victim)
+	if before["state"] != "current" || before["verified_at"] == nil {
+		t.Fatalf("lookup before the flip: %v", before)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, before["verified_at"].(string)); err != nil {
+		t.Fatalf("verified_at %v: %v", before["verified_at"], err)
+	}
+	oldKey := before["key"].(string)
+	fs.Sync(t)
+	fs.FlipByte(t, victim, 1000)
+
+	code, run := auditRun(t, d)
+	if code != 4 || run.Counts["corrupt"] != 1 || run.Counts["ok"] != 1 || run.StoppedBy != api.AuditDone {
+		t.Fatalf("audit run: exit %d, %+v\n%s", code, run, d.log)
+	}
+	ps := auditProblems(t, d)
+	if len(ps) != 1 {
+		t.Fatalf("problems %v", ps)
+	}
+	p := ps[0]
+	data, err := os.ReadFile(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := sha256.Sum256(data)
+	if p["path"] != victim || p["state"] != "corrupt" || p["observed"] != hex.EncodeToString(now[:]) ||
+		!strings.HasSuffix(strings.TrimSuffix(oldKey, ".jpg"), p["recorded"].(string)) || p["recorded"] == p["observed"] ||
+		p["backend"] != "SHA256E" || p["size"] != float64(256<<10) {
+		t.Fatalf("problem %v; key before %s", p, oldKey)
+	}
+	if _, err := time.Parse(time.RFC3339, p["seen"].(string)); err != nil {
+		t.Errorf("seen %v: %v", p["seen"], err)
+	}
+	if l := lookupJSON(t, d, victim); l["state"] != "corrupt" || l["key"] != oldKey {
+		t.Fatalf("lookup after the audit: %v, want corrupt with %s", l, oldKey)
+	}
+	if st := auditStatus(t, d); st.Problems != 1 {
+		t.Errorf("status counts %d problems", st.Problems)
+	}
+
+	r := d.ctl("", "audit", "accept", victim)
+	if r.code != 0 || r.stdout != "accepted "+victim+"\n" {
+		t.Fatalf("accept: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if ps := auditProblems(t, d); len(ps) != 0 {
+		t.Errorf("problems after accept: %v", ps)
+	}
+	if l := lookupJSON(t, d, victim); l["state"] != "current" || !strings.Contains(l["key"].(string), hex.EncodeToString(now[:])) {
+		t.Errorf("lookup after accept: %v", l)
+	}
+	if code, run := auditRun(t, d, victim); code != 0 || run.Counts["ok"] != 1 {
+		t.Errorf("audit run after accept: exit %d, %+v", code, run)
+	}
+}
+
+// An edit and a deletion made while the daemon runs are changes, not
+// problems: the run exits 0, nothing is listed, the edit is indexed again
+// and the deleted file is gone from the index.
+func TestAuditEditAndDelete(t *testing.T) {
+	base := dedupBase(t, auditConf)
+	root := filepath.Join(base, "root")
+	edited, gone, kept := filepath.Join(root, "edited.txt"), filepath.Join(root, "gone.txt"), filepath.Join(root, "kept.txt")
+	for i, p := range []string{edited, gone, kept} {
+		writeAged(t, p, uint64(50+i), 4096)
+	}
+	d := startOn(t, base, root)
+	write(t, edited, "new content, a new mtime")
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
+	code, run := auditRun(t, d, "--full-speed") // at once: the indexer may not have seen the changes yet
+	if code != 0 || run.Counts["corrupt"]+run.Counts["unreadable"]+run.Counts["lost_write"] != 0 || run.Counts["ok"] < 1 {
+		t.Fatalf("audit run: exit %d, %+v\n%s", code, run, d.log)
+	}
+	t.Logf("the run decided %v", run.Counts)
+	if ps := auditProblems(t, d); len(ps) != 0 {
+		t.Fatalf("problems %v", ps)
+	}
+	d.waitIdle()
+	sum := sha256.Sum256([]byte("new content, a new mtime"))
+	if l := lookupJSON(t, d, edited); l["state"] != "current" || !strings.Contains(l["key"].(string), hex.EncodeToString(sum[:])) {
+		t.Errorf("the edit was not indexed: %v", l)
+	}
+	if l := lookupJSON(t, d, gone); l["state"] != "missing" {
+		t.Errorf("lookup of the deleted file: %v", l)
+	}
+	if r := d.ctl("", "whereis", kept); r.code != 0 || strings.Contains(r.stdout, gone) {
+		t.Errorf("whereis: exit %d %q", r.code, r.stdout)
+	}
+}
+
+// A time limit stops a run with nothing found: exit 101. The next run
+// goes on with the pass where it stopped: together they verify every file
+// once, and the pass is complete.
+func TestAuditTimeLimit(t *testing.T) {
+	const files, size = 24, 1 << 20
+	base := dedupBase(t, auditConf+"max_rate = \"8MB/s\"\n")
+	root := filepath.Join(base, "root")
+	for i := range files {
+		writeAged(t, filepath.Join(root, strconv.Itoa(i)), uint64(60+i), size)
+	}
+	d := startOn(t, base, root)
+	code, first := auditRun(t, d, "--time-limit", "500ms")
+	if code != 101 || first.StoppedBy != api.AuditTimeLimit || first.Counts["ok"] >= files {
+		t.Fatalf("run with a time limit: exit %d, %+v", code, first)
+	}
+	code, second := auditRun(t, d)
+	if code != 0 || second.StoppedBy != api.AuditDone {
+		t.Fatalf("second run: exit %d, %+v", code, second)
+	}
+	if n := first.Counts["ok"] + second.Counts["ok"]; n != files || len(first.Counts) > 1 || len(second.Counts) > 1 {
+		t.Fatalf("the runs verified %v and %v: %d files, want %d, each once", first.Counts, second.Counts, n, files)
+	}
+	st := auditStatus(t, d)
+	if st.LastPass == nil || st.LastPass.Counts["ok"] != files || st.Pass != nil {
+		t.Fatalf("status after the pass: %+v", st)
+	}
+	// The coverage is counted again once the run has ended.
+	for deadline := time.Now().Add(30 * time.Second); st.Coverage.Files != files; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("coverage after the pass: %+v", st.Coverage)
+		}
+		st = auditStatus(t, d)
+	}
+}
+
+// A paused audit stays paused when the daemon restarts, until resumed.
+func TestAuditPauseSurvivesRestart(t *testing.T) {
+	base := dedupBase(t, auditConf)
+	root := filepath.Join(base, "root")
+	writeAged(t, filepath.Join(root, "a"), 70, 100)
+	d := startOn(t, base, root)
+	if r := d.ctl("", "audit", "pause"); r.code != 0 || !strings.HasPrefix(r.stdout, "audit: paused") {
+		t.Fatalf("pause: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	d.stop()
+	d = startOn(t, base, root)
+	if st := auditStatus(t, d); st.State != "paused" {
+		t.Fatalf("after the restart: %+v", st)
+	}
+	if r := d.ctl("", "status"); !strings.Contains(r.stdout, "audit:   paused") {
+		t.Errorf("status: %q", r.stdout)
+	}
+	if r := d.ctl("", "audit", "resume"); r.code != 0 || strings.Contains(r.stdout, "paused") {
+		t.Fatalf("resume: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if st := auditStatus(t, d); st.State == "paused" {
+		t.Fatalf("after resume: %+v", st)
+	}
+}
+
+// A file made unreadable (chmod 000) for the daemon, which runs as nobody,
+// is unreadable: the run exits 5 and problems lists it. The watcher holds
+// the chmod (a long quiet delay), so the audit meets it first.
+func TestAuditUnreadable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run annexd as uid 65534")
+	}
+	base := dedupBase(t, "")
+	if err := os.Chmod(bin.dir, 0o755); err != nil { // nobody runs annexctl from there
+		t.Fatal(err)
+	}
+	root := filepath.Join(base, "root")
+	locked, fine := filepath.Join(root, "locked.bin"), filepath.Join(root, "fine.bin")
+	writeAged(t, locked, 80, 8192)
+	writeAged(t, fine, 81, 8192)
+	for _, p := range []string{base, root, locked, fine} {
+		if err := os.Chown(p, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := startAs(t, base, nobody, root, "--quiet-delay", "1h")
+	if err := os.Chmod(locked, 0); err != nil {
+		t.Fatal(err)
+	}
+	r := ctlAs(t, d, nobody, "audit", "run", "--wait", "--full-speed")
+	if r.code != 5 || !strings.Contains(r.stdout, "unreadable  1") {
+		t.Fatalf("audit run: exit %d %q %q\n%s", r.code, r.stdout, r.stderr, d.log)
+	}
+	r = ctlAs(t, d, nobody, "audit", "problems", "--json")
+	var p map[string]any
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &p) != nil || p["path"] != locked || p["state"] != "unreadable" ||
+		p["recorded"] == nil {
+		t.Fatalf("problems: exit %d %q", r.code, r.stdout)
+	}
+}
