@@ -322,15 +322,14 @@ func TestClusterRoutesTLS(t *testing.T) {
 	rogue.SetLoggerV2(testServerLog{logs}, false, false, false)
 	go rogue.Start()
 	defer rogue.Shutdown()
+	// The rogue holds a route for a moment, until the node's refusal
+	// reaches it; then none, for as long as it tries again.
 	deadline := time.Now().Add(waitFor)
-	for !strings.Contains(logs.String(), "authentication error") {
+	for !strings.Contains(logs.String(), "authentication error") || rogue.NumRoutes() != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no node refused the rogue route in %s", waitFor)
+			t.Fatalf("in %s the nodes did not refuse the rogue route (it holds %d routes)", waitFor, rogue.NumRoutes())
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-	if n := rogue.NumRoutes(); n != 0 {
-		t.Fatalf("a server with the wrong route secret has %d routes to the cluster", n)
 	}
 }
 
