@@ -283,3 +283,76 @@ func TestAuditUnreadable(t *testing.T) {
 		t.Fatalf("problems: exit %d %q", r.code, r.stdout)
 	}
 }
+
+// A file made unreadable in normal use is a problem too. The daemon runs
+// as nobody with the default quiet delay, so the indexer sees the chmod
+// first: it cannot hash the file and records it unreadable, keeping the
+// last digest known. The run then re-tries the file: exit 5, and problems
+// lists it with that digest. Made readable again, it is no problem.
+func TestAuditUnreadableIndexedFirst(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run annexd as uid 65534")
+	}
+	base := dedupBase(t, auditConf)
+	if err := os.Chmod(bin.dir, 0o755); err != nil { // nobody runs annexctl from there
+		t.Fatal(err)
+	}
+	root := filepath.Join(base, "root")
+	locked, fine := filepath.Join(root, "locked.bin"), filepath.Join(root, "fine.bin")
+	writeAged(t, locked, 82, 8192)
+	writeAged(t, fine, 83, 8192)
+	for _, p := range []string{base, root, locked, fine} {
+		if err := os.Chown(p, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := startAs(t, base, nobody, root)
+	before := lookupJSON(t, d, locked)
+	if before["state"] != "current" {
+		t.Fatalf("lookup before the chmod: %v", before)
+	}
+	if err := os.Chmod(locked, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The indexer's record, not lookup's own try, says it: wait for that.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		l := lookupJSON(t, d, locked)
+		if l["state"] == "unreadable" && l["message"] == "could not be read when last tried" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the indexer did not record the file unreadable: %v\n%s", l, d.log)
+		}
+	}
+	d.waitIdle()
+	r := ctlAs(t, d, nobody, "audit", "run", "--wait")
+	if r.code != 5 || !strings.Contains(r.stdout, "unreadable  1") {
+		t.Fatalf("audit run: exit %d %q %q\n%s", r.code, r.stdout, r.stderr, d.log)
+	}
+	r = ctlAs(t, d, nobody, "audit", "problems", "--json")
+	var p map[string]any
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &p) != nil || p["path"] != locked || p["state"] != "unreadable" {
+		t.Fatalf("problems: exit %d %q", r.code, r.stdout)
+	}
+	if rec, _ := p["recorded"].(string); rec == "" || !strings.Contains(before["key"].(string), "--"+rec) {
+		t.Errorf("problem %v: recorded digest is not that of the key before, %s", p, before["key"])
+	}
+
+	if err := os.Chmod(locked, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if l := lookupJSON(t, d, locked); l["state"] == "current" && l["key"] == before["key"] {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("readable again, the file is not current: %v", l)
+		}
+	}
+	d.waitIdle()
+	if ps := auditProblems(t, d); len(ps) != 0 {
+		t.Errorf("problems once readable again: %v", ps)
+	}
+	if code, run := auditRun(t, d, root); code != 0 || run.Counts["ok"] != 2 {
+		t.Errorf("audit run once readable again: exit %d, %+v", code, run)
+	}
+}
