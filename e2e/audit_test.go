@@ -466,3 +466,63 @@ func TestAuditKilledMidPassResumes(t *testing.T) {
 	}
 	t.Logf("killed with %d files verified (%d once restarted); the run after verified %d", seen.Pass.Done, resumed.Pass.Done, run.Counts["ok"])
 }
+
+// A file found corrupt and then made unreadable stays listed: the indexer
+// sees the chmod and records the file unreadable with the record the
+// finding was filed against, so the finding is not dropped as stale. The
+// next run re-tries it: unreadable, exit 5, the recorded digest the old one.
+func TestAuditCorruptThenUnreadable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run annexd as uid 65534")
+	}
+	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
+	root := fs.Path("home")
+	victim := filepath.Join(root, "photo.jpg")
+	writeAged(t, victim, 84, 256<<10)
+	base := dedupBase(t, auditConf)
+	if err := os.Chmod(bin.dir, 0o755); err != nil { // nobody runs annexctl from there
+		t.Fatal(err)
+	}
+	for _, p := range []string{base, root, victim} {
+		if err := os.Chown(p, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The mount point's parents are t.TempDir's, which only root enters.
+	for dir := fs.Path(); dir != os.TempDir() && dir != "/"; dir = filepath.Dir(dir) {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := startAs(t, base, nobody, root)
+	oldKey := lookupJSON(t, d, victim)["key"].(string)
+	fs.Sync(t)
+	fs.FlipByte(t, victim, 1000)
+	if r := ctlAs(t, d, nobody, "audit", "run", "--wait"); r.code != 4 {
+		t.Fatalf("audit run after the flip: exit %d %q %q\n%s", r.code, r.stdout, r.stderr, d.log)
+	}
+
+	if err := os.Chmod(victim, 0); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		l := lookupJSON(t, d, victim)
+		if l["state"] == "unreadable" && l["message"] == "could not be read when last tried" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the indexer did not record the file unreadable: %v\n%s", l, d.log)
+		}
+	}
+	if ps := auditProblems(t, d); len(ps) != 1 || ps[0]["path"] != victim || ps[0]["state"] != "corrupt" {
+		t.Fatalf("problems once unreadable: %v", ps)
+	}
+	d.waitIdle()
+	if r := ctlAs(t, d, nobody, "audit", "run", "--wait"); r.code != 5 {
+		t.Fatalf("audit run once unreadable: exit %d %q %q\n%s", r.code, r.stdout, r.stderr, d.log)
+	}
+	ps := auditProblems(t, d)
+	if len(ps) != 1 || ps[0]["state"] != "unreadable" || !strings.Contains(oldKey, "--"+ps[0]["recorded"].(string)) {
+		t.Fatalf("problems after the run: %v; key before the flip %s", ps, oldKey)
+	}
+}

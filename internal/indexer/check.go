@@ -172,13 +172,15 @@ func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo, was, last
 }
 
 // unreadableRecord is the record of the file fi that could not be read at
-// startNs. It keeps the digest of last, when not nil: the last content
-// known good, which an audit re-tries and lists as unreadable. A file that
-// changed before it became unreadable has no digest.
+// startNs. When last is not nil, it is last with the new ctime and state
+// unreadable, as an audit's finding writes it: the digest of the last
+// content known good, which an audit re-tries, and its hash time, so that a
+// finding filed against last stays listed. A file that changed before it
+// became unreadable has no digest.
 func (c *checker) unreadableRecord(fi fsstat.FileInfo, last *store.Record, startNs int64) store.Record {
 	rec := store.Record{HashedAt: startNs, State: store.StateUnreadable, Generation: c.scans.generation()}
 	if last != nil {
-		rec.Backend, rec.Digest, rec.VerifiedAt = last.Backend, last.Digest, last.VerifiedAt
+		rec.Backend, rec.Digest, rec.HashedAt, rec.VerifiedAt = last.Backend, last.Digest, last.HashedAt, last.VerifiedAt
 	}
 	rec.SetIdentity(identity(fi))
 	return rec

@@ -606,8 +606,9 @@ func TestUnchanged(t *testing.T) {
 }
 
 // A file hashed, then made unreadable (chmod 000 moves ctime alone), keeps
-// the digest of its last content known good in its unreadable record; an
-// audit re-tries it. An edit before the chmod drops the digest.
+// the digest and hash time of its last content known good in its
+// unreadable record, with the new ctime; an audit re-tries it. An edit
+// before the chmod drops the digest.
 func TestUnreadableKeepsLastDigest(t *testing.T) {
 	if os.Getuid() == 0 {
 		runAsNobody(t, "TestUnreadableKeepsLastDigest")
@@ -634,7 +635,7 @@ func TestUnreadableKeepsLastDigest(t *testing.T) {
 	must(t, e.ix.WaitIdle(wctx))
 	rec, _, _ := e.st.Get([]byte(kept))
 	if rec.State != store.StateUnreadable || !bytes.Equal(rec.Digest, was.Digest) || rec.Backend != was.Backend ||
-		rec.VerifiedAt != was.VerifiedAt || !rec.Audited() {
+		rec.HashedAt != was.HashedAt || rec.VerifiedAt != was.VerifiedAt || rec.CtimeNs == was.CtimeNs || !rec.Audited() {
 		t.Errorf("unreadable record %+v, want the digest of %+v", rec, was)
 	}
 	if rec, _, _ := e.st.Get([]byte(edited)); rec.State != store.StateUnreadable || rec.HasDigest() {
