@@ -15,7 +15,7 @@
 #   4. lookups while idle and during a full-speed pass, p50 / p99.
 #
 # The audit is driven by bench/auditbench over an index made by the real
-# annexd (annexctl does not serve audits yet).
+# annexd; bench/audit_daemon.sh measures it through the daemon and annexctl.
 #
 # Usage: bench/audit.sh [TREE (default /work/corpus/T)] [RUNS (default 3)]
 # SKIP_ANNEX=1 leaves out git annex (preparing its repository copies the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/internal/loopfs"
 )
 
@@ -281,5 +282,247 @@ func TestAuditUnreadable(t *testing.T) {
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &p) != nil || p["path"] != locked || p["state"] != "unreadable" ||
 		p["recorded"] == nil {
 		t.Fatalf("problems: exit %d %q", r.code, r.stdout)
+	}
+}
+
+// A file made unreadable in normal use is a problem too. The daemon runs
+// as nobody with the default quiet delay, so the indexer sees the chmod
+// first: it cannot hash the file and records it unreadable, keeping the
+// last digest known. The run then re-tries the file: exit 5, and problems
+// lists it with that digest. Made readable again, it is no problem.
+func TestAuditUnreadableIndexedFirst(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run annexd as uid 65534")
+	}
+	base := dedupBase(t, auditConf)
+	if err := os.Chmod(bin.dir, 0o755); err != nil { // nobody runs annexctl from there
+		t.Fatal(err)
+	}
+	root := filepath.Join(base, "root")
+	locked, fine := filepath.Join(root, "locked.bin"), filepath.Join(root, "fine.bin")
+	writeAged(t, locked, 82, 8192)
+	writeAged(t, fine, 83, 8192)
+	for _, p := range []string{base, root, locked, fine} {
+		if err := os.Chown(p, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := startAs(t, base, nobody, root)
+	before := lookupJSON(t, d, locked)
+	if before["state"] != "current" {
+		t.Fatalf("lookup before the chmod: %v", before)
+	}
+	if err := os.Chmod(locked, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The indexer's record, not lookup's own try, says it: wait for that.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		l := lookupJSON(t, d, locked)
+		if l["state"] == "unreadable" && l["message"] == "could not be read when last tried" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the indexer did not record the file unreadable: %v\n%s", l, d.log)
+		}
+	}
+	d.waitIdle()
+	r := ctlAs(t, d, nobody, "audit", "run", "--wait")
+	if r.code != 5 || !strings.Contains(r.stdout, "unreadable  1") {
+		t.Fatalf("audit run: exit %d %q %q\n%s", r.code, r.stdout, r.stderr, d.log)
+	}
+	r = ctlAs(t, d, nobody, "audit", "problems", "--json")
+	var p map[string]any
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &p) != nil || p["path"] != locked || p["state"] != "unreadable" {
+		t.Fatalf("problems: exit %d %q", r.code, r.stdout)
+	}
+	if rec, _ := p["recorded"].(string); rec == "" || !strings.Contains(before["key"].(string), "--"+rec) {
+		t.Errorf("problem %v: recorded digest is not that of the key before, %s", p, before["key"])
+	}
+
+	if err := os.Chmod(locked, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if l := lookupJSON(t, d, locked); l["state"] == "current" && l["key"] == before["key"] {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("readable again, the file is not current: %v", l)
+		}
+	}
+	d.waitIdle()
+	if ps := auditProblems(t, d); len(ps) != 0 {
+		t.Errorf("problems once readable again: %v", ps)
+	}
+	if code, run := auditRun(t, d, root); code != 0 || run.Counts["ok"] != 2 {
+		t.Errorf("audit run once readable again: exit %d, %+v", code, run)
+	}
+}
+
+// A rewrite of the same size with the mtime put back leaves only ctime
+// moved (user space cannot set it): modified, not corrupt. The watcher
+// holds the event (a long quiet delay), so the audit meets the change
+// first and hands it to the indexer, which records the new key: exit 0.
+// The runs go at full speed: the held event keeps the indexer gate shut.
+func TestAuditSameSizeRewrite(t *testing.T) {
+	base := dedupBase(t, auditConf)
+	root := filepath.Join(base, "root")
+	victim, other := filepath.Join(root, "doc.txt"), filepath.Join(root, "other.txt")
+	writeAged(t, victim, 90, 4096)
+	writeAged(t, other, 91, 4096)
+	d := spawn(t, annexdRun{base: base, roots: []string{root}, extra: []string{"--quiet-delay", "1h"}})
+	d.waitIdle()
+	before := lookupJSON(t, d, victim)
+	fi, err := os.Stat(victim)
+	if err != nil || before["state"] != "current" {
+		t.Fatalf("before the rewrite: %v %v", before, err)
+	}
+	writeRandom(t, victim, 92, 4096)
+	if err := os.Chtimes(victim, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.Stat(victim); after.Size() != fi.Size() || !after.ModTime().Equal(fi.ModTime()) {
+		t.Fatalf("the rewrite moved size or mtime: %v %v", after.Size(), after.ModTime())
+	}
+	code, run := auditRun(t, d, "--full-speed")
+	if code != 0 || run.Counts["modified"] != 1 || run.Counts["ok"] != 1 || len(run.Counts) != 2 {
+		t.Fatalf("audit run: exit %d, %+v\n%s", code, run, d.log)
+	}
+	if ps := auditProblems(t, d); len(ps) != 0 {
+		t.Fatalf("problems %v", ps)
+	}
+	data, err := os.ReadFile(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	want := hex.EncodeToString(sum[:])
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		l := lookupJSON(t, d, victim)
+		if l["state"] == "current" && strings.Contains(l["key"].(string), "--"+want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lookup after the run: %v, want the key of %s (before: %s)", l, want, before["key"])
+		}
+	}
+	if code, run := auditRun(t, d, "--full-speed", victim); code != 0 || run.Counts["ok"] != 1 || len(run.Counts) != 1 {
+		t.Errorf("audit of the rewritten file: exit %d, %+v", code, run)
+	}
+}
+
+// A daemon killed (SIGKILL) in the middle of a pass goes on with that pass
+// after a restart: the pass keeps its id and its count of files verified
+// before the kill, the run after the restart reads only the rest, and the
+// pass ends with every file counted once. The files are hashed longer
+// than the data window before the kill, so the unclean end does not make
+// the indexer hash them again (store.Trusted): the pass alone reads them.
+func TestAuditKilledMidPassResumes(t *testing.T) {
+	const files, size = 24, 1 << 20
+	// Scheduled runs are off: one resuming the pass by itself after the
+	// restart would race the run the test asks for.
+	base := dedupBase(t, auditConf+"max_rate = \"4MB/s\"\ndisabled = true\n")
+	root := filepath.Join(base, "root")
+	for i := range files {
+		writeAged(t, filepath.Join(root, strconv.Itoa(i)), uint64(100+i), size)
+	}
+	d := startOn(t, base, root)
+	window := min(hasher.DataWindow(), 10*time.Minute) // as the daemon takes it
+	t.Logf("waiting %v, the data window, so the records are trusted after an unclean end", window)
+	time.Sleep(window + time.Second)
+
+	if r := d.ctl("", "audit", "run"); r.code != 0 {
+		t.Fatalf("audit run: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	var seen api.AuditStatus
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		seen = auditStatus(t, d)
+		if seen.Pass != nil && seen.Pass.Done >= files/4 {
+			break
+		}
+		if time.Now().After(deadline) || seen.LastPass != nil {
+			t.Fatalf("the pass did not get a quarter done: %+v", seen)
+		}
+	}
+	d.exited = true
+	if err := d.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-d.done
+
+	d = startOn(t, base, root)
+	resumed := auditStatus(t, d)
+	if resumed.Pass == nil || resumed.Pass.ID != seen.Pass.ID || resumed.Pass.Done < seen.Pass.Done ||
+		resumed.Pass.Done >= files {
+		t.Fatalf("after the restart: pass %+v; before the kill %+v", resumed.Pass, seen.Pass)
+	}
+	code, run := auditRun(t, d, "--full-speed")
+	if code != 0 || run.StoppedBy != api.AuditDone || len(run.Counts) != 1 || run.Counts["ok"] != files-resumed.Pass.Done {
+		t.Fatalf("run after the restart: exit %d, %+v; %d files were done before\n%s", code, run, resumed.Pass.Done, d.log)
+	}
+	st := auditStatus(t, d)
+	if st.Pass != nil || st.LastPass == nil || st.LastPass.ID != seen.Pass.ID || st.LastPass.Counts["ok"] != files ||
+		len(st.LastPass.Counts) != 1 || st.LastPass.Files != files {
+		t.Fatalf("the pass after it ended: %+v, in progress %+v", st.LastPass, st.Pass)
+	}
+	t.Logf("killed with %d files verified (%d once restarted); the run after verified %d", seen.Pass.Done, resumed.Pass.Done, run.Counts["ok"])
+}
+
+// A file found corrupt and then made unreadable stays listed: the indexer
+// sees the chmod and records the file unreadable with the record the
+// finding was filed against, so the finding is not dropped as stale. The
+// next run re-tries it: unreadable, exit 5, the recorded digest the old one.
+func TestAuditCorruptThenUnreadable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run annexd as uid 65534")
+	}
+	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
+	root := fs.Path("home")
+	victim := filepath.Join(root, "photo.jpg")
+	writeAged(t, victim, 84, 256<<10)
+	base := dedupBase(t, auditConf)
+	if err := os.Chmod(bin.dir, 0o755); err != nil { // nobody runs annexctl from there
+		t.Fatal(err)
+	}
+	for _, p := range []string{base, root, victim} {
+		if err := os.Chown(p, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The mount point's parents are t.TempDir's, which only root enters.
+	for dir := fs.Path(); dir != os.TempDir() && dir != "/"; dir = filepath.Dir(dir) {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := startAs(t, base, nobody, root)
+	oldKey := lookupJSON(t, d, victim)["key"].(string)
+	fs.Sync(t)
+	fs.FlipByte(t, victim, 1000)
+	if r := ctlAs(t, d, nobody, "audit", "run", "--wait"); r.code != 4 {
+		t.Fatalf("audit run after the flip: exit %d %q %q\n%s", r.code, r.stdout, r.stderr, d.log)
+	}
+
+	if err := os.Chmod(victim, 0); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		l := lookupJSON(t, d, victim)
+		if l["state"] == "unreadable" && l["message"] == "could not be read when last tried" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the indexer did not record the file unreadable: %v\n%s", l, d.log)
+		}
+	}
+	if ps := auditProblems(t, d); len(ps) != 1 || ps[0]["path"] != victim || ps[0]["state"] != "corrupt" {
+		t.Fatalf("problems once unreadable: %v", ps)
+	}
+	d.waitIdle()
+	if r := ctlAs(t, d, nobody, "audit", "run", "--wait"); r.code != 5 {
+		t.Fatalf("audit run once unreadable: exit %d %q %q\n%s", r.code, r.stdout, r.stderr, d.log)
+	}
+	ps := auditProblems(t, d)
+	if len(ps) != 1 || ps[0]["state"] != "unreadable" || !strings.Contains(oldKey, "--"+ps[0]["recorded"].(string)) {
+		t.Fatalf("problems after the run: %v; key before the flip %s", ps, oldKey)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -33,7 +35,33 @@ type Hub struct {
 	// MaxStreamBytes bounds the batches waiting to be applied.
 	MaxStreamBytes Size `toml:"max_stream_bytes"`
 	// Hosts are the machines that may publish, each with its credentials.
+	// A cluster's nodes share one list.
 	Hosts []HubHost `toml:"host"`
+	// Cluster makes this hub one node of several; off while empty.
+	Cluster HubCluster `toml:"cluster"`
+}
+
+// HubCluster is [hub.cluster]: the routes between hub nodes. The routes
+// share the hub's tls_cert and tls_key.
+type HubCluster struct {
+	// Name is the cluster's name, the same on every node.
+	Name string `toml:"name"`
+	// Listen is the host:port the other nodes' routes connect to.
+	Listen string `toml:"listen"`
+	// Routes are the other nodes' nats-route://host:port URLs.
+	Routes []string `toml:"routes"`
+	// Nodes are the publish names of every node, this one included.
+	Nodes []string `toml:"nodes"`
+	// PasswordFile holds the routes' shared secret, the same on every node.
+	PasswordFile string `toml:"password_file"`
+	// CAFile is the PEM bundle that signs the other nodes' certificates,
+	// when the system's roots do not.
+	CAFile string `toml:"ca_file"`
+}
+
+// On reports whether any key of [hub.cluster] is set.
+func (h HubCluster) On() bool {
+	return h.Name != "" || h.Listen != "" || len(h.Routes) > 0 || len(h.Nodes) > 0 || h.PasswordFile != "" || h.CAFile != ""
 }
 
 // HubHost is one [[hub.host]]: a name and exactly one credential.
@@ -48,7 +76,9 @@ type HubHost struct {
 // Publish configures how this daemon sends its changes to a hub on
 // another machine. It is off while Hub is empty.
 type Publish struct {
-	// Hub is the hub's URL: tls://nas:4222, or nats:// on a loopback or VPN.
+	// Hub is the hub's URL: tls://nas:4222, or nats:// on a loopback or
+	// VPN. A cluster's nodes are listed with commas between them; the
+	// connection fails over from one to the next.
 	Hub string `toml:"hub"`
 	// Name is this host's name at the hub; default the short host name.
 	Name string `toml:"name"`
@@ -87,7 +117,8 @@ func (c *Config) fillHub() error {
 	if p.Heartbeat == 0 {
 		p.Heartbeat = DefaultHeartbeat
 	}
-	for _, f := range []*string{&h.Dir, &h.TLSCert, &h.TLSKey, &p.NkeySeedFile, &p.PasswordFile, &p.CAFile} {
+	for _, f := range []*string{&h.Dir, &h.TLSCert, &h.TLSKey, &h.Cluster.PasswordFile, &h.Cluster.CAFile,
+		&p.NkeySeedFile, &p.PasswordFile, &p.CAFile} {
 		if *f == "" {
 			continue
 		}
@@ -112,9 +143,11 @@ func (c *Config) validateHub() error {
 	if c.Hub.Enabled {
 		return c.invalid("publish.hub", p.Hub, "empty when [hub] is enabled: the hub's own machine publishes in process")
 	}
-	u, err := url.Parse(p.Hub)
-	if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" || u.User != nil {
-		return c.invalid("publish.hub", p.Hub, `a URL such as "tls://nas.local:4222" (nats:// only on a loopback or VPN), without credentials`)
+	for _, s := range strings.Split(p.Hub, ",") {
+		u, err := url.Parse(strings.TrimSpace(s))
+		if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" || u.User != nil {
+			return c.invalid("publish.hub", p.Hub, `a URL such as "tls://nas.local:4222" (nats:// only on a loopback or VPN), without credentials; a cluster's nodes separated by commas`)
+		}
 	}
 	if (p.NkeySeedFile == "") == (p.PasswordFile == "") {
 		return c.invalid("publish.nkey_seed_file", p.NkeySeedFile, "exactly one of nkey_seed_file and password_file")
@@ -150,5 +183,79 @@ func (c *Config) validateHubSection() error {
 			return c.invalid("hub.host.nkey", host.Name, "exactly one of nkey and password_hash for each [[hub.host]]")
 		}
 	}
+	return c.validateCluster()
+}
+
+// validateCluster checks [hub.cluster], when any of it is set.
+func (c *Config) validateCluster() error {
+	h, cl := c.Hub, c.Hub.Cluster
+	if !cl.On() {
+		return nil
+	}
+	if !plainName(cl.Name) {
+		return c.invalid("hub.cluster.name", cl.Name, "the cluster's name, the same on every node: letters, digits, - and _")
+	}
+	host, _, err := net.SplitHostPort(cl.Listen)
+	if err != nil {
+		return c.invalid("hub.cluster.listen", cl.Listen, `the address the other nodes' routes connect to, such as "0.0.0.0:6222"`)
+	}
+	if h.TLSCert == "" && !h.Plaintext && !loopback(host) {
+		return c.invalid("hub.cluster.listen", cl.Listen, "a loopback address, or hub.tls_cert and hub.tls_key (the routes use them), or hub.plaintext on a network that encrypts already")
+	}
+	if len(cl.Routes) == 0 {
+		return c.invalid("hub.cluster.routes", "", `the other nodes' routes, such as ["nats-route://nas2.lan:6222", "nats-route://nas3.lan:6222"]`)
+	}
+	for _, r := range cl.Routes {
+		u, err := url.Parse(r)
+		if err != nil || u.Scheme != "nats-route" || u.Hostname() == "" || u.Port() == "" || u.User != nil {
+			return c.invalid("hub.cluster.routes", r, "nats-route://host:port, without credentials (they come from password_file)")
+		}
+	}
+	if err := c.validateNodes(); err != nil {
+		return err
+	}
+	if cl.PasswordFile == "" {
+		return c.invalid("hub.cluster.password_file", "", "a file holding the routes' shared secret, the same on every node: routes open to anyone are refused")
+	}
 	return nil
+}
+
+func (c *Config) validateNodes() error {
+	cl := c.Hub.Cluster
+	seen := map[string]bool{}
+	for _, n := range cl.Nodes {
+		if !plainName(n) || seen[n] {
+			return c.invalid("hub.cluster.nodes", n, "each node's publish name once: letters, digits, - and _")
+		}
+		seen[n] = true
+	}
+	if len(cl.Nodes) < 2 {
+		return c.invalid("hub.cluster.nodes", strings.Join(cl.Nodes, ","), `every node's publish name, this one's included, such as ["nas1", "nas2", "nas3"]`)
+	}
+	if name := c.Publish.Name; name != "" && !seen[name] {
+		return c.invalid("hub.cluster.nodes", strings.Join(cl.Nodes, ","), "a list naming this node, publish.name = "+strconv.Quote(name))
+	}
+	return nil
+}
+
+// plainName reports whether s is a non-empty run of letters, digits, -
+// and _, which NATS takes in server, cluster and consumer names.
+func plainName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

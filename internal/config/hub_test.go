@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -113,5 +114,108 @@ heartbeat = "30s"
 	}
 	if c.Publish.Name != "nas" || c.Publish.Batch != 100 || c.Publish.Heartbeat != 30*time.Second {
 		t.Errorf("publish: %+v", c.Publish)
+	}
+}
+
+func clusterHub() Hub {
+	return Hub{Enabled: true, Listen: "127.0.0.1:4222", Hosts: []HubHost{{Name: "laptop", Nkey: "UABC"}},
+		Cluster: HubCluster{Name: "annexd", Listen: "127.0.0.1:6222", Routes: []string{"nats-route://127.0.0.1:6223"},
+			Nodes: []string{"nas1", "nas2", "nas3"}, PasswordFile: "/etc/annexd/route-secret"}}
+}
+
+func TestHubClusterLoad(t *testing.T) {
+	p := writeFile(t, `
+index = "/i.db"
+[hub]
+enabled = true
+listen = "0.0.0.0:4222"
+tls_cert = "/c.pem"
+tls_key = "/k.pem"
+[[hub.host]]
+name = "laptop"
+nkey = "UABC"
+[hub.cluster]
+name = "annexd"
+listen = "0.0.0.0:6222"
+routes = ["nats-route://nas2.lan:6222", "nats-route://nas3.lan:6222"]
+nodes = ["nas1", "nas2", "nas3"]
+password_file = "route-secret"
+ca_file = "/ca.pem"
+[publish]
+name = "nas1"
+`)
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Fill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cl := c.Hub.Cluster
+	if !cl.On() || cl.Name != "annexd" || cl.Listen != "0.0.0.0:6222" || len(cl.Routes) != 2 || len(cl.Nodes) != 3 ||
+		cl.CAFile != "/ca.pem" || !filepath.IsAbs(cl.PasswordFile) {
+		t.Errorf("cluster: %+v", cl)
+	}
+	var off Hub
+	if off.Cluster.On() {
+		t.Error("an empty [hub.cluster] is on")
+	}
+}
+
+func TestHubClusterValidateRejects(t *testing.T) {
+	for name, tc := range map[string]struct {
+		edit func(h *Hub, p *Publish)
+		want string
+	}{
+		"no name":        {func(h *Hub, _ *Publish) { h.Cluster.Name = "" }, "hub.cluster.name"},
+		"dotted name":    {func(h *Hub, _ *Publish) { h.Cluster.Name = "a.b" }, "hub.cluster.name"},
+		"no listen":      {func(h *Hub, _ *Publish) { h.Cluster.Listen = "" }, "hub.cluster.listen"},
+		"open routes":    {func(h *Hub, _ *Publish) { h.Cluster.Listen = "0.0.0.0:6222" }, "hub.cluster.listen"},
+		"no routes":      {func(h *Hub, _ *Publish) { h.Cluster.Routes = nil }, "hub.cluster.routes"},
+		"client url":     {func(h *Hub, _ *Publish) { h.Cluster.Routes = []string{"nats://nas2:4222"} }, "hub.cluster.routes"},
+		"no port":        {func(h *Hub, _ *Publish) { h.Cluster.Routes = []string{"nats-route://nas2"} }, "hub.cluster.routes"},
+		"secret in url":  {func(h *Hub, _ *Publish) { h.Cluster.Routes = []string{"nats-route://u:p@nas2:6222"} }, "hub.cluster.routes"},
+		"one node":       {func(h *Hub, _ *Publish) { h.Cluster.Nodes = []string{"nas1"} }, "hub.cluster.nodes"},
+		"node twice":     {func(h *Hub, _ *Publish) { h.Cluster.Nodes = []string{"nas1", "nas1"} }, "hub.cluster.nodes"},
+		"not this node":  {func(_ *Hub, p *Publish) { p.Name = "nas4" }, "hub.cluster.nodes"},
+		"no secret file": {func(h *Hub, _ *Publish) { h.Cluster.PasswordFile = "" }, "hub.cluster.password_file"},
+	} {
+		h, p := clusterHub(), Publish{}
+		tc.edit(&h, &p)
+		c := Config{Index: "/i.db", Hub: h, Publish: p, File: "/etc/annexd.toml"}
+		if err := c.Fill(); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Validate()
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "/etc/annexd.toml") {
+			t.Errorf("%s: %v, want ErrInvalid naming %s and the file", name, err, tc.want)
+		}
+	}
+	ok := Config{Index: "/i.db", Hub: clusterHub()}
+	ok.Hub.Cluster.Listen, ok.Hub.Plaintext = "0.0.0.0:6222", true
+	if err := ok.Fill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("routes in plaintext, allowed: %v", err)
+	}
+}
+
+func TestPublishHubList(t *testing.T) {
+	for list, valid := range map[string]bool{
+		"tls://nas1:4222,tls://nas2:4222, tls://nas3:4222": true,
+		"tls://nas1:4222,":                 false,
+		"tls://nas1:4222,http://nas2:4222": false,
+	} {
+		c := Config{Index: "/i.db", Publish: Publish{Hub: list, PasswordFile: "/p"}}
+		if err := c.Fill(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate(); (err == nil) != valid {
+			t.Errorf("publish.hub = %q: %v, want valid %v", list, err, valid)
+		}
 	}
 }

@@ -49,6 +49,12 @@ func TestLinkConfigErrors(t *testing.T) {
 		"plain password":        {hub: config.Hub{Enabled: true, Listen: "127.0.0.1:0", Hosts: []config.HubHost{{Name: "a", PasswordHash: "secret"}}}, section: "[hub]"},
 		"lan without tls":       {hub: config.Hub{Enabled: true, Listen: "0.0.0.0:4222", Hosts: hosts}, section: "[hub]"},
 		"missing certificate":   {hub: config.Hub{Enabled: true, Listen: "0.0.0.0:4222", Hosts: hosts, TLSCert: seed, TLSKey: seed}, section: "[hub]"},
+		"missing route secret": {hub: config.Hub{Enabled: true, Listen: "127.0.0.1:0", Hosts: hosts, Cluster: config.HubCluster{Name: "c",
+			Listen: "127.0.0.1:0", Routes: []string{"nats-route://127.0.0.1:6222"}, Nodes: []string{"nas1", "nas2"}, PasswordFile: filepath.Join(dir, "none")}},
+			publish: config.Publish{Name: "nas1"}, section: "[hub]"},
+		"not a node": {hub: config.Hub{Enabled: true, Listen: "127.0.0.1:0", Hosts: hosts, Cluster: config.HubCluster{Name: "c",
+			Listen: "127.0.0.1:0", Routes: []string{"nats-route://127.0.0.1:6222"}, Nodes: []string{"nas1", "nas2"}, PasswordFile: seed}},
+			publish: config.Publish{Name: "nas3"}, section: "[hub]"},
 	} {
 		cfg := testConfig(t, t.TempDir())
 		cfg.File = "/etc/annexd.toml"

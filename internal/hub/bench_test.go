@@ -552,3 +552,60 @@ func BenchmarkViewKV(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkPublishCluster: one host resends the corpus's records to one
+// hub, then to a cluster of three, all in this process over loopback TCP
+// in one run: records/s of each, and the cluster's share of the hub's.
+func BenchmarkPublishCluster(b *testing.B) {
+	cs, src := corpusChanges(b)
+	b.Logf("%d records from %s", len(cs), src)
+	for b.Loop() {
+		one := publishRate(b, cs, 1)
+		three := publishRate(b, cs, 3)
+		b.ReportMetric(one, "hub-records/s")
+		b.ReportMetric(three, "cluster3-records/s")
+		b.ReportMetric(three/one, "cluster/hub")
+	}
+}
+
+// publishRate resends cs to n hub nodes (one: no cluster) and returns
+// the records applied a second, counted until the host's last ack.
+func publishRate(b *testing.B, cs []store.Change, n int) float64 {
+	b.StopTimer()
+	defer b.StartTimer()
+	hash, err := bcrypt.GenerateFromPassword([]byte(benchPass), bcrypt.MinCost)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	var names, routes, urls []string
+	for i := range n {
+		names = append(names, fmt.Sprintf("nas%d", i+1))
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", freePort(b)))
+		urls = append(urls, fmt.Sprintf("127.0.0.1:%d", freePort(b)))
+	}
+	var nodes []*node
+	for i := range n {
+		cfg := hub.Config{Listen: urls[i], Dir: filepath.Join(dir, names[i]), Self: names[i],
+			Hosts: []hub.Host{{Name: "laptop", Password: string(hash)}}, MaxStreamBytes: 4 << 30}
+		if n > 1 {
+			cfg.Cluster = &hub.Cluster{Name: "bench", Listen: strings.TrimPrefix(routes[i], "nats-route://"),
+				Routes: routes, Nodes: names, Secret: "bench-route"}
+		}
+		nodes = append(nodes, &node{cfg: cfg})
+	}
+	startAll(b, nodes...)
+	defer func() {
+		for _, nd := range nodes {
+			nd.halt(b)
+		}
+	}()
+	h := newBenchHost(b, "laptop")
+	h.submit(b, cs)
+	t0 := time.Now()
+	h.startPublisher(b, "nats://"+strings.Join(urls, ",nats://"))
+	h.caughtUp(b)
+	el := time.Since(t0)
+	h.stopPublisher()
+	return float64(len(cs)) / el.Seconds()
+}

@@ -49,4 +49,20 @@
 //
 // A host not heard from (no batch, no state request) for Config.StaleAfter
 // is stale: queries mark its copies so, and copies does not count them.
+//
+// # Cluster
+//
+// With Config.Cluster, the hub is one node of several joined by NATS
+// routes, which authenticate with a shared secret and need TLS beyond
+// loopback. The stream keeps each batch on up to three nodes and until
+// every node's consumer has acked it (interest retention, not a work
+// queue). Each node makes every node's consumer at start, feeds its own
+// view from its own, and answers once that view has applied what the
+// stream held for it. So a node back from a stop catches up before it
+// answers, and any node answers for all. Every node hears a host's state
+// requests; one answers each query. A host dials every node's URL and
+// fails over between them. A host takes an ack from any node, because
+// the stream keeps the batch for the others; a node that stays down
+// holds batches back until the stream is full, and hosts then keep their
+// changes until it returns.
 package hub

@@ -24,6 +24,9 @@ const consumerName = "view"
 // within it store nothing; later ones are skipped by the view's sequence.
 const duplicateWindow = 10 * time.Minute
 
+// queryQueue is the queue group of the nodes answering queries.
+const queryQueue = "annexd-hub"
+
 // seenFlush is how often the last-seen times of quiet hosts are written.
 const seenFlush = 30 * time.Second
 
@@ -74,6 +77,9 @@ func (h *Hub) SelfOptions() []nats.Option {
 // view. Batches the stream holds but the view has not applied stay in the
 // stream for the next Run.
 func (h *Hub) Run(ctx context.Context) error {
+	if err := h.cfg.checkDir(); err != nil {
+		return err
+	}
 	v, err := openView(filepath.Join(h.cfg.Dir, "view.db"), h.cfg.StaleAfter, h.cfg.Now)
 	if err != nil {
 		return err
@@ -96,20 +102,39 @@ func (h *Hub) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	subs, err := h.serve(nc, v)
-	if err != nil {
-		return err
-	}
+	var subs []*nats.Subscription
 	defer func() {
 		for _, s := range subs {
 			_ = s.Unsubscribe()
 		}
 	}()
-	h.mu.Lock()
-	h.view = v
-	h.mu.Unlock()
-	close(h.ready)
-	return h.consume(ctx, nc, cons, v)
+	// A cluster node answers once its view has applied what the stream
+	// held for it at start, so a node back from a stop does not answer
+	// from an old view. A single hub has no better answer to give.
+	open := func() error {
+		if subs, err = h.serve(nc, v); err != nil {
+			return err
+		}
+		h.mu.Lock()
+		h.view = v
+		h.mu.Unlock()
+		close(h.ready)
+		return nil
+	}
+	if h.cfg.Cluster == nil {
+		if err := open(); err != nil {
+			return err
+		}
+		open = nil
+	}
+	return h.consume(ctx, nc, cons, v, open)
+}
+
+// caughtUp reports whether the view's consumer has nothing left to
+// deliver. No answer (the consumer's leader is being elected) is no.
+func caughtUp(ctx context.Context, cons jetstream.Consumer) bool {
+	info, err := cons.Info(ctx)
+	return err == nil && info.NumPending == 0
 }
 
 func (h *Hub) start() (*server.Server, error) {
@@ -142,15 +167,31 @@ func (h *Hub) start() (*server.Server, error) {
 	return srv, nil
 }
 
-// setupStream creates or updates the stream and the view's consumer.
+// setupStream creates or updates the stream and the views' consumers.
+// A cluster node retries while the cluster forms.
 func (h *Hub) setupStream(ctx context.Context, nc *nats.Conn) (jetstream.Consumer, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("hub: jetstream: %w", err)
 	}
+	for tries := 1; ; tries++ {
+		cons, err := h.createStream(ctx, js)
+		if err == nil || h.cfg.Cluster == nil || !retryable(err) || ctx.Err() != nil {
+			return cons, err
+		}
+		if tries%10 == 0 {
+			h.cfg.Logger.Warn("hub: waiting for the cluster's other nodes", "err", err)
+		}
+		if !sleepCtx(ctx, time.Second) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (h *Hub) createStream(ctx context.Context, js jetstream.JetStream) (jetstream.Consumer, error) {
 	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: hubwire.Stream, Subjects: []string{hubwire.ChangesPrefix + "*"},
-		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage,
+		Retention: h.cfg.retention(), Storage: jetstream.FileStorage, Replicas: h.cfg.replicas(),
 		MaxBytes: h.cfg.MaxStreamBytes, Discard: jetstream.DiscardNew, Duplicates: duplicateWindow,
 	})
 	if err != nil {
@@ -158,39 +199,84 @@ func (h *Hub) setupStream(ctx context.Context, nc *nats.Conn) (jetstream.Consume
 	}
 	// One batch in flight keeps each host's batches in order, also
 	// across redeliveries.
-	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable: consumerName, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1,
-		AckWait: time.Minute, DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("hub: consumer: %w", err)
+	var own jetstream.Consumer
+	// Its own consumer first: the others' are made by their nodes too.
+	for _, name := range h.cfg.consumers() {
+		cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable: name, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1,
+			AckWait: time.Minute, DeliverPolicy: jetstream.DeliverAllPolicy,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("hub: consumer %s: %w", name, err)
+		}
+		if name == h.cfg.ownConsumer() {
+			own = cons
+		}
 	}
-	return cons, nil
+	return own, nil
 }
 
-// consume applies batches in stream order until ctx is done.
-func (h *Hub) consume(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, v *view) error {
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// consume applies batches in stream order until ctx is done. It calls
+// open, unless nil, once the consumer has nothing more to deliver: after
+// a batch that leaves none pending, or when the consumer says so (it is
+// asked every second until then).
+func (h *Hub) consume(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, v *view, open func() error) error {
+	var ask <-chan time.Time
+	if open != nil {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		ask = t.C
+		if caughtUp(ctx, cons) {
+			if err := open(); err != nil {
+				return err
+			}
+			open, ask = nil, nil
+		}
+	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(1))
 	if err != nil {
 		return fmt.Errorf("hub: consume: %w", err)
 	}
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
+	// Ending consume stops the reader, which hands back what it holds.
+	rctx, cancel := context.WithCancel(ctx)
+	read := make(chan struct{})
+	defer func() { cancel(); <-read }()
+	context.AfterFunc(rctx, it.Stop)
 	flush := time.NewTicker(seenFlush)
 	defer flush.Stop()
 	msgs := make(chan jetstream.Msg)
 	done := make(chan error, 1)
 	go func() {
+		defer close(read)
 		for {
 			m, err := it.Next()
+			if errors.Is(err, jetstream.ErrNoHeartbeat) && rctx.Err() == nil {
+				// The consumer's leader moved or is being elected: the
+				// iterator asks again.
+				h.cfg.Logger.Debug("hub: consumer heartbeat missed", "err", err)
+				continue
+			}
 			if err != nil {
 				done <- err
 				return
 			}
 			select {
 			case msgs <- m:
-			case <-ctx.Done():
-				return
+			case <-rctx.Done():
+				// Delivered again at once to the next Run, not after
+				// the ack wait.
+				_ = m.Nak()
 			}
 		}
 	}()
@@ -209,8 +295,21 @@ func (h *Hub) consume(ctx context.Context, nc *nats.Conn, cons jetstream.Consume
 			if err := v.flushSeen(); err != nil {
 				h.cfg.Logger.Warn("hub: write last-seen times", "err", err)
 			}
+		case <-ask:
+			if caughtUp(ctx, cons) {
+				if err := open(); err != nil {
+					return err
+				}
+				open, ask = nil, nil
+			}
 		case m := <-msgs:
 			h.handle(nc, v, m)
+			if md, err := m.Metadata(); open != nil && err == nil && md.NumPending == 0 {
+				if err := open(); err != nil {
+					return err
+				}
+				open, ask = nil, nil
+			}
 		}
 	}
 }
@@ -282,7 +381,15 @@ func (h *Hub) serve(nc *nats.Conn, v *view) ([]*nats.Subscription, error) {
 	}
 	var subs []*nats.Subscription
 	for subj, fn := range handlers {
-		s, err := nc.Subscribe(subj, fn)
+		// Every node hears a host's state requests, which say it is
+		// alive; one node of the cluster answers each query.
+		subscribe := func(subj string, fn nats.MsgHandler) (*nats.Subscription, error) {
+			return nc.QueueSubscribe(subj, queryQueue, fn)
+		}
+		if strings.HasPrefix(subj, hubwire.StatePrefix) {
+			subscribe = nc.Subscribe
+		}
+		s, err := subscribe(subj, fn)
 		if err != nil {
 			return subs, fmt.Errorf("hub: subscribe %s: %w", subj, err)
 		}

@@ -51,6 +51,8 @@ type Config struct {
 	// server's (2 min). Nothing acknowledged depends on it: hosts keep a
 	// change until the view, which syncs every commit, has applied it.
 	SyncInterval time.Duration
+	// Cluster makes the hub one node of several. Nil: a single hub.
+	Cluster *Cluster
 	// Logger receives the hub's problems. Default: discard.
 	Logger *slog.Logger
 	// Now is the clock, for tests. Default time.Now.
@@ -108,6 +110,9 @@ func (c *Config) fill() error {
 		if c.TLS == nil && !c.Plaintext && !loopback(host) {
 			return fmt.Errorf("%w: listen %q is not a loopback address: give a TLS certificate, or allow plaintext on a network that encrypts already", ErrConfig, c.Listen)
 		}
+	}
+	if err := c.checkCluster(); err != nil {
+		return err
 	}
 	if c.StaleAfter <= 0 {
 		c.StaleAfter = 72 * time.Hour
@@ -178,7 +183,7 @@ func randomSecret() string {
 // serverOptions builds the embedded server's options.
 func (c *Config) serverOptions(internalPass, selfPass string) (*server.Options, error) {
 	o := &server.Options{
-		ServerName: "annexd-hub", JetStream: true, StoreDir: filepath.Join(c.Dir, "jetstream"),
+		ServerName: "annexd-hub", JetStream: true, StoreDir: c.storeDir(),
 		NoSigs: true, NoLog: true, DontListen: c.Listen == "", SyncInterval: c.SyncInterval,
 		AuthTimeout: 5, MaxPayload: 8 << 20, JetStreamMaxStore: 2 * c.MaxStreamBytes,
 		JetStreamMaxMemory: 64 << 20,
@@ -197,6 +202,11 @@ func (c *Config) serverOptions(internalPass, selfPass string) (*server.Options, 
 	if c.TLS != nil {
 		o.TLSConfig, o.TLS, o.TLSTimeout = c.TLS, true, 5
 	}
+	if c.Cluster != nil {
+		if err := c.clusterOptions(o); err != nil {
+			return nil, err
+		}
+	}
 	inProc := map[string]struct{}{jwt.ConnectionTypeInProcess: {}}
 	remote := map[string]struct{}{jwt.ConnectionTypeStandard: {}}
 	o.Users = []*server.User{{Username: internalUser, Password: internalPass, AllowedConnectionTypes: inProc}}
@@ -213,4 +223,13 @@ func (c *Config) serverOptions(internalPass, selfPass string) (*server.Options, 
 			Permissions: hostPermissions(h.Name), AllowedConnectionTypes: remote})
 	}
 	return o, nil
+}
+
+// storeDir is JetStream's directory. A node keeps its clustered store
+// apart from a single hub's, which a cluster cannot take over.
+func (c *Config) storeDir() string {
+	if c.Cluster != nil {
+		return filepath.Join(c.Dir, "jetstream-cluster")
+	}
+	return filepath.Join(c.Dir, "jetstream")
 }

@@ -94,11 +94,24 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo) {
 		c.pipe.later(ctx, wait, j)
 		return
 	}
-	var was *store.Record
+	var was, last *store.Record
 	if ok {
 		was = c.suspect(&rec, fi, written)
+		last = c.lastGood(&rec, fi, written)
 	}
-	c.hash(ctx, j, fi, was)
+	c.hash(ctx, j, fi, was, last)
+}
+
+// lastGood returns rec when its digest still names the content of the file
+// fi by every witness: no write seen, not racily clean, and only ctime
+// moved (a chmod). Otherwise nil.
+func (c *checker) lastGood(rec *store.Record, fi fsstat.FileInfo, written bool) *store.Record {
+	id := identity(fi)
+	id.CtimeNs = rec.CtimeNs
+	if written || !rec.HasDigest() || rec.Identity() != id || c.ticks.racy(rec) {
+		return nil
+	}
+	return rec
 }
 
 // written reports whether the ledger saw path written since its record
@@ -129,8 +142,9 @@ func (c *checker) record(j *job) (store.Record, bool, error) {
 }
 
 // hash hashes the file and records the result. was, when not nil, is a
-// record that may name bytes an unclean end lost (suspect).
-func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo, was *store.Record) {
+// record that may name bytes an unclean end lost (suspect); last, when not
+// nil, one whose digest still names the content (lastGood).
+func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo, was, last *store.Record) {
 	start := time.Now()
 	res, err := c.h.HashStat(ctx, j.path, c.backend, fi)
 	switch {
@@ -153,10 +167,23 @@ func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo, was *stor
 	default:
 		c.m.errors.Add(1)
 		c.log.Warn("cannot read file", "path", j.path, "err", err)
-		rec := store.Record{HashedAt: start.UnixNano(), State: store.StateUnreadable, Generation: c.scans.generation()}
-		rec.SetIdentity(identity(fi))
-		c.pipe.write(j, putChange(j.path, rec))
+		c.pipe.write(j, putChange(j.path, c.unreadableRecord(fi, last, start.UnixNano())))
 	}
+}
+
+// unreadableRecord is the record of the file fi that could not be read at
+// startNs. When last is not nil, it is last with the new ctime and state
+// unreadable, as an audit's finding writes it: the digest of the last
+// content known good, which an audit re-tries, and its hash time, so that a
+// finding filed against last stays listed. A file that changed before it
+// became unreadable has no digest.
+func (c *checker) unreadableRecord(fi fsstat.FileInfo, last *store.Record, startNs int64) store.Record {
+	rec := store.Record{HashedAt: startNs, State: store.StateUnreadable, Generation: c.scans.generation()}
+	if last != nil {
+		rec.Backend, rec.Digest, rec.HashedAt, rec.VerifiedAt = last.Backend, last.Digest, last.HashedAt, last.VerifiedAt
+	}
+	rec.SetIdentity(identity(fi))
+	return rec
 }
 
 // okRecord builds the record of a successful hash that started at startNs.

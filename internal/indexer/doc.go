@@ -37,7 +37,8 @@
 //
 // A file that changes while it is hashed is retried with backoff and never
 // recorded with the digest of a moving target. An unreadable file gets a
-// record in state unreadable.
+// record in state unreadable. It keeps the digest of the last content known
+// good when no witness saw a change but ctime (a chmod), so audits re-try it.
 //
 // # Scans and generations
 //

@@ -1,6 +1,7 @@
 package indexer
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -601,5 +602,46 @@ func TestUnchanged(t *testing.T) {
 	}
 	if e.ix.Unchanged(filepath.Join(e.root, "gone"), &rec) {
 		t.Error("record of a missing file counted as unchanged")
+	}
+}
+
+// A file hashed, then made unreadable (chmod 000 moves ctime alone), keeps
+// the digest and hash time of its last content known good in its
+// unreadable record, with the new ctime; an audit re-tries it. An edit
+// before the chmod drops the digest.
+func TestUnreadableKeepsLastDigest(t *testing.T) {
+	if os.Getuid() == 0 {
+		runAsNobody(t, "TestUnreadableKeepsLastDigest")
+		return
+	}
+	root := t.TempDir()
+	kept, edited := filepath.Join(root, "kept"), filepath.Join(root, "edited")
+	writeOld(t, kept, "k")
+	writeOld(t, edited, "e")
+	e := newEnv(t, root, envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	was, ok, err := e.st.Get([]byte(kept))
+	if err != nil || !ok || !was.HasDigest() {
+		t.Fatalf("record before: %+v ok=%v err=%v", was, ok, err)
+	}
+	must(t, os.Chmod(kept, 0))
+	writeOld(t, edited, "edited, then locked")
+	must(t, os.Chmod(edited, 0))
+	ctx := context.Background()
+	e.ix.Changed(ctx, kept)
+	e.ix.Changed(ctx, edited)
+	wctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	must(t, e.ix.WaitIdle(wctx))
+	rec, _, _ := e.st.Get([]byte(kept))
+	if rec.State != store.StateUnreadable || !bytes.Equal(rec.Digest, was.Digest) || rec.Backend != was.Backend ||
+		rec.HashedAt != was.HashedAt || rec.VerifiedAt != was.VerifiedAt || rec.CtimeNs == was.CtimeNs || !rec.Audited() {
+		t.Errorf("unreadable record %+v, want the digest of %+v", rec, was)
+	}
+	if rec, _, _ := e.st.Get([]byte(edited)); rec.State != store.StateUnreadable || rec.HasDigest() {
+		t.Errorf("edited, then unreadable: %+v, want no digest", rec)
+	}
+	if r, err := e.ix.Lookup(ctx, kept, false); err != nil || r.State != Unreadable {
+		t.Errorf("lookup: %+v %v", r, err)
 	}
 }

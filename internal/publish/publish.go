@@ -51,7 +51,8 @@ type Config struct {
 	Name string
 	// HostID is the host's UUID (LoadHostID).
 	HostID [16]byte
-	// URL is the hub's address, e.g. tls://nas:4222.
+	// URL is the hub's address, e.g. tls://nas:4222, or a cluster's
+	// nodes separated by commas: the connection fails over between them.
 	URL string
 	// Options carry the credentials and TLS (nats.UserInfo, nats.Nkey,
 	// nats.RootCAs) or an in-process connection.

@@ -1,0 +1,24 @@
+package hub
+
+import (
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/annexd/annexd/internal/hubwire"
+)
+
+// Whereis answers from this node's own view, whichever node a query
+// would reach.
+func (h *Hub) Whereis(backend, digest string) (hubwire.Content, error) {
+	h.mu.Lock()
+	v := h.view
+	h.mu.Unlock()
+	return v.whereis(hubwire.WhereisRequest{Backend: backend, Digest: digest})
+}
+
+// StreamLeader reports whether this node leads the stream's replicas.
+func (h *Hub) StreamLeader() bool {
+	h.mu.Lock()
+	srv := h.srv
+	h.mu.Unlock()
+	return srv != nil && srv.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, hubwire.Stream)
+}
