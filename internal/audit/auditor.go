@@ -43,6 +43,9 @@ type Auditor struct {
 	gran fsstat.Granularities
 	note *notifier
 	wake chan struct{}
+	// loaded is closed once Run has read the saved state (or failed to).
+	loaded     chan struct{}
+	loadedOnce sync.Once
 
 	// lostMu guards lostFiling: the lost writes being filed, by path, so
 	// that a report made twice in quick succession counts one problem.
@@ -93,7 +96,7 @@ func New(st Store, dg Digester, o Options) (*Auditor, error) {
 	ws, _ := parseWindows(o.Windows)
 	a := &Auditor{st: st, dg: dg, o: o, log: o.Logger, ws: ws,
 		g:    newGates(o.Indexer, &o.Config, o.ProcDir, o.SysDir),
-		wake: make(chan struct{}, 1), passCounts: map[Class]int64{}, skip: map[string]bool{},
+		wake: make(chan struct{}, 1), loaded: make(chan struct{}), passCounts: map[Class]int64{}, skip: map[string]bool{},
 		lostFiling: map[string]int{}}
 	a.note = newNotifier(o.OnProblem, o.OnProblemEvery, a.log)
 	return a, nil
@@ -119,6 +122,9 @@ func (a *Auditor) Start(ctx context.Context, o StartOptions) (uint64, error) {
 			return 0, fmt.Errorf("%w: %q is not absolute", ErrPath, p)
 		}
 		paths = append(paths, []byte(filepath.Clean(string(p))))
+	}
+	if err := a.ready(ctx); err != nil {
+		return 0, err
 	}
 	if err := a.checkIndexed(ctx, paths); err != nil {
 		return 0, err
@@ -146,6 +152,23 @@ func (a *Auditor) Start(ctx context.Context, o StartOptions) (uint64, error) {
 	return r.id, nil
 }
 
+// ready waits until Run has read the saved state, so that what the caller
+// changes now is not overwritten by it. Before Run it returns ErrStopped.
+func (a *Auditor) ready(ctx context.Context) error {
+	a.mu.Lock()
+	started := a.started
+	a.mu.Unlock()
+	if !started {
+		return ErrStopped
+	}
+	select {
+	case <-a.loaded:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // checkIndexed returns ErrNotIndexed for the first path with no record at
 // or below it: a run of it would check nothing and report all good.
 func (a *Auditor) checkIndexed(ctx context.Context, paths [][]byte) error {
@@ -168,6 +191,9 @@ func (a *Auditor) checkIndexed(ctx context.Context, paths [][]byte) error {
 // Pause stops the run in progress and keeps the audit from starting
 // another until Resume or Start, across restarts.
 func (a *Auditor) Pause(ctx context.Context) error {
+	if err := a.ready(ctx); err != nil {
+		return err
+	}
 	a.mu.Lock()
 	a.state.Paused = true
 	a.dropPending(StopPaused)
@@ -181,6 +207,9 @@ func (a *Auditor) Pause(ctx context.Context) error {
 
 // Resume lets scheduled runs start again.
 func (a *Auditor) Resume(ctx context.Context) error {
+	if err := a.ready(ctx); err != nil {
+		return err
+	}
 	a.mu.Lock()
 	a.state.Paused = false
 	a.mu.Unlock()

@@ -137,7 +137,9 @@ func (a *Auditor) Run(ctx context.Context) error {
 		a.dropPending(StopShutdown)
 		a.mu.Unlock()
 	}()
-	if err := a.load(ctx); err != nil {
+	err := a.load(ctx)
+	a.loadedOnce.Do(func() { close(a.loaded) })
+	if err != nil {
 		return err
 	}
 	var wg sync.WaitGroup
