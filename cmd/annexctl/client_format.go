@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -74,6 +76,16 @@ func plural(n int64, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// writeJSON writes v to out as one line of JSON.
+func writeJSON(out io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return &exitError{Code: exitFailure, Err: err}
+	}
+	_, err = out.Write(append(b, '\n'))
+	return err
 }
 
 // flushOut flushes a command's buffered stdout; a failed write (a full

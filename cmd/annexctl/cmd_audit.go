@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -156,11 +155,9 @@ func runAudit(cmd *cobra.Command, args []string, f auditRunFlags) error {
 		return apiFailure(c, err)
 	}
 	if f.asJSON {
-		b, err := json.Marshal(r)
-		if err != nil {
-			return &exitError{Code: exitFailure, Err: err}
+		if err := writeJSON(out, r); err != nil {
+			return err
 		}
-		fmt.Fprintf(out, "%s\n", b)
 	} else {
 		printRun(out, r)
 	}
@@ -340,11 +337,9 @@ many files are flagged (audit problems lists them).`,
 			}
 			out := bufio.NewWriter(cmd.OutOrStdout())
 			if asJSON {
-				b, err := json.Marshal(st)
-				if err != nil {
-					return &exitError{Code: exitFailure, Err: err}
+				if err := writeJSON(out, st); err != nil {
+					return err
 				}
-				fmt.Fprintf(out, "%s\n", b)
 			} else {
 				printAuditStatus(out, st)
 			}
@@ -451,12 +446,7 @@ it. Exit status 0 whatever is listed.`,
 				}
 				n++
 				if asJSON {
-					b, err := json.Marshal(p)
-					if err != nil {
-						return err
-					}
-					_, err = fmt.Fprintf(out, "%s\n", b)
-					return err
+					return writeJSON(out, p)
 				}
 				fmt.Fprintf(out, "%-10s  %-19s  %10s  %s\n", p.State, p.Seen.Local().Format(time.DateTime), humanBytes(p.Size),
 					displayPath(p.Path))

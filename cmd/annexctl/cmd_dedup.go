@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -299,10 +298,7 @@ func (p *dedupPrinter) finish(c *api.Client, end api.DedupEnd, err error) error 
 		fmt.Fprintln(p.stderr, "annexctl: dedup: the daemon stopped the run before its end (is it shutting down?)")
 	}
 	if p.flags.asJSON {
-		b, jerr := json.Marshal(end)
-		if jerr == nil {
-			p.out.Write(append(b, '\n'))
-		}
+		_ = writeJSON(p.out, end) // a failed write shows at the flush below
 	} else if end.Result != nil {
 		p.printResult(*end.Result, errors.Is(err, api.ErrInterrupted))
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -33,8 +32,9 @@ stale_after: its copies are then not counted by copies).`,
 			now := time.Now()
 			for _, h := range hosts {
 				if asJSON {
-					b, _ := json.Marshal(h)
-					fmt.Fprintf(out, "%s\n", b)
+					if err := writeJSON(out, h); err != nil {
+						return err
+					}
 					continue
 				}
 				state := "complete"

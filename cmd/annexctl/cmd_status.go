@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -53,11 +52,9 @@ hasher calibration. With --wait, first block until the daemon is idle
 			}
 			out := bufio.NewWriter(cmd.OutOrStdout())
 			if asJSON {
-				b, jerr := json.Marshal(st)
-				if jerr != nil {
-					return &exitError{Code: exitFailure, Err: jerr}
+				if jerr := writeJSON(out, st); jerr != nil {
+					return jerr
 				}
-				fmt.Fprintf(out, "%s\n", b)
 			} else {
 				printStatus(out, st)
 			}
