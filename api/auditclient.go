@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/url"
 	"strconv"
 	"time"
@@ -89,17 +88,5 @@ func (c *Client) AuditAccept(ctx context.Context, path []byte) (AuditAcceptResul
 }
 
 func (c *Client) postJSON(ctx context.Context, p string, v url.Values, body []byte, out any) error {
-	resp, err := c.do(ctx, "POST", p, v, body)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxStreamLine))
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrBadResponse, err)
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadResponse, err)
-	}
-	return nil
+	return c.doJSON(ctx, "POST", p, v, body, out)
 }

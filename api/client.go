@@ -266,7 +266,12 @@ func pathQuery(path []byte) url.Values {
 }
 
 func (c *Client) getJSON(ctx context.Context, p string, v url.Values, out any) error {
-	resp, err := c.do(ctx, "GET", p, v, nil)
+	return c.doJSON(ctx, "GET", p, v, nil, out)
+}
+
+// doJSON sends a request and decodes its JSON answer into out.
+func (c *Client) doJSON(ctx context.Context, method, p string, v url.Values, body []byte, out any) error {
+	resp, err := c.do(ctx, method, p, v, body)
 	if err != nil {
 		return err
 	}

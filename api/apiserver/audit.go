@@ -93,14 +93,9 @@ func (s *Server) handleAuditRunGet(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	timeout := defaultWaitRun
-	if t := v.Get("timeout"); t != "" {
-		d, err := time.ParseDuration(t)
-		if err != nil || d < 0 {
-			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "api: timeout: want a duration such as 30s")
-			return
-		}
-		timeout = min(d, maxWaitRun)
+	timeout, ok := timeoutParam(w, v, defaultWaitRun, maxWaitRun)
+	if !ok {
+		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()

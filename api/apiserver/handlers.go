@@ -335,6 +335,21 @@ func forgetPath(v url.Values, set roots.Set) ([]byte, error) {
 // (default 30s, at most 5m, for both) passes, the client leaves or the
 // server shuts down, and then answers with the status. A sync that did not
 // finish in time makes the answer not idle.
+// timeoutParam reads a long poll's timeout parameter: def when absent, at
+// most limit. A bad value is answered here, and ok is false.
+func timeoutParam(w http.ResponseWriter, v url.Values, def, limit time.Duration) (d time.Duration, ok bool) {
+	t := v.Get("timeout")
+	if t == "" {
+		return def, true
+	}
+	d, err := time.ParseDuration(t)
+	if err != nil || d < 0 {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "api: timeout: want a duration such as 30s")
+		return 0, false
+	}
+	return min(d, limit), true
+}
+
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
 	wait := v.Get("wait")
@@ -342,14 +357,9 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.CodeBadRequest, `api: wait must be "idle"`)
 		return
 	}
-	timeout := defaultWaitIdle
-	if t := v.Get("timeout"); t != "" {
-		d, err := time.ParseDuration(t)
-		if err != nil || d < 0 {
-			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "api: timeout: want a duration such as 30s")
-			return
-		}
-		timeout = min(d, maxWaitIdle)
+	timeout, ok := timeoutParam(w, v, defaultWaitIdle, maxWaitIdle)
+	if !ok {
+		return
 	}
 	synced := true
 	if wait != "" {
