@@ -525,4 +525,20 @@ func TestAuditCorruptThenUnreadable(t *testing.T) {
 	if len(ps) != 1 || ps[0]["state"] != "unreadable" || !strings.Contains(oldKey, "--"+ps[0]["recorded"].(string)) {
 		t.Fatalf("problems after the run: %v; key before the flip %s", ps, oldKey)
 	}
+
+	// Readable again, the flipped bytes are still not the file's content:
+	// no write was seen, so the record is not re-keyed to them.
+	if err := os.Chmod(victim, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.waitIdle()
+	if l := lookupJSON(t, d, victim); l["state"] != "corrupt" || l["key"] != oldKey {
+		t.Fatalf("lookup once readable again: %v, want corrupt with the key before the flip %s\n%s", l, oldKey, d.log)
+	}
+	if r := ctlAs(t, d, nobody, "audit", "run", "--wait"); r.code != 4 {
+		t.Fatalf("audit run once readable again: exit %d %q %q\n%s", r.code, r.stdout, r.stderr, d.log)
+	}
+	if ps := auditProblems(t, d); len(ps) != 1 || ps[0]["state"] != "corrupt" {
+		t.Fatalf("problems once readable again: %v", ps)
+	}
 }

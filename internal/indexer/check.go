@@ -1,6 +1,7 @@
 package indexer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -114,6 +115,33 @@ func (c *checker) lastGood(rec *store.Record, fi fsstat.FileInfo, written bool) 
 	return rec
 }
 
+// stillFlagged keeps what an audit flagged. When last is a corrupt or
+// unreadable record whose digest still names the content by every witness
+// (lastGood), and rec, the file hashed again, has another digest, the
+// bytes changed with no write seen: the file is corrupt, keeps its
+// recorded digest and hash time (its finding stays listed) and takes the
+// new stat identity. It is never re-keyed to bytes nobody wrote; the same
+// digest heals it. Otherwise rec.
+func stillFlagged(last *store.Record, rec store.Record) store.Record {
+	if last == nil || last.State == store.StateOK || last.Backend != rec.Backend || bytes.Equal(last.Digest, rec.Digest) {
+		return rec
+	}
+	kept := *last
+	kept.State = store.StateCorrupt
+	kept.SetIdentity(rec.Identity())
+	return kept
+}
+
+// flaggedOf is lastGood for a path whose record has not been read yet,
+// when that record is corrupt or unreadable.
+func (c *checker) flaggedOf(path string, fi fsstat.FileInfo) *store.Record {
+	rec, ok, err := c.st.Get([]byte(path))
+	if err != nil || !ok || rec.State == store.StateOK {
+		return nil
+	}
+	return c.lastGood(&rec, fi, c.ledger.WrittenSince(path, fi.Dev, fi.Ino, rec.HashedAt))
+}
+
 // written reports whether the ledger saw path written since its record
 // (rec, if ok) was hashed, and then queues the other names of its inode:
 // the write reached them too. Such a path is hashed even when its record
@@ -150,7 +178,7 @@ func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo, was, last
 	switch {
 	case err == nil:
 		c.m.hashed(res.Info.Size)
-		rec := c.okRecord(res, start.UnixNano())
+		rec := stillFlagged(last, c.okRecord(res, start.UnixNano()))
 		c.pipe.write(j, putChange(j.path, rec))
 		c.lost(j.path, was, rec)
 	case ctx.Err() != nil:

@@ -39,6 +39,9 @@
 // recorded with the digest of a moving target. An unreadable file gets a
 // record in state unreadable. It keeps the digest of the last content known
 // good when no witness saw a change but ctime (a chmod), so audits re-try it.
+// A corrupt or unreadable record hashed again under the same rule, to
+// another digest, stays corrupt with its recorded digest: bytes nobody
+// wrote never become a file's key (stillFlagged).
 //
 // # Scans and generations
 //

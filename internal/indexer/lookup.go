@@ -151,7 +151,7 @@ func (ix *Indexer) hashNow(ctx context.Context, path string, fi fsstat.FileInfo)
 		ix.pipe.finish(j)
 		return pending(fi), false
 	}
-	was := ix.check.suspectOf(path, fi)
+	was, last := ix.check.suspectOf(path, fi), ix.check.flaggedOf(path, fi)
 	start := time.Now()
 	res, err := ix.h.HashStat(ctx, path, ix.opt.Backend, fi)
 	<-ix.onDemand
@@ -159,14 +159,18 @@ func (ix *Indexer) hashNow(ctx context.Context, path string, fi fsstat.FileInfo)
 	case err == nil:
 		ix.m.onDemand.Add(1)
 		ix.m.hashed(res.Info.Size)
-		rec := ix.check.okRecord(res, start.UnixNano())
+		rec := stillFlagged(last, ix.check.okRecord(res, start.UnixNano()))
 		k, kerr := recordKey(path, &rec)
 		ix.pipe.write(j, putChange(path, rec))
 		ix.check.lost(path, was, rec)
 		if kerr != nil {
 			return Result{State: Unreadable, Message: kerr.Error()}, false
 		}
-		return Result{State: Current, Key: k, Size: res.Info.Size, VerifiedAt: rec.VerifiedAt}, false
+		state := Current
+		if rec.State == store.StateCorrupt {
+			state = Corrupt
+		}
+		return Result{State: state, Key: k, Size: res.Info.Size, VerifiedAt: rec.VerifiedAt}, false
 	case errors.Is(err, hasher.ErrChanged):
 		// The retry belongs to the pipeline: the caller's ctx ends with its
 		// request, and a retry stopped with it would leave the path pending
