@@ -663,6 +663,8 @@ func writeErr(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
 	case errors.Is(err, api.ErrBadRequest):
 		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+	case errors.Is(err, api.ErrStarting):
+		writeError(w, http.StatusServiceUnavailable, api.CodeStarting, err.Error())
 	default:
 		writeError(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
 	}

@@ -153,14 +153,8 @@ func (a *Auditor) Start(ctx context.Context, o StartOptions) (uint64, error) {
 }
 
 // ready waits until Run has read the saved state, so that what the caller
-// changes now is not overwritten by it. Before Run it returns ErrStopped.
+// changes now is not overwritten by it. A caller before Run waits for it.
 func (a *Auditor) ready(ctx context.Context) error {
-	a.mu.Lock()
-	started := a.started
-	a.mu.Unlock()
-	if !started {
-		return ErrStopped
-	}
 	select {
 	case <-a.loaded:
 		return nil

@@ -133,6 +133,8 @@ func auditError(err error) error {
 		return fmt.Errorf("%w: %w", api.ErrNotFound, err)
 	case errors.Is(err, audit.ErrPath):
 		return fmt.Errorf("%w: %w", api.ErrBadRequest, err)
+	case errors.Is(err, audit.ErrStopped):
+		return fmt.Errorf("%w: %w", api.ErrStarting, err) // or stopping: the client waits and asks again
 	}
 	return err
 }
@@ -183,9 +185,9 @@ func (x *adapter) AuditProblems(ctx context.Context, fn func(api.AuditProblem) e
 // AuditPause implements api.Auditor.
 func (x *adapter) AuditPause(ctx context.Context, paused bool) error {
 	if paused {
-		return x.a.audit.Load().Pause(ctx)
+		return auditError(x.a.audit.Load().Pause(ctx))
 	}
-	return x.a.audit.Load().Resume(ctx)
+	return auditError(x.a.audit.Load().Resume(ctx))
 }
 
 // AuditAccept implements api.Auditor.
