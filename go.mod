@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/fsnotify/fsnotify v1.10.1
+	github.com/minio/sha256-simd v1.0.1
 	github.com/nats-io/jwt/v2 v2.8.2
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
@@ -17,6 +18,8 @@ require (
 	golang.org/x/sys v0.50.0
 	pgregory.net/rapid v1.3.0
 )
+
+require github.com/klauspost/cpuid/v2 v2.2.3 // indirect
 
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect

@@ -16,17 +16,30 @@ import (
 // SHA256Impl names an in-process SHA-256 implementation.
 type SHA256Impl string
 
-// SHA256Std is the in-process SHA-256, and the only one: it has SHA-NI
-// and AVX2 code of its own, which sha256-simd's New() matched to within
-// 1 % on every machine measured, so calibration no longer weighs that.
-const SHA256Std SHA256Impl = "crypto/sha256"
+// The in-process SHA-256 implementations calibration chooses between.
+const (
+	SHA256Std SHA256Impl = "crypto/sha256"
+	// SHA256SIMD is github.com/minio/sha256-simd. It is a candidate only
+	// in programs that import package hasher/simd: annexd does, annexctl
+	// does not, so that a lookup's start makes no CPU probes of its own.
+	SHA256SIMD SHA256Impl = "sha256-simd"
+)
+
+// newSIMD is sha256-simd's constructor, once package hasher/simd is linked.
+var newSIMD func() hash.Hash
+
+// RegisterSIMD makes f, sha256-simd's constructor, the SHA256SIMD
+// implementation. Package hasher/simd calls it from its init.
+func RegisterSIMD(f func() hash.Hash) { newSIMD = f }
 
 // newHash returns a fresh hash.Hash for backend b. impl names the SHA-256
-// implementation; "" and SHA256Std are crypto/sha256, which Validate
-// checks.
+// implementation; "" is crypto/sha256. Policy.Validate checks impl.
 func newHash(b key.Backend, impl SHA256Impl) (hash.Hash, error) {
 	switch b.Base() {
 	case key.SHA256:
+		if impl == SHA256SIMD && newSIMD != nil {
+			return newSIMD(), nil
+		}
 		return sha256.New(), nil
 	case key.SHA512:
 		return sha512.New(), nil

@@ -82,8 +82,16 @@ const (
 	KindExternal  = "external"
 )
 
-// NameStd is the in-process candidate's name.
-const NameStd = string(SHA256Std)
+// The in-process candidates' names.
+const (
+	NameStd  = string(SHA256Std)
+	NameSIMD = string(SHA256SIMD)
+)
+
+// simdWin is how much faster than crypto/sha256 sha256-simd must hash to
+// be chosen: the standard library wins ties and near-ties, so a noisy
+// machine does not flip the choice between starts.
+const simdWin = 1.10
 
 // BufferCost is the in-process throughput, per second of the thread's CPU
 // time, reading and hashing the sample file with one read size.
@@ -192,12 +200,18 @@ func Calibrate(ctx context.Context, opts CalibrateOptions) (Calibration, error) 
 	c := Calibration{Format: calibrationFormat, At: start.UTC().Truncate(time.Millisecond)}
 	c.Fingerprint = currentFingerprint(ctx, opts.Programs, true)
 
-	std := measureInProcess(ctx)
+	std := measureInProcess(ctx, SHA256Std)
 	c.Candidates = append(c.Candidates, std)
 	if !std.Verified {
 		return c, errNoSHA256
 	}
 	impl := SHA256Std
+	if newSIMD != nil {
+		simd := measureInProcess(ctx, SHA256SIMD)
+		impl = chooseImpl(&std, &simd)
+		c.Candidates[len(c.Candidates)-1] = std
+		c.Candidates = append(c.Candidates, simd)
+	}
 	c.Candidates = append(c.Candidates, measureMultiBuffer(ctx)...)
 	c.Buffers = measureBuffers(ctx, s, impl)
 	c.PerFile, c.HandoffUs = measurePerFile(ctx, s, impl, bestBuffer(c.Buffers))
@@ -309,11 +323,25 @@ func verifyHash(newH func() hash.Hash) bool {
 	return true
 }
 
-// measureInProcess checks crypto/sha256 on the known answers and
-// measures it on a buffer in memory, the best of eight runs.
-func measureInProcess(ctx context.Context) Candidate {
-	newH := func() hash.Hash { h, _ := newHash(key.SHA256, SHA256Std); return h }
-	c := Candidate{Name: NameStd, Kind: KindInProcess, Verified: verifyHash(newH)}
+// chooseImpl picks sha256-simd only when it passed the known answers and
+// hashed simdWin times as fast as crypto/sha256, and marks the verdicts.
+func chooseImpl(std, simd *Candidate) SHA256Impl {
+	if !simd.Verified || simd.MBps < simdWin*std.MBps {
+		if simd.Rejected == "" {
+			simd.Rejected = fmt.Sprintf("not %.0f %% faster than crypto/sha256 (%.0f vs %.0f MB/s)", 100*(simdWin-1), simd.MBps, std.MBps)
+		}
+		simd.Chosen = false
+		return SHA256Std
+	}
+	std.Chosen, std.Rejected = false, fmt.Sprintf("slower than sha256-simd (%.0f vs %.0f MB/s)", std.MBps, simd.MBps)
+	return SHA256SIMD
+}
+
+// measureInProcess checks the in-process SHA-256 impl on the known
+// answers and measures it on a buffer in memory, the best of eight runs.
+func measureInProcess(ctx context.Context, impl SHA256Impl) Candidate {
+	newH := func() hash.Hash { h, _ := newHash(key.SHA256, impl); return h }
+	c := Candidate{Name: string(impl), Kind: KindInProcess, Verified: verifyHash(newH)}
 	if !c.Verified {
 		c.Rejected = "failed the known-answer vectors"
 		return c
@@ -529,7 +557,10 @@ func derive(c *Calibration, impl SHA256Impl) {
 	p.BufferSize = buf.Size
 	fileMBps := buf.MBps
 	if std, ok := c.Candidate(NameStd); ok {
-		c.note("sha256 = %s: %s on a buffer in memory, the known answers passed", impl, rate(std))
+		c.note("sha256 = %s: crypto/sha256 %s on a buffer in memory, the known answers passed", impl, rate(std))
+	}
+	if simd, ok := c.Candidate(NameSIMD); ok {
+		c.note("sha256-simd %s (chosen only when %.0f %% faster)", rate(simd), 100*(simdWin-1))
 	}
 	if len(c.Buffers) > 0 {
 		c.note("buffer_size = %s: the smallest read size within %.0f %% of the fastest hashing the %s sample file (%.0f MB/s)", sizeStr(int64(buf.Size)), 100*(bufferWin-1), sizeStr(sampleSize), fileMBps)

@@ -28,9 +28,9 @@
 // finish the others alone. Idle Hashers cost no CPU: their goroutines block
 // on channels.
 //
-// Calibrate measures the candidates (crypto/sha256, the mbsha256 kernels,
-// the external programs, the pool hand-off) after checking each on
-// known-answer vectors,
+// Calibrate measures the candidates (crypto/sha256, sha256-simd where
+// package hasher/simd is linked, the mbsha256 kernels, the external
+// programs, the pool hand-off) after checking each on known-answer vectors,
 // and derives a Policy, within one second. Throughputs are taken in CPU time,
 // which other load on a shared machine disturbs far less than wall time. The
 // result carries a Fingerprint of the CPU, the Go runtime, the kernels the

@@ -94,10 +94,10 @@ func (p Policy) withDefaults() Policy {
 
 // Validate reports a Policy a Hasher cannot follow, naming the field.
 func (p Policy) Validate() error {
-	switch p.SHA256 {
-	case "", SHA256Std:
+	switch {
+	case p.SHA256 == "", p.SHA256 == SHA256Std, p.SHA256 == SHA256SIMD && newSIMD != nil:
 	default:
-		return fmt.Errorf("hasher: policy sha256 = %q: want %q", p.SHA256, SHA256Std)
+		return fmt.Errorf("hasher: policy sha256 = %q: want %q (or %q in annexd)", p.SHA256, SHA256Std, SHA256SIMD)
 	}
 	if p.ExternalMin < 0 {
 		return fmt.Errorf("hasher: policy external_min = %d: want 0 (never) or a size in bytes", p.ExternalMin)

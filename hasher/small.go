@@ -15,8 +15,9 @@ import (
 const DefaultReaders = 16
 
 // laneMemMax is the largest file a caller reads into memory for the lanes;
-// larger ones up to InlineMax go to the engine to be read there. It bounds
-// the memory callers hold: 64 of them, 4 MiB.
+// larger ones up to InlineMax go to the engine to be read there. Each
+// caller holds at most this much until its answer: with Streams callers,
+// 2 × workers × lanes of it (64 callers, 4 MiB, on 2 CPUs with 16 lanes).
 const laneMemMax = 64 << 10
 
 // readWhole reads the small regular file at path into a pooled buffer,

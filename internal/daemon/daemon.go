@@ -25,6 +25,7 @@ import (
 
 	"github.com/annexd/annexd/api/apiserver"
 	"github.com/annexd/annexd/hasher"
+	_ "github.com/annexd/annexd/hasher/simd" // sha256-simd, a candidate of the calibration
 	"github.com/annexd/annexd/internal/audit"
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/ignore"
@@ -272,6 +273,11 @@ func (a *App) listen(reg *prometheus.Registry) error {
 	return a.srv.Listen()
 }
 
+// maxAutoWorkers bounds the indexer's workers when the config leaves them
+// to the hasher: 128 small files of up to 64 KiB held for the lanes are
+// 8 MiB, well within the daemon's soft memory limit on any machine.
+const maxAutoWorkers = 128
+
 // setup builds the hasher, watcher and indexer.
 func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	policy, err := a.policy(ctx)
@@ -310,8 +316,9 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	workers := a.cfg.Indexer.HashWorkers
 	if workers <= 0 {
 		// Enough files at once to keep the multi-buffer lanes full while
-		// half the workers read their next files.
-		workers = max(2*runtime.GOMAXPROCS(0), a.h.Streams())
+		// half the workers read their next files, but no more than
+		// maxAutoWorkers: each may hold a small file's bytes for the lanes.
+		workers = min(max(2*runtime.GOMAXPROCS(0), a.h.Streams()), maxAutoWorkers)
 	}
 	a.ix, err = indexer.New(a.st, a.h, indexer.Options{
 		Roots:       slices.Clone(a.cfg.Roots), // the API reads the config's meanwhile
