@@ -101,6 +101,15 @@ func MakePlan(groups []store.Group, opt PlanOptions) Plan {
 	return p
 }
 
+// annexStore is the part of a path inside git-annex's object store.
+var annexStore = []byte("/.git/annex/objects/")
+
+// inAnnexStore reports a member in git-annex's object store (indexed with
+// [ignore] annex_objects). Hardlink mode leaves it alone: a link would let
+// an edit through the other name rewrite an object git-annex trusts to
+// hold its key.
+func inAnnexStore(m store.Member) bool { return bytes.Contains(m.Path, annexStore) }
+
 // inode is the members of a group that share one (dev, ino).
 type inode struct {
 	dev, ino uint64
@@ -116,7 +125,8 @@ type inode struct {
 // opt.MinSize are left out, and so is a member whose size is not the
 // group's. Files on different file systems never share storage, so each
 // device is planned apart. In hardlink mode an inode with a name outside
-// the request is left out: relinking only some of its names frees nothing.
+// the request is left out: relinking only some of its names frees nothing;
+// so is a file in git-annex's object store (inAnnexStore).
 //
 // The keeper of each device is the inode with the most names in the
 // request (hard links stay as they are, and hardlink mode relinks fewest
@@ -125,6 +135,9 @@ type inode struct {
 func PlanGroup(g store.Group, opt PlanOptions) []Group {
 	if g.Size <= 0 || g.Size < opt.MinSize {
 		return nil
+	}
+	if opt.Mode == Hardlink {
+		g.Members = slices.DeleteFunc(slices.Clone(g.Members), inAnnexStore)
 	}
 	var out []Group
 	for _, inodes := range byDevice(g, opt.Paths) {
