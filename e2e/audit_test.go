@@ -253,22 +253,13 @@ func TestAuditPauseSurvivesRestart(t *testing.T) {
 // is unreadable: the run exits 5 and problems lists it. The watcher holds
 // the chmod (a long quiet delay), so the audit meets it first.
 func TestAuditUnreadable(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run annexd as uid 65534")
-	}
+	needRoot(t, "run annexd as uid 65534")
 	base := dedupBase(t, "")
-	if err := os.Chmod(bin.dir, 0o755); err != nil { // nobody runs annexctl from there
-		t.Fatal(err)
-	}
 	root := filepath.Join(base, "root")
 	locked, fine := filepath.Join(root, "locked.bin"), filepath.Join(root, "fine.bin")
 	writeAged(t, locked, 80, 8192)
 	writeAged(t, fine, 81, 8192)
-	for _, p := range []string{base, root, locked, fine} {
-		if err := os.Chown(p, nobody, nobody); err != nil {
-			t.Fatal(err)
-		}
-	}
+	giveToNobody(t, base, root, locked, fine)
 	d := startAs(t, base, nobody, root, "--quiet-delay", "1h")
 	if err := os.Chmod(locked, 0); err != nil {
 		t.Fatal(err)
@@ -285,28 +276,47 @@ func TestAuditUnreadable(t *testing.T) {
 	}
 }
 
+// giveToNobody chowns paths to nobody, who must also reach annexctl.
+func giveToNobody(t *testing.T, paths ...string) {
+	t.Helper()
+	if err := os.Chmod(bin.dir, 0o755); err != nil { // nobody runs annexctl from there
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		if err := os.Chown(p, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitIndexedUnreadable waits until the indexer's record, not a lookup's
+// own try, says path could not be read.
+func waitIndexedUnreadable(t *testing.T, d *daemon, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		l := lookupJSON(t, d, path)
+		if l["state"] == "unreadable" && l["message"] == "could not be read when last tried" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the indexer did not record %s unreadable: %v\n%s", path, l, d.log)
+		}
+	}
+}
+
 // A file made unreadable in normal use is a problem too. The daemon runs
 // as nobody with the default quiet delay, so the indexer sees the chmod
 // first: it cannot hash the file and records it unreadable, keeping the
 // last digest known. The run then re-tries the file: exit 5, and problems
 // lists it with that digest. Made readable again, it is no problem.
 func TestAuditUnreadableIndexedFirst(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run annexd as uid 65534")
-	}
+	needRoot(t, "run annexd as uid 65534")
 	base := dedupBase(t, auditConf)
-	if err := os.Chmod(bin.dir, 0o755); err != nil { // nobody runs annexctl from there
-		t.Fatal(err)
-	}
 	root := filepath.Join(base, "root")
 	locked, fine := filepath.Join(root, "locked.bin"), filepath.Join(root, "fine.bin")
 	writeAged(t, locked, 82, 8192)
 	writeAged(t, fine, 83, 8192)
-	for _, p := range []string{base, root, locked, fine} {
-		if err := os.Chown(p, nobody, nobody); err != nil {
-			t.Fatal(err)
-		}
-	}
+	giveToNobody(t, base, root, locked, fine)
 	d := startAs(t, base, nobody, root)
 	before := lookupJSON(t, d, locked)
 	if before["state"] != "current" {
@@ -316,15 +326,7 @@ func TestAuditUnreadableIndexedFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The indexer's record, not lookup's own try, says it: wait for that.
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		l := lookupJSON(t, d, locked)
-		if l["state"] == "unreadable" && l["message"] == "could not be read when last tried" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the indexer did not record the file unreadable: %v\n%s", l, d.log)
-		}
-	}
+	waitIndexedUnreadable(t, d, locked)
 	d.waitIdle()
 	r := ctlAs(t, d, nobody, "audit", "run", "--wait")
 	if r.code != 5 || !strings.Contains(r.stdout, "unreadable  1") {
@@ -472,22 +474,13 @@ func TestAuditKilledMidPassResumes(t *testing.T) {
 // finding was filed against, so the finding is not dropped as stale. The
 // next run re-tries it: unreadable, exit 5, the recorded digest the old one.
 func TestAuditCorruptThenUnreadable(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run annexd as uid 65534")
-	}
+	needRoot(t, "run annexd as uid 65534")
 	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
 	root := fs.Path("home")
 	victim := filepath.Join(root, "photo.jpg")
 	writeAged(t, victim, 84, 256<<10)
 	base := dedupBase(t, auditConf)
-	if err := os.Chmod(bin.dir, 0o755); err != nil { // nobody runs annexctl from there
-		t.Fatal(err)
-	}
-	for _, p := range []string{base, root, victim} {
-		if err := os.Chown(p, nobody, nobody); err != nil {
-			t.Fatal(err)
-		}
-	}
+	giveToNobody(t, base, root, victim)
 	// The mount point's parents are t.TempDir's, which only root enters.
 	for dir := fs.Path(); dir != os.TempDir() && dir != "/"; dir = filepath.Dir(dir) {
 		if err := os.Chmod(dir, 0o755); err != nil {
@@ -505,15 +498,7 @@ func TestAuditCorruptThenUnreadable(t *testing.T) {
 	if err := os.Chmod(victim, 0); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		l := lookupJSON(t, d, victim)
-		if l["state"] == "unreadable" && l["message"] == "could not be read when last tried" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the indexer did not record the file unreadable: %v\n%s", l, d.log)
-		}
-	}
+	waitIndexedUnreadable(t, d, victim)
 	if ps := auditProblems(t, d); len(ps) != 1 || ps[0]["path"] != victim || ps[0]["state"] != "corrupt" {
 		t.Fatalf("problems once unreadable: %v", ps)
 	}

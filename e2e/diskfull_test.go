@@ -18,9 +18,7 @@ import (
 // unmounted when the test ends.
 func mountTmpfs(t *testing.T, base string, size int64) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a tmpfs")
-	}
+	needRoot(t, "mount a tmpfs")
 	dir := filepath.Join(base, "small")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)

@@ -162,6 +162,15 @@ func (d *daemon) stop() {
 	}
 }
 
+// needRoot fails the test, loudly rather than skipped, unless it runs as
+// root, which it needs to do what: CI runs the suite as root.
+func needRoot(t testing.TB, what string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("this test needs root to %s; run the tests as root, as CI does", what)
+	}
+}
+
 type result struct {
 	code           int
 	stdout, stderr string
@@ -561,9 +570,7 @@ func TestStatusWaitCoversWrites(t *testing.T) {
 // refusal as one line and exit 3. (The test links the socket into an open
 // directory so that user can reach it at all.)
 func TestOtherUserRefused(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run annexctl as uid 65534")
-	}
+	needRoot(t, "run annexctl as uid 65534")
 	d := startDaemon(t, nil)
 	open, err := os.MkdirTemp("", "e2e-open")
 	if err != nil {

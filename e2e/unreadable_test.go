@@ -19,9 +19,7 @@ import (
 // index, the socket and the XDG directories.
 func asNobody(t *testing.T, base string) annexdRun {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run annexd as uid 65534")
-	}
+	needRoot(t, "run annexd as uid 65534")
 	own := filepath.Join(base, "own")
 	for _, step := range []error{os.Chmod(base, 0o755), os.Mkdir(own, 0o700), os.Chown(own, nobody, nobody)} {
 		if step != nil {
