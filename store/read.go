@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 	bolterr "go.etcd.io/bbolt/errors"
@@ -104,35 +105,37 @@ func (s *Store) GetMany(paths [][]byte, out []Found) ([]Found, error) {
 
 func (s *Store) getChunk(paths [][]byte, out []Found) ([]Found, error) {
 	start := len(out)
+	order := keyOrder(paths)
 	before := s.epoch.load()
 	err := s.view(func(tx *bolt.Tx) error {
-		out = out[:start]
-		// One cursor for the chunk: bbolt's Get makes a new one per call.
-		files := tx.Bucket(bucketFiles).Cursor()
+		out = append(out[:start], make([]Found, len(paths))...)
+		// One cursor for the chunk, stepped forward through the files of
+		// one directory: bbolt's Get makes a new one and seeks from the root.
+		c := fileCursor{c: tx.Bucket(bucketFiles).Cursor()}
 		var (
 			lastDir []byte
 			id      uint64
 			found   bool
 			buf     [64]byte
 		)
-		for _, p := range paths {
+		for _, i := range order {
+			p := paths[i]
 			dk, base := splitPath(p)
 			if lastDir == nil || !bytes.Equal(dk, lastDir) {
 				id, found = s.dirID(tx, dk, before)
 				lastDir = dk
+				c.k = nil
 			}
-			var f Found
-			if found {
-				fk := fileKey(buf[:0], id, base)
-				if k, v := files.Seek(fk); v != nil && bytes.Equal(k, fk) {
-					r, err := decodeRecord(v)
-					if err != nil {
-						return fmt.Errorf("get %q: %w", p, err)
-					}
-					f = Found{Record: r, OK: true}
+			if !found {
+				continue
+			}
+			if v := c.get(fileKey(buf[:0], id, base)); v != nil {
+				r, err := decodeRecord(v)
+				if err != nil {
+					return fmt.Errorf("get %q: %w", p, err)
 				}
+				out[start+i] = Found{Record: r, OK: true}
 			}
-			out = append(out, f)
 		}
 		return nil
 	})
@@ -140,6 +143,63 @@ func (s *Store) getChunk(paths [][]byte, out []Found) ([]Found, error) {
 		return out[:start], err
 	}
 	return out, nil
+}
+
+// keyOrder returns the indexes of paths sorted by directory, then by base
+// name: the order of their keys within a directory.
+func keyOrder(paths [][]byte) []int {
+	type split struct {
+		dir, base []byte
+		i         int
+	}
+	keys := make([]split, len(paths))
+	for i, p := range paths {
+		d, b := splitPath(p)
+		keys[i] = split{d, b, i}
+	}
+	slices.SortFunc(keys, func(a, b split) int {
+		if c := bytes.Compare(a.dir, b.dir); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.base, b.base)
+	})
+	order := make([]int, len(paths))
+	for i, k := range keys {
+		order[i] = k.i
+	}
+	return order
+}
+
+// maxStep bounds the keys a fileCursor steps over before it seeks instead.
+const maxStep = 8
+
+// fileCursor looks up keys in ascending order; k is its current key, nil
+// when it must seek.
+type fileCursor struct {
+	c    *bolt.Cursor
+	k, v []byte
+}
+
+// get returns the value stored under fk, or nil. Between two keys of one
+// directory asked for in order there are few others, so it steps forward
+// from the last key, and seeks only when that is far or behind.
+func (fc *fileCursor) get(fk []byte) []byte {
+	for n := 0; fc.k != nil && n < maxStep; n++ {
+		switch c := bytes.Compare(fc.k, fk); {
+		case c == 0:
+			return fc.v
+		case c > 0:
+			return nil
+		}
+		fc.k, fc.v = fc.c.Next()
+	}
+	if fc.k == nil || bytes.Compare(fc.k, fk) < 0 {
+		fc.k, fc.v = fc.c.Seek(fk)
+	}
+	if fc.k != nil && bytes.Equal(fc.k, fk) {
+		return fc.v
+	}
+	return nil
 }
 
 // dirID looks up a directory's id in tx, through the cache when the epoch
