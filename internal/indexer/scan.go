@@ -425,14 +425,12 @@ func (s *scanner) startCheckers(ctx context.Context, sc *scan, emptyIndex bool) 
 		go func() {
 			defer ck.wg.Done()
 			var (
+				arena []byte // the batch's paths, one after another
 				paths [][]byte
 				found []store.Found
 			)
 			for batch := range ck.in {
-				paths = paths[:0]
-				for _, e := range batch {
-					paths = append(paths, []byte(e.Path))
-				}
+				arena, paths = batchPaths(batch, arena, paths)
 				var err error
 				found, err = s.st.GetMany(paths, found[:0])
 				for i, e := range batch {
@@ -444,6 +442,23 @@ func (s *scanner) startCheckers(ctx context.Context, sc *scan, emptyIndex bool) 
 		}()
 	}
 	return ck
+}
+
+// batchPaths copies the paths of batch into arena, reused from batch to
+// batch, and slices them from it: no allocation a file.
+func batchPaths(batch []seenEntry, arena []byte, paths [][]byte) ([]byte, [][]byte) {
+	arena = arena[:0]
+	for _, e := range batch {
+		arena = append(arena, e.Path...)
+	}
+	paths = paths[:0]
+	off := 0
+	for _, e := range batch {
+		n := len(e.Path)
+		paths = append(paths, arena[off:off+n:off+n])
+		off += n
+	}
+	return arena, paths
 }
 
 // foundAt is the answer of a batch look-up for its i-th path, or of a look-up
