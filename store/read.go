@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"sync"
 
 	bolt "go.etcd.io/bbolt"
 	bolterr "go.etcd.io/bbolt/errors"
@@ -106,6 +107,7 @@ func (s *Store) GetMany(paths [][]byte, out []Found) ([]Found, error) {
 func (s *Store) getChunk(paths [][]byte, out []Found) ([]Found, error) {
 	start := len(out)
 	order := keyOrder(paths)
+	defer order.done()
 	before := s.epoch.load()
 	err := s.view(func(tx *bolt.Tx) error {
 		out = append(out[:start], make([]Found, len(paths))...)
@@ -118,9 +120,8 @@ func (s *Store) getChunk(paths [][]byte, out []Found) ([]Found, error) {
 			found   bool
 			buf     [64]byte
 		)
-		for _, i := range order {
-			p := paths[i]
-			dk, base := splitPath(p)
+		for _, k := range order.keys {
+			i, p, dk, base := k.i, paths[k.i], k.dir, k.base
 			if lastDir == nil || !bytes.Equal(dk, lastDir) {
 				id, found = s.dirID(tx, dk, before)
 				lastDir = dk
@@ -146,28 +147,44 @@ func (s *Store) getChunk(paths [][]byte, out []Found) ([]Found, error) {
 }
 
 // keyOrder returns the indexes of paths sorted by directory, then by base
-// name: the order of their keys within a directory.
-func keyOrder(paths [][]byte) []int {
-	type split struct {
-		dir, base []byte
-		i         int
+// name: the order of their keys within a directory. Give the order back
+// to orders when done with it.
+func keyOrder(paths [][]byte) *order {
+	o, _ := orders.Get().(*order)
+	if o == nil {
+		o = new(order)
 	}
-	keys := make([]split, len(paths))
+	o.keys = o.keys[:0]
 	for i, p := range paths {
 		d, b := splitPath(p)
-		keys[i] = split{d, b, i}
+		o.keys = append(o.keys, splitKey{d, b, i})
 	}
-	slices.SortFunc(keys, func(a, b split) int {
+	slices.SortFunc(o.keys, func(a, b splitKey) int {
 		if c := bytes.Compare(a.dir, b.dir); c != 0 {
 			return c
 		}
 		return bytes.Compare(a.base, b.base)
 	})
-	order := make([]int, len(paths))
-	for i, k := range keys {
-		order[i] = k.i
-	}
-	return order
+	return o
+}
+
+// order is a chunk's paths in key order, reused from chunk to chunk.
+type order struct{ keys []splitKey }
+
+// splitKey is a path split into its directory key and base name, and its
+// index among the paths asked for.
+type splitKey struct {
+	dir, base []byte
+	i         int
+}
+
+// orders holds the orders of finished look-ups, for the next ones.
+var orders sync.Pool
+
+// done gives o back to orders.
+func (o *order) done() {
+	clear(o.keys) // drop the callers' paths
+	orders.Put(o)
 }
 
 // maxStep bounds the keys a fileCursor steps over before it seeks instead.

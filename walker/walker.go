@@ -108,7 +108,7 @@ const (
 // serially on the calling goroutine. See the package documentation for
 // ordering, errors and memory.
 func Walk(ctx context.Context, root string, opts Options, fn func(Entry) error) error {
-	return WalkBatches(ctx, root, opts, func(batch []Entry) error {
+	return walkBatches(ctx, root, opts, true, func(batch []Entry) error {
 		for _, e := range batch {
 			if err := fn(e); err != nil {
 				return err
@@ -122,6 +122,12 @@ func Walk(ctx context.Context, root string, opts Options, fn func(Entry) error) 
 // one directory, so a caller can look them up in one store transaction. fn
 // owns the slice; it is never reused.
 func WalkBatches(ctx context.Context, root string, opts Options, fn func([]Entry) error) error {
+	return walkBatches(ctx, root, opts, false, fn)
+}
+
+// walkBatches is WalkBatches; with recycle, a batch is reused once fn
+// returns, which Walk's fn, handed entries by value, allows.
+func walkBatches(ctx context.Context, root string, opts Options, recycle bool, fn func([]Entry) error) error {
 	if opts.Workers <= 0 {
 		opts.Workers = defaultWorkers
 	}
@@ -156,6 +162,7 @@ func WalkBatches(ctx context.Context, root string, opts Options, fn func([]Entry
 	}
 	w.cond = sync.NewCond(&w.mu)
 	w.base = base
+	w.recycle = recycle
 	w.bufs.New = func() any { b := make([]byte, readBuf); return &b }
 	w.root, w.rootFd = root, fd
 	w.queue = append(w.queue, dir{path: root, rel: base})
@@ -189,6 +196,9 @@ func WalkBatches(ctx context.Context, root string, opts Options, fn func([]Entry
 		if err := fn(batch); err != nil {
 			fnErr = err
 			cancel()
+		}
+		if recycle {
+			w.reuse(batch)
 		}
 	}
 	w.rootOnce.Do(func() { unix.Close(w.rootFd) })
@@ -227,6 +237,8 @@ type walk struct {
 	root     string
 	base     string    // root relative to IgnoreRoot
 	bufs     sync.Pool // *[]byte of readBuf bytes for getdents
+	recycle  bool      // batches go back to free once fn is done with them
+	free     sync.Pool // *[]Entry
 	rootFd   int
 	rootOnce sync.Once // the root is read once, or closed unread
 	batches  chan []Entry
@@ -317,7 +329,7 @@ func (w *walk) walkDir(d dir) {
 func (w *walk) readDir(d dir, fd int) {
 	buf := w.bufs.Get().(*[]byte)
 	var inline []dir
-	batch := make([]Entry, 0, batchSize)
+	var batch []Entry // made at the first file: many directories hold none
 	for w.ctx.Err() == nil {
 		n, err := getdents(fd, *buf)
 		if err != nil {
@@ -338,7 +350,7 @@ func (w *walk) readDir(d dir, fd int) {
 			}
 			if len(batch) == batchSize {
 				w.send(batch)
-				batch = make([]Entry, 0, batchSize)
+				batch = nil
 			}
 		}
 	}
@@ -353,6 +365,21 @@ func (w *walk) readDir(d dir, fd int) {
 		}
 		w.walkDir(sub)
 	}
+}
+
+// newBatch returns an empty batch, a reused one when there is one.
+func (w *walk) newBatch() []Entry {
+	if b, ok := w.free.Get().(*[]Entry); ok {
+		return (*b)[:0]
+	}
+	return make([]Entry, 0, batchSize)
+}
+
+// reuse keeps batch for a later newBatch when the walk recycles.
+func (w *walk) reuse(batch []Entry) {
+	clear(batch) // drop the paths
+	batch = batch[:0]
+	w.free.Put(&batch)
 }
 
 func (w *walk) send(batch []Entry) {
@@ -403,6 +430,9 @@ func (w *walk) entry(parent dir, dirfd int, name []byte, typ byte, batch *[]Entr
 	}
 	if w.opts.Ignore.Match(rel, false) {
 		return dir{}, false
+	}
+	if *batch == nil {
+		*batch = w.newBatch()
 	}
 	*batch = append(*batch, Entry{Path: path, Info: fsstat.FromStat(&st)})
 	return dir{}, false

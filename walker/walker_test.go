@@ -368,6 +368,7 @@ func TestWalkBatches(t *testing.T) {
 	}
 	tree(t, root, "small/a", "small/b")
 	seen := map[string]bool{}
+	var kept [][]Entry
 	err := WalkBatches(context.Background(), root, Options{}, func(b []Entry) error {
 		if len(b) == 0 || len(b) > batchSize {
 			t.Errorf("batch of %d", len(b))
@@ -379,10 +380,21 @@ func TestWalkBatches(t *testing.T) {
 			}
 			seen[e.Path] = true
 		}
+		kept = append(kept, b)
 		return nil
 	})
 	if err != nil || len(seen) != 602 {
 		t.Errorf("err %v, %d files", err, len(seen))
+	}
+	// fn owns its batches: none was reused for later entries.
+	again := map[string]bool{}
+	for _, b := range kept {
+		for _, e := range b {
+			again[e.Path] = true
+		}
+	}
+	if len(again) != len(seen) {
+		t.Errorf("the batches kept hold %d paths at the end, %d when handed over", len(again), len(seen))
 	}
 }
 

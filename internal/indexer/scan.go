@@ -285,11 +285,11 @@ func (s *scanner) walk(ctx context.Context, sc *scan) walked {
 	var w walked
 	root := s.paths.roots.IsRoot(sc.dir)
 	ck := s.startCheckers(ctx, sc, s.indexEmpty())
-	batch := make([]seenEntry, 0, checkBatch)
+	batch := ck.newBatch()
 	flush := func() {
 		s.m.filesSeen.Add(int64(len(batch)))
 		ck.send(batch)
-		batch = make([]seenEntry, 0, checkBatch)
+		batch = ck.newBatch()
 	}
 	w.err = walker.Walk(ctx, sc.dir, walker.Options{
 		Workers: s.walkWorkers,
@@ -414,6 +414,7 @@ type seenEntry struct {
 // reads.
 type checkers struct {
 	in    chan []seenEntry
+	free  sync.Pool // *[]seenEntry: batches checked, to fill again
 	wg    sync.WaitGroup
 	found atomic.Int64 // files that had a record
 }
@@ -438,6 +439,7 @@ func (s *scanner) startCheckers(ctx context.Context, sc *scan, emptyIndex bool) 
 						ck.found.Add(1)
 					}
 				}
+				ck.reuse(batch)
 			}
 		}()
 	}
@@ -475,6 +477,21 @@ func (s *scanner) foundAt(found []store.Found, i int, batchErr error, path strin
 }
 
 func (ck *checkers) send(b []seenEntry) { ck.in <- b }
+
+// newBatch returns an empty batch, a checked one when there is one.
+func (ck *checkers) newBatch() []seenEntry {
+	if b, ok := ck.free.Get().(*[]seenEntry); ok {
+		return (*b)[:0]
+	}
+	return make([]seenEntry, 0, checkBatch)
+}
+
+// reuse keeps a checked batch for newBatch.
+func (ck *checkers) reuse(b []seenEntry) {
+	clear(b) // drop the paths
+	b = b[:0]
+	ck.free.Put(&b)
+}
 
 // wait ends the checkers and returns how many files had a record.
 func (ck *checkers) wait() int64 {
