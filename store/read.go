@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -121,7 +122,8 @@ func (s *Store) getChunk(paths [][]byte, out []Found) ([]Found, error) {
 			buf     [64]byte
 		)
 		for _, k := range order.keys {
-			i, p, dk, base := k.i, paths[k.i], k.dir, k.base
+			i, p := int(k.i), paths[k.i]
+			dk, base := splitPath(p)
 			if lastDir == nil || !bytes.Equal(dk, lastDir) {
 				id, found = s.dirID(tx, dk, before)
 				lastDir = dk
@@ -146,46 +148,63 @@ func (s *Store) getChunk(paths [][]byte, out []Found) ([]Found, error) {
 	return out, nil
 }
 
-// keyOrder returns the indexes of paths sorted by directory, then by base
-// name: the order of their keys within a directory. Give the order back
-// to orders when done with it.
+// keyOrder returns the indexes of paths grouped by directory, each
+// group's in the order of its base names: the order of their keys. A
+// directory whose paths are not next to each other makes several groups.
+// Give the order back with done.
 func keyOrder(paths [][]byte) *order {
 	o, _ := orders.Get().(*order)
 	if o == nil {
 		o = new(order)
 	}
 	o.keys = o.keys[:0]
+	var last []byte
+	group := int32(-1)
 	for i, p := range paths {
 		d, b := splitPath(p)
-		o.keys = append(o.keys, splitKey{d, b, i})
+		if group < 0 || !bytes.Equal(d, last) {
+			group++
+			last = d
+		}
+		o.keys = append(o.keys, orderKey{group: group, i: int32(i), head: head(b)})
 	}
-	slices.SortFunc(o.keys, func(a, b splitKey) int {
-		if c := bytes.Compare(a.dir, b.dir); c != 0 {
+	slices.SortFunc(o.keys, func(a, b orderKey) int {
+		if c := cmp.Compare(a.group, b.group); c != 0 {
 			return c
 		}
-		return bytes.Compare(a.base, b.base)
+		if c := cmp.Compare(a.head, b.head); c != 0 {
+			return c
+		}
+		_, ba := splitPath(paths[a.i])
+		_, bb := splitPath(paths[b.i])
+		return bytes.Compare(ba, bb)
 	})
 	return o
 }
 
-// order is a chunk's paths in key order, reused from chunk to chunk.
-type order struct{ keys []splitKey }
+// head is the first 8 bytes of a name as a number that sorts as they do.
+func head(name []byte) uint64 {
+	var b [8]byte
+	copy(b[:], name)
+	return binary.BigEndian.Uint64(b[:])
+}
 
-// splitKey is a path split into its directory key and base name, and its
-// index among the paths asked for.
-type splitKey struct {
-	dir, base []byte
-	i         int
+// order is a chunk's paths in key order, reused from chunk to chunk.
+type order struct{ keys []orderKey }
+
+// orderKey places one path: its directory's group, its base name's head,
+// and its index among the paths asked for.
+type orderKey struct {
+	head  uint64
+	group int32
+	i     int32
 }
 
 // orders holds the orders of finished look-ups, for the next ones.
 var orders sync.Pool
 
 // done gives o back to orders.
-func (o *order) done() {
-	clear(o.keys) // drop the callers' paths
-	orders.Put(o)
-}
+func (o *order) done() { orders.Put(o) }
 
 // maxStep bounds the keys a fileCursor steps over before it seeks instead.
 const maxStep = 8

@@ -534,12 +534,18 @@ func TestGetManySteps(t *testing.T) {
 			mustPut(t, s, fmt.Sprintf("/a/b/f%03d", i), rec(fmt.Sprint(i), int64(i), 1, uint64(i+1)))
 		}
 	}
+	for i := range 20 { // names alike in their first 8 bytes
+		mustPut(t, s, fmt.Sprintf("/a/b/samehead%03d", 2*i), rec(fmt.Sprint(-i), 1, 1, uint64(2000+i)))
+	}
 	mustPut(t, s, "/a/b/c/y", rec("y", 1, 1, 1000))
 	mustPut(t, s, "/a/b/d", rec("d", 1, 1, 1001))
 	mustPut(t, s, "/a/bz/x", rec("x", 1, 1, 1002))
 	var paths [][]byte
 	for i := 0; i < 230; i += 1 + i%11 { // gaps of 1 to 11 names
 		paths = append(paths, p("/a/b/f%03d", i))
+	}
+	for i := range 40 {
+		paths = append(paths, p("/a/b/samehead%03d", i))
 	}
 	paths = append(paths, p("/a/b/c/y"), p("/a/b/d"), p("/a/b/f005"), p("/a/bz/x"), p("/a/b/f005"), p("/a/b/zz"))
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(paths), func(i, j int) { paths[i], paths[j] = paths[j], paths[i] })
