@@ -115,6 +115,7 @@ func (s *Store) getChunk(paths [][]byte, out []Found) ([]Found, error) {
 		// One cursor for the chunk, stepped forward through the files of
 		// one directory: bbolt's Get makes a new one and seeks from the root.
 		c := fileCursor{c: tx.Bucket(bucketFiles).Cursor()}
+		digests := make([]byte, 0, len(paths)*key.SHA256E.DigestLen()) // the records' digests
 		var (
 			lastDir []byte
 			id      uint64
@@ -133,7 +134,9 @@ func (s *Store) getChunk(paths [][]byte, out []Found) ([]Found, error) {
 				continue
 			}
 			if v := c.get(fileKey(buf[:0], id, base)); v != nil {
-				r, err := decodeRecord(v)
+				var r Record
+				var err error
+				r, digests, err = decodeRecordIn(v, digests)
 				if err != nil {
 					return fmt.Errorf("get %q: %w", p, err)
 				}

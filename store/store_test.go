@@ -566,4 +566,15 @@ func TestGetManySteps(t *testing.T) {
 	if hits < len(paths)/2 {
 		t.Errorf("only %d of %d paths found: the test asks for too few stored names", hits, len(paths))
 	}
+	// The answers share one buffer of digests, but each owns its bytes:
+	// writing past one digest changes no other.
+	for i := range out {
+		out[i].Record.Digest = append(out[i].Record.Digest, 0xff)
+	}
+	for i, path := range paths {
+		r, ok, _ := s.Get(path)
+		if ok && !bytes.Equal(r.Digest, out[i].Record.Digest[:len(r.Digest)]) {
+			t.Errorf("%s: digest %x after the others grew, want %x", path, out[i].Record.Digest, r.Digest)
+		}
+	}
 }
