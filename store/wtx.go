@@ -324,9 +324,15 @@ func (w *wtx) unindex(fk []byte, r *Record) error {
 	}
 	w.c.Digested--
 	dk := digestKey(nil, r)
-	if w.pendCommitted+w.pendDelta > 0 && !w.inDigest(dk, fk) {
-		if dropped, err := w.dropPending(dk, fk); dropped || err != nil {
-			return err
+	if w.pendCommitted+w.pendDelta > 0 {
+		// A pending entry is dropped; one also merged (a merge cut short)
+		// is dropped from both.
+		merged := w.inDigest(dk, fk)
+		if !merged || w.mergeSkip {
+			dropped, err := w.dropPending(dk, fk)
+			if err != nil || (dropped && !merged) {
+				return err
+			}
 		}
 	}
 	g, err := w.groupOf(dk, r)

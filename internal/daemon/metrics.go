@@ -17,7 +17,7 @@ var (
 	descIndexSize = prometheus.NewDesc("annexd_index_file_bytes", "Size of the index file.", nil, nil)
 	descUngrouped = prometheus.NewDesc("annexd_index_ungrouped_files",
 		"Hashed files not yet counted in the digest and duplicate gauges: a large scan merges them in batches.", nil, nil)
-	descOutside   = prometheus.NewDesc("annexd_index_outside_roots_files",
+	descOutside = prometheus.NewDesc("annexd_index_outside_roots_files",
 		"Records outside the configured roots (left from runs with other roots; annexctl forget drops them), as of the last check.", nil, nil)
 	descWatches   = prometheus.NewDesc("annexd_watcher_watches", "inotify watches in use.", []string{"root"}, nil)
 	descUnwatched = prometheus.NewDesc("annexd_watcher_unwatched_dirs", "Directories without a watch (degraded mode), by root.", []string{"root"}, nil)
