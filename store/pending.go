@@ -49,8 +49,10 @@ const (
 	// about every leaf once, so the cost per entry stays small.
 	mergeMin, mergeMax = 16384, 131072
 	// mergeTxEntries bounds one merge transaction, so the nodes it dirties
-	// stay within the writer's usual memory.
-	mergeTxEntries = 16384
+	// stay within the writer's usual memory: at 10^6 records, chunks of
+	// 16,384 kept 120 MB live, chunks of 4,096 79 MB (the first scan alone
+	// keeps about 60).
+	mergeTxEntries = 4096
 	// mergeIdle is how long the writer waits without changes before it
 	// merges what is pending.
 	mergeIdle = 100 * time.Millisecond
