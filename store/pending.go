@@ -12,6 +12,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterr "go.etcd.io/bbolt/errors"
+
+	"github.com/annexd/annexd/key"
 )
 
 // Deferred digest entries (schema 4).
@@ -59,16 +61,18 @@ const (
 )
 
 // pendingEntry is one deferred digest entry: the digest key, the file key
-// and what groupOf and sharesInode need of the record.
+// and what the digest index, groupOf and sharesInode need of the record.
 type pendingEntry struct {
 	dk, fk         []byte
+	backend        key.Backend
 	size, dev, ino uint64
 }
 
 func encodePending(dk, fk []byte, r *Record) []byte {
-	b := make([]byte, 0, 3*binary.MaxVarintLen64+len(dk)+len(fk)+1)
+	b := make([]byte, 0, 3*binary.MaxVarintLen64+len(dk)+len(fk)+2)
 	b = binary.AppendUvarint(b, uint64(len(dk)))
 	b = append(b, dk...)
+	b = append(b, byte(r.Backend))
 	b = binary.AppendUvarint(b, uint64(r.Size))
 	b = binary.AppendUvarint(b, r.Dev)
 	b = binary.AppendUvarint(b, r.Ino)
@@ -83,6 +87,10 @@ func decodePending(v []byte) (pendingEntry, error) {
 	}
 	e := pendingEntry{dk: d.b[:n]}
 	d.b = d.b[n:]
+	if len(d.b) == 0 {
+		return pendingEntry{}, fmt.Errorf("%w: pending entry %x", ErrCorrupt, v)
+	}
+	e.backend, d.b = key.Backend(d.b[0]), d.b[1:]
 	e.size, e.dev, e.ino = d.uvarint(), d.uvarint(), d.uvarint()
 	if d.err != nil || len(d.b) == 0 {
 		return pendingEntry{}, fmt.Errorf("%w: pending entry %x", ErrCorrupt, v)
@@ -92,7 +100,7 @@ func decodePending(v []byte) (pendingEntry, error) {
 }
 
 func (e *pendingEntry) record() Record {
-	return Record{Size: int64(e.size), Dev: e.dev, Ino: e.ino}
+	return Record{Backend: e.backend, Size: int64(e.size), Dev: e.dev, Ino: e.ino}
 }
 
 // deferDigest queues the digest entry dk ‖ fk for the next merge.
