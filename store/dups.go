@@ -44,9 +44,13 @@ const maxMembersPerTx = 4 * chunk
 // backend and digest order). It keeps one chunk of groups in memory at a
 // time (about four thousand members; one group is never split, so a group
 // of a million copies is held whole), read in short transactions, and calls
-// fn outside of them. fn may return ErrStop. Groups are read in separate
+// fn outside of them. fn may return ErrStop. Records indexed since the
+// last merge are merged first (pending.go). Groups are read in separate
 // snapshots: one changed meanwhile is listed as it is when its chunk is read.
 func (s *Store) Dups(ctx context.Context, opts DupOptions, fn func(Group) error) error {
+	if err := s.settle(ctx); err != nil {
+		return err
+	}
 	after := bytes.Clone(opts.After)
 	sent := 0
 	names := s.newNamer()

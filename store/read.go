@@ -351,9 +351,24 @@ func (s *Store) ByDigest(b key.Backend, digest []byte) ([][]byte, error) {
 	var out [][]byte
 	err := s.newNamer().view(func(tx *bolt.Tx, n *namer) error {
 		p := append([]byte{byte(b.Base())}, digest...)
+		var fks [][]byte
 		c := tx.Bucket(bucketDigest).Cursor()
 		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
-			path, err := n.path(k[len(p):])
+			fks = append(fks, k[len(p):])
+		}
+		if s.pending.Load() > 0 {
+			err := pendingByDigest(tx, p, func(fk []byte) error {
+				fks = append(fks, fk)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			slices.SortFunc(fks, bytes.Compare) // the order they will have once merged
+			fks = slices.CompactFunc(fks, bytes.Equal)
+		}
+		for _, fk := range fks {
+			path, err := n.path(fk)
 			if err != nil {
 				return err
 			}
@@ -476,6 +491,7 @@ type Stats struct {
 	IndexBytes  int64  // bytes of the index file in use (bbolt's high-water mark)
 	SchemaVer   uint64
 	CreatedUnix int64 // ns
+	Ungrouped   int64 // digested records not yet counted in Unique, DupGroups and Wasted (pending.go)
 }
 
 // Stats returns the totals, kept up to date by every write (O(1)).
@@ -488,7 +504,7 @@ func (s *Store) Stats() (Stats, error) {
 			return err
 		}
 		st = Stats{Files: c.Files, Bytes: c.Bytes, Digested: c.Digested, Unique: c.Unique,
-			DupGroups: c.Groups, Wasted: c.Wasted, IndexBytes: tx.Size()}
+			DupGroups: c.Groups, Wasted: c.Wasted, IndexBytes: tx.Size(), Ungrouped: s.Ungrouped()}
 		st.Generation, _ = binary.Uvarint(m.Get(metaGeneration))
 		st.SchemaVer, _ = binary.Uvarint(m.Get(metaSchema))
 		st.CreatedUnix, _ = binary.Varint(m.Get(metaCreated))

@@ -128,7 +128,7 @@ func TestMigrateSchema2(t *testing.T) {
 		!strings.Contains(log.String(), fmt.Sprintf("entries=%d", len(audited))) {
 		t.Errorf("migration log: %q", log.String())
 	}
-	if st, _ := s.Stats(); st.SchemaVer != 3 {
+	if st, _ := s.Stats(); st.SchemaVer != SchemaVersion {
 		t.Fatalf("schema after migration: %d", st.SchemaVer)
 	}
 	sameListing(t, listIndex(t, s), want)
@@ -192,7 +192,7 @@ func TestMigrateSchema2Killed(t *testing.T) {
 		switch v := schemaOf(t, path); v {
 		case 2:
 			kept++
-		case 3:
+		case 3, SchemaVersion:
 			done++
 		default:
 			t.Fatalf("killed at step %d: schema %d", at, v)
