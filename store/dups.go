@@ -16,6 +16,10 @@ type DupOptions struct {
 	MinSize int64  // skip groups of smaller files (1 skips empty files, whose groups waste 0 bytes)
 	After   []byte // resume after this Group.Cursor (nil: from the start)
 	Limit   int    // at most this many groups (0: all)
+	// Brief lists members from the digest index alone, without reading
+	// their records: each Member.Record then holds only Backend, Digest,
+	// Size, Dev, Ino and State (StateOK). About four times faster.
+	Brief bool
 }
 
 // Group is a set of paths with the same content (same bare digest) on at
@@ -54,7 +58,7 @@ func (s *Store) Dups(ctx context.Context, opts DupOptions, fn func(Group) error)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		groups, next, more, err := s.dupChunk(names, after, opts.MinSize)
+		groups, next, more, err := s.dupChunk(names, after, opts)
 		if err != nil {
 			return err
 		}
@@ -80,9 +84,9 @@ func (s *Store) Dups(ctx context.Context, opts DupOptions, fn func(Group) error)
 // dupChunk reads groups after the cursor; next is the last key it examined
 // (groups skipped by MinSize included) and more reports that it stopped
 // early.
-func (s *Store) dupChunk(names *namer, after []byte, minSize int64) (out []Group, next []byte, more bool, err error) {
+func (s *Store) dupChunk(names *namer, after []byte, opts DupOptions) (out []Group, next []byte, more bool, err error) {
 	err = names.view(func(tx *bolt.Tx, n *namer) error {
-		files := tx.Bucket(bucketFiles)
+		mr := memberReader{n: n, files: tx.Bucket(bucketFiles), brief: opts.Brief}
 		dc := tx.Bucket(bucketDigest).Cursor()
 		c := tx.Bucket(bucketDups).Cursor()
 		k, v := c.First()
@@ -93,6 +97,8 @@ func (s *Store) dupChunk(names *namer, after []byte, minSize int64) (out []Group
 			}
 		}
 		members := 0
+		var last []byte // valid in tx only: cloned into next at the end
+		defer func() { next = bytes.Clone(last) }()
 		for ; k != nil; k, v = c.Next() {
 			if members >= maxMembersPerTx {
 				more = true
@@ -107,19 +113,19 @@ func (s *Store) dupChunk(names *namer, after []byte, minSize int64) (out []Group
 				return fmt.Errorf("group %x: %w", dk, err)
 			}
 			members++
-			next = bytes.Clone(k)
-			if g.size < minSize {
+			last = k
+			if g.size < opts.MinSize {
 				continue
 			}
 			grp := Group{Backend: key.Backend(dk[0]), Digest: bytes.Clone(dk[1:]), Size: g.size,
-				Inodes: g.inodes, Wasted: g.wasted(), Cursor: bytes.Clone(k)}
-			for m, _ := dc.Seek(dk); m != nil && bytes.HasPrefix(m, dk); m, _ = dc.Next() {
-				fk := m[len(dk):]
-				e, err := makeEntry(n, fk, files.Get(fk))
+				Inodes: g.inodes, Wasted: g.wasted(), Cursor: bytes.Clone(k),
+				Members: make([]Member, 0, g.n)}
+			for m, mv := dc.Seek(dk); m != nil && bytes.HasPrefix(m, dk); m, mv = dc.Next() {
+				mb, err := mr.member(&grp, m[len(dk):], mv)
 				if err != nil {
 					return err
 				}
-				grp.Members = append(grp.Members, Member{Path: e.path, Record: e.r})
+				grp.Members = append(grp.Members, mb)
 				members++
 			}
 			out = append(out, grp)
@@ -127,4 +133,30 @@ func (s *Store) dupChunk(names *namer, after []byte, minSize int64) (out []Group
 		return nil
 	})
 	return out, next, more, err
+}
+
+// memberReader makes the members of groups from digest-index entries.
+type memberReader struct {
+	n     *namer
+	files *bolt.Bucket
+	brief bool // from the digest index alone (DupOptions.Brief)
+}
+
+// member makes the member of g whose file key is fk and digest-index
+// value v.
+func (mr *memberReader) member(g *Group, fk, v []byte) (Member, error) {
+	if !mr.brief {
+		e, err := makeEntry(mr.n, fk, mr.files.Get(fk))
+		return Member{Path: e.path, Record: e.r}, err
+	}
+	path, err := mr.n.path(fk)
+	if err != nil {
+		return Member{}, err
+	}
+	b, dev, ino, err := decodeDigestValue(v)
+	if err != nil {
+		return Member{}, fmt.Errorf("digest index entry of %q: %w", path, err)
+	}
+	return Member{Path: path, Record: Record{Backend: b, Digest: g.Digest, Size: g.Size,
+		Dev: dev, Ino: ino, State: StateOK}}, nil
 }

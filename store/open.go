@@ -27,7 +27,7 @@ var (
 	bucketFiles    = []byte("files")    // id(dirID) ‖ base → record (id: appendID)
 	bucketDirs     = []byte("dirs")     // directory key "/a/b/" → id(dirID)
 	bucketDirNames = []byte("dirnames") // id(dirID) → directory key
-	bucketDigest   = []byte("bydigest") // backend ‖ digest ‖ file key → ∅
+	bucketDigest   = []byte("bydigest") // backend ‖ digest ‖ file key → digestValue
 	bucketInodes   = []byte("inodes")   // id(dev) ‖ id(ino) ‖ file key → ∅
 	bucketGroups   = []byte("groups")   // backend ‖ digest → group summary (groups of ≥ 2 paths)
 	bucketDups     = []byte("dups")     // ^wasted ‖ backend ‖ digest → group summary (groups of ≥ 2 inodes)
@@ -51,7 +51,7 @@ var (
 const formatID = "annexd-index"
 
 // SchemaVersion is the schema this package writes.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // migrations[v] upgrades an index from schema v to v+1 inside one write
 // transaction. Append here when the schema changes in a way one
@@ -499,6 +499,12 @@ func checkSchema(db *bolt.DB, path string, opts Options) error {
 			return fmt.Errorf("store: migrate %s from schema 2: %w", path, err)
 		}
 		version = 3
+		fallthrough
+	case version == 3:
+		if err := migrateDigestValues(db, path, opts); err != nil {
+			return fmt.Errorf("store: migrate %s from schema 3: %w", path, err)
+		}
+		version = 4
 	}
 	for ; version < SchemaVersion; version++ {
 		if err := migrate(db, version); err != nil {
