@@ -158,13 +158,16 @@ func (x *adapter) group(g store.Group, withOutside bool) (out api.DupGroup, ok b
 		Files: make([]api.Location, 0, len(g.Members)),
 	}
 	slices.SortFunc(g.Members, func(a, b store.Member) int { return bytes.Compare(a.Path, b.Path) })
-	var firsts firstNames
+	var (
+		firsts firstNames
+		keys   keyCache
+	)
 	for _, m := range g.Members {
 		outside := x.a.outsideRoot(m.Path)
 		if outside && !withOutside {
 			continue
 		}
-		loc, err := location(m.Path, &m.Record)
+		loc, err := keys.location(m.Path, &m.Record)
 		if err != nil {
 			return out, false, err
 		}
@@ -180,6 +183,40 @@ func (x *adapter) group(g store.Group, withOutside bool) (out api.DupGroup, ok b
 		out.Wasted = g.Size * int64(out.Copies-1)
 	}
 	return out, true, nil
+}
+
+// keyCache hands the last key made for a group's member to the next
+// member with the same backend, size and extensions: a key depends on the
+// base name only through what follows its first dot (key.Extension), and
+// the digest is the group's.
+type keyCache struct {
+	b      key.Backend
+	size   int64
+	suffix []byte
+	k      key.Key
+	ok     bool
+}
+
+func (c *keyCache) location(p []byte, rec *store.Record) (api.Location, error) {
+	sfx := extensions(p)
+	if c.ok && c.b == rec.Backend && c.size == rec.Size && bytes.Equal(c.suffix, sfx) {
+		return api.Location{Path: p, Key: c.k, Size: rec.Size, State: rec.State.String()}, nil
+	}
+	loc, err := location(p, rec)
+	if err == nil {
+		*c = keyCache{b: rec.Backend, size: rec.Size, suffix: sfx, k: loc.Key, ok: true}
+	}
+	return loc, err
+}
+
+// extensions returns what key.Extension reads of a path: its base name
+// from the first dot after any leading dots, or nothing.
+func extensions(p []byte) []byte {
+	base := bytes.TrimLeft(p[bytes.LastIndexByte(p, '/')+1:], ".")
+	if dot := bytes.IndexByte(base, '.'); dot >= 0 {
+		return base[dot:]
+	}
+	return nil
 }
 
 // firstNames remembers the first listed name of each inode of a group.
