@@ -213,7 +213,9 @@ func appendKey(buf []byte, k key.Key) []byte {
 		return buf
 	}
 	buf = append(buf, `,"key":`...)
-	return appendString(buf, []byte(k.String()))
+	var tmp [160]byte // most keys: no allocation
+	kb, _ := k.AppendText(tmp[:0])
+	return appendString(buf, kb)
 }
 
 // AppendJSON appends r as one JSON object (no newline).
