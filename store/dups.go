@@ -48,37 +48,90 @@ const maxMembersPerTx = 4 * chunk
 // backend and digest order). It keeps one chunk of groups in memory at a
 // time (about four thousand members; one group is never split, so a group
 // of a million copies is held whole), read in short transactions, and calls
-// fn outside of them. fn may return ErrStop. Groups are read in separate
-// snapshots: one changed meanwhile is listed as it is when its chunk is read.
+// fn outside of them. With Brief it reads the next chunk while fn handles
+// the last one, so up to three chunks are in memory. fn may return ErrStop.
+// Groups are read in separate snapshots: one changed meanwhile is listed
+// as it is when its chunk is read.
 func (s *Store) Dups(ctx context.Context, opts DupOptions, fn func(Group) error) error {
-	after := bytes.Clone(opts.After)
 	sent := 0
-	names := s.newNamer()
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		groups, next, more, err := s.dupChunk(names, after, opts)
-		if err != nil {
-			return err
-		}
+	use := func(groups []Group) error {
 		for _, g := range groups {
 			if opts.Limit > 0 && sent >= opts.Limit {
-				return nil
+				return ErrStop
 			}
 			if err := fn(g); err != nil {
-				if errors.Is(err, ErrStop) {
-					return nil
-				}
 				return err
 			}
 			sent++
 		}
-		if !more {
-			return nil
+		return nil
+	}
+	var err error
+	if opts.Brief {
+		err = s.dupsAhead(ctx, opts, use)
+	} else {
+		err = s.dupChunks(ctx, opts, func(r dupRead) error {
+			if r.err != nil {
+				return r.err
+			}
+			return use(r.groups)
+		})
+	}
+	if errors.Is(err, ErrStop) {
+		return nil
+	}
+	return err
+}
+
+// dupRead is one chunk of groups, or why it could not be read.
+type dupRead struct {
+	groups []Group
+	err    error
+}
+
+// dupChunks reads the chunks of groups in turn and hands each to use,
+// until use or a read fails or the groups end.
+func (s *Store) dupChunks(ctx context.Context, opts DupOptions, use func(dupRead) error) error {
+	after := bytes.Clone(opts.After)
+	names := s.newNamer()
+	for {
+		if err := ctx.Err(); err != nil {
+			return use(dupRead{err: err})
+		}
+		groups, next, more, err := s.dupChunk(names, after, opts)
+		if err := use(dupRead{groups: groups, err: err}); err != nil || !more {
+			return err
 		}
 		after = next
 	}
+}
+
+// dupsAhead is dupChunks with the reads on a goroutine of their own, one
+// chunk ahead of use. It returns once that goroutine is done.
+func (s *Store) dupsAhead(ctx context.Context, opts DupOptions, use func([]Group) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	ch := make(chan dupRead, 1)
+	go func() {
+		defer close(ch)
+		_ = s.dupChunks(ctx, opts, func(r dupRead) error {
+			ch <- r
+			return r.err
+		})
+	}()
+	defer func() {
+		cancel()
+		for range ch { // the reader stops at its next chunk
+		}
+	}()
+	for r := range ch {
+		if r.err != nil {
+			return r.err
+		}
+		if err := use(r.groups); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // dupChunk reads groups after the cursor; next is the last key it examined

@@ -214,3 +214,71 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// Brief listings, read one chunk ahead, agree with full ones over many
+// chunks, page alike with After and Limit, stop at ErrStop and end with
+// the context's error when it is cancelled.
+func TestDupsBriefChunks(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	var changes []Change
+	for i := range 6000 { // 12,000 members: three chunks
+		for c := range 2 {
+			r := rec(fmt.Sprint(i), int64(100+i), 1, uint64(2*i+c+1))
+			changes = append(changes, Change{Op: OpPut, Path: p("/d%d/f%d-%d", i%50, i, c), Record: r})
+		}
+	}
+	if err := s.SubmitAll(ctx, changes); err != nil {
+		t.Fatal(err)
+	}
+	sameBrief(t, s)
+	var full [][]byte
+	if err := s.Dups(ctx, DupOptions{}, func(g Group) error { full = append(full, g.Cursor); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var paged [][]byte
+	var after []byte
+	for {
+		n := 0
+		err := s.Dups(ctx, DupOptions{Brief: true, After: after, Limit: 2500}, func(g Group) error {
+			paged, after = append(paged, g.Cursor), g.Cursor
+			n++
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if len(paged) != len(full) || len(full) != 6000 {
+		t.Fatalf("paged %d groups, full %d, want 6000", len(paged), len(full))
+	}
+	for i := range full {
+		if !bytes.Equal(paged[i], full[i]) {
+			t.Fatalf("group %d: paged %x, full %x", i, paged[i], full[i])
+		}
+	}
+	n := 0
+	err := s.Dups(ctx, DupOptions{Brief: true}, func(Group) error {
+		if n++; n == 10 {
+			return ErrStop
+		}
+		return nil
+	})
+	if err != nil || n != 10 {
+		t.Fatalf("stopped after %d groups: %v", n, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	n = 0
+	err = s.Dups(cctx, DupOptions{Brief: true}, func(Group) error {
+		if n++; n == 10 {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || n >= 6000 {
+		t.Fatalf("cancelled after %d groups: %v", n, err)
+	}
+}
