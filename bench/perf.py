@@ -28,7 +28,8 @@ Usage: bench/perf.py [--tree T] [--runs N] [--keep DIR] SECTION...
   --tree defaults to /work/corpus/T. The work directory (binaries, indexes)
   is a temporary directory under /tmp, removed at the end unless --keep.
 Environment: ANNEXD_ARGS adds flags to every annexd start (e.g. for A/B);
-LOOKUP_ALT=BIN,BIN… times other annexctl builds in the lookup section too;
+LOOKUP_ALT=BIN,BIN… times other annexctl builds in the lookup section too,
+RESTART_ALT=BIN,BIN… other annexd builds in the restart section;
 COLD_READERS=2,4,8 sets the cat fan-outs of the cold section, and
 COLD_ANNEXD_READERS=2,64 adds annexd runs with those --readers.
 """
@@ -169,8 +170,11 @@ class Bench:
         return [self.w("annexd"), "--socket", self.sock, "--no-default-ignores", "--index", index,
                 *self.extra, *flags, tree]
 
-    def annexd(self, index, tree, *flags):
-        return run(self.annexd_argv(index, tree, "--exit-when-idle", *flags), env=self.env)
+    def annexd(self, index, tree, *flags, binary=None):
+        argv = self.annexd_argv(index, tree, "--exit-when-idle", *flags)
+        if binary:
+            argv[0] = binary
+        return run(argv, env=self.env)
 
     def fresh_index(self, name="index.db"):
         dst = self.w(name)
@@ -308,6 +312,8 @@ def section_restart(b, tree=None, idx=None):
     idx = idx or index_once(b)
     b.warm_cache(tree)
     pairs = []
+    alts = [x for x in os.environ.get("RESTART_ALT", "").split(",") if x]
+    alt_pairs = {x: [] for x in alts}
     for r in range(b.runs + 2):
         if r % 2 == 0:
             o, a = b.annexd(idx, tree), find_printf(tree)
@@ -317,6 +323,10 @@ def section_restart(b, tree=None, idx=None):
         log("  run %d: annexd %s | find %s" % (r + 1, o, a))
         if b"files_hashed=0 " not in o.out and b"files_hashed=0\n" not in o.out:
             log("  note: the restart log does not say files_hashed=0")
+        for x in alts:
+            y = b.annexd(idx, tree, binary=x)
+            alt_pairs[x].append((y, a))
+            log("  run %d: %s %s" % (r + 1, x, y))
     wr, cr = ratio_rows(pairs)
     o = [p[0] for p in pairs]
     a = [p[1] for p in pairs]
@@ -326,6 +336,10 @@ def section_restart(b, tree=None, idx=None):
     print("| wall | %.3f s | %.3f s | %.2f× (%s) | ≤ 1.5× |" % (med([x.wall for x in o]), med([x.wall for x in a]), med(wr), ", ".join("%.2f" % x for x in wr)))
     print("| CPU | %.3f s | %.3f s | %.2f× | |" % (med([x.cpu for x in o]), med([x.cpu for x in a]), med(cr)))
     print("| peak RssAnon / RssFile | %.0f / %.0f MiB | | | |" % (max(x.anon for x in o) / 1024, max(x.file for x in o) / 1024))
+    for x, ps in alt_pairs.items():
+        xw, xc = ratio_rows(ps)
+        print("| wall / CPU, %s | %.3f / %.3f s | same runs | %.2f× (%s); CPU %.2f× | |" % (
+            x, med([y.wall for y, _ in ps]), med([y.cpu for y, _ in ps]), med(xw), ", ".join("%.2f" % v for v in xw), med(xc)))
     return pairs
 
 

@@ -54,7 +54,8 @@ type streamReader struct {
 // prefetchWindow is how far ahead of an engine's reading a stream's data is
 // asked for (POSIX_FADV_WILLNEED): the kernel reads it while the engine
 // hashes its other lanes, so that one file still on disk does not stall
-// them all.
+// them all. A file wholly in the page cache is not advised: on a warm
+// corpus the advice cost a third as much CPU as copying the data.
 const prefetchWindow = 8 << 20
 
 func (r *streamReader) Read(p []byte) (int, error) {
@@ -66,6 +67,9 @@ func (r *streamReader) Read(p []byte) (int, error) {
 	}
 	if int64(len(p)) > r.left {
 		p = p[:r.left]
+	}
+	if r.advised == 0 && allInCache(r.f.fd, r.f.before.Size) {
+		r.advised = r.f.before.Size
 	}
 	if r.read+prefetchWindow/2 >= r.advised && r.advised < r.f.before.Size {
 		_ = unix.Fadvise(r.f.fd, r.advised, prefetchWindow, unix.FADV_WILLNEED)

@@ -166,3 +166,18 @@ func cacheState(fd int) (dirty, known bool) {
 	}
 	return st.Dirty+st.Writeback > 0, err == nil
 }
+
+// allInCache reports whether the page cache holds every page of fd's first
+// size bytes, as far as cachestat(2) can tell: false when it cannot.
+func allInCache(fd int, size int64) bool {
+	if noCachestat.Load() || size <= 0 {
+		return false
+	}
+	var st unix.Cachestat_t
+	err := unix.Cachestat(uint(fd), &unix.CachestatRange{Len: uint64(size)}, &st, 0)
+	if err == unix.ENOSYS {
+		noCachestat.Store(true)
+	}
+	pages := (uint64(size) + uint64(os.Getpagesize()) - 1) / uint64(os.Getpagesize())
+	return err == nil && st.Cache >= pages
+}

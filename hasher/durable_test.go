@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -342,5 +343,41 @@ func TestLanesSyncRecentFiles(t *testing.T) {
 	hashAll(t, h, paths, sums)
 	if synced.Load() != 1 || eng.fromMemory() != 1 {
 		t.Fatalf("%d syncs, %d files from memory; want the new file synced and hashed in a lane", synced.Load(), eng.fromMemory())
+	}
+}
+
+// allInCache sees a file read into the page cache, and one dropped from it.
+func TestAllInCache(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, bytes.Repeat([]byte("x"), 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := io.Copy(io.Discard, f); err != nil {
+		t.Fatal(err)
+	}
+	fd := int(f.Fd())
+	if err := unix.Fdatasync(fd); err != nil { // dirty pages would stay cached
+		t.Fatal(err)
+	}
+	cached := allInCache(fd, 1<<20)
+	if noCachestat.Load() {
+		if cached {
+			t.Error("without cachestat(2) a file is seen in the page cache")
+		}
+		return // the advice is always given
+	}
+	if !cached {
+		t.Fatal("a file just read is not seen wholly in the page cache")
+	}
+	if err := unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	if allInCache(fd, 1<<20) {
+		t.Error("a file dropped from the page cache is seen wholly in it")
 	}
 }

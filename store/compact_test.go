@@ -40,6 +40,9 @@ func TestCompact(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := snapshot(t, s)
+	if err := s.Settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	wantStats, _ := s.Stats()
 	stop()
 	if err := s.Close(); err != nil {

@@ -52,7 +52,8 @@
 // summary; only for groups of two or more inodes, so Dups streams them
 // largest waste first), verified (be64(checked time) ‖ file key → size;
 // the records an audit re-reads, least recently confirmed first: see
-// ByChecked), meta (format, schema version, counters, generation) and user
+// ByChecked), pending (be64(seq) → a digest entry not yet merged; see
+// below), meta (format, schema version, counters, generation) and user
 // (GetMeta/PutMeta). With Options.Changes, changes holds the change log
 // that a hub follows (changes.go).
 //
@@ -67,9 +68,10 @@
 // renaming it over the old file (a read-only open reports
 // ErrNeedsMigration instead). Schema 3 added the verified index; Open
 // builds it in place from the records of a schema-2 index, in chunks, and
-// sets the new version last. Schema 4 fills the bydigest values, which
-// were empty, the same way; with them Dups can list a group's members
-// without reading their records (DupOptions.Brief).
+// sets the new version last. Schema 4 added the pending bucket. Schema 5
+// fills the bydigest values, which were empty, the way schema 3 was built;
+// with them Dups can list a group's members without reading their records
+// (DupOptions.Brief).
 //
 // Storing directories once and files under a directory id keeps the index
 // small (each path's directory is not repeated in three indexes) and makes
@@ -91,6 +93,16 @@
 // returned nil survives a crash; Submit is the asynchronous form, SubmitAll
 // waits for a batch. All indexes and counters
 // change in the same transaction as the record.
+//
+// Digests are random, so a first scan's digest entries would land on
+// random leaves and each commit would rewrite about one page per change.
+// A group of deferMinGroup (512) changes or more therefore appends its new
+// digest entries to the pending bucket; the writer merges them in key
+// order once a quarter of the digest index is pending (16,384 to 131,072
+// entries), when it has been idle for 100 ms, and before Dups or a Settle.
+// Until then such a record counts in Digested but not in Unique,
+// DupGroups and Wasted (Stats.Ungrouped says how many), and ByDigest reads
+// the pending bucket as well. pending.go has the details.
 //
 // Changes are applied in the order they were submitted, and reads see only
 // committed changes. A caller that reads, decides and then writes may

@@ -50,9 +50,13 @@ const maxMembersPerTx = 4 * chunk
 // of a million copies is held whole), read in short transactions, and calls
 // fn outside of them. With Brief it reads the next chunk while fn handles
 // the last one, so up to three chunks are in memory. fn may return ErrStop.
+// Records indexed since the last merge are merged first (pending.go).
 // Groups are read in separate snapshots: one changed meanwhile is listed
 // as it is when its chunk is read.
 func (s *Store) Dups(ctx context.Context, opts DupOptions, fn func(Group) error) error {
+	if err := s.settle(ctx); err != nil {
+		return err
+	}
 	sent := 0
 	use := func(groups []Group) error {
 		for _, g := range groups {

@@ -28,6 +28,9 @@ var (
 var (
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store: closed")
+	// ErrUngrouped: a read-only store holds digest entries not yet merged
+	// into their groups (pending.go), so it cannot list duplicates.
+	ErrUngrouped = errors.New("store: records not yet grouped")
 	// ErrReadOnly: a write on a store opened read-only.
 	ErrReadOnly = errors.New("store: opened read-only")
 	// ErrRunning: Run was called while another Run is active.

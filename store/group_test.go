@@ -46,7 +46,8 @@ func TestWriterBoundsGroupsByNodes(t *testing.T) {
 	}{{32, true}, {DefaultMaxGroupNodes, false}} {
 		t.Run(fmt.Sprint("nodes=", tc.maxNodes), func(t *testing.T) {
 			s, err := Open(filepath.Join(t.TempDir(), "index.db"), Options{
-				MaxBatch: 1024, MaxGroupNodes: tc.maxNodes, MaxDelay: 10 * time.Second, NoSync: true,
+				// Groups below deferMinGroup index their random digests at once.
+				MaxBatch: deferMinGroup / 2, MaxGroupNodes: tc.maxNodes, MaxDelay: 10 * time.Second, NoSync: true,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -68,8 +69,8 @@ func TestWriterBoundsGroupsByNodes(t *testing.T) {
 			}
 			wg.Wait()
 			stop() // the writer's fields are read after it returned
-			if shrunk := s.group.n <= 1024/4; shrunk != tc.wantShrunk {
-				t.Errorf("group cap %d after the load (MaxBatch 1024, MaxGroupNodes %d), want shrunk %v", s.group.n, tc.maxNodes, tc.wantShrunk)
+			if shrunk := s.group.n <= deferMinGroup/8; shrunk != tc.wantShrunk {
+				t.Errorf("group cap %d after the load (MaxBatch %d, MaxGroupNodes %d), want shrunk %v", s.group.n, deferMinGroup/2, tc.maxNodes, tc.wantShrunk)
 			}
 			mustCheck(t, s)
 		})

@@ -7,7 +7,7 @@ import (
 	"github.com/annexd/annexd/key"
 )
 
-// digestValue is r's value in the digest index (schema 4): its backend,
+// digestValue is r's value in the digest index (schema 5): its backend,
 // then its device and inode numbers as uvarints. With the group's summary
 // it is all a listing of duplicates needs, so Dups reads no records.
 func digestValue(r *Record) []byte {

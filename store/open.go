@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,7 +36,7 @@ var (
 	// the verified index (verified.go).
 	schema2Buckets = [][]byte{bucketMeta, bucketUser, bucketFiles, bucketDirs, bucketDirNames,
 		bucketDigest, bucketInodes, bucketGroups, bucketDups}
-	allBuckets = append(schema2Buckets[:len(schema2Buckets):len(schema2Buckets)], bucketVerified)
+	allBuckets = append(schema2Buckets[:len(schema2Buckets):len(schema2Buckets)], bucketVerified, bucketPending)
 )
 
 // Keys in the meta bucket.
@@ -51,13 +52,16 @@ var (
 const formatID = "annexd-index"
 
 // SchemaVersion is the schema this package writes.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // migrations[v] upgrades an index from schema v to v+1 inside one write
 // transaction. Append here when the schema changes in a way one
 // transaction can carry; schema 1 is copied into a new file instead
 // (migrateKeys).
-var migrations = map[uint64]func(tx *bolt.Tx) error{}
+var migrations = map[uint64]func(tx *bolt.Tx) error{
+	// Schema 4 defers a large group's digest entries (pending.go).
+	3: func(tx *bolt.Tx) error { _, err := tx.CreateBucketIfNotExists(bucketPending); return err },
+}
 
 // Options tune Open. The zero value is what the daemon uses.
 type Options struct {
@@ -93,6 +97,12 @@ type Options struct {
 	Changes bool
 
 	noRun bool // Compact's open: no run marker is begun or ended
+	// Tests only: the smallest group that defers its digest entries
+	// (0: deferMinGroup), the writer's idle time before a merge (0:
+	// mergeIdle) and the entries of one merge transaction.
+	deferAt   int
+	mergeIdle time.Duration
+	mergeTx   int // entries per merge transaction (0: mergeTxEntries)
 }
 
 func (o *Options) fill() {
@@ -137,12 +147,21 @@ type Store struct {
 	closing chan struct{}
 	mu      sync.RWMutex // held shared by Submit, exclusively by Close
 	closed  bool
-	writer  sync.Mutex // held by Run and by Close while it drains
+	running sync.Mutex // held by Run
+	writer  sync.Mutex // held by Run, by Close while it drains and by a settle that merges
 	batch   []item     // the writer's group, reused
 	group   groupSize  // the writer's cap on a group (group.go)
 	nodes   int64      // the nodes the writer's last transaction touched
 	once    sync.Once
 	errOnce error
+
+	// Deferred digest entries (pending.go): how many are committed, the
+	// digest count they are measured against, and the writer's own state.
+	pending   atomic.Int64
+	digested  atomic.Int64
+	settleReq chan chan error
+	deferring bool // the writer's current group defers its digest entries
+	mergeSkip bool // a merge was cut short: skip entries already merged
 
 	epoch epoch      // directory mappings version, for read caches
 	dirs  dirIDCache // directory key → id, for Get
@@ -196,6 +215,12 @@ func Open(path string, opts Options) (*Store, error) {
 		in:      make(chan item, 4*opts.MaxBatch),
 		closing: make(chan struct{}),
 		group:   newGroupSize(opts.MaxBatch, opts.MaxGroupNodes),
+
+		settleReq: make(chan chan error),
+	}
+	if err := s.countPending(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	if !opts.ReadOnly && !opts.noRun {
 		if err := s.beginRun(); err != nil {
@@ -499,15 +524,15 @@ func checkSchema(db *bolt.DB, path string, opts Options) error {
 			return fmt.Errorf("store: migrate %s from schema 2: %w", path, err)
 		}
 		version = 3
-		fallthrough
-	case version == 3:
-		if err := migrateDigestValues(db, path, opts); err != nil {
-			return fmt.Errorf("store: migrate %s from schema 3: %w", path, err)
-		}
-		version = 4
 	}
 	for ; version < SchemaVersion; version++ {
-		if err := migrate(db, version); err != nil {
+		var err error
+		if version == 4 {
+			err = migrateDigestValues(db, path, opts) // in chunks, not one transaction
+		} else {
+			err = migrate(db, version)
+		}
+		if err != nil {
 			return fmt.Errorf("store: migrate %s from schema %d: %w", path, version, err)
 		}
 	}

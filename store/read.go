@@ -2,11 +2,14 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
+	"sync"
 
 	bolt "go.etcd.io/bbolt"
 	bolterr "go.etcd.io/bbolt/errors"
@@ -104,35 +107,41 @@ func (s *Store) GetMany(paths [][]byte, out []Found) ([]Found, error) {
 
 func (s *Store) getChunk(paths [][]byte, out []Found) ([]Found, error) {
 	start := len(out)
+	order := keyOrder(paths)
+	defer order.done()
 	before := s.epoch.load()
 	err := s.view(func(tx *bolt.Tx) error {
-		out = out[:start]
-		// One cursor for the chunk: bbolt's Get makes a new one per call.
-		files := tx.Bucket(bucketFiles).Cursor()
+		out = append(out[:start], make([]Found, len(paths))...)
+		// One cursor for the chunk, stepped forward through the files of
+		// one directory: bbolt's Get makes a new one and seeks from the root.
+		c := fileCursor{c: tx.Bucket(bucketFiles).Cursor()}
+		digests := make([]byte, 0, len(paths)*key.SHA256E.DigestLen()) // the records' digests
 		var (
 			lastDir []byte
 			id      uint64
 			found   bool
 			buf     [64]byte
 		)
-		for _, p := range paths {
+		for _, k := range order.keys {
+			i, p := int(k.i), paths[k.i]
 			dk, base := splitPath(p)
 			if lastDir == nil || !bytes.Equal(dk, lastDir) {
 				id, found = s.dirID(tx, dk, before)
 				lastDir = dk
+				c.k = nil
 			}
-			var f Found
-			if found {
-				fk := fileKey(buf[:0], id, base)
-				if k, v := files.Seek(fk); v != nil && bytes.Equal(k, fk) {
-					r, err := decodeRecord(v)
-					if err != nil {
-						return fmt.Errorf("get %q: %w", p, err)
-					}
-					f = Found{Record: r, OK: true}
+			if !found {
+				continue
+			}
+			if v := c.get(fileKey(buf[:0], id, base)); v != nil {
+				var r Record
+				var err error
+				r, digests, err = decodeRecordIn(v, digests)
+				if err != nil {
+					return fmt.Errorf("get %q: %w", p, err)
 				}
+				out[start+i] = Found{Record: r, OK: true}
 			}
-			out = append(out, f)
 		}
 		return nil
 	})
@@ -140,6 +149,96 @@ func (s *Store) getChunk(paths [][]byte, out []Found) ([]Found, error) {
 		return out[:start], err
 	}
 	return out, nil
+}
+
+// keyOrder returns the indexes of paths grouped by directory, each
+// group's in the order of its base names: the order of their keys. A
+// directory whose paths are not next to each other makes several groups.
+// Give the order back with done.
+func keyOrder(paths [][]byte) *order {
+	o, _ := orders.Get().(*order)
+	if o == nil {
+		o = new(order)
+	}
+	o.keys = o.keys[:0]
+	var last []byte
+	group := int32(-1)
+	for i, p := range paths {
+		d, b := splitPath(p)
+		if group < 0 || !bytes.Equal(d, last) {
+			group++
+			last = d
+		}
+		o.keys = append(o.keys, orderKey{group: group, i: int32(i), head: head(b)})
+	}
+	slices.SortFunc(o.keys, func(a, b orderKey) int {
+		if c := cmp.Compare(a.group, b.group); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.head, b.head); c != 0 {
+			return c
+		}
+		_, ba := splitPath(paths[a.i])
+		_, bb := splitPath(paths[b.i])
+		return bytes.Compare(ba, bb)
+	})
+	return o
+}
+
+// head is the first 8 bytes of a name as a number that sorts as they do.
+func head(name []byte) uint64 {
+	var b [8]byte
+	copy(b[:], name)
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// order is a chunk's paths in key order, reused from chunk to chunk.
+type order struct{ keys []orderKey }
+
+// orderKey places one path: its directory's group, its base name's head,
+// and its index among the paths asked for.
+type orderKey struct {
+	head  uint64
+	group int32
+	i     int32
+}
+
+// orders holds the orders of finished look-ups, for the next ones.
+var orders sync.Pool
+
+// done gives o back to orders.
+func (o *order) done() { orders.Put(o) }
+
+// maxStep bounds the keys a fileCursor steps over before it seeks instead.
+const maxStep = 8
+
+// fileCursor looks up keys in ascending order; k is its current key, nil
+// when it must seek.
+type fileCursor struct {
+	c    *bolt.Cursor
+	k, v []byte
+}
+
+// get returns the value stored under fk, or nil. Between two keys of one
+// directory asked for in order there are few others, so it steps forward
+// from the last key, and seeks only when that is far or behind.
+func (fc *fileCursor) get(fk []byte) []byte {
+	for n := 0; fc.k != nil && n < maxStep; n++ {
+		switch c := bytes.Compare(fc.k, fk); {
+		case c == 0:
+			return fc.v
+		case c > 0:
+			return nil
+		}
+		fc.k, fc.v = fc.c.Next()
+	}
+	if fc.k == nil || bytes.Compare(fc.k, fk) < 0 {
+		fc.k, fc.v = fc.c.Seek(fk)
+	}
+	if fc.k != nil && bytes.Equal(fc.k, fk) {
+		return fc.v
+	}
+	return nil
 }
 
 // dirID looks up a directory's id in tx, through the cache when the epoch
@@ -283,9 +382,24 @@ func (s *Store) ByDigest(b key.Backend, digest []byte) ([][]byte, error) {
 	var out [][]byte
 	err := s.newNamer().view(func(tx *bolt.Tx, n *namer) error {
 		p := append([]byte{byte(b.Base())}, digest...)
+		var fks [][]byte
 		c := tx.Bucket(bucketDigest).Cursor()
 		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
-			path, err := n.path(k[len(p):])
+			fks = append(fks, k[len(p):])
+		}
+		if s.pending.Load() > 0 {
+			err := pendingByDigest(tx, p, func(fk []byte) error {
+				fks = append(fks, fk)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			slices.SortFunc(fks, bytes.Compare) // the order they will have once merged
+			fks = slices.CompactFunc(fks, bytes.Equal)
+		}
+		for _, fk := range fks {
+			path, err := n.path(fk)
 			if err != nil {
 				return err
 			}
@@ -408,6 +522,7 @@ type Stats struct {
 	IndexBytes  int64  // bytes of the index file in use (bbolt's high-water mark)
 	SchemaVer   uint64
 	CreatedUnix int64 // ns
+	Ungrouped   int64 // digested records not yet counted in Unique, DupGroups and Wasted (pending.go)
 }
 
 // Stats returns the totals, kept up to date by every write (O(1)).
@@ -420,7 +535,7 @@ func (s *Store) Stats() (Stats, error) {
 			return err
 		}
 		st = Stats{Files: c.Files, Bytes: c.Bytes, Digested: c.Digested, Unique: c.Unique,
-			DupGroups: c.Groups, Wasted: c.Wasted, IndexBytes: tx.Size()}
+			DupGroups: c.Groups, Wasted: c.Wasted, IndexBytes: tx.Size(), Ungrouped: s.Ungrouped()}
 		st.Generation, _ = binary.Uvarint(m.Get(metaGeneration))
 		st.SchemaVer, _ = binary.Uvarint(m.Get(metaSchema))
 		st.CreatedUnix, _ = binary.Varint(m.Get(metaCreated))

@@ -165,26 +165,35 @@ func appendRecord(b []byte, r *Record) []byte {
 // decodeRecord decodes b into a Record whose Digest is a fresh copy, so the
 // result outlives the transaction b came from.
 func decodeRecord(b []byte) (Record, error) {
+	r, _, err := decodeRecordIn(b, nil)
+	return r, err
+}
+
+// decodeRecordIn is decodeRecord with the digest appended to digests, which
+// it returns: records decoded together share one allocation.
+func decodeRecordIn(b, digests []byte) (Record, []byte, error) {
 	var r Record
 	if len(b) < 3 {
-		return r, fmt.Errorf("%w: record of %d bytes", ErrCorrupt, len(b))
+		return r, digests, fmt.Errorf("%w: record of %d bytes", ErrCorrupt, len(b))
 	}
 	if b[0] != recordV1 {
-		return r, fmt.Errorf("%w: record version %d", ErrCorrupt, b[0])
+		return r, digests, fmt.Errorf("%w: record version %d", ErrCorrupt, b[0])
 	}
 	r.Backend, r.State = key.Backend(b[1]), State(b[2]&stateMask)
 	if r.Backend != key.Unknown && !r.Backend.Valid() {
-		return r, fmt.Errorf("%w: record backend %d", ErrCorrupt, b[1])
+		return r, digests, fmt.Errorf("%w: record backend %d", ErrCorrupt, b[1])
 	}
 	if !r.State.Valid() {
-		return r, fmt.Errorf("%w: record state %d", ErrCorrupt, b[2])
+		return r, digests, fmt.Errorf("%w: record state %d", ErrCorrupt, b[2])
 	}
 	d := &decoder{b: b[3:]}
 	if n := r.Backend.DigestLen(); n > 0 {
 		if len(d.b) < n {
-			return r, fmt.Errorf("%w: record digest truncated", ErrCorrupt)
+			return r, digests, fmt.Errorf("%w: record digest truncated", ErrCorrupt)
 		}
-		r.Digest = bytes.Clone(d.b[:n])
+		at := len(digests)
+		digests = append(digests, d.b[:n]...)
+		r.Digest = digests[at:len(digests):len(digests)]
 		d.b = d.b[n:]
 	}
 	size := d.uvarint()
@@ -200,19 +209,19 @@ func decodeRecord(b []byte) (Record, error) {
 	}
 	r.Generation = d.uvarint()
 	if d.err != nil {
-		return r, d.err
+		return r, digests, d.err
 	}
 	if len(d.b) != 0 {
-		return r, fmt.Errorf("%w: %d trailing bytes in record", ErrCorrupt, len(d.b))
+		return r, digests, fmt.Errorf("%w: %d trailing bytes in record", ErrCorrupt, len(d.b))
 	}
 	if size > 1<<62 {
-		return r, fmt.Errorf("%w: record size %d", ErrCorrupt, size)
+		return r, digests, fmt.Errorf("%w: record size %d", ErrCorrupt, size)
 	}
 	r.Size = int64(size)
 	if r.State == StateOK && r.Backend == key.Unknown {
-		return r, fmt.Errorf("%w: state ok without a digest", ErrCorrupt)
+		return r, digests, fmt.Errorf("%w: state ok without a digest", ErrCorrupt)
 	}
-	return r, nil
+	return r, digests, nil
 }
 
 // decoder reads varints and remembers the first error.

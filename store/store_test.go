@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -519,5 +520,61 @@ func TestDupsAcrossChunks(t *testing.T) {
 	}
 	if len(seen) != groups {
 		t.Fatalf("Dups listed %d groups, want %d", len(seen), groups)
+	}
+}
+
+// GetMany steps its cursor through the keys of a directory: near and far
+// gaps between the names asked for, names missing between stored ones or
+// past the last, repeats, and directories whose keys interleave with
+// their parents' in path order all answer as Get does, in the order asked.
+func TestGetManySteps(t *testing.T) {
+	s := openTest(t)
+	for i := range 200 {
+		if i%3 != 0 {
+			mustPut(t, s, fmt.Sprintf("/a/b/f%03d", i), rec(fmt.Sprint(i), int64(i), 1, uint64(i+1)))
+		}
+	}
+	for i := range 20 { // names alike in their first 8 bytes
+		mustPut(t, s, fmt.Sprintf("/a/b/samehead%03d", 2*i), rec(fmt.Sprint(-i), 1, 1, uint64(2000+i)))
+	}
+	mustPut(t, s, "/a/b/c/y", rec("y", 1, 1, 1000))
+	mustPut(t, s, "/a/b/d", rec("d", 1, 1, 1001))
+	mustPut(t, s, "/a/bz/x", rec("x", 1, 1, 1002))
+	var paths [][]byte
+	for i := 0; i < 230; i += 1 + i%11 { // gaps of 1 to 11 names
+		paths = append(paths, p("/a/b/f%03d", i))
+	}
+	for i := range 40 {
+		paths = append(paths, p("/a/b/samehead%03d", i))
+	}
+	paths = append(paths, p("/a/b/c/y"), p("/a/b/d"), p("/a/b/f005"), p("/a/bz/x"), p("/a/b/f005"), p("/a/b/zz"))
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(paths), func(i, j int) { paths[i], paths[j] = paths[j], paths[i] })
+	out, err := s.GetMany(paths, nil)
+	if err != nil || len(out) != len(paths) {
+		t.Fatalf("GetMany: %d answers, %v", len(out), err)
+	}
+	hits := 0
+	for i, path := range paths {
+		r, ok, err := s.Get(path)
+		if err != nil || ok != out[i].OK || (ok && !r.Equal(&out[i].Record)) {
+			t.Errorf("%s: GetMany %v %+v, Get %v %+v (%v)", path, out[i].OK, out[i].Record, ok, r, err)
+		}
+		if ok {
+			hits++
+		}
+	}
+	if hits < len(paths)/2 {
+		t.Errorf("only %d of %d paths found: the test asks for too few stored names", hits, len(paths))
+	}
+	// The answers share one buffer of digests, but each owns its bytes:
+	// writing past one digest changes no other.
+	for i := range out {
+		out[i].Record.Digest = append(out[i].Record.Digest, 0xff)
+	}
+	for i, path := range paths {
+		r, ok, _ := s.Get(path)
+		if ok && !bytes.Equal(r.Digest, out[i].Record.Digest[:len(r.Digest)]) {
+			t.Errorf("%s: digest %x after the others grew, want %x", path, out[i].Record.Digest, r.Digest)
+		}
 	}
 }

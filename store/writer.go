@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -205,9 +206,11 @@ func (s *Store) Run(ctx context.Context) error {
 	if s.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	if !s.writer.TryLock() {
+	if !s.running.TryLock() {
 		return ErrRunning
 	}
+	defer s.running.Unlock()
+	s.writer.Lock() // a settle may be merging (pending.go)
 	defer s.writer.Unlock()
 	s.stop = ctx.Done() // ends a wait for space (nospace.go)
 	select {
@@ -215,17 +218,43 @@ func (s *Store) Run(ctx context.Context) error {
 		return ErrClosed
 	default:
 	}
+	s.mergeLogged() // what a cut-short run left pending
+	wait := cmp.Or(s.opts.mergeIdle, mergeIdle)
+	idle := time.NewTimer(wait)
+	defer idle.Stop()
 	for {
+		if s.pending.Load() > 0 {
+			idle.Reset(wait)
+		} else {
+			idle.Stop()
+		}
 		select {
 		case it := <-s.in:
 			s.commit(s.collect(ctx, it))
+			if s.pending.Load() >= s.mergeAt(s.digested.Load()) {
+				s.mergeLogged()
+			}
+		case reply := <-s.settleReq:
+			reply <- s.merge()
+		case <-idle.C:
+			s.mergeLogged()
 		case <-ctx.Done():
 			s.drain()
+			s.mergeLogged()
 			return nil
 		case <-s.closing:
 			s.drain()
+			s.mergeLogged()
 			return nil
 		}
+	}
+}
+
+// mergeLogged merges what is pending, logging a failure: the entries stay
+// pending and the next merge tries again.
+func (s *Store) mergeLogged() {
+	if err := s.merge(); err != nil {
+		s.log.Warn("store: cannot merge the digest index yet", "err", err, "pending", s.pending.Load())
 	}
 }
 
@@ -298,7 +327,9 @@ func (e changeError) Unwrap() error { return e.err }
 func (s *Store) commit(batch []item) {
 	s.hold.inHand.Add(int64(len(batch)))
 	s.nodes = 0
+	s.deferring = len(batch) >= cmp.Or(s.opts.deferAt, deferMinGroup)
 	s.commitGroup(batch)
+	s.deferring = false
 	s.group.committed(len(batch), s.nodes)
 }
 
@@ -361,11 +392,15 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		}
 	}()
 	defer s.epoch.end()
+	var delta, digested int64
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		w, err := newWtx(tx, &s.epoch)
 		if err != nil {
 			return err
 		}
+		w.pend, w.pendCommitted = tx.Bucket(bucketPending), s.pending.Load()
+		w.deferDigests, w.mergeSkip = s.deferring, s.mergeSkip
+		defer func() { delta, digested = w.pendDelta, w.c.Digested }()
 		if w.log, err = s.openTxLog(tx); err != nil {
 			return err
 		}
@@ -379,6 +414,8 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 	})
 	switch {
 	case err == nil:
+		s.pending.Add(delta)
+		s.digested.Store(digested)
 		return nil
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, bolterr.ErrMaxSizeReached):
 		return fmt.Errorf("%w: %s: %v%s", ErrNoSpace, s.path, err, hint(err))
@@ -443,6 +480,7 @@ func (s *Store) Close() error {
 		s.writer.Lock()
 		if !s.opts.ReadOnly {
 			s.drain()
+			s.mergeLogged()
 			if err := s.endRun(); err != nil {
 				s.log.Warn("store: cannot record the clean shutdown", "err", err)
 			}

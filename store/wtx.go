@@ -94,6 +94,13 @@ type wtx struct {
 	// tails watch the buckets that a first scan appends to.
 	tails [3]*tail
 	log   *txLog // the change log, nil when not kept (changes.go)
+
+	// The deferred digest entries (pending.go): the bucket, how many it
+	// held when the transaction began and how many this one added.
+	pend                     *bolt.Bucket
+	pendCommitted, pendDelta int64
+	deferDigests             bool // this group's new digest entries wait for a merge
+	mergeSkip                bool // entries may be both pending and merged (a cut-short merge)
 }
 
 func newWtx(tx *bolt.Tx, e *epoch) (*wtx, error) {
@@ -294,20 +301,10 @@ func (w *wtx) index(fk []byte, r *Record) error {
 	}
 	w.c.Digested++
 	dk := digestKey(nil, r)
-	g, err := w.groupOf(dk, r)
-	if err != nil {
-		return err
+	if w.deferDigests {
+		return w.deferDigest(dk, fk, r)
 	}
-	old := g
-	g.n++
-	if g.n == 1 || !w.sharesInode(dk, fk, r) {
-		g.inodes++
-	}
-	if err := w.setGroup(dk, old, g); err != nil {
-		return err
-	}
-	w.dbuf = append(append(w.dbuf[:0], dk...), fk...)
-	return w.digest.Put(w.dbuf, digestValue(r)) // bbolt copies keys, not values
+	return w.addDigest(dk, fk, r)
 }
 
 func (w *wtx) unindex(fk []byte, r *Record) error {
@@ -328,6 +325,17 @@ func (w *wtx) unindex(fk []byte, r *Record) error {
 	}
 	w.c.Digested--
 	dk := digestKey(nil, r)
+	if w.pendCommitted+w.pendDelta > 0 {
+		// A pending entry is dropped; one also merged (a merge cut short)
+		// is dropped from both.
+		merged := w.inDigest(dk, fk)
+		if !merged || w.mergeSkip {
+			dropped, err := w.dropPending(dk, fk)
+			if err != nil || (dropped && !merged) {
+				return err
+			}
+		}
+	}
 	g, err := w.groupOf(dk, r)
 	if err != nil {
 		return err

@@ -37,14 +37,16 @@
 package walker
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -97,16 +99,16 @@ type Options struct {
 
 const (
 	defaultWorkers = 2
-	batchSize      = 256  // entries handed to fn at once
-	readChunk      = 1024 // directory entries read at once
-	queueCap       = 4096 // directories queued before workers recurse inline
+	batchSize      = 256      // entries handed to fn at once
+	readBuf        = 32 << 10 // bytes of directory entries read at once, as glibc's readdir
+	queueCap       = 4096     // directories queued before workers recurse inline
 )
 
 // Walk walks the tree at root and calls fn for every regular file under it,
 // serially on the calling goroutine. See the package documentation for
 // ordering, errors and memory.
 func Walk(ctx context.Context, root string, opts Options, fn func(Entry) error) error {
-	return WalkBatches(ctx, root, opts, func(batch []Entry) error {
+	return walkBatches(ctx, root, opts, true, func(batch []Entry) error {
 		for _, e := range batch {
 			if err := fn(e); err != nil {
 				return err
@@ -120,6 +122,12 @@ func Walk(ctx context.Context, root string, opts Options, fn func(Entry) error) 
 // one directory, so a caller can look them up in one store transaction. fn
 // owns the slice; it is never reused.
 func WalkBatches(ctx context.Context, root string, opts Options, fn func([]Entry) error) error {
+	return walkBatches(ctx, root, opts, false, fn)
+}
+
+// walkBatches is WalkBatches; with recycle, a batch is reused once fn
+// returns, which Walk's fn, handed entries by value, allows.
+func walkBatches(ctx context.Context, root string, opts Options, recycle bool, fn func([]Entry) error) error {
 	if opts.Workers <= 0 {
 		opts.Workers = defaultWorkers
 	}
@@ -153,6 +161,9 @@ func WalkBatches(ctx context.Context, root string, opts Options, fn func([]Entry
 		batches: make(chan []Entry, 2*opts.Workers),
 	}
 	w.cond = sync.NewCond(&w.mu)
+	w.base = base
+	w.recycle = recycle
+	w.bufs.New = func() any { b := make([]byte, readBuf); return &b }
 	w.root, w.rootFd = root, fd
 	w.queue = append(w.queue, dir{path: root, rel: base})
 	w.pending = 1
@@ -185,6 +196,9 @@ func WalkBatches(ctx context.Context, root string, opts Options, fn func([]Entry
 		if err := fn(batch); err != nil {
 			fnErr = err
 			cancel()
+		}
+		if recycle {
+			w.reuse(batch)
 		}
 	}
 	w.rootOnce.Do(func() { unix.Close(w.rootFd) })
@@ -221,6 +235,10 @@ type walk struct {
 	opts     Options
 	rootDev  uint64
 	root     string
+	base     string    // root relative to IgnoreRoot
+	bufs     sync.Pool // *[]byte of readBuf bytes for getdents
+	recycle  bool      // batches go back to free once fn is done with them
+	free     sync.Pool // *[]Entry
 	rootFd   int
 	rootOnce sync.Once // the root is read once, or closed unread
 	batches  chan []Entry
@@ -309,29 +327,35 @@ func (w *walk) walkDir(d dir) {
 // subdirectories; those that do not fit the queue are walked here, after fd
 // is closed, so a worker holds one directory open at a time.
 func (w *walk) readDir(d dir, fd int) {
-	f := os.NewFile(uintptr(fd), d.path)
+	buf := w.bufs.Get().(*[]byte)
 	var inline []dir
-	batch := make([]Entry, 0, batchSize)
+	var batch []Entry // made at the first file: many directories hold none
 	for w.ctx.Err() == nil {
-		ents, err := f.ReadDir(readChunk)
-		for _, de := range ents {
-			if sub, ok := w.entry(d, fd, de, &batch); ok && !w.push(sub) {
+		n, err := getdents(fd, *buf)
+		if err != nil {
+			w.report(d.path, &os.PathError{Op: "getdents", Path: d.path, Err: err})
+			break
+		}
+		if n == 0 {
+			break
+		}
+		for b := (*buf)[:n]; len(b) > 0; {
+			name, typ, rest, ok := nextDirent(b)
+			if !ok {
+				break
+			}
+			b = rest
+			if sub, ok := w.entry(d, fd, name, typ, &batch); ok && !w.push(sub) {
 				inline = append(inline, sub)
 			}
 			if len(batch) == batchSize {
 				w.send(batch)
-				batch = make([]Entry, 0, batchSize)
+				batch = nil
 			}
 		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			w.report(d.path, err)
-			break
-		}
 	}
-	f.Close()
+	w.bufs.Put(buf)
+	unix.Close(fd)
 	if len(batch) > 0 {
 		w.send(batch)
 	}
@@ -343,6 +367,21 @@ func (w *walk) readDir(d dir, fd int) {
 	}
 }
 
+// newBatch returns an empty batch, a reused one when there is one.
+func (w *walk) newBatch() []Entry {
+	if b, ok := w.free.Get().(*[]Entry); ok {
+		return (*b)[:0]
+	}
+	return make([]Entry, 0, batchSize)
+}
+
+// reuse keeps batch for a later newBatch when the walk recycles.
+func (w *walk) reuse(batch []Entry) {
+	clear(batch) // drop the paths
+	batch = batch[:0]
+	w.free.Put(&batch)
+}
+
 func (w *walk) send(batch []Entry) {
 	select {
 	case w.batches <- batch:
@@ -350,40 +389,91 @@ func (w *walk) send(batch []Entry) {
 	}
 }
 
-// entry handles one directory entry: a regular file is stat'ed and added to
-// batch; a directory is returned for walking; anything else is skipped
-// without a system call (the type comes from the directory entry).
-func (w *walk) entry(parent dir, dirfd int, de os.DirEntry, batch *[]Entry) (dir, bool) {
-	name := de.Name()
-	typ := de.Type()
-	path := parent.path + "/" + name
-	if parent.path == "/" {
-		path = "/" + name
+// entry handles one directory entry, its name NUL-terminated: a regular
+// file is stat'ed and added to batch; a directory is returned for walking;
+// anything else is skipped without a system call (the type comes from the
+// directory entry, and only an unknown type costs a stat).
+func (w *walk) entry(parent dir, dirfd int, name []byte, typ byte, batch *[]Entry) (dir, bool) {
+	base := name[:len(name)-1]
+	if typ != unix.DT_DIR && typ != unix.DT_REG && typ != unix.DT_UNKNOWN {
+		return dir{}, false // symlink, FIFO, socket, device
 	}
-	switch {
-	case typ.IsDir():
-		rel := join(parent.rel, name)
+	if string(base) == "." || string(base) == ".." {
+		return dir{}, false
+	}
+	path := parent.path + "/" + string(base)
+	if parent.path == "/" {
+		path = "/" + string(base)
+	}
+	var st unix.Stat_t
+	if typ != unix.DT_DIR {
+		if err := statAt(dirfd, name, &st); err != nil {
+			if !errors.Is(err, unix.ENOENT) {
+				w.report(path, &os.PathError{Op: "fstatat", Path: path, Err: err})
+			}
+			return dir{}, false
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			typ = unix.DT_DIR // an unknown type that is a directory
+		case unix.S_IFREG:
+		default:
+			return dir{}, false
+		}
+	}
+	rel := w.rel(parent, path, len(base))
+	if typ == unix.DT_DIR {
 		if w.opts.Ignore.Match(rel, true) {
 			return dir{}, false
 		}
 		return dir{path: path, rel: rel}, true
-	case typ != 0:
-		return dir{}, false // symlink, FIFO, socket, device
 	}
-	if w.opts.Ignore.Match(join(parent.rel, name), false) {
+	if w.opts.Ignore.Match(rel, false) {
 		return dir{}, false
 	}
-	info, err := statAt(dirfd, name)
-	if err != nil {
-		if !errors.Is(err, unix.ENOENT) {
-			w.report(path, err)
-		}
-		return dir{}, false
+	if *batch == nil {
+		*batch = w.newBatch()
 	}
-	if info.IsRegular() {
-		*batch = append(*batch, Entry{Path: path, Info: info})
-	}
+	*batch = append(*batch, Entry{Path: path, Info: fsstat.FromStat(&st)})
 	return dir{}, false
+}
+
+// rel is the root-relative path of path, an entry of parent whose name is
+// n bytes long: a suffix of path when the walk's root is its IgnoreRoot.
+func (w *walk) rel(parent dir, path string, n int) string {
+	if w.base == "" {
+		return path[len(path)-len(parent.rel)-n-min(len(parent.rel), 1):]
+	}
+	return join(parent.rel, path[len(path)-n:])
+}
+
+// getdents reads directory entries of fd into buf.
+func getdents(fd int, buf []byte) (int, error) {
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err != unix.EINTR {
+			return max(n, 0), err
+		}
+	}
+}
+
+// nextDirent parses the first linux_dirent64 record of b: its name with
+// the terminating NUL, its d_type and the records after it.
+func nextDirent(b []byte) (name []byte, typ byte, rest []byte, ok bool) {
+	const nameOff = 19 // d_ino(8) d_off(8) d_reclen(2) d_type(1)
+	if len(b) < nameOff {
+		return nil, 0, nil, false
+	}
+	reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+	if reclen <= nameOff || reclen > len(b) {
+		return nil, 0, nil, false
+	}
+	name = b[nameOff:reclen]
+	i := bytes.IndexByte(name, 0)
+	if i < 0 {
+		return nil, 0, nil, false
+	}
+	return name[:i+1], b[18], b[reclen:], true
 }
 
 // join appends name to a root-relative directory path.
@@ -409,16 +499,18 @@ func openDirAt(path string) (int, error) {
 	}
 }
 
-func statAt(dirfd int, name string) (fsstat.FileInfo, error) {
-	var st unix.Stat_t
+// statAt lstat's name, NUL-terminated, in the directory dirfd; the name
+// is passed as it lies in the getdents buffer, without a copy.
+func statAt(dirfd int, name []byte, st *unix.Stat_t) error {
 	for {
-		err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-		if err == unix.EINTR {
+		_, _, e := unix.Syscall6(unix.SYS_NEWFSTATAT, uintptr(dirfd), uintptr(unsafe.Pointer(&name[0])),
+			uintptr(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW, 0, 0)
+		switch e {
+		case 0:
+			return nil
+		case unix.EINTR:
 			continue
 		}
-		if err != nil {
-			return fsstat.FileInfo{}, err
-		}
-		return fsstat.FromStat(&st), nil
+		return e
 	}
 }

@@ -368,6 +368,7 @@ func TestWalkBatches(t *testing.T) {
 	}
 	tree(t, root, "small/a", "small/b")
 	seen := map[string]bool{}
+	var kept [][]Entry
 	err := WalkBatches(context.Background(), root, Options{}, func(b []Entry) error {
 		if len(b) == 0 || len(b) > batchSize {
 			t.Errorf("batch of %d", len(b))
@@ -379,9 +380,74 @@ func TestWalkBatches(t *testing.T) {
 			}
 			seen[e.Path] = true
 		}
+		kept = append(kept, b)
 		return nil
 	})
 	if err != nil || len(seen) != 602 {
 		t.Errorf("err %v, %d files", err, len(seen))
+	}
+	// fn owns its batches: none was reused for later entries.
+	again := map[string]bool{}
+	for _, b := range kept {
+		for _, e := range b {
+			again[e.Path] = true
+		}
+	}
+	if len(again) != len(seen) {
+		t.Errorf("the batches kept hold %d paths at the end, %d when handed over", len(again), len(seen))
+	}
+}
+
+// A directory whose entries fill several getdents buffers is read whole,
+// each file once with its own lstat identity.
+func TestWalkDirectoryLargerThanOneRead(t *testing.T) {
+	root := t.TempDir()
+	long := strings.Repeat("n", 200)
+	n := 2 * readBuf / 200 // about twice the buffer
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(root, fmt.Sprintf("%s%05d", long, i)), []byte(fmt.Sprint(i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := collect(t, root, Options{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Fatalf("%d files, want %d", len(got), n)
+	}
+	for rel, info := range got {
+		want, err := fsstat.Lstat(filepath.Join(root, rel))
+		if err != nil || !want.Same(info) {
+			t.Errorf("%s: walked %+v, lstat %+v (%v)", rel, info, want, err)
+		}
+	}
+}
+
+// An entry whose directory gives no type (DT_UNKNOWN, as some file systems
+// do) is typed by its lstat: a file is delivered, a directory walked, the
+// rest skipped.
+func TestWalkUnknownEntryType(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, "file", "sub/")
+	if err := os.Symlink("file", filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	w := &walk{opts: Options{Ignore: matchNothing{}}}
+	parent := dir{path: root}
+	var batch []Entry
+	if _, ok := w.entry(parent, fd, []byte("file\x00"), unix.DT_UNKNOWN, &batch); ok || len(batch) != 1 || batch[0].Path != root+"/file" {
+		t.Errorf("file: dir %v, batch %v", ok, batch)
+	}
+	if d, ok := w.entry(parent, fd, []byte("sub\x00"), unix.DT_UNKNOWN, &batch); !ok || d.path != root+"/sub" || d.rel != "sub" {
+		t.Errorf("sub: %+v %v", d, ok)
+	}
+	if _, ok := w.entry(parent, fd, []byte("link\x00"), unix.DT_UNKNOWN, &batch); ok || len(batch) != 1 {
+		t.Errorf("link: dir %v, batch %v", ok, batch)
 	}
 }

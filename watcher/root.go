@@ -36,6 +36,7 @@ type root struct {
 	left      map[inodeID]string             // watched directories renamed away, pending under their old name
 	moves     []Event                        // Moved events to send at once
 	unwatched map[string]int                 // top directories without a watch → directories under them
+	nlinkFS   map[uint64]bool                // device → its link counts count subdirectories (leaf.go)
 	pending   map[string]*item
 	queue     deadlines
 	timer     *time.Timer
@@ -76,6 +77,7 @@ func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64) 
 		inodeDir:  make(map[inodeID]string),
 		left:      make(map[inodeID]string),
 		unwatched: make(map[string]int),
+		nlinkFS:   make(map[uint64]bool),
 		denied:    denials{why: make(map[string]string)},
 		pending:   make(map[string]*item),
 		inject:    make(chan error, 1),

@@ -18,7 +18,8 @@ import (
 
 // addTree watches dir and every directory under it that is not ignored,
 // each watch added before its directory is read, so nothing created inside
-// in between is missed. Directories that cannot get a watch because the
+// in between is missed. A directory whose link count says it has no
+// subdirectory is not read at all (leaf.go). Directories that cannot get a watch because the
 // limit is reached are recorded in r.unwatched with the number of
 // directories under them.
 func (r *root) addTree(dir string) {
@@ -59,7 +60,9 @@ func (r *root) addTree(dir string) {
 				kids[filepath.Base(d)] = struct{}{}
 			}
 		}
-		stack = r.subdirs(d, stack)
+		if !r.leaf(d, id) {
+			stack = r.subdirs(d, stack)
+		}
 	}
 	if limited > 0 {
 		r.logLimit(limited)

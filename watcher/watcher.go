@@ -13,7 +13,9 @@
 // inode: a directory met under a new name before the event for its old name
 // is read takes the old name's place at once, and a directory mounted twice
 // inside a root (a bind mount) is watched once, under the name met first;
-// changes under the other name are then reported under that one.
+// changes under the other name are then reported under that one. A
+// directory whose link count shows no subdirectory is watched without being
+// read, where link counts count subdirectories (ext4, XFS, tmpfs).
 //
 // Events are aggregated per path: a path is emitted only after it has been
 // quiet for Options.Quiet (default 1 s), or after Options.MaxDelay (default

@@ -276,6 +276,9 @@ func (x *adapter) Forget(ctx context.Context, dir []byte, dryRun bool) (api.Forg
 
 func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 	a := x.a
+	if _, starting := x.Starting(); !starting && a.ix.Progress().Idle {
+		_ = a.st.Settle(ctx) // an idle daemon's counts are complete; a failed merge is logged
+	}
 	s, err := a.st.Stats()
 	if err != nil {
 		return api.Status{}, err

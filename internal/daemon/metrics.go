@@ -15,7 +15,9 @@ var (
 	descDupGroups = prometheus.NewDesc("annexd_index_duplicate_groups", "Digests held by at least two distinct inodes, over the whole index (records outside the roots included, unlike annexctl dups by default).", nil, nil)
 	descWasted    = prometheus.NewDesc("annexd_index_wasted_bytes", "Bytes the duplicate groups waste, over the whole index (records outside the roots included).", nil, nil)
 	descIndexSize = prometheus.NewDesc("annexd_index_file_bytes", "Size of the index file.", nil, nil)
-	descOutside   = prometheus.NewDesc("annexd_index_outside_roots_files",
+	descUngrouped = prometheus.NewDesc("annexd_index_ungrouped_files",
+		"Hashed files not yet counted in the digest and duplicate gauges: a large scan merges them in batches.", nil, nil)
+	descOutside = prometheus.NewDesc("annexd_index_outside_roots_files",
 		"Records outside the configured roots (left from runs with other roots; annexctl forget drops them), as of the last check.", nil, nil)
 	descWatches   = prometheus.NewDesc("annexd_watcher_watches", "inotify watches in use.", []string{"root"}, nil)
 	descUnwatched = prometheus.NewDesc("annexd_watcher_unwatched_dirs", "Directories without a watch (degraded mode), by root.", []string{"root"}, nil)
@@ -30,7 +32,7 @@ var (
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descFiles, descBytes, descUnique, descDupGroups, descWasted,
-		descIndexSize, descOutside, descWatches, descUnwatched, descDegraded, descOverflows, descWaiting,
+		descIndexSize, descUngrouped, descOutside, descWatches, descUnwatched, descDegraded, descOverflows, descWaiting,
 		descLastOver, descLastScan} {
 		ch <- d
 	}
@@ -47,6 +49,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descDupGroups, float64(s.DupGroups))
 		gauge(descWasted, float64(s.Wasted))
 		gauge(descIndexSize, float64(s.IndexBytes))
+		gauge(descUngrouped, float64(s.Ungrouped))
 	}
 	if o := c.a.outside.Load(); o != nil {
 		gauge(descOutside, float64(o.files))

@@ -285,11 +285,11 @@ func (s *scanner) walk(ctx context.Context, sc *scan) walked {
 	var w walked
 	root := s.paths.roots.IsRoot(sc.dir)
 	ck := s.startCheckers(ctx, sc, s.indexEmpty())
-	batch := make([]seenEntry, 0, checkBatch)
+	batch := ck.newBatch()
 	flush := func() {
 		s.m.filesSeen.Add(int64(len(batch)))
 		ck.send(batch)
-		batch = make([]seenEntry, 0, checkBatch)
+		batch = ck.newBatch()
 	}
 	w.err = walker.Walk(ctx, sc.dir, walker.Options{
 		Workers: s.walkWorkers,
@@ -414,6 +414,7 @@ type seenEntry struct {
 // reads.
 type checkers struct {
 	in    chan []seenEntry
+	free  sync.Pool // *[]seenEntry: batches checked, to fill again
 	wg    sync.WaitGroup
 	found atomic.Int64 // files that had a record
 }
@@ -425,14 +426,12 @@ func (s *scanner) startCheckers(ctx context.Context, sc *scan, emptyIndex bool) 
 		go func() {
 			defer ck.wg.Done()
 			var (
+				arena []byte // the batch's paths, one after another
 				paths [][]byte
 				found []store.Found
 			)
 			for batch := range ck.in {
-				paths = paths[:0]
-				for _, e := range batch {
-					paths = append(paths, []byte(e.Path))
-				}
+				arena, paths = batchPaths(batch, arena, paths)
 				var err error
 				found, err = s.st.GetMany(paths, found[:0])
 				for i, e := range batch {
@@ -440,10 +439,28 @@ func (s *scanner) startCheckers(ctx context.Context, sc *scan, emptyIndex bool) 
 						ck.found.Add(1)
 					}
 				}
+				ck.reuse(batch)
 			}
 		}()
 	}
 	return ck
+}
+
+// batchPaths copies the paths of batch into arena, reused from batch to
+// batch, and slices them from it: no allocation a file.
+func batchPaths(batch []seenEntry, arena []byte, paths [][]byte) ([]byte, [][]byte) {
+	arena = arena[:0]
+	for _, e := range batch {
+		arena = append(arena, e.Path...)
+	}
+	paths = paths[:0]
+	off := 0
+	for _, e := range batch {
+		n := len(e.Path)
+		paths = append(paths, arena[off:off+n:off+n])
+		off += n
+	}
+	return arena, paths
 }
 
 // foundAt is the answer of a batch look-up for its i-th path, or of a look-up
@@ -460,6 +477,21 @@ func (s *scanner) foundAt(found []store.Found, i int, batchErr error, path strin
 }
 
 func (ck *checkers) send(b []seenEntry) { ck.in <- b }
+
+// newBatch returns an empty batch, a checked one when there is one.
+func (ck *checkers) newBatch() []seenEntry {
+	if b, ok := ck.free.Get().(*[]seenEntry); ok {
+		return (*b)[:0]
+	}
+	return make([]seenEntry, 0, checkBatch)
+}
+
+// reuse keeps a checked batch for newBatch.
+func (ck *checkers) reuse(b []seenEntry) {
+	clear(b) // drop the paths
+	b = b[:0]
+	ck.free.Put(&b)
+}
 
 // wait ends the checkers and returns how many files had a record.
 func (ck *checkers) wait() int64 {

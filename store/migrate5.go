@@ -11,17 +11,18 @@ import (
 	"github.com/annexd/annexd/key"
 )
 
-// migrateDigestValues upgrades a schema-3 index to schema 4 in place: every
-// digest-index entry gets its record's digestValue (schema 3 left them
+// migrateDigestValues upgrades a schema-4 index to schema 5 in place: every
+// digest-index entry gets its record's digestValue (schema 4 left them
 // empty), in transactions of about migrateTxSize bytes, since one
 // transaction over 10^7 entries would hold every page of the index in
 // memory. The schema version changes in the last transaction. A crash or
-// an error before it leaves schema 3 with some values written, which a
-// schema-3 annexd ignores and the next open writes again.
+// an error before it leaves schema 4 with some values written, which a
+// schema-4 annexd ignores and the next open writes again. Pending entries
+// (pending.go) get theirs when they are merged.
 func migrateDigestValues(db *bolt.DB, path string, opts Options) error {
 	start := time.Now()
 	opts.Logger.Info("store: adding device and inode numbers to the digest index; its entries are read once (on a large index this takes a while)",
-		"path", path, "from", 3, "to", 4)
+		"path", path, "from", 4, "to", 5)
 	var (
 		from    []byte
 		entries int
@@ -40,13 +41,13 @@ func migrateDigestValues(db *bolt.DB, path string, opts Options) error {
 	}
 	if err == nil {
 		err = db.Update(func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketMeta).Put(metaSchema, binary.AppendUvarint(nil, 4))
+			return tx.Bucket(bucketMeta).Put(metaSchema, binary.AppendUvarint(nil, 5))
 		})
 	}
 	if err != nil {
 		return migrateError(err, path)
 	}
-	opts.Logger.Info("store: added device and inode numbers to the digest index", "path", path, "from", 3, "to", 4,
+	opts.Logger.Info("store: added device and inode numbers to the digest index", "path", path, "from", 4, "to", 5,
 		"entries", entries, "elapsed", time.Since(start).Round(time.Millisecond))
 	return nil
 }

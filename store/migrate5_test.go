@@ -17,9 +17,9 @@ import (
 	"github.com/annexd/annexd/key"
 )
 
-// schema3Index is the schema-2 fixture migrated, then taken back to what
-// a schema-3 annexd wrote: empty digest-index values and schema 3.
-func schema3Index(t *testing.T) (string, listing) {
+// schema4Index is the schema-2 fixture migrated, then taken back to what
+// a schema-4 annexd wrote: empty digest-index values and schema 4.
+func schema4Index(t *testing.T) (string, listing) {
 	t.Helper()
 	path, want := schema2Index(t)
 	s, err := Open(path, Options{NoSync: true})
@@ -43,7 +43,7 @@ func schema3Index(t *testing.T) (string, listing) {
 				return err
 			}
 		}
-		return tx.Bucket(bucketMeta).Put(metaSchema, binary.AppendUvarint(nil, 3))
+		return tx.Bucket(bucketMeta).Put(metaSchema, binary.AppendUvarint(nil, 4))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -51,15 +51,15 @@ func schema3Index(t *testing.T) (string, listing) {
 	return path, want
 }
 
-// Opening a schema-3 index read-only refuses; a writable open writes
+// Opening a schema-4 index read-only refuses; a writable open writes
 // every digest-index value in place, keeping everything else; brief
 // listings then agree with full ones.
-func TestMigrateSchema3(t *testing.T) {
+func TestMigrateSchema4(t *testing.T) {
 	migrateTxSize = 4096 // many chunks
 	t.Cleanup(func() { migrateTxSize = compactTxSize })
-	path, want := schema3Index(t)
+	path, want := schema4Index(t)
 	if _, err := Open(path, Options{ReadOnly: true}); !errors.Is(err, ErrNeedsMigration) {
-		t.Fatalf("read-only open of schema 3 = %v", err)
+		t.Fatalf("read-only open of schema 4 = %v", err)
 	}
 	var log bytes.Buffer
 	s := openTestAt(t, path, Options{NoSync: true, Logger: slog.New(slog.NewTextHandler(&log, nil))})
@@ -67,7 +67,7 @@ func TestMigrateSchema3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.SchemaVer != 4 {
+	if st.SchemaVer != 5 {
 		t.Fatalf("schema after migration: %d", st.SchemaVer)
 	}
 	if !strings.Contains(log.String(), "store: added device and inode numbers to the digest index") ||
@@ -79,12 +79,12 @@ func TestMigrateSchema3(t *testing.T) {
 	sameBrief(t, s)
 }
 
-// A schema-3 migration stopped after any chunk leaves schema 3; the next
+// A schema-4 migration stopped after any chunk leaves schema 4; the next
 // open writes the values again.
-func TestMigrateSchema3Interrupted(t *testing.T) {
+func TestMigrateSchema4Interrupted(t *testing.T) {
 	migrateTxSize = 4096
 	t.Cleanup(func() { migrateTxSize = compactTxSize; migrateHook = func(string) error { return nil } })
-	path, want := schema3Index(t)
+	path, want := schema4Index(t)
 	boom := errors.New("injected failure")
 	for _, nth := range []int{1, 3, 7} {
 		n := 0
@@ -99,7 +99,7 @@ func TestMigrateSchema3Interrupted(t *testing.T) {
 		if _, err := Open(path, Options{NoSync: true}); !errors.Is(err, boom) {
 			t.Fatalf("open failing at chunk %d = %v", nth, err)
 		}
-		if v := schemaOf(t, path); v != 3 {
+		if v := schemaOf(t, path); v != 4 {
 			t.Fatalf("after failure at chunk %d: schema %d", nth, v)
 		}
 	}

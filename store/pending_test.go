@@ -1,0 +1,195 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// pendingLoad puts 700 records over 140 digests, with hardlinks, then
+// removes and rewrites some: the changes a first scan meets.
+func pendingLoad() ([]Change, model) {
+	m := model{}
+	var cs []Change
+	for i := range 700 {
+		r := rec(fmt.Sprint("content ", i%140), int64(100+i%140), 1, uint64(1+i%600)) // 100 hardlinked pairs
+		path := fmt.Sprintf("/t/d%d/f%03d", i%7, i)
+		cs = append(cs, Change{Op: OpPut, Path: []byte(path), Record: r})
+		m[path] = r
+	}
+	for i := 0; i < 700; i += 11 {
+		path := fmt.Sprintf("/t/d%d/f%03d", i%7, i)
+		cs = append(cs, Change{Op: OpDelete, Path: []byte(path)})
+		delete(m, path)
+	}
+	for i := 5; i < 700; i += 13 {
+		path := fmt.Sprintf("/t/d%d/f%03d", i%7, i)
+		r := rec("rewritten", 9, 2, uint64(1000+i))
+		cs = append(cs, Change{Op: OpPut, Path: []byte(path), Record: r})
+		m[path] = r
+	}
+	return cs, m
+}
+
+// dupsOf lists Dups as digest → sorted member paths, with the counters.
+func dupsOf(t *testing.T, s *Store) (map[string][]string, Stats) {
+	t.Helper()
+	got := map[string][]string{}
+	err := s.Dups(context.Background(), DupOptions{}, func(g Group) error {
+		var ps []string
+		for _, mb := range g.Members {
+			ps = append(ps, string(mb.Path))
+		}
+		slices.Sort(ps)
+		got[fmt.Sprintf("%x", g.Digest)] = ps
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Dups: %v", err)
+	}
+	st, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, st
+}
+
+func wantDups(m model) (map[string][]string, int64) {
+	want := map[string][]string{}
+	var wasted int64
+	for dk, g := range m.groups() {
+		if g.Inodes < 2 {
+			continue
+		}
+		var ps []string
+		for _, mb := range g.Members {
+			ps = append(ps, string(mb.Path))
+		}
+		slices.Sort(ps)
+		want[fmt.Sprintf("%x", dk[1:])] = ps
+		wasted += g.Wasted
+	}
+	return want, wasted
+}
+
+func sameDups(t *testing.T, s *Store, m model) {
+	t.Helper()
+	got, st := dupsOf(t, s)
+	want, wasted := wantDups(m)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Dups = %v\nwant %v", got, want)
+	}
+	if st.DupGroups != int64(len(want)) || st.Wasted != wasted || st.Ungrouped != 0 {
+		t.Errorf("Stats %+v, want %d groups, %d wasted, none ungrouped", st, len(want), wasted)
+	}
+}
+
+// A large group defers its digest entries; a small one indexes at once;
+// Dups merges what is pending and then counts every record.
+func TestLargeGroupsDeferDigests(t *testing.T) {
+	s := openTestAt(t, filepath.Join(t.TempDir(), "index.db"),
+		Options{NoSync: true, MaxDelay: time.Second, MaxIdle: 200 * time.Millisecond, mergeIdle: time.Hour})
+	cs, m := pendingLoad()
+	if err := s.SubmitAll(context.Background(), cs); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := s.Stats()
+	if st.Ungrouped == 0 || st.Digested != int64(len(m)) || st.Unique != 0 {
+		t.Fatalf("after one group of %d changes: %+v, want every digest entry pending", len(cs), st)
+	}
+	mustCheck(t, s)
+	for _, path := range []string{"/t/d1/f001", "/t/d5/f005"} { // a pending and a replaced entry
+		r, ok, err := s.Get([]byte(path))
+		if err != nil || !ok {
+			t.Fatalf("Get %s: %v %v", path, ok, err)
+		}
+		got, err := s.ByDigest(r.Backend, r.Digest)
+		want := m.paths(func(o Record) bool { return o.indexed() && bytes.Equal(o.Digest, r.Digest) })
+		if err != nil || !slices.Equal(sorted(paths(got)), want) {
+			t.Errorf("ByDigest of %s with entries pending = %q, %v; want %q", path, paths(got), err, want)
+		}
+	}
+	sameDups(t, s, m)
+
+	before, _ := s.Stats()
+	mustPut(t, s, "/t/small", rec("content 1", 101, 3, 1))
+	m["/t/small"] = rec("content 1", 101, 3, 1)
+	if st, _ := s.Stats(); st.Ungrouped != 0 || st.Wasted != before.Wasted+101 {
+		t.Errorf("a lone put: %+v, want it grouped at once (wasted %d)", st, before.Wasted+101)
+	}
+	sameDups(t, s, m)
+}
+
+// A merge cut short leaves entries both merged and pending. The index
+// stays consistent, a read-only open lists them but cannot group them, and
+// the next merge finishes without counting any twice.
+func TestMergeCutShort(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	s, err := Open(path, Options{NoSync: true, deferAt: 1, mergeIdle: time.Hour, mergeTx: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWriter(t, s)
+	cs, m := pendingLoad()
+	if err := s.SubmitAll(context.Background(), cs); err != nil {
+		t.Fatal(err)
+	}
+	cut := errors.New("cut short")
+	chunks := 0
+	mergeHook = func() error {
+		if chunks++; chunks >= 2 {
+			return cut
+		}
+		return nil
+	}
+	defer func() { mergeHook = func() error { return nil } }()
+	if err := s.Settle(context.Background()); !errors.Is(err, cut) {
+		t.Fatalf("Settle with the merge cut short: %v", err)
+	}
+	// Removing records whose entries are now both merged and pending must
+	// take them from both, or the next merge would bring them back.
+	var rm []Change
+	for i := 0; i < 700; i += 5 {
+		path := fmt.Sprintf("/t/d%d/f%03d", i%7, i)
+		rm = append(rm, Change{Op: OpDelete, Path: []byte(path)})
+		delete(m, path)
+	}
+	if err := s.SubmitAll(context.Background(), rm); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if err := s.Close(); err != nil { // its merge is cut short too
+		t.Fatal(err)
+	}
+	mergeHook = func() error { return nil }
+
+	ro, err := Open(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCheck(t, ro)
+	if st, _ := ro.Stats(); st.Ungrouped == 0 {
+		t.Errorf("read-only after a cut-short merge: %+v, want entries pending", st)
+	}
+	if err := ro.Dups(context.Background(), DupOptions{}, func(Group) error { return nil }); !errors.Is(err, ErrUngrouped) {
+		t.Errorf("read-only Dups with entries pending: %v, want ErrUngrouped", err)
+	}
+	r := m["/t/d2/f002"]
+	if !r.indexed() {
+		t.Fatal("the test's record went away")
+	}
+	got, err := ro.ByDigest(r.Backend, r.Digest)
+	want := m.paths(func(o Record) bool { return o.indexed() && bytes.Equal(o.Digest, r.Digest) })
+	if err != nil || !slices.Equal(sorted(paths(got)), want) {
+		t.Errorf("read-only ByDigest = %q, %v; want %q", paths(got), err, want)
+	}
+	ro.Close()
+
+	s = openTestAt(t, path, Options{NoSync: true}) // its Run merges the rest
+	sameDups(t, s, m)
+}
