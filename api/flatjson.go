@@ -212,6 +212,14 @@ func (m flatMember) str() (string, bool) {
 	return s, true
 }
 
+// state is str for a location's state: the usual one is not copied.
+func (m flatMember) state() (string, bool) {
+	if m.quoted && !m.escaped && string(m.val) == "ok" {
+		return "ok", true
+	}
+	return m.str()
+}
+
 // foldsToAny reports whether name matches one of names only when case is
 // ignored, as encoding/json would match it; the fast decoders then leave
 // the object to encoding/json.

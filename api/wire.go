@@ -114,14 +114,15 @@ func fastPathIn(line []byte) (p PathIn, ok bool) {
 // member reads m into p when it is "path" or "path_b64" (isPath); good is
 // false when its value is not a string.
 func (p *PathIn) member(m flatMember) (isPath, good bool) {
-	var s string
+	// s is declared in each case: one declared for all would be put on
+	// the heap for every member, path or not.
 	switch string(m.name) {
 	case "path":
-		s, good = m.str()
-		p.Path = &s
+		s, ok := m.str()
+		p.Path, good = &s, ok
 	case "path_b64":
-		s, good = m.str()
-		p.PathB64 = &s
+		s, ok := m.str()
+		p.PathB64, good = &s, ok
 	default:
 		return false, false
 	}
@@ -213,7 +214,9 @@ func appendKey(buf []byte, k key.Key) []byte {
 		return buf
 	}
 	buf = append(buf, `,"key":`...)
-	return appendString(buf, []byte(k.String()))
+	var tmp [160]byte // most keys: no allocation
+	kb, _ := k.AppendText(tmp[:0])
+	return appendString(buf, kb)
 }
 
 // AppendJSON appends r as one JSON object (no newline).
@@ -395,7 +398,7 @@ func fastLocationWire(b []byte) (w locationWire, ok bool) {
 		case "key":
 			w.Key, good = m.str()
 		case "state":
-			w.State, good = m.str()
+			w.State, good = m.state()
 		case "size":
 			var err error
 			w.Size, err = strconv.ParseInt(string(m.val), 10, 64)
@@ -504,12 +507,21 @@ func (g *DupGroup) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// maxCountHint bounds the room a group's "count" makes for its files.
+const maxCountHint = 4096
+
 // fastDupWire reads a group as the server writes it without
 // encoding/json; ok is false when it cannot be sure.
 func fastDupWire(b []byte) (w dupWire, ok bool) {
+	count := 0 // "count", when it comes before "files": room to keep
 	ok = scanFlat(b, func(m flatMember) bool {
 		var good bool
 		switch string(m.name) {
+		case "count": // not decoded, as by encoding/json; a hint only
+			good = m.quoted || m.val[0] != '['
+			if n, err := strconv.Atoi(string(m.val)); err == nil && !m.quoted {
+				count = min(max(n, 0), maxCountHint)
+			}
 		case "backend":
 			w.Backend, good = m.str()
 		case "digest":
@@ -528,7 +540,7 @@ func fastDupWire(b []byte) (w dupWire, ok bool) {
 				w.Copies = int(n)
 			}
 		case "files":
-			w.Files = w.Files[:0]
+			w.Files = make([]Location, 0, count)
 			good = !m.quoted && m.val[0] == '[' && eachObject(m.val, func(obj []byte) bool {
 				var l Location
 				if l.UnmarshalJSON(obj) != nil {

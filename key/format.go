@@ -18,25 +18,30 @@ func (k Key) String() string {
 	if k.IsZero() {
 		return ""
 	}
-	var sb strings.Builder
-	sb.Grow(len(k.backend) + len(k.name) + 32)
-	sb.WriteString(k.backend)
-	writeField(&sb, k.fields&hasSize != 0, 's', k.size)
-	writeField(&sb, k.fields&hasMtime != 0, 'm', k.mtime)
-	writeField(&sb, k.fields&hasChunkSize != 0, 'S', k.chunkSize)
-	writeField(&sb, k.fields&hasChunkNum != 0, 'C', k.chunkNum)
-	sb.WriteString("--")
-	sb.WriteString(k.name)
-	return sb.String()
+	b, _ := k.AppendText(make([]byte, 0, len(k.backend)+len(k.name)+32))
+	return string(b)
 }
 
-func writeField(sb *strings.Builder, present bool, letter byte, n int64) {
-	if !present {
-		return
+// AppendText appends k as String formats it (encoding.TextAppender); it
+// never fails.
+func (k Key) AppendText(b []byte) ([]byte, error) {
+	if k.IsZero() {
+		return b, nil
 	}
-	sb.WriteByte('-')
-	sb.WriteByte(letter)
-	sb.WriteString(strconv.FormatInt(n, 10))
+	b = append(b, k.backend...)
+	b = appendField(b, k.fields&hasSize != 0, 's', k.size)
+	b = appendField(b, k.fields&hasMtime != 0, 'm', k.mtime)
+	b = appendField(b, k.fields&hasChunkSize != 0, 'S', k.chunkSize)
+	b = appendField(b, k.fields&hasChunkNum != 0, 'C', k.chunkNum)
+	b = append(b, "--"...)
+	return append(b, k.name...), nil
+}
+
+func appendField(b []byte, present bool, letter byte, n int64) []byte {
+	if !present {
+		return b
+	}
+	return strconv.AppendInt(append(b, '-', letter), n, 10)
 }
 
 // keyFields lists the optional numeric fields in the only order git-annex

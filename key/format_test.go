@@ -247,3 +247,21 @@ func BenchmarkString(b *testing.B) {
 		_ = k.String()
 	}
 }
+
+// AppendText appends what String returns, after what the buffer held.
+func TestAppendText(t *testing.T) {
+	for _, s := range []string{"SHA256E-s10--" + strings.Repeat("ab", 32) + ".tar.gz", "SHA256-s0--" + strings.Repeat("0", 64),
+		"WORM-s5-m1700000000--name", "SHA256E-s1048576-S262144-C2--" + strings.Repeat("cd", 32) + ".bin", ""} {
+		var k Key
+		if s != "" {
+			var err error
+			if k, err = Parse(s); err != nil {
+				t.Fatalf("Parse(%q): %v", s, err)
+			}
+		}
+		b, err := k.AppendText([]byte("x:"))
+		if err != nil || string(b) != "x:"+k.String() || k.String() != s {
+			t.Errorf("AppendText of %q = %q, %v; String %q", s, b, err, k.String())
+		}
+	}
+}

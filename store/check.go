@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -41,7 +42,8 @@ var errRollback = errors.New("rollback")
 // snapshot: every record decodes and sits in a known directory; directory
 // ids lie within the sequence that allocates them; the directory, digest
 // and inode indexes hold exactly one entry per record
-// that belongs in them; group summaries, the waste order and the counters
+// that belongs in them, and the digest index the record's backend, device
+// and inode (schema 5); group summaries, the waste order and the counters
 // match a recount. It holds the write lock while it runs (a writable store
 // cannot be checked safely otherwise), so it blocks writes for the duration:
 // seconds per million records.
@@ -208,7 +210,8 @@ func checkGroups(tx *bolt.Tx, rep *Report, c *counters, pend map[string]bool) {
 			}
 		}
 	}
-	_ = tx.Bucket(bucketDigest).ForEach(func(k, _ []byte) error {
+	schema, _ := binary.Uvarint(tx.Bucket(bucketMeta).Get(metaSchema))
+	_ = tx.Bucket(bucketDigest).ForEach(func(k, v []byte) error {
 		entries++
 		b := key.Backend(k[0])
 		n := 1 + b.DigestLen()
@@ -226,6 +229,9 @@ func checkGroups(tx *bolt.Tx, rep *Report, c *counters, pend map[string]bool) {
 		if err != nil || !r.indexed() || !bytes.Equal(digestKey(nil, &r), dk) {
 			rep.add("bydigest: %x points to a record without that digest", k)
 			return nil
+		}
+		if schema >= 5 && !bytes.Equal(v, digestValue(&r)) {
+			rep.add("bydigest: %x holds %x, its record says %x", k, v, digestValue(&r))
 		}
 		if g.n == 0 {
 			g.size = r.Size

@@ -45,8 +45,9 @@
 //
 // Buckets: files (id(dirID) ‖ base name → record), dirs (directory
 // "/a/b/" → id(dirID)) and dirnames (id(dirID) → directory), bydigest (base
-// backend ‖ digest ‖ file key → ∅), inodes (id(dev) ‖ id(ino) ‖ file key →
-// ∅), groups (base backend ‖ digest → paths, inodes, size; only for digests
+// backend ‖ digest ‖ file key → the record's backend, device and inode),
+// inodes (id(dev) ‖ id(ino) ‖ file key → ∅), groups (base backend ‖
+// digest → paths, inodes, size; only for digests
 // with two or more paths), dups (^wasted ‖ base backend ‖ digest → the same
 // summary; only for groups of two or more inodes, so Dups streams them
 // largest waste first), verified (be64(checked time) ‖ file key → size;
@@ -67,7 +68,10 @@
 // renaming it over the old file (a read-only open reports
 // ErrNeedsMigration instead). Schema 3 added the verified index; Open
 // builds it in place from the records of a schema-2 index, in chunks, and
-// sets the new version last. Schema 4 added the pending bucket.
+// sets the new version last. Schema 4 added the pending bucket. Schema 5
+// fills the bydigest values, which were empty, the way schema 3 was built;
+// with them Dups can list a group's members without reading their records
+// (DupOptions.Brief).
 //
 // Storing directories once and files under a directory id keeps the index
 // small (each path's directory is not repeated in three indexes) and makes

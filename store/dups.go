@@ -16,6 +16,10 @@ type DupOptions struct {
 	MinSize int64  // skip groups of smaller files (1 skips empty files, whose groups waste 0 bytes)
 	After   []byte // resume after this Group.Cursor (nil: from the start)
 	Limit   int    // at most this many groups (0: all)
+	// Brief lists members from the digest index alone, without reading
+	// their records: each Member.Record then holds only Backend, Digest,
+	// Size, Dev, Ino and State (StateOK), in a third of the time.
+	Brief bool
 }
 
 // Group is a set of paths with the same content (same bare digest) on at
@@ -44,49 +48,102 @@ const maxMembersPerTx = 4 * chunk
 // backend and digest order). It keeps one chunk of groups in memory at a
 // time (about four thousand members; one group is never split, so a group
 // of a million copies is held whole), read in short transactions, and calls
-// fn outside of them. fn may return ErrStop. Records indexed since the
-// last merge are merged first (pending.go). Groups are read in separate
-// snapshots: one changed meanwhile is listed as it is when its chunk is read.
+// fn outside of them. With Brief it reads the next chunk while fn handles
+// the last one, so up to three chunks are in memory. fn may return ErrStop.
+// Records indexed since the last merge are merged first (pending.go).
+// Groups are read in separate snapshots: one changed meanwhile is listed
+// as it is when its chunk is read.
 func (s *Store) Dups(ctx context.Context, opts DupOptions, fn func(Group) error) error {
 	if err := s.settle(ctx); err != nil {
 		return err
 	}
-	after := bytes.Clone(opts.After)
 	sent := 0
-	names := s.newNamer()
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		groups, next, more, err := s.dupChunk(names, after, opts.MinSize)
-		if err != nil {
-			return err
-		}
+	use := func(groups []Group) error {
 		for _, g := range groups {
 			if opts.Limit > 0 && sent >= opts.Limit {
-				return nil
+				return ErrStop
 			}
 			if err := fn(g); err != nil {
-				if errors.Is(err, ErrStop) {
-					return nil
-				}
 				return err
 			}
 			sent++
 		}
-		if !more {
-			return nil
+		return nil
+	}
+	var err error
+	if opts.Brief {
+		err = s.dupsAhead(ctx, opts, use)
+	} else {
+		err = s.dupChunks(ctx, opts, func(r dupRead) error {
+			if r.err != nil {
+				return r.err
+			}
+			return use(r.groups)
+		})
+	}
+	if errors.Is(err, ErrStop) {
+		return nil
+	}
+	return err
+}
+
+// dupRead is one chunk of groups, or why it could not be read.
+type dupRead struct {
+	groups []Group
+	err    error
+}
+
+// dupChunks reads the chunks of groups in turn and hands each to use,
+// until use or a read fails or the groups end.
+func (s *Store) dupChunks(ctx context.Context, opts DupOptions, use func(dupRead) error) error {
+	after := bytes.Clone(opts.After)
+	names := s.newNamer()
+	for {
+		if err := ctx.Err(); err != nil {
+			return use(dupRead{err: err})
+		}
+		groups, next, more, err := s.dupChunk(names, after, opts)
+		if err := use(dupRead{groups: groups, err: err}); err != nil || !more {
+			return err
 		}
 		after = next
 	}
 }
 
+// dupsAhead is dupChunks with the reads on a goroutine of their own, one
+// chunk ahead of use. It returns once that goroutine is done.
+func (s *Store) dupsAhead(ctx context.Context, opts DupOptions, use func([]Group) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	ch := make(chan dupRead, 1)
+	go func() {
+		defer close(ch)
+		_ = s.dupChunks(ctx, opts, func(r dupRead) error {
+			ch <- r
+			return r.err
+		})
+	}()
+	defer func() {
+		cancel()
+		for range ch { // the reader stops at its next chunk
+		}
+	}()
+	for r := range ch {
+		if r.err != nil {
+			return r.err
+		}
+		if err := use(r.groups); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // dupChunk reads groups after the cursor; next is the last key it examined
 // (groups skipped by MinSize included) and more reports that it stopped
 // early.
-func (s *Store) dupChunk(names *namer, after []byte, minSize int64) (out []Group, next []byte, more bool, err error) {
+func (s *Store) dupChunk(names *namer, after []byte, opts DupOptions) (out []Group, next []byte, more bool, err error) {
 	err = names.view(func(tx *bolt.Tx, n *namer) error {
-		files := tx.Bucket(bucketFiles)
+		mr := memberReader{n: n, files: tx.Bucket(bucketFiles), brief: opts.Brief}
 		dc := tx.Bucket(bucketDigest).Cursor()
 		c := tx.Bucket(bucketDups).Cursor()
 		k, v := c.First()
@@ -97,6 +154,8 @@ func (s *Store) dupChunk(names *namer, after []byte, minSize int64) (out []Group
 			}
 		}
 		members := 0
+		var last []byte // valid in tx only: cloned into next at the end
+		defer func() { next = bytes.Clone(last) }()
 		for ; k != nil; k, v = c.Next() {
 			if members >= maxMembersPerTx {
 				more = true
@@ -111,19 +170,19 @@ func (s *Store) dupChunk(names *namer, after []byte, minSize int64) (out []Group
 				return fmt.Errorf("group %x: %w", dk, err)
 			}
 			members++
-			next = bytes.Clone(k)
-			if g.size < minSize {
+			last = k
+			if g.size < opts.MinSize {
 				continue
 			}
 			grp := Group{Backend: key.Backend(dk[0]), Digest: bytes.Clone(dk[1:]), Size: g.size,
-				Inodes: g.inodes, Wasted: g.wasted(), Cursor: bytes.Clone(k)}
-			for m, _ := dc.Seek(dk); m != nil && bytes.HasPrefix(m, dk); m, _ = dc.Next() {
-				fk := m[len(dk):]
-				e, err := makeEntry(n, fk, files.Get(fk))
+				Inodes: g.inodes, Wasted: g.wasted(), Cursor: bytes.Clone(k),
+				Members: make([]Member, 0, g.n)}
+			for m, mv := dc.Seek(dk); m != nil && bytes.HasPrefix(m, dk); m, mv = dc.Next() {
+				mb, err := mr.member(&grp, m[len(dk):], mv)
 				if err != nil {
 					return err
 				}
-				grp.Members = append(grp.Members, Member{Path: e.path, Record: e.r})
+				grp.Members = append(grp.Members, mb)
 				members++
 			}
 			out = append(out, grp)
@@ -131,4 +190,30 @@ func (s *Store) dupChunk(names *namer, after []byte, minSize int64) (out []Group
 		return nil
 	})
 	return out, next, more, err
+}
+
+// memberReader makes the members of groups from digest-index entries.
+type memberReader struct {
+	n     *namer
+	files *bolt.Bucket
+	brief bool // from the digest index alone (DupOptions.Brief)
+}
+
+// member makes the member of g whose file key is fk and digest-index
+// value v.
+func (mr *memberReader) member(g *Group, fk, v []byte) (Member, error) {
+	if !mr.brief {
+		e, err := makeEntry(mr.n, fk, mr.files.Get(fk))
+		return Member{Path: e.path, Record: e.r}, err
+	}
+	path, err := mr.n.path(fk)
+	if err != nil {
+		return Member{}, err
+	}
+	b, dev, ino, err := decodeDigestValue(v)
+	if err != nil {
+		return Member{}, fmt.Errorf("digest index entry of %q: %w", path, err)
+	}
+	return Member{Path: path, Record: Record{Backend: b, Digest: g.Digest, Size: g.Size,
+		Dev: dev, Ino: ino, State: StateOK}}, nil
 }

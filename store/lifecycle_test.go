@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // Every done is called exactly once, whether the change was committed
@@ -160,4 +162,42 @@ func TestDirCachesFollowChanges(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// A namer kept across the transactions of one long read names a file by
+// its directory's new name once the directory was renamed in between.
+func TestNamerFollowsRenames(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	mustPut(t, s, "/x/d/f", rec("f", 1, 1, 1))
+	n := s.newNamer()
+	name := func() string {
+		t.Helper()
+		var got []byte
+		err := n.view(func(tx *bolt.Tx, n *namer) error {
+			fk, _ := tx.Bucket(bucketFiles).Cursor().First()
+			var err error
+			got, err = n.path(fk)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(got)
+	}
+	for i := range 4 {
+		from, to := "/x/d", "/x/e"
+		if i%2 == 1 {
+			from, to = to, from
+		}
+		if got := name(); got != from+"/f" {
+			t.Fatalf("before move %d: %q, want %q", i, got, from+"/f")
+		}
+		if _, err := s.Move(ctx, []byte(from), []byte(to)); err != nil {
+			t.Fatal(err)
+		}
+		if got := name(); got != to+"/f" {
+			t.Fatalf("after move %d: %q, want %q", i, got, to+"/f")
+		}
+	}
 }

@@ -28,7 +28,7 @@ var (
 	bucketFiles    = []byte("files")    // id(dirID) ‖ base → record (id: appendID)
 	bucketDirs     = []byte("dirs")     // directory key "/a/b/" → id(dirID)
 	bucketDirNames = []byte("dirnames") // id(dirID) → directory key
-	bucketDigest   = []byte("bydigest") // backend ‖ digest ‖ file key → ∅
+	bucketDigest   = []byte("bydigest") // backend ‖ digest ‖ file key → digestValue
 	bucketInodes   = []byte("inodes")   // id(dev) ‖ id(ino) ‖ file key → ∅
 	bucketGroups   = []byte("groups")   // backend ‖ digest → group summary (groups of ≥ 2 paths)
 	bucketDups     = []byte("dups")     // ^wasted ‖ backend ‖ digest → group summary (groups of ≥ 2 inodes)
@@ -52,7 +52,7 @@ var (
 const formatID = "annexd-index"
 
 // SchemaVersion is the schema this package writes.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // migrations[v] upgrades an index from schema v to v+1 inside one write
 // transaction. Append here when the schema changes in a way one
@@ -526,7 +526,13 @@ func checkSchema(db *bolt.DB, path string, opts Options) error {
 		version = 3
 	}
 	for ; version < SchemaVersion; version++ {
-		if err := migrate(db, version); err != nil {
+		var err error
+		if version == 4 {
+			err = migrateDigestValues(db, path, opts) // in chunks, not one transaction
+		} else {
+			err = migrate(db, version)
+		}
+		if err != nil {
 			return fmt.Errorf("store: migrate %s from schema %d: %w", path, version, err)
 		}
 	}

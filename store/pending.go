@@ -150,7 +150,7 @@ func (w *wtx) addDigest(dk, fk []byte, r *Record) error {
 		return err
 	}
 	w.dbuf = append(append(w.dbuf[:0], dk...), fk...)
-	return w.digest.Put(w.dbuf, nil) // bbolt copies keys
+	return w.digest.Put(w.dbuf, digestValue(r)) // bbolt copies keys, not values
 }
 
 // inDigest reports whether the digest index holds dk ‖ fk.

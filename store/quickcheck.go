@@ -341,6 +341,9 @@ func checkEntry(name string, k, v []byte) error {
 		if b := key.Backend(k[0]); !b.Valid() || b.Base() != b || len(k) <= 1+b.DigestLen() {
 			return errors.New("bad digest index key")
 		}
+		if b, _, _, err := decodeDigestValue(v); err != nil || b.Base() != key.Backend(k[0]) {
+			return errors.New("bad digest index value")
+		}
 	case string(bucketGroups), string(bucketDups):
 		_, err := decodeGroup(v)
 		return err

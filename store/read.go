@@ -272,10 +272,15 @@ type namer struct {
 	names   *bolt.Bucket
 	epoch   uint64
 	caching bool
-	cache   map[uint64][]byte
+	// The names of directories with ids below maxNamerCache, by id (ids
+	// are handed out in sequence, so most trees have only such), and a
+	// map for the others.
+	byID  [][]byte
+	cache map[uint64][]byte
 }
 
-// maxNamerCache bounds the directory names a namer keeps.
+// maxNamerCache bounds the directory names a namer keeps in each of its
+// caches.
 const maxNamerCache = 1 << 16
 
 func (s *Store) newNamer() *namer { return &namer{s: s, cache: map[uint64][]byte{}} }
@@ -290,6 +295,7 @@ func (n *namer) view(fn func(tx *bolt.Tx, n *namer) error) error {
 		if n.caching && before != n.epoch {
 			n.epoch = before
 			clear(n.cache)
+			n.byID = n.byID[:0]
 		}
 		return fn(tx, n)
 	})
@@ -300,7 +306,7 @@ func (n *namer) path(fk []byte) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: bad file key %x", ErrCorrupt, fk)
 	}
-	if dk, ok := n.cache[id]; ok && n.caching {
+	if dk := n.cached(id); dk != nil {
 		return joinPath(dk, base), nil
 	}
 	dk := n.names.Get(idKey(id))
@@ -308,12 +314,37 @@ func (n *namer) path(fk []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: directory %d missing", ErrCorrupt, id)
 	}
 	if n.caching {
+		n.keep(id, bytes.Clone(dk))
+	}
+	return joinPath(dk, base), nil
+}
+
+// cached returns the name of directory id when the caches hold it.
+func (n *namer) cached(id uint64) []byte {
+	switch {
+	case !n.caching:
+		return nil
+	case id < uint64(len(n.byID)):
+		return n.byID[id]
+	case id < maxNamerCache:
+		return nil
+	}
+	return n.cache[id]
+}
+
+// keep caches the name dk of directory id.
+func (n *namer) keep(id uint64, dk []byte) {
+	if id >= maxNamerCache {
 		if len(n.cache) >= maxNamerCache {
 			clear(n.cache)
 		}
-		n.cache[id] = bytes.Clone(dk)
+		n.cache[id] = dk
+		return
 	}
-	return joinPath(dk, base), nil
+	if id >= uint64(len(n.byID)) {
+		n.byID = append(n.byID, make([][]byte, int(id)+1-len(n.byID))...)
+	}
+	n.byID[id] = dk
 }
 
 // ByInodeAll returns every path recorded with (dev, ino), in index order.

@@ -250,12 +250,13 @@ func (w *wtx) existing(id uint64, base, fk []byte) []byte {
 }
 
 // sameIndexes reports whether a and b have the same entries in every index
-// and count the same in the counters.
+// and count the same in the counters. The digest index holds the backend,
+// so SHA256 and SHA256E records of one digest differ.
 func sameIndexes(a, b *Record) bool {
 	if a.Dev != b.Dev || a.Ino != b.Ino || a.Size != b.Size || a.indexed() != b.indexed() {
 		return false
 	}
-	return !a.indexed() || (a.Backend.Base() == b.Backend.Base() && bytes.Equal(a.Digest, b.Digest))
+	return !a.indexed() || (a.Backend == b.Backend && bytes.Equal(a.Digest, b.Digest))
 }
 
 // remove deletes the record at path; it reports whether there was one.

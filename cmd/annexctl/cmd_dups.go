@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -113,11 +114,12 @@ func appendGroup(buf []byte, g api.DupGroup, sep bool, size func(int64) string) 
 	if sep {
 		buf = append(buf, '\n')
 	}
-	buf = fmt.Appendf(buf, "%d copies", g.Copies)
+	buf = append(strconv.AppendInt(buf, int64(g.Copies), 10), " copies"...)
 	if len(g.Files) != g.Copies {
-		buf = fmt.Appendf(buf, " (%d names)", len(g.Files))
+		buf = append(strconv.AppendInt(append(buf, " ("...), int64(len(g.Files)), 10), " names)"...)
 	}
-	buf = fmt.Appendf(buf, " × %s, %s wasted  %s\n", size(g.Size), size(g.Wasted), groupKey(g))
+	buf = append(append(append(buf, " × "...), size(g.Size)...), ", "...)
+	buf = append(append(append(append(buf, size(g.Wasted)...), " wasted  "...), groupKey(g)...), '\n')
 	for _, f := range g.Files {
 		buf = append(buf, "  "...)
 		buf = append(buf, f.Path...)

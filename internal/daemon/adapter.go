@@ -131,7 +131,8 @@ func (x *adapter) freshLocation(p []byte, rec *store.Record) (api.Location, erro
 // roots are left out, Wasted counts the inodes left, and groups left with
 // fewer than two are skipped; the limit then counts the groups sent.
 func (x *adapter) Dups(ctx context.Context, q api.DupQuery, fn func(api.DupGroup) error) error {
-	opts := store.DupOptions{MinSize: q.MinSize, After: q.After, Limit: q.Limit}
+	// group reads only what the digest index keeps of each record.
+	opts := store.DupOptions{MinSize: q.MinSize, After: q.After, Limit: q.Limit, Brief: true}
 	if !q.Outside {
 		opts.Limit = 0
 	}
@@ -154,29 +155,27 @@ func (x *adapter) Dups(ctx context.Context, q api.DupQuery, fn func(api.DupGroup
 func (x *adapter) group(g store.Group, withOutside bool) (out api.DupGroup, ok bool, err error) {
 	out = api.DupGroup{
 		Backend: g.Backend.WithExtension(), Digest: g.Digest, Size: g.Size, Wasted: g.Wasted, Cursor: g.Cursor,
+		Files: make([]api.Location, 0, len(g.Members)),
 	}
 	slices.SortFunc(g.Members, func(a, b store.Member) int { return bytes.Compare(a.Path, b.Path) })
-	type inode struct{ dev, ino uint64 }
-	first := make(map[inode][]byte, len(g.Members)) // the first listed name of each inode
+	var (
+		firsts firstNames
+		keys   keyCache
+	)
 	for _, m := range g.Members {
 		outside := x.a.outsideRoot(m.Path)
 		if outside && !withOutside {
 			continue
 		}
-		loc, err := location(m.Path, &m.Record)
+		loc, err := keys.location(m.Path, &m.Record)
 		if err != nil {
 			return out, false, err
 		}
 		loc.OutsideRoots = outside
-		in := inode{m.Record.Dev, m.Record.Ino}
-		if p, ok := first[in]; ok {
-			loc.LinkOf = p
-		} else {
-			first[in] = m.Path
-		}
+		loc.LinkOf = firsts.linkOf(m.Record.Dev, m.Record.Ino, m.Path)
 		out.Files = append(out.Files, loc)
 	}
-	out.Copies = len(first)
+	out.Copies = firsts.inodes()
 	if len(out.Files) < len(g.Members) {
 		if out.Copies < 2 {
 			return out, false, nil
@@ -184,6 +183,90 @@ func (x *adapter) group(g store.Group, withOutside bool) (out api.DupGroup, ok b
 		out.Wasted = g.Size * int64(out.Copies-1)
 	}
 	return out, true, nil
+}
+
+// keyCache hands the last key made for a group's member to the next
+// member with the same backend, size and extensions: a key depends on the
+// base name only through what follows its first dot (key.Extension), and
+// the digest is the group's.
+type keyCache struct {
+	b      key.Backend
+	size   int64
+	suffix []byte
+	k      key.Key
+	ok     bool
+}
+
+func (c *keyCache) location(p []byte, rec *store.Record) (api.Location, error) {
+	sfx := extensions(p)
+	if c.ok && c.b == rec.Backend && c.size == rec.Size && bytes.Equal(c.suffix, sfx) {
+		return api.Location{Path: p, Key: c.k, Size: rec.Size, State: rec.State.String()}, nil
+	}
+	loc, err := location(p, rec)
+	if err == nil {
+		*c = keyCache{b: rec.Backend, size: rec.Size, suffix: sfx, k: loc.Key, ok: true}
+	}
+	return loc, err
+}
+
+// extensions returns what key.Extension reads of a path: its base name
+// from the first dot after any leading dots, or nothing.
+func extensions(p []byte) []byte {
+	base := bytes.TrimLeft(p[bytes.LastIndexByte(p, '/')+1:], ".")
+	if dot := bytes.IndexByte(base, '.'); dot >= 0 {
+		return base[dot:]
+	}
+	return nil
+}
+
+// firstNames remembers the first listed name of each inode of a group.
+// Most groups have a few members: a list is searched until it grows long,
+// then a map takes over.
+type firstNames struct {
+	list []firstName
+	m    map[[2]uint64][]byte
+}
+
+type firstName struct {
+	in   [2]uint64 // dev, ino
+	path []byte
+}
+
+// maxFirstList is how many inodes firstNames searches in a list.
+const maxFirstList = 16
+
+// linkOf returns the first name met of (dev, ino), or nil when path is
+// that first name, which it then records.
+func (f *firstNames) linkOf(dev, ino uint64, path []byte) []byte {
+	in := [2]uint64{dev, ino}
+	if f.m == nil {
+		for _, e := range f.list {
+			if e.in == in {
+				return e.path
+			}
+		}
+		if len(f.list) < maxFirstList {
+			f.list = append(f.list, firstName{in, path})
+			return nil
+		}
+		f.m = make(map[[2]uint64][]byte, 2*maxFirstList)
+		for _, e := range f.list {
+			f.m[e.in] = e.path
+		}
+	}
+	if p, ok := f.m[in]; ok {
+		return p
+	}
+	f.m[in] = path
+	return nil
+}
+
+// inodes is the number of distinct inodes recorded.
+func (f *firstNames) inodes() int {
+	if f.m != nil {
+		return len(f.m)
+	}
+	return len(f.list)
 }
 
 // Forget implements api.Forgetter.

@@ -1,0 +1,111 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/key"
+)
+
+// migrateDigestValues upgrades a schema-4 index to schema 5 in place: every
+// digest-index entry gets its record's digestValue (schema 4 left them
+// empty), in transactions of about migrateTxSize bytes, since one
+// transaction over 10^7 entries would hold every page of the index in
+// memory. The schema version changes in the last transaction. A crash or
+// an error before it leaves schema 4 with some values written, which a
+// schema-4 annexd ignores and the next open writes again. Pending entries
+// (pending.go) get theirs when they are merged.
+func migrateDigestValues(db *bolt.DB, path string, opts Options) error {
+	start := time.Now()
+	opts.Logger.Info("store: adding device and inode numbers to the digest index; its entries are read once (on a large index this takes a while)",
+		"path", path, "from", 4, "to", 5)
+	var (
+		from    []byte
+		entries int
+		err     error
+	)
+	for {
+		var n int
+		from, n, err = digestValueChunk(db, from)
+		entries += n
+		if err == nil {
+			err = migrateHook("digest")
+		}
+		if err != nil || from == nil {
+			break
+		}
+	}
+	if err == nil {
+		err = db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(metaSchema, binary.AppendUvarint(nil, 5))
+		})
+	}
+	if err != nil {
+		return migrateError(err, path)
+	}
+	opts.Logger.Info("store: added device and inode numbers to the digest index", "path", path, "from", 4, "to", 5,
+		"entries", entries, "elapsed", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// digestValueChunk writes the values of the digest-index entries from the
+// key from on, until about migrateTxSize bytes of keys, in one transaction.
+// It returns where to go on (nil at the end) and how many values it wrote.
+func digestValueChunk(db *bolt.DB, from []byte) ([]byte, int, error) {
+	var (
+		next []byte
+		kvs  [][2][]byte
+	)
+	err := db.Update(func(tx *bolt.Tx) error {
+		files, b := tx.Bucket(bucketFiles), tx.Bucket(bucketDigest)
+		c := b.Cursor()
+		k, v := c.First()
+		if from != nil {
+			k, v = c.Seek(from)
+		}
+		size := 0
+		for ; k != nil; k, v = c.Next() {
+			if size >= migrateTxSize {
+				next = bytes.Clone(k)
+				break
+			}
+			size += len(k) + 16
+			want, err := digestValueOf(files, k)
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(v, want) {
+				kvs = append(kvs, [2][]byte{bytes.Clone(k), want})
+			}
+		}
+		// Put after the walk: a cursor must not move over a changing bucket.
+		for _, kv := range kvs {
+			if err := b.Put(kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return next, len(kvs), err
+}
+
+// digestValueOf returns the digestValue of the record a digest-index key
+// points to.
+func digestValueOf(files *bolt.Bucket, k []byte) ([]byte, error) {
+	if len(k) == 0 {
+		return nil, fmt.Errorf("%w: empty digest index key", ErrCorrupt)
+	}
+	n := 1 + key.Backend(k[0]).DigestLen()
+	if n < 2 || len(k) <= n {
+		return nil, fmt.Errorf("%w: digest index key %x", ErrCorrupt, k)
+	}
+	r, err := decodeRecord(files.Get(k[n:]))
+	if err != nil || !r.indexed() || !bytes.Equal(digestKey(nil, &r), k[:n]) {
+		return nil, fmt.Errorf("%w: digest index entry %x points to a record without that digest (%v)", ErrCorrupt, k, err)
+	}
+	return digestValue(&r), nil
+}
