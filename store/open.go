@@ -103,6 +103,7 @@ type Options struct {
 	deferAt   int
 	mergeIdle time.Duration
 	mergeTx   int // entries per merge transaction (0: mergeTxEntries)
+	mergeAt   int // pending entries that start a merge (0: a quarter of the digest index)
 }
 
 func (o *Options) fill() {

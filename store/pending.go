@@ -165,6 +165,9 @@ var mergeHook = func() error { return nil }
 
 // mergeAt is how many pending entries start a merge.
 func (s *Store) mergeAt(digested int64) int64 {
+	if s.opts.mergeAt > 0 {
+		return int64(s.opts.mergeAt)
+	}
 	return min(max(digested/4, mergeMin), mergeMax)
 }
 

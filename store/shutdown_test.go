@@ -171,7 +171,7 @@ func TestRunMarkerAcrossOpens(t *testing.T) {
 func TestKilledWriterLeavesUncleanMarker(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "index.db")
 	before := time.Now()
-	runAndKill(t, path, 1, 50*time.Millisecond)
+	runAndKill(t, path, 1, 50*time.Millisecond, false)
 	s := reopen(t, path, Options{})
 	defer s.Close()
 	prev, ok := s.PreviousRun()
@@ -187,7 +187,7 @@ func TestKilledWriterLeavesUncleanMarker(t *testing.T) {
 // writer left is still there for the daemon that opens the index next.
 func TestReadOnlyAndCompactKeepTheMarker(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "index.db")
-	runAndKill(t, path, 2, 20*time.Millisecond)
+	runAndKill(t, path, 2, 20*time.Millisecond, false)
 	ro, err := Open(path, Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
