@@ -278,8 +278,11 @@ func checkPending(tx *bolt.Tx, rep *Report) map[string]bool {
 			return nil
 		}
 		r, err := decodeRecord(files.Get(e.fk))
-		if err != nil || !r.indexed() || !bytes.Equal(digestKey(nil, &r), e.dk) {
+		switch {
+		case err != nil || !r.indexed() || !bytes.Equal(digestKey(nil, &r), e.dk):
 			rep.add("pending %x: %x names a record without that digest", k, dk)
+		case r.Backend != e.backend || uint64(r.Size) != e.size || r.Dev != e.dev || r.Ino != e.ino:
+			rep.add("pending %x: %x disagrees with its record (backend, size, dev or ino)", k, dk)
 		}
 		out[dk] = has(digest, []byte(dk))
 		return nil

@@ -158,11 +158,13 @@ type Store struct {
 
 	// Deferred digest entries (pending.go): how many are committed, the
 	// digest count they are measured against, and the writer's own state.
-	pending   atomic.Int64
-	digested  atomic.Int64
-	settleReq chan chan error
-	deferring bool // the writer's current group defers its digest entries
-	mergeSkip bool // a merge was cut short: skip entries already merged
+	pending    atomic.Int64
+	digested   atomic.Int64
+	settleReq  chan chan error
+	deferring  bool      // the writer's current group defers its digest entries
+	mergeSkip  bool      // a merge was cut short: skip entries already merged
+	mergeFails int       // merges failed in a row
+	mergeAfter time.Time // no merge of the writer's own before then
 
 	epoch epoch      // directory mappings version, for read caches
 	dirs  dirIDCache // directory key → id, for Get

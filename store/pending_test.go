@@ -5,10 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // pendingLoad puts 700 records over 140 digests, with hardlinks, then
@@ -192,4 +197,80 @@ func TestMergeCutShort(t *testing.T) {
 
 	s = openTestAt(t, path, Options{NoSync: true}) // its Run merges the rest
 	sameDups(t, s, m)
+}
+
+// A merge that keeps failing is retried after a growing delay, not every
+// idle period, and logged once; the entries stay pending and a later merge
+// groups them.
+func TestFailingMergeBacksOff(t *testing.T) {
+	var log bytes.Buffer
+	s, err := Open(filepath.Join(t.TempDir(), "index.db"), Options{NoSync: true, deferAt: 1,
+		mergeIdle: time.Millisecond, mergeTx: 8, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	mergeHook = func() error { calls.Add(1); return errors.New("no room") }
+	defer func() { mergeHook = func() error { return nil } }()
+	stop := runWriter(t, s)
+	cs, m := pendingLoad()
+	if err := s.SubmitAll(context.Background(), cs); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // a thousand idle periods of 1 ms
+	if n := calls.Load(); n < 1 || n > 6 {
+		t.Errorf("%d merge attempts in a second of failures, want 1 to 6", n)
+	}
+	if n := strings.Count(log.String(), "cannot merge the digest index"); n != 1 {
+		t.Errorf("logged %d times, want once: %s", n, log.String())
+	}
+	mergeHook = func() error { return nil }
+	stop()
+	mustCheck(t, s)
+	s.Close()
+	s = openTestAt(t, s.Path(), Options{NoSync: true})
+	sameDups(t, s, m)
+}
+
+// A pending entry that disagrees with its record is reported by Check.
+func TestCheckFindsStalePendingEntry(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWriter(t, s)
+	mustPut(t, s, "/t/a", rec("a", 10, 1, 1))
+	stop()
+	s.Close()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		fk, v := tx.Bucket(bucketFiles).Cursor().First()
+		r, err := decodeRecord(v)
+		if err != nil {
+			return err
+		}
+		digest := tx.Bucket(bucketDigest)
+		if err := digest.Delete(append(digestKey(nil, &r), fk...)); err != nil {
+			return err
+		}
+		r.Size++ // what the entry says; the record says 10
+		return tx.Bucket(bucketPending).Put([]byte("\x00\x00\x00\x00\x00\x00\x00\x01"), encodePending(digestKey(nil, &r), fk, &r))
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro, err := Open(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	rep, err := ro.Check()
+	if err != nil || !strings.Contains(strings.Join(rep.Problems, "\n"), "disagrees with its record") {
+		t.Errorf("Check of a stale pending entry: %v, %q", err, rep.Problems)
+	}
 }

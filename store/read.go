@@ -387,7 +387,7 @@ func (s *Store) ByDigest(b key.Backend, digest []byte) ([][]byte, error) {
 		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
 			fks = append(fks, k[len(p):])
 		}
-		if s.pending.Load() > 0 {
+		if k, _ := tx.Bucket(bucketPending).Cursor().First(); k != nil { // this snapshot's, not the counter
 			err := pendingByDigest(tx, p, func(fk []byte) error {
 				fks = append(fks, fk)
 				return nil

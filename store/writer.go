@@ -224,14 +224,14 @@ func (s *Store) Run(ctx context.Context) error {
 	defer idle.Stop()
 	for {
 		if s.pending.Load() > 0 {
-			idle.Reset(wait)
+			idle.Reset(max(wait, time.Until(s.mergeAfter)))
 		} else {
 			idle.Stop()
 		}
 		select {
 		case it := <-s.in:
 			s.commit(s.collect(ctx, it))
-			if s.pending.Load() >= s.mergeAt(s.digested.Load()) {
+			if s.pending.Load() >= s.mergeAt(s.digested.Load()) && time.Now().After(s.mergeAfter) {
 				s.mergeLogged()
 			}
 		case reply := <-s.settleReq:
@@ -251,11 +251,19 @@ func (s *Store) Run(ctx context.Context) error {
 }
 
 // mergeLogged merges what is pending, logging a failure: the entries stay
-// pending and the next merge tries again.
+// pending, and the writer tries again after a delay that doubles with each
+// failure up to a minute (a full disk, a damaged index), logging once.
 func (s *Store) mergeLogged() {
-	if err := s.merge(); err != nil {
+	err := s.merge()
+	if err == nil {
+		s.mergeFails, s.mergeAfter = 0, time.Time{}
+		return
+	}
+	if s.mergeFails == 0 {
 		s.log.Warn("store: cannot merge the digest index yet", "err", err, "pending", s.pending.Load())
 	}
+	s.mergeFails++
+	s.mergeAfter = time.Now().Add(min(mergeIdle<<min(s.mergeFails, 10), time.Minute))
 }
 
 // collect gathers a group: first, then whatever arrives until MaxDelay has

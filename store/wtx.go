@@ -99,8 +99,9 @@ type wtx struct {
 	// held when the transaction began and how many this one added.
 	pend                     *bolt.Bucket
 	pendCommitted, pendDelta int64
-	deferDigests             bool // this group's new digest entries wait for a merge
-	mergeSkip                bool // entries may be both pending and merged (a cut-short merge)
+	pendIndex                map[string][]byte // entry → its key, once a drop needed it
+	deferDigests             bool              // this group's new digest entries wait for a merge
+	mergeSkip                bool              // entries may be both pending and merged (a cut-short merge)
 }
 
 func newWtx(tx *bolt.Tx, e *epoch) (*wtx, error) {
