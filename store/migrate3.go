@@ -19,9 +19,6 @@ import (
 // partial index, which the next open drops and builds again. Nothing else
 // changes, so a schema-2 annexd could still read the file.
 func migrateVerified(db *bolt.DB, path string, opts Options) error {
-	start := time.Now()
-	opts.Logger.Info("store: adding the verification index; the records are read once (on a large index this takes a while)",
-		"path", path, "from", 2, "to", 3)
 	err := db.Update(func(tx *bolt.Tx) error {
 		if err := tx.DeleteBucket(bucketVerified); err != nil && !errors.Is(err, bolterr.ErrBucketNotFound) {
 			return err
@@ -29,28 +26,55 @@ func migrateVerified(db *bolt.DB, path string, opts Options) error {
 		_, err := tx.CreateBucket(bucketVerified)
 		return err
 	})
-	var from []byte
-	entries := 0
-	for err == nil {
+	if err != nil {
+		return migrateError(err, path)
+	}
+	return migrateInPlace(db, path, opts, inPlace{from: 2, step: "verified", chunk: verifiedChunk,
+		starting: "store: adding the verification index; the records are read once (on a large index this takes a while)",
+		done:     "store: added the verification index"})
+}
+
+// inPlace is a migration that changes an index where it lies, one chunk
+// per transaction: chunk does the work from a key on and says where to go
+// on (nil at the end) and how many entries it wrote.
+type inPlace struct {
+	from           uint64 // the schema it upgrades
+	step           string // what migrateHook is told after each chunk
+	starting, done string // the log's messages
+	chunk          func(db *bolt.DB, from []byte) (next []byte, n int, err error)
+}
+
+// migrateInPlace runs m's chunks to the end, then sets the schema version
+// to m.from+1 in a transaction of its own, so that a crash or an error
+// before it leaves the old version, whose next open runs m again.
+func migrateInPlace(db *bolt.DB, path string, opts Options, m inPlace) error {
+	start := time.Now()
+	opts.Logger.Info(m.starting, "path", path, "from", m.from, "to", m.from+1)
+	var (
+		from    []byte
+		entries int
+		err     error
+	)
+	for {
 		var n int
-		from, n, err = verifiedChunk(db, from)
+		from, n, err = m.chunk(db, from)
 		entries += n
 		if err == nil {
-			err = migrateHook("verified")
+			err = migrateHook(m.step)
 		}
-		if from == nil {
+		if err != nil || from == nil {
 			break
 		}
 	}
 	if err == nil {
 		err = db.Update(func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketMeta).Put(metaSchema, binary.AppendUvarint(nil, 3))
+			return tx.Bucket(bucketMeta).Put(metaSchema, binary.AppendUvarint(nil, m.from+1))
 		})
 	}
 	if err != nil {
 		return migrateError(err, path)
 	}
-	opts.Logger.Info("store: added the verification index", "path", path, "from", 2, "to", 3,
+	opts.Logger.Info(m.done, "path", path, "from", m.from, "to", m.from+1,
 		"entries", entries, "elapsed", time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -2,9 +2,7 @@ package store
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -20,36 +18,9 @@ import (
 // schema-4 annexd ignores and the next open writes again. Pending entries
 // (pending.go) get theirs when they are merged.
 func migrateDigestValues(db *bolt.DB, path string, opts Options) error {
-	start := time.Now()
-	opts.Logger.Info("store: adding device and inode numbers to the digest index; its entries are read once (on a large index this takes a while)",
-		"path", path, "from", 4, "to", 5)
-	var (
-		from    []byte
-		entries int
-		err     error
-	)
-	for {
-		var n int
-		from, n, err = digestValueChunk(db, from)
-		entries += n
-		if err == nil {
-			err = migrateHook("digest")
-		}
-		if err != nil || from == nil {
-			break
-		}
-	}
-	if err == nil {
-		err = db.Update(func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketMeta).Put(metaSchema, binary.AppendUvarint(nil, 5))
-		})
-	}
-	if err != nil {
-		return migrateError(err, path)
-	}
-	opts.Logger.Info("store: added device and inode numbers to the digest index", "path", path, "from", 4, "to", 5,
-		"entries", entries, "elapsed", time.Since(start).Round(time.Millisecond))
-	return nil
+	return migrateInPlace(db, path, opts, inPlace{from: 4, step: "digest", chunk: digestValueChunk,
+		starting: "store: adding device and inode numbers to the digest index; its entries are read once (on a large index this takes a while)",
+		done:     "store: added device and inode numbers to the digest index"})
 }
 
 // digestValueChunk writes the values of the digest-index entries from the
