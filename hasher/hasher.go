@@ -124,17 +124,9 @@ func (h *Hasher) hash(ctx context.Context, path string, b key.Backend, before *f
 	if h.base.Err() != nil {
 		return Result{}, ErrClosed
 	}
-	var fi fsstat.FileInfo
-	if before != nil {
-		fi = *before
-	} else {
-		var err error
-		if fi, err = fsstat.Lstat(path); err != nil {
-			return Result{}, err
-		}
-	}
-	if !fi.IsRegular() {
-		return Result{}, notRegular(path, fi)
+	fi, err := regularStat(path, before)
+	if err != nil {
+		return Result{}, err
 	}
 	r := h.p.route(fi.Size, isSHA256(b))
 	if r == routeInline && fi.Size > 0 && isSHA256(b) && h.small {

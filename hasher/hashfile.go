@@ -124,22 +124,28 @@ type stableFile struct {
 	before fsstat.FileInfo
 }
 
+// regularStat returns before, or an lstat of path when before is nil, and
+// refuses what is not a regular file.
+func regularStat(path string, before *fsstat.FileInfo) (fi fsstat.FileInfo, err error) {
+	if before != nil {
+		fi = *before
+	} else if fi, err = fsstat.Lstat(path); err != nil {
+		return fi, err
+	}
+	if !fi.IsRegular() {
+		return fi, notRegular(path, fi)
+	}
+	return fi, nil
+}
+
 // openStable lstats path (unless before is given), refuses non-regular files
 // without opening them, opens with O_NOFOLLOW|O_NONBLOCK so that a file swapped
 // for a FIFO or symlink in between can neither block nor be followed, and
 // checks that the descriptor is the file the lstat saw.
 func openStable(path string, before *fsstat.FileInfo) (*stableFile, error) {
-	var fi fsstat.FileInfo
-	if before != nil {
-		fi = *before
-	} else {
-		var err error
-		if fi, err = fsstat.Lstat(path); err != nil {
-			return nil, err
-		}
-	}
-	if !fi.IsRegular() {
-		return nil, notRegular(path, fi)
+	fi, err := regularStat(path, before)
+	if err != nil {
+		return nil, err
 	}
 	fd, err := openNoFollow(path)
 	if err != nil {
