@@ -48,40 +48,61 @@ func auditStartID(t *testing.T, d *daemon, args ...string) uint64 {
 	return out.ID
 }
 
+// slowAuditTree writes 64 files of 512 KiB (contents from seed on) under
+// a base whose audit reads 1 MB/s, so that a run lasts half a minute.
+func slowAuditTree(t *testing.T, seed uint64) (base, root string) {
+	base = dedupBase(t, auditConf+"max_rate = \"1MB/s\"\n")
+	root = filepath.Join(base, "root")
+	for i := range 64 {
+		writeAged(t, filepath.Join(root, fmt.Sprint(i)), seed+uint64(i), 512<<10)
+	}
+	return base, root
+}
+
+// auditWaiter is annexctl audit run --wait, started, with its output.
+type auditWaiter struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	id             uint64 // the run it waits for
+}
+
+// startAuditWait starts annexctl audit run --wait root against d and
+// returns once the run is going.
+func startAuditWait(t *testing.T, d *daemon, root string) *auditWaiter {
+	t.Helper()
+	w := &auditWaiter{cmd: exec.Command(bin.annexctl, "audit", "run", "--wait", root)}
+	w.cmd.Env = d.env
+	w.cmd.Stdout, w.cmd.Stderr = &w.stdout, &w.stderr
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.id = waitAuditRunning(t, d)
+	return w
+}
+
 // A daemon stopped while audit run --wait waits: annexctl says that
 // annexd closed the connection and exits 3, as it does when annexd is
 // killed. A restarted daemon never hands out a run id it used before, so
 // a client waiting on one cannot be answered with another run.
 func TestAuditRunWaitDaemonStops(t *testing.T) {
-	base := dedupBase(t, auditConf+"max_rate = \"1MB/s\"\n")
-	root := filepath.Join(base, "root")
-	for i := range 64 {
-		writeAged(t, filepath.Join(root, fmt.Sprint(i)), uint64(1000+i), 512<<10)
-	}
+	base, root := slowAuditTree(t, 1000)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		d := startOn(t, base, root)
-		cmd := exec.Command(bin.annexctl, "audit", "run", "--wait", root)
-		cmd.Env = d.env
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		id := waitAuditRunning(t, d)
+		w := startAuditWait(t, d, root)
 		d.exited = true
 		if err := d.cmd.Process.Signal(sig); err != nil {
 			t.Fatal(err)
 		}
 		<-d.done
-		err := cmd.Wait()
+		err := w.cmd.Wait()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 3 ||
-			!strings.Contains(stderr.String(), "annexd closed the connection") {
-			t.Fatalf("%v: audit run --wait: %v %q %q\n%s", sig, err, stdout.String(), stderr.String(), d.log)
+			!strings.Contains(w.stderr.String(), "annexd closed the connection") {
+			t.Fatalf("%v: audit run --wait: %v %q %q\n%s", sig, err, w.stdout.String(), w.stderr.String(), d.log)
 		}
 		d = startOn(t, base, root)
-		if next := auditStartID(t, d, filepath.Join(root, "0")); next <= id {
-			t.Fatalf("%v: the restarted daemon's run id %d, the last one before %d", sig, next, id)
+		if next := auditStartID(t, d, filepath.Join(root, "0")); next <= w.id {
+			t.Fatalf("%v: the restarted daemon's run id %d, the last one before %d", sig, next, w.id)
 		}
 		d.stop()
 	}
@@ -189,30 +210,19 @@ func TestAuditRunTimeLimitValues(t *testing.T) {
 // that the run goes on and exits 1, as dedup does when left; the daemon
 // goes on reading.
 func TestAuditRunWaitInterrupted(t *testing.T) {
-	base := dedupBase(t, auditConf+"max_rate = \"1MB/s\"\n")
-	root := filepath.Join(base, "root")
-	for i := range 64 {
-		writeAged(t, filepath.Join(root, fmt.Sprint(i)), uint64(2000+i), 512<<10)
-	}
+	base, root := slowAuditTree(t, 2000)
 	d := startOn(t, base, root)
-	cmd := exec.Command(bin.annexctl, "audit", "run", "--wait", root)
-	cmd.Env = d.env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
+	w := startAuditWait(t, d, root)
+	if err := w.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
-	id := waitAuditRunning(t, d)
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	err := cmd.Wait()
+	err := w.cmd.Wait()
 	var ee *exec.ExitError
-	want := fmt.Sprintf("audit run %d goes on", id)
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), want) {
-		t.Fatalf("audit run --wait after SIGINT: %v %q %q", err, stdout.String(), stderr.String())
+	want := fmt.Sprintf("audit run %d goes on", w.id)
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(w.stderr.String(), want) {
+		t.Fatalf("audit run --wait after SIGINT: %v %q %q", err, w.stdout.String(), w.stderr.String())
 	}
-	if st := auditStatus(t, d); st.Run == nil || st.Run.ID != id {
+	if st := auditStatus(t, d); st.Run == nil || st.Run.ID != w.id {
 		t.Fatalf("the run did not go on: %+v", st)
 	}
 }

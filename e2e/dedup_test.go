@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,21 +111,12 @@ func dedupStatus(t *testing.T, d *daemon) api.DedupStatus {
 // metric returns the value of one Prometheus sample from /metrics.
 func metric(t *testing.T, d *daemon, name string) float64 {
 	t.Helper()
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var dl net.Dialer
-		return dl.DialContext(ctx, "unix", d.socket)
-	}}}
-	resp, err := hc.Get("http://annexd/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindSubmatch(b)
+	b := metricsText(t, d)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindStringSubmatch(b)
 	if m == nil {
 		t.Fatalf("metrics have no %s:\n%s", name, b)
 	}
-	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	v, _ := strconv.ParseFloat(m[1], 64)
 	return v
 }
 
