@@ -101,24 +101,15 @@ func TestOpenForeignFiles(t *testing.T) {
 
 func TestOpenNewerSchema(t *testing.T) {
 	path := makeIndex(t, 1)
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = db.Update(func(tx *bolt.Tx) error {
+	editRaw(t, path, func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(metaSchema, []byte{SchemaVersion + 1})
 	})
-	db.Close()
 	openMustFail(t, path, ErrNewerSchema)
 }
 
 func TestCheckFindsDamage(t *testing.T) {
 	path := makeIndex(t, 500)
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
+	editRaw(t, path, func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketDigest, bucketInodes} {
 			k, _ := tx.Bucket(b).Cursor().First()
 			if err := tx.Bucket(b).Delete(k); err != nil {
@@ -132,10 +123,6 @@ func TestCheckFindsDamage(t *testing.T) {
 		k, _ := tx.Bucket(bucketFiles).Cursor().Last()
 		return tx.Bucket(bucketFiles).Put(k, []byte{1, 1, 0, 3})
 	})
-	db.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	s, err := Open(path, Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)

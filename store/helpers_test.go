@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/annexd/annexd/key"
 )
 
@@ -85,4 +87,21 @@ func paths(ps [][]byte) []string {
 		out[i] = string(p)
 	}
 	return out
+}
+
+// editRaw changes the closed index at path with bbolt alone, behind the
+// store's back, as damage or an older annexd would.
+func editRaw(t testing.TB, path string, fn func(tx *bolt.Tx) error) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(fn)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }

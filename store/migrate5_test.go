@@ -29,12 +29,7 @@ func schema4Index(t *testing.T) (string, listing) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.Update(func(tx *bolt.Tx) error {
+	editRaw(t, path, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketDigest)
 		var ks [][]byte
 		_ = b.ForEach(func(k, _ []byte) error { ks = append(ks, bytes.Clone(k)); return nil })
@@ -45,9 +40,6 @@ func schema4Index(t *testing.T) (string, listing) {
 		}
 		return tx.Bucket(bucketMeta).Put(metaSchema, binary.AppendUvarint(nil, 4))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return path, want
 }
 
@@ -189,19 +181,11 @@ func TestCheckDigestValue(t *testing.T) {
 
 func setFirstDigestValue(t *testing.T, path string, v []byte) {
 	t.Helper()
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.Update(func(tx *bolt.Tx) error {
+	editRaw(t, path, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketDigest)
 		k, _ := b.Cursor().First()
 		return b.Put(bytes.Clone(k), v)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func copyFile(t *testing.T, from, to string) {

@@ -197,19 +197,12 @@ func TestMigrateInterrupted(t *testing.T) {
 // says what to do, since check-db cannot open it before its migration.
 func TestMigrateRefusesDamage(t *testing.T) {
 	path, _ := schema1Index(t)
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// An inode entry without its record: the copy's invariants fail.
-	if err := db.Update(func(tx *bolt.Tx) error {
+	editRaw(t, path, func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketInodes).Put([]byte{1, 2, 3, 'x'}, nil)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
+	})
 	sum := fileSum(t, path)
-	_, err = Open(path, Options{NoSync: true})
+	_, err := Open(path, Options{NoSync: true})
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "left as it was") || !strings.Contains(err.Error(), "move it away") {
 		t.Fatalf("open of a damaged schema-1 index = %v", err)
 	}

@@ -243,11 +243,7 @@ func TestCheckFindsStalePendingEntry(t *testing.T) {
 	mustPut(t, s, "/t/a", rec("a", 10, 1, 1))
 	stop()
 	s.Close()
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
+	editRaw(t, path, func(tx *bolt.Tx) error {
 		fk, v := tx.Bucket(bucketFiles).Cursor().First()
 		r, err := decodeRecord(v)
 		if err != nil {
@@ -260,10 +256,6 @@ func TestCheckFindsStalePendingEntry(t *testing.T) {
 		r.Size++ // what the entry says; the record says 10
 		return tx.Bucket(bucketPending).Put([]byte("\x00\x00\x00\x00\x00\x00\x00\x01"), encodePending(digestKey(nil, &r), fk, &r))
 	})
-	db.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ro, err := Open(path, Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
