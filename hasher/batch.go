@@ -58,6 +58,17 @@ type streamReader struct {
 // corpus the advice cost a third as much CPU as copying the data.
 const prefetchWindow = 8 << 20
 
+// adviseStart asks the kernel for f's first prefetchWindow bytes unless all
+// of f is in the page cache, and returns how much of f it asked for or found.
+func adviseStart(f *stableFile) int64 {
+	if allInCache(f.fd, f.before.Size) {
+		return f.before.Size
+	}
+	n := min(f.before.Size, prefetchWindow)
+	_ = unix.Fadvise(f.fd, 0, n, unix.FADV_WILLNEED)
+	return n
+}
+
 func (r *streamReader) Read(p []byte) (int, error) {
 	if err := r.ctx.Err(); err != nil {
 		return 0, err
@@ -67,9 +78,6 @@ func (r *streamReader) Read(p []byte) (int, error) {
 	}
 	if int64(len(p)) > r.left {
 		p = p[:r.left]
-	}
-	if r.advised == 0 && allInCache(r.f.fd, r.f.before.Size) {
-		r.advised = r.f.before.Size
 	}
 	if r.read+prefetchWindow/2 >= r.advised && r.advised < r.f.before.Size {
 		_ = unix.Fadvise(r.f.fd, r.advised, prefetchWindow, unix.FADV_WILLNEED)
@@ -97,8 +105,8 @@ type batchRun struct {
 // next hands the engine the first job, then any job queued by then. With
 // none queued it says Soon while callers are about to queue more (they
 // are reading their files), and with wait it waits for one; else Dry.
-// Jobs whose file cannot be opened are finished at once. A small file
-// comes read and checked already (job.data).
+// A job comes with its file open (job.f), or, for a small file, read and
+// checked already (job.data).
 func (b *batchRun) next(wait bool) (Stream, mbsha256.Feed) {
 	for {
 		j := b.first
@@ -117,12 +125,7 @@ func (b *batchRun) next(wait bool) (Stream, mbsha256.Feed) {
 			b.jobs, b.streams, b.done = append(b.jobs, j), append(b.streams, nil), append(b.done, false)
 			return Stream{Data: *j.data}, mbsha256.Taken
 		}
-		f, err := openStable(j.path, &j.before)
-		if err != nil {
-			b.h.finish(j, Result{}, err)
-			continue
-		}
-		r := &streamReader{ctx: j.ctx, f: f, left: f.before.Size}
+		r := &streamReader{ctx: j.ctx, f: j.f, left: j.f.before.Size, advised: j.ahead}
 		b.jobs, b.streams, b.done = append(b.jobs, j), append(b.streams, r), append(b.done, false)
 		return Stream{R: r}, mbsha256.Taken
 	}
@@ -187,8 +190,7 @@ func (b *batchRun) finish(i int, sum [32]byte, err error) {
 		b.h.finish(j, Result{Digest: append([]byte(nil), sum[:]...), Info: j.before}, nil)
 		return
 	}
-	f := r.f
-	defer f.close()
+	f := r.f // b.h.finish closes it
 	if err == nil && r.left != 0 {
 		err = fmt.Errorf("%w: %s: the engine finished the stream with %d of %d bytes unread", errBatchEngine, f.path, r.left, f.before.Size)
 	}
@@ -205,8 +207,14 @@ func (b *batchRun) finish(i int, sum [32]byte, err error) {
 	b.h.finish(b.jobs[i], Result{Digest: append([]byte(nil), sum[:]...), Info: f.before}, nil)
 }
 
-// abort answers every job the engine took but did not finish.
+// abort answers every job the engine took but did not finish, and the
+// first job when the engine never asked for it (an engine called with its
+// context done may return at once).
 func (b *batchRun) abort(err error) {
+	if b.first != nil {
+		b.h.finish(b.first, Result{}, err)
+		b.first = nil
+	}
 	for i := range b.jobs {
 		if !b.done[i] {
 			b.finish(i, [32]byte{}, err)

@@ -21,9 +21,13 @@
 // engine of package mbsha256), each pool worker pulls the SHA-256 files
 // queued for it into one engine call, a file per lane, and the small ones
 // come already read: their callers read them into memory, a few at a time
-// per device (Policy.Readers), and check them as HashFile does. Reading is
-// thus spread over many goroutines while hashing stays one per worker, and
-// many callers at once (Streams) keep the lanes full. An engine with a
+// per device (Policy.Readers), and check them as HashFile does. When all of
+// a device's slots are taken, a caller asks the kernel for its file's data
+// before it waits for one. Callers open the large files too, and ask for
+// their start unless it is in the page cache, so the disk reads them while
+// they wait for a lane. Reading is thus spread over many goroutines while
+// hashing stays one per worker, and many callers at once (Streams) keep the
+// lanes full. An engine with a
 // free lane waits for files its callers are still reading rather than
 // finish the others alone. Idle Hashers cost no CPU: their goroutines block
 // on channels.

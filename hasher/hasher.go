@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/key"
 )
@@ -44,7 +46,18 @@ type job struct {
 	before fsstat.FileInfo
 	route  route
 	data   *[]byte      // a small file read and checked by its caller, for the lanes
+	f      *stableFile  // a batch job's open file, closed with its answer
+	ahead  int64        // bytes of f asked of the kernel, or found in memory
 	done   chan outcome // buffered 1
+}
+
+// closeFile closes the job's file, once: by the worker that answers the job,
+// or by the caller when the job never reached a worker.
+func (j *job) closeFile() {
+	if j.f != nil {
+		j.f.close()
+		j.f = nil
+	}
 }
 
 type outcome struct {
@@ -139,23 +152,36 @@ func (h *Hasher) hash(ctx context.Context, path string, b key.Backend, before *f
 		return hashFile(ctx, path, b, &fi, h.ro)
 	}
 	if r == routeBatch {
-		h.coming.Add(1)
+		return h.hashQueued(ctx, path, b, fi)
 	}
 	res, _, err := h.await(&job{ctx: ctx, path: path, b: b, before: fi, route: r, done: make(chan outcome, 1)})
+	return res, err
+}
+
+// hashQueued opens a file for a batch engine and asks the kernel for its
+// start before queueing it: the disk reads the file while it waits for a
+// lane, and the engine does not stall on it. The job owns the descriptor.
+func (h *Hasher) hashQueued(ctx context.Context, path string, b key.Backend, fi fsstat.FileInfo) (Result, error) {
+	f, err := openStable(path, &fi)
+	if err != nil {
+		return Result{}, err
+	}
+	j := &job{ctx: ctx, path: path, b: b, before: f.before, route: routeBatch, f: f, ahead: adviseStart(f), done: make(chan outcome, 1)}
+	h.coming.Add(1)
+	res, _, err := h.await(j)
 	return res, err
 }
 
 // hashInLanes reads a small file (holding one of its device's read slots)
 // and has a batch engine hash the bytes in a lane beside other files.
 func (h *Hasher) hashInLanes(ctx context.Context, path string, b key.Backend, fi fsstat.FileInfo) (Result, error) {
-	h.coming.Add(1) // the workers wait for it rather than finish their lanes off
-	release, err := h.readers.acquire(ctx, fi.Dev)
+	f, err := openStable(path, &fi)
 	if err != nil {
-		h.coming.Add(-1)
 		return Result{}, err
 	}
-	data, info, err := readWhole(ctx, path, &fi, h.ro)
-	release()
+	h.coming.Add(1) // the workers wait for it rather than finish their lanes off
+	data, info, err := h.readSmall(ctx, f)
+	f.close()
 	if err != nil {
 		h.coming.Add(-1)
 		return Result{}, err
@@ -167,10 +193,28 @@ func (h *Hasher) hashInLanes(ctx context.Context, path string, b key.Backend, fi
 	return res, err
 }
 
+// readSmall reads f whole while holding one of its device's read slots.
+// When every slot is taken the disk is behind, so f's data is asked for
+// first (POSIX_FADV_WILLNEED): the kernel reads it while f waits for a
+// slot, and the read finds it in memory. A warm scan rarely waits.
+func (h *Hasher) readSmall(ctx context.Context, f *stableFile) (*[]byte, fsstat.FileInfo, error) {
+	release, ok := h.readers.tryAcquire(f.before.Dev)
+	if !ok {
+		_ = unix.Fadvise(f.fd, 0, f.before.Size, unix.FADV_WILLNEED)
+		var err error
+		if release, err = h.readers.acquire(ctx, f.before.Dev); err != nil {
+			return nil, fsstat.FileInfo{}, err
+		}
+	}
+	defer release()
+	return readOpen(ctx, f, h.ro)
+}
+
 // await hands j to the workers and waits for its outcome; answered is false
 // when j's context ended first, while a worker may still use what j holds.
 func (h *Hasher) await(j *job) (res Result, answered bool, err error) {
 	if err := h.submit(j); err != nil {
+		j.closeFile() // no worker has it
 		if j.route == routeBatch {
 			h.coming.Add(-1)
 		}
@@ -215,7 +259,7 @@ func (h *Hasher) Close() error {
 	for h.bat != nil {
 		select {
 		case j := <-h.bat:
-			j.done <- outcome{err: ErrClosed}
+			h.finish(j, Result{}, ErrClosed)
 		default:
 			return nil
 		}
@@ -246,7 +290,9 @@ func (h *Hasher) jobCtx(j *job) (context.Context, context.CancelFunc) {
 	return ctx, func() { stop(); cancel() }
 }
 
+// finish answers j, closing its file first.
 func (h *Hasher) finish(j *job, res Result, err error) {
+	j.closeFile()
 	if err != nil && h.base.Err() != nil && j.ctx.Err() == nil && errors.Is(err, context.Canceled) {
 		err = ErrClosed
 	}
@@ -264,6 +310,13 @@ func (h *Hasher) hashOne(ctx context.Context, j *job) (Result, error) {
 	if j.data != nil {
 		d := sha256.Sum256(*j.data)
 		return Result{Digest: d[:], Info: j.before}, nil
+	}
+	if j.f != nil { // a batch job hashed alone
+		sum, err := newHash(j.b, h.ro.impl)
+		if err != nil {
+			return Result{}, err
+		}
+		return hashOpen(ctx, j.f, sum, h.ro)
 	}
 	if j.route != routeExternal {
 		return hashFile(ctx, j.path, j.b, &j.before, h.ro)

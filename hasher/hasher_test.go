@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -439,5 +440,74 @@ func TestHashStatChecksTheCallersStat(t *testing.T) {
 	writeFile(t, paths[0], pattern(3001)) // a new size: changed on any clock
 	if res, err := h.HashStat(context.Background(), paths[0], key.SHA256, before); !errors.Is(err, ErrChanged) {
 		t.Fatalf("changed file: digest %x, error %v; want ErrChanged", res.Digest, err)
+	}
+}
+
+// openOf returns the paths among paths that this process holds open, once
+// the background epochs (each holds a file of its file system) are done.
+func openOf(t *testing.T, paths []string) []string {
+	t.Helper()
+	epochsRunning.Wait()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var open []string
+	for _, fd := range fds {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		if err == nil && slices.Contains(paths, target) {
+			open = append(open, target)
+		}
+	}
+	return open
+}
+
+// A batch job's caller opens its file before queueing it. Every way a job
+// ends closes that file: answered by the engine, hashed alone, cancelled
+// while queued, and queued or in the engine when the Hasher closes.
+func TestBatchJobsCloseTheirFiles(t *testing.T) {
+	paths, sums := makeFiles(t, 8, 300<<10)
+	eng := &serialEngine{lanes: 4}
+	h := New(Policy{InlineMax: -1, Workers: 1, Batch: eng.factory()}, nil)
+	hashAll(t, h, paths, sums)                                                    // in the engine
+	if _, err := h.Hash(context.Background(), paths[0], key.SHA256); err != nil { // alone
+		t.Fatal(err)
+	}
+	if open := openOf(t, paths); len(open) != 0 {
+		t.Fatalf("answered jobs left files open: %v", open)
+	}
+	h.Close()
+
+	eng = &serialEngine{lanes: 4, release: make(chan struct{})}
+	h = New(Policy{InlineMax: -1, Workers: 1, Batch: eng.factory(), BatchMinStreams: 1}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i, p := range paths {
+		c := context.Background()
+		if i%2 == 1 {
+			c = ctx
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.Hash(c, p, key.SHA256)
+		}()
+	}
+	for sum(eng.taken()) == 0 || len(h.bat) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		h.Close()
+	}()
+	for h.base.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	close(eng.release)
+	wg.Wait()
+	if open := openOf(t, paths); len(open) != 0 {
+		t.Fatalf("cancelled or closed jobs left files open: %v", open)
 	}
 }

@@ -93,6 +93,11 @@ func hashFile(ctx context.Context, path string, b key.Backend, before *fsstat.Fi
 		return Result{}, err
 	}
 	defer f.close()
+	return hashOpen(ctx, f, h, o)
+}
+
+// hashOpen is hashFile's work once the file is open; the caller closes f.
+func hashOpen(ctx context.Context, f *stableFile, h hash.Hash, o readOpts) (Result, error) {
 	if f.before.Size > int64(o.size()) {
 		// A larger kernel read-ahead for files read in several chunks.
 		_ = unix.Fadvise(f.fd, 0, 0, unix.FADV_SEQUENTIAL)
@@ -108,7 +113,7 @@ func hashFile(ctx context.Context, path string, b key.Backend, before *fsstat.Fi
 		return Result{}, err
 	}
 	if testHookAfterRead != nil {
-		testHookAfterRead(path)
+		testHookAfterRead(f.path)
 	}
 	if err := f.verify(); err != nil {
 		return Result{}, err

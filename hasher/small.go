@@ -20,16 +20,11 @@ const DefaultReaders = 16
 // 2 × workers × lanes of it (64 callers, 4 MiB, on 2 CPUs with 16 lanes).
 const laneMemMax = 64 << 10
 
-// readWhole reads the small regular file at path into a pooled buffer,
-// makes recent data durable and checks the file's identity before and
-// after, as hashFile does, so that the bytes can be hashed later and
-// elsewhere. The caller puts the buffer back.
-func readWhole(ctx context.Context, path string, before *fsstat.FileInfo, o readOpts) (*[]byte, fsstat.FileInfo, error) {
-	f, err := openStable(path, before)
-	if err != nil {
-		return nil, fsstat.FileInfo{}, err
-	}
-	defer f.close()
+// readOpen reads the small regular file f into a pooled buffer, makes
+// recent data durable and checks the file's identity after reading, as
+// hashFile does, so that the bytes can be hashed later and elsewhere. The
+// caller closes f and puts the buffer back.
+func readOpen(ctx context.Context, f *stableFile, o readOpts) (*[]byte, fsstat.FileInfo, error) {
 	bp := getData(f.before.Size)
 	buf := (*bp)[:f.before.Size]
 	for got := 0; got < len(buf); {
@@ -49,7 +44,7 @@ func readWhole(ctx context.Context, path string, before *fsstat.FileInfo, o read
 		return nil, fsstat.FileInfo{}, err
 	}
 	if testHookAfterRead != nil {
-		testHookAfterRead(path)
+		testHookAfterRead(f.path)
 	}
 	if err := f.verify(); err != nil {
 		putData(bp)
@@ -109,6 +104,18 @@ func (r *readSlots) of(dev uint64) chan struct{} {
 		r.by[dev] = c
 	}
 	return c
+}
+
+// tryAcquire takes a read slot on dev if one is free; the returned func
+// gives it back.
+func (r *readSlots) tryAcquire(dev uint64) (func(), bool) {
+	c := r.of(dev)
+	select {
+	case c <- struct{}{}:
+		return func() { <-c }, true
+	default:
+		return nil, false
+	}
 }
 
 // acquire waits for a read slot on dev; the returned func gives it back.
