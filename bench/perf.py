@@ -30,8 +30,10 @@ Usage: bench/perf.py [--tree T] [--runs N] [--keep DIR] SECTION...
 Environment: ANNEXD_ARGS adds flags to every annexd start (e.g. for A/B);
 LOOKUP_ALT=BIN,BIN… times other annexctl builds in the lookup section too,
 RESTART_ALT=BIN,BIN… other annexd builds in the restart section;
-COLD_READERS=2,4,8 sets the cat fan-outs of the cold section, and
-COLD_ANNEXD_READERS=2,64 adds annexd runs with those --readers.
+COLD_READERS=2,4,8 sets the cat fan-outs of the cold section,
+COLD_ANNEXD_READERS=2,64 adds annexd runs with those --readers, and
+COLD_ANNEXD_PROCS=2 adds annexd runs with GOMAXPROCS=2 (one thread per CPU
+here, annexd's choice before it took two per CPU).
 """
 import argparse
 import json
@@ -170,11 +172,12 @@ class Bench:
         return [self.w("annexd"), "--socket", self.sock, "--no-default-ignores", "--index", index,
                 *self.extra, *flags, tree]
 
-    def annexd(self, index, tree, *flags, binary=None):
+    def annexd(self, index, tree, *flags, binary=None, procs=None):
         argv = self.annexd_argv(index, tree, "--exit-when-idle", *flags)
         if binary:
             argv[0] = binary
-        return run(argv, env=self.env)
+        env = self.env if procs is None else dict(self.env, GOMAXPROCS=str(procs))
+        return run(argv, env=env)
 
     def fresh_index(self, name="index.db"):
         dst = self.w(name)
@@ -265,6 +268,7 @@ def section_cold(b):
     n, nb = header(b, "cold initial index vs cat fan-outs")
     readers = [int(x) for x in os.environ.get("COLD_READERS", "2,4,8,16,32").split(",")]
     ours = ["annexd"] + ["annexd-r%s" % r for r in os.environ.get("COLD_ANNEXD_READERS", "").split(",") if r]
+    ours += ["annexd-p%s" % p for p in os.environ.get("COLD_ANNEXD_PROCS", "").split(",") if p]
     sides = ours + ["bareloop"] + ["cat%d" % r for r in readers]
     res = {s: [] for s in sides}
     for r in range(b.runs):
@@ -276,6 +280,8 @@ def section_cold(b):
                 x = b.annexd(idx, b.tree)
             elif s.startswith("annexd-r"):
                 x = b.annexd(idx, b.tree, "--readers", s[len("annexd-r"):])
+            elif s.startswith("annexd-p"):
+                x = b.annexd(idx, b.tree, procs=int(s[len("annexd-p"):]))
             elif s == "bareloop":
                 x = b.bareloop()
             else:
