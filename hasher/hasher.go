@@ -162,6 +162,9 @@ func (h *Hasher) hash(ctx context.Context, path string, b key.Backend, before *f
 // start before queueing it: the disk reads the file while it waits for a
 // lane, and the engine does not stall on it. The job owns the descriptor.
 func (h *Hasher) hashQueued(ctx context.Context, path string, b key.Backend, fi fsstat.FileInfo) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
 	f, err := openStable(path, &fi)
 	if err != nil {
 		return Result{}, err
@@ -278,6 +281,10 @@ func (h *Hasher) worker() {
 			h.runOne(j)
 		case j := <-h.bat:
 			h.coming.Add(-1)
+			if h.base.Err() != nil { // select picks at random once closed
+				h.finish(j, Result{}, ErrClosed)
+				continue
+			}
 			h.runBatch(j, &eng)
 		}
 	}

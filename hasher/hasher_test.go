@@ -463,51 +463,125 @@ func openOf(t *testing.T, paths []string) []string {
 }
 
 // A batch job's caller opens its file before queueing it. Every way a job
-// ends closes that file: answered by the engine, hashed alone, cancelled
-// while queued, and queued or in the engine when the Hasher closes.
+// ends closes that file: answered by the engine or hashed alone, cancelled
+// while queued, refused by a full queue, and queued or in the engine when
+// the Hasher closes.
 func TestBatchJobsCloseTheirFiles(t *testing.T) {
-	paths, sums := makeFiles(t, 8, 300<<10)
-	eng := &serialEngine{lanes: 4}
-	h := New(Policy{InlineMax: -1, Workers: 1, Batch: eng.factory()}, nil)
-	hashAll(t, h, paths, sums)                                                    // in the engine
-	if _, err := h.Hash(context.Background(), paths[0], key.SHA256); err != nil { // alone
-		t.Fatal(err)
-	}
-	if open := openOf(t, paths); len(open) != 0 {
-		t.Fatalf("answered jobs left files open: %v", open)
-	}
-	h.Close()
-
-	eng = &serialEngine{lanes: 4, release: make(chan struct{})}
-	h = New(Policy{InlineMax: -1, Workers: 1, Batch: eng.factory(), BatchMinStreams: 1}, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for i, p := range paths {
-		c := context.Background()
-		if i%2 == 1 {
-			c = ctx
+	paths, sums := makeFiles(t, 12, 300<<10)
+	noneOpen := func(t *testing.T) {
+		t.Helper()
+		if open := openOf(t, paths); len(open) != 0 {
+			t.Fatalf("files left open: %v", open)
 		}
-		wg.Add(1)
+	}
+	t.Run("answered", func(t *testing.T) {
+		eng := &serialEngine{lanes: 4}
+		h := New(Policy{InlineMax: -1, Workers: 1, Batch: eng.factory()}, nil)
+		defer h.Close()
+		hashAll(t, h, paths[:8], sums[:8])
+		if _, err := h.Hash(context.Background(), paths[0], key.SHA256); err != nil { // alone
+			t.Fatal(err)
+		}
+		noneOpen(t)
+	})
+	t.Run("cancelled while queued", func(t *testing.T) {
+		h, eng, first := blockedEngine(t, paths[0])
+		defer h.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		queued := hashEach(h, ctx, paths[1:4])
+		waitFor(t, func() bool { return len(h.bat) == 3 })
+		cancel()
+		if err := wait(queued); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled callers: %v", err)
+		}
+		close(eng.release) // the engine meets the cancelled jobs
+		if err := wait(first); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { return len(openOf(t, paths)) == 0 })
+	})
+	t.Run("queue full", func(t *testing.T) {
+		h, eng, first := blockedEngine(t, paths[0])
+		defer h.Close()
+		queued := hashEach(h, context.Background(), paths[1:9])
+		waitFor(t, func() bool { return len(h.bat) == cap(h.bat) })
+		ctx, cancel := context.WithCancel(context.Background())
+		refused := hashEach(h, ctx, paths[9:10])
+		waitFor(t, func() bool { return len(openOf(t, paths[9:10])) == 1 }) // opened, now in submit
+		cancel()
+		if err := wait(refused); !errors.Is(err, context.Canceled) {
+			t.Fatalf("refused caller: %v", err)
+		}
+		if open := openOf(t, paths[9:10]); len(open) != 0 {
+			t.Fatalf("refused job left its file open")
+		}
+		close(eng.release)
+		if err := errors.Join(wait(first), wait(queued)); err != nil {
+			t.Fatal(err)
+		}
+		noneOpen(t)
+	})
+	t.Run("closed", func(t *testing.T) {
+		h, eng, first := blockedEngine(t, paths[0])
+		queued := hashEach(h, context.Background(), paths[1:5])
+		waitFor(t, func() bool { return len(h.bat) == 4 })
+		closed := make(chan struct{})
 		go func() {
-			defer wg.Done()
-			h.Hash(c, p, key.SHA256)
+			h.Close()
+			close(closed)
+		}()
+		waitFor(t, func() bool { return h.base.Err() != nil })
+		close(eng.release)
+		<-closed
+		for _, errc := range []<-chan error{first, queued} {
+			for range cap(errc) {
+				if err := <-errc; !errors.Is(err, ErrClosed) {
+					t.Fatalf("caller: got %v, want ErrClosed", err)
+				}
+			}
+		}
+		noneOpen(t)
+	})
+}
+
+// blockedEngine starts a Hasher whose one engine holds path, its first
+// stream, until eng.release is closed; first reports that hash's end.
+func blockedEngine(t *testing.T, path string) (*Hasher, *serialEngine, <-chan error) {
+	t.Helper()
+	eng := &serialEngine{lanes: 4, release: make(chan struct{})}
+	h := New(Policy{InlineMax: -1, Workers: 1, Batch: eng.factory(), BatchMinStreams: 1}, nil)
+	first := hashEach(h, context.Background(), []string{path})
+	waitFor(t, func() bool { return sum(eng.taken()) == 1 })
+	return h, eng, first
+}
+
+// hashEach hashes each path on a goroutine of its own; the channel gets
+// each one's error.
+func hashEach(h *Hasher, ctx context.Context, paths []string) <-chan error {
+	errc := make(chan error, len(paths))
+	for _, p := range paths {
+		go func() {
+			_, err := h.Hash(ctx, p, key.SHA256)
+			errc <- err
 		}()
 	}
-	for sum(eng.taken()) == 0 || len(h.bat) == 0 {
-		time.Sleep(time.Millisecond)
+	return errc
+}
+
+// wait joins the errors of the hashes behind errc.
+func wait(errc <-chan error) error {
+	var errs []error
+	for range cap(errc) {
+		errs = append(errs, <-errc)
 	}
-	cancel()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		h.Close()
-	}()
-	for h.base.Err() == nil {
-		time.Sleep(time.Millisecond)
-	}
-	close(eng.release)
-	wg.Wait()
-	if open := openOf(t, paths); len(open) != 0 {
-		t.Fatalf("cancelled or closed jobs left files open: %v", open)
+	return errors.Join(errs...)
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10 s")
+		}
 	}
 }
