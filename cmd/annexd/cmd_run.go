@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/debug"
 	"syscall"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/daemon"
+	"github.com/annexd/annexd/internal/diskprocs"
 	"github.com/annexd/annexd/internal/hub"
 	"github.com/annexd/annexd/internal/ignore"
 	"github.com/annexd/annexd/key"
@@ -30,15 +30,6 @@ import (
 // collector ran all the time and cost the scan of the corpus 20 % more CPU
 // (BENCHMARKS.md).
 const defaultMemoryLimit = 96 << 20
-
-// procsPerCPU is how many goroutines run Go code at once per CPU unless
-// GOMAXPROCS is set. A read of a file not in the page cache blocks its
-// thread in the kernel, and the runtime lets another thread run Go code
-// in its place only at its monitor's next tick. With one per CPU, a cold
-// first scan kept the runtime's slots busy while the CPUs idled a third of
-// the time; with two it ran 1.5× faster, and warm scans cost 3 % more CPU
-// (BENCHMARKS.md).
-const procsPerCPU = 2
 
 // runFlags are the root command's flags; each overrides the config file.
 type runFlags struct {
@@ -71,7 +62,8 @@ the config file ($XDG_CONFIG_HOME/annexd/annexd.toml, or --config); every key
 is documented in configs/annexd.example.toml.
 
 The Go runtime's soft memory limit is 96 MiB unless GOMEMLIMIT is set, and
-it runs Go code on two threads per CPU unless GOMAXPROCS is set.`
+it runs Go code on two threads per CPU while annexd reads from disk unless
+GOMAXPROCS is set.`
 	root.Example = `  annexd ~/                      index your home directory and keep it current
   annexd --index /srv/idx.db /srv/data
   annexctl status --wait          (in another terminal) wait for the first scan`
@@ -172,9 +164,6 @@ func runDaemon(cmd *cobra.Command, args []string, f *runFlags) error {
 		// to change it).
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(procsPerCPU * runtime.GOMAXPROCS(0))
-	}
 	opts := daemon.Options{Version: version(), ExitWhenIdle: f.exitWhenIdle, NoDataSync: f.noDataSync}
 	app, err := daemon.New(cfg, log, opts)
 	if err != nil {
@@ -182,6 +171,13 @@ func runDaemon(cmd *cobra.Command, args []string, f *runFlags) error {
 	}
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
+	if os.Getenv("GOMAXPROCS") == "" {
+		go func() {
+			if err := diskprocs.Run(ctx, diskprocs.Options{}); err != nil {
+				log.Info("GOMAXPROCS stays fixed: the process's I/O counters cannot be read", "err", err)
+			}
+		}()
+	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
