@@ -33,7 +33,7 @@ RESTART_ALT=BIN,BIN… other annexd builds in the restart section;
 COLD_READERS=2,4,8 sets the cat fan-outs of the cold section,
 COLD_ANNEXD_READERS=2,64 adds annexd runs with those --readers, and
 COLD_ANNEXD_PROCS=2 adds annexd runs with GOMAXPROCS=2 (one thread per CPU
-here, annexd's choice before it took two per CPU).
+here, as annexd runs while it reads from memory only).
 """
 import argparse
 import json

@@ -62,7 +62,7 @@ the config file ($XDG_CONFIG_HOME/annexd/annexd.toml, or --config); every key
 is documented in configs/annexd.example.toml.
 
 The Go runtime's soft memory limit is 96 MiB unless GOMEMLIMIT is set, and
-it runs Go code on two threads per CPU while annexd reads from disk unless
+it runs Go code on four threads per CPU while annexd reads from disk unless
 GOMAXPROCS is set.`
 	root.Example = `  annexd ~/                      index your home directory and keep it current
   annexd --index /srv/idx.db /srv/data
