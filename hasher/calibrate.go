@@ -571,6 +571,9 @@ func derive(c *Calibration, impl SHA256Impl) {
 	if len(c.PerFile) == 0 || fileMBps <= 0 {
 		p.InlineMax = DefaultInlineMax
 		c.note("inline_max = %s: default, the pool hand-off or the file throughput was not measured", sizeStr(p.InlineMax))
+	} else if c.HandoffUs < minHandoffUs {
+		p.InlineMax = DefaultInlineMax
+		c.note("inline_max = %s: default, the pool hand-off measured %.1f µs, less than a hand-off can cost (noise)", sizeStr(p.InlineMax), c.HandoffUs)
 	} else {
 		p.InlineMax = inlineMax(c.HandoffUs, fileMBps)
 		c.note("inline_max = %s: the pool hand-off (%.1f µs of CPU per file) is under %.0f %% of hashing any larger file at %.0f MB/s (the default %s unless that size is %d× off it)",
@@ -613,12 +616,19 @@ func (c *Calibration) note(format string, args ...any) {
 // load moves by 2-4× from one start to the next, all keep the default.
 const inlineBand = 8
 
+// minHandoffUs is the least a pool hand-off can cost: two channel
+// operations and two goroutine switches took 1-3 µs of CPU on every machine
+// measured. A smaller figure is noise (one start under load measured 0.0
+// µs, which chose 16 KiB), so it keeps DefaultInlineMax.
+const minHandoffUs = 0.5
+
 // inlineMax is the largest power of two whose hashing time is at least
 // 1/handoffShare times the hand-off cost, within [16 KiB, 8 MiB], or
-// DefaultInlineMax when that is within inlineBand of it.
+// DefaultInlineMax when that is within inlineBand of it or the hand-off
+// is under minHandoffUs.
 func inlineMax(handoffUs, fileMBps float64) int64 {
 	const lo, hi = 16 << 10, 8 << 20
-	if fileMBps <= 0 {
+	if fileMBps <= 0 || handoffUs < minHandoffUs {
 		return DefaultInlineMax
 	}
 	bytes := int64(handoffUs / handoffShare * fileMBps) // µs × MB/s = bytes

@@ -346,20 +346,25 @@ func TestDeriveUnmeasured(t *testing.T) {
 }
 
 // The inline cut-off keeps its default through the hand-offs load makes
-// of one machine (1-5 µs, 2-4× apart), and moves only for one 8× off.
+// of one machine (1-5 µs, 2-4× apart), and moves only for one 8× off. A
+// hand-off under what one can cost is noise and keeps the default too.
 func TestInlineMaxMovesOnlyOnLargeDifferences(t *testing.T) {
 	for _, tc := range []struct {
 		handoffUs, mbps float64
 		want            int64
 	}{
-		{1, 2000, DefaultInlineMax},   // 40 KB
-		{2.5, 2000, DefaultInlineMax}, // 100 KB
-		{5, 2000, DefaultInlineMax},   // 200 KB
-		{10, 2000, DefaultInlineMax},  // 400 KB
-		{0.1, 2000, 16 << 10},         // 4 KB: the floor
-		{30, 2000, 2 << 20},           // 1.2 MB
-		{500, 2000, 8 << 20},          // 20 MB: the ceiling
-		{3, 0, DefaultInlineMax},      // throughput unknown
+		{1, 2000, DefaultInlineMax},    // 40 KB
+		{2.5, 2000, DefaultInlineMax},  // 100 KB
+		{5, 2000, DefaultInlineMax},    // 200 KB
+		{10, 2000, DefaultInlineMax},   // 400 KB
+		{0.1, 2000, DefaultInlineMax},  // under minHandoffUs: noise
+		{0, 2000, DefaultInlineMax},    // the pool measured no slower than inline
+		{0.5, 2000, DefaultInlineMax},  // 20 KB: within the band
+		{0.5, 500, 16 << 10},           // 5 KB on slow hashing: the floor
+		{0.3, 20000, DefaultInlineMax}, // noise even where hashing is fast
+		{30, 2000, 2 << 20},            // 1.2 MB
+		{500, 2000, 8 << 20},           // 20 MB: the ceiling
+		{3, 0, DefaultInlineMax},       // throughput unknown
 	} {
 		if got := inlineMax(tc.handoffUs, tc.mbps); got != tc.want {
 			t.Errorf("hand-off %.1f µs at %.0f MB/s: inline_max %d, want %d", tc.handoffUs, tc.mbps, got, tc.want)
