@@ -27,10 +27,9 @@
 // their start unless it is in the page cache, so the disk reads them while
 // they wait for a lane. Reading is thus spread over many goroutines while
 // hashing stays one per worker, and many callers at once (Streams) keep the
-// lanes full. An engine with a
-// free lane waits for files its callers are still reading rather than
-// finish the others alone. Idle Hashers cost no CPU: their goroutines block
-// on channels.
+// lanes full. An engine with a free lane waits for files its callers are
+// still reading rather than finish the others alone. Idle Hashers cost no
+// CPU: their goroutines block on channels.
 //
 // Calibrate measures the candidates (crypto/sha256, sha256-simd where
 // package hasher/simd is linked, the mbsha256 kernels, the external

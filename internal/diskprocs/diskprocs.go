@@ -3,7 +3,7 @@
 // thread in the kernel, and the runtime hands that thread's turn to run Go
 // code to another thread only at its monitor's next tick. With one thread
 // per CPU, a cold first scan left the CPUs idle a third of the time; with
-// four it ran 1.7× faster. Warm, extra threads only contend, so the count
+// four it ran 1.5× faster. Warm, extra threads only contend, so the count
 // goes back once the reads from storage stop.
 package diskprocs
 
