@@ -3,11 +3,12 @@ package diskprocs
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/annexd/annexd/internal/loopfs"
 )
 
 func TestGateRaisesAtOnceAndLowersAfterHold(t *testing.T) {
@@ -36,20 +37,14 @@ func TestGateRaisesAtOnceAndLowersAfterHold(t *testing.T) {
 	}
 }
 
-// evictedFile writes size bytes to a file on disk and drops its pages from
-// the page cache, so that reading it reads storage. It skips on tmpfs,
-// where the page cache is the storage.
+// evictedFile writes size bytes to a file on a fresh ext4 image and drops
+// its pages from the page cache, so that reading it reads storage: the loop
+// device's, wherever the temp dir lies (on tmpfs the page cache would be
+// the storage).
 func evictedFile(t *testing.T, size int) string {
 	t.Helper()
-	dir := t.TempDir()
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Type == unix.TMPFS_MAGIC {
-		t.Skip("the temp dir is on tmpfs: its files are never read from storage")
-	}
-	p := filepath.Join(dir, "cold")
+	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: int64(size) + 64<<20})
+	p := fs.Path("cold")
 	f, err := os.Create(p)
 	if err != nil {
 		t.Fatal(err)
@@ -111,8 +106,9 @@ func TestRunFollowsReadsFromStorage(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, o) }()
-	stop := make(chan struct{})
-	go func() { // read until the count is raised, evicting between reads
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() { // read until told to stop, evicting between reads
+		defer close(stopped)
 		for {
 			select {
 			case <-stop:
@@ -132,6 +128,7 @@ func TestRunFollowsReadsFromStorage(t *testing.T) {
 		t.Fatalf("first change while reading from storage: GOMAXPROCS %d, want 4", got)
 	}
 	close(stop)
+	<-stopped // its file closed before the image is unmounted
 	if got := <-sets; got != 2 {
 		t.Fatalf("after the reads stopped: GOMAXPROCS %d, want 2", got)
 	}
