@@ -90,27 +90,18 @@ func verifiedChunk(db *bolt.DB, from []byte) ([]byte, int, error) {
 		kvs  [][2][]byte
 	)
 	err := db.Update(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketFiles).Cursor()
-		k, v := c.First()
-		if from != nil {
-			k, v = c.Seek(from)
-		}
-		size := 0
-		for ; k != nil; k, v = c.Next() {
-			if size >= migrateTxSize {
-				next = bytes.Clone(k)
-				break
-			}
+		var err error
+		next, err = scanChunk(tx.Bucket(bucketFiles).Cursor(), from, func(k, v []byte) (int, error) {
 			r, err := decodeRecord(v)
-			if err != nil {
-				return err
-			}
-			if !r.Audited() {
-				continue
+			if err != nil || !r.Audited() {
+				return 0, err
 			}
 			vk := verifiedKey(nil, r.Checked(), k)
 			kvs = append(kvs, [2][]byte{vk, binary.AppendUvarint(nil, uint64(r.Size))})
-			size += len(vk) + 16
+			return len(vk) + 16, nil
+		})
+		if err != nil {
+			return err
 		}
 		slices.SortFunc(kvs, func(a, b [2][]byte) int { return bytes.Compare(a[0], b[0]) })
 		b := tx.Bucket(bucketVerified)
@@ -125,4 +116,26 @@ func verifiedChunk(db *bolt.DB, from []byte) ([]byte, int, error) {
 		return nil
 	})
 	return next, len(kvs), err
+}
+
+// scanChunk calls each on the entries of c from the key from on (from the
+// first when from is nil) until the sizes each returns add up to
+// migrateTxSize, and returns the key to go on from, nil at the end. each
+// must not change c's bucket: a cursor must not move over a changing one.
+func scanChunk(c *bolt.Cursor, from []byte, each func(k, v []byte) (int, error)) ([]byte, error) {
+	k, v := c.First()
+	if from != nil {
+		k, v = c.Seek(from)
+	}
+	for size := 0; k != nil; k, v = c.Next() {
+		if size >= migrateTxSize {
+			return bytes.Clone(k), nil
+		}
+		n, err := each(k, v)
+		if err != nil {
+			return nil, err
+		}
+		size += n
+	}
+	return nil, nil
 }

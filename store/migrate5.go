@@ -33,25 +33,19 @@ func digestValueChunk(db *bolt.DB, from []byte) ([]byte, int, error) {
 	)
 	err := db.Update(func(tx *bolt.Tx) error {
 		files, b := tx.Bucket(bucketFiles), tx.Bucket(bucketDigest)
-		c := b.Cursor()
-		k, v := c.First()
-		if from != nil {
-			k, v = c.Seek(from)
-		}
-		size := 0
-		for ; k != nil; k, v = c.Next() {
-			if size >= migrateTxSize {
-				next = bytes.Clone(k)
-				break
-			}
-			size += len(k) + 16
+		var err error
+		next, err = scanChunk(b.Cursor(), from, func(k, v []byte) (int, error) {
 			want, err := digestValueOf(files, k)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			if !bytes.Equal(v, want) {
 				kvs = append(kvs, [2][]byte{bytes.Clone(k), want})
 			}
+			return len(k) + 16, nil
+		})
+		if err != nil {
+			return err
 		}
 		// Put after the walk: a cursor must not move over a changing bucket.
 		for _, kv := range kvs {
