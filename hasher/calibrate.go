@@ -616,10 +616,11 @@ func (c *Calibration) note(format string, args ...any) {
 // load moves by 2-4× from one start to the next, all keep the default.
 const inlineBand = 8
 
-// minHandoffUs is the least a pool hand-off can cost: two channel
-// operations and two goroutine switches took 1-3 µs of CPU on every machine
-// measured. A smaller figure is noise (one start under load measured 0.0
-// µs, which chose 16 KiB), so it keeps DefaultInlineMax.
+// minHandoffUs is taken as the least a pool hand-off can cost: two channel
+// operations and two goroutine switches took 1.3-2.5 µs of CPU in every
+// other calibration on the benchmark machine (BENCHMARKS.md). A smaller
+// figure is noise (one start under load measured 0.0 µs, which chose 16
+// KiB), so it keeps DefaultInlineMax.
 const minHandoffUs = 0.5
 
 // inlineMax is the largest power of two whose hashing time is at least
