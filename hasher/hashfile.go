@@ -280,17 +280,14 @@ func (f *stableFile) read(p []byte) (int, error) {
 	}
 }
 
-// verify compares the identity after reading, of the descriptor and of the
-// path (a rename over the path is only visible there), with the one before.
+// verify compares the identity of the path after reading with the one
+// before. One lstat covers the descriptor too: openStable tied the
+// descriptor to before's (dev, ino), an inode number is not reused while a
+// descriptor holds the inode, so a path with before's identity names the
+// descriptor's inode, unchanged in size, mtime and ctime. A rename over
+// the path, or a write, shows as a different identity.
 func (f *stableFile) verify() error {
-	now, err := fsstat.Fstat(f.fd)
-	if err != nil {
-		return &fs.PathError{Op: "fstat", Path: f.path, Err: err}
-	}
-	if !now.Same(f.before) {
-		return &ChangedError{Path: f.path, Before: f.before, After: now}
-	}
-	now, err = fsstat.Lstat(f.path)
+	now, err := fsstat.Lstat(f.path)
 	if err != nil {
 		// Gone or unreachable now: the content read may no longer be there.
 		return &ChangedError{Path: f.path, Before: f.before}
