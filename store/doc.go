@@ -97,12 +97,13 @@
 // Digests are random, so a first scan's digest entries would land on
 // random leaves and each commit would rewrite about one page per change.
 // A group of deferMinGroup (512) changes or more therefore appends its new
-// digest entries to the pending bucket; the writer merges them in key
-// order once a quarter of the digest index is pending (16,384 to 131,072
-// entries), when it has been idle for 100 ms, and before Dups or a Settle.
-// Until then such a record counts in Digested but not in Unique,
-// DupGroups and Wasted (Stats.Ungrouped says how many), and ByDigest reads
-// the pending bucket as well. pending.go has the details.
+// digest entries, and their inode entries, to the pending buckets as one
+// sorted run; the writer merges them in key order once as many entries are
+// pending as are merged (from 16,384 on) or 512 runs wait, when it has been
+// idle for 100 ms, and before Dups or a Settle. Until then such a record
+// counts in Digested but not in Unique, DupGroups and Wasted
+// (Stats.Ungrouped says how many), and ByDigest and ByInodeAll seek in
+// every run as well. pending.go and pendinodes.go have the details.
 //
 // Changes are applied in the order they were submitted, and reads see only
 // committed changes. A caller that reads, decides and then writes may

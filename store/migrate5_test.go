@@ -59,7 +59,7 @@ func TestMigrateSchema4(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.SchemaVer != 5 {
+	if st.SchemaVer != SchemaVersion {
 		t.Fatalf("schema after migration: %d", st.SchemaVer)
 	}
 	if !strings.Contains(log.String(), "store: added device and inode numbers to the digest index") ||

@@ -36,7 +36,7 @@ var (
 	// the verified index (verified.go).
 	schema2Buckets = [][]byte{bucketMeta, bucketUser, bucketFiles, bucketDirs, bucketDirNames,
 		bucketDigest, bucketInodes, bucketGroups, bucketDups}
-	allBuckets = append(schema2Buckets[:len(schema2Buckets):len(schema2Buckets)], bucketVerified, bucketPending)
+	allBuckets = append(schema2Buckets[:len(schema2Buckets):len(schema2Buckets)], bucketVerified, bucketPending, bucketPendInodes)
 )
 
 // Keys in the meta bucket.
@@ -52,7 +52,7 @@ var (
 const formatID = "annexd-index"
 
 // SchemaVersion is the schema this package writes.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // migrations[v] upgrades an index from schema v to v+1 inside one write
 // transaction. Append here when the schema changes in a way one
@@ -61,6 +61,9 @@ const SchemaVersion = 5
 var migrations = map[uint64]func(tx *bolt.Tx) error{
 	// Schema 4 defers a large group's digest entries (pending.go).
 	3: func(tx *bolt.Tx) error { _, err := tx.CreateBucketIfNotExists(bucketPending); return err },
+	// Schema 6 writes pending entries in sorted runs and defers the inode
+	// entries of deferred digest entries (pending.go, pendinodes.go).
+	5: migratePendingRuns,
 }
 
 // Options tune Open. The zero value is what the daemon uses.
@@ -103,7 +106,7 @@ type Options struct {
 	deferAt   int
 	mergeIdle time.Duration
 	mergeTx   int // entries per merge transaction (0: mergeTxEntries)
-	mergeAt   int // pending entries that start a merge (0: a quarter of the digest index)
+	mergeAt   int // pending entries that start a merge (0: mergeDue's rule)
 }
 
 func (o *Options) fill() {
@@ -160,6 +163,7 @@ type Store struct {
 	// digest count they are measured against, and the writer's own state.
 	pending    atomic.Int64
 	digested   atomic.Int64
+	runs       atomic.Int64 // runs written to the pending bucket since it was last emptied
 	settleReq  chan chan error
 	deferring  bool      // the writer's current group defers its digest entries
 	mergeSkip  bool      // a merge was cut short: skip entries already merged

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -16,29 +17,36 @@ import (
 	"github.com/annexd/annexd/key"
 )
 
-// Deferred digest entries (schema 4).
+// Deferred digest entries (schema 4; sorted runs since schema 6).
 //
 // A digest is random, so every new record of a large group lands its
 // digest-index entry on a random leaf: at 10^6 records each commit
 // rewrote about as many pages as it had changes. A large group therefore
-// appends its new digest entries to the pending bucket instead, in the
-// same transaction as the records. The writer later merges them in key
-// order, so neighbouring entries share the pages they dirty.
+// defers its new digest entries: the transaction writes them, in key
+// order, as one run at the end of the pending bucket, be64(run) ‖ digest
+// key ‖ file key → entry, so they append. The writer later merges every
+// run into the digest index in key order, so neighbouring entries share
+// the pages they dirty; the merge reads the runs side by side and holds
+// one position per run, not the entries.
 //
 // A pending entry counts as digested but is in no group yet: Digested
 // includes it, Unique, DupGroups and Wasted do not. ByDigest reads the
-// pending bucket too, so whereis stays exact; Dups asks the writer to
-// merge first. Adding entries commutes (a group's paths and distinct
-// inodes do not depend on the order of additions), so a small group may
-// index directly while entries are pending. A pending entry that must go
-// away before its merge is dropped from the pending bucket.
+// pending runs too (a seek in each), so whereis stays exact; Dups asks the
+// writer to merge first. Adding entries commutes (a group's paths and
+// distinct inodes do not depend on the order of additions), so a small
+// group may index directly while entries are pending. A pending entry that
+// must go away before its merge is dropped from its run.
 //
-// The merge runs in transactions of mergeTxEntries, in key order, and
-// empties the pending bucket in the last one. A crash between them leaves
-// entries both merged and pending; the next merge skips those already in
-// the digest index.
+// A merge starts once the pending entries are as many as those merged
+// (from mergeMin on), so each merge rewrites the digest index's leaves
+// about once for as many new entries as it holds, or once maxRuns runs
+// wait, which bounds a lookup's seeks. It runs in transactions of
+// mergeTxEntries and empties the pending bucket in the last one. A crash
+// between them leaves entries both merged and pending; the next merge
+// skips those already in the digest index.
 
-// pendingBucket holds be64(seq) → pending entry (encodePending).
+// pendingBucket holds be64(run) ‖ digest key ‖ file key → pending entry
+// (encodePending).
 var bucketPending = []byte("pending")
 
 const (
@@ -46,10 +54,11 @@ const (
 	// for a merge. Smaller groups, the steady state of a watched tree,
 	// index at once: they touch few pages either way.
 	deferMinGroup = 512
-	// mergeMin and mergeMax bound how many entries wait before a merge.
-	// Between them, a quarter of the digest index: each merge rewrites
-	// about every leaf once, so the cost per entry stays small.
-	mergeMin, mergeMax = 16384, 131072
+	// mergeMin is the fewest pending entries that start a merge before
+	// the writer is idle.
+	mergeMin = 16384
+	// maxRuns is the most runs that wait before a merge.
+	maxRuns = 512
 	// mergeTxEntries bounds one merge transaction, so the nodes it dirties
 	// stay within the writer's usual memory: at 10^6 records, chunks of
 	// 16,384 kept 120 MB live, chunks of 4,096 79 MB (the first scan alone
@@ -103,47 +112,55 @@ func (e *pendingEntry) record() Record {
 	return Record{Backend: e.backend, Size: int64(e.size), Dev: e.dev, Ino: e.ino}
 }
 
-// deferDigest queues the digest entry dk ‖ fk for the next merge.
+// deferDigest adds the digest entry dk ‖ fk to this transaction's run.
 func (w *wtx) deferDigest(dk, fk []byte, r *Record) error {
-	seq, err := w.pend.NextSequence()
+	if w.digRun == nil {
+		w.digRun = make(map[string][]byte)
+	}
+	w.pendDelta++
+	w.digRun[string(dk)+string(fk)] = encodePending(dk, fk, r)
+	return nil
+}
+
+// flushDigests writes this transaction's deferred digest entries as one
+// run, in key order, so that they append to the bucket.
+func (w *wtx) flushDigests() error {
+	if len(w.digRun) == 0 {
+		return nil
+	}
+	run, err := w.pend.NextSequence()
 	if err != nil {
 		return err
 	}
 	w.pend.FillPercent = appendFill
-	w.pendDelta++
-	k := binary.BigEndian.AppendUint64(nil, seq)
-	if w.pendIndex != nil {
-		w.pendIndex[string(dk)+string(fk)] = k
+	head := binary.BigEndian.AppendUint64(nil, run)
+	for _, e := range slices.Sorted(maps.Keys(w.digRun)) {
+		// bbolt keeps a reference to values until the commit: each is its own.
+		if err := w.pend.Put(append(head[:runHeader:runHeader], e...), w.digRun[e]); err != nil {
+			return err
+		}
 	}
-	return w.pend.Put(k, encodePending(dk, fk, r))
+	clear(w.digRun)
+	return nil
 }
 
 // dropPending removes the pending entry dk ‖ fk, reporting whether there
-// was one. The first drop of a transaction reads the pending bucket once
-// into an index by entry, so removing a whole tree before its merge costs
-// one pass, not one per record.
+// was one: from this transaction's run, or from a committed one (a seek in
+// each run).
 func (w *wtx) dropPending(dk, fk []byte) (bool, error) {
 	if w.pendCommitted+w.pendDelta <= 0 {
 		return false, nil
 	}
-	if w.pendIndex == nil {
-		w.pendIndex = make(map[string][]byte)
-		err := w.pend.ForEach(func(k, v []byte) error {
-			e, err := decodePending(v)
-			w.pendIndex[string(e.dk)+string(e.fk)] = bytes.Clone(k)
-			return err
-		})
-		if err != nil {
-			w.pendIndex = nil
-			return false, err
-		}
+	e := string(dk) + string(fk)
+	if _, ok := w.digRun[e]; ok {
+		delete(w.digRun, e)
+		w.pendDelta--
+		return true, nil
 	}
-	id := string(dk) + string(fk)
-	k, ok := w.pendIndex[id]
-	if !ok {
-		return false, nil
+	k, err := findInRuns(w.pend, []byte(e))
+	if k == nil || err != nil {
+		return false, err
 	}
-	delete(w.pendIndex, id)
 	w.pendDelta--
 	return true, w.pend.Delete(k)
 }
@@ -176,58 +193,31 @@ func (w *wtx) inDigest(dk, fk []byte) bool {
 // mergeHook runs between merge transactions; tests make it fail.
 var mergeHook = func() error { return nil }
 
-// mergeAt is how many pending entries start a merge.
-func (s *Store) mergeAt(digested int64) int64 {
+// mergeDue reports whether pending entries in runs runs, of digested
+// digest entries in all, call for a merge.
+func (s *Store) mergeDue(pending, digested, runs int64) bool {
 	if s.opts.mergeAt > 0 {
-		return int64(s.opts.mergeAt)
+		return pending >= int64(s.opts.mergeAt)
 	}
-	return min(max(digested/4, mergeMin), mergeMax)
+	return pending >= max(digested-pending, mergeMin) || runs >= maxRuns
 }
 
-// readPending returns every pending entry in digest-index order, and
-// whether some may already be merged (a merge was cut short).
-func (s *Store) readPending() ([]pendingEntry, error) {
-	var out []pendingEntry
-	err := s.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketPending).ForEach(func(_, v []byte) error {
-			e, err := decodePending(v)
-			if err != nil {
-				return err
-			}
-			e.dk, e.fk = bytes.Clone(e.dk), bytes.Clone(e.fk)
-			out = append(out, e)
-			return nil
-		})
-	})
-	slices.SortFunc(out, func(a, b pendingEntry) int {
-		return cmp.Or(bytes.Compare(a.dk, b.dk), bytes.Compare(a.fk, b.fk))
-	})
-	return out, err
-}
-
-// merge moves every pending entry into the digest index, in key order.
-// Only the writer calls it (Run, Close, settle).
+// merge moves every deferred inode entry into the inode index
+// (pendinodes.go), then every pending entry into the digest index, each
+// in key order. Only the writer calls it (Run, Close, settle).
 func (s *Store) merge() error {
 	if s.pending.Load() <= 0 {
 		return nil
 	}
 	start := time.Now()
-	entries, err := s.readPending()
-	if err != nil {
-		return err
-	}
-	total, per := len(entries), cmp.Or(s.opts.mergeTx, mergeTxEntries)
-	for err == nil && len(entries) > 0 {
-		n := min(per, len(entries))
-		last := n == len(entries)
-		err = s.update(func(w *wtx) error { return w.mergeChunk(entries[:n], last) })
-		if err == nil && !last {
-			err = mergeHook()
-		}
-		entries = entries[n:]
-	}
-	if err != nil {
+	per := cmp.Or(s.opts.mergeTx, mergeTxEntries)
+	if err := s.mergeRuns(bucketPendInodes, per, mergeInode); err != nil {
 		s.mergeSkip = true // some chunks may have been committed
+		return fmt.Errorf("store: merge the inode index: %w", err)
+	}
+	total := s.pending.Load()
+	if err := s.mergeRuns(bucketPending, per, mergeDigest); err != nil {
+		s.mergeSkip = true
 		return fmt.Errorf("store: merge the digest index: %w", err)
 	}
 	s.mergeSkip = false
@@ -235,28 +225,66 @@ func (s *Store) merge() error {
 	return nil
 }
 
-// mergeChunk adds entries to the digest index and, in the last chunk,
-// empties the pending bucket.
-func (w *wtx) mergeChunk(entries []pendingEntry, last bool) error {
-	for i := range entries {
-		e := &entries[i]
-		if w.mergeSkip && w.inDigest(e.dk, e.fk) {
-			continue // merged before a crash cut the merge short
+// mergeInode puts one deferred inode entry, run removed, into the inode
+// index; a put of an entry already there (a merge cut short) changes
+// nothing.
+func mergeInode(w *wtx, ik, _ []byte) error { return w.inodes.Put(ik, nil) }
+
+// mergeDigest adds one pending entry to the digest index and its group.
+func mergeDigest(w *wtx, _, v []byte) error {
+	e, err := decodePending(v)
+	if err != nil {
+		return err
+	}
+	if w.mergeSkip && w.inDigest(e.dk, e.fk) {
+		return nil // merged before a crash cut the merge short
+	}
+	r := e.record()
+	return w.addDigest(e.dk, e.fk, &r)
+}
+
+// mergeRuns applies fn, in key order without the run prefix, to every
+// entry of the run bucket name, per entries a transaction. The digest
+// merge's last transaction empties both pending buckets.
+func (s *Store) mergeRuns(name []byte, per int, fn func(w *wtx, k, v []byte) error) error {
+	var m *runMerge
+	err := s.view(func(tx *bolt.Tx) error {
+		var err error
+		m, err = newRunMerge(tx.Bucket(name))
+		return err
+	})
+	for err == nil {
+		var done bool
+		err = s.update(func(w *wtx) error {
+			var err error
+			done, err = m.step(w.tx.Bucket(name), per, func(k, v []byte) error { return fn(w, k, v) })
+			if err == nil && done && bytes.Equal(name, bucketPending) {
+				err = w.emptyPending()
+			}
+			return err
+		})
+		if err != nil || done {
+			return err
 		}
-		r := e.record()
-		if err := w.addDigest(e.dk, e.fk, &r); err != nil {
+		err = mergeHook()
+	}
+	return err
+}
+
+// emptyPending replaces both pending buckets with empty ones.
+func (w *wtx) emptyPending() error {
+	for _, name := range [][]byte{bucketPending, bucketPendInodes} {
+		if err := w.tx.DeleteBucket(name); err != nil && !errors.Is(err, bolterr.ErrBucketNotFound) {
 			return err
 		}
 	}
-	if !last {
-		return nil
-	}
-	if err := w.tx.DeleteBucket(bucketPending); err != nil && !errors.Is(err, bolterr.ErrBucketNotFound) {
+	b, err := w.tx.CreateBucket(bucketPending)
+	if err != nil {
 		return err
 	}
-	b, err := w.tx.CreateBucket(bucketPending)
 	w.pend = b
 	w.pendDelta = -w.pendCommitted
+	w.pendIno, err = w.tx.CreateBucket(bucketPendInodes)
 	return err
 }
 
@@ -313,8 +341,10 @@ func (s *Store) Ungrouped() int64 { return max(s.pending.Load(), 0) }
 // countPending sets the pending count from the index at open.
 func (s *Store) countPending() error {
 	return s.view(func(tx *bolt.Tx) error {
-		n := tx.Bucket(bucketPending).Stats().KeyN
+		b := tx.Bucket(bucketPending)
+		n := b.Stats().KeyN
 		s.pending.Store(int64(n))
+		s.runs.Store(int64(b.Sequence()))
 		s.mergeSkip = n > 0
 		// Damaged counters are Check's to report, not a reason to refuse
 		// the open that check-db and repair need.
@@ -325,13 +355,58 @@ func (s *Store) countPending() error {
 }
 
 // pendingByDigest calls fn with the file key of every pending entry of
-// digest key dk.
+// digest key dk: a seek in each run.
 func pendingByDigest(tx *bolt.Tx, dk []byte, fn func(fk []byte) error) error {
-	return tx.Bucket(bucketPending).ForEach(func(_, v []byte) error {
+	var err error
+	walkErr := eachRun(tx.Bucket(bucketPending), dk, func(k, _ []byte) bool {
+		err = fn(k[runHeader+len(dk):])
+		return err == nil
+	})
+	return cmp.Or(walkErr, err)
+}
+
+// migratePendingRuns rewrites the pending entries of schema 5, keyed by a
+// sequence number each, as one run of schema 6, and adds the bucket of
+// deferred inode entries (schema 5 indexed every inode entry at once).
+// The pending entries are at most a merge's worth, so one transaction
+// carries them.
+func migratePendingRuns(tx *bolt.Tx) error {
+	old := tx.Bucket(bucketPending)
+	if old == nil {
+		return fmt.Errorf("%w: bucket %q missing", ErrCorrupt, bucketPending)
+	}
+	entries := map[string][]byte{}
+	err := old.ForEach(func(k, v []byte) error {
 		e, err := decodePending(v)
-		if err != nil || !bytes.Equal(e.dk, dk) {
+		if err != nil {
 			return err
 		}
-		return fn(e.fk)
+		entries[string(e.dk)+string(e.fk)] = bytes.Clone(v)
+		return nil
 	})
+	if err != nil {
+		return err
+	}
+	if err := tx.DeleteBucket(bucketPending); err != nil {
+		return err
+	}
+	b, err := tx.CreateBucket(bucketPending)
+	if err != nil {
+		return err
+	}
+	if len(entries) > 0 {
+		run, err := b.NextSequence()
+		if err != nil {
+			return err
+		}
+		head := binary.BigEndian.AppendUint64(nil, run)
+		for _, e := range slices.Sorted(maps.Keys(entries)) {
+			if err := b.Put(append(head[:runHeader:runHeader], e...), entries[e]); err != nil {
+				return err
+			}
+		}
+	}
+	_, err = tx.CreateBucketIfNotExists(bucketPendInodes)
+	return err
 }
+

@@ -380,12 +380,15 @@ func (q *quick) counters(db *bolt.DB) (err error) {
 		return fmt.Errorf("counters %+v are impossible", c)
 	}
 	// Digested counts the pending entries too, merged or not (pending.go).
+	// Files counts the records whose inode entries are deferred
+	// (pendinodes.go).
 	_, pendHi := q.keyRange(bucketPending)
+	_, pendInoHi := q.keyRange(bucketPendInodes)
 	for _, b := range []struct {
 		bucket []byte
 		want   int64
 		slack  int64
-	}{{bucketFiles, c.Files, 0}, {bucketInodes, c.Files, 0}, {bucketDigest, c.Digested, pendHi}, {bucketDups, c.Groups, 0}} {
+	}{{bucketFiles, c.Files, 0}, {bucketInodes, c.Files, pendInoHi}, {bucketDigest, c.Digested, pendHi}, {bucketDups, c.Groups, 0}} {
 		lo, hi := q.keyRange(b.bucket)
 		if b.want < lo || b.want-b.slack > hi {
 			return fmt.Errorf("bucket %q holds %d to %d keys, the counters say %d", b.bucket, lo, hi, b.want)

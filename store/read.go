@@ -347,28 +347,36 @@ func (n *namer) keep(id uint64, dk []byte) {
 	n.byID[id] = dk
 }
 
-// ByInodeAll returns every path recorded with (dev, ino), in index order.
+// ByInodeAll returns every path recorded with (dev, ino), in index order:
+// those of the inode index and those whose entry is deferred
+// (pendinodes.go).
 func (s *Store) ByInodeAll(dev, ino uint64) ([][]byte, error) {
 	var ps [][]byte
-	err := s.inodePaths(dev, ino, func(path []byte) bool { ps = append(ps, path); return true })
-	return ps, err
-}
-
-func (s *Store) inodePaths(dev, ino uint64, fn func([]byte) bool) error {
-	return s.newNamer().view(func(tx *bolt.Tx, n *namer) error {
+	err := s.newNamer().view(func(tx *bolt.Tx, n *namer) error {
 		p := inodeKey(nil, dev, ino)
+		var fks [][]byte
 		c := tx.Bucket(bucketInodes).Cursor()
 		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
-			path, err := n.path(k[len(p):])
+			fks = append(fks, k[len(p):])
+		}
+		err := pendingByInode(tx.Bucket(bucketPendInodes), p, func(fk []byte) error {
+			fks = append(fks, fk)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		slices.SortFunc(fks, bytes.Compare)
+		for _, fk := range slices.CompactFunc(fks, bytes.Equal) { // in both after a merge cut short
+			path, err := n.path(fk)
 			if err != nil {
 				return err
 			}
-			if !fn(path) {
-				return nil
-			}
+			ps = append(ps, path)
 		}
 		return nil
 	})
+	return ps, err
 }
 
 // ByDigest returns the paths whose content has digest under backend b.

@@ -231,7 +231,7 @@ func (s *Store) Run(ctx context.Context) error {
 		select {
 		case it := <-s.in:
 			s.commit(s.collect(ctx, it))
-			if s.pending.Load() >= s.mergeAt(s.digested.Load()) && time.Now().After(s.mergeAfter) {
+			if s.mergeDue(s.pending.Load(), s.digested.Load(), s.runs.Load()) && time.Now().After(s.mergeAfter) {
 				s.mergeLogged()
 			}
 		case reply := <-s.settleReq:
@@ -400,7 +400,7 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		}
 	}()
 	defer s.epoch.end()
-	var delta, digested int64
+	var delta, digested, runs int64
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		w, err := newWtx(tx, &s.epoch)
 		if err != nil {
@@ -408,7 +408,7 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		}
 		w.pend, w.pendCommitted = tx.Bucket(bucketPending), s.pending.Load()
 		w.deferDigests, w.mergeSkip = s.deferring, s.mergeSkip
-		defer func() { delta, digested = w.pendDelta, w.c.Digested }()
+		defer func() { delta, digested, runs = w.pendDelta, w.c.Digested, int64(w.pend.Sequence()) }()
 		if w.log, err = s.openTxLog(tx); err != nil {
 			return err
 		}
@@ -424,6 +424,7 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 	case err == nil:
 		s.pending.Add(delta)
 		s.digested.Store(digested)
+		s.runs.Store(runs)
 		return nil
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, bolterr.ErrMaxSizeReached):
 		return fmt.Errorf("%w: %s: %v%s", ErrNoSpace, s.path, err, hint(err))

@@ -99,9 +99,14 @@ type wtx struct {
 	// held when the transaction began and how many this one added.
 	pend                     *bolt.Bucket
 	pendCommitted, pendDelta int64
-	pendIndex                map[string][]byte // entry → its key, once a drop needed it
-	deferDigests             bool              // this group's new digest entries wait for a merge
-	mergeSkip                bool              // entries may be both pending and merged (a cut-short merge)
+	digRun                   map[string][]byte // this transaction's run: entry → value
+	deferDigests             bool              // this group's new digest and inode entries wait for a merge
+
+	// The deferred inode entries (pendinodes.go): the bucket and this
+	// transaction's run.
+	pendIno   *bolt.Bucket
+	inoRun    map[string]struct{}
+	mergeSkip bool // entries may be both pending and merged (a cut-short merge)
 }
 
 func newWtx(tx *bolt.Tx, e *epoch) (*wtx, error) {
@@ -109,6 +114,7 @@ func newWtx(tx *bolt.Tx, e *epoch) (*wtx, error) {
 		meta: tx.Bucket(bucketMeta), user: tx.Bucket(bucketUser), files: tx.Bucket(bucketFiles),
 		dirs: tx.Bucket(bucketDirs), dirNames: tx.Bucket(bucketDirNames), digest: tx.Bucket(bucketDigest),
 		inodes: tx.Bucket(bucketInodes), grps: tx.Bucket(bucketGroups), dups: tx.Bucket(bucketDups),
+		pendIno: tx.Bucket(bucketPendInodes),
 	}
 	w.tails = [...]*tail{newTail(w.files), newTail(w.dirNames), newTail(w.inodes)}
 	w.digestCur = w.digest.Cursor()
@@ -124,6 +130,12 @@ func newWtx(tx *bolt.Tx, e *epoch) (*wtx, error) {
 func (w *wtx) finish() error {
 	for _, t := range w.tails {
 		t.setFill()
+	}
+	if err := w.flushDigests(); err != nil {
+		return err
+	}
+	if err := w.flushInodes(); err != nil {
+		return err
 	}
 	if err := w.log.flush(w.c.Files); err != nil {
 		return err
@@ -294,7 +306,10 @@ func (w *wtx) index(fk []byte, r *Record) error {
 	w.c.Files++
 	w.c.Bytes += r.Size
 	w.ibuf = append(inodeKey(w.ibuf, r.Dev, r.Ino), fk...)
-	if err := w.tails[2].put(w.ibuf, nil); err != nil {
+	deferred := w.deferDigests && r.indexed()
+	if deferred {
+		w.deferInode(w.ibuf) // with its digest entry (pendinodes.go)
+	} else if err := w.tails[2].put(w.ibuf, nil); err != nil {
 		return err
 	}
 	if !r.indexed() {
@@ -302,7 +317,7 @@ func (w *wtx) index(fk []byte, r *Record) error {
 	}
 	w.c.Digested++
 	dk := digestKey(nil, r)
-	if w.deferDigests {
+	if deferred {
 		return w.deferDigest(dk, fk, r)
 	}
 	return w.addDigest(dk, fk, r)
@@ -320,6 +335,11 @@ func (w *wtx) unindex(fk []byte, r *Record) error {
 	w.ibuf = append(inodeKey(w.ibuf, r.Dev, r.Ino), fk...)
 	if err := w.inodes.Delete(w.ibuf); err != nil {
 		return err
+	}
+	if w.pendCommitted+w.pendDelta > 0 || len(w.inoRun) > 0 {
+		if err := w.dropPendingInode(w.ibuf); err != nil {
+			return err
+		}
 	}
 	if !r.indexed() {
 		return nil

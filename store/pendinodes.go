@@ -1,0 +1,97 @@
+package store
+
+import (
+	"cmp"
+	"encoding/binary"
+	"maps"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Deferred inode entries (schema 6).
+//
+// A first scan meets inode numbers in no useful order: a directory's files
+// were created at different times, so their numbers are scattered over the
+// inode index and each new entry lands on a leaf of its own. At 10^6
+// records those random inserts were a seventh of a first scan's CPU time,
+// most of it in the leaves they dirtied and the garbage that made.
+//
+// A group that defers its digest entries (pending.go) therefore defers the
+// inode entries of the same records too. A transaction writes its deferred
+// inode entries in key order as one run, at the end of the pendinodes
+// bucket: be64(run) ‖ id(dev) ‖ id(ino) ‖ file key → ∅. The merge moves
+// every run into the inode index in key order, before it merges the digest
+// entries (sharesInode reads the inode index), and empties the bucket in
+// the same transaction that empties the pending bucket.
+//
+// The rules:
+//   - A record has a pendinodes entry only while its digest entry is
+//     pending, so the pending count also tells when a merge is due.
+//   - Its inode entry is in the inode index or in pendinodes; in both only
+//     after a merge cut short, which the next merge repeats (its puts are
+//     idempotent).
+//   - A lookup by inode (ByInodeAll) reads the inode index and seeks once
+//     in each run; a merge is due once maxRuns runs wait (pending.go).
+//   - sharesInode reads only the inode index: a record whose inode entry
+//     is pending has a pending digest entry, so it is in no group yet, and
+//     the merge has moved every inode entry before it groups any record.
+
+// bucketPendInodes holds the deferred inode entries: be64(run) ‖ id(dev) ‖
+// id(ino) ‖ file key → ∅.
+var bucketPendInodes = []byte("pendinodes")
+
+// deferInode adds the inode entry ik (id(dev) ‖ id(ino) ‖ file key) to
+// this transaction's run.
+func (w *wtx) deferInode(ik []byte) {
+	if w.inoRun == nil {
+		w.inoRun = make(map[string]struct{})
+	}
+	w.inoRun[string(ik)] = struct{}{}
+}
+
+// flushInodes writes this transaction's deferred inode entries as one run,
+// in key order, so that they append to the bucket.
+func (w *wtx) flushInodes() error {
+	if len(w.inoRun) == 0 {
+		return nil
+	}
+	run, err := w.pendIno.NextSequence()
+	if err != nil {
+		return err
+	}
+	w.pendIno.FillPercent = appendFill
+	head := binary.BigEndian.AppendUint64(nil, run)
+	for _, ik := range slices.Sorted(maps.Keys(w.inoRun)) {
+		if err := w.pendIno.Put(append(head[:runHeader:runHeader], ik...), nil); err != nil {
+			return err
+		}
+	}
+	clear(w.inoRun)
+	return nil
+}
+
+// dropPendingInode removes the deferred inode entry ik, if there is one:
+// from this transaction's run, or from a committed one.
+func (w *wtx) dropPendingInode(ik []byte) error {
+	if _, ok := w.inoRun[string(ik)]; ok {
+		delete(w.inoRun, string(ik))
+		return nil
+	}
+	k, err := findInRuns(w.pendIno, ik)
+	if k == nil || err != nil {
+		return err
+	}
+	return w.pendIno.Delete(k)
+}
+
+// pendingByInode calls fn with the file key of every deferred inode entry
+// with prefix p (id(dev) ‖ id(ino)): a seek in each run.
+func pendingByInode(b *bolt.Bucket, p []byte, fn func(fk []byte) error) error {
+	var err error
+	walkErr := eachRun(b, p, func(k, _ []byte) bool {
+		err = fn(k[runHeader+len(p):])
+		return err == nil
+	})
+	return cmp.Or(walkErr, err)
+}

@@ -1,0 +1,149 @@
+package store
+
+import (
+	"bytes"
+	"container/heap"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Runs (pending.go, pendinodes.go): a bucket of entries that each write
+// transaction appends in key order under a run number of its own,
+// be64(run) ‖ entry. A lookup seeks once in each run; a merge reads the
+// runs side by side.
+
+// runHeader is the length of a run's key prefix.
+const runHeader = 8
+
+// findInRuns returns the key of entry e in the run bucket b, or nil.
+func findInRuns(b *bolt.Bucket, e []byte) ([]byte, error) {
+	var found []byte
+	err := eachRun(b, e, func(k, _ []byte) bool {
+		if len(k) == runHeader+len(e) {
+			found = bytes.Clone(k)
+			return false
+		}
+		return true
+	})
+	return found, err
+}
+
+// eachRun calls fn with every key and value of the run bucket b whose
+// entry starts with p: a seek in each run. fn returns false to stop.
+func eachRun(b *bolt.Bucket, p []byte, fn func(k, v []byte) bool) error {
+	c := b.Cursor()
+	k, _ := c.First()
+	for k != nil {
+		if len(k) <= runHeader {
+			return fmt.Errorf("%w: run entry %x", ErrCorrupt, k)
+		}
+		run := binary.BigEndian.Uint64(k)
+		pre := append(binary.BigEndian.AppendUint64(nil, run), p...)
+		var v []byte
+		for k, v = c.Seek(pre); k != nil && bytes.HasPrefix(k, pre); k, v = c.Next() {
+			if !fn(k, v) {
+				return nil
+			}
+		}
+		if run == math.MaxUint64 {
+			return nil
+		}
+		k, _ = c.Seek(binary.BigEndian.AppendUint64(nil, run+1))
+	}
+	return nil
+}
+
+// runMerge reads the runs of a run bucket side by side, in the order of
+// their entries. It keeps where each run goes on, so one merge spans
+// transactions; the bucket must not change in between.
+type runMerge struct {
+	next [][]byte // per run, the key to read next; nil once read to its end
+	last []byte   // the entry given last, to pass over a repeat
+}
+
+func newRunMerge(b *bolt.Bucket) (*runMerge, error) {
+	m := &runMerge{}
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil; {
+		if len(k) <= runHeader {
+			return nil, fmt.Errorf("%w: run entry %x", ErrCorrupt, k)
+		}
+		m.next = append(m.next, bytes.Clone(k))
+		run := binary.BigEndian.Uint64(k)
+		if run == math.MaxUint64 {
+			break
+		}
+		k, _ = c.Seek(binary.BigEndian.AppendUint64(nil, run+1))
+	}
+	return m, nil
+}
+
+// step calls fn with up to n further entries, run prefix removed, in
+// order (an entry found in two runs once), and reports whether every run
+// has been read.
+func (m *runMerge) step(b *bolt.Bucket, n int, fn func(e, v []byte) error) (bool, error) {
+	h := runHeap{}
+	for i, key := range m.next {
+		if key == nil {
+			continue
+		}
+		c := b.Cursor()
+		if k, v := c.Seek(key); sameRun(k, key) {
+			h = append(h, runHead{run: i, c: c, k: k, v: v})
+		} else {
+			m.next[i] = nil
+		}
+	}
+	heap.Init(&h)
+	for ; n > 0 && len(h) > 0; n-- {
+		top := &h[0]
+		if e := top.k[runHeader:]; !bytes.Equal(e, m.last) {
+			if err := fn(e, top.v); err != nil {
+				return false, err
+			}
+			m.last = append(m.last[:0], e...)
+		}
+		if k, v := top.c.Next(); sameRun(k, top.k) {
+			top.k, top.v = k, v
+			heap.Fix(&h, 0)
+		} else {
+			m.next[top.run] = nil
+			heap.Pop(&h)
+		}
+	}
+	for _, r := range h {
+		m.next[r.run] = bytes.Clone(r.k)
+	}
+	return len(h) == 0, nil
+}
+
+// sameRun reports whether key k is in the run of key of.
+func sameRun(k, of []byte) bool {
+	return len(k) > runHeader && bytes.Equal(k[:runHeader], of[:runHeader])
+}
+
+// runHead is a run's next entry in a runMerge step.
+type runHead struct {
+	run  int
+	c    *bolt.Cursor
+	k, v []byte
+}
+
+// runHeap orders the runs' next entries, smallest first.
+type runHeap []runHead
+
+func (h runHeap) Len() int { return len(h) }
+func (h runHeap) Less(i, j int) bool {
+	return bytes.Compare(h[i].k[runHeader:], h[j].k[runHeader:]) < 0
+}
+func (h runHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *runHeap) Push(x any)   { *h = append(*h, x.(runHead)) }
+func (h *runHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
