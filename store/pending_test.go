@@ -254,7 +254,8 @@ func TestCheckFindsStalePendingEntry(t *testing.T) {
 			return err
 		}
 		r.Size++ // what the entry says; the record says 10
-		return tx.Bucket(bucketPending).Put([]byte("\x00\x00\x00\x00\x00\x00\x00\x01"), encodePending(digestKey(nil, &r), fk, &r))
+		k := append([]byte("\x00\x00\x00\x00\x00\x00\x00\x01"), append(digestKey(nil, &r), fk...)...) // run 1
+		return tx.Bucket(bucketPending).Put(k, encodePending(digestKey(nil, &r), fk, &r))
 	})
 	ro, err := Open(path, Options{ReadOnly: true})
 	if err != nil {
