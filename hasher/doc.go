@@ -9,9 +9,9 @@
 // is not a regular file without opening it in a way that could block (FIFOs,
 // sockets, devices, symlinks, directories: ErrNotRegular), and it returns a
 // *ChangedError (errors.Is(err, ErrChanged)) instead of a digest when the
-// file's identity — device, inode, size, mtime and ctime, from lstat of the
-// path and fstat of the open descriptor — is not the same before and after
-// reading. A caller retries such a file later; it never records the digest.
+// file's identity — device, inode, size, mtime and ctime — is not the same
+// before reading (an lstat of the path, matched by an fstat of the open
+// descriptor) and after (an lstat of the path). A caller retries such a file later; it never records the digest.
 //
 // A Hasher applies a Policy: files up to Policy.InlineMax bytes are hashed
 // inline, larger ones by a bounded pool of Policy.Workers goroutines, and

@@ -186,7 +186,7 @@ func (f *stableFile) close() { unix.Close(f.fd) }
 
 // readInto streams exactly before.Size bytes into h, checking ctx between
 // chunks. Reading stops at the recorded size: growth shows up in verify's
-// fstat, an early end of file is reported here.
+// lstat, an early end of file is reported here.
 func (f *stableFile) readInto(ctx context.Context, h hash.Hash, bufSize int) error {
 	want := f.before.Size
 	if want == 0 {

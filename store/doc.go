@@ -52,8 +52,9 @@
 // summary; only for groups of two or more inodes, so Dups streams them
 // largest waste first), verified (be64(checked time) ‖ file key → size;
 // the records an audit re-reads, least recently confirmed first: see
-// ByChecked), pending (be64(seq) → a digest entry not yet merged; see
-// below), meta (format, schema version, counters, generation) and user
+// ByChecked), pending (be64(run) ‖ digest key ‖ file key → a digest
+// entry not yet merged) and pendinodes (be64(run) ‖ id(dev) ‖ id(ino) ‖
+// file key → ∅, its inode entry; see below), meta (format, schema version, counters, generation) and user
 // (GetMeta/PutMeta). With Options.Changes, changes holds the change log
 // that a hub follows (changes.go).
 //
@@ -71,7 +72,9 @@
 // sets the new version last. Schema 4 added the pending bucket. Schema 5
 // fills the bydigest values, which were empty, the way schema 3 was built;
 // with them Dups can list a group's members without reading their records
-// (DupOptions.Brief).
+// (DupOptions.Brief). Schema 6 keys the pending bucket by run and adds the
+// pendinodes bucket; Open rewrites a schema-5 pending bucket, at most a
+// merge's worth of entries, as one run in one transaction.
 //
 // Storing directories once and files under a directory id keeps the index
 // small (each path's directory is not repeated in three indexes) and makes

@@ -145,8 +145,8 @@ func (w *wtx) flushDigests() error {
 }
 
 // dropPending removes the pending entry dk ‖ fk, reporting whether there
-// was one: from this transaction's run, or from a committed one (a seek in
-// each run).
+// was one: from this transaction's run, or from a committed one
+// (runDrops).
 func (w *wtx) dropPending(dk, fk []byte) (bool, error) {
 	if w.pendCommitted+w.pendDelta <= 0 {
 		return false, nil
@@ -157,7 +157,7 @@ func (w *wtx) dropPending(dk, fk []byte) (bool, error) {
 		w.pendDelta--
 		return true, nil
 	}
-	k, err := findInRuns(w.pend, []byte(e))
+	k, err := w.digDrops.find(w.pend, []byte(e))
 	if k == nil || err != nil {
 		return false, err
 	}
@@ -368,20 +368,23 @@ func pendingByDigest(tx *bolt.Tx, dk []byte, fn func(fk []byte) error) error {
 // migratePendingRuns rewrites the pending entries of schema 5, keyed by a
 // sequence number each, as one run of schema 6, and adds the bucket of
 // deferred inode entries (schema 5 indexed every inode entry at once).
-// The pending entries are at most a merge's worth, so one transaction
-// carries them.
+// Schema 5 merged at 131,072 pending entries at most, so one transaction
+// carries them, unless its merges had been failing for long.
 func migratePendingRuns(tx *bolt.Tx) error {
 	old := tx.Bucket(bucketPending)
 	if old == nil {
 		return fmt.Errorf("%w: bucket %q missing", ErrCorrupt, bucketPending)
 	}
 	entries := map[string][]byte{}
+	var damaged [][2][]byte
 	err := old.ForEach(func(k, v []byte) error {
-		e, err := decodePending(v)
-		if err != nil {
-			return err
+		if e, err := decodePending(v); err == nil {
+			entries[string(e.dk)+string(e.fk)] = bytes.Clone(v)
+		} else {
+			// Damage stays for Check to report and fails the merge, as it
+			// did before: in run 0, which NextSequence never hands out.
+			damaged = append(damaged, [2][]byte{append(make([]byte, runHeader+1), k...), bytes.Clone(v)})
 		}
-		entries[string(e.dk)+string(e.fk)] = bytes.Clone(v)
 		return nil
 	})
 	if err != nil {
@@ -406,7 +409,11 @@ func migratePendingRuns(tx *bolt.Tx) error {
 			}
 		}
 	}
+	for _, kv := range damaged {
+		if err := b.Put(kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
 	_, err = tx.CreateBucketIfNotExists(bucketPendInodes)
 	return err
 }
-

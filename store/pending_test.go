@@ -144,10 +144,13 @@ func TestMergeCutShort(t *testing.T) {
 	if err := s.SubmitAll(context.Background(), cs); err != nil {
 		t.Fatal(err)
 	}
+	// Cut in the digest phase, after the inode phase's transactions and
+	// one of the digest phase's.
 	cut := errors.New("cut short")
+	inodeTx := (len(bucketKeys(t, s, bucketPendInodes)) + 39) / 40
 	chunks := 0
 	mergeHook = func() error {
-		if chunks++; chunks >= 2 {
+		if chunks++; chunks >= inodeTx+1 {
 			return cut
 		}
 		return nil
@@ -155,6 +158,19 @@ func TestMergeCutShort(t *testing.T) {
 	defer func() { mergeHook = func() error { return nil } }()
 	if err := s.Settle(context.Background()); !errors.Is(err, cut) {
 		t.Fatalf("Settle with the merge cut short: %v", err)
+	}
+	both := 0
+	_ = s.view(func(tx *bolt.Tx) error {
+		digest := tx.Bucket(bucketDigest)
+		return tx.Bucket(bucketPending).ForEach(func(k, _ []byte) error {
+			if has(digest, k[runHeader:]) {
+				both++
+			}
+			return nil
+		})
+	})
+	if both == 0 {
+		t.Fatal("no digest entry is both merged and pending: the cut missed the digest phase")
 	}
 	// Removing records whose entries are now both merged and pending must
 	// take them from both, or the next merge would bring them back.
@@ -253,7 +269,7 @@ func TestCheckFindsStalePendingEntry(t *testing.T) {
 		if err := digest.Delete(append(digestKey(nil, &r), fk...)); err != nil {
 			return err
 		}
-		r.Size++ // what the entry says; the record says 10
+		r.Size++                                                                                      // what the entry says; the record says 10
 		k := append([]byte("\x00\x00\x00\x00\x00\x00\x00\x01"), append(digestKey(nil, &r), fk...)...) // run 1
 		return tx.Bucket(bucketPending).Put(k, encodePending(digestKey(nil, &r), fk, &r))
 	})

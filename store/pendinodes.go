@@ -78,7 +78,7 @@ func (w *wtx) dropPendingInode(ik []byte) error {
 		delete(w.inoRun, string(ik))
 		return nil
 	}
-	k, err := findInRuns(w.pendIno, ik)
+	k, err := w.inoDrops.find(w.pendIno, ik)
 	if k == nil || err != nil {
 		return err
 	}

@@ -147,3 +147,41 @@ func (h *runHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return x
 }
+
+// runDrops finds the entries a transaction drops from a run bucket: a
+// seek in each run for the first few, then an index of the whole bucket,
+// read once, so that removing a large tree before its merge costs one pass
+// and not one seek per run and record.
+type runDrops struct {
+	seeks int
+	index map[string][]byte // entry → key, once built
+}
+
+// seekDrops is how many drops a transaction finds by seeking.
+const seekDrops = 64
+
+// find returns the key of entry e in b, or nil, and forgets it: the
+// caller deletes it.
+func (d *runDrops) find(b *bolt.Bucket, e []byte) ([]byte, error) {
+	if d.index == nil && d.seeks < seekDrops {
+		d.seeks++
+		return findInRuns(b, e)
+	}
+	if d.index == nil {
+		d.index = make(map[string][]byte)
+		err := b.ForEach(func(k, _ []byte) error {
+			if len(k) <= runHeader {
+				return fmt.Errorf("%w: run entry %x", ErrCorrupt, k)
+			}
+			d.index[string(k[runHeader:])] = bytes.Clone(k)
+			return nil
+		})
+		if err != nil {
+			d.index = nil
+			return nil, err
+		}
+	}
+	k := d.index[string(e)]
+	delete(d.index, string(e))
+	return k, nil
+}

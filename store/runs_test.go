@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,6 +138,31 @@ func TestLaterChangesDropDeferredEntries(t *testing.T) {
 	after := len(bucketKeys(t, s, bucketPendInodes))
 	if after != before-len(later) {
 		t.Errorf("deferred inode entries: %d before, %d after %d changes to their records", before, after, len(later))
+	}
+	mustCheck(t, s)
+	sameInodePaths(t, s, m)
+
+	// A tree removed in one change drops more entries than runDrops
+	// seeks for: the rest come from its index of the bucket.
+	var gone int
+	for path := range m {
+		if strings.HasPrefix(path, "/t/d3/") {
+			delete(m, path)
+			gone++
+		}
+	}
+	if gone <= seekDrops {
+		t.Fatalf("the test removes %d records, want more than %d", gone, seekDrops)
+	}
+	if err := s.SubmitAll(context.Background(), []Change{{Op: OpDeleteSubtree, Path: []byte("/t/d3")}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(bucketKeys(t, s, bucketPendInodes)); n != after-gone {
+		t.Errorf("deferred inode entries: %d after removing a tree of %d, want %d", n, gone, after-gone)
+	}
+	st, _ := s.Stats()
+	if st.Ungrouped != int64(len(bucketKeys(t, s, bucketPending))) || st.Files != int64(len(m)) {
+		t.Errorf("after removing a tree: %+v, want %d files", st, len(m))
 	}
 	mustCheck(t, s)
 	sameInodePaths(t, s, m)

@@ -100,12 +100,14 @@ type wtx struct {
 	pend                     *bolt.Bucket
 	pendCommitted, pendDelta int64
 	digRun                   map[string][]byte // this transaction's run: entry → value
+	digDrops                 runDrops          // drops from committed runs
 	deferDigests             bool              // this group's new digest and inode entries wait for a merge
 
 	// The deferred inode entries (pendinodes.go): the bucket and this
 	// transaction's run.
 	pendIno   *bolt.Bucket
 	inoRun    map[string]struct{}
+	inoDrops  runDrops
 	mergeSkip bool // entries may be both pending and merged (a cut-short merge)
 }
 
@@ -336,22 +338,21 @@ func (w *wtx) unindex(fk []byte, r *Record) error {
 	if err := w.inodes.Delete(w.ibuf); err != nil {
 		return err
 	}
-	if w.pendCommitted+w.pendDelta > 0 || len(w.inoRun) > 0 {
-		if err := w.dropPendingInode(w.ibuf); err != nil {
-			return err
-		}
-	}
 	if !r.indexed() {
 		return nil
 	}
 	w.c.Digested--
 	dk := digestKey(nil, r)
 	if w.pendCommitted+w.pendDelta > 0 {
-		// A pending entry is dropped; one also merged (a merge cut short)
-		// is dropped from both.
+		// A pending entry is dropped, with its deferred inode entry if it
+		// has one (pendinodes.go); one also merged (a merge cut short) is
+		// dropped from both indexes.
 		merged := w.inDigest(dk, fk)
 		if !merged || w.mergeSkip {
 			dropped, err := w.dropPending(dk, fk)
+			if err == nil && dropped {
+				err = w.dropPendingInode(append(inodeKey(w.ibuf, r.Dev, r.Ino), fk...))
+			}
 			if err != nil || (dropped && !merged) {
 				return err
 			}
