@@ -102,13 +102,13 @@ type wtx struct {
 	digRun                   map[string][]byte // this transaction's run: entry → value
 	digDrops                 runDrops          // drops from committed runs
 	deferDigests             bool              // this group's new digest and inode entries wait for a merge
+	mergeSkip                bool              // entries may be both pending and merged (a cut-short merge)
 
-	// The deferred inode entries (pendinodes.go): the bucket and this
-	// transaction's run.
-	pendIno   *bolt.Bucket
-	inoRun    map[string]struct{}
-	inoDrops  runDrops
-	mergeSkip bool // entries may be both pending and merged (a cut-short merge)
+	// The deferred inode entries (pendinodes.go): the bucket, this
+	// transaction's run and its drops from committed runs.
+	pendIno  *bolt.Bucket
+	inoRun   map[string]struct{}
+	inoDrops runDrops
 }
 
 func newWtx(tx *bolt.Tx, e *epoch) (*wtx, error) {
