@@ -7,8 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -125,25 +123,11 @@ func (w *wtx) deferDigest(dk, fk []byte, r *Record) error {
 }
 
 // flushDigests writes this transaction's deferred digest entries as one
-// run, in key order, so that they append to the bucket.
+// run.
 func (w *wtx) flushDigests() error {
-	if len(w.digRun) == 0 {
-		return nil
-	}
-	run, err := w.pend.NextSequence()
-	if err != nil {
-		return err
-	}
-	w.pend.FillPercent = appendFill
-	head := binary.BigEndian.AppendUint64(nil, run)
-	for _, e := range slices.Sorted(maps.Keys(w.digRun)) {
-		// bbolt keeps a reference to values until the commit: each is its own.
-		if err := w.pend.Put(append(head[:runHeader:runHeader], e...), w.digRun[e]); err != nil {
-			return err
-		}
-	}
+	err := writeRun(w.pend, w.digRun)
 	clear(w.digRun)
-	return nil
+	return err
 }
 
 // dropPending removes the pending entry dk ‖ fk, reporting whether there
@@ -399,17 +383,8 @@ func migratePendingRuns(tx *bolt.Tx) error {
 	if err != nil {
 		return err
 	}
-	if len(entries) > 0 {
-		run, err := b.NextSequence()
-		if err != nil {
-			return err
-		}
-		head := binary.BigEndian.AppendUint64(nil, run)
-		for _, e := range slices.Sorted(maps.Keys(entries)) {
-			if err := b.Put(append(head[:runHeader:runHeader], e...), entries[e]); err != nil {
-				return err
-			}
-		}
+	if err := writeRun(b, entries); err != nil {
+		return err
 	}
 	for _, kv := range damaged {
 		if err := b.Put(kv[0], kv[1]); err != nil {

@@ -2,9 +2,6 @@ package store
 
 import (
 	"cmp"
-	"encoding/binary"
-	"maps"
-	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -45,30 +42,17 @@ var bucketPendInodes = []byte("pendinodes")
 // this transaction's run.
 func (w *wtx) deferInode(ik []byte) {
 	if w.inoRun == nil {
-		w.inoRun = make(map[string]struct{})
+		w.inoRun = make(map[string][]byte)
 	}
-	w.inoRun[string(ik)] = struct{}{}
+	w.inoRun[string(ik)] = nil
 }
 
-// flushInodes writes this transaction's deferred inode entries as one run,
-// in key order, so that they append to the bucket.
+// flushInodes writes this transaction's deferred inode entries as one
+// run.
 func (w *wtx) flushInodes() error {
-	if len(w.inoRun) == 0 {
-		return nil
-	}
-	run, err := w.pendIno.NextSequence()
-	if err != nil {
-		return err
-	}
-	w.pendIno.FillPercent = appendFill
-	head := binary.BigEndian.AppendUint64(nil, run)
-	for _, ik := range slices.Sorted(maps.Keys(w.inoRun)) {
-		if err := w.pendIno.Put(append(head[:runHeader:runHeader], ik...), nil); err != nil {
-			return err
-		}
-	}
+	err := writeRun(w.pendIno, w.inoRun)
 	clear(w.inoRun)
-	return nil
+	return err
 }
 
 // dropPendingInode removes the deferred inode entry ik, if there is one:

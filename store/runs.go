@@ -5,7 +5,9 @@ import (
 	"container/heap"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -35,23 +37,50 @@ func findInRuns(b *bolt.Bucket, e []byte) ([]byte, error) {
 // entry starts with p: a seek in each run. fn returns false to stop.
 func eachRun(b *bolt.Bucket, p []byte, fn func(k, v []byte) bool) error {
 	c := b.Cursor()
-	k, _ := c.First()
-	for k != nil {
+	more := true
+	return firstOfRuns(b, func(first []byte) bool {
+		pre := append(first[:runHeader:runHeader], p...)
+		for k, v := c.Seek(pre); more && k != nil && bytes.HasPrefix(k, pre); k, v = c.Next() {
+			more = fn(k, v)
+		}
+		return more
+	})
+}
+
+// firstOfRuns calls fn with the first key of each run of b, in order,
+// until fn returns false.
+func firstOfRuns(b *bolt.Bucket, fn func(first []byte) bool) error {
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil; {
 		if len(k) <= runHeader {
 			return fmt.Errorf("%w: run entry %x", ErrCorrupt, k)
 		}
 		run := binary.BigEndian.Uint64(k)
-		pre := append(binary.BigEndian.AppendUint64(nil, run), p...)
-		var v []byte
-		for k, v = c.Seek(pre); k != nil && bytes.HasPrefix(k, pre); k, v = c.Next() {
-			if !fn(k, v) {
-				return nil
-			}
-		}
-		if run == math.MaxUint64 {
+		if !fn(k) || run == math.MaxUint64 {
 			return nil
 		}
 		k, _ = c.Seek(binary.BigEndian.AppendUint64(nil, run+1))
+	}
+	return nil
+}
+
+// writeRun writes entries (entry → value) to the run bucket b as one new
+// run, in key order, so that they append to it.
+func writeRun(b *bolt.Bucket, entries map[string][]byte) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	run, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	b.FillPercent = appendFill
+	head := binary.BigEndian.AppendUint64(nil, run)
+	for _, e := range slices.Sorted(maps.Keys(entries)) {
+		// bbolt keeps a reference to values until the commit: each is its own.
+		if err := b.Put(append(head[:runHeader:runHeader], e...), entries[e]); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -66,19 +95,11 @@ type runMerge struct {
 
 func newRunMerge(b *bolt.Bucket) (*runMerge, error) {
 	m := &runMerge{}
-	c := b.Cursor()
-	for k, _ := c.First(); k != nil; {
-		if len(k) <= runHeader {
-			return nil, fmt.Errorf("%w: run entry %x", ErrCorrupt, k)
-		}
-		m.next = append(m.next, bytes.Clone(k))
-		run := binary.BigEndian.Uint64(k)
-		if run == math.MaxUint64 {
-			break
-		}
-		k, _ = c.Seek(binary.BigEndian.AppendUint64(nil, run+1))
-	}
-	return m, nil
+	err := firstOfRuns(b, func(first []byte) bool {
+		m.next = append(m.next, bytes.Clone(first))
+		return true
+	})
+	return m, err
 }
 
 // step calls fn with up to n further entries, run prefix removed, in

@@ -107,7 +107,7 @@ type wtx struct {
 	// The deferred inode entries (pendinodes.go): the bucket, this
 	// transaction's run and its drops from committed runs.
 	pendIno  *bolt.Bucket
-	inoRun   map[string]struct{}
+	inoRun   map[string][]byte // entry → nil
 	inoDrops runDrops
 }
 
