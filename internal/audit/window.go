@@ -85,7 +85,8 @@ func parseClock(s string) (int, error) {
 	h, m, ok := strings.Cut(s, ":")
 	hh, err1 := strconv.Atoi(h)
 	mm, err2 := strconv.Atoi(m)
-	if !ok || err1 != nil || err2 != nil || hh < 0 || mm < 0 || mm > 59 || hh*60+mm > 24*60 {
+	// hh is bounded before it is multiplied: a huge hour must not wrap.
+	if !ok || err1 != nil || err2 != nil || hh < 0 || hh > 24 || mm < 0 || mm > 59 || hh*60+mm > 24*60 {
 		return 0, fmt.Errorf("bad time %q", s)
 	}
 	return hh*60 + mm, nil
