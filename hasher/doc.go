@@ -12,6 +12,9 @@
 // file's identity — device, inode, size, mtime and ctime — is not the same
 // before reading (an lstat of the path, matched by an fstat of the open
 // descriptor) and after (an lstat of the path). A caller retries such a file later; it never records the digest.
+// A caller that knows a path is a regular file (a directory listing says
+// so) may Open it instead of stat'ing it; HashOpen then hashes it on any
+// route, with the descriptor's fstat as the identity before.
 //
 // A Hasher applies a Policy: files up to Policy.InlineMax bytes are hashed
 // inline, larger ones by a bounded pool of Policy.Workers goroutines, and

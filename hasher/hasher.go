@@ -141,31 +141,75 @@ func (h *Hasher) hash(ctx context.Context, path string, b key.Backend, before *f
 	if err != nil {
 		return Result{}, err
 	}
+	return h.route(ctx, path, b, fi, nil)
+}
+
+// HashOpen is HashStat for a file that Open returned: the identity of its
+// descriptor stands for the lstat. HashOpen takes f over and closes it.
+func (h *Hasher) HashOpen(ctx context.Context, f *File, b key.Backend) (Result, error) {
+	sf := f.take()
+	if sf == nil {
+		return Result{}, errFileTaken
+	}
+	if !Supported(b) {
+		sf.close()
+		return Result{}, fmt.Errorf("%w: %s", ErrBackend, b)
+	}
+	if h.base.Err() != nil {
+		sf.close()
+		return Result{}, ErrClosed
+	}
+	return h.route(ctx, sf.path, b, sf.before, sf)
+}
+
+// route hashes the regular file fi at path the way the policy says. f is
+// the file already open, or nil to open it; route closes it.
+func (h *Hasher) route(ctx context.Context, path string, b key.Backend, fi fsstat.FileInfo, f *stableFile) (Result, error) {
 	r := h.p.route(fi.Size, isSHA256(b))
 	if r == routeInline && fi.Size > 0 && isSHA256(b) && h.small {
 		if fi.Size <= laneMemMax {
-			return h.hashInLanes(ctx, path, b, fi)
+			return h.hashInLanes(ctx, path, b, fi, f)
 		}
 		r = routeBatch // read by the engine, as large files are
 	}
-	if r == routeInline {
-		return hashFile(ctx, path, b, &fi, h.ro)
+	switch r {
+	case routeInline:
+		if f == nil {
+			return hashFile(ctx, path, b, &fi, h.ro)
+		}
+		defer f.close()
+		return hashOpenWith(ctx, f, b, h.ro)
+	case routeBatch:
+		return h.hashQueued(ctx, path, b, fi, f)
+	case routeExternal:
+		if f != nil {
+			f.close() // the program opens the file itself
+			f = nil
+		}
 	}
-	if r == routeBatch {
-		return h.hashQueued(ctx, path, b, fi)
-	}
-	res, _, err := h.await(&job{ctx: ctx, path: path, b: b, before: fi, route: r, done: make(chan outcome, 1)})
+	res, _, err := h.await(&job{ctx: ctx, path: path, b: b, before: fi, route: r, f: f, done: make(chan outcome, 1)})
 	return res, err
+}
+
+// openIf returns f, or when it is nil, path opened and checked against fi.
+func openIf(path string, fi fsstat.FileInfo, f *stableFile) (*stableFile, error) {
+	if f != nil {
+		return f, nil
+	}
+	return openStable(path, &fi)
 }
 
 // hashQueued opens a file for a batch engine and asks the kernel for its
 // start before queueing it: the disk reads the file while it waits for a
 // lane, and the engine does not stall on it. The job owns the descriptor.
-func (h *Hasher) hashQueued(ctx context.Context, path string, b key.Backend, fi fsstat.FileInfo) (Result, error) {
+func (h *Hasher) hashQueued(ctx context.Context, path string, b key.Backend, fi fsstat.FileInfo, f *stableFile) (Result, error) {
 	if err := ctx.Err(); err != nil {
+		if f != nil {
+			f.close()
+		}
 		return Result{}, err
 	}
-	f, err := openStable(path, &fi)
+	f, err := openIf(path, fi, f)
 	if err != nil {
 		return Result{}, err
 	}
@@ -177,8 +221,8 @@ func (h *Hasher) hashQueued(ctx context.Context, path string, b key.Backend, fi 
 
 // hashInLanes reads a small file (holding one of its device's read slots)
 // and has a batch engine hash the bytes in a lane beside other files.
-func (h *Hasher) hashInLanes(ctx context.Context, path string, b key.Backend, fi fsstat.FileInfo) (Result, error) {
-	f, err := openStable(path, &fi)
+func (h *Hasher) hashInLanes(ctx context.Context, path string, b key.Backend, fi fsstat.FileInfo, f *stableFile) (Result, error) {
+	f, err := openIf(path, fi, f)
 	if err != nil {
 		return Result{}, err
 	}
@@ -318,12 +362,8 @@ func (h *Hasher) hashOne(ctx context.Context, j *job) (Result, error) {
 		d := sha256.Sum256(*j.data)
 		return Result{Digest: d[:], Info: j.before}, nil
 	}
-	if j.f != nil { // a batch job hashed alone
-		sum, err := newHash(j.b, h.ro.impl)
-		if err != nil {
-			return Result{}, err
-		}
-		return hashOpen(ctx, j.f, sum, h.ro)
+	if j.f != nil { // a batch job hashed alone, or a pool job opened by its caller
+		return hashOpenWith(ctx, j.f, j.b, h.ro)
 	}
 	if j.route != routeExternal {
 		return hashFile(ctx, j.path, j.b, &j.before, h.ro)

@@ -2,6 +2,7 @@ package hasher
 
 import (
 	"context"
+	"errors"
 	"hash"
 	"io/fs"
 	"sync"
@@ -93,6 +94,18 @@ func hashFile(ctx context.Context, path string, b key.Backend, before *fsstat.Fi
 		return Result{}, err
 	}
 	defer f.close()
+	return hashOpen(ctx, f, h, o)
+}
+
+// hashOpenWith is hashOpen with a new hash of backend b.
+func hashOpenWith(ctx context.Context, f *stableFile, b key.Backend, o readOpts) (Result, error) {
+	h, err := newHash(b, o.impl)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
 	return hashOpen(ctx, f, h, o)
 }
 
@@ -322,4 +335,64 @@ func putBuf(b *[]byte) {
 	if p, ok := bufPools.Load(len(*b)); ok {
 		p.(*sync.Pool).Put(b)
 	}
+}
+
+// File is a regular file that Open opened for HashOpen, with the identity
+// of its descriptor. It lets a caller that knows a path names a regular
+// file (a directory listing said so) skip the lstat before the open: the
+// descriptor's fstat is the identity checked after reading. A File has one
+// owner; it is not safe for concurrent use.
+type File struct {
+	f    *stableFile
+	path string
+	info fsstat.FileInfo
+}
+
+// errFileTaken is HashOpen's answer for a File already hashed or closed.
+var errFileTaken = errors.New("hasher: file already hashed or closed")
+
+// Open opens path as the hasher opens every file, read-only with
+// O_NOFOLLOW|O_NONBLOCK (a symlink is not followed and a FIFO cannot
+// block), and fstats the descriptor. Anything but a regular file is closed
+// again and refused with an error wrapping ErrNotRegular. Opening a device
+// node may have effects of its own, so Open is for paths that a directory
+// listing says are regular files.
+func Open(path string) (*File, error) {
+	fd, err := openNoFollow(path)
+	if err != nil {
+		if err == unix.ELOOP {
+			return nil, notRegular(path, fsstat.FileInfo{Mode: fs.ModeSymlink})
+		}
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	fi, err := fsstat.Fstat(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if !fi.IsRegular() {
+		unix.Close(fd)
+		return nil, notRegular(path, fi)
+	}
+	return &File{f: &stableFile{path: path, fd: fd, before: fi}, path: path, info: fi}, nil
+}
+
+// Info is the identity of f's descriptor when it was opened.
+func (f *File) Info() fsstat.FileInfo { return f.info }
+
+// Path is the path f was opened by.
+func (f *File) Path() string { return f.path }
+
+// Close closes f unless HashOpen took it; it may be called more than once.
+func (f *File) Close() {
+	if sf := f.take(); sf != nil {
+		sf.close()
+	}
+}
+
+// take hands f's open file to its new owner, once.
+func (f *File) take() *stableFile {
+	sf := f.f
+	f.f = nil
+	return sf
 }

@@ -107,16 +107,7 @@ func TestKnownAnswersEveryBackend(t *testing.T) {
 // Every route a Hasher can take gives the same known answers.
 func TestKnownAnswersEveryRoute(t *testing.T) {
 	paths := knownAnswerFiles(t)
-	policies := map[string]Policy{
-		"inline":       {InlineMax: 1 << 30},
-		"pool":         {InlineMax: -1, Workers: 2},
-		"small-buf":    {InlineMax: -1, BufferSize: 4096},
-		"odd-buf":      {InlineMax: 1 << 30, BufferSize: 1000},
-		"batch":        {InlineMax: -1, Batch: (&serialEngine{lanes: 4}).factory(), BatchMinStreams: 1},
-		"sha256sum":    {InlineMax: -1, ExternalMin: 1, External: lookPath(t, "sha256sum")},
-		"openssl-dgst": {InlineMax: -1, ExternalMin: 1, External: lookPath(t, "openssl")},
-	}
-	for name, p := range policies {
+	for name, p := range everyRoute(t) {
 		t.Run(name, func(t *testing.T) {
 			h := New(p, nil)
 			defer h.Close()
@@ -132,6 +123,22 @@ func TestKnownAnswersEveryRoute(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// everyRoute is a policy for each way a Hasher can hash a file. With
+// "lanes", a small file is read by its caller for the engine's lanes, an
+// empty one is hashed inline and a large one by the engine.
+func everyRoute(t *testing.T) map[string]Policy {
+	return map[string]Policy{
+		"inline":       {InlineMax: 1 << 30},
+		"pool":         {InlineMax: -1, Workers: 2},
+		"small-buf":    {InlineMax: -1, BufferSize: 4096},
+		"odd-buf":      {InlineMax: 1 << 30, BufferSize: 1000},
+		"batch":        {InlineMax: -1, Batch: (&serialEngine{lanes: 4}).factory(), BatchMinStreams: 1},
+		"lanes":        {InlineMax: 100 << 10, Batch: (&serialEngine{lanes: 4}).factory(), BatchMinStreams: 1},
+		"sha256sum":    {InlineMax: -1, ExternalMin: 1, External: lookPath(t, "sha256sum")},
+		"openssl-dgst": {InlineMax: -1, ExternalMin: 1, External: lookPath(t, "openssl")},
 	}
 }
 

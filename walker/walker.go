@@ -7,7 +7,8 @@
 // [Walk] reads directories on Options.Workers goroutines. Entry types come
 // from the directory itself (d_type), so directories, symlinks, FIFOs,
 // sockets and devices cost no stat call; each regular file costs one
-// fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW). Directories are opened with
+// fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW), unless Options.NoStat leaves
+// that to the caller. Directories are opened with
 // O_NOFOLLOW|O_DIRECTORY, so a directory swapped for a symlink mid-walk is
 // not followed. Non-regular files are skipped without being opened, so a
 // FIFO in the tree cannot block the walk.
@@ -59,7 +60,7 @@ var ErrRoot = errors.New("walker: cannot walk root")
 // Entry is one regular file found by the walk.
 type Entry struct {
 	Path string          // root joined with the root-relative path, bytes as on disk
-	Info fsstat.FileInfo // from lstat; Info.IsRegular() is always true
+	Info fsstat.FileInfo // from lstat, or the mode alone (Options.NoStat); Info.IsRegular() is always true
 }
 
 // Matcher tells which paths, relative to Options.IgnoreRoot, are left out
@@ -92,6 +93,12 @@ type Options struct {
 	// on. It may be called concurrently from several workers. Nil drops
 	// such errors.
 	OnError func(path string, err error)
+	// NoStat delivers the regular files whose type their directory entry
+	// gives without a stat: Info then holds only the mode. For a caller
+	// that opens every file anyway and takes its identity from the
+	// descriptor (a first scan, see hasher.Open). Entries of unknown type
+	// are still stat'ed.
+	NoStat bool
 
 	// openDir opens a directory; a test seam, nil means openDirAt.
 	openDir func(path string) (int, error)
@@ -406,7 +413,9 @@ func (w *walk) entry(parent dir, dirfd int, name []byte, typ byte, batch *[]Entr
 		path = "/" + string(base)
 	}
 	var st unix.Stat_t
-	if typ != unix.DT_DIR {
+	if typ == unix.DT_REG && w.opts.NoStat {
+		st.Mode = unix.S_IFREG
+	} else if typ != unix.DT_DIR {
 		if err := statAt(dirfd, name, &st); err != nil {
 			if !errors.Is(err, unix.ENOENT) {
 				w.report(path, &os.PathError{Op: "fstatat", Path: path, Err: err})

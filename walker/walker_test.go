@@ -110,6 +110,34 @@ func TestWalkDeliversRegularFilesOnly(t *testing.T) {
 	}
 }
 
+// With NoStat the walk delivers the same files, and the same things are
+// left out, without a stat of any file: Info holds only the mode.
+func TestWalkNoStat(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, "a", "d/b", "d/e/c", "empty/", "d/e/f/g/h")
+	os.Symlink(filepath.Join(root, "a"), filepath.Join(root, "link-file"))
+	os.Symlink(filepath.Join(root, "d"), filepath.Join(root, "d/e/loop"))
+	if err := unix.Mkfifo(filepath.Join(root, "d/fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stated, err := collect(t, root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := collect(t, root, Options{NoStat: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(keys(got)) != fmt.Sprint(keys(stated)) {
+		t.Errorf("NoStat walked %v, a walk with stats %v", keys(got), keys(stated))
+	}
+	for rel, fi := range got {
+		if !fi.IsRegular() || fi != (fsstat.FileInfo{Mode: fi.Mode}) {
+			t.Errorf("%s: info %+v, want the mode alone", rel, fi)
+		}
+	}
+}
+
 func TestWalkNonUTF8Names(t *testing.T) {
 	root := t.TempDir()
 	names := []string{"caf\xe9", "\xff\xfe.bin", "ok é", "dir\x80/in\x81side"}

@@ -36,7 +36,10 @@ type checker struct {
 
 // check checks one path and does what it needs.
 func (c *checker) check(ctx context.Context, j job) {
-	fi, err := c.stat(&j)
+	fi, f, err := c.stat(&j)
+	if f != nil {
+		defer f.Close() // unless hashing took it
+	}
 	switch {
 	case isGone(err):
 		c.moves.recheckGone(j.path)
@@ -51,22 +54,53 @@ func (c *checker) check(ctx context.Context, j job) {
 	case !fi.IsRegular():
 		c.dropPath(ctx, j) // a directory may have been replaced: records under it go too
 	default:
-		c.checkFile(ctx, j, fi)
+		c.checkFile(ctx, j, fi, f)
 	}
 }
 
-// stat returns the file's lstat: the walk's, once, or a fresh one.
-func (c *checker) stat(j *job) (fsstat.FileInfo, error) {
+// stat returns the file's lstat: the walk's, once, or a fresh one. A file
+// its walk did not stat (a first scan's, which hashes every file) is
+// opened instead: the identity of the descriptor stands for the lstat, and
+// the open file is returned for hashing. One that cannot be opened is
+// lstat'ed, which tells what it is now.
+func (c *checker) stat(j *job) (fsstat.FileInfo, *hasher.File, error) {
+	if j.open {
+		j.open = false
+		f, err := hasher.Open(j.path)
+		if err == nil {
+			c.sized(j, f.Info().Size)
+			return f.Info(), f, nil
+		}
+		fi, err := fsstat.Lstat(j.path)
+		if err == nil && fi.IsRegular() {
+			c.sized(j, fi.Size)
+		}
+		return fi, nil, err
+	}
 	if j.info != nil {
 		fi := *j.info
 		j.info = nil
-		return fi, nil
+		return fi, nil, nil
 	}
-	return fsstat.Lstat(j.path)
+	fi, err := fsstat.Lstat(j.path)
+	return fi, nil, err
 }
 
-// checkFile checks a regular file against its record.
-func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo) {
+// sized counts the size of a file its walk did not stat where the walk
+// would have: in what the scans waiting for it saw.
+func (c *checker) sized(j *job, size int64) {
+	c.m.bytesSeen.Add(size)
+	for _, sc := range j.scans {
+		sc.live.bytes.Add(size)
+		sc.live.hashBytes.Add(size)
+		sc.sized.Add(size)
+	}
+	j.size = size
+}
+
+// checkFile checks a regular file against its record; f is the file open,
+// or nil.
+func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *hasher.File) {
 	c.pipe.pend.setSize(j.path, fi.Size)
 	c.ticks.learn(fi.Dev, j.path)
 	rec, ok, err := c.record(&j)
@@ -100,7 +134,7 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo) {
 		was = c.suspect(&rec, fi, written)
 		last = c.lastGood(&rec, fi, written)
 	}
-	c.hash(ctx, j, fi, was, last)
+	c.hash(ctx, j, fi, was, last, f)
 }
 
 // lastGood returns rec when its digest still names the content of the file
@@ -169,12 +203,19 @@ func (c *checker) record(j *job) (store.Record, bool, error) {
 	return c.st.Get([]byte(j.path))
 }
 
-// hash hashes the file and records the result. was, when not nil, is a
-// record that may name bytes an unclean end lost (suspect); last, when not
-// nil, one whose digest still names the content (lastGood).
-func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo, was, last *store.Record) {
+// hash hashes the file, open as f unless f is nil, and records the result.
+// was, when not nil, is a record that may name bytes an unclean end lost
+// (suspect); last, when not nil, one whose digest still names the content
+// (lastGood).
+func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo, was, last *store.Record, f *hasher.File) {
 	start := time.Now()
-	res, err := c.h.HashStat(ctx, j.path, c.backend, fi)
+	var res hasher.Result
+	var err error
+	if f != nil {
+		res, err = c.h.HashOpen(ctx, f, c.backend)
+	} else {
+		res, err = c.h.HashStat(ctx, j.path, c.backend, fi)
+	}
 	switch {
 	case err == nil:
 		c.m.hashed(res.Info.Size)

@@ -51,7 +51,10 @@
 // takes 8 bytes a file, up to 4 Mi paths (32 MiB) a scan, and two scans run
 // at once; beyond the cap, unchanged records are marked in the store
 // instead, a write each (a tree of 10^7 files holds 32 MiB for the set
-// while it is walked and marks the other 6 million records). When the walk
+// while it is walked and marks the other 6 million records). A walk into
+// an empty index, which hashes every file, stats none of them: the checker
+// opens each file (hasher.Open) and takes its identity, and its size for
+// the scan's totals, from the descriptor. When the walk
 // finished and every path it queued has settled, the records under the
 // walked directory with an older generation whose paths it did not see
 // belong to files that no longer exist, and the sweep drops them. Records

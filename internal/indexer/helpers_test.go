@@ -27,26 +27,57 @@ import (
 // countingHasher is the real hasher, counting the hashes it completed per
 // path.
 type countingHasher struct {
-	h    *hasher.Hasher
-	mu   sync.Mutex
-	n    map[string]int
-	gate func(path string) // if set, called before each hash (tests hold a path in the pipeline)
+	h      *hasher.Hasher
+	mu     sync.Mutex
+	n      map[string]int
+	opened int               // hashes of files the indexer opened itself (HashOpen)
+	gate   func(path string) // if set, called before each hash (tests hold a path in the pipeline)
 }
 
 func (c *countingHasher) HashStat(ctx context.Context, path string, b key.Backend, before fsstat.FileInfo) (hasher.Result, error) {
+	c.enter(path)
+	r, err := c.h.HashStat(ctx, path, b, before)
+	c.counted(path, err)
+	return r, err
+}
+
+func (c *countingHasher) HashOpen(ctx context.Context, f *hasher.File, b key.Backend) (hasher.Result, error) {
+	path := f.Path()
+	c.enter(path)
+	r, err := c.h.HashOpen(ctx, f, b)
+	c.counted(path, err)
+	if err == nil {
+		c.mu.Lock()
+		c.opened++
+		c.mu.Unlock()
+	}
+	return r, err
+}
+
+// openedCount is how many hashes were of files the indexer opened.
+func (c *countingHasher) openedCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.opened
+}
+
+// enter runs the gate, if any, for path.
+func (c *countingHasher) enter(path string) {
 	c.mu.Lock()
 	gate := c.gate
 	c.mu.Unlock()
 	if gate != nil {
 		gate(path)
 	}
-	r, err := c.h.HashStat(ctx, path, b, before)
+}
+
+// counted counts a hash of path that completed.
+func (c *countingHasher) counted(path string, err error) {
 	if err == nil {
 		c.mu.Lock()
 		c.n[path]++
 		c.mu.Unlock()
 	}
-	return r, err
 }
 
 // hold makes the first hash of path wait: entered is closed when it

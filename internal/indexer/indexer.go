@@ -29,9 +29,12 @@ var (
 
 // Hasher is what the indexer needs of the hasher: the digest of the file at
 // path, whose identity before is an lstat the indexer took, and that the
-// hasher checks again after opening and after reading (hasher.HashStat).
+// hasher checks again after opening and after reading (hasher.HashStat);
+// or of a file the indexer opened instead of stat'ing it (hasher.HashOpen,
+// which takes the file over).
 type Hasher interface {
 	HashStat(ctx context.Context, path string, b key.Backend, before fsstat.FileInfo) (hasher.Result, error)
+	HashOpen(ctx context.Context, f *hasher.File, b key.Backend) (hasher.Result, error)
 }
 
 // Ledger is what the indexer needs of the write ledger: whether the file

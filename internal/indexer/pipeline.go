@@ -19,6 +19,7 @@ type job struct {
 	scans   []*scan          // scans that saw the path and wait for it to settle
 	attempt int              // retries so far after "changed while hashing"
 	info    *fsstat.FileInfo // from the walk that queued it, saving an lstat; nil: stat it
+	open    bool             // the walk did not stat it: open it, and take its identity from the descriptor
 	noAdopt bool             // the index was empty when the walk started: no rename to find
 	absent  bool             // the walk's check found no record, saving a look-up
 	size    int64            // the walk's size of the file, for its scans' progress

@@ -28,7 +28,8 @@ type scan struct {
 	unread  map[string]bool // paths the walk could not read: their subtrees are not swept
 	tooMany bool            // more than maxUnread: nothing is swept
 
-	live walkLive // what the walk saw and expects (expect.go)
+	live  walkLive     // what the walk saw and expects (expect.go)
+	sized atomic.Int64 // bytes of the files the walk did not stat, counted as they are opened
 }
 
 // maxUnread bounds the unreadable paths a scan remembers.
@@ -252,6 +253,7 @@ func (s *scanner) scan(ctx context.Context, dir string) {
 	if ctx.Err() != nil {
 		return
 	}
+	w.bytes += sc.sized.Load()
 	if !s.sweepable(sc, w) {
 		return
 	}
@@ -284,7 +286,8 @@ type walked struct {
 func (s *scanner) walk(ctx context.Context, sc *scan) walked {
 	var w walked
 	root := s.paths.roots.IsRoot(sc.dir)
-	ck := s.startCheckers(ctx, sc, s.indexEmpty())
+	empty := s.indexEmpty()
+	ck := s.startCheckers(ctx, sc, empty)
 	batch := ck.newBatch()
 	flush := func() {
 		s.m.filesSeen.Add(int64(len(batch)))
@@ -294,6 +297,9 @@ func (s *scanner) walk(ctx context.Context, sc *scan) walked {
 	w.err = walker.Walk(ctx, sc.dir, walker.Options{
 		Workers: s.walkWorkers,
 		Ignore:  s.paths.ignoreFor(sc.dir),
+		// Into an empty index every file is hashed: its checker opens it
+		// and takes its identity from the descriptor, saving a stat.
+		NoStat: empty,
 		OnError: func(path string, err error) {
 			sc.noteUnread(path)
 			s.m.errors.Add(1)
@@ -511,8 +517,13 @@ func (s *scanner) checkWalked(ctx context.Context, sc *scan, e seenEntry, f *sto
 		sc.live.settled.Add(e.Info.Size)
 		return true
 	}
-	info := e.Info
-	j := job{path: e.Path, info: &info, noAdopt: emptyIndex, absent: f != nil && !f.OK}
+	j := job{path: e.Path, noAdopt: emptyIndex, absent: f != nil && !f.OK}
+	if emptyIndex {
+		j.open = true // walked without a stat (walker.Options.NoStat)
+	} else {
+		info := e.Info
+		j.info = &info
+	}
 	sc.live.hashBytes.Add(e.Info.Size)
 	s.pipe.enqueue(ctx, j, sc, e.Info.Size)
 	return f != nil && f.OK

@@ -1,0 +1,61 @@
+package indexer
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/annexd/annexd/fsstat"
+)
+
+// A first scan into an empty index does not stat the files it walks: each
+// is opened, and the identity of its descriptor is what the record holds,
+// the same as an lstat of the file. The files' sizes still count in what
+// the scan saw (the totals the next scan expects). A scan of an index with
+// records stats instead, and opens nothing that is unchanged.
+func TestFirstScanOpensInsteadOfStat(t *testing.T) {
+	root := t.TempDir()
+	const n = 60
+	var total int64
+	for i := range n {
+		c := strings.Repeat("y", i*97)
+		writeOld(t, filepath.Join(root, fmt.Sprintf("d%d/f%d", i%4, i)), c)
+		total += int64(len(c))
+	}
+	e := newEnv(t, root, envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	if got := e.h.openedCount(); got != n {
+		t.Errorf("the first scan hashed %d files it opened itself, want %d", got, n)
+	}
+	for i := range n {
+		p := filepath.Join(root, fmt.Sprintf("d%d/f%d", i%4, i))
+		rec, ok, err := e.st.Get([]byte(p))
+		fi, serr := fsstat.Lstat(p)
+		if err != nil || serr != nil || !ok {
+			t.Fatalf("%s: record %v %v, lstat %v", p, ok, err, serr)
+		}
+		if rec.Identity() != identity(fi) {
+			t.Errorf("%s: recorded identity %+v, lstat %+v", p, rec.Identity(), identity(fi))
+		}
+	}
+	want := totals{Files: n, Bytes: total}
+	waitFor(t, "the scan's totals", func() bool {
+		b, ok, err := e.st.GetMeta(totalsMeta)
+		var got map[string]totals
+		return err == nil && ok && json.Unmarshal(b, &got) == nil && got[root] == want
+	})
+	if p := e.ix.Progress(); p.BytesSeen != total {
+		t.Errorf("bytes seen %d, want %d", p.BytesSeen, total)
+	}
+
+	e.stop()
+	e.h = &countingHasher{n: make(map[string]int)}
+	writeOld(t, filepath.Join(root, "d0/f0"), "changed while down")
+	e.start(envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	if got, opened := e.h.total(), e.h.openedCount(); got != 1 || opened != 0 {
+		t.Errorf("the second scan hashed %d files, %d of them opened by the indexer; want 1 and 0", got, opened)
+	}
+}
