@@ -249,7 +249,7 @@ type ScanProgress struct {
 // are expected to find in all.
 type WalkProgress struct {
 	Files int64 `json:"files"` // files the walks saw so far
-	Bytes int64 `json:"bytes"` // their sizes
+	Bytes int64 `json:"bytes"` // their sizes; a first scan counts a file's size once it opens the file, so this lags Files
 	// ExpectFiles and ExpectBytes are the expected totals; ExpectFrom
 	// says whence: "previous scan" (what the last complete scan of the
 	// root saw), "count" (a counting walk beside this one), "counting"

@@ -46,7 +46,7 @@ type job struct {
 	before fsstat.FileInfo
 	route  route
 	data   *[]byte      // a small file read and checked by its caller, for the lanes
-	f      *stableFile  // a batch job's open file, closed with its answer
+	f      *stableFile  // the open file of a batch job, or of a pool job its caller opened; closed with its answer
 	ahead  int64        // bytes of f asked of the kernel, or found in memory
 	done   chan outcome // buffered 1
 }
@@ -183,7 +183,7 @@ func (h *Hasher) route(ctx context.Context, path string, b key.Backend, fi fssta
 		return h.hashQueued(ctx, path, b, fi, f)
 	case routeExternal:
 		if f != nil {
-			f.close() // the program opens the file itself
+			f.close() // the external route opens the path again and checks it
 			f = nil
 		}
 	}

@@ -135,7 +135,9 @@ func hashOpen(ctx context.Context, f *stableFile, h hash.Hash, o readOpts) (Resu
 }
 
 // stableFile is a regular file opened after an lstat, with the fstat of the
-// descriptor matching that lstat.
+// descriptor matching that lstat (openStable), or opened first and
+// identified by that fstat alone (Open); before is the identity verify
+// checks after reading.
 type stableFile struct {
 	path   string
 	fd     int

@@ -156,3 +156,44 @@ func TestHashOpenTakesTheFile(t *testing.T) {
 		t.Errorf("files left open: %v", open)
 	}
 }
+
+// A File that HashOpen refuses or does not finish is closed all the same:
+// an unknown backend, a closed Hasher, a context already done (on every
+// route).
+func TestHashOpenRefusedClosesTheFile(t *testing.T) {
+	paths, _ := makeFiles(t, 1, 300<<10)
+	open := func(t *testing.T) *File {
+		t.Helper()
+		f, err := Open(paths[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	noneOpen := func(t *testing.T, what string) {
+		t.Helper()
+		if left := openOf(t, paths); len(left) != 0 {
+			t.Errorf("%s: file left open", what)
+		}
+	}
+	h := New(Policy{}, nil)
+	if _, err := h.HashOpen(context.Background(), open(t), key.Unknown); !errors.Is(err, ErrBackend) {
+		t.Errorf("unknown backend: %v", err)
+	}
+	noneOpen(t, "unknown backend")
+	h.Close()
+	if _, err := h.HashOpen(context.Background(), open(t), key.SHA256); !errors.Is(err, ErrClosed) {
+		t.Errorf("closed Hasher: %v", err)
+	}
+	noneOpen(t, "closed Hasher")
+	for name, p := range everyRoute(t) {
+		h := New(p, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := h.HashOpen(ctx, open(t), key.SHA256); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s, cancelled: %v", name, err)
+		}
+		h.Close()
+		noneOpen(t, name+", cancelled")
+	}
+}

@@ -61,6 +61,9 @@ var ErrRoot = errors.New("walker: cannot walk root")
 type Entry struct {
 	Path string          // root joined with the root-relative path, bytes as on disk
 	Info fsstat.FileInfo // from lstat, or the mode alone (Options.NoStat); Info.IsRegular() is always true
+	// Stated says Info is an lstat; false only for a file Options.NoStat
+	// left unstat'ed.
+	Stated bool
 }
 
 // Matcher tells which paths, relative to Options.IgnoreRoot, are left out
@@ -397,7 +400,8 @@ func (w *walk) send(batch []Entry) {
 }
 
 // entry handles one directory entry, its name NUL-terminated: a regular
-// file is stat'ed and added to batch; a directory is returned for walking;
+// file is stat'ed (unless Options.NoStat leaves that to the caller) and
+// added to batch; a directory is returned for walking;
 // anything else is skipped without a system call (the type comes from the
 // directory entry, and only an unknown type costs a stat).
 func (w *walk) entry(parent dir, dirfd int, name []byte, typ byte, batch *[]Entry) (dir, bool) {
@@ -413,7 +417,8 @@ func (w *walk) entry(parent dir, dirfd int, name []byte, typ byte, batch *[]Entr
 		path = "/" + string(base)
 	}
 	var st unix.Stat_t
-	if typ == unix.DT_REG && w.opts.NoStat {
+	stated := !(typ == unix.DT_REG && w.opts.NoStat)
+	if !stated {
 		st.Mode = unix.S_IFREG
 	} else if typ != unix.DT_DIR {
 		if err := statAt(dirfd, name, &st); err != nil {
@@ -443,7 +448,7 @@ func (w *walk) entry(parent dir, dirfd int, name []byte, typ byte, batch *[]Entr
 	if *batch == nil {
 		*batch = w.newBatch()
 	}
-	*batch = append(*batch, Entry{Path: path, Info: fsstat.FromStat(&st)})
+	*batch = append(*batch, Entry{Path: path, Info: fsstat.FromStat(&st), Stated: stated})
 	return dir{}, false
 }
 

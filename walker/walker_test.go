@@ -136,6 +136,24 @@ func TestWalkNoStat(t *testing.T) {
 			t.Errorf("%s: info %+v, want the mode alone", rel, fi)
 		}
 	}
+	err = Walk(context.Background(), root, Options{NoStat: true}, func(e Entry) error {
+		if e.Stated {
+			t.Errorf("%s: NoStat entry says it was stat'ed", e.Path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Walk(context.Background(), root, Options{}, func(e Entry) error {
+		if !e.Stated {
+			t.Errorf("%s: stat'ed entry says it was not", e.Path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestWalkNonUTF8Names(t *testing.T) {
@@ -477,5 +495,11 @@ func TestWalkUnknownEntryType(t *testing.T) {
 	}
 	if _, ok := w.entry(parent, fd, []byte("link\x00"), unix.DT_UNKNOWN, &batch); ok || len(batch) != 1 {
 		t.Errorf("link: dir %v, batch %v", ok, batch)
+	}
+	// NoStat leaves only the files whose type the entry gives unstat'ed.
+	w.opts.NoStat = true
+	batch = nil
+	if _, ok := w.entry(parent, fd, []byte("file\x00"), unix.DT_UNKNOWN, &batch); ok || len(batch) != 1 || !batch[0].Stated || batch[0].Info.Ino == 0 {
+		t.Errorf("file of unknown type with NoStat: dir %v, batch %+v", ok, batch)
 	}
 }

@@ -87,14 +87,9 @@ func (c *checker) stat(j *job) (fsstat.FileInfo, *hasher.File, error) {
 }
 
 // sized counts the size of a file its walk did not stat where the walk
-// would have: in what the scans waiting for it saw.
+// would have, for the scans waiting for it (countSize).
 func (c *checker) sized(j *job, size int64) {
-	c.m.bytesSeen.Add(size)
-	for _, sc := range j.scans {
-		sc.live.bytes.Add(size)
-		sc.live.hashBytes.Add(size)
-		sc.sized.Add(size)
-	}
+	countSize(c.m, j.scans, size)
 	j.size = size
 }
 

@@ -52,9 +52,11 @@
 // at once; beyond the cap, unchanged records are marked in the store
 // instead, a write each (a tree of 10^7 files holds 32 MiB for the set
 // while it is walked and marks the other 6 million records). A walk into
-// an empty index, which hashes every file, stats none of them: the checker
-// opens each file (hasher.Open) and takes its identity, and its size for
-// the scan's totals, from the descriptor. When the walk
+// an empty index, which hashes every file, stats none of the files whose
+// type the directory gives: the checker opens each (hasher.Open) and takes
+// its identity, and its size for the scan's totals, from the descriptor.
+// Until then the file counts in the walk's files but not yet in its bytes
+// or in the pipeline's queued bytes. When the walk
 // finished and every path it queued has settled, the records under the
 // walked directory with an older generation whose paths it did not see
 // belong to files that no longer exist, and the sweep drops them. Records

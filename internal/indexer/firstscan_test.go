@@ -59,3 +59,36 @@ func TestFirstScanOpensInsteadOfStat(t *testing.T) {
 		t.Errorf("the second scan hashed %d files, %d of them opened by the indexer; want 1 and 0", got, opened)
 	}
 }
+
+// A file already in the pipeline when a walk into the empty index reaches
+// it (being hashed for an earlier scan) still counts its size in what the
+// walk saw, though the check the walk waits for does not open it.
+func TestUnstatedFileAlreadyQueuedIsSized(t *testing.T) {
+	root := t.TempDir()
+	p := filepath.Join(root, "x")
+	writeOld(t, p, strings.Repeat("z", 5000))
+	e := &env{t: t, root: root, index: filepath.Join(t.TempDir(), "index.db"), done: make(chan struct{}), pause: make(chan bool)}
+	e.h = &countingHasher{n: make(map[string]int)}
+	entered, release := e.h.hold(p)
+	e.start(envOpts{noWatch: true})
+	<-entered
+	e.ix.Rescan(root) // walks while x is held: the index is still empty
+	waitFor(t, "the second scan to wait for x", func() bool {
+		pend := e.ix.pipe.pend
+		pend.mu.Lock()
+		defer pend.mu.Unlock()
+		en, ok := pend.m[p]
+		return ok && len(en.againScans) == 1
+	})
+	close(release)
+	e.settle(settleTimeout)
+	want := totals{Files: 1, Bytes: 5000}
+	waitFor(t, "the scans' totals", func() bool {
+		b, ok, err := e.st.GetMeta(totalsMeta)
+		var got map[string]totals
+		return err == nil && ok && json.Unmarshal(b, &got) == nil && got[root] == want
+	})
+	if p := e.ix.Progress(); p.BytesSeen != 2*5000 {
+		t.Errorf("bytes seen %d over two scans, want %d", p.BytesSeen, 2*5000)
+	}
+}

@@ -22,7 +22,7 @@ type job struct {
 	open    bool             // the walk did not stat it: open it, and take its identity from the descriptor
 	noAdopt bool             // the index was empty when the walk started: no rename to find
 	absent  bool             // the walk's check found no record, saving a look-up
-	size    int64            // the walk's size of the file, for its scans' progress
+	size    int64            // the file's size when its walk queued it (or its checker opened it), for its scans' progress
 }
 
 // pipeline carries paths to the workers and their results to the store. A
@@ -67,6 +67,9 @@ func (p *pipeline) start(ctx context.Context, g *errgroup.Group, n int, check fu
 // queue is full.
 func (p *pipeline) enqueue(ctx context.Context, j job, sc *scan, size int64) {
 	if !p.pend.add(j.path, sc, size) {
+		if j.open && sc != nil {
+			p.sizeFor(j.path, sc) // its own check will not size it for sc
+		}
 		return
 	}
 	if sc != nil {
@@ -77,6 +80,26 @@ func (p *pipeline) enqueue(ctx context.Context, j job, sc *scan, size int64) {
 	case p.queue <- j:
 	case <-ctx.Done():
 		p.finish(j)
+	}
+}
+
+// sizeFor counts the size of path, walked by sc without a stat, in what
+// sc saw, from an lstat: the path was in the pipeline already, and the
+// check that sc now waits for does not open it.
+func (p *pipeline) sizeFor(path string, sc *scan) {
+	if fi, err := fsstat.Lstat(path); err == nil && fi.IsRegular() {
+		countSize(p.m, []*scan{sc}, fi.Size)
+	}
+}
+
+// countSize counts size bytes of a file its walk did not stat where the
+// walk would have: in the bytes seen, and in what each of scans saw.
+func countSize(m *counters, scans []*scan, size int64) {
+	m.bytesSeen.Add(size)
+	for _, sc := range scans {
+		sc.live.bytes.Add(size)
+		sc.live.hashBytes.Add(size)
+		sc.sized.Add(size)
 	}
 }
 

@@ -518,11 +518,11 @@ func (s *scanner) checkWalked(ctx context.Context, sc *scan, e seenEntry, f *sto
 		return true
 	}
 	j := job{path: e.Path, noAdopt: emptyIndex, absent: f != nil && !f.OK}
-	if emptyIndex {
-		j.open = true // walked without a stat (walker.Options.NoStat)
-	} else {
+	if e.Stated {
 		info := e.Info
 		j.info = &info
+	} else {
+		j.open = true // walked without a stat (walker.Options.NoStat): the checker opens it
 	}
 	sc.live.hashBytes.Add(e.Info.Size)
 	s.pipe.enqueue(ctx, j, sc, e.Info.Size)
