@@ -84,7 +84,10 @@ func TestMovedChain(t *testing.T) {
 	write(t, filepath.Join(root, "p3/sI/x.txt"), "written after the renames")
 	r := follow(t, w, root)
 	from, to := filepath.Join(root, "p1/dI"), filepath.Join(root, "p3/sI")
-	r.wait("the move", func(evs []Event) bool { return moved(evs, from, to) })
+	// The watcher reads inotify while it waits to send, so on a loaded
+	// machine it may read the two renames apart: two Moved in a row, which
+	// a consumer applies in order, say the same as one.
+	r.wait("the move", func(evs []Event) bool { return movedVia(evs, from, to) })
 	write(t, filepath.Join(root, "p3/sI/sub/y.txt"), "written later")
 	r.wait("a change under the last name", func(evs []Event) bool { return has(evs, Changed, filepath.Join(root, "p3/sI/sub/y.txt")) })
 	seen := false

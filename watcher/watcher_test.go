@@ -137,6 +137,21 @@ func moved(evs []Event, from, to string) bool {
 	return false
 }
 
+// movedVia reports whether the Moved events among evs, taken in order,
+// carry from to to: one Moved, or a chain of them.
+func movedVia(evs []Event, from, to string) bool {
+	at := from
+	for _, e := range evs {
+		if e.Kind == Moved && e.From == at {
+			at = e.Path
+			if at == to {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func count(evs []Event, k Kind, p string) int {
 	n := 0
 	for _, e := range evs {
