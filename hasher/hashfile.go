@@ -167,25 +167,39 @@ func openStable(path string, before *fsstat.FileInfo) (*stableFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd, err := openNoFollow(path)
+	fd, now, err := openFstat(path)
+	if err == unix.ELOOP {
+		// A symlink replaced the file after the lstat.
+		return nil, &ChangedError{Path: path, Before: fi, After: fsstat.FileInfo{Mode: fs.ModeSymlink}}
+	}
 	if err != nil {
-		if err == unix.ELOOP {
-			// A symlink replaced the file after the lstat.
-			return nil, &ChangedError{Path: path, Before: fi, After: fsstat.FileInfo{Mode: fs.ModeSymlink}}
-		}
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, err
 	}
 	f := &stableFile{path: path, fd: fd, before: fi}
-	now, err := fsstat.Fstat(fd)
-	if err != nil {
-		f.close()
-		return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
-	}
 	if !now.IsRegular() || !now.Same(fi) {
 		f.close()
 		return nil, &ChangedError{Path: path, Before: fi, After: now}
 	}
 	return f, nil
+}
+
+// openFstat opens path with openNoFollow and fstats the descriptor. A
+// symlink at path is unix.ELOOP, as it is; other failures are
+// *fs.PathError, with nothing left open.
+func openFstat(path string) (int, fsstat.FileInfo, error) {
+	fd, err := openNoFollow(path)
+	if err == unix.ELOOP {
+		return -1, fsstat.FileInfo{}, err
+	}
+	if err != nil {
+		return -1, fsstat.FileInfo{}, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	fi, err := fsstat.Fstat(fd)
+	if err != nil {
+		unix.Close(fd)
+		return -1, fsstat.FileInfo{}, &fs.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	return fd, fi, nil
 }
 
 func openNoFollow(path string) (int, error) {
@@ -360,17 +374,12 @@ var errFileTaken = errors.New("hasher: file already hashed or closed")
 // node may have effects of its own, so Open is for paths that a directory
 // listing says are regular files.
 func Open(path string) (*File, error) {
-	fd, err := openNoFollow(path)
-	if err != nil {
-		if err == unix.ELOOP {
-			return nil, notRegular(path, fsstat.FileInfo{Mode: fs.ModeSymlink})
-		}
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	fd, fi, err := openFstat(path)
+	if err == unix.ELOOP {
+		return nil, notRegular(path, fsstat.FileInfo{Mode: fs.ModeSymlink})
 	}
-	fi, err := fsstat.Fstat(fd)
 	if err != nil {
-		unix.Close(fd)
-		return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
+		return nil, err
 	}
 	if !fi.IsRegular() {
 		unix.Close(fd)
