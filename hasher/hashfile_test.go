@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/key"
 )
 
@@ -104,25 +105,47 @@ func TestKnownAnswersEveryBackend(t *testing.T) {
 	}
 }
 
-// Every route a Hasher can take gives the same known answers.
+// Every route a Hasher can take gives the same known answers, with the
+// identity of an lstat and no descriptor left open, whether the Hasher
+// opens the file (Hash) or its caller did (Open, then HashOpen).
 func TestKnownAnswersEveryRoute(t *testing.T) {
 	paths := knownAnswerFiles(t)
+	ways := map[string]func(h *Hasher, path string, b key.Backend) (Result, error){
+		"Hash": func(h *Hasher, path string, b key.Backend) (Result, error) {
+			return h.Hash(context.Background(), path, b)
+		},
+		"HashOpen": func(h *Hasher, path string, b key.Backend) (Result, error) {
+			f, err := Open(path)
+			if err != nil {
+				return Result{}, err
+			}
+			return h.HashOpen(context.Background(), f, b)
+		},
+	}
 	for name, p := range everyRoute(t) {
-		t.Run(name, func(t *testing.T) {
-			h := New(p, nil)
-			defer h.Close()
-			for _, b := range key.Backends() {
-				for i, path := range paths {
-					res, err := h.Hash(context.Background(), path, b)
-					if err != nil {
-						t.Fatalf("%s %s: %v", b, path, err)
-					}
-					if got, want := hex.EncodeToString(res.Digest), knownAnswers[b.Base()][i]; got != want {
-						t.Errorf("%s %s: got %s want %s", b, filepath.Base(path), got, want)
+		for way, hash := range ways {
+			t.Run(name+"/"+way, func(t *testing.T) {
+				h := New(p, nil)
+				defer h.Close()
+				for _, b := range key.Backends() {
+					for i, path := range paths {
+						res, err := hash(h, path, b)
+						if err != nil {
+							t.Fatalf("%s %s: %v", b, path, err)
+						}
+						if got, want := hex.EncodeToString(res.Digest), knownAnswers[b.Base()][i]; got != want {
+							t.Errorf("%s %s: got %s want %s", b, filepath.Base(path), got, want)
+						}
+						if fi, err := fsstat.Lstat(path); err != nil || !res.Info.Same(fi) {
+							t.Errorf("%s: result identity %+v, lstat %+v (%v)", path, res.Info, fi, err)
+						}
 					}
 				}
-			}
-		})
+				if open := openOf(t, paths); len(open) != 0 {
+					t.Errorf("files left open: %v", open)
+				}
+			})
+		}
 	}
 }
 
@@ -178,25 +201,34 @@ func refuses(t *testing.T, path string) {
 	}
 }
 
-func TestRefusesNonRegular(t *testing.T) {
+// oddFiles are one of each kind of file a hasher refuses, in a temporary
+// directory: a FIFO, a listening socket, a symlink to target (a regular
+// file beside them), and the directory itself.
+type oddFiles struct{ dir, fifo, sock, link, target string }
+
+func makeOddFiles(t *testing.T) oddFiles {
+	t.Helper()
 	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo")
-	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+	o := oddFiles{dir: dir, fifo: filepath.Join(dir, "fifo"), sock: filepath.Join(dir, "sock"),
+		link: filepath.Join(dir, "link.txt"), target: filepath.Join(dir, "target.txt")}
+	if err := unix.Mkfifo(o.fifo, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(dir, "sock")
-	l, err := net.Listen("unix", sock)
+	l, err := net.Listen("unix", o.sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	target := filepath.Join(dir, "target.txt")
-	writeFile(t, target, []byte("abc"))
-	link := filepath.Join(dir, "link.txt")
-	if err := os.Symlink(target, link); err != nil {
+	t.Cleanup(func() { l.Close() })
+	writeFile(t, o.target, []byte("abc"))
+	if err := os.Symlink(o.target, o.link); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{fifo, sock, link, "/dev/null", dir} {
+	return o
+}
+
+func TestRefusesNonRegular(t *testing.T) {
+	o := makeOddFiles(t)
+	for _, p := range []string{o.fifo, o.sock, o.link, "/dev/null", o.dir} {
 		refuses(t, p)
 	}
 }

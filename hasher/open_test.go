@@ -2,76 +2,22 @@ package hasher
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"io/fs"
-	"net"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/key"
 )
-
-// A file opened by Open hashes to the known answers on every route, with
-// the identity of an lstat, and HashOpen leaves no descriptor open.
-func TestHashOpenKnownAnswersEveryRoute(t *testing.T) {
-	paths := knownAnswerFiles(t)
-	for name, p := range everyRoute(t) {
-		t.Run(name, func(t *testing.T) {
-			h := New(p, nil)
-			defer h.Close()
-			for _, b := range key.Backends() {
-				for i, path := range paths {
-					f, err := Open(path)
-					if err != nil {
-						t.Fatal(err)
-					}
-					res, err := h.HashOpen(context.Background(), f, b)
-					if err != nil {
-						t.Fatalf("%s %s: %v", b, path, err)
-					}
-					if got, want := hex.EncodeToString(res.Digest), knownAnswers[b.Base()][i]; got != want {
-						t.Errorf("%s %s: got %s want %s", b, filepath.Base(path), got, want)
-					}
-					fi, err := fsstat.Lstat(path)
-					if err != nil || !res.Info.Same(fi) {
-						t.Errorf("%s: result identity %+v, lstat %+v (%v)", path, res.Info, fi, err)
-					}
-				}
-			}
-			if open := openOf(t, paths); len(open) != 0 {
-				t.Errorf("files left open: %v", open)
-			}
-		})
-	}
-}
 
 // Open refuses what is not a regular file, without blocking on a FIFO and
 // without following a symlink, and keeps no descriptor of it.
 func TestOpenRefusesNonRegular(t *testing.T) {
-	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo")
-	if err := unix.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	target := filepath.Join(dir, "target.txt")
-	writeFile(t, target, []byte("abc"))
-	link := filepath.Join(dir, "link.txt")
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{fifo, link, "/dev/null", dir} {
+	o := makeOddFiles(t)
+	for _, p := range []string{o.fifo, o.link, "/dev/null", o.dir} {
 		done := make(chan error, 1)
 		go func() {
 			f, err := Open(p)
@@ -89,13 +35,13 @@ func TestOpenRefusesNonRegular(t *testing.T) {
 			t.Fatalf("%s: Open blocked", p)
 		}
 	}
-	if _, err := Open(sock); !errors.Is(err, unix.ENXIO) { // a socket cannot be opened
+	if _, err := Open(o.sock); !errors.Is(err, unix.ENXIO) { // a socket cannot be opened
 		t.Errorf("socket: got %v, want ENXIO", err)
 	}
-	if _, err := Open(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := Open(filepath.Join(o.dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing file: got %v, want ErrNotExist", err)
 	}
-	if open := openOf(t, []string{fifo, target, dir}); len(open) != 0 {
+	if open := openOf(t, []string{o.fifo, o.target, o.dir}); len(open) != 0 {
 		t.Errorf("descriptors left open: %v", open)
 	}
 }

@@ -67,10 +67,9 @@ func TestUnstatedFileAlreadyQueuedIsSized(t *testing.T) {
 	root := t.TempDir()
 	p := filepath.Join(root, "x")
 	writeOld(t, p, strings.Repeat("z", 5000))
-	e := &env{t: t, root: root, index: filepath.Join(t.TempDir(), "index.db"), done: make(chan struct{}), pause: make(chan bool)}
-	e.h = &countingHasher{n: make(map[string]int)}
-	entered, release := e.h.hold(p)
-	e.start(envOpts{noWatch: true})
+	h := &countingHasher{n: make(map[string]int)}
+	entered, release := h.hold(p)
+	e := newEnv(t, root, envOpts{h: h, noWatch: true})
 	<-entered
 	e.ix.Rescan(root) // walks while x is held: the index is still empty
 	waitFor(t, "the second scan to wait for x", func() bool {

@@ -149,6 +149,7 @@ type env struct {
 }
 
 type envOpts struct {
+	h       *countingHasher // the hasher to start with; nil: a new one
 	noWatch bool
 	quiet   time.Duration
 	opts    Options
@@ -159,7 +160,7 @@ func newEnv(t *testing.T, root string, eo envOpts) *env {
 	if root == "" {
 		root = t.TempDir()
 	}
-	e := &env{t: t, root: root, index: filepath.Join(t.TempDir(), "index.db"), done: make(chan struct{}), pause: make(chan bool)}
+	e := &env{t: t, root: root, index: filepath.Join(t.TempDir(), "index.db"), done: make(chan struct{}), pause: make(chan bool), h: eo.h}
 	e.start(eo)
 	return e
 }
