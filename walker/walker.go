@@ -102,6 +102,11 @@ type Options struct {
 	// descriptor (a first scan, see hasher.Open). Entries of unknown type
 	// are still stat'ed.
 	NoStat bool
+	// NoStatIn, when set, is asked once for each directory the walk reads
+	// whether its regular files may go unstat'ed as with NoStat: for a
+	// caller that opens every file of a directory it knows nothing of.
+	// It may be called concurrently from several workers.
+	NoStatIn func(dir string) bool
 
 	// openDir opens a directory; a test seam, nil means openDirAt.
 	openDir func(path string) (int, error)
@@ -236,8 +241,9 @@ func ignoreBase(root, ignoreRoot string) (string, error) {
 }
 
 type dir struct {
-	path string // root-joined path
-	rel  string // root-relative path, "" for the root
+	path   string // root-joined path
+	rel    string // root-relative path, "" for the root
+	noStat bool   // its regular files go unstat'ed (Options.NoStat, NoStatIn)
 }
 
 type walk struct {
@@ -340,6 +346,7 @@ func (w *walk) readDir(d dir, fd int) {
 	buf := w.bufs.Get().(*[]byte)
 	var inline []dir
 	var batch []Entry // made at the first file: many directories hold none
+	d.noStat = w.opts.NoStat || (w.opts.NoStatIn != nil && w.opts.NoStatIn(d.path))
 	for w.ctx.Err() == nil {
 		n, err := getdents(fd, *buf)
 		if err != nil {
@@ -400,7 +407,7 @@ func (w *walk) send(batch []Entry) {
 }
 
 // entry handles one directory entry, its name NUL-terminated: a regular
-// file is stat'ed (unless Options.NoStat leaves that to the caller) and
+// file is stat'ed (unless parent.noStat leaves that to the caller) and
 // added to batch; a directory is returned for walking;
 // anything else is skipped without a system call (the type comes from the
 // directory entry, and only an unknown type costs a stat).
@@ -417,7 +424,7 @@ func (w *walk) entry(parent dir, dirfd int, name []byte, typ byte, batch *[]Entr
 		path = "/" + string(base)
 	}
 	var st unix.Stat_t
-	stated := !(typ == unix.DT_REG && w.opts.NoStat)
+	stated := !(typ == unix.DT_REG && parent.noStat)
 	if !stated {
 		st.Mode = unix.S_IFREG
 	} else if typ != unix.DT_DIR {

@@ -1,8 +1,10 @@
 package indexer
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -50,13 +52,30 @@ func TestFirstScanOpensInsteadOfStat(t *testing.T) {
 		t.Errorf("bytes seen %d, want %d", p.BytesSeen, total)
 	}
 
+	// While down: a file changes, a directory of five files appears and a
+	// file moves into another new directory. The next scan stats the
+	// directories the index knows, opens the files of the new ones, and
+	// still finds the move.
+	moved, _, _ := e.st.Get([]byte(filepath.Join(root, "d1/f1")))
 	e.stop()
 	e.h = &countingHasher{n: make(map[string]int)}
 	writeOld(t, filepath.Join(root, "d0/f0"), "changed while down")
+	for i := range 5 {
+		writeOld(t, filepath.Join(root, fmt.Sprintf("new/g%d", i)), fmt.Sprint("new ", i))
+	}
+	if err := os.MkdirAll(filepath.Join(root, "moved"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(root, "d1/f1"), filepath.Join(root, "moved/f1")); err != nil {
+		t.Fatal(err)
+	}
 	e.start(envOpts{noWatch: true})
 	e.settle(settleTimeout)
-	if got, opened := e.h.total(), e.h.openedCount(); got != 1 || opened != 0 {
-		t.Errorf("the second scan hashed %d files, %d of them opened by the indexer; want 1 and 0", got, opened)
+	if got, opened := e.h.total(), e.h.openedCount(); got != 6 || opened != 5 {
+		t.Errorf("the second scan hashed %d files, %d of them opened by the indexer; want 6 and 5", got, opened)
+	}
+	if rec, ok, err := e.st.Get([]byte(filepath.Join(root, "moved/f1"))); err != nil || !ok || !bytes.Equal(rec.Digest, moved.Digest) {
+		t.Errorf("moved/f1: record %v %v, digest %x, want the moved file's %x", ok, err, rec.Digest, moved.Digest)
 	}
 }
 

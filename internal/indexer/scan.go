@@ -298,8 +298,10 @@ func (s *scanner) walk(ctx context.Context, sc *scan) walked {
 		Workers: s.walkWorkers,
 		Ignore:  s.paths.ignoreFor(sc.dir),
 		// Into an empty index every file is hashed: its checker opens it
-		// and takes its identity from the descriptor, saving a stat.
-		NoStat: empty,
+		// and takes its identity from the descriptor, saving a stat. So
+		// is every file of a directory the index holds no record in.
+		NoStat:   empty,
+		NoStatIn: s.st.NoRecordsIn,
 		OnError: func(path string, err error) {
 			sc.noteUnread(path)
 			s.m.errors.Add(1)
