@@ -28,6 +28,9 @@ Usage: bench/perf.py [--tree T] [--runs N] [--keep DIR] SECTION...
   --tree defaults to /work/corpus/T. The work directory (binaries, indexes)
   is a temporary directory under /tmp, removed at the end unless --keep.
 Environment: ANNEXD_ARGS adds flags to every annexd start (e.g. for A/B);
+SEED_TREE=DIR makes the calibration start index DIR, so that every initial
+index (warm, cold, scale) is a scan into an index that already holds
+records, as when a tree is added to a running daemon's index;
 LOOKUP_ALT=BIN,BIN… times other annexctl builds in the lookup section too,
 RESTART_ALT=BIN,BIN… other annexd builds in the restart section;
 COLD_READERS=2,4,8 sets the cat fan-outs of the cold section,
@@ -151,7 +154,7 @@ class Bench:
         self.build()
         self.calibrated = self.w("calibrated.db")
         if not os.path.exists(self.calibrated):
-            r = self.annexd(self.calibrated, self.w("empty"))
+            r = self.annexd(self.calibrated, os.environ.get("SEED_TREE") or self.w("empty"))
             log("first start on an empty tree (calibration): %s" % r)
 
     def w(self, *p):

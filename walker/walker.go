@@ -7,10 +7,10 @@
 // [Walk] reads directories on Options.Workers goroutines. Entry types come
 // from the directory itself (d_type), so directories, symlinks, FIFOs,
 // sockets and devices cost no stat call; each regular file costs one
-// fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW), unless Options.NoStat leaves
-// that to the caller. Directories are opened with
-// O_NOFOLLOW|O_DIRECTORY, so a directory swapped for a symlink mid-walk is
-// not followed. Non-regular files are skipped without being opened, so a
+// fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW), unless Options.NoStat (or
+// NoStatIn, for one directory) leaves that to the caller. Directories are
+// opened with O_NOFOLLOW|O_DIRECTORY, so a directory swapped for a symlink
+// mid-walk is not followed. Non-regular files are skipped without being opened, so a
 // FIFO in the tree cannot block the walk.
 //
 // The callback fn runs on the goroutine that called Walk, one call at a time
@@ -60,9 +60,9 @@ var ErrRoot = errors.New("walker: cannot walk root")
 // Entry is one regular file found by the walk.
 type Entry struct {
 	Path string          // root joined with the root-relative path, bytes as on disk
-	Info fsstat.FileInfo // from lstat, or the mode alone (Options.NoStat); Info.IsRegular() is always true
+	Info fsstat.FileInfo // from lstat, or the mode alone (Options.NoStat, NoStatIn); Info.IsRegular() is always true
 	// Stated says Info is an lstat; false only for a file Options.NoStat
-	// left unstat'ed.
+	// or NoStatIn left unstat'ed.
 	Stated bool
 }
 
