@@ -10,8 +10,8 @@
 // fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW), unless Options.NoStat (or
 // NoStatIn, for one directory) leaves that to the caller. Directories are
 // opened with O_NOFOLLOW|O_DIRECTORY, so a directory swapped for a symlink
-// mid-walk is not followed. Non-regular files are skipped without being opened, so a
-// FIFO in the tree cannot block the walk.
+// mid-walk is not followed. Non-regular files are skipped without being
+// opened, so a FIFO in the tree cannot block the walk.
 //
 // The callback fn runs on the goroutine that called Walk, one call at a time
 // (never concurrently), so it needs no locking. Entries arrive in no
