@@ -264,6 +264,10 @@ func (s *Store) mergeRuns(name []byte, per int, fn func(w *wtx, k, v []byte) err
 
 // emptyPending replaces both pending buckets with empty ones.
 func (w *wtx) emptyPending() error {
+	var seq uint64 // read before the delete: run numbers only grow (runfilter.go)
+	if w.pendIno != nil {
+		seq = w.pendIno.Sequence()
+	}
 	for _, name := range [][]byte{bucketPending, bucketPendInodes} {
 		if err := w.tx.DeleteBucket(name); err != nil && !errors.Is(err, bolterr.ErrBucketNotFound) {
 			return err
@@ -275,14 +279,10 @@ func (w *wtx) emptyPending() error {
 	}
 	w.pend = b
 	w.pendDelta = -w.pendCommitted
-	var seq uint64
-	if w.pendIno != nil {
-		seq = w.pendIno.Sequence()
-	}
 	if w.pendIno, err = w.tx.CreateBucket(bucketPendInodes); err != nil {
 		return err
 	}
-	return w.pendIno.SetSequence(seq) // run numbers only grow (runfilter.go)
+	return w.pendIno.SetSequence(seq)
 }
 
 // Settle merges the digest entries still pending, so that Stats' Unique,

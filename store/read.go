@@ -451,18 +451,6 @@ func (s *Store) Subtree(ctx context.Context, dir []byte, fn func(path []byte, r 
 	return err
 }
 
-// NoRecordsIn reports whether the index holds no record directly in
-// directory dir (the walker's NoStatIn). A read error says false.
-func (s *Store) NoRecordsIn(dir string) bool {
-	key := subtreePrefix([]byte(dir))
-	var known bool
-	err := s.view(func(tx *bolt.Tx) error {
-		known = tx.Bucket(bucketDirs).Get(key) != nil
-		return nil
-	})
-	return err == nil && !known
-}
-
 // HasUnder reports whether the index may hold records strictly under
 // directory dir: whether it knows a directory at or below it. One seek, for
 // a check on every new file (the indexer's dropUnder). Every record's

@@ -7,11 +7,11 @@
 // [Walk] reads directories on Options.Workers goroutines. Entry types come
 // from the directory itself (d_type), so directories, symlinks, FIFOs,
 // sockets and devices cost no stat call; each regular file costs one
-// fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW), unless Options.NoStat (or
-// NoStatIn, for one directory) leaves that to the caller. Directories are
-// opened with O_NOFOLLOW|O_DIRECTORY, so a directory swapped for a symlink
-// mid-walk is not followed. Non-regular files are skipped without being
-// opened, so a FIFO in the tree cannot block the walk.
+// fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW), unless Options.NoStat leaves
+// that to the caller. Directories are opened with
+// O_NOFOLLOW|O_DIRECTORY, so a directory swapped for a symlink mid-walk is
+// not followed. Non-regular files are skipped without being opened, so a
+// FIFO in the tree cannot block the walk.
 //
 // The callback fn runs on the goroutine that called Walk, one call at a time
 // (never concurrently), so it needs no locking. Entries arrive in no
@@ -60,9 +60,9 @@ var ErrRoot = errors.New("walker: cannot walk root")
 // Entry is one regular file found by the walk.
 type Entry struct {
 	Path string          // root joined with the root-relative path, bytes as on disk
-	Info fsstat.FileInfo // from lstat, or the mode alone (Options.NoStat, NoStatIn); Info.IsRegular() is always true
+	Info fsstat.FileInfo // from lstat, or the mode alone (Options.NoStat); Info.IsRegular() is always true
 	// Stated says Info is an lstat; false only for a file Options.NoStat
-	// or NoStatIn left unstat'ed.
+	// left unstat'ed.
 	Stated bool
 }
 
@@ -102,11 +102,6 @@ type Options struct {
 	// descriptor (a first scan, see hasher.Open). Entries of unknown type
 	// are still stat'ed.
 	NoStat bool
-	// NoStatIn, when set, is asked once for each directory the walk reads
-	// whether its regular files may go unstat'ed as with NoStat: for a
-	// caller that opens every file of a directory it knows nothing of.
-	// It may be called concurrently from several workers.
-	NoStatIn func(dir string) bool
 
 	// openDir opens a directory; a test seam, nil means openDirAt.
 	openDir func(path string) (int, error)
@@ -241,9 +236,8 @@ func ignoreBase(root, ignoreRoot string) (string, error) {
 }
 
 type dir struct {
-	path   string // root-joined path
-	rel    string // root-relative path, "" for the root
-	noStat bool   // its regular files go unstat'ed (Options.NoStat, NoStatIn)
+	path string // root-joined path
+	rel  string // root-relative path, "" for the root
 }
 
 type walk struct {
@@ -346,7 +340,6 @@ func (w *walk) readDir(d dir, fd int) {
 	buf := w.bufs.Get().(*[]byte)
 	var inline []dir
 	var batch []Entry // made at the first file: many directories hold none
-	d.noStat = w.opts.NoStat || (w.opts.NoStatIn != nil && w.opts.NoStatIn(d.path))
 	for w.ctx.Err() == nil {
 		n, err := getdents(fd, *buf)
 		if err != nil {
@@ -407,7 +400,7 @@ func (w *walk) send(batch []Entry) {
 }
 
 // entry handles one directory entry, its name NUL-terminated: a regular
-// file is stat'ed (unless parent.noStat leaves that to the caller) and
+// file is stat'ed (unless Options.NoStat leaves that to the caller) and
 // added to batch; a directory is returned for walking;
 // anything else is skipped without a system call (the type comes from the
 // directory entry, and only an unknown type costs a stat).
@@ -424,7 +417,7 @@ func (w *walk) entry(parent dir, dirfd int, name []byte, typ byte, batch *[]Entr
 		path = "/" + string(base)
 	}
 	var st unix.Stat_t
-	stated := !(typ == unix.DT_REG && parent.noStat)
+	stated := !(typ == unix.DT_REG && w.opts.NoStat)
 	if !stated {
 		st.Mode = unix.S_IFREG
 	} else if typ != unix.DT_DIR {

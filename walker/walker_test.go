@@ -156,40 +156,6 @@ func TestWalkNoStat(t *testing.T) {
 	}
 }
 
-// NoStatIn leaves unstat'ed the regular files of the directories it names,
-// and no others.
-func TestWalkNoStatIn(t *testing.T) {
-	root := t.TempDir()
-	tree(t, root, "a/x", "b/y", "b/c/z", "w")
-	var asked sync.Map
-	got := map[string]bool{}
-	var mu sync.Mutex
-	err := Walk(context.Background(), root, Options{Workers: 2, NoStatIn: func(dir string) bool {
-		asked.Store(dir, true)
-		return dir == filepath.Join(root, "b")
-	}}, func(e Entry) error {
-		mu.Lock()
-		defer mu.Unlock()
-		got[e.Path[len(root)+1:]] = e.Stated
-		if e.Stated == (e.Info == fsstat.FileInfo{Mode: e.Info.Mode}) {
-			t.Errorf("%s: stated %v with info %+v", e.Path, e.Stated, e.Info)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]bool{"a/x": true, "b/y": false, "b/c/z": true, "w": true}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("stated: %v, want %v", got, want)
-	}
-	for _, d := range []string{"", "a", "b", "b/c"} {
-		if _, ok := asked.Load(filepath.Join(root, d)); !ok {
-			t.Errorf("NoStatIn not asked about %q", filepath.Join(root, d))
-		}
-	}
-}
-
 func TestWalkNonUTF8Names(t *testing.T) {
 	root := t.TempDir()
 	names := []string{"caf\xe9", "\xff\xfe.bin", "ok é", "dir\x80/in\x81side"}

@@ -298,10 +298,8 @@ func (s *scanner) walk(ctx context.Context, sc *scan) walked {
 		Workers: s.walkWorkers,
 		Ignore:  s.paths.ignoreFor(sc.dir),
 		// Into an empty index every file is hashed: its checker opens it
-		// and takes its identity from the descriptor, saving a stat. So
-		// is every file of a directory the index holds no record in.
-		NoStat:   empty,
-		NoStatIn: s.st.NoRecordsIn,
+		// and takes its identity from the descriptor, saving a stat.
+		NoStat: empty,
 		OnError: func(path string, err error) {
 			sc.noteUnread(path)
 			s.m.errors.Add(1)
