@@ -155,7 +155,7 @@ class Bench:
         self.calibrated = self.w("calibrated.db")
         if not os.path.exists(self.calibrated):
             r = self.annexd(self.calibrated, os.environ.get("SEED_TREE") or self.w("empty"))
-            log("first start on an empty tree (calibration): %s" % r)
+            log("first start (calibration, on SEED_TREE or an empty tree): %s" % r)
 
     def w(self, *p):
         return os.path.join(self.work, *p)
