@@ -106,9 +106,7 @@
 // idle for 100 ms, and before Dups or a Settle. Until then such a record
 // counts in Digested but not in Unique, DupGroups and Wasted
 // (Stats.Ungrouped says how many), and ByDigest and ByInodeAll seek in
-// every run as well (ByInodeAll not when the inode filter proves no run
-// names the inode). pending.go, pendinodes.go and runfilter.go have the
-// details.
+// every run as well. pending.go and pendinodes.go have the details.
 //
 // Changes are applied in the order they were submitted, and reads see only
 // committed changes. A caller that reads, decides and then writes may

@@ -207,11 +207,6 @@ func (s *Store) merge() error {
 		return fmt.Errorf("store: merge the digest index: %w", err)
 	}
 	s.mergeSkip = false
-	if err := s.renewInodeFilter(); err != nil {
-		// The old filter stays and takes the new runs' entries too: lookups
-		// stay right, only less often skipped.
-		s.log.Warn("store: cannot renew the inode filter", "err", err)
-	}
 	s.log.Debug("store: merged pending digest entries", "entries", total, "elapsed", time.Since(start))
 	return nil
 }
@@ -264,10 +259,6 @@ func (s *Store) mergeRuns(name []byte, per int, fn func(w *wtx, k, v []byte) err
 
 // emptyPending replaces both pending buckets with empty ones.
 func (w *wtx) emptyPending() error {
-	var seq uint64 // read before the delete: run numbers only grow (runfilter.go)
-	if w.pendIno != nil {
-		seq = w.pendIno.Sequence()
-	}
 	for _, name := range [][]byte{bucketPending, bucketPendInodes} {
 		if err := w.tx.DeleteBucket(name); err != nil && !errors.Is(err, bolterr.ErrBucketNotFound) {
 			return err
@@ -279,10 +270,8 @@ func (w *wtx) emptyPending() error {
 	}
 	w.pend = b
 	w.pendDelta = -w.pendCommitted
-	if w.pendIno, err = w.tx.CreateBucket(bucketPendInodes); err != nil {
-		return err
-	}
-	return w.pendIno.SetSequence(seq)
+	w.pendIno, err = w.tx.CreateBucket(bucketPendInodes)
+	return err
 }
 
 // Settle merges the digest entries still pending, so that Stats' Unique,
@@ -347,11 +336,6 @@ func (s *Store) countPending() error {
 		// the open that check-db and repair need.
 		c, _ := decodeCounters(tx.Bucket(bucketMeta).Get(metaCounters))
 		s.digested.Store(c.Digested)
-		if !s.opts.ReadOnly {
-			if b := tx.Bucket(bucketPendInodes); b != nil {
-				s.inoFilter.Store(openInodeFilter(b))
-			}
-		}
 		return nil
 	})
 }

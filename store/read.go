@@ -359,14 +359,12 @@ func (s *Store) ByInodeAll(dev, ino uint64) ([][]byte, error) {
 		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
 			fks = append(fks, k[len(p):])
 		}
-		if b := tx.Bucket(bucketPendInodes); s.mayHoldInode(b, p) {
-			err := pendingByInode(b, p, func(fk []byte) error {
-				fks = append(fks, fk)
-				return nil
-			})
-			if err != nil {
-				return err
-			}
+		err := pendingByInode(tx.Bucket(bucketPendInodes), p, func(fk []byte) error {
+			fks = append(fks, fk)
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		slices.SortFunc(fks, bytes.Compare)
 		for _, fk := range slices.CompactFunc(fks, bytes.Equal) { // in both after a merge cut short
@@ -449,24 +447,6 @@ func (s *Store) Subtree(ctx context.Context, dir []byte, fn func(path []byte, r 
 		return nil
 	}
 	return err
-}
-
-// HasUnder reports whether the index may hold records strictly under
-// directory dir: whether it knows a directory at or below it. One seek, for
-// a check on every new file (the indexer's dropUnder). Every record's
-// directory has a directory key, so false is exact; true asks for Subtree.
-func (s *Store) HasUnder(dir []byte) (bool, error) {
-	if err := checkPath(dir, true); err != nil {
-		return false, err
-	}
-	pre := subtreePrefix(dir)
-	var found bool
-	err := s.view(func(tx *bolt.Tx) error {
-		k, _ := tx.Bucket(bucketDirs).Cursor().Seek(pre)
-		found = k != nil && bytes.HasPrefix(k, pre)
-		return nil
-	})
-	return found, err
 }
 
 func (s *Store) subtree(ctx context.Context, dir []byte, fn func(path []byte, r Record) error) error {

@@ -106,10 +106,9 @@ type wtx struct {
 
 	// The deferred inode entries (pendinodes.go): the bucket, this
 	// transaction's run and its drops from committed runs.
-	pendIno   *bolt.Bucket
-	inoRun    map[string][]byte // entry → nil
-	inoDrops  runDrops
-	inoFilter *runFilter // takes the prefix of each deferred inode entry (runfilter.go); may be nil
+	pendIno  *bolt.Bucket
+	inoRun   map[string][]byte // entry → nil
+	inoDrops runDrops
 }
 
 func newWtx(tx *bolt.Tx, e *epoch) (*wtx, error) {
@@ -308,12 +307,10 @@ func (w *wtx) index(fk []byte, r *Record) error {
 	}
 	w.c.Files++
 	w.c.Bytes += r.Size
-	w.ibuf = inodeKey(w.ibuf, r.Dev, r.Ino)
-	prefix := len(w.ibuf)
-	w.ibuf = append(w.ibuf, fk...)
+	w.ibuf = append(inodeKey(w.ibuf, r.Dev, r.Ino), fk...)
 	deferred := w.deferDigests && r.indexed()
 	if deferred {
-		w.deferInode(w.ibuf, prefix) // with its digest entry (pendinodes.go)
+		w.deferInode(w.ibuf) // with its digest entry (pendinodes.go)
 	} else if err := w.tails[2].put(w.ibuf, nil); err != nil {
 		return err
 	}

@@ -321,9 +321,6 @@ func (c *checker) dropPath(ctx context.Context, j job) {
 
 // dropUnder removes the records under path, a file now.
 func (c *checker) dropUnder(ctx context.Context, path string) {
-	if under, err := c.st.HasUnder([]byte(path)); err == nil && !under {
-		return // the common case, a new file: one seek instead of a walk of the subtree
-	}
 	c.deleteSubtree(ctx, path, true)
 }
 
