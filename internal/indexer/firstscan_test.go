@@ -55,7 +55,10 @@ func TestFirstScanOpensInsteadOfStat(t *testing.T) {
 	// While down: a file changes, a directory of five files appears and a
 	// file moves into another new directory. The next scan stats them all
 	// (the index is not empty), hashes the six, and finds the move.
-	moved, _, _ := e.st.Get([]byte(filepath.Join(root, "d1/f1")))
+	moved, ok, err := e.st.Get([]byte(filepath.Join(root, "d1/f1")))
+	if err != nil || !ok {
+		t.Fatalf("d1/f1 before the move: record %v %v", ok, err)
+	}
 	e.stop()
 	e.h = &countingHasher{n: make(map[string]int)}
 	writeOld(t, filepath.Join(root, "d0/f0"), "changed while down")

@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""ab.py — alternated warm first scans of several annexd builds, the bare loop in every round.
+
+Usage: bench/ab.py TREE RUNS BIN... (annexd binaries; bench/bareloop is built here)
+Each run copies one calibration index (made on CALTREE, default an empty
+directory, so CALTREE=DIR measures a scan into an index that holds DIR) and
+runs annexd --exit-when-idle on TREE, timed with wait4; the order of the
+builds alternates between rounds, and medians leave out round 1.
+"""
+import os, subprocess, sys, shutil, time, statistics, tempfile
+tree, runs, bins = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+names = [os.path.basename(b) for b in bins]
+path = dict(zip(names, bins))
+repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+work = tempfile.mkdtemp(prefix="ab.")
+bare = work + "/bareloop"
+subprocess.run(["go", "build", "-o", bare, "./bench/bareloop"], cwd=repo, check=True, env=dict(os.environ, CGO_ENABLED="0"))
+env = dict(os.environ, XDG_CONFIG_HOME=work+"/c", XDG_STATE_HOME=work+"/s", XDG_RUNTIME_DIR=work+"/r")
+for d in "csr": os.makedirs(work+"/"+d, mode=0o700)
+os.makedirs(work+"/empty")
+sock = work + "/r/annexd.sock"
+def argv(b, idx, t): return [b, "--socket", sock, "--no-default-ignores", "--index", idx, "--exit-when-idle", t]
+def timed(a):
+    t0 = time.perf_counter(); p = subprocess.Popen(a, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    err = p.stderr.read(); _, st, ru = os.wait4(p.pid, 0); w = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(st) != 0: print("FAIL", a, err[-2000:], file=sys.stderr); sys.exit(1)
+    return w, ru.ru_utime + ru.ru_stime
+cal = work + "/cal.db"
+timed(argv(bins[0], cal, os.environ.get("CALTREE", work + "/empty")))
+subprocess.run("find '%s' -type f -print0 | xargs -0 -P2 -n 256 cat >/dev/null" % tree, shell=True)
+res = {n: [] for n in names + ["bare"]}
+for r in range(runs):
+    order = names + ["bare"]
+    if r % 2: order = order[::-1]
+    for n in order:
+        if n == "bare":
+            w, c = timed([bare, tree])
+        else:
+            idx = work + "/idx.db"; shutil.copyfile(cal, idx)
+            w, c = timed(argv(path[n], idx, tree)); os.remove(idx)
+        res[n].append((w, c)); print("round %d %-10s wall %.2f cpu %.2f load %s" % (r, n, w, c, open("/proc/loadavg").read().split()[0]), flush=True)
+for n, v in res.items():
+    v2 = v[1:] if len(v) > 1 else v
+    print("%-10s median wall %.3f cpu %.3f (n=%d)" % (n, statistics.median(x[0] for x in v2), statistics.median(x[1] for x in v2), len(v2)))
+shutil.rmtree(work)
