@@ -170,8 +170,9 @@ type Store struct {
 	mergeFails int       // merges failed in a row
 	mergeAfter time.Time // no merge of the writer's own before then
 
-	epoch epoch      // directory mappings version, for read caches
-	dirs  dirIDCache // directory key → id, for Get
+	epoch  epoch      // directory mappings version, for read caches
+	fences fenceSet   // raised by callers that drop what they found gone (fence.go)
+	dirs   dirIDCache // directory key → id, for Get
 
 	// The run marker (shutdown.go): this run's, written by the writer;
 	// the last run's as Open found it; the suspect spans derived from it.

@@ -55,6 +55,10 @@ type Change struct {
 	Expect  Record // OpPutIf: the record Record was made from
 	Gen     uint64
 	Value   []byte
+	// Fence, with OpDelete or OpDeleteSubtree, makes the change
+	// conditional: when the fence is broken by the time the change is
+	// applied, nothing changes and the error is a *ConflictError.
+	Fence *Fence
 }
 
 // item is a queued change and whom to tell when it is durable.
@@ -406,6 +410,7 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		if err != nil {
 			return err
 		}
+		w.fences = &s.fences
 		w.pend, w.pendCommitted = tx.Bucket(bucketPending), s.pending.Load()
 		w.deferDigests, w.mergeSkip = s.deferring, s.mergeSkip
 		defer func() { delta, digested, runs = w.pendDelta, w.c.Digested, int64(w.pend.Sequence()) }()
@@ -438,6 +443,12 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 
 func apply(w *wtx, it *item) error {
 	c := &it.c
+	if w.fences.active() {
+		w.fences.touch(string(touched(c)))
+	}
+	if c.Fence != nil && c.Fence.Broken() {
+		return changeError{&ConflictError{Path: c.Path, Found: true}}
+	}
 	var err error
 	switch c.Op {
 	case OpPut:

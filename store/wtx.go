@@ -109,6 +109,8 @@ type wtx struct {
 	pendIno  *bolt.Bucket
 	inoRun   map[string][]byte // entry → nil
 	inoDrops runDrops
+
+	fences *fenceSet // the store's raised fences, which applied changes break
 }
 
 func newWtx(tx *bolt.Tx, e *epoch) (*wtx, error) {

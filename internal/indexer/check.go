@@ -43,7 +43,7 @@ func (c *checker) check(ctx context.Context, j job) {
 	switch {
 	case isGone(err):
 		c.moves.recheckGone(j.path)
-		c.dropPath(ctx, j)
+		c.dropPath(ctx, j, shapeGone)
 	case err != nil:
 		c.m.errors.Add(1)
 		c.log.Warn("cannot stat file", "path", j.path, "err", err)
@@ -52,7 +52,7 @@ func (c *checker) check(ctx context.Context, j job) {
 		c.scans.request(j.path)
 		c.pipe.finish(j)
 	case !fi.IsRegular():
-		c.dropPath(ctx, j) // a directory may have been replaced: records under it go too
+		c.dropPath(ctx, j, shapeOther) // a directory may have been replaced: records under it go too
 	default:
 		c.checkFile(ctx, j, fi, f)
 	}
@@ -111,7 +111,9 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *h
 		c.settle(j)
 		return
 	case !ok && !j.noAdopt:
-		c.dropUnder(ctx, j.path) // a file where a directory was: the records under it are stale
+		if !c.dropUnder(ctx, j) { // a file where a directory was: the records under it are stale
+			return // it changed meanwhile and is queued again
+		}
 		if c.moves.adopt(ctx, j.path, fi, len(j.scans) > 0) {
 			c.m.renames.Add(1)
 			c.settle(j)
@@ -222,7 +224,7 @@ func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo, was, last
 	case errors.Is(err, hasher.ErrChanged):
 		c.retry(ctx, j, err)
 	case isGone(err) || errors.Is(err, hasher.ErrNotRegular):
-		c.dropFile(j)
+		c.recheck(j) // what it is now decides what is dropped
 	case !unreadable(err):
 		// Not the file's fault (out of descriptors, an external hasher
 		// that failed): try again later.
@@ -291,58 +293,138 @@ func backoff(attempt int) time.Duration {
 
 // settle ends a job whose record is already right: scans mark it seen.
 func (c *checker) settle(j job) {
+	c.st.Saw(j.path) // a drop of a directory above, behind a fence, must spare it
 	for _, sc := range j.scans {
 		c.pipe.markSeen(j.path, sc)
 	}
 	c.pipe.finish(j)
 }
 
-// dropFile removes the record of a path that is not a regular file.
-func (c *checker) dropFile(j job) {
-	if _, ok, _ := c.st.Get([]byte(j.path)); !ok {
-		c.pipe.finish(j)
-		return
-	}
-	c.m.removed.Add(1)
-	c.pipe.write(j, store.Change{Op: store.OpDelete, Path: []byte(j.path)})
+// recheck puts j back in line to be checked afresh: the path changed while
+// it was checked. Its scans go on waiting for it.
+func (c *checker) recheck(j job) {
+	j.info, j.open, j.absent = nil, false, false
+	c.pipe.push(j)
 }
 
-// dropPath removes the records at and under a path that no longer exists.
-func (c *checker) dropPath(ctx context.Context, j job) {
-	defer c.pipe.finish(j)
+// dropPath removes the records at and under a path that no longer exists,
+// or that is neither a regular file nor a directory now (s says which).
+func (c *checker) dropPath(ctx context.Context, j job, s shape) {
 	if c.paths.roots.IsRoot(j.path) {
 		// A root that vanished (an unmounted disk, say) keeps its records
 		// until a scan of it finds it again.
 		c.log.Warn("root is gone; keeping its records", "root", j.path)
+		c.pipe.finish(j)
 		return
 	}
-	c.deleteSubtree(ctx, j.path, false)
-}
-
-// dropUnder removes the records under path, a file now.
-func (c *checker) dropUnder(ctx context.Context, path string) {
-	c.deleteSubtree(ctx, path, true)
-}
-
-// deleteSubtree drops the records at and under path; with below, only when
-// there are some strictly under it (path was a directory).
-func (c *checker) deleteSubtree(ctx context.Context, path string, below bool) {
-	n := 0
-	err := c.st.Subtree(ctx, []byte(path), func(p []byte, _ store.Record) error {
-		if !below || string(p) != path {
-			n++
-		}
-		return nil
-	})
-	if err == nil && n > 0 {
-		err = c.st.DeleteSubtree(ctx, []byte(path))
+	if c.hasRecords(ctx, j.path, false) && !c.drop(ctx, j, s) {
+		return // it changed meanwhile and is queued again
 	}
+	c.pipe.finish(j)
+}
+
+// dropUnder removes the records under j.path, a regular file now that has
+// no record. It reports false when the path changed meanwhile and j is
+// queued again.
+func (c *checker) dropUnder(ctx context.Context, j job) bool {
+	return !c.hasRecords(ctx, j.path, true) || c.drop(ctx, j, shapeFile)
+}
+
+// hasRecords reports whether the index holds records at or under path;
+// with below, strictly under it. An index that cannot be read is logged
+// and holds none.
+func (c *checker) hasRecords(ctx context.Context, path string, below bool) bool {
+	err := c.st.Subtree(ctx, []byte(path), func(p []byte, _ store.Record) error {
+		if below && string(p) == path {
+			return nil
+		}
+		return errFound
+	})
+	if err != nil && !errors.Is(err, errFound) {
+		c.m.errors.Add(1)
+		c.log.Error("cannot read index", "path", path, "err", err)
+	}
+	return errors.Is(err, errFound)
+}
+
+// errFound ends a read at the first record.
+var errFound = errors.New("found")
+
+// A drop deletes the records at and under a path its check found gone (or
+// no directory), but the path can be back before the delete lands: a
+// directory renamed there moves its records in, and a walk of it marks
+// them, without waiting for this path's place in the pipeline. So drop
+// raises a store fence on the path, looks again, and deletes behind the
+// fence; a record that arrived there since breaks it, and the path is
+// checked again instead.
+
+// maxDropTries bounds the fenced drops of one check; a path busy for
+// longer is checked again from the start.
+const maxDropTries = 3
+
+// testHookBeforeDrop, set only by tests, runs between drop's second look
+// and its delete.
+var testHookBeforeDrop func(path string)
+
+// drop removes the records at and under j.path once a second look, made
+// behind a fence, finds it still in shape s. It reports false when it
+// found the path changed and queued j again.
+func (c *checker) drop(ctx context.Context, j job, s shape) bool {
+	for range maxDropTries {
+		f := c.st.Fence([]byte(j.path))
+		if shapeOf(j.path) != s {
+			f.Lift()
+			break
+		}
+		if testHookBeforeDrop != nil {
+			testHookBeforeDrop(j.path)
+		}
+		n, err := c.st.DropFenced(ctx, f)
+		f.Lift()
+		if !errors.Is(err, store.ErrConflict) {
+			c.dropped(j.path, n, err)
+			return true
+		}
+	}
+	c.recheck(j)
+	return false
+}
+
+// dropped counts what a drop removed, or logs why it could not.
+func (c *checker) dropped(path string, n int, err error) {
 	if err != nil {
 		c.m.errors.Add(1)
 		c.log.Error("cannot drop records", "path", path, "err", err)
 		return
 	}
 	c.m.removed.Add(int64(n))
+}
+
+// shape is what a path is, as far as dropping its records goes.
+type shape uint8
+
+const (
+	shapeGone  shape = iota // nothing there
+	shapeFile               // a regular file
+	shapeOther              // neither a regular file nor a directory
+	shapeDir                // a directory
+	shapeError              // lstat failed otherwise
+)
+
+// shapeOf lstats path and says what it is.
+func shapeOf(path string) shape {
+	fi, err := fsstat.Lstat(path)
+	switch {
+	case isGone(err):
+		return shapeGone
+	case err != nil:
+		return shapeError
+	case fi.IsDir():
+		return shapeDir
+	case fi.IsRegular():
+		return shapeFile
+	}
+	return shapeOther
 }
 
 func putChange(path string, rec store.Record) store.Change {

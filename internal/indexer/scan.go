@@ -511,6 +511,7 @@ func (ck *checkers) wait() int64 {
 // reports whether the file had a record.
 func (s *scanner) checkWalked(ctx context.Context, sc *scan, e seenEntry, f *store.Found, emptyIndex bool) bool {
 	if f != nil && f.OK && s.ticks.settled(&f.Record, e.Info) && !s.pipe.pend.has(e.Path) {
+		s.st.Saw(e.Path) // as checker.settle
 		if !e.remembered && f.Record.Generation < sc.gen {
 			s.pipe.markSeen(e.Path, sc)
 		}

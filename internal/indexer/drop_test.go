@@ -1,0 +1,86 @@
+package indexer
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// dropCase makes a tree under root in which p is indexed, then takes p
+// away (gone) and brings it back with records the index holds (back),
+// telling the indexer as the watcher would.
+type dropCase struct {
+	name string
+	make func(t *testing.T, root, p string) (gone func(), back func(e *env))
+}
+
+var dropCases = []dropCase{
+	{"directory renamed in", func(t *testing.T, root, p string) (func(), func(*env)) {
+		x := filepath.Join(root, "x")
+		writeOld(t, filepath.Join(p, "old.txt"), "the old p")
+		writeOld(t, filepath.Join(x, "a.txt"), "file a")
+		writeOld(t, filepath.Join(x, "b.txt"), "file b")
+		return func() { must(t, os.RemoveAll(p)) }, func(e *env) {
+			must(t, os.Rename(x, p))
+			e.ix.Moved(context.Background(), x, p)
+		}
+	}},
+	{"directory back from outside the roots", func(t *testing.T, root, p string) (func(), func(*env)) {
+		writeOld(t, filepath.Join(p, "a.txt"), "file a")
+		writeOld(t, filepath.Join(p, "b.txt"), "file b")
+		out := filepath.Join(t.TempDir(), "p")
+		return func() { must(t, os.Rename(p, out)) }, func(e *env) {
+			must(t, os.Rename(out, p))
+			e.ix.Rescan(p)
+		}
+	}},
+}
+
+// A directory found gone can be back before its records are dropped, and
+// what brings it back does not wait for the checker that found it gone: a
+// rename to its name moves records in (Moved), and a walk of it (Rescan)
+// finds them current and writes nothing. The drop must spare them. The
+// hook puts the return and the walk exactly between the checker's second
+// look and its delete: no file may be lost, and none hashed again.
+func TestDropSparesRecordsBroughtBack(t *testing.T) {
+	for _, tc := range dropCases {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			p := filepath.Join(root, "p")
+			gone, back := tc.make(t, root, p)
+			e := newEnv(t, root, envOpts{noWatch: true})
+			e.settle(settleTimeout)
+			before := e.h.snapshot()
+			ran := hookDrop(t, p, func() {
+				scans := e.ix.Progress().ScansCompleted
+				back(e)
+				waitFor(t, "the walk of p brought back", func() bool { return e.ix.Progress().ScansCompleted > scans })
+			})
+			gone()
+			e.ix.Changed(context.Background(), p)
+			e.settle(settleTimeout)
+			if !*ran {
+				t.Fatal("the drop of the gone directory never ran")
+			}
+			if hashed := e.h.hashedSince(before); len(hashed) != 0 {
+				t.Errorf("hashed %v; the records brought back should have been kept", hashed)
+			}
+		})
+	}
+}
+
+// hookDrop runs fn once, in the drop of path, between its second look and
+// its delete; the flag says whether it ran.
+func hookDrop(t *testing.T, path string, fn func()) *bool {
+	var once sync.Once
+	ran := new(bool)
+	testHookBeforeDrop = func(p string) {
+		if p == path {
+			once.Do(func() { *ran = true; fn() })
+		}
+	}
+	t.Cleanup(func() { testHookBeforeDrop = nil })
+	return ran
+}

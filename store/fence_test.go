@@ -1,0 +1,99 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// A fenced drop deletes what was there when the fence went up, and
+// nothing once a record arrived at, under or above its path since; a
+// change elsewhere, a delete or a lifted fence breaks nothing.
+func TestDropFenced(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		change func(s *Store)
+		broken bool
+	}{
+		{"nothing", func(*Store) {}, false},
+		{"put under", func(s *Store) { mustPut(t, s, "/r/d/new", rec("n", 1, 1, 9)) }, true},
+		{"put at", func(s *Store) { mustPut(t, s, "/r/d", rec("n", 1, 1, 9)) }, true},
+		{"put at a sibling with the path as prefix", func(s *Store) { mustPut(t, s, "/r/dd/x", rec("n", 1, 1, 9)) }, false},
+		{"put elsewhere", func(s *Store) { mustPut(t, s, "/r/e/x", rec("n", 1, 1, 9)) }, false},
+		{"move in", func(s *Store) {
+			if _, err := s.Move(ctx, []byte("/r/x"), []byte("/r/d")); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"move elsewhere", func(s *Store) {
+			if _, err := s.Move(ctx, []byte("/r/x"), []byte("/q")); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"move to a directory above", func(s *Store) {
+			mustPut(t, s, "/s/d/z", rec("z", 1, 1, 4))
+			if _, err := s.Move(ctx, []byte("/s"), []byte("/r")); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"mark under", func(s *Store) {
+			if err := s.wait(ctx, item{c: Change{Op: OpMark, Path: []byte("/r/d/a"), Gen: 7}}); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"delete under", func(s *Store) {
+			if err := s.DeleteSubtree(ctx, []byte("/r/d/a")); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"seen under", func(s *Store) { s.Saw("/r/d/a") }, true},
+		{"seen above", func(s *Store) { s.Saw("/r") }, true},
+		{"seen at /", func(s *Store) { s.Saw("/") }, true},
+		{"seen elsewhere", func(s *Store) { s.Saw("/r/dd") }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openTest(t)
+			mustPut(t, s, "/r/d/a", rec("a", 1, 1, 1))
+			mustPut(t, s, "/r/d/b", rec("b", 1, 1, 2))
+			mustPut(t, s, "/r/x/c", rec("c", 1, 1, 3))
+			f := s.Fence([]byte("/r/d"))
+			tc.change(s)
+			n, err := s.DropFenced(ctx, f)
+			f.Lift()
+			var ce *ConflictError
+			switch {
+			case tc.broken && (!errors.As(err, &ce) || string(ce.Path) != "/r/d"):
+				t.Fatalf("drop after %s: %v, want a conflict at /r/d", tc.name, err)
+			case tc.broken:
+				if _, ok, _ := s.Get([]byte("/r/d/b")); !ok {
+					t.Error("a broken fence's drop deleted /r/d/b")
+				}
+			case err != nil:
+				t.Fatalf("drop after %s: %v", tc.name, err)
+			case n < 1:
+				t.Errorf("drop removed %d records, want the records under /r/d", n)
+			default:
+				if _, ok, _ := s.Get([]byte("/r/d/b")); ok {
+					t.Error("/r/d/b is still there after the drop")
+				}
+			}
+		})
+	}
+}
+
+// A lifted fence no longer breaks, and others stay raised.
+func TestFenceLift(t *testing.T) {
+	s := openTest(t)
+	a, b := s.Fence([]byte("/a")), s.Fence([]byte("/b"))
+	a.Lift()
+	s.Saw("/a/x")
+	s.Saw("/b/x")
+	if a.Broken() || !b.Broken() {
+		t.Errorf("broken: lifted %v, raised %v; want false, true", a.Broken(), b.Broken())
+	}
+	b.Lift()
+	if s.fences.active() {
+		t.Error("fences active after both were lifted")
+	}
+}
