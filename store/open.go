@@ -163,7 +163,8 @@ type Store struct {
 	// digest count they are measured against, and the writer's own state.
 	pending    atomic.Int64
 	digested   atomic.Int64
-	runs       atomic.Int64 // runs written to the pending bucket since it was last emptied
+	runs       atomic.Int64              // runs written to the pending bucket since it was last emptied
+	inoFilter  atomic.Pointer[runFilter] // the inodes pendinodes may name (runfilter.go); nil: seek in the runs
 	settleReq  chan chan error
 	deferring  bool      // the writer's current group defers its digest entries
 	mergeSkip  bool      // a merge was cut short: skip entries already merged

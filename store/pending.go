@@ -207,6 +207,11 @@ func (s *Store) merge() error {
 		return fmt.Errorf("store: merge the digest index: %w", err)
 	}
 	s.mergeSkip = false
+	if err := s.renewInodeFilter(); err != nil {
+		// The old filter stays and takes the new runs' entries too: lookups
+		// stay right, only less often skipped.
+		s.log.Warn("store: cannot renew the inode filter", "err", err)
+	}
 	s.log.Debug("store: merged pending digest entries", "entries", total, "elapsed", time.Since(start))
 	return nil
 }
@@ -270,8 +275,14 @@ func (w *wtx) emptyPending() error {
 	}
 	w.pend = b
 	w.pendDelta = -w.pendCommitted
-	w.pendIno, err = w.tx.CreateBucket(bucketPendInodes)
-	return err
+	var seq uint64
+	if w.pendIno != nil {
+		seq = w.pendIno.Sequence()
+	}
+	if w.pendIno, err = w.tx.CreateBucket(bucketPendInodes); err != nil {
+		return err
+	}
+	return w.pendIno.SetSequence(seq) // run numbers only grow (runfilter.go)
 }
 
 // Settle merges the digest entries still pending, so that Stats' Unique,
@@ -336,6 +347,11 @@ func (s *Store) countPending() error {
 		// the open that check-db and repair need.
 		c, _ := decodeCounters(tx.Bucket(bucketMeta).Get(metaCounters))
 		s.digested.Store(c.Digested)
+		if !s.opts.ReadOnly {
+			if b := tx.Bucket(bucketPendInodes); b != nil {
+				s.inoFilter.Store(openInodeFilter(b))
+			}
+		}
 		return nil
 	})
 }

@@ -29,7 +29,8 @@ import (
 //     after a merge cut short, which the next merge repeats (its puts are
 //     idempotent).
 //   - A lookup by inode (ByInodeAll) reads the inode index and seeks once
-//     in each run; a merge is due once maxRuns runs wait (pending.go).
+//     in each run, unless the inode filter proves no run names the inode
+//     (runfilter.go); a merge is due once maxRuns runs wait (pending.go).
 //   - sharesInode reads only the inode index: a record whose inode entry
 //     is pending has a pending digest entry, so it is in no group yet, and
 //     the merge has moved every inode entry before it groups any record.
@@ -38,13 +39,17 @@ import (
 // id(ino) ‖ file key → ∅.
 var bucketPendInodes = []byte("pendinodes")
 
-// deferInode adds the inode entry ik (id(dev) ‖ id(ino) ‖ file key) to
-// this transaction's run.
-func (w *wtx) deferInode(ik []byte) {
+// deferInode adds the inode entry ik (id(dev) ‖ id(ino) ‖ file key, the
+// first prefix bytes the inode's) to this transaction's run and to the
+// inode filter, before the run commits (runfilter.go).
+func (w *wtx) deferInode(ik []byte, prefix int) {
 	if w.inoRun == nil {
 		w.inoRun = make(map[string][]byte)
 	}
 	w.inoRun[string(ik)] = nil
+	if w.inoFilter != nil {
+		w.inoFilter.add(ik[:prefix])
+	}
 }
 
 // flushInodes writes this transaction's deferred inode entries as one

@@ -359,12 +359,14 @@ func (s *Store) ByInodeAll(dev, ino uint64) ([][]byte, error) {
 		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
 			fks = append(fks, k[len(p):])
 		}
-		err := pendingByInode(tx.Bucket(bucketPendInodes), p, func(fk []byte) error {
-			fks = append(fks, fk)
-			return nil
-		})
-		if err != nil {
-			return err
+		if b := tx.Bucket(bucketPendInodes); s.mayHoldInode(b, p) {
+			err := pendingByInode(b, p, func(fk []byte) error {
+				fks = append(fks, fk)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
 		}
 		slices.SortFunc(fks, bytes.Compare)
 		for _, fk := range slices.CompactFunc(fks, bytes.Equal) { // in both after a merge cut short

@@ -413,6 +413,7 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		w.fences = &s.fences
 		w.pend, w.pendCommitted = tx.Bucket(bucketPending), s.pending.Load()
 		w.deferDigests, w.mergeSkip = s.deferring, s.mergeSkip
+		w.inoFilter = s.inoFilter.Load()
 		defer func() { delta, digested, runs = w.pendDelta, w.c.Digested, int64(w.pend.Sequence()) }()
 		if w.log, err = s.openTxLog(tx); err != nil {
 			return err

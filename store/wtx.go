@@ -106,9 +106,10 @@ type wtx struct {
 
 	// The deferred inode entries (pendinodes.go): the bucket, this
 	// transaction's run and its drops from committed runs.
-	pendIno  *bolt.Bucket
-	inoRun   map[string][]byte // entry → nil
-	inoDrops runDrops
+	pendIno   *bolt.Bucket
+	inoRun    map[string][]byte // entry → nil
+	inoDrops  runDrops
+	inoFilter *runFilter // takes the prefix of each deferred inode entry (runfilter.go); may be nil
 
 	fences *fenceSet // the store's raised fences, which applied changes break
 }
@@ -309,10 +310,12 @@ func (w *wtx) index(fk []byte, r *Record) error {
 	}
 	w.c.Files++
 	w.c.Bytes += r.Size
-	w.ibuf = append(inodeKey(w.ibuf, r.Dev, r.Ino), fk...)
+	w.ibuf = inodeKey(w.ibuf, r.Dev, r.Ino)
+	prefix := len(w.ibuf)
+	w.ibuf = append(w.ibuf, fk...)
 	deferred := w.deferDigests && r.indexed()
 	if deferred {
-		w.deferInode(w.ibuf) // with its digest entry (pendinodes.go)
+		w.deferInode(w.ibuf, prefix) // with its digest entry (pendinodes.go)
 	} else if err := w.tails[2].put(w.ibuf, nil); err != nil {
 		return err
 	}
