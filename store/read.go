@@ -451,6 +451,24 @@ func (s *Store) Subtree(ctx context.Context, dir []byte, fn func(path []byte, r 
 	return err
 }
 
+// HasUnder reports whether the index may hold records strictly under
+// directory dir: whether it knows a directory at or below it. One seek, for
+// a check on every new file (the indexer's dropUnder). Every record's
+// directory has a directory key, so false is exact; true asks for Subtree.
+func (s *Store) HasUnder(dir []byte) (bool, error) {
+	if err := checkPath(dir, true); err != nil {
+		return false, err
+	}
+	pre := subtreePrefix(dir)
+	var found bool
+	err := s.view(func(tx *bolt.Tx) error {
+		k, _ := tx.Bucket(bucketDirs).Cursor().Seek(pre)
+		found = k != nil && bytes.HasPrefix(k, pre)
+		return nil
+	})
+	return found, err
+}
+
 func (s *Store) subtree(ctx context.Context, dir []byte, fn func(path []byte, r Record) error) error {
 	if len(dir) > 1 {
 		r, ok, err := s.Get(dir)

@@ -327,6 +327,9 @@ func (c *checker) dropPath(ctx context.Context, j job, s shape) {
 // no record. It reports false when the path changed meanwhile and j is
 // queued again.
 func (c *checker) dropUnder(ctx context.Context, j job) bool {
+	if under, err := c.st.HasUnder([]byte(j.path)); err == nil && !under {
+		return true // the common case, a new file: one seek instead of a walk of the subtree
+	}
 	return !c.hasRecords(ctx, j.path, true) || c.drop(ctx, j, shapeFile)
 }
 
