@@ -84,3 +84,32 @@ func hookDrop(t *testing.T, path string, fn func()) *bool {
 	t.Cleanup(func() { testHookBeforeDrop = nil })
 	return ran
 }
+
+// A directory renamed into a tree while the tree is walked arrives after
+// the walk read its parent, with records of older generations; a walk of
+// its new name, run meanwhile, finds them current and writes nothing. The
+// first walk's sweep must not take them for files that vanished.
+func TestSweepSparesDirectoryMovedInDuringWalk(t *testing.T) {
+	root := t.TempDir()
+	x, moved := filepath.Join(root, "x"), filepath.Join(root, "in", "new")
+	writeOld(t, filepath.Join(x, "a.txt"), "file a")
+	writeOld(t, filepath.Join(x, "b.txt"), "file b")
+	writeOld(t, filepath.Join(root, "in", "keep.txt"), "kept")
+	e := newEnv(t, root, envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	late := filepath.Join(root, "late.txt") // held in hashing: the walk of root waits for it
+	writeFile(t, late, "new")
+	entered, release := e.h.hold(late)
+	ctx := context.Background()
+	scans := e.ix.Progress().ScansCompleted
+	e.ix.Rescan(root)
+	<-entered
+	must(t, os.Rename(x, moved))
+	e.ix.Moved(ctx, x, moved)
+	waitFor(t, "the walk of the moved directory", func() bool { return e.ix.Progress().ScansCompleted > scans })
+	close(release)
+	e.settle(settleTimeout)
+	if n := e.h.count(filepath.Join(moved, "a.txt")); n != 0 {
+		t.Errorf("the moved a.txt was hashed %d times; its record should have stayed", n)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,8 @@ type scan struct {
 	mu      sync.Mutex
 	unread  map[string]bool // paths the walk could not read: their subtrees are not swept
 	tooMany bool            // more than maxUnread: nothing is swept
+	moved   map[string]bool // directories moved in while it ran: their subtrees are not swept
+	manyMov bool            // more than maxMoved: nothing is swept
 
 	live  walkLive     // what the walk saw and expects (expect.go)
 	sized atomic.Int64 // bytes of the files the walk did not stat, counted as they are opened
@@ -48,12 +51,49 @@ func (sc *scan) noteUnread(p string) {
 
 // underUnread reports whether p is, or is under, a path the walk could not
 // read.
-func (sc *scan) underUnread(p string) bool {
-	if len(sc.unread) == 0 {
+func (sc *scan) underUnread(p string) bool { return sc.under(sc.unread, p) }
+
+// Moves and sweeps: a directory renamed into a tree that is being walked
+// can arrive after the walk read its new parent. Its records keep their
+// generations (a move does not rewrite them), so the sweep would take them
+// for files that vanished, and a walk of the new name, run meanwhile, finds
+// them current and marks nothing. So a move is told to the running scans
+// before the store makes it (scanner.moving), and their sweeps spare what
+// is under the new name.
+
+// maxMoved bounds the moves a scan remembers.
+const maxMoved = 1024
+
+// noteMoved remembers a directory moved in while the scan runs.
+func (sc *scan) noteMoved(dir string) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if len(sc.moved) >= maxMoved {
+		sc.manyMov = true
+		return
+	}
+	if sc.moved == nil {
+		sc.moved = make(map[string]bool)
+	}
+	sc.moved[dir] = true
+}
+
+// underMoved reports whether p is, or is under, a directory moved in while
+// the scan ran.
+func (sc *scan) underMoved(p string) bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.under(sc.moved, p)
+}
+
+// under reports whether p or a directory above it, up to the scan's own,
+// is in set.
+func (sc *scan) under(set map[string]bool, p string) bool {
+	if len(set) == 0 {
 		return false
 	}
 	for a := p; ; a = filepath.Dir(a) {
-		if sc.unread[a] {
+		if set[a] {
 			return true
 		}
 		if a == sc.dir || a == "/" || a == "." {
@@ -117,6 +157,7 @@ type scanner struct {
 	mu      sync.Mutex
 	waiting []string
 	queued  map[string]bool
+	running map[*scan]struct{} // scans from before their walk to after their sweep
 	signal  chan struct{}
 	gen     atomic.Uint64 // latest generation handed out
 	active  atomic.Int64  // scans running
@@ -136,6 +177,7 @@ func newScanner(ix *Indexer) *scanner {
 		st: ix.st, pipe: ix.pipe, paths: ix.paths, ticks: ix.ticks, m: ix.m, log: ix.log, idle: ix.idle,
 		walkWorkers:  ix.opt.WalkWorkers,
 		queued:       make(map[string]bool),
+		running:      make(map[*scan]struct{}),
 		signal:       make(chan struct{}, 1),
 		initial:      make(chan struct{}),
 		unreadLogged: make(map[string]struct{}),
@@ -185,6 +227,23 @@ func (s *scanner) take() (string, bool) {
 	delete(s.queued, dir)
 	s.active.Add(1)
 	return dir, true
+}
+
+// moving tells the running scans of a tree that holds dir that a
+// directory is about to be moved to dir (see noteMoved).
+func (s *scanner) moving(dir string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for sc := range s.running {
+		if within(dir, sc.dir) {
+			sc.noteMoved(dir)
+		}
+	}
+}
+
+// within reports whether p is dir or under it.
+func within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir) && p[len(dir)] == '/'
 }
 
 // ended notes that a walk is over.
@@ -240,6 +299,8 @@ func (s *scanner) scan(ctx context.Context, dir string) {
 		return
 	}
 	sc := &scan{dir: dir, gen: gen, seen: newSeenSet(), unread: make(map[string]bool)}
+	s.track(sc)
+	defer s.untrack(sc)
 	if fi, err := fsstat.Lstat(dir); err == nil {
 		s.ticks.learn(fi.Dev, dir)
 	}
@@ -273,6 +334,26 @@ func (s *scanner) scan(ctx context.Context, dir string) {
 		s.record(dir, w.files, w.bytes)
 	}
 	s.scanEnded(dir, true)
+}
+
+// track and untrack add a scan to the running ones and remove it.
+func (s *scanner) track(sc *scan) {
+	s.mu.Lock()
+	s.running[sc] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *scanner) untrack(sc *scan) {
+	s.mu.Lock()
+	delete(s.running, sc)
+	s.mu.Unlock()
+}
+
+// movedTooMany reports whether more directories moved in than it remembers.
+func (sc *scan) movedTooMany() bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.manyMov
 }
 
 // walked is what a walk found.
@@ -337,6 +418,9 @@ func (s *scanner) sweepable(sc *scan, w walked) bool {
 		s.log.Debug("scan target unreadable", "dir", dir, "err", w.err)
 		s.scanEnded(dir, false)
 		return false
+	case sc.movedTooMany():
+		s.log.Warn("more directories moved in than a scan remembers; records of unseen files kept", "dir", dir,
+			"moves", maxMoved)
 	case w.err != nil || sc.errs.Load() > 0 || sc.tooMany:
 		s.log.Warn("scan had errors; records of unseen files kept", "dir", dir,
 			"unreadable", len(sc.unread), "err", w.err)
@@ -360,7 +444,7 @@ func (s *scanner) sweepable(sc *scan, w walked) bool {
 // could not read.
 func (s *scanner) sweep(ctx context.Context, sc *scan) (int, error) {
 	return s.st.Sweep(ctx, []byte(sc.dir), sc.gen, func(p []byte) bool {
-		return sc.seen.contains(string(p)) || sc.underUnread(string(p))
+		return sc.seen.contains(string(p)) || sc.underUnread(string(p)) || sc.underMoved(string(p))
 	})
 }
 
