@@ -229,14 +229,17 @@ func (s *scanner) take() (string, bool) {
 	return dir, true
 }
 
-// moving tells the running scans of a tree that holds dir that a
-// directory is about to be moved to dir (see noteMoved).
+// moving tells the running scans of a tree that holds dir, or that dir
+// holds, that a directory is about to be moved to dir (see noteMoved).
 func (s *scanner) moving(dir string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for sc := range s.running {
-		if within(dir, sc.dir) {
+		switch {
+		case within(dir, sc.dir):
 			sc.noteMoved(dir)
+		case within(sc.dir, dir):
+			sc.noteMoved(sc.dir) // the whole tree walked may be the moved one's
 		}
 	}
 }
