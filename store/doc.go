@@ -106,14 +106,21 @@
 // idle for 100 ms, and before Dups or a Settle. Until then such a record
 // counts in Digested but not in Unique, DupGroups and Wasted
 // (Stats.Ungrouped says how many), and ByDigest and ByInodeAll seek in
-// every run as well. pending.go and pendinodes.go have the details.
+// every run as well (ByInodeAll not when the inode filter proves no run
+// names the inode). pending.go, pendinodes.go and runfilter.go have the
+// details.
 //
 // Changes are applied in the order they were submitted, and reads see only
 // committed changes. A caller that reads, decides and then writes may
 // therefore miss a change still queued. Move and Adopt close that gap: a
 // move never deletes a record (it merges, and what is in its way stays
 // put), and an adoption checks what its caller read in the transaction
-// that makes the change, failing with ErrConflict when it changed.
+// that makes the change, failing with ErrConflict when it changed. A drop
+// of what a caller found gone closes it with a fence (Fence, DropFenced):
+// raised before the caller looks again, broken by any change applied since
+// that brings a record at, under or above its path, and by a caller that
+// kept a record there after looking at its file (Saw); a broken fence's
+// drop changes nothing and fails with ErrConflict.
 //
 // # Shutdown
 //

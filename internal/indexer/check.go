@@ -355,8 +355,8 @@ var errFound = errors.New("found")
 
 // A drop deletes the records at and under a path its check found gone (or
 // no directory), but the path can be back before the delete lands: a
-// directory renamed there moves its records in, and a walk of it marks
-// them, without waiting for this path's place in the pipeline. So drop
+// directory renamed there moves its records in, and a walk of it finds
+// them current, neither waiting for this path's place in the pipeline. So drop
 // raises a store fence on the path, looks again, and deletes behind the
 // fence; a record that arrived there since breaks it, and the path is
 // checked again instead.

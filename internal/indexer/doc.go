@@ -63,13 +63,21 @@
 // under a directory the walk could not read are kept; a walk that failed
 // otherwise, met more than 1,024 unreadable paths, or found a root empty
 // while the index has records under it sweeps nothing. So a transient error
-// or an unmounted disk never deletes records.
+// or an unmounted disk never deletes records. A directory moved into the
+// walked tree while the walk runs keeps its records' old generations and
+// may arrive after the walk read its new parent: moves are told to the
+// running scans first, and the sweep spares what is under them.
 //
 // # Removals
 //
 // A path the watcher reports removed is dropped only after a short delay and
 // a fresh lstat, so that a rename reported as "removed here, created there"
-// keeps its records (and keys) by moving them instead of re-hashing.
+// keeps its records (and keys) by moving them instead of re-hashing. A path
+// found gone can be back before its drop lands, with records that a
+// directory move brought or a walk kept, neither waiting for the path's
+// place in the pipeline: the drop raises a store fence, looks once more,
+// and deletes behind the fence, and a fence broken meanwhile sends the path
+// to be checked again instead.
 //
 // # Renames
 //
