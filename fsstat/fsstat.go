@@ -99,3 +99,23 @@ func modeOf(m uint32) fs.FileMode {
 	}
 	return mode
 }
+
+// LstatBeneath stats the file at rel under the directory open as dirfd,
+// following no symlink in any component (openat2 RESOLVE_NO_SYMLINKS and
+// RESOLVE_BENEATH): a path that reaches its file through a symlink fails
+// with ELOOP, as a walk that does not follow symlinks would never reach it.
+// On a kernel without openat2 (before Linux 5.6) it falls back to lstat of
+// dir/rel, which follows symlinks in the directories.
+func LstatBeneath(dirfd int, dir, rel string) (FileInfo, error) {
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_BENEATH}
+	fd, err := unix.Openat2(dirfd, rel, &how)
+	if err == unix.ENOSYS {
+		return Lstat(dir + "/" + rel)
+	}
+	if err != nil {
+		return FileInfo{}, &fs.PathError{Op: "openat2", Path: dir + "/" + rel, Err: err}
+	}
+	defer unix.Close(fd)
+	return Fstat(fd)
+}

@@ -54,6 +54,26 @@ func (s *Store) waitAll(ctx context.Context, items []item) error {
 // kept, since each removal checks the generation when it is applied. keep
 // is called outside any transaction. Sweep returns how many it removed.
 func (s *Store) Sweep(ctx context.Context, dir []byte, gen uint64, keep func(path []byte) bool) (int, error) {
+	return s.sweep(ctx, dir, gen, keep, nil)
+}
+
+// SweepFenced is Sweep behind a sweep fence on dir (fence.go), raised
+// before the first record is read: a delete is skipped when its path, or a
+// directory above it, was touched since by a change that brings a record
+// or by Saw. keep is called after the fence is up, so it may look at the
+// file system: a record keep let go because its file was gone is spared
+// when anything brought the file back before the delete.
+func (s *Store) SweepFenced(ctx context.Context, dir []byte, gen uint64, keep func(path []byte) bool) (int, error) {
+	f := s.fences.raise(&Fence{path: string(dir), set: &s.fences, sweep: true})
+	n, err := s.sweep(ctx, dir, gen, keep, f)
+	if err != nil {
+		f.abandon() // deletes may still be queued
+	}
+	f.Lift()
+	return n, err
+}
+
+func (s *Store) sweep(ctx context.Context, dir []byte, gen uint64, keep func(path []byte) bool, f *Fence) (int, error) {
 	var (
 		removed atomic.Int64
 		stale   []item
@@ -67,7 +87,7 @@ func (s *Store) Sweep(ctx context.Context, dir []byte, gen uint64, keep func(pat
 		if r.Generation >= gen || (keep != nil && keep(path)) {
 			return nil
 		}
-		stale = append(stale, item{c: Change{Op: OpDeleteIfOlder, Path: path, Gen: gen}, removed: &removed})
+		stale = append(stale, item{c: Change{Op: OpDeleteIfOlder, Path: path, Gen: gen, Fence: f}, removed: &removed})
 		if len(stale) < chunk {
 			return nil
 		}

@@ -55,9 +55,11 @@ type Change struct {
 	Expect  Record // OpPutIf: the record Record was made from
 	Gen     uint64
 	Value   []byte
-	// Fence, with OpDelete or OpDeleteSubtree, makes the change
-	// conditional: when the fence is broken by the time the change is
-	// applied, nothing changes and the error is a *ConflictError.
+	// Fence, with OpDeleteSubtree (DropFenced) or OpDeleteIfOlder
+	// (SweepFenced), makes the change conditional (fence.go): when the
+	// fence is broken, or a sweep fence was touched at or above Path, by
+	// the time the change is applied, nothing changes; the error is a
+	// *ConflictError for OpDeleteSubtree, none for OpDeleteIfOlder.
 	Fence *Fence
 }
 
@@ -340,10 +342,16 @@ func (s *Store) commit(batch []item) {
 	s.hold.inHand.Add(int64(len(batch)))
 	s.nodes = 0
 	s.deferring = len(batch) >= cmp.Or(s.opts.deferAt, deferMinGroup)
+	s.fences.beginGroup()
 	s.commitGroup(batch)
+	s.fences.endGroup()
 	s.deferring = false
 	s.group.committed(len(batch), s.nodes)
 }
+
+// testHookApplied, set only by tests, runs on the writer after a group's
+// changes are applied and before they commit.
+var testHookApplied func()
 
 func (s *Store) commitGroup(batch []item) {
 	errs := make([]error, len(batch))
@@ -361,6 +369,9 @@ func (s *Store) commitGroup(batch []item) {
 			}
 			st := w.tx.Stats()
 			s.nodes = max(s.nodes, st.GetNodeCount())
+			if testHookApplied != nil {
+				testHookApplied()
+			}
 			return nil
 		})
 	})
@@ -445,9 +456,12 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 func apply(w *wtx, it *item) error {
 	c := &it.c
 	if w.fences.active() {
-		w.fences.touch(string(touched(c)))
+		w.fences.touchChange(c)
 	}
-	if c.Fence != nil && c.Fence.Broken() {
+	if c.Fence != nil && !w.fences.admit(c.Fence, string(c.Path)) {
+		if c.Op == OpDeleteIfOlder {
+			return nil // a sweep's delete of a path touched since: the record stays
+		}
 		return changeError{&ConflictError{Path: c.Path, Found: true}}
 	}
 	var err error

@@ -98,6 +98,7 @@ func (c *checker) sized(j *job, size int64) {
 func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *hasher.File) {
 	c.pipe.pend.setSize(j.path, fi.Size)
 	c.ticks.learn(fi.Dev, j.path)
+	c.st.Saw(j.path) // before the read: a fenced drop or sweep must spare a record kept
 	rec, ok, err := c.record(&j)
 	if err != nil {
 		c.m.errors.Add(1)
@@ -224,7 +225,9 @@ func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo, was, last
 	case errors.Is(err, hasher.ErrChanged):
 		c.retry(ctx, j, err)
 	case isGone(err) || errors.Is(err, hasher.ErrNotRegular):
-		c.recheck(j) // what it is now decides what is dropped
+		// Checked again after a backoff, which decides what is dropped;
+		// a file system that keeps saying so gets the bounded retries.
+		c.retry(ctx, j, err)
 	case !unreadable(err):
 		// Not the file's fault (out of descriptors, an external hasher
 		// that failed): try again later.
@@ -293,7 +296,6 @@ func backoff(attempt int) time.Duration {
 
 // settle ends a job whose record is already right: scans mark it seen.
 func (c *checker) settle(j job) {
-	c.st.Saw(j.path) // a drop of a directory above, behind a fence, must spare it
 	for _, sc := range j.scans {
 		c.pipe.markSeen(j.path, sc)
 	}

@@ -113,3 +113,23 @@ func TestSweepSparesDirectoryMovedInDuringWalk(t *testing.T) {
 		t.Errorf("the moved a.txt was hashed %d times; its record should have stayed", n)
 	}
 }
+
+// A directory replaced by a symlink to one with the same files: the walk
+// does not follow the symlink, and the sweep drops the records under it,
+// though a path through the symlink still reaches a file of that name.
+func TestSweepDropsRecordsBehindASymlink(t *testing.T) {
+	root := t.TempDir()
+	d := filepath.Join(root, "d")
+	writeOld(t, filepath.Join(d, "a.txt"), "file a")
+	writeOld(t, filepath.Join(root, "b.txt"), "file b") // a root walked empty sweeps nothing
+	e := newEnv(t, root, envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	elsewhere := filepath.Join(t.TempDir(), "d")
+	must(t, os.Rename(d, elsewhere))
+	must(t, os.Symlink(elsewhere, d))
+	e.ix.Rescan(root)
+	e.settle(settleTimeout) // fails on the record of d/a.txt if it stays
+	if _, ok, _ := e.st.Get([]byte(filepath.Join(d, "a.txt"))); ok {
+		t.Error("the record of d/a.txt, reached only through a symlink now, is still there")
+	}
+}

@@ -264,7 +264,6 @@ func (ix *Indexer) removeLater(path string) {
 // gone then.
 func (ix *Indexer) Moved(ctx context.Context, from, to string) {
 	if !ix.paths.skipDir(from) && !ix.paths.skipDir(to) {
-		ix.scans.moving(to)
 		m, err := ix.st.Move(ctx, []byte(from), []byte(to))
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			ix.m.errors.Add(1)

@@ -250,7 +250,6 @@ func (r *renamer) act(ctx context.Context, v verdict, path string, f *renameFact
 // merging with what is there, and reports whether path got its record.
 func (r *renamer) moveDir(ctx context.Context, path string, f *renameFacts, walked bool) (bool, error) {
 	from, to := renamedDirs(f.old, path)
-	r.scans.moving(to)
 	m, err := r.st.Move(ctx, []byte(from), []byte(to))
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return false, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/store"
@@ -28,8 +31,6 @@ type scan struct {
 	mu      sync.Mutex
 	unread  map[string]bool // paths the walk could not read: their subtrees are not swept
 	tooMany bool            // more than maxUnread: nothing is swept
-	moved   map[string]bool // directories moved in while it ran: their subtrees are not swept
-	manyMov bool            // more than maxMoved: nothing is swept
 
 	live  walkLive     // what the walk saw and expects (expect.go)
 	sized atomic.Int64 // bytes of the files the walk did not stat, counted as they are opened
@@ -51,49 +52,12 @@ func (sc *scan) noteUnread(p string) {
 
 // underUnread reports whether p is, or is under, a path the walk could not
 // read.
-func (sc *scan) underUnread(p string) bool { return sc.under(sc.unread, p) }
-
-// Moves and sweeps: a directory renamed into a tree that is being walked
-// can arrive after the walk read its new parent. Its records keep their
-// generations (a move does not rewrite them), so the sweep would take them
-// for files that vanished, and a walk of the new name, run meanwhile, finds
-// them current and marks nothing. So a move is told to the running scans
-// before the store makes it (scanner.moving), and their sweeps spare what
-// is under the new name.
-
-// maxMoved bounds the moves a scan remembers.
-const maxMoved = 1024
-
-// noteMoved remembers a directory moved in while the scan runs.
-func (sc *scan) noteMoved(dir string) {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	if len(sc.moved) >= maxMoved {
-		sc.manyMov = true
-		return
-	}
-	if sc.moved == nil {
-		sc.moved = make(map[string]bool)
-	}
-	sc.moved[dir] = true
-}
-
-// underMoved reports whether p is, or is under, a directory moved in while
-// the scan ran.
-func (sc *scan) underMoved(p string) bool {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	return sc.under(sc.moved, p)
-}
-
-// under reports whether p or a directory above it, up to the scan's own,
-// is in set.
-func (sc *scan) under(set map[string]bool, p string) bool {
-	if len(set) == 0 {
+func (sc *scan) underUnread(p string) bool {
+	if len(sc.unread) == 0 {
 		return false
 	}
 	for a := p; ; a = filepath.Dir(a) {
-		if set[a] {
+		if sc.unread[a] {
 			return true
 		}
 		if a == sc.dir || a == "/" || a == "." {
@@ -157,7 +121,6 @@ type scanner struct {
 	mu      sync.Mutex
 	waiting []string
 	queued  map[string]bool
-	running map[*scan]struct{} // scans from before their walk to after their sweep
 	signal  chan struct{}
 	gen     atomic.Uint64 // latest generation handed out
 	active  atomic.Int64  // scans running
@@ -177,7 +140,6 @@ func newScanner(ix *Indexer) *scanner {
 		st: ix.st, pipe: ix.pipe, paths: ix.paths, ticks: ix.ticks, m: ix.m, log: ix.log, idle: ix.idle,
 		walkWorkers:  ix.opt.WalkWorkers,
 		queued:       make(map[string]bool),
-		running:      make(map[*scan]struct{}),
 		signal:       make(chan struct{}, 1),
 		initial:      make(chan struct{}),
 		unreadLogged: make(map[string]struct{}),
@@ -227,26 +189,6 @@ func (s *scanner) take() (string, bool) {
 	delete(s.queued, dir)
 	s.active.Add(1)
 	return dir, true
-}
-
-// moving tells the running scans of a tree that holds dir, or that dir
-// holds, that a directory is about to be moved to dir (see noteMoved).
-func (s *scanner) moving(dir string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for sc := range s.running {
-		switch {
-		case within(dir, sc.dir):
-			sc.noteMoved(dir)
-		case within(sc.dir, dir):
-			sc.noteMoved(sc.dir) // the whole tree walked may be the moved one's
-		}
-	}
-}
-
-// within reports whether p is dir or under it.
-func within(p, dir string) bool {
-	return p == dir || dir == "/" || strings.HasPrefix(p, dir) && p[len(dir)] == '/'
 }
 
 // ended notes that a walk is over.
@@ -302,8 +244,6 @@ func (s *scanner) scan(ctx context.Context, dir string) {
 		return
 	}
 	sc := &scan{dir: dir, gen: gen, seen: newSeenSet(), unread: make(map[string]bool)}
-	s.track(sc)
-	defer s.untrack(sc)
 	if fi, err := fsstat.Lstat(dir); err == nil {
 		s.ticks.learn(fi.Dev, dir)
 	}
@@ -337,26 +277,6 @@ func (s *scanner) scan(ctx context.Context, dir string) {
 		s.record(dir, w.files, w.bytes)
 	}
 	s.scanEnded(dir, true)
-}
-
-// track and untrack add a scan to the running ones and remove it.
-func (s *scanner) track(sc *scan) {
-	s.mu.Lock()
-	s.running[sc] = struct{}{}
-	s.mu.Unlock()
-}
-
-func (s *scanner) untrack(sc *scan) {
-	s.mu.Lock()
-	delete(s.running, sc)
-	s.mu.Unlock()
-}
-
-// movedTooMany reports whether more directories moved in than it remembers.
-func (sc *scan) movedTooMany() bool {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	return sc.manyMov
 }
 
 // walked is what a walk found.
@@ -421,9 +341,6 @@ func (s *scanner) sweepable(sc *scan, w walked) bool {
 		s.log.Debug("scan target unreadable", "dir", dir, "err", w.err)
 		s.scanEnded(dir, false)
 		return false
-	case sc.movedTooMany():
-		s.log.Warn("more directories moved in than a scan remembers; records of unseen files kept", "dir", dir,
-			"moves", maxMoved)
 	case w.err != nil || sc.errs.Load() > 0 || sc.tooMany:
 		s.log.Warn("scan had errors; records of unseen files kept", "dir", dir,
 			"unreadable", len(sc.unread), "err", w.err)
@@ -446,9 +363,35 @@ func (s *scanner) sweepable(sc *scan, w walked) bool {
 // not see: older generation, not in its seen set, and not under a path it
 // could not read.
 func (s *scanner) sweep(ctx context.Context, sc *scan) (int, error) {
-	return s.st.Sweep(ctx, []byte(sc.dir), sc.gen, func(p []byte) bool {
-		return sc.seen.contains(string(p)) || sc.underUnread(string(p)) || sc.underMoved(string(p))
+	dirfd, err := unix.Open(sc.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	switch {
+	case isGone(err):
+		return 0, nil // gone since its walk: its removal drops the records
+	case err != nil:
+		return 0, &fs.PathError{Op: "open", Path: sc.dir, Err: err}
+	}
+	defer unix.Close(dirfd)
+	root := s.paths.roots.IsRoot(sc.dir)
+	return s.st.SweepFenced(ctx, []byte(sc.dir), sc.gen, func(p []byte) bool {
+		path := string(p)
+		return sc.seen.contains(path) || sc.underUnread(path) || s.stillThere(dirfd, sc.dir, path, root)
 	})
+}
+
+// stillThere reports whether a record the walk did not see belongs to a
+// regular file that is there now, reached without a symlink from the
+// walked directory dir (open as dirfd), and that the walk would have
+// delivered: one that came back after the walk passed (a directory renamed
+// in from outside the roots, say). Its record stays; the sweep's fence
+// spares it if it comes back only after this look.
+func (s *scanner) stillThere(dirfd int, dir, path string, root bool) bool {
+	if s.paths.excluded(path) || (!root && s.paths.ignored(path, false)) {
+		return false
+	}
+	rel := strings.TrimPrefix(path[len(dir):], "/")
+	fi, err := fsstat.LstatBeneath(dirfd, dir, rel)
+	return (err == nil && fi.IsRegular()) || (err != nil && !isGone(err) && !errors.Is(err, unix.ELOOP) &&
+		!errors.Is(err, unix.EXDEV))
 }
 
 // allRecordsSeen reports that a walk of the only root found a record for
@@ -524,6 +467,9 @@ func (s *scanner) startCheckers(ctx context.Context, sc *scan, emptyIndex bool) 
 				found []store.Found
 			)
 			for batch := range ck.in {
+				for _, e := range batch {
+					s.st.Saw(e.Path) // before the read: a fenced drop or sweep must spare what is kept
+				}
 				arena, paths = batchPaths(batch, arena, paths)
 				var err error
 				found, err = s.st.GetMany(paths, found[:0])
@@ -598,7 +544,6 @@ func (ck *checkers) wait() int64 {
 // reports whether the file had a record.
 func (s *scanner) checkWalked(ctx context.Context, sc *scan, e seenEntry, f *store.Found, emptyIndex bool) bool {
 	if f != nil && f.OK && s.ticks.settled(&f.Record, e.Info) && !s.pipe.pend.has(e.Path) {
-		s.st.Saw(e.Path) // as checker.settle
 		if !e.remembered && f.Record.Generation < sc.gen {
 			s.pipe.markSeen(e.Path, sc)
 		}
