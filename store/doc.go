@@ -118,9 +118,12 @@
 // that makes the change, failing with ErrConflict when it changed. A drop
 // of what a caller found gone closes it with a fence (Fence, DropFenced):
 // raised before the caller looks again, broken by any change applied since
-// that brings a record at, under or above its path, and by a caller that
-// kept a record there after looking at its file (Saw); a broken fence's
-// drop changes nothing and fails with ErrConflict.
+// that brings a record at, under or above its path, and by a caller about
+// to read a record there that it may keep without a write (Saw); a broken
+// fence's drop changes nothing and fails with ErrConflict. Saw waits while
+// a fenced delete covering its path is applied but not committed, so the
+// read after it sees the delete. A sweep does the same per path behind one
+// fence on its directory (SweepFenced). fence.go has the details.
 //
 // # Shutdown
 //

@@ -65,8 +65,12 @@
 // while the index has records under it sweeps nothing. So a transient error
 // or an unmounted disk never deletes records. A directory moved into the
 // walked tree while the walk runs keeps its records' old generations and
-// may arrive after the walk read its new parent: moves are told to the
-// running scans first, and the sweep spares what is under them.
+// may arrive after the walk read its new parent, and one that comes back
+// from outside the roots brings no write at all. So the sweep looks before
+// it deletes: a record whose regular file is there, reached from the walked
+// directory without a symlink, stays; and the sweep deletes behind a store
+// sweep fence, which skips a path that a change or a walk touched after
+// that look.
 //
 // # Removals
 //
