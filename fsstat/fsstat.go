@@ -104,13 +104,14 @@ func modeOf(m uint32) fs.FileMode {
 // following no symlink in any component (openat2 RESOLVE_NO_SYMLINKS and
 // RESOLVE_BENEATH): a path that reaches its file through a symlink fails
 // with ELOOP, as a walk that does not follow symlinks would never reach it.
-// On a kernel without openat2 (before Linux 5.6) it falls back to lstat of
-// dir/rel, which follows symlinks in the directories.
+// Where openat2 is missing (before Linux 5.6) or refused (a seccomp filter
+// answering EPERM) it falls back to lstat of dir/rel, which follows
+// symlinks in the directories.
 func LstatBeneath(dirfd int, dir, rel string) (FileInfo, error) {
 	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_BENEATH}
 	fd, err := unix.Openat2(dirfd, rel, &how)
-	if err == unix.ENOSYS {
+	if err == unix.ENOSYS || err == unix.EPERM || err == unix.EINVAL {
 		return Lstat(dir + "/" + rel)
 	}
 	if err != nil {

@@ -70,6 +70,10 @@ func (s *Store) SweepFenced(ctx context.Context, dir []byte, gen uint64, keep fu
 		f.abandon() // deletes may still be queued
 	}
 	f.Lift()
+	if err == nil && f.overflowed() {
+		s.log.Warn("store: more changes under a swept directory than its fence remembers; its stale records stay until the next scan",
+			"dir", string(dir), "remembered", maxTouched)
+	}
 	return n, err
 }
 

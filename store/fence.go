@@ -210,6 +210,9 @@ func (fs *fenceSet) beginGroup() {
 func (fs *fenceSet) endGroup() {
 	fs.mu.Lock()
 	fs.done = fs.applying
+	for f := range fs.m {
+		clear(f.applied) // all ended: no Saw waits for them any more
+	}
 	if fs.committed.L != nil {
 		fs.committed.Broadcast()
 	}
@@ -253,6 +256,14 @@ func (s *Store) DropFenced(ctx context.Context, f *Fence) (int, error) {
 		f.abandon()
 		return 0, ctx.Err()
 	}
+}
+
+// overflowed reports whether a sweep fence touched more paths than it
+// remembers, so that every delete behind it was skipped.
+func (f *Fence) overflowed() bool {
+	f.set.mu.Lock()
+	defer f.set.mu.Unlock()
+	return f.over && !f.broken
 }
 
 // abandon lowers f with its deletes still queued: they are skipped.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -183,5 +184,39 @@ func TestSweepFencedSparesWhatWasTouched(t *testing.T) {
 	}
 	if r, _, _ := s.Get([]byte("/r/d/f")); r.Ino != 4 {
 		t.Errorf("/r/d/f holds inode %d, want the moved record's 4", r.Ino)
+	}
+}
+
+// A sweep's fence forgets each delete once its group ended: a sweep of
+// many records holds no more than a group's worth of them.
+func TestSweepFenceForgetsEndedGroups(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	var cs []Change
+	for i := range 5000 {
+		cs = append(cs, Change{Op: OpPut, Path: p("/r/f%d", i), Record: rec(fmt.Sprint(i), 1, 1, uint64(i+1))})
+	}
+	if err := s.SubmitAll(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	gen, err := s.NextGeneration(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	most := 0
+	testHookApplied = func() {
+		s.fences.mu.Lock()
+		for f := range s.fences.m { // the sweep's fence is the only one
+			most = max(most, len(f.applied))
+		}
+		s.fences.mu.Unlock()
+	}
+	t.Cleanup(func() { testHookApplied = nil })
+	n, err := s.SweepFenced(ctx, []byte("/r"), gen, nil)
+	if err != nil || n != 5000 {
+		t.Fatalf("sweep removed %d, %v; want 5000", n, err)
+	}
+	if most == 0 || most >= 5000 {
+		t.Errorf("the fence held %d applied deletes at most; want one group's, fewer than 5000", most)
 	}
 }

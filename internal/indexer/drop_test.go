@@ -133,3 +133,24 @@ func TestSweepDropsRecordsBehindASymlink(t *testing.T) {
 		t.Error("the record of d/a.txt, reached only through a symlink now, is still there")
 	}
 }
+
+// Files the configuration ignores since the last run keep existing, but a
+// root's sweep drops their records: the walk skips them, and so does the
+// sweep's look at what is still there.
+func TestSweepDropsRecordsOfFilesIgnoredNow(t *testing.T) {
+	root := t.TempDir()
+	writeOld(t, filepath.Join(root, "a.txt"), "kept")
+	tmp := filepath.Join(root, "sub", "b.tmp")
+	writeOld(t, tmp, "ignored from the next start on")
+	e := newEnv(t, root, envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	e.stop()
+	e.start(envOpts{noWatch: true, opts: Options{Ignore: []string{"*.tmp"}}})
+	waitFor(t, "the record of the ignored file dropped", func() bool {
+		_, ok, err := e.st.Get([]byte(tmp))
+		return err == nil && !ok
+	})
+	if _, ok, _ := e.st.Get([]byte(filepath.Join(root, "a.txt"))); !ok {
+		t.Error("the record of a.txt went too")
+	}
+}

@@ -371,10 +371,9 @@ func (s *scanner) sweep(ctx context.Context, sc *scan) (int, error) {
 		return 0, &fs.PathError{Op: "open", Path: sc.dir, Err: err}
 	}
 	defer unix.Close(dirfd)
-	root := s.paths.roots.IsRoot(sc.dir)
 	return s.st.SweepFenced(ctx, []byte(sc.dir), sc.gen, func(p []byte) bool {
 		path := string(p)
-		return sc.seen.contains(path) || sc.underUnread(path) || s.stillThere(dirfd, sc.dir, path, root)
+		return sc.seen.contains(path) || sc.underUnread(path) || s.stillThere(dirfd, sc.dir, path)
 	})
 }
 
@@ -384,9 +383,9 @@ func (s *scanner) sweep(ctx context.Context, sc *scan) (int, error) {
 // delivered: one that came back after the walk passed (a directory renamed
 // in from outside the roots, say). Its record stays; the sweep's fence
 // spares it if it comes back only after this look.
-func (s *scanner) stillThere(dirfd int, dir, path string, root bool) bool {
-	if s.paths.excluded(path) || (!root && s.paths.ignored(path, false)) {
-		return false
+func (s *scanner) stillThere(dirfd int, dir, path string) bool {
+	if s.paths.excluded(path) || s.paths.ignored(path, false) {
+		return false // the walk skips it, and the sweep drops its record
 	}
 	rel := strings.TrimPrefix(path[len(dir):], "/")
 	fi, err := fsstat.LstatBeneath(dirfd, dir, rel)
