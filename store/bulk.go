@@ -68,13 +68,14 @@ func (s *Store) SweepFenced(ctx context.Context, dir []byte, gen uint64, keep fu
 	n, err := s.sweep(ctx, dir, gen, keep, f)
 	if err != nil {
 		f.abandon() // deletes may still be queued
+		return n, err
 	}
 	f.Lift()
-	if err == nil && f.overflowed() {
+	if f.overflowed() {
 		s.log.Warn("store: more changes under a swept directory than its fence remembers; its stale records stay until the next scan",
 			"dir", string(dir), "remembered", maxTouched)
 	}
-	return n, err
+	return n, nil
 }
 
 func (s *Store) sweep(ctx context.Context, dir []byte, gen uint64, keep func(path []byte) bool, f *Fence) (int, error) {

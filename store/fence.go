@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"iter"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -125,14 +126,22 @@ func (fs *fenceSet) saw(path string) {
 // appliedAbove returns the group of a fenced delete applied at path or a
 // directory above it, 0 when there is none.
 func (f *Fence) appliedAbove(path string) uint64 {
-	if len(f.applied) == 0 {
-		return 0
-	}
 	var g uint64
-	for a := path; ; a = filepath.Dir(a) {
-		g = max(g, f.applied[a])
-		if a == "/" || a == "." {
-			return g
+	if len(f.applied) > 0 {
+		for a := range pathAndAbove(path) {
+			g = max(g, f.applied[a])
+		}
+	}
+	return g
+}
+
+// pathAndAbove yields path and every directory above it, "/" last.
+func pathAndAbove(path string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for a := path; ; a = filepath.Dir(a) {
+			if !yield(a) || a == "/" || a == "." {
+				return
+			}
 		}
 	}
 }
@@ -186,17 +195,14 @@ func (fs *fenceSet) admit(f *Fence, path string) bool {
 // touchedAbove reports whether path or a directory above it was touched
 // behind a sweep fence.
 func (f *Fence) touchedAbove(path string) bool {
-	if len(f.touched) == 0 {
-		return false
-	}
-	for a := path; ; a = filepath.Dir(a) {
-		if f.touched[a] {
-			return true
-		}
-		if a == "/" || a == "." {
-			return false
+	if len(f.touched) > 0 {
+		for a := range pathAndAbove(path) {
+			if f.touched[a] {
+				return true
+			}
 		}
 	}
+	return false
 }
 
 // beginGroup and endGroup number the writer's groups, so that Saw can
@@ -263,7 +269,7 @@ func (s *Store) DropFenced(ctx context.Context, f *Fence) (int, error) {
 func (f *Fence) overflowed() bool {
 	f.set.mu.Lock()
 	defer f.set.mu.Unlock()
-	return f.over && !f.broken
+	return f.over
 }
 
 // abandon lowers f with its deletes still queued: they are skipped.

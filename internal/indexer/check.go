@@ -339,21 +339,27 @@ func (c *checker) dropUnder(ctx context.Context, j job) bool {
 // with below, strictly under it. An index that cannot be read is logged
 // and holds none.
 func (c *checker) hasRecords(ctx context.Context, path string, below bool) bool {
-	err := c.st.Subtree(ctx, []byte(path), func(p []byte, _ store.Record) error {
-		if below && string(p) == path {
-			return nil
-		}
-		return errFound
-	})
-	if err != nil && !errors.Is(err, errFound) {
+	found, err := recordsAt(ctx, c.st, path, below)
+	if err != nil {
 		c.m.errors.Add(1)
 		c.log.Error("cannot read index", "path", path, "err", err)
 	}
-	return errors.Is(err, errFound)
+	return found
 }
 
-// errFound ends a read at the first record.
-var errFound = errors.New("found")
+// recordsAt reports whether st holds a record at or under path; with
+// below, strictly under it.
+func recordsAt(ctx context.Context, st *store.Store, path string, below bool) (bool, error) {
+	found := false
+	err := st.Subtree(ctx, []byte(path), func(p []byte, _ store.Record) error {
+		if below && string(p) == path {
+			return nil
+		}
+		found = true
+		return store.ErrStop
+	})
+	return found, err
+}
 
 // A drop deletes the records at and under a path its check found gone (or
 // no directory), but the path can be back before the delete lands: a
@@ -384,8 +390,7 @@ func (c *checker) drop(ctx context.Context, j job, s shape) bool {
 		if testHookBeforeDrop != nil {
 			testHookBeforeDrop(j.path)
 		}
-		n, err := c.st.DropFenced(ctx, f)
-		f.Lift()
+		n, err := c.st.DropFenced(ctx, f) // it lowers f
 		if !errors.Is(err, store.ErrConflict) {
 			c.dropped(j.path, n, err)
 			return true

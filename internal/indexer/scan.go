@@ -387,10 +387,14 @@ func (s *scanner) stillThere(dirfd int, dir, path string) bool {
 	if s.paths.excluded(path) || s.paths.ignored(path, false) {
 		return false // the walk skips it, and the sweep drops its record
 	}
-	rel := strings.TrimPrefix(path[len(dir):], "/")
-	fi, err := fsstat.LstatBeneath(dirfd, dir, rel)
-	return (err == nil && fi.IsRegular()) || (err != nil && !isGone(err) && !errors.Is(err, unix.ELOOP) &&
-		!errors.Is(err, unix.EXDEV))
+	fi, err := fsstat.LstatBeneath(dirfd, dir, strings.TrimPrefix(path[len(dir):], "/"))
+	switch {
+	case err == nil:
+		return fi.IsRegular()
+	case isGone(err), errors.Is(err, unix.ELOOP): // ELOOP: reached only through a symlink
+		return false
+	}
+	return true // it cannot be told: keep the record
 }
 
 // allRecordsSeen reports that a walk of the only root found a record for
@@ -427,11 +431,7 @@ func (s *scanner) indexEmpty() bool {
 // hasRecords reports whether the index holds a record at or under dir, or
 // cannot tell.
 func (s *scanner) hasRecords(dir string) bool {
-	found := false
-	err := s.st.Subtree(context.Background(), []byte(dir), func([]byte, store.Record) error {
-		found = true
-		return store.ErrStop
-	})
+	found, err := recordsAt(context.Background(), s.st, dir, false)
 	return err != nil || found
 }
 
