@@ -26,12 +26,19 @@ func TestIdleHasherUsesNoCPU(t *testing.T) {
 	}
 	runtime.GC()
 	time.Sleep(50 * time.Millisecond) // let the runtime settle
-	idle, err := measureIdle(300 * time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A polling goroutine (sha256-simd's Avx512Server showed 3-20 %) fails
-	// this; the Go runtime alone stays well under 1 %.
+	// this in every window; the Go runtime alone stays well under 1 %. The
+	// least of three windows is taken, so that a burst of the runtime's own
+	// background work (a GC cycle finishing, the scavenger) on a machine
+	// loaded by other tests does not fail it.
+	idle := 1.0
+	for range 3 {
+		w, err := measureIdle(300 * time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = min(idle, w)
+	}
 	if idle > 0.02 {
 		t.Fatalf("idle Hasher used %.1f %% of a core", 100*idle)
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -231,6 +232,7 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
+	touchQueue(s.in)
 	if !opts.ReadOnly && !opts.noRun {
 		if err := s.beginRun(); err != nil {
 			_ = db.Close()
@@ -449,12 +451,13 @@ func openBolt(path string, opts Options) (db *bolt.DB, file *os.File, err error)
 		return f, err
 	}
 	db, err = bolt.Open(path, 0o600, &bolt.Options{
-		OpenFile:     open,
-		Timeout:      opts.LockTimeout,
-		ReadOnly:     opts.ReadOnly,
-		NoSync:       opts.NoSync,
-		FreelistType: bolt.FreelistMapType,
-		NoStatistics: true,
+		OpenFile:        open,
+		Timeout:         opts.LockTimeout,
+		ReadOnly:        opts.ReadOnly,
+		NoSync:          opts.NoSync,
+		FreelistType:    bolt.FreelistMapType,
+		NoStatistics:    true,
+		InitialMmapSize: initialMap(opts.ReadOnly),
 	})
 	switch {
 	case err == nil:
@@ -465,6 +468,38 @@ func openBolt(path string, opts Options) (db *bolt.DB, file *os.File, err error)
 		return nil, nil, fmt.Errorf("%w: %s: %v (left untouched)", ErrCorrupt, path, err)
 	}
 	return nil, nil, fmt.Errorf("store: open %s: %w%s", path, err, hint(err))
+}
+
+// touchQueue writes every slot of the empty queue in once. Its buffer
+// (16,384 changes, 5.8 MB) comes fresh from the kernel; the collector
+// reads it whole in its first cycle, which maps the kernel's zero page
+// there, and each later first write to one of its pages then replaces
+// that page with a copy and flushes the TLB of every CPU the process ran
+// on: 2 % of a first scan's CPU, before this.
+func touchQueue(q chan item) {
+	for range cap(q) {
+		q <- item{}
+	}
+	for range cap(q) {
+		<-q
+	}
+}
+
+// initialMapSize is how much of the index a writable store maps at open.
+// bbolt maps the file again each time it outgrows its map (doubling up to
+// 1 GiB); each remap copies every node the write transaction has touched
+// to the heap and waits for every open read transaction. Mapping 1 GiB of
+// address space up front spares a first scan of 10^6 files all of them.
+// The file itself grows only as pages are written (on Linux; bbolt
+// truncates it to the map only on Windows), and untouched pages of the map
+// cost no memory.
+const initialMapSize = 1 << 30
+
+func initialMap(readOnly bool) int {
+	if readOnly || strconv.IntSize < 64 {
+		return 0
+	}
+	return initialMapSize
 }
 
 // openChecked opens the index and checks (or migrates) its schema. After

@@ -98,12 +98,17 @@ func TestCheckDBDamaged(t *testing.T) {
 	if err := s.PutMeta(ctx, "flush", nil); err != nil {
 		t.Fatal(err)
 	}
+	st, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cancel()
 	<-done
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// Overwrite the second half of the file (past the meta pages).
+	// Overwrite the file from half of what its pages fill (past the meta
+	// pages) to its end, which bbolt set aside for growth.
 	fi, err := os.Stat(index)
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +117,7 @@ func TestCheckDBDamaged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	half := fi.Size() / 2
+	half := st.IndexBytes / 2
 	if _, err := f.WriteAt(bytes.Repeat([]byte{0xa5}, int(fi.Size()-half)), half); err != nil {
 		t.Fatal(err)
 	}
