@@ -490,9 +490,9 @@ func touchQueue(q chan item) {
 // 1 GiB); each remap copies every node the write transaction has touched
 // to the heap and waits for every open read transaction. Mapping 1 GiB of
 // address space up front spares a first scan of 10^6 files all of them.
-// The file itself grows only as pages are written (on Linux; bbolt
-// truncates it to the map only on Windows), and untouched pages of the map
-// cost no memory.
+// The file itself grows as pages are written, in bbolt's steps of 16 MiB
+// (on Linux; bbolt truncates it to the map only on Windows), with the step
+// ahead left sparse, and untouched pages of the map cost no memory.
 const initialMapSize = 1 << 30
 
 func initialMap(readOnly bool) int {
