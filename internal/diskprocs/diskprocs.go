@@ -4,7 +4,11 @@
 // code to another thread only at its monitor's next tick. With one thread
 // per CPU, a cold first scan left the CPUs idle a third of the time; with
 // four it ran 1.5× faster. Warm, extra threads only contend, so the count
-// goes back once the reads from storage stop.
+// goes back once the reads from storage stop, and it is not raised for a
+// trickle: a page cache that is nearly warm still sends a few pages of a
+// scan to storage (pages evicted since), and on a tree read 3 % from
+// storage one thread per CPU was the faster, on one read 11 % from storage
+// four were (BENCHMARKS.md).
 package diskprocs
 
 import (
@@ -23,7 +27,8 @@ import (
 const (
 	DefaultInterval = 200 * time.Millisecond
 	DefaultMinRate  = 8 << 20 // bytes a second
-	DefaultHold     = 10      // samples: 2 s at the default interval
+	DefaultMinShare = 1.0 / 16
+	DefaultHold     = 10 // samples: 2 s at the default interval
 )
 
 // Options tune Run; zero fields take the defaults.
@@ -35,13 +40,15 @@ type Options struct {
 	// Interval is how often the bytes read from storage are sampled.
 	Interval time.Duration
 	// MinRate is the rate of reads from storage, in bytes a second, that
-	// raises the count to High.
-	MinRate int64
+	// raises the count to High, if they are also MinShare or more of the
+	// bytes the process read.
+	MinRate  int64
+	MinShare float64
 	// Hold is how many samples in a row below MinRate bring it back to Base.
 	Hold int
 
 	set       func(int) int         // runtime.GOMAXPROCS; tests replace it
-	readBytes func() (int64, error) // this process's bytes read from storage
+	readBytes func() (Reads, error) // this process's reads so far
 }
 
 func (o Options) withDefaults() Options {
@@ -57,6 +64,9 @@ func (o Options) withDefaults() Options {
 	if o.MinRate <= 0 {
 		o.MinRate = DefaultMinRate
 	}
+	if o.MinShare <= 0 {
+		o.MinShare = DefaultMinShare
+	}
 	if o.Hold <= 0 {
 		o.Hold = DefaultHold
 	}
@@ -64,14 +74,14 @@ func (o Options) withDefaults() Options {
 		o.set = runtime.GOMAXPROCS
 	}
 	if o.readBytes == nil {
-		o.readBytes = ReadBytes
+		o.readBytes = ReadCounts
 	}
 	return o
 }
 
 // Run samples the bytes the process reads from storage until ctx ends,
-// and sets GOMAXPROCS to High while they come at MinRate or more, to Base
-// otherwise. It leaves GOMAXPROCS at Base when it returns. It returns an
+// and sets GOMAXPROCS to High while they come at MinRate or more and make
+// MinShare or more of what it reads, to Base otherwise. It leaves GOMAXPROCS at Base when it returns. It returns an
 // error only when the count cannot be read at all.
 func Run(ctx context.Context, o Options) error {
 	o = o.withDefaults()
@@ -92,9 +102,10 @@ func Run(ctx context.Context, o Options) error {
 			if err != nil {
 				continue // a transient failure keeps the current count
 			}
-			rate := float64(n-last) / now.Sub(prev).Seconds()
+			rate := float64(n.Storage-last.Storage) / now.Sub(prev).Seconds()
+			share := n.share(last)
 			last, prev = n, now
-			if procs, changed := g.step(rate); changed {
+			if procs, changed := g.step(rate, share); changed {
 				o.set(procs)
 			}
 		}
@@ -108,10 +119,11 @@ type gate struct {
 	quiet int // samples in a row below MinRate while high
 }
 
-// step takes one sampled rate and returns the count it calls for and
-// whether that is a change.
-func (g *gate) step(rate float64) (int, bool) {
-	if rate >= float64(g.o.MinRate) {
+// step takes one sample, the rate of reads from storage and their share
+// of the bytes read, and returns the count it calls for and whether that is
+// a change.
+func (g *gate) step(rate, share float64) (int, bool) {
+	if rate >= float64(g.o.MinRate) && share >= g.o.MinShare {
 		g.quiet = 0
 		if !g.high {
 			g.high = true
@@ -129,26 +141,61 @@ func (g *gate) step(rate float64) (int, bool) {
 	return g.o.Base, true
 }
 
-// errNoField reports a /proc/self/io without its read_bytes line.
-var errNoField = errors.New("diskprocs: no read_bytes in /proc/self/io")
+// Reads are a process's reads so far, from /proc/self/io.
+type Reads struct {
+	// Storage is what the process caused to be read from storage
+	// (read_bytes): page-cache fills by its reads, read-ahead and faults of
+	// its mappings, not the reads the page cache answered.
+	Storage int64
+	// All is what its read system calls returned (rchar), from the page
+	// cache or not.
+	All int64
+}
 
-// ReadBytes returns the bytes this process caused to be read from storage
-// (read_bytes of /proc/self/io): page-cache fills by its reads, read-ahead
-// and faults of its mappings, not the reads the page cache answered.
-func ReadBytes() (int64, error) {
+// share is the part of the bytes read since last that came from storage;
+// reads from storage with no read call (faults of a mapping) count whole.
+func (r Reads) share(last Reads) float64 {
+	storage, all := r.Storage-last.Storage, r.All-last.All
+	if storage <= 0 {
+		return 0
+	}
+	if all <= 0 {
+		return 1
+	}
+	return float64(storage) / float64(all)
+}
+
+// errNoField reports a /proc/self/io without its read_bytes or rchar line.
+var errNoField = errors.New("diskprocs: no read_bytes or rchar in /proc/self/io")
+
+// ReadCounts returns this process's reads so far.
+func ReadCounts() (Reads, error) {
 	data, err := os.ReadFile("/proc/self/io")
 	if err != nil {
-		return 0, err
+		return Reads{}, err
 	}
+	var r Reads
+	var found int
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
-		if v, ok := bytes.CutPrefix(sc.Bytes(), []byte("read_bytes: ")); ok {
+		for _, f := range []struct {
+			prefix string
+			to     *int64
+		}{{"read_bytes: ", &r.Storage}, {"rchar: ", &r.All}} {
+			v, ok := bytes.CutPrefix(sc.Bytes(), []byte(f.prefix))
+			if !ok {
+				continue
+			}
 			n, err := strconv.ParseInt(string(v), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("diskprocs: read_bytes %q: %w", v, err)
+				return Reads{}, fmt.Errorf("diskprocs: %s%q: %w", f.prefix, v, err)
 			}
-			return n, nil
+			*f.to = n
+			found++
 		}
 	}
-	return 0, errNoField
+	if found != 2 {
+		return Reads{}, errNoField
+	}
+	return r, nil
 }

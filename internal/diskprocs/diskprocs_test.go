@@ -12,28 +12,79 @@ import (
 )
 
 func TestGateRaisesAtOnceAndLowersAfterHold(t *testing.T) {
-	g := gate{o: Options{Base: 2, High: 4, MinRate: 100, Hold: 3}}
+	g := gate{o: Options{Base: 2, High: 4, MinRate: 100, MinShare: 0.25, Hold: 3}}
 	steps := []struct {
-		rate    float64
-		procs   int
-		changed bool
+		rate, share float64
+		procs       int
+		changed     bool
 	}{
-		{0, 2, false},
-		{99, 2, false},
-		{100, 4, true}, // reading from storage: raised at once
-		{500, 4, false},
-		{0, 4, false}, // one quiet sample
-		{200, 4, false},
-		{0, 4, false},
-		{0, 4, false},
-		{0, 2, true}, // Hold quiet samples in a row
-		{0, 2, false},
+		{0, 0, 2, false},
+		{99, 1, 2, false},
+		{1000, 0.2, 2, false}, // a trickle beside reads from the page cache
+		{100, 0.25, 4, true},  // reading from storage: raised at once
+		{500, 1, 4, false},
+		{0, 0, 4, false}, // one quiet sample
+		{200, 0.5, 4, false},
+		{0, 0, 4, false},
+		{1000, 0.1, 4, false}, // a trickle counts as quiet
+		{0, 0, 2, true},       // Hold quiet samples in a row
+		{0, 0, 2, false},
 	}
 	for i, s := range steps {
-		procs, changed := g.step(s.rate)
+		procs, changed := g.step(s.rate, s.share)
 		if procs != s.procs || changed != s.changed {
-			t.Fatalf("step %d (rate %.0f): got %d, %v; want %d, %v", i, s.rate, procs, changed, s.procs, s.changed)
+			t.Fatalf("step %d (rate %.0f, share %.2f): got %d, %v; want %d, %v", i, s.rate, s.share, procs, changed, s.procs, s.changed)
 		}
+	}
+}
+
+func TestShareOfReads(t *testing.T) {
+	last := Reads{Storage: 1000, All: 5000}
+	for _, c := range []struct {
+		now  Reads
+		want float64
+	}{
+		{Reads{Storage: 1000, All: 9000}, 0},    // all from the page cache
+		{Reads{Storage: 2000, All: 9000}, 0.25}, // a quarter from storage
+		{Reads{Storage: 9000, All: 9000}, 2},    // read-ahead beyond what was asked
+		{Reads{Storage: 1100, All: 5000}, 1},    // faults of a mapping, no read call
+		{Reads{Storage: 1000, All: 5000}, 0},    // nothing
+	} {
+		if got := c.now.share(last); got != c.want {
+			t.Errorf("share of %+v since %+v = %v, want %v", c.now, last, got, c.want)
+		}
+	}
+}
+
+// A scan that reads nearly everything from the page cache, and a few pages
+// from storage, keeps GOMAXPROCS at Base however fast it reads.
+func TestRunIgnoresATrickleFromStorage(t *testing.T) {
+	var r Reads
+	sets := make(chan int, 16)
+	samples := make(chan struct{}, 64)
+	o := Options{Base: 2, High: 4, Interval: 5 * time.Millisecond, MinRate: 1 << 20, Hold: 3,
+		set: func(n int) int { sets <- n; return 0 },
+		readBytes: func() (Reads, error) {
+			r.Storage += 2 << 20 // 2 MiB from storage in each sample,
+			r.All += 100 << 20   // beside 98 MiB from the page cache
+			samples <- struct{}{}
+			return r, nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, o) }()
+	for range 20 {
+		<-samples
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := <-sets; got != 2 {
+		t.Fatalf("GOMAXPROCS set to %d during a scan read 2 %% from storage; want it left at 2", got)
+	}
+	if len(sets) != 0 {
+		t.Fatalf("GOMAXPROCS set %d more times", len(sets))
 	}
 }
 
@@ -75,24 +126,36 @@ func readAll(t *testing.T, p string) {
 	}
 }
 
-func TestReadBytesCountsReadsFromStorage(t *testing.T) {
+func TestReadCountsTellStorageFromPageCache(t *testing.T) {
 	p := evictedFile(t, 32<<20)
-	before, err := ReadBytes()
+	before, err := ReadCounts()
 	if err != nil {
 		t.Fatal(err)
 	}
 	readAll(t, p)
-	after, err := ReadBytes()
+	after, err := ReadCounts()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := after - before; got < 16<<20 {
+	if got := after.Storage - before.Storage; got < 16<<20 {
 		t.Fatalf("reading 32 MiB evicted from the page cache counted %d bytes from storage", got)
+	}
+	if got := after.All - before.All; got < 32<<20 {
+		t.Fatalf("reading 32 MiB counted %d bytes read", got)
 	}
 	before = after
 	readAll(t, p) // now from the page cache
-	if after, _ = ReadBytes(); after-before > 1<<20 {
-		t.Fatalf("reading 32 MiB from the page cache counted %d bytes from storage", after-before)
+	if after, err = ReadCounts(); err != nil {
+		t.Fatal(err)
+	}
+	if got := after.Storage - before.Storage; got > 1<<20 {
+		t.Fatalf("reading 32 MiB from the page cache counted %d bytes from storage", got)
+	}
+	if got := after.All - before.All; got < 32<<20 {
+		t.Fatalf("reading 32 MiB from the page cache counted %d bytes read", got)
+	}
+	if s := after.share(before); s > 1.0/32 {
+		t.Fatalf("reading from the page cache: share from storage %.3f", s)
 	}
 }
 
