@@ -11,7 +11,7 @@ import (
 // A writable index is mapped well ahead of its file: a read transaction
 // held open (a long lookup, a dups listing) does not stall the writer while
 // the file grows, as bbolt's remap would, and the file itself grows only as
-// pages are written.
+// pages are written, in bbolt's steps, not to the size of the map.
 func TestReaderDoesNotStallGrowth(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "index.db")
 	s := openTestAt(t, path, Options{NoSync: true})

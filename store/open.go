@@ -232,7 +232,9 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	touchQueue(s.in)
+	if !opts.ReadOnly {
+		touchQueue(s.in) // a read-only store never queues a change
+	}
 	if !opts.ReadOnly && !opts.noRun {
 		if err := s.beginRun(); err != nil {
 			_ = db.Close()

@@ -44,7 +44,8 @@ type Options struct {
 	// bytes the process read.
 	MinRate  int64
 	MinShare float64
-	// Hold is how many samples in a row below MinRate bring it back to Base.
+	// Hold is how many quiet samples in a row (below MinRate or below
+	// MinShare) bring it back to Base.
 	Hold int
 
 	set       func(int) int         // runtime.GOMAXPROCS; tests replace it
@@ -81,8 +82,9 @@ func (o Options) withDefaults() Options {
 
 // Run samples the bytes the process reads from storage until ctx ends,
 // and sets GOMAXPROCS to High while they come at MinRate or more and make
-// MinShare or more of what it reads, to Base otherwise. It leaves GOMAXPROCS at Base when it returns. It returns an
-// error only when the count cannot be read at all.
+// MinShare or more of what it reads, to Base otherwise. It leaves
+// GOMAXPROCS at Base when it returns. It returns an error only when the
+// counts cannot be read at all.
 func Run(ctx context.Context, o Options) error {
 	o = o.withDefaults()
 	last, err := o.readBytes()
@@ -116,7 +118,7 @@ func Run(ctx context.Context, o Options) error {
 type gate struct {
 	o     Options
 	high  bool
-	quiet int // samples in a row below MinRate while high
+	quiet int // quiet samples in a row while high
 }
 
 // step takes one sample, the rate of reads from storage and their share
