@@ -16,7 +16,10 @@ const compactTxSize = 64 << 20
 
 // CompactResult says what Compact did.
 type CompactResult struct {
-	Before, After int64 // file sizes in bytes
+	// Before and After are the space the index takes on disk, in bytes:
+	// its allocated blocks, not its length, which runs up to 16 MiB ahead
+	// of its pages as room to grow (open.go, initialMapSize).
+	Before, After int64
 	Files         int64 // records copied
 	Replaced      bool  // the copy was renamed over the old file
 }
@@ -52,7 +55,7 @@ func Compact(path string, opts Options) (CompactResult, error) {
 	if err != nil {
 		return CompactResult{}, fmt.Errorf("store: compact: %w", err)
 	}
-	res := CompactResult{Before: fi.Size()}
+	res := CompactResult{Before: onDisk(fi)}
 	rep, err := s.Check()
 	if err != nil {
 		return res, err
@@ -71,7 +74,7 @@ func Compact(path string, opts Options) (CompactResult, error) {
 	}
 	res.Replaced = true
 	if fi, err := os.Stat(real); err == nil {
-		res.After = fi.Size()
+		res.After = onDisk(fi)
 	}
 	if err := syncDir(filepath.Dir(real)); err != nil {
 		return res, fmt.Errorf("store: compact %s: the compacted index is in place, but syncing its directory failed: %w", path, err)
@@ -188,4 +191,12 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// onDisk is the space fi's file takes on disk: its allocated blocks.
+func onDisk(fi os.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512
+	}
+	return fi.Size()
 }

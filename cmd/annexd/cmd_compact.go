@@ -48,7 +48,7 @@ func runCompact(out io.Writer, index string) error {
 	case err != nil:
 		return &exitError{Code: exitFailure, Err: fmt.Errorf("%w (the old index is kept)", err)}
 	}
-	fmt.Fprintf(out, "%s: %d files; %s → %s\n", index, res.Files, mib(res.Before), mib(res.After))
+	fmt.Fprintf(out, "%s: %d files; %s → %s on disk\n", index, res.Files, mib(res.Before), mib(res.After))
 	return nil
 }
 

@@ -14,7 +14,7 @@ var (
 	descUnique    = prometheus.NewDesc("annexd_index_unique_digests", "Distinct digests among the hashed files.", nil, nil)
 	descDupGroups = prometheus.NewDesc("annexd_index_duplicate_groups", "Digests held by at least two distinct inodes, over the whole index (records outside the roots included, unlike annexctl dups by default).", nil, nil)
 	descWasted    = prometheus.NewDesc("annexd_index_wasted_bytes", "Bytes the duplicate groups waste, over the whole index (records outside the roots included).", nil, nil)
-	descIndexSize = prometheus.NewDesc("annexd_index_file_bytes", "Size of the index file.", nil, nil)
+	descIndexSize = prometheus.NewDesc("annexd_index_file_bytes", "Bytes of the index file its pages fill (bbolt's high-water mark); the file runs up to 16 MiB longer, sparse, as room to grow.", nil, nil)
 	descUngrouped = prometheus.NewDesc("annexd_index_ungrouped_files",
 		"Hashed files not yet counted in the digest and duplicate gauges: a large scan merges them in batches.", nil, nil)
 	descOutside = prometheus.NewDesc("annexd_index_outside_roots_files",

@@ -41,7 +41,7 @@ type Options struct {
 	Interval time.Duration
 	// MinRate is the rate of reads from storage, in bytes a second, that
 	// raises the count to High, if they are also MinShare or more of the
-	// bytes the process read.
+	// bytes the process read (a fraction; 0 takes the default, 1/16).
 	MinRate  int64
 	MinShare float64
 	// Hold is how many quiet samples in a row (below MinRate or below
@@ -150,7 +150,8 @@ type Reads struct {
 	// its mappings, not the reads the page cache answered.
 	Storage int64
 	// All is what its read system calls returned (rchar), from the page
-	// cache or not.
+	// cache or not, and from sockets and pipes too: annexd's own are small
+	// beside a scan's reads (API requests, the hub's acknowledgements).
 	All int64
 }
 
