@@ -6,6 +6,11 @@ Each run copies one calibration index (made on CALTREE, default an empty
 directory, so CALTREE=DIR measures a scan into an index that holds DIR) and
 runs annexd --exit-when-idle on TREE, timed with wait4; the order of the
 builds alternates between rounds, and medians leave out round 1.
+EVICT_EVERY=K: before every run (the bare loop's too), every file is read
+into the page cache except every K-th in sorted walk order, which is
+dropped with POSIX_FADV_DONTNEED: K=300 is a cache that is nearly warm (a
+few pages of the scan from storage), K=10 one that is a tenth cold. Needs
+no root.
 """
 import os, subprocess, sys, shutil, time, statistics, tempfile
 tree, runs, bins = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
@@ -27,12 +32,33 @@ def timed(a):
     return w, ru.ru_utime + ru.ru_stime
 cal = work + "/cal.db"
 timed(argv(bins[0], cal, os.environ.get("CALTREE", work + "/empty")))
-subprocess.run("find '%s' -type f -print0 | xargs -0 -P2 -n 256 cat >/dev/null" % tree, shell=True)
+evict = int(os.environ.get("EVICT_EVERY", "0"))
+files = []
+if evict:
+    for root, ds, fs in os.walk(tree):
+        ds.sort(); fs.sort()
+        files += [os.path.join(root, f) for f in fs]
+def settle():
+    """Reads every file into the page cache but every evict-th, which it drops."""
+    dropped = 0
+    for i, f in enumerate(files):
+        fd = os.open(f, os.O_RDONLY)
+        if i % evict == 0:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); dropped += os.fstat(fd).st_size
+        else:
+            while os.read(fd, 1 << 20): pass
+        os.close(fd)
+    return dropped
+if evict:
+    print("dropping every %d-th file: %.0f MB of the tree out of the page cache before each run" % (evict, settle() / 1e6), flush=True)
+else:
+    subprocess.run("find '%s' -type f -print0 | xargs -0 -P2 -n 256 cat >/dev/null" % tree, shell=True)
 res = {n: [] for n in names + ["bare"]}
 for r in range(runs):
     order = names + ["bare"]
     if r % 2: order = order[::-1]
     for n in order:
+        if evict: settle()
         if n == "bare":
             w, c = timed([bare, tree])
         else:

@@ -52,17 +52,25 @@ func openMustFail(t *testing.T, path string, want error) {
 	}
 }
 
-// highWater is how much of the index file at path its pages fill; the
-// file beyond that is room bbolt set aside for growth.
-func highWater(t *testing.T, path string) int64 {
+// boltView runs fn in a read transaction of the index at path, opened
+// read-only with bbolt alone.
+func boltView(t *testing.T, path string, fn func(tx *bolt.Tx)) {
 	t.Helper()
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	var n int64
-	_ = db.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
+	if err := db.View(func(tx *bolt.Tx) error { fn(tx); return nil }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// highWater is how much of the index file at path its pages fill; the
+// file beyond that is room bbolt set aside for growth.
+func highWater(t *testing.T, path string) (n int64) {
+	t.Helper()
+	boltView(t, path, func(tx *bolt.Tx) { n = tx.Size() })
 	return n
 }
 
@@ -230,17 +238,8 @@ func damagePage(t *testing.T, path string, page int64) {
 }
 
 // filesRootPage returns the page id of the files bucket's root.
-func filesRootPage(t *testing.T, path string) int64 {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var id int64
-	_ = db.View(func(tx *bolt.Tx) error {
-		id = int64(tx.Bucket(bucketFiles).Root())
-		return nil
-	})
+func filesRootPage(t *testing.T, path string) (id int64) {
+	boltView(t, path, func(tx *bolt.Tx) { id = int64(tx.Bucket(bucketFiles).Root()) })
 	return id
 }
 

@@ -379,20 +379,9 @@ func TestMigrateKilled(t *testing.T) {
 }
 
 // schemaOf reads the schema version of the index at path with bbolt alone.
-func schemaOf(t *testing.T, path string) uint64 {
+func schemaOf(t *testing.T, path string) (v uint64) {
 	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var v uint64
-	if err := db.View(func(tx *bolt.Tx) error {
-		v, _ = binary.Uvarint(tx.Bucket(bucketMeta).Get(metaSchema))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	boltView(t, path, func(tx *bolt.Tx) { v, _ = binary.Uvarint(tx.Bucket(bucketMeta).Get(metaSchema)) })
 	return v
 }
 
