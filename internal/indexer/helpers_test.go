@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -146,6 +147,7 @@ type env struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	pause  chan bool // the hand-off stops taking watcher events while paused
+	src    *pausable
 }
 
 type envOpts struct {
@@ -221,6 +223,7 @@ func (e *env) start(eo envOpts) {
 	}()
 	if w != nil {
 		e.w = w
+		e.src = newPausable(ctx, w, e.pause)
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
@@ -230,7 +233,7 @@ func (e *env) start(eo envOpts) {
 		}()
 		go func() {
 			defer wg.Done()
-			if err := ix.Follow(ctx, newPausable(ctx, w, e.pause)); err != nil {
+			if err := ix.Follow(ctx, e.src); err != nil {
 				t.Errorf("indexer.Follow: %v", err)
 			}
 		}()
@@ -250,7 +253,8 @@ func (e *env) start(eo envOpts) {
 // paused: the watcher then blocks on sending and stops reading inotify.
 type pausable struct {
 	*watcher.Watcher
-	out chan watcher.Event
+	out   chan watcher.Event
+	taken atomic.Uint64 // events taken from the watcher's channel
 }
 
 func newPausable(ctx context.Context, w *watcher.Watcher, pause <-chan bool) *pausable {
@@ -269,6 +273,7 @@ func newPausable(ctx context.Context, w *watcher.Watcher, pause <-chan bool) *pa
 				if !ok {
 					return
 				}
+				p.taken.Add(1)
 				select {
 				case p.out <- ev:
 				case <-ctx.Done():
@@ -283,6 +288,14 @@ func newPausable(ctx context.Context, w *watcher.Watcher, pause <-chan bool) *pa
 }
 
 func (p *pausable) Events() <-chan watcher.Event { return p.out }
+
+// watcherBlocked reports whether the watcher is stuck sending: its channel
+// is full and one more event is on its way. Events the watcher counted
+// before a pause may still sit in the channel, so the count is against
+// what the hand-off took, not against a count read at the pause.
+func (e *env) watcherBlocked() bool {
+	return e.w.Emitted()-e.src.taken.Load() > uint64(cap(e.w.Events()))
+}
 
 // stop shuts everything down, checks the index and closes it.
 func (e *env) stop() {
