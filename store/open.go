@@ -167,10 +167,11 @@ type Store struct {
 	runs       atomic.Int64              // runs written to the pending bucket since it was last emptied
 	inoFilter  atomic.Pointer[runFilter] // the inodes pendinodes may name (runfilter.go); nil: seek in the runs
 	settleReq  chan chan error
-	deferring  bool      // the writer's current group defers its digest entries
-	mergeSkip  bool      // a merge was cut short: skip entries already merged
-	mergeFails int       // merges failed in a row
-	mergeAfter time.Time // no merge of the writer's own before then
+	soon       chan struct{} // SettleSoon's requests (pending.go)
+	deferring  bool          // the writer's current group defers its digest entries
+	mergeSkip  bool          // a merge was cut short: skip entries already merged
+	mergeFails int           // merges failed in a row
+	mergeAfter time.Time     // no merge of the writer's own before then
 
 	epoch  epoch      // directory mappings version, for read caches
 	fences fenceSet   // raised by callers that drop what they found gone (fence.go)
@@ -227,6 +228,7 @@ func Open(path string, opts Options) (*Store, error) {
 		group:   newGroupSize(opts.MaxBatch, opts.MaxGroupNodes),
 
 		settleReq: make(chan chan error),
+		soon:      make(chan struct{}, 1),
 	}
 	if err := s.countPending(); err != nil {
 		_ = db.Close()

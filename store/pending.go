@@ -38,7 +38,9 @@ import (
 // A merge starts once the pending entries are as many as those merged
 // (from mergeMin on), so each merge rewrites the digest index's leaves
 // about once for as many new entries as it holds, or once maxRuns runs
-// wait, which bounds a lookup's seeks. It runs in transactions of
+// wait, which bounds a lookup's seeks; also when the writer has had no
+// change for mergeIdle, or when asked (SettleSoon: the indexer asks once
+// a scan's last changes are on their way). It runs in transactions of
 // mergeTxEntries and empties the pending bucket in the last one. A crash
 // between them leaves entries both merged and pending; the next merge
 // skips those already in the digest index.
@@ -329,6 +331,25 @@ func (s *Store) settle(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// DeferredGroup is the fewest changes in a group that defers its new
+// digest entries to a merge: once fewer changes than this are still to
+// come, none of them will add a pending entry.
+const DeferredGroup = deferMinGroup
+
+// SettleSoon asks the writer to merge what is pending once it is between
+// groups, and returns at once. The indexer calls it when no walk runs and
+// fewer than DeferredGroup changes are on their way: the last merge of a
+// scan then runs while its last files are hashed (large files, which
+// finish last), not after the scan. Without it that merge waits until the
+// writer has had no change for mergeIdle, which a trickle of large files
+// postpones to the end.
+func (s *Store) SettleSoon() {
+	select {
+	case s.soon <- struct{}{}:
+	default: // asked already
+	}
 }
 
 // Ungrouped returns how many records are indexed by digest but not yet in

@@ -130,6 +130,56 @@ func TestLargeGroupsDeferDigests(t *testing.T) {
 	sameDups(t, s, m)
 }
 
+// SettleSoon merges what is pending without waiting for the writer to be
+// idle: here a change arrives every 20 ms, so the idle merge never comes.
+func TestSettleSoonMergesWhileChangesTrickle(t *testing.T) {
+	s := openTestAt(t, filepath.Join(t.TempDir(), "index.db"),
+		Options{NoSync: true, MaxDelay: time.Second, MaxIdle: 200 * time.Millisecond, mergeIdle: 300 * time.Millisecond})
+	cs, m := pendingLoad()
+	if err := s.SubmitAll(context.Background(), cs); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Ungrouped(); n == 0 {
+		t.Fatalf("after one group of %d changes nothing is pending", len(cs))
+	}
+	stop := make(chan struct{})
+	trickled := make(chan struct{})
+	go func() {
+		defer close(trickled)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			path := fmt.Sprintf("/elsewhere/f%d", i)
+			r := rec(path, 10, 9, uint64(5000+i))
+			m[path] = r
+			s.Submit(Change{Op: OpPut, Path: []byte(path), Record: r}, func(error) {})
+		}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	if n := s.Ungrouped(); n == 0 {
+		t.Fatal("the trickle did not keep the writer from its idle merge; the test shows nothing")
+	}
+	s.SettleSoon()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Ungrouped() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stop)
+	<-trickled
+	if n := s.Ungrouped(); n > 0 {
+		t.Fatalf("%d entries still pending 10 s after SettleSoon", n)
+	}
+	if err := s.Settle(context.Background()); err != nil { // the trickle's last changes
+		t.Fatal(err)
+	}
+	sameDups(t, s, m)
+	s.SettleSoon() // nothing pending: nothing to do
+	mustCheck(t, s)
+}
+
 // A merge cut short leaves entries both merged and pending. The index
 // stays consistent, a read-only open lists them but cannot group them, and
 // the next merge finishes without counting any twice.

@@ -242,6 +242,10 @@ func (s *Store) Run(ctx context.Context) error {
 			}
 		case reply := <-s.settleReq:
 			reply <- s.merge()
+		case <-s.soon:
+			if s.pending.Load() > 0 && time.Now().After(s.mergeAfter) {
+				s.mergeLogged()
+			}
 		case <-idle.C:
 			s.mergeLogged()
 		case <-ctx.Done():

@@ -61,6 +61,7 @@ type walkLive struct {
 type walks struct {
 	mu      sync.Mutex
 	running map[*scan]struct{}
+	active  atomic.Int64      // len(running), read without mu
 	totals  map[string]totals // root → its last complete scan
 	start   time.Time         // when the walks running now began, as a period
 	hashed0 int64             // bytes hashed when it began
@@ -87,6 +88,7 @@ func (s *scanner) expect(ctx context.Context, sc *scan) (stop func()) {
 		ws.start, ws.hashed0 = time.Now(), s.m.bytesHashed.Load()
 	}
 	ws.running[sc] = struct{}{}
+	ws.active.Store(int64(len(ws.running)))
 	t, known := ws.totals[sc.dir]
 	ws.mu.Unlock()
 	if known {
@@ -126,8 +128,12 @@ func (s *scanner) count(ctx context.Context, sc *scan) {
 func (ws *walks) walked(sc *scan) {
 	ws.mu.Lock()
 	delete(ws.running, sc)
+	ws.active.Store(int64(len(ws.running)))
 	ws.mu.Unlock()
 }
+
+// walking reports whether a scan's walk runs now.
+func (ws *walks) walking() bool { return ws.active.Load() > 0 }
 
 // record keeps what a complete scan of a root saw, for the next one.
 func (s *scanner) record(dir string, files, bytes int64) {

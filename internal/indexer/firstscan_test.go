@@ -2,14 +2,20 @@ package indexer
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store"
 )
 
 // A first scan into an empty index does not stat the files it walks: each
@@ -111,4 +117,76 @@ func TestUnstatedFileAlreadyQueuedIsSized(t *testing.T) {
 	if p := e.ix.Progress(); p.BytesSeen != 2*5000 {
 		t.Errorf("bytes seen %d over two scans, want %d", p.BytesSeen, 2*5000)
 	}
+}
+
+// The last merge of a scan's digest entries runs while its last file, a
+// large one, is still being hashed, not after it: once no walk runs and
+// fewer changes are on their way than a deferring group holds, the
+// pipeline asks the store to settle. Changes arriving every 20 ms keep the
+// writer from its idle merge meanwhile, so the hint alone can merge.
+func TestLastMergeRunsWhileLargeFilesHash(t *testing.T) {
+	root := t.TempDir()
+	const small = 1500
+	for i := range small {
+		writeOld(t, filepath.Join(root, fmt.Sprintf("s%d/f%d", i%10, i)), fmt.Sprint("small ", i))
+	}
+	big := filepath.Join(root, "big.bin")
+	writeOld(t, big, strings.Repeat("z", 1<<20))
+	h := &countingHasher{n: make(map[string]int)}
+	entered, release := h.hold(big)
+	var log syncBuffer
+	e := newEnv(t, root, envOpts{noWatch: true, h: h, store: &store.Options{NoSync: true,
+		MaxDelay: 3 * time.Second, MaxIdle: 500 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))}})
+	<-entered
+	stop := make(chan struct{})
+	trickled := make(chan struct{})
+	var once sync.Once
+	end := func() { // before the env stops (cleanups run last first)
+		once.Do(func() {
+			close(stop)
+			<-trickled
+			close(release)
+		})
+	}
+	t.Cleanup(end)
+	go func() {
+		defer close(trickled)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			path := fmt.Appendf(nil, "/elsewhere/f%d", i)
+			d := sha256.Sum256(path)
+			r := store.Record{Backend: key.SHA256E, Digest: d[:], Size: int64(i), Ino: uint64(i + 1)}
+			e.st.Submit(store.Change{Op: store.OpPut, Path: path, Record: r}, func(error) {})
+		}
+	}()
+	waitFor(t, "the scan's digest entries merged while its large file is hashed", func() bool {
+		st, err := e.st.Stats()
+		return err == nil && st.Digested >= small && st.Ungrouped == 0 &&
+			strings.Contains(log.String(), "merged pending digest entries")
+	})
+	end()
+	e.settle(settleTimeout)
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

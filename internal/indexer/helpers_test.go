@@ -155,6 +155,7 @@ type envOpts struct {
 	noWatch bool
 	quiet   time.Duration
 	opts    Options
+	store   *store.Options // nil: no sync, groups of at most 5 ms
 }
 
 func newEnv(t *testing.T, root string, eo envOpts) *env {
@@ -169,7 +170,11 @@ func newEnv(t *testing.T, root string, eo envOpts) *env {
 
 func (e *env) start(eo envOpts) {
 	t := e.t
-	st, err := store.Open(e.index, store.Options{NoSync: true, MaxDelay: 5 * time.Millisecond})
+	so := store.Options{NoSync: true, MaxDelay: 5 * time.Millisecond}
+	if eo.store != nil {
+		so = *eo.store
+	}
+	st, err := store.Open(e.index, so)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -175,6 +175,7 @@ func New(st *store.Store, h Hasher, opt Options) (*Indexer, error) {
 	}
 	ix.pipe = newPipeline(st, opt.MaxPending, opt.MaxWrites, ix.log, ix.m, ix.idle)
 	ix.scans = newScanner(ix)
+	ix.pipe.walking = ix.scans.walks.walking
 	ix.moves = &renamer{st: st, pipe: ix.pipe, paths: paths, ticks: ix.ticks, ledger: opt.Ledger,
 		scans: ix.scans, log: ix.log}
 	ix.check = &checker{pipe: ix.pipe, st: st, h: h, backend: opt.Backend, ledger: opt.Ledger,

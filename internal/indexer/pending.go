@@ -70,26 +70,26 @@ func (p *pendingSet) takeRehash(path string) bool {
 
 // release takes path out of the set, unless another check was asked for:
 // then it stays, the flag is cleared, and release returns true with the
-// scans that must be told about the next check. empty reports that the set
-// is empty now.
-func (p *pendingSet) release(path string) (again bool, scans []*scan, empty bool) {
+// scans that must be told about the next check. left is how many paths the
+// set holds now.
+func (p *pendingSet) release(path string) (again bool, scans []*scan, left int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e, ok := p.m[path]
 	if !ok {
-		return false, nil, len(p.m) == 0
+		return false, nil, len(p.m)
 	}
 	if e.again {
 		e.again = false
 		scans, e.againScans = e.againScans, nil
-		return true, scans, false
+		return true, scans, len(p.m)
 	}
 	delete(p.m, path)
 	p.bytes -= e.size
 	if e.done != nil {
 		close(e.done)
 	}
-	return false, nil, len(p.m) == 0
+	return false, nil, len(p.m)
 }
 
 // has reports whether path is in the pipeline.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -37,6 +38,8 @@ type pipeline struct {
 	requeue requeue
 	pend    *pendingSet
 	writes  chan struct{} // semaphore: store writes in flight
+	walking func() bool   // whether a scan's walk runs; nil: never hint
+	hinted  atomic.Bool   // the store was asked to settle since fewer paths than store.DeferredGroup were left
 }
 
 func newPipeline(st *store.Store, maxPending, maxWrites int, log *slog.Logger, m *counters, idle *signal) *pipeline {
@@ -180,12 +183,29 @@ func (p *pipeline) finish(j job) {
 		sc.live.settled.Add(j.size)
 		sc.wg.Done()
 	}
-	again, scans, empty := p.pend.release(j.path)
+	again, scans, left := p.pend.release(j.path)
 	if again {
 		p.push(job{path: j.path, scans: scans})
 	}
-	if empty {
+	if left == 0 {
 		p.idle.notify()
+	}
+	p.hintSettle(left)
+}
+
+// hintSettle asks the store to merge its pending digest entries
+// (store.SettleSoon) once no walk runs and fewer paths are left in the
+// pipeline than a group that defers entries holds: no later change adds
+// a pending entry, so this merge is the scan's last, and it runs while
+// the scan's last files, the large ones, are still being hashed. It asks
+// once each time the pipeline falls below that size.
+func (p *pipeline) hintSettle(left int) {
+	if left >= store.DeferredGroup {
+		p.hinted.Store(false)
+		return
+	}
+	if p.walking != nil && !p.walking() && !p.hinted.Swap(true) {
+		p.st.SettleSoon()
 	}
 }
 
