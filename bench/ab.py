@@ -11,6 +11,10 @@ into the page cache except every K-th in sorted walk order, which is
 dropped with POSIX_FADV_DONTNEED: K=300 is a cache that is nearly warm (a
 few pages of the scan from storage), K=10 one that is a tenth cold. Needs
 no root.
+REWARM=1: read the whole tree again before every run. Where the kernel
+pages out what was not touched for a while (DAMON's pageout scheme on the
+benchmark machine evicts pages idle for 60 s), one read at the start
+leaves later rounds partly cold.
 """
 import os, subprocess, sys, shutil, time, statistics, tempfile
 tree, runs, bins = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
@@ -53,12 +57,16 @@ if evict:
     print("dropping every %d-th file: %.0f MB of the tree out of the page cache before each run" % (evict, settle() / 1e6), flush=True)
 else:
     subprocess.run("find '%s' -type f -print0 | xargs -0 -P2 -n 256 cat >/dev/null" % tree, shell=True)
+rewarm = os.environ.get("REWARM") == "1"
+def warm():
+    subprocess.run("find '%s' -type f -print0 | xargs -0 -P4 -n 256 cat >/dev/null" % tree, shell=True)
 res = {n: [] for n in names + ["bare"]}
 for r in range(runs):
     order = names + ["bare"]
     if r % 2: order = order[::-1]
     for n in order:
         if evict: settle()
+        elif rewarm: warm()
         if n == "bare":
             w, c = timed([bare, tree])
         else:
