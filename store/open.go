@@ -154,9 +154,13 @@ type Store struct {
 	closed  bool
 	running sync.Mutex // held by Run
 	writer  sync.Mutex // held by Run, by Close while it drains and by a settle that merges
-	batch   []item     // the writer's group, reused
-	group   groupSize  // the writer's cap on a group (group.go)
-	nodes   int64      // the nodes the writer's last transaction touched
+	// txBufs are a write transaction's entries written in key order at
+	// its end (txbuf.go), reused by the next; only a transaction, under
+	// bbolt's write lock, touches them.
+	txBufs  [3]keyBuf
+	batch   []item    // the writer's group, reused
+	group   groupSize // the writer's cap on a group (group.go)
+	nodes   int64     // the nodes the writer's last transaction touched
 	once    sync.Once
 	errOnce error
 

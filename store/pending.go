@@ -116,20 +116,16 @@ func (e *pendingEntry) record() Record {
 
 // deferDigest adds the digest entry dk ‖ fk to this transaction's run.
 func (w *wtx) deferDigest(dk, fk []byte, r *Record) error {
-	if w.digRun == nil {
-		w.digRun = make(map[string][]byte)
-	}
 	w.pendDelta++
-	w.digRun[string(dk)+string(fk)] = encodePending(dk, fk, r)
+	w.rbuf = append(append(w.rbuf[:0], dk...), fk...)
+	w.digRun.add(w.rbuf, encodePending(dk, fk, r))
 	return nil
 }
 
 // flushDigests writes this transaction's deferred digest entries as one
 // run.
 func (w *wtx) flushDigests() error {
-	err := writeRun(w.pend, w.digRun)
-	clear(w.digRun)
-	return err
+	return writeRunSorted(w.pend, w.digRun)
 }
 
 // dropPending removes the pending entry dk ‖ fk, reporting whether there
@@ -139,13 +135,12 @@ func (w *wtx) dropPending(dk, fk []byte) (bool, error) {
 	if w.pendCommitted+w.pendDelta <= 0 {
 		return false, nil
 	}
-	e := string(dk) + string(fk)
-	if _, ok := w.digRun[e]; ok {
-		delete(w.digRun, e)
+	e := append(bytes.Clone(dk), fk...)
+	if w.digRun.remove(e) {
 		w.pendDelta--
 		return true, nil
 	}
-	k, err := w.digDrops.find(w.pend, []byte(e))
+	k, err := w.digDrops.find(w.pend, e)
 	if k == nil || err != nil {
 		return false, err
 	}

@@ -43,10 +43,7 @@ var bucketPendInodes = []byte("pendinodes")
 // first prefix bytes the inode's) to this transaction's run and to the
 // inode filter, before the run commits (runfilter.go).
 func (w *wtx) deferInode(ik []byte, prefix int) {
-	if w.inoRun == nil {
-		w.inoRun = make(map[string][]byte)
-	}
-	w.inoRun[string(ik)] = nil
+	w.inoRun.add(ik, nil)
 	if w.inoFilter != nil {
 		w.inoFilter.add(ik[:prefix])
 	}
@@ -55,16 +52,13 @@ func (w *wtx) deferInode(ik []byte, prefix int) {
 // flushInodes writes this transaction's deferred inode entries as one
 // run.
 func (w *wtx) flushInodes() error {
-	err := writeRun(w.pendIno, w.inoRun)
-	clear(w.inoRun)
-	return err
+	return writeRunSorted(w.pendIno, w.inoRun)
 }
 
 // dropPendingInode removes the deferred inode entry ik, if there is one:
 // from this transaction's run, or from a committed one.
 func (w *wtx) dropPendingInode(ik []byte) error {
-	if _, ok := w.inoRun[string(ik)]; ok {
-		delete(w.inoRun, string(ik))
+	if w.inoRun.remove(ik) {
 		return nil
 	}
 	k, err := w.inoDrops.find(w.pendIno, ik)

@@ -85,6 +85,25 @@ func writeRun(b *bolt.Bucket, entries map[string][]byte) error {
 	return nil
 }
 
+// writeRunSorted writes the entries of buf to the run bucket b as one new
+// run, in key order, so that they append to it; buf is emptied.
+func writeRunSorted(b *bolt.Bucket, buf *keyBuf) error {
+	if buf.empty() {
+		buf.reset()
+		return nil
+	}
+	run, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	b.FillPercent = appendFill
+	key := binary.BigEndian.AppendUint64(nil, run)
+	return buf.each(func(e, v []byte) error {
+		key = append(key[:runHeader], e...)
+		return b.Put(key, v) // bbolt copies keys
+	})
+}
+
 // runMerge reads the runs of a run bucket side by side, in the order of
 // their entries. It keeps where each run goes on, so one merge spans
 // transactions; the bucket must not change in between.

@@ -321,7 +321,7 @@ func toSchema5(tx *bolt.Tx, merged int) error {
 	if err != nil {
 		return err
 	}
-	w, err := newWtx(tx, &epoch{})
+	w, err := newWtx(tx, &epoch{}, &[3]keyBuf{})
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,9 @@ import (
 // when Record.Audited holds. Keys only grow as records are verified or
 // hashed again, so "the least recently verified first" is a walk from the
 // first key, and "everything a pass must still read" is the range below
-// the time the pass began: nothing to resume but the time itself.
+// the time the pass began: nothing to resume but the time itself. A write
+// transaction puts its new entries in key order when it ends (txbuf.go):
+// the hashers finish files a little out of order, and in order they append.
 
 var bucketVerified = []byte("verified") // be64(Checked) ‖ file key → uvarint(size)
 
@@ -70,7 +72,9 @@ func (w *wtx) indexVerified(fk []byte, r *Record) error {
 	if !r.Audited() {
 		return nil
 	}
-	return w.verifiedBucket().Put(verifiedKey(nil, r.Checked(), fk), binary.AppendUvarint(nil, uint64(r.Size)))
+	w.vbuf = verifiedKey(w.vbuf, r.Checked(), fk)
+	w.verRun.add(w.vbuf, binary.AppendUvarint(nil, uint64(r.Size)))
+	return nil
 }
 
 // unindexVerified removes r, stored under fk, from the verified index.
@@ -78,7 +82,10 @@ func (w *wtx) unindexVerified(fk []byte, r *Record) error {
 	if !r.Audited() {
 		return nil
 	}
-	return w.verifiedBucket().Delete(verifiedKey(nil, r.Checked(), fk))
+	w.vbuf = verifiedKey(w.vbuf, r.Checked(), fk)
+	// Put then deleted in one transaction is deleted, whatever was there.
+	w.verRun.remove(w.vbuf)
+	return w.verifiedBucket().Delete(w.vbuf)
 }
 
 // reindexVerified moves fk's entry when a record replaced in place (same

@@ -421,7 +421,7 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 	defer s.epoch.end()
 	var delta, digested, runs int64
 	err = s.db.Update(func(tx *bolt.Tx) error {
-		w, err := newWtx(tx, &s.epoch)
+		w, err := newWtx(tx, &s.epoch, &s.txBufs)
 		if err != nil {
 			return err
 		}

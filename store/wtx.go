@@ -80,7 +80,7 @@ type wtx struct {
 	meta, user, files, dirs, dirNames, digest, inodes, grps *bolt.Bucket
 	dups                                                    *bolt.Bucket
 	c, c0                                                   counters
-	ibuf, dbuf                                              []byte
+	ibuf, dbuf, vbuf, rbuf                                  []byte
 	dirCache                                                map[string]uint64 // dir key → id, this tx only
 	epoch                                                   *epoch
 	// digestCur is reused for lookups in the digest index; every use
@@ -93,29 +93,38 @@ type wtx struct {
 	newDirs map[uint64][]byte
 	// tails watch the buckets that a first scan appends to.
 	tails [3]*tail
-	log   *txLog // the change log, nil when not kept (changes.go)
+	// verRun holds this transaction's new verified-index entries, put in
+	// key order at its end (verified.go).
+	verRun *keyBuf
+	log    *txLog // the change log, nil when not kept (changes.go)
 
 	// The deferred digest entries (pending.go): the bucket, how many it
 	// held when the transaction began and how many this one added.
 	pend                     *bolt.Bucket
 	pendCommitted, pendDelta int64
-	digRun                   map[string][]byte // this transaction's run: entry → value
-	digDrops                 runDrops          // drops from committed runs
-	deferDigests             bool              // this group's new digest and inode entries wait for a merge
-	mergeSkip                bool              // entries may be both pending and merged (a cut-short merge)
+	digRun                   *keyBuf  // this transaction's run: entry → value
+	digDrops                 runDrops // drops from committed runs
+	deferDigests             bool     // this group's new digest and inode entries wait for a merge
+	mergeSkip                bool     // entries may be both pending and merged (a cut-short merge)
 
 	// The deferred inode entries (pendinodes.go): the bucket, this
 	// transaction's run and its drops from committed runs.
 	pendIno   *bolt.Bucket
-	inoRun    map[string][]byte // entry → nil
+	inoRun    *keyBuf // entry → nil
 	inoDrops  runDrops
 	inoFilter *runFilter // takes the prefix of each deferred inode entry (runfilter.go); may be nil
 
 	fences *fenceSet // the store's raised fences, which applied changes break
 }
 
-func newWtx(tx *bolt.Tx, e *epoch) (*wtx, error) {
-	w := &wtx{tx: tx, epoch: e,
+// newWtx begins applying changes in tx; bufs are the writer's buffers
+// for the entries written in key order at the end (txbuf.go), emptied
+// here.
+func newWtx(tx *bolt.Tx, e *epoch, bufs *[3]keyBuf) (*wtx, error) {
+	for i := range bufs {
+		bufs[i].reset()
+	}
+	w := &wtx{tx: tx, epoch: e, digRun: &bufs[0], inoRun: &bufs[1], verRun: &bufs[2],
 		meta: tx.Bucket(bucketMeta), user: tx.Bucket(bucketUser), files: tx.Bucket(bucketFiles),
 		dirs: tx.Bucket(bucketDirs), dirNames: tx.Bucket(bucketDirNames), digest: tx.Bucket(bucketDigest),
 		inodes: tx.Bucket(bucketInodes), grps: tx.Bucket(bucketGroups), dups: tx.Bucket(bucketDups),
@@ -135,6 +144,9 @@ func newWtx(tx *bolt.Tx, e *epoch) (*wtx, error) {
 func (w *wtx) finish() error {
 	for _, t := range w.tails {
 		t.setFill()
+	}
+	if err := putSorted(w.verifiedBucket(), w.verRun); err != nil {
+		return err
 	}
 	if err := w.flushDigests(); err != nil {
 		return err
