@@ -12,9 +12,9 @@ import (
 // append to the bucket's last leaves instead of landing between entries
 // put earlier in the same transaction. It replaces a map from entry to
 // value: the keys sit in one arena that the writer reuses from one
-// transaction to the next, and an index by key is built only once a
-// transaction removes an entry it added (rare: a path put and changed
-// again within one group).
+// transaction to the next (up to keyBufKeep of them), and an index by key
+// is built only at the first removal while entries are buffered (a path
+// put and changed again within one group, a verified entry replaced).
 type keyBuf struct {
 	arena []byte
 	ents  []bufEntry
@@ -29,8 +29,20 @@ type bufEntry struct {
 
 func (b *keyBuf) key(e *bufEntry) []byte { return b.arena[e.off : e.off+e.n] }
 
-// reset forgets every entry, keeping the memory.
+// keyBufKeep is the most entries whose memory a keyBuf keeps for the next
+// transaction: a group's worth (Options.MaxBatch). One transaction that
+// re-puts a large tree (a directory moved over another, move.go) would
+// otherwise leave megabytes held for the life of the store.
+const keyBufKeep = 8192
+
+// reset forgets every entry, and the values they held; it keeps the
+// memory of up to keyBufKeep entries.
 func (b *keyBuf) reset() {
+	clear(b.ents)
+	if cap(b.ents) > keyBufKeep {
+		*b = keyBuf{}
+		return
+	}
 	b.arena, b.ents, b.at = b.arena[:0], b.ents[:0], nil
 }
 

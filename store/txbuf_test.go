@@ -53,3 +53,25 @@ func TestKeyBufMatchesAMap(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyBufForgetsALargeTransaction: after a transaction of more entries
+// than a group, reset gives their memory back, and it drops the values of
+// the entries it keeps room for.
+func TestKeyBufForgetsALargeTransaction(t *testing.T) {
+	var b keyBuf
+	for i := range 3 * keyBufKeep {
+		b.add(fmt.Appendf(nil, "k%06d", i), []byte("v"))
+	}
+	b.reset()
+	if cap(b.ents) != 0 || cap(b.arena) != 0 {
+		t.Fatalf("after a large transaction reset keeps room for %d entries and %d key bytes", cap(b.ents), cap(b.arena))
+	}
+	b.add([]byte("k"), []byte("v"))
+	b.reset()
+	if cap(b.ents) == 0 {
+		t.Fatal("reset gave back the memory of a small transaction")
+	}
+	if v := b.ents[:1][0].v; v != nil {
+		t.Fatalf("reset keeps a value alive: %q", v)
+	}
+}
