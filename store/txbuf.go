@@ -30,9 +30,9 @@ type bufEntry struct {
 func (b *keyBuf) key(e *bufEntry) []byte { return b.arena[e.off : e.off+e.n] }
 
 // keyBufKeep is the most entries whose memory a keyBuf keeps for the next
-// transaction: a group's worth (Options.MaxBatch). One transaction that
-// re-puts a large tree (a directory moved over another, move.go) would
-// otherwise leave megabytes held for the life of the store.
+// transaction: twice the default group (Options.MaxBatch). One transaction
+// that re-puts a large tree (a directory moved over another, move.go)
+// would otherwise leave megabytes held for the life of the store.
 const keyBufKeep = 8192
 
 // reset forgets every entry, and the values they held; it keeps the
