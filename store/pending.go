@@ -125,7 +125,7 @@ func (w *wtx) deferDigest(dk, fk []byte, r *Record) error {
 // flushDigests writes this transaction's deferred digest entries as one
 // run.
 func (w *wtx) flushDigests() error {
-	return writeRunSorted(w.pend, w.digRun)
+	return writeRun(w.pend, w.digRun)
 }
 
 // dropPending removes the pending entry dk ‖ fk, reporting whether there
@@ -393,11 +393,11 @@ func migratePendingRuns(tx *bolt.Tx) error {
 	if old == nil {
 		return fmt.Errorf("%w: bucket %q missing", ErrCorrupt, bucketPending)
 	}
-	entries := map[string][]byte{}
+	var entries keyBuf
 	var damaged [][2][]byte
 	err := old.ForEach(func(k, v []byte) error {
 		if e, err := decodePending(v); err == nil {
-			entries[string(e.dk)+string(e.fk)] = bytes.Clone(v)
+			entries.add(append(bytes.Clone(e.dk), e.fk...), bytes.Clone(v))
 		} else {
 			// Damage stays for Check to report and fails the merge, as it
 			// did before: in run 0, which NextSequence never hands out.
@@ -415,7 +415,7 @@ func migratePendingRuns(tx *bolt.Tx) error {
 	if err != nil {
 		return err
 	}
-	if err := writeRun(b, entries); err != nil {
+	if err := writeRun(b, &entries); err != nil {
 		return err
 	}
 	for _, kv := range damaged {

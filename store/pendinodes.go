@@ -52,7 +52,7 @@ func (w *wtx) deferInode(ik []byte, prefix int) {
 // flushInodes writes this transaction's deferred inode entries as one
 // run.
 func (w *wtx) flushInodes() error {
-	return writeRunSorted(w.pendIno, w.inoRun)
+	return writeRun(w.pendIno, w.inoRun)
 }
 
 // dropPendingInode removes the deferred inode entry ik, if there is one:

@@ -5,9 +5,7 @@ import (
 	"container/heap"
 	"encoding/binary"
 	"fmt"
-	"maps"
 	"math"
-	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -64,30 +62,9 @@ func firstOfRuns(b *bolt.Bucket, fn func(first []byte) bool) error {
 	return nil
 }
 
-// writeRun writes entries (entry → value) to the run bucket b as one new
-// run, in key order, so that they append to it.
-func writeRun(b *bolt.Bucket, entries map[string][]byte) error {
-	if len(entries) == 0 {
-		return nil
-	}
-	run, err := b.NextSequence()
-	if err != nil {
-		return err
-	}
-	b.FillPercent = appendFill
-	head := binary.BigEndian.AppendUint64(nil, run)
-	for _, e := range slices.Sorted(maps.Keys(entries)) {
-		// bbolt keeps a reference to values until the commit: each is its own.
-		if err := b.Put(append(head[:runHeader:runHeader], e...), entries[e]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// writeRunSorted writes the entries of buf to the run bucket b as one new
-// run, in key order, so that they append to it; buf is emptied.
-func writeRunSorted(b *bolt.Bucket, buf *keyBuf) error {
+// writeRun writes the entries of buf to the run bucket b as one new run,
+// in key order, so that they append to it; buf is emptied.
+func writeRun(b *bolt.Bucket, buf *keyBuf) error {
 	if buf.empty() {
 		buf.reset()
 		return nil

@@ -10,11 +10,12 @@ import (
 // keyBuf collects the entries one transaction adds to a bucket and writes
 // them in key order when the transaction ends (wtx.finish), so that they
 // append to the bucket's last leaves instead of landing between entries
-// put earlier in the same transaction. It replaces a map from entry to
-// value: the keys sit in one arena that the writer reuses from one
-// transaction to the next (up to keyBufKeep of them), and an index by key
-// is built only at the first removal while entries are buffered (a path
-// put and changed again within one group, a verified entry replaced).
+// put earlier in the same transaction; the schema-5 migration writes its
+// one run through it too. Unlike a map from entry to value, it keeps the
+// keys in one arena that the writer reuses from one transaction to the
+// next (up to keyBufKeep of them), and builds an index by key only at the
+// first removal while entries are buffered (a path put and changed again
+// within one group, a verified entry replaced).
 type keyBuf struct {
 	arena []byte
 	ents  []bufEntry
