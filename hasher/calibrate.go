@@ -22,7 +22,7 @@ import (
 // calibrationFormat changes whenever what Calibrate measures or how it
 // derives the policy changes; stored calibrations of another format are
 // redone.
-const calibrationFormat = 4
+const calibrationFormat = 5
 
 // DefaultBudget is the time Calibrate may take.
 const DefaultBudget = time.Second
@@ -580,20 +580,26 @@ func derive(c *Calibration, impl SHA256Impl) {
 			sizeStr(p.InlineMax), c.HandoffUs, 100*handoffShare, fileMBps, sizeStr(DefaultInlineMax), inlineBand)
 	}
 
+	single, _ := c.Candidate(string(impl))
+	p.BatchKernel = chooseBatch(c, single.MBps)
+	inFileMBps := fileMBps
+	if batch, ok := c.Candidate("mbsha256 " + p.BatchKernel); ok && p.BatchKernel != "" {
+		inFileMBps = batchFromFile(batch.MBps, single.MBps, fileMBps)
+		c.note("in-process hashing from a file with the %s lanes busy: %.0f MB/s per core (%.0f MB/s in memory, plus the read cost that single-stream hashing from a file measured)",
+			p.BatchKernel, inFileMBps, batch.MBps)
+	}
 	var inOverheadUs float64
 	if len(c.PerFile) > 0 {
 		inOverheadUs = c.PerFile[0].InlineUs
 	}
-	p.ExternalMin, p.External = chooseExternal(c, fileMBps, inOverheadUs, p.InlineMax)
+	p.ExternalMin, p.External = chooseExternal(c, inFileMBps, inOverheadUs, p.InlineMax)
 	switch {
 	case p.ExternalMin != 0:
 	case fileMBps <= 0:
 		c.note("external_min = never: in-process hashing from a file was not measured, so no external program could be shown to win")
 	default:
-		c.note("external_min = never: no external program hashes faster than in-process (%.0f MB/s from a file)", fileMBps)
+		c.note("external_min = never: no external program hashes faster than in-process (%.0f MB/s from a file)", inFileMBps)
 	}
-	single, _ := c.Candidate(string(impl))
-	p.BatchKernel = chooseBatch(c, single.MBps)
 	p.Workers = c.Fingerprint.NumCPU
 	c.note("workers = %d: one per CPU", p.Workers)
 	c.Policy = p
@@ -644,6 +650,26 @@ func roundUpPow2(n int64) int64 {
 		return 1
 	}
 	return 1 << bits.Len64(uint64(n-1))
+}
+
+// batchFromFile is the rate per core of hashing files in a batch kernel's
+// lanes (batchMBps on buffers in memory): the single-stream measurements
+// in memory (singleMBps) and from a file (fileMBps) give what reading
+// costs per byte, which the lanes pay as well. An external program runs
+// one stream on a core, so where large files go to the lanes it must beat
+// this rate, not single-stream hashing: in a scan, with every lane busy,
+// each byte it hashes costs the core more than the lanes would. (A lone
+// large file is hashed in one lane, near single-stream speed; its wall
+// time is what the external program would save, a few per cent.)
+func batchFromFile(batchMBps, singleMBps, fileMBps float64) float64 {
+	if batchMBps <= 0 || fileMBps <= 0 {
+		return fileMBps
+	}
+	readUsPerByte := 0.0
+	if singleMBps > fileMBps {
+		readUsPerByte = 1/fileMBps - 1/singleMBps
+	}
+	return 1 / (1/batchMBps + readUsPerByte)
 }
 
 // chooseExternal marks each verified external program chosen or rejected and
