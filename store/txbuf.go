@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -100,7 +101,11 @@ func (b *keyBuf) empty() bool {
 // only the later), then forgets them all.
 func (b *keyBuf) each(fn func(k, v []byte) error) error {
 	defer b.reset()
-	slices.SortStableFunc(b.ents, func(x, y bufEntry) int { return bytes.Compare(b.key(&x), b.key(&y)) })
+	// Ties go by arena offset, which grows with every add: the order
+	// of a stable sort, at the cost of an unstable one.
+	slices.SortFunc(b.ents, func(x, y bufEntry) int {
+		return cmp.Or(bytes.Compare(b.key(&x), b.key(&y)), cmp.Compare(x.off, y.off))
+	})
 	for i := 0; i < len(b.ents); {
 		// The adds of one key are side by side, in the order they came.
 		j, last := i, -1
