@@ -72,8 +72,10 @@ type Candidate struct {
 	MBps float64 `json:"mb_per_s,omitempty"`
 	// OverheadUs: external, a run over an empty input (fork, exec, exit).
 	OverheadUs float64 `json:"overhead_us,omitempty"`
-	Chosen     bool    `json:"chosen"`
-	Rejected   string  `json:"rejected,omitempty"` // why not chosen
+	// Lanes: batch, the streams the kernel hashes at once.
+	Lanes    int    `json:"lanes,omitempty"`
+	Chosen   bool   `json:"chosen"`
+	Rejected string `json:"rejected,omitempty"` // why not chosen
 }
 
 // Candidate kinds.
