@@ -2,8 +2,9 @@
 """ab.py — alternated warm first scans of several annexd builds, the bare loop in every round.
 
 Usage: bench/ab.py TREE RUNS BIN... (annexd binaries; bench/bareloop is built here)
-Each run copies one calibration index (made on CALTREE, default an empty
-directory, so CALTREE=DIR measures a scan into an index that holds DIR) and
+Each run copies its build's calibration index (made by that build on
+CALTREE, default an empty directory, so CALTREE=DIR measures a scan into an
+index that holds DIR) and
 runs annexd --exit-when-idle on TREE, timed with wait4; the order of the
 builds alternates between rounds, and medians leave out round 1.
 EVICT_EVERY=K: before every run (the bare loop's too), every file is read
@@ -34,8 +35,11 @@ def timed(a):
     err = p.stderr.read(); _, st, ru = os.wait4(p.pid, 0); w = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(st) != 0: print("FAIL", a, err[-2000:], file=sys.stderr); sys.exit(1)
     return w, ru.ru_utime + ru.ru_stime
-cal = work + "/cal.db"
-timed(argv(bins[0], cal, os.environ.get("CALTREE", work + "/empty")))
+# One calibration index per build: a build whose calibration format or
+# fingerprint differs from another's would calibrate again in every run.
+cal = {n: work + "/cal-%d.db" % i for i, n in enumerate(names)}
+for n in names:
+    timed(argv(path[n], cal[n], os.environ.get("CALTREE", work + "/empty")))
 evict = int(os.environ.get("EVICT_EVERY", "0"))
 files = []
 if evict:
@@ -70,7 +74,7 @@ for r in range(runs):
         if n == "bare":
             w, c = timed([bare, tree])
         else:
-            idx = work + "/idx.db"; shutil.copyfile(cal, idx)
+            idx = work + "/idx.db"; shutil.copyfile(cal[n], idx)
             w, c = timed(argv(path[n], idx, tree)); os.remove(idx)
         res[n].append((w, c)); print("round %d %-10s wall %.2f cpu %.2f load %s" % (r, n, w, c, open("/proc/loadavg").read().split()[0]), flush=True)
 for n, v in res.items():
