@@ -87,7 +87,7 @@ func verifyMultiBuffer(e *mbsha256.Engine) bool {
 
 // kernelWin is how much faster than a kernel with fewer lanes a
 // multi-buffer kernel must measure to be chosen. On the AMD EPYC benchmark
-// machine avx512x16 measured 0.9-1.2× shanix2 on buffers in memory (more
+// machine avx512x16 measured 0.90-1.16× shanix2 on buffers in memory (more
 // under the shared overload, whose sha256sum loop shares the SHA unit),
 // yet ran first scans 6 % slower (BENCHMARKS.md): the narrower kernel pays
 // from fewer busy lanes and holds fewer files in memory, and a lead of a
