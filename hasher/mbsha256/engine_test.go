@@ -535,3 +535,48 @@ func TestHashFeedMixedPausedAndSoon(t *testing.T) {
 		}
 	}
 }
+
+// A stream left alone in its lanes while the feed is dry for a moment is
+// hashed on by slices, and the feed is asked again between them: a stream
+// that comes later joins the same call (and the kernel) instead of waiting
+// for the first to be finished alone to its end. Both digests are
+// crypto/sha256's, whether the first stream's state moved from the lanes
+// to crypto/sha256 and back once or several times.
+func TestDryFeedAskedBetweenSlices(t *testing.T) {
+	long := randomBytes(41, 5*aloneSlice+12345)
+	late := randomBytes(42, 3*aloneSlice+77)
+	for _, dry := range []int{1, 3} {
+		for _, te := range engines(t) {
+			t.Run(fmt.Sprintf("dry%d/%s", dry, te.name), func(t *testing.T) {
+				calls := 0
+				next := func(bool) (Input, Feed) {
+					calls++
+					switch {
+					case calls == 1:
+						return Input{R: bytes.NewReader(long)}, Taken
+					case calls == 2+dry:
+						return Input{R: &choppyReader{late, rand.New(rand.NewPCG(5, 6))}}, Taken
+					}
+					return Input{}, Dry
+				}
+				got := make(map[int]Result)
+				hashes := 0
+				for calls < 2+dry {
+					hashes++
+					before := len(got)
+					if err := te.e.HashFeed(context.Background(), next, func(j int, r Result) { got[before+j] = r }); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if te.e.k != nil && hashes != 1 {
+					t.Errorf("%d calls of HashFeed: the long stream was finished alone before the feed was asked again", hashes)
+				}
+				for j, in := range [][]byte{long, late} {
+					if r := got[j]; r.Err != nil || r.Size != int64(len(in)) || r.Sum != sha256.Sum256(in) {
+						t.Errorf("stream %d (%d bytes): %+v", j, len(in), r)
+					}
+				}
+			})
+		}
+	}
+}
