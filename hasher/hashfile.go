@@ -187,7 +187,13 @@ func openStable(path string, before *fsstat.FileInfo) (*stableFile, error) {
 // symlink at path is unix.ELOOP, as it is; other failures are
 // *fs.PathError, with nothing left open.
 func openFstat(path string) (int, fsstat.FileInfo, error) {
-	fd, err := openNoFollow(path)
+	return openFstatAt(unix.AT_FDCWD, path, path)
+}
+
+// openFstatAt is openFstat for name in the directory dirfd, which path
+// names (errors name path).
+func openFstatAt(dirfd int, name, path string) (int, fsstat.FileInfo, error) {
+	fd, err := openNoFollowAt(dirfd, name)
 	if err == unix.ELOOP {
 		return -1, fsstat.FileInfo{}, err
 	}
@@ -202,9 +208,11 @@ func openFstat(path string) (int, fsstat.FileInfo, error) {
 	return fd, fi, nil
 }
 
-func openNoFollow(path string) (int, error) {
+func openNoFollow(path string) (int, error) { return openNoFollowAt(unix.AT_FDCWD, path) }
+
+func openNoFollowAt(dirfd int, name string) (int, error) {
 	for {
-		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != unix.EINTR {
 			return fd, err
 		}
@@ -373,8 +381,15 @@ var errFileTaken = errors.New("hasher: file already hashed or closed")
 // again and refused with an error wrapping ErrNotRegular. Opening a device
 // node may have effects of its own, so Open is for paths that a directory
 // listing says are regular files.
-func Open(path string) (*File, error) {
-	fd, fi, err := openFstat(path)
+func Open(path string) (*File, error) { return OpenAt(unix.AT_FDCWD, path, path) }
+
+// OpenAt is Open for the file name in the directory open as dirfd (an
+// O_PATH descriptor will do) that path names, and saves the lookup of
+// every directory on the path. The identity checked after reading is
+// still the lstat of path, which ties the descriptor to path whatever
+// directory dirfd names by then (renamed, say).
+func OpenAt(dirfd int, name, path string) (*File, error) {
+	fd, fi, err := openFstatAt(dirfd, name, path)
 	if err == unix.ELOOP {
 		return nil, notRegular(path, fsstat.FileInfo{Mode: fs.ModeSymlink})
 	}

@@ -32,6 +32,7 @@ type checker struct {
 	log        *slog.Logger
 	maxRetries int
 	onLost     LostWriteFunc // Options.OnLostWrite
+	dirs       dirFds        // the directories first scans open files in
 }
 
 // check checks one path and does what it needs.
@@ -66,7 +67,7 @@ func (c *checker) check(ctx context.Context, j job) {
 func (c *checker) stat(j *job) (fsstat.FileInfo, *hasher.File, error) {
 	if j.open {
 		j.open = false
-		f, err := hasher.Open(j.path)
+		f, err := c.dirs.open(j.path)
 		if err == nil {
 			c.sized(j, f.Info().Size)
 			return f.Info(), f, nil

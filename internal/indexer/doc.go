@@ -53,8 +53,11 @@
 // instead, a write each (a tree of 10^7 files holds 32 MiB for the set
 // while it is walked and marks the other 6 million records). A walk into
 // an empty index, which hashes every file, stats none of the files whose
-// type the directory gives: the checker opens each (hasher.Open) and takes
-// its identity, and its size for the scan's totals, from the descriptor.
+// type the directory gives: the checker opens each (hasher.OpenAt, through
+// a descriptor of its directory that dirFds keeps while the pipeline is
+// busy) and takes its identity, and its size for the scan's totals, from
+// the descriptor; the lstat of the full path after reading still decides
+// what was read.
 // Until then the file counts in the walk's files but not yet in its bytes
 // or in the pipeline's queued bytes. When the walk
 // finished and every path it queued has settled, the records under the

@@ -37,6 +37,9 @@ func TestFirstScanOpensInsteadOfStat(t *testing.T) {
 	if got := e.h.openedCount(); got != n {
 		t.Errorf("the first scan hashed %d files it opened itself, want %d", got, n)
 	}
+	if held := e.ix.check.dirs.held(); held != 0 {
+		t.Errorf("the idle indexer holds %d directories open", held)
+	}
 	for i := range n {
 		p := filepath.Join(root, fmt.Sprintf("d%d/f%d", i%4, i))
 		rec, ok, err := e.st.Get([]byte(p))

@@ -181,6 +181,7 @@ func New(st *store.Store, h Hasher, opt Options) (*Indexer, error) {
 	ix.check = &checker{pipe: ix.pipe, st: st, h: h, backend: opt.Backend, ledger: opt.Ledger,
 		ticks: ix.ticks, paths: paths, scans: ix.scans, moves: ix.moves, m: ix.m, log: ix.log,
 		maxRetries: opt.MaxRetries, onLost: opt.OnLostWrite}
+	ix.pipe.emptied = ix.check.dirs.closeAll // an idle daemon holds no directory open
 	ix.removals = newRemovals(opt.RemoveDelay, ix.idle)
 	ix.moves.removed = ix.removeLater
 	ix.feed = &feed{ix: ix}

@@ -34,6 +34,7 @@ type pipeline struct {
 	log     *slog.Logger
 	m       *counters
 	idle    *signal // told when the pipeline empties
+	emptied func()  // called when the pipeline empties; nil: nothing
 	queue   chan job
 	requeue requeue
 	pend    *pendingSet
@@ -188,6 +189,9 @@ func (p *pipeline) finish(j job) {
 		p.push(job{path: j.path, scans: scans})
 	}
 	if left == 0 {
+		if p.emptied != nil {
+			p.emptied()
+		}
 		p.idle.notify()
 	}
 	p.hintSettle(left)
