@@ -208,8 +208,6 @@ func openFstatAt(dirfd int, name, path string) (int, fsstat.FileInfo, error) {
 	return fd, fi, nil
 }
 
-func openNoFollow(path string) (int, error) { return openNoFollowAt(unix.AT_FDCWD, path) }
-
 func openNoFollowAt(dirfd int, name string) (int, error) {
 	for {
 		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
