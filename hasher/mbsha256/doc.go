@@ -34,10 +34,13 @@
 //
 // When the queue is empty and too few lanes are left busy for the kernel to
 // beat crypto/sha256, the streams still in flight move to the two SHA-NI
-// lanes when the CPU has them, and the last one is finished by crypto/sha256
+// lanes when the CPU has them, and the last one is hashed on by crypto/sha256
 // resumed from the lane's state, so that a batch's tail keeps at least about
-// the speed of hashing the streams one after another. Handing streams
-// largest first keeps the most lanes busy while the long ones run.
+// the speed of hashing the streams one after another. It goes on a slice
+// (1 MiB) at a time, and the queue is asked again between slices: a stream
+// queued meanwhile joins it in the lanes, so one long file does not keep
+// the one-stream rate for the rest of its length. Handing streams largest
+// first keeps the most lanes busy while the long ones run.
 //
 // # Caveats
 //

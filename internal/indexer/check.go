@@ -97,7 +97,7 @@ func (c *checker) sized(j *job, size int64) {
 // checkFile checks a regular file against its record; f is the file open,
 // or nil.
 func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *hasher.File) {
-	c.pipe.pend.setSize(j.path, fi.Size)
+	c.pipe.pend.setSize(j.path, j.entry, fi.Size)
 	c.ticks.learn(fi.Dev, j.path)
 	c.st.Saw(j.path) // before the read: a fenced drop or sweep must spare a record kept
 	rec, ok, err := c.record(&j)
@@ -107,7 +107,7 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *h
 		c.pipe.finish(j)
 		return
 	}
-	written := c.pipe.pend.takeRehash(j.path) || c.written(j.path, fi, rec, ok)
+	written := c.pipe.pend.takeRehash(j.path, j.entry) || c.written(j.path, fi, rec, ok)
 	switch {
 	case ok && !written && c.ticks.settled(&rec, fi):
 		c.settle(j)

@@ -28,6 +28,12 @@ func newPendingSet() *pendingSet {
 // asks for one more check afterwards (on behalf of sc, if not nil) and
 // reports false.
 func (p *pendingSet) add(path string, sc *scan, size int64) bool {
+	return p.addEntry(path, sc, size) != nil
+}
+
+// addEntry is add returning the new entry, nil when path was there: a job
+// that keeps it sets its size without a look-up (setEntrySize).
+func (p *pendingSet) addEntry(path string, sc *scan, size int64) *pendingEntry {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if e, ok := p.m[path]; ok {
@@ -36,11 +42,12 @@ func (p *pendingSet) add(path string, sc *scan, size int64) bool {
 			sc.wg.Add(1)
 			e.againScans = append(e.againScans, sc)
 		}
-		return false
+		return nil
 	}
-	p.m[path] = &pendingEntry{size: size}
+	e := &pendingEntry{size: size}
+	p.m[path] = e
 	p.bytes += size
-	return true
+	return e
 }
 
 // addRehash is add, and marks path to be hashed at its next check even
@@ -56,12 +63,15 @@ func (p *pendingSet) addRehash(path string) bool {
 }
 
 // takeRehash reports whether path was marked by addRehash since its last
-// check, and clears the mark.
-func (p *pendingSet) takeRehash(path string) bool {
+// check, and clears the mark; e is the path's entry when its job kept it,
+// as for setSize.
+func (p *pendingSet) takeRehash(path string, e *pendingEntry) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	e, ok := p.m[path]
-	if !ok || !e.rehash {
+	if e == nil {
+		e = p.m[path]
+	}
+	if e == nil || !e.rehash {
 		return false
 	}
 	e.rehash = false
@@ -122,12 +132,17 @@ func (p *pendingSet) stats() (n int, bytes int64) {
 	return len(p.m), p.bytes
 }
 
-// setSize records the size of a path once it is known.
-func (p *pendingSet) setSize(path string, size int64) {
+// setSize records the size of a path once it is known; e is the path's
+// entry when its job kept it (it stays the path's until the job's finish
+// releases it), else nil.
+func (p *pendingSet) setSize(path string, e *pendingEntry, size int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e, ok := p.m[path]; ok {
-		p.bytes += size - e.size
-		e.size = size
+	if e == nil {
+		if e = p.m[path]; e == nil {
+			return
+		}
 	}
+	p.bytes += size - e.size
+	e.size = size
 }

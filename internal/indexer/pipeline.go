@@ -24,6 +24,7 @@ type job struct {
 	noAdopt bool             // the index was empty when the walk started: no rename to find
 	absent  bool             // the walk's check found no record, saving a look-up
 	size    int64            // the file's size when its walk queued it (or its checker opened it), for its scans' progress
+	entry   *pendingEntry    // the path's entry in the pipeline's set when enqueue made it; nil: look it up
 }
 
 // pipeline carries paths to the workers and their results to the store. A
@@ -70,7 +71,7 @@ func (p *pipeline) start(ctx context.Context, g *errgroup.Group, n int, check fu
 // more check is asked for, on behalf of sc if not nil). It blocks while the
 // queue is full.
 func (p *pipeline) enqueue(ctx context.Context, j job, sc *scan, size int64) {
-	if !p.pend.add(j.path, sc, size) {
+	if j.entry = p.pend.addEntry(j.path, sc, size); j.entry == nil {
 		if j.open && sc != nil {
 			p.sizeFor(j.path, sc) // its own check will not size it for sc
 		}
