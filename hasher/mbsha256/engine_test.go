@@ -543,40 +543,48 @@ func TestHashFeedMixedPausedAndSoon(t *testing.T) {
 // crypto/sha256's, whether the first stream's state moved from the lanes
 // to crypto/sha256 and back once or several times.
 func TestDryFeedAskedBetweenSlices(t *testing.T) {
-	long := randomBytes(41, 5*aloneSlice+12345)
+	// One long stream is moved on alone, three by the finisher's lanes
+	// where there is one: either way the feed is asked again between
+	// slices, and a stream that comes meanwhile joins them in the lanes.
 	late := randomBytes(42, 3*aloneSlice+77)
-	for _, dry := range []int{1, 3} {
-		for _, te := range engines(t) {
-			t.Run(fmt.Sprintf("dry%d/%s", dry, te.name), func(t *testing.T) {
-				calls := 0
-				next := func(bool) (Input, Feed) {
-					calls++
-					switch {
-					case calls == 1:
-						return Input{R: bytes.NewReader(long)}, Taken
-					case calls == 2+dry:
-						return Input{R: &choppyReader{late, rand.New(rand.NewPCG(5, 6))}}, Taken
+	for _, streams := range []int{1, 3} {
+		var long [][]byte
+		for i := range streams {
+			long = append(long, randomBytes(uint64(41+10*i), 5*max(aloneSlice, finisherSlice)+12345*(i+1)))
+		}
+		for _, dry := range []int{1, 3} {
+			for _, te := range engines(t) {
+				t.Run(fmt.Sprintf("long%d/dry%d/%s", streams, dry, te.name), func(t *testing.T) {
+					calls := 0
+					next := func(bool) (Input, Feed) {
+						calls++
+						switch {
+						case calls <= streams:
+							return Input{R: bytes.NewReader(long[calls-1])}, Taken
+						case calls == streams+1+dry:
+							return Input{R: &choppyReader{late, rand.New(rand.NewPCG(5, 6))}}, Taken
+						}
+						return Input{}, Dry
 					}
-					return Input{}, Dry
-				}
-				got := make(map[int]Result)
-				hashes := 0
-				for calls < 2+dry {
-					hashes++
-					before := len(got)
-					if err := te.e.HashFeed(context.Background(), next, func(j int, r Result) { got[before+j] = r }); err != nil {
-						t.Fatal(err)
+					got := make(map[int]Result)
+					hashes := 0
+					for calls < streams+1+dry {
+						hashes++
+						before := len(got)
+						if err := te.e.HashFeed(context.Background(), next, func(j int, r Result) { got[before+j] = r }); err != nil {
+							t.Fatal(err)
+						}
 					}
-				}
-				if te.e.k != nil && hashes != 1 {
-					t.Errorf("%d calls of HashFeed: the long stream was finished alone before the feed was asked again", hashes)
-				}
-				for j, in := range [][]byte{long, late} {
-					if r := got[j]; r.Err != nil || r.Size != int64(len(in)) || r.Sum != sha256.Sum256(in) {
-						t.Errorf("stream %d (%d bytes): %+v", j, len(in), r)
+					if te.e.k != nil && hashes != 1 {
+						t.Errorf("%d calls of HashFeed: the long streams were finished before the feed was asked again", hashes)
 					}
-				}
-			})
+					for j, in := range append(long[:len(long):len(long)], late) {
+						if r := got[j]; r.Err != nil || r.Size != int64(len(in)) || r.Sum != sha256.Sum256(in) {
+							t.Errorf("stream %d (%d bytes): %+v", j, len(in), r)
+						}
+					}
+				})
+			}
 		}
 	}
 }
