@@ -223,12 +223,14 @@ func TestOpenReadOnlyDirectory(t *testing.T) {
 // damagePage overwrites one page of the file with garbage.
 func damagePage(t *testing.T, path string, page int64) {
 	t.Helper()
+	var ps int
+	boltView(t, path, func(tx *bolt.Tx) { ps = tx.DB().Info().PageSize })
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	junk := make([]byte, os.Getpagesize())
+	junk := make([]byte, ps)
 	for i := range junk {
 		junk[i] = byte(i*7 + 13)
 	}

@@ -34,7 +34,8 @@ type CompactResult struct {
 // leaves either the old or the new index at path, never a partial one
 // (the next Compact removes the copy a crash left behind). When path is a
 // symlink, the file it points to is replaced, keeping its permissions and
-// owner. It needs free space for a second copy of the live data.
+// owner. It needs free space for a second copy of the live data. The copy
+// has the page size of a new index (pageSize), whatever the old one had.
 func Compact(path string, opts Options) (CompactResult, error) {
 	if _, err := os.Stat(path); err != nil {
 		return CompactResult{}, fmt.Errorf("%w at %s: %v", ErrNoIndex, path, err)
@@ -95,7 +96,7 @@ func (s *Store) copyCompact(real string, want Report) (name string, err error) {
 			_ = os.Remove(name)
 		}
 	}()
-	dst, err := bolt.Open(name, 0o600, &bolt.Options{NoSync: true, FreelistType: bolt.FreelistMapType})
+	dst, err := bolt.Open(name, 0o600, &bolt.Options{NoSync: true, FreelistType: bolt.FreelistMapType, PageSize: pageSize})
 	if err != nil {
 		return "", fmt.Errorf("store: compact %s: %w", s.path, err)
 	}

@@ -76,7 +76,7 @@ func migrateKeys(src *bolt.DB, path string, opts Options) error {
 // writeMigrated copies src into the new file name with schema-2 keys,
 // syncs and checks the copy, and returns the number of records.
 func writeMigrated(src *bolt.DB, name string) (int, error) {
-	dst, err := bolt.Open(name, 0o600, &bolt.Options{NoSync: true, FreelistType: bolt.FreelistMapType})
+	dst, err := bolt.Open(name, 0o600, &bolt.Options{NoSync: true, FreelistType: bolt.FreelistMapType, PageSize: pageSize})
 	if err != nil {
 		return 0, err
 	}

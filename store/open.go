@@ -49,6 +49,14 @@ var (
 	metaGeneration = []byte("generation")
 )
 
+// pageSize is the bbolt page size of a new index (an existing one keeps
+// its own). Each commit writes every dirty page with a pwrite of its own,
+// and a first scan dirties pages mostly by appending: pages of 16 KiB cut
+// the store's CPU time of a first scan by about a tenth against 4 KiB
+// (BENCHMARKS.md), with a quarter as many system calls and fewer levels
+// of branch pages to rewrite.
+const pageSize = 16 << 10
+
 // formatID marks a bbolt file as an annexd index.
 const formatID = "annexd-index"
 
@@ -312,7 +320,7 @@ func hint(err error) string {
 }
 
 func initIndex(name string, opts Options) error {
-	db, err := bolt.Open(name, 0o600, &bolt.Options{NoSync: opts.NoSync})
+	db, err := bolt.Open(name, 0o600, &bolt.Options{NoSync: opts.NoSync, PageSize: pageSize})
 	if err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ func TestMoveAsideKeepsDamagedFileAndMeta(t *testing.T) {
 
 // A value on a damaged page is not kept; the index is still moved aside.
 func TestMoveAsideLosesOnlyWhatIsDamaged(t *testing.T) {
-	path := indexWithMeta(t, 100, bytes.Repeat([]byte("c"), 3000)) // too large to be inline
+	path := indexWithMeta(t, 100, bytes.Repeat([]byte("c"), pageSize/2)) // too large to be inline
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
