@@ -61,9 +61,10 @@ Without ROOT arguments the roots come from the config file. Flags override
 the config file ($XDG_CONFIG_HOME/annexd/annexd.toml, or --config); every key
 is documented in configs/annexd.example.toml.
 
-The Go runtime's soft memory limit is 96 MiB unless GOMEMLIMIT is set, and
-it runs Go code on four threads per CPU while annexd reads from disk unless
-GOMAXPROCS is set.`
+The Go runtime's soft memory limit is 96 MiB unless GOMEMLIMIT is set;
+while annexd indexes in bulk it is 128 MiB, with GOGC=200, unless GOGC or
+GOMEMLIMIT is set. Go code runs on four threads per CPU while annexd reads
+from disk unless GOMAXPROCS is set.`
 	root.Example = `  annexd ~/                      index your home directory and keep it current
   annexd --index /srv/idx.db /srv/data
   annexctl status --wait          (in another terminal) wait for the first scan`
@@ -164,7 +165,8 @@ func runDaemon(cmd *cobra.Command, args []string, f *runFlags) error {
 		// to change it).
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
-	opts := daemon.Options{Version: version(), ExitWhenIdle: f.exitWhenIdle, NoDataSync: f.noDataSync}
+	opts := daemon.Options{Version: version(), ExitWhenIdle: f.exitWhenIdle, NoDataSync: f.noDataSync,
+		PaceGC: os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == ""}
 	app, err := daemon.New(cfg, log, opts)
 	if err != nil {
 		return &exitError{Code: exitUsage, Err: err}

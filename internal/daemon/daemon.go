@@ -29,6 +29,7 @@ import (
 	"github.com/annexd/annexd/internal/audit"
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/ignore"
+	"github.com/annexd/annexd/internal/gcpace"
 	"github.com/annexd/annexd/internal/indexer"
 	"github.com/annexd/annexd/internal/ledger"
 	"github.com/annexd/annexd/internal/roots"
@@ -79,6 +80,10 @@ type Options struct {
 	// Registry receives the daemon's metrics and is served on /metrics;
 	// nil makes a fresh one.
 	Registry *prometheus.Registry
+	// PaceGC lets the collector run less often while the indexer works in
+	// bulk (package gcpace). It changes the whole process, so only the
+	// program sets it.
+	PaceGC bool
 }
 
 // App is one annexd instance.
@@ -219,6 +224,9 @@ func (a *App) Run(ctx context.Context) error {
 	g.Go(func() error { return a.watchDamage(runCtx) })
 	g.Go(func() error { return a.runDedup(runCtx) })
 	g.Go(func() error { return a.audit.Load().Run(runCtx) })
+	if a.opts.PaceGC {
+		g.Go(func() error { gcpace.Run(runCtx, gcpace.Options{Busy: a.bulk}); return nil })
+	}
 	a.link.start(runCtx, g, a.st)
 	if a.opts.ExitWhenIdle {
 		g.Go(func() error {
@@ -484,6 +492,16 @@ func (a *App) logProgress(ctx context.Context) error {
 		a.log.Info("indexing", "files_seen", p.FilesSeen, "files_hashed", p.FilesHashed,
 			"queued", p.FilesQueued, "bytes_queued", p.BytesQueued, "remaining", p.Remaining.Round(time.Second))
 	}
+}
+
+// bulkQueued is how many queued files make bulk work (bulk).
+const bulkQueued = 512
+
+// bulk reports whether the indexer works in bulk: a walk runs, or many
+// files are queued. A lone change in its quiet period is not bulk work.
+func (a *App) bulk() bool {
+	p := a.ix.Progress()
+	return !p.Idle && (p.Walk != nil || p.FilesQueued >= bulkQueued)
 }
 
 // goVersion is reported by status.
