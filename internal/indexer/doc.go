@@ -59,7 +59,12 @@
 // the descriptor; the lstat of the full path after reading still decides
 // what was read.
 // Until then the file counts in the walk's files but not yet in its bytes
-// or in the pipeline's queued bytes. When the walk
+// or in the pipeline's queued bytes. The first scan of a root also runs a
+// counting walk for its progress (expect.go), which stats every file long
+// before the scan's walk reaches it; it queues the first 64 files of 16
+// MiB or more ahead of the walk, so that their long streams share the
+// hasher's lanes with the small files instead of being hashed alone at the
+// end. The walk meets them later and finds them settled. When the walk
 // finished and every path it queued has settled, the records under the
 // walked directory with an older generation whose paths it did not see
 // belong to files that no longer exist, and the sweep drops them. Records

@@ -50,6 +50,20 @@ func (p *pendingSet) addEntry(path string, sc *scan, size int64) *pendingEntry {
 	return e
 }
 
+// addNew puts path in the set and returns its new entry, or returns nil
+// when it is there already, asking for nothing more.
+func (p *pendingSet) addNew(path string, size int64) *pendingEntry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.m[path]; ok {
+		return nil
+	}
+	e := &pendingEntry{size: size}
+	p.m[path] = e
+	p.bytes += size
+	return e
+}
+
 // addRehash is add, and marks path to be hashed at its next check even
 // when its record looks current.
 func (p *pendingSet) addRehash(path string) bool {

@@ -88,6 +88,17 @@ func (p *pipeline) enqueue(ctx context.Context, j job, sc *scan, size int64) {
 	}
 }
 
+// enqueueFirst puts j ahead of the queue unless its path is in the
+// pipeline already, and reports whether it did. No scan waits for it: the
+// walk that meets the path later checks it, and finds it settled.
+func (p *pipeline) enqueueFirst(j job, size int64) bool {
+	if j.entry = p.pend.addNew(j.path, size); j.entry == nil {
+		return false
+	}
+	p.push(j)
+	return true
+}
+
 // sizeFor counts the size of path, walked by sc without a stat, in what
 // sc saw, from an lstat: the path was in the pipeline already, and the
 // check that sc now waits for does not open it.

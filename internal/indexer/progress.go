@@ -19,6 +19,7 @@ type counters struct {
 	removed                  atomic.Int64 // records dropped
 	scans                    atomic.Int64 // walks completed with a sweep
 	onDemand                 atomic.Int64 // hashes run by Lookup
+	early                    atomic.Int64 // large files queued ahead of their walk (expect.go)
 }
 
 // hashed counts one file of size bytes hashed.

@@ -32,8 +32,9 @@ type scan struct {
 	unread  map[string]bool // paths the walk could not read: their subtrees are not swept
 	tooMany bool            // more than maxUnread: nothing is swept
 
-	live  walkLive     // what the walk saw and expects (expect.go)
-	sized atomic.Int64 // bytes of the files the walk did not stat, counted as they are opened
+	emptyIndex bool         // the index held no record when the scan began
+	live       walkLive     // what the walk saw and expects (expect.go)
+	sized      atomic.Int64 // bytes of the files the walk did not stat, counted as they are opened
 }
 
 // maxUnread bounds the unreadable paths a scan remembers.
@@ -243,7 +244,7 @@ func (s *scanner) scan(ctx context.Context, dir string) {
 		s.log.Error("cannot start scan", "dir", dir, "err", err)
 		return
 	}
-	sc := &scan{dir: dir, gen: gen, seen: newSeenSet(), unread: make(map[string]bool)}
+	sc := &scan{dir: dir, gen: gen, seen: newSeenSet(), unread: make(map[string]bool), emptyIndex: s.indexEmpty()}
 	if fi, err := fsstat.Lstat(dir); err == nil {
 		s.ticks.learn(fi.Dev, dir)
 	}
@@ -290,7 +291,7 @@ type walked struct {
 func (s *scanner) walk(ctx context.Context, sc *scan) walked {
 	var w walked
 	root := s.paths.roots.IsRoot(sc.dir)
-	empty := s.indexEmpty()
+	empty := sc.emptyIndex
 	ck := s.startCheckers(ctx, sc, empty)
 	batch := ck.newBatch()
 	flush := func() {
