@@ -507,10 +507,7 @@ func (e *Engine) handOver(lanes []int) feeder {
 		if len(lanes) == 0 {
 			return Dry
 		}
-		src, dst := &e.lanes[lanes[0]], &to.lanes[i]
-		buf := dst.buf
-		*dst = *src
-		*src = lane{buf: buf}
+		moveLane(&to.lanes[i], &e.lanes[lanes[0]])
 		for w := range 8 {
 			to.state[w][i] = e.state[w][lanes[0]]
 		}
@@ -531,15 +528,26 @@ func (e *Engine) takeBack(f *Engine) {
 		for e.lanes[i].busy {
 			i++ // every stream came from a lane of e, freed when it left
 		}
-		dst := &e.lanes[i]
-		buf := dst.buf
-		*dst = *src
-		*src = lane{buf: buf}
+		moveLane(&e.lanes[i], src)
 		for w := range 8 {
 			e.state[w][i] = f.state[w][j]
 		}
 	}
 	f.release()
+}
+
+// moveLane moves the stream in lane src to the free lane dst, which gives
+// src its chunk buffer in exchange, so that each keeps one. A padded end
+// lies in the lane's own tail, which moves by value: dst's blocks are
+// pointed at its own copy before src's is cleared.
+func moveLane(dst, src *lane) {
+	buf := dst.buf
+	*dst = *src
+	if dst.padded && len(dst.blocks) > 0 {
+		end := pad(&dst.tail, dst.rest, dst.size)
+		dst.blocks = dst.tail[end-len(dst.blocks) : end]
+	}
+	*src = lane{buf: buf}
 }
 
 // finisherSlice is how much of each stream a finisher hashes before it

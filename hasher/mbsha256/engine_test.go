@@ -588,3 +588,149 @@ func TestDryFeedAskedBetweenSlices(t *testing.T) {
 		}
 	}
 }
+
+// finishingEngines are the engines, with their default drain threshold,
+// of the kernels that hand their last streams to a finisher.
+func finishingEngines(t *testing.T) []testEngine {
+	var out []testEngine
+	for _, k := range kernels() {
+		if e := newEngine(k); k.have && e.finisher != nil {
+			out = append(out, testEngine{k.name, e})
+		}
+	}
+	if len(out) == 0 {
+		t.Skip("no kernel of this CPU hands its last streams to a finisher")
+	}
+	return out
+}
+
+// Two streams drained into the finisher: the shorter ends with two padding
+// blocks, one of them still pending when the finisher's slice ends, so it
+// is handed back with its padded end in the lane's own tail.
+func TestFinisherGivesBackHalfPaddedStream(t *testing.T) {
+	a := randomBytes(1, (finisherSlice/64)*64+36)
+	b := randomBytes(2, (finisherSlice/64-1)*64+60) // 60 bytes left: two padding blocks
+	inputs := [][]byte{a, b}
+	for _, te := range finishingEngines(t) {
+		t.Run(te.name, func(t *testing.T) {
+			res := te.e.SumReaders(context.Background(), []io.Reader{bytes.NewReader(a), bytes.NewReader(b)})
+			for i, r := range res {
+				if r.Err != nil || r.Sum != sha256.Sum256(inputs[i]) {
+					t.Errorf("reader %d (%d bytes): sum %x, want %x (err %v)", i, len(inputs[i]), r.Sum, sha256.Sum256(inputs[i]), r.Err)
+				}
+			}
+			for i, s := range te.e.SumMany(inputs) {
+				if s != sha256.Sum256(inputs[i]) {
+					t.Errorf("memory input %d (%d bytes): wrong sum", i, len(inputs[i]))
+				}
+			}
+		})
+	}
+}
+
+// Random mixes of streams near multiples of the finisher's slice, in memory
+// or read, fed with dry spells between them: every stream is reported once,
+// with crypto/sha256's digest.
+func TestRandomFinisherHandBacks(t *testing.T) {
+	for _, te := range finishingEngines(t) {
+		t.Run(te.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(7, 8))
+			bad := 0
+			for iter := range 40 {
+				var ins [][]byte
+				for i := range 2 + r.IntN(5) {
+					size := ((finisherSlice/64)*(1+r.IntN(2))+r.IntN(5)-2)*64 + r.IntN(128)
+					if r.IntN(3) == 0 {
+						size = r.IntN(600 << 10)
+					}
+					ins = append(ins, randomBytes(uint64(iter*10+i), size))
+				}
+				mem, dryEvery := r.IntN(2) == 0, 1+r.IntN(3)
+				calls, fed := 0, 0
+				next := func(bool) (Input, Feed) {
+					calls++
+					if fed == len(ins) || (fed > 1 && calls%dryEvery != 0) {
+						return Input{}, Dry
+					}
+					fed++
+					if mem {
+						return Input{Data: ins[fed-1]}, Taken
+					}
+					return Input{R: bytes.NewReader(ins[fed-1])}, Taken
+				}
+				got, seen := map[int]Result{}, map[int]int{}
+				for len(got) < len(ins) {
+					base := len(got)
+					if err := te.e.HashFeed(context.Background(), next, func(j int, res Result) {
+						got[base+j] = res
+						seen[base+j]++
+					}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for j, in := range ins {
+					if seen[j] != 1 || got[j].Err != nil || got[j].Sum != sha256.Sum256(in) {
+						if bad++; bad <= 5 {
+							t.Errorf("iteration %d, stream %d (%d bytes, in memory %v): reported %d times, %+v", iter, j, len(in), mem, seen[j], got[j])
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// cancelAfter reads r and cancels after n reads.
+type cancelAfter struct {
+	r      *bytes.Reader
+	n      int
+	cancel func()
+}
+
+func (c *cancelAfter) Read(p []byte) (int, error) {
+	if c.n--; c.n == 0 {
+		c.cancel()
+	}
+	return c.r.Read(p)
+}
+
+// A context ended while streams are in the finisher's lanes reports every
+// stream taken exactly once, and the engine hashes right afterwards.
+func TestCancelInFinisherReportsOnce(t *testing.T) {
+	for _, te := range finishingEngines(t) {
+		for _, reads := range []int{1, 4, 17, 37} {
+			for _, streams := range []int{2, 3, 6} {
+				t.Run(fmt.Sprintf("%s/%d/%d", te.name, reads, streams), func(t *testing.T) {
+					ctx, cancel := context.WithCancel(context.Background())
+					defer cancel()
+					i := 0
+					next := func(bool) (Input, Feed) {
+						if i == streams {
+							return Input{}, Dry
+						}
+						i++
+						var rd io.Reader = bytes.NewReader(randomBytes(uint64(i), 3*finisherSlice+i*1000))
+						if i == 1 {
+							rd = &cancelAfter{r: bytes.NewReader(randomBytes(uint64(i), 3*finisherSlice)), n: reads, cancel: cancel}
+						}
+						return Input{R: rd}, Taken
+					}
+					seen := map[int]int{}
+					if err := te.e.HashFeed(ctx, next, func(j int, r Result) { seen[j]++ }); !errors.Is(err, context.Canceled) {
+						t.Fatalf("HashFeed = %v, want context.Canceled", err)
+					}
+					for j := range i {
+						if seen[j] != 1 {
+							t.Errorf("stream %d reported %d times", j, seen[j])
+						}
+					}
+					data := randomBytes(99, 2*finisherSlice+5)
+					res := te.e.SumReaders(context.Background(), []io.Reader{bytes.NewReader(data), bytes.NewReader(data[:finisherSlice+70])})
+					if res[0].Sum != sha256.Sum256(data) || res[1].Sum != sha256.Sum256(data[:finisherSlice+70]) {
+						t.Error("wrong digests after the cancel")
+					}
+				})
+			}
+		}
+	}
+}

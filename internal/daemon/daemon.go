@@ -28,8 +28,8 @@ import (
 	_ "github.com/annexd/annexd/hasher/simd" // sha256-simd, a candidate of the calibration
 	"github.com/annexd/annexd/internal/audit"
 	"github.com/annexd/annexd/internal/config"
-	"github.com/annexd/annexd/internal/ignore"
 	"github.com/annexd/annexd/internal/gcpace"
+	"github.com/annexd/annexd/internal/ignore"
 	"github.com/annexd/annexd/internal/indexer"
 	"github.com/annexd/annexd/internal/ledger"
 	"github.com/annexd/annexd/internal/roots"
