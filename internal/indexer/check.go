@@ -272,7 +272,10 @@ func (c *checker) okRecord(res hasher.Result, startNs int64) store.Record {
 // a sweep does not drop a file that merely keeps changing.
 func (c *checker) retry(ctx context.Context, j job, err error) {
 	c.m.retries.Add(1)
-	for _, sc := range j.scans {
+	// The scans that met the path meanwhile (it was queued by an event, or
+	// ahead of their walk) wait no longer either: they keep its old record
+	// too, and the check they asked for still follows.
+	for _, sc := range append(j.scans, c.pipe.pend.takeScans(j.path, j.entry)...) {
 		c.pipe.markSeen(j.path, sc)
 		sc.wg.Done()
 	}

@@ -1,13 +1,19 @@
 package indexer
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/annexd/annexd/walker"
 )
 
 // writeLarge makes a sparse file of size bytes with an mtime an hour ago.
@@ -26,13 +32,15 @@ func writeLarge(t *testing.T, p string, size int64) {
 // under z/, which the scan's walk meets last; it returns the large file's
 // path and the tree's size.
 func earlyTree(t *testing.T, root string, n int) (string, int64) {
-	var total int64
-	for i := range n {
+	order := walkOrder(t, root, "a", "z")
+	small, last := order[0], order[1]
+	total := int64(len(small) + len(last)) // the two first files
+	for i := range n - 2 {
 		c := fmt.Sprint("small ", i)
-		writeOld(t, filepath.Join(root, fmt.Sprintf("a/f%05d", i)), c)
+		writeOld(t, filepath.Join(root, small, fmt.Sprintf("f%05d", i)), c)
 		total += int64(len(c))
 	}
-	big := filepath.Join(root, "z/big.bin")
+	big := filepath.Join(root, last, "big.bin")
 	writeLarge(t, big, earlyMin)
 	return big, total + earlyMin
 }
@@ -109,4 +117,167 @@ func TestLargeFileRecordedBeforeTheWalkMeetsIt(t *testing.T) {
 	}
 	open()
 	checkEarly(t, e, big, n, total)
+}
+
+// dirOrder returns the names of dir in the order getdents gives them.
+func dirOrder(t *testing.T, dir string) []string {
+	t.Helper()
+	f, err := os.Open(dir)
+	must(t, err)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	must(t, err)
+	return names
+}
+
+// walkOrder makes the directories names under root, a file in each, and
+// returns them in the order a walk of one reader meets them, as the scan's
+// walk and its count meet them (the file system's order of names, not
+// theirs).
+func walkOrder(t *testing.T, root string, names ...string) []string {
+	t.Helper()
+	for _, n := range names {
+		writeOld(t, filepath.Join(root, n, "first"), n)
+	}
+	var order []string
+	err := walker.Walk(context.Background(), root, walker.Options{Workers: 1, NoStat: true}, func(e walker.Entry) error {
+		order = append(order, filepath.Base(filepath.Dir(e.Path)))
+		return nil
+	})
+	must(t, err)
+	return order
+}
+
+// The walk's checker looks the large file up while it is hashed ahead of
+// the walk (no record yet), then waits on the full queue; meanwhile the
+// file is recorded and leaves the pipeline. The walk's job must look again
+// rather than take the file for absent and hash it a second time.
+func TestEarlyFileRecordedBetweenLookupAndQueue(t *testing.T) {
+	root := t.TempDir()
+	const n = 300
+	for i := range n {
+		writeOld(t, filepath.Join(root, fmt.Sprintf("a/f%05d", i)), fmt.Sprint("small ", i))
+	}
+	big := filepath.Join(root, "a/big.bin")
+	writeLarge(t, big, earlyMin)
+	if pos := slices.Index(dirOrder(t, filepath.Join(root, "a")), "big.bin"); pos < 20 {
+		t.Skipf("the large file comes %d in its directory: the queue is not full yet when the walk meets it", pos)
+	}
+	h := &countingHasher{n: make(map[string]int)}
+	var bigIn atomic.Bool
+	bigEntered, releaseBig, releaseSmall := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	entered := sync.OnceFunc(func() { close(bigEntered) })
+	h.gate = func(p string) {
+		switch {
+		case p == big && !bigIn.Load():
+			bigIn.Store(true)
+			entered()
+			<-releaseBig
+		case p != big && bigIn.Load():
+			<-releaseSmall // the other worker stops too: the queue fills
+		}
+	}
+	openBig, openSmall := sync.OnceFunc(func() { close(releaseBig) }), sync.OnceFunc(func() { close(releaseSmall) })
+	e := newEnv(t, root, envOpts{h: h, noWatch: true, opts: Options{MaxPending: 8, WalkWorkers: 1, Workers: 2}})
+	t.Cleanup(func() { openBig(); openSmall() })
+	select {
+	case <-bigEntered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the large file was not hashed")
+	}
+	if e.ix.m.early.Load() != 1 {
+		t.Skip("the walk met the large file before the count did")
+	}
+	waitFor(t, "the walk to hand every file to its checkers", func() bool { return e.ix.Progress().FilesSeen == n+1 })
+	time.Sleep(300 * time.Millisecond) // the checkers look their batches up, and wait on the full queue
+	openBig()
+	waitFor(t, "the large file recorded and out of the pipeline", func() bool {
+		_, ok, err := e.st.Get([]byte(big))
+		return err == nil && ok && !e.ix.pipe.pend.has(big)
+	})
+	openSmall()
+	e.settle(settleTimeout)
+	if got := h.count(big); got != 1 {
+		t.Errorf("the large file was hashed %d times, want once", got)
+	}
+}
+
+// The walk meets a large file while it is hashed ahead of it; once the file
+// is settled, the walk's settled bytes count it, as its seen bytes do.
+func TestEarlyFileCountsInDoneBytes(t *testing.T) {
+	root := t.TempDir()
+	order := walkOrder(t, root, "a", "m", "z")
+	for i := range 3000 {
+		writeOld(t, filepath.Join(root, order[0], fmt.Sprintf("f%05d", i)), fmt.Sprint("small ", i))
+	}
+	big := filepath.Join(root, order[1], "big.bin")
+	writeLarge(t, big, earlyMin)
+	for i := range 5000 {
+		writeOld(t, filepath.Join(root, order[2], fmt.Sprintf("f%05d", i)), fmt.Sprint("later ", i))
+	}
+	h := &countingHasher{n: make(map[string]int)}
+	releaseBig := make(chan struct{})
+	h.gate = func(p string) {
+		if p == big {
+			<-releaseBig
+		}
+	}
+	openBig := sync.OnceFunc(func() { close(releaseBig) })
+	e := newEnv(t, root, envOpts{h: h, noWatch: true, opts: Options{MaxPending: 8, WalkWorkers: 1, Workers: 2}})
+	t.Cleanup(openBig)
+	waitFor(t, "the walk to meet the large file while it is hashed", func() bool {
+		p := e.ix.pipe.pend
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		en := p.m[big]
+		return en != nil && en.again
+	})
+	if e.ix.m.early.Load() != 1 {
+		t.Fatal("the large file was not queued ahead of the walk")
+	}
+	openBig()
+	waitFor(t, "the large file to settle", func() bool { return !e.ix.pipe.pend.has(big) })
+	p := e.ix.Progress()
+	if p.Walk == nil {
+		t.Fatal("the walk ended before the test could look: give z more files")
+	}
+	if p.Walk.DoneBytes < earlyMin {
+		t.Errorf("the walk's settled bytes %d leave out the large file (%d bytes) it saw, settled", p.Walk.DoneBytes, earlyMin)
+	}
+}
+
+// A large file written to while it is hashed (a download, a disk image) is
+// retried with a backoff. The scan whose walk met it must not wait for it
+// to stop changing, whoever queued it: it keeps the old record, as it does
+// for a file its own walk queued.
+func TestScanNotHeldByChangingLargeFile(t *testing.T) {
+	root := t.TempDir()
+	order := walkOrder(t, root, "a", "z")
+	for i := range 200 {
+		writeOld(t, filepath.Join(root, order[0], fmt.Sprintf("f%05d", i)), fmt.Sprint("small ", i))
+	}
+	grow := filepath.Join(root, order[1], "grow.bin")
+	writeLarge(t, grow, earlyMin+1)
+	old := time.Now().Add(-time.Hour)
+	h := &countingHasher{n: make(map[string]int)}
+	// Every hash of the file meets a write: it grows by a byte as the hash
+	// starts (its mtime kept old, so that no wait for a fresh mtime hides it).
+	h.gate = func(p string) {
+		if p != grow {
+			return
+		}
+		f, err := os.OpenFile(grow, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		_, err = f.Write([]byte{1})
+		must(t, errors.Join(err, f.Close(), os.Chtimes(grow, old, old)))
+	}
+	e := newEnv(t, root, envOpts{h: h, noWatch: true, opts: Options{MaxPending: 8, WalkWorkers: 1}})
+	waitFor(t, "the scan to end while the large file keeps changing", func() bool { return e.ix.Progress().ScansCompleted > 0 })
+	if e.ix.m.early.Load() != 1 || e.ix.Progress().Retries == 0 {
+		t.Errorf("%d files queued ahead of the walk, %d retries: the test did not make the case it is about",
+			e.ix.m.early.Load(), e.ix.Progress().Retries)
+	}
 }

@@ -52,6 +52,7 @@ type walkLive struct {
 	files, bytes atomic.Int64 // seen so far
 	hashBytes    atomic.Int64 // of those, queued to be hashed
 	settled      atomic.Int64 // of those, hashed or found unchanged
+	ahead        atomic.Int64 // bytes queued ahead of the walk that it has not met yet
 	expFiles     atomic.Int64
 	expBytes     atomic.Int64
 	from         atomic.Pointer[string]
@@ -122,9 +123,12 @@ func (s *scanner) count(ctx context.Context, sc *scan) {
 		if e.Info.Size >= earlyMin && early < earlyMax && e.Info.IsRegular() {
 			info := e.Info // the count's lstat: the checker counts nothing of it in what the scan saw
 			j := job{path: e.Path, info: &info, noAdopt: sc.emptyIndex}
+			sc.early.add(e.Path, e.Info.Size, &sc.live) // before its record can be written
 			if s.pipe.enqueueFirst(j, e.Info.Size) {
 				early++
 				s.m.early.Add(1)
+			} else {
+				sc.early.drop(e.Path, &sc.live) // queued already, by the walk or an event
 			}
 		}
 		return nil
@@ -147,6 +151,73 @@ const (
 	earlyMin = 16 << 20
 	earlyMax = 64
 )
+
+// earlyFiles are the files a scan's count queued ahead of its walk, at most
+// earlyMax, with their sizes and whether the walk has met them.
+type earlyFiles struct {
+	n     atomic.Int32 // len(files), read without mu
+	mu    sync.Mutex
+	files map[string]*earlyFile
+}
+
+type earlyFile struct {
+	size int64
+	met  bool
+}
+
+// add notes path, of size bytes, queued ahead of the walk whose progress l
+// counts it in the bytes queued ahead.
+func (f *earlyFiles) add(path string, size int64, l *walkLive) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.files == nil {
+		f.files = make(map[string]*earlyFile)
+	}
+	if _, ok := f.files[path]; ok {
+		return
+	}
+	f.files[path] = &earlyFile{size: size}
+	f.n.Add(1)
+	l.ahead.Add(size)
+}
+
+// met notes that the walk met path: if it was queued ahead, its bytes no
+// longer count as ahead of the walk.
+func (f *earlyFiles) met(path string, l *walkLive) {
+	if f.n.Load() == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e, ok := f.files[path]; ok && !e.met {
+		e.met = true
+		l.ahead.Add(-e.size)
+	}
+}
+
+// drop forgets path, which was not queued ahead after all.
+func (f *earlyFiles) drop(path string, l *walkLive) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e, ok := f.files[path]; ok {
+		delete(f.files, path)
+		f.n.Add(-1)
+		if !e.met {
+			l.ahead.Add(-e.size)
+		}
+	}
+}
+
+// has reports whether path was queued ahead of the walk.
+func (f *earlyFiles) has(path string) bool {
+	if f.n.Load() == 0 {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.files[path]
+	return ok
+}
 
 // walked ends sc's walk: its progress is no longer shown.
 func (ws *walks) walked(sc *scan) {
@@ -201,7 +272,7 @@ func (ws *walks) progress(hashed, queued int64) (*WalkProgress, time.Duration) {
 		return nil, seconds(float64(queued) / rate)
 	}
 	w := &WalkProgress{}
-	var hashBytes int64
+	var hashBytes, ahead int64
 	counting := false
 	for sc := range ws.running {
 		l := &sc.live
@@ -209,6 +280,7 @@ func (ws *walks) progress(hashed, queued int64) (*WalkProgress, time.Duration) {
 		w.Files += l.files.Load()
 		w.Bytes += l.bytes.Load()
 		hashBytes += l.hashBytes.Load()
+		ahead += l.ahead.Load()
 		w.ExpectFiles += l.expFiles.Load()
 		w.ExpectBytes += l.expBytes.Load()
 		from := l.expectFrom()
@@ -226,7 +298,9 @@ func (ws *walks) progress(hashed, queued int64) (*WalkProgress, time.Duration) {
 	if w.Bytes > 0 {
 		share = float64(hashBytes) / float64(w.Bytes)
 	}
-	hashLeft := (float64(queued) + float64(max(w.ExpectBytes-w.Bytes, 0))*share) / rate
+	// Files queued ahead of the walk are in queued (or done): not in what
+	// the walk has still to meet.
+	hashLeft := (float64(queued) + float64(max(w.ExpectBytes-w.Bytes-ahead, 0))*share) / rate
 	walkLeft := 0.0
 	if w.Files > 0 {
 		walkLeft = float64(max(w.ExpectFiles-w.Files, 0)) / (float64(w.Files) / elapsed)

@@ -26,6 +26,38 @@ func liveScan(files, bytes, hashBytes, settled, expFiles, expBytes int64, from s
 	return sc
 }
 
+// early notes a file of size bytes in sc as queued ahead of its walk.
+func early(sc *scan, size int64) *scan {
+	sc.early.add("/ahead", size, &sc.live)
+	return sc
+}
+
+// The bytes of files queued ahead of a walk count as ahead of it until it
+// meets them, once, and not at all when they were queued already.
+func TestEarlyFilesAhead(t *testing.T) {
+	sc := &scan{}
+	sc.early.add("/a", 100, &sc.live)
+	sc.early.add("/b", 20, &sc.live)
+	sc.early.add("/a", 100, &sc.live)
+	if got := sc.live.ahead.Load(); got != 120 {
+		t.Fatalf("ahead %d, want 120", got)
+	}
+	sc.early.met("/a", &sc.live)
+	sc.early.met("/a", &sc.live)
+	sc.early.met("/other", &sc.live)
+	if got := sc.live.ahead.Load(); got != 20 {
+		t.Errorf("after the walk met /a (twice): ahead %d, want 20", got)
+	}
+	sc.early.drop("/b", &sc.live) // queued already
+	sc.early.drop("/a", &sc.live) // met: nothing more to take off
+	if got := sc.live.ahead.Load(); got != 0 {
+		t.Errorf("after the drops: ahead %d, want 0", got)
+	}
+	if sc.early.has("/b") || sc.early.has("/a") {
+		t.Error("dropped files still noted")
+	}
+}
+
 // The time left counts what the walks have still to find, in the share of
 // it that needs hashing, and is unknown while the tree is being counted.
 func TestWalkEstimate(t *testing.T) {
@@ -43,6 +75,10 @@ func TestWalkEstimate(t *testing.T) {
 		// 3,000 files at 100 files/s.
 		{"rescan", liveScan(1000, mb, 0, mb, 4000, 4*mb, ExpectPrevious), mb / 2, 0, 30 * time.Second},
 		{"counting", liveScan(1000, mb, mb, mb/2, 1500, mb, ExpectCounting), mb / 2, mb / 2, 0},
+		// The first scan, with 1 MiB of files queued ahead of the walk
+		// (early) and 0.5 MiB of it hashed: those are in the queue or done,
+		// not in what the walk has still to meet: 2.5 MiB left.
+		{"first scan, files ahead", early(liveScan(1000, mb, mb, mb/2, 4000, 4*mb, ExpectCount), mb), mb / 2, mb / 2, 50 * time.Second},
 	} {
 		ws := &walks{running: map[*scan]struct{}{c.sc: {}}, start: time.Now().Add(-10 * time.Second)}
 		w, left := ws.progress(c.hashed, c.queued)

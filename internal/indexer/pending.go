@@ -94,26 +94,44 @@ func (p *pendingSet) takeRehash(path string, e *pendingEntry) bool {
 
 // release takes path out of the set, unless another check was asked for:
 // then it stays, the flag is cleared, and release returns true with the
-// scans that must be told about the next check. left is how many paths the
-// set holds now.
-func (p *pendingSet) release(path string) (again bool, scans []*scan, left int) {
+// scans that must be told about the next check and the path's size, which
+// that check counts for them once settled. left is how many paths the set
+// holds now.
+func (p *pendingSet) release(path string) (again bool, scans []*scan, size int64, left int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e, ok := p.m[path]
 	if !ok {
-		return false, nil, len(p.m)
+		return false, nil, 0, len(p.m)
 	}
 	if e.again {
 		e.again = false
 		scans, e.againScans = e.againScans, nil
-		return true, scans, len(p.m)
+		return true, scans, e.size, len(p.m)
 	}
 	delete(p.m, path)
 	p.bytes -= e.size
 	if e.done != nil {
 		close(e.done)
 	}
-	return false, nil, len(p.m)
+	return false, nil, 0, len(p.m)
+}
+
+// takeScans returns the scans that asked for one more check of path while
+// it was in the pipeline, and forgets them; the check itself stays asked
+// for. e is the path's entry when its job kept it, else nil.
+func (p *pendingSet) takeScans(path string, e *pendingEntry) []*scan {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e == nil {
+		e = p.m[path]
+	}
+	if e == nil {
+		return nil
+	}
+	scans := e.againScans
+	e.againScans = nil
+	return scans
 }
 
 // has reports whether path is in the pipeline.

@@ -196,9 +196,9 @@ func (p *pipeline) finish(j job) {
 		sc.live.settled.Add(j.size)
 		sc.wg.Done()
 	}
-	again, scans, left := p.pend.release(j.path)
+	again, scans, size, left := p.pend.release(j.path)
 	if again {
-		p.push(job{path: j.path, scans: scans})
+		p.push(job{path: j.path, scans: scans, size: size})
 	}
 	if left == 0 {
 		if p.emptied != nil {

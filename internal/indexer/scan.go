@@ -33,6 +33,7 @@ type scan struct {
 	tooMany bool            // more than maxUnread: nothing is swept
 
 	emptyIndex bool         // the index held no record when the scan began
+	early      earlyFiles   // files its count queued ahead of the walk (expect.go)
 	live       walkLive     // what the walk saw and expects (expect.go)
 	sized      atomic.Int64 // bytes of the files the walk did not stat, counted as they are opened
 }
@@ -319,6 +320,7 @@ func (s *scanner) walk(ctx context.Context, sc *scan) walked {
 		s.m.bytesSeen.Add(e.Info.Size)
 		sc.live.files.Add(1)
 		sc.live.bytes.Add(e.Info.Size)
+		sc.early.met(e.Path, &sc.live)
 		batch = append(batch, seenEntry{Entry: e, remembered: sc.seen.add(e.Path)})
 		if len(batch) == checkBatch {
 			flush()
@@ -550,7 +552,10 @@ func (s *scanner) checkWalked(ctx context.Context, sc *scan, e seenEntry, f *sto
 		sc.live.settled.Add(e.Info.Size)
 		return true
 	}
-	j := job{path: e.Path, noAdopt: emptyIndex, absent: f != nil && !f.OK}
+	// The batch's look-up may predate the record of a file the count
+	// queued ahead of the walk, written since: its check looks again.
+	absent := f != nil && !f.OK && !sc.early.has(e.Path)
+	j := job{path: e.Path, noAdopt: emptyIndex, absent: absent}
 	if e.Stated {
 		info := e.Info
 		j.info = &info
