@@ -109,13 +109,25 @@ func sum(xs []int) int {
 	return n
 }
 
+// makeFiles writes n files of size, size+1, … bytes (patternFiles).
 func makeFiles(t *testing.T, n, size int) ([]string, [][32]byte) {
+	t.Helper()
+	sizes := make([]int, n)
+	for i := range sizes {
+		sizes[i] = size + i
+	}
+	return patternFiles(t, sizes...)
+}
+
+// patternFiles writes a file of each size, filled by pattern, and returns
+// their paths and SHA-256 digests.
+func patternFiles(t *testing.T, sizes ...int) ([]string, [][32]byte) {
 	t.Helper()
 	dir := t.TempDir()
 	var paths []string
 	var sums [][32]byte
-	for i := range n {
-		data := pattern(size + i)
+	for i, n := range sizes {
+		data := pattern(n)
 		p := filepath.Join(dir, fmt.Sprintf("f%03d.bin", i))
 		writeFile(t, p, data)
 		paths = append(paths, p)
@@ -590,17 +602,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // them into its finisher, which hands the shorter one back one block into
 // its two padding blocks. Its digest must still be right.
 func TestPoolFinisherHalfPaddedFile(t *testing.T) {
-	dir := t.TempDir()
-	var paths []string
-	var sums [][32]byte
-	for i, n := range []int{16384*64 + 36, 16383*64 + 60} {
-		data := pattern(n)
-		data[0] = byte(i)
-		p := filepath.Join(dir, fmt.Sprint("f", i))
-		writeFile(t, p, data)
-		paths = append(paths, p)
-		sums = append(sums, sha256.Sum256(data))
-	}
+	paths, sums := patternFiles(t, 16384*64+36, 16383*64+60)
 	h := New(Policy{InlineMax: -1, Workers: 1, Batch: MultiBuffer, BatchMinStreams: 1}, nil)
 	defer h.Close()
 	for range 20 {

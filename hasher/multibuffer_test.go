@@ -2,11 +2,9 @@ package hasher
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -17,17 +15,12 @@ import (
 // many concurrent files of mixed sizes, and a file that changes in a batch
 // fails alone.
 func TestPoolWithMultiBufferEngine(t *testing.T) {
-	dir := t.TempDir()
-	sizes := []int{0, 1, 63, 64, 65, 300 << 10, 1 << 20, 1<<20 + 1, 2<<20 + 777, 3 << 20}
-	var paths []string
-	var sums [][32]byte
-	for i := range 30 {
-		data := pattern(sizes[i%len(sizes)] + i)
-		p := filepath.Join(dir, fmt.Sprintf("f%02d", i))
-		writeFile(t, p, data)
-		paths = append(paths, p)
-		sums = append(sums, sha256.Sum256(data))
+	base := []int{0, 1, 63, 64, 65, 300 << 10, 1 << 20, 1<<20 + 1, 2<<20 + 777, 3 << 20}
+	sizes := make([]int, 30)
+	for i := range sizes {
+		sizes[i] = base[i%len(base)] + i
 	}
+	paths, sums := patternFiles(t, sizes...)
 	h := New(Policy{InlineMax: -1, Workers: 2, Batch: MultiBuffer, BatchMinStreams: 1}, nil)
 	defer h.Close()
 	hashAll(t, h, paths, sums)
