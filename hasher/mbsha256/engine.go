@@ -554,8 +554,9 @@ func moveLane(dst, src *lane) {
 // gives the streams back and the loop asks the feed again: a finisher that
 // kept its streams to their ends hashed the tails of a scan's large files
 // at its own, lower rate while small files queued for the wider lanes.
-// A hand-over both ways costs about a microsecond against the slice's
-// 0.7 ms on two SHA-NI lanes.
+// A hand-over moves two lane structs and their state columns each way,
+// against the slice's 0.7 ms on two SHA-NI lanes (2 MiB at the 2,955 MB/s
+// `annexd calibrate` measures for shanix2).
 const finisherSlice = aloneSlice
 
 // aloneSlice is how much of a stream drain hashes alone before the loop

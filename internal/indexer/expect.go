@@ -140,8 +140,9 @@ func (s *scanner) count(ctx context.Context, sc *scan) {
 
 // A large file hashed last keeps a scan going long after the small files
 // are done: its stream is hashed alone, at the rate of one stream, while
-// the other lanes and CPUs have nothing to do (on the corpus, the last
-// fifth of the scan's time). So the counting walk, which stats every file
+// the other lanes and CPUs have nothing to do (on the corpus, 0.5-1 GB of
+// its 3 GB went at a half or a third of the lanes' rate; BENCHMARKS.md).
+// So the counting walk, which stats every file
 // long before the scan's walk reaches it, queues the first earlyMax files
 // of earlyMin bytes or more ahead of the walk: their streams then share
 // the lanes with the small files from the start. The walk meets them
