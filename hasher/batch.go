@@ -60,8 +60,9 @@ const prefetchWindow = 8 << 20
 
 // adviseStart asks the kernel for f's first prefetchWindow bytes unless all
 // of f is in the page cache, and returns how much of f it asked for or found.
+// The same look tells makeDurable whether f has dirty pages.
 func adviseStart(f *stableFile) int64 {
-	if allInCache(f.fd, f.before.Size) {
+	if f.lookInCache() {
 		return f.before.Size
 	}
 	n := min(f.before.Size, prefetchWindow)

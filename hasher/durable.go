@@ -105,7 +105,7 @@ func (f *stableFile) makeDurable(o readOpts) error {
 	if window == 0 {
 		window = DataWindow()
 	}
-	if !mayHoldDirtyData(f.before.CtimeNs, time.Now().UnixNano(), window) && !dirtyInCache(f.fd) {
+	if !mayHoldDirtyData(f.before.CtimeNs, time.Now().UnixNano(), window) && !f.dirtyInCache() {
 		return nil
 	}
 	var e *epochs
@@ -167,17 +167,54 @@ func cacheState(fd int) (dirty, known bool) {
 	return st.Dirty+st.Writeback > 0, err == nil
 }
 
-// allInCache reports whether the page cache holds every page of fd's first
-// size bytes, as far as cachestat(2) can tell: false when it cannot.
-func allInCache(fd int, size int64) bool {
-	if noCachestat.Load() || size <= 0 {
+// pagesOf is how many pages hold size bytes.
+func pagesOf(size int64) uint64 {
+	ps := uint64(os.Getpagesize())
+	return (uint64(size) + ps - 1) / ps
+}
+
+// cacheSeen is what one cachestat(2) of a whole file told, taken before
+// the file is read: nothing, or whether pages were dirty or under
+// writeback.
+type cacheSeen uint8
+
+const (
+	cacheUnseen cacheSeen = iota
+	cacheClean
+	cacheDirty
+)
+
+// lookInCache reports whether the page cache holds all of f's before.Size
+// bytes, and keeps whether any of its pages were dirty or under writeback
+// for makeDurable: one cachestat(2) instead of two. Seen before the read,
+// that answer stands after it. A page dirtied since would have been
+// written by a write(2) or a write fault, which sets ctime; a file whose
+// before.ctime is older than the data window then has a new ctime, which
+// verify's lstat, after makeDurable, reports as a change.
+func (f *stableFile) lookInCache() bool {
+	if noCachestat.Load() || f.before.Size <= 0 {
 		return false
 	}
 	var st unix.Cachestat_t
-	err := unix.Cachestat(uint(fd), &unix.CachestatRange{Len: uint64(size)}, &st, 0)
+	err := unix.Cachestat(uint(f.fd), &unix.CachestatRange{}, &st, 0)
 	if err == unix.ENOSYS {
 		noCachestat.Store(true)
 	}
-	pages := (uint64(size) + uint64(os.Getpagesize()) - 1) / uint64(os.Getpagesize())
-	return err == nil && st.Cache >= pages
+	if err != nil {
+		return false
+	}
+	f.cache = cacheClean
+	if st.Dirty+st.Writeback > 0 {
+		f.cache = cacheDirty
+	}
+	return st.Cache >= pagesOf(f.before.Size)
+}
+
+// dirtyInCache is dirtyInCache(f.fd), from lookInCache's answer when it
+// has one.
+func (f *stableFile) dirtyInCache() bool {
+	if f.cache != cacheUnseen {
+		return f.cache == cacheDirty
+	}
+	return dirtyInCache(f.fd)
 }

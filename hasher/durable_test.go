@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/internal/loopfs"
 	"github.com/annexd/annexd/key"
 )
@@ -346,38 +346,93 @@ func TestLanesSyncRecentFiles(t *testing.T) {
 	}
 }
 
-// allInCache sees a file read into the page cache, and one dropped from it.
-func TestAllInCache(t *testing.T) {
+// lookInCache sees a file read into the page cache, and one dropped from
+// it; and whether it has dirty pages, which makeDurable then trusts.
+func TestLookInCache(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f")
 	if err := os.WriteFile(path, bytes.Repeat([]byte("x"), 1<<20), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := io.Copy(io.Discard, f); err != nil {
-		t.Fatal(err)
-	}
 	fd := int(f.Fd())
-	if err := unix.Fdatasync(fd); err != nil { // dirty pages would stay cached
+	look := func() (*stableFile, bool) {
+		sf := &stableFile{path: path, fd: fd, before: fsstat.FileInfo{Size: 1 << 20}}
+		return sf, sf.lookInCache()
+	}
+	sf, cached := look()
+	if noCachestat.Load() {
+		if cached || sf.cache != cacheUnseen {
+			t.Errorf("without cachestat(2): in cache %v, seen %v", cached, sf.cache)
+		}
+		return // the advice is always given, and makeDurable asks again
+	}
+	if !cached || sf.cache != cacheDirty || !sf.dirtyInCache() {
+		t.Errorf("a file just written: in cache %v, seen %v; want all cached and dirty", cached, sf.cache)
+	}
+	if err := unix.Fdatasync(fd); err != nil {
 		t.Fatal(err)
 	}
-	cached := allInCache(fd, 1<<20)
-	if noCachestat.Load() {
-		if cached {
-			t.Error("without cachestat(2) a file is seen in the page cache")
-		}
-		return // the advice is always given
-	}
-	if !cached {
-		t.Fatal("a file just read is not seen wholly in the page cache")
+	if sf, cached = look(); !cached || sf.cache != cacheClean || sf.dirtyInCache() {
+		t.Errorf("a file synced: in cache %v, seen %v; want all cached and clean", cached, sf.cache)
 	}
 	if err := unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED); err != nil {
 		t.Fatal(err)
 	}
-	if allInCache(fd, 1<<20) {
+	if _, cached = look(); cached {
 		t.Error("a file dropped from the page cache is seen wholly in it")
 	}
+}
+
+// A file hashed as a lane's stream whose ctime is older than the window
+// but whose pages are dirty is synced: the look before reading, which
+// also decides the read-ahead, tells makeDurable.
+func TestLanesSyncOldDirtyFiles(t *testing.T) {
+	var synced atomic.Int64
+	testHookSync = func(string) { synced.Add(1) }
+	defer func() { testHookSync = nil }()
+	paths, sums := makeFiles(t, 1, 300<<10)
+	if err := os.WriteFile(paths[0], pattern(300<<10), 0o644); err != nil { // dirty again, same bytes
+		t.Fatal(err)
+	}
+	eng := &serialEngine{lanes: 4}
+	h := New(Policy{InlineMax: 100 << 10, Workers: 1, Batch: eng.factory(), BatchMinStreams: 1, SyncWindow: time.Nanosecond}, nil)
+	defer h.Close()
+	fd, err := unix.Open(paths[0], unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirty := dirtyInCache(fd)
+	unix.Close(fd)
+	hashAll(t, h, paths, sums)
+	want := int64(0)
+	if dirty {
+		want = 1
+	} else {
+		t.Logf("cachestat(2) cannot see dirty pages here: an old file's dirty pages go unseen")
+	}
+	if synced.Load() != want || eng.fromMemory() != 0 {
+		t.Fatalf("%d syncs, %d files from memory; want %d sync and the file streamed", synced.Load(), eng.fromMemory(), want)
+	}
+	if err := unix.Fdatasync(mustOpen(t, paths[0])); err != nil {
+		t.Fatal(err)
+	}
+	synced.Store(0)
+	hashAll(t, h, paths, sums)
+	if synced.Load() != 0 {
+		t.Errorf("an old, clean file streamed: %d syncs, want 0", synced.Load())
+	}
+}
+
+func mustOpen(t *testing.T, path string) int {
+	t.Helper()
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd
 }

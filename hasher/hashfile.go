@@ -142,6 +142,7 @@ type stableFile struct {
 	path   string
 	fd     int
 	before fsstat.FileInfo
+	cache  cacheSeen // what cachestat(2) told of the file before reading, if asked
 }
 
 // regularStat returns before, or an lstat of path when before is nil, and
