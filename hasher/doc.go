@@ -26,7 +26,9 @@
 // come already read: their callers read them into memory, a few at a time
 // per device (Policy.Readers), and check them as HashFile does. When all of
 // a device's slots are taken, a caller asks the kernel for its file's data
-// before it waits for one. Callers open the large files too, and ask for
+// before it waits for one. A small file of which the page cache holds
+// nothing is read with O_DIRECT (direct.go), sparing the copy out of the
+// page cache and the pages a scan would only evict other data with. Callers open the large files too, and ask for
 // their start unless it is in the page cache, so the disk reads them while
 // they wait for a lane. Reading is thus spread over many goroutines while
 // hashing stays one per worker, and many callers at once (Streams) keep the
@@ -84,5 +86,6 @@
 // within one tick of the filesystem's timestamp clock; callers that need
 // certainty apply the racy-git rule (re-verify records whose mtime is not
 // older than the time they were hashed). Files are read with read(2) into
-// pooled buffers, never mapped.
+// pooled buffers (directly from the disk for cold small files), never
+// mapped.
 package hasher

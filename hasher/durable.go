@@ -78,6 +78,14 @@ func readSysctl(path string) int64 {
 	return v
 }
 
+// window is the data window of o: DataWindow() unless o sets one.
+func (o readOpts) window() time.Duration {
+	if o.syncWindow != 0 {
+		return o.syncWindow
+	}
+	return DataWindow()
+}
+
 // mayHoldDirtyData reports whether a file whose ctime is ctimeNs may, at
 // nowNs, hold written data that is not on disk yet. Every write(2) and
 // mmap write fault sets ctime to the time of the write, and nothing moves
@@ -98,13 +106,10 @@ var testHookSync func(path string)
 // lags behind, a device that stalls). A file that an epoch of its file
 // system covers needs no sync. syncWindow < 0 never syncs.
 func (f *stableFile) makeDurable(o readOpts) error {
-	window := o.syncWindow
-	if window < 0 {
+	if o.syncWindow < 0 {
 		return nil
 	}
-	if window == 0 {
-		window = DataWindow()
-	}
+	window := o.window()
 	if !mayHoldDirtyData(f.before.CtimeNs, time.Now().UnixNano(), window) && !f.dirtyInCache() {
 		return nil
 	}
@@ -192,22 +197,11 @@ const (
 // before.ctime is older than the data window then has a new ctime, which
 // verify's lstat, after makeDurable, reports as a change.
 func (f *stableFile) lookInCache() bool {
-	if noCachestat.Load() || f.before.Size <= 0 {
+	if f.before.Size <= 0 {
 		return false
 	}
-	var st unix.Cachestat_t
-	err := unix.Cachestat(uint(f.fd), &unix.CachestatRange{}, &st, 0)
-	if err == unix.ENOSYS {
-		noCachestat.Store(true)
-	}
-	if err != nil {
-		return false
-	}
-	f.cache = cacheClean
-	if st.Dirty+st.Writeback > 0 {
-		f.cache = cacheDirty
-	}
-	return st.Cache >= pagesOf(f.before.Size)
+	cached, known := f.cachedPages()
+	return known && cached >= pagesOf(f.before.Size)
 }
 
 // dirtyInCache is dirtyInCache(f.fd), from lookInCache's answer when it

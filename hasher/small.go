@@ -27,7 +27,12 @@ const laneMemMax = 64 << 10
 func readOpen(ctx context.Context, f *stableFile, o readOpts) (*[]byte, fsstat.FileInfo, error) {
 	bp := getData(f.before.Size)
 	buf := (*bp)[:f.before.Size]
-	for got := 0; got < len(buf); {
+	direct, err := f.readCold(o, *bp)
+	if err != nil {
+		putData(bp)
+		return nil, fsstat.FileInfo{}, err
+	}
+	for got := 0; !direct && got < len(buf); {
 		if err := ctx.Err(); err != nil {
 			putData(bp)
 			return nil, fsstat.FileInfo{}, err

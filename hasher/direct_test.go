@@ -1,0 +1,172 @@
+package hasher
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/internal/loopfs"
+)
+
+// coldFiles writes files of the given sizes on a fresh XFS image, syncs
+// them and drops them from the page cache.
+func coldFiles(t *testing.T, sizes ...int) (dir string, paths []string, sums [][32]byte) {
+	t.Helper()
+	img := newLoop(t, loopfs.XFS)
+	for i, n := range sizes {
+		data := pattern(n)
+		p := filepath.Join(img.Dir, fmt.Sprintf("f%03d.bin", i))
+		writeFile(t, p, data)
+		paths = append(paths, p)
+		sums = append(sums, sha256.Sum256(data))
+	}
+	syncDir(t, img.Dir)
+	for _, p := range paths {
+		dropCache(t, p)
+	}
+	return img.Dir, paths, sums
+}
+
+// dropCache drops path's pages from the page cache, and checks that
+// cachestat(2) sees none left.
+func dropCache(t *testing.T, path string) {
+	t.Helper()
+	fd := mustOpen(t, path)
+	if err := unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	if n := cached(t, path); n != 0 {
+		t.Fatalf("%s: %d pages still cached after FADV_DONTNEED", path, n)
+	}
+}
+
+// cached returns how many pages of path the page cache holds.
+func cached(t *testing.T, path string) uint64 {
+	t.Helper()
+	var st unix.Cachestat_t
+	if err := unix.Cachestat(uint(mustOpen(t, path)), &unix.CachestatRange{}, &st, 0); err != nil {
+		t.Skipf("cachestat(2): %v", err)
+	}
+	return st.Cache
+}
+
+// directReads counts the direct reads for the test, letting hook change
+// their results.
+func directReads(t *testing.T, hook func(path string, n int, err error) (int, error)) *atomic.Int64 {
+	t.Helper()
+	var count atomic.Int64
+	testHookDirect = func(path string, n int, err error) (int, error) {
+		count.Add(1)
+		if hook != nil {
+			return hook(path, n, err)
+		}
+		return n, err
+	}
+	t.Cleanup(func() { testHookDirect = nil })
+	return &count
+}
+
+// laneHasher hashes small files in the lanes, every ctime counting as
+// old, so that small files are read as readOpen reads them.
+func laneHasher(t *testing.T) (*Hasher, *serialEngine) {
+	eng := &serialEngine{lanes: 4}
+	h := New(Policy{InlineMax: 100 << 10, Workers: 1, Batch: eng.factory(), BatchMinStreams: 1, SyncWindow: time.Nanosecond}, nil)
+	t.Cleanup(func() { h.Close() })
+	return h, eng
+}
+
+// Small files none of whose pages is cached are read straight from the
+// disk: their digests are right and they are still not in the page cache
+// after. A cached one is read from the cache.
+func TestColdSmallFilesReadDirect(t *testing.T) {
+	_, paths, sums := coldFiles(t, 1, 4095, 4096, 10000, 64<<10)
+	direct := directReads(t, nil)
+	h, eng := laneHasher(t)
+	hashAll(t, h, paths, sums)
+	if direct.Load() != int64(len(paths)) || eng.fromMemory() != len(paths) {
+		t.Fatalf("%d direct reads, %d files in memory; want %d of each", direct.Load(), eng.fromMemory(), len(paths))
+	}
+	for _, p := range paths {
+		if n := cached(t, p); n != 0 {
+			t.Errorf("%s: %d pages cached after a direct read", filepath.Base(p), n)
+		}
+	}
+	if _, err := os.ReadFile(paths[3]); err != nil { // now cached
+		t.Fatal(err)
+	}
+	direct.Store(0)
+	hashAll(t, h, paths[3:4], sums[3:4])
+	if direct.Load() != 0 {
+		t.Errorf("a cached file was read directly")
+	}
+}
+
+// A direct read that fails is done again the usual way, with the right
+// digest; a device that refused O_DIRECT (EINVAL) is not tried again.
+func TestDirectReadFallsBack(t *testing.T) {
+	_, paths, sums := coldFiles(t, 5000, 6000)
+	var dev uint64
+	direct := directReads(t, func(path string, n int, err error) (int, error) {
+		fi, _ := fsstat.Lstat(path)
+		dev = fi.Dev
+		return 0, unix.EINVAL
+	})
+	t.Cleanup(func() { noDirect.Delete(dev) })
+	h, eng := laneHasher(t)
+	hashAll(t, h, paths[:1], sums[:1])
+	hashAll(t, h, paths[1:], sums[1:])
+	if direct.Load() != 1 || eng.fromMemory() != 2 {
+		t.Fatalf("%d direct reads, %d files in memory; want 1 and 2", direct.Load(), eng.fromMemory())
+	}
+	if _, off := noDirect.Load(dev); !off {
+		t.Error("the device that refused a direct read is not remembered")
+	}
+}
+
+// A file that grew after its stat is not hashed by the recorded size:
+// its direct read returns more than that, the buffered read that follows
+// stops at the size, and the check after reading reports the change.
+func TestDirectReadSeesGrowth(t *testing.T) {
+	_, paths, _ := coldFiles(t, 5000)
+	before, err := fsstat.Lstat(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(paths[0], os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(pattern(100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	dropCache(t, paths[0])
+	var got int
+	directReads(t, func(_ string, n int, err error) (int, error) {
+		got = n
+		return n, err
+	})
+	fd, err := unix.Open(paths[0], unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf := &stableFile{path: paths[0], fd: fd, before: before}
+	defer sf.close()
+	_, _, err = readOpen(context.Background(), sf, readOpts{syncWindow: time.Nanosecond})
+	var ce *ChangedError
+	if got != 5100 || !errors.As(err, &ce) {
+		t.Fatalf("direct read %d bytes, error %v; want 5100 and a change", got, err)
+	}
+}
