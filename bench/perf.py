@@ -13,7 +13,8 @@ Sections (give one or more; "all" is warm cold restart lookup calib):
            cache, against bench/bareloop (walk + crypto/sha256, 2 workers); the
            last run's keys checked against TREE.manifest.tsv when it exists
   cold     the same after drop_caches, against `cat` fan-outs of 2, 4, 8, 16
-           and 32 readers and bareloop (needs root)
+           and 32 readers and bareloop (needs root); the last annexd run's
+           keys checked against TREE.manifest.tsv when it exists
   restart  a start with nothing changed against `find -printf '%s %T@\\n'`
   lookup   `annexctl lookup FILE` p50 against a hello-world Go binary, both
            started by this script the same way
@@ -274,13 +275,15 @@ def section_cold(b):
     ours += ["annexd-p%s" % p for p in os.environ.get("COLD_ANNEXD_PROCS", "").split(",") if p]
     sides = ours + ["bareloop"] + ["cat%d" % r for r in readers]
     res = {s: [] for s in sides}
+    last = None  # the index of the last default annexd run, its keys checked below
     for r in range(b.runs):
         order = sides[r % len(sides):] + sides[:r % len(sides)]
         for s in order:
-            idx = b.fresh_index() if s.startswith("annexd") else None
+            idx = b.fresh_index("cold.db" if s == "annexd" else "index.db") if s.startswith("annexd") else None
             drop_caches()
             if s == "annexd":
                 x = b.annexd(idx, b.tree)
+                last = idx
             elif s.startswith("annexd-r"):
                 x = b.annexd(idx, b.tree, "--readers", s[len("annexd-r"):])
             elif s.startswith("annexd-p"):
@@ -300,6 +303,9 @@ def section_cold(b):
         ws = [x.wall for x in res[s]]
         print("| %s | %.2f s | %s | %.2f s | %.2f× |" % (s, med(ws), ", ".join("%.2f" % w for w in ws),
                                                         med([x.cpu for x in res[s]]), med(ws) / bw))
+    bad = keys_of(b, last, b.tree) if last else None
+    if bad is not None:  # cold is where small files are read with O_DIRECT
+        print("\nkeys of the last cold annexd run that differ from the manifest: %d (target 0)" % bad)
 
 
 def index_once(b, name="indexed.db", tree=None):

@@ -35,26 +35,19 @@ var noDirect sync.Map // uint64 → struct{}
 var testHookDirect func(path string, n int, err error) (int, error)
 
 // readCold reads f's before.Size bytes into the start of data with
-// O_DIRECT when the page cache holds none of f, and reports whether it
-// did; when it did not, f is open as before, at offset 0, for a buffered
-// read (an error says it could not be made so). A file whose ctime is
-// within the data window is not tried: it is most likely cached. The look
-// at the page cache is the one makeDurable would take anyway.
+// O_DIRECT when goesDirect says so, and reports whether it did; when it did
+// not, f is open as before, at offset 0, for a buffered read (an error says
+// it could not be made so). After a direct read O_DIRECT stays set: the
+// caller only syncs, checks and closes f.
 func (f *stableFile) readCold(o readOpts, data []byte) (bool, error) {
 	size := f.before.Size
 	want := (size + directAlign - 1) &^ (directAlign - 1)
 	switch {
-	case size <= 0 || want > int64(cap(data)):
+	case want > int64(cap(data)):
 		return false, nil
 	case uintptr(unsafe.Pointer(unsafe.SliceData(data)))%directAlign != 0:
-		return false, nil
-	case o.syncWindow >= 0 && mayHoldDirtyData(f.before.CtimeNs, time.Now().UnixNano(), o.window()):
-		return false, nil
-	}
-	if _, off := noDirect.Load(f.before.Dev); off {
-		return false, nil
-	}
-	if cached, known := f.cachedPages(); !known || cached > 0 {
+		return false, nil // the allocator aligns these sizes; TestColdSmallFilesReadDirect checks it
+	case !f.goesDirect(o):
 		return false, nil
 	}
 	flags, err := unix.FcntlInt(uintptr(f.fd), unix.F_GETFL, 0)
@@ -75,12 +68,30 @@ func (f *stableFile) readCold(o readOpts, data []byte) (bool, error) {
 		n, err = testHookDirect(f.path, n, err)
 	}
 	if err == nil && int64(n) == size {
-		return true, nil // a file that grew would have filled more of want
+		return true, nil // grown since its stat, it fails the check after reading
 	}
 	if err == unix.EINVAL {
 		noDirect.Store(f.before.Dev, struct{}{}) // the device wants a larger alignment
 	}
 	return false, f.undoDirect(flags)
+}
+
+// goesDirect reports whether f is to be read with O_DIRECT: none of it is
+// in the page cache, its ctime is older than the data window (a file
+// written lately is most likely cached, and gets no look), and its device
+// has not refused O_DIRECT. The look is the one makeDurable would take.
+func (f *stableFile) goesDirect(o readOpts) bool {
+	switch {
+	case f.before.Size <= 0:
+		return false
+	case o.syncWindow >= 0 && mayHoldDirtyData(f.before.CtimeNs, time.Now().UnixNano(), o.window()):
+		return false
+	}
+	if _, off := noDirect.Load(f.before.Dev); off {
+		return false
+	}
+	cached, known := f.cachedPages()
+	return known && cached == 0
 }
 
 // undoDirect turns O_DIRECT off again and rewinds f.
@@ -104,10 +115,14 @@ func readOnce(fd int, p []byte) (int, error) {
 	}
 }
 
-// cachedPages returns how many of f's pages the page cache holds, and
-// keeps whether any is dirty or under writeback for makeDurable, as
-// lookInCache does; known is false where cachestat(2) cannot tell.
+// cachedPages returns how many of f's pages the page cache held when first
+// asked, and keeps whether any was dirty or under writeback for makeDurable
+// (see lookInCache); known is false where cachestat(2) cannot tell. One
+// look a file: the answer stands until the check after reading.
 func (f *stableFile) cachedPages() (cached uint64, known bool) {
+	if f.cache != cacheUnseen {
+		return f.pages, true
+	}
 	if noCachestat.Load() {
 		return 0, false
 	}
@@ -119,7 +134,7 @@ func (f *stableFile) cachedPages() (cached uint64, known bool) {
 	if err != nil {
 		return 0, false
 	}
-	f.cache = cacheClean
+	f.cache, f.pages = cacheClean, st.Cache
 	if st.Dirty+st.Writeback > 0 {
 		f.cache = cacheDirty
 	}

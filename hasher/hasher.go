@@ -243,7 +243,9 @@ func (h *Hasher) hashInLanes(ctx context.Context, path string, b key.Backend, fi
 // readSmall reads f whole while holding one of its device's read slots.
 // When every slot is taken the disk is behind, so f's data is asked for
 // first (POSIX_FADV_WILLNEED): the kernel reads it while f waits for a
-// slot, and the read finds it in memory. A warm scan rarely waits.
+// slot, and the read finds it in memory, not with O_DIRECT (which would
+// skip those pages). Not asking for files that would otherwise be read
+// directly was 2 % slower cold (BENCHMARKS.md). A warm scan rarely waits.
 func (h *Hasher) readSmall(ctx context.Context, f *stableFile) (*[]byte, fsstat.FileInfo, error) {
 	release, ok := h.readers.tryAcquire(f.before.Dev)
 	if !ok {

@@ -143,6 +143,7 @@ type stableFile struct {
 	fd     int
 	before fsstat.FileInfo
 	cache  cacheSeen // what cachestat(2) told of the file before reading, if asked
+	pages  uint64    // with cache: how many of its pages were in the page cache
 }
 
 // regularStat returns before, or an lstat of path when before is nil, and
