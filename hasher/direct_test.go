@@ -19,7 +19,7 @@ import (
 
 // coldFiles writes files of the given sizes on a fresh XFS image, syncs
 // them and drops them from the page cache.
-func coldFiles(t *testing.T, sizes ...int) (dir string, paths []string, sums [][32]byte) {
+func coldFiles(t *testing.T, sizes ...int) (paths []string, sums [][32]byte) {
 	t.Helper()
 	img := newLoop(t, loopfs.XFS)
 	for i, n := range sizes {
@@ -33,7 +33,7 @@ func coldFiles(t *testing.T, sizes ...int) (dir string, paths []string, sums [][
 	for _, p := range paths {
 		dropCache(t, p)
 	}
-	return img.Dir, paths, sums
+	return paths, sums
 }
 
 // dropCache drops path's pages from the page cache, and checks that
@@ -88,7 +88,7 @@ func laneHasher(t *testing.T) (*Hasher, *serialEngine) {
 // disk: their digests are right and they are still not in the page cache
 // after. A cached one is read from the cache.
 func TestColdSmallFilesReadDirect(t *testing.T) {
-	_, paths, sums := coldFiles(t, 1, 4095, 4096, 10000, 64<<10)
+	paths, sums := coldFiles(t, 1, 4095, 4096, 10000, 64<<10)
 	direct := directReads(t, nil)
 	h, eng := laneHasher(t)
 	hashAll(t, h, paths, sums)
@@ -113,7 +113,7 @@ func TestColdSmallFilesReadDirect(t *testing.T) {
 // A direct read that fails is done again the usual way, with the right
 // digest; a device that refused O_DIRECT (EINVAL) is not tried again.
 func TestDirectReadFallsBack(t *testing.T) {
-	_, paths, sums := coldFiles(t, 5000, 6000)
+	paths, sums := coldFiles(t, 5000, 6000)
 	var dev uint64
 	direct := directReads(t, func(path string, n int, err error) (int, error) {
 		fi, _ := fsstat.Lstat(path)
@@ -136,7 +136,7 @@ func TestDirectReadFallsBack(t *testing.T) {
 // its direct read returns more than that, the buffered read that follows
 // stops at the size, and the check after reading reports the change.
 func TestDirectReadSeesGrowth(t *testing.T) {
-	_, paths, _ := coldFiles(t, 5000)
+	paths, _ := coldFiles(t, 5000)
 	before, err := fsstat.Lstat(paths[0])
 	if err != nil {
 		t.Fatal(err)

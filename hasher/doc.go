@@ -28,13 +28,14 @@
 // a device's slots are taken, a caller asks the kernel for its file's data
 // before it waits for one. A small file of which the page cache holds
 // nothing is read with O_DIRECT (direct.go), sparing the copy out of the
-// page cache and the pages a scan would only evict other data with. Callers open the large files too, and ask for
-// their start unless it is in the page cache, so the disk reads them while
-// they wait for a lane. Reading is thus spread over many goroutines while
-// hashing stays one per worker, and many callers at once (Streams) keep the
-// lanes full. An engine with a free lane waits for files its callers are
-// still reading rather than finish the others alone. Idle Hashers cost no
-// CPU: their goroutines block on channels.
+// page cache and the pages a scan would only evict other data with. Callers
+// open the large files too, and ask for their start unless it is in the page
+// cache, so the disk reads them while they wait for a lane. Reading is thus
+// spread over many goroutines while hashing stays one per worker, and many
+// callers at once (Streams) keep the lanes full. An engine with a free lane
+// waits for files its callers are still reading rather than finish the
+// others alone. Idle Hashers cost no CPU: their goroutines block on
+// channels.
 //
 // Calibrate measures the candidates (crypto/sha256, sha256-simd where
 // package hasher/simd is linked, the mbsha256 kernels, the external
