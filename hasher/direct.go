@@ -123,15 +123,8 @@ func (f *stableFile) cachedPages() (cached uint64, known bool) {
 	if f.cache != cacheUnseen {
 		return f.pages, true
 	}
-	if noCachestat.Load() {
-		return 0, false
-	}
-	var st unix.Cachestat_t
-	err := unix.Cachestat(uint(f.fd), &unix.CachestatRange{}, &st, 0)
-	if err == unix.ENOSYS {
-		noCachestat.Store(true)
-	}
-	if err != nil {
+	st, known := cachestat(f.fd)
+	if !known {
 		return 0, false
 	}
 	f.cache, f.pages = cacheClean, st.Cache

@@ -161,15 +161,21 @@ func cleanInCache(fd int) bool {
 }
 
 func cacheState(fd int) (dirty, known bool) {
+	st, known := cachestat(fd)
+	return known && st.Dirty+st.Writeback > 0, known
+}
+
+// cachestat returns what cachestat(2) tells of all of fd's pages; known is
+// false where it cannot tell.
+func cachestat(fd int) (st unix.Cachestat_t, known bool) {
 	if noCachestat.Load() {
-		return false, false
+		return st, false
 	}
-	var st unix.Cachestat_t
 	err := unix.Cachestat(uint(fd), &unix.CachestatRange{}, &st, 0)
 	if err == unix.ENOSYS {
 		noCachestat.Store(true)
 	}
-	return st.Dirty+st.Writeback > 0, err == nil
+	return st, err == nil
 }
 
 // pagesOf is how many pages hold size bytes.
