@@ -102,6 +102,12 @@ type Options struct {
 	// descriptor (a first scan, see hasher.Open). Entries of unknown type
 	// are still stat'ed.
 	NoStat bool
+	// BeforeDir, when set, is called before each directory is opened and
+	// read, the root included: a caller may wait there until the
+	// directory is watched (watcher.Watcher.WaitWatched). It gets the
+	// walk's context, and runs on a worker (for the root, on the goroutine
+	// that called Walk). An error ends the walk, which returns it.
+	BeforeDir func(ctx context.Context, dir string) error
 
 	// openDir opens a directory; a test seam, nil means openDirAt.
 	openDir func(path string) (int, error)
@@ -152,6 +158,13 @@ func walkBatches(ctx context.Context, root string, opts Options, recycle bool, f
 	if err != nil {
 		return err
 	}
+	if opts.BeforeDir != nil {
+		// Before the root is opened: a root replaced meanwhile is read as
+		// it is once the caller lets it be.
+		if err := opts.BeforeDir(ctx, root); err != nil {
+			return err
+		}
+	}
 	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("%w %s: %w", ErrRoot, root, err)
@@ -166,6 +179,7 @@ func walkBatches(ctx context.Context, root string, opts Options, recycle bool, f
 	defer cancel()
 	w := &walk{
 		ctx:     ctx,
+		cancel:  cancel,
 		opts:    opts,
 		rootDev: uint64(st.Dev),
 		batches: make(chan []Entry, 2*opts.Workers),
@@ -215,6 +229,9 @@ func walkBatches(ctx context.Context, root string, opts Options, recycle bool, f
 	if fnErr != nil {
 		return fnErr
 	}
+	if err := w.beforeErr(); err != nil {
+		return err
+	}
 	return ctx.Err()
 }
 
@@ -252,6 +269,10 @@ type walk struct {
 	rootFd   int
 	rootOnce sync.Once // the root is read once, or closed unread
 	batches  chan []Entry
+
+	cancel   context.CancelFunc
+	beforeMu sync.Mutex
+	before   error // the first error of Options.BeforeDir
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -311,9 +332,12 @@ func (w *walk) report(path string, err error) {
 
 // walkDir opens and reads one directory; the root is already open.
 func (w *walk) walkDir(d dir) {
-	if d.path == w.root {
+	if d.path == w.root { // BeforeDir was called before it was opened
 		w.rootOnce.Do(func() { w.readDir(d, w.rootFd) })
 		return
+	}
+	if !w.beforeDir(d.path) {
+		return // the walk ends
 	}
 	fd, err := w.opts.openDir(d.path)
 	if err != nil {
@@ -331,6 +355,32 @@ func (w *walk) walkDir(d dir) {
 		}
 	}
 	w.readDir(d, fd)
+}
+
+// beforeDir calls Options.BeforeDir for path and reports whether to read
+// it; an error ends the walk.
+func (w *walk) beforeDir(path string) bool {
+	if w.opts.BeforeDir == nil {
+		return true
+	}
+	err := w.opts.BeforeDir(w.ctx, path)
+	if err == nil {
+		return true
+	}
+	w.beforeMu.Lock()
+	if w.before == nil && w.ctx.Err() == nil {
+		w.before = err
+	}
+	w.beforeMu.Unlock()
+	w.cancel()
+	return false
+}
+
+// beforeErr is the error of Options.BeforeDir that ended the walk, if any.
+func (w *walk) beforeErr() error {
+	w.beforeMu.Lock()
+	defer w.beforeMu.Unlock()
+	return w.before
 }
 
 // readDir reads the open directory fd, sends its files and queues its

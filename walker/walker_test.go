@@ -503,3 +503,100 @@ func TestWalkUnknownEntryType(t *testing.T) {
 		t.Errorf("file of unknown type with NoStat: dir %v, batch %+v", ok, batch)
 	}
 }
+
+// TestWalkBeforeDir: BeforeDir is called once for every directory read,
+// the root included, before the directory is read: a file it creates in
+// the directory is delivered, which it would not be if the directory had
+// been read first.
+func TestWalkBeforeDir(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, "a/b/f1", "a/c/", "d/f2", "f3", ".ignored/f4")
+	var mu sync.Mutex
+	called := map[string]int{}
+	opts := Options{
+		Workers: 3,
+		Ignore:  ignore.MustNew([]string{".ignored/"}),
+		BeforeDir: func(ctx context.Context, dir string) error {
+			if ctx == nil || ctx.Err() != nil {
+				t.Errorf("BeforeDir(%s): no live context", dir)
+			}
+			mu.Lock()
+			called[dir]++
+			mu.Unlock()
+			return os.WriteFile(filepath.Join(dir, "made-before"), nil, 0o644)
+		},
+	}
+	got, err := collect(t, root, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"", "a", "a/b", "a/c", "d"} {
+		if n := called[filepath.Join(root, d)]; n != 1 {
+			t.Errorf("BeforeDir(%q) called %d times, want 1", d, n)
+		}
+		if _, ok := got[filepath.Join(d, "made-before")]; !ok {
+			t.Errorf("%s: the file made in BeforeDir was not delivered: the directory was read first", filepath.Join(d, "made-before"))
+		}
+	}
+	if len(called) != 5 {
+		t.Errorf("BeforeDir called for %v, want the 5 directories walked (not the ignored one)", called)
+	}
+}
+
+// TestWalkBeforeDirErrorEnds: an error of BeforeDir ends the walk and is
+// what Walk returns; the directory it was called for is not read.
+func TestWalkBeforeDirErrorEnds(t *testing.T) {
+	root := t.TempDir()
+	for i := range 200 {
+		tree(t, root, fmt.Sprintf("d%d/f%d", i%20, i))
+	}
+	refused := errors.New("refused")
+	bad := filepath.Join(root, "d7")
+	err := Walk(context.Background(), root, Options{Workers: 2, BeforeDir: func(_ context.Context, dir string) error {
+		if dir == bad {
+			return refused
+		}
+		return nil
+	}}, func(e Entry) error {
+		if filepath.Dir(e.Path) == bad {
+			t.Errorf("%s delivered from the refused directory", e.Path)
+		}
+		return nil
+	})
+	if !errors.Is(err, refused) {
+		t.Errorf("Walk returned %v, want the BeforeDir error", err)
+	}
+	// The root refused: nothing is read.
+	err = Walk(context.Background(), root, Options{BeforeDir: func(context.Context, string) error { return refused }}, func(e Entry) error {
+		t.Errorf("%s delivered although the root was refused", e.Path)
+		return nil
+	})
+	if !errors.Is(err, refused) {
+		t.Errorf("root refused: Walk returned %v", err)
+	}
+}
+
+// TestWalkBeforeDirRootReplaced: BeforeDir is called before the root is
+// opened, so a root replaced meanwhile is read as it is afterwards.
+func TestWalkBeforeDirRootReplaced(t *testing.T) {
+	parent := t.TempDir()
+	root := filepath.Join(parent, "r")
+	tree(t, root, "old")
+	before := func(_ context.Context, dir string) error {
+		if dir != root {
+			return nil
+		}
+		if err := os.Rename(root, filepath.Join(parent, "r.old")); err != nil {
+			return err
+		}
+		tree(t, root, "fresh")
+		return nil
+	}
+	got, err := collect(t, root, Options{BeforeDir: before})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"fresh"}; fmt.Sprint(keys(got)) != fmt.Sprint(want) {
+		t.Errorf("walked %v, want %v: the root was opened before BeforeDir let it", keys(got), want)
+	}
+}
