@@ -57,6 +57,8 @@ type root struct {
 	sync cookies        // outstanding Sync cookies
 	sent *atomic.Uint64 // the Watcher's count of events sent
 
+	setup *firstSetup // the first set-up of the watches, for WaitWatched
+
 	inject      chan error   // test seam: errors as if from fsnotify
 	watchLimit  atomic.Int64 // test seam: > 0 makes Add fail with ENOSPC beyond this many watches
 	dropCookies atomic.Bool  // test seam: cookie events are lost, as in an overflow
@@ -82,11 +84,17 @@ func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64) 
 		pending:   make(map[string]*item),
 		inject:    make(chan error, 1),
 		ovBackoff: opts.OverflowBackoff,
+		setup:     newFirstSetup(),
 		status:    RootStatus{Root: path},
 	}
 }
 
 func (r *root) run(ctx context.Context) error {
+	defer r.setup.finish()
+	early := r.opts.EarlyInitialRescan && !r.opts.NoInitialRescan
+	if early && !r.emit(ctx, Event{Kind: Rescan, Path: r.path, Reason: ReasonInitial}) {
+		return nil
+	}
 	fsw, err := fsnotify.NewWatcher()
 	if err != nil {
 		// Out of inotify instances: the whole root is covered by rescans.
@@ -97,10 +105,14 @@ func (r *root) run(ctx context.Context) error {
 	} else {
 		r.fsw = fsw
 		defer fsw.Close()
-		r.addTree(r.path)
+		// The sync directory first: a cookie made during the set-up is
+		// read after every event queued before it, so Sync is a barrier
+		// then too.
 		r.watchSyncDir()
 		defer r.setSync(false) // nobody waits for a root that stopped
+		r.addTree(r.path)
 	}
+	r.setup.finish()
 	r.timer = time.NewTimer(time.Hour)
 	r.timer.Stop()
 	safety := newTicker(r.opts.SafetyRescan, true)
@@ -110,7 +122,7 @@ func (r *root) run(ctx context.Context) error {
 	deniedRetry := newTicker(r.opts.DeniedRetry, false)
 	defer deniedRetry.Stop()
 	r.publish()
-	if !r.opts.NoInitialRescan && !r.emit(ctx, Event{Kind: Rescan, Path: r.path, Reason: ReasonInitial}) {
+	if !early && !r.opts.NoInitialRescan && !r.emit(ctx, Event{Kind: Rescan, Path: r.path, Reason: ReasonInitial}) {
 		return nil
 	}
 	r.lastRescan = time.Now()

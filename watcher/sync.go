@@ -34,7 +34,9 @@ const cookiePrefix = "cookie-"
 // acknowledges every cookie it was waiting for (its cookie event may be
 // lost): its overflow Rescan, counted in Status as pending until it is
 // sent, covers everything before it. Without Options.SyncDir, and before
-// Run, Sync returns nil at once: a best-effort barrier then.
+// Run, Sync returns nil at once: a best-effort barrier then. During a
+// root's set-up of its watches (Options.EarlyInitialRescan) Sync waits
+// for the set-up, after which the root reads its queued events.
 //
 // Sync returns ctx.Err() when ctx ends first. It is safe for concurrent
 // use; every call makes its own cookie. It costs nothing when not called.

@@ -310,7 +310,10 @@ func TestSyncRealOverflow(t *testing.T) {
 }
 
 func TestSyncContext(t *testing.T) {
-	g := startSync(t, 1, Options{}, func(w *Watcher) { w.roots[0].dropCookies.Store(true) })
+	g := startSync(t, 1, Options{})
+	// The watcher's own Sync at start (CatchingUp) must see its cookie.
+	waitFor(t, "the watcher's catch-up after its set-up", func() bool { return !g.w.CatchingUp() })
+	g.w.roots[0].dropCookies.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := g.w.Sync(ctx); !errors.Is(err, context.Canceled) {

@@ -29,13 +29,20 @@ func (r *root) addTree(dir string) {
 		d := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		if _, ok := r.dirs[d]; ok {
+			r.setup.done(d)
 			continue
 		}
 		id := dirInodeOf(d)
 		if !r.takeOver(d, id) {
+			r.setup.done(d)
 			continue
 		}
-		if err := r.addWatch(d); err != nil {
+		if r.opts.beforeWatch != nil {
+			r.opts.beforeWatch(d)
+		}
+		err := r.addWatch(d)
+		r.setup.done(d) // watched, or known not to be
+		if err != nil {
 			if isLimit(err) {
 				n := countDirs(d, r)
 				r.unwatched[d] = n

@@ -39,12 +39,19 @@
 //
 // A Rescan is emitted only after the watches for the directory are in place,
 // so every change after the Rescan is seen either by the walk or as a later
-// event. Consumers must treat events as idempotent hints: the same file may
-// be reported by a Changed and by a Rescan walk.
+// event. The one exception is the initial Rescan with
+// Options.EarlyInitialRescan: it comes before the set-up, and the walk
+// must call Watcher.WaitWatched before it opens each directory, the root
+// included; a change in a directory after that is then an event. Consumers
+// must treat events as idempotent hints: the same file may be reported by
+// a Changed and by a Rescan walk.
 //
 // Options.Writes is told of every write when the watcher reads its event,
 // of every watched directory renamed away, and of lost events. A consumer
-// keeps them to know of writes that no stat field shows.
+// keeps them to know of writes that no stat field shows. While a root sets
+// up its watches it reads no event, so Writes, Status and the Events of
+// that time lag until the set-up is over; Watcher.CatchingUp says when
+// they may (and Sync waits it out).
 //
 // # Moved directories
 //
@@ -61,8 +68,9 @@
 // of it, across roots, or gone again before its new name could be watched.
 //
 // Run starts with one Rescan of each root (ReasonInitial) once the root's
-// watches are in place, so a consumer that walks on Rescan needs no initial
-// walk of its own (Options.NoInitialRescan turns it off). Paths under a
+// watches are in place (or before, with Options.EarlyInitialRescan), so a
+// consumer that walks on Rescan needs no initial walk of its own
+// (Options.NoInitialRescan turns it off). Paths under a
 // directory that is itself waiting to settle (new, deleted or renamed) are
 // folded into that directory's Rescan or Removed instead of being emitted one
 // by one (rm -rf of a tree is one Removed), and a Rescan of a whole root
@@ -171,7 +179,7 @@ func (k Kind) String() string {
 
 // Reasons carried by Rescan events (Changed and Removed carry "").
 const (
-	ReasonInitial  = "initial"   // the root's watches are in place at start
+	ReasonInitial  = "initial"   // the watcher started (its watches are in place, or being set up with EarlyInitialRescan)
 	ReasonNewDir   = "directory" // a directory appeared (created or moved in)
 	ReasonOverflow = "overflow"  // the inotify queue overflowed: events were lost
 	ReasonSafety   = "safety"    // periodic safety rescan
@@ -236,6 +244,13 @@ type Options struct {
 	// outside the roots or inside one (it then gets no watch, events or
 	// Rescans of its own); "" makes Sync a no-op.
 	SyncDir string
+	// EarlyInitialRescan emits each root's initial Rescan before its
+	// watches are set up rather than after, so the consumer's walk runs
+	// beside the set-up. The walk must then call WaitWatched before it
+	// reads each directory (walker.Options.BeforeDir).
+	EarlyInitialRescan bool
+
+	beforeWatch func(dir string) // test seam: called before each watch of a set-up is added
 }
 
 func (o *Options) fill() {
@@ -268,12 +283,13 @@ func (o *Options) fill() {
 // Watcher watches a set of roots. Create it with New, then call Run once and
 // read Events until it is closed.
 type Watcher struct {
-	opts    Options
-	roots   []*root
-	events  chan Event
-	started sync.Once
-	sent    atomic.Uint64 // events sent (or being sent) on events
-	cookies atomic.Uint64 // names of Sync cookies
+	opts     Options
+	roots    []*root
+	events   chan Event
+	started  sync.Once
+	sent     atomic.Uint64 // events sent (or being sent) on events
+	cookies  atomic.Uint64 // names of Sync cookies
+	caughtUp atomic.Bool   // see CatchingUp
 }
 
 // New checks the roots (absolute or not, each must be an existing
@@ -353,7 +369,59 @@ func (w *Watcher) Run(ctx context.Context) error {
 	for _, r := range w.roots {
 		g.Go(func() error { return r.run(ctx) })
 	}
+	g.Go(func() error { w.catchUp(ctx); return nil })
 	return g.Wait()
+}
+
+// CatchingUp reports whether writes may have happened that Options.Writes
+// was not told of yet because the watcher has not read their events: from
+// before Run until every root's first set-up of its watches is over and
+// the events queued meanwhile are read (a Sync). A consumer that trusts
+// "no write seen" (a renamed file taking over its old record) must not
+// trust it then.
+func (w *Watcher) CatchingUp() bool { return !w.caughtUp.Load() }
+
+// catchUp waits for the roots' first set-ups, then for the events queued
+// meanwhile to be read, and ends CatchingUp. Without Options.SyncDir the
+// second wait is skipped: the events are then read a moment later.
+func (w *Watcher) catchUp(ctx context.Context) {
+	for _, r := range w.roots {
+		select {
+		case <-r.setup.overCh:
+		case <-ctx.Done():
+			return
+		}
+	}
+	if err := w.Sync(ctx); err != nil && ctx.Err() == nil {
+		w.opts.Logger.Warn("cannot wait for the events queued while the watches were set up", "err", err)
+	}
+	if ctx.Err() == nil {
+		w.caughtUp.Store(true)
+	}
+}
+
+// WaitWatched returns once the first set-up of the watches has tried to
+// watch dir, so that a change in dir after that is an event: dir has its
+// watch, or it has none for a reason Status gives once the set-up is over
+// (the limit, an unreadable directory), or it is gone, or it is a second
+// name of a directory watched under its first (a bind mount). A directory
+// the set-up does not try (under one without a watch, made after its
+// parent was read, ignored, or outside every root as spelled here) waits
+// for the whole set-up. Once the set-up is over, or the watcher stopped,
+// it returns at once; before Run, it waits. It returns ctx.Err() when ctx
+// ends first. It is safe for concurrent use.
+func (w *Watcher) WaitWatched(ctx context.Context, dir string) error {
+	for _, r := range w.roots {
+		if roots.Within(dir, r.path) {
+			return r.setup.wait(ctx, dir)
+		}
+	}
+	for _, r := range w.roots {
+		if err := r.setup.wait(ctx, r.path); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Status describes every root's watches.
