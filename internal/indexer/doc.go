@@ -64,7 +64,11 @@
 // before the scan's walk reaches it; it queues the first 64 files of 16
 // MiB or more ahead of the walk, so that their long streams share the
 // hasher's lanes with the small files instead of being hashed alone at the
-// end. The walk meets them later and finds them settled. When the walk
+// end. The walk meets them later and finds them settled. Both walks call
+// Options.BeforeDir before they read a directory: the daemon's first scan
+// starts beside the watcher's set-up of its watches and reads each
+// directory once it is watched (watcher.Watcher.WaitWatched), so a
+// change made after the read is an event. When the walk
 // finished and every path it queued has settled, the records under the
 // walked directory with an older generation whose paths it did not see
 // belong to files that no longer exist, and the sweep drops them. Records

@@ -195,12 +195,20 @@ func (e *env) start(eo envOpts) {
 			quiet = 200 * time.Millisecond
 		}
 		led := ledger.New()
+		// As the daemon runs them: the first scan beside the set-up of
+		// the watches, each directory read once it is watched.
 		w, err = watcher.New([]string{e.root}, watcher.Options{Quiet: quiet, OverflowBackoff: 100 * time.Millisecond,
-			SyncDir: t.TempDir(), Writes: led})
+			SyncDir: t.TempDir(), Writes: led, EarlyInitialRescan: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		o.Ledger = led
+		if o.BeforeDir == nil {
+			o.BeforeDir = w.WaitWatched
+		}
+		if o.WritesUnread == nil {
+			o.WritesUnread = w.CatchingUp
+		}
 	}
 	ix, err := New(st, e.h, o)
 	if err != nil {

@@ -65,6 +65,12 @@ type Options struct {
 	MaxWrites int
 	// WalkWorkers is the number of directory readers of a walk; default 2.
 	WalkWorkers int
+	// BeforeDir, when set, is called before a walk reads each directory
+	// (walker.Options.BeforeDir): the daemon waits there for the
+	// directory's watch while the watcher sets them up
+	// (watcher.Watcher.WaitWatched), so a scan can start beside the
+	// set-up and still miss no change.
+	BeforeDir func(ctx context.Context, dir string) error
 	// Ignore holds gitignore-style patterns, matched relative to each root,
 	// of paths never indexed (the caller includes ignore.Defaults() if it
 	// wants them).
@@ -83,6 +89,11 @@ type Options struct {
 	MaxRetries int
 	// Ledger tells of writes no stat field shows; nil knows of none.
 	Ledger Ledger
+	// WritesUnread reports whether writes may have happened that Ledger
+	// was not told of yet (watcher.Watcher.CatchingUp: the watcher reads
+	// no event while it sets up its watches). While it does, a renamed
+	// or linked file is hashed instead of taking over a record. Nil: never.
+	WritesUnread func() bool
 	// OnLostWrite hears of each lost write: a record hashed just before
 	// an unclean end (store.Trusted) whose file, hashed again, has another
 	// digest under the same stat identity, and no write was seen. The
@@ -177,7 +188,7 @@ func New(st *store.Store, h Hasher, opt Options) (*Indexer, error) {
 	ix.scans = newScanner(ix)
 	ix.pipe.walking = ix.scans.walks.walking
 	ix.moves = &renamer{st: st, pipe: ix.pipe, paths: paths, ticks: ix.ticks, ledger: opt.Ledger,
-		scans: ix.scans, log: ix.log}
+		unread: opt.WritesUnread, scans: ix.scans, log: ix.log}
 	ix.check = &checker{pipe: ix.pipe, st: st, h: h, backend: opt.Backend, ledger: opt.Ledger,
 		ticks: ix.ticks, paths: paths, scans: ix.scans, moves: ix.moves, m: ix.m, log: ix.log,
 		maxRetries: opt.MaxRetries, onLost: opt.OnLostWrite}

@@ -119,6 +119,7 @@ type scanner struct {
 	log         *slog.Logger
 	idle        *signal // told when the last walk ends
 	walkWorkers int
+	beforeDir   func(ctx context.Context, dir string) error // Options.BeforeDir
 
 	mu      sync.Mutex
 	waiting []string
@@ -141,6 +142,7 @@ func newScanner(ix *Indexer) *scanner {
 	s := &scanner{
 		st: ix.st, pipe: ix.pipe, paths: ix.paths, ticks: ix.ticks, m: ix.m, log: ix.log, idle: ix.idle,
 		walkWorkers:  ix.opt.WalkWorkers,
+		beforeDir:    ix.opt.BeforeDir,
 		queued:       make(map[string]bool),
 		signal:       make(chan struct{}, 1),
 		initial:      make(chan struct{}),
@@ -301,8 +303,9 @@ func (s *scanner) walk(ctx context.Context, sc *scan) walked {
 		batch = ck.newBatch()
 	}
 	w.err = walker.Walk(ctx, sc.dir, walker.Options{
-		Workers: s.walkWorkers,
-		Ignore:  s.paths.ignoreFor(sc.dir),
+		Workers:   s.walkWorkers,
+		Ignore:    s.paths.ignoreFor(sc.dir),
+		BeforeDir: s.beforeDir,
 		// Into an empty index every file is hashed: its checker opens it
 		// and takes its identity from the descriptor, saving a stat.
 		NoStat: empty,

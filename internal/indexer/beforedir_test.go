@@ -1,0 +1,101 @@
+package indexer
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// TestWalksWaitBeforeEachDirectory: a first scan, its count included,
+// reads no directory before Options.BeforeDir lets it (the daemon waits
+// there for the directory's watch), while the walk of the rest of the
+// tree goes on.
+func TestWalksWaitBeforeEachDirectory(t *testing.T) {
+	root := t.TempDir()
+	for i := range 40 {
+		writeOld(t, filepath.Join(root, fmt.Sprintf("d%d/f%d", i%4, i)), fmt.Sprint("content ", i))
+	}
+	held := filepath.Join(root, "d2")
+	big := filepath.Join(held, "big") // one the count would queue ahead of the walk
+	f, err := os.Create(big)
+	must(t, err)
+	must(t, f.Truncate(earlyMin))
+	must(t, f.Close())
+
+	var mu sync.Mutex
+	calls := map[string]int{}
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	defer open()
+	before := func(ctx context.Context, dir string) error {
+		mu.Lock()
+		calls[dir]++
+		mu.Unlock()
+		if dir != held {
+			return nil
+		}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	e := newEnv(t, root, envOpts{noWatch: true, opts: Options{BeforeDir: before}})
+	// The walk meets the 30 files of the other directories; it hands them
+	// to the checkers in batches, so they may wait for d2 to be hashed.
+	waitFor(t, "the walk going on while d2 waits", func() bool {
+		w := e.ix.Progress().Walk
+		return w != nil && w.Files == 30
+	})
+	for p, n := range e.h.snapshot() {
+		if filepath.Dir(p) == held && n > 0 {
+			t.Errorf("%s hashed before its directory was let through", p)
+		}
+	}
+	if w := e.ix.Progress().Walk; w == nil || w.Files != 30 {
+		t.Errorf("walk progress %+v: want the 30 files outside d2 and none of d2's", w)
+	}
+	open()
+	e.settle(settleTimeout)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, d := range []string{root, filepath.Join(root, "d0"), filepath.Join(root, "d1"), held, filepath.Join(root, "d3")} {
+		if calls[d] == 0 {
+			t.Errorf("BeforeDir was never called for %s", d)
+		}
+	}
+	if calls[held] < 2 {
+		t.Errorf("BeforeDir called %d times for the held directory: want the count's walk and the scan's both to wait", calls[held])
+	}
+}
+
+// TestRenameHashedWhileWritesUnread: while writes may be unread
+// (Options.WritesUnread: the watcher still sets up its watches), a file
+// renamed while the daemon was down is hashed instead of taking over its
+// old record; once they are read, it takes it over.
+func TestRenameHashedWhileWritesUnread(t *testing.T) {
+	for _, unread := range []bool{false, true} {
+		root := t.TempDir()
+		writeOld(t, filepath.Join(root, "d/f"), "content of f")
+		writeOld(t, filepath.Join(root, "d/other"), "other")
+		e := newEnv(t, root, envOpts{noWatch: true})
+		e.settle(settleTimeout)
+		e.stop()
+		must(t, os.Rename(filepath.Join(root, "d/f"), filepath.Join(root, "d/g")))
+		e.h = &countingHasher{n: make(map[string]int)}
+		e.start(envOpts{noWatch: true, opts: Options{WritesUnread: func() bool { return unread }}})
+		e.settle(settleTimeout)
+		if hashed := e.h.count(filepath.Join(root, "d/g")) > 0; hashed != unread {
+			t.Errorf("writes unread %v: the renamed file hashed %v, want %v", unread, hashed, unread)
+		}
+		if n := e.h.count(filepath.Join(root, "d/other")); n != 0 {
+			t.Errorf("writes unread %v: the unchanged file hashed %d times", unread, n)
+		}
+		e.stop()
+	}
+}
