@@ -600,3 +600,28 @@ func TestWalkBeforeDirRootReplaced(t *testing.T) {
 		t.Errorf("walked %v, want %v: the root was opened before BeforeDir let it", keys(got), want)
 	}
 }
+
+// TestWalkBeforeDirSubdirReplaced: a subdirectory is opened after
+// BeforeDir, so one replaced meanwhile is read as it is afterwards.
+func TestWalkBeforeDirSubdirReplaced(t *testing.T) {
+	root := t.TempDir()
+	tree(t, root, "s/old")
+	sub := filepath.Join(root, "s")
+	before := func(_ context.Context, dir string) error {
+		if dir != sub {
+			return nil
+		}
+		if err := os.Rename(sub, filepath.Join(t.TempDir(), "s.old")); err != nil {
+			return err
+		}
+		tree(t, root, "s/fresh")
+		return nil
+	}
+	got, err := collect(t, root, Options{BeforeDir: before})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"s/fresh"}; fmt.Sprint(keys(got)) != fmt.Sprint(want) {
+		t.Errorf("walked %v, want %v: the subdirectory was opened before BeforeDir let it", keys(got), want)
+	}
+}
