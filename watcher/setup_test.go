@@ -210,3 +210,76 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// slowWrites is a WriteRecorder that takes its time over each write.
+type slowWrites struct {
+	mu      sync.Mutex
+	written map[string]bool
+}
+
+func (s *slowWrites) Written(path string, _, _ uint64) {
+	time.Sleep(200 * time.Millisecond)
+	s.mu.Lock()
+	s.written[path] = true
+	s.mu.Unlock()
+}
+func (s *slowWrites) DirRenamed(string) {}
+func (s *slowWrites) Lost()             {}
+
+func (s *slowWrites) saw(path string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.written[path]
+}
+
+// TestCatchingUpUntilWritesAreTold: CatchingUp stays true until Writes was
+// told of a write made while the set-up ran, and ends once it was.
+func TestCatchingUpUntilWritesAreTold(t *testing.T) {
+	root := t.TempDir()
+	mkdirs(t, root, "b/x")
+	b := filepath.Join(root, "b")
+	atX := newGate(filepath.Join(b, "x"))
+	defer atX.open()
+	writes := &slowWrites{written: make(map[string]bool)}
+	opts := Options{EarlyInitialRescan: true, SyncDir: t.TempDir(), Writes: writes}
+	opts.beforeWatch = atX.hold
+	rec := startAt(t, root, opts)
+	<-atX.reached
+	returned(t, waitAsync(context.Background(), rec.w, b), "b")
+	p := filepath.Join(b, "new")
+	write(t, p, "x")
+	atX.open()
+	waitFor(t, "CatchingUp false", func() bool { return !rec.w.CatchingUp() })
+	if !writes.saw(p) {
+		t.Error("CatchingUp ended before Writes was told of the write made during the set-up")
+	}
+}
+
+// TestCatchingUpWithoutSyncDir: without a sync directory nothing tells when
+// the queued events are read, so CatchingUp stays true.
+func TestCatchingUpWithoutSyncDir(t *testing.T) {
+	rec := startAt(t, t.TempDir(), Options{EarlyInitialRescan: true})
+	returned(t, waitAsync(context.Background(), rec.w, rec.root), "the root")
+	time.Sleep(100 * time.Millisecond)
+	if !rec.w.CatchingUp() {
+		t.Error("CatchingUp ended without a sync directory to tell")
+	}
+}
+
+// TestWaitWatchedSyncDirAndOutside: the sync directory inside a root never
+// waits; a path outside every root waits for the whole set-up.
+func TestWaitWatchedSyncDirAndOutside(t *testing.T) {
+	root := t.TempDir()
+	mkdirs(t, root, ".sync", "a")
+	held := newGate(filepath.Join(root, "a"))
+	defer held.open()
+	opts := Options{EarlyInitialRescan: true, SyncDir: filepath.Join(root, ".sync")}
+	opts.beforeWatch = held.hold
+	rec := startAt(t, root, opts)
+	<-held.reached
+	returned(t, waitAsync(context.Background(), rec.w, filepath.Join(root, ".sync")), "the sync directory")
+	outside := waitAsync(context.Background(), rec.w, t.TempDir())
+	notYet(t, outside, "a path outside the root")
+	held.open()
+	returned(t, outside, "a path outside the root")
+}

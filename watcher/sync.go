@@ -35,8 +35,8 @@ const cookiePrefix = "cookie-"
 // lost): its overflow Rescan, counted in Status as pending until it is
 // sent, covers everything before it. Without Options.SyncDir, and before
 // Run, Sync returns nil at once: a best-effort barrier then. During a
-// root's set-up of its watches (Options.EarlyInitialRescan) Sync waits
-// for the set-up, after which the root reads its queued events.
+// root's set-up of its watches Sync waits for the set-up, after which the
+// root reads its queued events.
 //
 // Sync returns ctx.Err() when ctx ends first. It is safe for concurrent
 // use; every call makes its own cookie. It costs nothing when not called.
@@ -161,6 +161,13 @@ func (r *root) ackCookie(name string) {
 
 // setSync turns the root's cookie handling on or off; off, or on
 // overflow, acknowledges every cookie it was waiting for.
+// syncOn reports whether the root watches the sync directory.
+func (r *root) syncOn() bool {
+	r.sync.mu.Lock()
+	defer r.sync.mu.Unlock()
+	return r.sync.on
+}
+
 func (r *root) setSync(on bool) {
 	r.sync.mu.Lock()
 	defer r.sync.mu.Unlock()

@@ -369,7 +369,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 	for _, r := range w.roots {
 		g.Go(func() error { return r.run(ctx) })
 	}
-	g.Go(func() error { w.catchUp(ctx); return nil })
+	start := time.Now()
+	g.Go(func() error { w.catchUp(ctx, start); return nil })
 	return g.Wait()
 }
 
@@ -378,13 +379,13 @@ func (w *Watcher) Run(ctx context.Context) error {
 // before Run until every root's first set-up of its watches is over and
 // the events queued meanwhile are read (a Sync). A consumer that trusts
 // "no write seen" (a renamed file taking over its old record) must not
-// trust it then.
+// trust it then. Where no Sync can tell (no Options.SyncDir, a root whose
+// watch on it failed), it stays true.
 func (w *Watcher) CatchingUp() bool { return !w.caughtUp.Load() }
 
 // catchUp waits for the roots' first set-ups, then for the events queued
-// meanwhile to be read, and ends CatchingUp. Without Options.SyncDir the
-// second wait is skipped: the events are then read a moment later.
-func (w *Watcher) catchUp(ctx context.Context) {
+// meanwhile to be read, and ends CatchingUp.
+func (w *Watcher) catchUp(ctx context.Context, start time.Time) {
 	for _, r := range w.roots {
 		select {
 		case <-r.setup.overCh:
@@ -392,12 +393,24 @@ func (w *Watcher) catchUp(ctx context.Context) {
 			return
 		}
 	}
-	if err := w.Sync(ctx); err != nil && ctx.Err() == nil {
-		w.opts.Logger.Warn("cannot wait for the events queued while the watches were set up", "err", err)
+	err := w.Sync(ctx)
+	if ctx.Err() != nil {
+		return
 	}
-	if ctx.Err() == nil {
-		w.caughtUp.Store(true)
+	for _, r := range w.roots {
+		if err == nil && !r.noInstance && !r.syncOn() {
+			err = fmt.Errorf("%w: root %s does not watch the sync directory", ErrSync, r.path)
+		}
 	}
+	if w.opts.SyncDir == "" {
+		err = fmt.Errorf("%w: no sync directory", ErrSync)
+	}
+	if err != nil {
+		w.opts.Logger.Info("cannot tell when the events queued while the watches were set up are read; renamed files are hashed rather than trusted", "err", err)
+		return
+	}
+	w.caughtUp.Store(true)
+	w.opts.Logger.Debug("watches set up and the events queued meanwhile read", "took", time.Since(start).Round(time.Millisecond))
 }
 
 // WaitWatched returns once the first set-up of the watches has tried to
@@ -407,18 +420,24 @@ func (w *Watcher) catchUp(ctx context.Context) {
 // name of a directory watched under its first (a bind mount). A directory
 // the set-up does not try (under one without a watch, made after its
 // parent was read, ignored, or outside every root as spelled here) waits
-// for the whole set-up. Once the set-up is over, or the watcher stopped,
-// it returns at once; before Run, it waits. It returns ctx.Err() when ctx
-// ends first. It is safe for concurrent use.
+// for the whole set-up; Options.SyncDir and what is under it never wait.
+// Once the set-up is over, or the watcher stopped, it returns at once;
+// before Run, it waits. It returns ctx.Err() when ctx ends first. It is
+// safe for concurrent use.
 func (w *Watcher) WaitWatched(ctx context.Context, dir string) error {
+	if w.opts.SyncDir != "" && roots.Within(dir, w.opts.SyncDir) {
+		return nil // never part of a root's tree: nothing to wait for
+	}
 	for _, r := range w.roots {
 		if roots.Within(dir, r.path) {
 			return r.setup.wait(ctx, dir)
 		}
 	}
 	for _, r := range w.roots {
-		if err := r.setup.wait(ctx, r.path); err != nil {
-			return err
+		select {
+		case <-r.setup.overCh:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 	return nil
