@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestWalksWaitBeforeEachDirectory: a first scan, its count included,
@@ -76,26 +78,42 @@ func TestWalksWaitBeforeEachDirectory(t *testing.T) {
 
 // TestRenameHashedWhileWritesUnread: while writes may be unread
 // (Options.WritesUnread: the watcher still sets up its watches), a file
-// renamed while the daemon was down is hashed instead of taking over its
-// old record; once they are read, it takes it over.
+// renamed since the daemon started is hashed instead of taking over its
+// old record; one renamed while the daemon was down, whose ctime is older,
+// and one renamed once the writes are read, take it over.
 func TestRenameHashedWhileWritesUnread(t *testing.T) {
-	for _, unread := range []bool{false, true} {
-		root := t.TempDir()
-		writeOld(t, filepath.Join(root, "d/f"), "content of f")
-		writeOld(t, filepath.Join(root, "d/other"), "other")
-		e := newEnv(t, root, envOpts{noWatch: true})
+	root := t.TempDir()
+	for _, n := range []string{"f", "h", "other"} {
+		writeOld(t, filepath.Join(root, "d", n), "content of "+n)
+	}
+	e := newEnv(t, root, envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	e.stop()
+	must(t, os.Rename(filepath.Join(root, "d/f"), filepath.Join(root, "d/g")))
+	time.Sleep(ctimeSlack + 100*time.Millisecond) // the rename's ctime is older than the next start
+	e.h = &countingHasher{n: make(map[string]int)}
+	var unread atomic.Bool
+	unread.Store(true)
+	e.start(envOpts{noWatch: true, opts: Options{WritesUnread: unread.Load}})
+	e.settle(settleTimeout)
+	if n := e.h.count(filepath.Join(root, "d/g")); n != 0 {
+		t.Errorf("the file renamed while the daemon was down was hashed %d times, want its record taken over", n)
+	}
+	rename := func(from, to string) {
+		must(t, os.Rename(filepath.Join(root, from), filepath.Join(root, to)))
+		e.ix.Rescan(root)
 		e.settle(settleTimeout)
-		e.stop()
-		must(t, os.Rename(filepath.Join(root, "d/f"), filepath.Join(root, "d/g")))
-		e.h = &countingHasher{n: make(map[string]int)}
-		e.start(envOpts{noWatch: true, opts: Options{WritesUnread: func() bool { return unread }}})
-		e.settle(settleTimeout)
-		if hashed := e.h.count(filepath.Join(root, "d/g")) > 0; hashed != unread {
-			t.Errorf("writes unread %v: the renamed file hashed %v, want %v", unread, hashed, unread)
-		}
-		if n := e.h.count(filepath.Join(root, "d/other")); n != 0 {
-			t.Errorf("writes unread %v: the unchanged file hashed %d times", unread, n)
-		}
-		e.stop()
+	}
+	rename("d/h", "d/i")
+	if e.h.count(filepath.Join(root, "d/i")) == 0 {
+		t.Error("a file renamed while writes may be unread took over its old record")
+	}
+	unread.Store(false)
+	rename("d/i", "d/j")
+	if n := e.h.count(filepath.Join(root, "d/j")); n != 0 {
+		t.Errorf("a file renamed once the writes were read was hashed %d times, want its record taken over", n)
+	}
+	if n := e.h.count(filepath.Join(root, "d/other")); n != 0 {
+		t.Errorf("the unchanged file was hashed %d times", n)
 	}
 }

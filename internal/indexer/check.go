@@ -24,6 +24,7 @@ type checker struct {
 	h          Hasher
 	backend    key.Backend
 	ledger     Ledger
+	unread     unreadWrites
 	ticks      *ticks
 	paths      *pathRules
 	scans      *scanner
@@ -137,12 +138,12 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *h
 }
 
 // lastGood returns rec when its digest still names the content of the file
-// fi by every witness: no write seen, not racily clean, and only ctime
-// moved (a chmod). Otherwise nil.
+// fi by every witness: no write seen (nor one the ledger may not know of
+// yet), not racily clean, and only ctime moved (a chmod). Otherwise nil.
 func (c *checker) lastGood(rec *store.Record, fi fsstat.FileInfo, written bool) *store.Record {
 	id := identity(fi)
 	id.CtimeNs = rec.CtimeNs
-	if written || !rec.HasDigest() || rec.Identity() != id || c.ticks.racy(rec) {
+	if written || c.unread.may(fi.CtimeNs) || !rec.HasDigest() || rec.Identity() != id || c.ticks.racy(rec) {
 		return nil
 	}
 	return rec

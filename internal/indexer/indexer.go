@@ -91,8 +91,10 @@ type Options struct {
 	Ledger Ledger
 	// WritesUnread reports whether writes may have happened that Ledger
 	// was not told of yet (watcher.Watcher.CatchingUp: the watcher reads
-	// no event while it sets up its watches). While it does, a renamed
-	// or linked file is hashed instead of taking over a record. Nil: never.
+	// no event while it sets up its watches). While it does, a file whose
+	// ctime is newer than the indexer is not trusted on the ledger's word:
+	// renamed, it is hashed instead of taking over its old record, and a
+	// record flagged corrupt or unreadable is not kept for it. Nil: never.
 	WritesUnread func() bool
 	// OnLostWrite hears of each lost write: a record hashed just before
 	// an unclean end (store.Trusted) whose file, hashed again, has another
@@ -187,9 +189,10 @@ func New(st *store.Store, h Hasher, opt Options) (*Indexer, error) {
 	ix.pipe = newPipeline(st, opt.MaxPending, opt.MaxWrites, ix.log, ix.m, ix.idle)
 	ix.scans = newScanner(ix)
 	ix.pipe.walking = ix.scans.walks.walking
+	unread := newUnreadWrites(opt.WritesUnread, ix.startTime)
 	ix.moves = &renamer{st: st, pipe: ix.pipe, paths: paths, ticks: ix.ticks, ledger: opt.Ledger,
-		unread: opt.WritesUnread, scans: ix.scans, log: ix.log}
-	ix.check = &checker{pipe: ix.pipe, st: st, h: h, backend: opt.Backend, ledger: opt.Ledger,
+		unread: unread, scans: ix.scans, log: ix.log}
+	ix.check = &checker{pipe: ix.pipe, st: st, h: h, backend: opt.Backend, ledger: opt.Ledger, unread: unread,
 		ticks: ix.ticks, paths: paths, scans: ix.scans, moves: ix.moves, m: ix.m, log: ix.log,
 		maxRetries: opt.MaxRetries, onLost: opt.OnLostWrite}
 	ix.pipe.emptied = ix.check.dirs.closeAll // an idle daemon holds no directory open

@@ -132,7 +132,7 @@ type renamer struct {
 	paths   *pathRules
 	ticks   *ticks
 	ledger  Ledger
-	unread  func() bool // Options.WritesUnread; nil: never
+	unread  unreadWrites
 	scans   *scanner
 	removed func(path string) // drops what is left at a path once it is gone
 	log     *slog.Logger
@@ -173,9 +173,9 @@ func (r *renamer) gather(path string, fi fsstat.FileInfo) (renameFacts, error) {
 	}
 	f.racy = r.ticks.racy(&f.rec)
 	f.bornAfter = fsstat.BornAfter(path, fi.Ino, f.rec.CtimeNs)
-	// Writes the ledger was not told of yet count as seen: the file is
+	// A write the ledger may not know of yet counts as seen: the file is
 	// hashed rather than trusted.
-	f.written = f.written || (r.unread != nil && r.unread())
+	f.written = f.written || r.unread.may(fi.CtimeNs)
 	for _, p := range [2]string{path, f.old} {
 		f.written = f.written || r.ledger.WrittenSince(p, fi.Dev, fi.Ino, f.rec.HashedAt)
 	}
