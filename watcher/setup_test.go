@@ -12,7 +12,7 @@ import (
 
 // gate holds the set-up's watch of one directory until opened, and tells
 // when the set-up reached it. A test defers open: the watcher's cleanup
-// waits for Run, which a closed gate would hold forever.
+// waits for Run, which a gate never opened would hold forever.
 type gate struct {
 	dir     string
 	reached chan struct{}
@@ -51,12 +51,13 @@ func waitAsync(ctx context.Context, w *Watcher, dir string) <-chan error {
 	return ch
 }
 
-// notYet fails if ch delivers within a while: WaitWatched returned too soon.
+// notYet fails if ch delivers within a while: the wait for what returned
+// too soon.
 func notYet(t *testing.T, ch <-chan error, what string) {
 	t.Helper()
 	select {
 	case err := <-ch:
-		t.Fatalf("WaitWatched(%s) returned (%v) before the set-up tried it", what, err)
+		t.Fatalf("the wait for %s returned (%v) too soon", what, err)
 	case <-time.After(100 * time.Millisecond):
 	}
 }
@@ -66,10 +67,10 @@ func returned(t *testing.T, ch <-chan error, what string) {
 	select {
 	case err := <-ch:
 		if err != nil {
-			t.Fatalf("WaitWatched(%s): %v", what, err)
+			t.Fatalf("the wait for %s: %v", what, err)
 		}
 	case <-time.After(waitLong):
-		t.Fatalf("WaitWatched(%s) did not return", what)
+		t.Fatalf("the wait for %s did not return", what)
 	}
 }
 
@@ -110,9 +111,9 @@ func TestEarlyInitialRescan(t *testing.T) {
 	write(t, filepath.Join(b, "new"), "x")
 	synced := make(chan error, 1)
 	go func() { synced <- rec.w.Sync(ctx) }()
-	notYet(t, synced, "Sync (a barrier")
+	notYet(t, synced, "Sync during the set-up")
 	atX.open()
-	returned(t, synced, "Sync (a barrier")
+	returned(t, synced, "Sync during the set-up")
 	// Sync returned: the write's event was read; it waits out Quiet, or
 	// went out already.
 	if st := rec.w.Status().Roots[0]; st.Pending == 0 && !has(rec.events(), Changed, filepath.Join(b, "new")) {
