@@ -576,52 +576,35 @@ func TestWalkBeforeDirErrorEnds(t *testing.T) {
 	}
 }
 
-// TestWalkBeforeDirRootReplaced: BeforeDir is called before the root is
-// opened, so a root replaced meanwhile is read as it is afterwards.
-func TestWalkBeforeDirRootReplaced(t *testing.T) {
-	parent := t.TempDir()
-	root := filepath.Join(parent, "r")
-	tree(t, root, "old")
-	before := func(_ context.Context, dir string) error {
-		if dir != root {
+// TestWalkBeforeDirReplaced: BeforeDir is called before a directory is
+// opened, the root included, so one replaced meanwhile is read as it is
+// afterwards.
+func TestWalkBeforeDirReplaced(t *testing.T) {
+	for _, which := range []string{"r", "r/s"} {
+		parent := t.TempDir()
+		root := filepath.Join(parent, "r")
+		tree(t, parent, "r/s/old")
+		replaced := filepath.Join(parent, which)
+		before := func(_ context.Context, dir string) error {
+			if dir != replaced {
+				return nil
+			}
+			if err := os.Rename(dir, filepath.Join(t.TempDir(), "old")); err != nil {
+				return err
+			}
+			tree(t, parent, which+"/s/fresh")
 			return nil
 		}
-		if err := os.Rename(root, filepath.Join(parent, "r.old")); err != nil {
-			return err
+		got, err := collect(t, root, Options{BeforeDir: before})
+		if err != nil {
+			t.Fatal(err)
 		}
-		tree(t, root, "fresh")
-		return nil
-	}
-	got, err := collect(t, root, Options{BeforeDir: before})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"fresh"}; fmt.Sprint(keys(got)) != fmt.Sprint(want) {
-		t.Errorf("walked %v, want %v: the root was opened before BeforeDir let it", keys(got), want)
-	}
-}
-
-// TestWalkBeforeDirSubdirReplaced: a subdirectory is opened after
-// BeforeDir, so one replaced meanwhile is read as it is afterwards.
-func TestWalkBeforeDirSubdirReplaced(t *testing.T) {
-	root := t.TempDir()
-	tree(t, root, "s/old")
-	sub := filepath.Join(root, "s")
-	before := func(_ context.Context, dir string) error {
-		if dir != sub {
-			return nil
+		want := "[s/fresh]"
+		if which == "r/s" {
+			want = "[s/s/fresh]"
 		}
-		if err := os.Rename(sub, filepath.Join(t.TempDir(), "s.old")); err != nil {
-			return err
+		if fmt.Sprint(keys(got)) != want {
+			t.Errorf("%s replaced: walked %v, want %s: it was opened before BeforeDir let it", which, keys(got), want)
 		}
-		tree(t, root, "s/fresh")
-		return nil
-	}
-	got, err := collect(t, root, Options{BeforeDir: before})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"s/fresh"}; fmt.Sprint(keys(got)) != fmt.Sprint(want) {
-		t.Errorf("walked %v, want %v: the subdirectory was opened before BeforeDir let it", keys(got), want)
 	}
 }
