@@ -1,11 +1,13 @@
 // Package fsstat is the identity of a file's state as the index sees it:
-// (dev, ino, size, mtime_ns, ctime_ns) plus the file type, read with lstat or
-// fstat, never following symlinks.
+// (file system, ino, size, mtime_ns, ctime_ns) plus the file type, read
+// with lstat or fstat, never following symlinks.
 //
 // Two FileInfo values that are Same describe a file whose content the index
 // may assume unchanged; any difference means the content may have changed.
-// The package also holds the file-system probes the index needs: the
-// timestamp granularity of a file system and a file's birth time.
+// The file system is named by an id that survives reboots and renumbered
+// devices (fsid.go), not by st_dev. The package also holds the file-system
+// probes the index needs: the mount table and its changes, the timestamp
+// granularity of a file system and a file's birth time.
 package fsstat
 
 import (
@@ -16,7 +18,8 @@ import (
 
 // FileInfo is the part of a stat result the index relies on.
 type FileInfo struct {
-	Dev     uint64
+	Dev     uint64 // the file system's id (see fsid.go), not st_dev
+	RawDev  uint64 // st_dev: compare it only with another st_dev of now
 	Ino     uint64
 	Size    int64
 	MtimeNs int64
@@ -43,7 +46,7 @@ func Lstat(path string) (FileInfo, error) {
 	if err := unix.Lstat(path, &st); err != nil {
 		return FileInfo{}, &fs.PathError{Op: "lstat", Path: path, Err: err}
 	}
-	return FromStat(&st), nil
+	return fromStat(&st, idOf(uint64(st.Dev), pathOpener(path, &st))), nil
 }
 
 // Fstat stats an open file descriptor.
@@ -52,13 +55,27 @@ func Fstat(fd int) (FileInfo, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return FileInfo{}, err
 	}
-	return FromStat(&st), nil
+	return fromStat(&st, idOf(uint64(st.Dev), fdOpener(fd, &st))), nil
 }
 
-// FromStat converts a raw stat result.
+// FromStat converts a raw stat result. The file system is found through
+// the mount table the first time its device is met; a file the caller
+// has open, or its directory, is a surer way (Fstat, FromStatAt).
 func FromStat(st *unix.Stat_t) FileInfo {
+	return fromStat(st, idOf(uint64(st.Dev), nil))
+}
+
+// FromStatAt converts the stat result of name in the directory open as
+// dirfd. name may be "" when st is not a directory's: such a file is on
+// its directory's file system.
+func FromStatAt(dirfd int, name string, st *unix.Stat_t) FileInfo {
+	return fromStat(st, idOf(uint64(st.Dev), atOpener(dirfd, name, st)))
+}
+
+func fromStat(st *unix.Stat_t, id uint64) FileInfo {
 	return FileInfo{
-		Dev:     uint64(st.Dev),
+		Dev:     id,
+		RawDev:  uint64(st.Dev),
 		Ino:     uint64(st.Ino),
 		Size:    st.Size,
 		MtimeNs: st.Mtim.Nano(),

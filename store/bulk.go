@@ -53,7 +53,7 @@ func (s *Store) waitAll(ctx context.Context, items []item) error {
 // generation gen did not see. A record marked or put again meanwhile is
 // kept, since each removal checks the generation when it is applied. keep
 // is called outside any transaction. Sweep returns how many it removed.
-func (s *Store) Sweep(ctx context.Context, dir []byte, gen uint64, keep func(path []byte) bool) (int, error) {
+func (s *Store) Sweep(ctx context.Context, dir []byte, gen uint64, keep func(path []byte, r *Record) bool) (int, error) {
 	return s.sweep(ctx, dir, gen, keep, nil)
 }
 
@@ -63,7 +63,7 @@ func (s *Store) Sweep(ctx context.Context, dir []byte, gen uint64, keep func(pat
 // or by Saw. keep is called after the fence is up, so it may look at the
 // file system: a record keep let go because its file was gone is spared
 // when anything brought the file back before the delete.
-func (s *Store) SweepFenced(ctx context.Context, dir []byte, gen uint64, keep func(path []byte) bool) (int, error) {
+func (s *Store) SweepFenced(ctx context.Context, dir []byte, gen uint64, keep func(path []byte, r *Record) bool) (int, error) {
 	f := s.fences.raise(&Fence{path: string(dir), set: &s.fences, sweep: true})
 	n, err := s.sweep(ctx, dir, gen, keep, f)
 	if err != nil {
@@ -78,7 +78,7 @@ func (s *Store) SweepFenced(ctx context.Context, dir []byte, gen uint64, keep fu
 	return n, nil
 }
 
-func (s *Store) sweep(ctx context.Context, dir []byte, gen uint64, keep func(path []byte) bool, f *Fence) (int, error) {
+func (s *Store) sweep(ctx context.Context, dir []byte, gen uint64, keep func(path []byte, r *Record) bool, f *Fence) (int, error) {
 	var (
 		removed atomic.Int64
 		stale   []item
@@ -89,7 +89,7 @@ func (s *Store) sweep(ctx context.Context, dir []byte, gen uint64, keep func(pat
 		return err
 	}
 	err := s.Subtree(ctx, dir, func(path []byte, r Record) error {
-		if r.Generation >= gen || (keep != nil && keep(path)) {
+		if r.Generation >= gen || (keep != nil && keep(path, &r)) {
 			return nil
 		}
 		stale = append(stale, item{c: Change{Op: OpDeleteIfOlder, Path: path, Gen: gen, Fence: f}, removed: &removed})

@@ -95,6 +95,7 @@ func checkInvariants(tx *bolt.Tx, rep *Report) {
 	checkCount(tx, rep, bucketInodes, c.Files-onlyPending(pendIno), "inode index")
 	checkGroups(tx, rep, &c, pend)
 	checkVerified(tx, rep)
+	c.Shelved = checkShelf(tx, rep)
 	stored, err := decodeCounters(tx.Bucket(bucketMeta).Get(metaCounters))
 	if err != nil {
 		rep.add("counters: %v", err)
@@ -349,5 +350,27 @@ func onlyPending(pendIno map[string]bool) int64 {
 			n++
 		}
 	}
+	return n
+}
+
+// checkShelf checks that every shelved record decodes under a well-formed
+// key, and returns how many there are.
+func checkShelf(tx *bolt.Tx, rep *Report) int64 {
+	b := tx.Bucket(bucketShelf)
+	if b == nil {
+		return 0 // before schema 7; Open then requires it
+	}
+	var n int64
+	_ = b.ForEach(func(k, v []byte) error {
+		n++
+		if len(k) <= 8 || checkPath(k[8:], false) != nil {
+			rep.add("shelf key %q is not a file system and a path", k)
+		} else if r, err := decodeRecord(v); err != nil {
+			rep.add("shelved record of %q: %v", k[8:], err)
+		} else if r.Dev != binary.BigEndian.Uint64(k) {
+			rep.add("shelved record of %q is of file system %x, shelved under %x", k[8:], r.Dev, k[:8])
+		}
+		return nil
+	})
 	return n
 }

@@ -247,12 +247,13 @@ func overlaps(a, b string) bool {
 
 // DropFenced removes the records at and under f's path, as DeleteSubtree,
 // unless f is broken when the change is applied: then nothing changes and
-// the error is a *ConflictError for the path. It returns how many records
-// it removed, and lifts f once the change is settled.
-func (s *Store) DropFenced(ctx context.Context, f *Fence) (int, error) {
+// the error is a *ConflictError for the path. Records of the file systems
+// keep (if not nil) reports true for stay. It returns how many records it
+// removed, and lifts f once the change is settled.
+func (s *Store) DropFenced(ctx context.Context, f *Fence, keep func(dev uint64) bool) (int, error) {
 	var n atomic.Int64
 	ch := make(chan error, 1)
-	s.submit(item{c: Change{Op: OpDeleteSubtree, Path: []byte(f.path), Fence: f}, removed: &n,
+	s.submit(item{c: Change{Op: OpDeleteSubtree, Path: []byte(f.path), Fence: f, Keep: keep}, removed: &n,
 		done: func(err error) { ch <- err }})
 	select {
 	case err := <-ch:

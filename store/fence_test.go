@@ -61,7 +61,7 @@ func TestDropFenced(t *testing.T) {
 			mustPut(t, s, "/r/x/c", rec("c", 1, 1, 3))
 			f := s.Fence([]byte("/r/d"))
 			tc.change(s)
-			n, err := s.DropFenced(ctx, f)
+			n, err := s.DropFenced(ctx, f, nil)
 			f.Lift()
 			var ce *ConflictError
 			switch {
@@ -134,7 +134,7 @@ func TestSawWaitsForAnAppliedDrop(t *testing.T) {
 	}
 	t.Cleanup(func() { testHookApplied = nil })
 	f := s.Fence([]byte("/r/d"))
-	if _, err := s.DropFenced(context.Background(), f); err != nil {
+	if _, err := s.DropFenced(context.Background(), f, nil); err != nil {
 		t.Fatal(err)
 	}
 	if <-got {

@@ -37,7 +37,7 @@ var (
 	// the verified index (verified.go).
 	schema2Buckets = [][]byte{bucketMeta, bucketUser, bucketFiles, bucketDirs, bucketDirNames,
 		bucketDigest, bucketInodes, bucketGroups, bucketDups}
-	allBuckets = append(schema2Buckets[:len(schema2Buckets):len(schema2Buckets)], bucketVerified, bucketPending, bucketPendInodes)
+	allBuckets = append(schema2Buckets[:len(schema2Buckets):len(schema2Buckets)], bucketVerified, bucketPending, bucketPendInodes, bucketShelf)
 )
 
 // Keys in the meta bucket.
@@ -62,7 +62,7 @@ const pageSize = 16 << 10
 const formatID = "annexd-index"
 
 // SchemaVersion is the schema this package writes.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // migrations[v] upgrades an index from schema v to v+1 inside one write
 // transaction. Append here when the schema changes in a way one
@@ -74,6 +74,9 @@ var migrations = map[uint64]func(tx *bolt.Tx) error{
 	// Schema 6 writes pending entries in sorted runs and defers the inode
 	// entries of deferred digest entries (pending.go, pendinodes.go).
 	5: migratePendingRuns,
+	// Schema 7 keeps the records of file systems that are not where they
+	// were (shelf.go).
+	6: func(tx *bolt.Tx) error { _, err := tx.CreateBucketIfNotExists(bucketShelf); return err },
 }
 
 // Options tune Open. The zero value is what the daemon uses.

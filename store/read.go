@@ -551,6 +551,7 @@ type Stats struct {
 	SchemaVer   uint64
 	CreatedUnix int64 // ns
 	Ungrouped   int64 // digested records not yet counted in Unique, DupGroups and Wasted (pending.go)
+	Shelved     int64 // records of file systems not where they were (shelf.go), in no total above
 }
 
 // Stats returns the totals, kept up to date by every write (O(1)).
@@ -563,7 +564,8 @@ func (s *Store) Stats() (Stats, error) {
 			return err
 		}
 		st = Stats{Files: c.Files, Bytes: c.Bytes, Digested: c.Digested, Unique: c.Unique,
-			DupGroups: c.Groups, Wasted: c.Wasted, IndexBytes: tx.Size(), Ungrouped: s.Ungrouped()}
+			DupGroups: c.Groups, Wasted: c.Wasted, IndexBytes: tx.Size(), Ungrouped: s.Ungrouped(),
+			Shelved: c.Shelved}
 		st.Generation, _ = binary.Uvarint(m.Get(metaGeneration))
 		st.SchemaVer, _ = binary.Uvarint(m.Get(metaSchema))
 		st.CreatedUnix, _ = binary.Varint(m.Get(metaCreated))

@@ -248,7 +248,7 @@ func TestMarkSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The scan's own memory keeps the odd files of d0.
-	keep := func(path []byte) bool { return bytes.HasPrefix(path, []byte("/root/d0/")) }
+	keep := func(path []byte, _ *Record) bool { return bytes.HasPrefix(path, []byte("/root/d0/")) }
 	kept := 0
 	for i := 1; i < 3000; i += 2 {
 		if i%7 == 0 {

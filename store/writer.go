@@ -44,6 +44,11 @@ const (
 	// Expect (Record.SameContent); otherwise it fails with ErrConflict and
 	// changes nothing. The stored generation is kept.
 	OpPutIf
+	// OpUnshelve brings the shelved record of file system Record.Dev at
+	// Path back (shelf.go), while it is still Record; otherwise it fails
+	// with ErrConflict. The record it replaces is shelved when it is of
+	// another file system. Gen is the lowest generation it gets.
+	OpUnshelve
 )
 
 // Change is one write. Only the fields its Op names are used.
@@ -53,6 +58,10 @@ type Change struct {
 	NewPath []byte
 	Record  Record
 	Expect  Record // OpPutIf: the record Record was made from
+	// Shelve, with OpPut, shelves the record at Path instead of
+	// replacing it when it is of another file system than Record
+	// (Dev differs; shelf.go).
+	Shelve bool
 	Gen     uint64
 	Value   []byte
 	// Fence, with OpDeleteSubtree (DropFenced) or OpDeleteIfOlder
@@ -61,6 +70,9 @@ type Change struct {
 	// the time the change is applied, nothing changes; the error is a
 	// *ConflictError for OpDeleteSubtree, none for OpDeleteIfOlder.
 	Fence *Fence
+	// Keep, with OpDeleteSubtree, spares the records of the file systems
+	// it reports true for (a file system not mounted there now).
+	Keep func(dev uint64) bool
 }
 
 // item is a queued change and whom to tell when it is durable.
@@ -77,7 +89,7 @@ type item struct {
 // validate checks a change before it is queued.
 func (c *Change) validate() error {
 	switch c.Op {
-	case OpPut, OpPutIf:
+	case OpPut, OpPutIf, OpUnshelve:
 		if err := checkPath(c.Path, false); err != nil {
 			return err
 		}
@@ -107,7 +119,7 @@ func (c *Change) validate() error {
 			return err
 		}
 		return c.Record.validate()
-	case opNextGen:
+	case opNextGen, opUnshelf:
 		return nil
 	}
 	return fmt.Errorf("store: unknown change op %d", c.Op)
@@ -115,6 +127,7 @@ func (c *Change) validate() error {
 
 // Ops that only the store's own methods submit.
 const (
+	opUnshelf Op = 253 // ForgetShelf: Path is a shelf key
 	opAdopt   Op = 254 // Adopt
 	opNextGen Op = 255 // NextGeneration
 )
@@ -471,12 +484,22 @@ func apply(w *wtx, it *item) error {
 	var err error
 	switch c.Op {
 	case OpPut:
-		err = w.put(c.Path, &c.Record)
+		if c.Shelve {
+			err = w.putShelving(c.Path, &c.Record)
+		} else {
+			err = w.put(c.Path, &c.Record)
+		}
+	case OpUnshelve:
+		if err = w.unshelve(c.Path, &c.Record, c.Gen); errors.Is(err, ErrConflict) {
+			return changeError{err}
+		}
+	case opUnshelf:
+		err = w.dropShelved(c.Path)
 	case OpDelete:
 		_, err = w.remove(c.Path)
 	case OpDeleteSubtree:
 		var n int
-		n, err = w.removeSubtree(c.Path)
+		n, err = w.removeSubtree(c.Path, c.Keep)
 		it.n = n
 	case OpMove:
 		var m Moved

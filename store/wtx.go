@@ -13,11 +13,12 @@ import (
 // counters are the totals kept in meta so Stats is O(1).
 type counters struct {
 	Files, Bytes, Digested, Unique, Groups, Wasted int64
+	Shelved                                        int64 // records on the shelf (schema 7)
 }
 
 func (c *counters) encode() []byte {
-	b := make([]byte, 0, 6*binary.MaxVarintLen64)
-	for _, v := range []int64{c.Files, c.Bytes, c.Digested, c.Unique, c.Groups, c.Wasted} {
+	b := make([]byte, 0, 7*binary.MaxVarintLen64)
+	for _, v := range []int64{c.Files, c.Bytes, c.Digested, c.Unique, c.Groups, c.Wasted, c.Shelved} {
 		b = binary.AppendVarint(b, v)
 	}
 	return b
@@ -28,6 +29,9 @@ func decodeCounters(b []byte) (counters, error) {
 	d := &decoder{b: b}
 	for _, p := range []*int64{&c.Files, &c.Bytes, &c.Digested, &c.Unique, &c.Groups, &c.Wasted} {
 		*p = d.varint()
+	}
+	if len(d.b) > 0 { // schema 7 added Shelved
+		c.Shelved = d.varint()
 	}
 	if len(b) == 0 {
 		return counters{}, nil
@@ -115,6 +119,7 @@ type wtx struct {
 	inoFilter *runFilter // takes the prefix of each deferred inode entry (runfilter.go); may be nil
 
 	fences *fenceSet // the store's raised fences, which applied changes break
+	shelf  *bolt.Bucket
 }
 
 // newWtx begins applying changes in tx; bufs are the writer's buffers
@@ -128,7 +133,7 @@ func newWtx(tx *bolt.Tx, e *epoch, bufs *[3]keyBuf) (*wtx, error) {
 		meta: tx.Bucket(bucketMeta), user: tx.Bucket(bucketUser), files: tx.Bucket(bucketFiles),
 		dirs: tx.Bucket(bucketDirs), dirNames: tx.Bucket(bucketDirNames), digest: tx.Bucket(bucketDigest),
 		inodes: tx.Bucket(bucketInodes), grps: tx.Bucket(bucketGroups), dups: tx.Bucket(bucketDups),
-		pendIno: tx.Bucket(bucketPendInodes),
+		pendIno: tx.Bucket(bucketPendInodes), shelf: tx.Bucket(bucketShelf),
 	}
 	w.tails = [...]*tail{newTail(w.files), newTail(w.dirNames), newTail(w.inodes)}
 	w.digestCur = w.digest.Cursor()
@@ -475,19 +480,22 @@ func (w *wtx) subtreeDirs(dir []byte) [][]byte {
 }
 
 // removeSubtree deletes dir (when it is a file) and every record below it.
-func (w *wtx) removeSubtree(dir []byte) (int, error) {
+func (w *wtx) removeSubtree(dir []byte, keep func(dev uint64) bool) (int, error) {
 	n := 0
 	if len(dir) > 1 {
-		ok, err := w.remove(dir)
+		fk, r, ok, err := w.lookup(dir)
 		if err != nil {
 			return n, err
 		}
-		if ok {
+		if ok && (keep == nil || !keep(r.Dev)) {
+			if err := w.removeKey(fk, &r); err != nil {
+				return n, err
+			}
 			n++
 		}
 	}
 	for _, dk := range w.subtreeDirs(dir) {
-		m, err := w.removeDir(dk)
+		m, err := w.removeDir(dk, keep)
 		n += m
 		if err != nil {
 			return n, err
@@ -496,8 +504,9 @@ func (w *wtx) removeSubtree(dir []byte) (int, error) {
 	return n, nil
 }
 
-// removeDir deletes every record directly in the directory dk.
-func (w *wtx) removeDir(dk []byte) (int, error) {
+// removeDir deletes every record directly in the directory dk, but for
+// those of the file systems keep (if not nil) reports true for.
+func (w *wtx) removeDir(dk []byte, keep func(dev uint64) bool) (int, error) {
 	id := w.dirID(dk)
 	p := idKey(id)
 	var keys [][]byte
@@ -505,17 +514,25 @@ func (w *wtx) removeDir(dk []byte) (int, error) {
 	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
 		keys = append(keys, bytes.Clone(k))
 	}
+	n := 0
 	for _, fk := range keys {
 		r, err := decodeRecord(w.files.Get(fk))
 		if err != nil {
-			return 0, fmt.Errorf("remove below %q: %w", dk, err)
+			return n, fmt.Errorf("remove below %q: %w", dk, err)
+		}
+		if keep != nil && keep(r.Dev) {
+			continue
 		}
 		if err := w.unindex(fk, &r); err != nil {
-			return 0, err
+			return n, err
 		}
 		if err := w.files.Delete(fk); err != nil {
-			return 0, err
+			return n, err
 		}
+		n++
+	}
+	if n < len(keys) {
+		return n, nil // records kept: the directory stays
 	}
 	w.forgetDir(dk)
 	if err := w.dirs.Delete(dk); err != nil {

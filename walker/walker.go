@@ -498,7 +498,11 @@ func (w *walk) entry(parent dir, dirfd int, name []byte, typ byte, batch *[]Entr
 	if *batch == nil {
 		*batch = w.newBatch()
 	}
-	*batch = append(*batch, Entry{Path: path, Info: fsstat.FromStat(&st), Stated: stated})
+	var info fsstat.FileInfo // a regular file, all the walk knows when it did not stat
+	if stated {
+		info = fsstat.FromStatAt(dirfd, "", &st)
+	}
+	*batch = append(*batch, Entry{Path: path, Info: info, Stated: stated})
 	return dir{}, false
 }
 

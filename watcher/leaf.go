@@ -1,6 +1,10 @@
 package watcher
 
-import "golang.org/x/sys/unix"
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/annexd/annexd/fsstat"
+)
 
 // Magic numbers (statfs(2)) of the file systems whose directory link
 // count is two plus the number of subdirectories, so a count of two
@@ -27,14 +31,14 @@ func countsSubdirs(fsType int64) bool {
 // the watch: a subdirectory made later is an event. id is d's inode from
 // before the watch, or zero.
 func (r *root) leaf(d string, id inodeID) bool {
-	var st unix.Stat_t
-	if unix.Lstat(d, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Nlink != 2 {
+	fi, err := fsstat.Lstat(d)
+	if err != nil || !fi.IsDir() || fi.Nlink != 2 {
 		return false
 	}
-	if id != (inodeID{}) && id != (inodeID{uint64(st.Dev), st.Ino}) {
+	if id != (inodeID{}) && id != (inodeID{fi.Dev, fi.Ino}) {
 		return false // replaced since: read it
 	}
-	return r.countsSubdirsOn(uint64(st.Dev), d)
+	return r.countsSubdirsOn(fi.Dev, d)
 }
 
 // countsSubdirsOn reports, once per device, whether the file system of d

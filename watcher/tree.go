@@ -101,11 +101,11 @@ func (r *root) takeOver(d string, id inodeID) bool {
 
 // dirInodeOf returns the inode of the directory d, or the zero value.
 func dirInodeOf(d string) inodeID {
-	var st unix.Stat_t
-	if unix.Lstat(d, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+	fi, err := fsstat.Lstat(d)
+	if err != nil || !fi.IsDir() {
 		return inodeID{}
 	}
-	return inodeID{uint64(st.Dev), st.Ino}
+	return inodeID{fi.Dev, fi.Ino}
 }
 
 // subdirs appends the non-ignored subdirectories of d to stack.

@@ -216,14 +216,14 @@ func gone(err error) bool {
 
 // sameIdentity reports whether the file fi is still the one rec describes.
 func sameIdentity(rec *store.Record, fi fsstat.FileInfo) bool {
-	return rec.Dev == fi.Dev && rec.Ino == fi.Ino && rec.Size == fi.Size &&
+	return fsstat.OnFS(rec.Dev, fi) && rec.Ino == fi.Ino && rec.Size == fi.Size &&
 		rec.MtimeNs == fi.MtimeNs && rec.CtimeNs == fi.CtimeNs
 }
 
 // onlyCtimeMoved reports a file whose identity differs from rec's in
 // ctime alone, as after a chmod, chown or link.
 func onlyCtimeMoved(rec *store.Record, fi fsstat.FileInfo) bool {
-	return rec.Dev == fi.Dev && rec.Ino == fi.Ino && rec.Size == fi.Size && rec.MtimeNs == fi.MtimeNs && rec.CtimeNs != fi.CtimeNs
+	return fsstat.OnFS(rec.Dev, fi) && rec.Ino == fi.Ino && rec.Size == fi.Size && rec.MtimeNs == fi.MtimeNs && rec.CtimeNs != fi.CtimeNs
 }
 
 // racy reports a racily clean record: its mtime is not older than the

@@ -328,11 +328,14 @@ func linkFD(f *os.File, dfd int, name string) error {
 	return err
 }
 
-// isInode reports whether name in dfd is the inode (dev, ino), unfollowed.
+// isInode reports whether name in dfd is the inode (dev, ino), unfollowed;
+// dev is a file system id, as fsstat gives.
 func isInode(dfd int, name string, dev, ino uint64) bool {
 	var st unix.Stat_t
-	err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-	return err == nil && uint64(st.Dev) == dev && st.Ino == ino && st.Mode&unix.S_IFMT == unix.S_IFREG
+	if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false
+	}
+	return st.Ino == ino && fsstat.FromStatAt(dfd, "", &st).Dev == dev
 }
 
 func token() string {

@@ -69,7 +69,8 @@ func openFile(path []byte) (*os.File, unix.Stat_t, error) {
 // matches reports whether the file's identity is the record's: same
 // inode, size, mtime and ctime, and a regular file.
 func matches(fi fsstat.FileInfo, r *store.Record) bool {
-	return fi.IsRegular() && fi.Same(fsstat.FileInfo{Dev: r.Dev, Ino: r.Ino, Size: r.Size, MtimeNs: r.MtimeNs, CtimeNs: r.CtimeNs})
+	return fi.IsRegular() && fsstat.OnFS(r.Dev, fi) &&
+		fi.Same(fsstat.FileInfo{Dev: fi.Dev, Ino: r.Ino, Size: r.Size, MtimeNs: r.MtimeNs, CtimeNs: r.CtimeNs})
 }
 
 // sameRecord reports whether the index still holds what the plan saw.

@@ -108,9 +108,14 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *h
 		c.pipe.finish(j)
 		return
 	}
+	legacy := ok && upgradeDev(&rec, fi)
 	written := c.pipe.pend.takeRehash(j.path, j.entry) || c.written(j.path, fi, rec, ok)
 	switch {
 	case ok && !written && c.ticks.settled(&rec, fi):
+		if legacy {
+			c.upgrade(j, rec, fi)
+			return
+		}
 		c.settle(j)
 		return
 	case !ok && !j.noAdopt:
@@ -135,6 +140,28 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *h
 		last = c.lastGood(&rec, fi, written)
 	}
 	c.hash(ctx, j, fi, was, last, f)
+}
+
+// upgradeDev gives rec, read from an index older than file-system ids,
+// the id of fi's file system when rec holds the device number fi has now:
+// the file system is the one it was recorded on. It reports whether it
+// did.
+func upgradeDev(rec *store.Record, fi fsstat.FileInfo) bool {
+	if !fsstat.Legacy(rec.Dev) || rec.Dev != fi.RawDev {
+		return false
+	}
+	rec.Dev = fi.Dev
+	return true
+}
+
+// upgrade writes rec, settled but read with a device number (upgradeDev),
+// with its file system's id, if the record is still the one read. Scans
+// waiting for the path see it in the write.
+func (c *checker) upgrade(j job, rec store.Record, fi fsstat.FileInfo) {
+	was := rec
+	was.Dev = fi.RawDev
+	rec.Generation = c.scans.generation()
+	c.pipe.write(j, store.Change{Op: store.OpPutIf, Path: []byte(j.path), Record: rec, Expect: was})
 }
 
 // lastGood returns rec when its digest still names the content of the file

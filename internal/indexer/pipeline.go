@@ -230,6 +230,9 @@ func (p *pipeline) write(j job, c store.Change) {
 	p.writes <- struct{}{}
 	p.st.Submit(c, func(err error) {
 		<-p.writes
+		if c.Op == store.OpPutIf && errors.Is(err, store.ErrConflict) {
+			err = nil // changed meanwhile: that change stands, and is checked in turn
+		}
 		if err != nil {
 			p.m.errors.Add(1)
 			p.log.Error("cannot write index", "path", j.path, "err", err)

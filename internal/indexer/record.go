@@ -51,7 +51,7 @@ func (t *ticks) tooFresh(fi fsstat.FileInfo) time.Duration {
 // and either hashed (not racily clean), known to be unreadable, or found
 // corrupt by an audit (that finding stands until the file changes).
 func (t *ticks) settled(rec *store.Record, fi fsstat.FileInfo) bool {
-	if rec.Identity() != identity(fi) {
+	if !sameFile(rec, fi) {
 		return false
 	}
 	switch rec.State {
@@ -65,5 +65,13 @@ func (t *ticks) settled(rec *store.Record, fi fsstat.FileInfo) bool {
 
 // current reports whether rec holds the key of the file fi right now.
 func (t *ticks) current(rec *store.Record, fi fsstat.FileInfo) bool {
-	return rec.State == store.StateOK && rec.Identity() == identity(fi) && !t.racy(rec)
+	return rec.State == store.StateOK && sameFile(rec, fi) && !t.racy(rec)
+}
+
+// sameFile reports whether rec was recorded from the file fi in its
+// present state (fsstat.OnFS says which file system that is).
+func sameFile(rec *store.Record, fi fsstat.FileInfo) bool {
+	id := identity(fi)
+	id.Dev = rec.Dev
+	return fsstat.OnFS(rec.Dev, fi) && rec.Identity() == id
 }

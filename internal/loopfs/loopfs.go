@@ -278,6 +278,27 @@ func (fs *FS) Mount(t testing.TB) {
 	}
 }
 
+// Renumber unmounts the image, binds it to another loop device and mounts
+// it again at the same place, as a reboot that numbers the devices anew
+// does: the file system is the same, its st_dev is not.
+func (fs *FS) Renumber(t testing.TB) {
+	t.Helper()
+	if fs.Mounted() {
+		fs.Unmount(t)
+	}
+	old, oldDev := fs.loop, fs.Device
+	fs.loop = nil
+	// The old device stays bound until the new one is, so they differ.
+	if err := fs.attach(); err != nil {
+		t.Fatalf("loopfs: renumber %s: %v", oldDev, err)
+	}
+	if err := unix.IoctlSetInt(int(old.Fd()), unix.LOOP_CLR_FD, 0); err != nil && !errors.Is(err, unix.ENXIO) {
+		t.Errorf("loopfs: detach %s: %v", oldDev, err)
+	}
+	old.Close()
+	fs.Mount(t)
+}
+
 // Shutdown stops the file system at once, without flushing its log, as
 // `xfs_io -x -c shutdown` does (ext4 takes the same ioctl; btrfs has none).
 // What the disk holds then is what a power cut would leave: nothing written
