@@ -219,6 +219,9 @@ type RootStatus struct {
 	Watched  bool   `json:"watched"`   // fully covered by inotify watches
 	Degraded bool   `json:"degraded"`  // partly covered by periodic rescans only
 	Reason   string `json:"reason,omitempty"`
+	// Away says why the root cannot be watched at all, e.g. "file system
+	// not mounted, waiting"; its records are kept until it is back.
+	Away string `json:"away,omitempty"`
 
 	// Overflows counts the inotify queue overflows since start. Events
 	// were lost in each, so the whole root is rescanned after it.

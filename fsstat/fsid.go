@@ -1,6 +1,7 @@
 package fsstat
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -113,12 +114,36 @@ func forgetDevices() {
 }
 
 func cachedID(dev uint64) (uint64, bool) {
+	if forgetAlways.Load() {
+		return 0, false
+	}
 	if m := devices.m.Load(); m != nil {
 		id, ok := (*m)[dev]
 		return id, ok
 	}
 	return 0, false
 }
+
+// forgetter follows the mount table for the whole process, from the first
+// id resolved on, and forgets the cached ids when it changes: a device
+// number may belong to another file system after an unmount. A change is
+// forgotten a moment after the mount(2) or umount(2) returns; a stat in
+// between may get the old file system's id. That costs a hash at worst,
+// never a wrong key: a record matches a file only with its inode, size,
+// mtime and ctime too.
+var forgetter sync.Once
+
+func startForgetter() {
+	go func() {
+		if err := WatchMounts(context.Background(), func() {}); err != nil {
+			forgetAlways.Store(true) // no way to tell: resolve every time
+		}
+	}()
+}
+
+// forgetAlways makes every id be resolved afresh, when the mount table
+// cannot be followed.
+var forgetAlways atomic.Bool
 
 // remember caches dev's id, unless the mount table changed since gen.
 func remember(dev uint64, fs FS, gen uint64) {
@@ -147,6 +172,7 @@ func idOf(dev uint64, open opener) uint64 {
 	if id, ok := cachedID(dev); ok {
 		return id
 	}
+	forgetter.Do(startForgetter)
 	gen := devices.gen.Load()
 	fs := resolve(dev, open)
 	remember(dev, fs, gen)

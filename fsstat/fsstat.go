@@ -59,10 +59,16 @@ func Fstat(fd int) (FileInfo, error) {
 }
 
 // FromStat converts a raw stat result. The file system is found through
-// the mount table the first time its device is met; a file the caller
-// has open, or its directory, is a surer way (Fstat, FromStatAt).
+// the mount table the first time its device is met, which fails for a
+// btrfs subvolume: a caller with the file open, or its directory, says so
+// with FromFstat or FromStatAt.
 func FromStat(st *unix.Stat_t) FileInfo {
 	return fromStat(st, idOf(uint64(st.Dev), nil))
+}
+
+// FromFstat converts the fstat result of the open descriptor fd.
+func FromFstat(fd int, st *unix.Stat_t) FileInfo {
+	return fromStat(st, idOf(uint64(st.Dev), fdOpener(fd, st)))
 }
 
 // FromStatAt converts the stat result of name in the directory open as

@@ -156,7 +156,7 @@ func TestSweepFencedSparesWhatWasTouched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := s.SweepFenced(ctx, []byte("/r"), gen, func(p []byte) bool {
+	n, err := s.SweepFenced(ctx, []byte("/r"), gen, func(p []byte, _ *Record) bool {
 		switch string(p) {
 		case "/r/d/f": // gone at this look; then d is dropped and x moved in as d
 			if err := s.DeleteSubtree(ctx, []byte("/r/d")); err != nil {

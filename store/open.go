@@ -179,6 +179,7 @@ type Store struct {
 	// Deferred digest entries (pending.go): how many are committed, the
 	// digest count they are measured against, and the writer's own state.
 	pending    atomic.Int64
+	shelved    atomic.Int64 // records on the shelf (shelf.go)
 	digested   atomic.Int64
 	runs       atomic.Int64              // runs written to the pending bucket since it was last emptied
 	inoFilter  atomic.Pointer[runFilter] // the inodes pendinodes may name (runfilter.go); nil: seek in the runs

@@ -363,6 +363,7 @@ func (s *Store) countPending() error {
 		// the open that check-db and repair need.
 		c, _ := decodeCounters(tx.Bucket(bucketMeta).Get(metaCounters))
 		s.digested.Store(c.Digested)
+		s.shelved.Store(c.Shelved)
 		if !s.opts.ReadOnly {
 			if b := tx.Bucket(bucketPendInodes); b != nil {
 				s.inoFilter.Store(openInodeFilter(b))

@@ -36,6 +36,15 @@ func (w *wtx) shelve(path []byte, r *Record, dev uint64) error {
 	return w.shelf.Put(k, appendRecord(make([]byte, 0, maxRecordLen), r))
 }
 
+// unshelf drops the shelved record of r's file system at path, if any,
+// before r is put there: r is what that file system holds there now.
+func (w *wtx) unshelf(path []byte, r *Record) error {
+	if w.c.Shelved == 0 {
+		return nil
+	}
+	return w.dropShelved(shelfKey(nil, r.Dev, path))
+}
+
 // putShelving is OpPut with Change.Shelve: the record at path, when it is
 // of another file system than r, goes on the shelf first.
 func (w *wtx) putShelving(path []byte, r *Record) error {
@@ -53,9 +62,9 @@ func (w *wtx) putShelving(path []byte, r *Record) error {
 
 // unshelve is OpUnshelve: the shelved record of file system r.Dev at path,
 // when it is still expect, replaces the record there, which is shelved in
-// turn when it is of another file system. It keeps gen, the generation of
-// the scan that found the file.
-func (w *wtx) unshelve(path []byte, expect *Record, gen uint64) error {
+// turn when it is of another file system and shelve is set. It keeps gen,
+// the generation of the scan that found the file.
+func (w *wtx) unshelve(path []byte, expect *Record, gen uint64, shelve bool) error {
 	k := shelfKey(nil, expect.Dev, path)
 	v := w.shelf.Get(k)
 	if v == nil {
@@ -73,8 +82,15 @@ func (w *wtx) unshelve(path []byte, expect *Record, gen uint64) error {
 	}
 	w.c.Shelved--
 	r.Generation = max(r.Generation, gen)
+	if !shelve {
+		return w.put(path, &r)
+	}
 	return w.putShelving(path, &r)
 }
+
+// HasShelved reports whether the shelf holds records, as of the last
+// commit: a caller can skip looking there when it holds none.
+func (s *Store) HasShelved() bool { return s.shelved.Load() > 0 }
 
 // Shelved returns the shelved record of file system dev at path.
 func (s *Store) Shelved(dev uint64, path []byte) (Record, bool, error) {
@@ -98,7 +114,7 @@ func (s *Store) Shelved(dev uint64, path []byte) (Record, bool, error) {
 // Unshelve brings back the shelved record of file system expect.Dev at
 // path, as OpUnshelve; ErrConflict when it is no longer expect.
 func (s *Store) Unshelve(ctx context.Context, path []byte, expect Record, gen uint64) error {
-	return s.wait(ctx, item{c: Change{Op: OpUnshelve, Path: path, Record: expect, Gen: gen}})
+	return s.wait(ctx, item{c: Change{Op: OpUnshelve, Path: path, Record: expect, Gen: gen, Shelve: true}})
 }
 
 // ShelfCount is how many records of each file system the shelf holds.

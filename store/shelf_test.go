@@ -59,6 +59,18 @@ func TestShelf(t *testing.T) {
 	if err := s.SubmitAll(ctx, []Change{{Op: OpPut, Path: []byte("/m/f"), Record: a2, Shelve: true}}); err != nil {
 		t.Fatal(err)
 	}
+	// A record put for a file system supersedes what the shelf kept of
+	// it at that path: the file changed while its disk was away.
+	b2 := rec("disk b, edited elsewhere", 21, devB, 6)
+	if err := s.SubmitAll(ctx, []Change{{Op: OpPut, Path: []byte("/m/f"), Record: b2, Shelve: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, _ := s.Shelved(devA, []byte("/m/f")); !ok || !got.SameContent(&a2) {
+		t.Errorf("disk a's edited record was not shelved: %+v %v", got, ok)
+	}
+	if err := s.SubmitAll(ctx, []Change{{Op: OpPut, Path: []byte("/m/f"), Record: a2, Shelve: true}}); err != nil {
+		t.Fatal(err)
+	}
 	if n, err := s.ForgetShelf(ctx, devB); err != nil || n != 1 {
 		t.Errorf("ForgetShelf = %d, %v; want 1", n, err)
 	}

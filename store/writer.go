@@ -46,8 +46,9 @@ const (
 	OpPutIf
 	// OpUnshelve brings the shelved record of file system Record.Dev at
 	// Path back (shelf.go), while it is still Record; otherwise it fails
-	// with ErrConflict. The record it replaces is shelved when it is of
-	// another file system. Gen is the lowest generation it gets.
+	// with ErrConflict. With Shelve, the record it replaces is shelved
+	// when it is of another file system. Gen is the lowest generation it
+	// gets.
 	OpUnshelve
 )
 
@@ -62,8 +63,8 @@ type Change struct {
 	// replacing it when it is of another file system than Record
 	// (Dev differs; shelf.go).
 	Shelve bool
-	Gen     uint64
-	Value   []byte
+	Gen    uint64
+	Value  []byte
 	// Fence, with OpDeleteSubtree (DropFenced) or OpDeleteIfOlder
 	// (SweepFenced), makes the change conditional (fence.go): when the
 	// fence is broken, or a sweep fence was touched at or above Path, by
@@ -432,7 +433,7 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		}
 	}()
 	defer s.epoch.end()
-	var delta, digested, runs int64
+	var delta, digested, runs, shelved int64
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		w, err := newWtx(tx, &s.epoch, &s.txBufs)
 		if err != nil {
@@ -442,7 +443,9 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		w.pend, w.pendCommitted = tx.Bucket(bucketPending), s.pending.Load()
 		w.deferDigests, w.mergeSkip = s.deferring, s.mergeSkip
 		w.inoFilter = s.inoFilter.Load()
-		defer func() { delta, digested, runs = w.pendDelta, w.c.Digested, int64(w.pend.Sequence()) }()
+		defer func() {
+			delta, digested, runs, shelved = w.pendDelta, w.c.Digested, int64(w.pend.Sequence()), w.c.Shelved
+		}()
 		if w.log, err = s.openTxLog(tx); err != nil {
 			return err
 		}
@@ -458,6 +461,7 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 	case err == nil:
 		s.pending.Add(delta)
 		s.digested.Store(digested)
+		s.shelved.Store(shelved)
 		s.runs.Store(runs)
 		return nil
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, bolterr.ErrMaxSizeReached):
@@ -490,7 +494,7 @@ func apply(w *wtx, it *item) error {
 			err = w.put(c.Path, &c.Record)
 		}
 	case OpUnshelve:
-		if err = w.unshelve(c.Path, &c.Record, c.Gen); errors.Is(err, ErrConflict) {
+		if err = w.unshelve(c.Path, &c.Record, c.Gen, c.Shelve); errors.Is(err, ErrConflict) {
 			return changeError{err}
 		}
 	case opUnshelf:

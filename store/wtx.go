@@ -242,6 +242,9 @@ func (w *wtx) lookup(path []byte) (fk []byte, r Record, ok bool, err error) {
 
 // put stores r at path, replacing what was there.
 func (w *wtx) put(path []byte, r *Record) error {
+	if err := w.unshelf(path, r); err != nil {
+		return err
+	}
 	dk, base := splitPath(path)
 	id, err := w.ensureDir(dk)
 	if err != nil {

@@ -51,8 +51,13 @@ type root struct {
 	overflows  int
 	lastOver   time.Time
 	lastRescan time.Time
-	rootGone   bool // the root was removed; checked every DegradedRescan
-	noInstance bool // no inotify instance could be created; rescans only
+	rootGone   bool   // the root was removed; checked every DegradedRescan
+	awayWhy    string // why the root is gone, for Status
+	noInstance bool   // no inotify instance could be created; rescans only
+
+	mounts      chan struct{} // the mount table changed (mounts.go)
+	mountView   mountView     // the mounts at, under and above the root, as last read
+	mountsKnown bool
 
 	sync cookies        // outstanding Sync cookies
 	sent *atomic.Uint64 // the Watcher's count of events sent
@@ -83,6 +88,7 @@ func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64) 
 		denied:    denials{why: make(map[string]string)},
 		pending:   make(map[string]*item),
 		inject:    make(chan error, 1),
+		mounts:    make(chan struct{}, 1),
 		ovBackoff: opts.OverflowBackoff,
 		setup:     newFirstSetup(),
 		status:    RootStatus{Root: path},
@@ -94,6 +100,9 @@ func (r *root) run(ctx context.Context) error {
 	early := r.opts.EarlyInitialRescan && !r.opts.NoInitialRescan
 	if early && !r.emit(ctx, Event{Kind: Rescan, Path: r.path, Reason: ReasonInitial}) {
 		return nil
+	}
+	if m, err := fsstat.Mounts(); err == nil {
+		r.mountView, r.mountsKnown = viewOf(r.realPath(), m), true
 	}
 	fsw, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -157,6 +166,10 @@ func (r *root) run(ctx context.Context) error {
 			r.handleErr(err)
 		case err := <-r.inject:
 			r.handleErr(err)
+		case <-r.mounts:
+			if !r.mountsChanged(ctx) {
+				return nil
+			}
 		case <-r.timer.C:
 			r.armed = time.Time{}
 			// Events already queued happened before now: fold them in
@@ -464,7 +477,7 @@ func (r *root) settle(ctx context.Context, it *item) bool {
 		}
 		if p == r.path {
 			r.log.Error("root is gone; checking periodically for it to come back", "err", err)
-			r.rootGone = true
+			r.rootGone, r.awayWhy = true, "the root is gone, waiting for it"
 		}
 		return r.emit(ctx, Event{Kind: Removed, Path: p})
 	case err != nil:
@@ -542,7 +555,7 @@ func (r *root) retryUnwatched(ctx context.Context) bool {
 		if fi, err := fsstat.Lstat(r.path); err != nil || !fi.IsDir() {
 			return true
 		}
-		r.rootGone = false
+		r.rootGone, r.awayWhy = false, ""
 		r.log.Info("root is back")
 		return r.rescanRoot(ctx, ReasonNewDir)
 	}
@@ -605,6 +618,7 @@ func (r *root) publish() {
 	s.Unwatched = unwatched
 	s.Degraded = len(r.unwatched) > 0
 	s.RootMissing = r.rootGone
+	s.Away = r.awayWhy
 	s.NoInstance = r.noInstance
 	s.WatchesNeeded = s.Watches + unwatched
 	s.Unreadable, s.UnreadableDirs = len(r.denied.why), r.denied.problems()

@@ -371,6 +371,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	start := time.Now()
 	g.Go(func() error { w.catchUp(ctx, start); return nil })
+	g.Go(func() error { return w.watchMounts(ctx) })
 	return g.Wait()
 }
 
@@ -455,7 +456,8 @@ type RootStatus struct {
 	Unwatched      int       // directories without one (degraded mode), as last counted
 	Degraded       bool      // some directories have no watch (limit reached)
 	NoInstance     bool      // no inotify instance (fs.inotify.max_user_instances reached): rescans only
-	RootMissing    bool      // the root was removed; checked every DegradedRescan
+	RootMissing    bool      // the root was removed, or its file system unmounted; checked every DegradedRescan and at each mount
+	Away           string    // why the root's file system is not there, e.g. "file system not mounted, waiting"
 	WatchesNeeded  int       // Watches + Unwatched
 	MaxUserWatches int       // fs.inotify.max_user_watches now; 0 if unknown
 	Sysctl         string    // when degraded: the exact command that raises the limit enough

@@ -340,6 +340,8 @@ func rootState(r api.RootStatus) string {
 		parts[0] = "scanned"
 	}
 	switch {
+	case r.Away != "":
+		parts = append(parts, strings.ToUpper(r.Away[:1])+r.Away[1:]+" (its records are kept)")
 	case r.Degraded:
 		parts = append(parts, "DEGRADED (periodic rescans)")
 	case r.Watched:

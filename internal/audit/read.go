@@ -73,7 +73,7 @@ func (r *reader) read(ctx context.Context, path string, before fsstat.FileInfo, 
 	if err := unix.Fstat(fd, &st); err != nil {
 		return Read{Err: &fs.PathError{Op: "fstat", Path: path, Err: err}}
 	}
-	if now := fsstat.FromStat(&st); !now.IsRegular() || !now.Same(before) {
+	if now := fsstat.FromFstat(fd, &st); !now.IsRegular() || !now.Same(before) {
 		return Read{Err: &hasher.ChangedError{Path: path, Before: before, After: now}}
 	}
 	keep := r.keep && cacheVisible(&st, path)

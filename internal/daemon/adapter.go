@@ -318,6 +318,11 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 			out.Watcher.Degraded = append(out.Watcher.Degraded, r.Root)
 			out.Watcher.Message = "inotify watch limit reached; run: " + r.Sysctl
 		}
+		if r.Away != "" {
+			rs.Watched, rs.Away = !r.RootMissing && !r.Degraded, r.Away
+			out.Watcher.Healthy = false
+			out.Watcher.Message = r.Root + ": " + r.Away
+		}
 		if rs.RescanPending && !r.Degraded {
 			out.Watcher.Healthy = false // events were lost until the rescan
 			out.Watcher.Message = "inotify queue overflowed (events lost); a rescan of " + r.Root + " is pending"

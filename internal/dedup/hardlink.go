@@ -329,13 +329,14 @@ func linkFD(f *os.File, dfd int, name string) error {
 }
 
 // isInode reports whether name in dfd is the inode (dev, ino), unfollowed;
-// dev is a file system id, as fsstat gives.
+// dev is a file system id, as fsstat gives, or the device number an older
+// intent holds (fsstat.OnFS).
 func isInode(dfd int, name string, dev, ino uint64) bool {
 	var st unix.Stat_t
 	if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return false
 	}
-	return st.Ino == ino && fsstat.FromStatAt(dfd, "", &st).Dev == dev
+	return st.Ino == ino && fsstat.OnFS(dev, fsstat.FromStatAt(dfd, "", &st))
 }
 
 func token() string {

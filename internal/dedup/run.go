@@ -242,7 +242,7 @@ func (r *run) openSide(s *side) (Reason, error) {
 	if err != nil {
 		return skipFor(err), err
 	}
-	s.f, s.st, s.fi = f, st, fsstat.FromStat(&st)
+	s.f, s.st, s.fi = f, st, fsstat.FromFstat(int(f.Fd()), &st)
 	return r.check(s)
 }
 
@@ -251,7 +251,7 @@ func (r *run) recheck(s *side) (Reason, error) {
 	if err := unix.Fstat(int(s.f.Fd()), &s.st); err != nil {
 		return SkipError, err
 	}
-	s.fi = fsstat.FromStat(&s.st)
+	s.fi = fsstat.FromFstat(int(s.f.Fd()), &s.st)
 	return r.check(s)
 }
 

@@ -33,7 +33,8 @@ type checker struct {
 	log        *slog.Logger
 	maxRetries int
 	onLost     LostWriteFunc // Options.OnLostWrite
-	dirs       dirFds        // the directories first scans open files in
+	fsys       *fileSystems
+	dirs       dirFds // the directories first scans open files in
 }
 
 // check checks one path and does what it needs.
@@ -100,6 +101,7 @@ func (c *checker) sized(j *job, size int64) {
 func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *hasher.File) {
 	c.pipe.pend.setSize(j.path, j.entry, fi.Size)
 	c.ticks.learn(fi.Dev, j.path)
+	c.fsys.learn(fi.Dev)
 	c.st.Saw(j.path) // before the read: a fenced drop or sweep must spare a record kept
 	rec, ok, err := c.record(&j)
 	if err != nil {
@@ -109,6 +111,15 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *h
 		return
 	}
 	legacy := ok && upgradeDev(&rec, fi)
+	j.shelve = false
+	if (!ok || rec.Dev != fi.Dev) && c.st.HasShelved() && c.fromShelf(j, fi, rec, ok) {
+		return
+	}
+	if ok && c.fsys.absent(rec.Dev, fi.Dev) {
+		// Another disk's record: it goes on the shelf when this file's
+		// is written, and for this file there is none.
+		j.shelve, rec, ok = true, store.Record{}, false
+	}
 	written := c.pipe.pend.takeRehash(j.path, j.entry) || c.written(j.path, fi, rec, ok)
 	switch {
 	case ok && !written && c.ticks.settled(&rec, fi):
@@ -142,6 +153,23 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *h
 	c.hash(ctx, j, fi, was, last, f)
 }
 
+// fromShelf brings back the shelved record of fi's file system at j.path
+// when it still describes the file, as a record read there would be
+// settled: a disk back where it was. rec is the record at the path, if
+// ok; it goes on the shelf in turn when it is another disk's. It reports
+// whether it did.
+func (c *checker) fromShelf(j job, fi fsstat.FileInfo, rec store.Record, ok bool) bool {
+	sh, found, err := c.st.Shelved(fi.Dev, []byte(j.path))
+	if err != nil || !found || !c.ticks.settled(&sh, fi) ||
+		c.ledger.WrittenSince(j.path, fi.Dev, fi.Ino, sh.HashedAt) {
+		return false
+	}
+	c.m.unshelved.Add(1)
+	c.pipe.write(j, store.Change{Op: store.OpUnshelve, Path: []byte(j.path), Record: sh,
+		Gen: c.scans.generation(), Shelve: ok && c.fsys.absent(rec.Dev, fi.Dev)})
+	return true
+}
+
 // upgradeDev gives rec, read from an index older than file-system ids,
 // the id of fi's file system when rec holds the device number fi has now:
 // the file system is the one it was recorded on. It reports whether it
@@ -169,8 +197,8 @@ func (c *checker) upgrade(j job, rec store.Record, fi fsstat.FileInfo) {
 // yet), not racily clean, and only ctime moved (a chmod). Otherwise nil.
 func (c *checker) lastGood(rec *store.Record, fi fsstat.FileInfo, written bool) *store.Record {
 	id := identity(fi)
-	id.CtimeNs = rec.CtimeNs
-	if written || c.unread.may(fi.CtimeNs) || !rec.HasDigest() || rec.Identity() != id || c.ticks.racy(rec) {
+	id.CtimeNs, id.Dev = rec.CtimeNs, rec.Dev
+	if written || c.unread.may(fi.CtimeNs) || !rec.HasDigest() || !fsstat.OnFS(rec.Dev, fi) || rec.Identity() != id || c.ticks.racy(rec) {
 		return nil
 	}
 	return rec
@@ -247,7 +275,7 @@ func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo, was, last
 	case err == nil:
 		c.m.hashed(res.Info.Size)
 		rec := stillFlagged(last, c.okRecord(res, start.UnixNano()))
-		c.pipe.write(j, putChange(j.path, rec))
+		c.pipe.write(j, shelving(j, rec))
 		c.lost(j.path, was, rec)
 	case ctx.Err() != nil:
 		c.pipe.finish(j) // shutting down: nothing recorded
@@ -265,7 +293,7 @@ func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo, was, last
 	default:
 		c.m.errors.Add(1)
 		c.log.Warn("cannot read file", "path", j.path, "err", err)
-		c.pipe.write(j, putChange(j.path, c.unreadableRecord(fi, last, start.UnixNano())))
+		c.pipe.write(j, shelving(j, c.unreadableRecord(fi, last, start.UnixNano())))
 	}
 }
 
@@ -422,7 +450,7 @@ func (c *checker) drop(ctx context.Context, j job, s shape) bool {
 		if testHookBeforeDrop != nil {
 			testHookBeforeDrop(j.path)
 		}
-		n, err := c.st.DropFenced(ctx, f) // it lowers f
+		n, err := c.st.DropFenced(ctx, f, c.fsys.keepAbsent(j.path)) // it lowers f
 		if !errors.Is(err, store.ErrConflict) {
 			c.dropped(j.path, n, err)
 			return true
@@ -471,6 +499,14 @@ func shapeOf(path string) shape {
 
 func putChange(path string, rec store.Record) store.Change {
 	return store.Change{Op: store.OpPut, Path: []byte(path), Record: rec}
+}
+
+// shelving is putChange for j, which shelves the record there when j
+// found it another disk's.
+func shelving(j job, rec store.Record) store.Change {
+	c := putChange(j.path, rec)
+	c.Shelve = j.shelve
+	return c
 }
 
 // unreadable reports errors that are the file's own: its permissions or

@@ -153,6 +153,7 @@ type Indexer struct {
 	log   *slog.Logger
 	paths *pathRules
 	ticks *ticks
+	fsys  *fileSystems
 	m     *counters
 	idle  *signal
 
@@ -186,6 +187,7 @@ func New(st *store.Store, h Hasher, opt Options) (*Indexer, error) {
 		started:   make(chan struct{}),
 		startTime: time.Now(),
 	}
+	ix.fsys = newFileSystems(st, ix.log)
 	ix.pipe = newPipeline(st, opt.MaxPending, opt.MaxWrites, ix.log, ix.m, ix.idle)
 	ix.scans = newScanner(ix)
 	ix.pipe.walking = ix.scans.walks.walking
@@ -194,7 +196,7 @@ func New(st *store.Store, h Hasher, opt Options) (*Indexer, error) {
 		unread: unread, scans: ix.scans, log: ix.log}
 	ix.check = &checker{pipe: ix.pipe, st: st, h: h, backend: opt.Backend, ledger: opt.Ledger, unread: unread,
 		ticks: ix.ticks, paths: paths, scans: ix.scans, moves: ix.moves, m: ix.m, log: ix.log,
-		maxRetries: opt.MaxRetries, onLost: opt.OnLostWrite}
+		maxRetries: opt.MaxRetries, onLost: opt.OnLostWrite, fsys: ix.fsys}
 	ix.pipe.emptied = ix.check.dirs.closeAll // an idle daemon holds no directory open
 	ix.removals = newRemovals(opt.RemoveDelay, ix.idle)
 	ix.moves.removed = ix.removeLater

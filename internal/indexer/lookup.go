@@ -91,7 +91,7 @@ func (ix *Indexer) lookupRecord(path string) (fi fsstat.FileInfo, r Result, done
 		return fi, Result{State: Ignored, Size: fi.Size}, true, nil
 	}
 	rec, ok, err := ix.st.Get([]byte(path))
-	if err != nil || !ok || rec.Identity() != identity(fi) {
+	if err != nil || !ok || !sameFile(&rec, fi) {
 		return fi, Result{}, err != nil, err
 	}
 	switch {
@@ -124,9 +124,12 @@ func (ix *Indexer) lookupPending(ctx context.Context, path string, fi fsstat.Fil
 			return pending(fi), false
 		}
 	}
-	if !wait && fi.Size > ix.opt.OnDemandMax {
+	if !wait && fi.Size > ix.opt.OnDemandMax || ix.otherDisk(path, fi) {
 		ix.pipe.enqueue(ctx, job{path: path}, nil, fi.Size)
-		return pending(fi), false
+		if !wait {
+			return pending(fi), false
+		}
+		return ix.waitPipeline(ctx, path, fi)
 	}
 	r, retry := ix.hashNow(ctx, path, fi)
 	if retry && !wait {
@@ -136,6 +139,32 @@ func (ix *Indexer) lookupPending(ctx context.Context, path string, fi fsstat.Fil
 }
 
 func pending(fi fsstat.FileInfo) Result { return Result{State: Pending, Size: fi.Size} }
+
+// otherDisk reports whether the record at path is of another file system
+// than the file fi, or a record of fi's may be on the shelf: the pipeline's
+// check shelves and unshelves them (filesystems.go), a hash here would not.
+func (ix *Indexer) otherDisk(path string, fi fsstat.FileInfo) bool {
+	if ix.st.HasShelved() {
+		return true
+	}
+	rec, ok, err := ix.st.Get([]byte(path))
+	return err == nil && ok && !fsstat.OnFS(rec.Dev, fi)
+}
+
+// waitPipeline waits for the pipeline's check of path, then asks Lookup
+// to look again.
+func (ix *Indexer) waitPipeline(ctx context.Context, path string, fi fsstat.FileInfo) (Result, bool) {
+	done := ix.pipe.pend.wait(path)
+	if done == nil {
+		return Result{}, true
+	}
+	select {
+	case <-done:
+		return Result{}, true
+	case <-ctx.Done():
+		return pending(fi), false
+	}
+}
 
 // hashNow hashes path for Lookup, records the result through the pipeline's
 // write path and returns it. retry reports that the file is now pending
@@ -216,7 +245,7 @@ func (ix *Indexer) Current(path string) (bool, error) {
 // same identity). A false answer means rec's key may be wrong.
 func (ix *Indexer) Unchanged(path string, rec *store.Record) bool {
 	fi, err := fsstat.Lstat(path)
-	if err != nil || rec.Identity() != identity(fi) {
+	if err != nil || !sameFile(rec, fi) {
 		return false
 	}
 	return rec.State != store.StateOK || !ix.ticks.racy(rec)

@@ -16,11 +16,12 @@ type LostWriteFunc func(path string, was, now store.Record)
 // stat identity, not racily clean by its timestamps, and no write seen
 // since. Else nil: a new digest is then an ordinary edit.
 func (c *checker) suspect(rec *store.Record, fi fsstat.FileInfo, written bool) *store.Record {
-	if written || rec.State != store.StateOK || rec.Identity() != identity(fi) ||
+	if written || rec.State != store.StateOK || !sameFile(rec, fi) ||
 		store.Trusted(rec, c.ticks.suspect) || c.ticks.racyTick(rec) {
 		return nil
 	}
 	was := *rec
+	was.Dev = fi.Dev // an older record's device number named this file system
 	return &was
 }
 

@@ -23,6 +23,7 @@ type job struct {
 	open    bool             // the walk did not stat it: open it, and take its identity from the descriptor
 	noAdopt bool             // the index was empty when the walk started: no rename to find
 	absent  bool             // the walk's check found no record, saving a look-up
+	shelve  bool             // the record at the path is another disk's: shelve it when writing
 	size    int64            // the file's size when its walk queued it (or its checker opened it), for its scans' progress
 	entry   *pendingEntry    // the path's entry in the pipeline's set when enqueue made it; nil: look it up
 }
@@ -230,7 +231,7 @@ func (p *pipeline) write(j job, c store.Change) {
 	p.writes <- struct{}{}
 	p.st.Submit(c, func(err error) {
 		<-p.writes
-		if c.Op == store.OpPutIf && errors.Is(err, store.ErrConflict) {
+		if (c.Op == store.OpPutIf || c.Op == store.OpUnshelve) && errors.Is(err, store.ErrConflict) {
 			err = nil // changed meanwhile: that change stands, and is checked in turn
 		}
 		if err != nil {

@@ -16,6 +16,7 @@ type counters struct {
 	retries                  atomic.Int64 // "changed while hashing"
 	errors                   atomic.Int64
 	renames                  atomic.Int64 // records moved instead of re-hashed
+	unshelved                atomic.Int64 // records of a disk back in its place, taken off the shelf
 	removed                  atomic.Int64 // records dropped
 	scans                    atomic.Int64 // walks completed with a sweep
 	onDemand                 atomic.Int64 // hashes run by Lookup
@@ -50,6 +51,7 @@ type Progress struct {
 	Retries        int64 `json:"retries"`
 	Errors         int64 `json:"errors"`
 	Renames        int64 `json:"renames"`
+	Unshelved      int64 `json:"unshelved"`
 	Removed        int64 `json:"removed"`
 	ScansCompleted int64 `json:"scans_completed"`
 	OnDemandHashes int64 `json:"on_demand_hashes"`
@@ -88,6 +90,7 @@ func (ix *Indexer) Progress() Progress {
 		Retries:         ix.m.retries.Load(),
 		Errors:          ix.m.errors.Load(),
 		Renames:         ix.m.renames.Load(),
+		Unshelved:       ix.m.unshelved.Load(),
 		Removed:         ix.m.removed.Load(),
 		ScansCompleted:  ix.m.scans.Load(),
 		OnDemandHashes:  ix.m.onDemand.Load(),
@@ -195,6 +198,7 @@ var metrics = []metric{
 	{newDesc("retries_total", "Files retried because they changed while hashed."), prometheus.CounterValue, func(p *Progress) float64 { return float64(p.Retries) }},
 	{newDesc("errors_total", "Errors (unreadable files and directories, index errors)."), prometheus.CounterValue, func(p *Progress) float64 { return float64(p.Errors) }},
 	{newDesc("renames_total", "Records moved to a renamed path without re-hashing."), prometheus.CounterValue, func(p *Progress) float64 { return float64(p.Renames) }},
+	{newDesc("unshelved_total", "Records of a file system back where it was, taken back without re-hashing."), prometheus.CounterValue, func(p *Progress) float64 { return float64(p.Unshelved) }},
 	{newDesc("removed_total", "Records dropped because their file is gone."), prometheus.CounterValue, func(p *Progress) float64 { return float64(p.Removed) }},
 	{newDesc("scans_total", "Walks completed."), prometheus.CounterValue, func(p *Progress) float64 { return float64(p.ScansCompleted) }},
 	{newDesc("on_demand_hashes_total", "Files hashed by lookups."), prometheus.CounterValue, func(p *Progress) float64 { return float64(p.OnDemandHashes) }},

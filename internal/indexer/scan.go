@@ -115,6 +115,7 @@ type scanner struct {
 	pipe        *pipeline
 	paths       *pathRules
 	ticks       *ticks
+	fsys        *fileSystems
 	m           *counters
 	log         *slog.Logger
 	idle        *signal // told when the last walk ends
@@ -140,7 +141,7 @@ type scanner struct {
 
 func newScanner(ix *Indexer) *scanner {
 	s := &scanner{
-		st: ix.st, pipe: ix.pipe, paths: ix.paths, ticks: ix.ticks, m: ix.m, log: ix.log, idle: ix.idle,
+		st: ix.st, pipe: ix.pipe, paths: ix.paths, ticks: ix.ticks, fsys: ix.fsys, m: ix.m, log: ix.log, idle: ix.idle,
 		walkWorkers:  ix.opt.WalkWorkers,
 		beforeDir:    ix.opt.BeforeDir,
 		queued:       make(map[string]bool),
@@ -377,10 +378,23 @@ func (s *scanner) sweep(ctx context.Context, sc *scan) (int, error) {
 		return 0, &fs.PathError{Op: "open", Path: sc.dir, Err: err}
 	}
 	defer unix.Close(dirfd)
-	return s.st.SweepFenced(ctx, []byte(sc.dir), sc.gen, func(p []byte) bool {
+	at := places{}
+	return s.st.SweepFenced(ctx, []byte(sc.dir), sc.gen, func(p []byte, r *store.Record) bool {
 		path := string(p)
-		return sc.seen.contains(path) || sc.underUnread(path) || s.stillThere(dirfd, sc.dir, path)
+		return sc.seen.contains(path) || sc.underUnread(path) || s.stillThere(dirfd, sc.dir, path) ||
+			s.absentFrom(at, path, r.Dev)
 	})
+}
+
+// absentFrom reports whether the record of file system dev at path, which
+// the walk did not see, is of a file system not mounted at its place now:
+// it stays (filesystems.go).
+func (s *scanner) absentFrom(at places, path string, dev uint64) bool {
+	if !fsstat.Stable(dev) {
+		return false
+	}
+	here, ok := at.of(path)
+	return !ok || s.fsys.absent(dev, here)
 }
 
 // stillThere reports whether a record the walk did not see belongs to a

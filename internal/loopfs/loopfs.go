@@ -278,6 +278,20 @@ func (fs *FS) Mount(t testing.TB) {
 	}
 }
 
+// MountAt mounts the image at dir, which must exist, besides or instead of
+// fs.Dir; it is unmounted when the test ends, if it still is mounted.
+func (fs *FS) MountAt(t testing.TB, dir string) {
+	t.Helper()
+	if err := unix.Mount(fs.Device, dir, string(fs.Kind), 0, fs.opts.MountOptions); err != nil {
+		t.Fatalf("loopfs: mount %s on %s: %v", fs.Device, dir, err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			t.Errorf("loopfs: unmount %s: %v", dir, err)
+		}
+	})
+}
+
 // Renumber unmounts the image, binds it to another loop device and mounts
 // it again at the same place, as a reboot that numbers the devices anew
 // does: the file system is the same, its st_dev is not.
