@@ -1,9 +1,11 @@
 //go:build powercut
 
 // Package powercut cuts the power under a running annexd and checks that no
-// key it reports afterwards is wrong. It needs root, loop devices, mkfs.xfs,
-// mkfs.ext4 and xfs_io, so it is built only with -tags powercut (.ci/run
-// runs it; RELIABILITY.md has its figures):
+// key it reports afterwards is wrong; TestMachineLife (lifecycle_test.go)
+// puts it through reboots that renumber devices and remounts. It needs
+// root, loop devices, mkfs.xfs, mkfs.ext4, mkfs.btrfs and xfs_io, so it is
+// built only with -tags powercut (.ci/run runs it; RELIABILITY.md has its
+// figures):
 //
 //	go test -tags powercut -v ./e2e/powercut/ [-runs 5] [-files 200]
 //
