@@ -194,6 +194,10 @@ type Status struct {
 	// that runs at start has finished (OutsideRootsChecked).
 	OutsideRoots        []OutsideRoot `json:"outside_roots,omitempty"`
 	OutsideRootsChecked bool          `json:"outside_roots_checked"`
+	// Away lists the file systems whose records are kept aside because
+	// another file system is where they were (a second disk mounted in
+	// the first one's place); they come back when it does.
+	Away []AwayFileSystem `json:"away_file_systems,omitempty"`
 
 	Scan        ScanProgress  `json:"scan"`
 	Watcher     WatcherStatus `json:"watcher"`
@@ -210,6 +214,18 @@ type Backlog struct {
 	Changes int64     `json:"changes"`          // changes waiting to be written; 0 with none
 	Since   time.Time `json:"since,omitzero"`   // when the first was refused
 	Reason  string    `json:"reason,omitempty"` // why, e.g. "no space left on device"
+}
+
+// AwayFileSystem is a file system whose records wait for it to be
+// mounted where it was.
+type AwayFileSystem struct {
+	ID       string    `json:"id"`  // as records name it, hexadecimal
+	Key      string    `json:"key"` // what it is known by, e.g. "uuid:8bfc0409…"
+	Type     string    `json:"type,omitempty"`
+	Source   string    `json:"source,omitempty"`
+	Point    string    `json:"mount_point,omitempty"` // where it was last mounted
+	LastSeen time.Time `json:"last_seen,omitzero"`
+	Records  int64     `json:"records"` // kept aside
 }
 
 // RootStatus is one watched root.

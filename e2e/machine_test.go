@@ -216,6 +216,13 @@ func TestAnotherDiskAtTheSamePlace(t *testing.T) {
 		return true
 	})
 	hashedB := statusJSON(t, d).Scan.FilesHashed
+	away := statusJSON(t, d).Away
+	if len(away) != 1 || away[0].Records != 6 || away[0].Type != "ext4" || away[0].Point != a.Dir {
+		t.Errorf("status lists away %+v; want disk a's 6 records, last mounted at %s", away, a.Dir)
+	}
+	if r := d.ctl("", "status"); !strings.Contains(r.stdout, "6 records of ext4 uuid:") {
+		t.Errorf("status does not list disk a's records:\n%s", r.stdout)
+	}
 	d.stop()
 
 	// Disk a back, across a restart.
@@ -224,8 +231,9 @@ func TestAnotherDiskAtTheSamePlace(t *testing.T) {
 	}
 	a.Mount(t)
 	d = startOn(t, base, root)
-	if st := statusJSON(t, d); st.Scan.FilesHashed != 0 {
-		t.Errorf("disk a back: %d files hashed; want 0\n%s", st.Scan.FilesHashed, d.log)
+	if st := statusJSON(t, d); st.Scan.FilesHashed != 0 || len(st.Away) != 1 || st.Away[0].Records != 6 {
+		t.Errorf("disk a back: %d files hashed, away %+v; want none hashed and disk b's 6 records away\n%s",
+			st.Scan.FilesHashed, st.Away, d.log)
 	}
 	for _, p := range filesA {
 		l := lookupJSON(t, d, p)

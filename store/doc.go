@@ -26,6 +26,13 @@
 //     inodes. Its waste is size × (distinct inodes − 1): hardlinks of one
 //     inode are members but are not duplicates.
 //   - cursor: opaque bytes that resume Dups where it stopped.
+//   - file system id (Dev): the file system a record's file is on, as
+//     fsstat names it: from its UUID, not its device number. Indexes
+//     before file-system ids stored device numbers, which the indexer
+//     upgrades when it meets the file (fsstat.Legacy).
+//   - shelf: the records of a file system that another one has replaced at
+//     their paths (a second disk mounted where the first was), kept by
+//     file system and path until it is back (shelf.go).
 //   - identity: what lstat tells of a file (dev, ino, size, mtime, ctime). A
 //     record's digest describes the file only while the identities match.
 //   - run marker: what the writer keeps in meta about itself: when it
@@ -72,7 +79,8 @@
 // sets the new version last. Schema 4 added the pending bucket. Schema 5
 // fills the bydigest values, which were empty, the way schema 3 was built;
 // with them Dups can list a group's members without reading their records
-// (DupOptions.Brief). Schema 6 keys the pending bucket by run and adds the
+// (DupOptions.Brief). Schema 7 adds the shelf (be64(dev) ‖ path → record).
+// Schema 6 keys the pending bucket by run and adds the
 // pendinodes bucket; Open rewrites a schema-5 pending bucket, at most a
 // merge's worth of entries, as one run in one transaction.
 //

@@ -79,6 +79,11 @@
 // Rescan'd directory with the same ignore patterns, match them relative to
 // the root (walker.Options.IgnoreRoot).
 //
+// The watcher follows the mount table (mounts.go): a root whose file
+// system is unmounted waits, and says so in Status; when the mount of a
+// root, or of a directory under it, changes, its watches are set up again
+// and it is rescanned (ReasonMount).
+//
 // If a root itself disappears, the watcher emits Removed for it, checks
 // every Options.DegradedRescan whether it is back, and then watches it again
 // and emits a Rescan of it.

@@ -290,6 +290,7 @@ func printStatus(w io.Writer, st api.Status) {
 		fmt.Fprintf(w, "         %s\n", wt.Message)
 	}
 	printOutside(w, st)
+	printAway(w, st.Away)
 	printDedupStatus(w, st.Dedup)
 	printHub(w, st) // cmd_status_hub.go
 	printAuditLine(w, st.Audit)
@@ -353,4 +354,25 @@ func rootState(r api.RootStatus) string {
 		parts = append(parts, r.Reason)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// printAway lists the file systems whose records wait for them.
+func printAway(w io.Writer, away []api.AwayFileSystem) {
+	for i, fs := range away {
+		label := "away:   "
+		if i > 0 {
+			label = "        "
+		}
+		var notes []string
+		if fs.Point != "" {
+			notes = append(notes, "last mounted at "+fs.Point)
+		}
+		if !fs.LastSeen.IsZero() {
+			notes = append(notes, "last seen "+fs.LastSeen.Local().Format(time.DateTime))
+		}
+		notes = append(notes, "another file system is there now")
+		fmt.Fprintf(w, "%s%s %s of %s wait for it (%s)\n", label,
+			groupDigits(fs.Records), plural(fs.Records, "record", "records"),
+			strings.TrimSpace(fs.Type+" "+fs.Key), strings.Join(notes, "; "))
+	}
 }

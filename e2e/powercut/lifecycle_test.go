@@ -23,12 +23,13 @@ import (
 //     mounted again, a few files rotted meanwhile, the daemon started.
 //     Nothing unchanged is hashed again, no record is lost, every finding
 //     made before stays, and the audit finds the new rot;
+//
 //   - a remount under the running daemon: the file system unmounted and
 //     mounted again, files made right after. The root is watched again
 //     with nobody asking; the seconds until the new files are indexed are
 //     measured (goal ≤ 5 s).
 //
-//	go test -tags powercut -run TestMachineLife -v ./e2e/powercut/ [-runs 3] [-files 200]
+//     go test -tags powercut -run TestMachineLife -v ./e2e/powercut/ [-runs 3] [-files 200]
 func TestMachineLife(t *testing.T) {
 	var summary []string
 	for _, kind := range loopfs.Kinds {

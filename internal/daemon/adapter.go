@@ -302,6 +302,7 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 	}
 	out.Watcher = api.WatcherStatus{Healthy: true}
 	out.OutsideRoots, out.OutsideRootsChecked = a.outsideStatus()
+	out.Away = a.awayStatus(ctx)
 	out.Dedup = a.dedup.status()
 	out.Hub = a.link.status()
 	out.Audit = a.auditSummary()
@@ -390,4 +391,23 @@ func (x *adapter) WaitIdle(ctx context.Context) error {
 		return nil
 	}
 	return x.a.ix.WaitIdle(ctx)
+}
+
+// awayStatus lists the file systems whose records are on the shelf.
+func (a *App) awayStatus(ctx context.Context) []api.AwayFileSystem {
+	fss, counts, err := a.ix.Away(ctx)
+	if err != nil {
+		a.log.Warn("cannot list the file systems away", "err", err)
+		return nil
+	}
+	var out []api.AwayFileSystem
+	for _, fs := range fss {
+		af := api.AwayFileSystem{ID: fmt.Sprintf("%016x", fs.ID), Key: fs.Key, Type: fs.Type, Source: fs.Source,
+			Point: fs.Point, Records: int64(counts[fs.ID])}
+		if fs.LastSeen > 0 {
+			af.LastSeen = time.Unix(0, fs.LastSeen)
+		}
+		out = append(out, af)
+	}
+	return out
 }

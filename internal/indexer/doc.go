@@ -108,6 +108,18 @@
 // once. So no lock orders renames, and a record written under a new name
 // meanwhile is never lost.
 //
+// # File systems away
+//
+// A record names its file system by an id that survives reboots and
+// renumbered devices (fsstat). A record read with a device number, from an
+// index before those ids, holds for the file system that has that number
+// now, and is written back with its id. A file system can be away: a disk
+// unplugged or unmounted while its mount point stays, or another disk
+// mounted in its place. Its records are not dropped, and another disk's
+// file at their path shelves them instead of replacing them; they come
+// back, without a hash, when their file system does. filesystems.go has
+// the rule.
+//
 // # Caveats
 //
 // A rename is recognised by (dev, ino, size, mtime). A rename changes ctime,

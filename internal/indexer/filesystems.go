@@ -1,11 +1,13 @@
 package indexer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -116,6 +118,33 @@ func (f *fileSystems) list() ([]FileSystem, map[uint64]bool) {
 		met[id] = f.seen[id]
 	}
 	return out, met
+}
+
+// Away lists the file systems with records on the store's shelf, and how
+// many each has there.
+func (ix *Indexer) Away(ctx context.Context) ([]FileSystem, map[uint64]int, error) {
+	if !ix.st.HasShelved() {
+		return nil, nil, nil
+	}
+	counts, err := ix.st.ShelfCount(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	known, _ := ix.fsys.list()
+	byID := map[uint64]FileSystem{}
+	for _, fs := range known {
+		byID[fs.ID] = fs
+	}
+	var out []FileSystem
+	for id := range counts {
+		fs, ok := byID[id]
+		if !ok {
+			fs = FileSystem{ID: id, Key: "unknown"}
+		}
+		out = append(out, fs)
+	}
+	slices.SortFunc(out, func(a, b FileSystem) int { return cmp.Compare(a.Point+a.Key, b.Point+b.Key) })
+	return out, counts, nil
 }
 
 // absent reports whether the records of file system dev, at a place now
