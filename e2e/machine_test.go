@@ -302,3 +302,30 @@ func TestMountInsideRoot(t *testing.T) {
 		t.Errorf("the disk plugged in again: %d files hashed, %d before; want none more", h, hashed)
 	}
 }
+
+// With --one-file-system a root keeps to its own file system, as find
+// -xdev: a disk mounted inside it is left out, and a lookup there says so.
+func TestOneFileSystem(t *testing.T) {
+	needRoot(t, "mount loop images")
+	usb := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 32 << 20})
+	files := fillTree(t, usb.Dir, 3, 600)
+	usb.Unmount(t)
+	base, root := newRoot(t, func(root string) { writeAged(t, filepath.Join(root, "local"), 1, 100) })
+	mnt := filepath.Join(root, "usb")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	usb.MountAt(t, mnt)
+	d := spawn(t, annexdRun{base: base, roots: []string{root}, extra: []string{"--one-file-system"}})
+	d.waitIdle()
+	if n := statusJSON(t, d).Files; n != 1 {
+		t.Errorf("the index holds %d files; want 1, the root's own", n)
+	}
+	p := filepath.Join(mnt, strings.TrimPrefix(files[1], usb.Dir+"/"))
+	if l := lookupJSON(t, d, p); l["state"] != "ignored" {
+		t.Errorf("lookup of a file on the mounted disk: %v; want ignored", l)
+	}
+	if l := lookupJSON(t, d, filepath.Join(root, "local")); l["state"] != "current" {
+		t.Errorf("lookup of the root's own file: %v", l)
+	}
+}

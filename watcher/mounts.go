@@ -26,8 +26,9 @@ import (
 //     again and it is rescanned.
 //
 // Walks and watches cross mount points inside a root, as find does
-// without -xdev. The consumer keeps the records of a file system that is
-// not mounted at their place (internal/indexer's rule).
+// without -xdev, unless Options.OneFileSystem. The consumer keeps the
+// records of a file system that is not mounted at their place
+// (internal/indexer's rule).
 
 // ReasonMount is the Reason of a Rescan after the mount table changed at
 // or under the directory.
@@ -126,6 +127,9 @@ func (r *root) mountsChanged(ctx context.Context) bool {
 		_, was := old[real]
 		_, is := now[real]
 		return r.remountRoot(ctx, was && !is)
+	}
+	if r.opts.OneFileSystem {
+		return true // mounts under the root are left out
 	}
 	var done []string
 	for _, p := range changed {

@@ -55,6 +55,7 @@ type root struct {
 	awayWhy    string // why the root is gone, for Status
 	noInstance bool   // no inotify instance could be created; rescans only
 
+	rootFS      uint64        // the file system of the root, as last watched
 	mounts      chan struct{} // the mount table changed (mounts.go)
 	mountView   mountView     // the mounts at, under and above the root, as last read
 	mountsKnown bool

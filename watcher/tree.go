@@ -33,6 +33,12 @@ func (r *root) addTree(dir string) {
 			continue
 		}
 		id := dirInodeOf(d)
+		if d == r.path {
+			r.rootFS = id.dev
+		} else if r.opts.OneFileSystem && id.dev != r.rootFS {
+			r.setup.done(d)
+			continue // another file system: left out
+		}
 		if !r.takeOver(d, id) {
 			r.setup.done(d)
 			continue

@@ -241,6 +241,7 @@ type Options struct {
 	OverflowBackoff    time.Duration // minimum gap between overflow Rescans of a root; default 10 s
 	MaxOverflowBackoff time.Duration // the backoff doubles up to this; default 10 min
 	NoInitialRescan    bool          // do not emit a Rescan of each root at start
+	OneFileSystem      bool          // watch no directory on another file system than its root's, as find -xdev
 	Ignore             Matcher       // paths left out, relative to the root; nil leaves out nothing
 	Logger             *slog.Logger
 	Writes             WriteRecorder // told of every write seen; nil tells nobody

@@ -81,6 +81,7 @@ from disk unless GOMAXPROCS is set.`
 	fl.StringVar(&f.logFormat, "log-format", "", "text or json (default text)")
 	fl.Duration("quiet-delay", 0, "how long a file must be left alone before it is hashed; 0 hashes at once (default 1s)")
 	fl.Duration("safety-rescan", 0, "mean interval of the periodic stat-only rescan, <0 disables (default 6h)")
+	fl.Bool("one-file-system", false, "keep each root to its own file system, as find -xdev (default: cross mounts)")
 	fl.StringArrayVar(&f.ignore, "ignore", nil, "gitignore-style pattern of paths never indexed (repeatable; added to the config's)")
 	fl.BoolVar(&f.noDefaults, "no-default-ignores", false, "do not leave out VCS internals and caches by default")
 	fl.StringVar(&f.calibrate, "calibrate", "", "hashing calibration: auto, always or never (default auto)")
@@ -121,6 +122,9 @@ func loadConfig(cmd *cobra.Command, args []string, f *runFlags) (config.Config, 
 		if cfg.Watch.QuietDelay == 0 {
 			cfg.Watch.QuietDelay = 1 // 0 on the command line means "at once"
 		}
+	}
+	if fl.Changed("one-file-system") {
+		cfg.Watch.OneFileSystem, _ = fl.GetBool("one-file-system")
 	}
 	if fl.Changed("safety-rescan") {
 		cfg.Watch.SafetyRescan, _ = fl.GetDuration("safety-rescan")

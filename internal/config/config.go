@@ -84,6 +84,10 @@ type Watch struct {
 	// SafetyRescan is the mean interval of the periodic, jittered rescan;
 	// a negative value disables it.
 	SafetyRescan time.Duration `toml:"safety_rescan"`
+	// OneFileSystem keeps each root to its own file system, as find -xdev
+	// does: file systems mounted inside a root are left out. By default
+	// they are indexed.
+	OneFileSystem bool `toml:"one_file_system"`
 }
 
 // Ignore configures which paths are never indexed.

@@ -311,12 +311,13 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	}
 	writes := ledger.New()
 	a.w, err = watcher.New(a.cfg.Roots, watcher.Options{
-		Writes:       writes,
-		Quiet:        a.cfg.Watch.QuietDelay,
-		SafetyRescan: a.cfg.Watch.SafetyRescan,
-		Ignore:       m,
-		Logger:       a.log.With("part", "watcher"),
-		SyncDir:      a.syncDir,
+		Writes:        writes,
+		Quiet:         a.cfg.Watch.QuietDelay,
+		SafetyRescan:  a.cfg.Watch.SafetyRescan,
+		OneFileSystem: a.cfg.Watch.OneFileSystem,
+		Ignore:        m,
+		Logger:        a.log.With("part", "watcher"),
+		SyncDir:       a.syncDir,
 		// The first scan starts beside the set-up of the watches, each
 		// directory read once its watch is in place (BeforeDir below).
 		EarlyInitialRescan: true,
@@ -332,17 +333,18 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 		workers = min(max(2*runtime.GOMAXPROCS(0), a.h.Streams()), maxAutoWorkers)
 	}
 	a.ix, err = indexer.New(a.st, a.h, indexer.Options{
-		Roots:        slices.Clone(a.cfg.Roots), // the API reads the config's meanwhile
-		Backend:      a.backend,
-		Workers:      workers,
-		MaxPending:   a.cfg.Indexer.MaxPending,
-		Ignore:       patterns,
-		Exclude:      a.exclude(),
-		Ledger:       writes,
-		OnLostWrite:  a.lostWrite,
-		BeforeDir:    a.w.WaitWatched,
-		WritesUnread: a.w.CatchingUp,
-		Logger:       a.log.With("part", "indexer"),
+		Roots:         slices.Clone(a.cfg.Roots), // the API reads the config's meanwhile
+		Backend:       a.backend,
+		Workers:       workers,
+		MaxPending:    a.cfg.Indexer.MaxPending,
+		Ignore:        patterns,
+		Exclude:       a.exclude(),
+		Ledger:        writes,
+		OnLostWrite:   a.lostWrite,
+		BeforeDir:     a.w.WaitWatched,
+		WritesUnread:  a.w.CatchingUp,
+		OneFileSystem: a.cfg.Watch.OneFileSystem,
+		Logger:        a.log.With("part", "indexer"),
 	})
 	if err != nil {
 		return err

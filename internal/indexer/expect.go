@@ -114,7 +114,7 @@ func (s *scanner) expect(ctx context.Context, sc *scan) (stop func()) {
 func (s *scanner) count(ctx context.Context, sc *scan) {
 	root := s.paths.roots.IsRoot(sc.dir)
 	early := 0
-	err := walker.Walk(ctx, sc.dir, walker.Options{Workers: 1, Ignore: s.paths.ignoreFor(sc.dir), BeforeDir: s.beforeDir}, func(e walker.Entry) error {
+	err := walker.Walk(ctx, sc.dir, walker.Options{Workers: 1, Ignore: s.paths.ignoreFor(sc.dir), BeforeDir: s.beforeDir, OneFileSystem: s.oneFS}, func(e walker.Entry) error {
 		if s.paths.excluded(e.Path) || (!root && s.paths.ignored(e.Path, false)) {
 			return nil
 		}

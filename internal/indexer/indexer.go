@@ -102,6 +102,9 @@ type Options struct {
 	// record of the bytes on disk is submitted first. It runs on a worker
 	// and must not block; nil: the loss is only logged.
 	OnLostWrite LostWriteFunc
+	// OneFileSystem keeps walks to each root's file system, as find -xdev
+	// (walker.Options.OneFileSystem).
+	OneFileSystem bool
 	// Logger; default discards.
 	Logger *slog.Logger
 }

@@ -87,7 +87,7 @@ func (ix *Indexer) lookupRecord(path string) (fi fsstat.FileInfo, r Result, done
 		return fi, Result{State: Unreadable, Message: err.Error()}, true, nil
 	case !fi.IsRegular():
 		return fi, Result{State: NotRegular, Size: fi.Size}, true, nil
-	case ix.paths.skip(path):
+	case ix.paths.skip(path) || ix.offRootFS(path, fi):
 		return fi, Result{State: Ignored, Size: fi.Size}, true, nil
 	}
 	rec, ok, err := ix.st.Get([]byte(path))
@@ -139,6 +139,20 @@ func (ix *Indexer) lookupPending(ctx context.Context, path string, fi fsstat.Fil
 }
 
 func pending(fi fsstat.FileInfo) Result { return Result{State: Pending, Size: fi.Size} }
+
+// offRootFS reports whether the file fi at path is on another file system
+// than its root, which Options.OneFileSystem leaves out.
+func (ix *Indexer) offRootFS(path string, fi fsstat.FileInfo) bool {
+	if !ix.opt.OneFileSystem {
+		return false
+	}
+	root, ok := ix.paths.roots.RootOf(path)
+	if !ok {
+		return false
+	}
+	rfi, err := fsstat.Lstat(root)
+	return err == nil && rfi.Dev != fi.Dev
+}
 
 // otherDisk reports whether the record at path is of another file system
 // than the file fi, or a record of fi's may be on the shelf: the pipeline's

@@ -121,6 +121,7 @@ type scanner struct {
 	idle        *signal // told when the last walk ends
 	walkWorkers int
 	beforeDir   func(ctx context.Context, dir string) error // Options.BeforeDir
+	oneFS       bool                                        // Options.OneFileSystem
 
 	mu      sync.Mutex
 	waiting []string
@@ -144,6 +145,7 @@ func newScanner(ix *Indexer) *scanner {
 		st: ix.st, pipe: ix.pipe, paths: ix.paths, ticks: ix.ticks, fsys: ix.fsys, m: ix.m, log: ix.log, idle: ix.idle,
 		walkWorkers:  ix.opt.WalkWorkers,
 		beforeDir:    ix.opt.BeforeDir,
+		oneFS:        ix.opt.OneFileSystem,
 		queued:       make(map[string]bool),
 		signal:       make(chan struct{}, 1),
 		initial:      make(chan struct{}),
@@ -304,9 +306,10 @@ func (s *scanner) walk(ctx context.Context, sc *scan) walked {
 		batch = ck.newBatch()
 	}
 	w.err = walker.Walk(ctx, sc.dir, walker.Options{
-		Workers:   s.walkWorkers,
-		Ignore:    s.paths.ignoreFor(sc.dir),
-		BeforeDir: s.beforeDir,
+		Workers:       s.walkWorkers,
+		Ignore:        s.paths.ignoreFor(sc.dir),
+		BeforeDir:     s.beforeDir,
+		OneFileSystem: s.oneFS,
 		// Into an empty index every file is hashed: its checker opens it
 		// and takes its identity from the descriptor, saving a stat.
 		NoStat: empty,
