@@ -74,6 +74,9 @@ func (s Source) why() string {
 // after a read through the page cache.
 var testHookDrop func(firstPage, pages int64)
 
+// testHookDirect, set only by tests, runs after each direct read.
+var testHookDirect func(path string, off int64)
+
 // reader reads whole files for an audit, from the device: with O_DIRECT,
 // so the page cache neither serves the bytes nor keeps them. A file its
 // file system will not read directly is read through the page cache:
@@ -83,13 +86,17 @@ var testHookDrop func(firstPage, pages int64)
 // such a tree does not push the user's data out of memory. Reads are paced
 // by a shared token bucket. A reader is used by one goroutine.
 type reader struct {
-	buf  []byte // aligned for direct reads
+	bufs [3][]byte // aligned for direct reads: one read, two hashed
 	vec  []byte
 	pace *pacer // nil: full speed
 }
 
 func newReader(pace *pacer) *reader {
-	return &reader{buf: directio.Buffer(readSize), pace: pace}
+	r := &reader{pace: pace}
+	for i := range r.bufs {
+		r.bufs[i] = directio.Buffer(readSize)
+	}
+	return r
 }
 
 // read hashes the regular file at path, whose lstat was before, into h.
@@ -155,6 +162,51 @@ func (r *reader) readDirect(ctx context.Context, fd int, path string, before fss
 		}
 	}
 	h.Reset()
+	if src, err := r.readDirectly(ctx, df, fd, path, before, h); err != nil {
+		return src, err
+	}
+	if cold && !df.Vouched() && !cachedNone(fd) {
+		// The file system read it through the page cache after all
+		// (compressed, inline): from the device, as nothing was cached.
+		// The pages it left are the audit's.
+		_ = unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
+	}
+	return FromDevice, nil
+}
+
+// readDirectly reads the file open as df into h. A file of more than one
+// read is hashed on a goroutine of its own while this thread reads on:
+// the reads stay on the reader's thread, in the idle I/O class, and the
+// disk works while the CPU hashes.
+func (r *reader) readDirectly(ctx context.Context, df *directio.File, fd int, path string, before fsstat.FileInfo, h hash.Hash) (Source, error) {
+	free := make(chan []byte, len(r.bufs))
+	for _, b := range r.bufs {
+		free <- b
+	}
+	var full chan []byte
+	done := make(chan struct{})
+	if before.Size > readSize {
+		full = make(chan []byte, len(r.bufs))
+		go func() {
+			defer close(done)
+			for b := range full {
+				h.Write(b)
+				free <- b[:cap(b)]
+			}
+		}()
+	}
+	src, err := r.readChunks(ctx, df, fd, path, before, h, free, full)
+	if full != nil {
+		close(full)
+		<-done
+	}
+	return src, err
+}
+
+// readChunks reads the file open as df chunk by chunk into the buffers of
+// free and hands each to full, or hashes it into h when full is nil.
+func (r *reader) readChunks(ctx context.Context, df *directio.File, fd int, path string, before fsstat.FileInfo, h hash.Hash,
+	free, full chan []byte) (Source, error) {
 	for off := int64(0); off < before.Size; {
 		if err := ctx.Err(); err != nil {
 			return FromDevice, err
@@ -163,7 +215,11 @@ func (r *reader) readDirect(ctx context.Context, fd int, path string, before fss
 		if err := r.pace.wait(ctx, int(want)); err != nil {
 			return FromDevice, err
 		}
-		n, err := df.ReadAt(r.buf, off, int(want))
+		b := <-free
+		n, err := df.ReadAt(b, off, int(want))
+		if testHookDirect != nil {
+			testHookDirect(path, off)
+		}
 		switch {
 		case errors.Is(err, directio.ErrRefused):
 			return NoDirect, err
@@ -175,14 +231,13 @@ func (r *reader) readDirect(ctx context.Context, fd int, path string, before fss
 			after, _ := fsstat.Fstat(fd)
 			return FromDevice, &hasher.ChangedError{Path: path, Before: before, After: after}
 		}
-		h.Write(r.buf[:want])
+		if full != nil {
+			full <- b[:want]
+		} else {
+			h.Write(b[:want])
+			free <- b
+		}
 		off += want
-	}
-	if cold && !df.Vouched() && !cachedNone(fd) {
-		// The file system read it through the page cache after all
-		// (compressed, inline): from the device, as nothing was cached.
-		// The pages it left are the audit's.
-		_ = unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
 	}
 	return FromDevice, nil
 }
@@ -253,7 +308,7 @@ func (r *reader) readPart(ctx context.Context, fd int, path string, before fssta
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		b := r.buf[:min(int64(len(r.buf)), n-done)]
+		b := r.bufs[0][:min(readSize, n-done)]
 		if err := r.pace.wait(ctx, len(b)); err != nil {
 			return err
 		}

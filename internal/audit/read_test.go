@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -17,6 +18,8 @@ import (
 	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/internal/directio"
 	"github.com/annexd/annexd/internal/loopfs"
+	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store"
 )
 
 // writeRandom writes n random bytes to path and returns them.
@@ -207,6 +210,46 @@ func TestReaderThroughCache(t *testing.T) {
 	got = r.read(t.Context(), p, lstat(t, p), sha256.New(), true)
 	if got.Err != nil || string(got.Digest) != string(want[:]) || got.Source != FromDevice {
 		t.Fatalf("second read: %x %v %v", got.Digest, got.Err, got.Source)
+	}
+}
+
+// A file that grows or shrinks while it is read directly is reported
+// changed, never hashed: a shorter one by the short read, a longer one by
+// the lstat after.
+func TestReaderChangedWhileRead(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	for _, grow := range []bool{true, false} {
+		writeRandom(t, p, 3*readSize+100)
+		fi := lstat(t, p)
+		testHookDirect = func(path string, off int64) {
+			if off != 0 {
+				return
+			}
+			var err error
+			if grow {
+				var f *os.File
+				if f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0); err == nil {
+					_, err = f.Write(make([]byte, 10))
+					f.Close()
+				}
+			} else {
+				err = os.Truncate(path, readSize+10)
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		}
+		got := newReader(nil).read(t.Context(), p, fi, sha256.New(), false)
+		testHookDirect = nil
+		rec := store.Record{Backend: key.SHA256E, Digest: digestOf("old"), Size: fi.Size, MtimeNs: fi.MtimeNs, CtimeNs: fi.CtimeNs,
+			Dev: fi.Dev, Ino: fi.Ino, HashedAt: fi.MtimeNs + int64(time.Minute), State: store.StateOK}
+		v := Classify(&Facts{Record: rec, Before: fi, First: &got})
+		switch {
+		case grow && (got.Err != nil || got.After.Same(fi) || v.Class != Modified):
+			t.Errorf("grown while read: %v, after %+v, verdict %v", got.Err, got.After, v)
+		case !grow && (!errors.Is(got.Err, hasher.ErrChanged) || v.Class != Modified):
+			t.Errorf("shrunk while read: %v, verdict %v", got.Err, v)
+		}
 	}
 }
 
