@@ -22,8 +22,12 @@
 // Some file systems take O_DIRECT and read through the page cache anyway:
 // memory file systems (NoDevice), btrfs for compressed and inline extents,
 // ext4 for inline data, data=journal, verity. Where the page cache held
-// the data, such a read returns the cached bytes. NoDevice and
+// the data, such a read returns the cached bytes. BackingOf and
 // ThroughCache tell a caller that must know where the bytes came from.
+// What they cannot see: an overlay file system over a tmpfs (BackingOf
+// names the overlay, and its direct reads reach memory), and a file
+// system that takes O_DIRECT and serves it from a cache of its own
+// without a known statfs type.
 package directio
 
 import (
