@@ -154,24 +154,38 @@ func (r *reader) readDirect(ctx context.Context, fd int, path string, before fss
 		}
 		return FromDevice, err // this file only: read through a cache that holds none of it, it comes from the device
 	}
-	defer df.Close()
-	cold := cachedNone(fd)
+	// Where statx does not vouch for direct reads of the file, the file
+	// system may read parts of it through the page cache: then only a file
+	// the cache holds none of comes from the device.
+	cold := !df.Vouched() && cachedNone(fd)
 	if !df.Vouched() && !cold {
 		if through, _ := directio.ThroughCache(fd); through {
-			return FromDevice, directio.ErrRefused
+			return FromDevice, offDirect(df, path)
 		}
 	}
 	h.Reset()
-	if src, err := r.readDirectly(ctx, df, fd, path, before, h); err != nil {
+	if src, err := r.readDirectly(ctx, df, fd, path, before, h); errors.Is(err, directio.ErrRefused) {
+		return src, offDirect(df, path)
+	} else if err != nil {
 		return src, err
 	}
-	if cold && !df.Vouched() && !cachedNone(fd) {
+	if cold && !cachedNone(fd) {
 		// The file system read it through the page cache after all
 		// (compressed, inline): from the device, as nothing was cached.
 		// The pages it left are the audit's.
 		_ = unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
 	}
 	return FromDevice, nil
+}
+
+// offDirect turns O_DIRECT off again for a read through the page cache,
+// and returns directio.ErrRefused, or the error that kept it on. (After a
+// direct read the descriptor is closed with O_DIRECT set.)
+func offDirect(df *directio.File, path string) error {
+	if err := df.Close(); err != nil {
+		return &fs.PathError{Op: "fcntl", Path: path, Err: err}
+	}
+	return directio.ErrRefused
 }
 
 // readDirectly reads the file open as df into h. A file of more than one
