@@ -66,6 +66,7 @@
 //
 // Each reader runs on a thread of its own in the idle I/O class (honoured
 // by the BFQ scheduler; ignored by mq-deadline, kyber and none, where the
-// rate cap still holds). A direct read is issued by that thread, so the
-// class applies to it.
+// rate cap still holds). Every read is issued by that thread, so the
+// class applies to it; a large file is hashed on another goroutine while
+// the thread reads its next chunk.
 package audit
