@@ -68,7 +68,36 @@ type AuditRun struct {
 	Counts    map[string]int64 `json:"counts"`
 	Bytes     int64            `json:"bytes"`     // bytes verified
 	Transient int64            `json:"transient"` // files a second read proved ok
+	// CacheOnly counts the ok files whose bytes came from the page cache
+	// only: no device could be read for them.
+	CacheOnly AuditCacheOnly `json:"cache_only,omitzero"`
 }
+
+// Why a verified file's bytes came from the page cache only (the keys of
+// AuditCacheOnly.Files).
+const (
+	// AuditNoDevice: the file system keeps its files in memory (tmpfs,
+	// ramfs): there is no device to verify.
+	AuditNoDevice = "no_device"
+	// AuditNoDirect: the file system or its device refuses direct reads
+	// (some FUSE and network file systems), or answers them from a cache
+	// of its own (ZFS).
+	AuditNoDirect = "no_direct"
+	// AuditCached: the file system reads the file through the page cache
+	// even when asked for a direct read (compressed or inline on btrfs),
+	// and the page cache held some of it.
+	AuditCached = "cached"
+)
+
+// AuditCacheOnly counts files verified from the page cache only, not
+// from a device. They are counted as ok as well.
+type AuditCacheOnly struct {
+	Files map[string]int64 `json:"files,omitempty"` // by why: AuditNoDevice, AuditNoDirect, AuditCached
+	Bytes int64            `json:"bytes,omitempty"`
+}
+
+// IsZero reports whether no file was verified from the page cache only.
+func (c AuditCacheOnly) IsZero() bool { return len(c.Files) == 0 && c.Bytes == 0 }
 
 // Done reports whether the run is over.
 func (r AuditRun) Done() bool { return !r.Ended.IsZero() }
@@ -95,6 +124,9 @@ type AuditStatus struct {
 	Totals        map[string]int64 `json:"totals,omitempty"`
 	BytesVerified int64            `json:"bytes_verified"`
 	Transient     int64            `json:"transient"`
+	// CacheOnly counts the files verified since the daemon started whose
+	// bytes came from the page cache only.
+	CacheOnly AuditCacheOnly `json:"cache_only,omitzero"`
 }
 
 // AuditPass is the progress of the pass in progress: it verifies every

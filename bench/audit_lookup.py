@@ -9,7 +9,8 @@ included); "batch" writes one path at a time to `annexctl lookup --batch`
 and waits for its line. Only the samples that ended before the audit run
 did count as "during".
 
-Usage: audit_lookup.py ANNEXCTL LISTFILE RUN
+Usage: audit_lookup.py ANNEXCTL LISTFILE RUN [LABEL]
+LABEL, when given, is added to each line as "label" (which build ran).
 """
 import json
 import random
@@ -19,6 +20,7 @@ import sys
 import time
 
 ctl, listfile, run = sys.argv[1], sys.argv[2], int(sys.argv[3])
+label = sys.argv[4] if len(sys.argv) > 4 else ""
 paths = [p for p in open(listfile, "rb").read().split(b"\n") if p]
 rng = random.Random(run)
 IDLE_PROCESS, IDLE_BATCH = 200, 2000
@@ -79,10 +81,10 @@ def during(fn):
 
 idle = [one_process(rng.choice(paths)) for _ in range(IDLE_PROCESS)]
 busy = during(one_process)
-print(json.dumps({"run": run, "mode": "process", "idle": stats(idle), "during": stats(busy)}), flush=True)
+print(json.dumps({"run": run, "label": label, "mode": "process", "idle": stats(idle), "during": stats(busy)}), flush=True)
 
 b = Batch()
 idle = [b.one(rng.choice(paths)) for _ in range(IDLE_BATCH)]
 busy = during(b.one)
 b.close()
-print(json.dumps({"run": run, "mode": "batch", "idle": stats(idle), "during": stats(busy)}), flush=True)
+print(json.dumps({"run": run, "label": label, "mode": "batch", "idle": stats(idle), "during": stats(busy)}), flush=True)

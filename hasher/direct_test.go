@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/internal/directio"
 	"github.com/annexd/annexd/internal/loopfs"
 )
 
@@ -110,25 +111,49 @@ func TestColdSmallFilesReadDirect(t *testing.T) {
 	}
 }
 
-// A direct read that fails is done again the usual way, with the right
-// digest; a device that refused O_DIRECT (EINVAL) is not tried again.
-func TestDirectReadFallsBack(t *testing.T) {
-	paths, sums := coldFiles(t, 5000, 6000)
-	var dev uint64
-	direct := directReads(t, func(path string, n int, err error) (int, error) {
-		fi, _ := fsstat.Lstat(path)
-		dev = fi.Dev
-		return 0, unix.EINVAL
-	})
-	t.Cleanup(func() { noDirect.Delete(dev) })
-	h, eng := laneHasher(t)
-	hashAll(t, h, paths[:1], sums[:1])
-	hashAll(t, h, paths[1:], sums[1:])
-	if direct.Load() != 1 || eng.fromMemory() != 2 {
-		t.Fatalf("%d direct reads, %d files in memory; want 1 and 2", direct.Load(), eng.fromMemory())
+// On a device whose logical blocks are 8 KiB, a 4 KiB read is EINVAL. A
+// small file whose buffer holds 8 KiB is read directly all the same; one
+// whose buffer holds only 4 KiB is read the usual way, with the right
+// digest, and the device is not taken as one that refuses direct reads.
+func TestDirectReadLargerSectors(t *testing.T) {
+	img := loopfs.New(t, loopfs.XFS, loopfs.Options{Size: 512 << 20, SectorSize: 8192,
+		MkfsArgs: []string{"-b", "size=8192", "-s", "size=8192"}})
+	t.Cleanup(epochsRunning.Wait)
+	var paths []string
+	var sums [][32]byte
+	for i, n := range []int{3000, 5000} { // buffers of 4 KiB and 8 KiB
+		data := pattern(n)
+		p := filepath.Join(img.Dir, fmt.Sprintf("f%d.bin", i))
+		writeFile(t, p, data)
+		paths = append(paths, p)
+		sums = append(sums, sha256.Sum256(data))
 	}
-	if _, off := noDirect.Load(dev); !off {
-		t.Error("the device that refused a direct read is not remembered")
+	syncDir(t, img.Dir)
+	for _, p := range paths {
+		dropCache(t, p)
+	}
+	fi, err := fsstat.Lstat(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { directio.Forget(fi.Dev) })
+	var ok atomic.Int64
+	direct := directReads(t, func(path string, n int, err error) (int, error) {
+		if err == nil {
+			ok.Add(1)
+		}
+		return n, err
+	})
+	h, eng := laneHasher(t)
+	hashAll(t, h, paths, sums)
+	if direct.Load() != 2 || ok.Load() != 1 || eng.fromMemory() != 2 {
+		t.Fatalf("%d direct reads, %d of them read, %d files in memory; want 2, 1 and 2", direct.Load(), ok.Load(), eng.fromMemory())
+	}
+	if directio.Refused(fi.Dev) {
+		t.Error("the device is taken as one that refuses direct reads")
+	}
+	if n := cached(t, paths[1]); n != 0 {
+		t.Errorf("the file read directly left %d pages cached", n)
 	}
 }
 

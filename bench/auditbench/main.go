@@ -3,7 +3,7 @@
 // timed, optionally with lookups running beside it. It prints one JSON
 // object per measurement.
 //
-//	auditbench -index I -root R [-rate BYTES/s] [-workers N] [-full] [-lookups]
+//	auditbench -index I -root R [-rate BYTES/s] [-workers N] [-full] [-lookups] [-cpuprofile F]
 package main
 
 import (
@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"syscall"
@@ -32,8 +33,21 @@ func main() {
 	workers := flag.Int("workers", 0, "readers; 0: the audit's default (or every CPU with -full)")
 	full := flag.Bool("full", false, "full speed: every CPU, no cap, no gates")
 	lookups := flag.Bool("lookups", false, "time lookups while idle, then during the pass")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the pass to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "auditbench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*index, *root, *rate, *workers, *full, *lookups); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "auditbench:", err)
 		os.Exit(1)
 	}

@@ -288,9 +288,36 @@ func printRun(w io.Writer, r api.AuditRun) {
 		fmt.Fprintf(w, "  %s %s read wrong once and right from the disk (see the daemon's log)\n",
 			groupDigits(r.Transient), plural(r.Transient, "file", "files"))
 	}
+	if line := cacheOnlyLine(r.CacheOnly); line != "" {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
 	if r.Counts["corrupt"]+r.Counts["lost_write"]+r.Counts["unreadable"] > 0 {
 		fmt.Fprintln(w, "  the files: annexctl audit problems")
 	}
+}
+
+// cacheOnlyWhy says why files were verified from the page cache only.
+var cacheOnlyWhy = map[string]string{
+	api.AuditNoDevice: "the file system keeps its files in memory, as tmpfs does",
+	api.AuditNoDirect: "the file system does not read directly from its device (some FUSE and network file systems, ZFS)",
+	api.AuditCached:   "stored compressed or inline, read through the page cache, which held some of it",
+}
+
+// cacheOnlyLine says how many files no device could verify, and why; ""
+// when there are none.
+func cacheOnlyLine(c api.AuditCacheOnly) string {
+	n := sum(c.Files)
+	if n == 0 {
+		return ""
+	}
+	var whys []string
+	for _, k := range []string{api.AuditNoDevice, api.AuditNoDirect, api.AuditCached} {
+		if m := c.Files[k]; m > 0 {
+			whys = append(whys, fmt.Sprintf("%s (%s)", cacheOnlyWhy[k], groupDigits(m)))
+		}
+	}
+	return fmt.Sprintf("%s %s not verifiable from a device, checked in the page cache only (%s): %s",
+		groupDigits(n), plural(n, "file", "files"), humanBytes(c.Bytes), strings.Join(whys, "; "))
 }
 
 // stoppedBy says how a run ended.
@@ -383,6 +410,9 @@ func printAuditStatus(w io.Writer, st api.AuditStatus) {
 		fmt.Fprint(w, " (annexctl audit problems lists them)")
 	}
 	fmt.Fprintln(w)
+	if line := cacheOnlyLine(st.CacheOnly); line != "" {
+		fmt.Fprintf(w, "no device: since annexd started, %s\n", line)
+	}
 	if st.IOPriority != "" {
 		fmt.Fprintf(w, "I/O class: %s\n", st.IOPriority)
 	}

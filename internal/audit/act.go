@@ -34,6 +34,18 @@ func (o *outcome) observed() []byte {
 	return nil
 }
 
+// source is where the bytes of the read that decided came from: the
+// second read's when there was one.
+func (o *outcome) source() Source {
+	switch {
+	case o.f.Second != nil && o.f.Second.Err == nil:
+		return o.f.Second.Source
+	case o.f.First != nil && o.f.First.Err == nil:
+		return o.f.First.Source
+	}
+	return FromDevice
+}
+
 // testHookBeforeAct, set only by tests, runs between deciding on a file
 // and acting on the verdict.
 var testHookBeforeAct func(path string, v Verdict)
@@ -45,7 +57,7 @@ func (a *Auditor) worker(ctx context.Context, r *run, jobs <-chan store.Due, lef
 	if err := idleIO(); err != nil {
 		a.noteIO("not set: " + err.Error())
 	}
-	rd := newReader(r.pace, true)
+	rd := newReader(r.pace)
 	for d := range jobs {
 		if ctx.Err() != nil {
 			continue
@@ -86,6 +98,9 @@ func (a *Auditor) check(ctx context.Context, rd *reader, d *store.Due) outcome {
 		v := Classify(f)
 		switch v.Next {
 		case Decided:
+			if src := out.source(); v.Class == Corrupt && src != FromDevice {
+				v.Why += "; read from the page cache only: " + src.why()
+			}
 			out.v = v
 			return out
 		case ReadIt:
@@ -103,8 +118,10 @@ func (a *Auditor) readOnce(ctx context.Context, rd *reader, path string, before 
 	if err != nil {
 		return &Read{Err: err}
 	}
-	a.ioOnce.Do(func() { a.noteScheduler(before.Dev) })
 	res := rd.read(ctx, path, before, h, again)
+	if res.dev != 0 {
+		a.ioOnce.Do(func() { a.noteScheduler(res.dev) })
+	}
 	return &res
 }
 
@@ -155,10 +172,10 @@ func (a *Auditor) act(ctx context.Context, r *run, d *store.Due, out *outcome) b
 			a.mu.Unlock()
 		}
 		if d.Record.State == store.StateOK {
-			a.verify(r, d)
+			a.verify(r, d, out.source())
 			return true
 		}
-		return a.clear(ctx, r, d)
+		return a.clear(ctx, r, d, out.source())
 	case Corrupt, Unreadable:
 		return a.flag(ctx, r, d, out)
 	case LostWrite:
@@ -169,8 +186,9 @@ func (a *Auditor) act(ctx context.Context, r *run, d *store.Due, out *outcome) b
 
 // verify records that d still has its digest: its VerifiedAt moves to a
 // time later than every verification before it, and the write is
-// submitted in that order; the acknowledgment counts it.
-func (a *Auditor) verify(r *run, d *store.Due) {
+// submitted in that order; the acknowledgment counts it, as read from
+// src.
+func (a *Auditor) verify(r *run, d *store.Due, src Source) {
 	a.order.Lock()
 	defer a.order.Unlock()
 	t := max(time.Now().UnixNano(), a.lastVer+1)
@@ -180,13 +198,14 @@ func (a *Auditor) verify(r *run, d *store.Due) {
 	r.inflight.Add(1)
 	a.st.Submit(store.Change{Op: store.OpPutIf, Path: d.Path, Record: rec, Expect: d.Record}, func(err error) {
 		defer r.inflight.Done()
-		a.verified(r, d, t, err)
+		a.verified(r, d, t, err, src)
 	})
 }
 
-// verified counts a verification once the index has it. It runs on the
-// index's writer goroutine: it only counts.
-func (a *Auditor) verified(r *run, d *store.Due, t int64, err error) {
+// verified counts a verification once the index has it, apart when its
+// bytes came from the page cache only. It runs on the index's writer
+// goroutine: it only counts.
+func (a *Auditor) verified(r *run, d *store.Due, t int64, err error, src Source) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	path := string(d.Path)
@@ -195,6 +214,12 @@ func (a *Auditor) verified(r *run, d *store.Due, t int64, err error) {
 		a.count(r, d, OK)
 		r.bytes += d.Record.Size
 		a.bytes += d.Record.Size
+		if src != FromDevice {
+			r.cacheOnly[src]++
+			r.cacheOnlyBytes += d.Record.Size
+			a.cacheOnly[src]++
+			a.cacheOnlyBytes += d.Record.Size
+		}
 		if p := a.state.Pass; p != nil && d.Record.Checked() < p.Cutoff {
 			p.OK++
 			p.OKBytes += d.Record.Size
@@ -225,8 +250,9 @@ func (a *Auditor) conditional(ctx context.Context, d *store.Due, rec store.Recor
 }
 
 // clear turns a record flagged by an earlier pass back to ok: its content
-// matches again (a transient fault, or storage that recovered).
-func (a *Auditor) clear(ctx context.Context, r *run, d *store.Due) bool {
+// matches again (a transient fault, or storage that recovered); src is
+// where the bytes came from.
+func (a *Auditor) clear(ctx context.Context, r *run, d *store.Due, src Source) bool {
 	rec := d.Record
 	rec.State = store.StateOK
 	a.order.Lock()
@@ -237,7 +263,7 @@ func (a *Auditor) clear(ctx context.Context, r *run, d *store.Due) bool {
 	if err == nil {
 		err = a.deleteEntry(ctx, string(d.Path))
 	}
-	a.verified(r, d, rec.VerifiedAt, err)
+	a.verified(r, d, rec.VerifiedAt, err, src)
 	if err == nil {
 		a.log.Info("a file flagged before matches its record again", "path", string(d.Path), "was", d.Record.State.String())
 	}

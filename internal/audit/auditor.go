@@ -74,8 +74,12 @@ type Auditor struct {
 	totals     [classEnd]int64 // files by class since the start
 	bytes      int64           // bytes verified since the start
 	transient  int64
-	ioNote     string
-	ioOnce     sync.Once
+	// cacheOnly and cacheOnlyBytes count the verifications since the
+	// start whose bytes came from the page cache only, by source.
+	cacheOnly      [sourceEnd]int64
+	cacheOnlyBytes int64
+	ioNote         string
+	ioOnce         sync.Once
 }
 
 // New makes an Auditor of the index st, computing digests with dg.
@@ -349,6 +353,11 @@ type Status struct {
 	Totals map[string]int64
 	// BytesVerified and Transient since the daemon started.
 	BytesVerified, Transient int64
+	// CacheOnly counts the files verified since the daemon started whose
+	// bytes came from the page cache only, by Source (never FromDevice);
+	// CacheOnlyBytes their bytes. They are part of Totals["ok"].
+	CacheOnly      map[string]int64
+	CacheOnlyBytes int64
 }
 
 // PassStatus is the progress of the pass in progress.
@@ -371,7 +380,7 @@ func (a *Auditor) Status() Status {
 	defer a.mu.Unlock()
 	s := Status{Reason: a.waiting, NextRun: a.nextAt, Coverage: a.cover, Problems: a.problems,
 		IOPriority: a.ioNote, Last: a.state.Last, BytesVerified: a.bytes, Transient: a.transient,
-		Totals: map[string]int64{}}
+		Totals: map[string]int64{}, CacheOnly: cacheOnlyMap(&a.cacheOnly), CacheOnlyBytes: a.cacheOnlyBytes}
 	for c := OK; c < classEnd; c++ {
 		if a.totals[c] > 0 {
 			s.Totals[c.String()] = a.totals[c]

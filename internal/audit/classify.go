@@ -66,6 +66,10 @@ type Read struct {
 	// After is the lstat of the path once the read ended.
 	After fsstat.FileInfo
 	Err   error
+	// Source says where the bytes came from: the device, or the page
+	// cache only.
+	Source Source
+	dev    uint64 // the raw st_dev of the file read, for the I/O class note
 }
 
 // Facts are the witnesses of one file, gathered by the caller. Classify
@@ -92,8 +96,8 @@ type Facts struct {
 	// committed and before the bytes it describes were on the disk
 	// (Crashes.Suspect).
 	Unclean bool
-	// First is the first read; Second the read after dropping the file's
-	// cached pages. Nil until read.
+	// First is the first read; Second the read again from the device.
+	// Nil until read.
 	First, Second *Read
 }
 

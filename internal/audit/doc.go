@@ -15,8 +15,7 @@
 //     the record is racily clean: modified, handed to the indexer as a
 //     normal change;
 //   - stat unchanged and no write seen, yet the digest differs: the file
-//     is read once more after dropping its cached pages, so the bytes come
-//     from the disk. The recorded digest then means a transient error
+//     is read once more. The recorded digest then means a transient error
 //     (ok, logged); anything else is corrupt: the record and its key are
 //     kept, flagged, never re-keyed;
 //   - gone: missing; EIO or EACCES: unreadable; held by the indexer:
@@ -47,9 +46,27 @@
 //
 // # Reading
 //
+// An audit is a scrub: it verifies the device, not RAM. Each file is read
+// with O_DIRECT (package directio), so the bytes come from the disk even
+// where the page cache holds the file, and no page is added to it. The
+// kernel writes a range's dirty pages back before a direct read, so a file
+// being edited reads as it is; the stat rules then see the edit.
+//
+// Some files no device can verify. A memory file system (tmpfs) has none.
+// Some file systems refuse O_DIRECT (some FUSE and network ones), or may
+// answer it from a cache of their own (ZFS). btrfs reads compressed and
+// inline extents through the page cache even with O_DIRECT (FIEMAP tells),
+// as ext4 does inline data (statx tells). Such files are read through the
+// page cache. mincore(2) says which pages it held before each part: a file
+// it held none of came from the device. The pages the audit brought in are
+// dropped again, so a pass over such a tree keeps the user's cache. The
+// others are verified from the page cache only: counted apart by Source,
+// in the run, the status and the metrics, never as read from a device. A
+// second read drops such a file's pages first.
+//
 // Each reader runs on a thread of its own in the idle I/O class (honoured
 // by the BFQ scheduler; ignored by mq-deadline, kyber and none, where the
-// rate cap still holds). Before reading a part of a file it asks
-// mincore(2) which pages are cached, and afterwards drops only the pages
-// it brought in, so the user's page cache stays as it was.
+// rate cap still holds). Every read is issued by that thread, so the
+// class applies to it; a large file is hashed on another goroutine while
+// the thread reads its next chunk.
 package audit

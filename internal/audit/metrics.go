@@ -15,6 +15,12 @@ var (
 		"Files audited since the daemon started, by what was found.", []string{"class"}, nil)
 	descBytes = prometheus.NewDesc("annexd_audit_verified_bytes_total",
 		"Bytes read and found to match their records since the daemon started.", nil, nil)
+	descCacheOnly = prometheus.NewDesc("annexd_audit_cache_only_files_total",
+		"Files verified since the daemon started whose bytes came from the page cache only, not from a device, by why: "+
+			"no_device (the file system keeps its files in memory), no_direct (it does not read directly), "+
+			"cached (it reads the file through the page cache, which held some of it).", []string{"why"}, nil)
+	descCacheOnlyBytes = prometheus.NewDesc("annexd_audit_cache_only_bytes_total",
+		"Bytes of the files verified from the page cache only since the daemon started.", nil, nil)
 	descTransient = prometheus.NewDesc("annexd_audit_transient_total",
 		"Files whose first read disagreed with the record and a second read from the disk agreed.", nil, nil)
 	descRunning = prometheus.NewDesc("annexd_audit_running",
@@ -40,7 +46,7 @@ var (
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descFiles, descBytes, descTransient, descRunning, descWaiting, descPaused,
+	for _, d := range []*prometheus.Desc{descFiles, descBytes, descCacheOnly, descCacheOnlyBytes, descTransient, descRunning, descWaiting, descPaused,
 		descProblems, descCovered, descAudited, descCoverage, descPassDone, descPassFiles, descLastPass} {
 		ch <- d
 	}
@@ -60,6 +66,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descFiles, prometheus.CounterValue, float64(s.Totals[cl.String()]), cl.String())
 	}
 	ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(s.BytesVerified))
+	for src := FromDevice + 1; src < sourceEnd; src++ {
+		ch <- prometheus.MustNewConstMetric(descCacheOnly, prometheus.CounterValue, float64(s.CacheOnly[src.String()]), src.String())
+	}
+	ch <- prometheus.MustNewConstMetric(descCacheOnlyBytes, prometheus.CounterValue, float64(s.CacheOnlyBytes))
 	ch <- prometheus.MustNewConstMetric(descTransient, prometheus.CounterValue, float64(s.Transient))
 	gauge(descRunning, flag(s.State == "running"))
 	gauge(descWaiting, flag(s.State == "waiting"))

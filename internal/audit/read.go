@@ -13,53 +13,98 @@ import (
 
 	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/internal/directio"
 )
 
 // readSize is the size of one read(2), and of one draw on the pacer.
 const readSize = 1 << 20
 
-// partSize is how much of a file is looked at with mincore, read, and
-// cleaned of the pages the audit brought in, before the next part.
+// partSize is how much of a file read through the page cache is looked at
+// with mincore, read, and cleaned of the pages the audit brought in,
+// before the next part.
 const partSize = 64 << 20
-
-// maxSnapPages bounds the residency kept for a second read (1 byte a page:
-// 16 MiB, a 64 GiB file). A larger file's second read drops every page.
-const maxSnapPages = 16 << 20
 
 var pageSize = int64(os.Getpagesize())
 
-// testHookDrop and testHookResident, set only by tests, hear of each range
-// of pages dropped after a read, and of the residency the reader acts on.
-var (
-	testHookDrop     func(firstPage, pages int64)
-	testHookResident func(firstPage int64, vec []byte)
+// Source says where the bytes of a read came from.
+type Source uint8
+
+// The sources. Only FromDevice verifies the disk; the others verify what
+// the page cache holds, and are counted apart.
+const (
+	// FromDevice: read with O_DIRECT, or through the page cache while it
+	// held none of the file.
+	FromDevice Source = iota
+	// NoDevice: the file system keeps its files in memory (tmpfs).
+	NoDevice
+	// NoDirect: the file system or its device refuses direct reads, or
+	// answers them from a cache of its own (ZFS).
+	NoDirect
+	// Cached: the file system reads this file through the page cache
+	// even with O_DIRECT (compressed or inline on btrfs, inline data on
+	// ext4), and the page cache held some of it.
+	Cached
+	sourceEnd
 )
 
-// reader reads whole files for an audit. It leaves the page cache as it
-// found it: before reading a part of a file it asks mincore(2) which pages
-// are cached, and afterwards drops (posix_fadvise DONTNEED) only the ones
-// it brought in. Reads are paced by a shared token bucket. A reader is
-// used by one goroutine.
-type reader struct {
-	buf  []byte
-	vec  []byte
-	snap []byte // residency before the first read, for a second one
-	pace *pacer // nil: full speed
-	keep bool   // drop what the audit brought in
-	// cached and fresh count bytes found in the cache and read from disk.
-	cached, fresh int64
+var sourceNames = [sourceEnd]string{"device", "no_device", "no_direct", "cached"}
+
+func (s Source) String() string {
+	if s < sourceEnd {
+		return sourceNames[s]
+	}
+	return "Source(?)"
 }
 
-func newReader(pace *pacer, keep bool) *reader {
-	return &reader{buf: make([]byte, readSize), pace: pace, keep: keep}
+// why says, for a log line or a finding, why a read came from the page
+// cache only.
+func (s Source) why() string {
+	switch s {
+	case NoDevice:
+		return "the file system keeps its files in memory and has no device"
+	case NoDirect:
+		return "the file system does not read directly"
+	case Cached:
+		return "the file system reads this file through the page cache, which held some of it"
+	}
+	return "from the device"
+}
+
+// testHookDrop, set only by tests, hears of each range of pages dropped
+// after a read through the page cache.
+var testHookDrop func(firstPage, pages int64)
+
+// testHookDirect, set only by tests, runs after each direct read.
+var testHookDirect func(path string, off int64)
+
+// reader reads whole files for an audit, from the device: with O_DIRECT,
+// so the page cache neither serves the bytes nor keeps them. A file its
+// file system will not read directly is read through the page cache:
+// mincore(2) tells which pages were cached before each part, which says
+// whether the bytes came from the device, and the pages the audit brought
+// in are dropped afterwards (posix_fadvise DONTNEED), so that a pass over
+// such a tree does not push the user's data out of memory. Reads are paced
+// by a shared token bucket. A reader is used by one goroutine.
+type reader struct {
+	bufs [3][]byte // aligned for direct reads: one read, two hashed
+	vec  []byte
+	pace *pacer // nil: full speed
+}
+
+func newReader(pace *pacer) *reader {
+	r := &reader{pace: pace}
+	for i := range r.bufs {
+		r.bufs[i] = directio.Buffer(readSize)
+	}
+	return r
 }
 
 // read hashes the regular file at path, whose lstat was before, into h.
-// again says this is a second read: the file's cached pages are dropped
-// first so that the bytes come from the disk, and afterwards the pages
-// cached before the first read are kept. It returns the digest and the
-// lstat after, or the error; a file that is not the one before, or
-// shorter, is a *hasher.ChangedError.
+// again says this is a second read: a file read through the page cache
+// has its cached pages dropped first, so that the bytes come from the
+// device where the kernel lets them go. It returns the digest, the lstat
+// after and where the bytes came from, or the error; a file that is not
+// the one before, or shorter, is a *hasher.ChangedError.
 func (r *reader) read(ctx context.Context, path string, before fsstat.FileInfo, h hash.Hash, again bool) Read {
 	fd, err := openNoFollow(path)
 	if err != nil {
@@ -76,11 +121,156 @@ func (r *reader) read(ctx context.Context, path string, before fsstat.FileInfo, 
 	if now := fsstat.FromFstat(fd, &st); !now.IsRegular() || !now.Same(before) {
 		return Read{Err: &hasher.ChangedError{Path: path, Before: before, After: now}}
 	}
-	keep := r.keep && cacheVisible(&st, path)
-	if again {
+	src, err := r.readDirect(ctx, fd, path, before, h)
+	if errors.Is(err, directio.ErrRefused) {
+		src, err = r.readCached(ctx, fd, path, before, h, src, again, &st)
+	}
+	if err != nil {
+		return Read{Err: err, dev: st.Dev}
+	}
+	after, err := fsstat.Lstat(path)
+	if err != nil {
+		return Read{Err: err, dev: st.Dev}
+	}
+	return Read{Digest: h.Sum(nil), After: after, Source: src, dev: st.Dev}
+}
+
+// readDirect hashes the file open as fd into h with direct reads. It
+// returns directio.ErrRefused, and how a read through the page cache is
+// to count, when the file is not to be read directly: its file system
+// has no device, refuses direct reads, or would read it through the page
+// cache while that holds some of it.
+func (r *reader) readDirect(ctx context.Context, fd int, path string, before fsstat.FileInfo, h hash.Hash) (Source, error) {
+	switch b, _ := directio.BackingOf(fd); b {
+	case directio.Memory:
+		return NoDevice, directio.ErrRefused
+	case directio.OwnCache:
+		return NoDirect, directio.ErrRefused
+	}
+	df, err := directio.Open(fd, before.Dev)
+	if err != nil {
+		if directio.Refused(before.Dev) {
+			return NoDirect, err
+		}
+		return FromDevice, err // this file only: read through a cache that holds none of it, it comes from the device
+	}
+	// Where statx does not vouch for direct reads of the file, the file
+	// system may read parts of it through the page cache: then only a file
+	// the cache holds none of comes from the device.
+	cold := !df.Vouched() && cachedNone(fd)
+	if !df.Vouched() && !cold {
+		if through, _ := directio.ThroughCache(fd); through {
+			return FromDevice, offDirect(df, path)
+		}
+	}
+	h.Reset()
+	if src, err := r.readDirectly(ctx, df, fd, path, before, h); errors.Is(err, directio.ErrRefused) {
+		return src, offDirect(df, path)
+	} else if err != nil {
+		return src, err
+	}
+	if cold && !cachedNone(fd) {
+		// The file system read it through the page cache after all
+		// (compressed, inline): from the device, as nothing was cached.
+		// The pages it left are the audit's.
 		_ = unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
-	} else {
-		r.snap = r.snap[:0]
+	}
+	return FromDevice, nil
+}
+
+// offDirect turns O_DIRECT off again for a read through the page cache,
+// and returns directio.ErrRefused, or the error that kept it on. (After a
+// direct read the descriptor is closed with O_DIRECT set.)
+func offDirect(df *directio.File, path string) error {
+	if err := df.Close(); err != nil {
+		return &fs.PathError{Op: "fcntl", Path: path, Err: err}
+	}
+	return directio.ErrRefused
+}
+
+// readDirectly reads the file open as df into h. A file of more than one
+// read is hashed on a goroutine of its own while this thread reads on:
+// the reads stay on the reader's thread, in the idle I/O class, and the
+// disk works while the CPU hashes.
+func (r *reader) readDirectly(ctx context.Context, df *directio.File, fd int, path string, before fsstat.FileInfo, h hash.Hash) (Source, error) {
+	free := make(chan []byte, len(r.bufs))
+	for _, b := range r.bufs {
+		free <- b
+	}
+	var full chan []byte
+	done := make(chan struct{})
+	if before.Size > readSize {
+		full = make(chan []byte, len(r.bufs))
+		go func() {
+			defer close(done)
+			for b := range full {
+				h.Write(b)
+				free <- b[:cap(b)]
+			}
+		}()
+	}
+	src, err := r.readChunks(ctx, df, fd, path, before, h, free, full)
+	if full != nil {
+		close(full)
+		<-done
+	}
+	return src, err
+}
+
+// readChunks reads the file open as df chunk by chunk into the buffers of
+// free and hands each to full, or hashes it into h when full is nil.
+func (r *reader) readChunks(ctx context.Context, df *directio.File, fd int, path string, before fsstat.FileInfo, h hash.Hash,
+	free, full chan []byte) (Source, error) {
+	for off := int64(0); off < before.Size; {
+		if err := ctx.Err(); err != nil {
+			return FromDevice, err
+		}
+		want := min(readSize, before.Size-off)
+		if err := r.pace.wait(ctx, int(want)); err != nil {
+			return FromDevice, err
+		}
+		b := <-free
+		n, err := df.ReadAt(b, off, int(want))
+		if testHookDirect != nil {
+			testHookDirect(path, off)
+		}
+		switch {
+		case errors.Is(err, directio.ErrRefused):
+			return NoDirect, err
+		case err != nil:
+			return FromDevice, &fs.PathError{Op: "read", Path: path, Err: err}
+		case int64(n) < want:
+			// Shorter than its size said: it changed. (A longer one
+			// shows in the lstat after.)
+			after, _ := fsstat.Fstat(fd)
+			return FromDevice, &hasher.ChangedError{Path: path, Before: before, After: after}
+		}
+		if full != nil {
+			full <- b[:want]
+		} else {
+			h.Write(b[:want])
+			free <- b
+		}
+		off += want
+	}
+	return FromDevice, nil
+}
+
+// cachedNone reports whether cachestat(2) says the page cache holds none
+// of fd's pages; false when it cannot tell.
+func cachedNone(fd int) bool {
+	var cs unix.Cachestat_t
+	return unix.Cachestat(uint(fd), &unix.CachestatRange{}, &cs, 0) == nil && cs.Cache == 0
+}
+
+// readCached hashes the file open as fd into h through the page cache. src
+// is where the bytes come from when the page cache held none of them:
+// FromDevice on a file system with a device, which mincore then tells
+// apart from Cached. The pages the audit brought in are dropped again.
+func (r *reader) readCached(ctx context.Context, fd int, path string, before fsstat.FileInfo, h hash.Hash, src Source, again bool, st *unix.Stat_t) (Source, error) {
+	track := src != NoDevice && cacheVisible(st, path)
+	if again && src != NoDevice {
+		_ = unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
 	}
 	if before.Size > readSize {
 		_ = unix.Fadvise(fd, 0, 0, unix.FADV_SEQUENTIAL) // a larger kernel read-ahead
@@ -88,39 +278,25 @@ func (r *reader) read(ctx context.Context, path string, before fsstat.FileInfo, 
 	h.Reset()
 	for off := int64(0); off < before.Size; off += partSize {
 		n := min(partSize, before.Size-off)
-		resident := r.resident(fd, off, n, keep, again)
-		if testHookResident != nil && resident != nil {
-			testHookResident(off/pageSize, resident)
+		var resident []byte
+		if track {
+			resident = r.resident(fd, off, n)
+		}
+		if src == FromDevice && (resident == nil || anyResident(resident)) {
+			src = Cached
 		}
 		if err := r.readPart(ctx, fd, path, before, off, n, h); err != nil {
-			return Read{Err: err}
+			return src, err
 		}
-		if keep {
-			r.count(resident, n)
-			dropFresh(fd, off, n, resident)
-		}
+		dropFresh(fd, off, n, resident)
 	}
-	after, err := fsstat.Lstat(path)
-	if err != nil {
-		return Read{Err: err}
-	}
-	return Read{Digest: h.Sum(nil), After: after}
+	return src, nil
 }
 
-// resident returns which pages of [off, off+n) are cached now, or, for a
-// second read, were cached before the first; nil when that is not known.
-func (r *reader) resident(fd int, off, n int64, keep, again bool) []byte {
-	if !keep {
-		return nil
-	}
+// resident returns which pages of [off, off+n) are cached now; nil when
+// that is not known.
+func (r *reader) resident(fd int, off, n int64) []byte {
 	pages := (n + pageSize - 1) / pageSize
-	first := off / pageSize
-	if again {
-		if int64(len(r.snap)) < first+pages {
-			return nil
-		}
-		return r.snap[first : first+pages]
-	}
 	if int64(cap(r.vec)) < pages {
 		r.vec = make([]byte, pages)
 	}
@@ -128,27 +304,16 @@ func (r *reader) resident(fd int, off, n int64, keep, again bool) []byte {
 	if err := mincore(fd, off, n, vec); err != nil {
 		return nil
 	}
-	if int64(len(r.snap)) == first && first+pages <= maxSnapPages {
-		r.snap = append(r.snap, vec...)
-	}
 	return vec
 }
 
-// count adds the part's bytes to the cached and fresh totals.
-func (r *reader) count(resident []byte, n int64) {
-	if resident == nil {
-		r.fresh += n
-		return
-	}
-	var in int64
-	for _, v := range resident {
+func anyResident(vec []byte) bool {
+	for _, v := range vec {
 		if v&1 != 0 {
-			in++
+			return true
 		}
 	}
-	c := min(in*pageSize, n)
-	r.cached += c
-	r.fresh += n - c
+	return false
 }
 
 // readPart reads [off, off+n) of fd into h, paced.
@@ -157,7 +322,7 @@ func (r *reader) readPart(ctx context.Context, fd int, path string, before fssta
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		b := r.buf[:min(int64(len(r.buf)), n-done)]
+		b := r.bufs[0][:min(readSize, n-done)]
 		if err := r.pace.wait(ctx, len(b)); err != nil {
 			return err
 		}

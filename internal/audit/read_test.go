@@ -1,18 +1,25 @@
 package audit
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/internal/directio"
+	"github.com/annexd/annexd/internal/loopfs"
+	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store"
 )
 
 // writeRandom writes n random bytes to path and returns them.
@@ -105,16 +112,16 @@ func lstat(t testing.TB, path string) fsstat.FileInfo {
 }
 
 // The reader's digest is the content's, for sizes around a page, a read
-// and a partSize.
+// and a partSize, read directly from the device.
 func TestReaderDigest(t *testing.T) {
 	dir := t.TempDir()
-	r := newReader(nil, true)
+	r := newReader(nil)
 	for _, n := range []int{0, 1, 4095, 4096, 4097, readSize + 3, partSize + 5} {
 		p := filepath.Join(dir, "f")
 		b := writeRandom(t, p, n)
 		got := r.read(t.Context(), p, lstat(t, p), sha256.New(), false)
-		if want := sha256.Sum256(b); got.Err != nil || string(got.Digest) != string(want[:]) {
-			t.Fatalf("%d bytes: %x, %v; want %x", n, got.Digest, got.Err, want)
+		if want := sha256.Sum256(b); got.Err != nil || string(got.Digest) != string(want[:]) || got.Source != FromDevice {
+			t.Fatalf("%d bytes: %x, %v, %v; want %x from the device", n, got.Digest, got.Err, got.Source, want)
 		}
 		if !got.After.Same(lstat(t, p)) {
 			t.Fatalf("%d bytes: After is not the file's lstat", n)
@@ -126,90 +133,156 @@ func TestReaderDigest(t *testing.T) {
 	}
 }
 
-// A read leaves the page cache as it found it: a file that was cached
-// stays cached, one that was not is not cached afterwards, and one cached
-// in part keeps exactly that part. A second read, which drops the file's
-// pages to read from the disk, restores the pages cached before the first.
-func TestReaderKeepsPageCache(t *testing.T) {
-	dir := t.TempDir()
-	const size = 3 << 20
-	hot, cold, half := filepath.Join(dir, "hot"), filepath.Join(dir, "cold"), filepath.Join(dir, "half")
-	for _, p := range []string{hot, cold, half} {
-		writeRandom(t, p, size)
-		evict(t, p)
-	}
-	readPrefix(t, hot, size)
-	readPrefix(t, half, size/2)
-	before := map[string][]bool{}
-	for _, p := range []string{hot, cold, half} {
-		before[p] = cached(t, p)
-	}
-	if countTrue(before[hot]) != len(before[hot]) || countTrue(before[cold]) != 0 || countTrue(before[half]) == 0 {
-		t.Fatalf("setup: cached pages hot %d, cold %d, half %d of %d", countTrue(before[hot]), countTrue(before[cold]),
-			countTrue(before[half]), len(before[hot]))
-	}
-	var dropped, seen []bool
-	testHookDrop = func(first, n int64) {
-		for i := first; i < first+n; i++ {
-			dropped[i] = true
-		}
-	}
-	testHookResident = func(first int64, vec []byte) {
-		for i, v := range vec {
-			seen[first+int64(i)] = v&1 != 0
-		}
-	}
-	t.Cleanup(func() { testHookDrop, testHookResident = nil, nil })
-	r := newReader(nil, true)
-	for _, again := range []bool{false, true} {
-		for _, p := range []string{hot, cold, half} {
-			dropped, seen = make([]bool, len(before[p])), make([]bool, len(before[p]))
-			if got := r.read(t.Context(), p, lstat(t, p), sha256.New(), false); got.Err != nil {
-				t.Fatal(got.Err)
+// A read comes from the device, whatever the page cache holds, and leaves
+// the page cache as it found it: a file that was cached stays cached, one
+// that was not is not cached afterwards, one cached in part keeps that
+// part. A byte changed under the cached pages is read as it is on disk.
+func TestReaderReadsTheDevice(t *testing.T) {
+	for _, kind := range []loopfs.Kind{loopfs.Ext4, loopfs.XFS} {
+		t.Run(string(kind), func(t *testing.T) {
+			fs := loopfs.New(t, kind, loopfs.Options{Size: max(loopfs.MinSize[kind], 64<<20)})
+			const size = 3<<20 + 123
+			hot, cold, half := fs.Path("hot"), fs.Path("cold"), fs.Path("half")
+			for _, p := range []string{hot, cold, half} {
+				writeRandom(t, p, size)
+				evict(t, p)
 			}
-			if again {
-				if got := r.read(t.Context(), p, lstat(t, p), sha256.New(), true); got.Err != nil {
-					t.Fatal(got.Err)
+			readPrefix(t, hot, size)
+			readPrefix(t, half, size/2)
+			before := map[string][]bool{}
+			for _, p := range []string{hot, cold, half} {
+				before[p] = cached(t, p)
+			}
+			fs.FlipByteUnderCache(t, hot, 1000)
+			disk := sha256.Sum256(readDirect(t, hot))
+			r := newReader(nil)
+			for _, p := range []string{hot, cold, half} {
+				got := r.read(t.Context(), p, lstat(t, p), sha256.New(), false)
+				if got.Err != nil || got.Source != FromDevice {
+					t.Fatalf("%s: %v, %v", filepath.Base(p), got.Err, got.Source)
+				}
+				if p == hot && string(got.Digest) != string(disk[:]) {
+					t.Fatalf("hot: the digest is not that of the bytes on disk: the page cache answered")
+				}
+				if after := cached(t, p); !slices.Equal(after, before[p]) {
+					t.Errorf("%s: %d pages cached before, %d after", filepath.Base(p), countTrue(before[p]), countTrue(after))
 				}
 			}
-			// What the reader chose: drop exactly the pages that mincore,
-			// when the reader looked, said it would bring in. (That is what
-			// the test saw, less what memory pressure took meanwhile.)
-			for i := range dropped {
-				if dropped[i] == seen[i] {
-					t.Fatalf("%s (second read %v): page %d dropped %v, cached when the reader looked %v, before %v",
-						filepath.Base(p), again, i, dropped[i], seen[i], before[p][i])
-				}
+		})
+	}
+}
+
+// A file that btrfs keeps compressed is read through the page cache even
+// with O_DIRECT. While the page cache holds none of it, the bytes come
+// from the device, and the pages the read brought in are dropped again.
+// Cached in part, it counts as verified from the page cache only, and the
+// pages cached before stay while those the read brought in go. A second
+// read drops the file's pages first and comes from the device.
+func TestReaderThroughCache(t *testing.T) {
+	fs := loopfs.New(t, loopfs.Btrfs, loopfs.Options{Size: 128 << 20, MountOptions: "compress-force=zstd"})
+	p := fs.Path("text")
+	text := bytes.Repeat([]byte("a line of text that compresses well\n"), 100000)
+	if err := os.WriteFile(p, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	evict(t, p)
+	want := sha256.Sum256(text)
+	r := newReader(nil)
+	got := r.read(t.Context(), p, lstat(t, p), sha256.New(), false)
+	if got.Err != nil || string(got.Digest) != string(want[:]) || got.Source != FromDevice {
+		t.Fatalf("cold: %x %v %v", got.Digest, got.Err, got.Source)
+	}
+	if n := countTrue(cached(t, p)); n != 0 {
+		t.Fatalf("cold: %d pages left cached", n)
+	}
+	readPrefix(t, p, len(text)/2)
+	before := cached(t, p)
+	var dropped int64
+	testHookDrop = func(_, n int64) { dropped += n }
+	t.Cleanup(func() { testHookDrop = nil })
+	got = r.read(t.Context(), p, lstat(t, p), sha256.New(), false)
+	if got.Err != nil || string(got.Digest) != string(want[:]) || got.Source != Cached {
+		t.Fatalf("half cached: %x %v %v", got.Digest, got.Err, got.Source)
+	}
+	if after := cached(t, p); !slices.Equal(after, before) || dropped != int64(len(before)-countTrue(before)) {
+		t.Errorf("half cached: %d pages cached before, %d after; %d dropped", countTrue(before), countTrue(after), dropped)
+	}
+	got = r.read(t.Context(), p, lstat(t, p), sha256.New(), true)
+	if got.Err != nil || string(got.Digest) != string(want[:]) || got.Source != FromDevice {
+		t.Fatalf("second read: %x %v %v", got.Digest, got.Err, got.Source)
+	}
+}
+
+// A file that grows or shrinks while it is read directly is reported
+// changed, never hashed: a shorter one by the short read, a longer one by
+// the lstat after.
+func TestReaderChangedWhileRead(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	for _, grow := range []bool{true, false} {
+		writeRandom(t, p, 3*readSize+100)
+		fi := lstat(t, p)
+		testHookDirect = func(path string, off int64) {
+			if off != 0 {
+				return
 			}
-			// What the kernel shows. A page the reader brought in is not
-			// cached now; a page cached before should still be, unless
-			// memory pressure evicted it, which only the log notes.
-			after := cached(t, p)
-			lost := 0
-			for i := range after {
-				switch {
-				case after[i] && !seen[i]:
-					t.Fatalf("%s (second read %v): page %d left cached by the audit", filepath.Base(p), again, i)
-				case !after[i] && before[p][i]:
-					lost++
+			var err error
+			if grow {
+				var f *os.File
+				if f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0); err == nil {
+					_, err = f.Write(make([]byte, 10))
+					f.Close()
 				}
+			} else {
+				err = os.Truncate(path, readSize+10)
 			}
-			if lost > 0 {
-				t.Logf("%s: %d pages cached before are gone (evicted by memory pressure, not dropped by the reader)", filepath.Base(p), lost)
+			if err != nil {
+				t.Error(err)
 			}
 		}
+		got := newReader(nil).read(t.Context(), p, fi, sha256.New(), false)
+		testHookDirect = nil
+		rec := store.Record{Backend: key.SHA256E, Digest: digestOf("old"), Size: fi.Size, MtimeNs: fi.MtimeNs, CtimeNs: fi.CtimeNs,
+			Dev: fi.Dev, Ino: fi.Ino, HashedAt: fi.MtimeNs + int64(time.Minute), State: store.StateOK}
+		v := Classify(&Facts{Record: rec, Before: fi, First: &got})
+		switch {
+		case grow && (got.Err != nil || got.After.Same(fi) || v.Class != Modified):
+			t.Errorf("grown while read: %v, after %+v, verdict %v", got.Err, got.After, v)
+		case !grow && (!errors.Is(got.Err, hasher.ErrChanged) || v.Class != Modified):
+			t.Errorf("shrunk while read: %v, verdict %v", got.Err, v)
+		}
 	}
-	if r.cached == 0 || r.fresh == 0 {
-		t.Errorf("cached %d, fresh %d bytes: both kinds were read", r.cached, r.fresh)
+}
+
+// A file on a tmpfs has no device: it is read from memory and said so.
+func TestReaderNoDevice(t *testing.T) {
+	dir, err := os.MkdirTemp("/dev/shm", "audit")
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Without keep, what it read stays cached.
-	plain := newReader(nil, false)
-	if got := plain.read(t.Context(), cold, lstat(t, cold), sha256.New(), false); got.Err != nil {
-		t.Fatal(got.Err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p := filepath.Join(dir, "f")
+	b := writeRandom(t, p, 10000)
+	got := newReader(nil).read(t.Context(), p, lstat(t, p), sha256.New(), false)
+	if want := sha256.Sum256(b); got.Err != nil || string(got.Digest) != string(want[:]) || got.Source != NoDevice {
+		t.Fatalf("%x %v %v", got.Digest, got.Err, got.Source)
 	}
-	if n := countTrue(cached(t, cold)); n == 0 {
-		t.Fatal("a reader that keeps nothing dropped pages")
+}
+
+// readDirect returns the bytes of the file at path read with O_DIRECT.
+func readDirect(t testing.TB, path string) []byte {
+	t.Helper()
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer unix.Close(fd)
+	fi := lstat(t, path)
+	buf := directio.Buffer(int(fi.Size))
+	n, err := unix.Pread(fd, buf, 0)
+	if err != nil || int64(n) != fi.Size {
+		t.Fatalf("direct read: %d, %v", n, err)
+	}
+	return buf[:n]
 }
 
 // A file that is not the one lstat'ed, shorter than its size or a symlink
@@ -219,7 +292,7 @@ func TestReaderChanged(t *testing.T) {
 	p := filepath.Join(dir, "f")
 	writeRandom(t, p, 10000)
 	fi := lstat(t, p)
-	r := newReader(nil, true)
+	r := newReader(nil)
 	stale := fi
 	stale.MtimeNs--
 	if got := r.read(t.Context(), p, stale, sha256.New(), false); !errors.Is(got.Err, hasher.ErrChanged) {

@@ -63,12 +63,16 @@ type run struct {
 	counts    [classEnd]int64
 	bytes     int64
 	transient int64
-	gate      string // why it waits now
-	attempts  map[string]int
-	seen      map[string]bool // paths decided in this run
-	ended     time.Time
-	stopped   string
-	err       error
+	// cacheOnly counts the files verified from the page cache only, by
+	// source; cacheOnlyBytes their bytes.
+	cacheOnly      [sourceEnd]int64
+	cacheOnlyBytes int64
+	gate           string // why it waits now
+	attempts       map[string]int
+	seen           map[string]bool // paths decided in this run
+	ended          time.Time
+	stopped        string
+	err            error
 }
 
 // RunSummary describes a run.
@@ -85,6 +89,11 @@ type RunSummary struct {
 	Counts    map[string]int64 // files by class
 	Bytes     int64            // bytes verified
 	Transient int64            // files a second read proved ok
+	// CacheOnly counts the files of Counts["ok"] whose bytes came from the
+	// page cache only, not from a device, by Source (never FromDevice);
+	// CacheOnlyBytes their bytes.
+	CacheOnly      map[string]int64
+	CacheOnlyBytes int64
 }
 
 // Found reports the findings that decide annexctl's exit status.
@@ -119,7 +128,23 @@ func (r *run) summary() RunSummary {
 			s.Counts[c.String()] = r.counts[c]
 		}
 	}
+	s.CacheOnly, s.CacheOnlyBytes = cacheOnlyMap(&r.cacheOnly), r.cacheOnlyBytes
 	return s
+}
+
+// cacheOnlyMap turns counts by source into a map without FromDevice,
+// nil when all are zero.
+func cacheOnlyMap(n *[sourceEnd]int64) map[string]int64 {
+	var m map[string]int64
+	for s := FromDevice + 1; s < sourceEnd; s++ {
+		if n[s] > 0 {
+			if m == nil {
+				m = map[string]int64{}
+			}
+			m[s.String()] = n[s]
+		}
+	}
+	return m
 }
 
 // Run audits on schedule, and when asked to by Start, until ctx ends.
@@ -524,6 +549,10 @@ func (a *Auditor) finish(ctx context.Context, r *run, err, cause error) {
 	close(r.done)
 	a.log.Info("audit run ended", "run", r.id, "stopped_by", stopped, "files", s.Counts, "bytes", s.Bytes,
 		"took", now.Sub(r.began).Round(time.Millisecond))
+	if len(s.CacheOnly) > 0 {
+		a.log.Warn("audit verified files from the page cache only: their device could not be read", "run", r.id,
+			"files", s.CacheOnly, "bytes", s.CacheOnlyBytes)
+	}
 }
 
 // nextRunAfter is when a scheduled run that stopped early goes on: at the

@@ -142,7 +142,7 @@ func auditError(err error) error {
 func apiRun(s audit.RunSummary) api.AuditRun {
 	return api.AuditRun{ID: s.ID, Manual: s.Manual, FullSpeed: s.FullSpeed, TimeLimitSeconds: s.TimeLimit.Seconds(),
 		Began: s.Began, Ended: s.Ended, StoppedBy: s.StoppedBy, Error: s.Err, Counts: s.Counts,
-		Bytes: s.Bytes, Transient: s.Transient}
+		Bytes: s.Bytes, Transient: s.Transient, CacheOnly: api.AuditCacheOnly{Files: s.CacheOnly, Bytes: s.CacheOnlyBytes}}
 }
 
 // AuditStatus implements api.Auditor.
@@ -153,6 +153,7 @@ func (x *adapter) AuditStatus(context.Context) (api.AuditStatus, error) {
 func apiAuditStatus(s audit.Status) api.AuditStatus {
 	out := api.AuditStatus{State: s.State, Reason: s.Reason, Rate: s.Rate, NextRun: s.NextRun, Problems: s.Problems,
 		IOPriority: s.IOPriority, Totals: s.Totals, BytesVerified: s.BytesVerified, Transient: s.Transient,
+		CacheOnly: api.AuditCacheOnly{Files: s.CacheOnly, Bytes: s.CacheOnlyBytes},
 		Coverage: api.AuditCoverage{EverySeconds: s.Coverage.Every.Seconds(), Files: s.Coverage.Files, Bytes: s.Coverage.Bytes,
 			Total: s.Coverage.Total, TotalBytes: s.Coverage.TotalBytes, Oldest: s.Coverage.Oldest, At: s.Coverage.At}}
 	if s.Run != nil {

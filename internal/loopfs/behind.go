@@ -58,6 +58,27 @@ func (fs *FS) FlipByte(t testing.TB, path string, off int64) {
 	fs.writeImage(t, path, at+off, b)
 }
 
+// FlipByteUnderCache inverts byte off of the file at path in the image as
+// FlipByte does, but leaves the file's cached pages as they are: they keep
+// the old byte, as RAM does when the disk under it rots. Only a read that
+// bypasses the page cache (O_DIRECT) sees the flip until the pages go.
+func (fs *FS) FlipByteUnderCache(t testing.TB, path string, off int64) {
+	t.Helper()
+	at, _ := Physical(t, path)
+	img := fs.openImage(t)
+	b := make([]byte, 1)
+	if _, err := img.ReadAt(b, at+off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0xff
+	if _, err := img.WriteAt(b, at+off); err != nil {
+		t.Fatal(err)
+	}
+	if err := img.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // WriteBehind puts data at the start of the file at path in the image,
 // behind the file system's back, as FlipByte does; the file must lie in
 // one extent.

@@ -46,6 +46,9 @@ type Options struct {
 	Size         int64    // image size in bytes, at least MinSize[kind]
 	MkfsArgs     []string // extra arguments for mkfs, before the image path
 	MountOptions string   // the data argument of mount(2), such as "noatime"
+	// SectorSize is the loop device's logical block size; 0: 512. A
+	// file system on it needs a block size at least as large (MkfsArgs).
+	SectorSize uint32
 }
 
 // FS is a mounted image.
@@ -170,7 +173,7 @@ func (fs *FS) attach() error {
 		if err != nil {
 			return fmt.Errorf("open %s: %w", dev, err)
 		}
-		cfg := unix.LoopConfig{Fd: uint32(img.Fd())}
+		cfg := unix.LoopConfig{Fd: uint32(img.Fd()), Size: fs.opts.SectorSize}
 		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
 		copy(cfg.Info.File_name[:], fs.Image)
 		err = unix.IoctlLoopConfigure(int(loop.Fd()), &cfg)
