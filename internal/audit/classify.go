@@ -160,9 +160,9 @@ type Verdict struct {
 //     again from the disk: the recorded digest then is a transient error
 //     (ok); two reads that disagree are corrupt storage. With only the
 //     ctime moved, and still no write seen once the ledger has caught up,
-//     it changed without a trace (untraced); with the ctime unchanged, a
-//     change an unclean shutdown explains is a lost write, anything else
-//     is corrupt.
+//     it changed without a trace (untraced); with the ctime unchanged (or
+//     older, the journal's rollback), a change an unclean shutdown
+//     explains is a lost write, anything else is corrupt.
 //
 // A finding that stands for the record (Standing) keeps its class when
 // the file is still corrupt or untraced: a pass does not turn one into
@@ -208,6 +208,8 @@ func Classify(f *Facts) Verdict {
 		return Verdict{Class: OK, Transient: true, Why: "a second read from the disk matched"}
 	case !bytes.Equal(f.Second.Digest, f.First.Digest):
 		return standing(f, Verdict{Class: Corrupt, Why: "digest differs, and the two reads disagree with each other too"})
+	case ctimeMoved && f.Unclean && f.Before.CtimeNs < f.Record.CtimeNs:
+		return Verdict{Class: LostWrite, Why: "hashed just before an unclean shutdown that kept its bytes and some metadata from the disk"}
 	case ctimeMoved && f.SyncErr != nil:
 		return Verdict{Class: Retry, Why: "cannot wait for the write ledger: " + f.SyncErr.Error()}
 	case ctimeMoved && !f.Synced:

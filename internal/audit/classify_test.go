@@ -37,6 +37,7 @@ func TestClassify(t *testing.T) {
 	rec, fi := base()
 	changed := func(f func(*fsstat.FileInfo)) fsstat.FileInfo { c := fi; f(&c); return c }
 	ctime := changed(func(c *fsstat.FileInfo) { c.CtimeNs += 1e9 })
+	older := changed(func(c *fsstat.FileInfo) { c.CtimeNs -= 1e9 })
 	for _, tc := range []struct {
 		name string
 		f    Facts
@@ -106,8 +107,10 @@ func TestClassify(t *testing.T) {
 			Second: readOf("rot", ctime)}, Verdict{Class: Untraced}},
 		{"ctime moved, the ledger could not sync", Facts{Before: ctime, SyncErr: context.DeadlineExceeded, First: readOf("rot", ctime),
 			Second: readOf("rot", ctime)}, Verdict{Class: Retry}},
-		{"ctime moved after a crash: untraced, not lost", Facts{Before: ctime, Synced: true, Unclean: true, First: readOf("rot", ctime),
+		{"ctime moved on after a crash: untraced, not lost", Facts{Before: ctime, Synced: true, Unclean: true, First: readOf("rot", ctime),
 			Second: readOf("rot", ctime)}, Verdict{Class: Untraced}},
+		{"an older ctime after a crash: lost", Facts{Before: older, Unclean: true, First: readOf("older", older),
+			Second: readOf("older", older)}, Verdict{Class: LostWrite}},
 		{"ctime moved, racily clean", Facts{Before: ctime, Racy: true, First: readOf("new", ctime)}, Verdict{Class: Modified}},
 
 		// A finding that stands keeps its class.

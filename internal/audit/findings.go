@@ -138,10 +138,10 @@ func (a *Auditor) resolve(path string, e *entry, all map[string]entry) (string, 
 // standing returns the class of the finding that stands for rec, the
 // flagged record of path, or 0.
 func (a *Auditor) standing(ctx context.Context, path string, rec *store.Record) Class {
-	all := a.snapshot()
-	if e, ok := all[path]; ok && holds(rec, &e) {
+	if e, ok := a.findingOf(path, rec); ok {
 		return e.standsFor()
 	}
+	all := a.snapshot() // filed under another path: the file was renamed
 	for at, e := range all {
 		if e.Ino != rec.Ino || e.Dev != rec.Dev || ctx.Err() != nil {
 			continue

@@ -271,7 +271,7 @@ func (a *Auditor) pruneEntries(ctx context.Context) error {
 	}
 	for _, l := range stand {
 		delete(all, l.at)
-		if l.path != l.at {
+		if l.path != l.at || l.e.Ino == 0 {
 			if err := a.rehome(ctx, l); err != nil {
 				return err
 			}
@@ -285,11 +285,20 @@ func (a *Auditor) pruneEntries(ctx context.Context) error {
 	return nil
 }
 
-// rehome moves the finding l to the path of its file now.
+// rehome moves the finding l to the path of its file now, with its
+// file's inode (an entry filed before inodes were kept gets it here).
 func (a *Auditor) rehome(ctx context.Context, l listed) error {
 	e := l.e
+	if r, ok, err := a.st.Get([]byte(l.path)); err != nil {
+		return err
+	} else if ok {
+		e.Dev, e.Ino = r.Dev, r.Ino
+	}
 	if err := a.putEntry(ctx, []byte(l.path), e); err != nil {
 		return err
+	}
+	if l.path == l.at {
+		return nil
 	}
 	a.mu.Lock()
 	if p := a.state.Pass; p != nil && e.Pass == p.ID {

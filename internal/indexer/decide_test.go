@@ -145,7 +145,11 @@ func TestJudge(t *testing.T) {
 		{"after an unclean end, flagged: corrupt still", with(rot, func(r *rehash) {
 			r.trusted, r.was.State = false, store.StateCorrupt
 		}), keepCorrupt},
-		{"after an unclean end, ctime moved", with(chmod, func(r *rehash) { r.trusted = false }), keepUntraced},
+		{"after an unclean end, ctime moved on", with(chmod, func(r *rehash) { r.trusted = false }), keepUntraced},
+		{"after an unclean end, an older ctime: the journal lost metadata too", with(rot, func(r *rehash) {
+			r.trusted, r.now.CtimeNs = false, r.was.CtimeNs-1
+		}), takeLost},
+		{"an older ctime, trusted: untraced", with(rot, func(r *rehash) { r.now.CtimeNs = r.was.CtimeNs - 1 }), keepUntraced},
 		{"flagged corrupt, still rotten", with(rot, state(store.StateCorrupt)), keepCorrupt},
 		{"unreadable with the last digest, now readable", with(rot, state(store.StateUnreadable)), keepCorrupt},
 		{"only the ctime moved (chmod, chown, link, xattr)", chmod, keepUntraced},

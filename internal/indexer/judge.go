@@ -91,10 +91,12 @@ func (o outcome) String() string { return outcomeNames[o] }
 // judge decides what other bytes than the prior record's mean. Only a
 // witness of a write makes them the file's key: a size or an mtime that
 // moved, a write the ledger saw, or a record racily clean (a write in its
-// timestamp tick shows nowhere). Otherwise the recorded key stays: with
-// the ctime unchanged no write made the bytes (corrupt, or a lost write
-// when an unclean end may have kept them from the disk); with only the
-// ctime moved the change left no trace, once the ledger has caught up.
+// timestamp tick shows nowhere). A record hashed just before an unclean
+// end whose file has its ctime or an older one (the journal kept the new
+// metadata, or some of it, and not the bytes) lost a write: the record
+// takes the bytes on disk. Otherwise the recorded key stays: with the
+// ctime unchanged no write made the bytes (corrupt); with only the ctime
+// moved the change left no trace, once the ledger has caught up.
 func judge(r rehash) outcome {
 	w := &r.was
 	switch {
@@ -108,8 +110,8 @@ func judge(r rehash) outcome {
 		return takeDigest
 	case w.State == store.StateOK && r.racy:
 		return takeDigest
-	case w.CtimeNs == r.now.CtimeNs && w.State == store.StateOK && !r.trusted:
-		return takeLost
+	case w.State == store.StateOK && !r.trusted && r.now.CtimeNs <= w.CtimeNs:
+		return takeLost // the unclean end kept the bytes, or the metadata too, from the disk
 	case w.CtimeNs == r.now.CtimeNs:
 		return keepCorrupt
 	case r.unread:
