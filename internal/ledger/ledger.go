@@ -101,7 +101,7 @@ const (
 	// be reported under its old name: the events queued before the watcher
 	// dropped the old watches.
 	moveSlack = int64(time.Minute)
-	maxHops   = 8 // moves followed back from one path
+	maxHops   = 4 // moves followed back from one path
 )
 
 type inode struct{ dev, ino uint64 }
