@@ -19,7 +19,7 @@
 // key and reports the change (internal/audit, internal/indexer). Unsure
 // only ever costs work: a renamed file is hashed instead of taking over
 // the record of its old name, since a rename moves ctime and so hides a
-// rewrite that set the mtime back.
+// rewrite that set the mtime back; dedup leaves such a file alone.
 //
 // # Basics
 //
@@ -56,11 +56,12 @@
 // one is full, the older half is dropped, and every record hashed before
 // the newest dropped entry then is Unsure, under any path, for the hour.
 // So pruning turns an answer from Written to Unsure at worst, never to
-// NotWritten. With paths of
-// 130 bytes, the maps of paths and directories full take about 10 MiB.
+// NotWritten. With paths of 130 bytes, all maps full take about 10 MiB.
 //
-// What the ledger cannot know: writes while the daemon was down, and
-// writes in directories the watcher has no watch on.
+// What the ledger cannot know: writes while the daemon was down, writes
+// in directories the watcher has no watch on, and a write made in the
+// moment between a directory's rename and the watch of its new name
+// (inotify drops the old watch's events once it is removed).
 package ledger
 
 import (
