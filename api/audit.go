@@ -63,8 +63,8 @@ type AuditRun struct {
 	// everything it was to read.
 	StoppedBy string `json:"stopped_by,omitempty"`
 	Error     string `json:"error,omitempty"`
-	// Counts are the files decided, by class: ok, corrupt, lost_write,
-	// modified, missing, unreadable.
+	// Counts are the files decided, by class: ok, corrupt, untraced,
+	// lost_write, modified, missing, unreadable.
 	Counts    map[string]int64 `json:"counts"`
 	Bytes     int64            `json:"bytes"`     // bytes verified
 	Transient int64            `json:"transient"` // files a second read proved ok
@@ -169,7 +169,7 @@ type AuditCoverage struct {
 // are digests: the record's, and what was read (nil when nothing was).
 type AuditProblem struct {
 	Path        []byte
-	State       string // "corrupt", "unreadable" or "lost_write"
+	State       string // "corrupt", "untraced", "unreadable" or "lost_write"
 	Backend     string
 	Recorded    []byte
 	Observed    []byte

@@ -228,7 +228,7 @@ func TestAuditRunWaitInterrupted(t *testing.T) {
 }
 
 // The metrics have one annexd_audit_files_total series per class a run
-// counts (the six of docs/cli.md), and none for the internal outcomes of a
+// counts (the seven of docs/cli.md), and none for the internal outcomes of a
 // file to be tried again; the coverage follows a run.
 func TestAuditMetrics(t *testing.T) {
 	base := dedupBase(t, auditConf)
@@ -239,7 +239,7 @@ func TestAuditMetrics(t *testing.T) {
 	if code, run := auditRun(t, d, "--full-speed", root); code != 0 || run.Counts["ok"] != 2 {
 		t.Fatalf("audit run: exit %d %+v", code, run)
 	}
-	for _, c := range []string{"ok", "corrupt", "lost_write", "modified", "missing", "unreadable"} {
+	for _, c := range []string{"ok", "corrupt", "untraced", "lost_write", "modified", "missing", "unreadable"} {
 		want := 0.0
 		if c == "ok" {
 			want = 2
@@ -254,8 +254,8 @@ func TestAuditMetrics(t *testing.T) {
 			n++
 		}
 	}
-	if n != 6 {
-		t.Errorf("%d annexd_audit_files_total series, want 6:\n%s", n, metricsText(t, d))
+	if n != 7 {
+		t.Errorf("%d annexd_audit_files_total series, want 7:\n%s", n, metricsText(t, d))
 	}
 	for deadline := time.Now().Add(30 * time.Second); metric(t, d, "annexd_audit_covered_files") != 2; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -352,6 +352,7 @@ func (r *root) pairMove(p string, id inodeID) bool {
 		return false
 	}
 	delete(r.left, id)
+	r.opts.Writes.DirMoved(from, p)
 	old := r.pending[from]
 	if old == nil {
 		return false
@@ -510,7 +511,7 @@ func (r *root) settle(ctx context.Context, it *item) bool {
 // after the previous one; overflows while it waits join it.
 func (r *root) overflow() {
 	now := time.Now()
-	r.opts.Writes.Lost() // with the events, writes were lost
+	r.opts.Writes.Lost(r.path) // with the events, writes under the root were lost
 	r.overflows++
 	r.lastOver = now
 	if r.ovPending {

@@ -224,8 +224,9 @@ func (s *slowWrites) Written(path string, _, _ uint64) {
 	s.written[path] = true
 	s.mu.Unlock()
 }
-func (s *slowWrites) DirRenamed(string) {}
-func (s *slowWrites) Lost()             {}
+func (s *slowWrites) DirRenamed(string)       {}
+func (s *slowWrites) DirMoved(string, string) {}
+func (s *slowWrites) Lost(string)             {}
 
 func (s *slowWrites) saw(path string) bool {
 	s.mu.Lock()

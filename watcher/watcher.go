@@ -210,15 +210,20 @@ type WriteRecorder interface {
 	// DirRenamed: the watched directory at path was renamed away; a write
 	// under it may reach no watch until its new name is watched.
 	DirRenamed(path string)
-	// Lost: events were lost, so any file may have been written unseen.
-	Lost()
+	// DirMoved: the directory renamed away from from is now at to. A write
+	// that followed the rename may have been reported under from.
+	DirMoved(from, to string)
+	// Lost: events of the root at root were lost, so any file under it
+	// may have been written unseen.
+	Lost(root string)
 }
 
 type noRecorder struct{}
 
 func (noRecorder) Written(string, uint64, uint64) {}
 func (noRecorder) DirRenamed(string)              {}
-func (noRecorder) Lost()                          {}
+func (noRecorder) DirMoved(string, string)        {}
+func (noRecorder) Lost(string)                    {}
 
 // Matcher tells which paths, relative to a root, are left out
 // (internal/ignore's gitignore-style patterns, say).

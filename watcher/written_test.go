@@ -11,8 +11,9 @@ import (
 
 // Every write the watcher reads reaches Options.Writes, by path and by
 // inode, including writes to files renamed, deleted or moved with their
-// directory before the write settled; a renamed file that was not
-// written, or a file hashed after its write, is not written.
+// directory before the write settled (a file moved with its directory is
+// known under its new name too, through the move); a renamed file that
+// was not written, or a file hashed after its write, is not written.
 func TestWritesReachTheLedger(t *testing.T) {
 	led := ledger.New()
 	// From the writes of w, gone and d/in to their renames the files must
@@ -52,7 +53,7 @@ func TestWritesReachTheLedger(t *testing.T) {
 	rec.wait("renames settled", func(evs []Event) bool { return moved(evs, rec.path("d"), rec.path("e")) })
 
 	for rel, want := range map[string]bool{"w": true, "gone": true, "d/in": true, "plain": false,
-		"w2": false, "e/in": false} {
+		"w2": false, "e/in": true} {
 		if got := led.WrittenSince(rec.path(rel), 0, 0, start); got != want {
 			t.Errorf("WrittenSince(%s) = %v, want %v", rel, got, want)
 		}
@@ -95,18 +96,23 @@ func TestWriteAfterReplaceTakesNewInode(t *testing.T) {
 	}
 }
 
-// An overflow tells the ledger that events were lost.
+// An overflow tells the ledger that events of its root were lost: the
+// files under it are in doubt, the files elsewhere are not.
 func TestOverflowIsLost(t *testing.T) {
 	led := ledger.New()
 	rec := start(t, Options{SyncDir: t.TempDir(), Writes: led})
 	before := time.Now().UnixNano()
-	if led.WrittenSince("/elsewhere", 1, 1, before) {
-		t.Fatal("written before anything happened")
+	under := rec.path("d/f")
+	if a := led.Since(under, 1, 1, before); a != ledger.NotWritten {
+		t.Fatalf("%v before anything happened", a)
 	}
 	rec.w.injectOverflow(rec.root)
 	rec.wait("overflow rescan", func(evs []Event) bool { return has(evs, Rescan, rec.root) })
-	if !led.WrittenSince("/elsewhere", 1, 1, before) {
-		t.Error("a record hashed before the overflow does not count as written")
+	if a := led.Since(under, 1, 1, before); a != ledger.Unsure {
+		t.Errorf("a file under the root, hashed before the overflow: %v, want unsure", a)
+	}
+	if a := led.Since("/elsewhere/f", 1, 1, before); a != ledger.NotWritten {
+		t.Errorf("a file outside the root: %v, want not written", a)
 	}
 }
 

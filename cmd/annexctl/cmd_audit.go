@@ -25,11 +25,12 @@ func newAuditCmd() *cobra.Command {
 		Long: `The audit reads every indexed file again, on the schedule of the config's
 [audit] section, and compares it with its key. It tells bit rot from edits:
 a file whose stat fields and write history are unchanged but whose content
-differs is corrupt, and its record and key are kept; a file that was
-edited goes back to the indexer. audit run starts a run now; audit status
-says what the audit does; audit problems lists the files found corrupt,
-unreadable or with a lost write; audit accept takes a flagged file's
-content once you have dealt with it.`,
+differs is corrupt, and its record and key are kept; one whose ctime alone
+moved, with no write seen, changed without a trace (untraced), and keeps
+its key too; a file that was edited goes back to the indexer. audit run
+starts a run now; audit status says what the audit does; audit problems
+lists the files found corrupt, untraced, unreadable or with a lost write;
+audit accept takes a flagged file's content once you have dealt with it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
@@ -89,7 +90,8 @@ Without --wait the run's id is printed and annexctl exits 0: the run goes
 on in the daemon. With --wait annexctl waits for its end, drawing its
 progress on a terminal, prints a summary, and exits with 0 when nothing
 was found, 4 when a file was found corrupt, 5 when one was unreadable or
-had a lost write (and none was corrupt), 101 when the time limit stopped
+had a lost write (and none was corrupt), 6 when one changed without a
+trace (and none of those), 101 when the time limit stopped
 the run with nothing found, 1 when the run was stopped otherwise (paused,
 another run started), nothing is indexed at a PATH, or Ctrl-C stopped the
 waiting (the run goes on), 3 when the daemon stopped or restarted before
@@ -255,6 +257,10 @@ func sum(m map[string]int64) int64 {
 	return n
 }
 
+// auditClasses are the classes of audited files, in the order they are
+// shown.
+var auditClasses = []string{"ok", "corrupt", "untraced", "lost_write", "unreadable", "modified", "missing"}
+
 // runExit is the exit status of a run that ended as r says.
 func runExit(r api.AuditRun) error {
 	switch {
@@ -262,6 +268,8 @@ func runExit(r api.AuditRun) error {
 		return &exitError{Code: exitCorrupt}
 	case r.Counts["unreadable"] > 0 || r.Counts["lost_write"] > 0:
 		return &exitError{Code: exitUnreadable}
+	case r.Counts["untraced"] > 0:
+		return &exitError{Code: exitUntraced}
 	case r.StoppedBy == api.AuditDone:
 		return nil
 	case r.StoppedBy == api.AuditTimeLimit:
@@ -279,7 +287,7 @@ func printRun(w io.Writer, r api.AuditRun) {
 	n := sum(r.Counts)
 	fmt.Fprintf(w, "audit run %d: %s after %s: %s %s checked, %s verified\n", r.ID, stoppedBy(r), took,
 		groupDigits(n), plural(n, "file", "files"), humanBytes(r.Bytes))
-	for _, c := range []string{"ok", "corrupt", "lost_write", "unreadable", "modified", "missing"} {
+	for _, c := range auditClasses {
 		if n := r.Counts[c]; n > 0 {
 			fmt.Fprintf(w, "  %-11s %s\n", c, groupDigits(n))
 		}
@@ -291,7 +299,7 @@ func printRun(w io.Writer, r api.AuditRun) {
 	if line := cacheOnlyLine(r.CacheOnly); line != "" {
 		fmt.Fprintf(w, "  %s\n", line)
 	}
-	if r.Counts["corrupt"]+r.Counts["lost_write"]+r.Counts["unreadable"] > 0 {
+	if r.Counts["corrupt"]+r.Counts["lost_write"]+r.Counts["unreadable"]+r.Counts["untraced"] > 0 {
 		fmt.Fprintln(w, "  the files: annexctl audit problems")
 	}
 }
@@ -432,7 +440,7 @@ func runKind(r api.AuditRun) string {
 // countsLine lists counts by class, ok first.
 func countsLine(m map[string]int64) string {
 	var parts []string
-	for _, c := range []string{"ok", "corrupt", "lost_write", "unreadable", "modified", "missing"} {
+	for _, c := range auditClasses {
 		if n := m[c]; n > 0 {
 			parts = append(parts, groupDigits(n)+" "+c)
 		}
@@ -452,11 +460,14 @@ func newAuditProblemsCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "problems [--json]",
-		Short: "List the files the audit found corrupt, unreadable or with a lost write",
+		Short: "List the files the audit found corrupt, untraced, unreadable or with a lost write",
 		Long: `List the files the audit found not ok: corrupt (the content changed though
-nothing wrote to the file: bit rot; the record and key are kept), unreadable
-(EIO, EACCES) or lost_write (an unclean shutdown lost the last write before
-it). --json prints one object a line: path (or path_b64 when the name is
+nothing wrote to the file: bit rot; the record and key are kept), untraced
+(the content changed and only the ctime moved, with no write seen: a chmod
+on rotten bytes, or a rewrite with the mtime set back while annexd was
+down; the key is kept), unreadable (EIO, EACCES) or lost_write (an unclean
+shutdown lost the last write before it). A finding follows its file
+through renames and is listed under its path now. --json prints one object a line: path (or path_b64 when the name is
 not UTF-8), state, backend, recorded and observed (hex digests), size,
 seen (RFC 3339) and why. Once a file is dealt with (restored from a
 backup, or its new content is right), annexctl audit accept PATH clears
@@ -542,8 +553,8 @@ func newAuditAcceptCmd() *cobra.Command {
 		Use:   "accept PATH...",
 		Short: "Take the content flagged files have now as right",
 		Long: `Take the content that the files flagged at or below each PATH have now:
-a corrupt or unreadable file is read again and its record takes the
-digest read; a lost write is acknowledged. Do this once you have dealt
+a corrupt, untraced or unreadable file is read again and its record takes
+the digest read; a lost write is acknowledged. Do this once you have dealt
 with the file (restored it, or checked that its new content is right).
 Exit status 1 when nothing is flagged at a PATH or a file cannot be read.`,
 		Args: cobra.MinimumNArgs(1),

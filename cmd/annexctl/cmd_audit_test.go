@@ -10,8 +10,9 @@ import (
 )
 
 // The exit status of audit run --wait: corruption wins over unreadable
-// files and lost writes, any finding over how the run stopped, and a run
-// stopped by its time limit with nothing found is git-annex's 101.
+// files and lost writes, which win over changes without a trace, any
+// finding over how the run stopped, and a run stopped by its time limit
+// with nothing found is git-annex's 101.
 func TestAuditRunExit(t *testing.T) {
 	cases := []struct {
 		stopped string
@@ -25,6 +26,10 @@ func TestAuditRunExit(t *testing.T) {
 		{api.AuditDone, map[string]int64{"lost_write": 1}, 5},
 		{api.AuditTimeLimit, map[string]int64{"ok": 9}, 101},
 		{api.AuditTimeLimit, map[string]int64{"lost_write": 1}, 5},
+		{api.AuditDone, map[string]int64{"ok": 2, "untraced": 1}, 6},
+		{api.AuditTimeLimit, map[string]int64{"untraced": 1}, 6},
+		{api.AuditDone, map[string]int64{"untraced": 1, "unreadable": 1}, 5},
+		{api.AuditDone, map[string]int64{"untraced": 1, "corrupt": 1}, 4},
 		{api.AuditPaused, map[string]int64{"ok": 1}, 1},
 		{api.AuditShutdown, nil, 1},
 		{api.AuditError, nil, 1},

@@ -22,6 +22,7 @@ const (
 	// audit run --wait (cmd_audit.go)
 	exitCorrupt    = 4   // a file was found corrupt
 	exitUnreadable = 5   // a file was unreadable or had a lost write, none corrupt
+	exitUntraced   = 6   // a file changed without a trace, none of the above
 	exitTimeLimit  = 101 // the time limit stopped the run, nothing found (git-annex's)
 )
 

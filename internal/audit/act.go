@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/internal/ledger"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )
@@ -94,6 +95,12 @@ func (a *Auditor) check(ctx context.Context, rd *reader, d *store.Due) outcome {
 	if f.BeforeErr == nil && f.Before.IsRegular() && !sameIdentity(&d.Record, f.Before) {
 		f.OpenErr = probeOpen(path)
 	}
+	if f.BeforeErr == nil {
+		f.Seen = a.seen(path, f.Before, &d.Record)
+	}
+	if d.Record.State != store.StateOK {
+		f.Standing = a.standing(ctx, path, &d.Record)
+	}
 	for {
 		v := Classify(f)
 		switch v.Next {
@@ -109,8 +116,31 @@ func (a *Auditor) check(ctx context.Context, rd *reader, d *store.Due) outcome {
 			a.witness(f, path)
 		case ReadAgain:
 			f.Second = a.readOnce(ctx, rd, path, f.Before, d.Record.Backend, true)
+		case SyncLedger:
+			f.Synced, f.SyncErr = true, a.syncLedger(ctx)
+			f.Seen = f.Seen || a.seen(path, f.Before, &d.Record)
 		}
 	}
+}
+
+// syncLedger waits until the write ledger holds the writes made before
+// now (Options.SyncWrites), for at most syncTimeout.
+func (a *Auditor) syncLedger(ctx context.Context) error {
+	if a.o.SyncWrites == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	return a.o.SyncWrites(ctx)
+}
+
+// syncTimeout bounds the wait for the write ledger.
+const syncTimeout = 10 * time.Second
+
+// seen reports whether the ledger saw a write to the file fi at path, by
+// path or inode, since rec was hashed. Its doubts are no write.
+func (a *Auditor) seen(path string, fi fsstat.FileInfo, rec *store.Record) bool {
+	return a.o.Ledger != nil && a.o.Ledger.Since(path, fi.Dev, fi.Ino, rec.HashedAt) == ledger.Written
 }
 
 func (a *Auditor) readOnce(ctx context.Context, rd *reader, path string, before fsstat.FileInfo, b key.Backend, again bool) *Read {
@@ -137,15 +167,14 @@ func (a *Auditor) noteScheduler(dev uint64) {
 	}
 }
 
-// witness asks the ledger, the timestamp granularity and the record of
-// unclean shutdowns about the file, after its first read.
+// witness asks the ledger (again: a write may have been read meanwhile),
+// the timestamp granularity and the record of unclean shutdowns about the
+// file, after its first read.
 func (a *Auditor) witness(f *Facts, path string) {
 	r := &f.Record
 	a.gran.Learn(f.Before.Dev, path)
 	f.Racy = racy(r, int64(a.gran.Of(f.Before.Dev)))
-	if a.o.Ledger != nil {
-		f.Written = a.o.Ledger.WrittenSince(path, f.Before.Dev, f.Before.Ino, r.HashedAt)
-	}
+	f.Seen = f.Seen || a.seen(path, f.Before, r)
 	if a.o.Crashes != nil {
 		f.Unclean = a.o.Crashes.Suspect(r)
 	}
@@ -172,11 +201,11 @@ func (a *Auditor) act(ctx context.Context, r *run, d *store.Due, out *outcome) b
 			a.mu.Unlock()
 		}
 		if d.Record.State == store.StateOK {
-			a.verify(r, d, out.source())
+			a.verify(r, d, out.source(), out.f.Before)
 			return true
 		}
-		return a.clear(ctx, r, d, out.source())
-	case Corrupt, Unreadable:
+		return a.clear(ctx, r, d, out.source(), out.f.Before)
+	case Corrupt, Unreadable, Untraced:
 		return a.flag(ctx, r, d, out)
 	case LostWrite:
 		return a.rekey(ctx, r, d, out)
@@ -187,14 +216,16 @@ func (a *Auditor) act(ctx context.Context, r *run, d *store.Due, out *outcome) b
 // verify records that d still has its digest: its VerifiedAt moves to a
 // time later than every verification before it, and the write is
 // submitted in that order; the acknowledgment counts it, as read from
-// src.
-func (a *Auditor) verify(r *run, d *store.Due, src Source) {
+// src. A file fi whose ctime alone moved (a chmod) takes it into its
+// record.
+func (a *Auditor) verify(r *run, d *store.Due, src Source, fi fsstat.FileInfo) {
 	a.order.Lock()
 	defer a.order.Unlock()
 	t := max(time.Now().UnixNano(), a.lastVer+1)
 	a.lastVer = t
 	rec := d.Record
 	rec.VerifiedAt = t
+	takeCtime(&rec, fi)
 	r.inflight.Add(1)
 	a.st.Submit(store.Change{Op: store.OpPutIf, Path: d.Path, Record: rec, Expect: d.Record}, func(err error) {
 		defer r.inflight.Done()
@@ -250,11 +281,12 @@ func (a *Auditor) conditional(ctx context.Context, d *store.Due, rec store.Recor
 }
 
 // clear turns a record flagged by an earlier pass back to ok: its content
-// matches again (a transient fault, or storage that recovered); src is
-// where the bytes came from.
-func (a *Auditor) clear(ctx context.Context, r *run, d *store.Due, src Source) bool {
+// matches again (a transient fault, storage that recovered, or the file
+// restored from a backup); src is where the bytes came from.
+func (a *Auditor) clear(ctx context.Context, r *run, d *store.Due, src Source, fi fsstat.FileInfo) bool {
 	rec := d.Record
 	rec.State = store.StateOK
+	takeCtime(&rec, fi)
 	a.order.Lock()
 	rec.VerifiedAt = max(time.Now().UnixNano(), a.lastVer+1)
 	a.lastVer = rec.VerifiedAt
@@ -271,20 +303,26 @@ func (a *Auditor) clear(ctx context.Context, r *run, d *store.Due, src Source) b
 }
 
 // flag marks the record corrupt or unreadable, keeping its digest, and
-// files the problem.
+// files the problem. A file whose ctime alone moved (a chmod, or the
+// change left no other trace) takes it into its record, so the indexer
+// leaves the finding in place until the file changes again.
 func (a *Auditor) flag(ctx context.Context, r *run, d *store.Due, out *outcome) bool {
 	rec := d.Record
 	rec.State = store.StateCorrupt
 	if out.v.Class == Unreadable {
 		rec.State = store.StateUnreadable
-		if fi := out.f.Before; out.f.BeforeErr == nil && onlyCtimeMoved(&rec, fi) {
-			// Made unreadable (a chmod): the record takes the file's ctime,
-			// so the indexer leaves the finding in place. The digest is the
-			// last one known.
-			rec.CtimeNs = fi.CtimeNs
-		}
+	}
+	if out.f.BeforeErr == nil {
+		takeCtime(&rec, out.f.Before)
 	}
 	return a.finding(ctx, r, d, out, rec, out.observed())
+}
+
+// takeCtime gives rec the ctime of fi when that alone moved.
+func takeCtime(rec *store.Record, fi fsstat.FileInfo) {
+	if onlyCtimeMoved(rec, fi) {
+		rec.CtimeNs = fi.CtimeNs
+	}
 }
 
 // probeOpen opens the file at path and closes it again.
@@ -320,8 +358,13 @@ func (a *Auditor) finding(ctx context.Context, r *run, d *store.Due, out *outcom
 		return true
 	}
 	e := a.newEntry(d, c, out.v.Why, observed)
-	e.HashedAt = rec.HashedAt
-	old, had := a.getEntry(path)
+	e.HashedAt, e.Dev, e.Ino = rec.HashedAt, rec.Dev, rec.Ino
+	if c == Unreadable {
+		e.Prior = out.f.Standing.String()
+		if !out.f.Standing.keyKept() {
+			e.Prior = ""
+		}
+	}
 	if err == nil {
 		err = a.putEntry(ctx, d.Path, e)
 	}
@@ -332,8 +375,7 @@ func (a *Auditor) finding(ctx context.Context, r *run, d *store.Due, out *outcom
 		a.log.Warn("cannot record an audit finding", "path", path, "class", c.String(), "err", err)
 		return false
 	}
-	oc, _ := parseClass(old.Class)
-	a.counted(r, d, c, e.Pass, !had || !oc.Problem())
+	a.counted(r, d, c, e.Pass)
 	p := a.problem(path, &e)
 	a.log.Warn("audit found a problem", "class", c.String(), "path", path, "recorded", p.RecordedKey,
 		"observed", p.ObservedKey, "why", out.v.Why)
@@ -355,7 +397,7 @@ func (a *Auditor) handOver(ctx context.Context, r *run, d *store.Due, out *outco
 		a.mu.Unlock()
 		return false
 	}
-	a.counted(r, d, out.v.Class, e.Pass, false)
+	a.counted(r, d, out.v.Class, e.Pass)
 	a.log.Debug("audit handed a changed file to the indexer", "path", path, "class", out.v.Class.String(), "why", out.v.Why)
 	return true
 }
@@ -373,9 +415,8 @@ func (a *Auditor) newEntry(d *store.Due, c Class, why string, observed []byte) e
 	return e
 }
 
-// counted adds a finding whose entry, of pass, was written; newProblem
-// says it was not listed as a problem before.
-func (a *Auditor) counted(r *run, d *store.Due, c Class, pass uint64, newProblem bool) {
+// counted adds a finding whose entry, of pass, was written.
+func (a *Auditor) counted(r *run, d *store.Due, c Class, pass uint64) {
 	path := string(d.Path)
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -384,9 +425,6 @@ func (a *Auditor) counted(r *run, d *store.Due, c Class, pass uint64, newProblem
 	if p := a.state.Pass; p != nil && pass == p.ID {
 		a.passCounts[c]++
 		a.skip[path] = true
-	}
-	if newProblem {
-		a.problems++
 	}
 }
 
@@ -403,6 +441,7 @@ type Problem struct {
 	Seen                     time.Time
 	Pass                     uint64
 	Why                      string
+	filed                    string // where its entry is filed: Path, or the path before a rename
 }
 
 // problem turns the entry of path into a Problem.

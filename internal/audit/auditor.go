@@ -22,6 +22,11 @@ type Options struct {
 	Indexer Indexer
 	// Ledger tells of writes stat does not show. Nil: stat alone.
 	Ledger Ledger
+	// SyncWrites returns once Ledger holds every write made before the
+	// call (watcher.Watcher.Sync), so a file is not judged changed without
+	// a trace while the event of a write to it is still unread. Nil:
+	// nothing to wait for.
+	SyncWrites func(ctx context.Context) error
 	// Crashes tells of unclean shutdowns. Nil: none known, so a lost write
 	// is reported corrupt.
 	Crashes Crashes
@@ -47,11 +52,6 @@ type Auditor struct {
 	loaded     chan struct{}
 	loadedOnce sync.Once
 
-	// lostMu guards lostFiling: the lost writes being filed, by path, so
-	// that a report made twice in quick succession counts one problem.
-	lostMu     sync.Mutex
-	lostFiling map[string]int
-
 	// order hands out VerifiedAt times and submits verifications in that
 	// order (see passState.At).
 	order   sync.Mutex
@@ -61,12 +61,12 @@ type Auditor struct {
 	started    bool
 	stopped    bool
 	state      persisted
-	passCounts map[Class]int64 // findings other than ok of the pass in progress
-	skip       map[string]bool // paths with an entry of the pass in progress
-	problems   int64           // problem entries, as last counted
-	pending    *run            // asked for by Start, not begun yet
-	run        *run            // in progress
-	finished   []*run          // the last few, for WaitRun
+	passCounts map[Class]int64  // findings other than ok of the pass in progress
+	skip       map[string]bool  // paths with an entry of the pass in progress
+	findings   map[string]entry // the problem entries, by the path they are filed at
+	pending    *run             // asked for by Start, not begun yet
+	run        *run             // in progress
+	finished   []*run           // the last few, for WaitRun
 	nextID     uint64
 	waiting    string // why no run goes on
 	nextAt     time.Time
@@ -101,7 +101,7 @@ func New(st Store, dg Digester, o Options) (*Auditor, error) {
 	a := &Auditor{st: st, dg: dg, o: o, log: o.Logger, ws: ws,
 		g:    newGates(o.Indexer, &o.Config, o.ProcDir, o.SysDir),
 		wake: make(chan struct{}, 1), loaded: make(chan struct{}), passCounts: map[Class]int64{}, skip: map[string]bool{},
-		lostFiling: map[string]int{}}
+		findings: map[string]entry{}}
 	a.note = newNotifier(o.OnProblem, o.OnProblemEvery, a.log)
 	return a, nil
 }
@@ -317,12 +317,11 @@ func (a *Auditor) refreshCoverage(ctx context.Context) {
 	if all.Files > 0 {
 		c.Oldest = time.Unix(0, all.Oldest)
 	}
-	problems, err := a.pruneEntries(ctx)
+	if err := a.pruneEntries(ctx); err != nil && ctx.Err() == nil {
+		a.log.Warn("cannot prune the audit's entries", "err", err)
+	}
 	a.mu.Lock()
 	a.cover = c
-	if err == nil {
-		a.problems = problems
-	}
 	a.mu.Unlock()
 }
 
@@ -344,8 +343,8 @@ type Status struct {
 	// NextRun is when the next scheduled run starts, when known.
 	NextRun  time.Time
 	Coverage Coverage
-	// Problems counts the files flagged corrupt, unreadable or with a
-	// lost write, as last counted.
+	// Problems counts the findings that stand: the files Problems lists
+	// (corrupt, unreadable, changed without a trace, or with a lost write).
 	Problems int64
 	// IOPriority says how the readers' idle I/O class fares on the disk.
 	IOPriority string
@@ -374,11 +373,17 @@ type PassStatus struct {
 	ETA time.Duration
 }
 
-// Status returns a snapshot.
+// Status returns a snapshot. Its count of problems is what Problems lists
+// now (the findings filed, when the index cannot be read).
 func (a *Auditor) Status() Status {
+	problems, err := a.problemCount(context.Background())
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := Status{Reason: a.waiting, NextRun: a.nextAt, Coverage: a.cover, Problems: a.problems,
+	if err != nil {
+		a.log.Warn("cannot count the audit's findings", "err", err)
+		problems = int64(len(a.findings))
+	}
+	s := Status{Reason: a.waiting, NextRun: a.nextAt, Coverage: a.cover, Problems: problems,
 		IOPriority: a.ioNote, Last: a.state.Last, BytesVerified: a.bytes, Transient: a.transient,
 		Totals: map[string]int64{}, CacheOnly: cacheOnlyMap(&a.cacheOnly), CacheOnlyBytes: a.cacheOnlyBytes}
 	for c := OK; c < classEnd; c++ {

@@ -46,10 +46,12 @@ func TestPassVerifiesEverything(t *testing.T) {
 	}
 }
 
-// Each kind of change is told apart: an edit with a new mtime, a
-// same-size rewrite with the mtime put back (ctime moves), a deletion are
-// handed to the indexer, which records them; content that changed with
-// every stat field the same is corrupt, its record and key kept.
+// Each kind of change is told apart: an edit with a new mtime and a
+// deletion are handed to the indexer, which records them; content that
+// changed with every stat field the same is corrupt, its record and key
+// kept; a same-size rewrite with the mtime put back that nothing saw (no
+// watcher here) moved only the ctime: changed without a trace, its key
+// kept until accepted.
 func TestClassifiesChanges(t *testing.T) {
 	e := newEnv(t, "", envOptions())
 	for _, rel := range []string{"edited", "restored", "deleted", "rotten", "fine"} {
@@ -75,17 +77,18 @@ func TestClassifiesChanges(t *testing.T) {
 	rotten := e.rot(e.path("rotten"))
 
 	s := e.run(StartOptions{})
-	want := map[string]int64{"ok": 1, "modified": 2, "missing": 1, "corrupt": 1}
+	want := map[string]int64{"ok": 1, "modified": 1, "missing": 1, "corrupt": 1, "untraced": 1}
 	for c, n := range want {
 		if s.Counts[c] != n {
 			t.Fatalf("counts %v, want %v\n%s", s.Counts, want, e.log)
 		}
 	}
 	e.settle()
-	for rel, content := range map[string]string{"edited": "edited, a new mtime", "restored": "original XXXXXXXX"} {
-		if r := e.record(e.path(rel)); string(r.Digest) != string(digestOf(content)) || r.State != store.StateOK {
-			t.Errorf("%s: the indexer did not record the new content: %+v", rel, r)
-		}
+	if r := e.record(e.path("edited")); string(r.Digest) != string(digestOf("edited, a new mtime")) || r.State != store.StateOK {
+		t.Errorf("edited: the indexer did not record the new content: %+v", r)
+	}
+	if r := e.record(e.path("restored")); string(r.Digest) != string(digestOf("original restored")) || r.State != store.StateCorrupt {
+		t.Errorf("restored: the key was not kept, flagged: %+v", r)
 	}
 	if _, ok, _ := e.st.Get([]byte(e.path("deleted"))); ok {
 		t.Error("the deleted file's record is still there")
@@ -95,8 +98,8 @@ func TestClassifiesChanges(t *testing.T) {
 		t.Fatalf("corrupt record changed: %+v, was %+v", r, rotten)
 	}
 	ps := e.problems()
-	if len(ps) != 1 {
-		t.Fatalf("problems %v", ps)
+	if len(ps) != 2 || ps[e.path("restored")].Class != Untraced || e.a.Status().Problems != 2 {
+		t.Fatalf("problems %v, %d counted", ps, e.a.Status().Problems)
 	}
 	p := ps[e.path("rotten")]
 	if p.Class != Corrupt || !bytes.Equal(p.Recorded, rotten.Digest) || !bytes.Equal(p.Observed, digestOf("original rotten")) ||
@@ -120,11 +123,17 @@ func TestClassifiesChanges(t *testing.T) {
 	if r := e.record(e.path("rotten")); r.State != store.StateOK || !bytes.Equal(r.Digest, digestOf("original rotten")) {
 		t.Fatalf("after accept: %+v", r)
 	}
-	if ps := e.problems(); len(ps) != 0 {
+	if ps := e.problems(); len(ps) != 1 || ps[e.path("restored")].Class != Untraced {
 		t.Fatalf("problems after accept: %v", ps)
 	}
 	if _, err := e.a.Accept(context.Background(), []byte(e.path("rotten"))); err == nil {
 		t.Fatal("a second accept found something to accept")
+	}
+	if res, err := e.a.Accept(context.Background(), []byte(e.path("restored"))); err != nil || len(res.Accepted) != 1 {
+		t.Fatalf("accept of the untraced rewrite: %+v, %v", res, err)
+	}
+	if r := e.record(e.path("restored")); r.State != store.StateOK || !bytes.Equal(r.Digest, digestOf("original XXXXXXXX")) {
+		t.Fatalf("after accept: %+v", r)
 	}
 	if s := e.run(StartOptions{}); s.Found(OK) != 4 || len(s.Counts) != 1 {
 		t.Fatalf("the next pass: %+v", s.Counts)

@@ -15,12 +15,14 @@ import (
 // Class is what an audit found for one file.
 type Class uint8
 
-// The classes. Only Corrupt, LostWrite and Unreadable are problems; the
-// others are either good news or the indexer's business.
+// The classes. Only Corrupt, LostWrite, Unreadable and Untraced are
+// problems; the others are either good news or the indexer's business.
+// The names are written to the index: only append.
 const (
 	// OK: the content still has the recorded digest.
 	OK Class = iota + 1
-	// Corrupt: the content differs although no witness saw a change.
+	// Corrupt: the content differs although the stat identity, ctime
+	// included, is the record's: no write made it.
 	Corrupt
 	// LostWrite: the disk holds older bytes than the record describes,
 	// after an unclean shutdown lost a write that was in memory only.
@@ -31,6 +33,11 @@ const (
 	Missing
 	// Unreadable: reading failed with a permission or I/O error.
 	Unreadable
+	// Untraced: the content differs, only the ctime moved (a chmod, a
+	// chown, a link, or a write with the mtime set back that nothing
+	// saw), and no write was seen: changed without a trace. The key is
+	// kept until the user accepts the bytes.
+	Untraced
 	// Busy: the indexer holds the path; the audit comes back later.
 	Busy
 	// Retry: a failure that may pass (out of memory, a stop); no finding.
@@ -38,7 +45,7 @@ const (
 	classEnd
 )
 
-var classNames = [classEnd]string{"", "ok", "corrupt", "lost_write", "modified", "missing", "unreadable", "busy", "retry"}
+var classNames = [classEnd]string{"", "ok", "corrupt", "lost_write", "modified", "missing", "unreadable", "untraced", "busy", "retry"}
 
 func (c Class) String() string {
 	if c < classEnd {
@@ -58,7 +65,13 @@ func parseClass(s string) (Class, bool) {
 }
 
 // Problem reports whether c is a finding the user must look at.
-func (c Class) Problem() bool { return c == Corrupt || c == LostWrite || c == Unreadable }
+func (c Class) Problem() bool {
+	return c == Corrupt || c == LostWrite || c == Unreadable || c == Untraced
+}
+
+// keyKept reports whether c keeps a record's key, flagged, for bytes it
+// does not name: Corrupt and Untraced.
+func (c Class) keyKept() bool { return c == Corrupt || c == Untraced }
 
 // Read is one reading of a file's content.
 type Read struct {
@@ -86,9 +99,17 @@ type Facts struct {
 	OpenErr error
 	// Busy: the indexer holds the path.
 	Busy bool
-	// Written: the write ledger saw a write to the path or its inode since
-	// the record was hashed, or cannot rule one out.
-	Written bool
+	// Seen: the write ledger saw a write to the path or its inode since
+	// the record was hashed. A doubt (it cannot rule one out) is no write.
+	Seen bool
+	// Synced: Seen was asked again after the ledger caught up with the
+	// writes made before the read (SyncLedger). SyncErr: it could not.
+	Synced  bool
+	SyncErr error
+	// Standing is the class of the finding that stands for the record
+	// (Corrupt or Untraced; an unreadable finding, the class it replaced),
+	// or 0. A file still not ok keeps it.
+	Standing Class
 	// Racy: the recorded mtime lies within the file system's timestamp
 	// granularity of the hash time, so a write in that tick hides in stat.
 	Racy bool
@@ -106,9 +127,10 @@ type Step uint8
 
 // The steps.
 const (
-	Decided   Step = iota // Verdict.Class is final
-	ReadIt                // read the content (Facts.First)
-	ReadAgain             // read it again from the disk (Facts.Second)
+	Decided    Step = iota // Verdict.Class is final
+	ReadIt                 // read the content (Facts.First)
+	ReadAgain              // read it again from the disk (Facts.Second)
+	SyncLedger             // wait for the ledger, ask it again (Facts.Synced)
 )
 
 // Verdict is Classify's answer.
@@ -123,13 +145,16 @@ type Verdict struct {
 }
 
 // Classify decides what happened to a file from the witnesses in f, or
-// says which read it needs first. The rules, in order:
+// says what it needs first. Only a witness of a write makes other bytes an
+// edit: a stat field a write changes (size, mtime; an inode or device
+// that changed is another file), a write the ledger saw, a racily clean
+// record. The rules, in order:
 //
 //   - gone: missing. A failed lstat: unreadable, or a retry.
-//   - not a regular file any more, or any stat field differs from the
-//     record (dev, ino, size, mtime, ctime): modified, without reading;
-//     unreadable when only ctime moved and it cannot even be opened (what
-//     a chmod 000 does).
+//   - not a regular file any more, or another inode, size or mtime:
+//     modified, without reading; unreadable when only ctime moved and it
+//     cannot even be opened (what a chmod 000 does).
+//   - only ctime moved and a write was seen: modified.
 //   - held by the indexer: busy.
 //   - same digest: ok.
 //   - a write seen since the record was hashed, or a racily clean record:
@@ -137,9 +162,17 @@ type Verdict struct {
 //   - the identity moved while reading: modified.
 //   - otherwise the content changed behind every witness. It is read
 //     again from the disk: the recorded digest then is a transient error
-//     (ok); two reads that disagree are corrupt storage; a change that an
-//     unclean shutdown explains is a lost write; anything else is corrupt.
+//     (ok); two reads that disagree are corrupt storage. With only the
+//     ctime moved, and still no write seen once the ledger has caught up,
+//     it changed without a trace (untraced); with the ctime unchanged (or
+//     older, the journal's rollback), a change an unclean shutdown
+//     explains is a lost write, anything else is corrupt.
+//
+// A finding that stands for the record (Standing) keeps its class when
+// the file is still corrupt or untraced: a pass does not turn one into
+// the other.
 func Classify(f *Facts) Verdict {
+	ctimeMoved := f.BeforeErr == nil && onlyCtimeMoved(&f.Record, f.Before)
 	switch {
 	case gone(f.BeforeErr):
 		return Verdict{Class: Missing, Why: "gone"}
@@ -147,10 +180,12 @@ func Classify(f *Facts) Verdict {
 		return errVerdict(f.BeforeErr)
 	case !f.Before.IsRegular():
 		return Verdict{Class: Modified, Why: "no longer a regular file"}
-	case onlyCtimeMoved(&f.Record, f.Before) && f.OpenErr != nil && unreadable(f.OpenErr):
+	case ctimeMoved && f.OpenErr != nil && unreadable(f.OpenErr):
 		return Verdict{Class: Unreadable, Why: "cannot be opened: " + f.OpenErr.Error()}
-	case !sameIdentity(&f.Record, f.Before):
+	case !sameIdentity(&f.Record, f.Before) && !ctimeMoved:
 		return Verdict{Class: Modified, Why: "stat identity changed"}
+	case ctimeMoved && f.Seen:
+		return Verdict{Class: Modified, Why: "a write was seen since it was hashed"}
 	case f.Busy:
 		return Verdict{Class: Busy, Why: "the indexer holds it"}
 	case f.First == nil:
@@ -162,7 +197,7 @@ func Classify(f *Facts) Verdict {
 	switch {
 	case bytes.Equal(f.First.Digest, f.Record.Digest):
 		return Verdict{Class: OK, Why: "same digest"}
-	case f.Written:
+	case f.Seen:
 		return Verdict{Class: Modified, Why: "a write was seen since it was hashed"}
 	case f.Racy:
 		return Verdict{Class: Modified, Why: "racily clean record: a write in its timestamp tick shows in no stat field"}
@@ -176,11 +211,32 @@ func Classify(f *Facts) Verdict {
 	case bytes.Equal(f.Second.Digest, f.Record.Digest):
 		return Verdict{Class: OK, Transient: true, Why: "a second read from the disk matched"}
 	case !bytes.Equal(f.Second.Digest, f.First.Digest):
-		return Verdict{Class: Corrupt, Why: "digest differs, and the two reads disagree with each other too"}
+		return standing(f, Verdict{Class: Corrupt, Why: "digest differs, and the two reads disagree with each other too"})
+	case ctimeMoved && f.Unclean && f.Before.CtimeNs < f.Record.CtimeNs:
+		return Verdict{Class: LostWrite, Why: "hashed just before an unclean shutdown that kept its bytes and some metadata from the disk"}
+	case ctimeMoved && f.SyncErr != nil:
+		return Verdict{Class: Retry, Why: "cannot wait for the write ledger: " + f.SyncErr.Error()}
+	case ctimeMoved && !f.Synced:
+		return Verdict{Next: SyncLedger}
+	case ctimeMoved && f.Seen:
+		return Verdict{Class: Modified, Why: "a write was seen since it was hashed"}
+	case ctimeMoved:
+		return standing(f, Verdict{Class: Untraced,
+			Why: "digest differs, only the ctime moved (a chmod, chown, link, or a write with the mtime set back) and no write was seen"})
 	case f.Unclean:
 		return Verdict{Class: LostWrite, Why: "hashed just before an unclean shutdown that kept its bytes from the disk"}
 	}
-	return Verdict{Class: Corrupt, Why: "digest differs with stat unchanged and no write seen"}
+	return standing(f, Verdict{Class: Corrupt, Why: "digest differs with stat unchanged and no write seen"})
+}
+
+// standing keeps the class of the finding that stands for the record, if
+// one does: a file still not ok stays what it was found to be.
+func standing(f *Facts, v Verdict) Verdict {
+	if f.Standing.keyKept() && v.Class != f.Standing {
+		v.Class = f.Standing
+		v.Why = "still other bytes than recorded, as found before (" + f.Standing.String() + "); now: " + v.Why
+	}
+	return v
 }
 
 // readVerdict decides on a read that failed or saw the file change.
@@ -218,7 +274,7 @@ func gone(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
 
-// sameIdentity reports whether the file fi is still the one rec describes.
+// sameIdentity reports whether the stat identity of fi is rec's.
 func sameIdentity(rec *store.Record, fi fsstat.FileInfo) bool {
 	return fsstat.OnFS(rec.Dev, fi) && rec.Ino == fi.Ino && rec.Size == fi.Size &&
 		rec.MtimeNs == fi.MtimeNs && rec.CtimeNs == fi.CtimeNs

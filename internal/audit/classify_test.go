@@ -36,6 +36,8 @@ func pathErr(err error) error { return &fs.PathError{Op: "read", Path: "/f", Err
 func TestClassify(t *testing.T) {
 	rec, fi := base()
 	changed := func(f func(*fsstat.FileInfo)) fsstat.FileInfo { c := fi; f(&c); return c }
+	ctime := changed(func(c *fsstat.FileInfo) { c.CtimeNs += 1e9 })
+	older := changed(func(c *fsstat.FileInfo) { c.CtimeNs -= 1e9 })
 	for _, tc := range []struct {
 		name string
 		f    Facts
@@ -52,19 +54,21 @@ func TestClassify(t *testing.T) {
 		{"other inode", Facts{Before: changed(func(c *fsstat.FileInfo) { c.Ino++ })}, Verdict{Class: Modified}},
 		{"other size", Facts{Before: changed(func(c *fsstat.FileInfo) { c.Size++ })}, Verdict{Class: Modified}},
 		{"new mtime", Facts{Before: changed(func(c *fsstat.FileInfo) { c.MtimeNs++ })}, Verdict{Class: Modified}},
-		{"mtime put back, ctime moved", Facts{Before: changed(func(c *fsstat.FileInfo) { c.CtimeNs += 1e9 })}, Verdict{Class: Modified}},
+		{"mtime put back, ctime moved, a write seen", Facts{Seen: true, Before: changed(func(c *fsstat.FileInfo) { c.CtimeNs += 1e9 })},
+			Verdict{Class: Modified}},
+		{"ctime moved, nothing seen: read it", Facts{Before: changed(func(c *fsstat.FileInfo) { c.CtimeNs += 1e9 })}, Verdict{Next: ReadIt}},
 		{"mode alone changed", Facts{Before: changed(func(c *fsstat.FileInfo) { c.Mode = 0o600 }), First: readOf("old", changed(func(c *fsstat.FileInfo) { c.Mode = 0o600 }))},
 			Verdict{Class: OK}},
 		{"chmod 000: ctime moved, cannot open", Facts{Before: changed(func(c *fsstat.FileInfo) { c.CtimeNs++; c.Mode = 0 }), OpenErr: pathErr(syscall.EACCES)},
 			Verdict{Class: Unreadable}},
 		{"replaced by another file that cannot be opened", Facts{Before: changed(func(c *fsstat.FileInfo) { c.Ino++; c.CtimeNs++ }), OpenErr: pathErr(syscall.EACCES)},
 			Verdict{Class: Modified}},
-		{"ctime moved, open failed otherwise", Facts{Before: changed(func(c *fsstat.FileInfo) { c.CtimeNs++ }), OpenErr: pathErr(syscall.EMFILE)},
-			Verdict{Class: Modified}},
+		{"ctime moved, open failed otherwise: read it", Facts{Before: changed(func(c *fsstat.FileInfo) { c.CtimeNs++ }), OpenErr: pathErr(syscall.EMFILE)},
+			Verdict{Next: ReadIt}},
 		{"busy in the indexer", Facts{Before: fi, Busy: true}, Verdict{Class: Busy}},
 		{"not read yet", Facts{Before: fi}, Verdict{Next: ReadIt}},
 		{"same digest", Facts{Before: fi, First: readOf("old", fi)}, Verdict{Class: OK}},
-		{"same digest, a write seen, racy, after a crash", Facts{Before: fi, Written: true, Racy: true, Unclean: true, First: readOf("old", fi)},
+		{"same digest, a write seen, racy, after a crash", Facts{Before: fi, Seen: true, Racy: true, Unclean: true, First: readOf("old", fi)},
 			Verdict{Class: OK}},
 		{"read: I/O error", Facts{Before: fi, First: &Read{Err: pathErr(syscall.EIO)}}, Verdict{Class: Unreadable}},
 		{"read: permission", Facts{Before: fi, First: &Read{Err: pathErr(syscall.EACCES)}}, Verdict{Class: Unreadable}},
@@ -73,7 +77,7 @@ func TestClassify(t *testing.T) {
 		{"read: out of memory", Facts{Before: fi, First: &Read{Err: pathErr(syscall.ENOMEM)}}, Verdict{Class: Retry}},
 		{"read: stopped", Facts{Before: fi, First: &Read{Err: context.Canceled}}, Verdict{Class: Retry}},
 		{"identity moved during the read", Facts{Before: fi, First: readOf("new", changed(func(c *fsstat.FileInfo) { c.MtimeNs++ }))}, Verdict{Class: Modified}},
-		{"differs, a write seen", Facts{Before: fi, Written: true, First: readOf("new", fi)}, Verdict{Class: Modified}},
+		{"differs, a write seen", Facts{Before: fi, Seen: true, First: readOf("new", fi)}, Verdict{Class: Modified}},
 		{"differs, racily clean", Facts{Before: fi, Racy: true, First: readOf("new", fi)}, Verdict{Class: Modified}},
 		{"differs: read again", Facts{Before: fi, First: readOf("rot", fi)}, Verdict{Next: ReadAgain}},
 		{"second read: I/O error", Facts{Before: fi, First: readOf("rot", fi), Second: &Read{Err: pathErr(syscall.EIO)}}, Verdict{Class: Unreadable}},
@@ -86,6 +90,39 @@ func TestClassify(t *testing.T) {
 			Verdict{Class: Corrupt}},
 		{"both reads differ alike after a crash: lost write", Facts{Before: fi, Unclean: true, First: readOf("older", fi), Second: readOf("older", fi)},
 			Verdict{Class: LostWrite}},
+
+		// Only the ctime moved: a chmod, a chown, a link, an xattr, or a
+		// rewrite with the mtime put back. Its read decides.
+		{"ctime moved, same digest", Facts{Before: ctime, First: readOf("old", ctime)}, Verdict{Class: OK}},
+		{"ctime moved, differs: read again", Facts{Before: ctime, First: readOf("rot", ctime)}, Verdict{Next: ReadAgain}},
+		{"ctime moved, transient", Facts{Before: ctime, First: readOf("rot", ctime), Second: readOf("old", ctime)},
+			Verdict{Class: OK, Transient: true}},
+		{"ctime moved, reads disagree: corrupt", Facts{Before: ctime, First: readOf("rot", ctime), Second: readOf("rot2", ctime)},
+			Verdict{Class: Corrupt}},
+		{"ctime moved, differs: ask the ledger again", Facts{Before: ctime, First: readOf("rot", ctime), Second: readOf("rot", ctime)},
+			Verdict{Next: SyncLedger}},
+		{"ctime moved, differs, a write seen once synced", Facts{Before: ctime, Synced: true, Seen: true, First: readOf("new", ctime),
+			Second: readOf("new", ctime)}, Verdict{Class: Modified}},
+		{"ctime moved, differs, nothing seen: untraced", Facts{Before: ctime, Synced: true, First: readOf("rot", ctime),
+			Second: readOf("rot", ctime)}, Verdict{Class: Untraced}},
+		{"ctime moved, the ledger could not sync", Facts{Before: ctime, SyncErr: context.DeadlineExceeded, First: readOf("rot", ctime),
+			Second: readOf("rot", ctime)}, Verdict{Class: Retry}},
+		{"ctime moved on after a crash: untraced, not lost", Facts{Before: ctime, Synced: true, Unclean: true, First: readOf("rot", ctime),
+			Second: readOf("rot", ctime)}, Verdict{Class: Untraced}},
+		{"an older ctime after a crash: lost", Facts{Before: older, Unclean: true, First: readOf("older", older),
+			Second: readOf("older", older)}, Verdict{Class: LostWrite}},
+		{"ctime moved, racily clean", Facts{Before: ctime, Racy: true, First: readOf("new", ctime)}, Verdict{Class: Modified}},
+
+		// A finding that stands keeps its class.
+		{"found untraced before, stat unchanged now", Facts{Before: fi, Standing: Untraced, First: readOf("rot", fi), Second: readOf("rot", fi)},
+			Verdict{Class: Untraced}},
+		{"found corrupt before, chmod since", Facts{Before: ctime, Synced: true, Standing: Corrupt, First: readOf("rot", ctime),
+			Second: readOf("rot", ctime)}, Verdict{Class: Corrupt}},
+		{"found untraced before, healed", Facts{Before: fi, Standing: Untraced, First: readOf("old", fi)}, Verdict{Class: OK}},
+		{"found untraced before, written since", Facts{Before: fi, Standing: Untraced, Seen: true, First: readOf("new", fi)},
+			Verdict{Class: Modified}},
+		{"unreadable before (no class to keep)", Facts{Before: fi, Standing: Unreadable, First: readOf("rot", fi), Second: readOf("rot", fi)},
+			Verdict{Class: Corrupt}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := tc.f
@@ -162,10 +199,11 @@ func TestClassNames(t *testing.T) {
 			t.Errorf("%d → %q → %d, %v", c, c, got, ok)
 		}
 	}
-	if fmt.Sprint(classEnd) != "Class(9)" {
+	if fmt.Sprint(classEnd) != "Class(10)" {
 		t.Errorf("unknown class prints %q", fmt.Sprint(classEnd))
 	}
-	for c, want := range map[Class]bool{OK: false, Corrupt: true, LostWrite: true, Unreadable: true, Modified: false, Missing: false, Busy: false} {
+	for c, want := range map[Class]bool{OK: false, Corrupt: true, LostWrite: true, Unreadable: true, Untraced: true, Modified: false,
+		Missing: false, Busy: false} {
 		if c.Problem() != want {
 			t.Errorf("%s.Problem() = %v", c, !want)
 		}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/annexd/annexd/internal/ledger"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )
@@ -16,6 +17,7 @@ type Store interface {
 	ByChecked(ctx context.Context, from []byte, before int64, fn func(d store.Due) error) error
 	CountChecked(ctx context.Context, before int64) (store.CheckedCount, error)
 	Subtree(ctx context.Context, dir []byte, fn func(path []byte, r store.Record) error) error
+	ByInodeAll(dev, ino uint64) ([][]byte, error)
 	Submit(c store.Change, done func(error))
 	GetMeta(name string) ([]byte, bool, error)
 	MetaPrefix(ctx context.Context, prefix string, fn func(name string, v []byte) error) error
@@ -40,9 +42,9 @@ type Indexer interface {
 
 // Ledger is the write ledger: writes that the stat fields may not show.
 type Ledger interface {
-	// WrittenSince reports a write to the path or to the inode (dev, ino)
-	// at or after sinceNs, or that one cannot be ruled out.
-	WrittenSince(path string, dev, ino uint64, sinceNs int64) bool
+	// Since answers whether the path or the inode (dev, ino) was written
+	// at or after sinceNs: seen written, cannot rule it out, or not.
+	Since(path string, dev, ino uint64, sinceNs int64) ledger.Answer
 }
 
 // Crashes tells of shutdowns that can lose written data: a power cut, a

@@ -10,16 +10,25 @@
 // decides:
 //
 //   - same digest: ok, and the record's VerifiedAt moves on;
-//   - any stat field differs from the record (dev, ino, size, mtime,
-//     ctime; user space cannot set ctime), or the ledger saw a write, or
-//     the record is racily clean: modified, handed to the indexer as a
-//     normal change;
-//   - stat unchanged and no write seen, yet the digest differs: the file
-//     is read once more. The recorded digest then means a transient error
-//     (ok, logged); anything else is corrupt: the record and its key are
-//     kept, flagged, never re-keyed;
+//   - a witness of a write: another size, mtime or inode, a write the
+//     ledger saw (not a doubt: ledger.Unsure is no write), a racily clean
+//     record: modified, handed to the indexer as a normal change;
+//   - no witness, yet the digest differs: the file is read once more,
+//     from the device as every read is.
+//     The recorded digest then means a transient error (ok, logged).
+//     Otherwise the record and its key are kept, flagged, never re-keyed:
+//     corrupt when the ctime is the record's too (user space cannot set
+//     it, so no write made the bytes); untraced (changed without a trace)
+//     when only the ctime moved, once the ledger has caught up with the
+//     events queued (Options.SyncWrites) and still saw no write. That is
+//     a chmod, chown, link or extended attribute on rotten bytes, or a
+//     rewrite that set the mtime back while the daemon was down; the user
+//     accepts the new bytes or restores the file;
 //   - gone: missing; EIO or EACCES: unreadable; held by the indexer:
 //     busy, tried again later.
+//
+// A file still not ok keeps the class of the finding that stands for it:
+// a pass does not turn untraced into corrupt, nor the reverse.
 //
 // A power cut after an in-place rewrite leaves the old bytes on disk
 // under the new, durable mtime and ctime (the journal committed the inode,
@@ -30,6 +39,20 @@
 // index's run marker knows), the audit reports a lost write, not
 // corruption. The disk's bytes are the file now: the record takes their
 // digest, and the finding stays listed until the user accepts it.
+//
+// # Findings
+//
+// A finding (corrupt, untraced, unreadable, lost write) is filed by the
+// audit, or by the indexer when it hashes a file again (Found). It stands
+// while a record holds it: the flagged record with the recorded digest,
+// or for a lost write the record of the bytes on disk. So it goes only
+// with an edit, an accept or a heal (the recorded digest read again), not
+// with a restart, clean or not, nor a hash of the same bytes. It follows
+// its file through renames of the file or its folders, made while the
+// daemon runs or while it is stopped: the indexer moves the flagged
+// record, and the finding is found under its inode's path now, listed
+// there and moved there when the audit prunes its entries. Status counts
+// exactly what Problems lists.
 //
 // # Schedule
 //

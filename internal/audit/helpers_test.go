@@ -58,7 +58,12 @@ func (e *env) start(o Options) {
 	e.st = st
 	e.h = hasher.New(hasher.DefaultPolicy(), nil)
 	logger := slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ix, err := indexer.New(st, e.h, indexer.Options{Roots: []string{e.root}, Logger: logger})
+	// The indexer shares the audit's write ledger, as the daemon wires them.
+	io := indexer.Options{Roots: []string{e.root}, Logger: logger, SyncWrites: o.SyncWrites}
+	if o.Ledger != nil {
+		io.Ledger = o.Ledger
+	}
+	ix, err := indexer.New(st, e.h, io)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func TestLostWriteFromTheIndexer(t *testing.T) {
 	was := now
 	was.Digest = digestOf("the bytes in memory")
 	for range 2 {
-		e.a.LostWrite([]byte(p), was, now)
+		e.a.Found(Report{Path: p, From: p, Class: LostWrite, Was: was, Now: now, Observed: now.Digest})
 	}
 	waitFor(t, "the lost write to be listed", func() bool {
 		return e.a.Status().Problems == 1 && len(e.problems()) == 1

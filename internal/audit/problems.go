@@ -3,7 +3,6 @@ package audit
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -12,21 +11,26 @@ import (
 	"github.com/annexd/annexd/store"
 )
 
-// Problems calls fn for every file the audit found corrupt, unreadable or
-// with a lost write, in path order (by bytes). A finding whose record the
-// indexer has replaced since (the file changed) is not listed.
+// Problems calls fn for every finding that stands (a file found corrupt,
+// unreadable, changed without a trace, or with a lost write), under the
+// path of its file now, in path order (by bytes). A finding no record
+// holds any more (the file changed, or was healed) is not listed.
 func (a *Auditor) Problems(ctx context.Context, fn func(Problem) error) error {
-	return a.st.MetaPrefix(ctx, metaEntry, func(name string, v []byte) error {
-		var e entry
-		if json.Unmarshal(v, &e) != nil {
-			return nil
+	if err := a.ready(ctx); err != nil {
+		return err
+	}
+	ls, err := a.resolveAll(ctx)
+	if err != nil {
+		return err
+	}
+	for _, l := range ls {
+		p := a.problem(l.path, &l.e)
+		p.filed = l.at
+		if err := fn(p); err != nil {
+			return err
 		}
-		path := name[len(metaEntry):]
-		if c, _ := parseClass(e.Class); !c.Problem() || a.stale(path, &e) {
-			return nil
-		}
-		return fn(a.problem(path, &e))
-	})
+	}
+	return nil
 }
 
 // AcceptResult says what Accept did.
@@ -39,9 +43,9 @@ type AcceptResult struct {
 }
 
 // Accept takes the content that the files flagged at or below path have
-// now, once the user has dealt with them: a corrupt or unreadable file is
-// read again and its record takes the digest read; a lost write is
-// acknowledged. ErrNotFlagged when nothing there is flagged.
+// now, once the user has dealt with them: a corrupt, untraced or
+// unreadable file is read again and its record takes the digest read; a
+// lost write is acknowledged. ErrNotFlagged when nothing there is flagged.
 func (a *Auditor) Accept(ctx context.Context, path []byte) (AcceptResult, error) {
 	var res AcceptResult
 	if len(path) == 0 || path[0] != '/' {
@@ -76,14 +80,14 @@ func (a *Auditor) Accept(ctx context.Context, path []byte) (AcceptResult, error)
 func (a *Auditor) acceptOne(ctx context.Context, rd *reader, p *Problem) error {
 	path := string(p.Path)
 	if p.Class == LostWrite {
-		return a.dropProblem(ctx, path)
+		return a.deleteEntry(ctx, p.filed)
 	}
 	rec, ok, err := a.st.Get(p.Path)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return a.dropProblem(ctx, path)
+		return a.deleteEntry(ctx, p.filed)
 	}
 	fi, err := fsstat.Lstat(path)
 	if err != nil {
@@ -113,15 +117,5 @@ func (a *Auditor) acceptOne(ctx context.Context, rd *reader, p *Problem) error {
 		return err
 	}
 	a.log.Info("audit finding accepted", "path", path, "class", p.Class.String())
-	return a.dropProblem(ctx, path)
-}
-
-func (a *Auditor) dropProblem(ctx context.Context, path string) error {
-	if err := a.deleteEntry(ctx, path); err != nil {
-		return err
-	}
-	a.mu.Lock()
-	a.problems = max(a.problems-1, 0)
-	a.mu.Unlock()
-	return nil
+	return a.deleteEntry(ctx, p.filed)
 }

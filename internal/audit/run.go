@@ -617,7 +617,7 @@ func (a *Auditor) completePass(ctx context.Context) {
 	}
 	a.log.Info("audit pass complete", "pass", s.ID, "files", s.Counts,
 		"took", time.Duration(s.Ended-s.Began).Round(time.Second))
-	if _, err := a.pruneEntries(ctx); err != nil {
+	if err := a.pruneEntries(ctx); err != nil {
 		a.log.Warn("cannot drop the pass's entries", "err", err)
 	}
 }

@@ -14,9 +14,10 @@ import (
 const (
 	metaState = "audit/state"
 	// metaEntry + path names what a pass found for a file that was not ok:
-	// a problem until it is accepted or its file changes, or a hand-off to
-	// the indexer (modified, missing), kept until the pass completes so
-	// that a restarted pass neither reads nor counts the file again.
+	// a problem until it is accepted or its file changes (findings.go), or
+	// a hand-off to the indexer (modified, missing), kept until the pass
+	// completes so that a restarted pass neither reads nor counts the file
+	// again.
 	metaEntry = "audit/p/"
 )
 
@@ -68,11 +69,15 @@ type entry struct {
 	Recorded []byte `json:"recorded,omitempty"` // digest of the record judged
 	Observed []byte `json:"observed,omitempty"` // digest read, when read
 	Size     int64  `json:"size"`
-	// HashedAt is that of the record standing for the finding; a record
-	// hashed at another time has replaced it, and the entry is stale.
-	HashedAt int64  `json:"hashed_at"`
-	Seen     int64  `json:"seen"`
-	Why      string `json:"why,omitempty"`
+	// HashedAt is that of the record standing for the finding.
+	HashedAt int64 `json:"hashed_at"`
+	// Dev and Ino are the file's, so the finding follows it when it is
+	// renamed (0: an entry from before they were kept).
+	Dev   uint64 `json:"dev,omitempty"`
+	Ino   uint64 `json:"ino,omitempty"`
+	Seen  int64  `json:"seen"`
+	Why   string `json:"why,omitempty"`
+	Prior string `json:"prior,omitempty"` // unreadable: the class of the finding it replaced
 }
 
 // checkpointEvery is how often a run saves its counts.
@@ -104,7 +109,9 @@ func (a *Auditor) load(ctx context.Context) error {
 	return a.recount(ctx)
 }
 
-// loadEntries counts the entries of the pass in progress and the problems.
+// loadEntries counts the entries of the pass in progress and keeps the
+// findings in memory, beside those filed since the start (LostWrite,
+// Found, which work before Run).
 func (a *Auditor) loadEntries(ctx context.Context) error {
 	var pass uint64
 	a.mu.Lock()
@@ -112,27 +119,24 @@ func (a *Auditor) loadEntries(ctx context.Context) error {
 		pass = a.state.Pass.ID
 	}
 	a.mu.Unlock()
-	problems := int64(0)
 	err := a.st.MetaPrefix(ctx, metaEntry, func(name string, v []byte) error {
 		var e entry
 		if json.Unmarshal(v, &e) != nil {
 			return nil
 		}
 		c, _ := parseClass(e.Class)
+		path := name[len(metaEntry):]
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		if pass != 0 && e.Pass == pass {
-			a.skip[name[len(metaEntry):]] = true
+			a.skip[path] = true
 			a.passCounts[c]++
 		}
-		if c.Problem() {
-			problems++
+		if _, filed := a.findings[path]; c.Problem() && !filed {
+			a.findings[path] = e
 		}
 		return nil
 	})
-	a.mu.Lock()
-	a.problems = problems
-	a.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("audit: read findings: %w", err)
 	}
@@ -210,11 +214,19 @@ func (a *Auditor) putEntry(ctx context.Context, path []byte, e entry) error {
 	if err != nil {
 		return err
 	}
-	return a.write(ctx, store.Change{Op: store.OpPutMeta, Path: []byte(metaEntry + string(path)), Value: b})
+	if err := a.write(ctx, store.Change{Op: store.OpPutMeta, Path: []byte(metaEntry + string(path)), Value: b}); err != nil {
+		return err
+	}
+	a.rememberEntry(string(path), &e)
+	return nil
 }
 
 func (a *Auditor) deleteEntry(ctx context.Context, path string) error {
-	return a.write(ctx, store.Change{Op: store.OpDeleteMeta, Path: []byte(metaEntry + path)})
+	if err := a.write(ctx, store.Change{Op: store.OpDeleteMeta, Path: []byte(metaEntry + path)}); err != nil {
+		return err
+	}
+	a.forgetEntry(path)
+	return nil
 }
 
 // getEntry reads the entry of path.
@@ -228,36 +240,71 @@ func (a *Auditor) getEntry(path string) (entry, bool) {
 }
 
 // pruneEntries drops the hand-off entries (modified, missing) once their
-// pass is complete, and the stale problem entries whose record was
-// replaced. It returns the problems left.
-func (a *Auditor) pruneEntries(ctx context.Context) (int64, error) {
+// pass is complete, and the findings no record holds any more (an edit, or
+// a heal by the indexer), and moves a finding whose file was renamed to
+// the file's path now.
+func (a *Auditor) pruneEntries(ctx context.Context) error {
 	var drop []string
-	problems := int64(0)
 	err := a.st.MetaPrefix(ctx, metaEntry, func(name string, v []byte) error {
 		var e entry
-		path := name[len(metaEntry):]
-		_ = json.Unmarshal(v, &e) // an entry that does not decode is dropped
-		c, _ := parseClass(e.Class)
-		if !c.Problem() || a.stale(path, &e) {
-			drop = append(drop, path)
-		} else {
-			problems++
+		if json.Unmarshal(v, &e) != nil { // an entry that does not decode is dropped
+			drop = append(drop, name[len(metaEntry):])
+			return nil
+		}
+		if c, _ := parseClass(e.Class); !c.Problem() {
+			drop = append(drop, name[len(metaEntry):])
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return err
 	}
 	for _, p := range drop {
 		if err := a.deleteEntry(ctx, p); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	return problems, nil
+	all := a.snapshot()
+	stand, err := a.resolveAll(ctx)
+	if err != nil {
+		return err
+	}
+	for _, l := range stand {
+		delete(all, l.at)
+		if l.path != l.at || l.e.Ino == 0 {
+			if err := a.rehome(ctx, l); err != nil {
+				return err
+			}
+		}
+	}
+	for p := range all { // no record holds them
+		if err := a.deleteEntry(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// stale reports a problem entry whose record is gone or was replaced.
-func (a *Auditor) stale(path string, e *entry) bool {
-	r, ok, err := a.st.Get([]byte(path))
-	return err == nil && (!ok || r.HashedAt != e.HashedAt)
+// rehome moves the finding l to the path of its file now, with its
+// file's inode (an entry filed before inodes were kept gets it here).
+func (a *Auditor) rehome(ctx context.Context, l listed) error {
+	e := l.e
+	if r, ok, err := a.st.Get([]byte(l.path)); err != nil {
+		return err
+	} else if ok {
+		e.Dev, e.Ino = r.Dev, r.Ino
+	}
+	if err := a.putEntry(ctx, []byte(l.path), e); err != nil {
+		return err
+	}
+	if l.path == l.at {
+		return nil
+	}
+	a.mu.Lock()
+	if p := a.state.Pass; p != nil && e.Pass == p.ID {
+		a.skip[l.path] = true // its pass counted it under the old path
+	}
+	a.mu.Unlock()
+	a.log.Info("an audit finding follows its file", "from", l.at, "path", l.path, "class", e.Class)
+	return a.deleteEntry(ctx, l.at)
 }

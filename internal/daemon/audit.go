@@ -13,6 +13,7 @@ import (
 	"github.com/annexd/annexd/api"
 	"github.com/annexd/annexd/internal/audit"
 	"github.com/annexd/annexd/internal/config"
+	"github.com/annexd/annexd/internal/indexer"
 	"github.com/annexd/annexd/internal/ledger"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
@@ -74,9 +75,10 @@ func cfgName(cfg *config.Config) string {
 func (a *App) setupAudit(writes *ledger.Ledger, reg prometheus.Registerer) error {
 	suspect := a.st.Suspect()
 	au, err := audit.New(a.st, a.h, audit.Options{
-		Config:  auditConfig(a.cfg.Audit),
-		Indexer: a.ix,
-		Ledger:  writes,
+		Config:     auditConfig(a.cfg.Audit),
+		Indexer:    a.ix,
+		Ledger:     writes,
+		SyncWrites: a.w.Sync,
 		// A record hashed just before an unclean end may name bytes that
 		// never reached the disk: a digest that differs is a lost write.
 		Crashes: audit.CrashesFunc(func(rec *store.Record) bool { return !store.Trusted(rec, suspect) }),
@@ -89,12 +91,20 @@ func (a *App) setupAudit(writes *ledger.Ledger, reg prometheus.Registerer) error
 	return reg.Register(au.Collector())
 }
 
-// lostWrite files a lost write the indexer found with the audit; the
-// indexer is built first, so one found before the audit exists is only
-// logged (by the indexer).
-func (a *App) lostWrite(path string, was, now store.Record) {
+// findingClass is the audit's class of each of the indexer's findings.
+var findingClass = map[indexer.FindingKind]audit.Class{
+	indexer.FoundLostWrite: audit.LostWrite,
+	indexer.FoundCorrupt:   audit.Corrupt,
+	indexer.FoundUntraced:  audit.Untraced,
+}
+
+// found files a finding of the indexer with the audit; the indexer is
+// built first, so one found before the audit exists is only logged (by
+// the indexer).
+func (a *App) found(f indexer.Finding) {
 	if au := a.audit.Load(); au != nil {
-		au.LostWrite([]byte(path), was, now)
+		au.Found(audit.Report{Path: f.Path, From: f.From, Class: findingClass[f.Kind], Was: f.Was, Now: f.Now,
+			Observed: f.Digest})
 	}
 }
 

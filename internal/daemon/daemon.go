@@ -340,9 +340,10 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 		Ignore:        patterns,
 		Exclude:       a.exclude(),
 		Ledger:        writes,
-		OnLostWrite:   a.lostWrite,
+		OnFinding:     a.found,
 		BeforeDir:     a.w.WaitWatched,
 		WritesUnread:  a.w.CatchingUp,
+		SyncWrites:    a.w.Sync,
 		OneFileSystem: a.cfg.Watch.OneFileSystem,
 		Logger:        a.log.With("part", "indexer"),
 	})

@@ -1,7 +1,6 @@
 package indexer
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/internal/ledger"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )
@@ -32,9 +32,10 @@ type checker struct {
 	m          *counters
 	log        *slog.Logger
 	maxRetries int
-	onLost     LostWriteFunc // Options.OnLostWrite
+	onFinding  FindingFunc                     // Options.OnFinding
+	sync       func(ctx context.Context) error // Options.SyncWrites
+	dirs       dirFds                          // the directories first scans open files in
 	fsys       *fileSystems
-	dirs       dirFds // the directories first scans open files in
 }
 
 // check checks one path and does what it needs.
@@ -120,9 +121,14 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *h
 		// is written, and for this file there is none.
 		j.shelve, rec, ok = true, store.Record{}, false
 	}
-	written := c.pipe.pend.takeRehash(j.path, j.entry) || c.written(j.path, fi, rec, ok)
+	rehash := c.pipe.pend.takeRehash(j.path, j.entry)
+	seen := c.written(j.path, fi, rec, ok)
+	var p *prior
+	if ok {
+		p = &prior{rec: rec, from: j.path, seen: seen}
+	}
 	switch {
-	case ok && !written && c.ticks.settled(&rec, fi):
+	case ok && !seen && !rehash && c.ticks.settled(&rec, fi):
 		if legacy {
 			c.upgrade(j, rec, fi)
 			return
@@ -133,11 +139,13 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *h
 		if !c.dropUnder(ctx, j) { // a file where a directory was: the records under it are stale
 			return // it changed meanwhile and is queued again
 		}
-		if c.moves.adopt(ctx, j.path, fi, len(j.scans) > 0) {
+		adopted, cand := c.moves.adopt(ctx, j.path, fi, len(j.scans) > 0)
+		if adopted {
 			c.m.renames.Add(1)
 			c.settle(j)
 			return
 		}
+		p = cand
 	}
 	if wait := c.ticks.tooFresh(fi); wait > 0 {
 		// Hashed now, the record would be racily clean and re-hashed at the
@@ -145,12 +153,7 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *h
 		c.pipe.later(ctx, wait, j)
 		return
 	}
-	var was, last *store.Record
-	if ok {
-		was = c.suspect(&rec, fi, written)
-		last = c.lastGood(&rec, fi, written)
-	}
-	c.hash(ctx, j, fi, was, last, f)
+	c.hash(ctx, j, fi, p, f)
 }
 
 // fromShelf brings back the shelved record of fi's file system at j.path
@@ -161,7 +164,7 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *h
 func (c *checker) fromShelf(j job, fi fsstat.FileInfo, rec store.Record, ok bool) bool {
 	sh, found, err := c.st.Shelved(fi.Dev, []byte(j.path))
 	if err != nil || !found || !c.ticks.settled(&sh, fi) ||
-		c.ledger.WrittenSince(j.path, fi.Dev, fi.Ino, sh.HashedAt) {
+		c.ledger.Since(j.path, fi.Dev, fi.Ino, sh.HashedAt) == ledger.Written {
 		return false
 	}
 	c.m.unshelved.Add(1)
@@ -192,57 +195,20 @@ func (c *checker) upgrade(j job, rec store.Record, fi fsstat.FileInfo) {
 	c.pipe.write(j, store.Change{Op: store.OpPutIf, Path: []byte(j.path), Record: rec, Expect: was})
 }
 
-// lastGood returns rec when its digest still names the content of the file
-// fi by every witness: no write seen (nor one the ledger may not know of
-// yet), not racily clean, and only ctime moved (a chmod). Otherwise nil.
-func (c *checker) lastGood(rec *store.Record, fi fsstat.FileInfo, written bool) *store.Record {
-	id := identity(fi)
-	id.CtimeNs, id.Dev = rec.CtimeNs, rec.Dev
-	if written || c.unread.may(fi.CtimeNs) || !rec.HasDigest() || !fsstat.OnFS(rec.Dev, fi) || rec.Identity() != id || c.ticks.racy(rec) {
-		return nil
-	}
-	return rec
-}
-
-// stillFlagged keeps what an audit flagged. When last is a corrupt or
-// unreadable record whose digest still names the content by every witness
-// (lastGood), and rec, the file hashed again, has another digest, the
-// bytes changed with no write seen: the file is corrupt, keeps its
-// recorded digest and hash time (its finding stays listed) and takes the
-// new stat identity. It is never re-keyed to bytes nobody wrote; the same
-// digest heals it. Otherwise rec.
-func stillFlagged(last *store.Record, rec store.Record) store.Record {
-	if last == nil || last.State == store.StateOK || last.Backend != rec.Backend || bytes.Equal(last.Digest, rec.Digest) {
-		return rec
-	}
-	kept := *last
-	kept.State = store.StateCorrupt
-	kept.SetIdentity(rec.Identity())
-	return kept
-}
-
-// flaggedOf is lastGood for a path whose record has not been read yet,
-// when that record is corrupt or unreadable.
-func (c *checker) flaggedOf(path string, fi fsstat.FileInfo) *store.Record {
-	rec, ok, err := c.st.Get([]byte(path))
-	if err != nil || !ok || rec.State == store.StateOK {
-		return nil
-	}
-	return c.lastGood(&rec, fi, c.ledger.WrittenSince(path, fi.Dev, fi.Ino, rec.HashedAt))
-}
-
-// written reports whether the ledger saw path written since its record
-// (rec, if ok) was hashed, and then queues the other names of its inode:
-// the write reached them too. Such a path is hashed even when its record
-// looks current, since that may have come from another name of the inode
-// (internal/ledger states the rule).
+// written reports whether the ledger saw path or its inode written since
+// its record (rec, if ok) was hashed, and then queues the other names of
+// the inode: inotify reports a write for the name written alone, and the
+// others' records would keep the old digest. Such a path is hashed even
+// when its record looks current, since that may have come from another
+// name of the inode. A doubt (ledger.Unsure) is no write: a file whose
+// stat identity, ctime included, is its record's was not written since.
 func (c *checker) written(path string, fi fsstat.FileInfo, rec store.Record, ok bool) bool {
+	if c.ledger.Since(path, fi.Dev, fi.Ino, rec.HashedAt) != ledger.Written {
+		return false
+	}
 	var known *store.Record
 	if ok {
 		known = &rec
-	}
-	if !c.ledger.WrittenSince(path, fi.Dev, fi.Ino, rec.HashedAt) {
-		return false
 	}
 	c.moves.recheckLinks(path, known, &fi)
 	return true
@@ -258,11 +224,9 @@ func (c *checker) record(j *job) (store.Record, bool, error) {
 	return c.st.Get([]byte(j.path))
 }
 
-// hash hashes the file, open as f unless f is nil, and records the result.
-// was, when not nil, is a record that may name bytes an unclean end lost
-// (suspect); last, when not nil, one whose digest still names the content
-// (lastGood).
-func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo, was, last *store.Record, f *hasher.File) {
+// hash hashes the file, open as f unless f is nil, and records the result
+// as judged against p, the file's prior record (nil: none).
+func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo, p *prior, f *hasher.File) {
 	start := time.Now()
 	var res hasher.Result
 	var err error
@@ -274,9 +238,9 @@ func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo, was, last
 	switch {
 	case err == nil:
 		c.m.hashed(res.Info.Size)
-		rec := stillFlagged(last, c.okRecord(res, start.UnixNano()))
-		c.pipe.write(j, shelving(j, rec))
-		c.lost(j.path, was, rec)
+		if _, done := c.conclude(ctx, j, p, c.okRecord(res, start.UnixNano())); !done {
+			c.retry(ctx, j, errUnsettled)
+		}
 	case ctx.Err() != nil:
 		c.pipe.finish(j) // shutting down: nothing recorded
 	case errors.Is(err, hasher.ErrChanged):
@@ -293,7 +257,7 @@ func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo, was, last
 	default:
 		c.m.errors.Add(1)
 		c.log.Warn("cannot read file", "path", j.path, "err", err)
-		c.pipe.write(j, shelving(j, c.unreadableRecord(fi, last, start.UnixNano())))
+		c.pipe.write(j, shelving(j, c.unreadableRecord(fi, p.lastGood(j.path, fi, c.ticks), start.UnixNano())))
 	}
 }
 

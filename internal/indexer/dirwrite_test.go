@@ -10,8 +10,9 @@ import (
 
 // A file rewritten (mtime set back) right after its directory was renamed,
 // before the watcher has read the rename: the write reaches the old
-// directory's watch, which the watcher then drops. The new name must not
-// take the old record.
+// directory's watch, which the watcher then drops, so nothing sees it.
+// The new name keeps the old key, but flagged and reported changed
+// without a trace: never current with the old key, never silently re-keyed.
 func TestWriteRightAfterDirRename(t *testing.T) {
 	root := t.TempDir()
 	for _, d := range []string{"d", "e"} {
@@ -21,10 +22,17 @@ func TestWriteRightAfterDirRename(t *testing.T) {
 	e.settle(settleTimeout)
 	for _, d := range []string{"d", "e"} {
 		must(t, os.Rename(filepath.Join(root, d), filepath.Join(root, d+"2")))
-		rewriteKeepMtime(t, filepath.Join(root, d+"2", "a/f.txt"))
+		p := filepath.Join(root, d+"2", "a/f.txt")
+		rewriteKeepMtime(t, p)
+		e.keep(p, "original content of the file in "+d)
 	}
 	time.Sleep(100 * time.Millisecond)
 	e.settle(settleTimeout)
+	for p := range e.kept {
+		if k := e.found.kinds()[p]; len(k) == 0 || k[len(k)-1] != FoundUntraced {
+			t.Errorf("%s: found %v, want changed without a trace", p, k)
+		}
+	}
 }
 
 // A directory moved after an atomic save elsewhere (a file written and

@@ -14,9 +14,31 @@
 // racy-git rule). A record hashed just before a run ended without closing
 // the index is re-verified the same way (store.Trusted): a power cut may
 // have kept its file's new stat identity and lost the bytes it was hashed
-// from. When such a file, hashed again, has another digest under the same
-// identity and no write was seen, the write was lost: the bytes on disk
-// are recorded, and Options.OnLostWrite hears of the loss.
+// from.
+//
+// # Other bytes
+//
+// Uncertainty is not an edit. A file hashed again is held against the
+// record it had: its own, or its inode's under another name (a hard link,
+// a rename not taken over). judge decides, from facts gathered once:
+//
+//   - the same digest, a new size, mtime or inode, a write the ledger saw
+//     (ledger.Written), or a racily clean record: the new digest is the
+//     key;
+//   - otherwise the key stays and the record is flagged corrupt. With
+//     the ctime unchanged no write made the bytes: corrupt (a lost write
+//     when an unclean end may have kept them from the disk, and then the
+//     record takes them). With only the ctime moved (a chmod, a chown, an
+//     extended attribute, a link, or a rewrite that set the mtime back
+//     while nothing watched) the change left no trace: untraced.
+//
+// A doubt of the ledger (ledger.Unsure) is no witness. Before it judges a
+// change without a trace, the checker waits for the ledger to read the
+// events queued (Options.SyncWrites); while the watcher still sets up its
+// watches it tries again later. Options.OnFinding hears of each finding:
+// the audit lists it until an edit, an accept or a heal. A file whose stat
+// identity, ctime included, is its record's is not hashed on a doubt: no
+// write can have changed it.
 //
 // The indexer is split by job, each part a small type:
 //
@@ -39,9 +61,6 @@
 // recorded with the digest of a moving target. An unreadable file gets a
 // record in state unreadable. It keeps the digest of the last content known
 // good when no witness saw a change but ctime (a chmod), so audits re-try it.
-// A corrupt or unreadable record hashed again under the same rule, to
-// another digest, stays corrupt with its recorded digest: bytes nobody
-// wrote never become a file's key (stillFlagged).
 //
 // # Scans and generations
 //
@@ -103,7 +122,11 @@
 // A file without a record takes the record kept for its inode under
 // another path when the facts allow it (decide), in one checked store
 // change: a record that changed since it was read fails the change, and
-// the facts are read again. A file that moved with a directory the
+// the facts are read again. A doubt of the ledger keeps a renamed file
+// from taking a key: it is hashed, and held against that record. A
+// record flagged by an audit claims no key for the bytes, so it follows
+// its renamed file on a doubt too, and its finding with it; only a write
+// seen keeps it back. It is never copied to a new hard link. A file that moved with a directory the
 // watcher could not pair has its whole old directory's records moved at
 // once. So no lock orders renames, and a record written under a new name
 // meanwhile is never lost.
@@ -133,7 +156,12 @@
 // written since its record was hashed is hashed, and a renamed file takes
 // no record hashed before a write to its old path, new path or inode, nor
 // one from an old path still waiting to be hashed. A file whose ctime is
-// still the record's moved with its directory and keeps its key.
+// still the record's moved with its directory and keeps its key. Made
+// while the daemon runs, such a rewrite is a write the ledger saw: an
+// edit. Made while it was down, nothing saw it: the file is untraced, and
+// the user accepts the new bytes (annexctl audit accept). So is one made
+// in the moment between a directory's rename and the watch of its new
+// name, which no watch sees.
 // Hard links share one ctime, so one name takes another's record only when
 // that record's ctime is the inode's ctime now, and a renamed file with
 // other names is hashed. A write reported for one name queues the other
@@ -141,7 +169,8 @@
 // name alone), and no name takes a record while another name of its inode
 // waits in the pipeline. What is left: a file rewritten that way and
 // renamed while the daemon was down keeps its old key (no event and no
-// stat field tells), until it changes again or is read back. So does one
+// stat field tells), until it changes again or an audit reads it and
+// lists it corrupt. So does one
 // rewritten and renamed just before the daemon stopped, while the write
 // had not reached the index yet (the ledger's memory of it does not
 // outlive the process), and one moved out of the roots, rewritten there

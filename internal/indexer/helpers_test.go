@@ -148,6 +148,48 @@ type env struct {
 	done   chan struct{}
 	pause  chan bool // the hand-off stops taking watcher events while paused
 	src    *pausable
+	// kept maps the paths whose records must keep a digest, flagged
+	// corrupt, to that digest: their bytes changed with no witness.
+	kept map[string][]byte
+	// found holds the findings the indexer reported, by path.
+	found *findings
+	// led is the write ledger the watcher records into (nil: no watcher).
+	led *ledger.Ledger
+}
+
+// findings records what Options.OnFinding hears.
+type findings struct {
+	mu sync.Mutex
+	by map[string][]Finding
+}
+
+func (f *findings) add(x Finding) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.by[x.Path] = append(f.by[x.Path], x)
+}
+
+// kinds returns the kinds found for each path, in order.
+func (f *findings) kinds() map[string][]FindingKind {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string][]FindingKind{}
+	for p, xs := range f.by {
+		for _, x := range xs {
+			out[p] = append(out[p], x.Kind)
+		}
+	}
+	return out
+}
+
+// keep makes settle expect path's record flagged with the digest of
+// content.
+func (e *env) keep(path, content string) {
+	if e.kept == nil {
+		e.kept = map[string][]byte{}
+	}
+	d := sha256.Sum256([]byte(content))
+	e.kept[path] = d[:]
 }
 
 type envOpts struct {
@@ -163,7 +205,8 @@ func newEnv(t *testing.T, root string, eo envOpts) *env {
 	if root == "" {
 		root = t.TempDir()
 	}
-	e := &env{t: t, root: root, index: filepath.Join(t.TempDir(), "index.db"), done: make(chan struct{}), pause: make(chan bool), h: eo.h}
+	e := &env{t: t, root: root, index: filepath.Join(t.TempDir(), "index.db"), done: make(chan struct{}), pause: make(chan bool), h: eo.h,
+		found: &findings{by: map[string][]Finding{}}}
 	e.start(eo)
 	return e
 }
@@ -185,6 +228,12 @@ func (e *env) start(eo envOpts) {
 	e.h.h = hasher.New(hasher.DefaultPolicy(), nil)
 	o := eo.opts
 	o.Roots = []string{e.root}
+	if e.found == nil {
+		e.found = &findings{by: map[string][]Finding{}}
+	}
+	if o.OnFinding == nil {
+		o.OnFinding = e.found.add
+	}
 	// The production delay: a rename's new path must take over the old
 	// record before the removal drops it, even on a loaded machine.
 	o.RemoveDelay = 2 * time.Second
@@ -195,6 +244,7 @@ func (e *env) start(eo envOpts) {
 			quiet = 200 * time.Millisecond
 		}
 		led := ledger.New()
+		e.led = led
 		// As the daemon runs them: the first scan beside the set-up of
 		// the watches, each directory read once it is watched.
 		w, err = watcher.New([]string{e.root}, watcher.Options{Quiet: quiet, OverflowBackoff: 100 * time.Millisecond,
@@ -208,6 +258,9 @@ func (e *env) start(eo envOpts) {
 		}
 		if o.WritesUnread == nil {
 			o.WritesUnread = w.CatchingUp
+		}
+		if o.SyncWrites == nil {
+			o.SyncWrites = w.Sync
 		}
 	}
 	ix, err := New(st, e.h, o)
@@ -377,10 +430,15 @@ func (e *env) compare() mismatch {
 		path := string(p)
 		got[path] = true
 		w, ok := want[path]
+		kept, keep := e.kept[path]
 		switch {
 		case !ok:
 			m.extra++
 			m.problems = append(m.problems, "extra record "+path)
+		case keep && (r.State != store.StateCorrupt || !bytes.Equal(r.Digest, kept)):
+			m.wrong++
+			m.problems = append(m.problems, fmt.Sprintf("%s: state %v, digest %x; want the key kept, flagged", path, r.State, r.Digest))
+		case keep:
 		case r.State != store.StateOK:
 			m.wrong++
 			m.problems = append(m.problems, fmt.Sprintf("%s: state %v", path, r.State))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/internal/ledger"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 	"github.com/annexd/annexd/watcher"
@@ -38,17 +39,17 @@ type Hasher interface {
 }
 
 // Ledger is what the indexer needs of the write ledger: whether the file
-// at path, or inode (dev, ino) under any name, may have been written at or
-// after sinceNs (Unix nanoseconds). The rule it serves is in
-// internal/ledger.
+// at path, or inode (dev, ino) under any name, was written at or after
+// sinceNs (Unix nanoseconds), may have been, or was not. The rule it
+// serves is in internal/ledger.
 type Ledger interface {
-	WrittenSince(path string, dev, ino uint64, sinceNs int64) bool
+	Since(path string, dev, ino uint64, sinceNs int64) ledger.Answer
 }
 
 // noLedger knows of no write: writes are known from stat alone.
 type noLedger struct{}
 
-func (noLedger) WrittenSince(string, uint64, uint64, int64) bool { return false }
+func (noLedger) Since(string, uint64, uint64, int64) ledger.Answer { return ledger.NotWritten }
 
 // Options configure an Indexer. Zero fields get defaults.
 type Options struct {
@@ -93,15 +94,20 @@ type Options struct {
 	// was not told of yet (watcher.Watcher.CatchingUp: the watcher reads
 	// no event while it sets up its watches). While it does, a file whose
 	// ctime is newer than the indexer is not trusted on the ledger's word:
-	// renamed, it is hashed instead of taking over its old record, and a
-	// record flagged corrupt or unreadable is not kept for it. Nil: never.
+	// renamed, it is hashed instead of taking over its old record, and
+	// other bytes under its moved ctime are judged once the watcher has
+	// caught up. Nil: never.
 	WritesUnread func() bool
-	// OnLostWrite hears of each lost write: a record hashed just before
-	// an unclean end (store.Trusted) whose file, hashed again, has another
-	// digest under the same stat identity, and no write was seen. The
-	// record of the bytes on disk is submitted first. It runs on a worker
-	// and must not block; nil: the loss is only logged.
-	OnLostWrite LostWriteFunc
+	// SyncWrites returns once Ledger holds every write made before the
+	// call (watcher.Watcher.Sync). It is called before other bytes under
+	// a moved ctime are judged changed without a trace, so a write whose
+	// event is not read yet is not missed. Nil: nothing to wait for.
+	SyncWrites func(ctx context.Context) error
+	// OnFinding hears of each file whose bytes changed with no witness of
+	// a write: a lost write, corrupt or changed without a trace (Finding).
+	// The record is submitted first. It runs on a worker and must not
+	// block; nil: findings are only logged.
+	OnFinding FindingFunc
 	// OneFileSystem keeps walks to each root's file system, as find -xdev
 	// (walker.Options.OneFileSystem).
 	OneFileSystem bool
@@ -199,7 +205,7 @@ func New(st *store.Store, h Hasher, opt Options) (*Indexer, error) {
 		unread: unread, scans: ix.scans, log: ix.log}
 	ix.check = &checker{pipe: ix.pipe, st: st, h: h, backend: opt.Backend, ledger: opt.Ledger, unread: unread,
 		ticks: ix.ticks, paths: paths, scans: ix.scans, moves: ix.moves, m: ix.m, log: ix.log,
-		maxRetries: opt.MaxRetries, onLost: opt.OnLostWrite, fsys: ix.fsys}
+		maxRetries: opt.MaxRetries, onFinding: opt.OnFinding, sync: opt.SyncWrites, fsys: ix.fsys}
 	ix.pipe.emptied = ix.check.dirs.closeAll // an idle daemon holds no directory open
 	ix.removals = newRemovals(opt.RemoveDelay, ix.idle)
 	ix.moves.removed = ix.removeLater
@@ -250,8 +256,9 @@ func (ix *Indexer) Changed(ctx context.Context, path string) {
 
 // Rehash asks for path to be hashed again even when its record looks
 // current: a caller found its bytes other than the record says (the
-// kernel's compare during deduplication, say). It blocks while the queue
-// is full.
+// kernel's compare during deduplication, say). Other bytes with no
+// witness of a write are a finding, not the key (judge). It blocks while
+// the queue is full.
 func (ix *Indexer) Rehash(ctx context.Context, path string) {
 	if ix.paths.skip(path) {
 		return

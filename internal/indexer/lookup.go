@@ -194,7 +194,7 @@ func (ix *Indexer) hashNow(ctx context.Context, path string, fi fsstat.FileInfo)
 		ix.pipe.finish(j)
 		return pending(fi), false
 	}
-	was, last := ix.check.suspectOf(path, fi), ix.check.flaggedOf(path, fi)
+	p := ix.check.priorOf(path, fi)
 	start := time.Now()
 	res, err := ix.h.HashStat(ctx, path, ix.opt.Backend, fi)
 	<-ix.onDemand
@@ -202,10 +202,13 @@ func (ix *Indexer) hashNow(ctx context.Context, path string, fi fsstat.FileInfo)
 	case err == nil:
 		ix.m.onDemand.Add(1)
 		ix.m.hashed(res.Info.Size)
-		rec := stillFlagged(last, ix.check.okRecord(res, start.UnixNano()))
+		rec, done := ix.check.conclude(ctx, j, p, ix.check.okRecord(res, start.UnixNano()))
+		if !done {
+			// Judged once the watcher has caught up: the pipeline's.
+			ix.check.retry(ix.ctx(), j, errUnsettled)
+			return pending(fi), false
+		}
 		k, kerr := recordKey(path, &rec)
-		ix.pipe.write(j, putChange(path, rec))
-		ix.check.lost(path, was, rec)
 		if kerr != nil {
 			return Result{State: Unreadable, Message: kerr.Error()}, false
 		}

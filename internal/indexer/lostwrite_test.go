@@ -54,7 +54,7 @@ type lostWrite struct {
 
 // After an unclean end the records hashed just before it are hashed again.
 // One whose file holds other bytes under the same stat identity is a lost
-// write, and OnLostWrite hears of it with both records, whether a lookup
+// write, and OnFinding hears of it with both records, whether a lookup
 // or the scan hashes it first; a file that still has the recorded bytes is
 // not, and neither is one whose identity changed (an edit).
 func TestLostWriteReported(t *testing.T) {
@@ -80,10 +80,14 @@ func TestLostWriteReported(t *testing.T) {
 	storeCtx, stopStore := context.WithCancel(context.Background())
 	storeDone := make(chan error, 1)
 	go func() { storeDone <- st.Run(storeCtx) }()
-	ix, err := New(st, h, Options{Roots: []string{root}, OnLostWrite: func(path string, was, now store.Record) {
+	ix, err := New(st, h, Options{Roots: []string{root}, OnFinding: func(f Finding) {
 		mu.Lock()
 		defer mu.Unlock()
-		got[path] = lostWrite{path, was, now}
+		if f.Kind != FoundLostWrite {
+			t.Errorf("%s: found %v", f.Path, f.Kind)
+			return
+		}
+		got[f.Path] = lostWrite{f.Path, f.Was, f.Now}
 	}})
 	must(t, err)
 	e.st, e.ix, e.h = st, ix, h

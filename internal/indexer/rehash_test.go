@@ -6,11 +6,15 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/annexd/annexd/store"
 )
 
 // A record whose identity still matches but whose digest does not (what
 // the kernel's compare tells dedup) is left alone by Changed and hashed
 // again by Rehash, also when the path is in the pipeline at that moment.
+// Nothing saw a write and the stat identity, ctime included, is the
+// record's: the bytes are corrupt, and the record keeps its digest.
 func TestRehashHashesALookingCurrentRecord(t *testing.T) {
 	r := t.TempDir()
 	p := filepath.Join(r, "f.dat")
@@ -41,12 +45,16 @@ func TestRehashHashesALookingCurrentRecord(t *testing.T) {
 	}
 	e.ix.Rehash(ctx, p) // while it is being hashed: one more hash after this one
 	close(release)
+	e.kept = map[string][]byte{p: rec.Digest}
 	e.settle(settleTimeout)
 	if n := e.h.count(p) - before; n != 2 {
 		t.Errorf("Rehash hashed %d times, want 2", n)
 	}
 	got, _, _ := e.st.Get([]byte(p))
-	if !bytes.Equal(got.Digest, good) {
-		t.Errorf("digest after Rehash %x, want %x", got.Digest, good)
+	if !bytes.Equal(got.Digest, rec.Digest) || got.State != store.StateCorrupt {
+		t.Errorf("after Rehash: %v %x, want corrupt with the recorded %x", got.State, got.Digest, rec.Digest)
+	}
+	if k := e.found.kinds()[p]; len(k) == 0 || k[0] != FoundCorrupt {
+		t.Errorf("found %v, want corrupt", k)
 	}
 }

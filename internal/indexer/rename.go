@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/internal/ledger"
 	"github.com/annexd/annexd/store"
 )
 
@@ -49,9 +50,10 @@ type renameFacts struct {
 	// bornAfter: the file was born after rec's ctime, a new file in a
 	// reused inode (where the file system keeps birth times).
 	bornAfter bool
-	// written: the ledger saw a write to either path or to the inode
-	// since rec was hashed, or cannot rule one out.
-	written bool
+	// seen: the ledger saw a write to either path or to the inode since
+	// rec was hashed. unsure: it saw none but cannot rule one out, or a
+	// write may not have reached it yet.
+	seen, unsure bool
 	// linkBusy: another recorded name of the inode is in the pipeline,
 	// so its record may predate a change being checked.
 	linkBusy bool
@@ -79,10 +81,14 @@ func (v verdict) String() string { return verdictNames[v] }
 
 // decide says what the facts allow. A rename changes ctime, so a record is
 // taken for a file whose ctime changed only when nothing saw the file
-// written since the record was hashed; a file whose ctime is the record's
-// moved with its directory. Hard links share one ctime: a name takes
-// another's record only when that record's ctime is the inode's ctime now,
-// and a renamed file with other names is hashed.
+// written since the record was hashed, nor can rule it out; a file whose
+// ctime is the record's moved with its directory. A record flagged by an
+// audit (corrupt, unreadable) claims no key for the bytes, so a doubt
+// does not keep it from following its file: its finding moves along.
+// Hard links share one ctime: a name takes another's record only when
+// that record's ctime is the inode's ctime now, and a renamed file with
+// other names is hashed; a flagged record is never copied to another
+// name, which is hashed and held against it instead (judge).
 func decide(f renameFacts) verdict {
 	switch f.here {
 	case hereCurrent:
@@ -95,12 +101,13 @@ func decide(f renameFacts) verdict {
 	}
 	r := &f.rec
 	moved := r.CtimeNs == f.file.CtimeNs
-	if (!moved && f.written) || f.linkBusy {
+	flagged := r.State != store.StateOK
+	if (!moved && (f.seen || (f.unsure && !flagged))) || f.linkBusy {
 		return hashIt
 	}
 	switch f.oldNow {
 	case oldSame:
-		if r.CtimeNs != f.oldCtime {
+		if r.CtimeNs != f.oldCtime || flagged {
 			return hashIt // a write through any name may postdate the record
 		}
 		return takeLink
@@ -116,13 +123,31 @@ func decide(f renameFacts) verdict {
 	return takeRename
 }
 
-// fits reports whether the record found could be the file's: in state ok,
-// of the same size and mtime, not racily clean, and not older than the
-// file itself.
+// fits reports whether the record found could be the file's: of the same
+// size and mtime, not older than the file itself, and either in state ok
+// and not racily clean, or flagged with the key it keeps.
 func (f *renameFacts) fits() bool {
 	r := &f.rec
-	return f.found && r.State == store.StateOK && r.Size == f.file.Size && r.MtimeNs == f.file.MtimeNs &&
-		!f.racy && !f.bornAfter
+	if !f.found || r.Size != f.file.Size || r.MtimeNs != f.file.MtimeNs || f.bornAfter {
+		return false
+	}
+	switch r.State {
+	case store.StateOK:
+		return !f.racy
+	case store.StateCorrupt, store.StateUnreadable:
+		return r.HasDigest()
+	}
+	return false
+}
+
+// prior is the record found as the file's prior record, held against the
+// file once it is hashed (judge), or nil: one of its inode, not of a new
+// file in a reused inode.
+func (f *renameFacts) prior() *prior {
+	if !f.found || f.bornAfter {
+		return nil
+	}
+	return &prior{rec: f.rec, from: f.old, seen: f.seen}
 }
 
 // renamer gathers the facts of renames and hard links and acts on them.
@@ -141,23 +166,39 @@ type renamer struct {
 // adopt gives the file fi at path, which has no record, the record of the
 // file it was renamed from or of another name of its inode, when the facts
 // allow it. walked says a walk queued path and sweeps its directory. It
-// reports whether path now has its record.
-func (r *renamer) adopt(ctx context.Context, path string, fi fsstat.FileInfo, walked bool) bool {
+// reports whether path now has its record; when not, the record of its
+// inode found elsewhere, if any, is returned as its prior record.
+func (r *renamer) adopt(ctx context.Context, path string, fi fsstat.FileInfo, walked bool) (bool, *prior) {
+	var f renameFacts
 	for range 2 { // a conflict means the index moved on: look again, once
-		f, err := r.gather(path, fi)
+		var err error
+		f, err = r.gather(path, fi)
 		if err != nil {
 			r.log.Error("cannot read index", "path", path, "err", err)
-			return false
+			return false, nil
 		}
 		ok, err := r.act(ctx, decide(f), path, &f, walked)
 		if !errors.Is(err, store.ErrConflict) {
 			if err != nil {
 				r.log.Warn("cannot move record of renamed file", "from", f.old, "to", path, "err", err)
 			}
-			return ok
+			if ok {
+				return true, nil
+			}
+			return false, f.prior()
 		}
 	}
-	return false
+	return false, f.prior()
+}
+
+// priorOf is the prior record of the file fi at path, which has no
+// record: its inode's under another name, or nil.
+func (r *renamer) priorOf(path string, fi fsstat.FileInfo) *prior {
+	f, err := r.gather(path, fi)
+	if err != nil {
+		return nil
+	}
+	return f.prior()
 }
 
 // gather reads what decide needs: two or three reads of the index, three
@@ -173,11 +214,16 @@ func (r *renamer) gather(path string, fi fsstat.FileInfo) (renameFacts, error) {
 	}
 	f.racy = r.ticks.racy(&f.rec)
 	f.bornAfter = fsstat.BornAfter(path, fi.Ino, f.rec.CtimeNs)
-	// A write the ledger may not know of yet counts as seen: the file is
+	// A write the ledger may not know of yet is a doubt: the file is
 	// hashed rather than trusted.
-	f.written = f.written || r.unread.may(fi.CtimeNs)
+	f.unsure = r.unread.may(fi.CtimeNs)
 	for _, p := range [2]string{path, f.old} {
-		f.written = f.written || r.ledger.WrittenSince(p, fi.Dev, fi.Ino, f.rec.HashedAt)
+		switch r.ledger.Since(p, fi.Dev, fi.Ino, f.rec.HashedAt) {
+		case ledger.Written:
+			f.seen = true
+		case ledger.Unsure:
+			f.unsure = true
+		}
 	}
 	r.gatherOld(&f, path)
 	return f, nil
@@ -320,7 +366,7 @@ func linkInodes(rec *store.Record, fi *fsstat.FileInfo) []inode {
 // recheckGone is recheckLinks for a path that is gone, if the ledger saw it
 // written: the write reached its other names too.
 func (r *renamer) recheckGone(path string) {
-	if !r.ledger.WrittenSince(path, 0, 0, 0) {
+	if r.ledger.Since(path, 0, 0, 0) == ledger.NotWritten {
 		return
 	}
 	rec, ok, err := r.st.Get([]byte(path))

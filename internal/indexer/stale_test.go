@@ -22,8 +22,10 @@ func rewriteKeepMtime(t *testing.T, p string) {
 	must(t, os.Chtimes(p, st.ModTime(), st.ModTime()))
 }
 
-// Two hard links to one file, rewritten while the daemon was down: neither
-// name may take the other's record, whose ctime is older than the inode's.
+// Two hard links to one file, rewritten while the daemon was down (the
+// mtime set back): neither name may take the other's record, whose ctime
+// is older than the inode's, and nothing saw the write, so both keep the
+// old key, flagged, and are reported changed without a trace.
 func TestHardlinkRewrittenWhileDown(t *testing.T) {
 	root := t.TempDir()
 	f, l := filepath.Join(root, "a/f.txt"), filepath.Join(root, "b/l.txt")
@@ -34,8 +36,15 @@ func TestHardlinkRewrittenWhileDown(t *testing.T) {
 	e.settle(settleTimeout)
 	e.stop()
 	rewriteKeepMtime(t, f)
+	e.keep(f, "original content of the linked file")
+	e.keep(l, "original content of the linked file")
 	e.start(envOpts{noWatch: true})
 	e.settle(settleTimeout)
+	for _, p := range []string{f, l} {
+		if k := e.found.kinds()[p]; len(k) != 1 || k[0] != FoundUntraced {
+			t.Errorf("%s: found %v, want changed without a trace once", p, k)
+		}
+	}
 }
 
 // A hard link whose directory is moved right after the other name was

@@ -24,3 +24,8 @@ func newUnreadWrites(unread func() bool, start time.Time) unreadWrites {
 func (u unreadWrites) may(ctimeNs int64) bool {
 	return u.unread != nil && ctimeNs >= u.since && u.unread()
 }
+
+// recent reports whether a write at ctime ctimeNs may be one the ledger
+// was told of: only one after the watcher started can be. Older writes,
+// made while the daemon was down, reach no ledger.
+func (u unreadWrites) recent(ctimeNs int64) bool { return ctimeNs >= u.since }

@@ -1,78 +1,141 @@
 // Package ledger keeps one fact for the whole daemon: which files were
 // written, and when.
 //
+// # The answer
+//
+// [Ledger.Since] answers for one file, by its path and its inode, since a
+// time (a record's HashedAt):
+//
+//   - Written: the watcher saw a write to that path or that inode;
+//   - Unsure: it saw none, but a doubt covers the file (see below), so
+//     one may have gone unseen;
+//   - NotWritten: it saw none, and no doubt covers the file.
+//
 // # The rule
 //
-// A rewrite that sets the mtime back shows only in ctime, which a rename
-// changes too; so a record is taken over by a renamed or linked name only
-// when the ledger saw no write after the record was hashed. Ask
-// [Ledger.WrittenSince] with the record's HashedAt about every name the
-// file had and its inode.
+// Uncertainty is not an edit. Only Written witnesses a write, beside the
+// stat fields a write changes (size, mtime). So a consumer that finds
+// other bytes than its record's, with neither witness, keeps the record's
+// key and reports the change (internal/audit, internal/indexer). Unsure
+// only ever costs work: a renamed file is hashed instead of taking over
+// the record of its old name, since a rename moves ctime and so hides a
+// rewrite that set the mtime back; dedup leaves such a file alone.
 //
 // # Basics
 //
-// The watcher records into the ledger; the indexer, and any other part
-// that reuses a record, only reads it. Nothing is handed back and forth:
-// each entry holds the time of the latest write the watcher saw, taken
-// when it read the event. That is never before the real write, so a
-// record hashed before a write is always older than its entry. A record
-// hashed after the entry was made already holds the write.
+// The watcher records into the ledger; the indexer, the audit and dedup
+// only read it. Each entry holds the time of the latest write the
+// watcher saw, taken when it read the event. That is never before the
+// real write, so a record hashed before a write is always older than its
+// entry. A record hashed after the entry was made already holds the write.
 //
 // Entries are kept per path and per inode (dev, ino), so a file renamed
-// twice before anything looked at it is still known by its inode. Three
-// marks stand for what the ledger cannot name:
+// twice before anything looked at it is still known by its inode. A path
+// entry keeps the inode written there, so a write to the file a path held
+// before a rename replaced it is not taken for a write to the new one.
+// Doubts are as narrow as the facts allow:
 //
-//   - a watched directory renamed: every file under it counts as written
-//     from then, since a write that follows the rename may reach only the
-//     old name's watch; a file that merely moved with its directory keeps
-//     its ctime, which is how the consumer tells it apart;
+//   - a watched directory renamed: the files under its old name, for the
+//     hour, since a write that follows the rename may reach only the old
+//     name's watch;
 //   - a write of unknown inode (the file was gone before the watcher could
-//     stat it): every record hashed before it counts as written for ten
-//     minutes;
-//   - lost events (an inotify overflow): every record hashed before then
-//     counts as written for the hour.
+//     stat it, as with a temporary file renamed or deleted at once): the
+//     files in the same directory, for ten minutes;
+//   - lost events (an inotify overflow): the files under that root, for
+//     the hour.
+//
+// A write that follows a directory's rename may be reported under the
+// directory's old name, by the watches the watcher has not dropped yet.
+// So once the watcher has paired the move (DirMoved), a file under the new
+// name is also asked about under the old one, for writes seen up to a
+// minute after the move.
 //
 // # Limits
 //
 // Entries live for an hour. Each map holds at most 16,384 of them; when
 // one is full, the older half is dropped, and every record hashed before
-// the newest dropped entry then counts as written for the hour. So
-// pruning turns the answer to "written", never the other way; the cost
-// is a hash where a rename could have kept its key. With paths of 130
-// bytes, all three maps full take 6.5 MiB.
+// the newest dropped entry then is Unsure, under any path, for the hour.
+// So pruning turns an answer from Written to Unsure at worst, never to
+// NotWritten. With paths of 130 bytes, all maps full take about 10 MiB.
 //
-// What the ledger cannot know: writes while the daemon was down, and
-// writes in directories the watcher has no watch on.
+// What the ledger cannot know: writes while the daemon was down, writes
+// in directories the watcher has no watch on, and a write made in the
+// moment between a directory's rename and the watch of its new name
+// (inotify drops the old watch's events once it is removed).
 package ledger
 
 import (
+	"math"
 	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 )
 
+// Answer is what the ledger knows of the writes to one file since a time.
+type Answer uint8
+
+// The answers, from the weakest witness to the strongest.
+const (
+	// NotWritten: no write was seen, and no doubt covers the file.
+	NotWritten Answer = iota
+	// Unsure: no write was seen, but one may have gone unseen.
+	Unsure
+	// Written: a write to the file's path or inode was seen.
+	Written
+)
+
+var answerNames = [...]string{"not written", "unsure", "written"}
+
+func (a Answer) String() string {
+	if int(a) < len(answerNames) {
+		return answerNames[a]
+	}
+	return "Answer(?)"
+}
+
 const (
 	window        = int64(time.Hour)
 	unknownWindow = int64(10 * time.Minute)
 	maxEntries    = 1 << 14
+	// moveSlack bounds how long after a directory's move a write may still
+	// be reported under its old name: the events queued before the watcher
+	// dropped the old watches.
+	moveSlack = int64(time.Minute)
+	maxHops   = 4 // moves followed back from one path
 )
 
 type inode struct{ dev, ino uint64 }
+
+// move is a directory's move: its old name, and when the watcher paired it.
+type move struct {
+	from string
+	at   int64
+}
+
+// stamp is an entry: when it was last touched and, for a path, the inode
+// written there. The inode is zero when unknown, and when writes to more
+// than one inode were seen at the path.
+type stamp struct {
+	at int64
+	id inode
+}
 
 // Ledger records writes and answers whether a file was written since a
 // time. The zero value is not usable; call New. It is safe for concurrent
 // use.
 type Ledger struct {
-	mu        sync.Mutex
-	now       func() int64 // Unix nanoseconds
-	max       int          // entries per map
-	paths     map[string]int64
-	inodes    map[inode]int64
-	dirs      map[string]int64 // renamed directories
-	lostAt    int64            // events or entries were lost then
-	unknownAt int64            // a write of unknown inode was seen then
-	prunedAt  int64            // last pruning by age
+	mu       sync.Mutex
+	now      func() int64 // Unix nanoseconds
+	max      int          // entries per map
+	paths    map[string]stamp
+	inodes   map[inode]stamp
+	dirs     map[string]stamp // renamed directories: the files under them
+	unknown  map[string]stamp // writes of unknown inode: the files in that directory
+	lost     map[string]stamp // roots that lost events: the files under them
+	moves    map[string]move  // directories moved, by their new name
+	lostAt   int64            // entries were dropped then: every file
+	prunedAt int64            // last pruning by age
 }
 
 // New returns an empty Ledger on the wall clock, as records' HashedAt.
@@ -81,8 +144,9 @@ func New() *Ledger {
 }
 
 func newLedger(now func() int64, max int) *Ledger {
-	return &Ledger{now: now, max: max, paths: make(map[string]int64),
-		inodes: make(map[inode]int64), dirs: make(map[string]int64)}
+	return &Ledger{now: now, max: max, paths: make(map[string]stamp), inodes: make(map[inode]stamp),
+		dirs: make(map[string]stamp), unknown: make(map[string]stamp), lost: make(map[string]stamp),
+		moves: make(map[string]move)}
 }
 
 // Written records a write to the file at path with inode (dev, ino),
@@ -91,58 +155,128 @@ func (l *Ledger) Written(path string, dev, ino uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	t := l.tick()
-	put(l, l.paths, path, t)
+	id := inode{dev, ino}
 	if ino == 0 {
-		l.unknownAt = max(l.unknownAt, t)
+		id = inode{}
+	}
+	put(l, l.paths, path, stamp{t, id})
+	if ino == 0 {
+		put(l, l.unknown, filepath.Dir(path), stamp{at: t})
 		return
 	}
-	put(l, l.inodes, inode{dev, ino}, t)
+	put(l, l.inodes, id, stamp{at: t})
 }
 
 // DirRenamed records that the directory at path was renamed away now.
 func (l *Ledger) DirRenamed(path string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	put(l, l.dirs, path, l.tick())
+	put(l, l.dirs, path, stamp{at: l.tick()})
 }
 
-// Lost records that writes may have gone unseen now.
-func (l *Ledger) Lost() {
+// DirMoved records that the directory renamed away from from is at to
+// now. Writes seen under from, up to a minute after now, went to the
+// files under to.
+func (l *Ledger) DirMoved(from, to string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lostAt = max(l.lostAt, l.tick())
+	t := l.tick()
+	if _, ok := l.moves[to]; !ok && len(l.moves) >= l.max {
+		l.dropMoves(t)
+	}
+	l.moves[to] = move{from: from, at: t}
 }
 
-// WrittenSince reports whether a write at or after sinceNs (Unix
-// nanoseconds) to the file at path, or to inode (dev, ino) under any
-// name, may have happened. It answers true when the ledger saw one, when
-// a directory above path was renamed since, and when it cannot rule one
-// out. An ino of 0 skips the inode.
-func (l *Ledger) WrittenSince(path string, dev, ino uint64, sinceNs int64) bool {
+// dropMoves drops the expired moves and, if that is not enough, the older
+// half. A write reported under a dropped move's old name may then be
+// missed, so the newest dropped time becomes a doubt over every file.
+func (l *Ledger) dropMoves(now int64) {
+	times := make([]int64, 0, len(l.moves))
+	for k, m := range l.moves {
+		if now-m.at > window {
+			delete(l.moves, k)
+			continue
+		}
+		times = append(times, m.at)
+	}
+	if len(l.moves) < l.max {
+		return
+	}
+	slices.Sort(times)
+	cut := times[(len(times)-1)/2]
+	for k, m := range l.moves {
+		if m.at <= cut {
+			delete(l.moves, k)
+		}
+	}
+	l.lostAt = max(l.lostAt, cut+moveSlack)
+}
+
+// Lost records that writes under root may have gone unseen now.
+func (l *Ledger) Lost(root string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	put(l, l.lost, filepath.Clean(root), stamp{at: l.tick()})
+}
+
+// Since answers whether the file at path, or inode (dev, ino) under any
+// name, was written at or after sinceNs (Unix nanoseconds). An ino of 0
+// skips the inode. A write seen at path counts unless it was seen with
+// another inode than the one asked about: it went to another file then.
+// A path under a moved directory is also asked about under the
+// directory's old name.
+func (l *Ledger) Since(path string, dev, ino uint64, sinceNs int64) Answer {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	live := func(at, w int64) bool { return at != 0 && at >= sinceNs && now-at <= w }
-	if live(l.lostAt, window) || live(l.unknownAt, unknownWindow) {
-		return true
+	id := inode{dev, ino}
+	if s, ok := l.inodes[id]; ok && ino != 0 && s.at >= sinceNs && now-s.at <= window {
+		return Written
 	}
-	if at, ok := l.paths[path]; ok && live(at, window) {
-		return true
+	a := l.answer(path, id, sinceNs, now, math.MaxInt64, 0)
+	if a == NotWritten && l.lostAt != 0 && l.lostAt >= sinceNs && now-l.lostAt <= window {
+		a = Unsure
 	}
-	if at, ok := l.inodes[inode{dev, ino}]; ok && ino != 0 && live(at, window) {
-		return true
+	return a
+}
+
+// answer is Since by path: its entry, the doubts over it, and the same
+// under the old names of the moved directories above it, for entries made
+// up to until. hops counts the moves followed.
+func (l *Ledger) answer(path string, id inode, since, now, until int64, hops int) Answer {
+	live := func(s stamp, w int64) bool { return s.at != 0 && s.at >= since && s.at <= until && now-s.at <= w }
+	if s, ok := l.paths[path]; ok && live(s, window) && (id.ino == 0 || s.id == inode{} || s.id == id) {
+		return Written
 	}
-	if len(l.dirs) == 0 {
-		return false
+	a := NotWritten
+	if live(l.unknown[filepath.Dir(path)], unknownWindow) {
+		a = Unsure
+	}
+	if len(l.dirs) == 0 && len(l.lost) == 0 && len(l.moves) == 0 {
+		return a
 	}
 	for d := filepath.Dir(path); ; d = filepath.Dir(d) {
-		if at, ok := l.dirs[d]; ok && live(at, window) {
-			return true
+		if live(l.dirs[d], window) || live(l.lost[d], window) {
+			a = Unsure
+		}
+		if m, ok := l.moves[d]; ok && hops < maxHops && now-m.at <= window {
+			old := filepath.Join(m.from, path[len(d):])
+			a = max(a, l.answer(old, id, since, now, min(until, m.at+moveSlack), hops+1))
+			if a == Written {
+				return a
+			}
 		}
 		if d == "/" || d == "." {
-			return false
+			return a
 		}
 	}
+}
+
+// WrittenSince reports whether a write at or after sinceNs to the file at
+// path, or to inode (dev, ino), may have happened: Since is not
+// NotWritten. For consumers that only skip work on a doubt.
+func (l *Ledger) WrittenSince(path string, dev, ino uint64, sinceNs int64) bool {
+	return l.Since(path, dev, ino, sinceNs) != NotWritten
 }
 
 // tick returns the time now and drops expired entries every quarter
@@ -154,27 +288,39 @@ func (l *Ledger) tick() int64 {
 		expire(l.paths, now)
 		expire(l.inodes, now)
 		expire(l.dirs, now)
+		expire(l.unknown, now)
+		expire(l.lost, now)
+		for k, m := range l.moves {
+			if now-m.at > window {
+				delete(l.moves, k)
+			}
+		}
 	}
 	return now
 }
 
-// put records k at t, the later of t and the time k already has. A full
-// map first drops its expired entries, then its older half; the newest
-// dropped time becomes a loss.
-func put[K comparable](l *Ledger, m map[K]int64, k K, t int64) {
-	if _, ok := m[k]; !ok && len(m) >= l.max {
-		expire(m, t)
+// put records s at k: the later of the two times, and the inode when
+// both name the same one. A full map first drops its expired entries,
+// then its older half; the newest dropped time becomes a doubt over
+// every file.
+func put[K comparable](l *Ledger, m map[K]stamp, k K, s stamp) {
+	old, ok := m[k]
+	if !ok && len(m) >= l.max {
+		expire(m, s.at)
 		if len(m) >= l.max {
 			l.lostAt = max(l.lostAt, dropOlderHalf(m))
 		}
 	}
-	m[k] = max(m[k], t)
+	if ok && old.id != s.id {
+		s.id = inode{}
+	}
+	m[k] = stamp{max(old.at, s.at), s.id}
 }
 
 // expire drops the entries older than the window.
-func expire[K comparable](m map[K]int64, now int64) {
-	for k, at := range m {
-		if now-at > window {
+func expire[K comparable](m map[K]stamp, now int64) {
+	for k, s := range m {
+		if now-s.at > window {
 			delete(m, k)
 		}
 	}
@@ -182,15 +328,15 @@ func expire[K comparable](m map[K]int64, now int64) {
 
 // dropOlderHalf drops the older half of m, or more on ties, and returns
 // the newest time dropped.
-func dropOlderHalf[K comparable](m map[K]int64) int64 {
+func dropOlderHalf[K comparable](m map[K]stamp) int64 {
 	times := make([]int64, 0, len(m))
-	for _, at := range m {
-		times = append(times, at)
+	for _, s := range m {
+		times = append(times, s.at)
 	}
 	slices.Sort(times)
 	cut := times[(len(times)-1)/2]
-	for k, at := range m {
-		if at <= cut {
+	for k, s := range m {
+		if s.at <= cut {
 			delete(m, k)
 		}
 	}

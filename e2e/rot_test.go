@@ -1,0 +1,383 @@
+package e2e
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/annexd/annexd/internal/loopfs"
+)
+
+// Rot in a file nobody touched must never become its key, whatever else
+// happens around it. The files rot on an ext4 image, behind the file
+// system's back (loopfs.FlipByte): stat, ctime included, stays as it was.
+
+// rotImage is an ext4 image with the root home on it.
+func rotImage(t *testing.T) (*loopfs.FS, string) {
+	t.Helper()
+	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
+	return fs, fs.Path("home")
+}
+
+// rot flips a byte of each path in the image.
+func rot(t *testing.T, fs *loopfs.FS, paths ...string) {
+	t.Helper()
+	fs.Sync(t)
+	for _, p := range paths {
+		fs.FlipByte(t, p, 100)
+	}
+}
+
+// sumOf is the hex SHA-256 of the file at path now.
+func sumOf(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// wantKept fails unless lookup of path says corrupt with key: the recorded
+// key is kept, never the rotten digest's.
+func wantKept(t *testing.T, d *daemon, path, key string) {
+	t.Helper()
+	if l := lookupJSON(t, d, path); l["state"] != "corrupt" || l["key"] != key {
+		t.Errorf("lookup %s: %v; want corrupt with the key before the rot, %s", path, l, key)
+	}
+}
+
+// problemStates returns audit problems as path → state, and fails unless
+// audit status counts exactly as many.
+func problemStates(t *testing.T, d *daemon) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	ps := auditProblems(t, d)
+	for _, p := range ps {
+		out[p["path"].(string)] = p["state"].(string)
+	}
+	if st := auditStatus(t, d); st.Problems != int64(len(ps)) {
+		t.Errorf("audit status counts %d problems, audit problems lists %d: %v", st.Problems, len(ps), out)
+	}
+	return out
+}
+
+// wantProblems fails unless audit problems lists exactly want (path →
+// state), and audit status counts as many.
+func wantProblems(t *testing.T, d *daemon, want map[string]string) {
+	t.Helper()
+	got := problemStates(t, d)
+	if len(got) != len(want) {
+		t.Errorf("problems %v, want %v", got, want)
+		return
+	}
+	for p, s := range want {
+		if got[p] != s {
+			t.Errorf("problems %v, want %v", got, want)
+			return
+		}
+	}
+}
+
+func sh(t *testing.T, script string) {
+	t.Helper()
+	if out, err := exec.Command("sh", "-c", script).CombinedOutput(); err != nil {
+		t.Fatalf("sh -c %q: %v: %s", script, err, out)
+	}
+}
+
+// Writes elsewhere in the tree leave the ledger unsure about other files:
+// a write whose file was gone before the watcher could stat it, a sed -i
+// beside the rotten file, the rotten file's folder renamed away and back.
+// None of that is a write to the rotten files: the audit finds each
+// corrupt (exit 4) and keeps its key, and a file flagged before the
+// activity stays flagged.
+func TestRotUnderActivityElsewhere(t *testing.T) {
+	fs, root := rotImage(t)
+	beside, sibling := filepath.Join(root, "a", "beside.bin"), filepath.Join(root, "a", "sibling.txt")
+	moved := filepath.Join(root, "b", "sub", "moved.bin")
+	flagged := filepath.Join(root, "c", "flagged.bin")
+	for i, p := range []string{beside, moved, flagged} {
+		writeAged(t, p, uint64(300+i), 64<<10)
+	}
+	write(t, sibling, "one line\n")
+	if err := os.MkdirAll(filepath.Join(root, "other"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := startOn(t, dedupBase(t, auditConf), root)
+	keys := map[string]string{}
+	for _, p := range []string{beside, moved, flagged} {
+		keys[p] = lookupJSON(t, d, p)["key"].(string)
+	}
+	rot(t, fs, flagged)
+	if code, run := auditRun(t, d, "--full-speed", flagged); code != 4 || run.Counts["corrupt"] != 1 {
+		t.Fatalf("audit of the flagged file: exit %d, %+v\n%s", code, run, d.log)
+	}
+	rot(t, fs, beside, moved)
+
+	sh(t, "cd "+root+" && echo x > other/t && rm other/t && echo x > a/t && rm a/t && echo x > c/t && rm c/t")
+	sh(t, "sed -i s/one/two/ "+sibling)
+	sh(t, "cd "+root+" && mv b b2 && mv b2 b")
+	d.waitIdle()
+
+	code, run := auditRun(t, d, "--full-speed")
+	if code != 4 || run.Counts["corrupt"] != 3 {
+		t.Errorf("audit run: exit %d, %+v; want exit 4 with the three rotten files corrupt\n%s", code, run, d.log)
+	}
+	for p, k := range keys {
+		wantKept(t, d, p, k)
+	}
+	wantProblems(t, d, map[string]string{beside: "corrupt", moved: "corrupt", flagged: "corrupt"})
+	if l := lookupJSON(t, d, sibling); l["state"] != "current" || !strings.Contains(l["key"].(string), sumOf(t, sibling)) {
+		t.Errorf("the sed -i edit: %v", l)
+	}
+}
+
+// A chmod, a chown, an extended attribute or a new hard link moves only a
+// file's ctime. On a rotten file nobody wrote, the indexer hashes it again
+// on that ctime and must not record the rotten digest: the file keeps its
+// key and is listed as changed without a trace (untraced), as is the new
+// link's name. The audit's run then exits 6, and an accept takes the bytes.
+func TestRotMetadataChange(t *testing.T) {
+	fs, root := rotImage(t)
+	names := []string{"chmod.bin", "chown.bin", "xattr.bin", "linked.bin"}
+	var paths []string
+	for i, n := range names {
+		p := filepath.Join(root, n)
+		writeAged(t, p, uint64(320+i), 64<<10)
+		paths = append(paths, p)
+	}
+	link := filepath.Join(root, "link.bin")
+	d := startOn(t, dedupBase(t, auditConf), root)
+	keys := map[string]string{}
+	for _, p := range paths {
+		keys[p] = lookupJSON(t, d, p)["key"].(string)
+	}
+	rot(t, fs, paths...)
+	for _, err := range []error{
+		os.Chmod(paths[0], 0o600),
+		os.Chown(paths[1], 65534, 65534),
+		unix.Setxattr(paths[2], "user.annexd-test", []byte("x"), 0),
+		os.Link(paths[3], link),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.waitIdle()
+	for _, p := range paths {
+		wantKept(t, d, p, keys[p])
+	}
+	linkKey := strings.Replace(keys[paths[3]], "linked.bin", "link.bin", 1)
+	if l := lookupJSON(t, d, link); l["state"] == "current" {
+		t.Errorf("lookup of the new link: %v; the rotten bytes became its key (the inode's is %s)", l, linkKey)
+	}
+	want := map[string]string{link: "untraced"}
+	for _, p := range paths {
+		want[p] = "untraced"
+	}
+	wantProblems(t, d, want)
+
+	code, run := auditRun(t, d, "--full-speed")
+	if code != 6 || run.Counts["untraced"] != 5 || run.Counts["corrupt"] != 0 {
+		t.Errorf("audit run: exit %d, %+v; want exit 6, five untraced\n%s", code, run, d.log)
+	}
+	wantProblems(t, d, want)
+	if r := d.ctl("", "audit", "accept", paths[0]); r.code != 0 {
+		t.Fatalf("accept: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if l := lookupJSON(t, d, paths[0]); l["state"] != "current" || !strings.Contains(l["key"].(string), sumOf(t, paths[0])) {
+		t.Errorf("lookup once accepted: %v", l)
+	}
+	delete(want, paths[0])
+	wantProblems(t, d, want)
+}
+
+// A flagged file's finding follows it through renames of the file and of
+// its folder, made while the daemon runs and while it is stopped, and
+// survives clean and unclean restarts, listed under its path now, until
+// it is accepted.
+func TestRotFindingFollowsRenames(t *testing.T) {
+	fs, root := rotImage(t)
+	victim := filepath.Join(root, "d", "photo.jpg")
+	writeAged(t, victim, 340, 64<<10)
+	writeAged(t, filepath.Join(root, "d", "fine.jpg"), 341, 64<<10)
+	base := dedupBase(t, auditConf)
+	d := startOn(t, base, root)
+	key := lookupJSON(t, d, victim)["key"].(string)
+	rot(t, fs, victim)
+	if code, run := auditRun(t, d, "--full-speed"); code != 4 || run.Counts["corrupt"] != 1 {
+		t.Fatalf("audit run: exit %d, %+v\n%s", code, run, d.log)
+	}
+	at := victim
+	move := func(from, to string) {
+		t.Helper()
+		if err := os.Rename(from, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(what string) {
+		t.Helper()
+		d.waitIdle()
+		keyNow := strings.Replace(key, "photo.jpg", filepath.Base(at), 1)
+		if l := lookupJSON(t, d, at); l["state"] != "corrupt" || l["key"] != keyNow {
+			t.Errorf("%s: lookup %s: %v; want corrupt with %s\n%s", what, at, l, keyNow, d.log)
+		}
+		wantProblems(t, d, map[string]string{at: "corrupt"})
+	}
+
+	at = filepath.Join(root, "d", "renamed.jpg")
+	move(victim, at)
+	check("the file renamed while running")
+	move(filepath.Join(root, "d"), filepath.Join(root, "e"))
+	at = filepath.Join(root, "e", "renamed.jpg")
+	check("its folder renamed while running")
+
+	d.stop()
+	move(at, filepath.Join(root, "e", "again.jpg"))
+	at = filepath.Join(root, "e", "again.jpg")
+	d = startOn(t, base, root)
+	check("the file renamed while stopped")
+	d.stop()
+	move(filepath.Join(root, "e"), filepath.Join(root, "f"))
+	at = filepath.Join(root, "f", "again.jpg")
+	d = startOn(t, base, root)
+	check("its folder renamed while stopped")
+	for i := range 2 {
+		kill(t, d)
+		d = startOn(t, base, root)
+		check("unclean restart " + string(rune('1'+i)))
+	}
+	if code, run := auditRun(t, d, "--full-speed"); code != 4 || run.Counts["corrupt"] != 1 {
+		t.Errorf("audit run after the renames: exit %d, %+v\n%s", code, run, d.log)
+	}
+	wantProblems(t, d, map[string]string{at: "corrupt"})
+	if r := d.ctl("", "audit", "accept", at); r.code != 0 {
+		t.Fatalf("accept: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	wantProblems(t, d, map[string]string{})
+	if l := lookupJSON(t, d, at); l["state"] != "current" || !strings.Contains(l["key"].(string), sumOf(t, at)) {
+		t.Errorf("lookup once accepted: %v", l)
+	}
+}
+
+// kill ends d with SIGKILL: an unclean end.
+func kill(t *testing.T, d *daemon) {
+	t.Helper()
+	d.exited = true
+	if err := d.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-d.done
+}
+
+// A lost write (a same-size rewrite hashed from the page cache, whose
+// bytes never reached the disk before an unclean end) stays listed
+// through further unclean restarts, which hash the file again, and audit
+// status counts what audit problems lists.
+func TestLostWriteSurvivesUncleanRestarts(t *testing.T) {
+	fs, root := rotImage(t)
+	victim := filepath.Join(root, "doc.bin")
+	writeAged(t, victim, 350, 64<<10)
+	base := dedupBase(t, auditConf)
+	d := startOn(t, base, root)
+	old, err := os.ReadFile(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAged(t, victim, 351, 64<<10) // the rewrite the power cut will lose
+	d.waitIdle()
+	written := sumOf(t, victim)
+	if l := lookupJSON(t, d, victim); l["state"] != "current" || !strings.Contains(l["key"].(string), written) {
+		t.Fatalf("lookup of the rewrite: %v", l)
+	}
+	kill(t, d)
+	fs.WriteBehind(t, victim, old) // the disk kept the bytes before it
+	d = startOn(t, base, root)
+	for i := range 3 {
+		d.waitIdle()
+		wantProblems(t, d, map[string]string{victim: "lost_write"})
+		if l := lookupJSON(t, d, victim); l["state"] != "current" || strings.Contains(l["key"].(string), written) {
+			t.Errorf("restart %d: lookup %v; want the key of the bytes on disk", i, l)
+		}
+		if i < 2 {
+			kill(t, d)
+			d = startOn(t, base, root)
+		}
+	}
+	if r := d.ctl("", "audit", "accept", victim); r.code != 0 {
+		t.Fatalf("accept: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	wantProblems(t, d, map[string]string{})
+}
+
+// Rewrites that put the mtime back are edits when the daemon sees them:
+// rsync --inplace -t, and a truncate and rewrite of the same size with the
+// mtime restored, made while it runs, give the files their new keys. The
+// same rewrite made while the daemon was down left no trace: the file
+// keeps its key, listed as untraced (audit run exits 6), until the user
+// accepts the new bytes.
+func TestRewriteKeepingMtime(t *testing.T) {
+	base := dedupBase(t, auditConf)
+	root := filepath.Join(base, "root")
+	rsynced, truncated, down := filepath.Join(root, "rsynced.bin"), filepath.Join(root, "truncated.bin"), filepath.Join(root, "down.bin")
+	for i, p := range []string{rsynced, truncated, down} {
+		writeAged(t, p, uint64(360+i), 32<<10)
+	}
+	d := startOn(t, base, root)
+	mtimeOf := func(p string) time.Time {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.ModTime()
+	}
+	// rsync's source: other bytes of the same size, with the same mtime.
+	src := filepath.Join(base, "src.bin")
+	writeRandom(t, src, 370, 32<<10)
+	if err := os.Chtimes(src, mtimeOf(rsynced), mtimeOf(rsynced)); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, "rsync --inplace -t -I "+src+" "+rsynced)
+	m := mtimeOf(truncated)
+	sh(t, "truncate -s 0 "+truncated+" && head -c 32768 /dev/urandom > "+truncated)
+	if err := os.Chtimes(truncated, m, m); err != nil {
+		t.Fatal(err)
+	}
+	d.waitIdle()
+	for _, p := range []string{rsynced, truncated} {
+		if l := lookupJSON(t, d, p); l["state"] != "current" || !strings.Contains(l["key"].(string), sumOf(t, p)) {
+			t.Errorf("lookup %s after a rewrite seen: %v; want current with the new key", p, l)
+		}
+	}
+	wantProblems(t, d, map[string]string{})
+
+	key := lookupJSON(t, d, down)["key"].(string)
+	d.stop()
+	m = mtimeOf(down)
+	writeRandom(t, down, 371, 32<<10)
+	if err := os.Chtimes(down, m, m); err != nil {
+		t.Fatal(err)
+	}
+	d = startOn(t, base, root)
+	wantKept(t, d, down, key)
+	wantProblems(t, d, map[string]string{down: "untraced"})
+	if code, run := auditRun(t, d, "--full-speed"); code != 6 || run.Counts["untraced"] != 1 {
+		t.Errorf("audit run: exit %d, %+v; want exit 6, one untraced", code, run)
+	}
+	if r := d.ctl("", "audit", "accept", down); r.code != 0 {
+		t.Fatalf("accept: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if l := lookupJSON(t, d, down); l["state"] != "current" || !strings.Contains(l["key"].(string), sumOf(t, down)) {
+		t.Errorf("lookup once accepted: %v", l)
+	}
+	wantProblems(t, d, map[string]string{})
+}
