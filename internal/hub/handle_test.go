@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -157,3 +158,27 @@ func TestViewUpgradeFromDigestOnly(t *testing.T) {
 }
 
 func clone(b []byte) []byte { return append([]byte(nil), b...) }
+
+// TestWarningsAreSpaced: a host sending garbage as fast as it can gets
+// one warning a minute for each reason, which counts what came since the
+// last; every batch and request is still counted.
+func TestWarningsAreSpaced(t *testing.T) {
+	clk := &clock{t: time.Unix(1_800_000_000, 0)}
+	h, err := New(Config{Dir: t.TempDir(), Now: clk.now, Hosts: []Host{{Name: "a", Password: "$2a$04$abcdefghijklmnopqrstuuJk9n1zlK5l2ckfyMkVdX3l7C1r2Ppui"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for range 3 {
+		got = append(got, h.countDrop("a", DropUndecodable))
+	}
+	got = append(got, h.countRefusal("a", RefuseReplyElsewhere), h.countDrop("a", DropNoID))
+	clk.add(time.Minute)
+	got = append(got, h.countDrop("a", DropUndecodable), h.countDrop("a", DropUndecodable))
+	if want := []int64{1, 0, 0, 1, 1, 3, 0}; !slices.Equal(got, want) {
+		t.Fatalf("warnings due: %v, want %v", got, want)
+	}
+	if n := h.Stats().Dropped[Refusal{Host: "a", Reason: DropUndecodable}]; n != 5 {
+		t.Fatalf("%d batches counted, want 5", n)
+	}
+}

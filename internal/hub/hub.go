@@ -42,6 +42,8 @@ type Hub struct {
 	srv   *server.Server
 	view  *view
 	stats Stats
+	// warned spaces the warnings of what stats counts.
+	warned map[counted]warning
 }
 
 // New checks cfg and returns a hub ready to Run.
@@ -50,7 +52,7 @@ func New(cfg Config) (*Hub, error) {
 		return nil, err
 	}
 	return &Hub{cfg: cfg, known: cfg.known(), internalPass: randomSecret(), selfPass: randomSecret(), ready: make(chan struct{}),
-		stats: Stats{Dropped: map[Refusal]int64{}, Refused: map[Refusal]int64{}}}, nil
+		stats: Stats{Dropped: map[Refusal]int64{}, Refused: map[Refusal]int64{}}, warned: map[counted]warning{}}, nil
 }
 
 // Ready is closed once the hub accepts connections.
@@ -326,8 +328,11 @@ func (h *Hub) consume(ctx context.Context, nc *nats.Conn, cons jetstream.Consume
 func (h *Hub) handle(nc *nats.Conn, v *view, m jetstream.Msg) {
 	name := strings.TrimPrefix(m.Subject(), hubwire.ChangesPrefix)
 	drop := func(reason string, err error) {
-		h.count(h.stats.Dropped, name, reason)
-		h.cfg.Logger.Warn("hub: batch dropped", "host", name, "why", reason, "err", err)
+		if n := h.countDrop(name, reason); n > 0 {
+			h.cfg.Logger.Warn("hub: batch dropped", "host", name, "why", reason, "err", err, "dropped", n)
+		} else {
+			h.cfg.Logger.Debug("hub: batch dropped", "host", name, "why", reason, "err", err)
+		}
 		_ = m.Term()
 	}
 	if !v.known[name] {
@@ -443,8 +448,11 @@ func (h *Hub) asked(v *view, name string, m *nats.Msg) bool {
 	default:
 		return true
 	}
-	h.count(h.stats.Refused, name, why)
-	h.cfg.Logger.Debug("hub: request refused", "subject", m.Subject, "reply", m.Reply, "why", why)
+	if n := h.countRefusal(name, why); n > 0 {
+		h.cfg.Logger.Warn("hub: request refused", "subject", m.Subject, "reply", m.Reply, "why", why, "refused", n)
+	} else {
+		h.cfg.Logger.Debug("hub: request refused", "subject", m.Subject, "reply", m.Reply, "why", why)
+	}
 	return false
 }
 

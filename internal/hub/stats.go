@@ -1,6 +1,9 @@
 package hub
 
-import "maps"
+import (
+	"maps"
+	"time"
+)
 
 // Stats counts what the hub dropped and refused since it started.
 type Stats struct {
@@ -38,14 +41,49 @@ const (
 	RefuseReplyElsewhere = "reply_elsewhere"
 )
 
-// count adds one to m for host name and reason why.
-func (h *Hub) count(m map[Refusal]int64, name, why string) {
+// warnEvery spaces the warnings of one host and reason: a host that
+// sends garbage as fast as it can does not flood the log.
+const warnEvery = time.Minute
+
+// counted is what a count is of: a batch dropped or a request refused.
+type counted struct {
+	refused bool
+	Refusal
+}
+
+// warning is when a count was last warned of, and its value then.
+type warning struct {
+	at time.Time
+	n  int64
+}
+
+// countDrop counts a batch of host name dropped for reason why. It
+// returns how many were dropped since the last warning of that host and
+// reason when one is due now, else 0.
+func (h *Hub) countDrop(name, why string) int64 { return h.count(false, name, why) }
+
+// countRefusal counts a request refused, as countDrop counts batches.
+func (h *Hub) countRefusal(name, why string) int64 { return h.count(true, name, why) }
+
+func (h *Hub) count(refused bool, name, why string) int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.known[name] {
 		name = ""
 	}
-	m[Refusal{Host: name, Reason: why}]++
+	m := h.stats.Dropped
+	if refused {
+		m = h.stats.Refused
+	}
+	r := Refusal{Host: name, Reason: why}
+	m[r]++
+	k, now := counted{refused, r}, h.cfg.Now()
+	last, ok := h.warned[k]
+	if ok && now.Sub(last.at) < warnEvery {
+		return 0
+	}
+	h.warned[k] = warning{at: now, n: m[r]}
+	return m[r] - last.n
 }
 
 // Stats returns a copy of the counts, for metrics.
