@@ -17,7 +17,7 @@ import (
 // with ErrHubUnreachable when the hub does not answer.
 type Hubber interface {
 	// HubWhereis lists the hosts holding q's content, fresh ones first.
-	HubWhereis(ctx context.Context, q WhereisQuery) (HubContent, error)
+	HubWhereis(ctx context.Context, q HubWhereisQuery) (HubContent, error)
 	// HubDups returns a page of content held by two hosts or more,
 	// largest first.
 	HubDups(ctx context.Context, q HubDupsQuery) (HubPage, error)
@@ -47,6 +47,15 @@ type HubDupsQuery struct {
 	MinSize int64  // only content of at least this many bytes
 	After   []byte // resume after this cursor (HubPage.Next); nil from the start
 	Limit   int    // at most this many items; 0 means the hub's page size
+}
+
+// HubWhereisQuery asks which hosts hold one content.
+type HubWhereisQuery struct {
+	WhereisQuery
+	// Size is the content's size, from its key or file: the same digest
+	// claimed with another size is other content. -1: not known; the hub
+	// answers for the size this host holds, else the one most hosts hold.
+	Size int64
 }
 
 // HubCopiesQuery selects content held by too few hosts.

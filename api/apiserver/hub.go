@@ -60,7 +60,7 @@ func (s *Server) handleHubWhereis(w http.ResponseWriter, r *http.Request) {
 		s.hubError(w, r, err)
 		return
 	}
-	c, err := h.HubWhereis(r.Context(), q)
+	c, err := h.HubWhereis(r.Context(), api.HubWhereisQuery{WhereisQuery: q, Size: size})
 	if err != nil {
 		s.hubError(w, r, err)
 		return

@@ -22,7 +22,7 @@ type hubIndex struct {
 	pageSize int
 	failAt   int // a page starting here fails as an unreachable hub; 0: none
 	copiesQ  []api.HubCopiesQuery
-	whereisQ []api.WhereisQuery
+	whereisQ []api.HubWhereisQuery
 }
 
 func newHubIndex(t *testing.T, root string, n int) *hubIndex {
@@ -57,7 +57,7 @@ func (x *hubIndex) page(after []byte, limit int) (api.HubPage, error) {
 	return p, nil
 }
 
-func (x *hubIndex) HubWhereis(ctx context.Context, q api.WhereisQuery) (api.HubContent, error) {
+func (x *hubIndex) HubWhereis(ctx context.Context, q api.HubWhereisQuery) (api.HubContent, error) {
 	x.whereisQ = append(x.whereisQ, q)
 	return x.items[0], nil
 }
@@ -182,8 +182,8 @@ func TestHubWhereisAndHosts(t *testing.T) {
 		t.Fatalf("whereis: %+v %v", c, err)
 	}
 	d, _ := k.Digest()
-	if q := idx.whereisQ[0]; q.Backend != key.SHA256E || !bytes.Equal(q.Digest, d) {
-		t.Errorf("the index was asked %+v, want the key's digest", q)
+	if q := idx.whereisQ[0]; q.Backend != key.SHA256E || !bytes.Equal(q.Digest, d) || q.Size != 9 {
+		t.Errorf("the index was asked %+v, want the key's digest and size", q)
 	}
 	hosts, err := ts.client.HubHosts(ctx)
 	if err != nil || len(hosts) != 1 || hosts[0].Name != "nas" || hosts[0].Records != 7 {

@@ -12,11 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/annexd/annexd/api"
 	"github.com/annexd/annexd/internal/config"
+	"github.com/annexd/annexd/internal/hubwire"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )
@@ -134,6 +137,7 @@ func TestHubInDaemon(t *testing.T) {
 			t.Errorf("metrics lack %q: %v", want, err)
 		}
 	}
+	refusedInMetrics(t, c, st.Hub.Listen)
 	if err := end(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -162,4 +166,39 @@ func TestHubInDaemon(t *testing.T) {
 func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// refusedInMetrics sends the hub at url, as the laptop, a batch it
+// cannot decode and a state request answered elsewhere, and waits for
+// the metrics to count both.
+func refusedInMetrics(t *testing.T, c *api.Client, url string) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.UserInfo("laptop", "laptop password"), nats.CustomInboxPrefix(hubwire.InboxPrefix+"laptop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	garbage := &nats.Msg{Subject: hubwire.ChangesPrefix + "laptop", Data: []byte("not a batch")}
+	if _, err := js.PublishMsg(ctx, garbage, jetstream.WithMsgID("garbage")); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.PublishMsg(&nats.Msg{Subject: hubwire.StatePrefix + "laptop", Reply: hubwire.AckPrefix + "nas"}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`annexd_hub_batches_dropped_total{host="laptop",reason="undecodable"} 1`,
+		`annexd_hub_requests_refused_total{host="laptop",reason="reply_elsewhere"} 1`}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		m, err := c.Metrics(context.Background())
+		if err == nil && bytes.Contains(m, []byte(want[0])) && bytes.Contains(m, []byte(want[1])) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics lack %q: %v", want, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -20,11 +20,15 @@ var (
 		"Unix time the hub last heard from the host.", []string{"host"}, nil)
 	descHostStale = prometheus.NewDesc("annexd_hub_host_stale",
 		"1 when the host has not been heard from for longer than [hub] stale_after: its copies are not counted.", []string{"host"}, nil)
+	descHubDropped = prometheus.NewDesc("annexd_hub_batches_dropped_total",
+		"Batches the hub dropped unapplied, by host (empty: not configured) and reason.", []string{"host", "reason"}, nil)
+	descHubRefused = prometheus.NewDesc("annexd_hub_requests_refused_total",
+		"State requests and queries the hub did not answer, by host (empty: not configured) and reason.", []string{"host", "reason"}, nil)
 )
 
 func (c hubCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHubConnected, descHubSeq, descHubPublished, descHubAcked, descHubLag,
-		descHubResends, descHostRecords, descHostSeen, descHostStale} {
+		descHubResends, descHostRecords, descHostSeen, descHostStale, descHubDropped, descHubRefused} {
 		ch <- d
 	}
 }
@@ -58,6 +62,13 @@ func (c hubCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descHostSeen, float64(h.LastSeen.UnixNano())/1e9, h.Name)
 		}
 		gauge(descHostStale, boolValue(h.Stale), h.Name)
+	}
+	st := l.hub.Stats()
+	for r, n := range st.Dropped {
+		ch <- prometheus.MustNewConstMetric(descHubDropped, prometheus.CounterValue, float64(n), r.Host, r.Reason)
+	}
+	for r, n := range st.Refused {
+		ch <- prometheus.MustNewConstMetric(descHubRefused, prometheus.CounterValue, float64(n), r.Host, r.Reason)
 	}
 }
 

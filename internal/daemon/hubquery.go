@@ -35,7 +35,7 @@ func (l *link) client() (*hub.Client, error) {
 		}
 		return nil, fmt.Errorf("%w: %s: %s", api.ErrHubUnreachable, l.where(), msg)
 	}
-	return hub.NewClient(nc), nil
+	return hub.NewClient(nc, l.pcfg.Name), nil
 }
 
 // ask runs one query with the hub's errors mapped to the API's.
@@ -59,10 +59,10 @@ func (l *link) ask(ctx context.Context, fn func(ctx context.Context, c *hub.Clie
 }
 
 // HubWhereis implements api.Hubber.
-func (x *adapter) HubWhereis(ctx context.Context, q api.WhereisQuery) (api.HubContent, error) {
+func (x *adapter) HubWhereis(ctx context.Context, q api.HubWhereisQuery) (api.HubContent, error) {
 	var out api.HubContent
 	err := x.a.link.ask(ctx, func(ctx context.Context, c *hub.Client) error {
-		hc, err := c.Whereis(ctx, q.Backend.Base().String(), hex.EncodeToString(q.Digest))
+		hc, err := c.Whereis(ctx, q.Backend.Base().String(), hex.EncodeToString(q.Digest), q.Size)
 		if err == nil {
 			out, err = hubContent(hc)
 		}

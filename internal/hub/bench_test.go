@@ -444,13 +444,13 @@ func BenchmarkHubScale(b *testing.B) {
 
 // whereisLatency asks the hub about 2,000 digests of h's records cs.
 func whereisLatency(b *testing.B, h *benchHost, cs []store.Change) (p50, p99 time.Duration) {
-	cl := hub.NewClient(h.pub.Conn())
+	cl := hub.NewClient(h.pub.Conn(), h.name)
 	rng := rand.New(rand.NewPCG(9, 9))
 	var lat []time.Duration
 	for range 2000 {
 		d := cs[rng.IntN(len(cs))].Record.Digest
 		t0 := time.Now()
-		got, err := cl.Whereis(context.Background(), "SHA256", hex.EncodeToString(d))
+		got, err := cl.Whereis(context.Background(), "SHA256", hex.EncodeToString(d), -1)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -16,18 +16,21 @@ var ErrUnreachable = errors.New("hub: not reachable")
 
 // Client asks the hub's queries over a host's NATS connection.
 type Client struct {
-	nc *nats.Conn
+	nc   *nats.Conn
+	name string
 }
 
 // NewClient returns a client using nc, which a host's publisher may share.
-func NewClient(nc *nats.Conn) *Client { return &Client{nc: nc} }
+// Name is the host's name at the hub, the user nc's credentials name: the
+// hub answers a host's queries only on that host's own subjects.
+func NewClient(nc *nats.Conn, name string) *Client { return &Client{nc: nc, name: name} }
 
 func (c *Client) ask(ctx context.Context, query string, req, rep any) error {
 	data, err := json.Marshal(req)
 	if err != nil {
 		return err
 	}
-	m, err := c.nc.RequestWithContext(ctx, hubwire.QueryPrefix+query, data)
+	m, err := c.nc.RequestWithContext(ctx, hubwire.QuerySubject(c.name, query), data)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrUnreachable, query, err)
 	}
@@ -44,10 +47,16 @@ func replyErr(msg string) error {
 	return fmt.Errorf("%w: %s", ErrQuery, msg)
 }
 
-// Whereis asks which hosts hold a digest (base backend name, hex digest).
-func (c *Client) Whereis(ctx context.Context, backend, digest string) (hubwire.Content, error) {
+// Whereis asks which hosts hold a content: a base backend name, a hex
+// digest and a size. A size < 0 leaves it to the hub: the size this host
+// holds, else the one most hosts hold.
+func (c *Client) Whereis(ctx context.Context, backend, digest string, size int64) (hubwire.Content, error) {
+	req := hubwire.WhereisRequest{Backend: backend, Digest: digest}
+	if size >= 0 {
+		req.Size = &size
+	}
 	var r hubwire.WhereisReply
-	if err := c.ask(ctx, hubwire.QueryWhereis, hubwire.WhereisRequest{Backend: backend, Digest: digest}, &r); err != nil {
+	if err := c.ask(ctx, hubwire.QueryWhereis, req, &r); err != nil {
 		return r.Content, err
 	}
 	return r.Content, replyErr(r.Error)

@@ -59,7 +59,7 @@ func hubState(t *testing.T, h *benchHost) hubwire.State {
 	deadline := time.Now().Add(waitFor)
 	for {
 		if nc := h.pub.Conn(); nc != nil && nc.IsConnected() {
-			hosts, err := hub.NewClient(nc).Hosts(context.Background())
+			hosts, err := hub.NewClient(nc, h.name).Hosts(context.Background())
 			if err == nil {
 				for _, st := range hosts {
 					if st.Name == h.name {
@@ -92,19 +92,19 @@ func matchStore(t *testing.T, h *benchHost, old []store.Change) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	cl := hub.NewClient(h.pub.Conn())
+	cl := hub.NewClient(h.pub.Conn(), h.name)
 	for _, c := range old {
 		d := hex.EncodeToString(c.Record.Digest)
 		if _, ok := want[d]; ok {
 			continue
 		}
-		if got, err := cl.Whereis(context.Background(), "SHA256", d); err != nil || len(got.Holders) != 0 {
+		if got, err := cl.Whereis(context.Background(), "SHA256", d, -1); err != nil || len(got.Holders) != 0 {
 			t.Fatalf("whereis of replaced content %s: %+v %v, want nobody", d, got.Holders, err)
 		}
 	}
 	for d, paths := range want {
 		sort.Strings(paths)
-		got, err := cl.Whereis(context.Background(), "SHA256", d)
+		got, err := cl.Whereis(context.Background(), "SHA256", d, -1)
 		if err != nil {
 			t.Fatal(err)
 		}

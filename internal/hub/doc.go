@@ -24,12 +24,15 @@
 //
 // # The view
 //
-// Buckets: hosts (name → state), files (host number ‖ path → digest,
-// size, resend tag), bydigest (backend ‖ digest ‖ host number ‖ path),
-// digests (backend ‖ digest → size, paths, hosts) and xdups (digests on
+// Records are grouped by content: base backend ‖ digest ‖ size, what a
+// git-annex key names. Buckets: hosts (name → state), files (host number
+// ‖ path → digest, size, resend tag), bydigest (content ‖ host number ‖
+// path), digests (content → size, paths, hosts) and xdups (content on
 // two hosts or more, largest first). Whereis is one prefix scan of
 // bydigest; dups walks xdups; copies walks one host's paths, or every
-// digest, and counts the fresh holders of each.
+// content, and counts the fresh holders of each. The meta bucket keeps
+// the layout's version; an older view's content index is rebuilt from
+// its files at open.
 //
 // A bbolt file rather than a JetStream key-value bucket: whereis needs
 // the digest index, which a KV bucket cannot keep atomically with the
@@ -38,14 +41,42 @@
 //
 // # Trust
 //
-// A hub without host credentials refuses to start. Each host has its own
-// user (a bcrypt password hash or an nkey) whose permissions allow its own
-// subject, its state requests and queries, and its own reply inbox; the
-// name in the subject, not anything a batch says, decides whose records a
-// batch changes. A listener on a non-loopback address needs TLS unless
-// plaintext is allowed explicitly. The hub machine's own annexd and the
-// hub's consumer connect in process with credentials made at start,
-// which the network listener refuses.
+// One host's credentials reach its own records and nothing else.
+//
+//   - Each host has its own user: a bcrypt password hash or an nkey. It
+//     may publish only on its own subjects (changes, state requests,
+//     queries) and read only its own inbox and acks.
+//   - The subject names the sender. The hub answers a request only into
+//     the inbox of the host its subject names. A reply subject anywhere
+//     else is refused and counted. So is a request without one: that is
+//     how JetStream's replies arrive when a host aims them elsewhere.
+//     Only an answered request says a host is alive.
+//   - The hub's own connection may publish only into the known hosts'
+//     inboxes and acks, and call only the JetStream API its stream
+//     needs. Not even a bug can write into a host's subjects.
+//   - A host keys its message ids with a secret of its own. The stream's
+//     duplicate window spans every subject; no host can send first under
+//     another's ids and have its batches dropped as duplicates.
+//   - A state or ack names the host it is for. A host takes no other.
+//   - Only the hosts of the configuration exist: Config.Hosts, Self and
+//     the cluster's nodes. Messages for any other name are dropped. A
+//     host removed from the configuration leaves the view, records and
+//     all, at the next start.
+//   - A batch is decoded within bounds before anything is allocated
+//     (hubwire). One that does not decode or apply is dropped, logged
+//     and counted (Stats); the host resends what the view lacks. It
+//     never holds up other hosts' batches.
+//   - Content is a digest and a size. Another host's claim of a digest
+//     with another size is other content: it hides nothing.
+//
+// What a host says of its own files is believed. A host whose
+// credentials are stolen can claim copies it does not have, and copies
+// counts them: remove it from the configuration.
+//
+// A hub without host credentials refuses to start. A listener on a
+// non-loopback address needs TLS unless plaintext is allowed explicitly.
+// The hub machine's own annexd and the hub's consumer connect in process
+// with credentials made at start, which the network listener refuses.
 //
 // A host not heard from (no batch, no state request) for Config.StaleAfter
 // is stale: queries mark its copies so, and copies does not count them.

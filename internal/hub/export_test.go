@@ -2,6 +2,7 @@ package hub
 
 import (
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/annexd/annexd/internal/hubwire"
 )
@@ -12,7 +13,7 @@ func (h *Hub) Whereis(backend, digest string) (hubwire.Content, error) {
 	h.mu.Lock()
 	v := h.view
 	h.mu.Unlock()
-	return v.whereis(hubwire.WhereisRequest{Backend: backend, Digest: digest})
+	return v.whereis("", hubwire.WhereisRequest{Backend: backend, Digest: digest})
 }
 
 // StreamLeader reports whether this node leads the stream's replicas.
@@ -21,4 +22,13 @@ func (h *Hub) StreamLeader() bool {
 	srv := h.srv
 	h.mu.Unlock()
 	return srv != nil && srv.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, hubwire.Stream)
+}
+
+// InternalOptions are the options of the hub's own connection, for tests
+// of what its permissions allow. Valid once Ready.
+func (h *Hub) InternalOptions() []nats.Option {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return []nats.Option{nats.InProcessServer(h.srv), nats.UserInfo(internalUser, h.internalPass),
+		nats.CustomInboxPrefix(internalInbox)}
 }

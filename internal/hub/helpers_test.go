@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,6 +44,7 @@ type cluster struct {
 	hosts  map[string]*host
 	creds  map[string][]nats.Option
 	digest map[string]bool // every digest any tree held, for exact comparisons
+	logs   *syncBuffer     // the hub's log, shown when the test fails
 }
 
 // host is one machine: its tree, its index and its publisher.
@@ -68,7 +70,8 @@ func newCluster(t *testing.T) *cluster { return newClusterTLS(t, nil) }
 // is not nil.
 func newClusterTLS(t *testing.T, cert *tls.Config) *cluster {
 	t.Helper()
-	c := &cluster{t: t, dir: t.TempDir(), hosts: map[string]*host{}, creds: map[string][]nats.Option{}, digest: map[string]bool{}}
+	c := &cluster{t: t, dir: t.TempDir(), hosts: map[string]*host{}, creds: map[string][]nats.Option{}, digest: map[string]bool{},
+		logs: &syncBuffer{}}
 	kp, err := nkeys.CreateUser()
 	if err != nil {
 		t.Fatal(err)
@@ -82,11 +85,17 @@ func newClusterTLS(t *testing.T, cert *tls.Config) *cluster {
 	c.creds["desktop"] = []nats.Option{nats.UserInfo("desktop", "desktop-secret")}
 	c.cfg = hub.Config{
 		Listen: "127.0.0.1:0", Dir: filepath.Join(c.dir, "hub"), Self: "nas",
-		Hosts: []hub.Host{{Name: "laptop", Nkey: pub}, {Name: "desktop", Password: string(hash)}},
-		TLS:   cert,
+		Hosts:  []hub.Host{{Name: "laptop", Nkey: pub}, {Name: "desktop", Password: string(hash)}},
+		TLS:    cert,
+		Logger: slog.New(slog.NewTextHandler(c.logs, nil)),
 	}
 	c.startHub()
-	t.Cleanup(c.close)
+	t.Cleanup(func() {
+		c.close()
+		if t.Failed() {
+			t.Logf("the hub's log:\n%s", c.logs.tail(100))
+		}
+	})
 	return c
 }
 
@@ -267,18 +276,28 @@ func (h *host) index(t *testing.T, c *cluster) {
 // caughtUp waits until the hub's view has applied every change of h.
 func (h *host) caughtUp(t *testing.T) publish.Status {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
+	return h.caughtUpWithin(t, waitFor, false)
+}
+
+// caughtUpWithin is caughtUp that fails after d, or at once when strict
+// and h sees more acknowledged than its index holds.
+func (h *host) caughtUpWithin(t *testing.T, d time.Duration, strict bool) publish.Status {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		local, err := h.st.ChangeLog()
 		if err != nil {
 			t.Fatal(err)
 		}
 		s := h.pub.Status()
+		if strict && s.IndexID == local.IndexID.String() && s.Acked > local.Seq {
+			t.Fatalf("%s: acknowledged %d of %d changes", h.name, s.Acked, local.Seq)
+		}
 		if s.IndexID == local.IndexID.String() && s.Acked == local.Seq && !s.Resending {
 			return s
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: the hub did not catch up in %s: local %+v, status %+v", h.name, waitFor, local, s)
+			t.Fatalf("%s: the hub did not catch up in %s: local %+v, status %+v", h.name, d, local, s)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -294,7 +313,7 @@ func (c *cluster) client(t *testing.T, name string) *hub.Client {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return hub.NewClient(h.pub.Conn())
+	return hub.NewClient(h.pub.Conn(), h.name)
 }
 
 // hostStates asks through host asker for every host's state, retrying
@@ -351,7 +370,7 @@ func (c *cluster) matchTrees(t *testing.T, asker string) {
 		for _, ps := range want[d] {
 			sort.Strings(ps)
 		}
-		got, err := cl.Whereis(context.Background(), "SHA256", d)
+		got, err := cl.Whereis(context.Background(), "SHA256", d, -1)
 		if err != nil {
 			t.Fatalf("whereis %s: %v", d, err)
 		}

@@ -33,6 +33,7 @@ const seenFlush = 30 * time.Second
 // Hub runs the embedded NATS server and keeps the view.
 type Hub struct {
 	cfg          Config
+	known        map[string]bool // the hosts the configuration lists
 	internalPass string
 	selfPass     string
 
@@ -40,6 +41,9 @@ type Hub struct {
 	mu    sync.Mutex
 	srv   *server.Server
 	view  *view
+	stats Stats
+	// warned spaces the warnings of what stats counts.
+	warned map[counted]warning
 }
 
 // New checks cfg and returns a hub ready to Run.
@@ -47,7 +51,8 @@ func New(cfg Config) (*Hub, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	return &Hub{cfg: cfg, internalPass: randomSecret(), selfPass: randomSecret(), ready: make(chan struct{})}, nil
+	return &Hub{cfg: cfg, known: cfg.known(), internalPass: randomSecret(), selfPass: randomSecret(), ready: make(chan struct{}),
+		stats: Stats{Dropped: map[Refusal]int64{}, Refused: map[Refusal]int64{}}, warned: map[counted]warning{}}, nil
 }
 
 // Ready is closed once the hub accepts connections.
@@ -80,7 +85,8 @@ func (h *Hub) Run(ctx context.Context) error {
 	if err := h.cfg.checkDir(); err != nil {
 		return err
 	}
-	v, err := openView(filepath.Join(h.cfg.Dir, "view.db"), h.cfg.StaleAfter, h.cfg.Now)
+	v, err := openView(filepath.Join(h.cfg.Dir, "view.db"),
+		viewConfig{stale: h.cfg.StaleAfter, now: h.cfg.Now, known: h.known, log: h.cfg.Logger})
 	if err != nil {
 		return err
 	}
@@ -93,7 +99,8 @@ func (h *Hub) Run(ctx context.Context) error {
 		srv.Shutdown()
 		srv.WaitForShutdown()
 	}()
-	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.UserInfo(internalUser, h.internalPass), nats.Name(internalUser))
+	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.UserInfo(internalUser, h.internalPass), nats.Name(internalUser),
+		nats.CustomInboxPrefix(internalInbox))
 	if err != nil {
 		return fmt.Errorf("hub: connect in process: %w", err)
 	}
@@ -315,18 +322,37 @@ func (h *Hub) consume(ctx context.Context, nc *nats.Conn, cons jetstream.Consume
 }
 
 // handle applies one batch, acks it and tells the host what the view has.
+// A batch that cannot be applied is dropped (terminated in the stream),
+// logged and counted: the host resends what the view lacks, and the
+// batches behind it are not held up.
 func (h *Hub) handle(nc *nats.Conn, v *view, m jetstream.Msg) {
 	name := strings.TrimPrefix(m.Subject(), hubwire.ChangesPrefix)
+	drop := func(reason string, err error) {
+		if n := h.countDrop(name, reason); n > 0 {
+			h.cfg.Logger.Warn("hub: batch dropped", "host", name, "why", reason, "err", err, "dropped", n)
+		} else {
+			h.cfg.Logger.Debug("hub: batch dropped", "host", name, "why", reason, "err", err)
+		}
+		_ = m.Term()
+	}
+	if !v.known[name] {
+		drop(DropUnknownHost, errUnknownHost)
+		return
+	}
+	// A host's publisher gives every batch an id. A message without one
+	// is a reply some host aimed at this subject, not the host's batch.
+	if m.Headers().Get(jetstream.MsgIDHeader) == "" {
+		drop(DropNoID, errors.New("no message id: not published by the host"))
+		return
+	}
 	b, err := hubwire.Unmarshal(m.Data())
 	if err != nil {
-		h.cfg.Logger.Warn("hub: batch dropped", "host", name, "err", err)
-		_ = m.Term()
+		drop(DropUndecodable, err)
 		return
 	}
 	res, err := v.apply(name, &b)
 	if err != nil {
-		h.cfg.Logger.Error("hub: apply batch", "host", name, "err", err)
-		_ = m.NakWithDelay(5 * time.Second)
+		drop(DropUnappliable, err)
 		return
 	}
 	if res.note != "" {
@@ -340,79 +366,110 @@ func (h *Hub) handle(nc *nats.Conn, v *view, m jetstream.Msg) {
 	}
 }
 
-// serve answers state requests and queries.
+// serve answers state requests and queries. The subject names the host
+// that asks, as its permissions allow no other; the answer goes into that
+// host's own inbox, or nowhere.
 func (h *Hub) serve(nc *nats.Conn, v *view) ([]*nats.Subscription, error) {
-	handlers := map[string]nats.MsgHandler{
-		hubwire.StatePrefix + "*": func(m *nats.Msg) {
-			name := strings.TrimPrefix(m.Subject, hubwire.StatePrefix)
-			v.heard(name)
-			reply(m, v.state(name), nil)
-		},
-		hubwire.QueryPrefix + hubwire.QueryWhereis: func(m *nats.Msg) {
+	queries := map[string]func(asker string, data []byte) any{
+		hubwire.QueryWhereis: func(asker string, data []byte) any {
 			var req hubwire.WhereisRequest
-			if err := json.Unmarshal(m.Data, &req); err != nil {
-				reply(m, hubwire.WhereisReply{}, fmt.Errorf("%w: %v", ErrQuery, err))
-				return
+			if err := json.Unmarshal(data, &req); err != nil {
+				return hubwire.WhereisReply{Error: fmt.Sprintf("%v: %v", ErrQuery, err)}
 			}
-			c, err := v.whereis(req)
-			reply(m, hubwire.WhereisReply{Content: c}, err)
+			c, err := v.whereis(asker, req)
+			return hubwire.WhereisReply{Content: c, Error: errText(err)}
 		},
-		hubwire.QueryPrefix + hubwire.QueryDups: func(m *nats.Msg) {
+		hubwire.QueryDups: func(_ string, data []byte) any {
 			var req hubwire.DupsRequest
-			if err := json.Unmarshal(m.Data, &req); err != nil {
-				reply(m, hubwire.ListReply{}, fmt.Errorf("%w: %v", ErrQuery, err))
-				return
+			if err := json.Unmarshal(data, &req); err != nil {
+				return hubwire.ListReply{Error: fmt.Sprintf("%v: %v", ErrQuery, err)}
 			}
 			r, err := v.dups(req)
-			reply(m, r, err)
+			r.Error = errText(err)
+			return r
 		},
-		hubwire.QueryPrefix + hubwire.QueryCopies: func(m *nats.Msg) {
+		hubwire.QueryCopies: func(_ string, data []byte) any {
 			var req hubwire.CopiesRequest
-			if err := json.Unmarshal(m.Data, &req); err != nil {
-				reply(m, hubwire.ListReply{}, fmt.Errorf("%w: %v", ErrQuery, err))
-				return
+			if err := json.Unmarshal(data, &req); err != nil {
+				return hubwire.ListReply{Error: fmt.Sprintf("%v: %v", ErrQuery, err)}
 			}
 			r, err := v.copies(req)
-			reply(m, r, err)
+			r.Error = errText(err)
+			return r
 		},
-		hubwire.QueryPrefix + hubwire.QueryHosts: func(m *nats.Msg) {
-			reply(m, hubwire.HostsReply{Hosts: v.states()}, nil)
+		hubwire.QueryHosts: func(string, []byte) any {
+			return hubwire.HostsReply{Hosts: v.states()}
 		},
 	}
-	var subs []*nats.Subscription
-	for subj, fn := range handlers {
-		// Every node hears a host's state requests, which say it is
-		// alive; one node of the cluster answers each query.
-		subscribe := func(subj string, fn nats.MsgHandler) (*nats.Subscription, error) {
-			return nc.QueueSubscribe(subj, queryQueue, fn)
+	// Every node hears a host's state requests, which say it is alive;
+	// one node of the cluster answers each query.
+	state, err := nc.Subscribe(hubwire.StatePrefix+"*", func(m *nats.Msg) {
+		name := strings.TrimPrefix(m.Subject, hubwire.StatePrefix)
+		if !h.asked(v, name, m) {
+			return
 		}
-		if strings.HasPrefix(subj, hubwire.StatePrefix) {
-			subscribe = nc.Subscribe
-		}
-		s, err := subscribe(subj, fn)
-		if err != nil {
-			return subs, fmt.Errorf("hub: subscribe %s: %w", subj, err)
-		}
-		subs = append(subs, s)
+		v.heard(name)
+		h.respond(nc, m, v.state(name))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("hub: subscribe %s: %w", hubwire.StatePrefix, err)
 	}
-	return subs, nc.Flush()
+	subs := []*nats.Subscription{state}
+	query, err := nc.QueueSubscribe(hubwire.QueryPrefix+"*.*", queryQueue, func(m *nats.Msg) {
+		name, kind, _ := strings.Cut(strings.TrimPrefix(m.Subject, hubwire.QueryPrefix), ".")
+		if !h.asked(v, name, m) {
+			return
+		}
+		fn, ok := queries[kind]
+		if !ok {
+			h.respond(nc, m, hubwire.ListReply{Error: fmt.Sprintf("%v: no query %q", ErrQuery, kind)})
+			return
+		}
+		h.respond(nc, m, fn(name, m.Data))
+	})
+	if err != nil {
+		return subs, fmt.Errorf("hub: subscribe %s: %w", hubwire.QueryPrefix, err)
+	}
+	return append(subs, query), nc.Flush()
 }
 
-// reply answers m with r, or with err in r's Error field.
-func reply(m *nats.Msg, r any, err error) {
+// asked reports whether m is a request the hub answers: from a host the
+// configuration lists, with a reply subject in that host's own inbox. A
+// reply aimed elsewhere (another host's acks or subjects, a phantom
+// host's state) is refused and counted; so is a request without one,
+// which is how a stream's reply that a host aimed here arrives.
+func (h *Hub) asked(v *view, name string, m *nats.Msg) bool {
+	why := ""
+	switch {
+	case !v.known[name]:
+		why = RefuseUnknownHost
+	case !hubwire.InboxOf(name, m.Reply):
+		why = RefuseReplyElsewhere
+	default:
+		return true
+	}
+	if n := h.countRefusal(name, why); n > 0 {
+		h.cfg.Logger.Warn("hub: request refused", "subject", m.Subject, "reply", m.Reply, "why", why, "refused", n)
+	} else {
+		h.cfg.Logger.Debug("hub: request refused", "subject", m.Subject, "reply", m.Reply, "why", why)
+	}
+	return false
+}
+
+// respond sends r to m's reply subject, which asked checked.
+func (h *Hub) respond(nc *nats.Conn, m *nats.Msg, r any) {
+	data, err := json.Marshal(r)
 	if err != nil {
-		switch x := r.(type) {
-		case hubwire.WhereisReply:
-			x.Error = err.Error()
-			r = x
-		case hubwire.ListReply:
-			x.Error = err.Error()
-			r = x
-		}
+		data, _ = json.Marshal(hubwire.ListReply{Error: err.Error()})
 	}
-	data, merr := json.Marshal(r)
-	if merr != nil {
-		data, _ = json.Marshal(hubwire.ListReply{Error: merr.Error()})
+	if err := nc.Publish(m.Reply, data); err != nil {
+		h.cfg.Logger.Warn("hub: reply", "subject", m.Subject, "err", err)
 	}
-	_ = m.Respond(data)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

@@ -199,7 +199,7 @@ func TestWrongCredentialsRefused(t *testing.T) {
 	if _, err := js.Publish(ctx, hubwire.ChangesPrefix+"laptop", b.Marshal()); err == nil {
 		t.Fatal("desktop published on laptop's subject")
 	}
-	hosts, err := hub.NewClient(nc).Hosts(context.Background())
+	hosts, err := hub.NewClient(nc, "desktop").Hosts(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,16 +71,12 @@ func (v *view) hostView() hostView {
 	return hv
 }
 
-// holders lists who holds digest dk, fresh hosts first, then by name.
-func holders(tx *bolt.Tx, hv hostView, dk []byte) ([]hubwire.Holder, int64) {
+// holders lists who holds content ck, fresh hosts first, then by name.
+func holders(tx *bolt.Tx, hv hostView, ck []byte) []hubwire.Holder {
 	by := map[string]*hubwire.Holder{}
-	var size int64
-	if s := decodeSummary(tx.Bucket(bucketDigests).Get(dk)); s.paths > 0 {
-		size = s.size
-	}
 	c := tx.Bucket(bucketDigest).Cursor()
-	for k, _ := c.Seek(dk); k != nil && bytes.HasPrefix(k, dk); k, _ = c.Next() {
-		rest := k[len(dk):]
+	for k, _ := c.Seek(ck); k != nil && bytes.HasPrefix(k, ck); k, _ = c.Next() {
+		rest := k[len(ck):]
 		if len(rest) < 4 {
 			continue
 		}
@@ -108,12 +104,13 @@ func holders(tx *bolt.Tx, hv hostView, dk []byte) ([]hubwire.Holder, int64) {
 		}
 		return out[i].Host < out[j].Host
 	})
-	return out, size
+	return out
 }
 
-func content(dk []byte, size int64, hs []hubwire.Holder) hubwire.Content {
-	b := key.Backend(dk[0])
-	return hubwire.Content{Backend: b.String(), Digest: hex.EncodeToString(dk[1:]), Size: size, Holders: hs}
+// content is the answer for content key ck.
+func content(ck []byte, hs []hubwire.Holder) hubwire.Content {
+	b := key.Backend(ck[0])
+	return hubwire.Content{Backend: b.String(), Digest: hex.EncodeToString(ck[1 : len(ck)-8]), Size: contentSize(ck), Holders: hs}
 }
 
 func fresh(hs []hubwire.Holder) int {
@@ -126,20 +123,62 @@ func fresh(hs []hubwire.Holder) int {
 	return n
 }
 
-// whereis answers which hosts hold a digest.
-func (v *view) whereis(req hubwire.WhereisRequest) (hubwire.Content, error) {
+// whereis answers, for host asker, which hosts hold a content. Without a
+// size it answers for the size the asker holds, else the one most hosts
+// hold: another host's claim of the digest with another size never hides
+// the asker's own.
+func (v *view) whereis(asker string, req hubwire.WhereisRequest) (hubwire.Content, error) {
 	dk, err := parseDigest(req.Backend, req.Digest)
 	if err != nil {
 		return hubwire.Content{}, err
 	}
+	var ck []byte
+	if req.Size != nil {
+		if *req.Size < 0 {
+			return hubwire.Content{}, fmt.Errorf("%w: size %d", ErrQuery, *req.Size)
+		}
+		ck = binary.BigEndian.AppendUint64(bytes.Clone(dk), uint64(*req.Size))
+	}
 	hv := v.hostView()
+	v.mu.Lock()
+	var own []byte
+	if h, ok := v.hosts[asker]; ok {
+		own = h.numKey()
+	}
+	v.mu.Unlock()
 	var c hubwire.Content
 	err = v.db.View(func(tx *bolt.Tx) error {
-		hs, size := holders(tx, hv, dk)
-		c = content(dk, size, hs)
+		if ck == nil {
+			ck = pickSize(tx, dk, own)
+		}
+		c = content(ck, holders(tx, hv, ck))
 		return nil
 	})
 	return c, err
+}
+
+// pickSize returns the content of digest dk that host number own holds,
+// else the one held by the most hosts (the smallest of equals); dk with
+// size 0 when none is held.
+func pickSize(tx *bolt.Tx, dk, own []byte) []byte {
+	var best []byte
+	var most int64 = -1
+	c := tx.Bucket(bucketDigests).Cursor()
+	for k, val := c.Seek(dk); k != nil && bytes.HasPrefix(k, dk) && len(k) == len(dk)+8; k, val = c.Next() {
+		if own != nil {
+			p := append(bytes.Clone(k), own...)
+			if h, _ := tx.Bucket(bucketDigest).Cursor().Seek(p); h != nil && bytes.HasPrefix(h, p) {
+				return bytes.Clone(k)
+			}
+		}
+		if s := decodeSummary(val); s.hosts > most {
+			best, most = bytes.Clone(k), s.hosts
+		}
+	}
+	if best == nil {
+		return binary.BigEndian.AppendUint64(bytes.Clone(dk), 0)
+	}
+	return best
 }
 
 func limit(n int) int {
@@ -167,13 +206,11 @@ func (v *view) dups(req hubwire.DupsRequest) (hubwire.ListReply, error) {
 				return nil
 			}
 			last = bytes.Clone(k)
-			dsize := int64(^binary.BigEndian.Uint64(k))
-			if dsize < req.MinSize {
+			ck := xdupContent(k)
+			if contentSize(ck) < req.MinSize {
 				return nil
 			}
-			dk := k[8:]
-			hs, _ := holders(tx, hv, dk)
-			out.Items = append(out.Items, content(dk, dsize, hs))
+			out.Items = append(out.Items, content(ck, holders(tx, hv, ck)))
 			size += approxSize(&out.Items[len(out.Items)-1])
 		}
 		return nil
@@ -215,7 +252,7 @@ func (v *view) copies(req hubwire.CopiesRequest) (hubwire.ListReply, error) {
 	prefix := append(bytes.Clone(num), req.Prefix...)
 	err := v.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketFiles).Cursor()
-		seenDigest := map[string]bool{}
+		seenContent := map[string]bool{}
 		var last []byte
 		read, size := 0, 0
 		for k, val := resume(c, prefix, req.After); k != nil && bytes.HasPrefix(k, prefix); k, val = c.Next() {
@@ -232,14 +269,14 @@ func (v *view) copies(req hubwire.CopiesRequest) (hubwire.ListReply, error) {
 			if err != nil {
 				return err
 			}
-			dk := digestKey(b, d)
-			if seenDigest[string(dk)] {
+			ck := contentKey(b, d, fsize)
+			if seenContent[string(ck)] {
 				continue
 			}
-			seenDigest[string(dk)] = true
-			hs, _ := holders(tx, hv, dk)
+			seenContent[string(ck)] = true
+			hs := holders(tx, hv, ck)
 			if fresh(hs) < req.FewerThan {
-				out.Items = append(out.Items, content(dk, fsize, hs))
+				out.Items = append(out.Items, content(ck, hs))
 				size += approxSize(&out.Items[len(out.Items)-1])
 			}
 		}
@@ -276,9 +313,9 @@ func (v *view) copiesAll(req hubwire.CopiesRequest, hv hostView) (hubwire.ListRe
 			if s.hosts >= int64(req.FewerThan) && !anyStale(hv) {
 				continue
 			}
-			hs, _ := holders(tx, hv, k)
+			hs := holders(tx, hv, k)
 			if fresh(hs) < req.FewerThan {
-				out.Items = append(out.Items, content(k, s.size, hs))
+				out.Items = append(out.Items, content(k, hs))
 				size += approxSize(&out.Items[len(out.Items)-1])
 			}
 		}

@@ -161,18 +161,64 @@ func loopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// hostPermissions lets a host publish its own changes and ask the hub,
-// and read only its own replies and acks.
+// known lists the hosts the hub answers for: the configured hosts, its
+// own machine's annexd and a cluster's nodes, which publish in process.
+func (c *Config) known() map[string]bool {
+	out := map[string]bool{}
+	for _, h := range c.Hosts {
+		out[h.Name] = true
+	}
+	if c.Self != "" {
+		out[c.Self] = true
+	}
+	if c.Cluster != nil {
+		for _, n := range c.Cluster.Nodes {
+			out[n] = true
+		}
+	}
+	return out
+}
+
+// hostPermissions lets a host publish its own changes and its own
+// requests, and read only its own replies and acks. A host's requests
+// name it in their subject: the hub answers only there.
 func hostPermissions(name string) *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{
-			hubwire.ChangesPrefix + name, hubwire.StatePrefix + name, hubwire.QueryPrefix + "*",
+			hubwire.ChangesPrefix + name, hubwire.StatePrefix + name, hubwire.QuerySubject(name, "*"),
 		}},
 		Subscribe: &server.SubjectPermission{Allow: []string{
 			hubwire.InboxPrefix + name + ".>", hubwire.AckPrefix + name,
 		}},
 	}
 }
+
+// hubPermissions are the hub's own connection's: the JetStream calls its
+// stream and consumers need, acks of the batches it applied, and answers
+// into the inboxes and ack subjects of the known hosts. Nothing else, so
+// that not even a bug can publish into a host's changes or requests, or
+// ask JetStream to purge or delete.
+func hubPermissions(known map[string]bool) *server.Permissions {
+	st := hubwire.Stream
+	pub := []string{
+		"$JS.API.STREAM.CREATE." + st, "$JS.API.STREAM.UPDATE." + st, "$JS.API.STREAM.INFO." + st,
+		"$JS.API.CONSUMER.CREATE." + st + ".>", "$JS.API.CONSUMER.DURABLE.CREATE." + st + ".>",
+		"$JS.API.CONSUMER.INFO." + st + ".>", "$JS.API.CONSUMER.MSG.NEXT." + st + ".>",
+		"$JS.ACK." + st + ".>",
+	}
+	for name := range known {
+		pub = append(pub, hubwire.InboxPrefix+name+".>", hubwire.AckPrefix+name)
+	}
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{Allow: pub},
+		Subscribe: &server.SubjectPermission{Allow: []string{
+			hubwire.StatePrefix + "*", hubwire.QuerySubject("*", "*"), internalInbox + ".>",
+		}},
+	}
+}
+
+// internalInbox is the inbox prefix of the hub's own connection.
+const internalInbox = "_INBOX"
 
 func randomSecret() string {
 	b := make([]byte, 32)
@@ -209,7 +255,8 @@ func (c *Config) serverOptions(internalPass, selfPass string) (*server.Options, 
 	}
 	inProc := map[string]struct{}{jwt.ConnectionTypeInProcess: {}}
 	remote := map[string]struct{}{jwt.ConnectionTypeStandard: {}}
-	o.Users = []*server.User{{Username: internalUser, Password: internalPass, AllowedConnectionTypes: inProc}}
+	o.Users = []*server.User{{Username: internalUser, Password: internalPass, Permissions: hubPermissions(c.known()),
+		AllowedConnectionTypes: inProc}}
 	if c.Self != "" {
 		o.Users = append(o.Users, &server.User{Username: c.Self, Password: selfPass,
 			Permissions: hostPermissions(c.Self), AllowedConnectionTypes: inProc})

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -18,15 +19,24 @@ import (
 	"github.com/annexd/annexd/key"
 )
 
-// Buckets of the view.
+// Buckets of the view. A content key (ck) is backend ‖ digest ‖ size(8):
+// see contentKey.
 var (
+	bucketMeta    = []byte("meta")     // "version" → the layout's number
 	bucketHosts   = []byte("hosts")    // name → hostRec (JSON)
 	bucketFiles   = []byte("files")    // num(4) ‖ path → backend ‖ digest ‖ uvarint(size) ‖ uvarint(tag)
-	bucketDigest  = []byte("bydigest") // backend ‖ digest ‖ num(4) ‖ path → ∅
-	bucketDigests = []byte("digests")  // backend ‖ digest → uvarint(size) uvarint(paths) uvarint(hosts)
-	bucketXDups   = []byte("xdups")    // ^size(8) ‖ backend ‖ digest → ∅, for digests on ≥ 2 hosts
-	viewBuckets   = [][]byte{bucketHosts, bucketFiles, bucketDigest, bucketDigests, bucketXDups}
+	bucketDigest  = []byte("bydigest") // ck ‖ num(4) ‖ path → ∅
+	bucketDigests = []byte("digests")  // ck → uvarint(size) uvarint(paths) uvarint(hosts)
+	bucketXDups   = []byte("xdups")    // ^size(8) ‖ backend ‖ digest → ∅, for content on ≥ 2 hosts
+	viewBuckets   = [][]byte{bucketMeta, bucketHosts, bucketFiles, bucketDigest, bucketDigests, bucketXDups}
+	// derivedBuckets are rebuilt from files when the layout changes.
+	derivedBuckets = [][]byte{bucketDigest, bucketDigests, bucketXDups}
 )
+
+// viewVersion is the layout of the view. Version 1 (no meta bucket)
+// grouped records by digest alone, so one host's claim of a digest with
+// another size changed what every holder's records answered.
+const viewVersion = 2
 
 // sweepChunk bounds the records one transaction of a sweep removes.
 const sweepChunk = 8192
@@ -61,12 +71,16 @@ type pending struct {
 func (h *hostRec) numKey() []byte { return binary.BigEndian.AppendUint32(nil, h.Num) }
 
 // view is the hub's materialised index: every host's paths and what they
-// hold, by host and path and by digest. One goroutine applies batches;
-// queries read in their own transactions.
+// hold, by host and path and by content. One goroutine applies batches;
+// queries read in their own transactions. Only the hosts in known have
+// records: the view refuses others and removes, when it opens, those no
+// longer known.
 type view struct {
 	db    *bolt.DB
 	stale time.Duration
 	now   func() time.Time
+	known map[string]bool
+	log   *slog.Logger
 
 	mu    sync.Mutex
 	hosts map[string]*hostRec // committed state, by name
@@ -74,7 +88,17 @@ type view struct {
 	seen  map[string]time.Time // heard from since the last flush
 }
 
-func openView(path string, stale time.Duration, now func() time.Time) (*view, error) {
+// viewConfig is what a view needs besides its file.
+type viewConfig struct {
+	stale time.Duration
+	now   func() time.Time
+	known map[string]bool // the configured hosts
+	log   *slog.Logger
+}
+
+// openView opens the view at path, brings an older layout up to date and
+// removes the hosts that cfg.known no longer names.
+func openView(path string, cfg viewConfig) (*view, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("hub: view directory: %w", err)
 	}
@@ -82,13 +106,19 @@ func openView(path string, stale time.Duration, now func() time.Time) (*view, er
 	if err != nil {
 		return nil, fmt.Errorf("hub: open view %s: %w", path, err)
 	}
-	v := &view{db: db, stale: stale, now: now, hosts: map[string]*hostRec{}, byNum: map[uint32]string{}, seen: map[string]time.Time{}}
+	v := &view{db: db, stale: cfg.stale, now: cfg.now, known: cfg.known, log: cfg.log,
+		hosts: map[string]*hostRec{}, byNum: map[uint32]string{}, seen: map[string]time.Time{}}
+	if v.log == nil {
+		v.log = slog.New(slog.DiscardHandler)
+	}
+	var version uint64
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range viewBuckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
+		version = readVersion(tx)
 		return tx.Bucket(bucketHosts).ForEach(func(k, val []byte) error {
 			h := &hostRec{}
 			if err := json.Unmarshal(val, h); err != nil {
@@ -98,6 +128,12 @@ func openView(path string, stale time.Duration, now func() time.Time) (*view, er
 			return nil
 		})
 	})
+	if err == nil && version != viewVersion {
+		err = v.upgrade(version)
+	}
+	if err == nil {
+		err = v.prune()
+	}
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("hub: open view %s: %w", path, err)
@@ -105,10 +141,17 @@ func openView(path string, stale time.Duration, now func() time.Time) (*view, er
 	return v, nil
 }
 
+// errUnknownHost: a name the hub's configuration does not list.
+var errUnknownHost = errors.New("hub: no such host in the configuration")
+
 func (v *view) close() error { return v.db.Close() }
 
-// heard notes that a host spoke; flush makes it durable.
+// heard notes that a host spoke; flush makes it durable. A name the
+// configuration does not list is not noted.
 func (v *view) heard(name string) {
+	if !v.known[name] {
+		return
+	}
 	v.mu.Lock()
 	v.seen[name] = v.now()
 	v.mu.Unlock()
@@ -177,8 +220,12 @@ func (v *view) update(fn func(tx *bolt.Tx, get func(string) (*hostRec, error)) e
 	return nil
 }
 
-// hostCopy returns a copy of the host named name, numbering a new one.
+// hostCopy returns a copy of the host named name, numbering a new one
+// when the configuration lists it.
 func (v *view) hostCopy(tx *bolt.Tx, name string) (*hostRec, error) {
+	if !v.known[name] {
+		return nil, fmt.Errorf("%w: %q", errUnknownHost, name)
+	}
 	v.mu.Lock()
 	h, ok := v.hosts[name]
 	v.mu.Unlock()
@@ -355,6 +402,19 @@ func (w *vtx) fileKey(path []byte) []byte { return append(w.h.numKey(), path...)
 
 func digestKey(b key.Backend, d []byte) []byte { return append([]byte{byte(b)}, d...) }
 
+// contentKey is what the view groups records by: base backend ‖ digest ‖
+// size (8 bytes, big-endian), what a git-annex key names. The same digest
+// claimed with another size is other content, so no host's claim changes
+// what another host's records answer.
+func contentKey(b key.Backend, d []byte, size int64) []byte {
+	k := make([]byte, 0, 1+len(d)+8)
+	k = append(append(k, byte(b)), d...)
+	return binary.BigEndian.AppendUint64(k, uint64(size))
+}
+
+// contentSize is the size a content key names.
+func contentSize(ck []byte) int64 { return int64(binary.BigEndian.Uint64(ck[len(ck)-8:])) }
+
 // set makes the host's path hold e, tagged tag.
 func (w *vtx) set(e *hubwire.Entry, tag uint64) error {
 	files := w.tx.Bucket(bucketFiles)
@@ -398,15 +458,13 @@ func decodeFile(v []byte) (key.Backend, []byte, int64, uint64, error) {
 	d := v[1 : 1+n]
 	size, k := binary.Uvarint(v[1+n:])
 	tag, m := binary.Uvarint(v[1+n+max(k, 0):])
-	if k <= 0 || m <= 0 {
+	if k <= 0 || m <= 0 || size > 1<<62 {
 		return 0, nil, 0, 0, errors.New("hub: file value truncated")
 	}
 	return b, d, int64(size), tag, nil
 }
 
 func (w *vtx) add(fk []byte, b key.Backend, d []byte, size int64, tag uint64) error {
-	dk := digestKey(b, d)
-	had := w.holds(dk)
 	w.puts++
 	if w.last == nil || bytes.Compare(fk, w.last) > 0 {
 		w.appends++
@@ -414,48 +472,54 @@ func (w *vtx) add(fk []byte, b key.Backend, d []byte, size int64, tag uint64) er
 	if err := w.tx.Bucket(bucketFiles).Put(fk, encodeFile(b, d, size, tag)); err != nil {
 		return err
 	}
-	if err := w.tx.Bucket(bucketDigest).Put(append(bytes.Clone(dk), fk...), nil); err != nil {
-		return err
-	}
 	w.h.Records++
 	w.h.Bytes += size
-	s := w.summary(dk)
-	s.size, s.paths = size, s.paths+1
+	return w.index(fk, contentKey(b, d, size))
+}
+
+// index adds file key fk to content ck's records and counts.
+func (w *vtx) index(fk, ck []byte) error {
+	had := w.holds(ck)
+	if err := w.tx.Bucket(bucketDigest).Put(append(bytes.Clone(ck), fk...), nil); err != nil {
+		return err
+	}
+	s := w.summary(ck)
+	s.size, s.paths = contentSize(ck), s.paths+1
 	if !had {
 		s.hosts++
 	}
-	return w.setSummary(dk, s)
+	return w.setSummary(ck, s)
 }
 
 func (w *vtx) remove(fk []byte, b key.Backend, d []byte, size int64) error {
-	dk := digestKey(b, d)
+	ck := contentKey(b, d, size)
 	if err := w.tx.Bucket(bucketFiles).Delete(fk); err != nil {
 		return err
 	}
-	if err := w.tx.Bucket(bucketDigest).Delete(append(bytes.Clone(dk), fk...)); err != nil {
+	if err := w.tx.Bucket(bucketDigest).Delete(append(bytes.Clone(ck), fk...)); err != nil {
 		return err
 	}
 	w.h.Records--
 	w.h.Bytes -= size
-	s := w.summary(dk)
+	s := w.summary(ck)
 	s.paths--
-	if !w.holds(dk) {
+	if !w.holds(ck) {
 		s.hosts--
 	}
-	return w.setSummary(dk, s)
+	return w.setSummary(ck, s)
 }
 
-// holds reports whether the host has a path with digest dk.
-func (w *vtx) holds(dk []byte) bool {
-	p := append(bytes.Clone(dk), w.h.numKey()...)
+// holds reports whether the host has a path with content ck.
+func (w *vtx) holds(ck []byte) bool {
+	p := append(bytes.Clone(ck), w.h.numKey()...)
 	k, _ := w.tx.Bucket(bucketDigest).Cursor().Seek(p)
 	return k != nil && bytes.HasPrefix(k, p)
 }
 
 type summary struct{ size, paths, hosts int64 }
 
-func (w *vtx) summary(dk []byte) summary {
-	return decodeSummary(w.tx.Bucket(bucketDigests).Get(dk))
+func (w *vtx) summary(ck []byte) summary {
+	return decodeSummary(w.tx.Bucket(bucketDigests).Get(ck))
 }
 
 func decodeSummary(v []byte) summary {
@@ -471,31 +535,44 @@ func decodeSummary(v []byte) summary {
 	return summary{int64(vals[0]), int64(vals[1]), int64(vals[2])}
 }
 
-func xdupKey(size int64, dk []byte) []byte {
-	return append(binary.BigEndian.AppendUint64(nil, ^uint64(size)), dk...)
+// xdupKey is content ck's key in xdups: largest first.
+func xdupKey(ck []byte) []byte {
+	k := binary.BigEndian.AppendUint64(nil, ^uint64(contentSize(ck)))
+	return append(k, ck[:len(ck)-8]...)
 }
 
-func (w *vtx) setSummary(dk []byte, s summary) error {
+// xdupContent is the content key of an xdups key.
+func xdupContent(k []byte) []byte {
+	return binary.BigEndian.AppendUint64(bytes.Clone(k[8:]), ^binary.BigEndian.Uint64(k))
+}
+
+func (w *vtx) setSummary(ck []byte, s summary) error {
 	xd := w.tx.Bucket(bucketXDups)
 	if s.hosts >= 2 {
-		if err := xd.Put(xdupKey(s.size, dk), nil); err != nil {
+		if err := xd.Put(xdupKey(ck), nil); err != nil {
 			return err
 		}
-	} else if err := xd.Delete(xdupKey(s.size, dk)); err != nil {
+	} else if err := xd.Delete(xdupKey(ck)); err != nil {
 		return err
 	}
 	if s.paths <= 0 {
-		return w.tx.Bucket(bucketDigests).Delete(dk)
+		return w.tx.Bucket(bucketDigests).Delete(ck)
 	}
 	v := binary.AppendUvarint(nil, uint64(s.size))
 	v = binary.AppendUvarint(v, uint64(s.paths))
 	v = binary.AppendUvarint(v, uint64(s.hosts))
-	return w.tx.Bucket(bucketDigests).Put(dk, v)
+	return w.tx.Bucket(bucketDigests).Put(ck, v)
 }
 
 // sweepOld removes up to max of the host's records not tagged tag and
 // returns how many it removed.
 func (w *vtx) sweepOld(tag uint64, max int) (int, error) {
+	return w.removeWhere(max, func(t uint64) bool { return t != tag })
+}
+
+// removeWhere removes up to max of the host's records whose tag drop
+// accepts and returns how many it removed.
+func (w *vtx) removeWhere(max int, drop func(tag uint64) bool) (int, error) {
 	p := w.h.numKey()
 	type victim struct {
 		fk, d []byte
@@ -509,7 +586,7 @@ func (w *vtx) sweepOld(tag uint64, max int) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if t != tag {
+		if drop(t) {
 			vs = append(vs, victim{bytes.Clone(k), bytes.Clone(d), b, size})
 		}
 	}

@@ -31,10 +31,13 @@ func (c *clock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// testHosts are the hosts a test view knows.
+var testHosts = map[string]bool{"a": true, "b": true, "c": true, "nas": true, "laptop": true}
+
 func openTestView(t *testing.T) (*view, *clock) {
 	t.Helper()
 	c := &clock{t: time.Unix(1_800_000_000, 0)}
-	v, err := openView(filepath.Join(t.TempDir(), "view.db"), time.Hour, c.now)
+	v, err := openView(filepath.Join(t.TempDir(), "view.db"), viewConfig{stale: time.Hour, now: c.now, known: testHosts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +146,7 @@ func TestViewResendReplaces(t *testing.T) {
 
 func mustWhereis(t *testing.T, v *view, content string) hubwire.Content {
 	t.Helper()
-	c, err := v.whereis(hubwire.WhereisRequest{Backend: "SHA256", Digest: hexd(content)})
+	c, err := v.whereis("", hubwire.WhereisRequest{Backend: "SHA256", Digest: hexd(content)})
 	if err != nil {
 		t.Fatal(err)
 	}

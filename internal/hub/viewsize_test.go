@@ -42,7 +42,7 @@ func BenchmarkViewSize(b *testing.B) {
 	}
 	sort.Slice(es, func(i, j int) bool { return string(es[i].Path) < string(es[j].Path) })
 	for b.Loop() {
-		v, err := openView(b.TempDir()+"/view.db", time.Hour, time.Now)
+		v, err := openView(b.TempDir()+"/view.db", viewConfig{stale: time.Hour, now: time.Now, known: map[string]bool{"h": true}})
 		if err != nil {
 			b.Fatal(err)
 		}

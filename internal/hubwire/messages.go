@@ -4,7 +4,8 @@ import "time"
 
 // State is what the hub has applied of one host, and how it last heard of
 // it. It answers a request on StatePrefix+name and is sent on
-// AckPrefix+name after each applied batch.
+// AckPrefix+name after each applied batch. Name is the host it is for: a
+// host takes no state that names another.
 type State struct {
 	Name     string `json:"name"`
 	HostID   string `json:"host_id,omitempty"`  // the UUID the host last sent
@@ -36,7 +37,8 @@ type Holder struct {
 // NATS's message limit even for content as common as the empty file.
 const MaxPaths = 100
 
-// Content is one digest and who holds it.
+// Content is one digest of one size, as a git-annex key names it, and who
+// holds it. Claims of the same digest with another size are another content.
 type Content struct {
 	Backend string   `json:"backend"` // base backend name, e.g. SHA256
 	Digest  string   `json:"digest"`  // hex
@@ -44,10 +46,13 @@ type Content struct {
 	Holders []Holder `json:"holders"`
 }
 
-// WhereisRequest asks who holds one digest.
+// WhereisRequest asks who holds one content: a digest of a size. Without
+// a size the hub picks one: the size the asker holds, else the one most
+// hosts hold.
 type WhereisRequest struct {
 	Backend string `json:"backend"`
 	Digest  string `json:"digest"`
+	Size    *int64 `json:"size,omitempty"`
 }
 
 // WhereisReply lists the holders, fresh ones first.

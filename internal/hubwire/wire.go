@@ -2,20 +2,30 @@
 // subjects, the batch of changes a host publishes, and the query and state
 // messages.
 //
-// A host publishes on its own subject, annexd.changes.NAME, where NAME is
-// the user its credentials name at the hub: the hub's permissions let it
-// publish there and nowhere else among the change subjects. A batch is
-// either a run of the host's change log (Log: the changes First+1 to Last,
-// one entry each, in order) or a part of a whole resend: SnapBegin, then
-// SnapChunk 1…K, then SnapEnd, all with the same Epoch.
+// Every subject a host publishes to ends in, or holds, NAME, the user its
+// credentials name at the hub: annexd.changes.NAME for its batches,
+// annexd.hub.state.NAME and annexd.hub.query.NAME.QUERY for its requests.
+// The hub's permissions let a host publish there and nowhere else, so the
+// subject tells the hub who sent a message. A reply subject proves
+// nothing: the hub answers only into the asker's own inbox, _INBOX_NAME.
+//
+// A batch is either a run of the host's change log (Log: the changes
+// First+1 to Last, one entry each, in order) or a part of a whole resend:
+// SnapBegin, then SnapChunk 1…K, then SnapEnd, all with the same Epoch.
+// Decoding is bounded before it allocates: MaxEntries entries, each path
+// at most MaxPath bytes, MaxPathBytes of paths in all.
 package hubwire
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/annexd/annexd/key"
 )
@@ -32,11 +42,31 @@ const (
 	// AckPrefix is followed by a host's name: the hub says there what it
 	// has applied (a State) after each batch.
 	AckPrefix = "annexd.hub.ack."
-	// QueryPrefix is followed by a query name.
+	// QueryPrefix is followed by the asking host's name and a query
+	// name (QuerySubject).
 	QueryPrefix = "annexd.hub.query."
 	// InboxPrefix is followed by a host's name: its private reply inbox.
+	// Answers to a host go to InboxPrefix+NAME+".…" and nowhere else.
 	InboxPrefix = "_INBOX_"
 )
+
+// QuerySubject is where host name asks query.
+func QuerySubject(name, query string) string { return QueryPrefix + name + "." + query }
+
+// InboxOf reports whether reply is a subject in host name's own inbox: a
+// literal subject below InboxPrefix+name.
+func InboxOf(name, reply string) bool {
+	rest, ok := strings.CutPrefix(reply, InboxPrefix+name+".")
+	if !ok || rest == "" {
+		return false
+	}
+	for _, tok := range strings.Split(rest, ".") {
+		if tok == "" || tok == "*" || tok == ">" || strings.ContainsAny(tok, " \t\r\n") {
+			return false
+		}
+	}
+	return true
+}
 
 // Queries, after QueryPrefix.
 const (
@@ -108,11 +138,36 @@ type Entry struct {
 // Tombstone reports whether the path holds no known content.
 func (e *Entry) Tombstone() bool { return e.Backend == key.Unknown }
 
-// MsgID is the NATS message id of b: retries of one batch share it, so the
-// stream keeps one copy within its duplicate window.
-func (b *Batch) MsgID() string {
-	return fmt.Sprintf("%x.%x.%s.%d.%d.%d", b.HostID, b.IndexID, b.Kind, b.Epoch, b.First, b.Last)
+// MsgID is the NATS message id of b under secret, a key only the
+// publishing host holds. Retries of one batch share it, so the stream
+// keeps one copy within its duplicate window. The stream's window spans
+// every host's subject; an id no other host can compute is what keeps
+// one host from having another's batches dropped as duplicates.
+func (b *Batch) MsgID(secret []byte) string {
+	mac := hmac.New(sha256.New, secret)
+	var buf [64]byte
+	head := append(buf[:0], byte(b.Kind))
+	head = append(head, b.HostID[:]...)
+	head = append(head, b.IndexID[:]...)
+	for _, v := range []uint64{b.Epoch, b.First, b.Last} {
+		head = binary.BigEndian.AppendUint64(head, v)
+	}
+	mac.Write(head)
+	return hex.EncodeToString(mac.Sum(nil)[:16])
 }
+
+// Bounds of a batch, checked while decoding before anything is allocated.
+// A host's publisher stays well within them (Batch entries of at most
+// 512 KiB, paths at most the store's 4095 bytes).
+const (
+	// MaxPath is PATH_MAX: the longest path an entry may name.
+	MaxPath = 4096
+	// MaxEntries is the most entries one batch carries.
+	MaxEntries = 16384
+	// MaxPathBytes bounds the paths of one batch together, once each
+	// shares its prefix with the one before expanded.
+	MaxPathBytes = 1 << 20
+)
 
 const batchV1 = 1
 
@@ -156,7 +211,9 @@ func commonPrefix(a, b []byte) int {
 	return n
 }
 
-// Unmarshal decodes a batch Marshal made.
+// Unmarshal decodes a batch Marshal made. It refuses, before allocating
+// them, more than MaxEntries entries, a path longer than MaxPath or paths
+// longer than MaxPathBytes in all.
 func Unmarshal(data []byte) (Batch, error) {
 	var b Batch
 	r := reader{b: data}
@@ -168,15 +225,22 @@ func Unmarshal(data []byte) (Batch, error) {
 	copy(b.IndexID[:], r.bytes(16))
 	b.Epoch, b.First, b.Last = r.uvarint(), r.uvarint(), r.uvarint()
 	n := r.uvarint()
-	if r.err == nil && (b.Kind < Log || b.Kind > SnapEnd) {
+	switch {
+	case r.err != nil:
+	case b.Kind < Log || b.Kind > SnapEnd:
 		r.err = fmt.Errorf("%w: kind %d", ErrDecode, b.Kind)
-	}
-	if r.err == nil && n > uint64(len(r.b)) {
+	case n > MaxEntries:
+		r.err = fmt.Errorf("%w: %d entries, more than %d", ErrDecode, n, MaxEntries)
+	case n > uint64(len(r.b))/minEntry:
 		r.err = fmt.Errorf("%w: %d entries in %d bytes", ErrDecode, n, len(r.b))
 	}
+	if r.err == nil && n > 0 {
+		b.Entries = make([]Entry, 0, n)
+	}
 	var prev []byte
+	total := 0
 	for i := uint64(0); i < n && r.err == nil; i++ {
-		e, err := r.entry(prev)
+		e, err := r.entry(prev, &total)
 		if err != nil {
 			r.err = err
 			break
@@ -190,8 +254,14 @@ func Unmarshal(data []byte) (Batch, error) {
 	if r.err == nil && b.Kind == Log && b.Last-b.First != uint64(len(b.Entries)) {
 		r.err = fmt.Errorf("%w: log %d-%d with %d entries", ErrDecode, b.First, b.Last, len(b.Entries))
 	}
-	return b, r.err
+	if r.err != nil {
+		return Batch{}, r.err
+	}
+	return b, nil
 }
+
+// minEntry is the fewest bytes an entry takes: two lengths and a backend.
+const minEntry = 3
 
 type reader struct {
 	b   []byte
@@ -237,18 +307,27 @@ func (r *reader) uvarint() uint64 {
 	return v
 }
 
-func (r *reader) entry(prev []byte) (Entry, error) {
+// entry decodes one entry after the one with path prev; total counts
+// the paths' bytes so far.
+func (r *reader) entry(prev []byte, total *int) (Entry, error) {
 	var e Entry
 	shared, rest := r.uvarint(), r.uvarint()
-	if r.err == nil && (shared > uint64(len(prev)) || rest > uint64(len(r.b))) {
-		r.fail("bad path")
-	}
-	suffix := r.bytes(int(rest))
 	if r.err != nil {
 		return e, r.err
 	}
-	e.Path = append(bytes.Clone(prev[:shared]), suffix...)
-	if len(e.Path) == 0 || e.Path[0] != '/' {
+	switch {
+	case shared > uint64(len(prev)) || rest > uint64(len(r.b)):
+		return e, fmt.Errorf("%w: bad path", ErrDecode)
+	case shared+rest > MaxPath:
+		return e, fmt.Errorf("%w: a path of %d bytes, longer than PATH_MAX (%d)", ErrDecode, shared+rest, MaxPath)
+	case *total+int(shared+rest) > MaxPathBytes:
+		return e, fmt.Errorf("%w: paths of more than %d bytes in one batch", ErrDecode, MaxPathBytes)
+	}
+	*total += int(shared + rest)
+	suffix := r.bytes(int(rest))
+	e.Path = make([]byte, 0, shared+rest)
+	e.Path = append(append(e.Path, prev[:shared]...), suffix...)
+	if len(e.Path) == 0 || e.Path[0] != '/' || bytes.IndexByte(e.Path, 0) >= 0 {
 		return e, fmt.Errorf("%w: path %q", ErrDecode, e.Path)
 	}
 	e.Backend = key.Backend(r.byte())

@@ -4,10 +4,13 @@
 //
 // The hub's view, not the stream, says what is acknowledged: a change is
 // trimmed from the local log only once the view has applied it (the
-// hub's ack, or its answer to a state request). A batch the stream
-// accepted but lost is therefore sent again. Retries of one batch carry
-// one message id, so the stream stores them once within its duplicate
-// window; the view skips what it has by sequence after that.
+// hub's ack, or its answer to a state request), and only on a state that
+// names this host. A batch the stream accepted but lost is therefore sent
+// again. Retries of one batch carry one message id, so the stream stores
+// them once within its duplicate window; the view skips what it has by
+// sequence after that. The id is keyed by a secret of this publisher, so
+// no other host can send a message under it first and have the stream
+// drop this host's batch as a duplicate.
 //
 // When the hub lacks this index (another index id, a gap it cannot fill,
 // a log trimmed past what it has), the publisher resends the index whole,
@@ -57,7 +60,8 @@ type Config struct {
 	// Options carry the credentials and TLS (nats.UserInfo, nats.Nkey,
 	// nats.RootCAs) or an in-process connection.
 	Options []nats.Option
-	// Batch is the most changes one message carries. Default 4096.
+	// Batch is the most changes one message carries. Default 4096, at
+	// most hubwire.MaxEntries.
 	Batch int
 	// Poll is how often the log is read for new changes. Default 500 ms.
 	Poll time.Duration
@@ -79,6 +83,7 @@ func (c *Config) fill() error {
 	if c.Batch <= 0 {
 		c.Batch = 4096
 	}
+	c.Batch = min(c.Batch, hubwire.MaxEntries)
 	if c.Poll <= 0 {
 		c.Poll = 500 * time.Millisecond
 	}
@@ -128,6 +133,8 @@ type Publisher struct {
 	st  Store
 	cfg Config
 	log *slog.Logger
+	// idKey keys the batches' message ids (hubwire.Batch.MsgID).
+	idKey []byte
 
 	wake chan struct{}
 	mu   sync.Mutex
@@ -136,6 +143,9 @@ type Publisher struct {
 	acks chan struct{}
 	up   chan struct{} // the connection came (back) up
 	nc   *nats.Conn    // while Run runs
+	// foreign counts states naming another host since warned.
+	foreign int
+	warned  time.Time
 }
 
 // Errors of the link.
@@ -152,7 +162,9 @@ func New(st Store, cfg Config) (*Publisher, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	return &Publisher{st: st, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), acks: make(chan struct{}, 1),
+	idKey := make([]byte, 32)
+	_, _ = rand.Read(idKey)
+	return &Publisher{st: st, cfg: cfg, log: cfg.Logger, idKey: idKey, wake: make(chan struct{}, 1), acks: make(chan struct{}, 1),
 		up: make(chan struct{}, 1)}, nil
 }
 
@@ -322,8 +334,14 @@ func (p *Publisher) connected(up bool) {
 	}
 }
 
-// heard takes the hub's word on what it applied of this host.
-func (p *Publisher) heard(st hubwire.State) {
+// heard takes the hub's word on what it applied of this host, and
+// reports whether it did: a state that names another host is not this
+// host's, whatever its numbers say.
+func (p *Publisher) heard(st hubwire.State) bool {
+	if st.Name != p.cfg.Name {
+		p.foreignState(st.Name)
+		return false
+	}
 	p.mu.Lock()
 	p.ack = st
 	if st.Complete && st.IndexID == p.stat.IndexID && st.Seq > p.stat.Acked {
@@ -333,6 +351,22 @@ func (p *Publisher) heard(st hubwire.State) {
 	select {
 	case p.acks <- struct{}{}:
 	default:
+	}
+	return true
+}
+
+// foreignState warns, at most once a minute, of states that name another
+// host: a host's credentials used to aim replies at this one.
+func (p *Publisher) foreignState(name string) {
+	p.mu.Lock()
+	p.foreign++
+	n, warn := p.foreign, time.Since(p.warned) >= time.Minute
+	if warn {
+		p.foreign, p.warned = 0, time.Now()
+	}
+	p.mu.Unlock()
+	if warn {
+		p.log.Warn("publish: ignored hub states that name another host; some host's credentials may be misused", "named", name, "count", n)
 	}
 }
 
@@ -401,7 +435,9 @@ func (l *link) state(ctx context.Context) (hubwire.State, error) {
 	if err := json.Unmarshal(m.Data, &st); err != nil {
 		return st, fmt.Errorf("publish: state reply: %w", err)
 	}
-	l.p.heard(st)
+	if !l.p.heard(st) {
+		return hubwire.State{}, fmt.Errorf("%w: the hub's state names %q, not this host", ErrHubLost, st.Name)
+	}
 	return st, nil
 }
 
@@ -414,7 +450,7 @@ func (l *link) publish(ctx context.Context, b *hubwire.Batch) error {
 			return ctx.Err()
 		}
 		actx, cancel := context.WithTimeout(ctx, l.p.cfg.Timeout)
-		_, err = l.js.PublishMsg(actx, msg, jetstream.WithMsgID(b.MsgID()), jetstream.WithExpectStream(hubwire.Stream))
+		_, err = l.js.PublishMsg(actx, msg, jetstream.WithMsgID(b.MsgID(l.p.idKey)), jetstream.WithExpectStream(hubwire.Stream))
 		cancel()
 		if err == nil {
 			l.progress = true

@@ -98,3 +98,32 @@ func TestRunEndsOnAnIndexWithoutALog(t *testing.T) {
 		t.Fatalf("Run: %v, want ErrNoChanges", err)
 	}
 }
+
+// TestStateOfAnotherHostIsIgnored: a state that names another host, with
+// this index's id and far more changes than it holds, acknowledges
+// nothing: a host's credentials can aim the hub's answers at another's
+// acks, and the log is trimmed only on what the hub applied of this one.
+func TestStateOfAnotherHostIsIgnored(t *testing.T) {
+	p, err := New(nil, Config{Name: "bravo", HostID: [16]byte{1}, URL: "nats://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.stat.IndexID, p.stat.Acked = "ab", 64
+	acked := func() uint64 {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.stat.Acked
+	}
+	if p.heard(hubwire.State{Name: "mallory", IndexID: "ab", Complete: true, Seq: 1062}) {
+		t.Error("took another host's state")
+	}
+	if p.heard(hubwire.State{IndexID: "ab", Complete: true, Seq: 1062}) {
+		t.Error("took a state that names no host")
+	}
+	if n := acked(); n != 64 {
+		t.Fatalf("acknowledged %d after states of other hosts, want 64", n)
+	}
+	if !p.heard(hubwire.State{Name: "bravo", IndexID: "ab", Complete: true, Seq: 70}) || acked() != 70 {
+		t.Fatalf("its own state: acknowledged %d, want 70", acked())
+	}
+}
