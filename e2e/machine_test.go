@@ -248,19 +248,28 @@ func TestAnotherDiskAtTheSamePlace(t *testing.T) {
 	t.Logf("disk b: %d files hashed; disk a back: none", hashedB)
 }
 
+// diskForRoot makes an ext4 image holding n files, unmounted, and a root
+// (in base) holding one file of its own and an empty folder mnt where the
+// image can be mounted.
+func diskForRoot(t *testing.T, n int) (usb *loopfs.FS, files []string, base, root, mnt string) {
+	t.Helper()
+	needRoot(t, "mount loop images")
+	usb = loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 32 << 20})
+	files = fillTree(t, usb.Dir, n, 500)
+	usb.Unmount(t)
+	base, root = newRoot(t, func(root string) { writeAged(t, filepath.Join(root, "local"), 1, 100) })
+	mnt = filepath.Join(root, "usb")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return usb, files, base, root, mnt
+}
+
 // A disk mounted inside a root, unplugged and plugged again under the
 // running daemon: its files are indexed, their records kept while it is
 // away, and nothing is hashed again when it is back.
 func TestMountInsideRoot(t *testing.T) {
-	needRoot(t, "mount loop images")
-	usb := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
-	files := fillTree(t, usb.Dir, 6, 500)
-	usb.Unmount(t)
-	base, root := newRoot(t, func(root string) { writeAged(t, filepath.Join(root, "local"), 1, 100) })
-	mnt := filepath.Join(root, "usb")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	usb, files, base, root, mnt := diskForRoot(t, 6)
 	d := startOn(t, base, root)
 	usb.MountAt(t, mnt)
 	onUSB := make([]string, len(files))
@@ -306,15 +315,7 @@ func TestMountInsideRoot(t *testing.T) {
 // With --one-file-system a root keeps to its own file system, as find
 // -xdev: a disk mounted inside it is left out, and a lookup there says so.
 func TestOneFileSystem(t *testing.T) {
-	needRoot(t, "mount loop images")
-	usb := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 32 << 20})
-	files := fillTree(t, usb.Dir, 3, 600)
-	usb.Unmount(t)
-	base, root := newRoot(t, func(root string) { writeAged(t, filepath.Join(root, "local"), 1, 100) })
-	mnt := filepath.Join(root, "usb")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	usb, files, base, root, mnt := diskForRoot(t, 3)
 	usb.MountAt(t, mnt)
 	d := spawn(t, annexdRun{base: base, roots: []string{root}, extra: []string{"--one-file-system"}})
 	d.waitIdle()

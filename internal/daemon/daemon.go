@@ -121,6 +121,8 @@ type App struct {
 	// calibrating says whether the hasher is being calibrated.
 	ready       atomic.Bool
 	calibrating atomic.Bool
+	// calibReused says the stored calibration was used, not measured anew.
+	calibReused atomic.Bool
 
 	link *link // the hub and the publisher (hub.go); nil without them
 }
@@ -402,7 +404,10 @@ func (a *App) calibration(ctx context.Context) (hasher.Calibration, error) {
 	if a.cfg.Hasher.Calibrate == "auto" {
 		if b, ok, err := a.st.GetMeta(calibrationMeta); err == nil && ok && json.Unmarshal(b, &c) == nil && c.StillValid() {
 			a.log.Info("reusing stored hashing calibration", "measured_at", c.At)
+			a.calibReused.Store(true)
 			return c, nil
+		} else if ok && err == nil {
+			a.log.Info("the stored hashing calibration does not hold here (cut short, or this machine or its programs changed); calibrating again")
 		}
 	}
 	a.log.Info("calibrating hashing")

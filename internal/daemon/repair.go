@@ -15,7 +15,8 @@ type Repaired struct {
 	// Aside is where the old index is now; empty when there was none.
 	Aside string
 	// KeptCalibration: the old index's hashing calibration was still
-	// readable and was copied into the new one.
+	// readable, was copied into the new one, and held: the rebuild used it
+	// instead of calibrating again.
 	KeptCalibration bool
 	// Files is the number of files in the new index; Took the time the
 	// rebuild took.
@@ -36,12 +37,14 @@ func (a *App) Repair(ctx context.Context) (Repaired, error) {
 	if err != nil {
 		return r, err
 	}
-	r.Aside, r.KeptCalibration = aside.Path, slices.Contains(aside.Kept, calibrationMeta)
+	r.Aside = aside.Path
 	a.log.Info("rebuilding the index from the files", "index", a.cfg.Index, "old_index", r.Aside,
-		"calibration_kept", r.KeptCalibration, "roots", a.cfg.Roots)
+		"calibration_copied", slices.Contains(aside.Kept, calibrationMeta), "roots", a.cfg.Roots)
 	a.opts.ExitWhenIdle = true
 	start := time.Now()
-	if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	err = a.Run(ctx)
+	r.KeptCalibration = slices.Contains(aside.Kept, calibrationMeta) && a.calibReused.Load()
+	if err != nil && !errors.Is(err, context.Canceled) {
 		return r, err
 	}
 	r.Took, r.Done = time.Since(start), ctx.Err() == nil

@@ -199,7 +199,14 @@ func TestRunFollowsReadsFromStorage(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if got := <-sets; got != 2 {
-		t.Fatalf("on return: GOMAXPROCS %d, want 2", got)
+	// A sample between the last check and the cancel may have gone high
+	// again (a read-ahead landing late, a busy machine): what counts is
+	// the count Run leaves, its last set.
+	last := 0
+	for len(sets) > 0 {
+		last = <-sets
+	}
+	if last != 2 {
+		t.Fatalf("on return: GOMAXPROCS %d, want 2", last)
 	}
 }
