@@ -55,9 +55,9 @@ func (d *Deduper) grace() time.Duration {
 //  4. the temporary name and the target's name are exchanged
 //     (RENAME_EXCHANGE), so the name never goes missing and the old copy
 //     stays linked, under the temporary name;
-//  5. for Grace the old copy stays there: a process that found the name
-//     before the exchange and opens, changes or links the old copy after
-//     it shows in the lease or in the copy's stat;
+//  5. for Grace the old copy stays there, looked at every 2 ms: a process
+//     that found the name before the exchange and opens, changes or links
+//     the old copy after it shows in the lease or in the copy's stat;
 //  6. the step is settled (decide): the old copy is removed when nobody
 //     touched it; otherwise the exchange is undone, or, when the keeper
 //     was touched through its names since the exchange too, both files
@@ -182,7 +182,7 @@ func (s *swap) prepare(dir, name string, dirIno uint64) error {
 	}
 	t, k := s.target, s.keeper
 	s.in = Intent{ID: token(), Dir: []byte(dir), DirIno: dirIno, Name: []byte(name), Dev: t.fi.Dev,
-		Keeper: k.st.Ino, Target: t.st.Ino, Was: &Was{
+		Keeper: k.st.Ino, Target: t.st.Ino, KeeperPath: k.path, Was: &Was{
 			Backend: t.rec.Backend.String(), Digest: t.rec.Digest, Size: t.st.Size,
 			TargetMtimeNs: t.st.Mtim.Nano(), KeeperMtimeNs: k.st.Mtim.Nano(),
 			Mode: t.st.Mode, UID: t.st.Uid, GID: t.st.Gid, Xattrs: xattrSum(x),
@@ -220,10 +220,26 @@ func (s *swap) exchange() outcome {
 	stepDone("exchanged")
 	touched := s.afterExchange()
 	if touched == nil {
-		time.Sleep(s.grace)
-		touched = s.sinceExchange()
+		touched = s.watch()
 	}
 	return s.settle(touched)
+}
+
+// graceStep is how often the old copy is looked at during the grace.
+const graceStep = 2 * time.Millisecond
+
+// watch looks at the old copy every graceStep for the grace and returns
+// as soon as somebody touched it. Settling then, rather than at the end,
+// hands the process that touched it the copy sooner, and leaves less time
+// in which the keeper can be touched through the name as well.
+func (s *swap) watch() error {
+	deadline := time.Now().Add(s.grace)
+	for {
+		time.Sleep(min(graceStep, s.grace))
+		if err := s.sinceExchange(); err != nil || !time.Now().Before(deadline) {
+			return err
+		}
+	}
 }
 
 // readyToExchange checks both files once the keeper has its temporary

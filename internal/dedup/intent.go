@@ -26,6 +26,9 @@ type Intent struct {
 	Dev    uint64 `json:"dev"`               // the file system as the step saw it; not compared
 	Keeper uint64 `json:"keeper"`            // the keeper's inode
 	Target uint64 `json:"target"`            // the target's inode
+	// KeeperPath is a name of the keeper, handed back to the indexer once
+	// the step is settled: the step changed the keeper's ctime.
+	KeeperPath []byte `json:"keeper_path,omitempty"`
 	// Was is what both files were before the step. Journals written
 	// before it existed have none; recovery then trusts only equal bytes.
 	Was *Was `json:"was,omitempty"`

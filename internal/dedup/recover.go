@@ -93,6 +93,9 @@ func (d *Deduper) settle(ctx context.Context, in Intent, dirPath string) error {
 		if kept != "" {
 			d.opt.Rehash([]byte(filepath.Join(dirPath, kept)))
 		}
+		if len(in.KeeperPath) > 0 {
+			d.opt.Rehash(in.KeeperPath) // its ctime and link count changed
+		}
 	}
 	return d.opt.Intents.DeleteIntent(ctx, in.ID)
 }
