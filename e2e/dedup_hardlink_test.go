@@ -191,10 +191,17 @@ func TestDedupHardlinkKilledWhileUsed(t *testing.T) {
 	data := hardlinkTree(t, root, 40, 2, 256<<10)
 	base := dedupBase(t, "")
 	d := startOn(t, base, root)
-	res := killDuringHardlink(t, d, root, data, 4*time.Millisecond)
-	t.Logf("killed after %d of 40 pairs, %d left inside a step", res.linked, res.inStep)
+	killDuringHardlink(t, d, 80*time.Millisecond)
+	inStep := len(tempNames(root))
+	s := newScribe()
+	for name := range data {
+		if err := s.appendLine(name); err != nil {
+			t.Errorf("append to %s while the daemon is down: %v", name, err)
+		}
+	}
+	t.Logf("killed after %d of 40 pairs, %d left inside a step", linkedPairs(t, data), inStep)
 	d2 := startOn(t, base, root)
-	if a := res.s.verify(t, root, data); a.lost+a.misplaced+len(a.broken) > 0 {
+	if a := s.verify(t, root, data); a.lost+a.misplaced+len(a.broken) > 0 {
 		t.Errorf("after the restart: %s\n%s", a, d2.log)
 	}
 	if left := tempNames(root); len(left) > 0 {
@@ -296,17 +303,9 @@ func attackSteps(t *testing.T, s *scribe, names []string, stop <-chan struct{}) 
 	}
 }
 
-// killed is what killDuringHardlink saw.
-type killed struct {
-	s      *scribe
-	linked int // pairs linked when the kill came
-	inStep int // temporary names there after the kill
-}
-
-// killDuringHardlink starts `annexctl dedup --hardlink`, SIGKILLs the
-// daemon at a random moment of it (up to about one pair's time after the
-// plan, spread by spread), then appends a line to every name.
-func killDuringHardlink(t *testing.T, d *daemon, root string, data map[string][]byte, spread time.Duration) killed {
+// killDuringHardlink starts `annexctl dedup --hardlink` and SIGKILLs the
+// daemon at a random moment of the run, up to spread after its plan.
+func killDuringHardlink(t *testing.T, d *daemon, spread time.Duration) {
 	t.Helper()
 	cmd := exec.Command(bin.annexctl, "dedup", "--hardlink")
 	cmd.Env = d.env
@@ -317,29 +316,28 @@ func killDuringHardlink(t *testing.T, d *daemon, root string, data map[string][]
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 4096)
-	out.Read(buf) // the plan: the run starts now
-	time.Sleep(time.Duration(rand.Int64N(int64(20*spread) + 1)))
+	bufio.NewReader(out).ReadString('\n') // the plan: the run starts now
+	time.Sleep(time.Duration(rand.Int64N(int64(spread) + 1)))
 	d.cmd.Process.Signal(syscall.SIGKILL)
 	<-d.done
 	d.exited = true
+	io.Copy(io.Discard, out)
 	cmd.Wait()
-	k := killed{s: newScribe(), inStep: len(tempNames(root))}
+}
+
+// linkedPairs counts the folders of data whose two names are one inode.
+func linkedPairs(t *testing.T, data map[string][]byte) int {
 	groups := map[string][]string{}
 	for name := range data {
 		groups[filepath.Dir(name)] = append(groups[filepath.Dir(name)], name)
 	}
+	n := 0
 	for _, names := range groups {
 		if len(names) == 2 && stateOf(t, names[0]).ino == stateOf(t, names[1]).ino {
-			k.linked++
+			n++
 		}
 	}
-	for name := range data {
-		if err := k.s.appendLine(name); err != nil {
-			t.Errorf("append to %s while the daemon is down: %v", name, err)
-		}
-	}
-	return k
+	return n
 }
 
 // A copy in an append-only folder, an immutable keeper: each pair is

@@ -64,10 +64,11 @@ type audit struct {
 	keptAside int      // lines in an old copy kept beside its name
 	kept      []string // those old copies
 	broken    []string // names whose bytes do not start with their original bytes
+	lostLines []string // name: line, of each line lost
 }
 
 func (a audit) String() string {
-	return fmt.Sprintf("lost %d, misplaced %d, kept aside %d (%d files), broken %v", a.lost, a.misplaced, a.keptAside, len(a.kept), a.broken)
+	return fmt.Sprintf("lost %d %v, misplaced %d, kept aside %d (%d files), broken %v", a.lost, a.lostLines, a.misplaced, a.keptAside, len(a.kept), a.broken)
 }
 
 // verify reads every name (original bytes in data, by name) and every old
@@ -109,10 +110,13 @@ func (s *scribe) verify(t *testing.T, root string, data map[string][]byte) audit
 			return nil
 		}
 		a.kept = append(a.kept, p)
-		if b, err := os.ReadFile(p); err == nil {
-			for l := range linesOf(b) {
+		orig := data[p[:strings.Index(p, ".annexd-kept-")]]
+		if b, err := os.ReadFile(p); err == nil && bytes.HasPrefix(b, orig) {
+			for l := range linesOf(b[len(orig):]) {
 				keptLines[l] = true
 			}
+		} else {
+			a.broken = append(a.broken, p)
 		}
 		return nil
 	})
@@ -124,6 +128,7 @@ func (s *scribe) verify(t *testing.T, root string, data map[string][]byte) audit
 				a.keptAside++
 			default:
 				a.lost++
+				a.lostLines = append(a.lostLines, name+": "+strings.TrimSpace(l))
 			}
 		}
 	}
