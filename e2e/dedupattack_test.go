@@ -327,7 +327,10 @@ func (m *meddler) modesLost(t *testing.T) (lost, kept int) {
 		fi, err := os.Lstat(name)
 		switch {
 		case err == nil && fi.Mode().Perm() == byIno[stateOf(t, name).ino].mode:
-		case keptWith(name, func(p string) bool { fi, err := os.Lstat(p); return err == nil && fi.Mode().Perm() == sets[len(sets)-1].mode }):
+		case keptWith(name, func(p string) bool {
+			fi, err := os.Lstat(p)
+			return err == nil && fi.Mode().Perm() == sets[len(sets)-1].mode
+		}):
 			kept++
 		default:
 			lost++
