@@ -295,7 +295,7 @@ func (s *swap) afterExchange() error {
 	return nil
 }
 
-// sinceExchange checks the old copy after the grace: nobody opened,
+// sinceExchange checks the old copy during the grace: nobody opened,
 // changed, linked or set an xattr on it since the exchange.
 func (s *swap) sinceExchange() error {
 	var t unix.Stat_t
