@@ -208,3 +208,24 @@ func TestHardlinkKeeperLinkedElsewhere(t *testing.T) {
 		t.Error("annex_objects does not index git-annex's objects: the indexed cases test nothing real")
 	}
 }
+
+// TestHardlinkKeeperNamedOutsideTheRoots: a keeper whose other name the
+// index holds but outside the daemon's roots (records left from a root
+// no longer watched) is not linked to either.
+func TestHardlinkKeeperNamedOutsideTheRoots(t *testing.T) {
+	data := content(49, 80_000)
+	fs, st, d := hardlinkSetup(t, map[string][]byte{"in/k": data, "in/t": data})
+	must(t, os.Chtimes(fs.Path("in/k"), aLongTimeAgo, aLongTimeAgo))
+	must(t, os.MkdirAll(fs.Path("out"), 0o755))
+	must(t, os.Link(fs.Path("in/k"), fs.Path("out/k")))
+	recordAll(t, st, fs, "in/k", "in/t", "out/k")
+	d.opt.Roots = [][]byte{[]byte(fs.Path("in"))}
+	_, res, err := runDedup(t, d, Request{PlanOptions: PlanOptions{Mode: Hardlink, Paths: [][]byte{[]byte(fs.Path("in"))}}})
+	if err != nil || res.Done != 0 || res.Skipped[SkipLinks] != 1 {
+		t.Errorf("done %d, skips %v, %v; want in/t skipped: the keeper has a name outside the roots", res.Done, res.Skips, err)
+	}
+	if lstat(t, fs.Path("in/t")).Ino == lstat(t, fs.Path("in/k")).Ino {
+		t.Error("in/t was linked to a keeper named outside the roots")
+	}
+	assertNoTemp(t, fs.Dir)
+}
