@@ -174,14 +174,19 @@ func idOf(dev uint64, open opener) uint64 {
 	}
 	forgetter.Do(startForgetter)
 	gen := devices.gen.Load()
-	fs := resolve(dev, open)
-	remember(dev, fs, gen)
+	fs, sure := resolve(dev, open)
+	if sure {
+		remember(dev, fs, gen)
+	}
 	return fs.ID
 }
 
 // resolve applies the identity rule to the file system on dev, through a
-// descriptor from open or else through one of its mount points.
-func resolve(dev uint64, open opener) FS {
+// descriptor from open or else through one of its mount points. sure says
+// it had a descriptor on the file system: without one, it cannot tell a
+// file system that keeps no identity from one it could not look at (a
+// btrfs subvolume that no mount names), and the answer is not cached.
+func resolve(dev uint64, open opener) (fs FS, sure bool) {
 	mounts, _ := Mounts()
 	fd, closeIt := -1, false
 	if open != nil {
@@ -211,10 +216,10 @@ func resolve(dev uint64, open opener) FS {
 	if closeIt {
 		defer unix.Close(fd)
 	}
-	fs := FS{Type: m.Type, Source: m.Source, Point: m.Point}
+	fs = FS{Type: m.Type, Source: m.Source, Point: m.Point}
 	fs.Key = keyOf(fd, dev, m, inTable)
 	fs.ID = idFromKey(fs.Key, strings.HasPrefix(fs.Key, "mount:"))
-	return fs
+	return fs, fd >= 0
 }
 
 func onDev(fd int, dev uint64) bool {
@@ -379,7 +384,7 @@ func FileSystem(path string) (FS, error) {
 	if err := unix.Lstat(path, &st); err != nil {
 		return FS{}, &os.PathError{Op: "lstat", Path: path, Err: err}
 	}
-	fs := resolve(uint64(st.Dev), pathOpener(path, &st))
+	fs, _ := resolve(uint64(st.Dev), pathOpener(path, &st))
 	if fs.Point == "" {
 		// btrfs shows another device number in the mount table than
 		// its files have: name the mount by the path instead.

@@ -46,7 +46,12 @@ Where that is not possible (ext4, tmpfs) nothing there changes, and the
 message says so. --hardlink then replaces each copy with a hard link to
 the keeper instead: the names share one inode, so a write through one
 shows in all. Hard links are made only between files of the same owner,
-group, mode and extended attributes.
+group, mode and extended attributes, to a keeper with no link outside the
+index (an annex.thin object), and never while another process holds the
+copy open. A copy another process opens, changes or links while it is
+exchanged is put back as it was ("raced"), its writer's bytes kept at its
+name; a process that looked the name up more than 50 ms before it opens
+the file is the one case a rename cannot serve (see docs/cli.md).
 
 A progress line is drawn on a terminal. Ctrl-C stops the run after the
 actions under way and prints what was done; a second Ctrl-C leaves at once.

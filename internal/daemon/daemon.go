@@ -28,6 +28,7 @@ import (
 	_ "github.com/annexd/annexd/hasher/simd" // sha256-simd, a candidate of the calibration
 	"github.com/annexd/annexd/internal/audit"
 	"github.com/annexd/annexd/internal/config"
+	"github.com/annexd/annexd/internal/dedup"
 	"github.com/annexd/annexd/internal/gcpace"
 	"github.com/annexd/annexd/internal/ignore"
 	"github.com/annexd/annexd/internal/indexer"
@@ -307,6 +308,11 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	default:
 		patterns = append(ignore.Defaults(), patterns...)
 	}
+	// Hardlink deduplication's temporary names are never a person's file:
+	// indexed, or watched, a write to an old copy there would count as a
+	// write of unknown inode and mark every file written. Last, so no
+	// pattern brings them back.
+	patterns = append(slices.Clip(patterns), dedup.TempPattern)
 	m, err := ignore.New(patterns)
 	if err != nil {
 		return fmt.Errorf("daemon: ignore patterns: %w", err)

@@ -49,6 +49,7 @@ func (a *App) setupDedup(ctx context.Context, writes *ledger.Ledger, reg prometh
 		p.roots = append(p.roots, []byte(r))
 	}
 	p.d = dedup.New(a.st, dedup.Options{
+		Roots:   p.roots,
 		Ledger:  writes,
 		Intents: dedup.NewMetaIntents(a.st),
 		Rehash:  func(path []byte) { a.ix.Rehash(ctx, string(path)) },

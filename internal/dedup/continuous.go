@@ -3,6 +3,7 @@ package dedup
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -66,8 +67,10 @@ func (o *ContinuousOptions) fill() {
 // later pass, and deduplicates the others one at a time, paced to Rate
 // and paused while a gate says busy. Pairs done, and pairs that can never
 // be done (already shared, no blocks, refused by the kernel), are
-// remembered while their records stay the same; a file system that cannot
-// share extents is remembered for good.
+// remembered while their records stay the same; a file system whose probe
+// says it cannot share extents is remembered for good. A pair the kernel
+// refuses (a btrfs nodatacow file, a copy truncated while it was shared)
+// is logged and counted, and stops no other pair.
 type Continuous struct {
 	d    *Deduper
 	opt  ContinuousOptions
@@ -242,6 +245,9 @@ func (c *Continuous) apply(ctx context.Context, cd candidate) {
 			s.Skipped[r] += int64(n)
 		}
 	})
+	for _, s := range res.Skips {
+		c.logSkip(s)
+	}
 	for r := range res.Skipped {
 		c.settle(cd, r)
 	}
@@ -250,6 +256,21 @@ func (c *Continuous) apply(ctx context.Context, cd candidate) {
 		// is shared, and a later pass need not find that out again.
 		c.settle(cd, SkipShared)
 	}
+}
+
+// logSkip logs a pair skipped for a reason a pass cannot expect: the
+// kernel refused it, or it failed. Such a pair stops only itself.
+func (c *Continuous) logSkip(s Skip) {
+	switch s.Reason {
+	case SkipShared, SkipNoBlocks, SkipChanged, SkipWritten, SkipUnsupported:
+		return
+	}
+	level := slog.LevelInfo
+	if s.Reason == SkipError {
+		level = slog.LevelWarn
+	}
+	c.d.log.Log(context.Background(), level, "background deduplication left a pair alone",
+		"keeper", string(s.Keeper), "target", string(s.Target), "reason", string(s.Reason), "detail", s.Detail, "freed", s.Freed)
 }
 
 // settle remembers a pair whose outcome will not change while its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/annexd/annexd/store"
 )
@@ -34,6 +35,17 @@ type Options struct {
 	// content or its inode no longer matches its record. The daemon wires
 	// it to the indexer.
 	Rehash func(path []byte)
+	// Roots are the daemon's roots. Hardlink mode links a copy only to a
+	// keeper whose every link is a name the index holds inside them, and
+	// recovery looks under them for a folder renamed while the daemon was
+	// down. None: any indexed name counts, and recovery looks under the
+	// nearest folder above the recorded one that is still there.
+	Roots [][]byte
+	// Grace is how long hardlink mode keeps the old copy where it can put
+	// it back after the exchange, so that a process that found the copy's
+	// name just before and opens, changes or links it just after undoes
+	// the exchange instead of losing its work. Default 50 ms.
+	Grace time.Duration
 	// Workers is how many groups a run works on at once. Default 4: the
 	// kernel's comparisons wait on the disk more than on the CPU.
 	Workers int
@@ -90,14 +102,16 @@ const (
 	SkipWritten     Reason = "written"          // the ledger saw a write since the record was hashed
 	SkipDiffers     Reason = "differs"          // the bytes differ; both files are hashed again
 	SkipOpen        Reason = "open-for-writing" // hardlink: a process holds a file open for writing
+	SkipInUse       Reason = "in-use"           // hardlink: a process holds the copy open
+	SkipRaced       Reason = "raced"            // hardlink: a process opened, changed or linked a file during the exchange; it was undone
 	SkipMetadata    Reason = "metadata-differs" // hardlink: owner, group or mode differ
 	SkipXattrs      Reason = "xattrs-differ"    // hardlink: the target's xattrs or ACLs would be lost
-	SkipLinks       Reason = "links-elsewhere"  // hardlink: the target has names outside the plan
+	SkipLinks       Reason = "links-elsewhere"  // hardlink: the copy has names outside the plan, or several; the keeper has links the index does not know
 	SkipPermission  Reason = "permission"       // the caller could not modify the file itself
 	SkipSymlink     Reason = "symlink"          // a symlink is in the path
 	SkipUnsupported Reason = "unsupported"      // the file system cannot share extents
 	SkipOtherMount  Reason = "other-mount"      // keeper and target are on different mounts
-	SkipRefused     Reason = "refused"          // the kernel refused: immutable, append-only, swap
+	SkipRefused     Reason = "refused"          // the kernel refused: immutable, append-only, swap, no copy-on-write
 	SkipError       Reason = "error"            // any other failure, in Skip.Detail
 )
 
@@ -106,6 +120,7 @@ type Skip struct {
 	Keeper, Target []byte
 	Reason         Reason
 	Detail         string // the error, or what would be lost
+	Freed          int64  // bytes freed before the action stopped: a copy shared in part
 }
 
 // Result is what a run did.
@@ -113,7 +128,7 @@ type Result struct {
 	Mode        Mode
 	Planned     int                 // actions in the plan
 	Done        int                 // actions that made a target share its keeper's storage
-	Freed       int64               // bytes the file system freed, as it reports them
+	Freed       int64               // bytes the file system freed, as it reports them, skipped actions' parts included
 	Skipped     map[Reason]int      // actions not done, by reason
 	Skips       []Skip              // each of them
 	Unsupported []*UnsupportedError // file systems that could not share extents

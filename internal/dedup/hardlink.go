@@ -4,47 +4,41 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/internal/roots"
 )
 
-// tempPrefix starts every temporary name hardlink mode makes.
-const tempPrefix = ".annexd-dedup-"
-
-// testHookStep, set only by tests, runs after each step of a relink: the
-// crash tests kill the process there.
-var testHookStep func(step string)
-
-func stepDone(step string) {
-	if testHookStep != nil {
-		testHookStep(step)
-	}
-}
-
-// hardlink replaces every name of one target inode with a link to the
-// keeper. Before the first name it checks what a link would change: owner,
-// group, mode, xattrs (ACLs among them), names outside the plan; it refuses
-// when a process holds either file open for writing, and compares the
-// bytes while read leases keep new writers waiting.
+// hardlink replaces the one name of a target inode with a link to the
+// keeper. Before it acts it checks what a link would change (owner,
+// group, mode, xattrs, links the plan does not know, on either side) and
+// what the kernel would refuse; it leases both files, so that no process
+// holds the target open and none holds the keeper open for writing, and
+// compares the bytes under the leases. The exchange itself (relink) is
+// undone when anyone touches the old copy before it is gone.
 func (r *run) hardlink(ctx context.Context, g *Group, keeper *side, a Action) (int64, Reason, error) {
+	if len(a.Targets) != 1 {
+		return 0, SkipLinks, fmt.Errorf("the copy has %d names: hard-link mode relinks only a copy with one name, so that each step can be undone", len(a.Targets))
+	}
 	target := &side{path: a.Targets[0].Path, rec: a.Targets[0].Record}
 	defer target.close()
 	if reason, err := r.openSide(target); reason != "" {
 		return 0, reason, err
 	}
-	if reason, err := r.otherNames(target, a.Targets[1:]); reason != "" {
+	if reason, err := r.linkable(keeper, target); reason != "" {
 		return 0, reason, err
 	}
-	if reason, err := r.linkable(a, keeper, target); reason != "" {
+	if reason, err := r.keeperLinks(keeper); reason != "" {
 		return 0, reason, err
 	}
 	release, reason, err := leaseBoth(keeper.f, target.f)
@@ -56,15 +50,14 @@ func (r *run) hardlink(ctx context.Context, g *Group, keeper *side, a Action) (i
 		return 0, reason, err
 	}
 	freed := aloneBytes(target)
-	for i, t := range a.Targets {
-		if reason, err := r.relink(ctx, keeper, target, t.Path); reason != "" {
-			if i > 0 {
-				r.relinked(g, a)
-			}
-			return 0, reason, err
-		}
+	linked, reason, err := r.relink(ctx, keeper, target)
+	if linked {
+		r.relinked(g, target.path) // done or undone, both names' ctimes changed
 	}
-	r.relinked(g, a)
+	if reason != "" {
+		return 0, reason, err
+	}
+	keeper.names = append(keeper.names, target.path)
 	return freed, "", nil
 }
 
@@ -79,26 +72,9 @@ func aloneBytes(s *side) int64 {
 	return alone
 }
 
-// otherNames checks the target's other names against their records and
-// makes sure they still name the same inode.
-func (r *run) otherNames(target *side, names []File) (Reason, error) {
-	for _, n := range names {
-		s := &side{path: n.Path, rec: n.Record}
-		reason, err := r.openSide(s)
-		s.close()
-		if reason != "" {
-			return reason, err
-		}
-		if s.fi.Ino != target.fi.Ino || s.fi.Dev != target.fi.Dev {
-			return SkipChanged, nil
-		}
-	}
-	return "", nil
-}
-
-// linkable refuses a link that would change what the target's names show
-// or that would free nothing, and a target the caller could not replace.
-func (r *run) linkable(a Action, keeper, target *side) (Reason, error) {
+// linkable refuses a link that would change what the target's name
+// shows, that the kernel would refuse, or that the caller could not make.
+func (r *run) linkable(keeper, target *side) (Reason, error) {
 	kst, tst := &keeper.st, &target.st
 	if !r.access.canModify(target.path, tst) {
 		return SkipPermission, nil
@@ -107,15 +83,18 @@ func (r *run) linkable(a Action, keeper, target *side) (Reason, error) {
 		return SkipMetadata, fmt.Errorf("keeper %d:%d %#o, target %d:%d %#o",
 			kst.Uid, kst.Gid, kst.Mode&0o7777, tst.Uid, tst.Gid, tst.Mode&0o7777)
 	}
-	if int(tst.Nlink) != len(a.Targets) {
-		return SkipLinks, fmt.Errorf("%d links, %d of them in the plan", tst.Nlink, len(a.Targets))
+	if tst.Nlink != 1 {
+		return SkipLinks, fmt.Errorf("the copy has %d links, 1 of them in the plan", tst.Nlink)
 	}
-	for _, t := range a.Targets {
-		// Checked again on the directory's descriptor before each name.
-		dir := filepath.Dir(string(t.Path))
-		var dst unix.Stat_t
-		if unix.Lstat(dir, &dst) != nil || !r.access.canReplace(dir, &dst, tst) {
-			return SkipPermission, nil
+	// Checked again on the directory's descriptor before the exchange.
+	dir := filepath.Dir(string(target.path))
+	var dst unix.Stat_t
+	if unix.Lstat(dir, &dst) != nil || !r.access.canReplace(dir, &dst, tst) {
+		return SkipPermission, nil
+	}
+	for _, s := range []*side{keeper, target} {
+		if why := kernelRefuses(int(s.f.Fd())); why != "" {
+			return SkipRefused, fmt.Errorf("%s is %s", s.path, why)
 		}
 	}
 	if lost, err := xattrsDiffer(keeper.f, target.f); err != nil || len(lost) > 0 {
@@ -127,39 +106,150 @@ func (r *run) linkable(a Action, keeper, target *side) (Reason, error) {
 	return "", nil
 }
 
-// leaseBoth takes read leases on both files. A read lease is refused with
-// EAGAIN while any process holds the file open for writing, and while it
-// is held a new writer's open waits (lease-break-time, 45 s by default)
-// until the lease is released.
-func leaseBoth(keeper, target *os.File) (release func(), reason Reason, err error) {
-	if err := readLease(keeper); err != nil {
-		return nil, SkipOpen, fmt.Errorf("keeper: %w", err)
+// keeperLinks makes sure every link of the keeper is a name the run
+// knows: one the index holds for it, inside the roots and outside
+// git-annex's object store, one this run linked to it, or the temporary
+// link of a step left for recovery. A link elsewhere (an annex.thin
+// object, a name outside every root) would make an edit of the copy
+// change that file too. It sets keeper.links to their number.
+func (r *run) keeperLinks(keeper *side) (Reason, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(keeper.f.Fd()), &st); err != nil {
+		return SkipError, err
 	}
-	if err := readLease(target); err != nil {
+	for _, p := range keeper.names {
+		if !r.d.inRoots(p) || bytes.Contains(p, annexStore) {
+			return SkipLinks, fmt.Errorf("the keeper has a name outside the roots or in git-annex's object store: %s", p)
+		}
+		var ls unix.Stat_t
+		if err := statBeneath(p, &ls); err != nil || ls.Ino != st.Ino || ls.Dev != st.Dev {
+			return SkipChanged, fmt.Errorf("the keeper's name %s no longer names it", p)
+		}
+	}
+	known := uint64(len(keeper.names))
+	for _, p := range r.pending {
+		var ls unix.Stat_t
+		if statBeneath(p, &ls) == nil && ls.Ino == st.Ino && ls.Dev == st.Dev {
+			known++
+		}
+	}
+	if st.Nlink != known {
+		return SkipLinks, fmt.Errorf("the keeper has %d links, %d of them known to the index: a link elsewhere (a git-annex object, a name outside the roots) would change with the copy",
+			st.Nlink, known)
+	}
+	keeper.links = known
+	return "", nil
+}
+
+// inRoots reports whether p is inside one of Options.Roots, or there are
+// none.
+func (d *Deduper) inRoots(p []byte) bool {
+	if len(d.opt.Roots) == 0 {
+		return true
+	}
+	for _, root := range d.opt.Roots {
+		if roots.Within(string(p), string(root)) {
+			return true
+		}
+	}
+	return false
+}
+
+// statBeneath stats the name at path without following a symlink in any
+// component of it.
+func statBeneath(path []byte, st *unix.Stat_t) error {
+	dir, err := openPath([]byte(filepath.Dir(string(path))), unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return unix.Fstatat(int(dir.Fd()), filepath.Base(string(path)), st, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// The inode flags (chattr) under which the kernel refuses a link, a
+// rename or an unlink, from linux/fs.h.
+const (
+	flagImmutable  = 0x10 // FS_IMMUTABLE_FL, chattr +i
+	flagAppendOnly = 0x20 // FS_APPEND_FL, chattr +a
+)
+
+// kernelRefuses says why the kernel would refuse to link, rename or
+// remove the file or folder fd, or "". A file system without the flags
+// refuses nothing for them.
+func kernelRefuses(fd int) string {
+	flags, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
+	switch {
+	case err != nil:
+		return ""
+	case flags&flagImmutable != 0:
+		return "immutable (chattr +i)"
+	case flags&flagAppendOnly != 0:
+		return "append-only (chattr +a)"
+	}
+	return ""
+}
+
+// leaseBoth takes a read lease on the keeper and a write lease on the
+// target. The kernel grants a read lease only while no process holds the
+// file open for writing, and a write lease only while no other process
+// holds it open at all. While they are held, a process that opens the
+// keeper for writing, or the target in any way, or truncates either,
+// waits (lease-break-time, 45 s by default) until they are released, and
+// the lease shows it.
+func leaseBoth(keeper, target *os.File) (release func(), reason Reason, err error) {
+	if err := setLease(keeper, unix.F_RDLCK); err != nil {
+		return nil, leaseReason(err, SkipOpen), fmt.Errorf("keeper: %w", err)
+	}
+	if err := setLease(target, unix.F_RDLCK); err != nil {
 		unlease(keeper)
-		return nil, SkipOpen, fmt.Errorf("target: %w", err)
+		return nil, leaseReason(err, SkipOpen), fmt.Errorf("target: %w", err)
+	}
+	if err := setLease(target, unix.F_WRLCK); err != nil {
+		unlease(target)
+		unlease(keeper)
+		return nil, leaseReason(err, SkipInUse), fmt.Errorf("target: another process holds it open: %w", err)
 	}
 	return func() { unlease(target); unlease(keeper) }, "", nil
 }
 
-func readLease(f *os.File) error {
-	_, err := unix.FcntlInt(f.Fd(), unix.F_SETLEASE, unix.F_RDLCK)
+// leaseReason is why a lease refused with err skips a pair: busy, when
+// another process holds the file; refused otherwise (not the file's
+// owner without CAP_LEASE, a file system without leases).
+func leaseReason(err error, busy Reason) Reason {
+	if errors.Is(err, unix.EAGAIN) {
+		return busy
+	}
+	return SkipRefused
+}
+
+func setLease(f *os.File, typ int) error {
+	_, err := unix.FcntlInt(f.Fd(), unix.F_SETLEASE, typ)
 	if err != nil {
-		return fmt.Errorf("F_SETLEASE F_RDLCK: %w", err)
+		return fmt.Errorf("F_SETLEASE %s: %w", leaseName(typ), err)
 	}
 	return nil
 }
 
+func leaseName(typ int) string {
+	if typ == unix.F_WRLCK {
+		return "F_WRLCK"
+	}
+	return "F_RDLCK"
+}
+
 func unlease(f *os.File) { unix.FcntlInt(f.Fd(), unix.F_SETLEASE, unix.F_UNLCK) }
 
-// leaseHeld reports whether f's read lease is held and no writer waits.
-func leaseHeld(f *os.File) bool {
+// leaseIntact reports whether f's lease of type typ is held, no process
+// waits on it, and none has started to open f since: taking the lease
+// again checks the kernel's count of the file's openers, which an open
+// raises before it waits on the lease.
+func leaseIntact(f *os.File, typ int) bool {
 	t, err := unix.FcntlInt(f.Fd(), unix.F_GETLEASE, 0)
-	return err == nil && t == unix.F_RDLCK
+	return err == nil && t == typ && setLease(f, typ) == nil
 }
 
 // compare reads both files whole and checks they are still what their
-// records say afterwards and that no writer came to wait on a lease.
+// records say afterwards and that nobody came to wait on a lease.
 func (r *run) compare(ctx context.Context, keeper, target *side) (Reason, error) {
 	same, err := sameBytes(ctx, keeper.f, target.f, target.fi.Size)
 	if err != nil {
@@ -170,12 +260,15 @@ func (r *run) compare(ctx context.Context, keeper, target *side) (Reason, error)
 		return SkipDiffers, ErrDiffers
 	}
 	stepDone("compared")
-	for _, s := range []*side{keeper, target} {
-		if reason, err := r.recheck(s); reason != "" {
+	for _, s := range []struct {
+		*side
+		lease int
+	}{{keeper, unix.F_RDLCK}, {target, unix.F_WRLCK}} {
+		if reason, err := r.recheck(s.side); reason != "" {
 			return reason, err
 		}
-		if !leaseHeld(s.f) {
-			return SkipOpen, fmt.Errorf("%s: a writer opened it during the comparison", s.path)
+		if !leaseIntact(s.f, s.lease) {
+			return SkipOpen, fmt.Errorf("%s: a process opened it during the comparison", s.path)
 		}
 	}
 	return "", nil
@@ -219,103 +312,15 @@ func eofIsDifference(err error) error {
 	return err
 }
 
-// relink replaces one name of the target with a link to the keeper,
-// through a descriptor of the name's directory: link the keeper under a
-// temporary name, exchange it with the target's name atomically, remove
-// the old target under the temporary name, and sync the directory. The
-// name always holds a file; one that changed meanwhile is put back.
-func (r *run) relink(ctx context.Context, keeper, target *side, path []byte) (Reason, error) {
-	dirPath, name := filepath.Split(string(path))
-	dir, err := openPath([]byte(filepath.Clean(dirPath)), unix.O_RDONLY|unix.O_DIRECTORY)
-	if err != nil {
-		return skipFor(err), err
-	}
-	defer dir.Close()
-	dfd := int(dir.Fd())
-	var dst unix.Stat_t
-	if err := unix.Fstat(dfd, &dst); err != nil {
-		return SkipError, err
-	}
-	if !r.access.canReplace(dir.Name(), &dst, &target.st) {
-		return SkipPermission, nil
-	}
-	if !isInode(dfd, name, target.fi.Dev, target.fi.Ino) {
-		return SkipChanged, fmt.Errorf("%s no longer names the target", path)
-	}
-	in := Intent{ID: token(), Dir: []byte(filepath.Clean(dirPath)), Name: []byte(name),
-		Dev: target.fi.Dev, Keeper: keeper.fi.Ino, Target: target.fi.Ino}
-	in.Temp = tempPrefix + in.ID
-	if err := r.d.opt.Intents.PutIntent(ctx, in); err != nil {
-		return SkipError, err
-	}
-	stepDone("intent")
-	reason, err := swapIn(dfd, keeper.f, &in)
-	if serr := unix.Fsync(dfd); err == nil && serr != nil {
-		reason, err = SkipError, fmt.Errorf("fsync %s: %w", in.Dir, serr)
-	}
-	stepDone("synced")
-	if reason != "" {
-		// swapIn undid what it could; recovery settles the rest now.
-		r.d.settle(context.WithoutCancel(ctx), in)
-		return reason, err
-	}
-	if err := r.d.opt.Intents.DeleteIntent(context.WithoutCancel(ctx), in.ID); err != nil {
-		return SkipError, err
-	}
-	if fi, err := fsstat.Fstat(int(keeper.f.Fd())); err == nil {
-		keeper.linked = fi.CtimeNs
-	}
-	return "", nil
-}
-
 // relinked notes the names whose records a relink made stale: the
-// target's, now the keeper's inode or with fewer links, and the keeper's,
-// whose ctime and link count changed. The group hands them back to the
-// indexer when it is done, when no later link can change them again.
-func (r *run) relinked(g *Group, a Action) {
+// target's, now the keeper's inode, and the keeper's, whose ctime and
+// link count changed. The group hands them back to the indexer when it
+// is done, when no later link can change them again.
+func (r *run) relinked(g *Group, target []byte) {
 	if len(r.stale) == 0 {
 		r.stale = append(r.stale, g.KeeperNames...)
 	}
-	for _, t := range a.Targets {
-		r.stale = append(r.stale, t.Path)
-	}
-}
-
-// swapIn links the keeper at in.Temp, exchanges it with in.Name, checks
-// that the old name's file is the target and removes it. On any failure it
-// undoes what it did, leaving in.Name as it found it.
-func swapIn(dfd int, keeper *os.File, in *Intent) (Reason, error) {
-	name := string(in.Name)
-	if err := linkFD(keeper, dfd, in.Temp); err != nil {
-		if errors.Is(err, unix.EXDEV) {
-			return SkipOtherMount, err
-		}
-		return SkipError, fmt.Errorf("link: %w", err)
-	}
-	stepDone("linked")
-	if !isInode(dfd, in.Temp, in.Dev, in.Keeper) {
-		return SkipChanged, fmt.Errorf("the new link is not the keeper")
-	}
-	if err := unix.Renameat2(dfd, in.Temp, dfd, name, unix.RENAME_EXCHANGE); err != nil {
-		unix.Unlinkat(dfd, in.Temp, 0)
-		return reasonOfRemap(err), fmt.Errorf("exchange: %w", err)
-	}
-	stepDone("exchanged")
-	if !isInode(dfd, in.Temp, in.Dev, in.Target) {
-		// Another file took the name after the check: give it back.
-		if err := unix.Renameat2(dfd, in.Temp, dfd, name, unix.RENAME_EXCHANGE); err != nil {
-			return SkipError, fmt.Errorf("exchange back: %w", err)
-		}
-		if isInode(dfd, in.Temp, in.Dev, in.Keeper) {
-			unix.Unlinkat(dfd, in.Temp, 0)
-		}
-		return SkipChanged, fmt.Errorf("%s was replaced during the run", name)
-	}
-	if err := unix.Unlinkat(dfd, in.Temp, 0); err != nil {
-		return SkipError, fmt.Errorf("unlink the old target: %w", err)
-	}
-	stepDone("unlinked")
-	return "", nil
+	r.stale = append(r.stale, target)
 }
 
 // linkFD links the open file f as name in dfd. AT_EMPTY_PATH needs
@@ -326,17 +331,6 @@ func linkFD(f *os.File, dfd int, name string) error {
 		err = unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", f.Fd()), dfd, name, unix.AT_SYMLINK_FOLLOW)
 	}
 	return err
-}
-
-// isInode reports whether name in dfd is the inode (dev, ino), unfollowed;
-// dev is a file system id, as fsstat gives, or the device number an older
-// intent holds (fsstat.OnFS).
-func isInode(dfd int, name string, dev, ino uint64) bool {
-	var st unix.Stat_t
-	if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return false
-	}
-	return st.Ino == ino && fsstat.OnFS(dev, fsstat.FromStatAt(dfd, "", &st))
 }
 
 func token() string {
@@ -368,6 +362,17 @@ func xattrsDiffer(a, b *os.File) ([]string, error) {
 	}
 	slices.Sort(diff)
 	return diff, nil
+}
+
+// xattrSum is one string for a set of xattrs: the hex SHA-256 of the
+// names and values in name order.
+func xattrSum(x map[string][]byte) string {
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(x)) {
+		fmt.Fprintf(h, "%d:%s%d:", len(k), k, len(x[k]))
+		h.Write(x[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // xattrs reads every extended attribute of f.

@@ -204,38 +204,47 @@ func TestRecover(t *testing.T) {
 	data := content(8, 70_000)
 	for _, c := range []struct {
 		name      string
+		legacy    bool                                         // an intent of a journal that did not record what the files were
 		state     func(t *testing.T, fs *loopfs.FS, in Intent) // from "t" and "k" as they were
 		wantInode string                                       // which file "t" names afterwards
 		wantData  []byte
 		wantTemp  bool
+		wantKept  []byte // an old copy kept beside "t"
 	}{
-		{"nothing done", func(t *testing.T, fs *loopfs.FS, in Intent) {}, "t", data, false},
-		{"linked", func(t *testing.T, fs *loopfs.FS, in Intent) {
+		{name: "nothing done", state: func(t *testing.T, fs *loopfs.FS, in Intent) {}, wantInode: "t", wantData: data},
+		{name: "linked", state: func(t *testing.T, fs *loopfs.FS, in Intent) {
 			must(t, os.Link(fs.Path("k"), fs.Path(in.Temp)))
-		}, "t", data, false},
-		{"exchanged", func(t *testing.T, fs *loopfs.FS, in Intent) {
+		}, wantInode: "t", wantData: data},
+		{name: "exchanged", state: func(t *testing.T, fs *loopfs.FS, in Intent) {
 			must(t, os.Link(fs.Path("k"), fs.Path(in.Temp)))
 			must(t, unix.Renameat2(unix.AT_FDCWD, fs.Path(in.Temp), unix.AT_FDCWD, fs.Path("t"), unix.RENAME_EXCHANGE))
-		}, "k", data, false},
-		{"exchanged, then the old target written", func(t *testing.T, fs *loopfs.FS, in Intent) {
+		}, wantInode: "k", wantData: data},
+		{name: "exchanged, then the old target written", state: func(t *testing.T, fs *loopfs.FS, in Intent) {
 			must(t, os.Link(fs.Path("k"), fs.Path(in.Temp)))
 			must(t, unix.Renameat2(unix.AT_FDCWD, fs.Path(in.Temp), unix.AT_FDCWD, fs.Path("t"), unix.RENAME_EXCHANGE))
 			must(t, os.WriteFile(fs.Path(in.Temp), []byte("written meanwhile"), 0o644))
-		}, "t", []byte("written meanwhile"), false},
-		{"done", func(t *testing.T, fs *loopfs.FS, in Intent) {
+		}, wantInode: "t", wantData: []byte("written meanwhile")},
+		{name: "exchanged, then the old target written, in an older journal", legacy: true, state: func(t *testing.T, fs *loopfs.FS, in Intent) {
+			must(t, os.Link(fs.Path("k"), fs.Path(in.Temp)))
+			must(t, unix.Renameat2(unix.AT_FDCWD, fs.Path(in.Temp), unix.AT_FDCWD, fs.Path("t"), unix.RENAME_EXCHANGE))
+			must(t, os.WriteFile(fs.Path(in.Temp), []byte("written meanwhile"), 0o644))
+		}, wantInode: "k", wantData: data, wantKept: []byte("written meanwhile")},
+		{name: "done", state: func(t *testing.T, fs *loopfs.FS, in Intent) {
 			must(t, os.Link(fs.Path("k"), fs.Path(in.Temp)))
 			must(t, unix.Renameat2(unix.AT_FDCWD, fs.Path(in.Temp), unix.AT_FDCWD, fs.Path("t"), unix.RENAME_EXCHANGE))
 			must(t, os.Remove(fs.Path(in.Temp)))
-		}, "k", data, false},
-		{"a stranger at the temporary name", func(t *testing.T, fs *loopfs.FS, in Intent) {
+		}, wantInode: "k", wantData: data},
+		{name: "a stranger at the temporary name", state: func(t *testing.T, fs *loopfs.FS, in Intent) {
 			must(t, os.WriteFile(fs.Path(in.Temp), []byte("not ours"), 0o644))
-		}, "t", data, true},
+		}, wantInode: "t", wantData: data, wantTemp: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fs, st, d := hardlinkSetup(t, map[string][]byte{"k": data, "t": data})
 			k, tg := lstat(t, fs.Path("k")), lstat(t, fs.Path("t"))
-			in := Intent{ID: token(), Dir: []byte(fs.Dir), Name: []byte("t"), Dev: k.Dev, Keeper: k.Ino, Target: tg.Ino}
-			in.Temp = tempPrefix + in.ID
+			in := intentOf(t, st, fs, "k", "t")
+			if c.legacy {
+				in.Was, in.DirIno = nil, 0
+			}
 			must(t, d.opt.Intents.PutIntent(context.Background(), in))
 			c.state(t, fs, in)
 			err := d.Recover(context.Background())
@@ -251,6 +260,15 @@ func TestRecover(t *testing.T) {
 			if _, err := os.Lstat(fs.Path(in.Temp)); (err == nil) != c.wantTemp {
 				t.Errorf("temporary name present: %v, want %v", err == nil, c.wantTemp)
 			}
+			kept := keptNames(t, fs.Dir)
+			switch {
+			case c.wantKept == nil && len(kept) > 0:
+				t.Errorf("old copies kept: %v", kept)
+			case c.wantKept != nil && len(kept) != 1:
+				t.Errorf("old copies kept: %v, want one", kept)
+			case c.wantKept != nil:
+				assertContent(t, kept[0], c.wantKept)
+			}
 			assertNoIntents(t, st) // a file in the way is reported once, not again and again
 			if c.wantTemp {
 				// A hardlink run goes ahead, and leaves the stranger alone.
@@ -263,6 +281,23 @@ func TestRecover(t *testing.T) {
 			}
 		})
 	}
+}
+
+// intentOf is the intent a relink of target (a name in fs.Dir) to keeper
+// writes, with both files as they are now. It records target.
+func intentOf(t *testing.T, st *store.Store, fs *loopfs.FS, keeper, target string) Intent {
+	t.Helper()
+	rec := record(t, st, fs.Path(target))
+	var k, tg, dir unix.Stat_t
+	must(t, unix.Lstat(fs.Path(keeper), &k))
+	must(t, unix.Lstat(fs.Path(target), &tg))
+	must(t, unix.Lstat(filepath.Dir(fs.Path(target)), &dir))
+	in := Intent{ID: token(), Dir: []byte(filepath.Dir(fs.Path(target))), DirIno: dir.Ino, Name: []byte(filepath.Base(target)),
+		Dev: rec.Dev, Keeper: k.Ino, Target: tg.Ino, Was: &Was{Backend: rec.Backend.String(), Digest: rec.Digest,
+			Size: tg.Size, TargetMtimeNs: tg.Mtim.Nano(), KeeperMtimeNs: k.Mtim.Nano(), Mode: tg.Mode, UID: tg.Uid, GID: tg.Gid,
+			Xattrs: xattrSum(nil), KeeperLinks: k.Nlink + 1}}
+	in.Temp = tempPrefix + in.ID
+	return in
 }
 
 func must(t *testing.T, err error) {

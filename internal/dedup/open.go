@@ -26,7 +26,11 @@ func openPath(path []byte, flags int) (*os.File, error) {
 	if rel == "" {
 		rel = "."
 	}
-	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC | unix.O_NOCTTY), Resolve: resolve}
+	flags |= unix.O_CLOEXEC
+	if flags&unix.O_PATH == 0 {
+		flags |= unix.O_NOCTTY // openat2 takes no other flag with O_PATH
+	}
+	how := unix.OpenHow{Flags: uint64(flags), Resolve: resolve}
 	fd, err := unix.Openat2(rootFD(), rel, &how)
 	if err != nil {
 		return nil, &os.PathError{Op: "openat2", Path: string(path), Err: err}

@@ -101,13 +101,14 @@ func MakePlan(groups []store.Group, opt PlanOptions) Plan {
 	return p
 }
 
-// annexStore is the part of a path inside git-annex's object store.
-var annexStore = []byte("/.git/annex/objects/")
+// annexStore is the part of a path inside git-annex's object store: under
+// .git/annex/objects, or annex/objects in a bare repository.
+var annexStore = []byte("/annex/objects/")
 
 // inAnnexStore reports a member in git-annex's object store (indexed with
-// [ignore] annex_objects). Hardlink mode leaves it alone: a link would let
-// an edit through the other name rewrite an object git-annex trusts to
-// hold its key.
+// [ignore] annex_objects, or in a bare repository). Hardlink mode leaves
+// it alone: a link would let an edit through the other name rewrite an
+// object git-annex trusts to hold its key.
 func inAnnexStore(m store.Member) bool { return bytes.Contains(m.Path, annexStore) }
 
 // inode is the members of a group that share one (dev, ino).

@@ -21,31 +21,33 @@ const dedupeChunk = 16 << 20
 // dst untouched and returns ErrDiffers. A call may do less than asked, so
 // it loops on bytes_deduped. Both files are open for reading only; the
 // kernel accepts that for a destination its caller owns or may write, and
-// for CAP_SYS_ADMIN.
-func dedupeRange(ctx context.Context, src, dst *os.File, size int64) error {
+// for CAP_SYS_ADMIN. It returns how many bytes from the start were
+// shared, also when a later call fails.
+func dedupeRange(ctx context.Context, src, dst *os.File, size int64) (int64, error) {
 	var off int64
 	for off < size {
 		if err := ctx.Err(); err != nil {
-			return err
+			return off, err
 		}
 		n := min(size-off, dedupeChunk)
 		r := unix.FileDedupeRange{Src_offset: uint64(off), Src_length: uint64(n),
 			Info: []unix.FileDedupeRangeInfo{{Dest_fd: int64(dst.Fd()), Dest_offset: uint64(off)}}}
 		if err := unix.IoctlFileDedupeRange(int(src.Fd()), &r); err != nil {
-			return fmt.Errorf("FIDEDUPERANGE: %w", err)
+			return off, fmt.Errorf("FIDEDUPERANGE at offset %d: %w", off, err)
 		}
 		info := r.Info[0]
 		switch {
 		case info.Status == unix.FILE_DEDUPE_RANGE_DIFFERS:
-			return fmt.Errorf("%w at offset %d", ErrDiffers, off)
+			return off, fmt.Errorf("%w at offset %d", ErrDiffers, off)
 		case info.Status < 0:
-			return fmt.Errorf("FIDEDUPERANGE at offset %d: %w", off, syscall.Errno(-info.Status))
+			return off, fmt.Errorf("FIDEDUPERANGE at offset %d: %w", off, syscall.Errno(-info.Status))
 		case info.Bytes_deduped == 0:
-			return fmt.Errorf("FIDEDUPERANGE at offset %d: %w", off, errNoProgress)
+			return off, fmt.Errorf("FIDEDUPERANGE at offset %d: %w", off, errNoProgress)
 		}
 		off += int64(info.Bytes_deduped)
+		stepDone("shared")
 	}
-	return nil
+	return off, nil
 }
 
 var errNoProgress = errors.New("no bytes deduplicated")
@@ -79,17 +81,50 @@ func (r *run) reflink(ctx context.Context, p *pair) (freed int64, reason Reason,
 	case same == all:
 		return 0, SkipShared, nil
 	}
-	if err := dedupeRange(ctx, p.keeper.f, p.target.f, p.target.fi.Size); err != nil {
-		if errors.Is(err, ErrDiffers) {
-			return 0, SkipDiffers, err
-		}
-		return 0, reasonOfRemap(err), err
+	size := p.target.fi.Size
+	shared, err := dedupeRange(ctx, p.keeper.f, p.target.f, size)
+	after, ferr := fiemap(int(p.target.f.Fd()), size)
+	if ferr == nil {
+		freed = freedBy(tx, after, kx)
 	}
-	after, err := fiemap(int(p.target.f.Fd()), p.target.fi.Size)
 	if err != nil {
-		return 0, SkipError, err
+		why := partly(shared, size, freed, err)
+		return freed, r.remapFailed(p, err), why
 	}
-	return freedBy(tx, after, kx), "", nil
+	if ferr != nil {
+		return 0, SkipError, ferr
+	}
+	return freed, "", nil
+}
+
+// remapFailed says why sharing a pair failed. A target that no longer
+// matches its record changed under the run (truncated, say); the kernel's
+// refusal of one pair on a file system that can share extents is about
+// that pair alone (a btrfs nodatacow file, a swap file), never about the
+// file system: only the probe of a device says that (run.supported).
+func (r *run) remapFailed(p *pair, err error) Reason {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return SkipError
+	}
+	if reason, _ := r.recheck(p.target); reason != "" {
+		return reason
+	}
+	if errors.Is(err, ErrDiffers) {
+		return SkipDiffers
+	}
+	if reason := reasonOfRemap(err); reason != SkipUnsupported {
+		return reason
+	}
+	return SkipRefused
+}
+
+// partly says how far a pair got before err: nothing, or some bytes
+// shared and freed, which the run counts.
+func partly(shared, size, freed int64, err error) error {
+	if shared == 0 && freed == 0 {
+		return err
+	}
+	return fmt.Errorf("%d of %d bytes were shared (%d freed) before: %w", shared, size, freed, err)
 }
 
 // freedBy counts the bytes that were the target's alone before and are
@@ -110,7 +145,7 @@ func freedBy(before, after, keeper []extent) int64 {
 	return freed
 }
 
-// reasonOfRemap classifies a refusal of FIDEDUPERANGE.
+// reasonOfRemap classifies a refusal of FIDEDUPERANGE by its error.
 func reasonOfRemap(err error) Reason {
 	switch {
 	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EINVAL):

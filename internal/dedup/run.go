@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -25,14 +27,16 @@ func (d *Deduper) Apply(ctx context.Context, plan Plan, req Request) (Result, er
 		return Result{}, err
 	}
 	defer d.unlock()
-	if plan.Mode == Hardlink {
-		// A file in the way was reported when found; it stops nothing.
-		if err := d.recover(ctx); err != nil && !onlyForeign(err) {
-			return Result{}, err
-		}
-	}
-	out := &outcome{probed: map[uint64]error{}, res: Result{Mode: plan.Mode, Planned: plan.Actions}}
+	out := &tally{probed: map[uint64]error{}, res: Result{Mode: plan.Mode, Planned: plan.Actions}}
 	r := run{d: d, req: req, mode: plan.Mode, access: newAccess(req.Caller), out: out}
+	if plan.Mode == Hardlink {
+		// A step left open is reported and tried again; it stops no
+		// other pair.
+		if err := d.recover(ctx); err != nil {
+			d.log.Warn("dedup recovery incomplete", "err", err)
+		}
+		r.pending = d.pendingTemps()
+	}
 	work := make(chan *Group)
 	var wg sync.WaitGroup
 	for range d.workers() {
@@ -63,17 +67,17 @@ feed:
 	return out.res, errors.Join(errs...)
 }
 
-// onlyForeign reports whether every error joined in err is ErrForeign.
-func onlyForeign(err error) bool {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			if e != nil && !onlyForeign(e) {
-				return false
-			}
-		}
-		return true
+// pendingTemps are the temporary names of the steps recovery left open.
+func (d *Deduper) pendingTemps() [][]byte {
+	ins, err := d.opt.Intents.Intents()
+	if err != nil {
+		return nil
 	}
-	return errors.Is(err, ErrForeign)
+	out := make([][]byte, len(ins))
+	for i, in := range ins {
+		out[i] = []byte(filepath.Join(string(in.Dir), in.Temp))
+	}
+	return out
 }
 
 // workers is how many groups a run works on at once.
@@ -102,12 +106,15 @@ type run struct {
 	req    Request
 	mode   Mode
 	access *access
-	out    *outcome // shared by the workers
+	out    *tally   // shared by the workers
 	stale  [][]byte // hardlink: names to hash again after the group
+	// pending are the temporary names of steps left for recovery
+	// (hardlink): a keeper's link there is one the run knows.
+	pending [][]byte
 }
 
-// outcome is what the workers of one Apply find, under its lock.
-type outcome struct {
+// tally is what the workers of one Apply find, under its lock.
+type tally struct {
 	mu     sync.Mutex
 	res    Result
 	done   int
@@ -125,6 +132,11 @@ type side struct {
 	// or 0. A link changes only the inode's ctime and link count, so that
 	// ctime is as good as the record's.
 	linked int64
+	// names are the keeper's names the run knows (hardlink mode): those in
+	// the index, and the copies' names it linked to it; links is the
+	// number of its links the run knows of, names and steps left open.
+	names [][]byte
+	links uint64
 }
 
 // current reports whether the file and the index's record cur still are
@@ -159,7 +171,7 @@ type pair struct {
 
 // group carries out one group's actions with its keeper opened once.
 func (r *run) group(ctx context.Context, g *Group) {
-	keeper := &side{path: g.Keeper.Path, rec: g.Keeper.Record}
+	keeper := &side{path: g.Keeper.Path, rec: g.Keeper.Record, names: slices.Clone(g.KeeperNames)}
 	reason, err := r.openSide(keeper)
 	if err == nil && reason == "" && r.mode == Reflink {
 		reason, err = r.supported(g, keeper)
@@ -171,7 +183,7 @@ func (r *run) group(ctx context.Context, g *Group) {
 			return
 		}
 		if reason != "" {
-			r.skipAction(g, a, reason, err)
+			r.skipAction(g, a, reason, err, 0)
 			continue
 		}
 		r.action(ctx, g, keeper, a)
@@ -209,7 +221,7 @@ func (r *run) action(ctx context.Context, g *Group, keeper *side, a Action) {
 		}
 	}
 	if reason != "" {
-		r.skipAction(g, a, reason, err)
+		r.skipAction(g, a, reason, err, freed)
 		return
 	}
 	r.out.mu.Lock()
@@ -271,8 +283,9 @@ func (r *run) check(s *side) (Reason, error) {
 	return "", nil
 }
 
-// skipAction records a skipped action, once for each of its names.
-func (r *run) skipAction(g *Group, a Action, reason Reason, err error) {
+// skipAction records a skipped action, once for each of its names, and
+// the bytes it freed before it stopped (a copy shared in part).
+func (r *run) skipAction(g *Group, a Action, reason Reason, err error, freed int64) {
 	detail := ""
 	if err != nil {
 		detail = err.Error()
@@ -281,7 +294,8 @@ func (r *run) skipAction(g *Group, a Action, reason Reason, err error) {
 		"reason", string(reason), "err", err)
 	r.out.mu.Lock()
 	defer r.out.mu.Unlock()
-	r.out.res.skip(Skip{Keeper: g.Keeper.Path, Target: a.Targets[0].Path, Reason: reason, Detail: detail})
+	r.out.res.Freed += freed
+	r.out.res.skip(Skip{Keeper: g.Keeper.Path, Target: a.Targets[0].Path, Reason: reason, Detail: detail, Freed: freed})
 	r.progress(a)
 }
 
