@@ -183,7 +183,14 @@ func (c *Client) Dups(ctx context.Context, q DupQuery, fn func(DupGroup) error) 
 	if q.Outside {
 		v.Set("outside", "1")
 	}
-	resp, err := c.do(ctx, "GET", "/v1/dups", v, nil)
+	if q.Resurvey {
+		v.Set("resurvey", "1")
+	}
+	method, body := "GET", []byte(nil)
+	if len(q.Paths) > 0 {
+		method, body = "POST", dedupBody(q.Paths) // one path a line, as dedup sends them
+	}
+	resp, err := c.do(ctx, method, "/v1/dups", v, body)
 	if err != nil {
 		return nil, err
 	}

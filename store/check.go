@@ -94,6 +94,7 @@ func checkInvariants(tx *bolt.Tx, rep *Report) {
 	checkDirs(tx, rep)
 	checkCount(tx, rep, bucketInodes, c.Files-onlyPending(pendIno), "inode index")
 	checkGroups(tx, rep, &c, pend)
+	checkSurveys(tx, rep, &c)
 	checkVerified(tx, rep)
 	stored, err := decodeCounters(tx.Bucket(bucketMeta).Get(metaCounters))
 	if err != nil {

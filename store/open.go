@@ -33,11 +33,12 @@ var (
 	bucketInodes   = []byte("inodes")   // id(dev) ‖ id(ino) ‖ file key → ∅
 	bucketGroups   = []byte("groups")   // backend ‖ digest → group summary (groups of ≥ 2 paths)
 	bucketDups     = []byte("dups")     // ^wasted ‖ backend ‖ digest → group summary (groups of ≥ 2 inodes)
+	bucketSurveys  = []byte("surveys")  // backend ‖ digest → survey (survey.go)
 	// schema2Buckets are the buckets of schemas 1 and 2; schema 3 added
 	// the verified index (verified.go).
 	schema2Buckets = [][]byte{bucketMeta, bucketUser, bucketFiles, bucketDirs, bucketDirNames,
 		bucketDigest, bucketInodes, bucketGroups, bucketDups}
-	allBuckets = append(schema2Buckets[:len(schema2Buckets):len(schema2Buckets)], bucketVerified, bucketPending, bucketPendInodes)
+	allBuckets = append(schema2Buckets[:len(schema2Buckets):len(schema2Buckets)], bucketVerified, bucketPending, bucketPendInodes, bucketSurveys)
 )
 
 // Keys in the meta bucket.
@@ -62,7 +63,7 @@ const pageSize = 16 << 10
 const formatID = "annexd-index"
 
 // SchemaVersion is the schema this package writes.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // migrations[v] upgrades an index from schema v to v+1 inside one write
 // transaction. Append here when the schema changes in a way one
@@ -74,6 +75,8 @@ var migrations = map[uint64]func(tx *bolt.Tx) error{
 	// Schema 6 writes pending entries in sorted runs and defers the inode
 	// entries of deferred digest entries (pending.go, pendinodes.go).
 	5: migratePendingRuns,
+	// Schema 7 keeps surveys of block sharing (survey.go).
+	6: func(tx *bolt.Tx) error { _, err := tx.CreateBucketIfNotExists(bucketSurveys); return err },
 }
 
 // Options tune Open. The zero value is what the daemon uses.

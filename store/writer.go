@@ -72,6 +72,7 @@ type item struct {
 	gen     *uint64       // receives a new generation
 	moved   *Moved        // receives what a move did
 	adopt   *Adoption     // the checks and change of an Adopt
+	survey  *surveyPut    // what opSurvey stores
 }
 
 // validate checks a change before it is queued.
@@ -107,7 +108,7 @@ func (c *Change) validate() error {
 			return err
 		}
 		return c.Record.validate()
-	case opNextGen:
+	case opNextGen, opSurvey:
 		return nil
 	}
 	return fmt.Errorf("store: unknown change op %d", c.Op)
@@ -115,6 +116,7 @@ func (c *Change) validate() error {
 
 // Ops that only the store's own methods submit.
 const (
+	opSurvey  Op = 253 // PutSurvey, SubmitSurvey
 	opAdopt   Op = 254 // Adopt
 	opNextGen Op = 255 // NextGeneration
 )
@@ -143,7 +145,11 @@ func (s *Store) submit(it item) {
 		it.done(ErrReadOnly)
 		return
 	}
-	if err := it.c.validate(); err != nil {
+	err := it.c.validate()
+	if err == nil && it.c.Op == opSurvey {
+		err = it.survey.validate()
+	}
+	if err != nil {
 		it.done(err)
 		return
 	}
@@ -504,6 +510,10 @@ func apply(w *wtx, it *item) error {
 		}
 	case opNextGen:
 		*it.gen, err = w.nextGeneration()
+	case opSurvey:
+		if err = w.putSurvey(it.survey); errors.Is(err, ErrConflict) {
+			return changeError{err}
+		}
 	}
 	return err
 }

@@ -11,14 +11,28 @@ import (
 )
 
 // counters are the totals kept in meta so Stats is O(1).
+// Schema 7 added the three survey counters; an index of schema 6 keeps
+// six until its first write.
 type counters struct {
 	Files, Bytes, Digested, Unique, Groups, Wasted int64
+	// Surveyed counts the groups with a survey (survey.go), SurveyedDup
+	// their duplicate bytes and Reclaimable what their surveys found
+	// reclaimable.
+	Surveyed, SurveyedDup, Reclaimable int64
 }
 
+func (c *counters) fields() []*int64 {
+	return []*int64{&c.Files, &c.Bytes, &c.Digested, &c.Unique, &c.Groups, &c.Wasted,
+		&c.Surveyed, &c.SurveyedDup, &c.Reclaimable}
+}
+
+// oldCounters is how many counters schema 6 kept.
+const oldCounters = 6
+
 func (c *counters) encode() []byte {
-	b := make([]byte, 0, 6*binary.MaxVarintLen64)
-	for _, v := range []int64{c.Files, c.Bytes, c.Digested, c.Unique, c.Groups, c.Wasted} {
-		b = binary.AppendVarint(b, v)
+	b := make([]byte, 0, 9*binary.MaxVarintLen64)
+	for _, p := range c.fields() {
+		b = binary.AppendVarint(b, *p)
 	}
 	return b
 }
@@ -26,7 +40,10 @@ func (c *counters) encode() []byte {
 func decodeCounters(b []byte) (counters, error) {
 	var c counters
 	d := &decoder{b: b}
-	for _, p := range []*int64{&c.Files, &c.Bytes, &c.Digested, &c.Unique, &c.Groups, &c.Wasted} {
+	for i, p := range c.fields() {
+		if i == oldCounters && len(d.b) == 0 {
+			break
+		}
 		*p = d.varint()
 	}
 	if len(b) == 0 {
@@ -115,6 +132,8 @@ type wtx struct {
 	inoFilter *runFilter // takes the prefix of each deferred inode entry (runfilter.go); may be nil
 
 	fences *fenceSet // the store's raised fences, which applied changes break
+
+	surv *bolt.Bucket // the surveys bucket, once used (survey.go)
 }
 
 // newWtx begins applying changes in tx; bufs are the writer's buffers
@@ -254,6 +273,9 @@ func (w *wtx) put(path []byte, r *Record) error {
 			if err := w.reindexVerified(fk, &old, r); err != nil {
 				return err
 			}
+			if err := w.rewritten(&old, r); err != nil {
+				return err
+			}
 			return w.tails[0].put(fk, appendRecord(make([]byte, 0, maxRecordLen), r))
 		}
 		if err := w.unindex(fk, &old); err != nil {
@@ -277,6 +299,15 @@ func (w *wtx) existing(id uint64, base, fk []byte) []byte {
 		}
 	}
 	return w.files.Get(fk)
+}
+
+// rewritten drops the survey of the group of a record whose file was
+// written again with the same content: its blocks may have changed.
+func (w *wtx) rewritten(old, r *Record) error {
+	if !old.indexed() || (old.MtimeNs == r.MtimeNs && old.CtimeNs == r.CtimeNs) {
+		return nil
+	}
+	return w.dropSurvey(digestKey(nil, old))
 }
 
 // sameIndexes reports whether a and b have the same entries in every index
@@ -431,6 +462,12 @@ func (w *wtx) sharesInode(dk, fk []byte, r *Record) bool {
 }
 
 func (w *wtx) setGroup(dk []byte, old, g group) error {
+	if old.inodes >= 2 {
+		// A member came, went or changed: its survey is no longer true.
+		if err := w.dropSurvey(dk); err != nil {
+			return err
+		}
+	}
 	switch {
 	case old.n == 0 && g.n > 0:
 		w.c.Unique++

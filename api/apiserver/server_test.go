@@ -277,9 +277,9 @@ func TestDupsOrderAndPaging(t *testing.T) {
 	var after []byte
 	for page := 0; ; page++ {
 		next, err := ts.client.Dups(ctx, api.DupQuery{Limit: 1, After: after}, func(g api.DupGroup) error {
-			wasted = append(wasted, g.Wasted)
-			if g.Wasted != g.Size*int64(distinctInodes(t, g.Files)-1) {
-				t.Errorf("group %x: wasted %d for %d files of %d", g.Digest, g.Wasted, len(g.Files), g.Size)
+			wasted = append(wasted, g.Duplicate)
+			if g.Duplicate != g.Size*int64(distinctInodes(t, g.Files)-1) {
+				t.Errorf("group %x: wasted %d for %d files of %d", g.Digest, g.Duplicate, len(g.Files), g.Size)
 			}
 			return nil
 		})
@@ -296,7 +296,7 @@ func TestDupsOrderAndPaging(t *testing.T) {
 	}
 	wasted = nil
 	next, err := ts.client.Dups(ctx, api.DupQuery{MinSize: 50}, func(g api.DupGroup) error {
-		wasted = append(wasted, g.Wasted)
+		wasted = append(wasted, g.Duplicate)
 		return nil
 	})
 	if err != nil || next != nil || fmt.Sprint(wasted) != "[1000 200]" {
