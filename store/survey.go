@@ -225,10 +225,11 @@ type surveyPut struct {
 
 // PutSurvey keeps s as the survey of the group of digest d (base backend
 // b), and returns once it is durable. It is kept only while the group is
-// what s saw: the same inodes, and every record of them with the
-// identity seen[i] (the same index as s.Inodes) of its inode. Otherwise
-// nothing changes and the error wraps ErrConflict. Any later change to a
-// record of the group drops the survey.
+// what s saw: the same inodes, and every record of a Known inode with
+// the identity seen[i] (the same index as s.Inodes) of its file.
+// Otherwise the group's older survey is dropped and the error wraps
+// ErrConflict. Any later change to a record of the group drops the
+// survey.
 func (s *Store) PutSurvey(ctx context.Context, b key.Backend, d []byte, sv Survey, seen []Seen) error {
 	return s.wait(ctx, item{c: Change{Op: opSurvey}, survey: newSurveyPut(b, d, sv, seen)})
 }
@@ -322,6 +323,9 @@ func (w *wtx) surveyAgrees(p *surveyPut) error {
 		i := p.survey.Find(dev, ino)
 		if i < 0 {
 			return fmt.Errorf("%w: %x: inode %d/%d not surveyed", ErrConflict, p.dk, dev, ino)
+		}
+		if !p.survey.Inodes[i].Known {
+			continue // counted whole until its record changes
 		}
 		r, err := decodeRecord(w.files.Get(k[len(p.dk):]))
 		if err != nil {

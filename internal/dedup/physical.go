@@ -2,7 +2,9 @@ package dedup
 
 import (
 	"cmp"
+	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/annexd/annexd/fsstat"
@@ -177,4 +179,32 @@ func copies(inodes []store.SurveyInode, exts []placedExtent) {
 	for i := range inodes {
 		inodes[i].Copy = find(i)
 	}
+}
+
+// SurveyMissing surveys each duplicate group the index keeps no survey
+// of and hands the survey to the index, so that what the index says is
+// reclaimable covers every group. Before each group it calls wait, when
+// not nil, which may block (while the daemon is busy) or end the walk
+// with its error. It returns how many groups it surveyed, once the index
+// has taken or refused each survey.
+func (d *Deduper) SurveyMissing(ctx context.Context, wait func(context.Context) error) (int, error) {
+	n := 0
+	var kept sync.WaitGroup
+	defer kept.Wait()
+	err := d.idx.Dups(ctx, store.DupOptions{Brief: true}, func(g store.Group) error {
+		if g.Survey != nil {
+			return nil
+		}
+		if wait != nil {
+			if err := wait(ctx); err != nil {
+				return err
+			}
+		}
+		sv, seen := SurveyGroup(g)
+		kept.Add(1)
+		d.idx.SubmitSurvey(g.Backend, g.Digest, sv, seen, func(error) { kept.Done() })
+		n++
+		return nil
+	})
+	return n, err
 }

@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
 
@@ -150,8 +151,8 @@ func TestSurveyPhysical(t *testing.T) {
 }
 
 // TestSurveyGoneFile: an inode whose names no longer open as it is not
-// known, counted whole; the store refuses to keep such a survey of a
-// file whose record is gone stale.
+// known, and counted whole. The store keeps such a survey (until the
+// record changes), but not one of a file that changed since its record.
 func TestSurveyGoneFile(t *testing.T) {
 	fs := loopfs.New(t, loopfs.XFS, loopfs.Options{Size: loopfs.MinSize[loopfs.XFS]})
 	st := openStore(t)
@@ -170,8 +171,14 @@ func TestSurveyGoneFile(t *testing.T) {
 	if sv.Unknown(nil) != 1 || sv.Reclaimable(nil) < int64(len(data)) {
 		t.Errorf("unknown %d, reclaimable %d; want 1 and the gone file's size", sv.Unknown(nil), sv.Reclaimable(nil))
 	}
-	err := st.PutSurvey(context.Background(), key.SHA256E, g.Digest, sv, seen)
-	if err == nil {
-		t.Error("a survey of a replaced file was kept")
+	if err := st.PutSurvey(context.Background(), key.SHA256E, g.Digest, sv, seen); err != nil {
+		t.Errorf("a survey with a file gone: %v", err)
+	}
+	if err := os.WriteFile(a, data, 0o644); err != nil { // written again: a new mtime
+		t.Fatal(err)
+	}
+	sv, seen = SurveyGroup(g)
+	if err := st.PutSurvey(context.Background(), key.SHA256E, g.Digest, sv, seen); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("a survey of a file written since its record: %v, want ErrConflict", err)
 	}
 }
