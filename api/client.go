@@ -166,7 +166,7 @@ func (c *Client) whereis(ctx context.Context, v url.Values, fn func(Location) er
 	}, nil)
 }
 
-// Dups calls fn for each duplicate group, most wasted bytes first. When
+// Dups calls fn for each duplicate group, most duplicate bytes first. When
 // q.Limit groups were returned and more may follow, next is the After for
 // the next page; otherwise next is nil.
 func (c *Client) Dups(ctx context.Context, q DupQuery, fn func(DupGroup) error) (next []byte, err error) {

@@ -490,7 +490,7 @@ func BenchmarkDups1M(b *testing.B) {
 	s := benchStore(b, Options{NoSync: true})
 	load(b, s, files)
 	st, _ := s.Stats()
-	b.Logf("%d records, %d groups, %d wasted bytes", st.Files, st.DupGroups, st.Duplicate)
+	b.Logf("%d records, %d groups, %d duplicate bytes", st.Files, st.DupGroups, st.Duplicate)
 	for _, brief := range []bool{false, true} {
 		b.Run(fmt.Sprint("brief=", brief), func(b *testing.B) {
 			c0 := cpuTime()
@@ -515,7 +515,7 @@ func BenchmarkDupsCorpus(b *testing.B) {
 	s := benchStore(b, Options{NoSync: true})
 	load(b, s, files)
 	st, _ := s.Stats()
-	b.Logf("%s: %d records, %d groups, %d wasted bytes", src, st.Files, st.DupGroups, st.Duplicate)
+	b.Logf("%s: %d records, %d groups, %d duplicate bytes", src, st.Files, st.DupGroups, st.Duplicate)
 	c0 := cpuTime()
 	for b.Loop() {
 		groups := 0

@@ -13,7 +13,7 @@ import (
 
 // DupOptions select and page duplicate groups.
 type DupOptions struct {
-	MinSize int64  // skip groups of smaller files (1 skips empty files, whose groups waste 0 bytes)
+	MinSize int64  // skip groups of smaller files (1 skips empty files, whose groups hold 0 bytes)
 	After   []byte // resume after this Group.Cursor (nil: from the start)
 	Limit   int    // at most this many groups (0: all)
 	// Brief lists members from the digest index alone, without reading
@@ -193,7 +193,7 @@ func (s *Store) dupChunk(names *namer, after []byte, opts DupOptions) (out []Gro
 // whose key in the dups bucket is k.
 func readGroup(tx *bolt.Tx, mr *memberReader, dc *bolt.Cursor, dk []byte, g group, k []byte) (Group, error) {
 	grp := Group{Backend: key.Backend(dk[0]), Digest: bytes.Clone(dk[1:]), Size: g.size,
-		Inodes: g.inodes, Duplicate: g.wasted(), Cursor: bytes.Clone(k),
+		Inodes: g.inodes, Duplicate: g.duplicate(), Cursor: bytes.Clone(k),
 		Members: make([]Member, 0, g.n)}
 	if v := surveyOf(tx, dk); v != nil {
 		sv, _, _, err := decodeSurvey(v)
@@ -238,7 +238,7 @@ func (s *Store) DupGroup(b key.Backend, d []byte, opts DupOptions) (grp Group, o
 			return err
 		}
 		mr := memberReader{n: n, files: tx.Bucket(bucketFiles), brief: opts.Brief}
-		grp, err = readGroup(tx, &mr, tx.Bucket(bucketDigest).Cursor(), dk, g, dupKey(g.wasted(), dk))
+		grp, err = readGroup(tx, &mr, tx.Bucket(bucketDigest).Cursor(), dk, g, dupKey(g.duplicate(), dk))
 		ok = err == nil
 		return err
 	})

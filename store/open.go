@@ -32,7 +32,7 @@ var (
 	bucketDigest   = []byte("bydigest") // backend ‖ digest ‖ file key → digestValue
 	bucketInodes   = []byte("inodes")   // id(dev) ‖ id(ino) ‖ file key → ∅
 	bucketGroups   = []byte("groups")   // backend ‖ digest → group summary (groups of ≥ 2 paths)
-	bucketDups     = []byte("dups")     // ^wasted ‖ backend ‖ digest → group summary (groups of ≥ 2 inodes)
+	bucketDups     = []byte("dups")     // ^duplicate bytes ‖ backend ‖ digest → group summary (groups of ≥ 2 inodes)
 	bucketSurveys  = []byte("surveys")  // backend ‖ digest → survey (survey.go)
 	// schema2Buckets are the buckets of schemas 1 and 2; schema 3 added
 	// the verified index (verified.go).

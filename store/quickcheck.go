@@ -378,9 +378,9 @@ func (q *quick) counters(db *bolt.DB) (err error) {
 	if err != nil {
 		return fmt.Errorf("counters: %w", err)
 	}
-	if c.Files < 0 || c.Bytes < 0 || c.Wasted < 0 || c.Digested < 0 || c.Digested > c.Files ||
+	if c.Files < 0 || c.Bytes < 0 || c.Duplicate < 0 || c.Digested < 0 || c.Digested > c.Files ||
 		c.Unique > c.Digested || c.Groups < 0 || c.Groups > c.Unique ||
-		c.Surveyed < 0 || c.Surveyed > c.Groups || c.SurveyedDup < 0 || c.SurveyedDup > c.Wasted || c.Reclaimable < 0 {
+		c.Surveyed < 0 || c.Surveyed > c.Groups || c.SurveyedDup < 0 || c.SurveyedDup > c.Duplicate || c.Reclaimable < 0 {
 		return fmt.Errorf("counters %+v are impossible", c)
 	}
 	// Digested counts the pending entries too, merged or not (pending.go).

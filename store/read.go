@@ -570,7 +570,7 @@ func (s *Store) Stats() (Stats, error) {
 			return err
 		}
 		st = Stats{Files: c.Files, Bytes: c.Bytes, Digested: c.Digested, Unique: c.Unique,
-			DupGroups: c.Groups, Duplicate: c.Wasted, IndexBytes: tx.Size(), Ungrouped: s.Ungrouped()}
+			DupGroups: c.Groups, Duplicate: c.Duplicate, IndexBytes: tx.Size(), Ungrouped: s.Ungrouped()}
 		st.Surveyed, st.SurveyedDup, st.Reclaimable = c.Surveyed, c.SurveyedDup, c.Reclaimable
 		st.Generation, _ = binary.Uvarint(m.Get(metaGeneration))
 		st.SchemaVer, _ = binary.Uvarint(m.Get(metaSchema))

@@ -86,37 +86,37 @@ func cmpU(a, b uint64) int {
 // the keeper being the one that holds least. Blocks already shared, holes
 // and the names of one inode count nothing. keep nil keeps all.
 func (s *Survey) Reclaimable(keep func(i int) bool) int64 {
-	type dev struct{ sum, least int64 }
-	devs := map[uint64]*dev{}
+	var n, sum, least int64
+	first := true // no kept inode of this device yet
 	for i, in := range s.Inodes {
+		if i > 0 && in.Dev != s.Inodes[i-1].Dev { // inodes come by device
+			n += sum - least
+			sum, least, first = 0, 0, true
+		}
 		if keep != nil && !keep(i) {
 			continue
 		}
-		d := devs[in.Dev]
-		if d == nil {
-			devs[in.Dev] = &dev{sum: in.Alone, least: in.Alone}
-			continue
+		if first {
+			least, first = in.Alone, false
 		}
-		d.sum += in.Alone
-		d.least = min(d.least, in.Alone)
+		sum += in.Alone
+		least = min(least, in.Alone)
 	}
-	var n int64
-	for _, d := range devs {
-		n += d.sum - d.least
-	}
-	return n
+	return n + sum - least
 }
 
 // Physical counts the physical copies among the kept inodes: inodes that
 // share blocks count once. keep nil keeps all.
 func (s *Survey) Physical(keep func(i int) bool) int {
-	seen := map[int]bool{}
+	seen := make([]bool, len(s.Inodes)) // by Copy, an index of Inodes
+	n := 0
 	for i, in := range s.Inodes {
-		if keep == nil || keep(i) {
+		if (keep == nil || keep(i)) && !seen[in.Copy] {
 			seen[in.Copy] = true
+			n++
 		}
 	}
-	return len(seen)
+	return n
 }
 
 // Unknown counts the kept inodes that could not be surveyed.
@@ -289,9 +289,9 @@ func (w *wtx) putSurvey(p *surveyPut) error {
 	}
 	rec := p.survey.Reclaimable(nil)
 	w.c.Surveyed++
-	w.c.SurveyedDup += g.wasted()
+	w.c.SurveyedDup += g.duplicate()
 	w.c.Reclaimable += rec
-	return w.surveys().Put(bytes.Clone(p.dk), encodeSurvey(&p.survey, g.wasted(), rec))
+	return w.surveys().Put(bytes.Clone(p.dk), encodeSurvey(&p.survey, g.duplicate(), rec))
 }
 
 // surveyGroup returns the group a survey is of, or ErrConflict when the
@@ -388,8 +388,8 @@ func checkSurveys(tx *bolt.Tx, rep *Report, c *counters) {
 		switch {
 		case err != nil || grps.Get(k) == nil:
 			rep.add("surveys: %x is not a group", k)
-		case g.inodes != int64(len(s.Inodes)) || g.wasted() != dup:
-			rep.add("surveys: %x: %d inodes, %d duplicate bytes; its group %d, %d", k, len(s.Inodes), dup, g.inodes, g.wasted())
+		case g.inodes != int64(len(s.Inodes)) || g.duplicate() != dup:
+			rep.add("surveys: %x: %d inodes, %d duplicate bytes; its group %d, %d", k, len(s.Inodes), dup, g.inodes, g.duplicate())
 		case s.Reclaimable(nil) != rec:
 			rep.add("surveys: %x: stored %d reclaimable bytes, its inodes %d", k, rec, s.Reclaimable(nil))
 		}

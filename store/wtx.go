@@ -14,7 +14,7 @@ import (
 // Schema 7 added the three survey counters; an index of schema 6 keeps
 // six until its first write.
 type counters struct {
-	Files, Bytes, Digested, Unique, Groups, Wasted int64
+	Files, Bytes, Digested, Unique, Groups, Duplicate int64
 	// Surveyed counts the groups with a survey (survey.go), SurveyedDup
 	// their duplicate bytes and Reclaimable what their surveys found
 	// reclaimable.
@@ -22,7 +22,7 @@ type counters struct {
 }
 
 func (c *counters) fields() []*int64 {
-	return []*int64{&c.Files, &c.Bytes, &c.Digested, &c.Unique, &c.Groups, &c.Wasted,
+	return []*int64{&c.Files, &c.Bytes, &c.Digested, &c.Unique, &c.Groups, &c.Duplicate,
 		&c.Surveyed, &c.SurveyedDup, &c.Reclaimable}
 }
 
@@ -58,7 +58,7 @@ type group struct {
 	size      int64
 }
 
-func (g group) wasted() int64 {
+func (g group) duplicate() int64 {
 	if g.inodes < 2 {
 		return 0
 	}
@@ -84,9 +84,9 @@ func decodeGroup(b []byte) (group, error) {
 	return g, d.err
 }
 
-// dupKey orders groups by wasted bytes, largest first.
-func dupKey(wasted int64, dk []byte) []byte {
-	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(dk)), ^uint64(wasted))
+// dupKey orders groups by duplicate bytes, most first.
+func dupKey(dup int64, dk []byte) []byte {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(dk)), ^uint64(dup))
 	return append(b, dk...)
 }
 
@@ -476,18 +476,18 @@ func (w *wtx) setGroup(dk []byte, old, g group) error {
 	}
 	if old.inodes >= 2 {
 		w.c.Groups--
-		w.c.Wasted -= old.wasted()
-		if g.inodes < 2 || g.wasted() != old.wasted() {
-			if err := w.dups.Delete(dupKey(old.wasted(), dk)); err != nil {
+		w.c.Duplicate -= old.duplicate()
+		if g.inodes < 2 || g.duplicate() != old.duplicate() {
+			if err := w.dups.Delete(dupKey(old.duplicate(), dk)); err != nil {
 				return err
 			}
 		}
 	}
 	if g.inodes >= 2 {
 		w.c.Groups++
-		w.c.Wasted += g.wasted()
+		w.c.Duplicate += g.duplicate()
 		// The summary rides along so Dups needs no second lookup.
-		if err := w.dups.Put(dupKey(g.wasted(), dk), g.encode()); err != nil {
+		if err := w.dups.Put(dupKey(g.duplicate(), dk), g.encode()); err != nil {
 			return err
 		}
 	}

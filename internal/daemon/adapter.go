@@ -263,13 +263,20 @@ func (x *adapter) group(g store.Group, sv *store.Survey, withOutside bool) (out 
 // shareMarks marks the members of a group that share blocks with an
 // earlier one, and counts what the survey says of the inodes listed.
 type shareMarks struct {
-	sv     *store.Survey
-	listed []bool         // by survey index
-	first  map[int][]byte // physical copy → its first name listed
+	sv    *store.Survey
+	marks []shareMark // by survey index
+}
+
+// shareMark is what shareMarks knows of one inode of the survey: whether
+// a name of it is listed and, for the first inode of a physical copy, its
+// first name listed.
+type shareMark struct {
+	listed bool
+	first  []byte
 }
 
 func newShareMarks(sv *store.Survey) *shareMarks {
-	return &shareMarks{sv: sv, listed: make([]bool, len(sv.Inodes)), first: map[int][]byte{}}
+	return &shareMarks{sv: sv, marks: make([]shareMark, len(sv.Inodes))}
 }
 
 // sharesWith returns the first name listed of another inode whose blocks
@@ -280,19 +287,19 @@ func (s *shareMarks) sharesWith(dev, ino uint64, path []byte) []byte {
 	if i < 0 {
 		return nil
 	}
-	s.listed[i] = true
-	c := s.sv.Inodes[i].Copy
-	if p, ok := s.first[c]; ok {
-		return p
+	s.marks[i].listed = true
+	c := &s.marks[s.sv.Inodes[i].Copy]
+	if c.first != nil {
+		return c.first
 	}
-	s.first[c] = path
+	c.first = path
 	return nil
 }
 
 // figures returns the reclaimable bytes, the physical copies and the
 // copies not surveyed among the inodes listed.
 func (s *shareMarks) figures() (reclaimable int64, physical, unsurveyed int) {
-	keep := func(i int) bool { return s.listed[i] }
+	keep := func(i int) bool { return s.marks[i].listed }
 	return s.sv.Reclaimable(keep), s.sv.Physical(keep), s.sv.Unknown(keep)
 }
 
