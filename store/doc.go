@@ -58,8 +58,8 @@
 // digest → paths, inodes, size; only for digests
 // with two or more paths), dups (^duplicate bytes ‖ base backend ‖ digest
 // → the same summary; only for groups of two or more inodes, so Dups
-// streams them most duplicate bytes first), surveys (base backend ‖
-// digest → the group's survey), verified (be64(checked time) ‖ file key → size;
+// streams them most duplicate bytes first), surveys (the group's key in
+// dups → its survey, so Dups reads them in step), verified (be64(checked time) ‖ file key → size;
 // the records an audit re-reads, least recently confirmed first: see
 // ByChecked), pending (be64(run) ‖ digest key ‖ file key → a digest
 // entry not yet merged) and pendinodes (be64(run) ‖ id(dev) ‖ id(ino) ‖

@@ -148,6 +148,7 @@ func (s *Store) dupChunk(names *namer, after []byte, opts DupOptions) (out []Gro
 	err = names.view(func(tx *bolt.Tx, n *namer) error {
 		mr := memberReader{n: n, files: tx.Bucket(bucketFiles), brief: opts.Brief}
 		dc := tx.Bucket(bucketDigest).Cursor()
+		sc := newSurveyCursor(tx)
 		c := tx.Bucket(bucketDups).Cursor()
 		k, v := c.First()
 		if after != nil {
@@ -177,7 +178,7 @@ func (s *Store) dupChunk(names *namer, after []byte, opts DupOptions) (out []Gro
 			if g.size < opts.MinSize {
 				continue
 			}
-			grp, err := readGroup(tx, &mr, dc, dk, g, k)
+			grp, err := readGroup(&mr, dc, sc, dk, g, k)
 			if err != nil {
 				return err
 			}
@@ -191,11 +192,11 @@ func (s *Store) dupChunk(names *namer, after []byte, opts DupOptions) (out []Gro
 
 // readGroup reads the members and the survey of group dk, summary g,
 // whose key in the dups bucket is k.
-func readGroup(tx *bolt.Tx, mr *memberReader, dc *bolt.Cursor, dk []byte, g group, k []byte) (Group, error) {
+func readGroup(mr *memberReader, dc *bolt.Cursor, sc *surveyCursor, dk []byte, g group, k []byte) (Group, error) {
 	grp := Group{Backend: key.Backend(dk[0]), Digest: bytes.Clone(dk[1:]), Size: g.size,
 		Inodes: g.inodes, Duplicate: g.duplicate(), Cursor: bytes.Clone(k),
 		Members: make([]Member, 0, g.n)}
-	if v := surveyOf(tx, dk); v != nil {
+	if v := sc.at(k); v != nil {
 		sv, _, _, err := decodeSurvey(v)
 		if err != nil {
 			return grp, fmt.Errorf("survey %x: %w", dk, err)
@@ -210,14 +211,6 @@ func readGroup(tx *bolt.Tx, mr *memberReader, dc *bolt.Cursor, dk []byte, g grou
 		grp.Members = append(grp.Members, mb)
 	}
 	return grp, nil
-}
-
-// surveyOf returns the stored survey of group dk, or nil.
-func surveyOf(tx *bolt.Tx, dk []byte) []byte {
-	if b := tx.Bucket(bucketSurveys); b != nil {
-		return b.Get(dk)
-	}
-	return nil
 }
 
 // DupGroup reads the duplicate group of digest d under backend b (its
@@ -238,7 +231,7 @@ func (s *Store) DupGroup(b key.Backend, d []byte, opts DupOptions) (grp Group, o
 			return err
 		}
 		mr := memberReader{n: n, files: tx.Bucket(bucketFiles), brief: opts.Brief}
-		grp, err = readGroup(tx, &mr, tx.Bucket(bucketDigest).Cursor(), dk, g, dupKey(g.duplicate(), dk))
+		grp, err = readGroup(&mr, tx.Bucket(bucketDigest).Cursor(), newSurveyCursor(tx), dk, g, dupKey(g.duplicate(), dk))
 		ok = err == nil
 		return err
 	})

@@ -33,7 +33,7 @@ var (
 	bucketInodes   = []byte("inodes")   // id(dev) ‖ id(ino) ‖ file key → ∅
 	bucketGroups   = []byte("groups")   // backend ‖ digest → group summary (groups of ≥ 2 paths)
 	bucketDups     = []byte("dups")     // ^duplicate bytes ‖ backend ‖ digest → group summary (groups of ≥ 2 inodes)
-	bucketSurveys  = []byte("surveys")  // backend ‖ digest → survey (survey.go)
+	bucketSurveys  = []byte("surveys")  // the group's dups key → its survey (survey.go)
 	// schema2Buckets are the buckets of schemas 1 and 2; schema 3 added
 	// the verified index (verified.go).
 	schema2Buckets = [][]byte{bucketMeta, bucketUser, bucketFiles, bucketDirs, bucketDirNames,

@@ -284,14 +284,15 @@ func (w *wtx) putSurvey(p *surveyPut) error {
 		}
 		return err
 	}
-	if err := w.dropSurvey(p.dk); err != nil {
+	k := dupKey(g.duplicate(), p.dk)
+	if err := w.dropSurveyAt(k); err != nil {
 		return err
 	}
 	rec := p.survey.Reclaimable(nil)
 	w.c.Surveyed++
 	w.c.SurveyedDup += g.duplicate()
 	w.c.Reclaimable += rec
-	return w.surveys().Put(bytes.Clone(p.dk), encodeSurvey(&p.survey, g.duplicate(), rec))
+	return w.surveys().Put(k, encodeSurvey(&p.survey, g.duplicate(), rec))
 }
 
 // surveyGroup returns the group a survey is of, or ErrConflict when the
@@ -341,22 +342,71 @@ func (w *wtx) surveyAgrees(p *surveyPut) error {
 // dropSurvey removes the survey of group dk, if it has one, from the
 // bucket and the counters.
 func (w *wtx) dropSurvey(dk []byte) error {
+	v := w.grps.Get(dk)
+	if v == nil {
+		return nil
+	}
+	g, err := decodeGroup(v)
+	if err != nil || g.inodes < 2 {
+		return err
+	}
+	return w.dropSurveyAt(dupKey(g.duplicate(), dk))
+}
+
+// dropSurveyAt removes the survey under key k (the group's key in the
+// dups bucket), if there is one.
+func (w *wtx) dropSurveyAt(k []byte) error {
 	b := w.surveys()
 	if b == nil {
 		return nil // a migration before schema 7
 	}
-	v := b.Get(dk)
+	v := b.Get(k)
 	if v == nil {
 		return nil
 	}
 	_, dup, rec, err := decodeSurvey(v)
 	if err != nil {
-		return fmt.Errorf("survey %x: %w", dk, err)
+		return fmt.Errorf("survey %x: %w", k, err)
 	}
 	w.c.Surveyed--
 	w.c.SurveyedDup -= dup
 	w.c.Reclaimable -= rec
-	return b.Delete(dk)
+	return b.Delete(k)
+}
+
+// surveyCursor reads the surveys of groups met in the dups bucket's
+// order, which is theirs too: one step forward a group, not a search.
+type surveyCursor struct {
+	c    *bolt.Cursor // nil: no bucket (schema 6)
+	k, v []byte
+	on   bool // positioned
+}
+
+func newSurveyCursor(tx *bolt.Tx) *surveyCursor {
+	sc := &surveyCursor{}
+	if b := tx.Bucket(bucketSurveys); b != nil {
+		sc.c = b.Cursor()
+	}
+	return sc
+}
+
+// at returns the survey stored under the dups key k, or nil. Keys must
+// come in increasing order.
+func (sc *surveyCursor) at(k []byte) []byte {
+	if sc.c == nil {
+		return nil
+	}
+	if !sc.on {
+		sc.k, sc.v = sc.c.Seek(k)
+		sc.on = true
+	}
+	for sc.k != nil && bytes.Compare(sc.k, k) < 0 {
+		sc.k, sc.v = sc.c.Next()
+	}
+	if sc.k != nil && bytes.Equal(sc.k, k) {
+		return sc.v
+	}
+	return nil
 }
 
 // surveys returns the survey bucket, found once per transaction.
@@ -377,17 +427,20 @@ func checkSurveys(tx *bolt.Tx, rep *Report, c *counters) {
 	grps := tx.Bucket(bucketGroups)
 	_ = b.ForEach(func(k, v []byte) error {
 		s, dup, rec, err := decodeSurvey(v)
-		if err != nil {
+		if err != nil || len(k) < 9 {
 			rep.add("surveys: %x: %v", k, err)
 			return nil
 		}
 		c.Surveyed++
 		c.SurveyedDup += dup
 		c.Reclaimable += rec
-		g, err := decodeGroup(grps.Get(k))
+		dk := k[8:]
+		g, err := decodeGroup(grps.Get(dk))
 		switch {
-		case err != nil || grps.Get(k) == nil:
+		case err != nil || grps.Get(dk) == nil:
 			rep.add("surveys: %x is not a group", k)
+		case !bytes.Equal(k, dupKey(g.duplicate(), dk)):
+			rep.add("surveys: %x is not its group's key %x", k, dupKey(g.duplicate(), dk))
 		case g.inodes != int64(len(s.Inodes)) || g.duplicate() != dup:
 			rep.add("surveys: %x: %d inodes, %d duplicate bytes; its group %d, %d", k, len(s.Inodes), dup, g.inodes, g.duplicate())
 		case s.Reclaimable(nil) != rec:

@@ -464,7 +464,7 @@ func (w *wtx) sharesInode(dk, fk []byte, r *Record) bool {
 func (w *wtx) setGroup(dk []byte, old, g group) error {
 	if old.inodes >= 2 {
 		// A member came, went or changed: its survey is no longer true.
-		if err := w.dropSurvey(dk); err != nil {
+		if err := w.dropSurveyAt(dupKey(old.duplicate(), dk)); err != nil {
 			return err
 		}
 	}
