@@ -173,7 +173,8 @@ type DupGroup struct {
 	// blocks count once.
 	Physical int
 	// Unsurveyed counts the copies whose blocks could not be looked at
-	// (gone, unreadable): Reclaimable counts them whole.
+	// (gone, unreadable): Reclaimable leaves them out, as dedup could not
+	// act on them either.
 	Unsurveyed int
 	// SurveyedAt is when the blocks were looked at.
 	SurveyedAt time.Time

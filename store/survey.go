@@ -35,7 +35,8 @@ type SurveyInode struct {
 	// with no other inode of the group.
 	Copy int
 	// Known is false when the file could not be surveyed (gone,
-	// unreadable, replaced): Placed and Alone are then its size.
+	// unreadable, replaced): Placed and Alone are then its size, and
+	// Reclaimable leaves it out, as a run could not act on it either.
 	Known bool
 }
 
@@ -84,7 +85,8 @@ func cmpU(a, b uint64) int {
 // system share the blocks of one of them would give back: on each device,
 // what every kept inode holds alone, less what the keeper holds alone,
 // the keeper being the one that holds least. Blocks already shared, holes
-// and the names of one inode count nothing. keep nil keeps all.
+// and the names of one inode count nothing, and neither do inodes not
+// Known. keep nil keeps all.
 func (s *Survey) Reclaimable(keep func(i int) bool) int64 {
 	var n, sum, least int64
 	first := true // no kept inode of this device yet
@@ -93,7 +95,7 @@ func (s *Survey) Reclaimable(keep func(i int) bool) int64 {
 			n += sum - least
 			sum, least, first = 0, 0, true
 		}
-		if keep != nil && !keep(i) {
+		if !in.Known || keep != nil && !keep(i) {
 			continue
 		}
 		if first {

@@ -29,8 +29,8 @@ func SurveyGroup(g store.Group) (store.Survey, []store.Seen) {
 // only: how many bytes each has in blocks, how many of those no other
 // file shares, and which inodes share blocks (one physical copy). Names of
 // one inode are read once, through the first that still opens as that
-// inode. An inode none of whose names does is not Known; its Placed and
-// Alone are then size. Holes count nothing, and neither does what lies
+// inode. An inode none of whose names does is not Known: its Placed and
+// Alone are then size, and it reclaims nothing. Holes count nothing, and neither does what lies
 // beyond the file's last block.
 func surveyFiles(files []File, size int64) (store.Survey, []store.Seen) {
 	names := namesByInode(files)
