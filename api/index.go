@@ -38,6 +38,8 @@ type Index interface {
 	// extension). Each Location's Key is derived from the digest, size and
 	// that location's own file name. Files whose stored record no longer
 	// matches a fresh lstat are reported with Stale set (not as current).
+	// Extra names of one inode have LinkOf, and copies that share blocks
+	// with an earlier one have SharesWith, as far as the index knows.
 	// An error returned by fn stops the walk and is returned.
 	Whereis(ctx context.Context, q WhereisQuery, fn func(Location) error) error
 
@@ -129,10 +131,10 @@ type Location struct {
 	// record is left from an earlier run with other roots: nothing watches
 	// or re-checks it, so the file may have changed or be gone.
 	OutsideRoots bool
-	// LinkOf, in a duplicate group, names an earlier file of the group
-	// that this one is a hard link of: the same inode, not another copy.
+	// LinkOf names an earlier file of the list that this one is a hard
+	// link of: the same inode, not another copy.
 	LinkOf []byte
-	// SharesWith names an earlier file of the group whose blocks this one
+	// SharesWith names an earlier file of the list whose blocks this one
 	// shares (a reflink, or a copy deduplicated): another inode, but not
 	// another physical copy.
 	SharesWith []byte

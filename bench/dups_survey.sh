@@ -122,4 +122,7 @@ printf '%s' "${rows[old]}" | median "old: warm dups"
 printf '%s' "${rows[new]}" | median "new: warm dups (surveys kept)"
 printf '%s' "${rows[resurvey]}" | median "new: dups --resurvey (every extent map read again)"
 ctl new dups | tail -1
+stop old
+stop new
+for s in old new; do echo "$s: index file $(stat -c %s "$work/$s.db") bytes"; done
 echo "load at end: $(load)"

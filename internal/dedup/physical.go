@@ -27,11 +27,11 @@ func SurveyGroup(g store.Group) (store.Survey, []store.Seen) {
 
 // surveyFiles reads the extent map of each inode the files name, reading
 // only: how many bytes each has in blocks, how many of those no other
-// file shares, and which inodes share blocks (one physical copy). Names of
-// one inode are read once, through the first that still opens as that
-// inode. An inode none of whose names does is not Known: its Placed and
-// Alone are then size, and it reclaims nothing. Holes count nothing, and neither does what lies
-// beyond the file's last block.
+// file shares, and which inodes share blocks (one physical copy). Holes
+// count nothing, and neither does what lies beyond the file's last block.
+// Names of one inode are read once, through the first that still opens
+// as that inode. An inode none of whose names does is not Known: its
+// Placed and Alone are then size, and it reclaims nothing.
 func surveyFiles(files []File, size int64) (store.Survey, []store.Seen) {
 	names := namesByInode(files)
 	sv := store.Survey{At: time.Now().UnixNano(), Inodes: make([]store.SurveyInode, len(names))}
@@ -106,13 +106,7 @@ func surveyInode(names [][]byte, dev, ino uint64, size int64) (store.SurveyInode
 		in.Placed, in.Alone, shared = measure(exts, end)
 		return in, seen, shared
 	}
-	// Nothing opened as the inode: what the first name is now tells
-	// whether the record may still be true.
-	var seen store.Seen
-	if fi, err := fsstat.Lstat(string(names[0])); err == nil && fi.Dev == dev && fi.Ino == ino {
-		seen = store.Seen{Size: fi.Size, MtimeNs: fi.MtimeNs, CtimeNs: fi.CtimeNs}
-	}
-	return in, seen, nil
+	return in, store.Seen{}, nil // the store checks no identity of an inode not Known
 }
 
 // openRaw opens a file as openFile does, for reading its extent map, and
@@ -183,8 +177,7 @@ func copies(inodes []store.SurveyInode, exts []placedExtent) {
 	for i := range parent {
 		parent[i] = i
 	}
-	var find func(int) int
-	find = func(i int) int {
+	find := func(i int) int {
 		for parent[i] != i {
 			parent[i] = parent[parent[i]]
 			i = parent[i]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -181,5 +182,41 @@ func TestSurveyGoneFile(t *testing.T) {
 	sv, seen = SurveyGroup(g)
 	if err := st.PutSurvey(context.Background(), key.SHA256E, g.Digest, sv, seen); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("a survey of a file written since its record: %v, want ErrConflict", err)
+	}
+}
+
+// TestCopiesAndMeasure: inodes whose shared extents overlap on one device
+// are one copy, named by the first, also through a third inode; the same
+// places on another device are not; measure cuts extents at the last
+// block and counts neither inline data nor shared bytes as alone.
+func TestCopiesAndMeasure(t *testing.T) {
+	inodes := make([]store.SurveyInode, 5)
+	for i := range inodes {
+		inodes[i].Dev = 1
+	}
+	inodes[4].Dev = 2
+	copies(inodes, []placedExtent{
+		{dev: 1, physical: 1000, length: 100, inode: 3}, // 3 overlaps 1 …
+		{dev: 1, physical: 1050, length: 100, inode: 1},
+		{dev: 1, physical: 1140, length: 10, inode: 2}, // … and 2 overlaps 1's end
+		{dev: 2, physical: 1000, length: 100, inode: 4}, // the same place on another device
+		{dev: 1, physical: 5000, length: 10, inode: 0},
+	})
+	var got []int
+	for _, in := range inodes {
+		got = append(got, in.Copy)
+	}
+	if want := []int{0, 1, 1, 1, 4}; !slices.Equal(got, want) {
+		t.Errorf("copies %v, want %v", got, want)
+	}
+	exts := []extent{
+		{logical: 0, physical: 100, length: 4096},
+		{logical: 4096, physical: 900, length: 8192, flags: extentShared},
+		{logical: 12288, physical: 0, length: 4096, flags: extentDataInline},
+		{logical: 16384, physical: 5000, length: 65536}, // past the end: preallocated
+	}
+	placedBytes, alone, shared := measure(exts, 8192)
+	if placedBytes != 8192 || alone != 4096 || len(shared) != 1 || shared[0].length != 4096 {
+		t.Errorf("measure: placed %d, alone %d, shared %+v; want 8192, 4096, one of 4096", placedBytes, alone, shared)
 	}
 }
