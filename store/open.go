@@ -189,8 +189,12 @@ type Store struct {
 	mergeFails int           // merges failed in a row
 	mergeAfter time.Time     // no merge of the writer's own before then
 
-	epoch  epoch      // directory mappings version, for read caches
-	fences fenceSet   // raised by callers that drop what they found gone (fence.go)
+	epoch  epoch    // directory mappings version, for read caches
+	fences fenceSet // raised by callers that drop what they found gone (fence.go)
+	// floors holds, by group, when its sharing last changed without a
+	// record changing (DropSurvey): a survey made before is refused. The
+	// writer's alone (survey.go).
+	floors map[string]int64
 	dirs   dirIDCache // directory key → id, for Get
 
 	// The run marker (shutdown.go): this run's, written by the writer;
@@ -242,6 +246,7 @@ func Open(path string, opts Options) (*Store, error) {
 		in:      make(chan item, 4*opts.MaxBatch),
 		closing: make(chan struct{}),
 		group:   newGroupSize(opts.MaxBatch, opts.MaxGroupNodes),
+		floors:  map[string]int64{},
 
 		settleReq: make(chan chan error),
 		soon:      make(chan struct{}, 1),

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -223,6 +224,7 @@ type surveyPut struct {
 	survey Survey
 	seen   []Seen // per inode
 	drop   bool   // only drop the group's survey (DropSurvey)
+	at     int64  // DropSurvey: when, Unix ns
 }
 
 // PutSurvey keeps s as the survey of the group of digest d (base backend
@@ -230,8 +232,10 @@ type surveyPut struct {
 // what s saw: the same inodes, and every record of a Known inode with
 // the identity seen[i] (the same index as s.Inodes) of its file.
 // Otherwise the group's older survey is dropped and the error wraps
-// ErrConflict. Any later change to a record of the group drops the
-// survey.
+// ErrConflict. A survey made (s.At) before the one kept, or before the
+// group's last DropSurvey, is refused with ErrConflict too, and the
+// newer one stays: surveys made at once may arrive in any order. Any
+// later change to a record of the group drops the survey.
 func (s *Store) PutSurvey(ctx context.Context, b key.Backend, d []byte, sv Survey, seen []Seen) error {
 	return s.wait(ctx, item{c: Change{Op: opSurvey}, survey: newSurveyPut(b, d, sv, seen)})
 }
@@ -244,9 +248,11 @@ func (s *Store) SubmitSurvey(b key.Backend, d []byte, sv Survey, seen []Seen, do
 
 // DropSurvey forgets the survey of the group of digest d (base backend
 // b), if it has one, without waiting: for a caller that changed which of
-// the group's files share blocks, which no record shows.
+// the group's files share blocks, which no record shows. A survey made
+// before the call is refused from then on.
 func (s *Store) DropSurvey(b key.Backend, d []byte) {
-	s.submit(item{c: Change{Op: opSurvey}, survey: &surveyPut{dk: append([]byte{byte(b.Base())}, d...), drop: true}})
+	p := &surveyPut{dk: append([]byte{byte(b.Base())}, d...), drop: true, at: time.Now().UnixNano()}
+	s.submit(item{c: Change{Op: opSurvey}, survey: p})
 }
 
 func newSurveyPut(b key.Backend, d []byte, sv Survey, seen []Seen) *surveyPut {
@@ -277,6 +283,7 @@ func (p *surveyPut) validate() error {
 // one too: the files have changed since.
 func (w *wtx) putSurvey(p *surveyPut) error {
 	if p.drop {
+		w.raiseFloor(p.dk, p.at)
 		return w.dropSurvey(p.dk)
 	}
 	g, err := w.surveyGroup(p)
@@ -287,6 +294,9 @@ func (w *wtx) putSurvey(p *surveyPut) error {
 		return err
 	}
 	k := dupKey(g.duplicate(), p.dk)
+	if err := w.newer(p, k); err != nil {
+		return err
+	}
 	if err := w.dropSurveyAt(k); err != nil {
 		return err
 	}
@@ -295,6 +305,45 @@ func (w *wtx) putSurvey(p *surveyPut) error {
 	w.c.SurveyedDup += g.duplicate()
 	w.c.Reclaimable += rec
 	return w.surveys().Put(k, encodeSurvey(&p.survey, g.duplicate(), rec))
+}
+
+// maxFloors bounds the survey floors kept; floorAge is how long one is
+// kept once there are more: no survey takes that long.
+const (
+	maxFloors = 4096
+	floorAge  = int64(time.Hour)
+)
+
+// raiseFloor refuses, from now on, surveys of group dk made before at.
+func (w *wtx) raiseFloor(dk []byte, at int64) {
+	if w.floors == nil {
+		return
+	}
+	if len(w.floors) >= maxFloors {
+		for k, t := range w.floors {
+			if t < at-floorAge {
+				delete(w.floors, k)
+			}
+		}
+	}
+	w.floors[string(dk)] = max(w.floors[string(dk)], at)
+}
+
+// newer returns ErrConflict for a survey made before the one kept under
+// key k or before the group's floor.
+func (w *wtx) newer(p *surveyPut, k []byte) error {
+	floor := w.floors[string(p.dk)]
+	if v := w.surveys().Get(k); v != nil {
+		kept, _, _, err := decodeSurvey(v)
+		if err != nil {
+			return fmt.Errorf("survey %x: %w", k, err)
+		}
+		floor = max(floor, kept.At)
+	}
+	if p.survey.At < floor {
+		return fmt.Errorf("%w: %x: a newer survey came first", ErrConflict, p.dk)
+	}
+	return nil
 }
 
 // surveyGroup returns the group a survey is of, or ErrConflict when the

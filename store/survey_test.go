@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/annexd/annexd/key"
 )
@@ -236,5 +237,39 @@ func TestSurveySurvivesReopen(t *testing.T) {
 	}
 	if _, ok, err := s.DupGroup(key.SHA256E, rec("none", 1, 1, 1).Digest, DupOptions{}); ok || err != nil {
 		t.Errorf("DupGroup of no group: %v %v", ok, err)
+	}
+}
+
+// TestSurveyNewerWins: surveys made at once may arrive in any order; the
+// one made last stays. A survey made before a DropSurvey (a run shared
+// blocks meanwhile) is refused, one made after is kept.
+func TestSurveyNewerWins(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	r, sv, seen := surveyFixture(t, s)
+	newer, older := sv, sv
+	newer.At, older.At = 2000, 1000
+	newer.Inodes = append([]SurveyInode(nil), sv.Inodes...)
+	newer.Inodes[2] = SurveyInode{Dev: 7, Ino: 3, Placed: 1024, Alone: 0, Copy: 0, Known: true} // shared since
+	if err := s.PutSurvey(ctx, key.SHA256E, r.Digest, newer, seen); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutSurvey(ctx, key.SHA256E, r.Digest, older, seen); !errors.Is(err, ErrConflict) {
+		t.Errorf("an older survey after a newer one: %v, want ErrConflict", err)
+	}
+	if g := groupSurvey(t, s); g == nil || g.At != 2000 || g.Reclaimable(nil) != 0 {
+		t.Errorf("kept survey %+v, want the newer one", g)
+	}
+	before := Survey{At: time.Now().UnixNano() - int64(time.Second), Inodes: sv.Inodes}
+	s.DropSurvey(r.Backend, r.Digest)
+	if err := s.PutSurvey(ctx, key.SHA256E, r.Digest, before, seen); !errors.Is(err, ErrConflict) {
+		t.Errorf("a survey made before DropSurvey: %v, want ErrConflict", err)
+	}
+	if got := surveyStats(t, s); got != [3]int64{} {
+		t.Errorf("after the drop: %v, want no survey", got)
+	}
+	after := Survey{At: time.Now().UnixNano(), Inodes: sv.Inodes}
+	if err := s.PutSurvey(ctx, key.SHA256E, r.Digest, after, seen); err != nil {
+		t.Errorf("a survey made after DropSurvey: %v", err)
 	}
 }

@@ -431,7 +431,7 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		if err != nil {
 			return err
 		}
-		w.fences = &s.fences
+		w.fences, w.floors = &s.fences, s.floors
 		w.pend, w.pendCommitted = tx.Bucket(bucketPending), s.pending.Load()
 		w.deferDigests, w.mergeSkip = s.deferring, s.mergeSkip
 		w.inoFilter = s.inoFilter.Load()

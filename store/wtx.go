@@ -133,7 +133,8 @@ type wtx struct {
 
 	fences *fenceSet // the store's raised fences, which applied changes break
 
-	surv *bolt.Bucket // the surveys bucket, once used (survey.go)
+	surv   *bolt.Bucket     // the surveys bucket, once used (survey.go)
+	floors map[string]int64 // the store's survey floors (survey.go); nil in migrations
 }
 
 // newWtx begins applying changes in tx; bufs are the writer's buffers

@@ -198,7 +198,7 @@ func TestCopiesAndMeasure(t *testing.T) {
 	copies(inodes, []placedExtent{
 		{dev: 1, physical: 1000, length: 100, inode: 3}, // 3 overlaps 1 …
 		{dev: 1, physical: 1050, length: 100, inode: 1},
-		{dev: 1, physical: 1140, length: 10, inode: 2}, // … and 2 overlaps 1's end
+		{dev: 1, physical: 1140, length: 10, inode: 2},  // … and 2 overlaps 1's end
 		{dev: 2, physical: 1000, length: 100, inode: 4}, // the same place on another device
 		{dev: 1, physical: 5000, length: 10, inode: 0},
 	})
