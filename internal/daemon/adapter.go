@@ -178,6 +178,7 @@ func (x *adapter) Dups(ctx context.Context, q api.DupQuery, fn func(api.DupGroup
 		opts.Limit = 0
 	}
 	sent := 0
+	var marks shareMarks // one for every group: its room is used again
 	return x.a.st.Dups(ctx, opts, func(g store.Group) error {
 		if skips && q.Limit > 0 && sent == q.Limit {
 			return store.ErrStop
@@ -185,7 +186,8 @@ func (x *adapter) Dups(ctx context.Context, q api.DupQuery, fn func(api.DupGroup
 		if !anyWithin(g.Members, q.Paths) {
 			return nil
 		}
-		out, ok, err := x.group(g, x.surveyOf(g, q.Resurvey), q.Outside)
+		marks.reset(x.surveyOf(g, q.Resurvey))
+		out, ok, err := x.group(g, &marks, q.Outside)
 		if err != nil || !ok {
 			return err
 		}
@@ -221,19 +223,18 @@ func anyWithin(ms []store.Member, paths [][]byte) bool {
 	return false
 }
 
-// group turns a store group and its survey into an API group; ok is
-// false when, without the members outside the roots, it is no longer a
-// duplicate group.
-func (x *adapter) group(g store.Group, sv *store.Survey, withOutside bool) (out api.DupGroup, ok bool, err error) {
+// group turns a store group and what its survey says (marks, reset to
+// it) into an API group; ok is false when, without the members outside
+// the roots, it is no longer a duplicate group.
+func (x *adapter) group(g store.Group, marks *shareMarks, withOutside bool) (out api.DupGroup, ok bool, err error) {
 	out = api.DupGroup{
 		Backend: g.Backend.WithExtension(), Digest: g.Digest, Size: g.Size, Cursor: g.Cursor,
-		Files: make([]api.Location, 0, len(g.Members)), SurveyedAt: time.Unix(0, sv.At),
+		Files: make([]api.Location, 0, len(g.Members)), SurveyedAt: time.Unix(0, marks.sv.At),
 	}
 	slices.SortFunc(g.Members, func(a, b store.Member) int { return bytes.Compare(a.Path, b.Path) })
 	var (
 		firsts firstNames
 		keys   keyCache
-		marks  = newShareMarks(sv)
 	)
 	for _, m := range g.Members {
 		outside := x.a.outsideRoot(m.Path)
@@ -276,7 +277,16 @@ type shareMark struct {
 }
 
 func newShareMarks(sv *store.Survey) *shareMarks {
-	return &shareMarks{sv: sv, marks: make([]shareMark, len(sv.Inodes))}
+	var s shareMarks
+	s.reset(sv)
+	return &s
+}
+
+// reset makes s mark by sv, with nothing listed yet.
+func (s *shareMarks) reset(sv *store.Survey) {
+	n := len(sv.Inodes)
+	s.sv, s.marks = sv, slices.Grow(s.marks[:0], n)[:n]
+	clear(s.marks)
 }
 
 // sharesWith returns the first name listed of another inode whose blocks
@@ -299,8 +309,15 @@ func (s *shareMarks) sharesWith(dev, ino uint64, path []byte) []byte {
 // figures returns the reclaimable bytes, the physical copies and the
 // copies not surveyed among the inodes listed.
 func (s *shareMarks) figures() (reclaimable int64, physical, unsurveyed int) {
-	keep := func(i int) bool { return s.marks[i].listed }
-	return s.sv.Reclaimable(keep), s.sv.Physical(keep), s.sv.Unknown(keep)
+	for i, m := range s.marks {
+		if m.first != nil { // the first name listed of a physical copy
+			physical++
+		}
+		if m.listed && !s.sv.Inodes[i].Known {
+			unsurveyed++
+		}
+	}
+	return s.sv.Reclaimable(func(i int) bool { return s.marks[i].listed }), physical, unsurveyed
 }
 
 // keyCache hands the last key made for a group's member to the next
