@@ -166,7 +166,7 @@ func (c *Client) whereis(ctx context.Context, v url.Values, fn func(Location) er
 	}, nil)
 }
 
-// Dups calls fn for each duplicate group, most wasted bytes first. When
+// Dups calls fn for each duplicate group, most duplicate bytes first. When
 // q.Limit groups were returned and more may follow, next is the After for
 // the next page; otherwise next is nil.
 func (c *Client) Dups(ctx context.Context, q DupQuery, fn func(DupGroup) error) (next []byte, err error) {
@@ -183,7 +183,14 @@ func (c *Client) Dups(ctx context.Context, q DupQuery, fn func(DupGroup) error) 
 	if q.Outside {
 		v.Set("outside", "1")
 	}
-	resp, err := c.do(ctx, "GET", "/v1/dups", v, nil)
+	if q.Resurvey {
+		v.Set("resurvey", "1")
+	}
+	method, body := "GET", []byte(nil)
+	if len(q.Paths) > 0 {
+		method, body = "POST", dedupBody(q.Paths) // one path a line, as dedup sends them
+	}
+	resp, err := c.do(ctx, method, "/v1/dups", v, body)
 	if err != nil {
 		return nil, err
 	}

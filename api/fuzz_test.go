@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+	"time"
 )
 
 // FuzzPathRoundTrip: any path bytes survive the request line encoding and
@@ -63,9 +64,10 @@ func FuzzDecodeLookupLine(f *testing.F) {
 // FuzzDupGroupDecode: the fast group decoder agrees with encoding/json on
 // any input it accepts, and never panics.
 func FuzzDupGroupDecode(f *testing.F) {
-	g := DupGroup{Digest: []byte{1, 2}, Size: 3, Wasted: 3, Copies: 2, Cursor: []byte("c"), Files: []Location{
-		{Path: []byte("/a]}\"{["), Size: 3, State: "ok"}, {Path: []byte("/b\xff"), Size: 3, Stale: true},
-		{Path: []byte("/c"), Size: 3, LinkOf: []byte("/b\xff")}}}
+	g := DupGroup{Digest: []byte{1, 2}, Size: 3, Duplicate: 3, Reclaimable: 2, Physical: 1, Unsurveyed: 1,
+		SurveyedAt: time.Unix(1e9, 5), Copies: 2, Cursor: []byte("c"), Files: []Location{
+			{Path: []byte("/a]}\"{["), Size: 3, State: "ok"}, {Path: []byte("/b\xff"), Size: 3, Stale: true, SharesWith: []byte("/a]}\"{[")},
+			{Path: []byte("/c"), Size: 3, LinkOf: []byte("/b\xff")}}}
 	f.Add(g.AppendJSON(nil))
 	f.Add([]byte(`{"files":"","digest":"","x":""}`))
 	f.Add([]byte(`{"files":[{"path":"/a"},{"path":"/b","size":1}],"size":1}`))
@@ -79,13 +81,15 @@ func FuzzDupGroupDecode(f *testing.F) {
 		if err := json.Unmarshal(b, &w); err != nil {
 			return // the fast path may accept slightly more; the values are still its own
 		}
-		if fw.Size != w.Size || fw.Wasted != w.Wasted || fw.Copies != w.Copies || fw.Digest != w.Digest ||
-			fw.Cursor != w.Cursor || len(fw.Files) != len(w.Files) {
+		if fw.Size != w.Size || fw.Duplicate != w.Duplicate || fw.Reclaimable != w.Reclaimable || fw.Copies != w.Copies ||
+			fw.Physical != w.Physical || fw.Unsurveyed != w.Unsurveyed || fw.SurveyedAt != w.SurveyedAt ||
+			fw.Digest != w.Digest || fw.Cursor != w.Cursor || len(fw.Files) != len(w.Files) {
 			t.Fatalf("%q: fast %+v, encoding/json %+v", b, fw, w)
 		}
 		for i := range fw.Files {
 			if !bytes.Equal(fw.Files[i].Path, w.Files[i].Path) || fw.Files[i].Size != w.Files[i].Size ||
-				fw.Files[i].Stale != w.Files[i].Stale || !bytes.Equal(fw.Files[i].LinkOf, w.Files[i].LinkOf) {
+				fw.Files[i].Stale != w.Files[i].Stale || !bytes.Equal(fw.Files[i].LinkOf, w.Files[i].LinkOf) ||
+				!bytes.Equal(fw.Files[i].SharesWith, w.Files[i].SharesWith) {
 				t.Fatalf("%q: file %d: fast %+v, encoding/json %+v", b, i, fw.Files[i], w.Files[i])
 			}
 		}

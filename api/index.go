@@ -38,19 +38,24 @@ type Index interface {
 	// extension). Each Location's Key is derived from the digest, size and
 	// that location's own file name. Files whose stored record no longer
 	// matches a fresh lstat are reported with Stale set (not as current).
+	// Extra names of one inode have LinkOf, and copies that share blocks
+	// with an earlier one have SharesWith, as far as the index knows.
 	// An error returned by fn stops the walk and is returned.
 	Whereis(ctx context.Context, q WhereisQuery, fn func(Location) error) error
 
 	// Dups calls fn for each group of two or more distinct files (hardlinks
 	// to one inode count once) with the same bare digest and a size of at
-	// least q.MinSize, ordered by wasted bytes (Size × (files − 1))
+	// least q.MinSize, ordered by duplicate bytes (Size × (files − 1))
 	// descending, ties broken by digest ascending. Unless q.Outside, files
-	// outside the roots are left out and Wasted counts the rest; such a
-	// group keeps the place its whole waste gives it. It starts after the
-	// group whose Cursor is q.After (nil: from the start) and stops after
-	// q.Limit groups (0: no limit). Memory must stay flat however many
-	// groups there are. Files need no fresh lstat here (leave Stale false):
-	// a listing of thousands of groups should cost no more than reading
+	// outside the roots are left out and the figures count the rest; such
+	// a group keeps the place its whole group gives it. With q.Paths, only
+	// groups with a file at or below one of them are listed, whole. It
+	// starts after the group whose Cursor is q.After (nil: from the
+	// start) and stops after q.Limit groups (0: no limit). Memory must
+	// stay flat however many groups there are. Files need no fresh lstat
+	// here (leave Stale false), and a group's survey of block sharing may
+	// be reused until a record of it changes (unless q.Resurvey): a
+	// listing of thousands of groups should cost little more than reading
 	// the index, and whoever acts on a group re-checks the files first.
 	// An error returned by fn stops the walk and is returned.
 	Dups(ctx context.Context, q DupQuery, fn func(DupGroup) error) error
@@ -126,9 +131,13 @@ type Location struct {
 	// record is left from an earlier run with other roots: nothing watches
 	// or re-checks it, so the file may have changed or be gone.
 	OutsideRoots bool
-	// LinkOf, in a duplicate group, names an earlier file of the group
-	// that this one is a hard link of: the same inode, not another copy.
+	// LinkOf names an earlier file of the list that this one is a hard
+	// link of: the same inode, not another copy.
 	LinkOf []byte
+	// SharesWith names an earlier file of the list whose blocks this one
+	// shares (a reflink, or a copy deduplicated): another inode, but not
+	// another physical copy.
+	SharesWith []byte
 }
 
 // DupQuery selects duplicate groups.
@@ -138,9 +147,15 @@ type DupQuery struct {
 	Limit   int    // at most this many groups; 0 means no limit
 	// Outside includes members outside the daemon's roots (marked
 	// OutsideRoots). Without it they are left out, and so is every group
-	// left with fewer than two distinct inodes; Wasted counts only the
+	// left with fewer than two distinct inodes; the figures count only the
 	// members listed.
 	Outside bool
+	// Paths, absolute and clean, list only the groups with a file at or
+	// below one of them (none: every group).
+	Paths [][]byte
+	// Resurvey looks at the blocks of every group listed again, instead
+	// of reusing a survey made since its records last changed.
+	Resurvey bool
 }
 
 // DupGroup is a set of distinct files with the same content.
@@ -148,9 +163,24 @@ type DupGroup struct {
 	Backend key.Backend // the hash (either variant: SHA256 or SHA256E)
 	Digest  []byte      // bare digest
 	Size    int64       // size of each file
-	Wasted  int64       // Size × (Copies − 1)
 	Copies  int         // distinct inodes among Files: hard links count once
-	Files   []Location  // two or more, path order; extra names of an inode have LinkOf
+	// Duplicate is Size × (Copies − 1): the bytes of the extra copies,
+	// whether they share blocks or not.
+	Duplicate int64
+	// Reclaimable is what making the copies on each file system share one
+	// copy's blocks would give back: blocks not shared already, holes not
+	// counted, hard links once.
+	Reclaimable int64
+	// Physical counts the physical copies among Files: copies that share
+	// blocks count once.
+	Physical int
+	// Unsurveyed counts the copies whose blocks could not be looked at
+	// (gone, unreadable): Reclaimable leaves them out, as dedup could not
+	// act on them either.
+	Unsurveyed int
+	// SurveyedAt is when the blocks were looked at.
+	SurveyedAt time.Time
+	Files      []Location // two or more, path order; extra names of an inode have LinkOf
 	// Cursor is an opaque position: a DupQuery with After = Cursor resumes
 	// right after this group. The server hands it to clients as base64.
 	Cursor []byte

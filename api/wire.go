@@ -333,6 +333,10 @@ func (l Location) AppendJSON(buf []byte) []byte {
 		buf = append(buf, ',')
 		buf = appendPath(buf, "link_of", l.LinkOf)
 	}
+	if l.SharesWith != nil {
+		buf = append(buf, ',')
+		buf = appendPath(buf, "shares_with", l.SharesWith)
+	}
 	return append(buf, '}')
 }
 
@@ -355,14 +359,17 @@ type locationWire struct {
 	OutsideRoots bool    `json:"outside_roots"`
 	LinkOf       *string `json:"link_of"`
 	LinkOfB64    *string `json:"link_of_b64"`
+	SharesWith   *string `json:"shares_with"`
+	SharesB64    *string `json:"shares_with_b64"`
 }
 
-// linkOf decodes link_of and link_of_b64 (nil when neither is present).
-func (w locationWire) linkOf() ([]byte, error) {
-	if w.LinkOf == nil && w.LinkOfB64 == nil {
+// optPath decodes an optional path member and its _b64 twin (nil when
+// neither is present).
+func optPath(p, b64 *string) ([]byte, error) {
+	if p == nil && b64 == nil {
 		return nil, nil
 	}
-	return PathIn{Path: w.LinkOf, PathB64: w.LinkOfB64}.Bytes()
+	return PathIn{Path: p, PathB64: b64}.Bytes()
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -378,11 +385,16 @@ func (l *Location) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
-	link, err := w.linkOf()
+	link, err := optPath(w.LinkOf, w.LinkOfB64)
 	if err != nil {
 		return err
 	}
-	*l = Location{Path: p, Key: k, Size: w.Size, State: w.State, Stale: w.Stale, OutsideRoots: w.OutsideRoots, LinkOf: link}
+	shares, err := optPath(w.SharesWith, w.SharesB64)
+	if err != nil {
+		return err
+	}
+	*l = Location{Path: p, Key: k, Size: w.Size, State: w.State, Stale: w.Stale, OutsideRoots: w.OutsideRoots,
+		LinkOf: link, SharesWith: shares}
 	return nil
 }
 
@@ -415,9 +427,17 @@ func fastLocationWire(b []byte) (w locationWire, ok bool) {
 			var s string
 			s, good = m.str()
 			w.LinkOfB64 = &s
+		case "shares_with":
+			var s string
+			s, good = m.str()
+			w.SharesWith = &s
+		case "shares_with_b64":
+			var s string
+			s, good = m.str()
+			w.SharesB64 = &s
 		default:
 			good = !foldsToAny(m.name, "path", "path_b64", "key", "state", "size", "stale", "outside_roots",
-				"link_of", "link_of_b64")
+				"link_of", "link_of_b64", "shares_with", "shares_with_b64")
 		}
 		return good
 	})
@@ -441,8 +461,23 @@ func (g DupGroup) AppendJSON(buf []byte) []byte {
 	buf = strconv.AppendInt(buf, int64(len(g.Files)), 10)
 	buf = append(buf, `,"copies":`...)
 	buf = strconv.AppendInt(buf, int64(g.Copies), 10)
-	buf = append(buf, `,"wasted":`...)
-	buf = strconv.AppendInt(buf, g.Wasted, 10)
+	buf = append(buf, `,"physical":`...)
+	buf = strconv.AppendInt(buf, int64(g.Physical), 10)
+	buf = append(buf, `,"duplicate_bytes":`...)
+	buf = strconv.AppendInt(buf, g.Duplicate, 10)
+	buf = append(buf, `,"reclaimable":`...)
+	buf = strconv.AppendInt(buf, g.Reclaimable, 10)
+	buf = append(buf, `,"wasted":`...) // reclaimable's older name
+	buf = strconv.AppendInt(buf, g.Reclaimable, 10)
+	if g.Unsurveyed > 0 {
+		buf = append(buf, `,"unsurveyed":`...)
+		buf = strconv.AppendInt(buf, int64(g.Unsurveyed), 10)
+	}
+	if !g.SurveyedAt.IsZero() {
+		buf = append(buf, `,"surveyed_at":"`...)
+		buf = g.SurveyedAt.UTC().AppendFormat(buf, time.RFC3339Nano)
+		buf = append(buf, '"')
+	}
 	if g.Cursor != nil {
 		buf = append(buf, `,"cursor":"`...)
 		buf = base64.RawURLEncoding.AppendEncode(buf, g.Cursor)
@@ -469,13 +504,17 @@ func backendName(b key.Backend) string {
 func (g DupGroup) MarshalJSON() ([]byte, error) { return g.AppendJSON(nil), nil }
 
 type dupWire struct {
-	Backend string     `json:"backend"`
-	Digest  string     `json:"digest"`
-	Size    int64      `json:"size"`
-	Wasted  int64      `json:"wasted"`
-	Copies  int        `json:"copies"`
-	Cursor  string     `json:"cursor"`
-	Files   []Location `json:"files"`
+	Backend     string     `json:"backend"`
+	Digest      string     `json:"digest"`
+	Size        int64      `json:"size"`
+	Copies      int        `json:"copies"`
+	Physical    int        `json:"physical"`
+	Duplicate   int64      `json:"duplicate_bytes"`
+	Reclaimable int64      `json:"reclaimable"`
+	Unsurveyed  int        `json:"unsurveyed"`
+	SurveyedAt  string     `json:"surveyed_at"`
+	Cursor      string     `json:"cursor"`
+	Files       []Location `json:"files"`
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -502,7 +541,13 @@ func (g *DupGroup) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("%w: cursor: %v", ErrBadResponse, err)
 		}
 	}
-	out.Size, out.Wasted, out.Copies, out.Files = w.Size, w.Wasted, w.Copies, w.Files
+	if w.SurveyedAt != "" {
+		if out.SurveyedAt, err = time.Parse(time.RFC3339Nano, w.SurveyedAt); err != nil {
+			return fmt.Errorf("%w: surveyed_at: %v", ErrBadResponse, err)
+		}
+	}
+	out.Size, out.Copies, out.Files = w.Size, w.Copies, w.Files
+	out.Physical, out.Duplicate, out.Reclaimable, out.Unsurveyed = w.Physical, w.Duplicate, w.Reclaimable, w.Unsurveyed
 	*g = out
 	return nil
 }
@@ -528,16 +573,24 @@ func fastDupWire(b []byte) (w dupWire, ok bool) {
 			w.Digest, good = m.str()
 		case "cursor":
 			w.Cursor, good = m.str()
-		case "size", "wasted", "copies":
+		case "surveyed_at":
+			w.SurveyedAt, good = m.str()
+		case "size", "copies", "physical", "duplicate_bytes", "reclaimable", "unsurveyed":
 			n, err := strconv.ParseInt(string(m.val), 10, 64)
 			good = err == nil && !m.quoted
 			switch string(m.name) {
 			case "size":
 				w.Size = n
-			case "wasted":
-				w.Wasted = n
-			default:
+			case "copies":
 				w.Copies = int(n)
+			case "physical":
+				w.Physical = int(n)
+			case "duplicate_bytes":
+				w.Duplicate = n
+			case "reclaimable":
+				w.Reclaimable = n
+			default:
+				w.Unsurveyed = int(n)
 			}
 		case "files":
 			w.Files = make([]Location, 0, count)
@@ -551,7 +604,8 @@ func fastDupWire(b []byte) (w dupWire, ok bool) {
 			})
 		default:
 			good = (m.quoted || m.val[0] != '[') && // unknown arrays: let encoding/json judge
-				!foldsToAny(m.name, "backend", "digest", "cursor", "size", "wasted", "copies", "files")
+				!foldsToAny(m.name, "backend", "digest", "cursor", "surveyed_at", "size", "copies", "physical",
+					"duplicate_bytes", "reclaimable", "unsurveyed", "files")
 		}
 		return good
 	})

@@ -105,14 +105,14 @@ func TestDupsCountsInodes(t *testing.T) {
 	})
 	c0, link := filepath.Join(d.root, "copy0"), filepath.Join(d.root, "link\nto copy0")
 	r := d.ctl("", "dups")
-	if r.code != 0 || !strings.HasPrefix(r.stdout, "5 copies (6 names) × 10 B, 40 B wasted") ||
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "5 copies (6 names) × 10 B, ") ||
 		!strings.Contains(r.stdout, "  "+link+"  [hard link of "+c0+"]\n") {
 		t.Errorf("dups: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = d.ctl("", "dups", "--json")
 	var g struct {
 		Count, Copies int
-		Wasted        int64
+		Duplicate     int64 `json:"duplicate_bytes"`
 		Files         []struct {
 			Path   string `json:"path"`
 			LinkOf string `json:"link_of"`
@@ -130,7 +130,7 @@ func TestDupsCountsInodes(t *testing.T) {
 			}
 		}
 	}
-	if g.Count != 6 || g.Copies != 5 || g.Wasted != 40 || links != 1 {
+	if g.Count != 6 || g.Copies != 5 || g.Duplicate != 40 || links != 1 {
 		t.Errorf("dups --json: %+v", g)
 	}
 	var want strings.Builder

@@ -408,10 +408,10 @@ func TestWhereisDupsStatus(t *testing.T) {
 	}
 	r = d.ctl("", "dups", "--json")
 	var g struct {
-		Count  int `json:"count"`
-		Size   int `json:"size"`
-		Wasted int `json:"wasted"`
-		Files  []struct {
+		Count     int `json:"count"`
+		Size      int `json:"size"`
+		Duplicate int `json:"duplicate_bytes"`
+		Files     []struct {
 			Path string `json:"path"`
 			Key  string `json:"key"`
 		} `json:"files"`
@@ -419,10 +419,10 @@ func TestWhereisDupsStatus(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &g); err != nil || r.code != 0 {
 		t.Fatalf("dups --json: exit %d %q: %v", r.code, r.stdout, err)
 	}
-	if g.Count != 2 || g.Size != 12 || g.Wasted != 12 || g.Files[0].Path != a || g.Files[1].Key != calckey(t, b) {
+	if g.Count != 2 || g.Size != 12 || g.Duplicate != 12 || g.Files[0].Path != a || g.Files[1].Key != calckey(t, b) {
 		t.Errorf("dups group %+v", g)
 	}
-	if r = d.ctl("", "dups"); r.code != 0 || !strings.Contains(r.stdout, "\n1 group, 12 B wasted\n") {
+	if r = d.ctl("", "dups"); r.code != 0 || !strings.HasSuffix(r.stdout, " reclaimable of 12 B in extra copies\n") {
 		t.Errorf("dups: %q", r.stdout)
 	}
 	if r = d.ctl("", "dups", "--min-size", "13"); r.code != 0 || !strings.Contains(r.stdout, "0 groups") {

@@ -78,22 +78,22 @@ func TestRecordsOutsideRoots(t *testing.T) {
 		t.Errorf("no warning in the daemon's log:\n%s", d.log)
 	}
 
-	// Hidden by default: A's two copies, 12 bytes wasted.
+	// Hidden by default: A's two copies, 12 bytes in the extra one.
 	r := d.ctl("", "dups", "--bytes")
-	if r.code != 0 || !strings.Contains(r.stdout, "2 copies × 12 B, 12 B wasted") || strings.Contains(r.stdout, b) ||
+	if r.code != 0 || !strings.Contains(r.stdout, "\n1 group, ") || !strings.Contains(r.stdout, "of 12 B in extra copies") || strings.Contains(r.stdout, b) ||
 		!strings.Contains(r.stderr, "files outside the roots are left out (the index holds 3 such records") {
 		t.Errorf("dups: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = d.ctl("", "dups", "--bytes", "--all")
-	if r.code != 0 || !strings.Contains(r.stdout, "4 copies × 12 B, 36 B wasted") ||
+	if r.code != 0 || !strings.Contains(r.stdout, "4 copies × 12 B, ") || !strings.Contains(r.stdout, "of 36 B in extra copies") ||
 		!strings.Contains(r.stdout, filepath.Join(b, "three.jpg")+"  [outside roots]") ||
 		strings.Contains(r.stdout, filepath.Join(a, "one.jpg")+"  [outside roots]") {
 		t.Errorf("dups --all: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = d.ctl("", "dups", "--all", "--json")
 	var g struct {
-		Wasted int64 `json:"wasted"`
-		Files  []struct {
+		Duplicate int64 `json:"duplicate_bytes"`
+		Files     []struct {
 			Path         string `json:"path"`
 			OutsideRoots bool   `json:"outside_roots"`
 		} `json:"files"`
@@ -139,7 +139,7 @@ func TestRecordsOutsideRoots(t *testing.T) {
 	if st["outside_roots"] != nil || st["files"] != 2.0 {
 		t.Errorf("after forget: files %v, outside_roots %v", st["files"], st["outside_roots"])
 	}
-	if r := d.ctl("", "dups", "--all", "--bytes"); !strings.Contains(r.stdout, "2 copies × 12 B, 12 B wasted") || strings.Contains(r.stdout, b) {
+	if r := d.ctl("", "dups", "--all", "--bytes"); !strings.Contains(r.stdout, "\n1 group, ") || !strings.Contains(r.stdout, "of 12 B in extra copies") || strings.Contains(r.stdout, b) {
 		t.Errorf("dups --all after forget:\n%s%s", r.stdout, r.stderr)
 	}
 	if r := d.ctlIn(base, "", "forget", "B"); r.code != 1 || !strings.Contains(r.stderr, "no records outside the roots") {

@@ -23,7 +23,7 @@ import (
 // each round, compares what
 // annexctl says with digests computed here from the files: every file is
 // current with its true key, no deleted file is indexed, and dups lists
-// exactly the true duplicate groups with their wasted bytes.
+// exactly the true duplicate groups with their duplicate bytes.
 func TestRandomChangesMatchTruth(t *testing.T) {
 	seed := uint64(1)
 	if s := os.Getenv("ANNEXD_SOAK_SEED"); s != "" { // other seeds, for a longer hunt
@@ -360,7 +360,7 @@ func compareWithTruth(t *testing.T, d *daemon, label string) (wrong []string) {
 	return wrong
 }
 
-// trueGroups lists the duplicate groups of files: "wasted path path ...",
+// trueGroups lists the duplicate groups of files: "duplicate bytes path path ...",
 // sorted, for files of at least one byte on two or more inodes.
 func trueGroups(files map[string]truthFile) []string {
 	byDigest := map[string][]string{}
@@ -396,8 +396,8 @@ func dupGroups(t *testing.T, d *daemon) []string {
 	var out []string
 	for line := range strings.Lines(r.stdout) {
 		var g struct {
-			Wasted int64
-			Files  []struct {
+			Duplicate int64 `json:"duplicate_bytes"`
+			Files     []struct {
 				Path    string
 				PathB64 string `json:"path_b64"`
 			}
@@ -415,7 +415,7 @@ func dupGroups(t *testing.T, d *daemon) []string {
 			ps = append(ps, p)
 		}
 		slices.Sort(ps)
-		out = append(out, fmt.Sprint(g.Wasted, " ", strings.Join(ps, " ")))
+		out = append(out, fmt.Sprint(g.Duplicate, " ", strings.Join(ps, " ")))
 	}
 	slices.Sort(out)
 	return out

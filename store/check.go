@@ -43,7 +43,7 @@ var errRollback = errors.New("rollback")
 // ids lie within the sequence that allocates them; the directory, digest
 // and inode indexes hold exactly one entry per record
 // that belongs in them, and the digest index the record's backend, device
-// and inode (schema 5); group summaries, the waste order and the counters
+// and inode (schema 5); group summaries, the duplicate order and the counters
 // match a recount. It holds the write lock while it runs (a writable store
 // cannot be checked safely otherwise), so it blocks writes for the duration:
 // seconds per million records.
@@ -94,6 +94,7 @@ func checkInvariants(tx *bolt.Tx, rep *Report) {
 	checkDirs(tx, rep)
 	checkCount(tx, rep, bucketInodes, c.Files-onlyPending(pendIno), "inode index")
 	checkGroups(tx, rep, &c, pend)
+	checkSurveys(tx, rep, &c)
 	checkVerified(tx, rep)
 	c.Shelved = checkShelf(tx, rep)
 	stored, err := decodeCounters(tx.Bucket(bucketMeta).Get(metaCounters))
@@ -204,9 +205,9 @@ func checkGroups(tx *bolt.Tx, rep *Report, c *counters, pend map[string]bool) {
 		}
 		if g.inodes >= 2 {
 			c.Groups++
-			c.Wasted += g.wasted()
-			if v := dups.Get(dupKey(g.wasted(), cur)); v == nil {
-				rep.add("dups: %x (wasted %d) missing", cur, g.wasted())
+			c.Duplicate += g.duplicate()
+			if v := dups.Get(dupKey(g.duplicate(), cur)); v == nil {
+				rep.add("dups: %x (duplicate bytes %d) missing", cur, g.duplicate())
 			} else if sg, err := decodeGroup(v); err != nil || sg != g {
 				rep.add("dups: %x stored %+v, recount %+v (%v)", cur, sg, g, err)
 			}
@@ -254,7 +255,7 @@ func checkGroups(tx *bolt.Tx, rep *Report, c *counters, pend map[string]bool) {
 		rep.add("digest index has %d entries, want %d", entries, c.Digested)
 	}
 	checkCount(tx, rep, bucketGroups, nGrps, "group summaries")
-	checkCount(tx, rep, bucketDups, c.Groups, "waste order")
+	checkCount(tx, rep, bucketDups, c.Groups, "duplicate order")
 	rep.Digests, rep.Groups = c.Unique, c.Groups
 }
 

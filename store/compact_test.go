@@ -75,7 +75,7 @@ func TestCompact(t *testing.T) {
 		}
 	}
 	st, _ := s.Stats()
-	if st.Files != wantStats.Files || st.DupGroups != wantStats.DupGroups || st.Wasted != wantStats.Wasted {
+	if st.Files != wantStats.Files || st.DupGroups != wantStats.DupGroups || st.Duplicate != wantStats.Duplicate {
 		t.Errorf("stats %+v, want %+v", st, wantStats)
 	}
 	// New directories still get fresh ids: the sequence was copied. With

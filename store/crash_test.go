@@ -253,7 +253,7 @@ func groupsAfterCrash(t *testing.T, s *Store, got model) {
 	mustCheck(t, s)
 	want, wasted := wantDups(got)
 	gotDups, st := dupsOf(t, s)
-	if fmt.Sprint(gotDups) != fmt.Sprint(want) || st.Wasted != wasted || st.Ungrouped != 0 {
+	if fmt.Sprint(gotDups) != fmt.Sprint(want) || st.Duplicate != wasted || st.Ungrouped != 0 {
 		t.Errorf("after kill and merge: Dups %v, %+v; want %v, wasted %d", gotDups, st, want, wasted)
 	}
 }

@@ -23,8 +23,16 @@
 //     the paths it sees with its generation, or remembers them itself; Sweep
 //     then drops the records below the scanned directory that it did not see.
 //   - group: the paths sharing one bare digest on at least two distinct
-//     inodes. Its waste is size × (distinct inodes − 1): hardlinks of one
-//     inode are members but are not duplicates.
+//     inodes. Its duplicate bytes are size × (distinct inodes − 1):
+//     hardlinks of one inode are members but are not duplicates.
+//   - survey: what a look at a group's extent maps found (internal/dedup
+//     makes it): the bytes each inode holds in blocks and holds alone,
+//     and which inodes share blocks (one physical copy). Kept until a
+//     record of the group changes.
+//   - reclaimable: what making the copies on each file system share one
+//     copy's blocks gives back, by the survey: the blocks held alone,
+//     less the keeper's. Shared blocks, holes and hard links count
+//     nothing.
 //   - cursor: opaque bytes that resume Dups where it stopped.
 //   - file system id (Dev): the file system a record's file is on, as
 //     fsstat names it: from its UUID, not its device number. Indexes
@@ -55,9 +63,10 @@
 // backend ‖ digest ‖ file key → the record's backend, device and inode),
 // inodes (id(dev) ‖ id(ino) ‖ file key → ∅), groups (base backend ‖
 // digest → paths, inodes, size; only for digests
-// with two or more paths), dups (^wasted ‖ base backend ‖ digest → the same
-// summary; only for groups of two or more inodes, so Dups streams them
-// largest waste first), verified (be64(checked time) ‖ file key → size;
+// with two or more paths), dups (^duplicate bytes ‖ base backend ‖ digest
+// → the same summary; only for groups of two or more inodes, so Dups
+// streams them most duplicate bytes first), surveys (the group's key in
+// dups → its survey, so Dups reads them in step), verified (be64(checked time) ‖ file key → size;
 // the records an audit re-reads, least recently confirmed first: see
 // ByChecked), pending (be64(run) ‖ digest key ‖ file key → a digest
 // entry not yet merged) and pendinodes (be64(run) ‖ id(dev) ‖ id(ino) ‖
@@ -82,7 +91,8 @@
 // (DupOptions.Brief). Schema 7 adds the shelf (be64(dev) ‖ path → record).
 // Schema 6 keys the pending bucket by run and adds the
 // pendinodes bucket; Open rewrites a schema-5 pending bucket, at most a
-// merge's worth of entries, as one run in one transaction.
+// merge's worth of entries, as one run in one transaction. Schema 7 adds
+// the surveys bucket, empty, and three counters.
 //
 // Storing directories once and files under a directory id keeps the index
 // small (each path's directory is not repeated in three indexes) and makes
@@ -93,6 +103,13 @@
 // hardlinks are all found (ByInodeAll).
 //
 // # Writes
+//
+// A survey is kept only while it is true of the records: PutSurvey
+// checks each record of the group against what the survey saw of its
+// file, and every change that touches a group (a member put, removed,
+// moved, or written again with the same content) drops its survey in the
+// same transaction. Sharing that changes no record (FIDEDUPERANGE) is the
+// caller's to report (DropSurvey, or a new survey).
 //
 // Every change goes through one writer, Run, which applies queued changes in
 // one transaction per group: every Options.MaxDelay (100 ms) or
@@ -112,7 +129,7 @@
 // sorted run; the writer merges them in key order once as many entries are
 // pending as are merged (from 16,384 on) or 512 runs wait, when it has been
 // idle for 100 ms, and before Dups or a Settle. Until then such a record
-// counts in Digested but not in Unique, DupGroups and Wasted
+// counts in Digested but not in Unique, DupGroups and Duplicate
 // (Stats.Ungrouped says how many), and ByDigest and ByInodeAll seek in
 // every run as well (ByInodeAll not when the inode filter proves no run
 // names the inode). pending.go, pendinodes.go and runfilter.go have the

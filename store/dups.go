@@ -13,7 +13,7 @@ import (
 
 // DupOptions select and page duplicate groups.
 type DupOptions struct {
-	MinSize int64  // skip groups of smaller files (1 skips empty files, whose groups waste 0 bytes)
+	MinSize int64  // skip groups of smaller files (1 skips empty files, whose groups hold 0 bytes)
 	After   []byte // resume after this Group.Cursor (nil: from the start)
 	Limit   int    // at most this many groups (0: all)
 	// Brief lists members from the digest index alone, without reading
@@ -23,16 +23,19 @@ type DupOptions struct {
 }
 
 // Group is a set of paths with the same content (same bare digest) on at
-// least two distinct inodes. Hardlinks of one inode are listed but do not
-// count as waste.
+// least two distinct inodes. Hardlinks of one inode are listed but are
+// not extra copies.
 type Group struct {
-	Backend key.Backend // the base backend (SHA256, not SHA256E)
-	Digest  []byte
-	Size    int64
-	Inodes  int64 // distinct (dev, ino)
-	Wasted  int64 // Size × (Inodes − 1)
-	Members []Member
-	Cursor  []byte // pass as DupOptions.After to continue after this group
+	Backend   key.Backend // the base backend (SHA256, not SHA256E)
+	Digest    []byte
+	Size      int64
+	Inodes    int64 // distinct (dev, ino)
+	Duplicate int64 // Size × (Inodes − 1): the extra copies' bytes, shared or not
+	Members   []Member
+	// Survey is the group's survey of block sharing (PutSurvey), nil
+	// when it has none or a record changed since.
+	Survey *Survey
+	Cursor []byte // pass as DupOptions.After to continue after this group
 }
 
 // Member is one path of a group.
@@ -44,8 +47,8 @@ type Member struct {
 // maxMembersPerTx bounds the work one read transaction of Dups does.
 const maxMembersPerTx = 4 * chunk
 
-// Dups calls fn for each duplicate group, largest waste first (ties in
-// backend and digest order). It keeps one chunk of groups in memory at a
+// Dups calls fn for each duplicate group, most duplicate bytes first
+// (ties in backend and digest order). It keeps one chunk of groups in memory at a
 // time (about four thousand members; one group is never split, so a group
 // of a million copies is held whole), read in short transactions, and calls
 // fn outside of them. With Brief it reads the next chunk while fn handles
@@ -145,6 +148,7 @@ func (s *Store) dupChunk(names *namer, after []byte, opts DupOptions) (out []Gro
 	err = names.view(func(tx *bolt.Tx, n *namer) error {
 		mr := memberReader{n: n, files: tx.Bucket(bucketFiles), brief: opts.Brief}
 		dc := tx.Bucket(bucketDigest).Cursor()
+		sc := newSurveyCursor(tx)
 		c := tx.Bucket(bucketDups).Cursor()
 		k, v := c.First()
 		if after != nil {
@@ -174,22 +178,64 @@ func (s *Store) dupChunk(names *namer, after []byte, opts DupOptions) (out []Gro
 			if g.size < opts.MinSize {
 				continue
 			}
-			grp := Group{Backend: key.Backend(dk[0]), Digest: bytes.Clone(dk[1:]), Size: g.size,
-				Inodes: g.inodes, Wasted: g.wasted(), Cursor: bytes.Clone(k),
-				Members: make([]Member, 0, g.n)}
-			for m, mv := dc.Seek(dk); m != nil && bytes.HasPrefix(m, dk); m, mv = dc.Next() {
-				mb, err := mr.member(&grp, m[len(dk):], mv)
-				if err != nil {
-					return err
-				}
-				grp.Members = append(grp.Members, mb)
-				members++
+			grp, err := readGroup(&mr, dc, sc, dk, g, k)
+			if err != nil {
+				return err
 			}
+			members += len(grp.Members)
 			out = append(out, grp)
 		}
 		return nil
 	})
 	return out, next, more, err
+}
+
+// readGroup reads the members and the survey of group dk, summary g,
+// whose key in the dups bucket is k.
+func readGroup(mr *memberReader, dc *bolt.Cursor, sc *surveyCursor, dk []byte, g group, k []byte) (Group, error) {
+	grp := Group{Backend: key.Backend(dk[0]), Digest: bytes.Clone(dk[1:]), Size: g.size,
+		Inodes: g.inodes, Duplicate: g.duplicate(), Cursor: bytes.Clone(k),
+		Members: make([]Member, 0, g.n)}
+	if v := sc.at(k); v != nil {
+		sv, _, _, err := decodeSurvey(v)
+		if err != nil {
+			return grp, fmt.Errorf("survey %x: %w", dk, err)
+		}
+		grp.Survey = &sv
+	}
+	for m, mv := dc.Seek(dk); m != nil && bytes.HasPrefix(m, dk); m, mv = dc.Next() {
+		mb, err := mr.member(&grp, m[len(dk):], mv)
+		if err != nil {
+			return grp, err
+		}
+		grp.Members = append(grp.Members, mb)
+	}
+	return grp, nil
+}
+
+// DupGroup reads the duplicate group of digest d under backend b (its
+// base backend), as Dups would list it; ok is false when d has fewer
+// than two inodes. Members not yet merged (pending.go) are not in it.
+func (s *Store) DupGroup(b key.Backend, d []byte, opts DupOptions) (grp Group, ok bool, err error) {
+	if !b.Valid() || len(d) != b.DigestLen() {
+		return grp, false, fmt.Errorf("%w: %d-byte digest for backend %s", ErrRecord, len(d), b)
+	}
+	dk := append([]byte{byte(b.Base())}, d...)
+	err = s.newNamer().view(func(tx *bolt.Tx, n *namer) error {
+		v := tx.Bucket(bucketGroups).Get(dk)
+		if v == nil {
+			return nil
+		}
+		g, err := decodeGroup(v)
+		if err != nil || g.inodes < 2 {
+			return err
+		}
+		mr := memberReader{n: n, files: tx.Bucket(bucketFiles), brief: opts.Brief}
+		grp, err = readGroup(&mr, tx.Bucket(bucketDigest).Cursor(), newSurveyCursor(tx), dk, g, dupKey(g.duplicate(), dk))
+		ok = err == nil
+		return err
+	})
+	return grp, ok, err
 }
 
 // memberReader makes the members of groups from digest-index entries.

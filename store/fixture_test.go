@@ -192,10 +192,10 @@ type listedSet struct {
 }
 
 type listedGroup struct {
-	Backend              key.Backend
-	Digest               []byte
-	Size, Inodes, Wasted int64
-	Paths                [][]byte
+	Backend                 key.Backend
+	Digest                  []byte
+	Size, Inodes, Duplicate int64
+	Paths                   [][]byte
 }
 
 // listIndex reads everything through the public API.
@@ -246,7 +246,7 @@ func listIndex(t *testing.T, s *Store) listing {
 		return bytes.Compare(append([]byte{byte(a.Backend)}, a.Digest...), append([]byte{byte(b.Backend)}, b.Digest...))
 	})
 	if err := s.Dups(ctx, DupOptions{}, func(g Group) error {
-		lg := listedGroup{Backend: g.Backend, Digest: g.Digest, Size: g.Size, Inodes: g.Inodes, Wasted: g.Wasted}
+		lg := listedGroup{Backend: g.Backend, Digest: g.Digest, Size: g.Size, Inodes: g.Inodes, Duplicate: g.Duplicate}
 		for _, m := range g.Members {
 			lg.Paths = append(lg.Paths, m.Path)
 		}

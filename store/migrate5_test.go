@@ -119,7 +119,7 @@ func sameBrief(t *testing.T, s *Store) {
 	}
 	for i, g := range full {
 		b := brief[i]
-		if !bytes.Equal(g.Cursor, b.Cursor) || g.Wasted != b.Wasted || g.Inodes != b.Inodes || g.Size != b.Size {
+		if !bytes.Equal(g.Cursor, b.Cursor) || g.Duplicate != b.Duplicate || g.Inodes != b.Inodes || g.Size != b.Size {
 			t.Fatalf("group %d: brief %+v, full %+v", i, b, g)
 		}
 		if err := sameMembers(b.Members, briefMembers(g.Members)); err != nil {

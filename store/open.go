@@ -32,12 +32,13 @@ var (
 	bucketDigest   = []byte("bydigest") // backend ‖ digest ‖ file key → digestValue
 	bucketInodes   = []byte("inodes")   // id(dev) ‖ id(ino) ‖ file key → ∅
 	bucketGroups   = []byte("groups")   // backend ‖ digest → group summary (groups of ≥ 2 paths)
-	bucketDups     = []byte("dups")     // ^wasted ‖ backend ‖ digest → group summary (groups of ≥ 2 inodes)
+	bucketDups     = []byte("dups")     // ^duplicate bytes ‖ backend ‖ digest → group summary (groups of ≥ 2 inodes)
+	bucketSurveys  = []byte("surveys")  // the group's dups key → its survey (survey.go)
 	// schema2Buckets are the buckets of schemas 1 and 2; schema 3 added
 	// the verified index (verified.go).
 	schema2Buckets = [][]byte{bucketMeta, bucketUser, bucketFiles, bucketDirs, bucketDirNames,
 		bucketDigest, bucketInodes, bucketGroups, bucketDups}
-	allBuckets = append(schema2Buckets[:len(schema2Buckets):len(schema2Buckets)], bucketVerified, bucketPending, bucketPendInodes, bucketShelf)
+	allBuckets = append(schema2Buckets[:len(schema2Buckets):len(schema2Buckets)], bucketVerified, bucketPending, bucketPendInodes, bucketSurveys, bucketShelf)
 )
 
 // Keys in the meta bucket.
@@ -74,9 +75,15 @@ var migrations = map[uint64]func(tx *bolt.Tx) error{
 	// Schema 6 writes pending entries in sorted runs and defers the inode
 	// entries of deferred digest entries (pending.go, pendinodes.go).
 	5: migratePendingRuns,
-	// Schema 7 keeps the records of file systems that are not where they
-	// were (shelf.go).
-	6: func(tx *bolt.Tx) error { _, err := tx.CreateBucketIfNotExists(bucketShelf); return err },
+	// Schema 7 keeps surveys of block sharing (survey.go) and the records
+	// of file systems that are not where they were (shelf.go).
+	6: func(tx *bolt.Tx) error {
+		if _, err := tx.CreateBucketIfNotExists(bucketSurveys); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucketIfNotExists(bucketShelf)
+		return err
+	},
 }
 
 // Options tune Open. The zero value is what the daemon uses.
@@ -190,8 +197,12 @@ type Store struct {
 	mergeFails int           // merges failed in a row
 	mergeAfter time.Time     // no merge of the writer's own before then
 
-	epoch  epoch      // directory mappings version, for read caches
-	fences fenceSet   // raised by callers that drop what they found gone (fence.go)
+	epoch  epoch    // directory mappings version, for read caches
+	fences fenceSet // raised by callers that drop what they found gone (fence.go)
+	// floors holds, by group, when its sharing last changed without a
+	// record changing (DropSurvey): a survey made before is refused. The
+	// writer's alone (survey.go).
+	floors map[string]int64
 	dirs   dirIDCache // directory key → id, for Get
 
 	// The run marker (shutdown.go): this run's, written by the writer;
@@ -243,6 +254,7 @@ func Open(path string, opts Options) (*Store, error) {
 		in:      make(chan item, 4*opts.MaxBatch),
 		closing: make(chan struct{}),
 		group:   newGroupSize(opts.MaxBatch, opts.MaxGroupNodes),
+		floors:  map[string]int64{},
 
 		settleReq: make(chan chan error),
 		soon:      make(chan struct{}, 1),

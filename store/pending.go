@@ -28,7 +28,7 @@ import (
 // one position per run, not the entries.
 //
 // A pending entry counts as digested but is in no group yet: Digested
-// includes it, Unique, DupGroups and Wasted do not. ByDigest reads the
+// includes it, Unique, DupGroups and Duplicate do not. ByDigest reads the
 // pending runs too (a seek in each), so whereis stays exact; Dups asks the
 // writer to merge first. Adding entries commutes (a group's paths and
 // distinct inodes do not depend on the order of additions), so a small
@@ -283,7 +283,7 @@ func (w *wtx) emptyPending() error {
 }
 
 // Settle merges the digest entries still pending, so that Stats' Unique,
-// DupGroups and Wasted count every record. It returns at once when none
+// DupGroups and Duplicate count every record. It returns at once when none
 // are; Dups settles by itself.
 func (s *Store) Settle(ctx context.Context) error { return s.settle(ctx) }
 
@@ -348,7 +348,7 @@ func (s *Store) SettleSoon() {
 }
 
 // Ungrouped returns how many records are indexed by digest but not yet in
-// the duplicate counters (Stats' Unique, DupGroups and Wasted).
+// the duplicate counters (Stats' Unique, DupGroups and Duplicate).
 func (s *Store) Ungrouped() int64 { return max(s.pending.Load(), 0) }
 
 // countPending sets the pending count from the index at open.

@@ -77,7 +77,7 @@ func wantDups(m model) (map[string][]string, int64) {
 		}
 		slices.Sort(ps)
 		want[fmt.Sprintf("%x", dk[1:])] = ps
-		wasted += g.Wasted
+		wasted += g.Duplicate
 	}
 	return want, wasted
 }
@@ -89,7 +89,7 @@ func sameDups(t *testing.T, s *Store, m model) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Dups = %v\nwant %v", got, want)
 	}
-	if st.DupGroups != int64(len(want)) || st.Wasted != wasted || st.Ungrouped != 0 {
+	if st.DupGroups != int64(len(want)) || st.Duplicate != wasted || st.Ungrouped != 0 {
 		t.Errorf("Stats %+v, want %d groups, %d wasted, none ungrouped", st, len(want), wasted)
 	}
 }
@@ -124,8 +124,8 @@ func TestLargeGroupsDeferDigests(t *testing.T) {
 	before, _ := s.Stats()
 	mustPut(t, s, "/t/small", rec("content 1", 101, 3, 1))
 	m["/t/small"] = rec("content 1", 101, 3, 1)
-	if st, _ := s.Stats(); st.Ungrouped != 0 || st.Wasted != before.Wasted+101 {
-		t.Errorf("a lone put: %+v, want it grouped at once (wasted %d)", st, before.Wasted+101)
+	if st, _ := s.Stats(); st.Ungrouped != 0 || st.Duplicate != before.Duplicate+101 {
+		t.Errorf("a lone put: %+v, want it grouped at once (wasted %d)", st, before.Duplicate+101)
 	}
 	sameDups(t, s, m)
 }

@@ -72,7 +72,7 @@ func (m model) groups() map[string]Group {
 		}
 		inodes[dk][[2]uint64{r.Dev, r.Ino}] = true
 		g.Inodes = int64(len(inodes[dk]))
-		g.Wasted = g.Size * (g.Inodes - 1)
+		g.Duplicate = g.Size * (g.Inodes - 1)
 		out[dk] = g
 	}
 	return out
@@ -308,18 +308,18 @@ func compareGroups(rt *rapid.T, s *Store, m model) {
 	for dk, g := range want {
 		if g.Inodes >= 2 {
 			dupGroups++
-			wasted += g.Wasted
+			wasted += g.Duplicate
 			g.Digest = []byte(dk)
 			order = append(order, g)
 		}
 	}
 	sort.Slice(order, func(i, j int) bool {
-		if order[i].Wasted != order[j].Wasted {
-			return order[i].Wasted > order[j].Wasted
+		if order[i].Duplicate != order[j].Duplicate {
+			return order[i].Duplicate > order[j].Duplicate
 		}
 		return bytes.Compare(order[i].Digest, order[j].Digest) < 0
 	})
-	wantSt := Stats{Files: files, Bytes: bytes_, Digested: digested, Unique: int64(len(want)), DupGroups: dupGroups, Wasted: wasted}
+	wantSt := Stats{Files: files, Bytes: bytes_, Digested: digested, Unique: int64(len(want)), DupGroups: dupGroups, Duplicate: wasted}
 	// Before Dups merges them, pending entries are digested but ungrouped.
 	if st.Files != files || st.Bytes != bytes_ || st.Digested != digested || st.Ungrouped > digested {
 		rt.Fatalf("Stats = %+v, want %+v and at most %d ungrouped", st, wantSt, digested)
@@ -332,7 +332,7 @@ func compareGroups(rt *rapid.T, s *Store, m model) {
 	if st, err = s.Stats(); err != nil {
 		rt.Fatal(err)
 	}
-	gotSt := Stats{Files: st.Files, Bytes: st.Bytes, Digested: st.Digested, Unique: st.Unique, DupGroups: st.DupGroups, Wasted: st.Wasted}
+	gotSt := Stats{Files: st.Files, Bytes: st.Bytes, Digested: st.Digested, Unique: st.Unique, DupGroups: st.DupGroups, Duplicate: st.Duplicate}
 	if gotSt != wantSt || st.Ungrouped != 0 {
 		rt.Fatalf("Stats after Dups = %+v, want %+v and none ungrouped", st, wantSt)
 	}
@@ -349,9 +349,9 @@ func compareDups(s *Store, order []Group, brief bool) error {
 		}
 		w := order[i]
 		dk := append([]byte{byte(g.Backend)}, g.Digest...)
-		if !bytes.Equal(dk, w.Digest) || g.Wasted != w.Wasted || g.Inodes != w.Inodes || g.Size != w.Size {
+		if !bytes.Equal(dk, w.Digest) || g.Duplicate != w.Duplicate || g.Inodes != w.Inodes || g.Size != w.Size {
 			return fmt.Errorf("group %d = %x size %d wasted %d inodes %d, want %x size %d wasted %d inodes %d",
-				i, dk, g.Size, g.Wasted, g.Inodes, w.Digest, w.Size, w.Wasted, w.Inodes)
+				i, dk, g.Size, g.Duplicate, g.Inodes, w.Digest, w.Size, w.Duplicate, w.Inodes)
 		}
 		want := w.Members
 		if brief {

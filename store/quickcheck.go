@@ -347,6 +347,9 @@ func checkEntry(name string, k, v []byte) error {
 	case string(bucketGroups), string(bucketDups):
 		_, err := decodeGroup(v)
 		return err
+	case string(bucketSurveys):
+		_, _, _, err := decodeSurvey(v)
+		return err
 	}
 	return nil
 }
@@ -375,8 +378,9 @@ func (q *quick) counters(db *bolt.DB) (err error) {
 	if err != nil {
 		return fmt.Errorf("counters: %w", err)
 	}
-	if c.Files < 0 || c.Bytes < 0 || c.Wasted < 0 || c.Digested < 0 || c.Digested > c.Files ||
-		c.Unique > c.Digested || c.Groups < 0 || c.Groups > c.Unique {
+	if c.Files < 0 || c.Bytes < 0 || c.Duplicate < 0 || c.Digested < 0 || c.Digested > c.Files ||
+		c.Unique > c.Digested || c.Groups < 0 || c.Groups > c.Unique ||
+		c.Surveyed < 0 || c.Surveyed > c.Groups || c.SurveyedDup < 0 || c.SurveyedDup > c.Duplicate || c.Reclaimable < 0 {
 		return fmt.Errorf("counters %+v are impossible", c)
 	}
 	// Digested counts the pending entries too, merged or not (pending.go).
@@ -388,7 +392,7 @@ func (q *quick) counters(db *bolt.DB) (err error) {
 		bucket []byte
 		want   int64
 		slack  int64
-	}{{bucketFiles, c.Files, 0}, {bucketInodes, c.Files, pendInoHi}, {bucketDigest, c.Digested, pendHi}, {bucketDups, c.Groups, 0}} {
+	}{{bucketFiles, c.Files, 0}, {bucketInodes, c.Files, pendInoHi}, {bucketDigest, c.Digested, pendHi}, {bucketDups, c.Groups, 0}, {bucketSurveys, c.Surveyed, 0}} {
 		lo, hi := q.keyRange(b.bucket)
 		if b.want < lo || b.want-b.slack > hi {
 			return fmt.Errorf("bucket %q holds %d to %d keys, the counters say %d", b.bucket, lo, hi, b.want)

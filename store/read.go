@@ -545,13 +545,20 @@ type Stats struct {
 	Digested    int64  // records in StateOK with a digest
 	Unique      int64  // distinct digests among them
 	DupGroups   int64  // digests with at least two distinct inodes
-	Wasted      int64  // bytes those groups waste: size × (inodes − 1)
+	Duplicate   int64  // the bytes of their extra copies: size × (inodes − 1), shared or not
 	Generation  uint64 // last scan generation handed out
 	IndexBytes  int64  // bytes of the index file in use (bbolt's high-water mark)
 	SchemaVer   uint64
 	CreatedUnix int64 // ns
-	Ungrouped   int64 // digested records not yet counted in Unique, DupGroups and Wasted (pending.go)
-	Shelved     int64 // records of file systems not where they were (shelf.go), in no total above
+	Ungrouped   int64 // digested records not yet counted in Unique, DupGroups and Duplicate (pending.go)
+
+	// Surveyed counts the groups with a survey of block sharing made
+	// since their last change, SurveyedDup their Duplicate bytes, and
+	// Reclaimable what those surveys found reclaimable. What the other
+	// groups would give back is not known; about Duplicate − SurveyedDup
+	// at most.
+	Surveyed, SurveyedDup, Reclaimable int64
+	Shelved                            int64 // records of file systems not where they were (shelf.go), in no total above
 }
 
 // Stats returns the totals, kept up to date by every write (O(1)).
@@ -564,8 +571,9 @@ func (s *Store) Stats() (Stats, error) {
 			return err
 		}
 		st = Stats{Files: c.Files, Bytes: c.Bytes, Digested: c.Digested, Unique: c.Unique,
-			DupGroups: c.Groups, Wasted: c.Wasted, IndexBytes: tx.Size(), Ungrouped: s.Ungrouped(),
+			DupGroups: c.Groups, Duplicate: c.Duplicate, IndexBytes: tx.Size(), Ungrouped: s.Ungrouped(),
 			Shelved: c.Shelved}
+		st.Surveyed, st.SurveyedDup, st.Reclaimable = c.Surveyed, c.SurveyedDup, c.Reclaimable
 		st.Generation, _ = binary.Uvarint(m.Get(metaGeneration))
 		st.SchemaVer, _ = binary.Uvarint(m.Get(metaSchema))
 		st.CreatedUnix, _ = binary.Varint(m.Get(metaCreated))

@@ -110,7 +110,7 @@ func TestHardlinksAreNotWaste(t *testing.T) {
 	mustPut(t, s, "/d/a", rec("x", 1000, 1, 1))
 	mustPut(t, s, "/d/b", rec("x", 1000, 1, 1)) // hardlink of a
 	st, _ := s.Stats()
-	if st.DupGroups != 0 || st.Wasted != 0 {
+	if st.DupGroups != 0 || st.Duplicate != 0 {
 		t.Fatalf("hardlinks counted as waste: %+v", st)
 	}
 	all, _ := s.ByInodeAll(1, 1)
@@ -119,14 +119,14 @@ func TestHardlinksAreNotWaste(t *testing.T) {
 	}
 	mustPut(t, s, "/d/c", rec("x", 1000, 1, 2))
 	st, _ = s.Stats()
-	if st.DupGroups != 1 || st.Wasted != 1000 {
+	if st.DupGroups != 1 || st.Duplicate != 1000 {
 		t.Fatalf("Stats = %+v, want one group wasting 1000", st)
 	}
 	var groups []Group
 	if err := s.Dups(context.Background(), DupOptions{}, func(g Group) error { groups = append(groups, g); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if len(groups) != 1 || groups[0].Inodes != 2 || len(groups[0].Members) != 3 || groups[0].Wasted != 1000 {
+	if len(groups) != 1 || groups[0].Inodes != 2 || len(groups[0].Members) != 3 || groups[0].Duplicate != 1000 {
 		t.Fatalf("Dups = %+v", groups)
 	}
 }
@@ -147,7 +147,7 @@ func TestDupsOrderPagingMinSize(t *testing.T) {
 	for {
 		n := 0
 		err := s.Dups(context.Background(), DupOptions{MinSize: 500, After: after, Limit: 7}, func(g Group) error {
-			wasted = append(wasted, g.Wasted)
+			wasted = append(wasted, g.Duplicate)
 			after = g.Cursor
 			n++
 			return nil
@@ -510,10 +510,10 @@ func TestDupsAcrossChunks(t *testing.T) {
 			t.Fatalf("group of size %d listed twice", g.Size)
 		}
 		seen[string(g.Digest)] = true
-		if g.Wasted > last || g.Wasted != g.Size*(copies-1) || len(g.Members) != copies {
-			t.Fatalf("group of size %d: wasted %d after %d, %d members", g.Size, g.Wasted, last, len(g.Members))
+		if g.Duplicate > last || g.Duplicate != g.Size*(copies-1) || len(g.Members) != copies {
+			t.Fatalf("group of size %d: wasted %d after %d, %d members", g.Size, g.Duplicate, last, len(g.Members))
 		}
-		last = g.Wasted
+		last = g.Duplicate
 		return nil
 	}); err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ func schema2Index(t *testing.T) (string, listing) {
 		t.Fatal(err)
 	}
 	var want listing
-	if err := json.Unmarshal(gunzip(t, "testdata/schema2.json.gz"), &want); err != nil {
+	if err := json.Unmarshal(fixtureListing(t, "testdata/schema2.json.gz"), &want); err != nil {
 		t.Fatal(err)
 	}
 	if len(want.Records) < 1000 {

@@ -85,6 +85,7 @@ type item struct {
 	gen     *uint64       // receives a new generation
 	moved   *Moved        // receives what a move did
 	adopt   *Adoption     // the checks and change of an Adopt
+	survey  *surveyPut    // what opSurvey stores
 }
 
 // validate checks a change before it is queued.
@@ -120,7 +121,7 @@ func (c *Change) validate() error {
 			return err
 		}
 		return c.Record.validate()
-	case opNextGen, opUnshelf:
+	case opNextGen, opSurvey, opUnshelf:
 		return nil
 	}
 	return fmt.Errorf("store: unknown change op %d", c.Op)
@@ -128,7 +129,8 @@ func (c *Change) validate() error {
 
 // Ops that only the store's own methods submit.
 const (
-	opUnshelf Op = 253 // ForgetShelf: Path is a shelf key
+	opUnshelf Op = 252 // ForgetShelf: Path is a shelf key
+	opSurvey  Op = 253 // PutSurvey, SubmitSurvey
 	opAdopt   Op = 254 // Adopt
 	opNextGen Op = 255 // NextGeneration
 )
@@ -157,7 +159,11 @@ func (s *Store) submit(it item) {
 		it.done(ErrReadOnly)
 		return
 	}
-	if err := it.c.validate(); err != nil {
+	err := it.c.validate()
+	if err == nil && it.c.Op == opSurvey {
+		err = it.survey.validate()
+	}
+	if err != nil {
 		it.done(err)
 		return
 	}
@@ -439,7 +445,7 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		if err != nil {
 			return err
 		}
-		w.fences = &s.fences
+		w.fences, w.floors = &s.fences, s.floors
 		w.pend, w.pendCommitted = tx.Bucket(bucketPending), s.pending.Load()
 		w.deferDigests, w.mergeSkip = s.deferring, s.mergeSkip
 		w.inoFilter = s.inoFilter.Load()
@@ -531,6 +537,10 @@ func apply(w *wtx, it *item) error {
 		}
 	case opNextGen:
 		*it.gen, err = w.nextGeneration()
+	case opSurvey:
+		if err = w.putSurvey(it.survey); errors.Is(err, ErrConflict) {
+			return changeError{err}
+		}
 	}
 	return err
 }

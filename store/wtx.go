@@ -11,15 +11,29 @@ import (
 )
 
 // counters are the totals kept in meta so Stats is O(1).
+// Schema 7 added the three survey counters and Shelved; an index of
+// schema 6 keeps six until its first write.
 type counters struct {
-	Files, Bytes, Digested, Unique, Groups, Wasted int64
-	Shelved                                        int64 // records on the shelf (schema 7)
+	Files, Bytes, Digested, Unique, Groups, Duplicate int64
+	// Surveyed counts the groups with a survey (survey.go), SurveyedDup
+	// their duplicate bytes and Reclaimable what their surveys found
+	// reclaimable.
+	Surveyed, SurveyedDup, Reclaimable int64
+	Shelved                            int64 // records on the shelf (shelf.go)
 }
 
+func (c *counters) fields() []*int64 {
+	return []*int64{&c.Files, &c.Bytes, &c.Digested, &c.Unique, &c.Groups, &c.Duplicate,
+		&c.Surveyed, &c.SurveyedDup, &c.Reclaimable, &c.Shelved}
+}
+
+// oldCounters is how many counters schema 6 kept.
+const oldCounters = 6
+
 func (c *counters) encode() []byte {
-	b := make([]byte, 0, 7*binary.MaxVarintLen64)
-	for _, v := range []int64{c.Files, c.Bytes, c.Digested, c.Unique, c.Groups, c.Wasted, c.Shelved} {
-		b = binary.AppendVarint(b, v)
+	b := make([]byte, 0, 10*binary.MaxVarintLen64)
+	for _, p := range c.fields() {
+		b = binary.AppendVarint(b, *p)
 	}
 	return b
 }
@@ -27,11 +41,11 @@ func (c *counters) encode() []byte {
 func decodeCounters(b []byte) (counters, error) {
 	var c counters
 	d := &decoder{b: b}
-	for _, p := range []*int64{&c.Files, &c.Bytes, &c.Digested, &c.Unique, &c.Groups, &c.Wasted} {
+	for i, p := range c.fields() {
+		if i == oldCounters && len(d.b) == 0 {
+			break
+		}
 		*p = d.varint()
-	}
-	if len(d.b) > 0 { // schema 7 added Shelved
-		c.Shelved = d.varint()
 	}
 	if len(b) == 0 {
 		return counters{}, nil
@@ -45,7 +59,7 @@ type group struct {
 	size      int64
 }
 
-func (g group) wasted() int64 {
+func (g group) duplicate() int64 {
 	if g.inodes < 2 {
 		return 0
 	}
@@ -71,9 +85,9 @@ func decodeGroup(b []byte) (group, error) {
 	return g, d.err
 }
 
-// dupKey orders groups by wasted bytes, largest first.
-func dupKey(wasted int64, dk []byte) []byte {
-	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(dk)), ^uint64(wasted))
+// dupKey orders groups by duplicate bytes, most first.
+func dupKey(dup int64, dk []byte) []byte {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(dk)), ^uint64(dup))
 	return append(b, dk...)
 }
 
@@ -120,6 +134,8 @@ type wtx struct {
 
 	fences *fenceSet // the store's raised fences, which applied changes break
 	shelf  *bolt.Bucket
+	surv   *bolt.Bucket     // the surveys bucket, once used (survey.go)
+	floors map[string]int64 // the store's survey floors (survey.go); nil in migrations
 }
 
 // newWtx begins applying changes in tx; bufs are the writer's buffers
@@ -262,6 +278,9 @@ func (w *wtx) put(path []byte, r *Record) error {
 			if err := w.reindexVerified(fk, &old, r); err != nil {
 				return err
 			}
+			if err := w.rewritten(&old, r); err != nil {
+				return err
+			}
 			return w.tails[0].put(fk, appendRecord(make([]byte, 0, maxRecordLen), r))
 		}
 		if err := w.unindex(fk, &old); err != nil {
@@ -285,6 +304,15 @@ func (w *wtx) existing(id uint64, base, fk []byte) []byte {
 		}
 	}
 	return w.files.Get(fk)
+}
+
+// rewritten drops the survey of the group of a record whose file was
+// written again with the same content: its blocks may have changed.
+func (w *wtx) rewritten(old, r *Record) error {
+	if !old.indexed() || (old.MtimeNs == r.MtimeNs && old.CtimeNs == r.CtimeNs) {
+		return nil
+	}
+	return w.dropSurvey(digestKey(nil, old))
 }
 
 // sameIndexes reports whether a and b have the same entries in every index
@@ -439,6 +467,12 @@ func (w *wtx) sharesInode(dk, fk []byte, r *Record) bool {
 }
 
 func (w *wtx) setGroup(dk []byte, old, g group) error {
+	if old.inodes >= 2 {
+		// A member came, went or changed: its survey is no longer true.
+		if err := w.dropSurveyAt(dupKey(old.duplicate(), dk)); err != nil {
+			return err
+		}
+	}
 	switch {
 	case old.n == 0 && g.n > 0:
 		w.c.Unique++
@@ -447,18 +481,18 @@ func (w *wtx) setGroup(dk []byte, old, g group) error {
 	}
 	if old.inodes >= 2 {
 		w.c.Groups--
-		w.c.Wasted -= old.wasted()
-		if g.inodes < 2 || g.wasted() != old.wasted() {
-			if err := w.dups.Delete(dupKey(old.wasted(), dk)); err != nil {
+		w.c.Duplicate -= old.duplicate()
+		if g.inodes < 2 || g.duplicate() != old.duplicate() {
+			if err := w.dups.Delete(dupKey(old.duplicate(), dk)); err != nil {
 				return err
 			}
 		}
 	}
 	if g.inodes >= 2 {
 		w.c.Groups++
-		w.c.Wasted += g.wasted()
+		w.c.Duplicate += g.duplicate()
 		// The summary rides along so Dups needs no second lookup.
-		if err := w.dups.Put(dupKey(g.wasted(), dk), g.encode()); err != nil {
+		if err := w.dups.Put(dupKey(g.duplicate(), dk), g.encode()); err != nil {
 			return err
 		}
 	}

@@ -242,6 +242,8 @@ func (s *Server) whereisByPath(r *http.Request, v url.Values) (api.WhereisQuery,
 
 // handleDups answers GET /v1/dups?min_size=N&limit=N&after=CURSOR with
 // NDJSON duplicate groups; the end line carries "next" when more remain.
+// POST takes the same query and, in the body, paths one a line as dedup
+// does: only groups with a file at or below one of them are listed.
 func (s *Server) handleDups(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
 	var q api.DupQuery
@@ -249,6 +251,16 @@ func (s *Server) handleDups(w http.ResponseWriter, r *http.Request) {
 	if q.MinSize, err = intParam(v, "min_size"); err != nil {
 		writeErr(w, err)
 		return
+	}
+	if q.Resurvey, err = boolParam(v, "resurvey"); err != nil {
+		writeErr(w, err)
+		return
+	}
+	if r.Method == http.MethodPost {
+		if q.Paths, err = dupsPaths(w, r, s.roots()); err != nil {
+			writeErr(w, err)
+			return
+		}
 	}
 	limit, err := intParam(v, "limit")
 	if err != nil {
@@ -277,6 +289,20 @@ func (s *Server) handleDups(w http.ResponseWriter, r *http.Request) {
 		next = base64.RawURLEncoding.EncodeToString(last)
 	}
 	st.endErr(err, next)
+}
+
+// dupsPaths reads the paths of a POST /v1/dups; one outside the roots
+// refuses the request.
+func dupsPaths(w http.ResponseWriter, r *http.Request, set roots.Set) ([][]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBatchBytes))
+	if err != nil {
+		return nil, fmt.Errorf("%w: read body: %v", api.ErrBadRequest, err)
+	}
+	paths, err := dedupPaths(body, set)
+	if err == nil && len(paths) == 0 {
+		err = fmt.Errorf("%w: POST /v1/dups names no path (GET lists every group)", api.ErrBadRequest)
+	}
+	return paths, err
 }
 
 // handleForget answers POST /v1/forget?path=P[&dry_run=1]: it drops the

@@ -140,7 +140,7 @@ func (x *storeIndex) Whereis(ctx context.Context, q api.WhereisQuery, fn func(ap
 func (x *storeIndex) Dups(ctx context.Context, q api.DupQuery, fn func(api.DupGroup) error) error {
 	opts := store.DupOptions{MinSize: q.MinSize, After: q.After, Limit: q.Limit}
 	return x.st.Dups(ctx, opts, func(g store.Group) error {
-		dg := api.DupGroup{Backend: g.Backend, Digest: g.Digest, Size: g.Size, Wasted: g.Wasted, Cursor: g.Cursor}
+		dg := api.DupGroup{Backend: g.Backend, Digest: g.Digest, Size: g.Size, Duplicate: g.Duplicate, Reclaimable: g.Duplicate, Cursor: g.Cursor}
 		for _, m := range g.Members {
 			k, err := key.FromDigest(m.Record.Backend, m.Record.Digest, m.Record.Size, string(m.Path), key.ExtRule{})
 			if err != nil {

@@ -229,6 +229,7 @@ func (s *Server) endpoints() http.Handler {
 	handle("POST /v1/lookup", s.serving(s.handleLookupBatch))
 	handle("GET /v1/whereis", s.serving(s.handleWhereis))
 	handle("GET /v1/dups", s.serving(s.handleDups))
+	handle("POST /v1/dups", s.serving(s.handleDups))
 	handle("GET /v1/status", s.handleStatus)
 	handle("POST /v1/forget", s.serving(s.handleForget))
 	handle("POST /v1/dedup", s.serving(s.handleDedup))

@@ -10,7 +10,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -277,9 +279,9 @@ func TestDupsOrderAndPaging(t *testing.T) {
 	var after []byte
 	for page := 0; ; page++ {
 		next, err := ts.client.Dups(ctx, api.DupQuery{Limit: 1, After: after}, func(g api.DupGroup) error {
-			wasted = append(wasted, g.Wasted)
-			if g.Wasted != g.Size*int64(distinctInodes(t, g.Files)-1) {
-				t.Errorf("group %x: wasted %d for %d files of %d", g.Digest, g.Wasted, len(g.Files), g.Size)
+			wasted = append(wasted, g.Duplicate)
+			if g.Duplicate != g.Size*int64(distinctInodes(t, g.Files)-1) {
+				t.Errorf("group %x: wasted %d for %d files of %d", g.Digest, g.Duplicate, len(g.Files), g.Size)
 			}
 			return nil
 		})
@@ -296,7 +298,7 @@ func TestDupsOrderAndPaging(t *testing.T) {
 	}
 	wasted = nil
 	next, err := ts.client.Dups(ctx, api.DupQuery{MinSize: 50}, func(g api.DupGroup) error {
-		wasted = append(wasted, g.Wasted)
+		wasted = append(wasted, g.Duplicate)
 		return nil
 	})
 	if err != nil || next != nil || fmt.Sprint(wasted) != "[1000 200]" {
@@ -435,5 +437,48 @@ func TestTCPToken(t *testing.T) {
 		if _, err := NewServer(bad); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: %v, want ErrConfig", bad, err)
 		}
+	}
+}
+
+// dupsRecorder is a storeIndex that remembers the dups queries it got.
+type dupsRecorder struct {
+	*storeIndex
+	mu      sync.Mutex
+	queries []api.DupQuery
+}
+
+func (x *dupsRecorder) Dups(ctx context.Context, q api.DupQuery, fn func(api.DupGroup) error) error {
+	x.mu.Lock()
+	x.queries = append(x.queries, q)
+	x.mu.Unlock()
+	return x.storeIndex.Dups(ctx, q, fn)
+}
+
+// TestDupsPathsReachIndex: dups' paths reach the index cleaned and as
+// the index stores them, with resurvey; a path outside the roots refuses
+// the request.
+func TestDupsPathsReachIndex(t *testing.T) {
+	root := t.TempDir()
+	idx := &dupsRecorder{storeIndex: newStoreIndex(t, root)}
+	ts := startServer(t, Config{Index: idx}, nil)
+	ctx := context.Background()
+	odd := []byte(root + "/caf\xe9")
+	q := api.DupQuery{Paths: [][]byte{odd, []byte(root + "/a/../b/")}, Resurvey: true, Limit: 3}
+	if _, err := ts.client.Dups(ctx, q, func(api.DupGroup) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.client.Dups(ctx, api.DupQuery{}, func(api.DupGroup) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	idx.mu.Lock()
+	got := idx.queries
+	idx.mu.Unlock()
+	if len(got) != 2 || !reflect.DeepEqual(got[0].Paths, [][]byte{odd, []byte(root + "/b")}) || !got[0].Resurvey ||
+		got[0].Limit != 3 || got[1].Paths != nil || got[1].Resurvey {
+		t.Errorf("queries %+v", got)
+	}
+	q.Paths = append(q.Paths, []byte("/etc"))
+	if _, err := ts.client.Dups(ctx, q, func(api.DupGroup) error { return nil }); !errors.Is(err, api.ErrOutsideRoots) {
+		t.Errorf("a path outside the roots: %v, want ErrOutsideRoots", err)
 	}
 }

@@ -31,7 +31,9 @@ Duplicates are matched by digest, so a.JPG and b.jpg with the same bytes
 are listed together; a key's size must match too. A path whose file
 changed since it was indexed is named on stderr as "changed since
 indexed"; one outside the daemon's roots (left from a run with other
-roots, not checked since) as "outside the roots".
+roots, not checked since) as "outside the roots"; one that shares its
+blocks with a file listed before it (a reflink, or a copy deduplicated)
+as "shares its blocks with PATH": the two are one physical copy.
 
 An argument that parses as a key and does not name an existing file is a
 key; anything else is a file. With several arguments, or with --batch
@@ -171,8 +173,12 @@ func (w *whereis) location(arg string, l api.Location) error {
 		_, err := w.out.Write(append(buf, '\n'))
 		return err
 	}
-	if l.Stale || l.OutsideRoots {
+	if l.Stale || l.OutsideRoots || l.SharesWith != nil {
 		w.out.Flush()
+	}
+	if l.SharesWith != nil {
+		fmt.Fprintf(w.cmd.ErrOrStderr(), "annexctl: %s: shares its blocks with %s (one physical copy)\n",
+			printableName(string(l.Path)), printableName(string(l.SharesWith)))
 	}
 	if l.Stale {
 		fmt.Fprintf(w.cmd.ErrOrStderr(), "annexctl: %s: changed since indexed\n", printableName(string(l.Path)))

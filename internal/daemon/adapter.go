@@ -12,7 +12,9 @@ import (
 
 	"github.com/annexd/annexd/api"
 	"github.com/annexd/annexd/internal/annexlink"
+	"github.com/annexd/annexd/internal/dedup"
 	"github.com/annexd/annexd/internal/indexer"
+	"github.com/annexd/annexd/internal/roots"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )
@@ -77,12 +79,24 @@ func (x *adapter) Lookup(ctx context.Context, path []byte, wait bool) (api.Looku
 // Backend implements api.Backender: the index holds this hash's digests.
 func (x *adapter) Backend() key.Backend { return x.a.backend }
 
+// Whereis lists the files with q's content in path order, marking the
+// names of one inode (LinkOf) and the copies that share blocks
+// (SharesWith) as far as the group's survey tells (whereisSurvey).
 func (x *adapter) Whereis(ctx context.Context, q api.WhereisQuery, fn func(api.Location) error) error {
 	paths, err := x.a.st.ByDigest(q.Backend, q.Digest)
 	if err != nil {
 		return err
 	}
 	slices.SortFunc(paths, bytes.Compare)
+	var (
+		firsts firstNames
+		marks  *shareMarks
+	)
+	if len(paths) > 1 {
+		if sv := x.whereisSurvey(q); sv != nil {
+			marks = newShareMarks(sv)
+		}
+	}
 	for _, p := range paths {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -99,11 +113,35 @@ func (x *adapter) Whereis(ctx context.Context, q api.WhereisQuery, fn func(api.L
 			return err
 		}
 		loc.OutsideRoots = x.a.outsideRoot(p)
+		loc.LinkOf = firsts.linkOf(rec.Dev, rec.Ino, p)
+		if loc.LinkOf == nil && marks != nil {
+			loc.SharesWith = marks.sharesWith(rec.Dev, rec.Ino, p)
+		}
 		if err := fn(loc); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// maxWhereisSurvey is the most inodes whereis surveys itself: a larger
+// group is marked only once a survey is kept (dups makes one).
+const maxWhereisSurvey = 256
+
+// whereisSurvey returns the survey of q's group: the one the store
+// keeps, or a new one, which the store is given to keep; nil for content
+// that is not a duplicate group, has no bytes, or has too many copies.
+func (x *adapter) whereisSurvey(q api.WhereisQuery) *store.Survey {
+	g, ok, err := x.a.st.DupGroup(q.Backend, q.Digest, store.DupOptions{Brief: true})
+	switch {
+	case err != nil || !ok || g.Size == 0:
+		return nil
+	case g.Survey != nil:
+		return g.Survey
+	case g.Inodes > maxWhereisSurvey:
+		return nil
+	}
+	return x.surveyOf(g, true)
 }
 
 // location describes a record as the index holds it, without looking at
@@ -127,21 +165,29 @@ func (x *adapter) freshLocation(p []byte, rec *store.Record) (api.Location, erro
 	return loc, nil
 }
 
-// Dups lists the store's groups. Unless q.Outside, members outside the
-// roots are left out, Wasted counts the inodes left, and groups left with
-// fewer than two are skipped; the limit then counts the groups sent.
+// Dups lists the store's groups with what their surveys of block sharing
+// found (surveyOf). Unless q.Outside, members outside the roots are left
+// out, the figures count the inodes left, and groups left with fewer than
+// two are skipped; with q.Paths, groups with no member at or below one
+// are skipped. The limit then counts the groups sent.
 func (x *adapter) Dups(ctx context.Context, q api.DupQuery, fn func(api.DupGroup) error) error {
 	// group reads only what the digest index keeps of each record.
 	opts := store.DupOptions{MinSize: q.MinSize, After: q.After, Limit: q.Limit, Brief: true}
-	if !q.Outside {
+	skips := !q.Outside || len(q.Paths) > 0
+	if skips {
 		opts.Limit = 0
 	}
 	sent := 0
+	var marks shareMarks // one for every group: its room is used again
 	return x.a.st.Dups(ctx, opts, func(g store.Group) error {
-		if !q.Outside && q.Limit > 0 && sent == q.Limit {
+		if skips && q.Limit > 0 && sent == q.Limit {
 			return store.ErrStop
 		}
-		out, ok, err := x.group(g, q.Outside)
+		if !anyWithin(g.Members, q.Paths) {
+			return nil
+		}
+		marks.reset(x.surveyOf(g, q.Resurvey))
+		out, ok, err := x.group(g, &marks, q.Outside)
 		if err != nil || !ok {
 			return err
 		}
@@ -150,12 +196,40 @@ func (x *adapter) Dups(ctx context.Context, q api.DupQuery, fn func(api.DupGroup
 	})
 }
 
-// group turns a store group into an API group; ok is false when, without
-// the members outside the roots, it is no longer a duplicate group.
-func (x *adapter) group(g store.Group, withOutside bool) (out api.DupGroup, ok bool, err error) {
+// surveyOf returns the survey of g's blocks: the one the store keeps,
+// unless again, or a new one, which the store is given to keep.
+func (x *adapter) surveyOf(g store.Group, again bool) *store.Survey {
+	if g.Survey != nil && !again {
+		return g.Survey
+	}
+	sv, seen := dedup.SurveyGroup(g)
+	x.a.st.SubmitSurvey(g.Backend, g.Digest, sv, seen, nil)
+	return &sv
+}
+
+// anyWithin reports whether a member is at or below one of paths; no
+// paths: true.
+func anyWithin(ms []store.Member, paths [][]byte) bool {
+	if len(paths) == 0 {
+		return true
+	}
+	for _, m := range ms {
+		for _, p := range paths {
+			if roots.Within(string(m.Path), string(p)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// group turns a store group and what its survey says (marks, reset to
+// it) into an API group; ok is false when, without the members outside
+// the roots, it is no longer a duplicate group.
+func (x *adapter) group(g store.Group, marks *shareMarks, withOutside bool) (out api.DupGroup, ok bool, err error) {
 	out = api.DupGroup{
-		Backend: g.Backend.WithExtension(), Digest: g.Digest, Size: g.Size, Wasted: g.Wasted, Cursor: g.Cursor,
-		Files: make([]api.Location, 0, len(g.Members)),
+		Backend: g.Backend.WithExtension(), Digest: g.Digest, Size: g.Size, Cursor: g.Cursor,
+		Files: make([]api.Location, 0, len(g.Members)), SurveyedAt: time.Unix(0, marks.sv.At),
 	}
 	slices.SortFunc(g.Members, func(a, b store.Member) int { return bytes.Compare(a.Path, b.Path) })
 	var (
@@ -173,16 +247,77 @@ func (x *adapter) group(g store.Group, withOutside bool) (out api.DupGroup, ok b
 		}
 		loc.OutsideRoots = outside
 		loc.LinkOf = firsts.linkOf(m.Record.Dev, m.Record.Ino, m.Path)
+		if loc.LinkOf == nil {
+			loc.SharesWith = marks.sharesWith(m.Record.Dev, m.Record.Ino, m.Path)
+		}
 		out.Files = append(out.Files, loc)
 	}
 	out.Copies = firsts.inodes()
-	if len(out.Files) < len(g.Members) {
-		if out.Copies < 2 {
-			return out, false, nil
-		}
-		out.Wasted = g.Size * int64(out.Copies-1)
+	if out.Copies < 2 {
+		return out, false, nil
 	}
+	out.Duplicate = g.Size * int64(out.Copies-1)
+	out.Reclaimable, out.Physical, out.Unsurveyed = marks.figures()
 	return out, true, nil
+}
+
+// shareMarks marks the members of a group that share blocks with an
+// earlier one, and counts what the survey says of the inodes listed.
+type shareMarks struct {
+	sv    *store.Survey
+	marks []shareMark // by survey index
+}
+
+// shareMark is what shareMarks knows of one inode of the survey: whether
+// a name of it is listed and, for the first inode of a physical copy, its
+// first name listed.
+type shareMark struct {
+	listed bool
+	first  []byte
+}
+
+func newShareMarks(sv *store.Survey) *shareMarks {
+	var s shareMarks
+	s.reset(sv)
+	return &s
+}
+
+// reset makes s mark by sv, with nothing listed yet.
+func (s *shareMarks) reset(sv *store.Survey) {
+	n := len(sv.Inodes)
+	s.sv, s.marks = sv, slices.Grow(s.marks[:0], n)[:n]
+	clear(s.marks)
+}
+
+// sharesWith returns the first name listed of another inode whose blocks
+// (dev, ino) shares, or nil when it is the first of its physical copy
+// (then recorded) or the survey does not know it.
+func (s *shareMarks) sharesWith(dev, ino uint64, path []byte) []byte {
+	i := s.sv.Find(dev, ino)
+	if i < 0 {
+		return nil
+	}
+	s.marks[i].listed = true
+	c := &s.marks[s.sv.Inodes[i].Copy]
+	if c.first != nil {
+		return c.first
+	}
+	c.first = path
+	return nil
+}
+
+// figures returns the reclaimable bytes, the physical copies and the
+// copies not surveyed among the inodes listed.
+func (s *shareMarks) figures() (reclaimable int64, physical, unsurveyed int) {
+	for i, m := range s.marks {
+		if m.first != nil { // the first name listed of a physical copy
+			physical++
+		}
+		if m.listed && !s.sv.Inodes[i].Known {
+			unsurveyed++
+		}
+	}
+	return s.sv.Reclaimable(func(i int) bool { return s.marks[i].listed }), physical, unsurveyed
 }
 
 // keyCache hands the last key made for a group's member to the next

@@ -226,6 +226,7 @@ func (a *App) Run(ctx context.Context) error {
 	g.Go(func() error { a.checkOutside(runCtx); return nil })
 	g.Go(func() error { return a.watchDamage(runCtx) })
 	g.Go(func() error { return a.runDedup(runCtx) })
+	g.Go(func() error { return a.runSurveys(runCtx) })
 	g.Go(func() error { return a.audit.Load().Run(runCtx) })
 	if a.opts.PaceGC {
 		g.Go(func() error { gcpace.Run(runCtx, gcpace.Options{Busy: a.bulk}); return nil })

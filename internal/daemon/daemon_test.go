@@ -162,7 +162,7 @@ func TestRunServesTheAPI(t *testing.T) {
 
 	var groups []api.DupGroup
 	_, err = c.Dups(ctx, api.DupQuery{}, func(g api.DupGroup) error { groups = append(groups, g); return nil })
-	if err != nil || len(groups) != 1 || len(groups[0].Files) != 2 || !bytes.Equal(groups[0].Digest, sum[:]) || groups[0].Wasted != 10 {
+	if err != nil || len(groups) != 1 || len(groups[0].Files) != 2 || !bytes.Equal(groups[0].Digest, sum[:]) || groups[0].Duplicate != 10 {
 		t.Errorf("dups: %+v %v", groups, err)
 	}
 

@@ -13,7 +13,9 @@ var (
 	descBytes     = prometheus.NewDesc("annexd_index_bytes", "Total size of the indexed files.", nil, nil)
 	descUnique    = prometheus.NewDesc("annexd_index_unique_digests", "Distinct digests among the hashed files.", nil, nil)
 	descDupGroups = prometheus.NewDesc("annexd_index_duplicate_groups", "Digests held by at least two distinct inodes, over the whole index (records outside the roots included, unlike annexctl dups by default).", nil, nil)
-	descWasted    = prometheus.NewDesc("annexd_index_wasted_bytes", "Bytes the duplicate groups waste, over the whole index (records outside the roots included).", nil, nil)
+	descDupBytes  = prometheus.NewDesc("annexd_index_duplicate_bytes", "Bytes of the duplicate groups' extra copies, size × (copies − 1), shared blocks or not, over the whole index (records outside the roots included).", nil, nil)
+	descReclaim   = prometheus.NewDesc("annexd_index_reclaimable_bytes", "Bytes that sharing blocks would give back in the groups surveyed since their records last changed (blocks shared already, holes and hard links not counted); the other groups are in annexd_index_unsurveyed_duplicate_bytes.", nil, nil)
+	descUnsurv    = prometheus.NewDesc("annexd_index_unsurveyed_duplicate_bytes", "Duplicate bytes of the groups without a survey of block sharing since their records last changed: what they would give back is not known, and is about this much at most.", nil, nil)
 	descIndexSize = prometheus.NewDesc("annexd_index_file_bytes", "Bytes of the index file its pages fill (bbolt's high-water mark); the file runs up to 16 MiB longer, sparse, as room to grow.", nil, nil)
 	descUngrouped = prometheus.NewDesc("annexd_index_ungrouped_files",
 		"Hashed files not yet counted in the digest and duplicate gauges: a large scan merges them in batches.", nil, nil)
@@ -31,7 +33,7 @@ var (
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descFiles, descBytes, descUnique, descDupGroups, descWasted,
+	for _, d := range []*prometheus.Desc{descFiles, descBytes, descUnique, descDupGroups, descDupBytes, descReclaim, descUnsurv,
 		descIndexSize, descUngrouped, descOutside, descWatches, descUnwatched, descDegraded, descOverflows, descWaiting,
 		descLastOver, descLastScan} {
 		ch <- d
@@ -47,7 +49,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descBytes, float64(s.Bytes))
 		gauge(descUnique, float64(s.Unique))
 		gauge(descDupGroups, float64(s.DupGroups))
-		gauge(descWasted, float64(s.Wasted))
+		gauge(descDupBytes, float64(s.Duplicate))
+		gauge(descReclaim, float64(s.Reclaimable))
+		gauge(descUnsurv, float64(s.Duplicate-s.SurveyedDup))
 		gauge(descIndexSize, float64(s.IndexBytes))
 		gauge(descUngrouped, float64(s.Ungrouped))
 	}

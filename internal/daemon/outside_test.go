@@ -142,7 +142,7 @@ func TestRecordsOutsideRoots(t *testing.T) {
 
 	// Hidden by default: one group left, of A's two copies.
 	groups := dups(t, c, api.DupQuery{})
-	if len(groups) != 1 || len(groups[0].Files) != 2 || groups[0].Wasted != 10 || groups[0].Files[0].OutsideRoots {
+	if len(groups) != 1 || len(groups[0].Files) != 2 || groups[0].Duplicate != 10 || groups[0].Files[0].OutsideRoots {
 		t.Errorf("dups without outside: %+v", groups)
 	}
 	if g := dups(t, c, api.DupQuery{Limit: 1}); len(g) != 1 {
@@ -150,7 +150,7 @@ func TestRecordsOutsideRoots(t *testing.T) {
 	}
 	// With them, marked: three groups at their whole waste.
 	groups = dups(t, c, api.DupQuery{Outside: true})
-	if len(groups) != 3 || groups[0].Wasted != 30 || len(groups[0].Files) != 4 {
+	if len(groups) != 3 || groups[0].Duplicate != 30 || len(groups[0].Files) != 4 {
 		t.Fatalf("dups with outside: %+v", groups)
 	}
 	for _, g := range groups {
@@ -255,7 +255,7 @@ func TestDupsPagesAndForgetAroundRoot(t *testing.T) {
 			n := 0
 			next, err := c.Dups(ctx, api.DupQuery{Limit: limit, After: after}, func(g api.DupGroup) error {
 				n++
-				got = append(got, fmt.Sprintf("%d:%d", len(g.Files), g.Wasted))
+				got = append(got, fmt.Sprintf("%d:%d", len(g.Files), g.Duplicate))
 				return nil
 			})
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )
 
@@ -15,6 +16,13 @@ type Index interface {
 	Dups(ctx context.Context, opts store.DupOptions, fn func(store.Group) error) error
 	// Get returns the record of one path.
 	Get(path []byte) (store.Record, bool, error)
+	// DupGroup reads one duplicate group.
+	DupGroup(b key.Backend, d []byte, opts store.DupOptions) (store.Group, bool, error)
+	// SubmitSurvey keeps the survey of a whole group until a record of
+	// it changes (store.PutSurvey), without waiting.
+	SubmitSurvey(b key.Backend, d []byte, sv store.Survey, seen []store.Seen, done func(error))
+	// DropSurvey forgets the survey of a group, without waiting.
+	DropSurvey(b key.Backend, d []byte)
 }
 
 // Ledger says whether the watcher saw a write to a file at or after a
@@ -140,4 +148,32 @@ func (r *Result) skip(s Skip) {
 	}
 	r.Skipped[s.Reason]++
 	r.Skips = append(r.Skips, s)
+}
+
+// keepSurvey hands the survey of a whole group to the index. The index
+// refuses it when a record changed meanwhile: then nothing is kept.
+func (d *Deduper) keepSurvey(b key.Backend, digest []byte, sv store.Survey, seen []store.Seen) {
+	d.idx.SubmitSurvey(b, digest, sv, seen, nil)
+}
+
+// maxResurvey is the most inodes a group may have for a run to survey it
+// again after acting on it; a larger group's survey is dropped instead,
+// so a run of one action in a group of many copies stays short.
+const maxResurvey = 64
+
+// Resurvey surveys the group of digest d again and keeps what it finds,
+// or drops its survey when the group is larger than maxResurvey inodes.
+// A run calls it for each group it changed: sharing blocks changes no
+// record, so nothing else would drop the group's older survey.
+func (d *Deduper) Resurvey(b key.Backend, digest []byte) {
+	g, ok, err := d.idx.DupGroup(b, digest, store.DupOptions{Brief: true})
+	switch {
+	case err != nil || !ok:
+		return
+	case g.Inodes > maxResurvey:
+		d.idx.DropSurvey(b, digest)
+		return
+	}
+	sv, seen := SurveyGroup(g)
+	d.keepSurvey(b, digest, sv, seen)
 }

@@ -7,7 +7,19 @@
 // same bare digest on one file system form a group, with one keeper and
 // one action for each other inode. Names of one inode are one file. A
 // plan needs no file system access, so it is instant. Deduper.Plan adds
-// what the caller may see and, in reflink mode, a survey of extent maps.
+// what the caller may see and a survey of extent maps.
+//
+// # Surveys
+//
+// A survey (SurveyGroup) reads the extent maps of a group's inodes,
+// reading only: the bytes each holds in blocks and holds alone, and
+// which inodes share blocks, one physical copy. Holes and what lies past
+// the last block count nothing. dups and the planner use this one
+// survey: an action frees what its target holds alone, and in reflink
+// mode the keeper is the copy holding least alone. A survey of a whole
+// group goes to the index, which keeps it until a record of the group
+// changes; a run surveys the groups it changed again (Resurvey), since
+// sharing blocks changes no record.
 //
 // Apply carries a plan out. Before each action both files are opened
 // again and compared with their records: in the index, by stat (inode,

@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -51,11 +52,20 @@ func (e extent) unplaced() bool {
 	return e.flags&(extentDataInline|extentDelalloc|extentUnknown) != 0
 }
 
+// fiemapBufs holds the buffers of FIEMAP calls: a survey makes one call
+// a file.
+var fiemapBufs = sync.Pool{New: func() any {
+	b := make([]byte, unsafe.Sizeof(fiemapHead{})+fiemapBatch*unsafe.Sizeof(fiemapExtent{}))
+	return &b
+}}
+
 // fiemap returns the extents of the open file fd over [0, size), after
 // the kernel flushed its dirty pages. Holes are absent from the list.
 func fiemap(fd int, size int64) ([]extent, error) {
 	var out []extent
-	buf := make([]byte, unsafe.Sizeof(fiemapHead{})+fiemapBatch*unsafe.Sizeof(fiemapExtent{}))
+	bp := fiemapBufs.Get().(*[]byte)
+	defer fiemapBufs.Put(bp)
+	buf := *bp
 	head := (*fiemapHead)(unsafe.Pointer(&buf[0]))
 	exts := unsafe.Slice((*fiemapExtent)(unsafe.Pointer(&buf[unsafe.Sizeof(fiemapHead{})])), fiemapBatch)
 	var start uint64

@@ -134,6 +134,15 @@ type inode struct {
 // names), then the one with the oldest mtime (the original is usually
 // older than its copies), then the one with the smallest path.
 func PlanGroup(g store.Group, opt PlanOptions) []Group {
+	return planGroup(g, opt, nil)
+}
+
+// planGroup is PlanGroup after a survey of the group's inodes: in
+// reflink mode the keeper is then first the inode holding the fewest
+// bytes alone, so that sharing its blocks frees the most (an inode that
+// shares its blocks already, with a twin or a snapshot, gives nothing
+// back as a target).
+func planGroup(g store.Group, opt PlanOptions, sv *store.Survey) []Group {
 	if g.Size <= 0 || g.Size < opt.MinSize {
 		return nil
 	}
@@ -145,7 +154,14 @@ func PlanGroup(g store.Group, opt PlanOptions) []Group {
 		if len(inodes) < 2 {
 			continue
 		}
-		slices.SortFunc(inodes, keeperFirst)
+		slices.SortFunc(inodes, func(a, b *inode) int {
+			if sv != nil && opt.Mode == Reflink {
+				if c := cmp.Compare(aloneOf(sv, a, g.Size), aloneOf(sv, b, g.Size)); c != 0 {
+					return c
+				}
+			}
+			return keeperFirst(a, b)
+		})
 		pg := Group{Backend: g.Backend, Digest: g.Digest, Size: g.Size, Dev: inodes[0].dev, Keeper: inodes[0].names[0],
 			KeeperNames: namesOf(g, inodes[0])}
 		for _, in := range inodes[1:] {
@@ -220,6 +236,14 @@ func keeperFirst(a, b *inode) int {
 		cmp.Compare(a.names[0].Record.MtimeNs, b.names[0].Record.MtimeNs),
 		bytes.Compare(a.names[0].Path, b.names[0].Path),
 	)
+}
+
+// aloneOf is what the survey found in holds alone; size when it has no word.
+func aloneOf(sv *store.Survey, in *inode, size int64) int64 {
+	if i := sv.Find(in.dev, in.ino); i >= 0 {
+		return sv.Inodes[i].Alone
+	}
+	return size
 }
 
 // action is what makes in share the keeper's storage, if anything can.

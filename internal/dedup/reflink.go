@@ -85,7 +85,7 @@ func (r *run) reflink(ctx context.Context, p *pair) (freed int64, reason Reason,
 	shared, err := dedupeRange(ctx, p.keeper.f, p.target.f, size)
 	after, ferr := fiemap(int(p.target.f.Fd()), size)
 	if ferr == nil {
-		freed = freedBy(tx, after, kx)
+		freed = freedBy(tx, after)
 	}
 	if err != nil {
 		why := partly(shared, size, freed, err)
@@ -127,20 +127,26 @@ func partly(shared, size, freed int64, err error) error {
 	return fmt.Errorf("%d of %d bytes were shared (%d freed) before: %w", shared, size, freed, err)
 }
 
-// freedBy counts the bytes that were the target's alone before and are
-// the keeper's blocks now: the space the file system got back.
-func freedBy(before, after, keeper []extent) int64 {
+// freedBy counts the bytes that were the target's alone before and that
+// it holds no longer: they are the keeper's blocks now, or holes where
+// the keeper has holes. Those blocks went back to the file system.
+func freedBy(before, after []extent) int64 {
 	var freed int64
 	for _, b := range before {
 		if b.unplaced() || b.shared() {
 			continue
 		}
+		kept := int64(0)
 		for _, a := range after {
-			lo, hi := max(a.logical, b.logical), min(a.logical+a.length, b.logical+b.length)
+			if a.unplaced() {
+				continue
+			}
+			lo, hi := max(a.physical, b.physical), min(a.physical+a.length, b.physical+b.length)
 			if lo < hi {
-				freed += overlapSame(extent{logical: lo, physical: a.physical + (lo - a.logical), length: hi - lo}, keeper)
+				kept += int64(hi - lo)
 			}
 		}
+		freed += max(int64(b.length)-kept, 0)
 	}
 	return freed
 }

@@ -193,7 +193,17 @@ func TestSharing(t *testing.T) {
 	}
 	before := []extent{{0, 2000, 100, 0}, {100, 3000, 50, extentShared}}
 	after := []extent{{0, 1000, 100, extentShared}, {100, 3000, 50, extentShared}}
-	if got := freedBy(before, after, k); got != 100 {
+	if got := freedBy(before, after); got != 100 {
 		t.Errorf("freedBy %d, want 100: only the bytes that were the target's alone", got)
+	}
+	// A keeper with a hole: the target's block there goes too.
+	before = []extent{{0, 2000, 100, 0}, {100, 4000, 50, 0}}
+	after = []extent{{0, 1000, 100, extentShared}}
+	if got := freedBy(before, after); got != 150 {
+		t.Errorf("freedBy %d, want 150: a block that became a hole is freed as well", got)
+	}
+	// One still its own after a run cut short frees nothing.
+	if got := freedBy(before, before); got != 0 {
+		t.Errorf("freedBy %d of an unchanged target, want 0", got)
 	}
 }

@@ -178,6 +178,12 @@ func (r *run) group(ctx context.Context, g *Group) {
 	}
 	defer keeper.close()
 	defer r.rehashStale()
+	done := 0
+	defer func() {
+		if done > 0 && r.mode == Reflink {
+			r.d.Resurvey(g.Backend, g.Digest) // its files share other blocks now
+		}
+	}()
 	for _, a := range g.Actions {
 		if ctx.Err() != nil {
 			return
@@ -186,7 +192,9 @@ func (r *run) group(ctx context.Context, g *Group) {
 			r.skipAction(g, a, reason, err, 0)
 			continue
 		}
-		r.action(ctx, g, keeper, a)
+		if r.action(ctx, g, keeper, a) {
+			done++
+		}
 	}
 }
 
@@ -208,8 +216,9 @@ func (r *run) supported(g *Group, keeper *side) (Reason, error) {
 	return "", nil
 }
 
-// action checks and carries out one action.
-func (r *run) action(ctx context.Context, g *Group, keeper *side, a Action) {
+// action checks and carries out one action; it reports whether it was
+// done.
+func (r *run) action(ctx context.Context, g *Group, keeper *side, a Action) bool {
 	var freed int64
 	reason, err := r.recheck(keeper)
 	if reason == "" {
@@ -222,13 +231,14 @@ func (r *run) action(ctx context.Context, g *Group, keeper *side, a Action) {
 	}
 	if reason != "" {
 		r.skipAction(g, a, reason, err, freed)
-		return
+		return false
 	}
 	r.out.mu.Lock()
 	defer r.out.mu.Unlock()
 	r.out.res.Done++
 	r.out.res.Freed += freed
 	r.progress(a)
+	return true
 }
 
 // reflinkAction opens and checks a target, then shares the keeper's extents.

@@ -3,7 +3,6 @@ package dedup
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 
@@ -30,30 +29,40 @@ func (d *Deduper) Plan(ctx context.Context, req Request) (Plan, error) {
 	}
 	req.Paths = paths
 	vis := newAccess(req.Caller)
-	var groups []Group
+	var groups []planned
 	err := d.idx.Dups(ctx, store.DupOptions{MinSize: max(req.MinSize, 1)}, func(g store.Group) error {
 		g.Members = vis.readable(g.Members)
-		groups = append(groups, PlanGroup(g, req.PlanOptions)...)
+		if pgs := PlanGroup(g, req.PlanOptions); len(pgs) > 0 {
+			groups = append(groups, planned{g: g, pgs: pgs})
+		}
 		return nil
 	})
 	p := Plan{Mode: req.Mode}
 	if err != nil {
 		return p, err
 	}
-	d.survey(ctx, groups, &p)
+	d.survey(ctx, groups, &p, req.PlanOptions)
 	for _, g := range groups {
-		if len(g.Actions) > 0 {
-			p.Add(g)
+		for _, pg := range g.pgs {
+			if len(pg.Actions) > 0 {
+				p.Add(pg)
+			}
 		}
 	}
 	return p, ctx.Err()
 }
 
-// survey reads the extent maps of a reflink plan's groups, on the run's
-// workers, and rewrites each group with what it found.
-func (d *Deduper) survey(ctx context.Context, groups []Group, p *Plan) {
-	s := survey{mode: p.Mode, probed: map[uint64]error{}}
-	work := make(chan *Group)
+// planned is a duplicate group of the index and its plan.
+type planned struct {
+	g   store.Group
+	pgs []Group
+}
+
+// survey surveys the planned groups on the run's workers and plans each
+// again with what it found.
+func (d *Deduper) survey(ctx context.Context, groups []planned, p *Plan, opt PlanOptions) {
+	s := survey{d: d, opt: opt, probed: map[uint64]error{}}
+	work := make(chan *planned)
 	var wg sync.WaitGroup
 	for range d.workers() {
 		wg.Go(func() {
@@ -75,43 +84,84 @@ func (d *Deduper) survey(ctx context.Context, groups []Group, p *Plan) {
 
 // survey is what the workers of one survey find, under its lock.
 type survey struct {
-	mode             Mode
+	d                *Deduper
+	opt              PlanOptions
 	mu               sync.Mutex
 	probed           map[uint64]error // device → nil or why it cannot share extents
 	shared, noBlocks int
 	unsupported      []*UnsupportedError
 }
 
-// group sets Frees to the bytes each target holds alone and, in reflink
-// mode, drops the actions whose target shares the keeper's blocks already
-// or has none.
-func (s *survey) group(g *Group) {
-	kf, _, err := openFile(g.Keeper.Path)
-	if err != nil {
-		return // the run finds out why, and says so
+// group surveys the inodes of a planned group (surveyFiles) and plans
+// it again with the survey: each action's Frees becomes what its target
+// holds alone. In reflink mode the keeper is the inode holding least
+// alone, and a target that shares the keeper's blocks already or has
+// none is dropped; a file system that cannot share extents is noted. A
+// survey of every inode of the group is kept in the index.
+func (s *survey) group(pl *planned) {
+	files := plannedFiles(pl.pgs)
+	sv, seen := surveyFiles(files, pl.g.Size)
+	if int64(len(sv.Inodes)) == pl.g.Inodes {
+		s.d.keepSurvey(pl.g.Backend, pl.g.Digest, sv, seen)
 	}
-	defer kf.Close()
-	if s.mode == Reflink && s.cannot(g, kf) {
+	pl.pgs = planGroup(pl.g, s.opt, &sv)
+	for i := range pl.pgs {
+		s.apply(&pl.pgs[i], &sv)
+	}
+}
+
+// plannedFiles are the keepers and targets of a group's plans.
+func plannedFiles(pgs []Group) []File {
+	var out []File
+	for _, pg := range pgs {
+		out = append(out, pg.Keeper)
+		for _, a := range pg.Actions {
+			out = append(out, a.Targets...)
+		}
+	}
+	return out
+}
+
+// apply sets each action's Frees from the survey and, in reflink mode,
+// drops the actions with nothing to do.
+func (s *survey) apply(g *Group, sv *store.Survey) {
+	if s.opt.Mode == Reflink && s.cannot(g) {
 		return
 	}
-	kx, err := fiemap(int(kf.Fd()), g.Size)
-	if err != nil {
-		return
-	}
+	keeper := sv.Find(g.Dev, g.Keeper.Record.Ino)
 	actions := g.Actions
 	g.Actions, g.Frees = nil, 0
 	for _, a := range actions {
-		frees, why := surveyTarget(a.Targets[0].Path, g.Size, kx)
-		if why != "" && s.mode == Reflink {
-			s.count(why)
-			continue
-		}
-		if frees >= 0 {
-			a.Frees = frees
+		t := a.Targets[0].Record
+		if i := sv.Find(t.Dev, t.Ino); i >= 0 {
+			in := sv.Inodes[i]
+			if why := nothingToFree(sv, i, keeper); why != "" && s.opt.Mode == Reflink {
+				s.count(why)
+				continue
+			}
+			a.Frees = in.Alone
 		}
 		g.Actions = append(g.Actions, a)
 		g.Frees += a.Frees
 	}
+}
+
+// nothingToFree says why making inode i of sv share the keeper's blocks
+// frees nothing: SkipNoBlocks when it has no blocks, SkipShared when it
+// shares all of them within the keeper's physical copy. Empty otherwise,
+// also for an inode whose blocks are shared elsewhere: sharing the
+// keeper's may free them once their other holders do too.
+func nothingToFree(sv *store.Survey, i, keeper int) Reason {
+	in := sv.Inodes[i]
+	switch {
+	case !in.Known || in.Alone > 0:
+		return ""
+	case in.Placed == 0:
+		return SkipNoBlocks
+	case keeper >= 0 && in.Copy == sv.Inodes[keeper].Copy:
+		return SkipShared
+	}
+	return ""
 }
 
 func (s *survey) count(why Reason) {
@@ -126,11 +176,16 @@ func (s *survey) count(why Reason) {
 
 // cannot probes the keeper's file system once per device and notes one
 // that cannot share extents.
-func (s *survey) cannot(g *Group, kf *os.File) bool {
+func (s *survey) cannot(g *Group) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	err, seen := s.probed[g.Dev]
 	if !seen {
+		kf, _, oerr := openFile(g.Keeper.Path)
+		if oerr != nil {
+			return false // the run finds out why, and says so
+		}
+		defer kf.Close()
 		err = canReflink(kf)
 		s.probed[g.Dev] = err
 		if err != nil {
@@ -138,27 +193,4 @@ func (s *survey) cannot(g *Group, kf *os.File) bool {
 		}
 	}
 	return err != nil
-}
-
-// surveyTarget returns the bytes the target holds alone (-1: unknown),
-// and SkipShared when it already shares all its blocks with the keeper or
-// SkipNoBlocks when it has none of its own.
-func surveyTarget(path []byte, size int64, kx []extent) (frees int64, why Reason) {
-	f, _, err := openFile(path)
-	if err != nil {
-		return -1, ""
-	}
-	defer f.Close()
-	tx, err := fiemap(int(f.Fd()), size)
-	if err != nil {
-		return -1, ""
-	}
-	same, exclusive := sharing(tx, kx)
-	switch all := placed(tx); {
-	case all == 0:
-		return 0, SkipNoBlocks
-	case same == all:
-		return 0, SkipShared
-	}
-	return exclusive, ""
 }
