@@ -140,12 +140,16 @@ func runAudit(cmd *cobra.Command, args []string, f auditRunFlags) error {
 		} else {
 			fmt.Fprintf(out, "audit run %d started; annexctl audit status shows it\n", id)
 		}
-		return flushOut(out)
+		if err := flushOut(out); err != nil {
+			return err
+		}
+		sayWaiting(ctx, c, id, cmd.ErrOrStderr())
+		return nil
 	}
 	bar := progressWriter(cmd)
 	wctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	r, err := waitRun(wctx, c, id, bar)
+	r, err := waitRun(wctx, c, id, bar, cmd.ErrOrStderr())
 	clearBar(bar)
 	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
 		return &exitError{Code: exitFailure, Err: fmt.Errorf(
@@ -199,16 +203,24 @@ func resolveDirs(paths [][]byte) ([][]byte, bool) {
 }
 
 // waitRun long-polls until run id ends. With a terminal it polls twice a
-// second and draws the progress. A daemon gone between two polls, or
-// one that ended the run by stopping, is ErrClosed: run ids are never
-// reused, so a restarted daemon does not know id.
-func waitRun(ctx context.Context, c *api.Client, id uint64, bar io.Writer) (api.AuditRun, error) {
-	poll := time.Minute
+// second and draws the progress; otherwise every waitPoll. Whenever the
+// run waits at a gate, on any output, it says why on note, at once (the
+// first poll is after a second) and again when the reason changes. A
+// daemon gone between two polls, or one that ended the run by stopping,
+// is ErrClosed: run ids are never reused, so a restarted daemon does not
+// know id.
+func waitRun(ctx context.Context, c *api.Client, id uint64, bar, note io.Writer) (api.AuditRun, error) {
+	poll := waitPoll
 	if bar != nil {
 		poll = 500 * time.Millisecond
 	}
-	for {
-		r, err := c.AuditRun(ctx, id, poll)
+	said := ""
+	for first := true; ; first = false {
+		p := poll
+		if first {
+			p = min(p, time.Second)
+		}
+		r, err := c.AuditRun(ctx, id, p)
 		if errors.Is(err, api.ErrNoDaemon) || errors.Is(err, api.ErrNotFound) ||
 			err == nil && r.StoppedBy == api.AuditShutdown {
 			return r, fmt.Errorf("%w before audit run %d ended", api.ErrClosed, id)
@@ -216,15 +228,52 @@ func waitRun(ctx context.Context, c *api.Client, id uint64, bar io.Writer) (api.
 		if err != nil || r.Done() {
 			return r, err
 		}
+		st, err := c.AuditStatus(ctx)
+		if err != nil {
+			return r, err
+		}
+		why := runWaits(st, id)
+		if why != "" && why != said {
+			clearBar(bar)
+			fmt.Fprintln(note, waitNote(id, why))
+		}
+		said = why
 		if bar != nil {
-			st, err := c.AuditStatus(ctx)
-			if err != nil {
-				return r, err
-			}
 			drawAuditBar(bar, r, st)
 		}
 	}
 }
+
+// sayWaiting tells on note, after a short look, when run id waits at a
+// gate; it says nothing when it cannot tell.
+func sayWaiting(ctx context.Context, c *api.Client, id uint64, note io.Writer) {
+	r, err := c.AuditRun(ctx, id, 300*time.Millisecond)
+	if err != nil || r.Done() {
+		return
+	}
+	if st, err := c.AuditStatus(ctx); err == nil {
+		if why := runWaits(st, id); why != "" {
+			fmt.Fprintln(note, waitNote(id, why))
+		}
+	}
+}
+
+// runWaits is why run id waits at a gate, or "".
+func runWaits(st api.AuditStatus, id uint64) string {
+	if st.Run != nil && st.Run.ID == id && st.State == "waiting" {
+		return st.Reason
+	}
+	return ""
+}
+
+// waitNote is the line that says why run id waits, and how not to.
+func waitNote(id uint64, why string) string {
+	return fmt.Sprintf("annexctl: audit run %d waits: %s; it reads once that passes, or run it with --full-speed to read now", id, why)
+}
+
+// waitPoll is how long one poll of audit run --wait lasts without a
+// terminal.
+const waitPoll = 5 * time.Second
 
 // drawAuditBar redraws one progress line of a run: the pass's share done
 // when the run goes through the pass, the files decided, the rate.

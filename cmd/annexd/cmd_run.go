@@ -17,7 +17,6 @@ import (
 	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/daemon"
-	"github.com/annexd/annexd/internal/diskprocs"
 	"github.com/annexd/annexd/internal/hub"
 	"github.com/annexd/annexd/internal/ignore"
 	"github.com/annexd/annexd/key"
@@ -170,20 +169,14 @@ func runDaemon(cmd *cobra.Command, args []string, f *runFlags) error {
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
 	opts := daemon.Options{Version: version(), ExitWhenIdle: f.exitWhenIdle, NoDataSync: f.noDataSync,
-		PaceGC: os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == ""}
+		PaceGC:    os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "",
+		DiskProcs: os.Getenv("GOMAXPROCS") == ""}
 	app, err := daemon.New(cfg, log, opts)
 	if err != nil {
 		return &exitError{Code: exitUsage, Err: err}
 	}
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
-	if os.Getenv("GOMAXPROCS") == "" {
-		go func() {
-			if err := diskprocs.Run(ctx, diskprocs.Options{}); err != nil {
-				log.Info("GOMAXPROCS stays fixed: the process's I/O counters cannot be read", "err", err)
-			}
-		}()
-	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {

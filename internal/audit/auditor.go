@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/annexd/annexd/fsstat"
@@ -29,6 +30,9 @@ type Options struct {
 	Logger *slog.Logger
 	// ProcDir and SysDir are "/proc" and "/sys"; tests lay out their own.
 	ProcDir, SysDir string
+	// OnRun is called as each run begins, before it reads; nil: nothing.
+	// It must not block.
+	OnRun func()
 }
 
 // Auditor verifies the index against the files on a schedule. Create it
@@ -80,6 +84,9 @@ type Auditor struct {
 	cacheOnlyBytes int64
 	ioNote         string
 	ioOnce         sync.Once
+	// inReads adds up the time paced runs' readers spent in read calls
+	// (pacer.read): the audit's own waits for I/O.
+	inReads atomic.Int64
 }
 
 // New makes an Auditor of the index st, computing digests with dg.
@@ -99,9 +106,9 @@ func New(st Store, dg Digester, o Options) (*Auditor, error) {
 	}
 	ws, _ := parseWindows(o.Windows)
 	a := &Auditor{st: st, dg: dg, o: o, log: o.Logger, ws: ws,
-		g:    newGates(o.Indexer, &o.Config, o.ProcDir, o.SysDir),
 		wake: make(chan struct{}, 1), loaded: make(chan struct{}), passCounts: map[Class]int64{}, skip: map[string]bool{},
 		lostFiling: map[string]int{}}
+	a.g = newGates(o.Indexer, &o.Config, o.ProcDir, o.SysDir, a.ownIO)
 	a.note = newNotifier(o.OnProblem, o.OnProblemEvery, a.log)
 	return a, nil
 }
@@ -372,6 +379,17 @@ type PassStatus struct {
 	Counts          map[string]int64
 	// ETA is the time left at the current run's rate; 0 when unknown.
 	ETA time.Duration
+}
+
+// ownIO is the time the audit's readers have spent in read calls.
+func (a *Auditor) ownIO() time.Duration { return time.Duration(a.inReads.Load()) }
+
+// Running reports whether a run is in progress, reading or waiting at a
+// gate.
+func (a *Auditor) Running() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.run != nil
 }
 
 // Status returns a snapshot.

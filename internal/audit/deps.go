@@ -34,8 +34,9 @@ type Indexer interface {
 	Changed(ctx context.Context, path string)
 	// Busy reports whether the path is in the indexer's pipeline.
 	Busy(path string) bool
-	// Idle reports that the indexer has no work.
-	Idle() bool
+	// Bulk reports that the indexer works in bulk: a walk, or many
+	// changes queued (the audit waits then).
+	Bulk() bool
 }
 
 // Ledger is the write ledger: writes that the stat fields may not show.

@@ -308,6 +308,9 @@ func (a *Auditor) execute(ctx context.Context, r *run) {
 	}
 	a.waiting, a.nextAt = "", time.Time{}
 	a.mu.Unlock()
+	if a.o.OnRun != nil {
+		a.o.OnRun()
+	}
 	if r.o.TimeLimit > 0 {
 		t := time.AfterFunc(r.o.TimeLimit, func() { cancel(errTimeLimit) })
 		defer t.Stop()
@@ -319,7 +322,10 @@ func (a *Auditor) execute(ctx context.Context, r *run) {
 		}
 	}
 	if !r.o.FullSpeed {
-		r.pace = newPacer(a.o.MaxRate)
+		if r.pace = newPacer(a.o.MaxRate); r.pace == nil {
+			r.pace = &pacer{} // no cap; it still counts the time in reads
+		}
+		r.pace.inReads = &a.inReads
 	}
 	stopCheckpoints := a.checkpoints(rctx)
 	err := a.work(rctx, r)

@@ -69,7 +69,7 @@ func (a *App) setupDedup(ctx context.Context, writes *ledger.Ledger, reg prometh
 			Rate:     int64(cfg.Rate),
 			MinSize:  int64(cfg.MinSize),
 			Paths:    p.roots,
-			Gates:    dedupGates(a.ix, cfg.MaxLoad, cfg.IgnoreBattery),
+			Gates:    dedupGates(a.ix, cfg.MaxPressure, cfg.MaxLoad, cfg.IgnoreBattery),
 		})
 		cs = append(cs, p.c.Collector())
 	}
@@ -82,12 +82,15 @@ func (a *App) setupDedup(ctx context.Context, writes *ledger.Ledger, reg prometh
 }
 
 // dedupGates are what pause background deduplication, the audit's gates:
-// the indexer's work, the load average per CPU above [dedup] max_load
-// (less the one pair it works on), a discharging battery unless [dedup]
-// ignore_battery.
-func dedupGates(ix interface{ Idle() bool }, maxLoad float64, ignoreBattery bool) []dedup.Gate {
+// the indexer's bulk work; a busy machine, from the pressure stall
+// information above [dedup] max_pressure where the kernel has it, else
+// from the load average per CPU above [dedup] max_load (less the one pair
+// it works on); a discharging battery unless [dedup] ignore_battery.
+func dedupGates(ix interface{ Bulk() bool }, maxPressure, maxLoad float64, ignoreBattery bool) []dedup.Gate {
+	c := audit.Config{MaxPressure: maxPressure, MaxLoad: maxLoad, IgnoreBattery: ignoreBattery}
+	c.Fill()
 	var gs []dedup.Gate
-	for _, g := range audit.Gates(ix, &audit.Config{MaxLoad: maxLoad, IgnoreBattery: ignoreBattery}, 1, "", "") {
+	for _, g := range audit.Gates(ix, &c, 1, nil, "", "") {
 		gs = append(gs, g)
 	}
 	return gs
@@ -103,6 +106,9 @@ func (a *App) runDedup(ctx context.Context) error {
 
 // Dedup implements api.Deduper.
 func (x *adapter) Dedup(ctx context.Context, req api.DedupRequest, send func(api.DedupEvent) error) (api.DedupResult, error) {
+	x.a.work.dedupRuns.Add(1)
+	defer x.a.work.dedupRuns.Add(-1)
+	x.a.work.notify()
 	return x.a.dedup.run(ctx, req, send)
 }
 

@@ -118,7 +118,7 @@ type scanner struct {
 	fsys        *fileSystems
 	m           *counters
 	log         *slog.Logger
-	idle        *signal // told when the last walk ends
+	idle        *signal // told when a walk is asked for, and when the last one ends
 	walkWorkers int
 	beforeDir   func(ctx context.Context, dir string) error // Options.BeforeDir
 	oneFS       bool                                        // Options.OneFileSystem
@@ -172,6 +172,7 @@ func (s *scanner) request(dir string) {
 		s.waiting = append(s.waiting, dir)
 	}
 	s.mu.Unlock()
+	s.idle.notify()
 	select {
 	case s.signal <- struct{}{}:
 	default:
