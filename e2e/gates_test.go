@@ -38,7 +38,7 @@ type machine struct {
 func newMachine(t *testing.T, load float64) *machine {
 	t.Helper()
 	m := &machine{dir: t.TempDir(), stop: make(chan struct{}), done: make(chan struct{})}
-	write(t, filepath.Join(m.dir, "loadavg"), fmt.Sprintf("%.2f %.2f %.2f 1/100 1\n", load, load, load))
+	write(t, filepath.Join(m.dir, "loadavg"), fmt.Sprintf("%07.2f %07.2f %07.2f 1/100 1\n", load, load, load))
 	m.flush(t)
 	go func() {
 		defer close(m.done)
@@ -99,6 +99,30 @@ func (m *machine) wrap() []string {
 	return []string{"unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
 		`mount --bind "$D/loadavg" /proc/loadavg && mount --bind "$D/cpu" /proc/pressure/cpu && ` +
 			`mount --bind "$D/io" /proc/pressure/io && exec "$@"`, "sh"}
+}
+
+// wrapNoPressure runs annexd in a mount namespace with the load average
+// bound over /proc/loadavg and an empty directory over /proc/pressure, as
+// on a kernel without pressure information.
+func (m *machine) wrapNoPressure() []string {
+	if err := os.MkdirAll(filepath.Join(m.dir, "none"), 0o755); err != nil {
+		panic(err)
+	}
+	return []string{"unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+		`mount --bind "$D/loadavg" /proc/loadavg && mount --bind "$D/none" /proc/pressure && exec "$@"`, "sh"}
+}
+
+// setLoad makes the load average load from now on.
+func (m *machine) setLoad(t *testing.T, load float64) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(m.dir, "loadavg"), os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.WriteAt([]byte(fmt.Sprintf("%07.2f %07.2f %07.2f 1/100 1\n", load, load, load)), 0)
+		f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // env passes the files' directory to wrap's script.

@@ -492,11 +492,6 @@ func countsLine(m map[string]int64) string {
 	return strings.Join(parts, ", ")
 }
 
-func trimFloat(f float64) string {
-	s := fmt.Sprintf("%.1f", f)
-	return strings.TrimSuffix(s, ".0")
-}
-
 func newAuditProblemsCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -664,18 +659,50 @@ func printAuditLine(w io.Writer, st *api.AuditStatus) {
 		plural(st.Problems, "problem", "problems"))
 }
 
-// coverageLine says how many files were verified within the interval. It
-// is counted at start, after each run and every half hour, so before any
-// file is counted it says when it was.
+// coverageLine says how many files under the roots were verified within
+// the interval. The daemon counts them when asked, unless its last count
+// is a few seconds old, and then the line says how old.
 func coverageLine(cv api.AuditCoverage) string {
-	days := trimFloat(cv.EverySeconds / 86400)
+	return coverageLineAt(cv, time.Now())
+}
+
+// staleCount is the age from which a count says how old it is.
+const staleCount = 5 * time.Second
+
+func coverageLineAt(cv api.AuditCoverage, now time.Time) string {
+	every := intervalText(time.Duration(cv.EverySeconds * float64(time.Second)))
+	age := ""
+	switch {
+	case cv.At.IsZero():
+		age = " (not counted yet)"
+	case now.Sub(cv.At) >= staleCount:
+		age = fmt.Sprintf(" (counted %s ago)", now.Sub(cv.At).Round(time.Second))
+	}
 	if cv.Total == 0 {
-		at := "not counted yet"
-		if !cv.At.IsZero() {
-			at = "at " + cv.At.Local().Format(time.TimeOnly)
-		}
-		return fmt.Sprintf("no files to verify when counted (%s); every file is verified every %s days", at, days)
+		return fmt.Sprintf("no files to verify%s; every file is verified every %s", age, every)
 	}
 	pct := 100 * float64(cv.Files) / float64(cv.Total)
-	return fmt.Sprintf("%s of %s files verified in the last %s days (%.0f %%)", groupDigits(cv.Files), groupDigits(cv.Total), days, pct)
+	return fmt.Sprintf("%s of %s files verified in the last %s (%.0f %%)%s", groupDigits(cv.Files), groupDigits(cv.Total), every, pct, age)
+}
+
+// intervalText is an interval as people say it: "30 days", "day", "12
+// hours", "hour", "90m0s" for what is no whole number of hours.
+func intervalText(d time.Duration) string {
+	unit := func(n int64, one, many string) string {
+		if n == 1 {
+			return one
+		}
+		return fmt.Sprintf("%d %s", n, many)
+	}
+	switch {
+	case d <= 0:
+		return "?"
+	case d%(24*time.Hour) == 0:
+		return unit(int64(d/(24*time.Hour)), "day", "days")
+	case d%time.Hour == 0:
+		return unit(int64(d/time.Hour), "hour", "hours")
+	case d%time.Minute == 0 && d < time.Hour:
+		return unit(int64(d/time.Minute), "minute", "minutes")
+	}
+	return d.String()
 }

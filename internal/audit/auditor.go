@@ -33,6 +33,10 @@ type Options struct {
 	// OnRun is called as each run begins, before it reads; nil: nothing.
 	// It must not block.
 	OnRun func()
+	// Roots are the directories whose records the coverage counts;
+	// records left outside them by runs with other roots are not. Nil:
+	// every record.
+	Roots [][]byte
 }
 
 // Auditor verifies the index against the files on a schedule. Create it
@@ -75,6 +79,9 @@ type Auditor struct {
 	waiting    string // why no run goes on
 	nextAt     time.Time
 	cover      Coverage
+	coverTook  time.Duration   // how long counting cover took
+	coverTx    uint64          // the index's last commit when cover was counted
+	countMu    sync.Mutex      // one count of the coverage at a time
 	totals     [classEnd]int64 // files by class since the start
 	bytes      int64           // bytes verified since the start
 	transient  int64
@@ -301,17 +308,67 @@ type Coverage struct {
 	At         time.Time // when this was counted
 }
 
-// coverageEvery is how often coverage is counted again while idle; it
-// reads the whole verified index (about a second for 10^6 records).
-const coverageEvery = 30 * time.Minute
+// minCoverageAge is how long a count of the coverage stands while the
+// index does not change. The count reads the whole verified index (about
+// a second for 10^6 records): once the index changed it is made again
+// when asked, unless the last is younger than ten times what it took.
+const minCoverageAge = 2 * time.Second
 
-// refreshCoverage counts the coverage again.
+// refreshCoverage counts the coverage and the problems again, and drops
+// the problem entries whose records are gone. The scheduler calls it at
+// start and after each run; status asks for a count (freshCounts).
 func (a *Auditor) refreshCoverage(ctx context.Context) {
+	a.countCoverage(ctx)
+	problems, err := a.pruneEntries(ctx)
+	if err == nil {
+		a.mu.Lock()
+		a.problems = problems
+		a.mu.Unlock()
+	}
+}
+
+// freshCounts counts the coverage and the problems again unless the last
+// count is recent (minCoverageAge): what status shows is true when asked,
+// or says how old it is (Coverage.At). A count that finds files where
+// the scheduler found none wakes it, so that its plan follows.
+func (a *Auditor) freshCounts(ctx context.Context) {
+	a.mu.Lock()
+	at, took, tx, before := a.cover.At, a.coverTook, a.coverTx, a.cover.Total
+	a.mu.Unlock()
+	age := time.Since(at)
+	if now, err := a.st.Committed(); err == nil && now == tx && age < minCoverageAge || age < 10*took {
+		return
+	}
+	a.countCoverage(ctx)
+	problems, err := a.countProblems(ctx)
+	a.mu.Lock()
+	if err == nil {
+		a.problems = problems
+	}
+	now := a.cover.Total
+	a.mu.Unlock()
+	if (before == 0) != (now == 0) {
+		a.poke()
+	}
+}
+
+// countCoverage counts the coverage: the records under the roots, and
+// those of them checked within Every.
+func (a *Auditor) countCoverage(ctx context.Context) {
+	a.countMu.Lock()
+	defer a.countMu.Unlock()
 	now := time.Now()
-	all, err := a.st.CountChecked(ctx, math.MaxInt64)
+	tx, _ := a.st.Committed() // before counting: a commit meanwhile makes the count look old
+	count := func(before int64) (store.CheckedCount, error) {
+		if a.o.Roots == nil {
+			return a.st.CountChecked(ctx, before)
+		}
+		return a.st.CountCheckedUnder(ctx, before, a.o.Roots)
+	}
+	all, err := count(math.MaxInt64)
 	var old store.CheckedCount
 	if err == nil {
-		old, err = a.st.CountChecked(ctx, now.Add(-a.o.Every).UnixNano())
+		old, err = count(now.Add(-a.o.Every).UnixNano())
 	}
 	if err != nil {
 		if ctx.Err() == nil {
@@ -324,12 +381,8 @@ func (a *Auditor) refreshCoverage(ctx context.Context) {
 	if all.Files > 0 {
 		c.Oldest = time.Unix(0, all.Oldest)
 	}
-	problems, err := a.pruneEntries(ctx)
 	a.mu.Lock()
-	a.cover = c
-	if err == nil {
-		a.problems = problems
-	}
+	a.cover, a.coverTook, a.coverTx = c, time.Since(now), tx
 	a.mu.Unlock()
 }
 
@@ -392,11 +445,17 @@ func (a *Auditor) Running() bool {
 	return a.run != nil
 }
 
-// Status returns a snapshot.
+// Status returns a snapshot, true when asked: the coverage and the
+// problems are counted again unless the last count is recent (its time is
+// in Coverage.At), the plan of the next run is made again, and a closed
+// gate is looked at again.
 func (a *Auditor) Status() Status {
+	a.freshCounts(context.Background())
+	gate := a.regate()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := Status{Reason: a.waiting, NextRun: a.nextAt, Coverage: a.cover, Problems: a.problems,
+	now := time.Now()
+	s := Status{Coverage: a.cover, Problems: a.problems,
 		IOPriority: a.ioNote, Last: a.state.Last, BytesVerified: a.bytes, Transient: a.transient,
 		Totals: map[string]int64{}, CacheOnly: cacheOnlyMap(&a.cacheOnly), CacheOnlyBytes: a.cacheOnlyBytes}
 	for c := OK; c < classEnd; c++ {
@@ -405,14 +464,15 @@ func (a *Auditor) Status() Status {
 		}
 	}
 	switch {
-	case a.run != nil && a.run.gate != "":
-		s.State, s.Reason = "waiting", a.run.gate
+	case a.run != nil && a.run.gate != "" && gate != "":
+		s.State, s.Reason = "waiting", gate
 	case a.run != nil:
 		s.State, s.Reason = "running", ""
 	case a.state.Paused:
-		s.State = "paused"
+		s.State, s.Reason = "paused", "paused by the user"
 	default:
 		s.State = "idle"
+		s.NextRun, s.Reason = a.plan(now)
 	}
 	if a.run != nil {
 		rs := a.run.summary()

@@ -15,6 +15,8 @@ type Store interface {
 	Get(path []byte) (store.Record, bool, error)
 	ByChecked(ctx context.Context, from []byte, before int64, fn func(d store.Due) error) error
 	CountChecked(ctx context.Context, before int64) (store.CheckedCount, error)
+	CountCheckedUnder(ctx context.Context, before int64, dirs [][]byte) (store.CheckedCount, error)
+	Committed() (uint64, error)
 	Subtree(ctx context.Context, dir []byte, fn func(path []byte, r store.Record) error) error
 	Submit(c store.Change, done func(error))
 	GetMeta(name string) ([]byte, bool, error)

@@ -256,6 +256,21 @@ func (a *Auditor) pruneEntries(ctx context.Context) (int64, error) {
 	return problems, nil
 }
 
+// countProblems counts the problem entries whose records are still the
+// ones they were made for, as pruneEntries does, writing nothing.
+func (a *Auditor) countProblems(ctx context.Context) (int64, error) {
+	var problems int64
+	err := a.st.MetaPrefix(ctx, metaEntry, func(name string, v []byte) error {
+		var e entry
+		_ = json.Unmarshal(v, &e)
+		if c, _ := parseClass(e.Class); c.Problem() && !a.stale(name[len(metaEntry):], &e) {
+			problems++
+		}
+		return nil
+	})
+	return problems, err
+}
+
 // stale reports a problem entry whose record is gone or was replaced.
 func (a *Auditor) stale(path string, e *entry) bool {
 	r, ok, err := a.st.Get([]byte(path))

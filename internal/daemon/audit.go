@@ -83,6 +83,7 @@ func (a *App) setupAudit(writes *ledger.Ledger, reg prometheus.Registerer) error
 		Crashes: audit.CrashesFunc(func(rec *store.Record) bool { return !store.Trusted(rec, suspect) }),
 		Logger:  a.log.With("part", "audit"),
 		OnRun:   a.auditBegan,
+		Roots:   a.rootBytes(),
 	})
 	if err != nil {
 		return err

@@ -29,6 +29,7 @@ const progressEvery = 200 * time.Millisecond
 type dedupPart struct {
 	d     *dedup.Deduper
 	c     *dedup.Continuous // nil unless [dedup] continuous
+	gates []dedup.Gate      // the background mode's
 	roots [][]byte
 	log   *slog.Logger
 
@@ -63,13 +64,14 @@ func (a *App) setupDedup(ctx context.Context, writes *ledger.Ledger, reg prometh
 	}
 	cs := []prometheus.Collector{dedupCollector{p}}
 	if cfg.Continuous {
+		p.gates = dedupGates(a.ix, cfg.MaxPressure, cfg.MaxLoad, cfg.IgnoreBattery)
 		p.c = p.d.Continuous(dedup.ContinuousOptions{
 			Quiet:    cfg.Quiet,
 			Interval: cfg.Interval,
 			Rate:     int64(cfg.Rate),
 			MinSize:  int64(cfg.MinSize),
 			Paths:    p.roots,
-			Gates:    dedupGates(a.ix, cfg.MaxPressure, cfg.MaxLoad, cfg.IgnoreBattery),
+			Gates:    p.gates,
 		})
 		cs = append(cs, p.c.Collector())
 	}
@@ -326,7 +328,7 @@ func (p *dedupPart) status() *api.DedupStatus {
 		out.Continuous = true
 		out.FreedBytes += s.Freed
 		out.Pairs += s.Done
-		out.Pending, out.Paused, out.Passes = s.Pending, s.Paused, s.Passes
+		out.Pending, out.Paused, out.Passes = s.Pending, p.pausedNow(s.Paused), s.Passes
 		for r, n := range s.Skipped {
 			skipped[string(r)] += n
 		}
@@ -335,6 +337,23 @@ func (p *dedupPart) status() *api.DedupStatus {
 		out.Skipped = skipped
 	}
 	return out
+}
+
+// pausedNow is why the background mode is paused now. It last looked at
+// its gates up to a poll ago, as paused says; they are looked at again,
+// so that status never says it waits for what has passed, and when they
+// are open it is woken to go on at once.
+func (p *dedupPart) pausedNow(paused string) string {
+	if paused == "" {
+		return ""
+	}
+	for _, g := range p.gates {
+		if why, busy := g.Busy(); busy {
+			return why
+		}
+	}
+	p.c.Kick()
+	return ""
 }
 
 // dedupCollector exports the counts of the runs asked for:
