@@ -58,7 +58,8 @@ type Progress struct {
 
 	// HashRate is the mean hashing throughput since start, in bytes/s.
 	HashRate float64 `json:"hash_rate"`
-	// Walk is the progress of the walks running now; nil when none runs.
+	// Walk is the progress of the scans of the period (WalkProgress);
+	// nil when no scan goes on or is to come.
 	Walk *WalkProgress `json:"walk,omitempty"`
 	// Remaining estimates the time left to walk and hash everything
 	// expected (expect.go); 0 when it cannot be told yet.
@@ -99,7 +100,9 @@ func (ix *Indexer) Progress() Progress {
 	if s := p.Uptime.Seconds(); s > 0 {
 		p.HashRate = float64(p.BytesHashed) / s
 	}
-	p.Walk, p.Remaining = ix.scans.walks.progress(p.BytesHashed, p.BytesQueued)
+	ix.scans.waitingDirs(func(waiting []string) {
+		p.Walk, p.Remaining = ix.scans.walks.progress(p.BytesHashed, p.BytesQueued, waiting)
+	})
 	p.Idle = watching == 0 && done && scans == 0 && n == 0 && removals == 0
 	return p
 }

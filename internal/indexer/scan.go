@@ -36,6 +36,7 @@ type scan struct {
 	early      earlyFiles   // files its count queued ahead of the walk (expect.go)
 	live       walkLive     // what the walk saw and expects (expect.go)
 	sized      atomic.Int64 // bytes of the files the walk did not stat, counted as they are opened
+	over       bool         // settled or stopped; guarded by walks.mu
 }
 
 // maxUnread bounds the unreadable paths a scan remembers.
@@ -179,6 +180,15 @@ func (s *scanner) request(dir string) {
 	}
 }
 
+// waitingDirs calls fn with the directories asked to scan and not taken
+// yet, under the lock that moves them on (take), so that fn sees each
+// one in the list or in walks.coming, never in neither.
+func (s *scanner) waitingDirs(fn func(waiting []string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(s.waiting)
+}
+
 // pending reports how many walks are waiting or running.
 func (s *scanner) pending() int {
 	s.mu.Lock()
@@ -196,6 +206,7 @@ func (s *scanner) take() (string, bool) {
 	s.waiting = s.waiting[1:]
 	delete(s.queued, dir)
 	s.active.Add(1)
+	s.walks.come(dir) // under s.mu: never in neither list (progress)
 	return dir, true
 }
 
@@ -229,6 +240,7 @@ func (s *scanner) run(ctx context.Context) error {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
+			s.walks.begun(dir)
 			s.ended()
 			return nil
 		}
@@ -248,6 +260,7 @@ func (s *scanner) run(ctx context.Context) error {
 func (s *scanner) scan(ctx context.Context, dir string) {
 	gen, err := s.newGeneration(ctx)
 	if err != nil {
+		s.walks.begun(dir)
 		s.log.Error("cannot start scan", "dir", dir, "err", err)
 		return
 	}
@@ -257,10 +270,11 @@ func (s *scanner) scan(ctx context.Context, dir string) {
 	}
 	start := time.Now()
 	stopCount := s.expect(ctx, sc)
+	defer s.walks.over(sc)
 	s.logStart(sc)
 	w := s.walk(ctx, sc)
-	s.walks.walked(sc)
 	stopCount()
+	s.walks.walked(sc)
 	waitGroup(ctx, &sc.wg)
 	if ctx.Err() != nil {
 		return
