@@ -98,6 +98,14 @@ from disk unless GOMAXPROCS is set.`
 	return &f
 }
 
+// flagKeys are the config keys the flags set, by flag.
+var flagKeys = map[string]string{
+	"index": "index", "socket": "socket", "backend": "backend", "log-level": "log.level",
+	"log-format": "log.format", "calibrate": "hasher.calibrate", "quiet-delay": "watch.quiet_delay",
+	"safety-rescan": "watch.safety_rescan", "readers": "hasher.readers", "hash-workers": "indexer.hash_workers",
+	"hub": "hub.enabled", "one-file-system": "watch.one_file_system",
+}
+
 // loadConfig reads the config file and applies the flags and arguments.
 func loadConfig(cmd *cobra.Command, args []string, f *runFlags) (config.Config, error) {
 	cfg, err := config.Load(f.config)
@@ -105,6 +113,13 @@ func loadConfig(cmd *cobra.Command, args []string, f *runFlags) (config.Config, 
 		return cfg, err
 	}
 	fl := cmd.Flags()
+	// Which flags gave which keys: an error about a value names the flag
+	// that gave it, not the file.
+	for flag, key := range flagKeys {
+		if fl.Changed(flag) {
+			cfg.SetByFlag(key, "--"+flag)
+		}
+	}
 	set := func(name string, dst *string, v string) {
 		if fl.Changed(name) {
 			*dst = v
@@ -200,7 +215,7 @@ func runDaemon(cmd *cobra.Command, args []string, f *runFlags) error {
 // exit status 2.
 var usageErrors = []error{
 	daemon.ErrLocked, daemon.ErrRoot, daemon.ErrNoRoots,
-	store.ErrNotIndex, store.ErrNewerSchema, store.ErrNeedsMigration,
+	store.ErrNotIndex, store.ErrNewerSchema, store.ErrNeedsMigration, store.ErrUnwritable,
 	apiserver.ErrConfig, apiserver.ErrSocketInUse, apiserver.ErrUnsafeSocketDir, apiserver.ErrListen,
 	ignore.ErrBadPattern, config.ErrInvalid,
 	daemon.ErrHubConfig, hub.ErrConfig, hub.ErrListen,
