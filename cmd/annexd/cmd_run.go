@@ -19,6 +19,7 @@ import (
 	"github.com/annexd/annexd/internal/daemon"
 	"github.com/annexd/annexd/internal/hub"
 	"github.com/annexd/annexd/internal/ignore"
+	ver "github.com/annexd/annexd/internal/version"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )
@@ -214,7 +215,7 @@ func runDaemon(cmd *cobra.Command, args []string, f *runFlags) error {
 // flags, the config or the index path; the README's table gives them
 // exit status 2.
 var usageErrors = []error{
-	daemon.ErrLocked, daemon.ErrRoot, daemon.ErrNoRoots,
+	daemon.ErrLocked, daemon.ErrRoot, daemon.ErrNoRoots, daemon.ErrNoNetwork,
 	store.ErrNotIndex, store.ErrNewerSchema, store.ErrNeedsMigration, store.ErrUnwritable,
 	apiserver.ErrConfig, apiserver.ErrSocketInUse, apiserver.ErrUnsafeSocketDir, apiserver.ErrListen,
 	ignore.ErrBadPattern, config.ErrInvalid,
@@ -261,14 +262,9 @@ func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, o))
 }
 
-// version is the module version from the build information ("devel"
-// for a build from a work tree).
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "devel"
-}
+// version is the build's version (internal/version): stamped at build
+// time, the module's, or the source's revision.
+func version() string { return ver.String() }
 
 // completeFlags offers the values of the flags that take one of a few.
 func completeFlags(root *cobra.Command) {

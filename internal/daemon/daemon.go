@@ -159,6 +159,9 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if err := checkAudit(&cfg); err != nil {
 		return nil, err
 	}
+	if err := checkNetwork(&cfg); err != nil {
+		return nil, err
+	}
 	l, err := newLink(cfg, log)
 	if err != nil {
 		return nil, err
