@@ -221,6 +221,7 @@ func (a *Auditor) verified(r *run, d *store.Due, t int64, err error, src Source)
 			a.cacheOnlyBytes += d.Record.Size
 		}
 		if p := a.state.Pass; p != nil && d.Record.Checked() < p.Cutoff {
+			a.passUncount(path)
 			p.OK++
 			p.OKBytes += d.Record.Size
 			p.At = t
@@ -382,8 +383,7 @@ func (a *Auditor) counted(r *run, d *store.Due, c Class, pass uint64, newProblem
 	a.count(r, d, c)
 	r.seen[path] = true
 	if p := a.state.Pass; p != nil && pass == p.ID {
-		a.passCounts[c]++
-		a.skip[path] = true
+		a.passCount(path, c)
 	}
 	if newProblem {
 		a.problems++

@@ -69,12 +69,12 @@ type Auditor struct {
 	started    bool
 	stopped    bool
 	state      persisted
-	passCounts map[Class]int64 // findings other than ok of the pass in progress
-	skip       map[string]bool // paths with an entry of the pass in progress
-	problems   int64           // problem entries, as last counted
-	pending    *run            // asked for by Start, not begun yet
-	run        *run            // in progress
-	finished   []*run          // the last few, for WaitRun
+	passCounts map[Class]int64  // findings other than ok of the pass in progress
+	skip       map[string]Class // paths with an entry of the pass in progress, by the class counted (passCount)
+	problems   int64            // problem entries, as last counted
+	pending    *run             // asked for by Start, not begun yet
+	run        *run             // in progress
+	finished   []*run           // the last few, for WaitRun
 	nextID     uint64
 	waiting    string // why no run goes on
 	nextAt     time.Time
@@ -113,10 +113,11 @@ func New(st Store, dg Digester, o Options) (*Auditor, error) {
 	}
 	ws, _ := parseWindows(o.Windows)
 	a := &Auditor{st: st, dg: dg, o: o, log: o.Logger, ws: ws,
-		wake: make(chan struct{}, 1), loaded: make(chan struct{}), passCounts: map[Class]int64{}, skip: map[string]bool{},
+		wake: make(chan struct{}, 1), loaded: make(chan struct{}), passCounts: map[Class]int64{}, skip: map[string]Class{},
 		lostFiling: map[string]int{}}
 	a.g = newGates(o.Indexer, &o.Config, o.ProcDir, o.SysDir, a.ownIO)
 	a.note = newNotifier(o.OnProblem, o.OnProblemEvery, a.log)
+	a.note.keep, a.note.load = a.keepUntold, a.loadUntold
 	return a, nil
 }
 

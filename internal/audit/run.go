@@ -535,7 +535,8 @@ func (a *Auditor) skipped(r *run, path string) bool {
 	if r.seen[path] || r.attempts[path] >= maxAttempts {
 		return true
 	}
-	return len(r.o.Paths) == 0 && a.skip[path]
+	_, decided := a.skip[path]
+	return len(r.o.Paths) == 0 && decided
 }
 
 // gateCache is how long an open gate is taken as open: the gates read

@@ -96,7 +96,7 @@ func (a *Auditor) load(ctx context.Context) error {
 	a.state = s
 	a.nextID = max(a.nextID, s.Runs)
 	a.passCounts = map[Class]int64{}
-	a.skip = map[string]bool{}
+	a.skip = map[string]Class{}
 	a.mu.Unlock()
 	if err := a.loadEntries(ctx); err != nil {
 		return err
@@ -122,8 +122,7 @@ func (a *Auditor) loadEntries(ctx context.Context) error {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		if pass != 0 && e.Pass == pass {
-			a.skip[name[len(metaEntry):]] = true
-			a.passCounts[c]++
+			a.passCount(name[len(metaEntry):], c)
 		}
 		if c.Problem() {
 			problems++
