@@ -50,6 +50,7 @@ type WalkProgress struct {
 	// DoneBytes counts the bytes the walks saw that are settled: hashed,
 	// or found unchanged. It stays below the total while anything is left.
 	DoneBytes int64 `json:"done_bytes"`
+	hashBytes int64 // of Bytes, queued to be hashed
 }
 
 // walkLive is what one scan's walk saw and expects.
@@ -69,10 +70,12 @@ type walks struct {
 	mu      sync.Mutex
 	running map[*scan]struct{}
 	active  atomic.Int64 // len(running), read without mu
-	// period holds the scans begun since the scanner last had no work,
-	// until they are over; coming the directories taken to scan whose
+	// period holds the scans of the period not over yet, and ended what
+	// those that are over saw (their scans are let go: a root's holds
+	// what its walk met); coming the directories taken to scan whose
 	// scans have not begun (waiting for a slot).
 	period  []*scan
+	ended   WalkProgress
 	coming  map[string]int
 	totals  map[string]totals // root → its last complete scan
 	start   time.Time         // when the period began
@@ -97,7 +100,7 @@ func (ws *walks) load(st *store.Store) {
 func (s *scanner) expect(ctx context.Context, sc *scan) (stop func()) {
 	ws := &s.walks
 	ws.mu.Lock()
-	if len(ws.period) == 0 {
+	if len(ws.period) == 0 && ws.ended.ExpectFrom == "" {
 		ws.start, ws.hashed0 = time.Now(), s.m.bytesHashed.Load()
 	}
 	ws.period = append(ws.period, sc)
@@ -269,18 +272,40 @@ func (ws *walks) uncome(dir string) {
 	}
 }
 
-// over notes that sc is over, settled or stopped: the period forgets
-// it once no scan of it goes on, and the next scan begins a new one.
-func (ws *walks) over(sc *scan) {
+// over notes that sc is over, settled or stopped: what it saw moves to
+// ended. The period ends with its last scan, unless more are taken or
+// asked for (more): the next scan begins a new one.
+func (ws *walks) over(sc *scan, more bool) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	sc.over = true
-	for _, p := range ws.period {
-		if !p.over {
-			return
+	for i, p := range ws.period {
+		if p == sc {
+			ws.period = append(ws.period[:i], ws.period[i+1:]...)
+			ws.ended.add(&sc.live)
+			break
 		}
 	}
-	ws.period = nil
+	if len(ws.period) == 0 && len(ws.coming) == 0 && !more {
+		ws.ended = WalkProgress{}
+	}
+}
+
+// add counts what the walk of l saw in w.
+func (w *WalkProgress) add(l *walkLive) {
+	w.DoneBytes += l.settled.Load()
+	w.Files += l.files.Load()
+	w.Bytes += l.bytes.Load()
+	w.hashBytes += l.hashBytes.Load()
+	w.ExpectFiles += max(l.expFiles.Load(), l.files.Load())
+	w.ExpectBytes += max(l.expBytes.Load(), l.bytes.Load())
+	w.least(l.expectFrom())
+}
+
+// least makes from w's ExpectFrom when it is less certain.
+func (w *WalkProgress) least(from string) {
+	if w.ExpectFrom == "" || from == ExpectCounting || (from == ExpectPrevious && w.ExpectFrom == ExpectCount) {
+		w.ExpectFrom = from
+	}
 }
 
 // walking reports whether a scan's walk runs now.
@@ -330,29 +355,18 @@ func (ws *walks) progress(hashed, queued int64, waiting []string) (*WalkProgress
 	if !ws.start.IsZero() && elapsed > 0 {
 		rate = float64(hashed-ws.hashed0) / elapsed
 	}
-	if len(ws.period) == 0 && len(ws.coming) == 0 && len(waiting) == 0 {
+	if len(ws.period) == 0 && len(ws.coming) == 0 && len(waiting) == 0 && ws.ended.ExpectFrom == "" {
 		if rate <= 0 {
 			return nil, 0
 		}
 		return nil, seconds(float64(queued) / rate) // changes queued by events: at the last period's rate
 	}
-	w := &WalkProgress{Walking: len(ws.running)}
-	var hashBytes, ahead int64
-	least := func(from string) {
-		if w.ExpectFrom == "" || from == ExpectCounting || (from == ExpectPrevious && w.ExpectFrom == ExpectCount) {
-			w.ExpectFrom = from // the least certain of them
-		}
-	}
+	w := ws.ended // the scans over, then those that go on, the least certain expectation of all
+	w.Walking = len(ws.running)
+	var ahead int64
 	for _, sc := range ws.period {
-		l := &sc.live
-		w.DoneBytes += l.settled.Load()
-		w.Files += l.files.Load()
-		w.Bytes += l.bytes.Load()
-		hashBytes += l.hashBytes.Load()
-		ahead += l.ahead.Load()
-		w.ExpectFiles += max(l.expFiles.Load(), l.files.Load())
-		w.ExpectBytes += max(l.expBytes.Load(), l.bytes.Load())
-		least(l.expectFrom())
+		w.add(&sc.live)
+		ahead += sc.live.ahead.Load()
 	}
 	// The scans still to begin: a root's last totals, else nothing known
 	// yet (a lower bound, as while a count runs).
@@ -360,20 +374,20 @@ func (ws *walks) progress(hashed, queued int64, waiting []string) (*WalkProgress
 		if t, ok := ws.totals[dir]; ok {
 			w.ExpectFiles += t.Files
 			w.ExpectBytes += t.Bytes
-			least(ExpectPrevious)
+			w.least(ExpectPrevious)
 		} else {
-			least(ExpectCounting)
+			w.least(ExpectCounting)
 		}
 	}
 	if w.ExpectFrom == ExpectCounting || rate <= 0 || elapsed < minEstimateTime.Seconds() ||
 		float64(w.DoneBytes) < minEstimateShare*float64(max(w.ExpectBytes, w.Bytes)) {
-		return w, 0
+		return &w, 0
 	}
 	// The part not walked yet needs hashing in the share the walked part
 	// did: all of it in a first scan, little in a rescan.
 	share := 1.0
 	if w.Bytes > 0 {
-		share = float64(hashBytes) / float64(w.Bytes)
+		share = float64(w.hashBytes) / float64(w.Bytes)
 	}
 	// Files queued ahead of the walk are in queued (or done): not in what
 	// the walk has still to meet.
@@ -382,7 +396,7 @@ func (ws *walks) progress(hashed, queued int64, waiting []string) (*WalkProgress
 	if w.Files > 0 {
 		walkLeft = float64(max(w.ExpectFiles-w.Files, 0)) / (float64(w.Files) / elapsed)
 	}
-	return w, seconds(max(hashLeft, walkLeft))
+	return &w, seconds(max(hashLeft, walkLeft))
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

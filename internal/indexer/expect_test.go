@@ -146,10 +146,19 @@ func TestPeriodTotals(t *testing.T) {
 	if w3.ExpectFrom != ExpectCounting || left != 0 {
 		t.Errorf("a root of unknown size to come: %+v, %v left; want counting, no estimate", w3, left)
 	}
-	ws.over(a)
-	ws.over(b)
-	if len(ws.period) != 0 {
-		t.Errorf("every scan over: %d left in the period", len(ws.period))
+	ws.over(a, false)
+	w4, _ := ws.progress(3*mb, mb, nil)
+	if w4.ExpectFiles != w.ExpectFiles || w4.Files != w.Files || len(ws.period) != 1 {
+		t.Errorf("one scan over, one settling: %+v; want the same totals as %+v", w4, w)
+	}
+	ws.over(b, true)
+	if w5, _ := ws.progress(3*mb, mb, nil); w5 == nil || w5.ExpectFiles != w.ExpectFiles {
+		t.Errorf("every scan over, a root still to come: %+v; want the period's totals", w5)
+	}
+	ws.coming = map[string]int{}
+	ws.over(b, false)
+	if w6, _ := ws.progress(3*mb, mb, nil); w6 != nil {
+		t.Errorf("every scan over and none to come: %+v; want no progress", w6)
 	}
 	// Too early for an estimate: under 2 % settled.
 	c := liveScan(100, mb, mb, mb/100, 4000, 40*mb, ExpectCount)

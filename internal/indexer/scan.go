@@ -36,7 +36,6 @@ type scan struct {
 	early      earlyFiles   // files its count queued ahead of the walk (expect.go)
 	live       walkLive     // what the walk saw and expects (expect.go)
 	sized      atomic.Int64 // bytes of the files the walk did not stat, counted as they are opened
-	over       bool         // settled or stopped; guarded by walks.mu
 }
 
 // maxUnread bounds the unreadable paths a scan remembers.
@@ -189,6 +188,13 @@ func (s *scanner) waitingDirs(fn func(waiting []string)) {
 	fn(s.waiting)
 }
 
+// hasWaiting reports whether scans are asked for and not taken yet.
+func (s *scanner) hasWaiting() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiting) > 0
+}
+
 // pending reports how many walks are waiting or running.
 func (s *scanner) pending() int {
 	s.mu.Lock()
@@ -270,7 +276,7 @@ func (s *scanner) scan(ctx context.Context, dir string) {
 	}
 	start := time.Now()
 	stopCount := s.expect(ctx, sc)
-	defer s.walks.over(sc)
+	defer func() { s.walks.over(sc, s.hasWaiting()) }()
 	s.logStart(sc)
 	w := s.walk(ctx, sc)
 	stopCount()
