@@ -221,14 +221,16 @@ func waitRun(ctx context.Context, c *api.Client, id uint64, bar, note io.Writer)
 			p = min(p, time.Second)
 		}
 		r, err := c.AuditRun(ctx, id, p)
-		if errors.Is(err, api.ErrNoDaemon) || errors.Is(err, api.ErrNotFound) ||
-			err == nil && r.StoppedBy == api.AuditShutdown {
+		if gone(err) || err == nil && r.StoppedBy == api.AuditShutdown {
 			return r, fmt.Errorf("%w before audit run %d ended", api.ErrClosed, id)
 		}
 		if err != nil || r.Done() {
 			return r, err
 		}
 		st, err := c.AuditStatus(ctx)
+		if gone(err) {
+			return r, fmt.Errorf("%w before audit run %d ended", api.ErrClosed, id)
+		}
 		if err != nil {
 			return r, err
 		}
@@ -242,6 +244,12 @@ func waitRun(ctx context.Context, c *api.Client, id uint64, bar, note io.Writer)
 			drawAuditBar(bar, r, st)
 		}
 	}
+}
+
+// gone reports an error that says the daemon, or the run waited for, is
+// gone: a daemon that stopped or restarted (run ids are never reused).
+func gone(err error) bool {
+	return errors.Is(err, api.ErrNoDaemon) || errors.Is(err, api.ErrNotFound) || errors.Is(err, api.ErrClosed)
 }
 
 // sayWaiting tells on note, after a short look, when run id waits at a
