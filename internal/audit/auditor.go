@@ -312,7 +312,9 @@ type Coverage struct {
 // minCoverageAge is how long a count of the coverage stands while the
 // index does not change. The count reads the whole verified index (about
 // a second for 10^6 records): once the index changed it is made again
-// when asked, unless the last is younger than ten times what it took.
+// when asked, unless the last is younger than ten times what it took,
+// or, while the indexer works in bulk (the count changes all the time
+// and a status --wait asks twice a second), sixty times.
 const minCoverageAge = 2 * time.Second
 
 // refreshCoverage counts the coverage and the problems again, and drops
@@ -337,7 +339,11 @@ func (a *Auditor) freshCounts(ctx context.Context) {
 	at, took, tx, before := a.cover.At, a.coverTook, a.coverTx, a.cover.Total
 	a.mu.Unlock()
 	age := time.Since(at)
-	if now, err := a.st.Committed(); err == nil && now == tx && age < minCoverageAge || age < 10*took {
+	stands := 10 * took
+	if a.o.Indexer != nil && a.o.Indexer.Bulk() {
+		stands = 60 * took
+	}
+	if now, err := a.st.Committed(); err == nil && now == tx && age < minCoverageAge || age < stands {
 		return
 	}
 	a.countCoverage(ctx)
