@@ -30,8 +30,8 @@ type Options struct {
 	Logger *slog.Logger
 	// ProcDir and SysDir are "/proc" and "/sys"; tests lay out their own.
 	ProcDir, SysDir string
-	// OnRun is called as each run begins, before it reads; nil: nothing.
-	// It must not block.
+	// OnRun is called as each run begins to read, and as it reads again
+	// after waiting at a gate; nil: nothing. It must not block.
 	OnRun func()
 	// Roots are the directories whose records the coverage counts;
 	// records left outside them by runs with other roots are not. Nil:
@@ -444,12 +444,11 @@ type PassStatus struct {
 // ownIO is the time the audit's readers have spent in read calls.
 func (a *Auditor) ownIO() time.Duration { return time.Duration(a.inReads.Load()) }
 
-// Running reports whether a run is in progress, reading or waiting at a
-// gate.
-func (a *Auditor) Running() bool {
+// Reading reports whether a run is in progress and not waiting at a gate.
+func (a *Auditor) Reading() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.run != nil
+	return a.run != nil && a.run.gate == ""
 }
 
 // Status returns a snapshot, true when asked: the coverage and the

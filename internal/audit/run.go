@@ -560,13 +560,17 @@ func (a *Auditor) waitGates(ctx context.Context, r *run, workers int) error {
 		if why != "" && r.gate == "" {
 			a.log.Info("audit paused", "why", why)
 		}
-		if why == "" && r.gate != "" {
+		resumed := why == "" && r.gate != ""
+		if resumed {
 			a.log.Info("audit resumed")
 		}
 		r.gate = why
 		a.mu.Unlock()
 		if why == "" {
 			r.gateOpen = time.Now()
+			if resumed && a.o.OnRun != nil {
+				a.o.OnRun()
+			}
 			return nil
 		}
 		t := time.NewTimer(a.o.GatePoll)

@@ -56,16 +56,16 @@ func (a *App) relayIndexer(ctx context.Context) {
 }
 
 // resting reports whether nothing runs that reads files in bulk: the
-// indexer has no work, no audit run is in progress and no deduplication
-// run asked for through the API goes on. Background deduplication is
-// not counted: it reads at a capped rate.
+// indexer has no work, no audit run reads (one waiting at a gate does
+// not) and no deduplication run asked for through the API goes on.
+// Background deduplication is not counted: it reads at a capped rate.
 func (a *App) resting() bool {
 	if a.ix.Working() || a.work.dedupRuns.Load() > 0 {
 		return false
 	}
 	au := a.audit.Load()
-	return au == nil || !au.Running()
+	return au == nil || !au.Reading()
 }
 
-// auditBegan is the audit's OnRun: a run begins to read.
+// auditBegan is the audit's OnRun: a run begins, or goes on, to read.
 func (a *App) auditBegan() { a.work.notify() }
