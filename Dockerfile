@@ -1,20 +1,32 @@
 # annexd in a container: a static binary on a minimal base, run as a non-root
 # user, with the index and the watched directory as volumes.
 #
-#   docker build -t annexd .
+#   docker build --build-arg VERSION="$(git describe --tags --always --dirty)" -t annexd .
 #   docker run -d --name annexd \
 #     -v annexd-state:/var/lib/annexd \
-#     -v "$HOME/Pictures:/data:ro" \
-#     annexd
+#     -v "$HOME/Pictures:$HOME/Pictures" \
+#     annexd "$HOME/Pictures"
 #   docker exec annexd annexctl status
-#   docker exec annexd annexctl lookup /data/some/file.jpg
+#   docker exec annexd annexctl lookup "$HOME/Pictures/some/file.jpg"
 #
-# A config file, if wanted, goes to /etc/annexd/annexd.toml (for example
+# Mount the watched directory at the same path inside as outside, and give
+# that path as the root: annexd answers with the paths it indexed, so they
+# are then the host's paths, which git-annex, scripts and the other hosts of
+# a hub can use as they are. (Mounted elsewhere, at /data say, every answer
+# names /data/… and has to be translated by hand.) A config file, if wanted,
+# goes to /etc/annexd/annexd.toml (for example
 # -v ./annexd.toml:/etc/annexd/annexd.toml:ro); see configs/annexd.example.toml.
-# The watched directory can be mounted read-only: annexd only reads it. The
-# container's user (uid 65532, distroless "nonroot") must be able to read it. inotify works on bind
-# mounts of local file systems; raise fs.inotify.max_user_watches on the host
-# for large trees (annexd logs the exact sysctl when it runs short).
+# The watched directory may be mounted read-only (:ro) only while nothing
+# deduplicates: `annexctl dedup` and [dedup] continuous make copies share
+# their storage by rewriting files in place (reflinks, hard links), which a
+# read-only mount refuses; indexing and the audit only read. The container's
+# user (uid 65532, distroless "nonroot") must be able to read the directory,
+# and to write it for dedup. inotify works on bind mounts of local file
+# systems; raise fs.inotify.max_user_watches on the host for large trees
+# (annexd logs the exact sysctl when it runs short).
+#
+# VERSION stamps the binaries (annexd --version, annexctl status): the build
+# context leaves out .git, so Go cannot stamp them from it.
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
@@ -22,8 +34,10 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ENV CGO_ENABLED=0
-RUN go build -trimpath -ldflags="-s -w" -o /out/annexd ./cmd/annexd \
- && go build -trimpath -ldflags="-s -w" -o /out/annexctl ./cmd/annexctl \
+ARG VERSION=
+RUN ldflags="-s -w -X github.com/annexd/annexd/internal/version.Stamp=${VERSION}" \
+ && go build -trimpath -ldflags="$ldflags" -o /out/annexd ./cmd/annexd \
+ && go build -trimpath -ldflags="$ldflags" -o /out/annexctl ./cmd/annexctl \
  && install -d -m 0700 /out/state /out/run \
  && install -d -m 0755 /out/data
 

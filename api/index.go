@@ -290,15 +290,20 @@ type ScanProgress struct {
 	// EstimateSeconds is the estimated time left, or 0 when unknown: it
 	// counts what the running walks have still to find (Walk).
 	EstimateSeconds float64 `json:"estimate_seconds"`
-	// Walk is the progress of the walks running now; absent when none runs.
+	// Walk is the progress of the scans under way (WalkProgress); absent
+	// when none is.
 	Walk *WalkProgress `json:"walk,omitempty"`
 }
 
-// WalkProgress is the progress of the walks running now, against what they
-// are expected to find in all.
+// WalkProgress is the progress of the scans under way, against what they
+// are expected to find in all. Scans of several roots, one after the
+// other, count as one piece of work, from the first one's start until
+// the last one's files are settled: their totals only grow, and a root
+// still to walk counts with what its last scan saw.
 type WalkProgress struct {
-	Files int64 `json:"files"` // files the walks saw so far
-	Bytes int64 `json:"bytes"` // their sizes; a first scan counts a file's size once it opens the file, so this lags Files
+	Walking int   `json:"walking"` // walks running now; 0 once the files they met are all that is left
+	Files   int64 `json:"files"`   // files the walks saw so far
+	Bytes   int64 `json:"bytes"`   // their sizes; a first scan counts a file's size once it opens the file, so this lags Files
 	// ExpectFiles and ExpectBytes are the expected totals; ExpectFrom
 	// says whence: "previous scan" (what the last complete scan of the
 	// root saw), "count" (a counting walk beside this one), "counting"

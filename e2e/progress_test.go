@@ -97,3 +97,94 @@ func TestProgressDuringFirstScan(t *testing.T) {
 		t.Errorf("the second scan does not expect the first one's totals (%s):\n%s", want, again.log)
 	}
 }
+
+// A first scan of several roots, walked two at a time, is one piece of
+// work in status: the files seen and the share done never go back, the
+// expected total, once every root is counted, is the trees' and stays
+// so, no time left is claimed while a root's size is unknown, and what is
+// claimed is not far off the time it took.
+func TestProgressSeveralRoots(t *testing.T) {
+	const roots, n, big = 3, 6000, 2
+	base := newBase(t)
+	var dirs []string
+	for r := range roots {
+		root := filepath.Join(base, fmt.Sprintf("root%d", r))
+		for i := range n + r*1000 {
+			write(t, filepath.Join(root, fmt.Sprintf("d%03d", i%100), fmt.Sprintf("f%05d.txt", i)), fmt.Sprintf("file %d of %d", i, r))
+		}
+		for i := range big {
+			write(t, filepath.Join(root, fmt.Sprintf("big%d.bin", i)), strings.Repeat(fmt.Sprint(r, i), 1<<20))
+		}
+		dirs = append(dirs, root)
+	}
+	files := int64(roots*(n+big) + 1000 + 2000)
+	d := spawn(t, annexdRun{base: base, roots: dirs, extra: []string{"--hash-workers", "1"}})
+	type sample struct {
+		at time.Time
+		st api.Status
+	}
+	var samples []sample
+	var idleAt time.Time
+	for deadline := time.Now().Add(3 * time.Minute); ; {
+		r := d.ctl("", "status", "--json")
+		var st api.Status
+		if r.code == 0 && json.Unmarshal([]byte(r.stdout), &st) == nil && st.Starting == "" {
+			if st.Idle {
+				idleAt = time.Now()
+				break
+			}
+			samples = append(samples, sample{time.Now(), st})
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not idle within 3 minutes:\n%s", d.log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(samples) < 5 {
+		t.Fatalf("only %d samples of the scan", len(samples))
+	}
+	var lastFiles int64
+	lastFrac, total := -1.0, int64(0)
+	for i, s := range samples {
+		w := s.st.Scan.Walk
+		if w == nil {
+			continue
+		}
+		if w.Files < lastFiles {
+			t.Errorf("sample %d: %d files seen after %d", i, w.Files, lastFiles)
+		}
+		lastFiles = w.Files
+		if w.ExpectFrom == "counting" {
+			if s.st.Scan.EstimateSeconds != 0 {
+				t.Errorf("sample %d: %.0f s left claimed while a root's size is unknown", i, s.st.Scan.EstimateSeconds)
+			}
+			continue
+		}
+		if total == 0 {
+			total = w.ExpectFiles
+		}
+		if w.ExpectFiles != files || w.ExpectFiles != total {
+			t.Errorf("sample %d: %d files expected, after %d; the trees hold %d (%+v)", i, w.ExpectFiles, total, files, w)
+		}
+		frac := float64(w.DoneBytes) / float64(max(w.ExpectBytes, w.Bytes))
+		if frac < lastFrac-0.01 {
+			t.Errorf("sample %d: %.1f %% done after %.1f %%", i, 100*frac, 100*lastFrac)
+		}
+		lastFrac = frac
+		if e := s.st.Scan.EstimateSeconds; e > 0 {
+			if took := idleAt.Sub(s.at).Seconds(); e > 10*took+20 {
+				t.Errorf("sample %d: %.0f s left claimed; it took %.1f s", i, e, took)
+			}
+		}
+	}
+	if total == 0 {
+		t.Errorf("the roots were never all counted (%d samples)", len(samples))
+	}
+	estimated := 0
+	for _, s := range samples {
+		if s.st.Scan.EstimateSeconds > 0 {
+			estimated++
+		}
+	}
+	t.Logf("%d samples over %v, %d with an estimate", len(samples), idleAt.Sub(samples[0].at).Round(time.Millisecond), estimated)
+}

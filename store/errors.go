@@ -3,6 +3,8 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"syscall"
 )
 
 // Errors returned when opening an index.
@@ -22,7 +24,25 @@ var (
 	ErrNeedsMigration = errors.New("store: index schema needs migration")
 	// ErrNoIndex: a read-only open found no file.
 	ErrNoIndex = errors.New("store: no index")
+	// ErrUnwritable: the index, or the directory to make it in, cannot
+	// be written: a read-only file system, or no permission. The message
+	// says what to do.
+	ErrUnwritable = errors.New("store: index not writable")
 )
+
+// unwritable makes err, when a read-only file system or a permission
+// caused it, also ErrUnwritable; it reads as err.
+func unwritable(err error) error {
+	if errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrPermission) {
+		return unwritableError{err}
+	}
+	return err
+}
+
+type unwritableError struct{ err error }
+
+func (e unwritableError) Error() string   { return e.err.Error() }
+func (e unwritableError) Unwrap() []error { return []error{ErrUnwritable, e.err} }
 
 // Errors returned by reads and writes.
 var (

@@ -269,7 +269,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if !opts.ReadOnly && !opts.noRun {
 		if err := s.beginRun(); err != nil {
 			_ = db.Close()
-			return nil, fmt.Errorf("store: open %s: run marker: %w%s", path, err, hint(err))
+			return nil, fmt.Errorf("store: open %s: run marker: %w%s", path, unwritable(err), hint(err))
 		}
 	}
 	return s, nil
@@ -304,20 +304,20 @@ func ensureFile(path string, opts Options) error {
 func create(path string, opts Options) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("store: create index directory: %w%s", err, hint(err))
+		return fmt.Errorf("store: create index directory: %w%s", unwritable(err), hint(err))
 	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".new-*")
 	if err != nil {
-		return fmt.Errorf("store: create index in %s: %w%s", dir, err, hint(err))
+		return fmt.Errorf("store: create index in %s: %w%s", dir, unwritable(err), hint(err))
 	}
 	name := tmp.Name()
 	_ = tmp.Close()
 	defer os.Remove(name)
 	if err := initIndex(name, opts); err != nil {
-		return fmt.Errorf("store: create index %s: %w%s", path, err, hint(err))
+		return fmt.Errorf("store: create index %s: %w%s", path, unwritable(err), hint(err))
 	}
 	if err := os.Link(name, path); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("store: create index %s: %w%s", path, err, hint(err))
+		return fmt.Errorf("store: create index %s: %w%s", path, unwritable(err), hint(err))
 	}
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()
@@ -500,7 +500,7 @@ func openBolt(path string, opts Options) (db *bolt.DB, file *os.File, err error)
 	case errors.Is(err, bolterr.ErrInvalid), errors.Is(err, bolterr.ErrVersionMismatch), errors.Is(err, bolterr.ErrChecksum):
 		return nil, nil, fmt.Errorf("%w: %s: %v (left untouched)", ErrCorrupt, path, err)
 	}
-	return nil, nil, fmt.Errorf("store: open %s: %w%s", path, err, hint(err))
+	return nil, nil, fmt.Errorf("store: open %s: %w%s", path, unwritable(err), hint(err))
 }
 
 // touchQueue writes every slot of the empty queue in once. Its buffer

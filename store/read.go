@@ -582,6 +582,18 @@ func (s *Store) Stats() (Stats, error) {
 	return st, err
 }
 
+// Committed returns the id of the last write transaction committed: it
+// grows with every commit, so a count made at one id still holds while
+// Committed returns the same.
+func (s *Store) Committed() (uint64, error) {
+	var id uint64
+	err := s.view(func(tx *bolt.Tx) error {
+		id = uint64(tx.ID())
+		return nil
+	})
+	return id, err
+}
+
 // GetMeta returns the value stored under name by PutMeta.
 func (s *Store) GetMeta(name string) ([]byte, bool, error) {
 	var (

@@ -204,9 +204,76 @@ func (s *Store) CountChecked(ctx context.Context, before int64) (CheckedCount, e
 	}
 }
 
+// CountCheckedUnder is CountChecked of the records at or below one of
+// dirs (absolute, clean paths) alone: records left outside them, by runs
+// with other roots, are not counted.
+func (s *Store) CountCheckedUnder(ctx context.Context, before int64, dirs [][]byte) (CheckedCount, error) {
+	ids, err := s.dirIDsUnder(ctx, dirs)
+	if err != nil {
+		return CheckedCount{}, err
+	}
+	limit := binary.BigEndian.AppendUint64(nil, timeKey(before))
+	var (
+		n    CheckedCount
+		from []byte
+	)
+	for {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		next, err := s.countChunkIn(from, limit, &n, ids)
+		if err != nil || next == nil {
+			return n, err
+		}
+		from = next
+	}
+}
+
+// dirIDsUnder returns the ids of the directories at or below dirs.
+func (s *Store) dirIDsUnder(ctx context.Context, dirs [][]byte) (map[uint64]bool, error) {
+	ids := map[uint64]bool{}
+	for _, d := range dirs {
+		prefix := subtreePrefix(d)
+		for from := prefix; from != nil; {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			var next []byte
+			err := s.view(func(tx *bolt.Tx) error {
+				c := tx.Bucket(bucketDirs).Cursor()
+				i := 0
+				for k, v := c.Seek(from); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+					if i == 16*chunk {
+						next = bytes.Clone(k)
+						return nil
+					}
+					i++
+					id, ok := parseIDKey(v)
+					if !ok {
+						return fmt.Errorf("%w: dirs: bad id of %q", ErrCorrupt, k)
+					}
+					ids[id] = true
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			from = next
+		}
+	}
+	return ids, nil
+}
+
 // countChunk counts up to 16 chunks of entries from from and returns where
 // to go on, or nil at the end.
 func (s *Store) countChunk(from, limit []byte, n *CheckedCount) ([]byte, error) {
+	return s.countChunkIn(from, limit, n, nil)
+}
+
+// countChunkIn is countChunk of the records in the directories of ids
+// alone; nil ids: of all.
+func (s *Store) countChunkIn(from, limit []byte, n *CheckedCount, ids map[uint64]bool) ([]byte, error) {
 	var next []byte
 	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketVerified).Cursor()
@@ -220,6 +287,11 @@ func (s *Store) countChunk(from, limit []byte, n *CheckedCount) ([]byte, error) 
 			size, m := binary.Uvarint(v)
 			if m <= 0 || len(k) <= 8 || size > math.MaxInt64 {
 				return fmt.Errorf("%w: verified: bad entry %x", ErrCorrupt, k)
+			}
+			if ids != nil {
+				if id, _, ok := splitFileKey(k[8:]); !ok || !ids[id] {
+					continue
+				}
 			}
 			if n.Files == 0 {
 				n.Oldest = int64(binary.BigEndian.Uint64(k))

@@ -354,3 +354,40 @@ func submit(t *testing.T, s *Store, cs []Change) {
 		}
 	}
 }
+
+// CountCheckedUnder counts the records at or below the directories given
+// and no others: not those of a sibling whose name starts the same.
+func TestCountCheckedUnder(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	var cs []Change
+	want := map[string]int64{}
+	for i, dir := range []string{"/home/a", "/home/a/sub/deep", "/home/ab", "/srv", "/home/a"} {
+		for j := range 10 + i {
+			r := rec(fmt.Sprintf("%s%d", dir, j), int64(j+1), 7, uint64(100*i+j)+1)
+			cs = append(cs, Change{Op: OpPut, Path: p("%s/f%d-%d", dir, i, j), Record: r})
+			want[dir] += 1
+		}
+	}
+	submit(t, s, cs)
+	for _, c := range []struct {
+		dirs []string
+		n    int64
+	}{
+		{[]string{"/home/a"}, want["/home/a"] + want["/home/a/sub/deep"]},
+		{[]string{"/home/ab"}, want["/home/ab"]},
+		{[]string{"/home/a", "/srv"}, want["/home/a"] + want["/home/a/sub/deep"] + want["/srv"]},
+		{[]string{"/"}, int64(len(cs))},
+		{[]string{"/nowhere"}, 0},
+		{nil, 0},
+	} {
+		var dirs [][]byte
+		for _, d := range c.dirs {
+			dirs = append(dirs, []byte(d))
+		}
+		n, err := s.CountCheckedUnder(ctx, 1<<62, dirs)
+		if err != nil || n.Files != c.n {
+			t.Errorf("CountCheckedUnder(%v) = %+v, %v; want %d files", c.dirs, n, err, c.n)
+		}
+	}
+}

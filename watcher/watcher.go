@@ -493,6 +493,19 @@ func (w *Watcher) Status() Status {
 	return s
 }
 
+// Pending counts the paths every root holds back to settle, and the
+// overflow rescans scheduled: RootStatus.Pending summed, without the
+// reads of /proc that Status makes for its limits.
+func (w *Watcher) Pending() int {
+	n := 0
+	for _, r := range w.roots {
+		r.mu.Lock()
+		n += r.status.Pending
+		r.mu.Unlock()
+	}
+	return n
+}
+
 // injectOverflow makes the root at path behave as if its inotify queue
 // overflowed (a test seam).
 func (w *Watcher) injectOverflow(path string) bool {

@@ -142,12 +142,16 @@ func runAudit(cmd *cobra.Command, args []string, f auditRunFlags) error {
 		} else {
 			fmt.Fprintf(out, "audit run %d started; annexctl audit status shows it\n", id)
 		}
-		return flushOut(out)
+		if err := flushOut(out); err != nil {
+			return err
+		}
+		sayWaiting(ctx, c, id, cmd.ErrOrStderr())
+		return nil
 	}
 	bar := progressWriter(cmd)
 	wctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	r, err := waitRun(wctx, c, id, bar)
+	r, err := waitRun(wctx, c, id, bar, cmd.ErrOrStderr())
 	clearBar(bar)
 	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
 		return &exitError{Code: exitFailure, Err: fmt.Errorf(
@@ -201,32 +205,85 @@ func resolveDirs(paths [][]byte) ([][]byte, bool) {
 }
 
 // waitRun long-polls until run id ends. With a terminal it polls twice a
-// second and draws the progress. A daemon gone between two polls, or
-// one that ended the run by stopping, is ErrClosed: run ids are never
-// reused, so a restarted daemon does not know id.
-func waitRun(ctx context.Context, c *api.Client, id uint64, bar io.Writer) (api.AuditRun, error) {
-	poll := time.Minute
+// second and draws the progress; otherwise every waitPoll. Whenever the
+// run waits at a gate, on any output, it says why on note, at once (the
+// first poll is after a second) and again when the reason changes. A
+// daemon gone between two polls, or one that ended the run by stopping,
+// is ErrClosed: run ids are never reused, so a restarted daemon does not
+// know id.
+func waitRun(ctx context.Context, c *api.Client, id uint64, bar, note io.Writer) (api.AuditRun, error) {
+	poll := waitPoll
 	if bar != nil {
 		poll = 500 * time.Millisecond
 	}
-	for {
-		r, err := c.AuditRun(ctx, id, poll)
-		if errors.Is(err, api.ErrNoDaemon) || errors.Is(err, api.ErrNotFound) ||
-			err == nil && r.StoppedBy == api.AuditShutdown {
+	said := ""
+	for first := true; ; first = false {
+		p := poll
+		if first {
+			p = min(p, time.Second)
+		}
+		r, err := c.AuditRun(ctx, id, p)
+		if gone(err) || err == nil && r.StoppedBy == api.AuditShutdown {
 			return r, fmt.Errorf("%w before audit run %d ended", api.ErrClosed, id)
 		}
 		if err != nil || r.Done() {
 			return r, err
 		}
+		st, err := c.AuditStatus(ctx)
+		if gone(err) {
+			return r, fmt.Errorf("%w before audit run %d ended", api.ErrClosed, id)
+		}
+		if err != nil {
+			return r, err
+		}
+		why := runWaits(st, id)
+		if why != "" && why != said {
+			clearBar(bar)
+			fmt.Fprintln(note, waitNote(id, why))
+		}
+		said = why
 		if bar != nil {
-			st, err := c.AuditStatus(ctx)
-			if err != nil {
-				return r, err
-			}
 			drawAuditBar(bar, r, st)
 		}
 	}
 }
+
+// gone reports an error that says the daemon, or the run waited for, is
+// gone: a daemon that stopped or restarted (run ids are never reused).
+func gone(err error) bool {
+	return errors.Is(err, api.ErrNoDaemon) || errors.Is(err, api.ErrNotFound) || errors.Is(err, api.ErrClosed)
+}
+
+// sayWaiting tells on note, after a short look, when run id waits at a
+// gate; it says nothing when it cannot tell.
+func sayWaiting(ctx context.Context, c *api.Client, id uint64, note io.Writer) {
+	r, err := c.AuditRun(ctx, id, 300*time.Millisecond)
+	if err != nil || r.Done() {
+		return
+	}
+	if st, err := c.AuditStatus(ctx); err == nil {
+		if why := runWaits(st, id); why != "" {
+			fmt.Fprintln(note, waitNote(id, why))
+		}
+	}
+}
+
+// runWaits is why run id waits at a gate, or "".
+func runWaits(st api.AuditStatus, id uint64) string {
+	if st.Run != nil && st.Run.ID == id && st.State == "waiting" {
+		return st.Reason
+	}
+	return ""
+}
+
+// waitNote is the line that says why run id waits, and how not to.
+func waitNote(id uint64, why string) string {
+	return fmt.Sprintf("annexctl: audit run %d waits: %s; it reads once that passes, or run it with --full-speed to read now", id, why)
+}
+
+// waitPoll is how long one poll of audit run --wait lasts without a
+// terminal.
+const waitPoll = 5 * time.Second
 
 // drawAuditBar redraws one progress line of a run: the pass's share done
 // when the run goes through the pass, the files decided, the rate.
@@ -451,11 +508,6 @@ func countsLine(m map[string]int64) string {
 	return strings.Join(parts, ", ")
 }
 
-func trimFloat(f float64) string {
-	s := fmt.Sprintf("%.1f", f)
-	return strings.TrimSuffix(s, ".0")
-}
-
 func newAuditProblemsCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -626,18 +678,50 @@ func printAuditLine(w io.Writer, st *api.AuditStatus) {
 		plural(st.Problems, "problem", "problems"))
 }
 
-// coverageLine says how many files were verified within the interval. It
-// is counted at start, after each run and every half hour, so before any
-// file is counted it says when it was.
+// coverageLine says how many files under the roots were verified within
+// the interval. The daemon counts them when asked, unless its last count
+// is a few seconds old, and then the line says how old.
 func coverageLine(cv api.AuditCoverage) string {
-	days := trimFloat(cv.EverySeconds / 86400)
+	return coverageLineAt(cv, time.Now())
+}
+
+// staleCount is the age from which a count says how old it is.
+const staleCount = 5 * time.Second
+
+func coverageLineAt(cv api.AuditCoverage, now time.Time) string {
+	every := intervalText(time.Duration(cv.EverySeconds * float64(time.Second)))
+	age := ""
+	switch {
+	case cv.At.IsZero():
+		age = " (not counted yet)"
+	case now.Sub(cv.At) >= staleCount:
+		age = fmt.Sprintf(" (counted %s ago)", now.Sub(cv.At).Round(time.Second))
+	}
 	if cv.Total == 0 {
-		at := "not counted yet"
-		if !cv.At.IsZero() {
-			at = "at " + cv.At.Local().Format(time.TimeOnly)
-		}
-		return fmt.Sprintf("no files to verify when counted (%s); every file is verified every %s days", at, days)
+		return fmt.Sprintf("no files to verify%s; every file is verified every %s", age, every)
 	}
 	pct := 100 * float64(cv.Files) / float64(cv.Total)
-	return fmt.Sprintf("%s of %s files verified in the last %s days (%.0f %%)", groupDigits(cv.Files), groupDigits(cv.Total), days, pct)
+	return fmt.Sprintf("%s of %s files verified in the last %s (%.0f %%)%s", groupDigits(cv.Files), groupDigits(cv.Total), every, pct, age)
+}
+
+// intervalText is an interval as people say it: "30 days", "day", "12
+// hours", "hour", "90m0s" for what is no whole number of hours.
+func intervalText(d time.Duration) string {
+	unit := func(n int64, one, many string) string {
+		if n == 1 {
+			return one
+		}
+		return fmt.Sprintf("%d %s", n, many)
+	}
+	switch {
+	case d <= 0:
+		return "?"
+	case d%(24*time.Hour) == 0:
+		return unit(int64(d/(24*time.Hour)), "day", "days")
+	case d%time.Hour == 0:
+		return unit(int64(d/time.Hour), "hour", "hours")
+	case d%time.Minute == 0 && d < time.Hour:
+		return unit(int64(d/time.Minute), "minute", "minutes")
+	}
+	return d.String()
 }

@@ -50,3 +50,25 @@ func TestAuditRunExit(t *testing.T) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// The coverage line names the interval as people say it, and says how
+// old the count is once it is a few seconds old.
+func TestCoverageLine(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		cv   api.AuditCoverage
+		want string
+	}{
+		{api.AuditCoverage{EverySeconds: 3600, Files: 12, Total: 12, At: now}, "12 of 12 files verified in the last hour (100 %)"},
+		{api.AuditCoverage{EverySeconds: 30 * 86400, Files: 41000, Total: 60000, At: now.Add(-time.Second)},
+			"41,000 of 60,000 files verified in the last 30 days (68 %)"},
+		{api.AuditCoverage{EverySeconds: 86400, Files: 1, Total: 2, At: now.Add(-8 * time.Second)},
+			"1 of 2 files verified in the last day (50 %) (counted 8s ago)"},
+		{api.AuditCoverage{EverySeconds: 5400, At: now}, "no files to verify; every file is verified every 1h30m0s"},
+		{api.AuditCoverage{EverySeconds: 12 * 3600}, "no files to verify (not counted yet); every file is verified every 12 hours"},
+	} {
+		if got := coverageLineAt(c.cv, now); got != c.want {
+			t.Errorf("coverageLineAt(%+v) = %q, want %q", c.cv, got, c.want)
+		}
+	}
+}

@@ -99,7 +99,7 @@ func waitIdle(ctx context.Context, c *api.Client, timeout time.Duration, bar io.
 		poll = 500 * time.Millisecond
 	}
 	var st api.Status
-	begin, seen := time.Now(), false
+	begin, seen, drawn := time.Now(), false, false
 	for {
 		p := poll
 		if dl, ok := ctx.Deadline(); ok {
@@ -127,10 +127,14 @@ func waitIdle(ctx context.Context, c *api.Client, timeout time.Duration, bar io.
 		}
 		st = next
 		if st.Idle {
-			clearBar(bar)
+			if drawn {
+				drawBar(bar, st) // the end: 100 %, left on the screen
+				fmt.Fprintln(bar)
+			}
 			return st, nil
 		}
 		drawBar(bar, st)
+		drawn = bar != nil
 		if ctx.Err() != nil {
 			clearBar(bar)
 			return st, errWaitTimeout
@@ -188,11 +192,17 @@ func barLine(st api.Status) string {
 			groupDigits(w.Files), humanBytes(w.Bytes), groupDigits(w.ExpectFiles), humanBytes(w.ExpectBytes))
 	} else {
 		frac := progressFraction(s)
+		if st.Idle {
+			frac = 1
+		}
 		n := int(frac * barWidth)
 		line = fmt.Sprintf("[%s%s] %3.0f%%  ", strings.Repeat("#", n), strings.Repeat(".", barWidth-n), 100*frac)
-		if w := s.Walk; w != nil {
+		switch w := s.Walk; {
+		case w != nil && w.Walking > 0:
 			line += fmt.Sprintf("walking: %s of ~%s files", groupDigits(w.Files), groupDigits(max(w.ExpectFiles, w.Files)))
-		} else {
+		case w != nil:
+			line += fmt.Sprintf("walked: %s files", groupDigits(w.Files))
+		default:
 			line += groupDigits(s.FilesSeen) + " files seen"
 		}
 	}

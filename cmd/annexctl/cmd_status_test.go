@@ -12,9 +12,12 @@ import (
 // 100 % until the walk ends.
 func TestBarLine(t *testing.T) {
 	walk := func(done, bytes, expBytes int64, from string) api.Status {
-		return api.Status{Scan: api.ScanProgress{FilesSeen: 1000, Walk: &api.WalkProgress{
+		return api.Status{Scan: api.ScanProgress{FilesSeen: 1000, Walk: &api.WalkProgress{Walking: 1,
 			Files: 1000, Bytes: bytes, ExpectFiles: 4000, ExpectBytes: expBytes, ExpectFrom: from, DoneBytes: done}}}
 	}
+	walked := walk(300, 400, 400, "count")
+	walked.Scan.Walk.Walking = 0
+	idle := api.Status{Idle: true, Scan: api.ScanProgress{FilesSeen: 4000}}
 	for _, c := range []struct {
 		name string
 		st   api.Status
@@ -26,6 +29,8 @@ func TestBarLine(t *testing.T) {
 		{"all settled, walk not done", walk(400, 400, 400, "previous scan"), []string{" 99%"}, []string{"100%"}},
 		{"walk done, queue draining", api.Status{Scan: api.ScanProgress{FilesSeen: 10, BytesSeen: 1000, BytesQueued: 250}},
 			[]string{" 75%", "10 files seen"}, []string{"walking"}},
+		{"walks done, their files settling", walked, []string{" 75%", "walked: 1,000 files"}, []string{"walking"}},
+		{"idle: the end", idle, []string{"100%", "4,000 files seen"}, nil},
 	} {
 		got := barLine(c.st)
 		for _, w := range c.want {

@@ -6,11 +6,11 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
 	"github.com/annexd/annexd/internal/cliexit"
+	ver "github.com/annexd/annexd/internal/version"
 )
 
 // Exit codes; the README's table documents them.
@@ -69,11 +69,6 @@ func newRootCmd() *cobra.Command {
 	return root
 }
 
-// version is the module version from the build information ("devel"
-// for a build from a work tree).
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "devel"
-}
+// version is the build's version (internal/version): stamped at build
+// time, the module's, or the source's revision.
+func version() string { return ver.String() }

@@ -17,9 +17,9 @@ import (
 	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/daemon"
-	"github.com/annexd/annexd/internal/diskprocs"
 	"github.com/annexd/annexd/internal/hub"
 	"github.com/annexd/annexd/internal/ignore"
+	ver "github.com/annexd/annexd/internal/version"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )
@@ -99,6 +99,14 @@ from disk unless GOMAXPROCS is set.`
 	return &f
 }
 
+// flagKeys are the config keys the flags set, by flag.
+var flagKeys = map[string]string{
+	"index": "index", "socket": "socket", "backend": "backend", "log-level": "log.level",
+	"log-format": "log.format", "calibrate": "hasher.calibrate", "quiet-delay": "watch.quiet_delay",
+	"safety-rescan": "watch.safety_rescan", "readers": "hasher.readers", "hash-workers": "indexer.hash_workers",
+	"hub": "hub.enabled", "one-file-system": "watch.one_file_system",
+}
+
 // loadConfig reads the config file and applies the flags and arguments.
 func loadConfig(cmd *cobra.Command, args []string, f *runFlags) (config.Config, error) {
 	cfg, err := config.Load(f.config)
@@ -106,6 +114,13 @@ func loadConfig(cmd *cobra.Command, args []string, f *runFlags) (config.Config, 
 		return cfg, err
 	}
 	fl := cmd.Flags()
+	// Which flags gave which keys: an error about a value names the flag
+	// that gave it, not the file.
+	for flag, key := range flagKeys {
+		if fl.Changed(flag) {
+			cfg.SetByFlag(key, "--"+flag)
+		}
+	}
 	set := func(name string, dst *string, v string) {
 		if fl.Changed(name) {
 			*dst = v
@@ -170,20 +185,14 @@ func runDaemon(cmd *cobra.Command, args []string, f *runFlags) error {
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
 	opts := daemon.Options{Version: version(), ExitWhenIdle: f.exitWhenIdle, NoDataSync: f.noDataSync,
-		PaceGC: os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == ""}
+		PaceGC:    os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "",
+		DiskProcs: os.Getenv("GOMAXPROCS") == ""}
 	app, err := daemon.New(cfg, log, opts)
 	if err != nil {
 		return &exitError{Code: exitUsage, Err: err}
 	}
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
-	if os.Getenv("GOMAXPROCS") == "" {
-		go func() {
-			if err := diskprocs.Run(ctx, diskprocs.Options{}); err != nil {
-				log.Info("GOMAXPROCS stays fixed: the process's I/O counters cannot be read", "err", err)
-			}
-		}()
-	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
@@ -206,8 +215,8 @@ func runDaemon(cmd *cobra.Command, args []string, f *runFlags) error {
 // flags, the config or the index path; the README's table gives them
 // exit status 2.
 var usageErrors = []error{
-	daemon.ErrLocked, daemon.ErrRoot, daemon.ErrNoRoots,
-	store.ErrNotIndex, store.ErrNewerSchema, store.ErrNeedsMigration,
+	daemon.ErrLocked, daemon.ErrRoot, daemon.ErrNoRoots, daemon.ErrNoNetwork,
+	store.ErrNotIndex, store.ErrNewerSchema, store.ErrNeedsMigration, store.ErrUnwritable,
 	apiserver.ErrConfig, apiserver.ErrSocketInUse, apiserver.ErrUnsafeSocketDir, apiserver.ErrListen,
 	ignore.ErrBadPattern, config.ErrInvalid,
 	daemon.ErrHubConfig, hub.ErrConfig, hub.ErrListen,
@@ -253,14 +262,9 @@ func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, o))
 }
 
-// version is the module version from the build information ("devel"
-// for a build from a work tree).
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "devel"
-}
+// version is the build's version (internal/version): stamped at build
+// time, the module's, or the source's revision.
+func version() string { return ver.String() }
 
 // completeFlags offers the values of the flags that take one of a few.
 func completeFlags(root *cobra.Command) {

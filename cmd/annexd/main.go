@@ -1,3 +1,8 @@
+// An idle daemon must not wake: the runtime's check of the CPU limit
+// every second is left off. GOMAXPROCS is set at start from the CPUs and
+// the cgroup's limit as always, and raised and lowered by diskprocs.
+//go:debug updatemaxprocs=0
+
 // Command annexd runs the annexd daemon, which keeps a content-addressed
 // index of the files under its roots; its subcommands run one-off jobs
 // against the same machinery (calibration, index checks).

@@ -54,3 +54,39 @@ func TestServiceUnit(t *testing.T) {
 		t.Errorf("systemd-analyze verify --user: %v\n%s", err, out)
 	}
 }
+
+// TestServiceUnitNetworkAndOrder: the unit's comment tells what needs IP
+// sockets and how to allow them, and the unit is not ordered after the
+// target that wants it.
+func TestServiceUnitNetworkAndOrder(t *testing.T) {
+	b, err := os.ReadFile(unitFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := string(b)
+	for _, want := range []string{"[publish] hub", "[hub] listen", "[api] tcp", "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"} {
+		if !strings.Contains(unit, want) {
+			t.Errorf("the unit's comment does not say %q", want)
+		}
+	}
+	wanted := regexp.MustCompile(`(?m)^WantedBy=(\S+)`).FindStringSubmatch(unit)
+	if wanted != nil && regexp.MustCompile(`(?m)^After=.*\b`+regexp.QuoteMeta(wanted[1])).MatchString(unit) {
+		t.Errorf("the unit is ordered after %s, which wants it", wanted[1])
+	}
+}
+
+// TestDockerfileStampsVersion: the image's binaries carry the version
+// given at build time, through the variable internal/version reads.
+func TestDockerfileStampsVersion(t *testing.T) {
+	b, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	df := string(b)
+	if !strings.Contains(df, "ARG VERSION") || !strings.Contains(df, "-X github.com/annexd/annexd/internal/version.Stamp=${VERSION}") {
+		t.Error("the Dockerfile does not stamp VERSION into internal/version.Stamp")
+	}
+	if strings.Contains(df, "annexd only reads it") {
+		t.Error("the Dockerfile says annexd only reads the watched directory; dedup writes it")
+	}
+}

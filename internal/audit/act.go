@@ -252,6 +252,7 @@ func (a *Auditor) verified(r *run, d *store.Due, t int64, err error, src Source)
 			a.cacheOnlyBytes += d.Record.Size
 		}
 		if p := a.state.Pass; p != nil && d.Record.Checked() < p.Cutoff {
+			a.passUncount(path)
 			p.OK++
 			p.OKBytes += d.Record.Size
 			p.At = t
@@ -423,8 +424,7 @@ func (a *Auditor) counted(r *run, d *store.Due, c Class, pass uint64) {
 	a.count(r, d, c)
 	r.seen[path] = true
 	if p := a.state.Pass; p != nil && pass == p.ID {
-		a.passCounts[c]++
-		a.skip[path] = true
+		a.passCount(path, c)
 	}
 }
 

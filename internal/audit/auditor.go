@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/annexd/annexd/fsstat"
@@ -34,6 +35,13 @@ type Options struct {
 	Logger *slog.Logger
 	// ProcDir and SysDir are "/proc" and "/sys"; tests lay out their own.
 	ProcDir, SysDir string
+	// OnRun is called as each run begins to read, and as it reads again
+	// after waiting at a gate; nil: nothing. It must not block.
+	OnRun func()
+	// Roots are the directories whose records the coverage counts;
+	// records left outside them by runs with other roots are not. Nil:
+	// every record.
+	Roots [][]byte
 }
 
 // Auditor verifies the index against the files on a schedule. Create it
@@ -62,8 +70,9 @@ type Auditor struct {
 	stopped    bool
 	state      persisted
 	passCounts map[Class]int64  // findings other than ok of the pass in progress
-	skip       map[string]bool  // paths with an entry of the pass in progress
+	skip       map[string]Class // paths with an entry of the pass in progress, by the class counted (passCount)
 	findings   map[string]entry // the problem entries, by the path they are filed at
+	problems   int64            // the findings that stand, as last counted
 	pending    *run             // asked for by Start, not begun yet
 	run        *run             // in progress
 	finished   []*run           // the last few, for WaitRun
@@ -71,6 +80,9 @@ type Auditor struct {
 	waiting    string // why no run goes on
 	nextAt     time.Time
 	cover      Coverage
+	coverTook  time.Duration   // how long counting cover took
+	coverTx    uint64          // the index's last commit when cover was counted
+	countMu    sync.Mutex      // one count of the coverage at a time
 	totals     [classEnd]int64 // files by class since the start
 	bytes      int64           // bytes verified since the start
 	transient  int64
@@ -80,6 +92,9 @@ type Auditor struct {
 	cacheOnlyBytes int64
 	ioNote         string
 	ioOnce         sync.Once
+	// inReads adds up the time paced runs' readers spent in read calls
+	// (pacer.read): the audit's own waits for I/O.
+	inReads atomic.Int64
 }
 
 // New makes an Auditor of the index st, computing digests with dg.
@@ -99,10 +114,11 @@ func New(st Store, dg Digester, o Options) (*Auditor, error) {
 	}
 	ws, _ := parseWindows(o.Windows)
 	a := &Auditor{st: st, dg: dg, o: o, log: o.Logger, ws: ws,
-		g:    newGates(o.Indexer, &o.Config, o.ProcDir, o.SysDir),
-		wake: make(chan struct{}, 1), loaded: make(chan struct{}), passCounts: map[Class]int64{}, skip: map[string]bool{},
+		wake: make(chan struct{}, 1), loaded: make(chan struct{}), passCounts: map[Class]int64{}, skip: map[string]Class{},
 		findings: map[string]entry{}}
+	a.g = newGates(o.Indexer, &o.Config, o.ProcDir, o.SysDir, a.ownIO)
 	a.note = newNotifier(o.OnProblem, o.OnProblemEvery, a.log)
+	a.note.keep, a.note.load = a.keepUntold, a.loadUntold
 	return a, nil
 }
 
@@ -294,17 +310,83 @@ type Coverage struct {
 	At         time.Time // when this was counted
 }
 
-// coverageEvery is how often coverage is counted again while idle; it
-// reads the whole verified index (about a second for 10^6 records).
-const coverageEvery = 30 * time.Minute
+// minCoverageAge is how long a count of the coverage stands while the
+// index does not change. The count reads the whole verified index (about
+// a second for 10^6 records): once the index changed it is made again
+// when asked, unless the last is younger than ten times what it took,
+// or, while the indexer works in bulk (the count changes all the time
+// and a status --wait asks twice a second), sixty times.
+const minCoverageAge = 2 * time.Second
 
-// refreshCoverage counts the coverage again.
+// refreshCoverage counts the coverage and the problems again, and drops
+// the problem entries whose records are gone. The scheduler calls it at
+// start and after each run; status asks for a count (freshCounts).
 func (a *Auditor) refreshCoverage(ctx context.Context) {
+	a.countCoverage(ctx)
+	if err := a.pruneEntries(ctx); err != nil && ctx.Err() == nil {
+		a.log.Warn("cannot prune the audit's entries", "err", err)
+	}
+	a.countProblems(ctx)
+}
+
+// countProblems counts the findings that stand, what Problems lists
+// (problemCount); when the index cannot be read, the findings filed.
+func (a *Auditor) countProblems(ctx context.Context) {
+	problems, err := a.problemCount(ctx)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("cannot count the audit's findings", "err", err)
+		}
+		problems = int64(len(a.findings))
+	}
+	a.problems = problems
+}
+
+// freshCounts counts the coverage and the problems again unless the last
+// count is recent (minCoverageAge): what status shows is true when asked,
+// or says how old it is (Coverage.At). A count that finds files where
+// the scheduler found none wakes it, so that its plan follows.
+func (a *Auditor) freshCounts(ctx context.Context) {
+	a.mu.Lock()
+	at, took, tx, before := a.cover.At, a.coverTook, a.coverTx, a.cover.Total
+	a.mu.Unlock()
+	age := time.Since(at)
+	stands := 10 * took
+	if a.o.Indexer != nil && a.o.Indexer.Bulk() {
+		stands = 60 * took
+	}
+	if now, err := a.st.Committed(); err == nil && now == tx && age < minCoverageAge || age < stands {
+		return
+	}
+	a.countCoverage(ctx)
+	a.countProblems(ctx)
+	a.mu.Lock()
+	now := a.cover.Total
+	a.mu.Unlock()
+	if (before == 0) != (now == 0) {
+		a.poke()
+	}
+}
+
+// countCoverage counts the coverage: the records under the roots, and
+// those of them checked within Every.
+func (a *Auditor) countCoverage(ctx context.Context) {
+	a.countMu.Lock()
+	defer a.countMu.Unlock()
 	now := time.Now()
-	all, err := a.st.CountChecked(ctx, math.MaxInt64)
+	tx, _ := a.st.Committed() // before counting: a commit meanwhile makes the count look old
+	count := func(before int64) (store.CheckedCount, error) {
+		if a.o.Roots == nil {
+			return a.st.CountChecked(ctx, before)
+		}
+		return a.st.CountCheckedUnder(ctx, before, a.o.Roots)
+	}
+	all, err := count(math.MaxInt64)
 	var old store.CheckedCount
 	if err == nil {
-		old, err = a.st.CountChecked(ctx, now.Add(-a.o.Every).UnixNano())
+		old, err = count(now.Add(-a.o.Every).UnixNano())
 	}
 	if err != nil {
 		if ctx.Err() == nil {
@@ -317,11 +399,8 @@ func (a *Auditor) refreshCoverage(ctx context.Context) {
 	if all.Files > 0 {
 		c.Oldest = time.Unix(0, all.Oldest)
 	}
-	if err := a.pruneEntries(ctx); err != nil && ctx.Err() == nil {
-		a.log.Warn("cannot prune the audit's entries", "err", err)
-	}
 	a.mu.Lock()
-	a.cover = c
+	a.cover, a.coverTook, a.coverTx = c, time.Since(now), tx
 	a.mu.Unlock()
 }
 
@@ -373,17 +452,27 @@ type PassStatus struct {
 	ETA time.Duration
 }
 
-// Status returns a snapshot. Its count of problems is what Problems lists
-// now (the findings filed, when the index cannot be read).
-func (a *Auditor) Status() Status {
-	problems, err := a.problemCount(context.Background())
+// ownIO is the time the audit's readers have spent in read calls.
+func (a *Auditor) ownIO() time.Duration { return time.Duration(a.inReads.Load()) }
+
+// Reading reports whether a run is in progress and not waiting at a gate.
+func (a *Auditor) Reading() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if err != nil {
-		a.log.Warn("cannot count the audit's findings", "err", err)
-		problems = int64(len(a.findings))
-	}
-	s := Status{Reason: a.waiting, NextRun: a.nextAt, Coverage: a.cover, Problems: problems,
+	return a.run != nil && a.run.gate == ""
+}
+
+// Status returns a snapshot, true when asked: the coverage and the
+// problems are counted again unless the last count is recent (its time is
+// in Coverage.At), the plan of the next run is made again, and a closed
+// gate is looked at again.
+func (a *Auditor) Status() Status {
+	a.freshCounts(context.Background())
+	gate := a.regate()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	s := Status{Coverage: a.cover, Problems: a.problems,
 		IOPriority: a.ioNote, Last: a.state.Last, BytesVerified: a.bytes, Transient: a.transient,
 		Totals: map[string]int64{}, CacheOnly: cacheOnlyMap(&a.cacheOnly), CacheOnlyBytes: a.cacheOnlyBytes}
 	for c := OK; c < classEnd; c++ {
@@ -392,14 +481,15 @@ func (a *Auditor) Status() Status {
 		}
 	}
 	switch {
-	case a.run != nil && a.run.gate != "":
-		s.State, s.Reason = "waiting", a.run.gate
+	case a.run != nil && a.run.gate != "" && gate != "":
+		s.State, s.Reason = "waiting", gate
 	case a.run != nil:
 		s.State, s.Reason = "running", ""
 	case a.state.Paused:
-		s.State = "paused"
+		s.State, s.Reason = "paused", "paused by the user"
 	default:
 		s.State = "idle"
+		s.NextRun, s.Reason = a.plan(now)
 	}
 	if a.run != nil {
 		rs := a.run.summary()

@@ -14,7 +14,8 @@ const (
 	DefaultEvery          = 30 * 24 * time.Hour
 	DefaultMaxRate        = 25_000_000 // bytes a second
 	DefaultWorkers        = 1
-	DefaultMaxLoad        = 1.0 // per CPU
+	DefaultMaxLoad        = 1.0  // per CPU
+	DefaultMaxPressure    = 40.0 // percent of the time
 	DefaultJitter         = 10 * time.Minute
 	DefaultOnProblemEvery = time.Minute
 	DefaultGatePoll       = 5 * time.Second
@@ -37,8 +38,15 @@ type Config struct {
 	MaxRate int64
 	// Workers read files at once; default 1.
 	Workers int
-	// MaxLoad pauses the audit while the load average per CPU, less the
-	// audit's own readers, is above it; default 1.0, negative for never.
+	// MaxPressure pauses the audit while tasks wait for a CPU, or for
+	// I/O, more than this percent of the time (Linux's pressure stall
+	// information), the audit's own waits left out; default 40, negative
+	// for never. Unset while MaxLoad is negative, it is never too.
+	MaxPressure float64
+	// MaxLoad stands in for MaxPressure where the kernel has no pressure
+	// information: it pauses the audit while the load average per CPU,
+	// less the audit's own readers, is above it; default 1.0, negative
+	// for never.
 	MaxLoad float64
 	// IgnoreBattery keeps auditing on a discharging battery.
 	IgnoreBattery bool
@@ -67,6 +75,14 @@ func (c *Config) Fill() {
 	}
 	if c.Workers <= 0 {
 		c.Workers = DefaultWorkers
+	}
+	if c.MaxPressure == 0 {
+		// max_load = -1 said "never pause for a busy machine" before
+		// the pressure gate came; it still does.
+		c.MaxPressure = DefaultMaxPressure
+		if c.MaxLoad < 0 {
+			c.MaxPressure = -1
+		}
 	}
 	if c.MaxLoad == 0 {
 		c.MaxLoad = DefaultMaxLoad

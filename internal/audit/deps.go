@@ -16,6 +16,8 @@ type Store interface {
 	Get(path []byte) (store.Record, bool, error)
 	ByChecked(ctx context.Context, from []byte, before int64, fn func(d store.Due) error) error
 	CountChecked(ctx context.Context, before int64) (store.CheckedCount, error)
+	CountCheckedUnder(ctx context.Context, before int64, dirs [][]byte) (store.CheckedCount, error)
+	Committed() (uint64, error)
 	Subtree(ctx context.Context, dir []byte, fn func(path []byte, r store.Record) error) error
 	ByInodeAll(dev, ino uint64) ([][]byte, error)
 	Submit(c store.Change, done func(error))
@@ -36,8 +38,9 @@ type Indexer interface {
 	Changed(ctx context.Context, path string)
 	// Busy reports whether the path is in the indexer's pipeline.
 	Busy(path string) bool
-	// Idle reports that the indexer has no work.
-	Idle() bool
+	// Bulk reports that the indexer works in bulk: a walk, or many
+	// changes queued (the audit waits then).
+	Bulk() bool
 }
 
 // Ledger is the write ledger: writes that the stat fields may not show.

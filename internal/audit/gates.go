@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Gate says whether the machine is too busy for background work now, and
@@ -16,21 +17,27 @@ type Gate interface {
 	Busy() (reason string, busy bool)
 }
 
-// IndexerGate is busy while the indexer has work.
+// IndexerGate is busy while the indexer works in bulk: a walk waits or
+// runs, or many changes are queued. A trickle of changes, such as a log
+// appended to, leaves it open: the audit leaves the files the indexer
+// holds for later (Indexer.Busy) and reads the rest.
 type IndexerGate struct {
-	Indexer interface{ Idle() bool }
+	Indexer interface{ Bulk() bool }
 }
 
 // Busy implements Gate.
 func (g IndexerGate) Busy() (string, bool) {
-	if g.Indexer != nil && !g.Indexer.Idle() {
-		return "the indexer has work", true
+	if g.Indexer != nil && g.Indexer.Bulk() {
+		return "the indexer is busy with a scan or many changes", true
 	}
 	return "", false
 }
 
 // LoadGate is busy while the one-minute load average per CPU is above
-// Max. The caller's own threads, Own of them, are not counted.
+// Max. The caller's own threads, Own of them, are not counted. It stands
+// in for PressureGate where the kernel has no pressure information: the
+// load average also counts tasks that wait on I/O and runnable tasks that
+// nobody waits for, so it calls a machine busy that serves everyone.
 type LoadGate struct {
 	Max     float64 // per CPU
 	Own     int     // runnable threads of the caller itself
@@ -49,7 +56,7 @@ func (g LoadGate) Busy() (string, bool) {
 		ncpu = max(runtime.NumCPU(), 1)
 	}
 	if per := max(l-float64(g.Own), 0) / float64(ncpu); per > g.Max {
-		return fmt.Sprintf("load average %.2f per CPU is above %.2f", per, g.Max), true
+		return fmt.Sprintf("load average %.2f per CPU is above max_load = %.2f", per, g.Max), true
 	}
 	return "", false
 }
@@ -68,16 +75,21 @@ func (g BatteryGate) Busy() (string, bool) {
 	return "", false
 }
 
-// Gates are the gates of c: the indexer's work, the load average above
-// c.MaxLoad (none when it is not positive), a discharging battery unless
-// c.IgnoreBattery. own threads of the caller are left out of the load.
-func Gates(ix interface{ Idle() bool }, c *Config, own int, procDir, sysDir string) []Gate {
+// Gates are the gates of c: the indexer's bulk work; a busy machine, from
+// the pressure stall information where the kernel has it (above
+// c.MaxPressure, none when it is not positive) and else from the load
+// average (above c.MaxLoad, none when it is not positive); a discharging
+// battery unless c.IgnoreBattery. own threads of the caller are left out
+// of the load; ownIO, if not nil, is the caller's own time waiting on
+// I/O so far, left out of the I/O pressure. The pressure gate keeps
+// state: build the gates once.
+func Gates(ix interface{ Bulk() bool }, c *Config, own int, ownIO func() time.Duration, procDir, sysDir string) []Gate {
 	var gs []Gate
 	if ix != nil {
 		gs = append(gs, IndexerGate{Indexer: ix})
 	}
-	if c.MaxLoad > 0 {
-		gs = append(gs, LoadGate{Max: c.MaxLoad, Own: own, ProcDir: procDir})
+	if m := machineGate(c, own, ownIO, procDir); m != nil {
+		gs = append(gs, m)
 	}
 	if !c.IgnoreBattery {
 		gs = append(gs, BatteryGate{SysDir: sysDir})
@@ -85,23 +97,59 @@ func Gates(ix interface{ Idle() bool }, c *Config, own int, procDir, sysDir stri
 	return gs
 }
 
-// gates are the audit's own: its readers are left out of the load, as
-// many as run at the time.
-type gates struct {
-	ix      Indexer
-	c       Config
-	procDir string
-	sysDir  string
+// machineGate is the gate of a busy machine c asks for: pressure where
+// the kernel tells it, else the load average; nil for none.
+func machineGate(c *Config, own int, ownIO func() time.Duration, procDir string) Gate {
+	if HasPressure(procDir) {
+		if c.MaxPressure <= 0 {
+			return nil
+		}
+		return &PressureGate{Max: c.MaxPressure, ProcDir: procDir, OwnIO: ownIO}
+	}
+	if c.MaxLoad <= 0 {
+		return nil
+	}
+	return LoadGate{Max: c.MaxLoad, Own: own, ProcDir: procDir}
 }
 
-func newGates(ix Indexer, c *Config, procDir, sysDir string) *gates {
-	return &gates{ix: ix, c: *c, procDir: procDir, sysDir: sysDir}
+// gates are the audit's own: its readers are left out of the load, as
+// many as run at the time, and their waits for I/O out of the pressure.
+type gates struct {
+	ix     Indexer
+	c      Config
+	sysDir string
+	// machine is the pressure gate, kept from one look to the next; nil
+	// where the kernel has none (then the load gate is made at each
+	// look, with the readers of the time) or max_pressure is off.
+	machine *PressureGate
+	procDir string
+}
+
+func newGates(ix Indexer, c *Config, procDir, sysDir string, ownIO func() time.Duration) *gates {
+	g := &gates{ix: ix, c: *c, procDir: procDir, sysDir: sysDir}
+	if p, ok := machineGate(c, 0, ownIO, procDir).(*PressureGate); ok {
+		g.machine = p
+	}
+	return g
 }
 
 // closed returns why the audit must wait, or "" when it may read. own is
 // the number of the audit's readers counted in the load average.
 func (g *gates) closed(own int) string {
-	for _, gt := range Gates(g.ix, &g.c, own, g.procDir, g.sysDir) {
+	var list []Gate
+	if g.ix != nil {
+		list = append(list, IndexerGate{Indexer: g.ix})
+	}
+	switch {
+	case g.machine != nil:
+		list = append(list, g.machine)
+	case !HasPressure(g.procDir) && g.c.MaxLoad > 0:
+		list = append(list, LoadGate{Max: g.c.MaxLoad, Own: own, ProcDir: g.procDir})
+	}
+	if !g.c.IgnoreBattery {
+		list = append(list, BatteryGate{SysDir: g.sysDir})
+	}
+	for _, gt := range list {
 		if why, busy := gt.Busy(); busy {
 			return why
 		}

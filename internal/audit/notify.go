@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/annexd/annexd/store"
 )
 
 // notifyTimeout bounds one run of the on_problem command.
@@ -25,16 +27,30 @@ const notifyWaitDelay = time.Second
 // standard input, at most once every interval. A problem met within the
 // interval is held, and the last one held is sent once the interval is
 // over with the count of the others in "suppressed". It never blocks the
-// audit: a problem that finds the queue full is only counted.
+// audit: a problem that finds the queue full is only counted. What it
+// holds is kept (keep) as it changes and taken back (load) when it runs
+// again, so that a stop within the interval loses no problem: the held
+// one is sent once the interval is over, with the others counted.
 type notifier struct {
 	argv  []string
 	every time.Duration
 	log   *slog.Logger
 	ch    chan Problem
+	keep  func(untold) // nil: nothing is kept
+	load  func() untold
 
 	mu         sync.Mutex
 	suppressed int
 	last       time.Time
+}
+
+// untold is what the notifier has not told yet: the problem it holds
+// for the end of the interval, the count of the others, and when the
+// command last ran.
+type untold struct {
+	Held       *Problem  `json:"held,omitempty"`
+	Suppressed int       `json:"suppressed,omitempty"`
+	Last       time.Time `json:"last,omitzero"`
 }
 
 func newNotifier(argv []string, every time.Duration, log *slog.Logger) *notifier {
@@ -55,10 +71,21 @@ func (n *notifier) send(p Problem) {
 	}
 }
 
-// run runs the command for queued problems until ctx ends.
+// run runs the command for queued problems until ctx ends, beginning
+// with what an earlier run left untold.
 func (n *notifier) run(ctx context.Context) {
 	var held *Problem
 	var due <-chan time.Time
+	if n.load != nil && len(n.argv) > 0 {
+		u := n.load()
+		n.mu.Lock()
+		n.suppressed += u.Suppressed
+		n.last = u.Last
+		n.mu.Unlock()
+		if held = u.Held; held != nil {
+			due = time.After(max(n.every-time.Since(u.Last), 0))
+		}
+	}
 	for {
 		select {
 		case p := <-n.ch:
@@ -71,7 +98,9 @@ func (n *notifier) run(ctx context.Context) {
 				if due == nil {
 					due = time.After(wait)
 				}
+				u := untold{Held: held, Suppressed: n.suppressed, Last: n.last}
 				n.mu.Unlock()
+				n.kept(u)
 				continue
 			}
 			n.mu.Unlock()
@@ -82,8 +111,43 @@ func (n *notifier) run(ctx context.Context) {
 			held = nil
 			n.exec(ctx, p)
 		case <-ctx.Done():
+			n.keepQueued(held)
 			return
 		}
+	}
+}
+
+// keepQueued keeps, at the end of a run, the problems still queued as if
+// they had come within the interval: the last is held, the others are
+// counted, and the next run tells them.
+func (n *notifier) keepQueued(held *Problem) {
+	queued := false
+	for {
+		select {
+		case p := <-n.ch:
+			if held != nil {
+				n.mu.Lock()
+				n.suppressed++
+				n.mu.Unlock()
+			}
+			held, queued = &p, true
+			continue
+		default:
+		}
+		break
+	}
+	if queued {
+		n.mu.Lock()
+		u := untold{Held: held, Suppressed: n.suppressed, Last: n.last}
+		n.mu.Unlock()
+		n.kept(u)
+	}
+}
+
+// kept keeps u, if the notifier keeps anything.
+func (n *notifier) kept(u untold) {
+	if n.keep != nil {
+		n.keep(u)
 	}
 }
 
@@ -105,6 +169,10 @@ func (n *notifier) exec(ctx context.Context, p Problem) {
 	if err := cmd.Run(); err != nil && !errors.Is(err, exec.ErrWaitDelay) {
 		n.log.Warn("on_problem command failed", "command", n.argv, "err", err, "output", out.String())
 	}
+	n.mu.Lock()
+	u := untold{Suppressed: n.suppressed, Last: n.last}
+	n.mu.Unlock()
+	n.kept(u) // told: only what came meanwhile is left
 }
 
 // problemJSON is the JSON the on_problem command reads: the problem, with
@@ -129,4 +197,32 @@ func problemJSON(p Problem, suppressed int) []byte {
 	}
 	b, _ := json.Marshal(v)
 	return append(b, '\n')
+}
+
+// metaUntold is the meta name of what the notifier has not told.
+const metaUntold = "audit/untold"
+
+// keepUntold writes u to the index, or drops what was kept when u holds
+// nothing: the next start tells it.
+func (a *Auditor) keepUntold(u untold) {
+	c := store.Change{Op: store.OpDeleteMeta, Path: []byte(metaUntold)}
+	if u.Held != nil || u.Suppressed > 0 {
+		b, err := json.Marshal(&u)
+		if err != nil {
+			return
+		}
+		c = store.Change{Op: store.OpPutMeta, Path: []byte(metaUntold), Value: b}
+	}
+	if err := a.write(context.Background(), c); err != nil {
+		a.log.Warn("cannot keep the problems not told yet", "err", err)
+	}
+}
+
+// loadUntold reads what an earlier run did not tell.
+func (a *Auditor) loadUntold() untold {
+	var u untold
+	if b, ok, err := a.st.GetMeta(metaUntold); err == nil && ok {
+		_ = json.Unmarshal(b, &u) // unreadable: nothing to tell
+	}
+	return u
 }

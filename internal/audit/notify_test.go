@@ -88,3 +88,40 @@ func TestNotifierSendsSuppressedLater(t *testing.T) {
 		t.Fatalf("the last notification is not of the last problem: %v", ms)
 	}
 }
+
+// What the notifier holds when it stops is kept, and told by the next
+// one once the interval is over: the last problem held, the others
+// counted as suppressed.
+func TestNotifierKeepsWhatItHolds(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	argv := []string{"sh", "-c", "cat >> " + out}
+	var mu sync.Mutex
+	var kept untold
+	n := newNotifier(argv, time.Hour, slog.New(slog.DiscardHandler))
+	n.keep = func(u untold) { mu.Lock(); kept = u; mu.Unlock() }
+	n.load = func() untold { return untold{} }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); n.run(ctx) }()
+	for _, p := range []string{"/a", "/b", "/c"} {
+		n.send(Problem{Path: []byte(p), Class: Corrupt})
+	}
+	waitFor(t, "the first problem told", func() bool { return len(notifications(t, out)) == 1 })
+	cancel()
+	<-done
+	mu.Lock()
+	u := kept
+	mu.Unlock()
+	if u.Held == nil || string(u.Held.Path) != "/c" || u.Suppressed != 1 || u.Last.IsZero() {
+		t.Fatalf("kept %+v; want /c held, 1 suppressed, the time of the last run", u)
+	}
+	next := newNotifier(argv, 100*time.Millisecond, slog.New(slog.DiscardHandler))
+	next.load = func() untold { return u }
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	go next.run(ctx)
+	waitFor(t, "the held problem told", func() bool { return len(notifications(t, out)) == 2 })
+	if m := notifications(t, out)[1]; m["path"] != "/c" || m["suppressed"] != 1.0 {
+		t.Errorf("the next run told %v; want /c with 1 suppressed", m)
+	}
+}

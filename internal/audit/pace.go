@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -10,13 +11,18 @@ import (
 // bytes a second through on average and at most burst bytes at once.
 // A read takes its tokens before it starts and may leave the bucket in
 // debt; the next read then waits until the debt is paid, so the rate
-// holds over any stretch longer than one read. A nil pacer never waits.
+// holds over any stretch longer than one read. A nil pacer, or one of no
+// rate, never waits. The pacer also adds up the time its readers spend in
+// reads, for the pressure gate.
 type pacer struct {
 	mu     sync.Mutex
-	rate   float64 // bytes per second
+	rate   float64 // bytes per second; 0: no cap
 	burst  float64
 	tokens float64
 	last   time.Time
+	// inReads adds up the readers' time in read calls: their own waits
+	// for I/O, which the pressure gate leaves out. Nil: not kept.
+	inReads *atomic.Int64
 }
 
 // newPacer returns a pacer for rate bytes a second, or nil for rate <= 0.
@@ -32,7 +38,7 @@ func newPacer(rate int64) *pacer {
 
 // wait takes n tokens, sleeping until the bucket can pay them or ctx ends.
 func (p *pacer) wait(ctx context.Context, n int) error {
-	if p == nil {
+	if p == nil || p.rate <= 0 {
 		return nil
 	}
 	d := p.reserve(time.Now(), n)
@@ -46,6 +52,13 @@ func (p *pacer) wait(ctx context.Context, n int) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// read counts d spent in one read call.
+func (p *pacer) read(d time.Duration) {
+	if p != nil && p.inReads != nil {
+		p.inReads.Add(int64(d))
 	}
 }
 

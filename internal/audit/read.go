@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -230,7 +231,9 @@ func (r *reader) readChunks(ctx context.Context, df *directio.File, fd int, path
 			return FromDevice, err
 		}
 		b := <-free
+		began := time.Now()
 		n, err := df.ReadAt(b, off, int(want))
+		r.pace.read(time.Since(began))
 		if testHookDirect != nil {
 			testHookDirect(path, off)
 		}
@@ -326,7 +329,9 @@ func (r *reader) readPart(ctx context.Context, fd int, path string, before fssta
 		if err := r.pace.wait(ctx, len(b)); err != nil {
 			return err
 		}
+		began := time.Now()
 		m, err := pread(fd, b, off+done)
+		r.pace.read(time.Since(began))
 		switch {
 		case err != nil:
 			return &fs.PathError{Op: "read", Path: path, Err: err}

@@ -3,8 +3,10 @@ package audit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +60,7 @@ type run struct {
 	inflight sync.WaitGroup // verifications submitted, not acknowledged
 	gateMu   sync.Mutex     // one reader looks at the gates at a time
 	gateOpen time.Time      // when they were last seen open
+	regate   chan struct{}  // look at the gates again now (status saw them open)
 
 	// guarded by Auditor.mu
 	counts    [classEnd]int64
@@ -102,7 +105,7 @@ func (s RunSummary) Found(c Class) int64 { return s.Counts[c.String()] }
 func (a *Auditor) newRun(o StartOptions, manual bool) *run {
 	a.nextID++
 	a.state.Runs = a.nextID
-	return &run{id: a.nextID, o: o, manual: manual, done: make(chan struct{}),
+	return &run{id: a.nextID, o: o, manual: manual, done: make(chan struct{}), regate: make(chan struct{}, 1),
 		attempts: map[string]int{}, seen: map[string]bool{}}
 }
 
@@ -185,8 +188,6 @@ func (a *Auditor) Run(ctx context.Context) error {
 // next waits for the next run: one asked for by Start, or the scheduled
 // one, which starts after a random jitter.
 func (a *Auditor) next(ctx context.Context) (*run, error) {
-	cover := time.NewTicker(coverageEvery)
-	defer cover.Stop()
 	jitterDone := false
 	for {
 		a.mu.Lock()
@@ -195,6 +196,14 @@ func (a *Auditor) next(ctx context.Context) (*run, error) {
 			a.mu.Unlock()
 			return r, nil
 		}
+		byCoverage := a.state.Last == nil && a.state.Pass == nil
+		a.mu.Unlock()
+		if byCoverage {
+			// Before any pass the plan follows the coverage (due): count
+			// it again, as the first scan may have filled the index.
+			a.freshCounts(ctx)
+		}
+		a.mu.Lock()
 		at, why := a.scheduled(time.Now())
 		a.waiting, a.nextAt = why, at
 		a.mu.Unlock()
@@ -217,7 +226,7 @@ func (a *Auditor) next(ctx context.Context) (*run, error) {
 			}
 			timer = time.NewTimer(wait)
 		}
-		err := a.idle(ctx, timer, cover.C, &jitterDone)
+		err := a.idle(ctx, timer, &jitterDone)
 		if timer != nil {
 			timer.Stop()
 		}
@@ -227,8 +236,8 @@ func (a *Auditor) next(ctx context.Context) (*run, error) {
 	}
 }
 
-// idle waits for the timer (nil: none), a wake-up or the coverage tick.
-func (a *Auditor) idle(ctx context.Context, timer *time.Timer, cover <-chan time.Time, jitterDone *bool) error {
+// idle waits for the timer (nil: none) or a wake-up.
+func (a *Auditor) idle(ctx context.Context, timer *time.Timer, jitterDone *bool) error {
 	var fired <-chan time.Time
 	if timer != nil {
 		fired = timer.C
@@ -240,44 +249,108 @@ func (a *Auditor) idle(ctx context.Context, timer *time.Timer, cover <-chan time
 		}
 	case <-a.wake:
 		*jitterDone = false
-	case <-cover:
-		a.refreshCoverage(ctx)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	return nil
 }
 
+// Why no scheduled run goes on now (Status.Reason while idle; plan adds
+// when it changes).
+const (
+	whyOff     = "scheduled audits are off"
+	whyPaused  = "paused by the user"
+	whyGoesOn  = "the pass in progress goes on"
+	whyNothing = "nothing to audit yet"
+	whyNext    = "the next pass is due"
+	whyDue     = "a pass is due"
+	whyWindow  = "waiting for the run window"
+)
+
+// nothingRecheck is how often the scheduler counts again while the index
+// holds nothing to audit.
+const nothingRecheck = time.Hour
+
 // scheduled returns when the next scheduled run starts (zero: none is
 // planned) and why it is not now. Called with a.mu held.
 func (a *Auditor) scheduled(now time.Time) (time.Time, string) {
 	switch {
 	case a.o.Disabled:
-		return time.Time{}, "scheduled audits are off"
+		return time.Time{}, whyOff
 	case a.state.Paused:
-		return time.Time{}, "paused by the user"
+		return time.Time{}, whyPaused
 	}
-	base, why := now, "the pass in progress goes on"
+	base, why := now, whyGoesOn
 	if a.state.Pass != nil {
 		if t := time.Unix(0, a.state.NextRun); a.state.NextRun != 0 && t.After(now) {
-			base, why = t, "the pass in progress goes on at the next run"
+			base = t
 		}
 	} else {
 		due, ok := a.due()
 		if !ok {
-			return now.Add(time.Hour), "nothing to audit yet"
+			return now.Add(nothingRecheck), whyNothing
 		}
 		if due.After(now) {
-			base, why = due, "next pass due"
+			base, why = due, whyNext
 		} else {
-			why = "a pass is due"
+			why = whyDue
 		}
 	}
 	at := nextOpen(a.ws, base)
 	if at.After(base) {
-		why = "waiting for the run window"
+		why = whyWindow
 	}
 	return at, why
+}
+
+// plan returns when the next scheduled run starts (zero: none is
+// planned) and why none runs now, said with how long until then, as the
+// scheduler plans it now: the coverage may have changed since its last
+// look. Called with a.mu held.
+func (a *Auditor) plan(now time.Time) (time.Time, string) {
+	at, why := a.scheduled(now)
+	switch {
+	case why == whyNothing:
+		return time.Time{}, why // looked at again within the hour, and when status counts
+	case why == a.waiting && !a.nextAt.IsZero():
+		at = a.nextAt // the scheduler's own plan, with its random delay
+	}
+	return at, whyWhen(why, at, now)
+}
+
+// whyWhen says why with how long until at, when at is still to come.
+func whyWhen(why string, at, now time.Time) string {
+	if at.IsZero() || !at.After(now) {
+		return why
+	}
+	in := untilText(at.Sub(now))
+	switch why {
+	case whyDue:
+		return why + "; it begins in " + in + " (a random delay)"
+	case whyWindow:
+		return why + ", which opens in " + in
+	case whyGoesOn:
+		return why + " at the next run, in " + in
+	}
+	return why + " in " + in
+}
+
+// untilText is a wait as people say it: "45s", "12m", "3h5m", "2d4h".
+func untilText(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	case d < time.Hour:
+		return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+	case d < 24*time.Hour:
+		return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+	}
+	d = d.Round(time.Hour)
+	days, hours := d/(24*time.Hour), (d%(24*time.Hour))/time.Hour
+	if hours == 0 {
+		return fmt.Sprintf("%dd", days)
+	}
+	return fmt.Sprintf("%dd%dh", days, hours)
 }
 
 // due returns when the next pass is due: Every after the cutoff of the
@@ -308,6 +381,9 @@ func (a *Auditor) execute(ctx context.Context, r *run) {
 	}
 	a.waiting, a.nextAt = "", time.Time{}
 	a.mu.Unlock()
+	if a.o.OnRun != nil {
+		a.o.OnRun()
+	}
 	if r.o.TimeLimit > 0 {
 		t := time.AfterFunc(r.o.TimeLimit, func() { cancel(errTimeLimit) })
 		defer t.Stop()
@@ -319,7 +395,10 @@ func (a *Auditor) execute(ctx context.Context, r *run) {
 		}
 	}
 	if !r.o.FullSpeed {
-		r.pace = newPacer(a.o.MaxRate)
+		if r.pace = newPacer(a.o.MaxRate); r.pace == nil {
+			r.pace = &pacer{} // no cap; it still counts the time in reads
+		}
+		r.pace.inReads = &a.inReads
 	}
 	stopCheckpoints := a.checkpoints(rctx)
 	err := a.work(rctx, r)
@@ -456,7 +535,8 @@ func (a *Auditor) skipped(r *run, path string) bool {
 	if r.seen[path] || r.attempts[path] >= maxAttempts {
 		return true
 	}
-	return len(r.o.Paths) == 0 && a.skip[path]
+	_, decided := a.skip[path]
+	return len(r.o.Paths) == 0 && decided
 }
 
 // gateCache is how long an open gate is taken as open: the gates read
@@ -480,24 +560,52 @@ func (a *Auditor) waitGates(ctx context.Context, r *run, workers int) error {
 		if why != "" && r.gate == "" {
 			a.log.Info("audit paused", "why", why)
 		}
-		if why == "" && r.gate != "" {
+		resumed := why == "" && r.gate != ""
+		if resumed {
 			a.log.Info("audit resumed")
 		}
 		r.gate = why
 		a.mu.Unlock()
 		if why == "" {
 			r.gateOpen = time.Now()
+			if resumed && a.o.OnRun != nil {
+				a.o.OnRun()
+			}
 			return nil
 		}
 		t := time.NewTimer(a.o.GatePoll)
 		select {
 		case <-t.C:
+		case <-r.regate:
+			t.Stop()
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
 		}
 		workers = 0 // paused, the readers no longer count in the load
 	}
+}
+
+// regate looks at the gates again while the run in progress waits at
+// one, so that status says why it waits now, not at its last look. When
+// they are open, the run is told to look again at once. It returns why the
+// run waits now, "" when it does not.
+func (a *Auditor) regate() string {
+	a.mu.Lock()
+	r := a.run
+	waiting := r != nil && r.gate != ""
+	a.mu.Unlock()
+	if !waiting {
+		return ""
+	}
+	why := a.g.closed(0)
+	if why == "" {
+		select {
+		case r.regate <- struct{}{}:
+		default:
+		}
+	}
+	return why
 }
 
 // finish records how r ended, completes its pass when it read all of it,

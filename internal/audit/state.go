@@ -101,7 +101,7 @@ func (a *Auditor) load(ctx context.Context) error {
 	a.state = s
 	a.nextID = max(a.nextID, s.Runs)
 	a.passCounts = map[Class]int64{}
-	a.skip = map[string]bool{}
+	a.skip = map[string]Class{}
 	a.mu.Unlock()
 	if err := a.loadEntries(ctx); err != nil {
 		return err
@@ -129,8 +129,7 @@ func (a *Auditor) loadEntries(ctx context.Context) error {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		if pass != 0 && e.Pass == pass {
-			a.skip[path] = true
-			a.passCounts[c]++
+			a.passCount(name[len(metaEntry):], c)
 		}
 		if _, filed := a.findings[path]; c.Problem() && !filed {
 			a.findings[path] = e
@@ -301,8 +300,9 @@ func (a *Auditor) rehome(ctx context.Context, l listed) error {
 		return nil
 	}
 	a.mu.Lock()
-	if p := a.state.Pass; p != nil && e.Pass == p.ID {
-		a.skip[l.path] = true // its pass counted it under the old path
+	if c, ok := a.skip[l.at]; ok {
+		delete(a.skip, l.at)
+		a.skip[l.path] = c // its pass counted it under the old path
 	}
 	a.mu.Unlock()
 	a.log.Info("an audit finding follows its file", "from", l.at, "path", l.path, "class", e.Class)

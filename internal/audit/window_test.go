@@ -126,3 +126,32 @@ func FuzzParseWindow(f *testing.F) {
 		}
 	})
 }
+
+// A plan says how long until it: as people say it, and with the words
+// that fit the reason.
+func TestWhyWhen(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		why  string
+		in   time.Duration
+		want string
+	}{
+		{whyNext, 59*time.Minute + 50*time.Second, "the next pass is due in 1h0m"},
+		{whyNext, 59 * time.Minute, "the next pass is due in 59m"},
+		{whyNext, 30 * 24 * time.Hour, "the next pass is due in 30d"},
+		{whyNext, 50*time.Hour + 20*time.Minute, "the next pass is due in 2d2h"},
+		{whyDue, 40 * time.Second, "a pass is due; it begins in 40s (a random delay)"},
+		{whyWindow, 5 * time.Hour, "waiting for the run window, which opens in 5h0m"},
+		{whyGoesOn, 3 * time.Hour, "the pass in progress goes on at the next run, in 3h0m"},
+		{whyGoesOn, 0, "the pass in progress goes on"},
+		{whyOff, -time.Second, "scheduled audits are off"},
+	} {
+		at := now.Add(c.in)
+		if c.in == 0 {
+			at = time.Time{}
+		}
+		if got := whyWhen(c.why, at, now); got != c.want {
+			t.Errorf("whyWhen(%q, +%v) = %q, want %q", c.why, c.in, got, c.want)
+		}
+	}
+}

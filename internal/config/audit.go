@@ -23,8 +23,13 @@ type Audit struct {
 	MaxRate Rate `toml:"max_rate"`
 	// Workers read files at once.
 	Workers int `toml:"workers"`
-	// MaxLoad pauses the audit while the load average per CPU is above
-	// it; negative: never.
+	// MaxPressure pauses the audit while tasks wait for a CPU, or for
+	// I/O, more than this percent of the time (Linux's pressure stall
+	// information); negative: never.
+	MaxPressure float64 `toml:"max_pressure"`
+	// MaxLoad stands in for MaxPressure where the kernel has no pressure
+	// information: it pauses the audit while the load average per CPU is
+	// above it; negative: never.
 	MaxLoad float64 `toml:"max_load"`
 	// IgnoreBattery keeps auditing on a discharging battery.
 	IgnoreBattery bool `toml:"ignore_battery"`
@@ -48,6 +53,8 @@ func (a *Audit) validate(c *Config) error {
 		return c.invalid("audit.time_limit", a.TimeLimit.String(), `a duration ≥ 0 such as "5h" (0: no limit)`)
 	case a.Workers < 0:
 		return c.invalid("audit.workers", fmt.Sprint(a.Workers), "a count ≥ 1")
+	case a.MaxPressure > 100:
+		return c.invalid("audit.max_pressure", fmt.Sprint(a.MaxPressure), "a percent of the time up to 100, or negative for never")
 	case a.OnProblemEvery < 0:
 		return c.invalid("audit.on_problem_every", a.OnProblemEvery.String(), `a duration ≥ 0 such as "1m"`)
 	case len(a.OnProblem) > 0 && strings.TrimSpace(a.OnProblem[0]) == "":

@@ -69,6 +69,18 @@ type Config struct {
 
 	// File is the config file this came from, "" when none was read.
 	File string `toml:"-"`
+	// Flags names the command-line flag that gave a key its value, by
+	// key ("backend" → "--backend"): an error about the value names the
+	// flag, not the file.
+	Flags map[string]string `toml:"-"`
+}
+
+// SetByFlag notes that flag gave key its value.
+func (c *Config) SetByFlag(key, flag string) {
+	if c.Flags == nil {
+		c.Flags = map[string]string{}
+	}
+	c.Flags[key] = flag
 }
 
 // Log configures logging.
@@ -284,6 +296,9 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) invalid(name, val, want string) error {
+	if f, ok := c.Flags[name]; ok {
+		return fmt.Errorf("%w: %s %q: want %s", ErrInvalid, f, val, want)
+	}
 	where := ""
 	if c.File != "" {
 		where = " in " + c.File

@@ -305,3 +305,17 @@ func schemaKeys(t reflect.Type, prefix string) []string {
 	}
 	return out
 }
+
+// A value a flag gave is named by the flag; one the file gave by the key
+// and the file.
+func TestInvalidNamesTheFlag(t *testing.T) {
+	c := Config{File: "/etc/annexd.toml", Backend: "SHA257E"}
+	c.SetByFlag("backend", "--backend")
+	if _, err := c.BackendValue(); err == nil || !strings.Contains(err.Error(), `--backend "SHA257E"`) || strings.Contains(err.Error(), "annexd.toml") {
+		t.Errorf("from the flag: %v", err)
+	}
+	c = Config{File: "/etc/annexd.toml", Backend: "SHA257E"}
+	if _, err := c.BackendValue(); err == nil || !strings.Contains(err.Error(), `backend = "SHA257E" in /etc/annexd.toml`) {
+		t.Errorf("from the file: %v", err)
+	}
+}

@@ -12,7 +12,7 @@ func TestDedupDefaults(t *testing.T) {
 	if err := c.Fill(); err != nil {
 		t.Fatal(err)
 	}
-	want := Dedup{Quiet: 5 * time.Minute, Interval: time.Minute, Rate: 64 << 20, MinSize: 1, Workers: 4, MaxLoad: 1}
+	want := Dedup{Quiet: 5 * time.Minute, Interval: time.Minute, Rate: 64 << 20, MinSize: 1, Workers: 4, MaxPressure: 40, MaxLoad: 1}
 	if c.Dedup != want {
 		t.Errorf("defaults %+v, want %+v", c.Dedup, want)
 	}
@@ -41,7 +41,7 @@ ignore_battery = true
 		t.Fatal(err)
 	}
 	want := Dedup{Continuous: true, Quiet: 30 * time.Second, Interval: 10 * time.Second, Rate: 1 << 20,
-		MinSize: 4 << 10, Workers: 2, MaxLoad: -1, IgnoreBattery: true}
+		MinSize: 4 << 10, Workers: 2, MaxPressure: -1, MaxLoad: -1, IgnoreBattery: true}
 	if c.Dedup != want {
 		t.Errorf("loaded %+v, want %+v", c.Dedup, want)
 	}

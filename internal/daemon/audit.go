@@ -28,6 +28,7 @@ func auditConfig(c config.Audit) audit.Config {
 		TimeLimit:      c.TimeLimit.D(),
 		MaxRate:        int64(c.MaxRate),
 		Workers:        c.Workers,
+		MaxPressure:    c.MaxPressure,
 		MaxLoad:        c.MaxLoad,
 		IgnoreBattery:  c.IgnoreBattery,
 		Jitter:         c.Jitter.D(),
@@ -83,6 +84,8 @@ func (a *App) setupAudit(writes *ledger.Ledger, reg prometheus.Registerer) error
 		// never reached the disk: a digest that differs is a lost write.
 		Crashes: audit.CrashesFunc(func(rec *store.Record) bool { return !store.Trusted(rec, suspect) }),
 		Logger:  a.log.With("part", "audit"),
+		OnRun:   a.auditBegan,
+		Roots:   a.rootBytes(),
 	})
 	if err != nil {
 		return err

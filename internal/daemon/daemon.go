@@ -29,6 +29,7 @@ import (
 	"github.com/annexd/annexd/internal/audit"
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/dedup"
+	"github.com/annexd/annexd/internal/diskprocs"
 	"github.com/annexd/annexd/internal/gcpace"
 	"github.com/annexd/annexd/internal/ignore"
 	"github.com/annexd/annexd/internal/indexer"
@@ -85,6 +86,10 @@ type Options struct {
 	// bulk (package gcpace). It changes the whole process, so only the
 	// program sets it.
 	PaceGC bool
+	// DiskProcs gives the Go runtime more threads while the daemon reads
+	// from storage (package diskprocs). It changes the whole process, so
+	// only the program sets it.
+	DiskProcs bool
 }
 
 // App is one annexd instance.
@@ -109,6 +114,8 @@ type App struct {
 	dedup *dedupPart
 	// audit verifies the index; set in setup, before the indexer runs.
 	audit atomic.Pointer[audit.Auditor]
+	// work wakes what looks at the daemon's work while it works.
+	work activity
 
 	// outside is the last list of records outside the roots (nil until
 	// the check at start is done); outsideRun serializes the checks.
@@ -153,6 +160,9 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 		return nil, fmt.Errorf("daemon: backend %s cannot be hashed by this build", b)
 	}
 	if err := checkAudit(&cfg); err != nil {
+		return nil, err
+	}
+	if err := checkNetwork(&cfg); err != nil {
 		return nil, err
 	}
 	l, err := newLink(cfg, log)
@@ -228,8 +238,20 @@ func (a *App) Run(ctx context.Context) error {
 	g.Go(func() error { return a.runDedup(runCtx) })
 	g.Go(func() error { return a.runSurveys(runCtx) })
 	g.Go(func() error { return a.audit.Load().Run(runCtx) })
+	g.Go(func() error { a.relayIndexer(runCtx); return nil })
 	if a.opts.PaceGC {
-		g.Go(func() error { gcpace.Run(runCtx, gcpace.Options{Busy: a.bulk}); return nil })
+		g.Go(func() error {
+			gcpace.Run(runCtx, gcpace.Options{Busy: a.bulk, Idle: a.ixResting, Wake: a.ix.WorkChanged})
+			return nil
+		})
+	}
+	if a.opts.DiskProcs {
+		g.Go(func() error {
+			if err := diskprocs.Run(runCtx, diskprocs.Options{Idle: a.resting, Wake: a.work.wait}); err != nil {
+				a.log.Info("GOMAXPROCS stays fixed: the process's I/O counters cannot be read", "err", err)
+			}
+			return nil
+		})
 	}
 	a.link.start(runCtx, g, a.st)
 	if a.opts.ExitWhenIdle {
@@ -488,7 +510,7 @@ func (a *App) removeSyncDir() {
 }
 
 // logProgress logs progress every 10 s while work is pending, and once when
-// the initial scan is done.
+// the initial scan is done. Idle, it sleeps until work comes.
 func (a *App) logProgress(ctx context.Context) error {
 	t := time.NewTicker(10 * time.Second)
 	defer t.Stop()
@@ -499,12 +521,16 @@ func (a *App) logProgress(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
+		wake := a.work.wait()
 		p := a.ix.Progress()
 		if p.Idle {
 			if !idleLogged {
 				a.log.Info("idle", "files_seen", p.FilesSeen, "files_hashed", p.FilesHashed,
 					"bytes_hashed", p.BytesHashed, "uptime", p.Uptime.Round(time.Second))
 				idleLogged = true
+			}
+			if !sleep(ctx, t, 10*time.Second, wake) {
+				return nil
 			}
 			continue
 		}
@@ -514,15 +540,25 @@ func (a *App) logProgress(ctx context.Context) error {
 	}
 }
 
-// bulkQueued is how many queued files make bulk work (bulk).
-const bulkQueued = 512
-
-// bulk reports whether the indexer works in bulk: a walk runs, or many
-// files are queued. A lone change in its quiet period is not bulk work.
-func (a *App) bulk() bool {
-	p := a.ix.Progress()
-	return !p.Idle && (p.Walk != nil || p.FilesQueued >= bulkQueued)
+// sleep waits for wake with t stopped; t ticks every d again after. It
+// reports false when ctx ended.
+func sleep(ctx context.Context, t *time.Ticker, d time.Duration, wake <-chan struct{}) bool {
+	t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-wake:
+	}
+	t.Reset(d)
+	return true
 }
+
+// ixResting reports whether the indexer has no work of its own.
+func (a *App) ixResting() bool { return !a.ix.Working() }
+
+// bulk reports whether the indexer works in bulk (indexer.Bulk). A lone
+// change in its quiet period is not bulk work.
+func (a *App) bulk() bool { return a.ix.Bulk() }
 
 // goVersion is reported by status.
 var goVersion = runtime.Version()

@@ -30,6 +30,7 @@ const progressEvery = 200 * time.Millisecond
 type dedupPart struct {
 	d     *dedup.Deduper
 	c     *dedup.Continuous // nil unless [dedup] continuous
+	gates []dedup.Gate      // the background mode's
 	roots [][]byte
 	log   *slog.Logger
 
@@ -65,13 +66,14 @@ func (a *App) setupDedup(ctx context.Context, writes *ledger.Ledger, reg prometh
 	}
 	cs := []prometheus.Collector{dedupCollector{p}}
 	if cfg.Continuous {
+		p.gates = dedupGates(a.ix, cfg.MaxPressure, cfg.MaxLoad, cfg.IgnoreBattery)
 		p.c = p.d.Continuous(dedup.ContinuousOptions{
 			Quiet:    cfg.Quiet,
 			Interval: cfg.Interval,
 			Rate:     int64(cfg.Rate),
 			MinSize:  int64(cfg.MinSize),
 			Paths:    p.roots,
-			Gates:    dedupGates(a.ix, cfg.MaxLoad, cfg.IgnoreBattery),
+			Gates:    p.gates,
 		})
 		cs = append(cs, p.c.Collector())
 	}
@@ -84,12 +86,15 @@ func (a *App) setupDedup(ctx context.Context, writes *ledger.Ledger, reg prometh
 }
 
 // dedupGates are what pause background deduplication, the audit's gates:
-// the indexer's work, the load average per CPU above [dedup] max_load
-// (less the one pair it works on), a discharging battery unless [dedup]
-// ignore_battery.
-func dedupGates(ix interface{ Idle() bool }, maxLoad float64, ignoreBattery bool) []dedup.Gate {
+// the indexer's bulk work; a busy machine, from the pressure stall
+// information above [dedup] max_pressure where the kernel has it, else
+// from the load average per CPU above [dedup] max_load (less the one pair
+// it works on); a discharging battery unless [dedup] ignore_battery.
+func dedupGates(ix interface{ Bulk() bool }, maxPressure, maxLoad float64, ignoreBattery bool) []dedup.Gate {
+	c := audit.Config{MaxPressure: maxPressure, MaxLoad: maxLoad, IgnoreBattery: ignoreBattery}
+	c.Fill()
 	var gs []dedup.Gate
-	for _, g := range audit.Gates(ix, &audit.Config{MaxLoad: maxLoad, IgnoreBattery: ignoreBattery}, 1, "", "") {
+	for _, g := range audit.Gates(ix, &c, 1, nil, "", "") {
 		gs = append(gs, g)
 	}
 	return gs
@@ -150,6 +155,9 @@ func stateOf(s store.Stats) surveyState {
 
 // Dedup implements api.Deduper.
 func (x *adapter) Dedup(ctx context.Context, req api.DedupRequest, send func(api.DedupEvent) error) (api.DedupResult, error) {
+	x.a.work.dedupRuns.Add(1)
+	defer x.a.work.dedupRuns.Add(-1)
+	x.a.work.notify()
 	return x.a.dedup.run(ctx, req, send)
 }
 
@@ -367,7 +375,7 @@ func (p *dedupPart) status() *api.DedupStatus {
 		out.Continuous = true
 		out.FreedBytes += s.Freed
 		out.Pairs += s.Done
-		out.Pending, out.Paused, out.Passes = s.Pending, s.Paused, s.Passes
+		out.Pending, out.Paused, out.Passes = s.Pending, p.pausedNow(s.Paused), s.Passes
 		for r, n := range s.Skipped {
 			skipped[string(r)] += n
 		}
@@ -376,6 +384,23 @@ func (p *dedupPart) status() *api.DedupStatus {
 		out.Skipped = skipped
 	}
 	return out
+}
+
+// pausedNow is why the background mode is paused now. It last looked at
+// its gates up to a poll ago, as paused says; they are looked at again,
+// so that status never says it waits for what has passed, and when they
+// are open it is woken to go on at once.
+func (p *dedupPart) pausedNow(paused string) string {
+	if paused == "" {
+		return ""
+	}
+	for _, g := range p.gates {
+		if why, busy := g.Busy(); busy {
+			return why
+		}
+	}
+	p.c.Kick()
+	return ""
 }
 
 // dedupCollector exports the counts of the runs asked for:

@@ -18,21 +18,21 @@ import (
 
 // Background deduplication pauses on the audit's gates, as [dedup] says.
 func TestDedupGates(t *testing.T) {
-	if gs := dedupGates(idleFlag(true), 1, false); len(gs) != 3 {
+	if gs := dedupGates(bulkFlag(false), 0, 1, false); len(gs) != 3 {
 		t.Errorf("%d gates with max_load 1 and the battery heeded: %v", len(gs), gs)
 	}
-	gs := dedupGates(idleFlag(false), -1, true)
+	gs := dedupGates(bulkFlag(true), 0, -1, true)
 	if len(gs) != 1 {
 		t.Fatalf("%d gates with max_load -1 and the battery ignored: %v", len(gs), gs)
 	}
-	if why, busy := gs[0].Busy(); !busy || why != "the indexer has work" {
+	if why, busy := gs[0].Busy(); !busy || why != "the indexer is busy with a scan or many changes" {
 		t.Errorf("the indexer works: %q, %v", why, busy)
 	}
 }
 
-type idleFlag bool
+type bulkFlag bool
 
-func (f idleFlag) Idle() bool { return bool(f) }
+func (f bulkFlag) Bulk() bool { return bool(f) }
 
 // Groups on a file system that cannot share extents leave the plan and
 // are counted against it; the rest stays.

@@ -30,7 +30,8 @@ func (a *App) notify(lines ...string) bool {
 }
 
 // notifyProgress tells systemd that the daemon is ready, keeps its status
-// line current while it runs, and says when it stops.
+// line current while it runs, and says when it stops. While the daemon
+// is idle it sleeps until its work changes.
 func (a *App) notifyProgress(ctx context.Context) error {
 	if os.Getenv(sdnotify.Env) == "" {
 		return nil
@@ -48,24 +49,36 @@ func (a *App) notifyProgress(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		if s := a.summary(); s != last {
+		wake := a.work.wait()
+		s, idle := a.summaryIdle()
+		if s != last {
 			if !a.notify(sdnotify.Status(s)) {
 				return nil
 			}
 			last = s
+		}
+		if idle && !sleep(ctx, t, notifyEvery, wake) {
+			a.notify(sdnotify.Stopping, sdnotify.Status("stopping: flushing the index"))
+			return nil
 		}
 	}
 }
 
 // summary is one line on the daemon's state for systemctl status.
 func (a *App) summary() string {
+	s, _ := a.summaryIdle()
+	return s
+}
+
+// summaryIdle is summary, and whether the indexer is idle.
+func (a *App) summaryIdle() (string, bool) {
 	p := a.ix.Progress()
 	if p.Idle {
 		files := int64(-1)
 		if s, err := a.st.Stats(); err == nil {
 			files = s.Files
 		}
-		return fmt.Sprintf("idle: %d files indexed", files)
+		return fmt.Sprintf("idle: %d files indexed", files), true
 	}
-	return fmt.Sprintf("indexing: %d files seen, %d hashed, %d queued", p.FilesSeen, p.FilesHashed, p.FilesQueued+p.Watching)
+	return fmt.Sprintf("indexing: %d files seen, %d hashed, %d queued", p.FilesSeen, p.FilesHashed, p.FilesQueued+p.Watching), false
 }

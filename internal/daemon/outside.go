@@ -126,5 +126,6 @@ func (a *App) forget(ctx context.Context, dir []byte, dry bool) (api.ForgetResul
 	if rerr := a.refreshOutside(ctx, nil); rerr != nil {
 		a.log.Warn("cannot list the records outside the roots", "err", rerr)
 	}
+	a.work.notify() // the systemd status line counts the files
 	return res, err
 }

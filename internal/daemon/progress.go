@@ -24,6 +24,6 @@ func walkProgress(w *indexer.WalkProgress) *api.WalkProgress {
 	if w == nil {
 		return nil
 	}
-	return &api.WalkProgress{Files: w.Files, Bytes: w.Bytes, ExpectFiles: w.ExpectFiles, ExpectBytes: w.ExpectBytes,
+	return &api.WalkProgress{Walking: w.Walking, Files: w.Files, Bytes: w.Bytes, ExpectFiles: w.ExpectFiles, ExpectBytes: w.ExpectBytes,
 		ExpectFrom: w.ExpectFrom, DoneBytes: w.DoneBytes}
 }

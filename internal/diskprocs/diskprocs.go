@@ -8,7 +8,8 @@
 // trickle: a page cache that is nearly warm still sends a few pages of a
 // scan to storage (pages evicted since), and on a tree read 3 % from
 // storage one thread per CPU was the faster, on one read 11 % from storage
-// four were (BENCHMARKS.md).
+// four were (BENCHMARKS.md). While nothing runs that reads (Options.Idle),
+// the counts are not sampled: Run sleeps until woken.
 package diskprocs
 
 import (
@@ -47,6 +48,12 @@ type Options struct {
 	// Hold is how many quiet samples in a row (below MinRate or below
 	// MinShare) bring it back to Base.
 	Hold int
+	// Idle reports whether nothing runs that reads files, and Wake
+	// returns a channel closed when that may change; take it before
+	// asking Idle. While Idle says so and the count is Base, Run waits for
+	// Wake instead of sampling. Nil: it samples for as long as it runs.
+	Idle func() bool
+	Wake func() <-chan struct{}
 
 	set       func(int) int         // runtime.GOMAXPROCS; tests replace it
 	readBytes func() (Reads, error) // this process's reads so far
@@ -96,6 +103,18 @@ func Run(ctx context.Context, o Options) error {
 	t := time.NewTicker(o.Interval)
 	defer t.Stop()
 	for prev := time.Now(); ; {
+		if !g.high {
+			woken, ok := o.sleep(ctx, t)
+			if !ok {
+				return nil
+			}
+			if woken {
+				// Rates count from here, not across the sleep.
+				if n, err := o.readBytes(); err == nil {
+					last, prev = n, time.Now()
+				}
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -112,6 +131,27 @@ func Run(ctx context.Context, o Options) error {
 			}
 		}
 	}
+}
+
+// sleep waits for o.Wake while o.Idle says nothing reads, with t
+// stopped, and returns at once otherwise. It reports whether it slept,
+// and false for ok when ctx ended.
+func (o *Options) sleep(ctx context.Context, t *time.Ticker) (slept, ok bool) {
+	if o.Wake == nil || o.Idle == nil {
+		return false, true
+	}
+	wake := o.Wake()
+	if !o.Idle() {
+		return false, true
+	}
+	t.Stop()
+	select {
+	case <-ctx.Done():
+		return true, false
+	case <-wake:
+	}
+	t.Reset(o.Interval)
+	return true, true
 }
 
 // gate decides the count from the sampled rates.

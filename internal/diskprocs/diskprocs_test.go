@@ -3,6 +3,8 @@ package diskprocs
 import (
 	"context"
 	"os"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -208,5 +210,57 @@ func TestRunFollowsReadsFromStorage(t *testing.T) {
 	}
 	if last != 2 {
 		t.Fatalf("on return: GOMAXPROCS %d, want 2", last)
+	}
+}
+
+// While Idle says nothing reads, the counts are not sampled: an idle
+// daemon does not wake to read /proc/self/io. Wake brings the sampling
+// back, and the rates count from the wake, not across the sleep.
+func TestRunSleepsWhileIdle(t *testing.T) {
+	var mu sync.Mutex
+	var r Reads
+	reads := 0
+	var idle atomic.Bool
+	idle.Store(true)
+	wake := make(chan struct{})
+	sets := make(chan int, 16)
+	o := Options{Base: 2, High: 4, Interval: time.Millisecond, MinRate: 1 << 20, Hold: 3,
+		Idle: idle.Load,
+		Wake: func() <-chan struct{} { mu.Lock(); defer mu.Unlock(); return wake },
+		set:  func(n int) int { sets <- n; return 0 },
+		readBytes: func() (Reads, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			reads++
+			r.Storage += 64 << 20
+			r.All += 64 << 20
+			return r, nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, o) }()
+	time.Sleep(50 * time.Millisecond)
+	mu.Lock()
+	n := reads
+	mu.Unlock()
+	if n != 1 {
+		t.Fatalf("counts read %d times in 50 ms while idle; want only the first", n)
+	}
+	idle.Store(false)
+	mu.Lock()
+	close(wake)
+	wake = make(chan struct{})
+	mu.Unlock()
+	select {
+	case got := <-sets:
+		if got != 4 {
+			t.Fatalf("GOMAXPROCS set to %d once woken with reads from storage; want 4", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("GOMAXPROCS not raised once woken")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -7,7 +7,8 @@
 // to Percent and the soft memory limit to Limit, so the heap may grow to
 // three times the live one, within the limit; once the work is done, both
 // come back and the freed memory goes back to the system, so an idle
-// daemon stays small.
+// daemon stays small. While no work runs at all (Idle), Run sleeps until
+// woken (Wake), so an idle daemon does not wake for it.
 package gcpace
 
 import (
@@ -32,6 +33,12 @@ type Options struct {
 	Percent  int
 	Limit    int64
 	Interval time.Duration
+	// Idle reports whether no work runs or waits, and Wake returns a
+	// channel closed when that may change; take it before asking Idle.
+	// While Idle says so, Run waits for Wake instead of asking Busy.
+	// Nil: Busy is asked every Interval for as long as Run runs.
+	Idle func() bool
+	Wake func() <-chan struct{}
 
 	setPercent func(int) int     // debug.SetGCPercent; tests replace it
 	setLimit   func(int64) int64 // debug.SetMemoryLimit
@@ -89,7 +96,8 @@ func (p *pace) restore() {
 
 // Run asks o.Busy every o.Interval until ctx ends, raises GOGC and the
 // memory limit when bulk work starts and sets them back when it ends;
-// both are as they were when Run returns.
+// both are as they were when Run returns. While o.Idle says no work runs,
+// it waits for o.Wake instead.
 func Run(ctx context.Context, o Options) {
 	p := &pace{o: o.withDefaults()}
 	t := time.NewTicker(p.o.Interval)
@@ -100,6 +108,9 @@ func Run(ctx context.Context, o Options) {
 		}
 	}()
 	for {
+		if !p.sleep(ctx, t) {
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -113,4 +124,24 @@ func Run(ctx context.Context, o Options) {
 			p.o.free()
 		}
 	}
+}
+
+// sleep waits for o.Wake while o.Idle says no work runs, with t stopped,
+// and returns at once otherwise. It reports false when ctx ended.
+func (p *pace) sleep(ctx context.Context, t *time.Ticker) bool {
+	if p.o.Wake == nil || p.o.Idle == nil || p.busy {
+		return true
+	}
+	wake := p.o.Wake()
+	if !p.o.Idle() {
+		return true
+	}
+	t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-wake:
+	}
+	t.Reset(p.o.Interval)
+	return true
 }

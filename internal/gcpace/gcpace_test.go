@@ -108,3 +108,37 @@ func TestHigherLimitKept(t *testing.T) {
 		t.Errorf("the limit was set (%v); a higher one must stay as it is", f.log)
 	}
 }
+
+// While Idle says no work runs, Busy is not asked: an idle daemon does
+// not wake for the collector's pace. Wake brings the asking back at once.
+func TestIdleSleepsUntilWoken(t *testing.T) {
+	f := &fake{percent: 100, limit: 96 << 20}
+	var asked atomic.Int64
+	var idle atomic.Bool
+	idle.Store(true)
+	var mu sync.Mutex
+	wake := make(chan struct{})
+	o := Options{Interval: time.Millisecond,
+		Busy:       func() bool { asked.Add(1); return !idle.Load() },
+		Idle:       idle.Load,
+		Wake:       func() <-chan struct{} { mu.Lock(); defer mu.Unlock(); return wake },
+		setPercent: f.setPercent, setLimit: f.setLimit, free: f.free}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); Run(ctx, o) }()
+	time.Sleep(50 * time.Millisecond)
+	if n := asked.Load(); n != 0 {
+		t.Fatalf("Busy asked %d times in 50 ms while idle; want none", n)
+	}
+	idle.Store(false)
+	mu.Lock()
+	close(wake)
+	wake = make(chan struct{})
+	mu.Unlock()
+	waitFor(t, f, "woken and busy", func(p int, l int64, _ int) bool { return p == DefaultPercent && l == DefaultLimit })
+	cancel()
+	<-done
+	if p, _, _ := f.state(); p != 100 {
+		t.Errorf("after Run: GOGC %d, want 100", p)
+	}
+}

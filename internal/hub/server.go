@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/annexd/annexd/internal/hubwire"
 )
@@ -220,6 +221,17 @@ func hubPermissions(known map[string]bool) *server.Permissions {
 // internalInbox is the inbox prefix of the hub's own connection.
 const internalInbox = "_INBOX"
 
+// inProcHash is the bcrypt hash the server keeps of an in-process user's
+// password, a random secret: at the least cost, as nothing can guess it.
+// A plaintext one made the server warn "Plaintext passwords detected".
+func inProcHash(secret string) string {
+	h, err := bcrypt.GenerateFromPassword([]byte(secret), bcrypt.MinCost)
+	if err != nil {
+		return secret // longer than bcrypt takes: randomSecret's never is
+	}
+	return string(h)
+}
+
 func randomSecret() string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
@@ -255,10 +267,10 @@ func (c *Config) serverOptions(internalPass, selfPass string) (*server.Options, 
 	}
 	inProc := map[string]struct{}{jwt.ConnectionTypeInProcess: {}}
 	remote := map[string]struct{}{jwt.ConnectionTypeStandard: {}}
-	o.Users = []*server.User{{Username: internalUser, Password: internalPass, Permissions: hubPermissions(c.known()),
+	o.Users = []*server.User{{Username: internalUser, Password: inProcHash(internalPass), Permissions: hubPermissions(c.known()),
 		AllowedConnectionTypes: inProc}}
 	if c.Self != "" {
-		o.Users = append(o.Users, &server.User{Username: c.Self, Password: selfPass,
+		o.Users = append(o.Users, &server.User{Username: c.Self, Password: inProcHash(selfPass),
 			Permissions: hostPermissions(c.Self), AllowedConnectionTypes: inProc})
 	}
 	for _, h := range c.Hosts {

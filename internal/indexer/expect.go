@@ -33,10 +33,15 @@ type totals struct {
 	Bytes int64 `json:"bytes"`
 }
 
-// WalkProgress is the progress of the walks running now.
+// WalkProgress is the progress of the scans of a period: from when the
+// scanner takes on work until it has none left, every scan begun, its
+// walk running or done, and the roots still to walk. Several roots walked
+// one after the other count as one piece of work: the totals only grow,
+// and the share done only goes back when a tree holds more than expected.
 type WalkProgress struct {
-	Files int64 `json:"files"` // files these walks saw so far
-	Bytes int64 `json:"bytes"` // their sizes
+	Walking int   `json:"walking"` // walks running now; 0 while the walked files settle
+	Files   int64 `json:"files"`   // files these walks saw so far
+	Bytes   int64 `json:"bytes"`   // their sizes
 	// ExpectFiles and ExpectBytes are what the walks are expected to see
 	// in all, from ExpectFrom; 0 when a walk has no expectation yet.
 	ExpectFiles int64  `json:"expect_files"`
@@ -45,6 +50,7 @@ type WalkProgress struct {
 	// DoneBytes counts the bytes the walks saw that are settled: hashed,
 	// or found unchanged. It stays below the total while anything is left.
 	DoneBytes int64 `json:"done_bytes"`
+	hashBytes int64 // of Bytes, queued to be hashed
 }
 
 // walkLive is what one scan's walk saw and expects.
@@ -58,13 +64,21 @@ type walkLive struct {
 	from         atomic.Pointer[string]
 }
 
-// walks keeps the running walks and the roots' last totals.
+// walks keeps the running walks, the scans of the period, and the roots'
+// last totals.
 type walks struct {
 	mu      sync.Mutex
 	running map[*scan]struct{}
-	active  atomic.Int64      // len(running), read without mu
+	active  atomic.Int64 // len(running), read without mu
+	// period holds the scans of the period not over yet, and ended what
+	// those that are over saw (their scans are let go: a root's holds
+	// what its walk met); coming the directories taken to scan whose
+	// scans have not begun (waiting for a slot).
+	period  []*scan
+	ended   WalkProgress
+	coming  map[string]int
 	totals  map[string]totals // root → its last complete scan
-	start   time.Time         // when the walks running now began, as a period
+	start   time.Time         // when the period began
 	hashed0 int64             // bytes hashed when it began
 }
 
@@ -73,6 +87,7 @@ func (ws *walks) load(st *store.Store) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	ws.running = make(map[*scan]struct{})
+	ws.coming = make(map[string]int)
 	ws.totals = make(map[string]totals)
 	if b, ok, err := st.GetMeta(totalsMeta); err == nil && ok {
 		_ = json.Unmarshal(b, &ws.totals) // unreadable totals: count instead
@@ -85,9 +100,11 @@ func (ws *walks) load(st *store.Store) {
 func (s *scanner) expect(ctx context.Context, sc *scan) (stop func()) {
 	ws := &s.walks
 	ws.mu.Lock()
-	if len(ws.running) == 0 {
+	if len(ws.period) == 0 && ws.ended.ExpectFrom == "" {
 		ws.start, ws.hashed0 = time.Now(), s.m.bytesHashed.Load()
 	}
+	ws.period = append(ws.period, sc)
+	ws.uncome(sc.dir)
 	ws.running[sc] = struct{}{}
 	ws.active.Store(int64(len(ws.running)))
 	t, known := ws.totals[sc.dir]
@@ -220,12 +237,75 @@ func (f *earlyFiles) has(path string) bool {
 	return ok
 }
 
-// walked ends sc's walk: its progress is no longer shown.
+// walked ends sc's walk. Its progress stays in the period's, with the
+// files it met as the files it was expected to meet. Its bytes stay as
+// expected: a first scan learns a file's size only once it opens it, so
+// the bytes are known once its count was done, and are a lower bound
+// (ExpectCounting) when the walk ended first.
 func (ws *walks) walked(sc *scan) {
 	ws.mu.Lock()
 	delete(ws.running, sc)
 	ws.active.Store(int64(len(ws.running)))
 	ws.mu.Unlock()
+	sc.live.expFiles.Store(sc.live.files.Load())
+}
+
+// come notes dir taken to scan, its scan not begun yet.
+func (ws *walks) come(dir string) {
+	ws.mu.Lock()
+	ws.coming[dir]++
+	ws.mu.Unlock()
+}
+
+// begun notes that the scan of dir will not begin after all.
+func (ws *walks) begun(dir string) {
+	ws.mu.Lock()
+	ws.uncome(dir)
+	ws.mu.Unlock()
+}
+
+// uncome notes that the scan of dir began, or will not. Called with
+// ws.mu held.
+func (ws *walks) uncome(dir string) {
+	if ws.coming[dir]--; ws.coming[dir] <= 0 {
+		delete(ws.coming, dir)
+	}
+}
+
+// over notes that sc is over, settled or stopped: what it saw moves to
+// ended. The period ends with its last scan, unless more are taken or
+// asked for (more): the next scan begins a new one.
+func (ws *walks) over(sc *scan, more bool) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for i, p := range ws.period {
+		if p == sc {
+			ws.period = append(ws.period[:i], ws.period[i+1:]...)
+			ws.ended.add(&sc.live)
+			break
+		}
+	}
+	if len(ws.period) == 0 && len(ws.coming) == 0 && !more {
+		ws.ended = WalkProgress{}
+	}
+}
+
+// add counts what the walk of l saw in w.
+func (w *WalkProgress) add(l *walkLive) {
+	w.DoneBytes += l.settled.Load()
+	w.Files += l.files.Load()
+	w.Bytes += l.bytes.Load()
+	w.hashBytes += l.hashBytes.Load()
+	w.ExpectFiles += max(l.expFiles.Load(), l.files.Load())
+	w.ExpectBytes += max(l.expBytes.Load(), l.bytes.Load())
+	w.least(l.expectFrom())
+}
+
+// least makes from w's ExpectFrom when it is less certain.
+func (w *WalkProgress) least(from string) {
+	if w.ExpectFrom == "" || from == ExpectCounting || (from == ExpectPrevious && w.ExpectFrom == ExpectCount) {
+		w.ExpectFrom = from
+	}
 }
 
 // walking reports whether a scan's walk runs now.
@@ -255,49 +335,59 @@ func (l *walkLive) expectFrom() string {
 	return ""
 }
 
-// progress sums the running walks. queued is what the pipeline holds in
-// bytes, hashed the bytes hashed since start. It returns nil when no walk
-// runs, and the time left: 0 when it cannot be told yet.
-func (ws *walks) progress(hashed, queued int64) (*WalkProgress, time.Duration) {
+// Before an estimate of the time left is made, the period must have run
+// minEstimateTime and settled minEstimateShare of what it expects: the
+// rate of the first moments, while the queue fills, says little.
+const (
+	minEstimateTime  = 3 * time.Second
+	minEstimateShare = 0.02
+)
+
+// progress sums the scans of the period and the roots still to come.
+// queued is what the pipeline holds in bytes, hashed the bytes hashed
+// since start. It returns nil when the period holds no scan, and the time
+// left: 0 when it cannot be told yet.
+func (ws *walks) progress(hashed, queued int64, waiting []string) (*WalkProgress, time.Duration) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	elapsed := time.Since(ws.start).Seconds()
-	rate := 0.0 // bytes hashed per second since the walks began
+	rate := 0.0 // bytes hashed per second since the period began
 	if !ws.start.IsZero() && elapsed > 0 {
 		rate = float64(hashed-ws.hashed0) / elapsed
 	}
-	if len(ws.running) == 0 {
+	if len(ws.period) == 0 && len(ws.coming) == 0 && len(waiting) == 0 && ws.ended.ExpectFrom == "" {
 		if rate <= 0 {
 			return nil, 0
 		}
-		return nil, seconds(float64(queued) / rate)
+		return nil, seconds(float64(queued) / rate) // changes queued by events: at the last period's rate
 	}
-	w := &WalkProgress{}
-	var hashBytes, ahead int64
-	counting := false
-	for sc := range ws.running {
-		l := &sc.live
-		w.DoneBytes += l.settled.Load()
-		w.Files += l.files.Load()
-		w.Bytes += l.bytes.Load()
-		hashBytes += l.hashBytes.Load()
-		ahead += l.ahead.Load()
-		w.ExpectFiles += l.expFiles.Load()
-		w.ExpectBytes += l.expBytes.Load()
-		from := l.expectFrom()
-		counting = counting || from == ExpectCounting
-		if w.ExpectFrom == "" || from == ExpectCounting || (from == ExpectPrevious && w.ExpectFrom == ExpectCount) {
-			w.ExpectFrom = from // the least certain of them
+	w := ws.ended // the scans over, then those that go on, the least certain expectation of all
+	w.Walking = len(ws.running)
+	var ahead int64
+	for _, sc := range ws.period {
+		w.add(&sc.live)
+		ahead += sc.live.ahead.Load()
+	}
+	// The scans still to begin: a root's last totals, else nothing known
+	// yet (a lower bound, as while a count runs).
+	for _, dir := range ws.comingDirs(waiting) {
+		if t, ok := ws.totals[dir]; ok {
+			w.ExpectFiles += t.Files
+			w.ExpectBytes += t.Bytes
+			w.least(ExpectPrevious)
+		} else {
+			w.least(ExpectCounting)
 		}
 	}
-	if counting || rate <= 0 || elapsed <= 0 {
-		return w, 0
+	if w.ExpectFrom == ExpectCounting || rate <= 0 || elapsed < minEstimateTime.Seconds() ||
+		float64(w.DoneBytes) < minEstimateShare*float64(max(w.ExpectBytes, w.Bytes)) {
+		return &w, 0
 	}
 	// The part not walked yet needs hashing in the share the walked part
 	// did: all of it in a first scan, little in a rescan.
 	share := 1.0
 	if w.Bytes > 0 {
-		share = float64(hashBytes) / float64(w.Bytes)
+		share = float64(w.hashBytes) / float64(w.Bytes)
 	}
 	// Files queued ahead of the walk are in queued (or done): not in what
 	// the walk has still to meet.
@@ -306,10 +396,22 @@ func (ws *walks) progress(hashed, queued int64) (*WalkProgress, time.Duration) {
 	if w.Files > 0 {
 		walkLeft = float64(max(w.ExpectFiles-w.Files, 0)) / (float64(w.Files) / elapsed)
 	}
-	return w, seconds(max(hashLeft, walkLeft))
+	return &w, seconds(max(hashLeft, walkLeft))
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// comingDirs lists the directories of the scans still to begin: taken and
+// waiting for a slot, or asked for (waiting). Called with ws.mu held.
+func (ws *walks) comingDirs(waiting []string) []string {
+	out := make([]string, 0, len(ws.coming)+len(waiting))
+	for dir, n := range ws.coming {
+		for range n {
+			out = append(out, dir)
+		}
+	}
+	return append(out, waiting...)
+}
 
 // logStart logs the start of a root's scan with what it expects to see.
 func (s *scanner) logStart(sc *scan) {

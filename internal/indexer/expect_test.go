@@ -80,8 +80,8 @@ func TestWalkEstimate(t *testing.T) {
 		// not in what the walk has still to meet: 2.5 MiB left.
 		{"first scan, files ahead", early(liveScan(1000, mb, mb, mb/2, 4000, 4*mb, ExpectCount), mb), mb / 2, mb / 2, 50 * time.Second},
 	} {
-		ws := &walks{running: map[*scan]struct{}{c.sc: {}}, start: time.Now().Add(-10 * time.Second)}
-		w, left := ws.progress(c.hashed, c.queued)
+		ws := &walks{running: map[*scan]struct{}{c.sc: {}}, period: []*scan{c.sc}, start: time.Now().Add(-10 * time.Second)}
+		w, left := ws.progress(c.hashed, c.queued, nil)
 		if w == nil || w.ExpectFrom != c.sc.live.expectFrom() || w.DoneBytes != c.sc.live.settled.Load() {
 			t.Errorf("%s: walk %+v", c.name, w)
 			continue
@@ -91,7 +91,7 @@ func TestWalkEstimate(t *testing.T) {
 		}
 	}
 	ws := &walks{running: map[*scan]struct{}{}, start: time.Now().Add(-10 * time.Second)}
-	if w, left := ws.progress(mb, mb); w != nil || left < 9*time.Second || left > 11*time.Second {
+	if w, left := ws.progress(mb, mb, nil); w != nil || left < 9*time.Second || left > 11*time.Second {
 		t.Errorf("no walk running: %+v, %v left, want about 10 s for the queue", w, left)
 	}
 }
@@ -120,5 +120,50 @@ func TestWalkTotalsKept(t *testing.T) {
 	want := fmt.Sprintf(`expect_files=50 expect_bytes=%d expect_from="previous scan"`, bytes)
 	if !strings.Contains(log.String(), want) {
 		t.Errorf("the second start's scan does not expect the first one's totals (%s):\n%s", want, log)
+	}
+}
+
+// Several roots make one piece of work: a root whose walk ended stays in
+// the totals, one still to walk counts with its last totals, and the
+// totals never fall as walks end; with a root of unknown size still to
+// come there is no estimate.
+func TestPeriodTotals(t *testing.T) {
+	const mb = 1 << 20
+	a := liveScan(4000, 4*mb, 4*mb, 2*mb, 4000, 4*mb, ExpectCount)
+	b := liveScan(1000, mb, mb, mb/2, 3000, 3*mb, ExpectCount)
+	ws := &walks{running: map[*scan]struct{}{a: {}, b: {}}, period: []*scan{a, b}, coming: map[string]int{"/c": 1},
+		totals: map[string]totals{"/c": {Files: 2000, Bytes: 2 * mb}}, start: time.Now().Add(-10 * time.Second)}
+	w, left := ws.progress(3*mb, mb, nil)
+	if w.ExpectFiles != 9000 || w.ExpectBytes != 9*mb || w.Files != 5000 || w.Walking != 2 || left <= 0 {
+		t.Fatalf("two walks and a root to come: %+v, %v left", w, left)
+	}
+	ws.walked(a)
+	w2, _ := ws.progress(3*mb, mb, nil)
+	if w2.ExpectFiles != w.ExpectFiles || w2.ExpectBytes != w.ExpectBytes || w2.Files != w.Files || w2.Walking != 1 {
+		t.Errorf("after one walk ended: %+v; want the same totals as %+v", w2, w)
+	}
+	w3, left := ws.progress(3*mb, mb, []string{"/new"})
+	if w3.ExpectFrom != ExpectCounting || left != 0 {
+		t.Errorf("a root of unknown size to come: %+v, %v left; want counting, no estimate", w3, left)
+	}
+	ws.over(a, false)
+	w4, _ := ws.progress(3*mb, mb, nil)
+	if w4.ExpectFiles != w.ExpectFiles || w4.Files != w.Files || len(ws.period) != 1 {
+		t.Errorf("one scan over, one settling: %+v; want the same totals as %+v", w4, w)
+	}
+	ws.over(b, true)
+	if w5, _ := ws.progress(3*mb, mb, nil); w5 == nil || w5.ExpectFiles != w.ExpectFiles {
+		t.Errorf("every scan over, a root still to come: %+v; want the period's totals", w5)
+	}
+	ws.coming = map[string]int{}
+	ws.over(b, false)
+	if w6, _ := ws.progress(3*mb, mb, nil); w6 != nil {
+		t.Errorf("every scan over and none to come: %+v; want no progress", w6)
+	}
+	// Too early for an estimate: under 2 % settled.
+	c := liveScan(100, mb, mb, mb/100, 4000, 40*mb, ExpectCount)
+	ws = &walks{running: map[*scan]struct{}{c: {}}, period: []*scan{c}, start: time.Now().Add(-10 * time.Second)}
+	if _, left := ws.progress(mb, mb, nil); left != 0 {
+		t.Errorf("1 of 40 MiB settled: %v left claimed", left)
 	}
 }

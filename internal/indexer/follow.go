@@ -12,7 +12,7 @@ import (
 type Source interface {
 	Events() <-chan watcher.Event
 	Emitted() uint64
-	Status() watcher.Status
+	Pending() int
 }
 
 // Follow hands src's events to the indexer until their channel is closed or
@@ -59,10 +59,7 @@ func (f *feed) held() int {
 		return 0
 	}
 	src := *p
-	n := 0
-	for _, r := range src.Status().Roots {
-		n += r.Pending
-	}
+	n := src.Pending()
 	handled := f.handled.Load() // before Emitted, which only grows
 	return n + int(src.Emitted()-handled)
 }

@@ -164,7 +164,7 @@ type Indexer struct {
 	ticks *ticks
 	fsys  *fileSystems
 	m     *counters
-	idle  *signal
+	idle  *signal // told when work begins or a part's work ends (WorkChanged)
 
 	pipe     *pipeline
 	check    *checker

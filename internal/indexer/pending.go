@@ -9,7 +9,8 @@ import "sync"
 type pendingSet struct {
 	mu    sync.Mutex
 	m     map[string]*pendingEntry
-	bytes int64 // sum of the entries' sizes
+	bytes int64  // sum of the entries' sizes
+	began func() // called when a path enters the empty set; nil: nothing
 }
 
 type pendingEntry struct {
@@ -44,6 +45,14 @@ func (p *pendingSet) addEntry(path string, sc *scan, size int64) *pendingEntry {
 		}
 		return nil
 	}
+	return p.insert(path, size)
+}
+
+// insert makes path's entry. Called with p.mu held.
+func (p *pendingSet) insert(path string, size int64) *pendingEntry {
+	if len(p.m) == 0 && p.began != nil {
+		p.began()
+	}
 	e := &pendingEntry{size: size}
 	p.m[path] = e
 	p.bytes += size
@@ -58,10 +67,7 @@ func (p *pendingSet) addNew(path string, size int64) *pendingEntry {
 	if _, ok := p.m[path]; ok {
 		return nil
 	}
-	e := &pendingEntry{size: size}
-	p.m[path] = e
-	p.bytes += size
-	return e
+	return p.insert(path, size)
 }
 
 // addRehash is add, and marks path to be hashed at its next check even

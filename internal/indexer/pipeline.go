@@ -35,7 +35,7 @@ type pipeline struct {
 	st      *store.Store
 	log     *slog.Logger
 	m       *counters
-	idle    *signal // told when the pipeline empties
+	idle    *signal // told when the pipeline empties, and when it no longer is
 	emptied func()  // called when the pipeline empties; nil: nothing
 	queue   chan job
 	requeue requeue
@@ -50,6 +50,7 @@ func newPipeline(st *store.Store, maxPending, maxWrites int, log *slog.Logger, m
 		queue: make(chan job, maxPending), pend: newPendingSet(),
 		writes: make(chan struct{}, maxWrites)}
 	p.requeue.signal = make(chan struct{}, 1)
+	p.pend.began = idle.notify
 	return p
 }
 

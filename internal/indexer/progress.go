@@ -58,7 +58,8 @@ type Progress struct {
 
 	// HashRate is the mean hashing throughput since start, in bytes/s.
 	HashRate float64 `json:"hash_rate"`
-	// Walk is the progress of the walks running now; nil when none runs.
+	// Walk is the progress of the scans of the period (WalkProgress);
+	// nil when no scan goes on or is to come.
 	Walk *WalkProgress `json:"walk,omitempty"`
 	// Remaining estimates the time left to walk and hash everything
 	// expected (expect.go); 0 when it cannot be told yet.
@@ -99,7 +100,9 @@ func (ix *Indexer) Progress() Progress {
 	if s := p.Uptime.Seconds(); s > 0 {
 		p.HashRate = float64(p.BytesHashed) / s
 	}
-	p.Walk, p.Remaining = ix.scans.walks.progress(p.BytesHashed, p.BytesQueued)
+	ix.scans.waitingDirs(func(waiting []string) {
+		p.Walk, p.Remaining = ix.scans.walks.progress(p.BytesHashed, p.BytesQueued, waiting)
+	})
 	p.Idle = watching == 0 && done && scans == 0 && n == 0 && removals == 0
 	return p
 }
@@ -109,6 +112,38 @@ func (ix *Indexer) Progress() Progress {
 // queued, being hashed, waiting to be written or waiting to be removed.
 // Changes the watcher has not read yet are not counted: Sync first.
 func (ix *Indexer) Idle() bool { return ix.Progress().Idle }
+
+// WorkChanged returns a channel closed at the next change of the indexer's
+// work: work taken on (a path queued into an empty pipeline, a walk or a
+// removal asked for) or a part's work done. Take it before reading
+// Progress, so that no change between the two is missed. Changes the
+// watcher holds back are not told: they reach the indexer, and so this
+// channel, once they settle.
+func (ix *Indexer) WorkChanged() <-chan struct{} { return ix.idle.wait() }
+
+// Working reports whether the indexer has work of its own: paths in the
+// pipeline, walks waiting or running, removals waiting. Unlike Idle it
+// leaves out the changes the watcher holds back and the first scan's
+// state; WorkChanged tells when it may have changed.
+func (ix *Indexer) Working() bool {
+	n, _ := ix.pipe.pend.stats()
+	return n > 0 || ix.scans.pending() > 0 || ix.removals.len() > 0
+}
+
+// BulkQueued is how many paths in the pipeline make bulk work.
+const BulkQueued = 512
+
+// Bulk reports whether the indexer works in bulk: a walk waits or runs, or
+// BulkQueued or more paths are in the pipeline. Background work (the
+// audit, deduplication) waits while it does; a trickle of changes, such
+// as a log appended to, is not bulk work.
+func (ix *Indexer) Bulk() bool {
+	if ix.scans.pending() > 0 {
+		return true
+	}
+	n, _ := ix.pipe.pend.stats()
+	return n >= BulkQueued
+}
 
 // watchRecheck is how often WaitIdle looks again while the watcher holds
 // changes: it tells nobody when it lets one go without an event.

@@ -14,7 +14,7 @@ const maxRemovals = 8192
 // delay is the same for all, so the list is in due order.
 type removals struct {
 	delay  time.Duration
-	idle   *signal // told when the last removal is in the pipeline
+	idle   *signal // told when the first removal waits, and when the last is in the pipeline
 	mu     sync.Mutex
 	items  []removal
 	taken  int // returned by due and not yet in the pipeline (see done)
@@ -34,6 +34,7 @@ func newRemovals(delay time.Duration, idle *signal) *removals {
 // handled now.
 func (r *removals) add(path string) (string, bool) {
 	r.mu.Lock()
+	first := len(r.items)+r.taken == 0
 	r.items = append(r.items, removal{path: path, due: time.Now().Add(r.delay)})
 	var over string
 	var ok bool
@@ -43,6 +44,9 @@ func (r *removals) add(path string) (string, bool) {
 		r.taken++
 	}
 	r.mu.Unlock()
+	if first {
+		r.idle.notify()
+	}
 	select {
 	case r.signal <- struct{}{}:
 	default:

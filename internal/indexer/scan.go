@@ -118,7 +118,7 @@ type scanner struct {
 	fsys        *fileSystems
 	m           *counters
 	log         *slog.Logger
-	idle        *signal // told when the last walk ends
+	idle        *signal // told when a walk is asked for, and when the last one ends
 	walkWorkers int
 	beforeDir   func(ctx context.Context, dir string) error // Options.BeforeDir
 	oneFS       bool                                        // Options.OneFileSystem
@@ -172,10 +172,27 @@ func (s *scanner) request(dir string) {
 		s.waiting = append(s.waiting, dir)
 	}
 	s.mu.Unlock()
+	s.idle.notify()
 	select {
 	case s.signal <- struct{}{}:
 	default:
 	}
+}
+
+// waitingDirs calls fn with the directories asked to scan and not taken
+// yet, under the lock that moves them on (take), so that fn sees each
+// one in the list or in walks.coming, never in neither.
+func (s *scanner) waitingDirs(fn func(waiting []string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(s.waiting)
+}
+
+// hasWaiting reports whether scans are asked for and not taken yet.
+func (s *scanner) hasWaiting() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiting) > 0
 }
 
 // pending reports how many walks are waiting or running.
@@ -195,6 +212,7 @@ func (s *scanner) take() (string, bool) {
 	s.waiting = s.waiting[1:]
 	delete(s.queued, dir)
 	s.active.Add(1)
+	s.walks.come(dir) // under s.mu: never in neither list (progress)
 	return dir, true
 }
 
@@ -228,6 +246,7 @@ func (s *scanner) run(ctx context.Context) error {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
+			s.walks.begun(dir)
 			s.ended()
 			return nil
 		}
@@ -247,6 +266,7 @@ func (s *scanner) run(ctx context.Context) error {
 func (s *scanner) scan(ctx context.Context, dir string) {
 	gen, err := s.newGeneration(ctx)
 	if err != nil {
+		s.walks.begun(dir)
 		s.log.Error("cannot start scan", "dir", dir, "err", err)
 		return
 	}
@@ -256,10 +276,11 @@ func (s *scanner) scan(ctx context.Context, dir string) {
 	}
 	start := time.Now()
 	stopCount := s.expect(ctx, sc)
+	defer func() { s.walks.over(sc, s.hasWaiting()) }()
 	s.logStart(sc)
 	w := s.walk(ctx, sc)
-	s.walks.walked(sc)
 	stopCount()
+	s.walks.walked(sc)
 	waitGroup(ctx, &sc.wg)
 	if ctx.Err() != nil {
 		return
