@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/api"
-	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/internal/loopfs"
 )
 
@@ -427,9 +426,13 @@ func TestAuditKilledMidPassResumes(t *testing.T) {
 	for i := range files {
 		writeAged(t, filepath.Join(root, strconv.Itoa(i)), uint64(100+i), size)
 	}
-	d := startOn(t, base, root)
-	window := min(hasher.DataWindow(), 10*time.Minute) // as the daemon takes it
-	t.Logf("waiting %v, the data window, so the records are trusted after an unclean end", window)
+	// A short data window (the daemon's test seam), waited out, so the
+	// records are trusted after the unclean end.
+	const window = 2 * time.Second
+	shortWindow := annexdRun{base: base, roots: []string{root},
+		env: func(env []string) []string { return append(env, "ANNEXD_TEST_DATA_WINDOW="+window.String()) }}
+	d := spawn(t, shortWindow)
+	d.waitIdle()
 	time.Sleep(window + time.Second)
 
 	if r := d.ctl("", "audit", "run"); r.code != 0 {
@@ -451,7 +454,8 @@ func TestAuditKilledMidPassResumes(t *testing.T) {
 	}
 	<-d.done
 
-	d = startOn(t, base, root)
+	d = spawn(t, shortWindow)
+	d.waitIdle()
 	resumed := auditStatus(t, d)
 	if resumed.Pass == nil || resumed.Pass.ID != seen.Pass.ID || resumed.Pass.Done < seen.Pass.Done ||
 		resumed.Pass.Done >= files {
