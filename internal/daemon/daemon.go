@@ -71,6 +71,17 @@ const maxDataWindow = 10 * time.Minute
 // give keys of bytes a power cut lost, so annexd logs a warning.
 const testDataWindowEnv = "ANNEXD_TEST_DATA_WINDOW"
 
+// testBudgetEnv, when set in the environment to a duration, gives the
+// calibration that much time instead of hasher.DefaultBudget: the tests
+// that need a complete calibration run beside others, which a second
+// does not survive.
+const testBudgetEnv = "ANNEXD_TEST_CALIBRATION_BUDGET"
+
+func testBudget() time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(testBudgetEnv))
+	return max(d, 0)
+}
+
 // dataWindow is the store's data window (store.Options.DataWindow).
 func (a *App) dataWindow() time.Duration {
 	w := min(hasher.DataWindow(), maxDataWindow)
@@ -440,7 +451,7 @@ func (a *App) calibration(ctx context.Context) (hasher.Calibration, error) {
 	a.log.Info("calibrating hashing")
 	a.calibrating.Store(true)
 	defer a.calibrating.Store(false)
-	c, err := hasher.Calibrate(ctx, hasher.CalibrateOptions{Log: a.log.With("part", "calibrate")})
+	c, err := hasher.Calibrate(ctx, hasher.CalibrateOptions{Log: a.log.With("part", "calibrate"), Budget: testBudget()})
 	if err != nil {
 		return c, err
 	}
