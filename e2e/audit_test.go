@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/api"
-	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/internal/loopfs"
 )
 
@@ -92,6 +91,7 @@ func auditStatus(t *testing.T, d *daemon) api.AuditStatus {
 // handing out the old key, marked corrupt. Once accepted, the file is no
 // problem and its key is the one of its bytes now.
 func TestAuditBitFlipExt4(t *testing.T) {
+	t.Parallel()
 	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
 	root := fs.Path("home")
 	victim, other := filepath.Join(root, "photo.jpg"), filepath.Join(root, "other.bin")
@@ -157,6 +157,7 @@ func TestAuditBitFlipExt4(t *testing.T) {
 // problems: the run exits 0, nothing is listed, the edit is indexed again
 // and the deleted file is gone from the index.
 func TestAuditEditAndDelete(t *testing.T) {
+	t.Parallel()
 	base := dedupBase(t, auditConf)
 	root := filepath.Join(base, "root")
 	edited, gone, kept := filepath.Join(root, "edited.txt"), filepath.Join(root, "gone.txt"), filepath.Join(root, "kept.txt")
@@ -193,6 +194,7 @@ func TestAuditEditAndDelete(t *testing.T) {
 // goes on with the pass where it stopped: together they verify every file
 // once, and the pass is complete.
 func TestAuditTimeLimit(t *testing.T) {
+	t.Parallel()
 	const files, size = 24, 1 << 20
 	base := dedupBase(t, auditConf+"max_rate = \"8MB/s\"\n")
 	root := filepath.Join(base, "root")
@@ -226,6 +228,7 @@ func TestAuditTimeLimit(t *testing.T) {
 
 // A paused audit stays paused when the daemon restarts, until resumed.
 func TestAuditPauseSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	base := dedupBase(t, auditConf)
 	root := filepath.Join(base, "root")
 	writeAged(t, filepath.Join(root, "a"), 70, 100)
@@ -253,6 +256,7 @@ func TestAuditPauseSurvivesRestart(t *testing.T) {
 // is unreadable: the run exits 5 and problems lists it. The watcher holds
 // the chmod (a long quiet delay), so the audit meets it first.
 func TestAuditUnreadable(t *testing.T) {
+	t.Parallel()
 	needRoot(t, "run annexd as uid 65534")
 	base := dedupBase(t, "")
 	root := filepath.Join(base, "root")
@@ -310,6 +314,7 @@ func waitIndexedUnreadable(t *testing.T, d *daemon, path string) {
 // last digest known. The run then re-tries the file: exit 5, and problems
 // lists it with that digest. Made readable again, it is no problem.
 func TestAuditUnreadableIndexedFirst(t *testing.T) {
+	t.Parallel()
 	needRoot(t, "run annexd as uid 65534")
 	base := dedupBase(t, auditConf)
 	root := filepath.Join(base, "root")
@@ -366,6 +371,7 @@ func TestAuditUnreadableIndexedFirst(t *testing.T) {
 // first and hands it to the indexer, which records the new key: exit 0.
 // The runs go at full speed: the held event keeps the indexer gate shut.
 func TestAuditSameSizeRewrite(t *testing.T) {
+	t.Parallel()
 	base := dedupBase(t, auditConf)
 	root := filepath.Join(base, "root")
 	victim, other := filepath.Join(root, "doc.txt"), filepath.Join(root, "other.txt")
@@ -419,6 +425,7 @@ func TestAuditSameSizeRewrite(t *testing.T) {
 // than the data window before the kill, so the unclean end does not make
 // the indexer hash them again (store.Trusted): the pass alone reads them.
 func TestAuditKilledMidPassResumes(t *testing.T) {
+	t.Parallel()
 	const files, size = 24, 1 << 20
 	// Scheduled runs are off: one resuming the pass by itself after the
 	// restart would race the run the test asks for.
@@ -427,9 +434,13 @@ func TestAuditKilledMidPassResumes(t *testing.T) {
 	for i := range files {
 		writeAged(t, filepath.Join(root, strconv.Itoa(i)), uint64(100+i), size)
 	}
-	d := startOn(t, base, root)
-	window := min(hasher.DataWindow(), 10*time.Minute) // as the daemon takes it
-	t.Logf("waiting %v, the data window, so the records are trusted after an unclean end", window)
+	// A short data window (the daemon's test seam), waited out, so the
+	// records are trusted after the unclean end.
+	const window = 2 * time.Second
+	shortWindow := annexdRun{base: base, roots: []string{root},
+		env: func(env []string) []string { return append(env, "ANNEXD_TEST_DATA_WINDOW="+window.String()) }}
+	d := spawn(t, shortWindow)
+	d.waitIdle()
 	time.Sleep(window + time.Second)
 
 	if r := d.ctl("", "audit", "run"); r.code != 0 {
@@ -451,7 +462,8 @@ func TestAuditKilledMidPassResumes(t *testing.T) {
 	}
 	<-d.done
 
-	d = startOn(t, base, root)
+	d = spawn(t, shortWindow)
+	d.waitIdle()
 	resumed := auditStatus(t, d)
 	if resumed.Pass == nil || resumed.Pass.ID != seen.Pass.ID || resumed.Pass.Done < seen.Pass.Done ||
 		resumed.Pass.Done >= files {
@@ -474,6 +486,7 @@ func TestAuditKilledMidPassResumes(t *testing.T) {
 // finding was filed against, so the finding is not dropped as stale. The
 // next run re-tries it: unreadable, exit 5, the recorded digest the old one.
 func TestAuditCorruptThenUnreadable(t *testing.T) {
+	t.Parallel()
 	needRoot(t, "run annexd as uid 65534")
 	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
 	root := fs.Path("home")

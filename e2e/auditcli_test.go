@@ -85,6 +85,7 @@ func startAuditWait(t *testing.T, d *daemon, root string) *auditWaiter {
 // killed. A restarted daemon never hands out a run id it used before, so
 // a client waiting on one cannot be answered with another run.
 func TestAuditRunWaitDaemonStops(t *testing.T) {
+	t.Parallel()
 	base, root := slowAuditTree(t, 1000)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		d := startOn(t, base, root)
@@ -111,6 +112,7 @@ func TestAuditRunWaitDaemonStops(t *testing.T) {
 // A PATH at or below which nothing is indexed (a typo, an empty or new
 // directory) starts no run: exit 1, never "done, 0 files checked".
 func TestAuditRunNothingIndexed(t *testing.T) {
+	t.Parallel()
 	base := dedupBase(t, auditConf)
 	root := filepath.Join(base, "root")
 	writeAged(t, filepath.Join(root, "sub", "a"), 91, 100)
@@ -133,6 +135,7 @@ func TestAuditRunNothingIndexed(t *testing.T) {
 // A PATH through a symlinked directory outside the roots is resolved as
 // everywhere (docs/cli.md, Paths): audit run and audit accept take it.
 func TestAuditSymlinkedPath(t *testing.T) {
+	t.Parallel()
 	base := dedupBase(t, auditConf)
 	root := filepath.Join(base, "root")
 	writeAged(t, filepath.Join(root, "sub", "a"), 92, 100)
@@ -156,6 +159,7 @@ func TestAuditSymlinkedPath(t *testing.T) {
 // JSON, and audit accept takes the raw name and prints it back. With no
 // problem left, problems --json prints nothing and exits 0.
 func TestAuditProblemsNonUTF8(t *testing.T) {
+	t.Parallel()
 	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 32 << 20})
 	root := fs.Path("home")
 	victim := filepath.Join(root, "caf\xe9.jpg")
@@ -187,6 +191,7 @@ func TestAuditProblemsNonUTF8(t *testing.T) {
 // ("1d12h", as git annex fsck --time-limit takes them); a bad or negative
 // one is exit 2 and starts nothing.
 func TestAuditRunTimeLimitValues(t *testing.T) {
+	t.Parallel()
 	base := dedupBase(t, auditConf)
 	root := filepath.Join(base, "root")
 	writeAged(t, filepath.Join(root, "a"), 94, 100)
@@ -210,6 +215,7 @@ func TestAuditRunTimeLimitValues(t *testing.T) {
 // that the run goes on and exits 1, as dedup does when left; the daemon
 // goes on reading.
 func TestAuditRunWaitInterrupted(t *testing.T) {
+	t.Parallel()
 	base, root := slowAuditTree(t, 2000)
 	d := startOn(t, base, root)
 	w := startAuditWait(t, d, root)
@@ -231,6 +237,7 @@ func TestAuditRunWaitInterrupted(t *testing.T) {
 // counts (the seven of docs/cli.md), and none for the internal outcomes of a
 // file to be tried again; the coverage follows a run.
 func TestAuditMetrics(t *testing.T) {
+	t.Parallel()
 	base := dedupBase(t, auditConf)
 	root := filepath.Join(base, "root")
 	writeAged(t, filepath.Join(root, "a"), 95, 100)

@@ -22,6 +22,7 @@ import (
 // read still returns the old bytes, a direct one the flip. The run finds
 // all 12 corrupt and exits 4; the other files' cached pages stay cached.
 func TestAuditReadsTheDevice(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []loopfs.Kind{loopfs.Ext4, loopfs.XFS} {
 		t.Run(string(kind), func(t *testing.T) { auditReadsTheDevice(t, kind) })
 	}
@@ -102,6 +103,7 @@ func auditReadsTheDevice(t *testing.T, kind loopfs.Kind) {
 // so, in its summary, in audit status, in its JSON and in the metrics;
 // none is counted as read from a device.
 func TestAuditNoDeviceTmpfs(t *testing.T) {
+	t.Parallel()
 	needRoot(t, "mount a tmpfs")
 	dir := t.TempDir()
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=16m"); err != nil {

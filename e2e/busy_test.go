@@ -50,6 +50,7 @@ func fullSocket(t *testing.T) string {
 // at connect), annexctl retries until its timeout, then says the daemon
 // is busy, never that it is not running.
 func TestBacklogFullIsBusy(t *testing.T) {
+	t.Parallel()
 	sock := fullSocket(t)
 	env := append(os.Environ(), "ANNEXD_SOCKET="+sock)
 	for _, args := range [][]string{
@@ -73,6 +74,7 @@ func TestBacklogFullIsBusy(t *testing.T) {
 // for it is reported as having closed the connection, not as a bad
 // response.
 func TestKilledDuringStatusWait(t *testing.T) {
+	t.Parallel()
 	// With an hour's quiet delay, a file written after the first scan
 	// stays pending: the wait goes on until the kill.
 	d := launch(t, nil, nil, "--calibrate", "never", "--quiet-delay", "1h")

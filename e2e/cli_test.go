@@ -23,6 +23,7 @@ import (
 // digest. A key with the right digest and the wrong size lists nothing,
 // and a key of a hash the index does not hold says so.
 func TestWhereisKeyMustMatch(t *testing.T) {
+	t.Parallel()
 	big := bytes.Repeat([]byte("0123456789"), 15000) // 150,000 bytes
 	d := startDaemon(t, func(root string) {
 		write(t, filepath.Join(root, "big1.bin"), string(big))
@@ -56,6 +57,7 @@ func TestWhereisKeyMustMatch(t *testing.T) {
 // argument with its list and an empty line (NUL with -z), nothing found
 // included, and the exit status says whether all were found.
 func TestWhereisManyAndBatch(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, func(root string) {
 		write(t, filepath.Join(root, "a1"), "A")
 		write(t, filepath.Join(root, "a2"), "A")
@@ -95,6 +97,7 @@ func TestWhereisManyAndBatch(t *testing.T) {
 // copy; dups says how many copies there are, marks the extra names, and
 // -z keeps names with newlines whole.
 func TestDupsCountsInodes(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, func(root string) {
 		for i := range 5 {
 			write(t, filepath.Join(root, fmt.Sprintf("copy%d", i)), "same bytes")
@@ -148,6 +151,7 @@ func TestDupsCountsInodes(t *testing.T) {
 // TestConventions: --version on both programs, completion of flag
 // values, and one exit status for "some inputs failed" in every --batch.
 func TestConventions(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, func(root string) { write(t, filepath.Join(root, "a"), "a") })
 	for _, prog := range []string{bin.annexd, bin.annexctl} {
 		r := runProg(t, prog, "--version")
@@ -206,6 +210,7 @@ func gitIn(t *testing.T, dir string, args ...string) string {
 // .git/annex/objects) is looked up as git annex lookupkey does, and
 // whereis finds the other copies of its content.
 func TestGitAnnexLockedFile(t *testing.T) {
+	t.Parallel()
 	var want string
 	d := startDaemon(t, func(root string) {
 		repo := filepath.Join(root, "repo")
@@ -240,6 +245,7 @@ func TestGitAnnexLockedFile(t *testing.T) {
 // object store is indexed, so whereis of a file lists its annexed copy;
 // without it the store stays out with the rest of .git.
 func TestGitAnnexObjectsOnRequest(t *testing.T) {
+	t.Parallel()
 	for _, on := range []bool{false, true} {
 		t.Run(fmt.Sprint("annex_objects=", on), func(t *testing.T) {
 			base, root := newRoot(t, func(root string) {
@@ -279,6 +285,7 @@ func TestGitAnnexObjectsOnRequest(t *testing.T) {
 // queues) and checks that status, its JSON and the metrics say when the
 // overflow was and that a rescan followed.
 func TestOverflowShownInStatus(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("/proc/sys/fs/inotify/max_queued_events")
 	if err != nil {
 		t.Fatal(err)

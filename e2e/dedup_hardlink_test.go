@@ -102,6 +102,7 @@ func skipsOf(out string) map[string]int {
 // event marked every file written for ten minutes (the ledger's write of
 // unknown inode), and 294 of 300 pairs were skipped as "written".
 func TestDedupHardlinkTempNameIsNoWrite(t *testing.T) {
+	t.Parallel()
 	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
 	root := fs.Path("home")
 	data := hardlinkTree(t, root, 3, 2, 256<<10)
@@ -138,6 +139,7 @@ func TestDedupHardlinkTempNameIsNoWrite(t *testing.T) {
 // lost), and the watcher's event for that name made the daemon skip
 // almost every later pair as "written".
 func TestDedupHardlinkWritersRace(t *testing.T) {
+	t.Parallel()
 	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 256 << 20})
 	root := fs.Path("home")
 	const groups = 40
@@ -186,6 +188,7 @@ func TestDedupHardlinkWritersRace(t *testing.T) {
 // recovery exchange the names back once the user had written: the edit of
 // the copy then sat in the keeper, and the copy showed its old bytes.
 func TestDedupHardlinkKilledWhileUsed(t *testing.T) {
+	t.Parallel()
 	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 256 << 20})
 	root := fs.Path("home")
 	data := hardlinkTree(t, root, 40, 2, 256<<10)
@@ -346,6 +349,7 @@ func linkedPairs(t *testing.T, data map[string][]byte) int {
 // left a temporary name, and every later `dedup --hardlink` exited 1 on
 // its recovery ("unlink: operation not permitted").
 func TestDedupHardlinkRefusedAlone(t *testing.T) {
+	t.Parallel()
 	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
 	root := fs.Path("home")
 	data := hardlinkTree(t, root, 4, 2, 256<<10)
@@ -376,6 +380,7 @@ func TestDedupHardlinkRefusedAlone(t *testing.T) {
 // [ignore] annex_objects (it is): an edit of the copy would rewrite the
 // object. Before, the keeper's other links were never looked at.
 func TestDedupHardlinkAnnexThin(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ name, conf string }{{"default ignores", ""}, {"annex_objects", "[ignore]\nannex_objects = true\n"}} {
 		conf := c.conf
 		t.Run(c.name, func(t *testing.T) {
@@ -428,6 +433,7 @@ func TestDedupHardlinkAnnexThin(t *testing.T) {
 // left the whole file system alone until a restart ("skipped
 // {unsupported:1}, pending 0"), with nothing logged.
 func TestDedupContinuousRefusedPair(t *testing.T) {
+	t.Parallel()
 	fs := loopfs.New(t, loopfs.Btrfs, loopfs.Options{Size: loopfs.MinSize[loopfs.Btrfs]})
 	root := fs.Path("home")
 	if err := os.MkdirAll(filepath.Join(root, "nocow"), 0o755); err != nil {

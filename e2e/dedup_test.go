@@ -125,6 +125,7 @@ func metric(t *testing.T, d *daemon, name string) float64 {
 // the copies' space, and says so; a second run has nothing to do; the
 // index still agrees with the files; status and metrics count it all.
 func TestDedupReflinkXFS(t *testing.T) {
+	t.Parallel()
 	fs := loopfs.New(t, loopfs.XFS, loopfs.Options{Size: 300 << 20})
 	root := fs.Path("home")
 	const size = 4 << 20
@@ -242,6 +243,7 @@ func checkDedupJSONPlan(t *testing.T, d *daemon) {
 // A pair the kernel refuses (an immutable copy) is skipped alone: the
 // other copy is done, the run says which and why, and exits 1.
 func TestDedupSkipReported(t *testing.T) {
+	t.Parallel()
 	fs := loopfs.New(t, loopfs.XFS, loopfs.Options{Size: 300 << 20})
 	root := fs.Path("home")
 	keep, done, stuck := filepath.Join(root, "a"), filepath.Join(root, "b"), filepath.Join(root, "c")
@@ -292,6 +294,7 @@ func setImmutable(t *testing.T, path string, on bool) {
 // --hardlink and changes nothing; --hardlink then links the copy to its
 // keeper, leaving no temporary name behind.
 func TestDedupExt4(t *testing.T) {
+	t.Parallel()
 	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
 	root := fs.Path("home")
 	keep, cp, other := filepath.Join(root, "keep.iso"), filepath.Join(root, "copy.iso"), filepath.Join(root, "other")
@@ -352,6 +355,7 @@ func TestDedupExt4(t *testing.T) {
 
 // Bad flags and paths are exit 2 with nothing done; no daemon is exit 3.
 func TestDedupUsage(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, func(root string) {
 		write(t, filepath.Join(root, "a"), "same")
 		write(t, filepath.Join(root, "b"), "same")
@@ -382,6 +386,7 @@ func TestDedupUsage(t *testing.T) {
 // The background mode deduplicates copies once they have been left alone
 // for its quiet time, and status and metrics count what it freed.
 func TestDedupContinuous(t *testing.T) {
+	t.Parallel()
 	fs := loopfs.New(t, loopfs.XFS, loopfs.Options{Size: 300 << 20})
 	root := fs.Path("home")
 	files := []string{filepath.Join(root, "x/a.bin"), filepath.Join(root, "y/b.bin")}
@@ -425,6 +430,7 @@ func TestDedupContinuous(t *testing.T) {
 // refuses the daemon (uid nobody) the same copy: a run never does more
 // than its daemon could.
 func TestDedupActsForTheCaller(t *testing.T) {
+	t.Parallel()
 	fs := loopfs.New(t, loopfs.XFS, loopfs.Options{Size: 300 << 20})
 	// nobody must reach the mount point and run the binaries.
 	for _, dir := range []string{filepath.Dir(fs.Dir), filepath.Dir(filepath.Dir(fs.Dir)), bin.dir} {
@@ -488,6 +494,7 @@ func ctlAs(t *testing.T, d *daemon, uid uint32, args ...string) result {
 // a second run does the rest. (A run that ends before the signal lands
 // must still print its result; the test says which it saw.)
 func TestDedupInterrupt(t *testing.T) {
+	t.Parallel()
 	fs := loopfs.New(t, loopfs.XFS, loopfs.Options{Size: 512 << 20})
 	root := fs.Path("home")
 	const groups = 150

@@ -46,6 +46,7 @@ var (
 // of 256 KiB copies that nobody touches: what the checks and the grace
 // cost, beside the same test on older code.
 func TestDedupHardlinkCost(t *testing.T) {
+	t.Parallel()
 	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 1 << 30})
 	root := fs.Path("home")
 	hardlinkTree(t, root, *attackPairs, 2, 256<<10)
@@ -60,6 +61,7 @@ func TestDedupHardlinkCost(t *testing.T) {
 }
 
 func TestDedupAttack(t *testing.T) {
+	t.Parallel()
 	t.Run("writers", func(t *testing.T) { repeat(t, attackWriters) })
 	t.Run("kills", func(t *testing.T) { repeat(t, attackKills) })
 	t.Run("refusals", func(t *testing.T) { repeat(t, attackRefusals) })

@@ -39,6 +39,7 @@ func mountTmpfs(t *testing.T, base string, size int64) string {
 // metrics show (the daemon is not idle meanwhile), the log says so once,
 // and once there is space again every file is recorded without a restart.
 func TestIndexFileSystemFull(t *testing.T) {
+	t.Parallel()
 	const n = 12000
 	base := newBase(t)
 	small := mountTmpfs(t, base, 2<<20)

@@ -72,6 +72,7 @@ func waitMetric(t *testing.T, d *daemon, name string, want float64) {
 // copies share the first one's blocks; the metric agrees; whereis marks
 // the shared copies; dups PATH lists the groups with a file there.
 func TestDupsReclaimable(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []loopfs.Kind{loopfs.XFS, loopfs.Btrfs} {
 		t.Run(string(kind), func(t *testing.T) { testDupsReclaimable(t, kind) })
 	}
@@ -176,6 +177,7 @@ func testDupsReclaimable(t *testing.T, kind loopfs.Kind) {
 // copy reclaim 1 MiB, not 2; two sparse copies of 1 MiB holding 64 KiB
 // of data each reclaim those 64 KiB.
 func TestDupsHardLinksAndHoles(t *testing.T) {
+	t.Parallel()
 	fs := loopfs.New(t, loopfs.XFS, loopfs.Options{Size: loopfs.MinSize[loopfs.XFS]})
 	root := fs.Path("home")
 	const size = 1 << 20

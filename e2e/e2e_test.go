@@ -249,6 +249,7 @@ func write(t testing.TB, path, content string) {
 }
 
 func TestLookupAfterWrite(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, func(root string) { write(t, filepath.Join(root, "old.txt"), "old") })
 	f := filepath.Join(d.root, "old.txt")
 	if r := d.ctl("", "lookup", f); r.code != 0 || strings.TrimSpace(r.stdout) != calckey(t, f) {
@@ -273,6 +274,7 @@ func TestLookupAfterWrite(t *testing.T) {
 }
 
 func TestLookupErrors(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, func(root string) { write(t, filepath.Join(root, "a"), "a") })
 	r := d.ctl("", "lookup", filepath.Join(d.root, "nope"), filepath.Join(d.root, "a"))
 	if r.code != 1 || !strings.Contains(r.stderr, "nope") || !strings.Contains(r.stderr, "no such file") {
@@ -295,6 +297,7 @@ func TestLookupErrors(t *testing.T) {
 }
 
 func TestNonUTF8Names(t *testing.T) {
+	t.Parallel()
 	name := "caf\xe9 \xff.txt"
 	d := startDaemon(t, func(root string) { write(t, filepath.Join(root, name), "latin-1 name") })
 	f := filepath.Join(d.root, name)
@@ -325,6 +328,7 @@ func TestNonUTF8Names(t *testing.T) {
 }
 
 func TestRelativeAndSymlinkedPaths(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, func(root string) {
 		write(t, filepath.Join(root, "x", "f.txt"), "f")
 		write(t, filepath.Join(root, "y", "g.txt"), "g")
@@ -352,6 +356,7 @@ func TestRelativeAndSymlinkedPaths(t *testing.T) {
 }
 
 func TestBatch(t *testing.T) {
+	t.Parallel()
 	const n = 300
 	d := startDaemon(t, func(root string) {
 		for i := range n {
@@ -393,6 +398,7 @@ func TestBatch(t *testing.T) {
 }
 
 func TestWhereisDupsStatus(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, func(root string) {
 		write(t, filepath.Join(root, "a.JPG"), "same content")
 		write(t, filepath.Join(root, "sub", "b.jpg"), "same content")
@@ -460,6 +466,7 @@ func TestWhereisDupsStatus(t *testing.T) {
 }
 
 func TestDaemonDown(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, nil)
 	d.stop()
 	for _, args := range [][]string{{"lookup", "/x"}, {"status"}, {"dups"}, {"whereis", "/x"}} {
@@ -479,6 +486,7 @@ func TestDaemonDown(t *testing.T) {
 // TestBatchInteractive: --batch answers each line as soon as it is read,
 // so annexctl works as a co-process (write a path, read its key).
 func TestBatchInteractive(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, func(root string) {
 		write(t, filepath.Join(root, "a.txt"), "a")
 		write(t, filepath.Join(root, "b.txt"), "b")
@@ -543,6 +551,7 @@ func readLineTimeout(r *bufio.Reader, d time.Duration) (string, error) {
 // TestStatusWaitCoversWrites: after a burst of writes, status --wait
 // returns once they are indexed, and plain lookups then answer them.
 func TestStatusWaitCoversWrites(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, nil)
 	var list strings.Builder
 	for i := range 200 {
@@ -570,6 +579,7 @@ func TestStatusWaitCoversWrites(t *testing.T) {
 // refusal as one line and exit 3. (The test links the socket into an open
 // directory so that user can reach it at all.)
 func TestOtherUserRefused(t *testing.T) {
+	t.Parallel()
 	needRoot(t, "run annexctl as uid 65534")
 	d := startDaemon(t, nil)
 	open, err := os.MkdirTemp("", "e2e-open")

@@ -95,6 +95,7 @@ func flood(sock string) int {
 // answering throughout, the refusals fill neither the daemon's
 // descriptors nor its log, and the daemon still answers afterwards.
 func TestFloodFromOtherUID(t *testing.T) {
+	t.Parallel()
 	needRoot(t, "run a client as uid 65534")
 	d := launch(t, func(root string) { write(t, filepath.Join(root, "a"), "a") },
 		[]string{"prlimit", "--nofile=" + strconv.Itoa(floodNoFile), "--"}, "--calibrate", "never")

@@ -391,6 +391,7 @@ func annexKey(content, ext string) string {
 // through a host's offline week, a rebuilt index, a hub restarted while
 // changes flow, and a host with wrong credentials.
 func TestHubAcrossHosts(t *testing.T) {
+	t.Parallel()
 	s := newHubSetup(t, "")
 	// The laptop starts before the hub exists and catches up once it does.
 	s.laptop.start()
@@ -634,6 +635,7 @@ func hubWrongCredentials(t *testing.T, s *hubSetup) {
 // TestHubStaleHost: a host not heard from for stale_after is shown as
 // stale, and copies no longer counts its copies.
 func TestHubStaleHost(t *testing.T) {
+	t.Parallel()
 	s := newHubSetup(t, `stale_after = "4s"`)
 	s.nas.start()
 	s.laptop.start()

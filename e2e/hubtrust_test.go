@@ -26,6 +26,7 @@ import (
 // annexctl on the desktop finds its file's holders, and dups lists the
 // content once.
 func TestHubForeignClaim(t *testing.T) {
+	t.Parallel()
 	s := newHubSetup(t, "")
 	s.nas.start()
 	s.desktop.start()

@@ -63,6 +63,7 @@ func keysOf(t *testing.T, d *daemon, paths []string) map[string]string {
 // a finding made before stays, and rot that happened while the daemon
 // was down is found by the audit, not taken for the truth.
 func TestRenumberedDeviceKeepsRecords(t *testing.T) {
+	t.Parallel()
 	needRoot(t, "mount loop images")
 	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
 	root := fs.Path("home")
@@ -118,6 +119,7 @@ func TestRenumberedDeviceKeepsRecords(t *testing.T) {
 // daemon: status says so while it is away, and once it is back the root
 // is watched again with nobody asking, so files made then are indexed.
 func TestRemountedRootWatchedAgain(t *testing.T) {
+	t.Parallel()
 	needRoot(t, "mount loop images")
 	for _, tc := range []struct {
 		name string
@@ -183,6 +185,7 @@ func TestRemountedRootWatchedAgain(t *testing.T) {
 // one's records are kept aside with their findings, and they come back,
 // without hashing, when the first disk is back.
 func TestAnotherDiskAtTheSamePlace(t *testing.T) {
+	t.Parallel()
 	needRoot(t, "mount loop images")
 	a := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
 	b := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
@@ -269,6 +272,7 @@ func diskForRoot(t *testing.T, n int) (usb *loopfs.FS, files []string, base, roo
 // running daemon: its files are indexed, their records kept while it is
 // away, and nothing is hashed again when it is back.
 func TestMountInsideRoot(t *testing.T) {
+	t.Parallel()
 	usb, files, base, root, mnt := diskForRoot(t, 6)
 	d := startOn(t, base, root)
 	usb.MountAt(t, mnt)
@@ -315,6 +319,7 @@ func TestMountInsideRoot(t *testing.T) {
 // With --one-file-system a root keeps to its own file system, as find
 // -xdev: a disk mounted inside it is left out, and a lookup there says so.
 func TestOneFileSystem(t *testing.T) {
+	t.Parallel()
 	usb, files, base, root, mnt := diskForRoot(t, 3)
 	usb.MountAt(t, mnt)
 	d := spawn(t, annexdRun{base: base, roots: []string{root}, extra: []string{"--one-file-system"}})

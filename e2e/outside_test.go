@@ -43,6 +43,7 @@ func outsideStatus(t *testing.T, d *daemon) map[string]any {
 // dups hides (or marks with --all), and forget drops; forget refuses a
 // directory under a root.
 func TestRecordsOutsideRoots(t *testing.T) {
+	t.Parallel()
 	base, err := os.MkdirTemp("", "e2e")
 	if err != nil {
 		t.Fatal(err)

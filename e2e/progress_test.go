@@ -17,6 +17,7 @@ import (
 // claimed while the tree is still being counted; the next start expects
 // what this scan saw.
 func TestProgressDuringFirstScan(t *testing.T) {
+	t.Parallel()
 	const n, big = 30000, 4
 	base := newBase(t)
 	root := filepath.Join(base, "root")

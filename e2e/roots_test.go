@@ -13,6 +13,7 @@ import (
 // status print; a file is found by either spelling, absolute, relative or
 // in batch, including a file written after the start.
 func TestSymlinkedRoot(t *testing.T) {
+	t.Parallel()
 	base, err := os.MkdirTemp("", "e2e")
 	if err != nil {
 		t.Fatal(err)

@@ -101,6 +101,7 @@ func sh(t *testing.T, script string) {
 // corrupt (exit 4) and keeps its key, and a file flagged before the
 // activity stays flagged.
 func TestRotUnderActivityElsewhere(t *testing.T) {
+	t.Parallel()
 	fs, root := rotImage(t)
 	beside, sibling := filepath.Join(root, "a", "beside.bin"), filepath.Join(root, "a", "sibling.txt")
 	moved := filepath.Join(root, "b", "sub", "moved.bin")
@@ -147,6 +148,7 @@ func TestRotUnderActivityElsewhere(t *testing.T) {
 // key and is listed as changed without a trace (untraced), as is the new
 // link's name. The audit's run then exits 6, and an accept takes the bytes.
 func TestRotMetadataChange(t *testing.T) {
+	t.Parallel()
 	fs, root := rotImage(t)
 	names := []string{"chmod.bin", "chown.bin", "xattr.bin", "linked.bin"}
 	var paths []string
@@ -206,6 +208,7 @@ func TestRotMetadataChange(t *testing.T) {
 // survives clean and unclean restarts, listed under its path now, until
 // it is accepted.
 func TestRotFindingFollowsRenames(t *testing.T) {
+	t.Parallel()
 	fs, root := rotImage(t)
 	victim := filepath.Join(root, "d", "photo.jpg")
 	writeAged(t, victim, 340, 64<<10)
@@ -284,6 +287,7 @@ func kill(t *testing.T, d *daemon) {
 // through further unclean restarts, which hash the file again, and audit
 // status counts what audit problems lists.
 func TestLostWriteSurvivesUncleanRestarts(t *testing.T) {
+	t.Parallel()
 	fs, root := rotImage(t)
 	victim := filepath.Join(root, "doc.bin")
 	writeAged(t, victim, 350, 64<<10)
@@ -326,6 +330,7 @@ func TestLostWriteSurvivesUncleanRestarts(t *testing.T) {
 // keeps its key, listed as untraced (audit run exits 6), until the user
 // accepts the new bytes.
 func TestRewriteKeepingMtime(t *testing.T) {
+	t.Parallel()
 	base := dedupBase(t, auditConf)
 	root := filepath.Join(base, "root")
 	rsynced, truncated, down := filepath.Join(root, "rsynced.bin"), filepath.Join(root, "truncated.bin"), filepath.Join(root, "down.bin")

@@ -25,6 +25,7 @@ import (
 // current with its true key, no deleted file is indexed, and dups lists
 // exactly the true duplicate groups with their duplicate bytes.
 func TestRandomChangesMatchTruth(t *testing.T) {
+	t.Parallel()
 	seed := uint64(1)
 	if s := os.Getenv("ANNEXD_SOAK_SEED"); s != "" { // other seeds, for a longer hunt
 		n, err := strconv.ParseUint(s, 10, 64)
@@ -92,6 +93,8 @@ type mutator struct {
 	log   []string // what was done, for failure messages
 	// keepMtime: rewrites set the mtime back, so only ctime shows them
 	keepMtime bool
+	// moved are the directories renamed in this round of changes.
+	moved []string
 }
 
 func (m *mutator) populate(dirs, files int) {
@@ -129,6 +132,7 @@ func (m *mutator) content() []byte {
 // appends, truncations, replacements by rename, renames, moves of files
 // and directories, deletions, copies, hardlinks and new trees.
 func (m *mutator) change(n int) {
+	m.moved = nil
 	ops := []func(string){m.rewrite, m.appendTo, m.truncate, m.replace, m.rename, m.move, m.remove,
 		m.duplicate, m.hardlink, m.newTree, m.moveDir}
 	for range n {
@@ -161,9 +165,24 @@ func (m *mutator) rewrite(f string) {
 	}
 	_, err = fh.WriteAt(b, m.rng.Int64N(st.Size()-int64(len(b))+1))
 	m.check(err, fh.Close())
-	if m.keepMtime {
+	if m.keepMtime && !m.underMoved(f) {
 		m.check(os.Chtimes(f, st.ModTime(), st.ModTime()))
 	}
+}
+
+// underMoved reports whether f is under a directory renamed in this round.
+// Until the watcher has read that rename and watches the new name, a
+// write there reaches no watch; a rewrite that also sets the mtime back
+// then leaves no trace, and annexd flags it "changed without a trace"
+// rather than take the new bytes for the key (docs/cli.md). The soak
+// test's rewrites there move the mtime.
+func (m *mutator) underMoved(f string) bool {
+	for _, d := range m.moved {
+		if strings.HasPrefix(f, d+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *mutator) appendTo(f string) {
@@ -247,6 +266,10 @@ func (m *mutator) moveDir(f string) {
 	for i := range m.files {
 		m.files[i] = moved(m.files[i])
 	}
+	for i := range m.moved {
+		m.moved[i] = moved(m.moved[i])
+	}
+	m.moved = append(m.moved, dst)
 }
 
 // dir is a random existing directory.

@@ -14,6 +14,7 @@ import (
 // `annexctl status --wait`, with nothing in between: the wait covers the
 // daemon's start (its socket appearing, the first calibration) too.
 func TestStartThenStatusWait(t *testing.T) {
+	t.Parallel()
 	d := launch(t, func(root string) {
 		for _, name := range []string{"a", "b/c", "b/d.txt"} {
 			write(t, filepath.Join(root, name), name)
@@ -32,6 +33,7 @@ func TestStartThenStatusWait(t *testing.T) {
 // TestStatusWaitForNoDaemon: with nothing coming up, status --wait gives
 // up after its start-up wait and says annexd is not running.
 func TestStatusWaitForNoDaemon(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	env := append(os.Environ(), "ANNEXD_SOCKET="+filepath.Join(dir, "annexd.sock"))
 	began := time.Now()

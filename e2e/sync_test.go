@@ -14,6 +14,7 @@ import (
 // directories, run status --wait at once, then trust status and dups
 // (which answer from the index alone). Every file must be there.
 func TestStatusWaitSeesEveryChange(t *testing.T) {
+	t.Parallel()
 	var syncDir string
 	d := startDaemon(t, func(root string) {
 		// A cookie left by a daemon that was killed.

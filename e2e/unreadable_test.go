@@ -81,6 +81,7 @@ func rootNamed(st api.Status, path string) api.RootStatus {
 // with the reason instead of "scanned, watched" and "healthy"; once the
 // modes are fixed the daemon watches and indexes them without a restart.
 func TestUnreadableRootAndDirectory(t *testing.T) {
+	t.Parallel()
 	base := newBase(t)
 	l := asNobody(t, base)
 	open, shut := filepath.Join(base, "open"), filepath.Join(base, "shut")

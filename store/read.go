@@ -326,15 +326,15 @@ func (n *namer) cached(id uint64) []byte {
 		return nil
 	case id < uint64(len(n.byID)):
 		return n.byID[id]
-	case id < maxNamerCache:
-		return nil
 	}
 	return n.cache[id]
 }
 
-// keep caches the name dk of directory id.
+// keep caches the name dk of directory id. The slice grows only while ids
+// come about in order (a listing): a namer made for one look-up would
+// otherwise allocate a slot for every id below the one it met.
 func (n *namer) keep(id uint64, dk []byte) {
-	if id >= maxNamerCache {
+	if id >= maxNamerCache || id > 2*uint64(len(n.byID))+64 {
 		if len(n.cache) >= maxNamerCache {
 			clear(n.cache)
 		}

@@ -65,6 +65,37 @@ const storeBatch = 4096
 // is endless, but then the hasher syncs every file it hashes.
 const maxDataWindow = 10 * time.Minute
 
+// testDataWindowEnv, when set in the environment to a duration, replaces
+// the data window of records re-verified after an unclean end. It is for
+// the end-to-end tests, which would otherwise sleep through a minute's
+// window before a kill; a window shorter than the kernel's writeback can
+// give keys of bytes a power cut lost, so annexd logs a warning.
+const testDataWindowEnv = "ANNEXD_TEST_DATA_WINDOW"
+
+// testBudgetEnv, when set in the environment to a duration, gives the
+// calibration that much time instead of hasher.DefaultBudget: the tests
+// that need a complete calibration run beside others, which a second
+// does not survive.
+const testBudgetEnv = "ANNEXD_TEST_CALIBRATION_BUDGET"
+
+func testBudget() time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(testBudgetEnv))
+	return max(d, 0)
+}
+
+// dataWindow is the store's data window (store.Options.DataWindow).
+func (a *App) dataWindow() time.Duration {
+	w := min(hasher.DataWindow(), maxDataWindow)
+	if v := os.Getenv(testDataWindowEnv); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			a.log.Warn("the data window is set by the environment, for tests; keys may name bytes a power cut loses",
+				"env", testDataWindowEnv, "window", d, "kernel_window", w)
+			return d
+		}
+	}
+	return w
+}
+
 // calibrationMeta is the store meta key of the stored calibration.
 const calibrationMeta = "hasher.calibration"
 
@@ -178,7 +209,7 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 func (a *App) Run(ctx context.Context) error {
 	a.started = time.Now()
 	st, err := store.Open(a.cfg.Index, store.Options{Logger: a.log.With("part", "store"), MaxBatch: storeBatch,
-		DataWindow: min(hasher.DataWindow(), maxDataWindow), Changes: a.cfg.Linked()})
+		DataWindow: a.dataWindow(), Changes: a.cfg.Linked()})
 	if errors.Is(err, store.ErrLocked) {
 		return fmt.Errorf("%w: %w (is another annexd running? stop it, or give this one its own --index)", ErrLocked, err)
 	}
@@ -442,7 +473,7 @@ func (a *App) calibration(ctx context.Context) (hasher.Calibration, error) {
 	a.log.Info("calibrating hashing")
 	a.calibrating.Store(true)
 	defer a.calibrating.Store(false)
-	c, err := hasher.Calibrate(ctx, hasher.CalibrateOptions{Log: a.log.With("part", "calibrate")})
+	c, err := hasher.Calibrate(ctx, hasher.CalibrateOptions{Log: a.log.With("part", "calibrate"), Budget: testBudget()})
 	if err != nil {
 		return c, err
 	}
