@@ -59,5 +59,5 @@ git config --global user.email >/dev/null 2>&1 || git config --global user.email
 git config --global user.name >/dev/null 2>&1 || git config --global user.name "annexd tests"
 
 go build -o /dev/null ./scripts/testtime
-echo "== go test -race -timeout 30m ./... $*"
-go test -race -timeout 30m -json "$@" ./... | go run ./scripts/testtime
+echo "== go test -race -count=1 -timeout 30m ./... $*"
+go test -race -count=1 -timeout 30m -json "$@" ./... | go run ./scripts/testtime
