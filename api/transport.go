@@ -18,7 +18,8 @@ import (
 // to. annexctl starts for every command, and net/http (with crypto/tls and
 // HTTP/2 linked in) would cost it about a millisecond of start-up and a
 // dozen thread wake-ups per request; this does one request on the calling
-// goroutine, keeping idle connections for the next.
+// goroutine, keeping idle connections for the next. BenchmarkClientStart
+// and BenchmarkTransport measure it beside net/http (BENCHMARKS.md).
 type transport struct {
 	dial func(ctx context.Context) (net.Conn, error)
 

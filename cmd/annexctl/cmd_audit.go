@@ -148,11 +148,11 @@ func runAudit(cmd *cobra.Command, args []string, f auditRunFlags) error {
 		sayWaiting(ctx, c, id, cmd.ErrOrStderr())
 		return nil
 	}
-	bar := progressWriter(cmd)
+	bar := newProgressBar(cmd)
 	wctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	r, err := waitRun(wctx, c, id, bar, cmd.ErrOrStderr())
-	clearBar(bar)
+	bar.clear()
 	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
 		return &exitError{Code: exitFailure, Err: fmt.Errorf(
 			"audit run: left before the run's end; audit run %d goes on in the daemon (annexctl audit status shows it, annexctl audit pause stops it)", id)}
@@ -211,7 +211,7 @@ func resolveDirs(paths [][]byte) ([][]byte, bool) {
 // daemon gone between two polls, or one that ended the run by stopping,
 // is ErrClosed: run ids are never reused, so a restarted daemon does not
 // know id.
-func waitRun(ctx context.Context, c *api.Client, id uint64, bar, note io.Writer) (api.AuditRun, error) {
+func waitRun(ctx context.Context, c *api.Client, id uint64, bar *progressBar, note io.Writer) (api.AuditRun, error) {
 	poll := waitPoll
 	if bar != nil {
 		poll = 500 * time.Millisecond
@@ -238,12 +238,12 @@ func waitRun(ctx context.Context, c *api.Client, id uint64, bar, note io.Writer)
 		}
 		why := runWaits(st, id)
 		if why != "" && why != said {
-			clearBar(bar)
+			bar.clear()
 			fmt.Fprintln(note, waitNote(id, why))
 		}
 		said = why
 		if bar != nil {
-			drawAuditBar(bar, r, st)
+			bar.draw(auditBarLine(r, st))
 		}
 	}
 }
@@ -285,14 +285,12 @@ func waitNote(id uint64, why string) string {
 // terminal.
 const waitPoll = 5 * time.Second
 
-// drawAuditBar redraws one progress line of a run: the pass's share done
-// when the run goes through the pass, the files decided, the rate.
-func drawAuditBar(w io.Writer, r api.AuditRun, st api.AuditStatus) {
+// auditBarLine is one progress line of a run: the pass's share done when
+// the run goes through the pass, the files decided, the rate.
+func auditBarLine(r api.AuditRun, st api.AuditStatus) string {
 	line := fmt.Sprintf("audit run %d: %s files checked, %s verified", r.ID, groupDigits(sum(r.Counts)), humanBytes(r.Bytes))
 	if p := st.Pass; p != nil && st.Run != nil && st.Run.ID == r.ID && p.Files > 0 {
-		frac := min(float64(p.Done)/float64(p.Files), 1)
-		n := int(frac * barWidth)
-		line = fmt.Sprintf("[%s%s] %3.0f%%  ", strings.Repeat("#", n), strings.Repeat(".", barWidth-n), 100*frac) + line
+		line = meter(min(float64(p.Done)/float64(p.Files), 1)) + line
 		if p.ETASeconds > 0 {
 			line += fmt.Sprintf(", ~%s left", (time.Duration(p.ETASeconds) * time.Second).Round(time.Second))
 		}
@@ -303,7 +301,7 @@ func drawAuditBar(w io.Writer, r api.AuditRun, st api.AuditStatus) {
 	if st.State == "waiting" {
 		line += " (waiting: " + st.Reason + ")"
 	}
-	fmt.Fprintf(w, "\r\033[K%s", line)
+	return line
 }
 
 func sum(m map[string]int64) int64 {

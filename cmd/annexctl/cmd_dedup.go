@@ -86,7 +86,7 @@ func runDedup(cmd *cobra.Command, args []string, f dedupFlags) error {
 		p.info = cmd.ErrOrStderr()
 	}
 	if !f.asJSON {
-		p.bar = progressWriter(cmd)
+		p.bar = newProgressBar(cmd)
 		req.Progress = p.bar != nil
 	}
 	ctx, cancel := context.WithCancel(cmd.Context())
@@ -97,7 +97,7 @@ func runDedup(cmd *cobra.Command, args []string, f dedupFlags) error {
 	defer signal.Stop(sig)
 	go p.interrupts(ctx, sig, stop, cancel)
 	end, err := c.Dedup(ctx, req, stop, p.event)
-	p.clearBar()
+	p.bar.clear()
 	return p.finish(c, end, err)
 }
 
@@ -133,13 +133,12 @@ type dedupPrinter struct {
 	out    *bufio.Writer // the plan, groups and result; JSON; -z paths
 	info   io.Writer     // the plan and result for people: out, or stderr with -z
 	stderr io.Writer
-	bar    io.Writer // stderr on a terminal, else nil
+	bar    *progressBar // nil without a terminal
 
 	plan     *api.DedupPlan
 	shown    int  // groups printed
 	noted    bool // the groups not printed were counted
 	skips    []api.DedupSkip
-	drawn    bool
 	lastDraw time.Time
 	stopped  atomic.Bool // the user asked to stop
 	buf      []byte
@@ -147,7 +146,7 @@ type dedupPrinter struct {
 
 func (p *dedupPrinter) event(ev api.DedupEvent) error {
 	if ev.Progress == nil {
-		p.clearBar()
+		p.bar.clear()
 	}
 	if ev.Group == nil && ev.Plan == nil {
 		p.noteMore()
@@ -247,21 +246,19 @@ func (p *dedupPrinter) drawBar(pr api.DedupProgress) {
 		return
 	}
 	p.out.Flush()
-	p.lastDraw, p.drawn = time.Now(), true
+	p.lastDraw = time.Now()
+	p.bar.draw(dedupBarLine(pr))
+}
+
+// dedupBarLine is one progress line of a run: the files done of those
+// planned, and the bytes freed.
+func dedupBarLine(pr api.DedupProgress) string {
 	frac := 0.0
 	if pr.Total > 0 {
 		frac = min(float64(pr.Done)/float64(pr.Total), 1)
 	}
-	n := int(frac * barWidth)
-	fmt.Fprintf(p.bar, "\r\033[K[%s%s] %3.0f%%  %s of %s files, freed %s", strings.Repeat("#", n), strings.Repeat(".", barWidth-n),
-		100*frac, groupDigits(int64(pr.Done)), groupDigits(int64(pr.Total)), humanBytes(pr.Freed))
-}
-
-func (p *dedupPrinter) clearBar() {
-	if p.drawn {
-		clearBar(p.bar)
-		p.drawn = false
-	}
+	return meter(frac) + fmt.Sprintf("%s of %s files, freed %s",
+		groupDigits(int64(pr.Done)), groupDigits(int64(pr.Total)), humanBytes(pr.Freed))
 }
 
 // interrupts stops the run at the first signal, and leaves at the second.
@@ -273,9 +270,7 @@ func (p *dedupPrinter) interrupts(ctx context.Context, sig <-chan os.Signal, sto
 	}
 	p.stopped.Store(true)
 	close(stop)
-	if p.bar != nil {
-		fmt.Fprint(p.stderr, "\r\033[K")
-	}
+	p.bar.clear()
 	fmt.Fprintln(p.stderr, "annexctl: dedup: stopping after the actions under way (Ctrl-C again to leave at once)")
 	select {
 	case <-sig:

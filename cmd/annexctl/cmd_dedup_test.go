@@ -16,7 +16,7 @@ import (
 func TestDedupPrinter(t *testing.T) {
 	var out, stderr, bar bytes.Buffer
 	w := bufio.NewWriter(&out)
-	p := &dedupPrinter{out: w, info: w, stderr: &stderr, bar: &bar}
+	p := &dedupPrinter{out: w, info: w, stderr: &stderr, bar: &progressBar{w: &bar}}
 	events := []api.DedupEvent{
 		{Plan: &api.DedupPlan{Mode: "reflink", Groups: 12, Actions: 20, Frees: 3 << 20, AlreadyShared: 2,
 			Unsupported: []api.DedupUnsupported{{FS: "ext4", Path: []byte("/e/x"), Error: "operation not supported", Groups: 1, Actions: 1}}}},

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"syscall"
 	"time"
@@ -43,7 +42,7 @@ hasher calibration. With --wait, first block until the daemon is idle
 			ctx := cmd.Context()
 			var st api.Status
 			if wait {
-				st, err = waitIdle(ctx, c, timeout, progressWriter(cmd))
+				st, err = waitIdle(ctx, c, timeout, newProgressBar(cmd))
 			} else {
 				st, err = c.Status(ctx)
 			}
@@ -76,19 +75,9 @@ hasher calibration. With --wait, first block until the daemon is idle
 
 var errWaitTimeout = errors.New("wait timed out")
 
-// progressWriter returns stderr when it is a terminal (for the progress
-// bar), else nil.
-func progressWriter(cmd *cobra.Command) io.Writer {
-	f, ok := cmd.ErrOrStderr().(*os.File)
-	if !ok || !isTerminal(f) {
-		return nil
-	}
-	return f
-}
-
 // waitIdle long-polls until the daemon is idle. With a terminal it polls
 // every half second to redraw the bar; otherwise in long polls.
-func waitIdle(ctx context.Context, c *api.Client, timeout time.Duration, bar io.Writer) (api.Status, error) {
+func waitIdle(ctx context.Context, c *api.Client, timeout time.Duration, bar *progressBar) (api.Status, error) {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -99,7 +88,7 @@ func waitIdle(ctx context.Context, c *api.Client, timeout time.Duration, bar io.
 		poll = 500 * time.Millisecond
 	}
 	var st api.Status
-	begin, seen, drawn := time.Now(), false, false
+	begin, seen := time.Now(), false
 	for {
 		p := poll
 		if dl, ok := ctx.Deadline(); ok {
@@ -107,36 +96,34 @@ func waitIdle(ctx context.Context, c *api.Client, timeout time.Duration, bar io.
 		}
 		next, err := c.WaitIdle(ctx, p)
 		if errors.Is(err, api.ErrBusy) {
-			clearBar(bar)
+			bar.clear()
 			return st, err // busy until --timeout: say so, not "not idle"
 		}
 		if !seen && comingUp(err) && time.Since(begin) < startWait {
 			if sleepCtx(ctx, startPoll) == nil {
 				continue
 			}
-			clearBar(bar)
+			bar.clear()
 			return st, err // the daemon did not come up before --timeout
 		}
 		seen = true
 		if err != nil {
 			if ctx.Err() != nil && timeout > 0 {
-				clearBar(bar)
+				bar.clear()
 				return st, errWaitTimeout
 			}
 			return st, err
 		}
 		st = next
 		if st.Idle {
-			if drawn {
-				drawBar(bar, st) // the end: 100 %, left on the screen
-				fmt.Fprintln(bar)
+			if bar.shown() {
+				bar.finish(barLine(st)) // the end: 100 %, left on the screen
 			}
 			return st, nil
 		}
-		drawBar(bar, st)
-		drawn = bar != nil
+		bar.draw(barLine(st))
 		if ctx.Err() != nil {
-			clearBar(bar)
+			bar.clear()
 			return st, errWaitTimeout
 		}
 	}
@@ -168,15 +155,6 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-const barWidth = 30
-
-// drawBar redraws the progress line (barLine).
-func drawBar(w io.Writer, st api.Status) {
-	if w != nil {
-		fmt.Fprintf(w, "\r\033[K%s", barLine(st))
-	}
-}
-
 // barLine is one progress line: the bar (progressFraction), what the walks
 // found against what they expect, what is hashed and pending, and the
 // estimate when the daemon has one. While the tree is still being counted
@@ -195,8 +173,7 @@ func barLine(st api.Status) string {
 		if st.Idle {
 			frac = 1
 		}
-		n := int(frac * barWidth)
-		line = fmt.Sprintf("[%s%s] %3.0f%%  ", strings.Repeat("#", n), strings.Repeat(".", barWidth-n), 100*frac)
+		line = meter(frac)
 		switch w := s.Walk; {
 		case w != nil && w.Walking > 0:
 			line += fmt.Sprintf("walking: %s of ~%s files", groupDigits(w.Files), groupDigits(max(w.ExpectFiles, w.Files)))
@@ -231,12 +208,6 @@ func progressFraction(s api.ScanProgress) float64 {
 		return 0
 	}
 	return min(max(1-float64(s.BytesQueued)/float64(s.BytesSeen), 0), 1)
-}
-
-func clearBar(w io.Writer) {
-	if w != nil {
-		fmt.Fprint(w, "\r\033[K")
-	}
 }
 
 // printStatus writes the status for people.
