@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -96,5 +97,30 @@ func TestKilledDuringStatusWait(t *testing.T) {
 	if r.code != 3 || !strings.Contains(r.stderr, "annexd closed the connection") ||
 		strings.Contains(r.stderr, "bad response") || strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("status --wait when annexd is killed: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// A daemon that answers nothing before status --wait's --timeout (held
+// up on a busy machine; here stopped with SIGSTOP) is shown as it is once
+// it answers, never as a status of zeros that it never gave.
+func TestStatusWaitTimeoutShowsTheDaemonsStatus(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, func(root string) { write(t, filepath.Join(root, "f.txt"), "some content") })
+	pid := d.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := time.AfterFunc(2*time.Second, func() { syscall.Kill(pid, syscall.SIGCONT) })
+	defer func() {
+		resumed.Stop()
+		syscall.Kill(pid, syscall.SIGCONT)
+	}()
+	// Busy: a status --wait can only time out while the daemon is stopped.
+	r := d.ctl("", "status", "--wait", "--timeout", "1s")
+	if r.code != 1 || !strings.Contains(r.stderr, "not idle after 1s") {
+		t.Errorf("status --wait --timeout 1s of a stopped daemon: exit %d, want 1 and 'not idle'\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, "pid 0") || !strings.Contains(r.stdout, fmt.Sprintf("pid %d", pid)) {
+		t.Errorf("status --wait that timed out printed a status the daemon never gave:\n%s", r.stdout)
 	}
 }

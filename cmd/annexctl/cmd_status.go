@@ -88,7 +88,7 @@ func waitIdle(ctx context.Context, c *api.Client, timeout time.Duration, bar *pr
 		poll = 500 * time.Millisecond
 	}
 	var st api.Status
-	begin, seen := time.Now(), false
+	begin, seen, got := time.Now(), false, false
 	for {
 		p := poll
 		if dl, ok := ctx.Deadline(); ok {
@@ -110,11 +110,11 @@ func waitIdle(ctx context.Context, c *api.Client, timeout time.Duration, bar *pr
 		if err != nil {
 			if ctx.Err() != nil && timeout > 0 {
 				bar.clear()
-				return st, errWaitTimeout
+				return timedOut(ctx, c, st, got)
 			}
 			return st, err
 		}
-		st = next
+		st, got = next, true
 		if st.Idle {
 			if bar.shown() {
 				bar.finish(barLine(st)) // the end: 100 %, left on the screen
@@ -127,6 +127,23 @@ func waitIdle(ctx context.Context, c *api.Client, timeout time.Duration, bar *pr
 			return st, errWaitTimeout
 		}
 	}
+}
+
+// timedOut ends a wait at --timeout with the status as it is: the last
+// answer, or a fresh one when the daemon gave none in time (a busy
+// machine). A status never received is not printed as if it were the
+// daemon's: zeros would be a lie.
+func timedOut(ctx context.Context, c *api.Client, st api.Status, got bool) (api.Status, error) {
+	if got {
+		return st, errWaitTimeout
+	}
+	fresh, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	now, err := c.Status(fresh)
+	if err != nil {
+		return st, err
+	}
+	return now, errWaitTimeout
 }
 
 // How long status --wait waits for a daemon's socket to appear, and how
