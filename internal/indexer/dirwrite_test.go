@@ -20,12 +20,15 @@ func TestWriteRightAfterDirRename(t *testing.T) {
 	}
 	e := newEnv(t, root, envOpts{})
 	e.settle(settleTimeout)
+	// Before the watcher reads the renames, however loaded the machine.
+	e.blockWatcher()
 	for _, d := range []string{"d", "e"} {
 		must(t, os.Rename(filepath.Join(root, d), filepath.Join(root, d+"2")))
 		p := filepath.Join(root, d+"2", "a/f.txt")
 		rewriteKeepMtime(t, p)
 		e.keep(p, "original content of the file in "+d)
 	}
+	e.pause <- false
 	time.Sleep(100 * time.Millisecond)
 	e.settle(settleTimeout)
 	for p := range e.kept {

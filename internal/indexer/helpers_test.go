@@ -363,6 +363,25 @@ func (e *env) watcherBlocked() bool {
 	return e.w.Emitted()-e.src.taken.Load() > uint64(cap(e.w.Events()))
 }
 
+// blockWatcher holds the watcher blocked on its full channel, so that it
+// reads nothing from inotify until e.pause <- false, however loaded the
+// machine: what happens meanwhile reaches the watcher later, in the
+// kernel's order. The files it writes for that go to a folder "flood".
+func (e *env) blockWatcher() {
+	e.t.Helper()
+	dir := filepath.Join(e.root, "flood")
+	sent := e.w.Emitted()
+	must(e.t, os.MkdirAll(dir, 0o755))
+	// Files made while the new folder is pending would fold into its
+	// Rescan; once that is sent, each file is an event of its own.
+	waitFor(e.t, "the new folder settles", func() bool { return e.w.Emitted() > sent })
+	e.pause <- true
+	for i := range 2 * cap(e.w.Events()) {
+		must(e.t, os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), nil, 0o644))
+	}
+	waitFor(e.t, "the watcher blocks on its full channel", e.watcherBlocked)
+}
+
 // stop shuts everything down, checks the index and closes it.
 func (e *env) stop() {
 	if e.st == nil {
