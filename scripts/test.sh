@@ -59,5 +59,9 @@ git config --global user.email >/dev/null 2>&1 || git config --global user.email
 git config --global user.name >/dev/null 2>&1 || git config --global user.name "annexd tests"
 
 go build -o /dev/null ./scripts/testtime
-echo "== go test -race -count=1 -timeout 30m ./... $*"
-go test -race -count=1 -timeout 30m -json "$@" ./... | go run ./scripts/testtime
+# Four packages at a time on two cores: much of a package's time is spent
+# waiting (loop images, fsync, a daemon's timers), and two at a time kept
+# 1.2 of 2 cores busy. GOTEST_P=N changes it.
+export GOTEST_P=${GOTEST_P:-4}
+echo "== go test -race -count=1 -p $GOTEST_P -timeout 30m ./... $*"
+go test -race -count=1 -p "$GOTEST_P" -timeout 30m -json "$@" ./... | go run ./scripts/testtime
