@@ -22,23 +22,7 @@ import (
 // adapter serves the API from the indexer and the store.
 type adapter struct{ a *App }
 
-var (
-	_ api.Index      = (*adapter)(nil)
-	_ api.Forgetter  = (*adapter)(nil)
-	_ api.Syncer     = (*adapter)(nil)
-	_ api.IdleWaiter = (*adapter)(nil)
-	_ api.Starter    = (*adapter)(nil)
-	_ api.Backender  = (*adapter)(nil)
-)
-
-// Starting implements api.Starter: until setup is done, the server calls
-// only Roots and Status.
-func (x *adapter) Starting() (string, bool) {
-	if x.a.ready.Load() {
-		return "", false
-	}
-	return x.a.phase(), true
-}
+var _ api.Index = (*adapter)(nil)
 
 func (x *adapter) Roots() []string { return x.a.cfg.Roots }
 
@@ -411,15 +395,12 @@ func (x *adapter) Forget(ctx context.Context, dir []byte, dryRun bool) (api.Forg
 
 func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 	a := x.a
-	if _, starting := x.Starting(); !starting && a.ix.Progress().Idle {
+	if a.ix.Progress().Idle {
 		_ = a.st.Settle(ctx) // an idle daemon's counts are complete; a failed merge is logged
 	}
 	s, err := a.st.Stats()
 	if err != nil {
 		return api.Status{}, err
-	}
-	if phase, starting := x.Starting(); starting {
-		return x.startingStatus(s, phase), nil
 	}
 	p := a.ix.Progress()
 	ws := a.w.Status()
@@ -439,7 +420,7 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 	out.OutsideRoots, out.OutsideRootsChecked = a.outsideStatus()
 	out.Away = a.awayStatus(ctx)
 	out.Dedup = a.dedup.status()
-	out.Hub = a.link.status()
+	out.Hub = a.link.Status()
 	out.Audit = a.auditSummary()
 	for _, r := range ws.Roots {
 		rs := api.RootStatus{Path: r.Root, ScanDone: a.ix.RootScanned(r.Root), Watched: !r.Degraded, Degraded: r.Degraded,
@@ -488,23 +469,32 @@ func (x *adapter) Status(ctx context.Context) (api.Status, error) {
 
 // baseStatus is what every status says: the daemon and what the index
 // holds.
-func (x *adapter) baseStatus(s store.Stats) api.Status {
-	a := x.a
+func (x *adapter) baseStatus(s store.Stats) api.Status { return x.a.baseStatus(s) }
+
+func (a *App) baseStatus(s store.Stats) api.Status {
 	return api.Status{Version: a.opts.Version, GoVersion: goVersion, PID: os.Getpid(), StartedAt: a.started,
 		IndexPath: a.cfg.Index, SchemaVersion: int(s.SchemaVer), Files: s.Files, Bytes: s.Bytes}
 }
 
-// startingStatus is the status before setup is done: what the index
-// holds, and what the daemon is doing.
-func (x *adapter) startingStatus(s store.Stats, phase string) api.Status {
+// starting is the daemon before setup is done, for the API server.
+type starting struct{ a *App }
+
+func (x starting) Phase() string { return x.a.phase() }
+
+// Status is what the index holds, and what the daemon is doing.
+func (x starting) Status(context.Context) (api.Status, error) {
 	a := x.a
-	out := x.baseStatus(s)
-	out.Starting = phase
+	s, err := a.st.Stats()
+	if err != nil {
+		return api.Status{}, err
+	}
+	out := a.baseStatus(s)
+	out.Starting = a.phase()
 	out.Watcher = api.WatcherStatus{Message: "not watching yet: annexd is starting"}
 	for _, r := range a.cfg.Roots {
 		out.Roots = append(out.Roots, api.RootStatus{Path: r})
 	}
-	return out
+	return out, nil
 }
 
 func externalSummary(prog string, min int64) string {
@@ -518,15 +508,9 @@ func externalSummary(prog string, min int64) string {
 // before the call.
 func (x *adapter) Sync(ctx context.Context) error { return x.a.w.Sync(ctx) }
 
-// WaitIdle implements api.IdleWaiter: it returns once the indexer, the
-// watcher and the hand-off between them are idle. Before the daemon
-// serves it returns at once.
-func (x *adapter) WaitIdle(ctx context.Context) error {
-	if !x.a.ready.Load() {
-		return nil
-	}
-	return x.a.ix.WaitIdle(ctx)
-}
+// WaitIdle returns once the indexer, the watcher and the hand-off
+// between them are idle.
+func (x *adapter) WaitIdle(ctx context.Context) error { return x.a.ix.WaitIdle(ctx) }
 
 // awayStatus lists the file systems whose records are on the shelf.
 func (a *App) awayStatus(ctx context.Context) []api.AwayFileSystem {

@@ -31,6 +31,7 @@ import (
 	"github.com/annexd/annexd/internal/dedup"
 	"github.com/annexd/annexd/internal/diskprocs"
 	"github.com/annexd/annexd/internal/gcpace"
+	"github.com/annexd/annexd/internal/hublink"
 	"github.com/annexd/annexd/internal/ignore"
 	"github.com/annexd/annexd/internal/indexer"
 	"github.com/annexd/annexd/internal/ledger"
@@ -49,6 +50,8 @@ var (
 	ErrNoRoots = errors.New("daemon: no roots to index")
 	// ErrLocked: another annexd uses the index.
 	ErrLocked = errors.New("daemon: index in use")
+	// ErrHubConfig: the [hub] or [publish] section cannot work.
+	ErrHubConfig = hublink.ErrConfig
 )
 
 // storeBatch caps a group commit. Every group rewrites the pages its
@@ -156,14 +159,12 @@ type App struct {
 	// syncDir holds the watcher's Sync cookies ("" if it could not be
 	// made).
 	syncDir string
-	// ready: setup is done and the API serves the index; until then
 	// calibrating says whether the hasher is being calibrated.
-	ready       atomic.Bool
 	calibrating atomic.Bool
 	// calibReused says the stored calibration was used, not measured anew.
 	calibReused atomic.Bool
 
-	link *link // the hub and the publisher (hub.go); nil without them
+	link *hublink.Link // the hub and the publisher; nil without them
 }
 
 // New checks a filled, validated config. It fails when a root does not
@@ -196,7 +197,7 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if err := checkNetwork(&cfg); err != nil {
 		return nil, err
 	}
-	l, err := newLink(cfg, log)
+	l, err := hublink.New(cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +256,7 @@ func (a *App) Run(ctx context.Context) error {
 		return err
 	}
 	defer a.h.Close()
-	a.ready.Store(true)
+	a.srv.Ready(a.parts())
 	a.log.Info("annexd started", "roots", a.cfg.Roots, "given_as", a.roots.Aliases(), "index", a.cfg.Index, "socket", a.cfg.Socket,
 		"backend", a.backend.String(), "version", a.opts.Version)
 
@@ -284,7 +285,7 @@ func (a *App) Run(ctx context.Context) error {
 			return nil
 		})
 	}
-	a.link.start(runCtx, g, a.st)
+	a.link.Start(runCtx, g, a.st)
 	if a.opts.ExitWhenIdle {
 		g.Go(func() error {
 			if a.ix.WaitIdle(runCtx) == nil {
@@ -308,6 +309,17 @@ func (a *App) Run(ctx context.Context) error {
 	return err
 }
 
+// dropChanges removes a change log left from a run with a hub: nothing
+// follows it now, and a later link resends the index whole anyway.
+func (a *App) dropChanges() {
+	if a.cfg.Linked() {
+		return
+	}
+	if err := a.st.DropChanges(); err != nil {
+		a.log.Warn("cannot drop the change log of an earlier hub link", "err", err)
+	}
+}
+
 // registry is the metrics registry the API serves.
 func (a *App) registry() *prometheus.Registry {
 	reg := a.opts.Registry
@@ -322,7 +334,7 @@ func (a *App) registry() *prometheus.Registry {
 func (a *App) listen(reg *prometheus.Registry) error {
 	var err error
 	a.srv, err = apiserver.NewServer(apiserver.Config{
-		Index:       &adapter{a: a},
+		Starting:    starting{a},
 		RootAliases: a.roots.Aliases(),
 		Socket:      a.cfg.Socket,
 		TCPAddr:     a.cfg.API.TCP,
@@ -336,6 +348,16 @@ func (a *App) listen(reg *prometheus.Registry) error {
 		return err
 	}
 	return a.srv.Listen()
+}
+
+// parts are what the API serves once setup is done.
+func (a *App) parts() apiserver.Parts {
+	x := &adapter{a: a}
+	p := apiserver.Parts{Index: x, Audit: x, Dedup: x}
+	if a.link != nil {
+		p.Hub = a.link
+	}
+	return p
 }
 
 // maxAutoWorkers bounds the indexer's workers when the config leaves them
@@ -415,7 +437,7 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	if err := a.setupAudit(writes, reg); err != nil {
 		return fmt.Errorf("daemon: audit: %w", err)
 	}
-	for _, c := range []prometheus.Collector{a.ix.Collector(), collector{a: a}, hubCollector{a: a}, healthCollector{a: a}} {
+	for _, c := range []prometheus.Collector{a.ix.Collector(), collector{a: a}, a.link.Collector(), healthCollector{a: a}} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("daemon: metrics: %w", err)
 		}
@@ -502,7 +524,7 @@ func (a *App) exclude() []string {
 	if a.syncDir != "" {
 		x = append(x, a.syncDir)
 	}
-	return append(x, a.link.exclude()...)
+	return append(x, a.link.Exclude()...)
 }
 
 // makeSyncDir makes the directory of the watcher's Sync cookies beside the
