@@ -15,7 +15,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +34,7 @@ import (
 	"github.com/annexd/annexd/internal/ignore"
 	"github.com/annexd/annexd/internal/indexer"
 	"github.com/annexd/annexd/internal/ledger"
+	"github.com/annexd/annexd/internal/query"
 	"github.com/annexd/annexd/internal/roots"
 	"github.com/annexd/annexd/internal/sdnotify"
 	"github.com/annexd/annexd/key"
@@ -151,10 +151,8 @@ type App struct {
 	// work wakes what looks at the daemon's work while it works.
 	work activity
 
-	// outside is the last list of records outside the roots (nil until
-	// the check at start is done); outsideRun serializes the checks.
-	outside    atomic.Pointer[outsideState]
-	outsideRun sync.Mutex
+	// query answers the API's questions; set in setup.
+	query *query.Index
 
 	// syncDir holds the watcher's Sync cookies ("" if it could not be
 	// made).
@@ -265,7 +263,7 @@ func (a *App) Run(ctx context.Context) error {
 	g.Go(func() error { return a.ix.Follow(runCtx, a.w) })
 	g.Go(func() error { return a.notifyProgress(runCtx) })
 	g.Go(func() error { return a.logProgress(runCtx) })
-	g.Go(func() error { a.checkOutside(runCtx); return nil })
+	g.Go(func() error { a.query.CheckOutside(runCtx); return nil })
 	g.Go(func() error { return a.watchDamage(runCtx) })
 	g.Go(func() error { return a.runDedup(runCtx) })
 	g.Go(func() error { return a.runSurveys(runCtx) })
@@ -334,7 +332,7 @@ func (a *App) registry() *prometheus.Registry {
 func (a *App) listen(reg *prometheus.Registry) error {
 	var err error
 	a.srv, err = apiserver.NewServer(apiserver.Config{
-		Starting:    starting{a},
+		Starting:    query.Starting{Store: a.st, About: a.about(), Roots: a.cfg.Roots, Doing: a.phase},
 		RootAliases: a.roots.Aliases(),
 		Socket:      a.cfg.Socket,
 		TCPAddr:     a.cfg.API.TCP,
@@ -352,8 +350,7 @@ func (a *App) listen(reg *prometheus.Registry) error {
 
 // parts are what the API serves once setup is done.
 func (a *App) parts() apiserver.Parts {
-	x := &adapter{a: a}
-	p := apiserver.Parts{Index: x, Audit: x, Dedup: x}
+	p := apiserver.Parts{Index: a.query, Audit: query.NewAudit(a.audit.Load()), Dedup: dedupAPI{a}}
 	if a.link != nil {
 		p.Hub = a.link
 	}
@@ -437,15 +434,24 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	if err := a.setupAudit(writes, reg); err != nil {
 		return fmt.Errorf("daemon: audit: %w", err)
 	}
-	for _, c := range []prometheus.Collector{a.ix.Collector(), collector{a: a}, a.link.Collector(), healthCollector{a: a}} {
+	if err := a.setupDedup(ctx, writes, reg); err != nil {
+		return fmt.Errorf("daemon: dedup: %w", err)
+	}
+	a.query = query.New(query.Config{Store: a.st, Indexer: a.ix, Watcher: a.w, Roots: a.roots, Backend: a.backend,
+		About: a.about(), Logger: a.log, Forgot: a.work.notify, Parts: query.Parts{
+			Dedup: a.dedup.status, Hub: a.link.Status, Audit: query.NewAudit(a.audit.Load()).Summary}})
+	cs := append([]prometheus.Collector{a.ix.Collector()}, a.query.Collectors()...)
+	for _, c := range append(cs, a.link.Collector()) {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("daemon: metrics: %w", err)
 		}
 	}
-	if err := a.setupDedup(ctx, writes, reg); err != nil {
-		return fmt.Errorf("daemon: dedup: %w", err)
-	}
 	return nil
+}
+
+// about is what the status says of the daemon.
+func (a *App) about() query.About {
+	return query.About{Version: a.opts.Version, IndexPath: a.cfg.Index, Started: a.started, Calibration: a.calib}
 }
 
 // policy returns the hasher policy: the stored calibration while it is
@@ -612,6 +618,3 @@ func (a *App) ixResting() bool { return !a.ix.Working() }
 // bulk reports whether the indexer works in bulk (indexer.Bulk). A lone
 // change in its quiet period is not bulk work.
 func (a *App) bulk() bool { return a.ix.Bulk() }
-
-// goVersion is reported by status.
-var goVersion = runtime.Version()

@@ -20,8 +20,6 @@ import (
 	"github.com/annexd/annexd/store"
 )
 
-var _ api.Deduper = (*adapter)(nil)
-
 // progressEvery is the least time between two progress events of a run.
 const progressEvery = 200 * time.Millisecond
 
@@ -153,8 +151,13 @@ func stateOf(s store.Stats) surveyState {
 	return surveyState{s.Files, s.Bytes, s.DupGroups, s.Duplicate, s.Surveyed, s.Reclaimable}
 }
 
+// dedupAPI runs deduplication asked for through the API (api.Deduper).
+type dedupAPI struct{ a *App }
+
+var _ api.Deduper = dedupAPI{}
+
 // Dedup implements api.Deduper.
-func (x *adapter) Dedup(ctx context.Context, req api.DedupRequest, send func(api.DedupEvent) error) (api.DedupResult, error) {
+func (x dedupAPI) Dedup(ctx context.Context, req api.DedupRequest, send func(api.DedupEvent) error) (api.DedupResult, error) {
 	x.a.work.dedupRuns.Add(1)
 	defer x.a.work.dedupRuns.Add(-1)
 	x.a.work.notify()
