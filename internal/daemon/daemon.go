@@ -28,6 +28,7 @@ import (
 	"github.com/annexd/annexd/internal/audit"
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/dedup"
+	"github.com/annexd/annexd/internal/deduppart"
 	"github.com/annexd/annexd/internal/diskprocs"
 	"github.com/annexd/annexd/internal/gcpace"
 	"github.com/annexd/annexd/internal/hublink"
@@ -145,7 +146,7 @@ type App struct {
 	ix    *indexer.Indexer
 	srv   *apiserver.Server
 	calib *hasher.Calibration
-	dedup *dedupPart
+	dedup *deduppart.Part
 	// audit verifies the index; set in setup, before the indexer runs.
 	audit atomic.Pointer[audit.Auditor]
 	// work wakes what looks at the daemon's work while it works.
@@ -265,8 +266,8 @@ func (a *App) Run(ctx context.Context) error {
 	g.Go(func() error { return a.logProgress(runCtx) })
 	g.Go(func() error { a.query.CheckOutside(runCtx); return nil })
 	g.Go(func() error { return a.watchDamage(runCtx) })
-	g.Go(func() error { return a.runDedup(runCtx) })
-	g.Go(func() error { return a.runSurveys(runCtx) })
+	g.Go(func() error { return a.dedup.Run(runCtx) })
+	g.Go(func() error { return a.dedup.RunSurveys(runCtx) })
 	g.Go(func() error { return a.audit.Load().Run(runCtx) })
 	g.Go(func() error { a.relayIndexer(runCtx); return nil })
 	if a.opts.PaceGC {
@@ -350,7 +351,7 @@ func (a *App) listen(reg *prometheus.Registry) error {
 
 // parts are what the API serves once setup is done.
 func (a *App) parts() apiserver.Parts {
-	p := apiserver.Parts{Index: a.query, Audit: query.NewAudit(a.audit.Load()), Dedup: dedupAPI{a}}
+	p := apiserver.Parts{Index: a.query, Audit: query.NewAudit(a.audit.Load()), Dedup: a.dedup}
 	if a.link != nil {
 		p.Hub = a.link
 	}
@@ -439,7 +440,7 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	}
 	a.query = query.New(query.Config{Store: a.st, Indexer: a.ix, Watcher: a.w, Roots: a.roots, Backend: a.backend,
 		About: a.about(), Logger: a.log, Forgot: a.work.notify, Parts: query.Parts{
-			Dedup: a.dedup.status, Hub: a.link.Status, Audit: query.NewAudit(a.audit.Load()).Summary}})
+			Dedup: a.dedup.Status, Hub: a.link.Status, Audit: query.NewAudit(a.audit.Load()).Summary}})
 	cs := append([]prometheus.Collector{a.ix.Collector()}, a.query.Collectors()...)
 	for _, c := range append(cs, a.link.Collector()) {
 		if err := reg.Register(c); err != nil {
