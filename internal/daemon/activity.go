@@ -58,8 +58,7 @@ func (a *App) resting() bool {
 	if a.ix.Working() || a.dedup.Running() {
 		return false
 	}
-	au := a.audit.Load()
-	return au == nil || !au.Reading()
+	return !a.audit.Reading()
 }
 
 // auditBegan is the audit's OnRun: a run begins, or goes on, to read.

@@ -85,7 +85,7 @@ func (a *App) setupAudit(writes *ledger.Ledger, reg prometheus.Registerer) error
 	if err != nil {
 		return err
 	}
-	a.audit.Store(au)
+	a.audit, a.findings.to = au, au
 	return reg.Register(au.Collector())
 }
 
@@ -105,12 +105,20 @@ var findingClass = map[indexer.FindingKind]audit.Class{
 	indexer.FoundUntraced:  audit.Untraced,
 }
 
-// found files a finding of the indexer with the audit; the indexer is
-// built first, so one found before the audit exists is only logged (by
-// the indexer).
-func (a *App) found(f indexer.Finding) {
-	if au := a.audit.Load(); au != nil {
-		au.Found(audit.Report{Path: f.Path, From: f.From, Class: findingClass[f.Kind], Was: f.Was, Now: f.Now,
+// findings is the one seam between the indexer and the audit, which need
+// each other: the audit asks the indexer to check the files it finds
+// changed (audit.Indexer), and the indexer files each file whose bytes
+// changed with no witness of a write with the audit (its OnFinding). The
+// indexer is built first, given found; setupAudit then sets to, before
+// anything runs that can make a finding (indexer.New starts no work, and
+// the API serves only once setup is done). A finding without an audit is
+// only logged, by the indexer.
+type findings struct{ to *audit.Auditor }
+
+// found files f with the audit, in its terms.
+func (fs *findings) found(f indexer.Finding) {
+	if fs.to != nil {
+		fs.to.Found(audit.Report{Path: f.Path, From: f.From, Class: findingClass[f.Kind], Was: f.Was, Now: f.Now,
 			Observed: f.Digest})
 	}
 }

@@ -147,8 +147,10 @@ type App struct {
 	srv   *apiserver.Server
 	calib *hasher.Calibration
 	dedup *deduppart.Part
-	// audit verifies the index; set in setup, before the indexer runs.
-	audit atomic.Pointer[audit.Auditor]
+	// audit verifies the index; set in setup, before the indexer runs,
+	// and handed the indexer's findings (audit.go).
+	audit    *audit.Auditor
+	findings findings
 	// work wakes what looks at the daemon's work while it works.
 	work activity
 
@@ -268,7 +270,7 @@ func (a *App) Run(ctx context.Context) error {
 	g.Go(func() error { return a.watchDamage(runCtx) })
 	g.Go(func() error { return a.dedup.Run(runCtx) })
 	g.Go(func() error { return a.dedup.RunSurveys(runCtx) })
-	g.Go(func() error { return a.audit.Load().Run(runCtx) })
+	g.Go(func() error { return a.audit.Run(runCtx) })
 	g.Go(func() error { a.relayIndexer(runCtx); return nil })
 	if a.opts.PaceGC {
 		g.Go(func() error {
@@ -351,7 +353,7 @@ func (a *App) listen(reg *prometheus.Registry) error {
 
 // parts are what the API serves once setup is done.
 func (a *App) parts() apiserver.Parts {
-	p := apiserver.Parts{Index: a.query, Audit: query.NewAudit(a.audit.Load()), Dedup: a.dedup}
+	p := apiserver.Parts{Index: a.query, Audit: query.NewAudit(a.audit), Dedup: a.dedup}
 	if a.link != nil {
 		p.Hub = a.link
 	}
@@ -422,7 +424,7 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 		Ignore:        patterns,
 		Exclude:       a.exclude(),
 		Ledger:        writes,
-		OnFinding:     a.found,
+		OnFinding:     a.findings.found,
 		BeforeDir:     a.w.WaitWatched,
 		WritesUnread:  a.w.CatchingUp,
 		SyncWrites:    a.w.Sync,
@@ -440,7 +442,7 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	}
 	a.query = query.New(query.Config{Store: a.st, Indexer: a.ix, Watcher: a.w, Roots: a.roots, Backend: a.backend,
 		About: a.about(), Logger: a.log, Forgot: a.work.notify, Parts: query.Parts{
-			Dedup: a.dedup.Status, Hub: a.link.Status, Audit: query.NewAudit(a.audit.Load()).Summary}})
+			Dedup: a.dedup.Status, Hub: a.link.Status, Audit: query.NewAudit(a.audit).Summary}})
 	cs := append([]prometheus.Collector{a.ix.Collector()}, a.query.Collectors()...)
 	for _, c := range append(cs, a.link.Collector()) {
 		if err := reg.Register(c); err != nil {
