@@ -134,7 +134,7 @@ func (s *Server) lookupLine(r *http.Request, line []byte, set roots.Set, wait bo
 // handleWhereis answers GET /v1/whereis?key=K | digest=HEX[&backend=B] |
 // path=P with the NDJSON list of locations of that content. A key with a
 // size field lists only files of that size. The hash must be the one the
-// Index holds (api.Backender), else the answer is 400 other_backend.
+// Index holds (its Backend), else the answer is 400 other_backend.
 func (s *Server) handleWhereis(w http.ResponseWriter, r *http.Request) {
 	q, size, err := s.whereisQuery(r)
 	if err == nil {
@@ -352,7 +352,7 @@ func forgetPath(v url.Values, set roots.Set) ([]byte, error) {
 }
 
 // handleStatus answers GET /v1/status; with wait=idle it first syncs the
-// Index (api.Syncer), then waits until the daemon is idle, the timeout
+// Index (Index.Sync), then waits until the daemon is idle, the timeout
 // (default 30s, at most 5m, for both) passes, the client leaves or the
 // server shuts down, and then answers with the status. A sync that did not
 // finish in time makes the answer not idle.

@@ -1,8 +1,16 @@
 // Package daemon wires annexd together: it opens the index, calibrates the
-// hasher (or reuses a stored calibration), and runs the store's writer, the
-// watcher, the indexer, the audit and the API server under one errgroup
-// until its context ends, then shuts them down in order so that every
-// acknowledged change is on disk.
+// hasher (or reuses a stored calibration), builds the parts, and runs the
+// store's writer, the watcher, the indexer, the audit, deduplication, the
+// hub link and the API server under one errgroup until its context ends,
+// then shuts them down in order so that every acknowledged change is on
+// disk.
+//
+// It holds no answers of its own: the API server is given its parts
+// (apiserver.Parts): internal/query for the index's questions and the
+// audit's answers, internal/deduppart for deduplication, internal/hublink
+// for the hub. What stays here is the order of the start, the daemon's
+// own loops (the systemd status line, the progress log, the watch for
+// damage) and the one seam between the indexer and the audit (audit.go).
 package daemon
 
 import (
