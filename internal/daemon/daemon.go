@@ -218,29 +218,14 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 // part cannot start or fails.
 func (a *App) Run(ctx context.Context) error {
 	a.started = time.Now()
-	st, err := store.Open(a.cfg.Index, store.Options{Logger: a.log.With("part", "store"), MaxBatch: storeBatch,
-		DataWindow: a.dataWindow(), Changes: a.cfg.Linked()})
-	if errors.Is(err, store.ErrLocked) {
-		return fmt.Errorf("%w: %w (is another annexd running? stop it, or give this one its own --index)", ErrLocked, err)
-	}
+	st, err := a.openStore()
 	if err != nil {
 		return err
 	}
 	a.st = st
 	defer st.Close()
 	a.dropChanges()
-
-	// The writer runs until everything that writes has stopped.
-	storeCtx, stopStore := context.WithCancel(context.WithoutCancel(ctx))
-	storeDone := make(chan error, 1)
-	go func() { storeDone <- st.Run(storeCtx) }()
-	defer func() {
-		stopStore()
-		if err := <-storeDone; err != nil {
-			a.log.Error("index writer failed", "err", err)
-		}
-	}()
-
+	defer a.runWriter(ctx)()
 	if dir, err := makeSyncDir(a.cfg.Index); err != nil {
 		a.log.Warn("cannot make the sync directory; status --wait may answer before recent changes are seen",
 			"path", dir, "err", err)
@@ -268,43 +253,78 @@ func (a *App) Run(ctx context.Context) error {
 	a.srv.Ready(a.parts())
 	a.log.Info("annexd started", "roots", a.cfg.Roots, "given_as", a.roots.Aliases(), "index", a.cfg.Index, "socket", a.cfg.Socket,
 		"backend", a.backend.String(), "version", a.opts.Version)
+	a.runParts(runCtx, g, stop)
+	return a.stopped(g.Wait())
+}
 
-	g.Go(func() error { return a.ix.Run(runCtx) })
-	g.Go(func() error { return a.w.Run(runCtx) })
-	g.Go(func() error { return a.ix.Follow(runCtx, a.w) })
-	g.Go(func() error { return a.notifyProgress(runCtx) })
-	g.Go(func() error { return a.logProgress(runCtx) })
-	g.Go(func() error { a.query.CheckOutside(runCtx); return nil })
-	g.Go(func() error { return a.watchDamage(runCtx) })
-	g.Go(func() error { return a.dedup.Run(runCtx) })
-	g.Go(func() error { return a.dedup.RunSurveys(runCtx) })
-	g.Go(func() error { return a.audit.Run(runCtx) })
-	g.Go(func() error { a.relayIndexer(runCtx); return nil })
+// openStore opens the index.
+func (a *App) openStore() (*store.Store, error) {
+	st, err := store.Open(a.cfg.Index, store.Options{Logger: a.log.With("part", "store"), MaxBatch: storeBatch,
+		DataWindow: a.dataWindow(), Changes: a.cfg.Linked()})
+	if errors.Is(err, store.ErrLocked) {
+		return nil, fmt.Errorf("%w: %w (is another annexd running? stop it, or give this one its own --index)", ErrLocked, err)
+	}
+	return st, err
+}
+
+// runWriter runs the store's writer until the function it returns is
+// called: after everything that writes has stopped, even when ctx ended
+// long before.
+func (a *App) runWriter(ctx context.Context) (stop func()) {
+	storeCtx, stopStore := context.WithCancel(context.WithoutCancel(ctx))
+	storeDone := make(chan error, 1)
+	go func() { storeDone <- a.st.Run(storeCtx) }()
+	return func() {
+		stopStore()
+		if err := <-storeDone; err != nil {
+			a.log.Error("index writer failed", "err", err)
+		}
+	}
+}
+
+// runParts runs the parts under g until ctx ends; stop ends them all
+// (ExitWhenIdle).
+func (a *App) runParts(ctx context.Context, g *errgroup.Group, stop func()) {
+	g.Go(func() error { return a.ix.Run(ctx) })
+	g.Go(func() error { return a.w.Run(ctx) })
+	g.Go(func() error { return a.ix.Follow(ctx, a.w) })
+	g.Go(func() error { return a.notifyProgress(ctx) })
+	g.Go(func() error { return a.logProgress(ctx) })
+	g.Go(func() error { a.query.CheckOutside(ctx); return nil })
+	g.Go(func() error { return a.watchDamage(ctx) })
+	g.Go(func() error { return a.dedup.Run(ctx) })
+	g.Go(func() error { return a.dedup.RunSurveys(ctx) })
+	g.Go(func() error { return a.audit.Run(ctx) })
+	g.Go(func() error { a.relayIndexer(ctx); return nil })
 	if a.opts.PaceGC {
 		g.Go(func() error {
-			gcpace.Run(runCtx, gcpace.Options{Busy: a.bulk, Idle: a.ixResting, Wake: a.ix.WorkChanged})
+			gcpace.Run(ctx, gcpace.Options{Busy: a.bulk, Idle: a.ixResting, Wake: a.ix.WorkChanged})
 			return nil
 		})
 	}
 	if a.opts.DiskProcs {
 		g.Go(func() error {
-			if err := diskprocs.Run(runCtx, diskprocs.Options{Idle: a.resting, Wake: a.work.wait}); err != nil {
+			if err := diskprocs.Run(ctx, diskprocs.Options{Idle: a.resting, Wake: a.work.wait}); err != nil {
 				a.log.Info("GOMAXPROCS stays fixed: the process's I/O counters cannot be read", "err", err)
 			}
 			return nil
 		})
 	}
-	a.link.Start(runCtx, g, a.st)
+	a.link.Start(ctx, g, a.st)
 	if a.opts.ExitWhenIdle {
 		g.Go(func() error {
-			if a.ix.WaitIdle(runCtx) == nil {
+			if a.ix.WaitIdle(ctx) == nil {
 				a.log.Info("idle; exiting as asked", "took", time.Since(a.started).Round(time.Millisecond))
 				stop()
 			}
 			return nil
 		})
 	}
-	err = g.Wait()
+}
+
+// stopped logs the end of a run that ended with err, and returns err with
+// what the log left out.
+func (a *App) stopped(err error) error {
 	if n := a.repeats.dropped(store.ErrCorrupt); n > 0 && errors.Is(err, store.ErrCorrupt) {
 		err = fmt.Errorf("%w (%d more errors from the same damage were not logged)", err, n)
 	}
