@@ -43,6 +43,7 @@ import (
 	"github.com/annexd/annexd/internal/ignore"
 	"github.com/annexd/annexd/internal/indexer"
 	"github.com/annexd/annexd/internal/ledger"
+	"github.com/annexd/annexd/internal/logrepeat"
 	"github.com/annexd/annexd/internal/query"
 	"github.com/annexd/annexd/internal/roots"
 	"github.com/annexd/annexd/internal/sdnotify"
@@ -142,8 +143,8 @@ type App struct {
 	log   *slog.Logger
 	roots roots.Set
 	// repeats logs the first error from a damaged or full index, and
-	// counts the rest (damage.go).
-	repeats repeatFilter
+	// counts the rest.
+	repeats logrepeat.Filter
 
 	backend key.Backend
 	started time.Time
@@ -183,7 +184,7 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	repeats := newRepeatFilter(log.Handler())
+	repeats := logrepeat.New(log.Handler(), store.ErrCorrupt, store.ErrNoSpace)
 	log = slog.New(repeats)
 	if len(cfg.Roots) == 0 {
 		return nil, ErrNoRoots
@@ -322,13 +323,25 @@ func (a *App) runParts(ctx context.Context, g *errgroup.Group, stop func()) {
 	}
 }
 
+// watchDamage returns an error once a read or a write met damage in the
+// index. The error ends the daemon's errgroup, so a damaged index is
+// neither served nor written (the store refuses writes from then on).
+func (a *App) watchDamage(ctx context.Context) error {
+	select {
+	case <-a.st.Damaged():
+		return fmt.Errorf("daemon: %w", a.st.Damage())
+	case <-ctx.Done():
+		return nil
+	}
+}
+
 // stopped logs the end of a run that ended with err, and returns err with
 // what the log left out.
 func (a *App) stopped(err error) error {
-	if n := a.repeats.dropped(store.ErrCorrupt); n > 0 && errors.Is(err, store.ErrCorrupt) {
+	if n := a.repeats.Dropped(store.ErrCorrupt); n > 0 && errors.Is(err, store.ErrCorrupt) {
 		err = fmt.Errorf("%w (%d more errors from the same damage were not logged)", err, n)
 	}
-	if n := a.repeats.dropped(store.ErrNoSpace); n > 0 {
+	if n := a.repeats.Dropped(store.ErrNoSpace); n > 0 {
 		a.log.Warn("more writes failed for lack of space and were not logged; the next scan records their files",
 			"count", n)
 	}
