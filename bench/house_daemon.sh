@@ -14,14 +14,19 @@ def files(pkg):
     return [f for f in out if f.endswith(".go") and not f.endswith("_test.go")]
 def text(f):
     return subprocess.run(["git", "show", f"{rev}:{f}"], capture_output=True, text=True).stdout
-pkgs = ["internal/daemon", "internal/query", "internal/deduppart", "internal/hublink", "api/apiserver", "api"]
+pkgs = ["internal/daemon", "internal/query", "internal/deduppart", "internal/hublink", "internal/logrepeat", "api/apiserver", "api"]
 print(f"rev {rev}")
 print("non-test lines per package:")
 srcs = {}
 for p in pkgs:
     fs = files(p)
     srcs[p] = "".join(text(f) for f in fs)
-    print(f"  {p:22} {srcs[p].count(chr(10)):6} lines in {len(fs)} files")
+    # a function runs from its "func" line to the first "}" at the line's
+    # start; one on a single line counts 1
+    lens = sorted(len(m.group(0).splitlines()) for m in re.finditer(r"^func [^\n]*\{\n.*?^}|^func [^\n]*}$", srcs[p], re.S | re.M))
+    med = lens[len(lens) // 2] if lens else 0
+    top = lens[-1] if lens else 0
+    print(f"  {p:22} {srcs[p].count(chr(10)):6} lines in {len(fs):2} files, {len(lens):3} funcs, median {med:3}, max {top:3} lines")
 print("types: methods / fields (struct fields, one per name)")
 for p, src in srcs.items():
     for m in re.finditer(r"^type (\w+) struct \{\n(.*?)^\}", src, re.S | re.M):

@@ -417,19 +417,7 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	}
 	a.h = hasher.New(policy, a.log.With("part", "hasher"))
 
-	patterns := a.cfg.Ignore.Patterns
-	switch {
-	case a.cfg.Ignore.NoDefaults:
-	case a.cfg.Ignore.AnnexObjects:
-		patterns = append(ignore.DefaultsWithAnnexObjects(), patterns...)
-	default:
-		patterns = append(ignore.Defaults(), patterns...)
-	}
-	// Hardlink deduplication's temporary names are never a person's file:
-	// indexed, or watched, a write to an old copy there would count as a
-	// write of unknown inode and mark every file written. Last, so no
-	// pattern brings them back.
-	patterns = append(slices.Clip(patterns), dedup.TempPattern)
+	patterns := a.ignorePatterns()
 	m, err := ignore.New(patterns)
 	if err != nil {
 		return fmt.Errorf("daemon: ignore patterns: %w", err)
@@ -481,6 +469,12 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	if err := a.setupDedup(ctx, writes, reg); err != nil {
 		return fmt.Errorf("daemon: dedup: %w", err)
 	}
+	return a.setupQuery(reg)
+}
+
+// setupQuery builds the answers to the API's questions, once every part
+// they report on exists, and registers the metrics read at scrape time.
+func (a *App) setupQuery(reg prometheus.Registerer) error {
 	a.query = query.New(query.Config{Store: a.st, Indexer: a.ix, Watcher: a.w, Roots: a.roots, Backend: a.backend,
 		About: a.about(), Logger: a.log, Forgot: a.work.notify, Parts: query.Parts{
 			Dedup: a.dedup.Status, Hub: a.link.Status, Audit: query.NewAudit(a.audit).Summary}})
@@ -496,6 +490,24 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 // about is what the status says of the daemon.
 func (a *App) about() query.About {
 	return query.About{Version: a.opts.Version, IndexPath: a.cfg.Index, Started: a.started, Calibration: a.calib}
+}
+
+// ignorePatterns are the config's ignore patterns after the defaults it
+// asks for.
+func (a *App) ignorePatterns() []string {
+	patterns := a.cfg.Ignore.Patterns
+	switch {
+	case a.cfg.Ignore.NoDefaults:
+	case a.cfg.Ignore.AnnexObjects:
+		patterns = append(ignore.DefaultsWithAnnexObjects(), patterns...)
+	default:
+		patterns = append(ignore.Defaults(), patterns...)
+	}
+	// Hardlink deduplication's temporary names are never a person's file:
+	// indexed, or watched, a write to an old copy there would count as a
+	// write of unknown inode and mark every file written. Last, so no
+	// pattern brings them back.
+	return append(slices.Clip(patterns), dedup.TempPattern)
 }
 
 // policy returns the hasher policy: the stored calibration while it is
