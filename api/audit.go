@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// Auditor is implemented by an Index that audits its files: it reads them
-// again and tells bit rot from edits (/v1/audit/...). The server answers
-// 501 without it. Paths are as the index stores them.
+// Auditor is the daemon's audit: it reads the files again and tells bit
+// rot from edits (/v1/audit/...). A server without one answers 404.
+// Paths are as the index stores them.
 type Auditor interface {
 	// AuditStart starts a run now and returns its id, never one it
 	// handed out before. ErrNotFound when nothing is indexed at a path.

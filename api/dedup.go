@@ -12,8 +12,8 @@ import (
 	"strconv"
 )
 
-// Deduper is implemented by an Index that can make duplicate files share
-// their storage (POST /v1/dedup). The server answers 501 without it.
+// Deduper makes duplicate files share their storage (POST /v1/dedup). A
+// server without one answers 404.
 type Deduper interface {
 	// Dedup plans a run from the index and, unless req.DryRun, carries it
 	// out. It sends the plan first, then the groups asked for, then

@@ -32,14 +32,16 @@
 //	GET  /metrics                          Prometheus text format
 //
 // With wait=idle the status covers every change made before the request:
-// an Index that is also a [Syncer] is synced first (within the timeout).
+// the Index is synced first (within the timeout).
 //
-// An Index that is also a [Starter] is served before it is ready: until
-// then status says what it does ("starting") and every request but ping,
-// status and metrics gets 503 with code "starting". An Index that is a
-// [Backender] refuses whereis of another hash's key with code
-// "other_backend". The client retries 503 "starting" and "busy" answers
-// with backoff.
+// A daemon listens before it serves its index: until then status says
+// what it does ("starting") and every request but ping, status and
+// metrics gets 503 with code "starting". Whereis of a key of another hash
+// than the Index's Backend gets 400 with code "other_backend". A daemon
+// without an audit, deduplication or a hub ([Auditor], [Deduper],
+// [Hubber]) answers their endpoints with 404, code "not_supported" or
+// "no_hub", saying what to turn on. The client retries 503 "starting" and
+// "busy" answers with backoff.
 //
 // Every NDJSON stream ends with one line {"end":true,"count":N,...}; a stream
 // without it was cut short. An error after the stream started is reported in

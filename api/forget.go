@@ -1,20 +1,9 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 )
-
-// Forgetter is implemented by an Index that can drop records outside its
-// roots (POST /v1/forget). The server answers 501 for an Index without it.
-type Forgetter interface {
-	// Forget drops every record at or below dir that is outside the roots
-	// (with dryRun, only counts them) and reports how many. dir is
-	// absolute, clean and not at or below a root (the server refuses those
-	// with CodeUnderRoot); it may hold roots, whose records are kept.
-	Forget(ctx context.Context, dir []byte, dryRun bool) (ForgetResult, error)
-}
 
 // ForgetResult is the answer of POST /v1/forget.
 type ForgetResult struct {

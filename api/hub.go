@@ -11,10 +11,9 @@ import (
 	"github.com/annexd/annexd/key"
 )
 
-// Hubber is implemented by an Index that can ask a hub which hosts hold
-// what (GET /v1/hub/...). The server answers 501 for an Index without
-// it. Its methods fail with ErrNoHub when the daemon has no hub link, and
-// with ErrHubUnreachable when the hub does not answer.
+// Hubber asks a hub which hosts hold what (GET /v1/hub/...). A server
+// without one answers 404 with CodeNoHub. Its methods fail with
+// ErrHubUnreachable when the hub does not answer.
 type Hubber interface {
 	// HubWhereis lists the hosts holding q's content, fresh ones first.
 	HubWhereis(ctx context.Context, q HubWhereisQuery) (HubContent, error)
@@ -30,7 +29,7 @@ type Hubber interface {
 
 // Errors of the hub queries.
 var (
-	// ErrNoHub: the daemon neither runs a hub nor publishes to one (501).
+	// ErrNoHub: the daemon neither runs a hub nor publishes to one (404).
 	ErrNoHub = errors.New("api: this daemon has no hub link")
 	// ErrHubUnreachable: the daemon could not reach its hub (503).
 	ErrHubUnreachable = errors.New("api: the hub is not reachable")

@@ -64,6 +64,31 @@ type Index interface {
 	// walk over the index): a client waiting for idle calls it ~10 times a
 	// second. The server fills in APIVersion.
 	Status(ctx context.Context) (Status, error)
+
+	// Backend returns the backend the index hashes with (either variant).
+	// The server refuses whereis of another hash's key with
+	// CodeOtherBackend, instead of answering that no file has that content.
+	Backend() key.Backend
+
+	// Forget drops every record at or below dir that is outside the roots
+	// (with dryRun, only counts them) and reports how many
+	// (POST /v1/forget). dir is absolute, clean and not at or below a root
+	// (the server refuses those with CodeUnderRoot); it may hold roots,
+	// whose records are kept.
+	Forget(ctx context.Context, dir []byte, dryRun bool) (ForgetResult, error)
+
+	// Sync returns once the daemon has seen every file system change
+	// made before the call (it is pending or indexed), or ctx ends. GET
+	// /v1/status?wait=idle calls it first, so the wait covers every change
+	// made before the request. An index without a watcher returns nil.
+	Sync(ctx context.Context) error
+
+	// WaitIdle returns once the index's own work is done (its Status may
+	// still say busy for other reasons), or ctx ends: a status long poll
+	// waits on it, and reads Status only when it returns. An index that
+	// cannot tell returns at once; the server then asks Status again a
+	// little later.
+	WaitIdle(ctx context.Context) error
 }
 
 // LookupState says what a LookupResult means.
@@ -184,14 +209,6 @@ type DupGroup struct {
 	// Cursor is an opaque position: a DupQuery with After = Cursor resumes
 	// right after this group. The server hands it to clients as base64.
 	Cursor []byte
-}
-
-// Backender is implemented by an Index that holds the digests of one
-// hash only. The server then refuses whereis of another hash's key with
-// CodeOtherBackend, instead of answering that no file has that content.
-type Backender interface {
-	// Backend returns the backend the index hashes with (either variant).
-	Backend() key.Backend
 }
 
 // Status is a snapshot of the daemon.

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,7 +49,7 @@ func hold(t *testing.T, dial func() (net.Conn, error), token string) heldConn {
 // connections close.
 func TestConnectionLimits(t *testing.T) {
 	const token = "0123456789abcdef0123"
-	ts := startServer(t, Config{Index: newStoreIndex(t, t.TempDir()), TCPAddr: "127.0.0.1:0", Token: token,
+	ts := startServer(t, Config{Parts: Parts{Index: newStoreIndex(t, t.TempDir())}, TCPAddr: "127.0.0.1:0", Token: token,
 		Limits: Limits{Conns: 6, Reserve: 2, PerUID: 4}}, nil)
 	tcp := func() (net.Conn, error) { return net.Dial("tcp", ts.srv.TCPAddr().String()) }
 	unix := func() (net.Conn, error) { return net.Dial("unix", ts.socket) }
@@ -89,7 +88,7 @@ func TestConnectionLimits(t *testing.T) {
 // connections, even with places free.
 func TestPerUIDLimit(t *testing.T) {
 	const token = "0123456789abcdef0123"
-	ts := startServer(t, Config{Index: newStoreIndex(t, t.TempDir()), TCPAddr: "127.0.0.1:0", Token: token,
+	ts := startServer(t, Config{Parts: Parts{Index: newStoreIndex(t, t.TempDir())}, TCPAddr: "127.0.0.1:0", Token: token,
 		Limits: Limits{Conns: 8, Reserve: 2, PerUID: 2}}, nil)
 	tcp := func() (net.Conn, error) { return net.Dial("tcp", ts.srv.TCPAddr().String()) }
 	for i := range 2 {
@@ -110,7 +109,7 @@ func TestPerUIDLimit(t *testing.T) {
 // in says the daemon is busy.
 func TestClientRetriesBusy(t *testing.T) {
 	log := new(testutil.Buffer)
-	ts := startServer(t, Config{Index: newStoreIndex(t, t.TempDir()), Limits: Limits{Conns: 2, Reserve: 1},
+	ts := startServer(t, Config{Parts: Parts{Index: newStoreIndex(t, t.TempDir())}, Limits: Limits{Conns: 2, Reserve: 1},
 		Logger: slog.New(slog.NewTextHandler(log, nil))}, nil)
 	unix := func() (net.Conn, error) { return net.Dial("unix", ts.socket) }
 	a, b := hold(t, unix, ""), hold(t, unix, "")
@@ -142,34 +141,24 @@ func TestClientRetriesBusy(t *testing.T) {
 	}
 }
 
-// startingIndex is an Index that is still starting until started is set.
-type startingIndex struct {
-	*storeIndex
-	started atomic.Bool
-}
+// starting is a daemon calibrating before it serves idx (Config.Starting).
+type starting struct{ idx *storeIndex }
 
-func (x *startingIndex) Starting() (string, bool) {
-	if x.started.Load() {
-		return "", false
-	}
-	return "calibrating hashing", true
-}
+func (starting) Phase() string { return "calibrating hashing" }
 
-func (x *startingIndex) Status(ctx context.Context) (api.Status, error) {
-	st, err := x.storeIndex.Status(ctx)
-	if phase, ok := x.Starting(); ok {
-		st.Starting, st.Idle = phase, false
-	}
+func (x starting) Status(ctx context.Context) (api.Status, error) {
+	st, err := x.idx.Status(ctx)
+	st.Starting, st.Idle = "calibrating hashing", false
 	return st, err
 }
 
-// TestStarting: while the Index is starting, status answers (saying so),
+// TestStarting: until the server is Ready, status answers (saying so),
 // other requests get 503 starting, which the client retries, and a status
 // long poll waits for the start.
 func TestStarting(t *testing.T) {
 	root := t.TempDir()
-	idx := &startingIndex{storeIndex: newStoreIndex(t, root)}
-	ts := startServer(t, Config{Index: idx}, nil)
+	idx := newStoreIndex(t, root)
+	ts := startServer(t, Config{Starting: starting{idx}}, nil)
 	st, err := ts.client.Status(context.Background())
 	if err != nil || st.Starting != "calibrating hashing" || st.Idle {
 		t.Errorf("status while starting: %+v %v", st, err)
@@ -193,7 +182,7 @@ func TestStarting(t *testing.T) {
 		}
 		done <- st
 	}()
-	idx.started.Store(true)
+	ts.srv.Ready(Parts{Index: idx})
 	if st := <-done; !st.Idle || st.Starting != "" {
 		t.Errorf("the wait across the start: %+v", st)
 	}

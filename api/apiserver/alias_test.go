@@ -26,7 +26,7 @@ func TestRootAlias(t *testing.T) {
 		t.Fatal(err)
 	}
 	idx := &forgetIndex{storeIndex: newStoreIndex(t, root)}
-	ts := startServer(t, Config{Index: idx, RootAliases: map[string]string{link: root}}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: idx}, RootAliases: map[string]string{link: root}}, nil)
 	c, ctx := ts.client, context.Background()
 	via := filepath.Join(link, "d/a.txt")
 	want := wantKey("through a link", ".txt")

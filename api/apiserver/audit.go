@@ -19,13 +19,13 @@ const (
 	maxWaitRun     = 5 * time.Minute
 )
 
-// auditor returns the Index's api.Auditor, or answers 501.
+// auditor returns the audit part, or answers 404 without one.
 func (s *Server) auditor(w http.ResponseWriter) (api.Auditor, bool) {
-	au, ok := s.cfg.Index.(api.Auditor)
-	if !ok {
-		writeError(w, http.StatusNotImplemented, api.CodeNotSupported, "api: this daemon does not audit")
+	au := s.part().Audit
+	if au == nil {
+		writeError(w, http.StatusNotFound, api.CodeNotSupported, "api: "+noAudit)
 	}
-	return au, ok
+	return au, au != nil
 }
 
 // handleAuditRun answers POST /v1/audit/run[?time_limit=D&full_speed=1]:

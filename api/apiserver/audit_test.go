@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -91,7 +92,7 @@ func (x *auditIndex) AuditAccept(_ context.Context, path []byte) (api.AuditAccep
 func TestAuditRoutes(t *testing.T) {
 	root := shortDir(t)
 	x := &auditIndex{storeIndex: newStoreIndex(t, root), finish: make(chan struct{}), bad: []byte(filepath.Join(root, "caf\xe9"))}
-	ts := startServer(t, Config{Index: x}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: x, Audit: x}}, nil)
 	ctx := context.Background()
 	c := ts.client
 	id, err := c.AuditStart(ctx, api.AuditRequest{Paths: [][]byte{x.bad}, TimeLimit: time.Minute, FullSpeed: true})
@@ -141,12 +142,12 @@ func TestAuditRoutes(t *testing.T) {
 	}
 }
 
-// A daemon that does not audit answers 501.
+// A daemon without an audit part answers 404, saying what is off.
 func TestAuditNotSupported(t *testing.T) {
-	ts := startServer(t, Config{Index: newStoreIndex(t, shortDir(t))}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: newStoreIndex(t, shortDir(t))}}, nil)
 	if _, err := ts.client.AuditStatus(context.Background()); err == nil || !errors.As(err, new(*api.StatusError)) {
 		t.Fatalf("err = %v", err)
-	} else if se := err.(*api.StatusError); se.Status != 501 {
-		t.Errorf("status %d", se.Status)
+	} else if se := err.(*api.StatusError); se.Status != 404 || se.Code != api.CodeNotSupported || !strings.Contains(se.Message, "audit part") {
+		t.Errorf("status %d %s: %s", se.Status, se.Code, se.Message)
 	}
 }

@@ -18,7 +18,7 @@ func benchTree(b *testing.B, n int) (*testServer, [][]byte) {
 	for i := range paths {
 		paths[i] = []byte(writeFile(b, root, filepath.Join(fmt.Sprintf("d%02d", i%100), fmt.Sprintf("f%06d.txt", i)), fmt.Sprint(i)))
 	}
-	ts := startServer(b, Config{Index: newStoreIndex(b, root)}, nil)
+	ts := startServer(b, Config{Parts: Parts{Index: newStoreIndex(b, root)}}, nil)
 	for i := 0; i < n; i += 4096 {
 		err := ts.client.LookupBatch(context.Background(), paths[i:min(i+4096, n)], true, func(r api.LookupResult) error {
 			if r.State != api.StateCurrent {

@@ -25,9 +25,9 @@ import (
 // groups; it stops between actions when the client half-closes or
 // leaves, or the server shuts down.
 func (s *Server) handleDedup(w http.ResponseWriter, r *http.Request) {
-	d, ok := s.cfg.Index.(api.Deduper)
-	if !ok {
-		writeError(w, http.StatusNotImplemented, api.CodeNotSupported, "api: this daemon cannot deduplicate")
+	d := s.part().Dedup
+	if d == nil {
+		writeError(w, http.StatusNotFound, api.CodeNotSupported, "api: "+noDedup)
 		return
 	}
 	p := peerFrom(r.Context())

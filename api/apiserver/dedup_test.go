@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -68,7 +69,7 @@ func (x *dedupIndex) requests() []api.DedupRequest {
 func TestDedupStream(t *testing.T) {
 	root := shortDir(t)
 	x := &dedupIndex{storeIndex: newStoreIndex(t, root)}
-	ts := startServer(t, Config{Index: x}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: x, Dedup: x}}, nil)
 	odd := []byte(root + "/caf\xe9")
 	req := api.DedupRequest{Paths: [][]byte{odd, []byte(root + "/a/../b/")}, Hardlink: true, DryRun: true, MinSize: 7,
 		Groups: -1, Progress: true, UID: 12345, GIDs: []uint32{1}}
@@ -111,7 +112,7 @@ func TestDedupStream(t *testing.T) {
 func TestDedupOutsideRoots(t *testing.T) {
 	root := shortDir(t)
 	x := &dedupIndex{storeIndex: newStoreIndex(t, root)}
-	ts := startServer(t, Config{Index: x}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: x, Dedup: x}}, nil)
 	_, err := ts.client.Dedup(context.Background(), api.DedupRequest{Paths: [][]byte{[]byte(root), []byte("/etc")}}, nil,
 		func(api.DedupEvent) error { return nil })
 	if !errors.Is(err, api.ErrOutsideRoots) {
@@ -131,7 +132,7 @@ func TestDedupOutsideRoots(t *testing.T) {
 func TestDedupStop(t *testing.T) {
 	root := shortDir(t)
 	x := &dedupIndex{storeIndex: newStoreIndex(t, root), block: true}
-	ts := startServer(t, Config{Index: x}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: x, Dedup: x}}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	stop := make(chan struct{})
@@ -160,7 +161,7 @@ func TestDedupStop(t *testing.T) {
 func TestDedupShutdown(t *testing.T) {
 	root := shortDir(t)
 	x := &dedupIndex{storeIndex: newStoreIndex(t, root), block: true}
-	ts := startServer(t, Config{Index: x}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: x, Dedup: x}}, nil)
 	_, err := ts.client.Dedup(context.Background(), api.DedupRequest{}, nil, func(ev api.DedupEvent) error {
 		if ev.Progress != nil {
 			ts.cancel() // the cleanup waits for Run
@@ -184,7 +185,7 @@ func TestDedupErrors(t *testing.T) {
 		{"bad request", fmt.Errorf("%w: no", api.ErrBadRequest), api.ErrBadRequest},
 	} {
 		x := &dedupIndex{storeIndex: newStoreIndex(t, root), err: c.err}
-		ts := startServer(t, Config{Index: x}, nil)
+		ts := startServer(t, Config{Parts: Parts{Index: x, Dedup: x}}, nil)
 		_, err := ts.client.Dedup(context.Background(), api.DedupRequest{}, nil, func(api.DedupEvent) error { return nil })
 		var se *api.StatusError
 		if !errors.Is(err, c.want) || !errors.As(err, &se) {
@@ -192,16 +193,16 @@ func TestDedupErrors(t *testing.T) {
 		}
 	}
 	x := &unsupportedIndex{dedupIndex{storeIndex: newStoreIndex(t, root)}, unsupported}
-	ts := startServer(t, Config{Index: x}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: x, Dedup: x}}, nil)
 	end, err := ts.client.Dedup(context.Background(), api.DedupRequest{}, nil, func(api.DedupEvent) error { return nil })
 	if !errors.Is(err, api.ErrUnsupported) || end.Result == nil || end.Result.Done != 1 {
 		t.Errorf("unsupported: err = %v, end %+v", err, end)
 	}
-	plain := startServer(t, Config{Index: newStoreIndex(t, root)}, nil)
+	plain := startServer(t, Config{Parts: Parts{Index: newStoreIndex(t, root)}}, nil)
 	_, err = plain.client.Dedup(context.Background(), api.DedupRequest{}, nil, func(api.DedupEvent) error { return nil })
 	var se *api.StatusError
-	if !errors.As(err, &se) || se.Status != 501 {
-		t.Errorf("index without Dedup: err = %v, want 501", err)
+	if !errors.As(err, &se) || se.Status != 404 || se.Code != api.CodeNotSupported || !strings.Contains(se.Message, "dedup part") {
+		t.Errorf("server without a dedup part: err = %v, want 404 saying so", err)
 	}
 }
 
@@ -224,7 +225,7 @@ func (x *unsupportedIndex) Dedup(ctx context.Context, req api.DedupRequest, send
 func TestDedupGroupsParam(t *testing.T) {
 	root := shortDir(t)
 	x := &dedupIndex{storeIndex: newStoreIndex(t, root)}
-	ts := startServer(t, Config{Index: x}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: x, Dedup: x}}, nil)
 	hc := unixHTTP(ts.socket)
 	for q, code := range map[string]int{"groups=all": 200, "groups=3": 200, "groups=x": 400, "groups=-1": 400, "dry_run=maybe": 400} {
 		resp, err := hc.Post("http://annexd/v1/dedup?"+q, "application/x-ndjson", bytes.NewReader(nil))

@@ -1,6 +1,12 @@
-// Package apiserver serves an api.Index over HTTP on a unix socket (and, if
-// configured, loopback TCP with a bearer token), and admits only the
-// daemon's own user and root.
+// Package apiserver serves a daemon's parts over HTTP on a unix socket
+// (and, if configured, loopback TCP with a bearer token), and admits only
+// the daemon's own user and root.
+//
+// The parts are given, not discovered (Parts): the api.Index, and the
+// audit, deduplication and hub, each of which may be absent; an absent
+// part's endpoints answer 404 saying what to turn on. A daemon that
+// listens before it has its parts gives Config.Starting and calls Ready
+// once it has them.
 //
 // The endpoints, the wire format and the Index contract are documented in
 // package api. This package adds what only a server needs: the socket

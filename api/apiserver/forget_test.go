@@ -14,8 +14,8 @@ import (
 	"github.com/annexd/annexd/store"
 )
 
-// forgetIndex is storeIndex with Forget: it drops the subtree from the real
-// store (the daemon also keeps the roots a directory holds).
+// forgetIndex is storeIndex that keeps the directories it was asked to
+// forget.
 type forgetIndex struct {
 	*storeIndex
 	calls []string
@@ -23,22 +23,13 @@ type forgetIndex struct {
 
 func (x *forgetIndex) Forget(ctx context.Context, dir []byte, dry bool) (api.ForgetResult, error) {
 	x.calls = append(x.calls, string(dir))
-	var n int64
-	if err := x.st.Subtree(ctx, dir, func([]byte, store.Record) error { n++; return nil }); err != nil {
-		return api.ForgetResult{}, err
-	}
-	if !dry {
-		if err := x.st.DeleteSubtree(ctx, dir); err != nil {
-			return api.ForgetResult{}, err
-		}
-	}
-	return api.ForgetResult{DryRun: dry, Files: n}, nil
+	return x.storeIndex.Forget(ctx, dir, dry)
 }
 
 func TestForget(t *testing.T) {
 	root := shortDir(t)
 	idx := &forgetIndex{storeIndex: newStoreIndex(t, root)}
-	ts := startServer(t, Config{Index: idx}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: idx}}, nil)
 	ctx := context.Background()
 	old := []byte("/old/caf\xe9") // not UTF-8: path_b64 both ways
 	for i, p := range [][]byte{append(old, "/a"...), append(old, "/b/c"...)} {
@@ -86,12 +77,6 @@ func TestForget(t *testing.T) {
 		t.Errorf("the index was asked to forget %q; refused requests must not reach it", idx.calls)
 	}
 
-	// An index that cannot forget: 501.
-	plain := startServer(t, Config{Index: newStoreIndex(t, root)}, nil)
-	var se *api.StatusError
-	if _, err := plain.client.Forget(ctx, old, false); !errors.As(err, &se) || se.Status != http.StatusNotImplemented || se.Code != api.CodeNotSupported {
-		t.Errorf("forget on an index without Forget: %v, want 501", err)
-	}
 }
 
 // A location outside the roots carries the mark on the wire, through both

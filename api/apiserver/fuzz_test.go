@@ -13,7 +13,7 @@ import (
 func FuzzBatchBody(f *testing.F) {
 	root := f.TempDir()
 	idx := newStoreIndex(f, root)
-	srv, err := NewServer(Config{Index: idx, Socket: "/nonexistent/fuzz.sock"})
+	srv, err := NewServer(Config{Parts: Parts{Index: idx}, Socket: "/nonexistent/fuzz.sock"})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func FuzzBatchBody(f *testing.F) {
 func FuzzQuery(f *testing.F) {
 	root := f.TempDir()
 	idx := newStoreIndex(f, root)
-	srv, err := NewServer(Config{Index: idx, Socket: "/nonexistent/fuzz.sock"})
+	srv, err := NewServer(Config{Parts: Parts{Index: idx}, Socket: "/nonexistent/fuzz.sock"})
 	if err != nil {
 		f.Fatal(err)
 	}

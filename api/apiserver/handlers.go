@@ -46,7 +46,7 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	res, err := s.cfg.Index.Lookup(r.Context(), stored, wait)
+	res, err := s.index().Lookup(r.Context(), stored, wait)
 	if err != nil {
 		s.indexError(w, r, err)
 		return
@@ -126,7 +126,7 @@ func (s *Server) lookupLine(r *http.Request, line []byte, set roots.Set, wait bo
 		msg := strings.TrimPrefix(err.Error(), api.ErrOutsideRoots.Error()+": ")
 		return api.LookupResult{Path: p, State: api.StateOutsideRoots, Message: msg}, nil
 	}
-	res, err := s.cfg.Index.Lookup(r.Context(), stored, wait)
+	res, err := s.index().Lookup(r.Context(), stored, wait)
 	res.Path = p
 	return res, err
 }
@@ -134,7 +134,7 @@ func (s *Server) lookupLine(r *http.Request, line []byte, set roots.Set, wait bo
 // handleWhereis answers GET /v1/whereis?key=K | digest=HEX[&backend=B] |
 // path=P with the NDJSON list of locations of that content. A key with a
 // size field lists only files of that size. The hash must be the one the
-// Index holds (api.Backender), else the answer is 400 other_backend.
+// Index holds (its Backend), else the answer is 400 other_backend.
 func (s *Server) handleWhereis(w http.ResponseWriter, r *http.Request) {
 	q, size, err := s.whereisQuery(r)
 	if err == nil {
@@ -149,7 +149,7 @@ func (s *Server) handleWhereis(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := newStream(w)
-	err = s.cfg.Index.Whereis(r.Context(), q, func(l api.Location) error {
+	err = s.index().Whereis(r.Context(), q, func(l api.Location) error {
 		if size >= 0 && l.Size != size {
 			return nil // the same digest with another size is not this key's content
 		}
@@ -160,12 +160,12 @@ func (s *Server) handleWhereis(w http.ResponseWriter, r *http.Request) {
 
 // checkBackend refuses a hash the Index does not hold.
 func (s *Server) checkBackend(b key.Backend) error {
-	bk, ok := s.cfg.Index.(api.Backender)
-	if !ok || bk.Backend().Base() == b.Base() {
+	held := s.index().Backend()
+	if held.Base() == b.Base() {
 		return nil
 	}
 	return fmt.Errorf("%w: the index holds %s digests only (annexd --backend %s), so it cannot tell which files have the content of a %s key",
-		api.ErrOtherBackend, bk.Backend().Base(), bk.Backend(), b)
+		api.ErrOtherBackend, held.Base(), held, b)
 }
 
 var errIndex = errors.New("api: index failed")
@@ -230,7 +230,7 @@ func (s *Server) whereisByPath(r *http.Request, v url.Values) (api.WhereisQuery,
 	if err != nil {
 		return api.WhereisQuery{}, -1, err
 	}
-	res, err := s.cfg.Index.Lookup(r.Context(), stored, wait)
+	res, err := s.index().Lookup(r.Context(), stored, wait)
 	if err != nil {
 		return api.WhereisQuery{}, -1, fmt.Errorf("%w: %w", errIndex, err)
 	}
@@ -280,7 +280,7 @@ func (s *Server) handleDups(w http.ResponseWriter, r *http.Request) {
 	}
 	st := newStream(w)
 	var last []byte
-	err = s.cfg.Index.Dups(r.Context(), q, func(g api.DupGroup) error {
+	err = s.index().Dups(r.Context(), q, func(g api.DupGroup) error {
 		last = g.Cursor
 		return st.item(g.AppendJSON)
 	})
@@ -310,11 +310,6 @@ func dupsPaths(w http.ResponseWriter, r *http.Request, set roots.Set) ([][]byte,
 // clean as given (this request deletes; nothing is guessed) and must not be
 // at or below a root.
 func (s *Server) handleForget(w http.ResponseWriter, r *http.Request) {
-	f, ok := s.cfg.Index.(api.Forgetter)
-	if !ok {
-		writeError(w, http.StatusNotImplemented, api.CodeNotSupported, "api: this daemon cannot forget records")
-		return
-	}
 	v := r.URL.Query()
 	p, err := forgetPath(v, s.roots())
 	if err != nil {
@@ -326,7 +321,7 @@ func (s *Server) handleForget(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	res, err := f.Forget(r.Context(), p, dry)
+	res, err := s.index().Forget(r.Context(), p, dry)
 	if err != nil {
 		s.indexError(w, r, err)
 		return
@@ -357,7 +352,7 @@ func forgetPath(v url.Values, set roots.Set) ([]byte, error) {
 }
 
 // handleStatus answers GET /v1/status; with wait=idle it first syncs the
-// Index (api.Syncer), then waits until the daemon is idle, the timeout
+// Index (Index.Sync), then waits until the daemon is idle, the timeout
 // (default 30s, at most 5m, for both) passes, the client leaves or the
 // server shuts down, and then answers with the status. A sync that did not
 // finish in time makes the answer not idle.
@@ -392,7 +387,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		if !s.waitStarted(r, timeout) {
 			if r.Context().Err() == nil {
-				st, err := s.cfg.Index.Status(r.Context())
+				st, err := s.status(r.Context())
 				st.Idle = false
 				s.writeStatus(w, r, st, err)
 			}
@@ -403,7 +398,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		}
 		timeout = max(timeout-time.Since(start), 0)
 	}
-	st, err := s.cfg.Index.Status(r.Context())
+	st, err := s.status(r.Context())
 	if wait != "" && err == nil && !st.Idle {
 		st, err = s.waitIdle(r, timeout)
 	}
@@ -422,41 +417,29 @@ func (s *Server) writeStatus(w http.ResponseWriter, r *http.Request, st api.Stat
 	writeJSON(w, http.StatusOK, st)
 }
 
-// waitStarted waits until the Index serves (api.Starter), the timeout
+// waitStarted waits until the server has its parts (Ready), the timeout
 // passes, the client leaves or the server shuts down; it reports whether
-// the Index serves.
+// it has them.
 func (s *Server) waitStarted(r *http.Request, timeout time.Duration) bool {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	tick := time.NewTicker(idlePollInterval)
-	defer tick.Stop()
-	for {
-		if _, ok := s.starting(); !ok {
-			return true
-		}
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			return false
-		case <-s.closing:
-			return false
-		case <-r.Context().Done():
-			return false
-		}
+	select {
+	case <-s.ready:
+		return true
+	case <-deadline.C:
+	case <-s.closing:
+	case <-r.Context().Done():
 	}
+	return false
 }
 
-// sync makes the Index see every change made before the request, when it
-// can (api.Syncer); it reports false when the timeout ran out first. Other
-// failures are logged: the wait is then for idle only.
+// sync makes the Index see every change made before the request; it
+// reports false when the timeout ran out first. Other failures are
+// logged: the wait is then for idle only.
 func (s *Server) sync(r *http.Request, timeout time.Duration) bool {
-	sy, ok := s.cfg.Index.(api.Syncer)
-	if !ok {
-		return true
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	err := sy.Sync(ctx)
+	err := s.index().Sync(ctx)
 	switch {
 	case err == nil:
 		return true
@@ -479,23 +462,23 @@ func (s *Server) waitIdle(r *http.Request, timeout time.Duration) (api.Status, e
 		case <-ctx.Done():
 		}
 	}()
-	iw, _ := s.cfg.Index.(api.IdleWaiter)
+	idx := s.index()
 	waited := false
 	for {
-		st, err := s.cfg.Index.Status(r.Context())
+		st, err := idx.Status(r.Context())
 		if err != nil || st.Idle || ctx.Err() != nil {
 			if r.Context().Err() != nil {
 				return api.Status{}, r.Context().Err()
 			}
 			return st, err
 		}
-		if iw != nil && !waited {
+		if !waited {
 			waited = true
-			_ = iw.WaitIdle(ctx)
+			_ = idx.WaitIdle(ctx)
 			continue
 		}
-		// Busy for a reason WaitIdle does not cover, or no IdleWaiter:
-		// look again a little later.
+		// Busy for a reason WaitIdle does not cover: look again a little
+		// later.
 		waited = false
 		select {
 		case <-time.After(idlePollInterval):
@@ -615,7 +598,7 @@ func cleanPath(p []byte) ([]byte, error) {
 }
 
 // roots returns the Index's roots with their aliases.
-func (s *Server) roots() roots.Set { return roots.Of(s.cfg.Index.Roots(), s.cfg.RootAliases) }
+func (s *Server) roots() roots.Set { return roots.Of(s.index().Roots(), s.cfg.RootAliases) }
 
 // underRoots returns p spelled as the index stores it, or ErrOutsideRoots
 // unless p is a root or below one, by either spelling.

@@ -11,20 +11,20 @@ import (
 	"github.com/annexd/annexd/api"
 )
 
-// hubber returns the Index's hub queries, or answers 501 without them.
+// hubber returns the hub part, or answers 404 without one.
 func (s *Server) hubber(w http.ResponseWriter) (api.Hubber, bool) {
-	h, ok := s.cfg.Index.(api.Hubber)
-	if !ok {
-		writeError(w, http.StatusNotImplemented, api.CodeNoHub, api.ErrNoHub.Error())
+	h := s.part().Hub
+	if h == nil {
+		writeError(w, http.StatusNotFound, api.CodeNoHub, api.ErrNoHub.Error()+": "+noHub)
 	}
-	return h, ok
+	return h, h != nil
 }
 
 // hubError reports a failed hub query before a stream started.
 func (s *Server) hubError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, api.ErrNoHub):
-		writeError(w, http.StatusNotImplemented, api.CodeNoHub, err.Error())
+		writeError(w, http.StatusNotFound, api.CodeNoHub, err.Error())
 	case errors.Is(err, api.ErrHubUnreachable):
 		writeError(w, http.StatusServiceUnavailable, api.CodeHubUnreachable, err.Error())
 	case errors.Is(err, api.ErrBadRequest), errors.Is(err, api.ErrOutsideRoots), errors.Is(err, api.ErrNotFound):

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,11 +77,11 @@ func (x *hubIndex) HubHosts(ctx context.Context) ([]api.HubHost, error) {
 }
 
 func TestHubWithoutHubber(t *testing.T) {
-	ts := startServer(t, Config{Index: newStoreIndex(t, shortDir(t))}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: newStoreIndex(t, shortDir(t))}}, nil)
 	_, err := ts.client.HubWhereisKey(context.Background(), mustKey(t, "SHA256E-s1--"+fmt.Sprintf("%064x", 1)))
 	var se *api.StatusError
-	if !errors.Is(err, api.ErrNoHub) || !errors.As(err, &se) || se.Status != 501 {
-		t.Fatalf("whereis without a hub: %v, want ErrNoHub with 501", err)
+	if !errors.Is(err, api.ErrNoHub) || !errors.As(err, &se) || se.Status != 404 || !strings.Contains(se.Message, "[publish] hub") {
+		t.Fatalf("whereis without a hub: %v, want ErrNoHub with 404 naming the setting", err)
 	}
 	if _, err := ts.client.HubHosts(context.Background()); !errors.Is(err, api.ErrNoHub) {
 		t.Fatalf("hosts without a hub: %v", err)
@@ -97,7 +98,7 @@ func collect(t *testing.T, list func(func(api.HubContent) error) ([]byte, error)
 
 func TestHubPages(t *testing.T) {
 	idx := newHubIndex(t, shortDir(t), 25)
-	ts := startServer(t, Config{Index: idx}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: idx, Hub: idx}}, nil)
 	ctx := context.Background()
 	dups := func(q api.HubDupsQuery) ([]api.HubContent, []byte, error) {
 		return collect(t, func(fn func(api.HubContent) error) ([]byte, error) { return ts.client.HubDups(ctx, q, fn) })
@@ -138,7 +139,7 @@ func TestHubPages(t *testing.T) {
 func TestHubCopiesQuery(t *testing.T) {
 	root := shortDir(t)
 	idx := newHubIndex(t, root, 3)
-	ts := startServer(t, Config{Index: idx}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: idx, Hub: idx}}, nil)
 	ctx := context.Background()
 	copies := func(q api.HubCopiesQuery) error {
 		_, _, err := collect(t, func(fn func(api.HubContent) error) ([]byte, error) { return ts.client.HubCopies(ctx, q, fn) })
@@ -174,7 +175,7 @@ func TestHubCopiesQuery(t *testing.T) {
 
 func TestHubWhereisAndHosts(t *testing.T) {
 	idx := newHubIndex(t, shortDir(t), 1)
-	ts := startServer(t, Config{Index: idx}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: idx, Hub: idx}}, nil)
 	ctx := context.Background()
 	k := mustKey(t, "SHA256E-s9--"+fmt.Sprintf("%064x", 7)+".jpg")
 	c, err := ts.client.HubWhereisKey(ctx, k)

@@ -57,6 +57,29 @@ func newStoreIndex(t testing.TB, roots ...string) *storeIndex {
 
 func (x *storeIndex) Roots() []string { return x.roots }
 
+func (x *storeIndex) Backend() key.Backend { return x.backend }
+
+// Sync returns at once: the tests make their changes before they ask.
+func (x *storeIndex) Sync(context.Context) error { return nil }
+
+// WaitIdle returns at once: the server then asks Status again.
+func (x *storeIndex) WaitIdle(context.Context) error { return nil }
+
+// Forget drops the subtree from the real store (the daemon also keeps the
+// roots a directory holds).
+func (x *storeIndex) Forget(ctx context.Context, dir []byte, dry bool) (api.ForgetResult, error) {
+	var n int64
+	if err := x.st.Subtree(ctx, dir, func([]byte, store.Record) error { n++; return nil }); err != nil {
+		return api.ForgetResult{}, err
+	}
+	if !dry {
+		if err := x.st.DeleteSubtree(ctx, dir); err != nil {
+			return api.ForgetResult{}, err
+		}
+	}
+	return api.ForgetResult{DryRun: dry, Files: n}, nil
+}
+
 func (x *storeIndex) Lookup(ctx context.Context, p []byte, wait bool) (api.LookupResult, error) {
 	x.lookups.Add(1)
 	fi, err := fsstat.Lstat(string(p))

@@ -19,7 +19,7 @@ import (
 func TestLongPollOutlivesReadTimeout(t *testing.T) {
 	idx := newStoreIndex(t, t.TempDir())
 	idx.idle.Store(false)
-	ts := startServer(t, Config{Index: idx}, func(s *Server) { s.http.ReadTimeout = 200 * time.Millisecond })
+	ts := startServer(t, Config{Parts: Parts{Index: idx}}, func(s *Server) { s.http.ReadTimeout = 200 * time.Millisecond })
 	st, err := ts.client.WaitIdle(context.Background(), time.Second)
 	if err != nil || st.Idle {
 		t.Fatalf("idle %v, %v; want a not-idle status after the wait", st.Idle, err)
@@ -34,7 +34,7 @@ func TestStalledReaderReleased(t *testing.T) {
 	t.Cleanup(func() { streamWriteTimeout = old })
 	root := t.TempDir()
 	idx := newStoreIndex(t, root)
-	ts := startServer(t, Config{Index: idx}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: idx}}, nil)
 	var paths [][]byte
 	for i := range 2400 {
 		paths = append(paths, []byte(writeFile(t, root, fmt.Sprintf("%d/%s", i%2, strings.Repeat("n", 200)+fmt.Sprint(i/2)), fmt.Sprint(i/2))))
@@ -66,7 +66,7 @@ func TestStalledReaderReleased(t *testing.T) {
 // TestClientKeptConnection: the client reuses its connection, and when
 // the server has closed it while idle, retries on a new one.
 func TestClientKeptConnection(t *testing.T) {
-	ts := startServer(t, Config{Index: newStoreIndex(t, t.TempDir())}, func(s *Server) {
+	ts := startServer(t, Config{Parts: Parts{Index: newStoreIndex(t, t.TempDir())}}, func(s *Server) {
 		s.http.IdleTimeout = 100 * time.Millisecond
 	})
 	ctx := context.Background()
@@ -87,7 +87,7 @@ func TestClientKeptConnection(t *testing.T) {
 func TestClientCancel(t *testing.T) {
 	idx := newStoreIndex(t, t.TempDir())
 	idx.idle.Store(false)
-	ts := startServer(t, Config{Index: idx}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: idx}}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	_, err := ts.client.WaitIdle(ctx, 4*time.Minute)

@@ -53,7 +53,7 @@ func TestOtherUIDForbidden(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to start a child process as uid 65534")
 	}
-	ts := startServer(t, Config{Index: newStoreIndex(t, t.TempDir())}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: newStoreIndex(t, t.TempDir())}}, nil)
 	if _, err := ts.client.Ping(context.Background()); err != nil {
 		t.Fatalf("own uid: %v", err)
 	}
@@ -101,7 +101,7 @@ func copyExecutable(t *testing.T, from, to string) {
 func TestSocketDirSafety(t *testing.T) {
 	idx := newStoreIndex(t, t.TempDir())
 	listen := func(sock string) error {
-		srv, err := NewServer(Config{Index: idx, Socket: sock})
+		srv, err := NewServer(Config{Parts: Parts{Index: idx}, Socket: sock})
 		if err != nil {
 			return err
 		}
@@ -115,7 +115,7 @@ func TestSocketDirSafety(t *testing.T) {
 
 	t.Run("created private", func(t *testing.T) {
 		sock := filepath.Join(shortDir(t), "new", "deeper", api.SocketName)
-		ts := startServer(t, Config{Index: idx, Socket: sock}, nil)
+		ts := startServer(t, Config{Parts: Parts{Index: idx}, Socket: sock}, nil)
 		assertMode(t, filepath.Dir(sock), 0o700)
 		assertMode(t, sock, 0o600)
 		if _, err := ts.client.Ping(context.Background()); err != nil {
@@ -171,13 +171,13 @@ func TestSocketDirSafety(t *testing.T) {
 		}
 		ln.SetUnlinkOnClose(false)
 		ln.Close() // a dead daemon's socket file stays behind
-		ts := startServer(t, Config{Index: idx, Socket: sock}, nil)
+		ts := startServer(t, Config{Parts: Parts{Index: idx}, Socket: sock}, nil)
 		if _, err := ts.client.Ping(context.Background()); err != nil {
 			t.Errorf("after replacing a stale socket: %v", err)
 		}
 	})
 	t.Run("live socket kept", func(t *testing.T) {
-		ts := startServer(t, Config{Index: idx}, nil)
+		ts := startServer(t, Config{Parts: Parts{Index: idx}}, nil)
 		if err := listen(ts.socket); !errors.Is(err, ErrSocketInUse) {
 			t.Errorf("%v, want ErrSocketInUse", err)
 		}
@@ -240,7 +240,7 @@ func rawRequest(t *testing.T, sock string, req string, pause time.Duration, rest
 func TestMalformedOversizedSlow(t *testing.T) {
 	root := t.TempDir()
 	idx := newStoreIndex(t, root)
-	ts := startServer(t, Config{Index: idx}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: idx}}, nil)
 	status := func(method, target string, body string) int {
 		t.Helper()
 		var rd io.Reader
@@ -303,7 +303,7 @@ func TestMalformedOversizedSlow(t *testing.T) {
 	}
 
 	// A server with short timeouts for the slow clients.
-	ts = startServer(t, Config{Index: idx}, func(s *Server) {
+	ts = startServer(t, Config{Parts: Parts{Index: idx}}, func(s *Server) {
 		s.http.ReadHeaderTimeout = 200 * time.Millisecond
 		s.http.ReadTimeout = 400 * time.Millisecond
 	})

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,9 +35,45 @@ const (
 	idlePollInterval  = 100 * time.Millisecond
 )
 
-// Config configures a Server. Index and Socket are required.
+// Parts are what a server serves: the index, and the parts a daemon may
+// run without. A nil part's endpoints answer 404 naming what is off and
+// how to turn it on.
+type Parts struct {
+	Index api.Index   // required: lookup, whereis, dups, status, forget
+	Audit api.Auditor // /v1/audit/...
+	Dedup api.Deduper // /v1/dedup
+	Hub   api.Hubber  // /v1/hub/...
+}
+
+// What a missing part's endpoints answer: what is off, and how to turn
+// it on.
+const (
+	noAudit = "this daemon does not audit: it was started without its audit part " +
+		"(annexd always has one; [audit] disabled only stops its schedule)"
+	noDedup = "this daemon cannot deduplicate: it was started without its dedup part " +
+		"(annexd always has one; [dedup] continuous only adds the background mode)"
+	noHub = "set [publish] hub in its config to publish to a hub, or [hub] enabled to run one here"
+)
+
+// Starting is a daemon that listens before it serves (Config.Starting).
+type Starting interface {
+	// Phase says what the daemon does meanwhile ("calibrating hashing").
+	Phase() string
+	// Status is the daemon's status meanwhile, with Starting set.
+	Status(ctx context.Context) (api.Status, error)
+}
+
+// Config configures a Server. Socket is required, and Index unless
+// Starting is set.
 type Config struct {
-	Index  api.Index
+	// Parts are served from the start. A daemon that listens before it
+	// has its parts leaves them out, sets Starting and calls Ready.
+	Parts
+	// Starting is the daemon before Ready: until then the server answers
+	// ping, status (Starting's) and metrics, and 503 with CodeStarting to
+	// the rest; a status long poll waits for Ready first.
+	Starting Starting
+
 	Socket string // unix socket path, e.g. from DefaultSocketPath
 
 	// RootAliases maps another spelling of a root, a path through a
@@ -68,6 +105,8 @@ type Config struct {
 // Server serves an Index over HTTP on a unix socket (and optionally TCP).
 type Server struct {
 	cfg     Config
+	parts   atomic.Pointer[Parts] // nil until Ready, when Starting
+	ready   chan struct{}         // closed by Ready
 	log     *slog.Logger
 	uid     int
 	metrics *metrics
@@ -85,7 +124,7 @@ type Server struct {
 
 // NewServer checks cfg and returns a server that is not yet listening.
 func NewServer(cfg Config) (*Server, error) {
-	if cfg.Index == nil {
+	if cfg.Index == nil && cfg.Starting == nil {
 		return nil, fmt.Errorf("%w: no index", ErrConfig)
 	}
 	if err := checkSocketPath(cfg.Socket); err != nil {
@@ -116,8 +155,11 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	uid := os.Geteuid()
-	s := &Server{cfg: cfg, log: cfg.Logger, uid: uid, metrics: m, closing: make(chan struct{}),
+	s := &Server{cfg: cfg, log: cfg.Logger, uid: uid, metrics: m, closing: make(chan struct{}), ready: make(chan struct{}),
 		admission: newAdmission(uid, cfg.Limits), refusals: refusalLog{log: cfg.Logger}}
+	if cfg.Starting == nil {
+		s.Ready(cfg.Parts)
+	}
 	if err := m.watchConns(cfg.Registerer, s.admission); err != nil {
 		return nil, err
 	}
@@ -252,26 +294,38 @@ func (s *Server) endpoints() http.Handler {
 	return mux
 }
 
-// serving answers 503 with CodeStarting while the Index does not serve
-// yet (api.Starter), and passes the request on once it does.
+// Ready gives the server the parts it serves from now on; it is called
+// once, when Config.Starting is set. p.Index is required.
+func (s *Server) Ready(p Parts) {
+	s.parts.Store(&p)
+	close(s.ready)
+}
+
+// part returns the parts served; nil before Ready.
+func (s *Server) part() *Parts { return s.parts.Load() }
+
+// index is the Index served; only requests that passed serving ask.
+func (s *Server) index() api.Index { return s.part().Index }
+
+// serving answers 503 with CodeStarting before Ready, with what the
+// daemon does meanwhile, and passes the request on after.
 func (s *Server) serving(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if phase, ok := s.starting(); ok {
+		if s.part() == nil {
 			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusServiceUnavailable, api.CodeStarting, "api: "+phase)
+			writeError(w, http.StatusServiceUnavailable, api.CodeStarting, "api: "+s.cfg.Starting.Phase())
 			return
 		}
 		h(w, r)
 	}
 }
 
-// starting reports what the Index does before it serves, if it does not
-// serve yet.
-func (s *Server) starting() (string, bool) {
-	if st, ok := s.cfg.Index.(api.Starter); ok {
-		return st.Starting()
+// status is the daemon's status: the Index's once Ready, else Starting's.
+func (s *Server) status(ctx context.Context) (api.Status, error) {
+	if p := s.part(); p != nil {
+		return p.Index.Status(ctx)
 	}
-	return "", false
+	return s.cfg.Starting.Status(ctx)
 }
 
 func (s *Server) httpErrorLog() promhttp.Logger {

@@ -33,7 +33,7 @@ func TestLookupFreshness(t *testing.T) {
 	root := t.TempDir()
 	f := writeFile(t, root, "a.txt", "hello")
 	idx := newStoreIndex(t, root)
-	ts := startServer(t, Config{Index: idx}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: idx}}, nil)
 	c, ctx := ts.client, context.Background()
 
 	r, err := c.Lookup(ctx, []byte(f), false)
@@ -79,7 +79,7 @@ func TestLookupNonUTF8(t *testing.T) {
 	root := t.TempDir()
 	name := "caf\xe9 \x01\"q\\.JPG" // Latin-1 byte, a control byte, quote, backslash
 	f := writeFile(t, root, name, "pixels")
-	ts := startServer(t, Config{Index: newStoreIndex(t, root)}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: newStoreIndex(t, root)}}, nil)
 	r, err := ts.client.Lookup(context.Background(), []byte(f), true)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func TestLookupNonUTF8(t *testing.T) {
 
 func TestLookupOutsideRootsAndBadPaths(t *testing.T) {
 	root := t.TempDir()
-	ts := startServer(t, Config{Index: newStoreIndex(t, root)}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: newStoreIndex(t, root)}}, nil)
 	ctx := context.Background()
 	for _, p := range []string{"/etc/passwd", root + "x/a", filepath.Dir(root)} {
 		_, err := ts.client.Lookup(ctx, []byte(p), false)
@@ -121,7 +121,7 @@ func TestLookupOutsideRootsAndBadPaths(t *testing.T) {
 func TestLookupBatch(t *testing.T) {
 	root := t.TempDir()
 	idx := newStoreIndex(t, root)
-	ts := startServer(t, Config{Index: idx}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: idx}}, nil)
 	ctx := context.Background()
 	var paths [][]byte
 	for i := range 50 {
@@ -155,7 +155,7 @@ func TestLookupBatch(t *testing.T) {
 func TestLookupBatchMalformedLines(t *testing.T) {
 	root := t.TempDir()
 	f := writeFile(t, root, "ok", "x")
-	ts := startServer(t, Config{Index: newStoreIndex(t, root)}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: newStoreIndex(t, root)}}, nil)
 	body := strings.Join([]string{
 		`{"path":"` + f + `"}`,
 		`not json`,
@@ -195,7 +195,7 @@ func TestWhereis(t *testing.T) {
 	b := writeFile(t, root, "sub/b.jpg", "same bytes")
 	c := writeFile(t, root, "c.txt", "other")
 	idx := newStoreIndex(t, root)
-	ts := startServer(t, Config{Index: idx}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: idx}}, nil)
 	ctx := context.Background()
 	keys := map[string]key.Key{}
 	for _, p := range []string{a, b, c} {
@@ -252,7 +252,7 @@ func TestWhereis(t *testing.T) {
 func TestDupsOrderAndPaging(t *testing.T) {
 	root := t.TempDir()
 	idx := newStoreIndex(t, root)
-	ts := startServer(t, Config{Index: idx}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: idx}}, nil)
 	ctx := context.Background()
 	big, mid, small := strings.Repeat("B", 1000), strings.Repeat("m", 100), "tiny"
 	files := map[string]string{
@@ -321,7 +321,7 @@ func distinctInodes(t *testing.T, files []api.Location) int {
 func TestStatusAndWaitIdle(t *testing.T) {
 	root := t.TempDir()
 	idx := newStoreIndex(t, root)
-	ts := startServer(t, Config{Index: idx, Version: "9.9"}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: idx}, Version: "9.9"}, nil)
 	ctx := context.Background()
 	st, err := ts.client.Status(ctx)
 	if err != nil || st.APIVersion != api.APIVersion || len(st.Roots) != 1 || st.Roots[0].Path != root || !st.Idle {
@@ -352,7 +352,7 @@ func TestStatusAndWaitIdle(t *testing.T) {
 func TestShutdown(t *testing.T) {
 	idx := newStoreIndex(t, t.TempDir())
 	idx.idle.Store(false)
-	ts := startServer(t, Config{Index: idx}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: idx}}, nil)
 	if _, err := ts.client.Ping(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestMetrics(t *testing.T) {
 	daemonMetric := prometheus.NewCounter(prometheus.CounterOpts{Name: "annexd_files_hashed_total", Help: "test"})
 	reg.MustRegister(daemonMetric)
 	daemonMetric.Add(7)
-	ts := startServer(t, Config{Index: newStoreIndex(t, t.TempDir()), Registerer: reg, Gatherer: reg}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: newStoreIndex(t, t.TempDir())}, Registerer: reg, Gatherer: reg}, nil)
 	ctx := context.Background()
 	if _, err := ts.client.Ping(ctx); err != nil {
 		t.Fatal(err)
@@ -417,7 +417,7 @@ func TestNoDaemon(t *testing.T) {
 
 func TestTCPToken(t *testing.T) {
 	const token = "0123456789abcdef-secret"
-	ts := startServer(t, Config{Index: newStoreIndex(t, t.TempDir()), TCPAddr: "127.0.0.1:0", Token: token}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: newStoreIndex(t, t.TempDir())}, TCPAddr: "127.0.0.1:0", Token: token}, nil)
 	addr := ts.srv.TCPAddr().String()
 	ctx := context.Background()
 	if _, err := api.DialTCP(addr, token).Ping(ctx); err != nil {
@@ -460,7 +460,7 @@ func (x *dupsRecorder) Dups(ctx context.Context, q api.DupQuery, fn func(api.Dup
 func TestDupsPathsReachIndex(t *testing.T) {
 	root := t.TempDir()
 	idx := &dupsRecorder{storeIndex: newStoreIndex(t, root)}
-	ts := startServer(t, Config{Index: idx}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: idx}}, nil)
 	ctx := context.Background()
 	odd := []byte(root + "/caf\xe9")
 	q := api.DupQuery{Paths: [][]byte{odd, []byte(root + "/a/../b/")}, Resurvey: true, Limit: 3}

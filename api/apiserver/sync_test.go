@@ -30,7 +30,7 @@ func (x *syncIndex) Sync(ctx context.Context) error {
 
 func TestStatusWaitSyncsFirst(t *testing.T) {
 	idx := &syncIndex{storeIndex: newStoreIndex(t, t.TempDir())}
-	ts := startServer(t, Config{Index: idx}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: idx}}, nil)
 	ctx := context.Background()
 	if _, err := ts.client.Status(ctx); err != nil || idx.calls.Load() != 0 {
 		t.Fatalf("plain status: %v, %d syncs", err, idx.calls.Load())
@@ -51,7 +51,7 @@ func TestStatusWaitSyncsFirst(t *testing.T) {
 // timeout never gives an idle answer.
 func TestStatusWaitSyncTimeout(t *testing.T) {
 	idx := &syncIndex{storeIndex: newStoreIndex(t, t.TempDir()), block: make(chan struct{})}
-	ts := startServer(t, Config{Index: idx}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: idx}}, nil)
 	st, err := ts.client.WaitIdle(context.Background(), 200*time.Millisecond)
 	if err != nil || st.Idle {
 		t.Fatalf("idle %v, %v; want not idle when the sync did not finish", st.Idle, err)
@@ -83,7 +83,7 @@ func (x *idleIndex) WaitIdle(ctx context.Context) error {
 func TestStatusWaitOnIdleWaiter(t *testing.T) {
 	idx := &idleIndex{storeIndex: newStoreIndex(t, t.TempDir()), idleNow: make(chan struct{})}
 	idx.idle.Store(false)
-	ts := startServer(t, Config{Index: idx}, nil)
+	ts := startServer(t, Config{Parts: Parts{Index: idx}}, nil)
 	done := make(chan error, 1)
 	go func() {
 		st, err := ts.client.WaitIdle(context.Background(), time.Minute)

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 )
 
 // activity wakes the parts that look at the daemon's work from time to
@@ -14,10 +13,6 @@ import (
 type activity struct {
 	mu sync.Mutex
 	ch chan struct{}
-
-	// dedupRuns counts the deduplication runs asked for through the API
-	// that go on now.
-	dedupRuns atomic.Int32
 }
 
 // wait returns a channel closed at the next notify. Take it before
@@ -60,11 +55,10 @@ func (a *App) relayIndexer(ctx context.Context) {
 // not) and no deduplication run asked for through the API goes on.
 // Background deduplication is not counted: it reads at a capped rate.
 func (a *App) resting() bool {
-	if a.ix.Working() || a.work.dedupRuns.Load() > 0 {
+	if a.ix.Working() || a.dedup.Running() {
 		return false
 	}
-	au := a.audit.Load()
-	return au == nil || !au.Reading()
+	return !a.audit.Reading()
 }
 
 // auditBegan is the audit's OnRun: a run begins, or goes on, to read.

@@ -1,21 +1,16 @@
 package daemon
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/annexd/annexd/api"
 	"github.com/annexd/annexd/internal/audit"
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/indexer"
 	"github.com/annexd/annexd/internal/ledger"
-	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )
 
@@ -90,8 +85,17 @@ func (a *App) setupAudit(writes *ledger.Ledger, reg prometheus.Registerer) error
 	if err != nil {
 		return err
 	}
-	a.audit.Store(au)
+	a.audit, a.findings.to = au, au
 	return reg.Register(au.Collector())
+}
+
+// rootBytes are the roots as the audit takes them.
+func (a *App) rootBytes() [][]byte {
+	out := make([][]byte, len(a.cfg.Roots))
+	for i, r := range a.cfg.Roots {
+		out[i] = []byte(r)
+	}
+	return out
 }
 
 // findingClass is the audit's class of each of the indexer's findings.
@@ -101,130 +105,20 @@ var findingClass = map[indexer.FindingKind]audit.Class{
 	indexer.FoundUntraced:  audit.Untraced,
 }
 
-// found files a finding of the indexer with the audit; the indexer is
-// built first, so one found before the audit exists is only logged (by
-// the indexer).
-func (a *App) found(f indexer.Finding) {
-	if au := a.audit.Load(); au != nil {
-		au.Found(audit.Report{Path: f.Path, From: f.From, Class: findingClass[f.Kind], Was: f.Was, Now: f.Now,
+// findings is the one seam between the indexer and the audit, which need
+// each other: the audit asks the indexer to check the files it finds
+// changed (audit.Indexer), and the indexer files each file whose bytes
+// changed with no witness of a write with the audit (its OnFinding). The
+// indexer is built first, given found; setupAudit then sets to, before
+// anything runs that can make a finding (indexer.New starts no work, and
+// the API serves only once setup is done). A finding without an audit is
+// only logged, by the indexer.
+type findings struct{ to *audit.Auditor }
+
+// found files f with the audit, in its terms.
+func (fs *findings) found(f indexer.Finding) {
+	if fs.to != nil {
+		fs.to.Found(audit.Report{Path: f.Path, From: f.From, Class: findingClass[f.Kind], Was: f.Was, Now: f.Now,
 			Observed: f.Digest})
 	}
-}
-
-var _ api.Auditor = (*adapter)(nil)
-
-// AuditStart implements api.Auditor.
-func (x *adapter) AuditStart(ctx context.Context, req api.AuditRequest) (uint64, error) {
-	id, err := x.a.audit.Load().Start(ctx, audit.StartOptions{Paths: req.Paths, TimeLimit: req.TimeLimit, FullSpeed: req.FullSpeed})
-	return id, auditError(err)
-}
-
-// AuditRun implements api.Auditor: a wait cut short by ctx answers with
-// the run as it is.
-func (x *adapter) AuditRun(ctx context.Context, id uint64, wait bool) (api.AuditRun, error) {
-	au := x.a.audit.Load()
-	if wait {
-		s, err := au.WaitRun(ctx, id)
-		if err == nil {
-			return apiRun(s), nil
-		}
-		if ctx.Err() == nil {
-			return api.AuditRun{}, auditError(err)
-		}
-	}
-	s, err := au.Summary(id)
-	if err != nil {
-		return api.AuditRun{}, auditError(err)
-	}
-	return apiRun(s), nil
-}
-
-// auditError maps the audit's errors to the API's.
-func auditError(err error) error {
-	switch {
-	case errors.Is(err, audit.ErrUnknownRun), errors.Is(err, audit.ErrNotFlagged), errors.Is(err, audit.ErrNotIndexed):
-		return fmt.Errorf("%w: %w", api.ErrNotFound, err)
-	case errors.Is(err, audit.ErrPath):
-		return fmt.Errorf("%w: %w", api.ErrBadRequest, err)
-	case errors.Is(err, audit.ErrStopped):
-		return fmt.Errorf("%w: %w", api.ErrStarting, err) // or stopping: the client waits and asks again
-	}
-	return err
-}
-
-func apiRun(s audit.RunSummary) api.AuditRun {
-	return api.AuditRun{ID: s.ID, Manual: s.Manual, FullSpeed: s.FullSpeed, TimeLimitSeconds: s.TimeLimit.Seconds(),
-		Began: s.Began, Ended: s.Ended, StoppedBy: s.StoppedBy, Error: s.Err, Counts: s.Counts,
-		Bytes: s.Bytes, Transient: s.Transient, CacheOnly: api.AuditCacheOnly{Files: s.CacheOnly, Bytes: s.CacheOnlyBytes}}
-}
-
-// AuditStatus implements api.Auditor.
-func (x *adapter) AuditStatus(context.Context) (api.AuditStatus, error) {
-	return apiAuditStatus(x.a.audit.Load().Status()), nil
-}
-
-func apiAuditStatus(s audit.Status) api.AuditStatus {
-	out := api.AuditStatus{State: s.State, Reason: s.Reason, Rate: s.Rate, NextRun: s.NextRun, Problems: s.Problems,
-		IOPriority: s.IOPriority, Totals: s.Totals, BytesVerified: s.BytesVerified, Transient: s.Transient,
-		CacheOnly: api.AuditCacheOnly{Files: s.CacheOnly, Bytes: s.CacheOnlyBytes},
-		Coverage: api.AuditCoverage{EverySeconds: s.Coverage.Every.Seconds(), Files: s.Coverage.Files, Bytes: s.Coverage.Bytes,
-			Total: s.Coverage.Total, TotalBytes: s.Coverage.TotalBytes, Oldest: s.Coverage.Oldest, At: s.Coverage.At}}
-	if s.Run != nil {
-		r := apiRun(*s.Run)
-		out.Run = &r
-	}
-	if p := s.Pass; p != nil {
-		out.Pass = &api.AuditPass{ID: p.ID, Began: p.Began, Cutoff: p.Cutoff, Files: p.Files, Bytes: p.Bytes,
-			Done: p.Done, DoneBytes: p.DoneBytes, Counts: p.Counts, ETASeconds: p.ETA.Seconds()}
-	}
-	if l := s.Last; l != nil {
-		out.LastPass = &api.AuditPassSummary{ID: l.ID, Began: time.Unix(0, l.Began), Ended: time.Unix(0, l.Ended),
-			Files: l.Files, Bytes: l.Bytes, Counts: l.Counts}
-	}
-	return out
-}
-
-// AuditProblems implements api.Auditor.
-func (x *adapter) AuditProblems(ctx context.Context, fn func(api.AuditProblem) error) error {
-	return x.a.audit.Load().Problems(ctx, func(p audit.Problem) error {
-		backend := ""
-		if k, err := key.Parse(p.RecordedKey); err == nil {
-			backend = k.Backend().String()
-		}
-		return fn(api.AuditProblem{Path: p.Path, State: p.Class.String(), Backend: backend, Recorded: p.Recorded,
-			Observed: p.Observed, RecordedKey: p.RecordedKey, ObservedKey: p.ObservedKey, Size: p.Size, Seen: p.Seen, Why: p.Why})
-	})
-}
-
-// AuditPause implements api.Auditor.
-func (x *adapter) AuditPause(ctx context.Context, paused bool) error {
-	if paused {
-		return auditError(x.a.audit.Load().Pause(ctx))
-	}
-	return auditError(x.a.audit.Load().Resume(ctx))
-}
-
-// AuditAccept implements api.Auditor.
-func (x *adapter) AuditAccept(ctx context.Context, path []byte) (api.AuditAcceptResult, error) {
-	res, err := x.a.audit.Load().Accept(ctx, path)
-	if err != nil {
-		return api.AuditAcceptResult{}, auditError(err)
-	}
-	out := api.AuditAcceptResult{Accepted: res.Accepted}
-	for i, p := range res.Failed {
-		out.Failed = append(out.Failed, api.AuditAcceptFailure{Path: p, Error: res.Errs[i].Error()})
-	}
-	return out, nil
-}
-
-// auditSummary is the audit's part of the daemon's status: what it does
-// and why, the problems, the coverage, the last pass and the next run.
-func (a *App) auditSummary() *api.AuditStatus {
-	au := a.audit.Load()
-	if au == nil {
-		return nil
-	}
-	s := apiAuditStatus(au.Status())
-	s.Run, s.Pass, s.Totals = nil, nil, nil
-	return &s
 }

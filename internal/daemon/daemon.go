@@ -1,8 +1,16 @@
 // Package daemon wires annexd together: it opens the index, calibrates the
-// hasher (or reuses a stored calibration), and runs the store's writer, the
-// watcher, the indexer, the audit and the API server under one errgroup
-// until its context ends, then shuts them down in order so that every
-// acknowledged change is on disk.
+// hasher (or reuses a stored calibration), builds the parts, and runs the
+// store's writer, the watcher, the indexer, the audit, deduplication, the
+// hub link and the API server under one errgroup until its context ends,
+// then shuts them down in order so that every acknowledged change is on
+// disk.
+//
+// It holds no answers of its own: the API server is given its parts
+// (apiserver.Parts): internal/query for the index's questions and the
+// audit's answers, internal/deduppart for deduplication, internal/hublink
+// for the hub. What stays here is the order of the start, the daemon's
+// own loops (the systemd status line, the progress log, the watch for
+// damage) and the one seam between the indexer and the audit (audit.go).
 package daemon
 
 import (
@@ -15,7 +23,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,11 +36,15 @@ import (
 	"github.com/annexd/annexd/internal/audit"
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/dedup"
+	"github.com/annexd/annexd/internal/deduppart"
 	"github.com/annexd/annexd/internal/diskprocs"
 	"github.com/annexd/annexd/internal/gcpace"
+	"github.com/annexd/annexd/internal/hublink"
 	"github.com/annexd/annexd/internal/ignore"
 	"github.com/annexd/annexd/internal/indexer"
 	"github.com/annexd/annexd/internal/ledger"
+	"github.com/annexd/annexd/internal/logrepeat"
+	"github.com/annexd/annexd/internal/query"
 	"github.com/annexd/annexd/internal/roots"
 	"github.com/annexd/annexd/internal/sdnotify"
 	"github.com/annexd/annexd/key"
@@ -49,6 +60,8 @@ var (
 	ErrNoRoots = errors.New("daemon: no roots to index")
 	// ErrLocked: another annexd uses the index.
 	ErrLocked = errors.New("daemon: index in use")
+	// ErrHubConfig: the [hub] or [publish] section cannot work.
+	ErrHubConfig = hublink.ErrConfig
 )
 
 // storeBatch caps a group commit. Every group rewrites the pages its
@@ -130,8 +143,8 @@ type App struct {
 	log   *slog.Logger
 	roots roots.Set
 	// repeats logs the first error from a damaged or full index, and
-	// counts the rest (damage.go).
-	repeats repeatFilter
+	// counts the rest.
+	repeats logrepeat.Filter
 
 	backend key.Backend
 	started time.Time
@@ -142,28 +155,26 @@ type App struct {
 	ix    *indexer.Indexer
 	srv   *apiserver.Server
 	calib *hasher.Calibration
-	dedup *dedupPart
-	// audit verifies the index; set in setup, before the indexer runs.
-	audit atomic.Pointer[audit.Auditor]
+	dedup *deduppart.Part
+	// audit verifies the index; set in setup, before the indexer runs,
+	// and handed the indexer's findings (audit.go).
+	audit    *audit.Auditor
+	findings findings
 	// work wakes what looks at the daemon's work while it works.
 	work activity
 
-	// outside is the last list of records outside the roots (nil until
-	// the check at start is done); outsideRun serializes the checks.
-	outside    atomic.Pointer[outsideState]
-	outsideRun sync.Mutex
+	// query answers the API's questions; set in setup.
+	query *query.Index
 
 	// syncDir holds the watcher's Sync cookies ("" if it could not be
 	// made).
 	syncDir string
-	// ready: setup is done and the API serves the index; until then
 	// calibrating says whether the hasher is being calibrated.
-	ready       atomic.Bool
 	calibrating atomic.Bool
 	// calibReused says the stored calibration was used, not measured anew.
 	calibReused atomic.Bool
 
-	link *link // the hub and the publisher (hub.go); nil without them
+	link *hublink.Link // the hub and the publisher; nil without them
 }
 
 // New checks a filled, validated config. It fails when a root does not
@@ -173,7 +184,7 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	repeats := newRepeatFilter(log.Handler())
+	repeats := logrepeat.New(log.Handler(), store.ErrCorrupt, store.ErrNoSpace)
 	log = slog.New(repeats)
 	if len(cfg.Roots) == 0 {
 		return nil, ErrNoRoots
@@ -196,7 +207,7 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 	if err := checkNetwork(&cfg); err != nil {
 		return nil, err
 	}
-	l, err := newLink(cfg, log)
+	l, err := hublink.New(cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -208,29 +219,14 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 // part cannot start or fails.
 func (a *App) Run(ctx context.Context) error {
 	a.started = time.Now()
-	st, err := store.Open(a.cfg.Index, store.Options{Logger: a.log.With("part", "store"), MaxBatch: storeBatch,
-		DataWindow: a.dataWindow(), Changes: a.cfg.Linked()})
-	if errors.Is(err, store.ErrLocked) {
-		return fmt.Errorf("%w: %w (is another annexd running? stop it, or give this one its own --index)", ErrLocked, err)
-	}
+	st, err := a.openStore()
 	if err != nil {
 		return err
 	}
 	a.st = st
 	defer st.Close()
 	a.dropChanges()
-
-	// The writer runs until everything that writes has stopped.
-	storeCtx, stopStore := context.WithCancel(context.WithoutCancel(ctx))
-	storeDone := make(chan error, 1)
-	go func() { storeDone <- st.Run(storeCtx) }()
-	defer func() {
-		stopStore()
-		if err := <-storeDone; err != nil {
-			a.log.Error("index writer failed", "err", err)
-		}
-	}()
-
+	defer a.runWriter(ctx)()
 	if dir, err := makeSyncDir(a.cfg.Index); err != nil {
 		a.log.Warn("cannot make the sync directory; status --wait may answer before recent changes are seen",
 			"path", dir, "err", err)
@@ -255,50 +251,97 @@ func (a *App) Run(ctx context.Context) error {
 		return err
 	}
 	defer a.h.Close()
-	a.ready.Store(true)
+	a.srv.Ready(a.parts())
 	a.log.Info("annexd started", "roots", a.cfg.Roots, "given_as", a.roots.Aliases(), "index", a.cfg.Index, "socket", a.cfg.Socket,
 		"backend", a.backend.String(), "version", a.opts.Version)
+	a.runParts(runCtx, g, stop)
+	return a.stopped(g.Wait())
+}
 
-	g.Go(func() error { return a.ix.Run(runCtx) })
-	g.Go(func() error { return a.w.Run(runCtx) })
-	g.Go(func() error { return a.ix.Follow(runCtx, a.w) })
-	g.Go(func() error { return a.notifyProgress(runCtx) })
-	g.Go(func() error { return a.logProgress(runCtx) })
-	g.Go(func() error { a.checkOutside(runCtx); return nil })
-	g.Go(func() error { return a.watchDamage(runCtx) })
-	g.Go(func() error { return a.runDedup(runCtx) })
-	g.Go(func() error { return a.runSurveys(runCtx) })
-	g.Go(func() error { return a.audit.Load().Run(runCtx) })
-	g.Go(func() error { a.relayIndexer(runCtx); return nil })
+// openStore opens the index.
+func (a *App) openStore() (*store.Store, error) {
+	st, err := store.Open(a.cfg.Index, store.Options{Logger: a.log.With("part", "store"), MaxBatch: storeBatch,
+		DataWindow: a.dataWindow(), Changes: a.cfg.Linked()})
+	if errors.Is(err, store.ErrLocked) {
+		return nil, fmt.Errorf("%w: %w (is another annexd running? stop it, or give this one its own --index)", ErrLocked, err)
+	}
+	return st, err
+}
+
+// runWriter runs the store's writer until the function it returns is
+// called: after everything that writes has stopped, even when ctx ended
+// long before.
+func (a *App) runWriter(ctx context.Context) (stop func()) {
+	storeCtx, stopStore := context.WithCancel(context.WithoutCancel(ctx))
+	storeDone := make(chan error, 1)
+	go func() { storeDone <- a.st.Run(storeCtx) }()
+	return func() {
+		stopStore()
+		if err := <-storeDone; err != nil {
+			a.log.Error("index writer failed", "err", err)
+		}
+	}
+}
+
+// runParts runs the parts under g until ctx ends; stop ends them all
+// (ExitWhenIdle).
+func (a *App) runParts(ctx context.Context, g *errgroup.Group, stop func()) {
+	g.Go(func() error { return a.ix.Run(ctx) })
+	g.Go(func() error { return a.w.Run(ctx) })
+	g.Go(func() error { return a.ix.Follow(ctx, a.w) })
+	g.Go(func() error { return a.notifyProgress(ctx) })
+	g.Go(func() error { return a.logProgress(ctx) })
+	g.Go(func() error { a.query.CheckOutside(ctx); return nil })
+	g.Go(func() error { return a.watchDamage(ctx) })
+	g.Go(func() error { return a.dedup.Run(ctx) })
+	g.Go(func() error { return a.dedup.RunSurveys(ctx) })
+	g.Go(func() error { return a.audit.Run(ctx) })
+	g.Go(func() error { a.relayIndexer(ctx); return nil })
 	if a.opts.PaceGC {
 		g.Go(func() error {
-			gcpace.Run(runCtx, gcpace.Options{Busy: a.bulk, Idle: a.ixResting, Wake: a.ix.WorkChanged})
+			gcpace.Run(ctx, gcpace.Options{Busy: a.bulk, Idle: a.ixResting, Wake: a.ix.WorkChanged})
 			return nil
 		})
 	}
 	if a.opts.DiskProcs {
 		g.Go(func() error {
-			if err := diskprocs.Run(runCtx, diskprocs.Options{Idle: a.resting, Wake: a.work.wait}); err != nil {
+			if err := diskprocs.Run(ctx, diskprocs.Options{Idle: a.resting, Wake: a.work.wait}); err != nil {
 				a.log.Info("GOMAXPROCS stays fixed: the process's I/O counters cannot be read", "err", err)
 			}
 			return nil
 		})
 	}
-	a.link.start(runCtx, g, a.st)
+	a.link.Start(ctx, g, a.st)
 	if a.opts.ExitWhenIdle {
 		g.Go(func() error {
-			if a.ix.WaitIdle(runCtx) == nil {
+			if a.ix.WaitIdle(ctx) == nil {
 				a.log.Info("idle; exiting as asked", "took", time.Since(a.started).Round(time.Millisecond))
 				stop()
 			}
 			return nil
 		})
 	}
-	err = g.Wait()
-	if n := a.repeats.dropped(store.ErrCorrupt); n > 0 && errors.Is(err, store.ErrCorrupt) {
+}
+
+// watchDamage returns an error once a read or a write met damage in the
+// index. The error ends the daemon's errgroup, so a damaged index is
+// neither served nor written (the store refuses writes from then on).
+func (a *App) watchDamage(ctx context.Context) error {
+	select {
+	case <-a.st.Damaged():
+		return fmt.Errorf("daemon: %w", a.st.Damage())
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// stopped logs the end of a run that ended with err, and returns err with
+// what the log left out.
+func (a *App) stopped(err error) error {
+	if n := a.repeats.Dropped(store.ErrCorrupt); n > 0 && errors.Is(err, store.ErrCorrupt) {
 		err = fmt.Errorf("%w (%d more errors from the same damage were not logged)", err, n)
 	}
-	if n := a.repeats.dropped(store.ErrNoSpace); n > 0 {
+	if n := a.repeats.Dropped(store.ErrNoSpace); n > 0 {
 		a.log.Warn("more writes failed for lack of space and were not logged; the next scan records their files",
 			"count", n)
 	}
@@ -306,6 +349,17 @@ func (a *App) Run(ctx context.Context) error {
 	a.log.Info("annexd stopped", "files_hashed", p.FilesHashed, "bytes_hashed", p.BytesHashed,
 		"uptime", time.Since(a.started).Round(time.Millisecond))
 	return err
+}
+
+// dropChanges removes a change log left from a run with a hub: nothing
+// follows it now, and a later link resends the index whole anyway.
+func (a *App) dropChanges() {
+	if a.cfg.Linked() {
+		return
+	}
+	if err := a.st.DropChanges(); err != nil {
+		a.log.Warn("cannot drop the change log of an earlier hub link", "err", err)
+	}
 }
 
 // registry is the metrics registry the API serves.
@@ -322,7 +376,7 @@ func (a *App) registry() *prometheus.Registry {
 func (a *App) listen(reg *prometheus.Registry) error {
 	var err error
 	a.srv, err = apiserver.NewServer(apiserver.Config{
-		Index:       &adapter{a: a},
+		Starting:    query.Starting{Store: a.st, About: a.about(), Roots: a.cfg.Roots, Doing: a.phase},
 		RootAliases: a.roots.Aliases(),
 		Socket:      a.cfg.Socket,
 		TCPAddr:     a.cfg.API.TCP,
@@ -336,6 +390,15 @@ func (a *App) listen(reg *prometheus.Registry) error {
 		return err
 	}
 	return a.srv.Listen()
+}
+
+// parts are what the API serves once setup is done.
+func (a *App) parts() apiserver.Parts {
+	p := apiserver.Parts{Index: a.query, Audit: query.NewAudit(a.audit), Dedup: a.dedup}
+	if a.link != nil {
+		p.Hub = a.link
+	}
+	return p
 }
 
 // maxAutoWorkers bounds the indexer's workers when the config leaves them
@@ -354,19 +417,7 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	}
 	a.h = hasher.New(policy, a.log.With("part", "hasher"))
 
-	patterns := a.cfg.Ignore.Patterns
-	switch {
-	case a.cfg.Ignore.NoDefaults:
-	case a.cfg.Ignore.AnnexObjects:
-		patterns = append(ignore.DefaultsWithAnnexObjects(), patterns...)
-	default:
-		patterns = append(ignore.Defaults(), patterns...)
-	}
-	// Hardlink deduplication's temporary names are never a person's file:
-	// indexed, or watched, a write to an old copy there would count as a
-	// write of unknown inode and mark every file written. Last, so no
-	// pattern brings them back.
-	patterns = append(slices.Clip(patterns), dedup.TempPattern)
+	patterns := a.ignorePatterns()
 	m, err := ignore.New(patterns)
 	if err != nil {
 		return fmt.Errorf("daemon: ignore patterns: %w", err)
@@ -402,7 +453,7 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 		Ignore:        patterns,
 		Exclude:       a.exclude(),
 		Ledger:        writes,
-		OnFinding:     a.found,
+		OnFinding:     a.findings.found,
 		BeforeDir:     a.w.WaitWatched,
 		WritesUnread:  a.w.CatchingUp,
 		SyncWrites:    a.w.Sync,
@@ -415,15 +466,48 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	if err := a.setupAudit(writes, reg); err != nil {
 		return fmt.Errorf("daemon: audit: %w", err)
 	}
-	for _, c := range []prometheus.Collector{a.ix.Collector(), collector{a: a}, hubCollector{a: a}, healthCollector{a: a}} {
+	if err := a.setupDedup(ctx, writes, reg); err != nil {
+		return fmt.Errorf("daemon: dedup: %w", err)
+	}
+	return a.setupQuery(reg)
+}
+
+// setupQuery builds the answers to the API's questions, once every part
+// they report on exists, and registers the metrics read at scrape time.
+func (a *App) setupQuery(reg prometheus.Registerer) error {
+	a.query = query.New(query.Config{Store: a.st, Indexer: a.ix, Watcher: a.w, Roots: a.roots, Backend: a.backend,
+		About: a.about(), Logger: a.log, Forgot: a.work.notify, Parts: query.Parts{
+			Dedup: a.dedup.Status, Hub: a.link.Status, Audit: query.NewAudit(a.audit).Summary}})
+	cs := append([]prometheus.Collector{a.ix.Collector()}, a.query.Collectors()...)
+	for _, c := range append(cs, a.link.Collector()) {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("daemon: metrics: %w", err)
 		}
 	}
-	if err := a.setupDedup(ctx, writes, reg); err != nil {
-		return fmt.Errorf("daemon: dedup: %w", err)
-	}
 	return nil
+}
+
+// about is what the status says of the daemon.
+func (a *App) about() query.About {
+	return query.About{Version: a.opts.Version, IndexPath: a.cfg.Index, Started: a.started, Calibration: a.calib}
+}
+
+// ignorePatterns are the config's ignore patterns after the defaults it
+// asks for.
+func (a *App) ignorePatterns() []string {
+	patterns := a.cfg.Ignore.Patterns
+	switch {
+	case a.cfg.Ignore.NoDefaults:
+	case a.cfg.Ignore.AnnexObjects:
+		patterns = append(ignore.DefaultsWithAnnexObjects(), patterns...)
+	default:
+		patterns = append(ignore.Defaults(), patterns...)
+	}
+	// Hardlink deduplication's temporary names are never a person's file:
+	// indexed, or watched, a write to an old copy there would count as a
+	// write of unknown inode and mark every file written. Last, so no
+	// pattern brings them back.
+	return append(slices.Clip(patterns), dedup.TempPattern)
 }
 
 // policy returns the hasher policy: the stored calibration while it is
@@ -502,7 +586,7 @@ func (a *App) exclude() []string {
 	if a.syncDir != "" {
 		x = append(x, a.syncDir)
 	}
-	return append(x, a.link.exclude()...)
+	return append(x, a.link.Exclude()...)
 }
 
 // makeSyncDir makes the directory of the watcher's Sync cookies beside the
@@ -590,6 +674,3 @@ func (a *App) ixResting() bool { return !a.ix.Working() }
 // bulk reports whether the indexer works in bulk (indexer.Bulk). A lone
 // change in its quiet period is not bulk work.
 func (a *App) bulk() bool { return a.ix.Bulk() }
-
-// goVersion is reported by status.
-var goVersion = runtime.Version()

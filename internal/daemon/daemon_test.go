@@ -172,6 +172,21 @@ func TestRunServesTheAPI(t *testing.T) {
 		!bytes.Contains(m, []byte("annexd_watcher_watches{root=")) {
 		t.Errorf("metrics lack the indexer's counters: %v\n%.2000s", err, m)
 	}
+
+	// The parts: the audit and deduplication answer; without [hub] or
+	// [publish] the hub's endpoints say what to set.
+	if as, err := c.AuditStatus(ctx); err != nil || as.State == "" {
+		t.Errorf("audit status: %+v %v", as, err)
+	}
+	_, err = c.Dedup(ctx, api.DedupRequest{DryRun: true}, nil, func(api.DedupEvent) error { return nil })
+	if err != nil && !errors.Is(err, api.ErrUnsupported) { // a file system without reflinks plans nothing
+		t.Errorf("dedup dry run: %v", err)
+	}
+	var se *api.StatusError
+	if _, err := c.HubHosts(ctx); !errors.Is(err, api.ErrNoHub) || !errors.As(err, &se) || se.Status != 404 ||
+		!strings.Contains(se.Message, "[publish] hub") {
+		t.Errorf("hub hosts without a hub: %v, want ErrNoHub, 404, naming [publish] hub", err)
+	}
 }
 
 // A second daemon on the same index refuses to start and names the file.

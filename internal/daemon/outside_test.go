@@ -306,7 +306,7 @@ func TestForgetOutlivesItsRequest(t *testing.T) {
 
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
-	r, err := app.forget(gone, []byte(base), false)
+	r, err := app.query.Forget(gone, []byte(base), false)
 	if err != nil || r.Files != 2 {
 		t.Errorf("forget with its request gone: %+v %v; want 2 records dropped", r, err)
 	}

@@ -1,4 +1,4 @@
-package daemon
+package logrepeat
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 // it comes through; the rest are counted, and other records pass.
 func TestRepeatFilter(t *testing.T) {
 	buf := new(testutil.Buffer)
-	f := newRepeatFilter(slog.NewTextHandler(buf, nil))
+	f := New(slog.NewTextHandler(buf, nil), store.ErrCorrupt, store.ErrNoSpace)
 	log := slog.New(f)
 	ix := log.With("part", "indexer")
 	for i := range 100 {
@@ -33,7 +33,7 @@ func TestRepeatFilter(t *testing.T) {
 	if !strings.Contains(out, "other failure") {
 		t.Errorf("an unrelated record was left out:\n%s", out)
 	}
-	if d := f.dropped(store.ErrCorrupt); d != 99 {
+	if d := f.Dropped(store.ErrCorrupt); d != 99 {
 		t.Errorf("dropped %d damage records, want 99", d)
 	}
 }

@@ -1,4 +1,4 @@
-package daemon
+package hublink
 
 import (
 	"context"
@@ -13,13 +13,13 @@ import (
 	"github.com/annexd/annexd/key"
 )
 
-var _ api.Hubber = (*adapter)(nil)
+var _ api.Hubber = (*Link)(nil)
 
 // hubTimeout bounds one query to the hub.
 const hubTimeout = 10 * time.Second
 
 // client returns a client of the hub over the publisher's connection.
-func (l *link) client() (*hub.Client, error) {
+func (l *Link) client() (*hub.Client, error) {
 	if l == nil {
 		return nil, api.ErrNoHub
 	}
@@ -39,7 +39,7 @@ func (l *link) client() (*hub.Client, error) {
 }
 
 // ask runs one query with the hub's errors mapped to the API's.
-func (l *link) ask(ctx context.Context, fn func(ctx context.Context, c *hub.Client) error) error {
+func (l *Link) ask(ctx context.Context, fn func(ctx context.Context, c *hub.Client) error) error {
 	c, err := l.client()
 	if err != nil {
 		return err
@@ -59,9 +59,9 @@ func (l *link) ask(ctx context.Context, fn func(ctx context.Context, c *hub.Clie
 }
 
 // HubWhereis implements api.Hubber.
-func (x *adapter) HubWhereis(ctx context.Context, q api.HubWhereisQuery) (api.HubContent, error) {
+func (l *Link) HubWhereis(ctx context.Context, q api.HubWhereisQuery) (api.HubContent, error) {
 	var out api.HubContent
-	err := x.a.link.ask(ctx, func(ctx context.Context, c *hub.Client) error {
+	err := l.ask(ctx, func(ctx context.Context, c *hub.Client) error {
 		hc, err := c.Whereis(ctx, q.Backend.Base().String(), hex.EncodeToString(q.Digest), q.Size)
 		if err == nil {
 			out, err = hubContent(hc)
@@ -72,9 +72,9 @@ func (x *adapter) HubWhereis(ctx context.Context, q api.HubWhereisQuery) (api.Hu
 }
 
 // HubDups implements api.Hubber.
-func (x *adapter) HubDups(ctx context.Context, q api.HubDupsQuery) (api.HubPage, error) {
+func (l *Link) HubDups(ctx context.Context, q api.HubDupsQuery) (api.HubPage, error) {
 	var out api.HubPage
-	err := x.a.link.ask(ctx, func(ctx context.Context, c *hub.Client) error {
+	err := l.ask(ctx, func(ctx context.Context, c *hub.Client) error {
 		r, err := c.Dups(ctx, hubwire.DupsRequest{MinSize: q.MinSize, After: q.After, Limit: q.Limit})
 		if err == nil {
 			out, err = hubPage(r)
@@ -85,9 +85,8 @@ func (x *adapter) HubDups(ctx context.Context, q api.HubDupsQuery) (api.HubPage,
 }
 
 // HubCopies implements api.Hubber: this host's files unless q.AllHosts.
-func (x *adapter) HubCopies(ctx context.Context, q api.HubCopiesQuery) (api.HubPage, error) {
+func (l *Link) HubCopies(ctx context.Context, q api.HubCopiesQuery) (api.HubPage, error) {
 	var out api.HubPage
-	l := x.a.link
 	err := l.ask(ctx, func(ctx context.Context, c *hub.Client) error {
 		req := hubwire.CopiesRequest{FewerThan: q.FewerThan, Host: l.pcfg.Name, Prefix: q.Path, After: q.After, Limit: q.Limit}
 		if q.AllHosts {
@@ -103,9 +102,9 @@ func (x *adapter) HubCopies(ctx context.Context, q api.HubCopiesQuery) (api.HubP
 }
 
 // HubHosts implements api.Hubber.
-func (x *adapter) HubHosts(ctx context.Context) ([]api.HubHost, error) {
+func (l *Link) HubHosts(ctx context.Context) ([]api.HubHost, error) {
 	var out []api.HubHost
-	err := x.a.link.ask(ctx, func(ctx context.Context, c *hub.Client) error {
+	err := l.ask(ctx, func(ctx context.Context, c *hub.Client) error {
 		states, err := c.Hosts(ctx)
 		for _, s := range states {
 			out = append(out, api.HubHost{Name: s.Name, HostID: s.HostID, IndexID: s.IndexID, Seq: s.Seq, Complete: s.Complete,

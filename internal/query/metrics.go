@@ -1,12 +1,18 @@
-package daemon
+package query
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// Collectors export the index's totals, the records outside the roots,
+// and the watcher's health, read at scrape time.
+func (x *Index) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{collector{x}, healthCollector{x}}
+}
+
 // collector exports the index totals and the watcher's health, read at
 // scrape time: annexd_index_* and annexd_watcher_*.
-type collector struct{ a *App }
+type collector struct{ x *Index }
 
 var (
 	descFiles     = prometheus.NewDesc("annexd_index_files", "Files in the index (records outside the roots included).", nil, nil)
@@ -44,7 +50,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	if s, err := c.a.st.Stats(); err == nil {
+	if s, err := c.x.cfg.Store.Stats(); err == nil {
 		gauge(descFiles, float64(s.Files))
 		gauge(descBytes, float64(s.Bytes))
 		gauge(descUnique, float64(s.Unique))
@@ -55,10 +61,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descIndexSize, float64(s.IndexBytes))
 		gauge(descUngrouped, float64(s.Ungrouped))
 	}
-	if o := c.a.outside.Load(); o != nil {
+	if o := c.x.outside.Load(); o != nil {
 		gauge(descOutside, float64(o.files))
 	}
-	for _, r := range c.a.w.Status().Roots {
+	for _, r := range c.x.cfg.Watcher.Status().Roots {
 		gauge(descWatches, float64(r.Watches), r.Root)
 		gauge(descUnwatched, float64(r.Unwatched), r.Root)
 		degraded := 0.0
@@ -75,4 +81,27 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descLastScan, float64(r.LastRescan.UnixNano())/1e9, r.Root)
 		}
 	}
+}
+
+// healthCollector exports what makes the daemon unhealthy besides the
+// watch limit: annexd_watcher_unreadable_dirs and annexd_index_backlog_changes.
+type healthCollector struct{ x *Index }
+
+var (
+	descUnreadable = prometheus.NewDesc("annexd_watcher_unreadable_dirs",
+		"Directories of the root that annexd cannot read or watch (the root itself included); their records are kept, unchecked.", []string{"root"}, nil)
+	descBacklog = prometheus.NewDesc("annexd_index_backlog_changes",
+		"Changes the index writer holds because the index's file system is full; retried once there is room.", nil, nil)
+)
+
+func (c healthCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descUnreadable
+	ch <- descBacklog
+}
+
+func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, r := range c.x.cfg.Watcher.Status().Roots {
+		ch <- prometheus.MustNewConstMetric(descUnreadable, prometheus.GaugeValue, float64(r.Unreadable), r.Root)
+	}
+	ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(c.x.cfg.Store.Backlog().Changes))
 }

@@ -1,34 +1,25 @@
-package daemon
+// Package logrepeat keeps a repeating error from flooding the log: a
+// slog handler passes the first record that carries one of its errors,
+// then one every few minutes, and counts the others, which the next
+// record passed reports. Once a page of the index is damaged, or its file
+// system is full, every read or write meets the same error until the
+// cause is gone; one line says it.
+package logrepeat
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/annexd/annexd/store"
 )
 
-// watchDamage returns an error once a read or a write met damage in the
-// index. The error ends the daemon's errgroup, so a damaged index is
-// neither served nor written (the store refuses writes from then on).
-func (a *App) watchDamage(ctx context.Context) error {
-	select {
-	case <-a.st.Damaged():
-		return fmt.Errorf("daemon: %w", a.st.Damage())
-	case <-ctx.Done():
-		return nil
-	}
-}
-
-// repeatFilter passes the first log record that carries one of its
+// Filter passes the first log record that carries one of its
 // errors, then one every repeatWindow, and counts the others instead: once
 // a page is damaged, or the index's file system is full, every write (or
 // read) meets the same error until the cause is gone, and one line says
 // it. A record passed after others were left out says how many.
-type repeatFilter struct {
+type Filter struct {
 	slog.Handler
 	kinds []*repeats
 }
@@ -45,12 +36,18 @@ type repeats struct {
 	dropped int64     // left out in all
 }
 
-func newRepeatFilter(h slog.Handler) repeatFilter {
-	return repeatFilter{Handler: h, kinds: []*repeats{{err: store.ErrCorrupt}, {err: store.ErrNoSpace}}}
+// New passes h the records that carry none of errs, and of those that
+// carry one, the first and then one every repeatWindow.
+func New(h slog.Handler, errs ...error) Filter {
+	f := Filter{Handler: h}
+	for _, err := range errs {
+		f.kinds = append(f.kinds, &repeats{err: err})
+	}
+	return f
 }
 
 // Handle implements slog.Handler.
-func (h repeatFilter) Handle(ctx context.Context, r slog.Record) error {
+func (h Filter) Handle(ctx context.Context, r slog.Record) error {
 	k := h.kind(r)
 	if k == nil {
 		return h.Handler.Handle(ctx, r)
@@ -76,17 +73,17 @@ func (h repeatFilter) Handle(ctx context.Context, r slog.Record) error {
 }
 
 // WithAttrs implements slog.Handler.
-func (h repeatFilter) WithAttrs(as []slog.Attr) slog.Handler {
-	return repeatFilter{Handler: h.Handler.WithAttrs(as), kinds: h.kinds}
+func (h Filter) WithAttrs(as []slog.Attr) slog.Handler {
+	return Filter{Handler: h.Handler.WithAttrs(as), kinds: h.kinds}
 }
 
 // WithGroup implements slog.Handler.
-func (h repeatFilter) WithGroup(name string) slog.Handler {
-	return repeatFilter{Handler: h.Handler.WithGroup(name), kinds: h.kinds}
+func (h Filter) WithGroup(name string) slog.Handler {
+	return Filter{Handler: h.Handler.WithGroup(name), kinds: h.kinds}
 }
 
-// dropped is how many records carrying target the filter left out.
-func (h repeatFilter) dropped(target error) int64 {
+// Dropped is how many records carrying target the filter left out.
+func (h Filter) Dropped(target error) int64 {
 	for _, k := range h.kinds {
 		if k.err == target {
 			k.mu.Lock()
@@ -98,7 +95,7 @@ func (h repeatFilter) dropped(target error) int64 {
 }
 
 // kind returns the counter of the error r carries, or nil.
-func (h repeatFilter) kind(r slog.Record) *repeats {
+func (h Filter) kind(r slog.Record) *repeats {
 	var found *repeats
 	r.Attrs(func(a slog.Attr) bool {
 		if err, ok := a.Value.Any().(error); ok {

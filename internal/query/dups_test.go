@@ -1,4 +1,4 @@
-package daemon
+package query
 
 import (
 	"crypto/sha256"

@@ -1,12 +1,16 @@
-package daemon
+package hublink
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// hubCollector exports the link to the hub (annexd_hub_*) and, on the
+// collector exports the link to the hub (annexd_hub_*) and, on the
 // hub's machine, what the hub knows of each host (annexd_hub_host_*).
-type hubCollector struct{ a *App }
+type collector struct{ l *Link }
+
+// Collector exports the link's metrics; a nil Link's collector exports
+// none.
+func (l *Link) Collector() prometheus.Collector { return collector{l} }
 
 var (
 	descHubConnected = prometheus.NewDesc("annexd_hub_connected", "1 while the connection to the hub is up.", nil, nil)
@@ -26,15 +30,15 @@ var (
 		"State requests and queries the hub did not answer, by host (empty: not configured) and reason.", []string{"host", "reason"}, nil)
 )
 
-func (c hubCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHubConnected, descHubSeq, descHubPublished, descHubAcked, descHubLag,
 		descHubResends, descHostRecords, descHostSeen, descHostStale, descHubDropped, descHubRefused} {
 		ch <- d
 	}
 }
 
-func (c hubCollector) Collect(ch chan<- prometheus.Metric) {
-	l := c.a.link
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	l := c.l
 	if l == nil {
 		return
 	}

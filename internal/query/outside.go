@@ -1,4 +1,4 @@
-package daemon
+package query
 
 import (
 	"context"
@@ -19,34 +19,26 @@ type outsideState struct {
 const maxOutsideLogged = 10
 
 // outsideRoot reports whether p is outside every configured root.
-func (a *App) outsideRoot(p []byte) bool { return !a.roots.Contains(string(p)) }
+func (x *Index) outsideRoot(p []byte) bool { return !x.cfg.Roots.Contains(string(p)) }
 
-func (a *App) rootBytes() [][]byte {
-	out := make([][]byte, len(a.cfg.Roots))
-	for i, r := range a.cfg.Roots {
-		out[i] = []byte(r)
-	}
-	return out
-}
-
-// checkOutside finds the records outside the roots at start, in the
-// background, and warns once when there are any. The warning is logged
+// CheckOutside finds the records outside the roots, in the background
+// of the start, and warns once when there are any. The warning is logged
 // before status shows the check as done, so a client that sees it done
 // also finds it in the log.
-func (a *App) checkOutside(ctx context.Context) {
+func (x *Index) CheckOutside(ctx context.Context) {
 	start := time.Now()
-	err := a.refreshOutside(ctx, func(st *outsideState) {
-		a.log.Debug("checked for records outside the roots", "places", len(st.dirs), "files", st.files,
+	err := x.refreshOutside(ctx, func(st *outsideState) {
+		x.log.Debug("checked for records outside the roots", "places", len(st.dirs), "files", st.files,
 			"took", time.Since(start).Round(time.Microsecond))
-		a.warnOutside(st)
+		x.warnOutside(st)
 	})
 	if err != nil && ctx.Err() == nil {
-		a.log.Warn("cannot list the records outside the roots", "err", err)
+		x.log.Warn("cannot list the records outside the roots", "err", err)
 	}
 }
 
 // warnOutside logs what st found, if anything.
-func (a *App) warnOutside(st *outsideState) {
+func (x *Index) warnOutside(st *outsideState) {
 	if len(st.dirs) == 0 {
 		return
 	}
@@ -58,7 +50,7 @@ func (a *App) warnOutside(st *outsideState) {
 		}
 		named = append(named, fmt.Sprintf("%s (%d files)", describeOutside(d), d.Files))
 	}
-	a.log.Warn("the index holds records outside the roots, left from runs with other roots; nothing checks them, so dups hides them and whereis marks them",
+	x.log.Warn("the index holds records outside the roots, left from runs with other roots; nothing checks them, so dups hides them and whereis marks them",
 		"files", st.files, "dirs", named,
 		"fix", "drop them with `annexctl forget DIR...` (--dry-run to see first), or start annexd with those directories as roots again")
 }
@@ -74,10 +66,10 @@ func describeOutside(d store.OutsideDir) string {
 // for status and metrics, calling before (if not nil) just before it does.
 // Runs are serialized, so a later run (after a forget) always has the last
 // word.
-func (a *App) refreshOutside(ctx context.Context, before func(*outsideState)) error {
-	a.outsideRun.Lock()
-	defer a.outsideRun.Unlock()
-	dirs, err := a.st.Outside(ctx, a.rootBytes(), true)
+func (x *Index) refreshOutside(ctx context.Context, before func(*outsideState)) error {
+	x.outsideRun.Lock()
+	defer x.outsideRun.Unlock()
+	dirs, err := x.cfg.Store.Outside(ctx, x.rootBytes, true)
 	if err != nil {
 		return err
 	}
@@ -88,13 +80,13 @@ func (a *App) refreshOutside(ctx context.Context, before func(*outsideState)) er
 	if before != nil {
 		before(st)
 	}
-	a.outside.Store(st)
+	x.outside.Store(st)
 	return nil
 }
 
 // outsideStatus is the status's view of the last check.
-func (a *App) outsideStatus() (list []api.OutsideRoot, checked bool) {
-	st := a.outside.Load()
+func (x *Index) outsideStatus() (list []api.OutsideRoot, checked bool) {
+	st := x.outside.Load()
 	if st == nil {
 		return nil, false
 	}
@@ -104,28 +96,28 @@ func (a *App) outsideStatus() (list []api.OutsideRoot, checked bool) {
 	return list, true
 }
 
-// forget drops (or, with dry, counts) the records at or below dir that are
+// Forget drops (or, with dry, counts) the records at or below dir that are
 // outside the roots. The API server has checked that dir is absolute, clean
 // and not at or below a root. Once asked to drop, it runs to the end even
 // when the request is cancelled (a client that leaves half-way would
 // otherwise leave some places dropped and the status still listing them)
 // and always refreshes the list of places outside the roots.
-func (a *App) forget(ctx context.Context, dir []byte, dry bool) (api.ForgetResult, error) {
+func (x *Index) Forget(ctx context.Context, dir []byte, dry bool) (api.ForgetResult, error) {
 	if !dry {
 		ctx = context.WithoutCancel(ctx)
 	}
-	res := api.ForgetResult{Path: dir, DryRun: dry, Kept: a.roots.Holding(string(dir))}
+	res := api.ForgetResult{Path: dir, DryRun: dry, Kept: x.cfg.Roots.Holding(string(dir))}
 	var err error
-	res.Files, err = a.st.Forget(ctx, dir, a.rootBytes(), dry)
+	res.Files, err = x.cfg.Store.Forget(ctx, dir, x.rootBytes, dry)
 	if dry {
 		return res, err
 	}
 	if err == nil {
-		a.log.Info("forgot records outside the roots", "dir", string(dir), "files", res.Files, "kept_roots", res.Kept)
+		x.log.Info("forgot records outside the roots", "dir", string(dir), "files", res.Files, "kept_roots", res.Kept)
 	}
-	if rerr := a.refreshOutside(ctx, nil); rerr != nil {
-		a.log.Warn("cannot list the records outside the roots", "err", rerr)
+	if rerr := x.refreshOutside(ctx, nil); rerr != nil {
+		x.log.Warn("cannot list the records outside the roots", "err", rerr)
 	}
-	a.work.notify() // the systemd status line counts the files
+	x.cfg.Forgot() // the systemd status line counts the files
 	return res, err
 }
