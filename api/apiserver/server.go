@@ -38,6 +38,7 @@ const (
 type Config struct {
 	Index  api.Index
 	Socket string // unix socket path, e.g. from DefaultSocketPath
+	Have   Haver  // answers /v1/have; nil: 501
 
 	// RootAliases maps another spelling of a root, a path through a
 	// symlink, to the root as Index.Roots has it. A path under an alias is
@@ -240,6 +241,8 @@ func (s *Server) endpoints() http.Handler {
 	handle("POST /v1/audit/pause", s.serving(s.handleAuditPause(true)))
 	handle("POST /v1/audit/resume", s.serving(s.handleAuditPause(false)))
 	handle("POST /v1/audit/accept", s.serving(s.handleAuditAccept))
+	handle("GET /v1/have", s.serving(s.handleHaveInfo)) // have.go
+	handle("POST /v1/have", s.serving(s.handleHave))
 	handle("GET /v1/hub/whereis", s.serving(s.handleHubWhereis)) // hub.go
 	handle("GET /v1/hub/dups", s.serving(s.handleHubDups))
 	handle("GET /v1/hub/copies", s.serving(s.handleHubCopies))
