@@ -18,11 +18,11 @@ import (
 
 // What have says of a file, worst last.
 const (
-	haveHere       = "here"       // a copy in the index holds it now
-	haveAbsent     = "absent"     // only on a file system that is not mounted now
-	haveElsewhere  = "elsewhere"  // only on another host
-	haveMissing    = "missing"    // nowhere the index or the hub knows
-	haveUnreadable = "error"      // the file could not be read and hashed
+	haveHere       = "here"      // a copy in the index holds it now
+	haveAbsent     = "absent"    // only on a file system that is not mounted now
+	haveElsewhere  = "elsewhere" // only on another host
+	haveMissing    = "missing"   // nowhere the index or the hub knows
+	haveUnreadable = "error"     // the file could not be read and hashed
 )
 
 // verdict is what have says of f.
