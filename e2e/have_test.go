@@ -56,7 +56,7 @@ func TestHaveOutsideFolder(t *testing.T) {
 	root, card := filepath.Join(base, "root"), filepath.Join(base, "card")
 	write(t, filepath.Join(root, "photos/a.jpg"), "alpha")
 	write(t, filepath.Join(root, "docs/b.txt"), "bravo")
-	write(t, filepath.Join(card, "DCIM/A.JPG"), "alpha")   // here, under another name
+	write(t, filepath.Join(card, "DCIM/A.JPG"), "alpha")     // here, under another name
 	write(t, filepath.Join(card, "DCIM/sub/b.txt"), "bravo") // here
 	write(t, filepath.Join(card, "DCIM/new1.jpg"), "new one")
 	write(t, filepath.Join(card, "new2.jpg"), "new two")
@@ -170,5 +170,39 @@ func TestHaveAbsentFileSystem(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stdout, "missing:  "+card+"/never\n") ||
 		!strings.Contains(r.stdout, "absent:   "+card+"/f000.bin -> "+onUSB[0]+" (not mounted: ") {
 		t.Errorf("have: exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// With a hub: content only another host holds is "elsewhere", naming the
+// host and its path, and counts as had; this host's own files are
+// "here", and content no host holds is missing.
+func TestHaveThroughHub(t *testing.T) {
+	t.Parallel()
+	s := newHubSetup(t, "")
+	s.nas.start()
+	s.laptop.start()
+	s.nas.caughtUp()
+	s.laptop.caughtUp()
+	card := filepath.Join(s.dir, "card")
+	write(t, filepath.Join(card, "beach.jpg"), "the beach")           // the nas holds it
+	write(t, filepath.Join(card, "only.txt"), "laptop only")          // the laptop only
+	write(t, filepath.Join(card, "nowhere.txt"), "on no host at all") // nobody
+	r := s.nas.ctl("have", "--json", card)
+	got := haveJSON(t, r)
+	if a := got[filepath.Join(card, "beach.jpg")]; a.State != "here" {
+		t.Errorf("content the nas holds: %+v; want here", a)
+	}
+	if a := got[filepath.Join(card, "nowhere.txt")]; a.State != "missing" {
+		t.Errorf("content no host holds: %+v; want missing", a)
+	}
+	if a := got[filepath.Join(card, "only.txt")]; a.State != "elsewhere" || r.code != 1 {
+		t.Errorf("content the laptop holds: exit %d %+v; want elsewhere and exit 1 (one file missing)\n%s%s", r.code, a, r.stdout, r.stderr)
+	}
+	r = s.nas.ctl("have", filepath.Join(card, "only.txt"))
+	if want := "elsewhere: " + card + "/only.txt -> laptop:" + s.laptop.path("only-laptop.txt") + "\n"; r.code != 0 || r.stdout != want {
+		t.Errorf("have of content on the laptop: exit %d %q, want 0 %q\n%s", r.code, r.stdout, want, r.stderr)
+	}
+	if r = s.nas.ctl("have", "--no-hub", filepath.Join(card, "only.txt")); r.code != 1 {
+		t.Errorf("have --no-hub of content on the laptop: exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
