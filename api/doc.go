@@ -18,6 +18,8 @@
 //	GET  /v1/dups?min_size=N&limit=N&after=C[&outside=1][&resurvey=1]   NDJSON DupGroups, most duplicate bytes first
 //	POST /v1/dups?…                       the same, of the groups with a file at or below a path of the body (NDJSON paths)
 //	GET  /v1/status[?wait=idle&timeout=30s]    Status (JSON); with wait, a long poll until idle
+//	GET  /v1/have                         {"backend":B}: the backend a client hashes with (apiserver.Haver)
+//	POST /v1/have                         NDJSON {"key":K} in → NDJSON HaveAnswers out, in order: the copies of each key's content
 //	POST /v1/forget?path=DIR[&dry_run=1]  drop the records at or below DIR outside the roots → ForgetResult (JSON)
 //	POST /v1/dedup[?dry_run=1&hardlink=1&min_size=N&groups=N|all&progress=1]   NDJSON paths in → NDJSON DedupEvents out ([Deduper])
 //	POST /v1/audit/run[?time_limit=D&full_speed=1]   NDJSON paths in (none: all) → {"id":N} ([Auditor])

@@ -43,6 +43,7 @@ type Parts struct {
 	Audit api.Auditor // /v1/audit/...
 	Dedup api.Deduper // /v1/dedup
 	Hub   api.Hubber  // /v1/hub/...
+	Have  Haver       // /v1/have
 }
 
 // What a missing part's endpoints answer: what is off, and how to turn
@@ -52,7 +53,9 @@ const (
 		"(annexd always has one; [audit] disabled only stops its schedule)"
 	noDedup = "this daemon cannot deduplicate: it was started without its dedup part " +
 		"(annexd always has one; [dedup] continuous only adds the background mode)"
-	noHub = "set [publish] hub in its config to publish to a hub, or [hub] enabled to run one here"
+	noHub  = "set [publish] hub in its config to publish to a hub, or [hub] enabled to run one here"
+	noHave = "this daemon cannot answer have: it was started without its have part " +
+		"(annexd always has one)"
 )
 
 // Starting is a daemon that listens before it serves (Config.Starting).
@@ -282,6 +285,8 @@ func (s *Server) endpoints() http.Handler {
 	handle("POST /v1/audit/pause", s.serving(s.handleAuditPause(true)))
 	handle("POST /v1/audit/resume", s.serving(s.handleAuditPause(false)))
 	handle("POST /v1/audit/accept", s.serving(s.handleAuditAccept))
+	handle("GET /v1/have", s.serving(s.handleHaveInfo)) // have.go
+	handle("POST /v1/have", s.serving(s.handleHave))
 	handle("GET /v1/hub/whereis", s.serving(s.handleHubWhereis)) // hub.go
 	handle("GET /v1/hub/dups", s.serving(s.handleHubDups))
 	handle("GET /v1/hub/copies", s.serving(s.handleHubCopies))

@@ -64,6 +64,7 @@ func newRootCmd() *cobra.Command {
 		newForgetCmd(),
 		newDedupCmd(),
 		newAuditCmd(),
+		newHaveCmd(),
 		newCalckeyCmd(),
 	)
 	return root

@@ -394,7 +394,7 @@ func (a *App) listen(reg *prometheus.Registry) error {
 
 // parts are what the API serves once setup is done.
 func (a *App) parts() apiserver.Parts {
-	p := apiserver.Parts{Index: a.query, Audit: query.NewAudit(a.audit), Dedup: a.dedup}
+	p := apiserver.Parts{Index: a.query, Audit: query.NewAudit(a.audit), Dedup: a.dedup, Have: a.haver()}
 	if a.link != nil {
 		p.Hub = a.link
 	}
