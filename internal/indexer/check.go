@@ -34,7 +34,7 @@ type checker struct {
 	maxRetries int
 	onFinding  FindingFunc                     // Options.OnFinding
 	sync       func(ctx context.Context) error // Options.SyncWrites
-	dirs       dirFds                          // the directories first scans open files in
+	dirs       *dirFds                         // the directories first scans open files in
 	fsys       *fileSystems
 }
 

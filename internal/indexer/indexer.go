@@ -197,19 +197,20 @@ func New(st *store.Store, h Hasher, opt Options) (*Indexer, error) {
 		startTime: time.Now(),
 	}
 	ix.fsys = newFileSystems(st, ix.log)
-	ix.pipe = newPipeline(st, opt.MaxPending, opt.MaxWrites, ix.log, ix.m, ix.idle)
-	ix.scans = newScanner(ix)
-	ix.pipe.walking = ix.scans.walks.walking
+	walks, dirs := &walks{}, &dirFds{}
+	ix.pipe = newPipeline(pipeParts{st: st, log: ix.log, m: ix.m, idle: ix.idle, dirs: dirs, walks: walks,
+		maxPending: opt.MaxPending, maxWrites: opt.MaxWrites})
+	ix.scans = newScanner(&scanner{st: st, pipe: ix.pipe, paths: paths, ticks: ix.ticks, fsys: ix.fsys,
+		m: ix.m, log: ix.log, idle: ix.idle, walks: walks, walkWorkers: opt.WalkWorkers,
+		beforeDir: opt.BeforeDir, oneFS: opt.OneFileSystem}, opt.Roots)
+	ix.removals = newRemovals(opt.RemoveDelay, ix.idle)
 	unread := newUnreadWrites(opt.WritesUnread, ix.startTime)
 	ix.moves = &renamer{st: st, pipe: ix.pipe, paths: paths, ticks: ix.ticks, ledger: opt.Ledger,
-		unread: unread, scans: ix.scans, log: ix.log}
+		unread: unread, scans: ix.scans, removals: ix.removals, log: ix.log}
 	ix.check = &checker{pipe: ix.pipe, st: st, h: h, backend: opt.Backend, ledger: opt.Ledger, unread: unread,
 		ticks: ix.ticks, paths: paths, scans: ix.scans, moves: ix.moves, m: ix.m, log: ix.log,
-		maxRetries: opt.MaxRetries, onFinding: opt.OnFinding, sync: opt.SyncWrites, fsys: ix.fsys}
-	ix.pipe.emptied = ix.check.dirs.closeAll // an idle daemon holds no directory open
-	ix.removals = newRemovals(opt.RemoveDelay, ix.idle)
-	ix.moves.removed = ix.removeLater
-	ix.feed = &feed{ix: ix}
+		maxRetries: opt.MaxRetries, onFinding: opt.OnFinding, sync: opt.SyncWrites, dirs: dirs, fsys: ix.fsys}
+	ix.feed = &feed{idle: ix.idle}
 	return ix, nil
 }
 
@@ -225,7 +226,7 @@ func (ix *Indexer) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	ix.pipe.start(gctx, g, ix.opt.Workers, ix.check.check)
 	g.Go(func() error { return ix.scans.run(gctx) })
-	g.Go(func() error { ix.removalLoop(gctx); return nil })
+	g.Go(func() error { ix.removals.run(gctx, ix.pipe); return nil })
 	err := g.Wait()
 	ix.pipe.drain(5 * time.Second)
 	if errors.Is(err, context.Canceled) {
@@ -273,16 +274,7 @@ func (ix *Indexer) Removed(path string) {
 	if ix.paths.skip(path) {
 		return
 	}
-	ix.removeLater(path)
-}
-
-// removeLater drops the records at and under path after RemoveDelay, if
-// path is gone then.
-func (ix *Indexer) removeLater(path string) {
-	if over, ok := ix.removals.add(path); ok {
-		ix.pipe.enqueue(ix.ctx(), job{path: over}, nil, 0)
-		ix.removals.done()
-	}
+	ix.removals.later(ix.ctx(), ix.pipe, path)
 }
 
 // Moved tells the indexer that the directory at from is now at to: its
@@ -301,7 +293,7 @@ func (ix *Indexer) Moved(ctx context.Context, from, to string) {
 		ix.log.Debug("directory moved; records moved", "from", from, "to", to, "moved", m.Moved, "left", m.Left)
 	}
 	if ix.paths.roots.Contains(from) {
-		ix.removeLater(from)
+		ix.removals.later(ix.ctx(), ix.pipe, from)
 	}
 	ix.Rescan(to)
 }
