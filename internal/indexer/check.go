@@ -32,7 +32,7 @@ type checker struct {
 	log        *slog.Logger
 	maxRetries int
 	onFinding  FindingFunc                     // Options.OnFinding
-	sync       func(ctx context.Context) error // Options.SyncWrites
+	sync       func(ctx context.Context) error // Watches.Sync
 	dirs       *dirFds                         // the directories first scans open files in
 	fsys       *fileSystems
 }

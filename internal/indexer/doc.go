@@ -34,7 +34,7 @@
 //
 // A doubt of the ledger (ledger.Unsure) is no witness. Before it judges a
 // change without a trace, the checker waits for the ledger to read the
-// events queued (Options.SyncWrites); while the watcher still sets up its
+// events queued (Watches.Sync); while the watcher still sets up its
 // watches it tries again later. Options.OnFinding hears of each finding:
 // the audit lists it until an edit, an accept or a heal. A file whose stat
 // identity, ctime included, is its record's is not hashed on a doubt: no
@@ -84,7 +84,7 @@
 // MiB or more ahead of the walk, so that their long streams share the
 // hasher's lanes with the small files instead of being hashed alone at the
 // end. The walk meets them later and finds them settled. Both walks call
-// Options.BeforeDir before they read a directory: the daemon's first scan
+// Watches.WaitWatched before they read a directory: the daemon's first scan
 // starts beside the watcher's set-up of its watches and reads each
 // directory once it is watched (watcher.Watcher.WaitWatched), so a
 // change made after the read is an event. When the walk

@@ -46,6 +46,39 @@ type Ledger interface {
 	Since(path string, dev, ino uint64, sinceNs int64) ledger.Answer
 }
 
+// Watches is what the indexer needs of the watcher (*watcher.Watcher)
+// while it sets up its watches: the daemon's first scan starts beside
+// that set-up, and the ledger hears of writes only from the events the
+// watcher reads.
+type Watches interface {
+	// WaitWatched returns once dir is watched, or the set-up gave up on
+	// it. A walk calls it before it reads each directory
+	// (walker.Options.BeforeDir), so a change made after the read is an
+	// event.
+	WaitWatched(ctx context.Context, dir string) error
+	// CatchingUp reports whether writes may have happened that Ledger was
+	// not told of yet: the watcher reads no event while it sets up its
+	// watches. While it does, a file whose ctime is newer than the
+	// indexer is not trusted on the ledger's word: renamed, it is hashed
+	// instead of taking over its old record, and other bytes under its
+	// moved ctime are judged once the watcher has caught up.
+	CatchingUp() bool
+	// Sync returns once Ledger holds every write made before the call. It
+	// is called before other bytes under a moved ctime are judged changed
+	// without a trace, so a write whose event is not read yet is not
+	// missed.
+	Sync(ctx context.Context) error
+}
+
+// watchFuncs are w's methods, or nils without a watcher: then a walk waits
+// for no directory, no write is unread and the ledger is never synced.
+func watchFuncs(w Watches) (before func(context.Context, string) error, unread func() bool, sync func(context.Context) error) {
+	if w == nil {
+		return nil, nil, nil
+	}
+	return w.WaitWatched, w.CatchingUp, w.Sync
+}
+
 // noLedger knows of no write: writes are known from stat alone.
 type noLedger struct{}
 
@@ -66,12 +99,9 @@ type Options struct {
 	MaxWrites int
 	// WalkWorkers is the number of directory readers of a walk; default 2.
 	WalkWorkers int
-	// BeforeDir, when set, is called before a walk reads each directory
-	// (walker.Options.BeforeDir): the daemon waits there for the
-	// directory's watch while the watcher sets them up
-	// (watcher.Watcher.WaitWatched), so a scan can start beside the
-	// set-up and still miss no change.
-	BeforeDir func(ctx context.Context, dir string) error
+	// Watches is the watcher's set-up of its watches, which the first
+	// scan starts beside; nil: no watcher (Watches).
+	Watches Watches
 	// Ignore holds gitignore-style patterns, matched relative to each root,
 	// of paths never indexed (the caller includes ignore.Defaults() if it
 	// wants them).
@@ -90,19 +120,6 @@ type Options struct {
 	MaxRetries int
 	// Ledger tells of writes no stat field shows; nil knows of none.
 	Ledger Ledger
-	// WritesUnread reports whether writes may have happened that Ledger
-	// was not told of yet (watcher.Watcher.CatchingUp: the watcher reads
-	// no event while it sets up its watches). While it does, a file whose
-	// ctime is newer than the indexer is not trusted on the ledger's word:
-	// renamed, it is hashed instead of taking over its old record, and
-	// other bytes under its moved ctime are judged once the watcher has
-	// caught up. Nil: never.
-	WritesUnread func() bool
-	// SyncWrites returns once Ledger holds every write made before the
-	// call (watcher.Watcher.Sync). It is called before other bytes under
-	// a moved ctime are judged changed without a trace, so a write whose
-	// event is not read yet is not missed. Nil: nothing to wait for.
-	SyncWrites func(ctx context.Context) error
 	// OnFinding hears of each file whose bytes changed with no witness of
 	// a write: a lost write, corrupt or changed without a trace (Finding).
 	// The record is submitted first. It runs on a worker and must not
@@ -198,18 +215,19 @@ func New(st *store.Store, h Hasher, opt Options) (*Indexer, error) {
 	}
 	ix.fsys = newFileSystems(st, ix.log)
 	walks, dirs := &walks{}, &dirFds{}
+	beforeDir, writesUnread, syncWrites := watchFuncs(opt.Watches)
 	ix.pipe = newPipeline(pipeParts{st: st, log: ix.log, m: ix.m, idle: ix.idle, dirs: dirs, walks: walks,
 		maxPending: opt.MaxPending, maxWrites: opt.MaxWrites})
 	ix.scans = newScanner(&scanner{st: st, pipe: ix.pipe, paths: paths, ticks: ix.ticks, fsys: ix.fsys,
 		m: ix.m, log: ix.log, idle: ix.idle, walks: walks, walkWorkers: opt.WalkWorkers,
-		beforeDir: opt.BeforeDir, oneFS: opt.OneFileSystem}, opt.Roots)
+		beforeDir: beforeDir, oneFS: opt.OneFileSystem}, opt.Roots)
 	ix.removals = newRemovals(opt.RemoveDelay, ix.idle)
-	unread := newUnreadWrites(opt.WritesUnread, ix.startTime)
+	unread := newUnreadWrites(writesUnread, ix.startTime)
 	ix.moves = &renamer{st: st, pipe: ix.pipe, paths: paths, ticks: ix.ticks, ledger: opt.Ledger,
 		unread: unread, scans: ix.scans, removals: ix.removals, log: ix.log}
 	ix.check = &checker{pipe: ix.pipe, st: st, h: h, backend: opt.Backend, ledger: opt.Ledger, unread: unread,
 		ticks: ix.ticks, paths: paths, scans: ix.scans, moves: ix.moves, m: ix.m, log: ix.log,
-		maxRetries: opt.MaxRetries, onFinding: opt.OnFinding, sync: opt.SyncWrites, dirs: dirs, fsys: ix.fsys}
+		maxRetries: opt.MaxRetries, onFinding: opt.OnFinding, sync: syncWrites, dirs: dirs, fsys: ix.fsys}
 	ix.feed = &feed{idle: ix.idle}
 	return ix, nil
 }

@@ -120,7 +120,7 @@ type scanner struct {
 	log         *slog.Logger
 	idle        *signal // told when a walk is asked for, and when the last one ends
 	walkWorkers int
-	beforeDir   func(ctx context.Context, dir string) error // Options.BeforeDir
+	beforeDir   func(ctx context.Context, dir string) error // Watches.WaitWatched
 	oneFS       bool                                        // Options.OneFileSystem
 
 	mu      sync.Mutex
