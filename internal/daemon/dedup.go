@@ -54,7 +54,7 @@ func (a *App) setupDedup(ctx context.Context, writes *ledger.Ledger, reg prometh
 		Roots:   p.roots,
 		Ledger:  writes,
 		Intents: dedup.NewMetaIntents(a.st),
-		Rehash:  func(path []byte) { a.ix.Rehash(ctx, string(path)) },
+		Indexer: a.ix,
 		Workers: cfg.Workers,
 		Logger:  p.log,
 	})

@@ -277,12 +277,13 @@ func (ix *Indexer) Changed(ctx context.Context, path string) {
 // current: a caller found its bytes other than the record says (the
 // kernel's compare during deduplication, say). Other bytes with no
 // witness of a write are a finding, not the key (judge). It blocks while
-// the queue is full.
-func (ix *Indexer) Rehash(ctx context.Context, path string) {
+// the queue is full, until the indexer stops: a caller's request that
+// ends does not take the hash back (dedup.Indexer).
+func (ix *Indexer) Rehash(path string) {
 	if ix.paths.skip(path) {
 		return
 	}
-	ix.pipe.enqueueRehash(ctx, path)
+	ix.pipe.enqueueRehash(ix.ctx(), path)
 }
 
 // Removed tells the indexer that nothing may exist at path any more. The
