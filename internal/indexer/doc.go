@@ -48,14 +48,22 @@
 //     check afterwards, so one change is hashed once. Writes go to the
 //     store asynchronously, a bounded number at a time, and a path leaves
 //     the pipeline once its write is durable;
-//   - the checker (check.go): what a worker does with one path. It settles
-//     a path whose record still holds, hands a file without a record to
-//     the renamer, hashes the rest, and drops what is gone;
+//   - the checker (check.go): what a worker does with one path. It
+//     gathers a file's facts once (facts.go: the record, the shelf, the
+//     ledger's word) and a pure decideFile says what they call for: it
+//     settles a path whose record still holds, hands a file without a
+//     record to the renamer, hashes the rest, and drops what is gone;
 //   - the scanner (scan.go): walks, generations and sweeps;
 //   - the renamer (rename.go): renames and hard links, decided by a pure
 //     function over facts gathered once;
 //   - the feed (follow.go): the hand-off of the watcher's events, and the
 //     one Idle that counts what is still on its way.
+//
+// Each part is built with the parts it hands work to; none is wired
+// after. Data goes one way: feed, queue, checker, writes. What the
+// indexer needs of the watcher's set-up is one interface it declares
+// (Watches); deduplication declares what it needs of the indexer
+// (dedup.Indexer).
 //
 // A file that changes while it is hashed is retried with backoff and never
 // recorded with the digest of a moving target. An unreadable file gets a
