@@ -59,7 +59,10 @@ func (e *env) start(o Options) {
 	e.h = hasher.New(hasher.DefaultPolicy(), nil)
 	logger := slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	// The indexer shares the audit's write ledger, as the daemon wires them.
-	io := indexer.Options{Roots: []string{e.root}, Logger: logger, SyncWrites: o.SyncWrites}
+	io := indexer.Options{Roots: []string{e.root}, Logger: logger}
+	if o.SyncWrites != nil {
+		io.Watches = syncOnly(o.SyncWrites)
+	}
 	if o.Ledger != nil {
 		io.Ledger = o.Ledger
 	}
@@ -270,3 +273,11 @@ type busyIndexer struct {
 }
 
 func (b *busyIndexer) Busy(p string) bool { return (b.hold.Load() && p == b.path) || b.Indexer.Busy(p) }
+
+// syncOnly is a watcher's set-up that is over: every directory watched,
+// every event read, and the ledger synced by calling it.
+type syncOnly func(ctx context.Context) error
+
+func (syncOnly) WaitWatched(context.Context, string) error { return nil }
+func (syncOnly) CatchingUp() bool                          { return false }
+func (s syncOnly) Sync(ctx context.Context) error          { return s(ctx) }

@@ -111,7 +111,7 @@ func TestDoubtIsNoWrite(t *testing.T) {
 		t.Fatalf("record %+v, want corrupt with the recorded digest", r)
 	}
 	// The indexer, asked to look again under the same doubt, keeps it.
-	e.ix.Rehash(context.Background(), p)
+	e.ix.Rehash(p)
 	e.settle()
 	if r := e.record(p); r.State != store.StateCorrupt || !bytes.Equal(r.Digest, rotten.Digest) {
 		t.Fatalf("after the indexer hashed it again: %+v", r)
@@ -184,7 +184,7 @@ func TestLostWriteStandsUntilEdited(t *testing.T) {
 	e.a.Found(Report{Path: p, From: p, Class: LostWrite, Was: was, Now: now, Observed: now.Digest})
 	waitFor(t, "the lost write to be listed", func() bool { return len(e.problems()) == 1 })
 
-	e.ix.Rehash(context.Background(), p) // the same bytes, hashed again
+	e.ix.Rehash(p) // the same bytes, hashed again
 	e.settle()
 	if r := e.record(p); r.HashedAt == now.HashedAt {
 		t.Fatal("the file was not hashed again")

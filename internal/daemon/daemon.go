@@ -454,9 +454,7 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 		Exclude:       a.exclude(),
 		Ledger:        writes,
 		OnFinding:     a.findings.found,
-		BeforeDir:     a.w.WaitWatched,
-		WritesUnread:  a.w.CatchingUp,
-		SyncWrites:    a.w.Sync,
+		Watches:       a.w,
 		OneFileSystem: a.cfg.Watch.OneFileSystem,
 		Logger:        a.log.With("part", "indexer"),
 	})

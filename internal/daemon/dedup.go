@@ -17,7 +17,6 @@ func (a *App) setupDedup(ctx context.Context, writes *ledger.Ledger, reg prometh
 		Store:   a.st,
 		Indexer: a.ix,
 		Ledger:  writes,
-		Rehash:  func(path []byte) { a.ix.Rehash(ctx, string(path)) },
 		Roots:   a.rootBytes(),
 		Dedup:   a.cfg.Dedup,
 		Logger:  a.log.With("part", "dedup"),

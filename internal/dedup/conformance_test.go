@@ -99,7 +99,7 @@ func newEnv(t *testing.T, b backend) *env {
 		record(t, e.st, e.fs.Path(name))
 	}
 	e.d = New(e.st, Options{Ledger: e.ledger, Intents: NewMetaIntents(e.st),
-		Rehash: func(p []byte) { record(t, e.st, string(p)) }})
+		Indexer: rehashFunc(func(p string) { record(t, e.st, p) })})
 	return e
 }
 

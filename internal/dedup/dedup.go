@@ -31,6 +31,14 @@ type Ledger interface {
 	WrittenSince(path string, dev, ino uint64, sinceNs int64) bool
 }
 
+// Indexer is what deduplication needs of the indexer (*indexer.Indexer).
+type Indexer interface {
+	// Rehash asks for path to be checked and hashed again, because its
+	// content or its inode no longer matches its record. It returns once
+	// the path is queued, or the indexer stopped.
+	Rehash(path string)
+}
+
 // Options configure a Deduper. The zero value works for reflink mode.
 type Options struct {
 	// Ledger, when set, makes every action skip a file written since its
@@ -39,10 +47,9 @@ type Options struct {
 	// Intents is the journal hardlink mode writes before it acts. Without
 	// it, hardlink mode is refused with ErrNoIntents.
 	Intents Intents
-	// Rehash asks for a path to be checked and hashed again, because its
-	// content or its inode no longer matches its record. The daemon wires
-	// it to the indexer.
-	Rehash func(path []byte)
+	// Indexer hears of paths whose content or inode no longer matches
+	// their records; nil: none is told.
+	Indexer Indexer
 	// Roots are the daemon's roots. Hardlink mode links a copy only to a
 	// keeper whose every link is a name the index holds inside them, and
 	// recovery looks under them for a folder renamed while the daemon was

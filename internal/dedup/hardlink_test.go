@@ -70,7 +70,7 @@ func TestHardlink(t *testing.T) {
 	keeper := lstat(t, fs.Path("b/dup"))
 	free := fs.Free(t)
 	var rehashed rehashLog
-	d.opt.Rehash = rehashed.add
+	d.opt.Indexer = &rehashed
 	plan, res, err := runDedup(t, d, Request{PlanOptions: PlanOptions{Mode: Hardlink}})
 	if err != nil || res.Done != 2 || len(res.Skips) != 0 {
 		t.Fatalf("done %d, skips %v, %v; want 2 done", res.Done, res.Skips, err)
@@ -188,7 +188,7 @@ func TestHardlinkDiffers(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rehashed rehashLog
-	d.opt.Rehash = rehashed.add
+	d.opt.Indexer = &rehashed
 	_, res, err := runDedup(t, d, Request{PlanOptions: PlanOptions{Mode: Hardlink}})
 	if err != nil || res.Done != 0 || res.Skipped[SkipDiffers] != 1 || len(rehashed.list()) != 2 {
 		t.Fatalf("done %d, skipped %v, rehashed %v, %v; want one skip for differing bytes, both rehashed", res.Done, res.Skipped, rehashed.list(), err)

@@ -141,11 +141,17 @@ type rehashLog struct {
 	paths []string
 }
 
-func (l *rehashLog) add(p []byte) {
+// Rehash makes a rehashLog the Deduper's Indexer.
+func (l *rehashLog) Rehash(p string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.paths = append(l.paths, string(p))
+	l.paths = append(l.paths, p)
 }
+
+// rehashFunc is an Indexer that calls itself.
+type rehashFunc func(path string)
+
+func (f rehashFunc) Rehash(path string) { f(path) }
 
 func (l *rehashLog) list() []string {
 	l.mu.Lock()

@@ -88,13 +88,13 @@ func (d *Deduper) settle(ctx context.Context, in Intent, dirPath string) error {
 	if err := unix.Fsync(dfd); err != nil {
 		return fmt.Errorf("dedup: recover: fsync %s: %w", dirPath, err)
 	}
-	if d.opt.Rehash != nil && v != settled {
-		d.opt.Rehash([]byte(filepath.Join(dirPath, name)))
+	if ix := d.opt.Indexer; ix != nil && v != settled {
+		ix.Rehash(filepath.Join(dirPath, name))
 		if kept != "" {
-			d.opt.Rehash([]byte(filepath.Join(dirPath, kept)))
+			ix.Rehash(filepath.Join(dirPath, kept))
 		}
 		if len(in.KeeperPath) > 0 {
-			d.opt.Rehash(in.KeeperPath) // its ctime and link count changed
+			ix.Rehash(string(in.KeeperPath)) // its ctime and link count changed
 		}
 	}
 	return d.opt.Intents.DeleteIntent(ctx, in.ID)

@@ -140,7 +140,7 @@ func TestReflinkDiffers(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rehashed rehashLog
-	d := New(st, Options{Rehash: rehashed.add})
+	d := New(st, Options{Indexer: &rehashed})
 	_, res, err := runDedup(t, d, Request{})
 	if err != nil || res.Done != 0 || res.Skipped[SkipDiffers] != 1 {
 		t.Fatalf("done %d, skipped %v, %v; want one skip for differing bytes", res.Done, res.Skipped, err)

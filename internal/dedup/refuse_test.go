@@ -136,7 +136,7 @@ func TestHardlinkFolderMadeAppendOnly(t *testing.T) {
 	fs, st, d := hardlinkSetup(t, map[string][]byte{"k": data, "a/t": data, "b/t": data})
 	must(t, os.Chtimes(fs.Path("k"), aLongTimeAgo, aLongTimeAgo))
 	recordAll(t, st, fs, "k", "a/t", "b/t")
-	d.opt.Rehash = func(p []byte) { record(t, st, string(p)) } // as the daemon's indexer
+	d.opt.Indexer = rehashFunc(func(p string) { record(t, st, p) }) // as the daemon's indexer
 	atSteps(t, map[string]func(){"linked": func() { chattr(t, fs.Path("a"), chattrA, true) }})
 	before := lstat(t, fs.Path("a/t")).Ino
 	req := Request{PlanOptions: PlanOptions{Mode: Hardlink, Paths: [][]byte{[]byte(fs.Path("k")), []byte(fs.Path("a"))}}}

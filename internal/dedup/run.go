@@ -324,10 +324,10 @@ func (r *run) rehashStale() {
 }
 
 func (r *run) rehash(paths ...[]byte) {
-	if r.d.opt.Rehash == nil {
+	if r.d.opt.Indexer == nil {
 		return
 	}
 	for _, p := range paths {
-		r.d.opt.Rehash(p)
+		r.d.opt.Indexer.Rehash(string(p))
 	}
 }

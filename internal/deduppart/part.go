@@ -26,6 +26,7 @@ type Store interface {
 
 // Indexer is what deduplication asks the indexer (*indexer.Indexer).
 type Indexer interface {
+	dedup.Indexer // hears of paths whose records no longer match
 	// Bulk reports that the indexer works in bulk: the background mode
 	// pauses then.
 	Bulk() bool
@@ -38,11 +39,9 @@ type Config struct {
 	Store   Store
 	Indexer Indexer
 	Ledger  dedup.Ledger
-	// Rehash asks the indexer to check a path again (dedup.Options).
-	Rehash func(path []byte)
-	Roots  [][]byte
-	Dedup  config.Dedup
-	Logger *slog.Logger
+	Roots   [][]byte
+	Dedup   config.Dedup
+	Logger  *slog.Logger
 	// OnRun is told when a run asked for through the API begins or ends.
 	OnRun func()
 }
@@ -79,7 +78,7 @@ func New(ctx context.Context, c Config) *Part {
 		Roots:   p.roots,
 		Ledger:  c.Ledger,
 		Intents: dedup.NewMetaIntents(c.Store),
-		Rehash:  c.Rehash,
+		Indexer: c.Indexer,
 		Workers: c.Dedup.Workers,
 		Logger:  p.log,
 	})

@@ -12,7 +12,7 @@ import (
 )
 
 // TestWalksWaitBeforeEachDirectory: a first scan, its count included,
-// reads no directory before Options.BeforeDir lets it (the daemon waits
+// reads no directory before Watches.WaitWatched lets it (the daemon waits
 // there for the directory's watch), while the walk of the rest of the
 // tree goes on.
 func TestWalksWaitBeforeEachDirectory(t *testing.T) {
@@ -47,7 +47,7 @@ func TestWalksWaitBeforeEachDirectory(t *testing.T) {
 			return ctx.Err()
 		}
 	}
-	e := newEnv(t, root, envOpts{noWatch: true, opts: Options{BeforeDir: before}})
+	e := newEnv(t, root, envOpts{noWatch: true, opts: Options{Watches: watchStub{before: before}}})
 	// The walk meets the 30 files of the other directories; it hands them
 	// to the checkers in batches, so they may wait for d2 to be hashed.
 	waitFor(t, "the walk going on while d2 waits", func() bool {
@@ -77,7 +77,7 @@ func TestWalksWaitBeforeEachDirectory(t *testing.T) {
 }
 
 // TestRenameHashedWhileWritesUnread: while writes may be unread
-// (Options.WritesUnread: the watcher still sets up its watches), a file
+// (Watches.CatchingUp: the watcher still sets up its watches), a file
 // renamed since the daemon started is hashed instead of taking over its
 // old record; one renamed while the daemon was down, whose ctime is older,
 // and one renamed once the writes are read, take it over.
@@ -94,7 +94,7 @@ func TestRenameHashedWhileWritesUnread(t *testing.T) {
 	e.h = &countingHasher{n: make(map[string]int)}
 	var unread atomic.Bool
 	unread.Store(true)
-	e.start(envOpts{noWatch: true, opts: Options{WritesUnread: unread.Load}})
+	e.start(envOpts{noWatch: true, opts: Options{Watches: watchStub{unread: unread.Load}}})
 	e.settle(settleTimeout)
 	if n := e.h.count(filepath.Join(root, "d/g")); n != 0 {
 		t.Errorf("the file renamed while the daemon was down was hashed %d times, want its record taken over", n)

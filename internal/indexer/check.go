@@ -10,7 +10,6 @@ import (
 
 	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/hasher"
-	"github.com/annexd/annexd/internal/ledger"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )
@@ -33,8 +32,8 @@ type checker struct {
 	log        *slog.Logger
 	maxRetries int
 	onFinding  FindingFunc                     // Options.OnFinding
-	sync       func(ctx context.Context) error // Options.SyncWrites
-	dirs       dirFds                          // the directories first scans open files in
+	sync       func(ctx context.Context) error // Watches.Sync
+	dirs       *dirFds                         // the directories first scans open files in
 	fsys       *fileSystems
 }
 
@@ -98,55 +97,59 @@ func (c *checker) sized(j *job, size int64) {
 }
 
 // checkFile checks a regular file against its record; f is the file open,
-// or nil.
+// or nil. It gathers the facts once (gatherFile) and does what decideFile
+// says.
 func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *hasher.File) {
 	c.pipe.pend.setSize(j.path, j.entry, fi.Size)
 	c.ticks.learn(fi.Dev, j.path)
 	c.fsys.learn(fi.Dev)
 	c.st.Saw(j.path) // before the read: a fenced drop or sweep must spare a record kept
-	rec, ok, err := c.record(&j)
+	facts, err := c.gatherFile(&j, fi)
 	if err != nil {
 		c.m.errors.Add(1)
 		c.log.Error("cannot read index", "path", j.path, "err", err)
 		c.pipe.finish(j)
 		return
 	}
-	legacy := ok && upgradeDev(&rec, fi)
-	j.shelve = false
-	if (!ok || rec.Dev != fi.Dev) && c.st.HasShelved() && c.fromShelf(j, fi, rec, ok) {
-		return
+	j.shelve = facts.other
+	if facts.seen {
+		// inotify reports a write for the name written alone: the other
+		// names of the inode would keep the old digest.
+		c.moves.recheckLinks(j.path, facts.known(), &fi)
 	}
-	if ok && c.fsys.absent(rec.Dev, fi.Dev) {
-		// Another disk's record: it goes on the shelf when this file's
-		// is written, and for this file there is none.
-		j.shelve, rec, ok = true, store.Record{}, false
+	switch decideFile(facts) {
+	case stepUnshelve:
+		c.unshelve(j, *facts.shelf)
+	case stepUpgrade:
+		c.upgrade(j, facts.rec, fi)
+	case stepSettle:
+		c.settle(j)
+	case stepAdopt:
+		c.adoptOrHash(ctx, j, fi, f)
+	default:
+		c.hashFresh(ctx, j, fi, facts.prior(j.path), f)
 	}
-	rehash := c.pipe.pend.takeRehash(j.path, j.entry)
-	seen := c.written(j.path, fi, rec, ok)
-	var p *prior
-	if ok {
-		p = &prior{rec: rec, from: j.path, seen: seen}
+}
+
+// adoptOrHash gives a file without a record the record of the file it
+// was renamed from, or of another name of its inode, when the renamer's
+// facts allow it, and hashes it otherwise, held against that record.
+func (c *checker) adoptOrHash(ctx context.Context, j job, fi fsstat.FileInfo, f *hasher.File) {
+	if !c.dropUnder(ctx, j) { // a file where a directory was: the records under it are stale
+		return // it changed meanwhile and is queued again
 	}
-	switch {
-	case ok && !seen && !rehash && c.ticks.settled(&rec, fi):
-		if legacy {
-			c.upgrade(j, rec, fi)
-			return
-		}
+	adopted, p := c.moves.adopt(ctx, j.path, fi, len(j.scans) > 0)
+	if adopted {
+		c.m.renames.Add(1)
 		c.settle(j)
 		return
-	case !ok && !j.noAdopt:
-		if !c.dropUnder(ctx, j) { // a file where a directory was: the records under it are stale
-			return // it changed meanwhile and is queued again
-		}
-		adopted, cand := c.moves.adopt(ctx, j.path, fi, len(j.scans) > 0)
-		if adopted {
-			c.m.renames.Add(1)
-			c.settle(j)
-			return
-		}
-		p = cand
 	}
+	c.hashFresh(ctx, j, fi, p, f)
+}
+
+// hashFresh hashes the file, held against p, once its mtime is old enough
+// that the record will not be racily clean; until then it waits.
+func (c *checker) hashFresh(ctx context.Context, j job, fi fsstat.FileInfo, p *prior, f *hasher.File) {
 	if wait := c.ticks.tooFresh(fi); wait > 0 {
 		// Hashed now, the record would be racily clean and re-hashed at the
 		// next check: wait until the timestamp tick has surely passed.
@@ -156,21 +159,13 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *h
 	c.hash(ctx, j, fi, p, f)
 }
 
-// fromShelf brings back the shelved record of fi's file system at j.path
-// when it still describes the file, as a record read there would be
-// settled: a disk back where it was. rec is the record at the path, if
-// ok; it goes on the shelf in turn when it is another disk's. It reports
-// whether it did.
-func (c *checker) fromShelf(j job, fi fsstat.FileInfo, rec store.Record, ok bool) bool {
-	sh, found, err := c.st.Shelved(fi.Dev, []byte(j.path))
-	if err != nil || !found || !c.ticks.settled(&sh, fi) ||
-		c.ledger.Since(j.path, fi.Dev, fi.Ino, sh.HashedAt) == ledger.Written {
-		return false
-	}
+// unshelve brings back sh, the shelved record of the file's disk, at j's
+// path: a disk back where it was. A record there of another disk goes on
+// the shelf in turn.
+func (c *checker) unshelve(j job, sh store.Record) {
 	c.m.unshelved.Add(1)
 	c.pipe.write(j, store.Change{Op: store.OpUnshelve, Path: []byte(j.path), Record: sh,
-		Gen: c.scans.generation(), Shelve: ok && c.fsys.absent(rec.Dev, fi.Dev)})
-	return true
+		Gen: c.scans.generation(), Shelve: j.shelve})
 }
 
 // upgradeDev gives rec, read from an index older than file-system ids,
@@ -193,25 +188,6 @@ func (c *checker) upgrade(j job, rec store.Record, fi fsstat.FileInfo) {
 	was.Dev = fi.RawDev
 	rec.Generation = c.scans.generation()
 	c.pipe.write(j, store.Change{Op: store.OpPutIf, Path: []byte(j.path), Record: rec, Expect: was})
-}
-
-// written reports whether the ledger saw path or its inode written since
-// its record (rec, if ok) was hashed, and then queues the other names of
-// the inode: inotify reports a write for the name written alone, and the
-// others' records would keep the old digest. Such a path is hashed even
-// when its record looks current, since that may have come from another
-// name of the inode. A doubt (ledger.Unsure) is no write: a file whose
-// stat identity, ctime included, is its record's was not written since.
-func (c *checker) written(path string, fi fsstat.FileInfo, rec store.Record, ok bool) bool {
-	if c.ledger.Since(path, fi.Dev, fi.Ino, rec.HashedAt) != ledger.Written {
-		return false
-	}
-	var known *store.Record
-	if ok {
-		known = &rec
-	}
-	c.moves.recheckLinks(path, known, &fi)
-	return true
 }
 
 // record returns the path's record, unless the walk that queued it found

@@ -34,7 +34,7 @@
 //
 // A doubt of the ledger (ledger.Unsure) is no witness. Before it judges a
 // change without a trace, the checker waits for the ledger to read the
-// events queued (Options.SyncWrites); while the watcher still sets up its
+// events queued (Watches.Sync); while the watcher still sets up its
 // watches it tries again later. Options.OnFinding hears of each finding:
 // the audit lists it until an edit, an accept or a heal. A file whose stat
 // identity, ctime included, is its record's is not hashed on a doubt: no
@@ -48,14 +48,22 @@
 //     check afterwards, so one change is hashed once. Writes go to the
 //     store asynchronously, a bounded number at a time, and a path leaves
 //     the pipeline once its write is durable;
-//   - the checker (check.go): what a worker does with one path. It settles
-//     a path whose record still holds, hands a file without a record to
-//     the renamer, hashes the rest, and drops what is gone;
+//   - the checker (check.go): what a worker does with one path. It
+//     gathers a file's facts once (facts.go: the record, the shelf, the
+//     ledger's word) and a pure decideFile says what they call for: it
+//     settles a path whose record still holds, hands a file without a
+//     record to the renamer, hashes the rest, and drops what is gone;
 //   - the scanner (scan.go): walks, generations and sweeps;
 //   - the renamer (rename.go): renames and hard links, decided by a pure
 //     function over facts gathered once;
 //   - the feed (follow.go): the hand-off of the watcher's events, and the
 //     one Idle that counts what is still on its way.
+//
+// Each part is built with the parts it hands work to; none is wired
+// after. Data goes one way: feed, queue, checker, writes. What the
+// indexer needs of the watcher's set-up is one interface it declares
+// (Watches); deduplication declares what it needs of the indexer
+// (dedup.Indexer).
 //
 // A file that changes while it is hashed is retried with backoff and never
 // recorded with the digest of a moving target. An unreadable file gets a
@@ -84,7 +92,7 @@
 // MiB or more ahead of the walk, so that their long streams share the
 // hasher's lanes with the small files instead of being hashed alone at the
 // end. The walk meets them later and finds them settled. Both walks call
-// Options.BeforeDir before they read a directory: the daemon's first scan
+// Watches.WaitWatched before they read a directory: the daemon's first scan
 // starts beside the watcher's set-up of its watches and reads each
 // directory once it is watched (watcher.Watcher.WaitWatched), so a
 // change made after the read is an event. When the walk

@@ -98,7 +98,7 @@ func (ws *walks) load(st *store.Store) {
 // running. Without totals of an earlier scan of the root, it starts a
 // counting walk beside it, which stop ends.
 func (s *scanner) expect(ctx context.Context, sc *scan) (stop func()) {
-	ws := &s.walks
+	ws := s.walks
 	ws.mu.Lock()
 	if len(ws.period) == 0 && ws.ended.ExpectFrom == "" {
 		ws.start, ws.hashed0 = time.Now(), s.m.bytesHashed.Load()
@@ -316,7 +316,7 @@ func (s *scanner) record(dir string, files, bytes int64) {
 	if !s.paths.roots.IsRoot(dir) {
 		return
 	}
-	ws := &s.walks
+	ws := s.walks
 	ws.mu.Lock()
 	ws.totals[dir] = totals{Files: files, Bytes: bytes}
 	b, err := json.Marshal(ws.totals)

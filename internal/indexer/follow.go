@@ -36,7 +36,7 @@ func (ix *Indexer) Follow(ctx context.Context, src Source) error {
 
 // feed is the hand-off from the watcher: it counts the events handed over.
 type feed struct {
-	ix      *Indexer
+	idle    *signal // told when the last event sent is handed over
 	src     atomic.Pointer[Source]
 	handled atomic.Uint64
 }
@@ -45,7 +45,7 @@ type feed struct {
 // one sent is.
 func (f *feed) handed(src Source) {
 	if f.handled.Add(1) == src.Emitted() {
-		f.ix.idle.notify()
+		f.idle.notify()
 	}
 }
 

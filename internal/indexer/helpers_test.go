@@ -253,14 +253,8 @@ func (e *env) start(eo envOpts) {
 			t.Fatal(err)
 		}
 		o.Ledger = led
-		if o.BeforeDir == nil {
-			o.BeforeDir = w.WaitWatched
-		}
-		if o.WritesUnread == nil {
-			o.WritesUnread = w.CatchingUp
-		}
-		if o.SyncWrites == nil {
-			o.SyncWrites = w.Sync
+		if o.Watches == nil {
+			o.Watches = w
 		}
 	}
 	ix, err := New(st, e.h, o)
@@ -555,4 +549,29 @@ func writeOld(t *testing.T, p, content string) {
 	writeFile(t, p, content)
 	old := time.Now().Add(-time.Hour)
 	must(t, os.Chtimes(p, old, old))
+}
+
+// watchStub stands in for the watcher's set-up in tests that run none:
+// each nil func waits for nothing, reports no write unread, or syncs
+// nothing.
+type watchStub struct {
+	before func(ctx context.Context, dir string) error
+	unread func() bool
+	sync   func(ctx context.Context) error
+}
+
+func (w watchStub) WaitWatched(ctx context.Context, dir string) error {
+	if w.before == nil {
+		return nil
+	}
+	return w.before(ctx, dir)
+}
+
+func (w watchStub) CatchingUp() bool { return w.unread != nil && w.unread() }
+
+func (w watchStub) Sync(ctx context.Context) error {
+	if w.sync == nil {
+		return nil
+	}
+	return w.sync(ctx)
 }

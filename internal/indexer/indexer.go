@@ -46,6 +46,39 @@ type Ledger interface {
 	Since(path string, dev, ino uint64, sinceNs int64) ledger.Answer
 }
 
+// Watches is what the indexer needs of the watcher (*watcher.Watcher)
+// while it sets up its watches: the daemon's first scan starts beside
+// that set-up, and the ledger hears of writes only from the events the
+// watcher reads.
+type Watches interface {
+	// WaitWatched returns once dir is watched, or the set-up gave up on
+	// it. A walk calls it before it reads each directory
+	// (walker.Options.BeforeDir), so a change made after the read is an
+	// event.
+	WaitWatched(ctx context.Context, dir string) error
+	// CatchingUp reports whether writes may have happened that Ledger was
+	// not told of yet: the watcher reads no event while it sets up its
+	// watches. While it does, a file whose ctime is newer than the
+	// indexer is not trusted on the ledger's word: renamed, it is hashed
+	// instead of taking over its old record, and other bytes under its
+	// moved ctime are judged once the watcher has caught up.
+	CatchingUp() bool
+	// Sync returns once Ledger holds every write made before the call. It
+	// is called before other bytes under a moved ctime are judged changed
+	// without a trace, so a write whose event is not read yet is not
+	// missed.
+	Sync(ctx context.Context) error
+}
+
+// watchFuncs are w's methods, or nils without a watcher: then a walk waits
+// for no directory, no write is unread and the ledger is never synced.
+func watchFuncs(w Watches) (before func(context.Context, string) error, unread func() bool, sync func(context.Context) error) {
+	if w == nil {
+		return nil, nil, nil
+	}
+	return w.WaitWatched, w.CatchingUp, w.Sync
+}
+
 // noLedger knows of no write: writes are known from stat alone.
 type noLedger struct{}
 
@@ -66,12 +99,9 @@ type Options struct {
 	MaxWrites int
 	// WalkWorkers is the number of directory readers of a walk; default 2.
 	WalkWorkers int
-	// BeforeDir, when set, is called before a walk reads each directory
-	// (walker.Options.BeforeDir): the daemon waits there for the
-	// directory's watch while the watcher sets them up
-	// (watcher.Watcher.WaitWatched), so a scan can start beside the
-	// set-up and still miss no change.
-	BeforeDir func(ctx context.Context, dir string) error
+	// Watches is the watcher's set-up of its watches, which the first
+	// scan starts beside; nil: no watcher (Watches).
+	Watches Watches
 	// Ignore holds gitignore-style patterns, matched relative to each root,
 	// of paths never indexed (the caller includes ignore.Defaults() if it
 	// wants them).
@@ -90,19 +120,6 @@ type Options struct {
 	MaxRetries int
 	// Ledger tells of writes no stat field shows; nil knows of none.
 	Ledger Ledger
-	// WritesUnread reports whether writes may have happened that Ledger
-	// was not told of yet (watcher.Watcher.CatchingUp: the watcher reads
-	// no event while it sets up its watches). While it does, a file whose
-	// ctime is newer than the indexer is not trusted on the ledger's word:
-	// renamed, it is hashed instead of taking over its old record, and
-	// other bytes under its moved ctime are judged once the watcher has
-	// caught up. Nil: never.
-	WritesUnread func() bool
-	// SyncWrites returns once Ledger holds every write made before the
-	// call (watcher.Watcher.Sync). It is called before other bytes under
-	// a moved ctime are judged changed without a trace, so a write whose
-	// event is not read yet is not missed. Nil: nothing to wait for.
-	SyncWrites func(ctx context.Context) error
 	// OnFinding hears of each file whose bytes changed with no witness of
 	// a write: a lost write, corrupt or changed without a trace (Finding).
 	// The record is submitted first. It runs on a worker and must not
@@ -197,19 +214,21 @@ func New(st *store.Store, h Hasher, opt Options) (*Indexer, error) {
 		startTime: time.Now(),
 	}
 	ix.fsys = newFileSystems(st, ix.log)
-	ix.pipe = newPipeline(st, opt.MaxPending, opt.MaxWrites, ix.log, ix.m, ix.idle)
-	ix.scans = newScanner(ix)
-	ix.pipe.walking = ix.scans.walks.walking
-	unread := newUnreadWrites(opt.WritesUnread, ix.startTime)
+	walks, dirs := &walks{}, &dirFds{}
+	beforeDir, writesUnread, syncWrites := watchFuncs(opt.Watches)
+	ix.pipe = newPipeline(pipeParts{st: st, log: ix.log, m: ix.m, idle: ix.idle, dirs: dirs, walks: walks,
+		maxPending: opt.MaxPending, maxWrites: opt.MaxWrites})
+	ix.scans = newScanner(&scanner{st: st, pipe: ix.pipe, paths: paths, ticks: ix.ticks, fsys: ix.fsys,
+		m: ix.m, log: ix.log, idle: ix.idle, walks: walks, walkWorkers: opt.WalkWorkers,
+		beforeDir: beforeDir, oneFS: opt.OneFileSystem}, opt.Roots)
+	ix.removals = newRemovals(opt.RemoveDelay, ix.idle)
+	unread := newUnreadWrites(writesUnread, ix.startTime)
 	ix.moves = &renamer{st: st, pipe: ix.pipe, paths: paths, ticks: ix.ticks, ledger: opt.Ledger,
-		unread: unread, scans: ix.scans, log: ix.log}
+		unread: unread, scans: ix.scans, removals: ix.removals, log: ix.log}
 	ix.check = &checker{pipe: ix.pipe, st: st, h: h, backend: opt.Backend, ledger: opt.Ledger, unread: unread,
 		ticks: ix.ticks, paths: paths, scans: ix.scans, moves: ix.moves, m: ix.m, log: ix.log,
-		maxRetries: opt.MaxRetries, onFinding: opt.OnFinding, sync: opt.SyncWrites, fsys: ix.fsys}
-	ix.pipe.emptied = ix.check.dirs.closeAll // an idle daemon holds no directory open
-	ix.removals = newRemovals(opt.RemoveDelay, ix.idle)
-	ix.moves.removed = ix.removeLater
-	ix.feed = &feed{ix: ix}
+		maxRetries: opt.MaxRetries, onFinding: opt.OnFinding, sync: syncWrites, dirs: dirs, fsys: ix.fsys}
+	ix.feed = &feed{idle: ix.idle}
 	return ix, nil
 }
 
@@ -225,7 +244,7 @@ func (ix *Indexer) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	ix.pipe.start(gctx, g, ix.opt.Workers, ix.check.check)
 	g.Go(func() error { return ix.scans.run(gctx) })
-	g.Go(func() error { ix.removalLoop(gctx); return nil })
+	g.Go(func() error { ix.removals.run(gctx, ix.pipe); return nil })
 	err := g.Wait()
 	ix.pipe.drain(5 * time.Second)
 	if errors.Is(err, context.Canceled) {
@@ -258,12 +277,13 @@ func (ix *Indexer) Changed(ctx context.Context, path string) {
 // current: a caller found its bytes other than the record says (the
 // kernel's compare during deduplication, say). Other bytes with no
 // witness of a write are a finding, not the key (judge). It blocks while
-// the queue is full.
-func (ix *Indexer) Rehash(ctx context.Context, path string) {
+// the queue is full, until the indexer stops: a caller's request that
+// ends does not take the hash back (dedup.Indexer).
+func (ix *Indexer) Rehash(path string) {
 	if ix.paths.skip(path) {
 		return
 	}
-	ix.pipe.enqueueRehash(ctx, path)
+	ix.pipe.enqueueRehash(ix.ctx(), path)
 }
 
 // Removed tells the indexer that nothing may exist at path any more. The
@@ -273,16 +293,7 @@ func (ix *Indexer) Removed(path string) {
 	if ix.paths.skip(path) {
 		return
 	}
-	ix.removeLater(path)
-}
-
-// removeLater drops the records at and under path after RemoveDelay, if
-// path is gone then.
-func (ix *Indexer) removeLater(path string) {
-	if over, ok := ix.removals.add(path); ok {
-		ix.pipe.enqueue(ix.ctx(), job{path: over}, nil, 0)
-		ix.removals.done()
-	}
+	ix.removals.later(ix.ctx(), ix.pipe, path)
 }
 
 // Moved tells the indexer that the directory at from is now at to: its
@@ -301,7 +312,7 @@ func (ix *Indexer) Moved(ctx context.Context, from, to string) {
 		ix.log.Debug("directory moved; records moved", "from", from, "to", to, "moved", m.Moved, "left", m.Left)
 	}
 	if ix.paths.roots.Contains(from) {
-		ix.removeLater(from)
+		ix.removals.later(ix.ctx(), ix.pipe, from)
 	}
 	ix.Rescan(to)
 }

@@ -146,7 +146,7 @@ const syncTimeout = 10 * time.Second
 
 // verdict judges rec, the record of the bytes hashed at path, against p,
 // and returns the record to write. Before it judges a change without a
-// trace it waits for the ledger (Options.SyncWrites), so a write whose
+// trace it waits for the ledger (Watches.Sync), so a write whose
 // event is still unread is not missed.
 func (c *checker) verdict(ctx context.Context, path string, p *prior, rec store.Record) (store.Record, outcome) {
 	r := rehash{was: p.rec, now: rec.Identity(), backend: rec.Backend, digest: rec.Digest, seen: p.seen,

@@ -10,7 +10,7 @@ type pendingSet struct {
 	mu    sync.Mutex
 	m     map[string]*pendingEntry
 	bytes int64  // sum of the entries' sizes
-	began func() // called when a path enters the empty set; nil: nothing
+	began func() // called when a path enters the empty set
 }
 
 type pendingEntry struct {
@@ -21,8 +21,10 @@ type pendingEntry struct {
 	done       chan struct{} // closed when the path leaves; nil until someone waits
 }
 
-func newPendingSet() *pendingSet {
-	return &pendingSet{m: make(map[string]*pendingEntry)}
+// newPendingSet returns an empty set that calls began when a path enters
+// it empty.
+func newPendingSet(began func()) *pendingSet {
+	return &pendingSet{m: make(map[string]*pendingEntry), began: began}
 }
 
 // add puts path in the set and reports true, or, when it is already there,
@@ -50,7 +52,7 @@ func (p *pendingSet) addEntry(path string, sc *scan, size int64) *pendingEntry {
 
 // insert makes path's entry. Called with p.mu held.
 func (p *pendingSet) insert(path string, size int64) *pendingEntry {
-	if len(p.m) == 0 && p.began != nil {
+	if len(p.m) == 0 {
 		p.began()
 	}
 	e := &pendingEntry{size: size}

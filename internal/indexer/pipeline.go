@@ -36,22 +36,32 @@ type pipeline struct {
 	log     *slog.Logger
 	m       *counters
 	idle    *signal // told when the pipeline empties, and when it no longer is
-	emptied func()  // called when the pipeline empties; nil: nothing
+	dirs    *dirFds // closed when the pipeline empties: an idle daemon holds no directory open
+	walks   *walks  // whether a scan's walk runs (hintSettle)
 	queue   chan job
 	requeue requeue
 	pend    *pendingSet
 	writes  chan struct{} // semaphore: store writes in flight
-	walking func() bool   // whether a scan's walk runs; nil: never hint
 	hinted  atomic.Bool   // the store was asked to settle since fewer paths than store.DeferredGroup were left
 }
 
-func newPipeline(st *store.Store, maxPending, maxWrites int, log *slog.Logger, m *counters, idle *signal) *pipeline {
-	p := &pipeline{st: st, log: log, m: m, idle: idle,
-		queue: make(chan job, maxPending), pend: newPendingSet(),
-		writes: make(chan struct{}, maxWrites)}
-	p.requeue.signal = make(chan struct{}, 1)
-	p.pend.began = idle.notify
-	return p
+// pipeParts are what a pipeline is built from.
+type pipeParts struct {
+	st                    *store.Store
+	log                   *slog.Logger
+	m                     *counters
+	idle                  *signal
+	dirs                  *dirFds
+	walks                 *walks
+	maxPending, maxWrites int
+}
+
+func newPipeline(pp pipeParts) *pipeline {
+	return &pipeline{st: pp.st, log: pp.log, m: pp.m, idle: pp.idle, dirs: pp.dirs, walks: pp.walks,
+		queue:   make(chan job, pp.maxPending),
+		requeue: requeue{signal: make(chan struct{}, 1)},
+		pend:    newPendingSet(pp.idle.notify),
+		writes:  make(chan struct{}, pp.maxWrites)}
 }
 
 // start runs n workers in g, each calling check for one job at a time until
@@ -203,9 +213,7 @@ func (p *pipeline) finish(j job) {
 		p.push(job{path: j.path, scans: scans, size: size})
 	}
 	if left == 0 {
-		if p.emptied != nil {
-			p.emptied()
-		}
+		p.dirs.closeAll()
 		p.idle.notify()
 	}
 	p.hintSettle(left)
@@ -222,7 +230,7 @@ func (p *pipeline) hintSettle(left int) {
 		p.hinted.Store(false)
 		return
 	}
-	if p.walking != nil && !p.walking() && !p.hinted.Swap(true) {
+	if !p.walks.walking() && !p.hinted.Swap(true) {
 		p.st.SettleSoon()
 	}
 }

@@ -37,13 +37,13 @@ func TestRehashHashesALookingCurrentRecord(t *testing.T) {
 		t.Fatalf("Changed hashed a record that looks current %d times", n-before)
 	}
 	entered, release := e.h.hold(p)
-	e.ix.Rehash(ctx, p)
+	e.ix.Rehash(p)
 	select {
 	case <-entered:
 	case <-time.After(settleTimeout):
 		t.Fatal("Rehash did not hash the file")
 	}
-	e.ix.Rehash(ctx, p) // while it is being hashed: one more hash after this one
+	e.ix.Rehash(p) // while it is being hashed: one more hash after this one
 	close(release)
 	e.kept = map[string][]byte{p: rec.Digest}
 	e.settle(settleTimeout)

@@ -92,16 +92,25 @@ func (r *removals) done() {
 	}
 }
 
-// removalLoop hands due removals to the workers, which drop the records if
-// the path is still gone.
-func (ix *Indexer) removalLoop(ctx context.Context) {
+// later drops the records at and under path after the delay, if path is
+// gone then. When the list is full, the oldest path goes to p now.
+func (r *removals) later(ctx context.Context, p *pipeline, path string) {
+	if over, ok := r.add(path); ok {
+		p.enqueue(ctx, job{path: over}, nil, 0)
+		r.done()
+	}
+}
+
+// run hands due removals to p's workers, which drop the records if the
+// path is still gone, until ctx ends.
+func (r *removals) run(ctx context.Context, p *pipeline) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		paths, next := ix.removals.due(time.Now())
-		for _, p := range paths {
-			ix.pipe.enqueue(ctx, job{path: p}, nil, 0)
-			ix.removals.done()
+		paths, next := r.due(time.Now())
+		for _, path := range paths {
+			p.enqueue(ctx, job{path: path}, nil, 0)
+			r.done()
 		}
 		wait := time.Hour
 		if !next.IsZero() {
@@ -111,7 +120,7 @@ func (ix *Indexer) removalLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-ix.removals.signal:
+		case <-r.signal:
 		case <-timer.C:
 		}
 	}

@@ -152,15 +152,15 @@ func (f *renameFacts) prior() *prior {
 
 // renamer gathers the facts of renames and hard links and acts on them.
 type renamer struct {
-	st      *store.Store
-	pipe    *pipeline
-	paths   *pathRules
-	ticks   *ticks
-	ledger  Ledger
-	unread  unreadWrites
-	scans   *scanner
-	removed func(path string) // drops what is left at a path once it is gone
-	log     *slog.Logger
+	st       *store.Store
+	pipe     *pipeline
+	paths    *pathRules
+	ticks    *ticks
+	ledger   Ledger
+	unread   unreadWrites
+	scans    *scanner
+	removals *removals // drop what is left at a path once it is gone
+	log      *slog.Logger
 }
 
 // adopt gives the file fi at path, which has no record, the record of the
@@ -306,7 +306,7 @@ func (r *renamer) moveDir(ctx context.Context, path string, f *renameFacts, walk
 	}
 	r.log.Debug("directory renamed; records moved", "from", from, "to", to, "moved", m.Moved, "left", m.Left)
 	if m.Left > 0 {
-		r.removed(from) // records the new name held already: those left behind are stale
+		r.removals.later(ctx, r.pipe, from) // records the new name held already: those left behind are stale
 	}
 	if !walked {
 		// The old directory may be gone after its files were moved out

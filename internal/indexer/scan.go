@@ -120,7 +120,7 @@ type scanner struct {
 	log         *slog.Logger
 	idle        *signal // told when a walk is asked for, and when the last one ends
 	walkWorkers int
-	beforeDir   func(ctx context.Context, dir string) error // Options.BeforeDir
+	beforeDir   func(ctx context.Context, dir string) error // Watches.WaitWatched
 	oneFS       bool                                        // Options.OneFileSystem
 
 	mu      sync.Mutex
@@ -137,25 +137,20 @@ type scanner struct {
 	unreadMu     sync.Mutex
 	unreadLogged map[string]struct{} // unreadable paths already logged
 
-	walks walks // the running walks and the roots' last totals (expect.go)
+	walks *walks // the running walks and the roots' last totals (expect.go)
 }
 
-func newScanner(ix *Indexer) *scanner {
-	s := &scanner{
-		st: ix.st, pipe: ix.pipe, paths: ix.paths, ticks: ix.ticks, fsys: ix.fsys, m: ix.m, log: ix.log, idle: ix.idle,
-		walkWorkers:  ix.opt.WalkWorkers,
-		beforeDir:    ix.opt.BeforeDir,
-		oneFS:        ix.opt.OneFileSystem,
-		queued:       make(map[string]bool),
-		signal:       make(chan struct{}, 1),
-		initial:      make(chan struct{}),
-		unreadLogged: make(map[string]struct{}),
-	}
-	for _, r := range ix.opt.Roots {
+// newScanner readies s, built with its parts, to walk roots.
+func newScanner(s *scanner, roots []string) *scanner {
+	s.queued = make(map[string]bool)
+	s.signal = make(chan struct{}, 1)
+	s.initial = make(chan struct{})
+	s.unreadLogged = make(map[string]struct{})
+	for _, r := range roots {
 		s.initRoots.Store(r, struct{}{})
 	}
-	s.initLeft.Store(int64(len(ix.opt.Roots)))
-	if len(ix.opt.Roots) == 0 {
+	s.initLeft.Store(int64(len(roots)))
+	if len(roots) == 0 {
 		close(s.initial)
 	}
 	return s

@@ -3,7 +3,7 @@ package indexer
 import "time"
 
 // unreadWrites answers whether a file may have been written without the
-// ledger knowing yet (Options.WritesUnread: the watcher reads no event
+// ledger knowing yet (Watches.CatchingUp: the watcher reads no event
 // while it sets up its watches). Only a write after a directory's watch
 // was added can be unread, and any write or rename moves the file's ctime
 // past the watcher's start; so a file whose ctime is older, renamed while
