@@ -29,8 +29,8 @@ type Result struct {
 // goroutine, using crypto/sha256 for SHA-256; a file of DefaultReadAhead
 // bytes or more is read by a second goroutine meanwhile, which ends before
 // HashFile returns. A file that may hold data not yet on disk is synced
-// (fdatasync) before its identity is checked again, within DataWindow. It
-// returns an error wrapping
+// (fdatasync) before its identity is checked again, within
+// durable.DataWindow. It returns an error wrapping
 // ErrNotRegular for anything but a regular file, a *ChangedError when the
 // file changed while it was read, ctx.Err() when ctx ends first, and the
 // *fs.PathError of a failed lstat, open or read otherwise.
@@ -51,7 +51,7 @@ type readOpts struct {
 	bufSize   int
 	readAhead int64 // files of at least this size are read ahead; 0: default, <0: never
 	// syncWindow: files whose ctime is younger have their data synced before
-	// the check after reading; 0: DataWindow(), <0: never.
+	// the check after reading; 0: durable.DataWindow(), <0: never.
 	syncWindow time.Duration
 	noEpochs   bool // fdatasync every file that needs it (benchmarks)
 }

@@ -54,7 +54,7 @@ type Policy struct {
 	Readers int `json:"readers" toml:"readers"`
 	// SyncWindow: a file whose ctime is younger than this has its data
 	// synced (fdatasync) before its identity is checked after reading, so
-	// the digest is of bytes on disk. 0 means DataWindow(); a negative
+	// the digest is of bytes on disk. 0 means durable.DataWindow(); a negative
 	// value never syncs (robustness tests that show what the sync guards
 	// against). Not part of a calibration.
 	SyncWindow time.Duration `json:"-" toml:"-"`

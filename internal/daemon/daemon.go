@@ -30,6 +30,7 @@ import (
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/dedup"
 	"github.com/annexd/annexd/internal/diskprocs"
+	"github.com/annexd/annexd/internal/durable"
 	"github.com/annexd/annexd/internal/gcpace"
 	"github.com/annexd/annexd/internal/ignore"
 	"github.com/annexd/annexd/internal/indexer"
@@ -85,7 +86,7 @@ func testBudget() time.Duration {
 
 // dataWindow is the store's data window (store.Options.DataWindow).
 func (a *App) dataWindow() time.Duration {
-	w := min(hasher.DataWindow(), maxDataWindow)
+	w := min(durable.DataWindow(), maxDataWindow)
 	if v := os.Getenv(testDataWindowEnv); v != "" {
 		if d, err := time.ParseDuration(v); err == nil && d > 0 {
 			a.log.Warn("the data window is set by the environment, for tests; keys may name bytes a power cut loses",
