@@ -38,6 +38,13 @@ func HashFile(ctx context.Context, path string, b key.Backend) (Result, error) {
 	return hashFile(ctx, path, b, nil, readOpts{})
 }
 
+// HashFile is HashFile with p's read options (SHA256, BufferSize,
+// ReadAhead, SyncWindow): what a Hasher following p does with a file it
+// hashes inline. Calibration measures it.
+func (p Policy) HashFile(ctx context.Context, path string, b key.Backend) (Result, error) {
+	return hashFile(ctx, path, b, nil, p.readOpts())
+}
+
 // testHookAfterRead, set only by tests, runs between reading a file and
 // checking its identity again.
 var testHookAfterRead func(path string)
@@ -61,6 +68,11 @@ type readOpts struct {
 // a fifth of SHA-NI hashing, and overlapping the two is what lets one large
 // file hash faster than a single-threaded tool.
 const DefaultReadAhead = 8 << 20
+
+// readOpts are the read options p sets; its zero fields keep theirs.
+func (p Policy) readOpts() readOpts {
+	return readOpts{impl: p.SHA256, bufSize: p.BufferSize, readAhead: p.ReadAhead, syncWindow: p.SyncWindow}
+}
 
 func (o readOpts) readsAhead(size int64) bool {
 	switch {

@@ -9,7 +9,7 @@ import (
 )
 
 // Policy decides where a file is hashed. Its zero value works (see the
-// defaults on each field); Calibrate derives one measured on this machine,
+// defaults on each field); package hasher/calibrate derives one measured here,
 // and a config file may override any field.
 type Policy struct {
 	// InlineMax: files of at most this many bytes are hashed on the caller's

@@ -25,6 +25,7 @@ import (
 
 	"github.com/annexd/annexd/api/apiserver"
 	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/hasher/calibrate"
 	_ "github.com/annexd/annexd/hasher/simd" // sha256-simd, a candidate of the calibration
 	"github.com/annexd/annexd/internal/audit"
 	"github.com/annexd/annexd/internal/config"
@@ -74,7 +75,7 @@ const maxDataWindow = 10 * time.Minute
 const testDataWindowEnv = "ANNEXD_TEST_DATA_WINDOW"
 
 // testBudgetEnv, when set in the environment to a duration, gives the
-// calibration that much time instead of hasher.DefaultBudget: the tests
+// calibration that much time instead of calibrate.DefaultBudget: the tests
 // that need a complete calibration run beside others, which a second
 // does not survive.
 const testBudgetEnv = "ANNEXD_TEST_CALIBRATION_BUDGET"
@@ -142,7 +143,7 @@ type App struct {
 	w     *watcher.Watcher
 	ix    *indexer.Indexer
 	srv   *apiserver.Server
-	calib *hasher.Calibration
+	calib *calibrate.Calibration
 	dedup *dedupPart
 	// audit verifies the index; set in setup, before the indexer runs.
 	audit atomic.Pointer[audit.Auditor]
@@ -431,7 +432,7 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 // valid, a new one, or the built-in one, with the config's overrides.
 func (a *App) policy(ctx context.Context) (hasher.Policy, error) {
 	p := hasher.DefaultPolicy()
-	var calib hasher.Calibration
+	var calib calibrate.Calibration
 	if a.cfg.Hasher.Calibrate != "never" {
 		c, err := a.calibration(ctx)
 		if err != nil {
@@ -441,7 +442,7 @@ func (a *App) policy(ctx context.Context) (hasher.Policy, error) {
 		}
 	}
 	h := a.cfg.Hasher
-	p, err := hasher.Overrides{
+	p, err := calibrate.Overrides{
 		InlineMax: int64(h.InlineMax), Workers: h.Workers,
 		External: h.External, ExternalMin: int64(h.ExternalMin), Readers: h.Readers,
 	}.Apply(p, calib)
@@ -460,8 +461,8 @@ func (a *App) cfgFile() string {
 
 // calibration loads the stored calibration when it is still valid (and
 // calibrate is "auto"), or measures and stores a new one.
-func (a *App) calibration(ctx context.Context) (hasher.Calibration, error) {
-	var c hasher.Calibration
+func (a *App) calibration(ctx context.Context) (calibrate.Calibration, error) {
+	var c calibrate.Calibration
 	if a.cfg.Hasher.Calibrate == "auto" {
 		if b, ok, err := a.st.GetMeta(calibrationMeta); err == nil && ok && json.Unmarshal(b, &c) == nil && c.StillValid() {
 			a.log.Info("reusing stored hashing calibration", "measured_at", c.At)
@@ -474,7 +475,7 @@ func (a *App) calibration(ctx context.Context) (hasher.Calibration, error) {
 	a.log.Info("calibrating hashing")
 	a.calibrating.Store(true)
 	defer a.calibrating.Store(false)
-	c, err := hasher.Calibrate(ctx, hasher.CalibrateOptions{Log: a.log.With("part", "calibrate"), Budget: testBudget()})
+	c, err := calibrate.Run(ctx, calibrate.Options{Log: a.log.With("part", "calibrate"), Budget: testBudget()})
 	if err != nil {
 		return c, err
 	}

@@ -1,4 +1,4 @@
-package hasher
+package calibrate
 
 import (
 	"bytes"
@@ -16,20 +16,20 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/key"
 )
 
-// calibrationFormat changes whenever what Calibrate measures or how it
+// calibrationFormat changes whenever what Run measures or how it
 // derives the policy changes; stored calibrations of another format are
 // redone.
 const calibrationFormat = 5
 
-// DefaultBudget is the time Calibrate may take.
+// DefaultBudget is the time Run may take.
 const DefaultBudget = time.Second
 
-// CalibrateOptions tell Calibrate where and what to measure. The zero value
-// works.
-type CalibrateOptions struct {
+// Options tell Run where and what to measure. The zero value works.
+type Options struct {
 	// Dir holds the sample files (removed afterwards); "" means os.TempDir().
 	Dir string
 	// Programs are the external candidates, names looked up in PATH or
@@ -41,7 +41,7 @@ type CalibrateOptions struct {
 	Log    *slog.Logger
 }
 
-// Calibration is everything Calibrate measured and the Policy it chose. It
+// Calibration is everything Run measured and the Policy it chose. It
 // marshals to JSON with stable field names.
 type Calibration struct {
 	Format int       `json:"format"`
@@ -49,14 +49,14 @@ type Calibration struct {
 	TookMs float64   `json:"took_ms"`
 	// Complete: every step ran within the time budget. A calibration cut
 	// short is fit to use but not to keep: StillValid is false for it.
-	Complete    bool         `json:"complete"`
-	Fingerprint Fingerprint  `json:"fingerprint"`
-	Candidates  []Candidate  `json:"candidates"`
-	Buffers     []BufferCost `json:"buffers"`    // read+hash of a sample file by read size
-	PerFile     []FileCost   `json:"per_file"`   // whole-file cost, small files
-	HandoffUs   float64      `json:"handoff_us"` // pool round trip minus inline, per file
-	Policy      Policy       `json:"policy"`
-	Notes       []string     `json:"notes"` // how each policy field was derived
+	Complete    bool          `json:"complete"`
+	Fingerprint Fingerprint   `json:"fingerprint"`
+	Candidates  []Candidate   `json:"candidates"`
+	Buffers     []BufferCost  `json:"buffers"`    // read+hash of a sample file by read size
+	PerFile     []FileCost    `json:"per_file"`   // whole-file cost, small files
+	HandoffUs   float64       `json:"handoff_us"` // pool round trip minus inline, per file
+	Policy      hasher.Policy `json:"policy"`
+	Notes       []string      `json:"notes"` // how each policy field was derived
 }
 
 // Candidate is one way of computing SHA-256 and what was found about it.
@@ -86,8 +86,8 @@ const (
 
 // The in-process candidates' names.
 const (
-	NameStd  = string(SHA256Std)
-	NameSIMD = string(SHA256SIMD)
+	NameStd  = string(hasher.SHA256Std)
+	NameSIMD = string(hasher.SHA256SIMD)
 )
 
 // simdWin is how much faster than crypto/sha256 sha256-simd must hash to
@@ -175,9 +175,9 @@ var (
 	errOverBudget = errors.New("not measured: the calibration time budget ran out")
 )
 
-// Calibrate measures the candidate ways of hashing on this machine and
-// derives a Policy, within opts.Budget (1 s by default).
-func Calibrate(ctx context.Context, opts CalibrateOptions) (Calibration, error) {
+// Run measures the candidate ways of hashing on this machine and derives
+// a Policy, within opts.Budget (1 s by default).
+func Run(ctx context.Context, opts Options) (Calibration, error) {
 	start := time.Now()
 	if opts.Budget <= 0 {
 		opts.Budget = DefaultBudget
@@ -204,14 +204,14 @@ func Calibrate(ctx context.Context, opts CalibrateOptions) (Calibration, error) 
 	c := Calibration{Format: calibrationFormat, At: start.UTC().Truncate(time.Millisecond)}
 	c.Fingerprint = currentFingerprint(ctx, opts.Programs, true)
 
-	std := measureInProcess(ctx, SHA256Std)
+	std := measureInProcess(ctx, hasher.SHA256Std)
 	c.Candidates = append(c.Candidates, std)
 	if !std.Verified {
 		return c, errNoSHA256
 	}
-	impl := SHA256Std
-	if newSIMD != nil {
-		simd := measureInProcess(ctx, SHA256SIMD)
+	impl := hasher.SHA256Std
+	if hasher.HasSIMD() {
+		simd := measureInProcess(ctx, hasher.SHA256SIMD)
 		impl = chooseImpl(&std, &simd)
 		c.Candidates[len(c.Candidates)-1] = std
 		c.Candidates = append(c.Candidates, simd)
@@ -329,22 +329,22 @@ func verifyHash(newH func() hash.Hash) bool {
 
 // chooseImpl picks sha256-simd only when it passed the known answers and
 // hashed simdWin times as fast as crypto/sha256, and marks the verdicts.
-func chooseImpl(std, simd *Candidate) SHA256Impl {
+func chooseImpl(std, simd *Candidate) hasher.SHA256Impl {
 	if !simd.Verified || simd.MBps < simdWin*std.MBps {
 		if simd.Rejected == "" {
 			simd.Rejected = fmt.Sprintf("not %.0f %% faster than crypto/sha256 (%.0f vs %.0f MB/s)", 100*(simdWin-1), simd.MBps, std.MBps)
 		}
 		simd.Chosen = false
-		return SHA256Std
+		return hasher.SHA256Std
 	}
 	std.Chosen, std.Rejected = false, fmt.Sprintf("slower than sha256-simd (%.0f vs %.0f MB/s)", std.MBps, simd.MBps)
-	return SHA256SIMD
+	return hasher.SHA256SIMD
 }
 
 // measureInProcess checks the in-process SHA-256 impl on the known
 // answers and measures it on a buffer in memory, the best of eight runs.
-func measureInProcess(ctx context.Context, impl SHA256Impl) Candidate {
-	newH := func() hash.Hash { h, _ := newHash(key.SHA256, impl); return h }
+func measureInProcess(ctx context.Context, impl hasher.SHA256Impl) Candidate {
+	newH := func() hash.Hash { h, _ := hasher.Policy{SHA256: impl}.NewHash(key.SHA256); return h }
 	c := Candidate{Name: string(impl), Kind: KindInProcess, Verified: verifyHash(newH)}
 	if !c.Verified {
 		c.Rejected = "failed the known-answer vectors"
@@ -368,7 +368,7 @@ func measureInProcess(ctx context.Context, impl SHA256Impl) Candidate {
 }
 
 // measureBuffers hashes the sample file with each read size, taking turns.
-func measureBuffers(ctx context.Context, s samples, impl SHA256Impl) []BufferCost {
+func measureBuffers(ctx context.Context, s samples, impl hasher.SHA256Impl) []BufferCost {
 	best := make([]time.Duration, len(bufferSizes))
 	for rep := 0; rep < 4; rep++ {
 		for i, size := range bufferSizes {
@@ -377,7 +377,7 @@ func measureBuffers(ctx context.Context, s samples, impl SHA256Impl) []BufferCos
 			}
 			var err error
 			d := bestCPU(1, func() {
-				_, err = hashFile(ctx, s.big, key.SHA256, nil, readOpts{impl: impl, bufSize: size, readAhead: -1, syncWindow: -1})
+				_, err = hasher.Policy{SHA256: impl, BufferSize: size, ReadAhead: -1, SyncWindow: -1}.HashFile(ctx, s.big, key.SHA256)
 			})
 			if err == nil && (best[i] == 0 || d < best[i]) {
 				best[i] = d
@@ -411,7 +411,7 @@ func bestBuffer(bs []BufferCost) BufferCost {
 			return x
 		}
 	}
-	return BufferCost{Size: DefaultBufferSize}
+	return BufferCost{Size: hasher.DefaultBufferSize}
 }
 
 // bestProcessCPU runs f reps times and returns the least CPU time of the
@@ -440,10 +440,10 @@ func processCPUTime() time.Duration {
 // measurePerFile times whole small files inline and through a one-worker
 // pool, in the process's CPU time; the difference at the smallest size is
 // the pool's hand-off cost.
-func measurePerFile(ctx context.Context, s samples, impl SHA256Impl, buf BufferCost) ([]FileCost, float64) {
-	h := New(Policy{InlineMax: -1, Workers: 1, SHA256: impl, BufferSize: buf.Size, SyncWindow: -1}, nil)
+func measurePerFile(ctx context.Context, s samples, impl hasher.SHA256Impl, buf BufferCost) ([]FileCost, float64) {
+	h := hasher.New(hasher.Policy{InlineMax: -1, Workers: 1, SHA256: impl, BufferSize: buf.Size, SyncWindow: -1}, nil)
 	defer h.Close()
-	o := readOpts{impl: impl, bufSize: buf.Size, syncWindow: -1}
+	o := hasher.Policy{SHA256: impl, BufferSize: buf.Size, SyncWindow: -1} // inline, as h would
 	var out []FileCost
 	for _, size := range perFileSizes {
 		if ctx.Err() != nil {
@@ -454,7 +454,7 @@ func measurePerFile(ctx context.Context, s samples, impl SHA256Impl, buf BufferC
 		var err error // the last failure: a run cut short measures nothing
 		inline := bestProcessCPU(5, func() {
 			for range n {
-				if _, e := hashFile(ctx, path, key.SHA256, nil, o); e != nil {
+				if _, e := o.HashFile(ctx, path, key.SHA256); e != nil {
 					err = e
 				}
 			}
@@ -483,8 +483,7 @@ func measureExternal(ctx context.Context, name, path string, s samples) Candidat
 		c.Rejected = "not found in PATH"
 		return c
 	}
-	kind, err := ExternalKindOf(path)
-	if err != nil {
+	if _, err := hasher.ExternalKindOf(path); err != nil {
 		c.Rejected = err.Error()
 		return c
 	}
@@ -492,16 +491,11 @@ func measureExternal(ctx context.Context, name, path string, s samples) Candidat
 		c.Rejected = errOverBudget.Error()
 		return c
 	}
-	e := externalHasher{path: path, kind: kind}
 	var cpu time.Duration // of the last run
 	run := func(file string) ([]byte, error) {
-		f, err := openStable(file, nil)
-		if err != nil {
-			return nil, err
-		}
-		defer f.close()
 		var d []byte
-		d, cpu, err = e.run(ctx, f.fd)
+		var err error
+		d, cpu, err = hasher.RunExternal(ctx, path, file)
 		return d, err
 	}
 	for i, v := range sha256Vectors() {
@@ -556,8 +550,8 @@ const handoffShare = 0.05
 
 // derive fills in c.Policy and c.Notes from the measurements. It is pure, so
 // it can be tested on made-up figures.
-func derive(c *Calibration, impl SHA256Impl) {
-	p := Policy{SHA256: impl}
+func derive(c *Calibration, impl hasher.SHA256Impl) {
+	p := hasher.Policy{SHA256: impl}
 	buf := bestBuffer(c.Buffers)
 	p.BufferSize = buf.Size
 	fileMBps := buf.MBps
@@ -574,15 +568,15 @@ func derive(c *Calibration, impl SHA256Impl) {
 	}
 
 	if len(c.PerFile) == 0 || fileMBps <= 0 {
-		p.InlineMax = DefaultInlineMax
+		p.InlineMax = hasher.DefaultInlineMax
 		c.note("inline_max = %s: default, the pool hand-off or the file throughput was not measured", sizeStr(p.InlineMax))
 	} else if c.HandoffUs < minHandoffUs {
-		p.InlineMax = DefaultInlineMax
+		p.InlineMax = hasher.DefaultInlineMax
 		c.note("inline_max = %s: default, the pool hand-off measured %.1f µs, less than a hand-off can cost (noise)", sizeStr(p.InlineMax), c.HandoffUs)
 	} else {
 		p.InlineMax = inlineMax(c.HandoffUs, fileMBps)
 		c.note("inline_max = %s: the pool hand-off (%.1f µs of CPU per file) is under %.0f %% of hashing any larger file at %.0f MB/s (the default %s unless that size is %d× off it)",
-			sizeStr(p.InlineMax), c.HandoffUs, 100*handoffShare, fileMBps, sizeStr(DefaultInlineMax), inlineBand)
+			sizeStr(p.InlineMax), c.HandoffUs, 100*handoffShare, fileMBps, sizeStr(hasher.DefaultInlineMax), inlineBand)
 	}
 
 	single, _ := c.Candidate(string(impl))
@@ -641,11 +635,11 @@ const minHandoffUs = 0.5
 func inlineMax(handoffUs, fileMBps float64) int64 {
 	const lo, hi = 16 << 10, 8 << 20
 	if fileMBps <= 0 || handoffUs < minHandoffUs {
-		return DefaultInlineMax
+		return hasher.DefaultInlineMax
 	}
 	bytes := int64(handoffUs / handoffShare * fileMBps) // µs × MB/s = bytes
-	if bytes > DefaultInlineMax/inlineBand && bytes < DefaultInlineMax*inlineBand {
-		return DefaultInlineMax
+	if bytes > hasher.DefaultInlineMax/inlineBand && bytes < hasher.DefaultInlineMax*inlineBand {
+		return hasher.DefaultInlineMax
 	}
 	return min(max(roundUpPow2(bytes), lo), hi)
 }
