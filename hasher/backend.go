@@ -32,6 +32,10 @@ var newSIMD func() hash.Hash
 // implementation. Package hasher/simd calls it from its init.
 func RegisterSIMD(f func() hash.Hash) { newSIMD = f }
 
+// HasSIMD reports whether package hasher/simd is linked, so that a Policy
+// may name SHA256SIMD.
+func HasSIMD() bool { return newSIMD != nil }
+
 // newHash returns a fresh hash.Hash for backend b. impl names the SHA-256
 // implementation; "" is crypto/sha256. Policy.Validate checks impl.
 func newHash(b key.Backend, impl SHA256Impl) (hash.Hash, error) {

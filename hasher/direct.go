@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/internal/directio"
+	"github.com/annexd/annexd/internal/durable"
 )
 
 // A small file none of whose pages is in the page cache is read with
@@ -65,7 +66,7 @@ func (f *stableFile) goesDirect(o readOpts) bool {
 	switch {
 	case f.before.Size <= 0:
 		return false
-	case o.syncWindow >= 0 && mayHoldDirtyData(f.before.CtimeNs, time.Now().UnixNano(), o.window()):
+	case o.syncWindow >= 0 && durable.MayHoldDirtyData(f.before.CtimeNs, time.Now().UnixNano(), o.window()):
 		return false
 	}
 	if directio.Refused(f.before.Dev) {
@@ -73,23 +74,4 @@ func (f *stableFile) goesDirect(o readOpts) bool {
 	}
 	cached, known := f.cachedPages()
 	return known && cached == 0
-}
-
-// cachedPages returns how many of f's pages the page cache held when first
-// asked, and keeps whether any was dirty or under writeback for makeDurable
-// (see lookInCache); known is false where cachestat(2) cannot tell. One
-// look a file: the answer stands until the check after reading.
-func (f *stableFile) cachedPages() (cached uint64, known bool) {
-	if f.cache != cacheUnseen {
-		return f.pages, true
-	}
-	st, known := cachestat(f.fd)
-	if !known {
-		return 0, false
-	}
-	f.cache, f.pages = cacheClean, st.Cache
-	if st.Dirty+st.Writeback > 0 {
-		f.cache = cacheDirty
-	}
-	return st.Cache, true
 }

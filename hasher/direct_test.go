@@ -15,6 +15,7 @@ import (
 
 	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/internal/directio"
+	"github.com/annexd/annexd/internal/durable"
 	"github.com/annexd/annexd/internal/loopfs"
 )
 
@@ -118,7 +119,7 @@ func TestColdSmallFilesReadDirect(t *testing.T) {
 func TestDirectReadLargerSectors(t *testing.T) {
 	img := loopfs.New(t, loopfs.XFS, loopfs.Options{Size: 512 << 20, SectorSize: 8192,
 		MkfsArgs: []string{"-b", "size=8192", "-s", "size=8192"}})
-	t.Cleanup(epochsRunning.Wait)
+	t.Cleanup(durable.WaitEpochs)
 	var paths []string
 	var sums [][32]byte
 	for i, n := range []int{3000, 5000} { // buffers of 4 KiB and 8 KiB

@@ -106,6 +106,23 @@ func (e externalHasher) hashFile(ctx context.Context, path string, before *fssta
 	return Result{Digest: digest, Info: f.before}, nil
 }
 
+// RunExternal hashes the regular file at path with program (sha256sum or
+// openssl) as a Hasher does, the program reading a descriptor this process
+// opened on its stdin, and returns the digest and the CPU time the program
+// used. Calibration measures with it.
+func RunExternal(ctx context.Context, program, path string) ([]byte, time.Duration, error) {
+	kind, err := ExternalKindOf(program)
+	if err != nil {
+		return nil, 0, err
+	}
+	f, err := openStable(path, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.close()
+	return externalHasher{path: program, kind: kind}.run(ctx, f.fd)
+}
+
 // run hashes what the program reads from a duplicate of fd, and returns the
 // CPU time the program used.
 func (e externalHasher) run(ctx context.Context, fd int) ([]byte, time.Duration, error) {

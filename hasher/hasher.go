@@ -80,7 +80,7 @@ func New(p Policy, log *slog.Logger) *Hasher {
 	h := &Hasher{
 		p:    p,
 		log:  log,
-		ro:   readOpts{impl: p.SHA256, bufSize: p.BufferSize, readAhead: p.ReadAhead, syncWindow: p.SyncWindow},
+		ro:   p.readOpts(),
 		jobs: make(chan *job),
 	}
 	if p.ExternalMin > 0 {

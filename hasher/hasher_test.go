@@ -17,6 +17,7 @@ import (
 
 	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/hasher/mbsha256"
+	"github.com/annexd/annexd/internal/durable"
 	"github.com/annexd/annexd/key"
 )
 
@@ -459,7 +460,7 @@ func TestHashStatChecksTheCallersStat(t *testing.T) {
 // the background epochs (each holds a file of its file system) are done.
 func openOf(t *testing.T, paths []string) []string {
 	t.Helper()
-	epochsRunning.Wait()
+	durable.WaitEpochs()
 	fds, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)

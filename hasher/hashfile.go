@@ -29,13 +29,20 @@ type Result struct {
 // goroutine, using crypto/sha256 for SHA-256; a file of DefaultReadAhead
 // bytes or more is read by a second goroutine meanwhile, which ends before
 // HashFile returns. A file that may hold data not yet on disk is synced
-// (fdatasync) before its identity is checked again, within DataWindow. It
-// returns an error wrapping
+// (fdatasync) before its identity is checked again, within
+// durable.DataWindow. It returns an error wrapping
 // ErrNotRegular for anything but a regular file, a *ChangedError when the
 // file changed while it was read, ctx.Err() when ctx ends first, and the
 // *fs.PathError of a failed lstat, open or read otherwise.
 func HashFile(ctx context.Context, path string, b key.Backend) (Result, error) {
 	return hashFile(ctx, path, b, nil, readOpts{})
+}
+
+// HashFile is HashFile with p's read options (SHA256, BufferSize,
+// ReadAhead, SyncWindow): what a Hasher following p does with a file it
+// hashes inline. Calibration measures it.
+func (p Policy) HashFile(ctx context.Context, path string, b key.Backend) (Result, error) {
+	return hashFile(ctx, path, b, nil, p.readOpts())
 }
 
 // testHookAfterRead, set only by tests, runs between reading a file and
@@ -51,7 +58,7 @@ type readOpts struct {
 	bufSize   int
 	readAhead int64 // files of at least this size are read ahead; 0: default, <0: never
 	// syncWindow: files whose ctime is younger have their data synced before
-	// the check after reading; 0: DataWindow(), <0: never.
+	// the check after reading; 0: durable.DataWindow(), <0: never.
 	syncWindow time.Duration
 	noEpochs   bool // fdatasync every file that needs it (benchmarks)
 }
@@ -61,6 +68,11 @@ type readOpts struct {
 // a fifth of SHA-NI hashing, and overlapping the two is what lets one large
 // file hash faster than a single-threaded tool.
 const DefaultReadAhead = 8 << 20
+
+// readOpts are the read options p sets; its zero fields keep theirs.
+func (p Policy) readOpts() readOpts {
+	return readOpts{impl: p.SHA256, bufSize: p.BufferSize, readAhead: p.ReadAhead, syncWindow: p.SyncWindow}
+}
 
 func (o readOpts) readsAhead(size int64) bool {
 	switch {

@@ -76,6 +76,15 @@ func knownAnswerFiles(t *testing.T) []string {
 	return paths
 }
 
+// pattern returns n deterministic bytes.
+func pattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte((i*7 + 3) % 251)
+	}
+	return b
+}
+
 func writeFile(t testing.TB, path string, data []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, data, 0o644); err != nil {

@@ -22,3 +22,24 @@ func (m multiBuffer) Hash(ctx context.Context, next func(bool) (Stream, mbsha256
 		return mbsha256.Input{Data: s.Data, R: s.R}, f
 	}, func(i int, r mbsha256.Result) { done(i, r.Sum, r.Err) })
 }
+
+// multiBufferKernel is a Policy.Batch factory for the named kernel.
+func multiBufferKernel(name string) func() BatchEngine {
+	return func() BatchEngine {
+		e, err := mbsha256.NewKernel(name)
+		if err != nil {
+			e = mbsha256.New()
+		}
+		return multiBuffer{e}
+	}
+}
+
+// validKernel reports whether this machine runs the named kernel.
+func validKernel(name string) bool {
+	for _, k := range mbsha256.Kernels() {
+		if k == name {
+			return true
+		}
+	}
+	return false
+}

@@ -9,7 +9,7 @@ import (
 )
 
 // Policy decides where a file is hashed. Its zero value works (see the
-// defaults on each field); Calibrate derives one measured on this machine,
+// defaults on each field); package hasher/calibrate derives one measured here,
 // and a config file may override any field.
 type Policy struct {
 	// InlineMax: files of at most this many bytes are hashed on the caller's
@@ -54,7 +54,7 @@ type Policy struct {
 	Readers int `json:"readers" toml:"readers"`
 	// SyncWindow: a file whose ctime is younger than this has its data
 	// synced (fdatasync) before its identity is checked after reading, so
-	// the digest is of bytes on disk. 0 means DataWindow(); a negative
+	// the digest is of bytes on disk. 0 means durable.DataWindow(); a negative
 	// value never syncs (robustness tests that show what the sync guards
 	// against). Not part of a calibration.
 	SyncWindow time.Duration `json:"-" toml:"-"`

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/hasher/calibrate"
 )
 
 func newCalibrateCmd() *cobra.Command {
@@ -28,7 +28,7 @@ longer budget than the daemon's, for a calibration that a loaded machine does
 not cut short.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := hasher.Calibrate(cmd.Context(), hasher.CalibrateOptions{Budget: budget})
+			c, err := calibrate.Run(cmd.Context(), calibrate.Options{Budget: budget})
 			if err != nil {
 				return &exitError{Code: exitFailure, Err: fmt.Errorf("calibrate: %w", err)}
 			}
@@ -42,6 +42,6 @@ not cut short.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the calibration as one JSON object")
-	cmd.Flags().DurationVar(&budget, "budget", hasher.DefaultBudget, "the most time the calibration may take")
+	cmd.Flags().DurationVar(&budget, "budget", calibrate.DefaultBudget, "the most time the calibration may take")
 	return cmd
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/hasher/calibrate"
 )
 
 // The built annexd prints a calibration whose JSON has every candidate and a
@@ -27,14 +27,14 @@ func TestCalibrateCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("annexd calibrate --json: %v", err)
 	}
-	var c hasher.Calibration
+	var c calibrate.Calibration
 	if err := json.Unmarshal(out, &c); err != nil {
 		t.Fatalf("output is not a calibration: %v\n%s", err, out)
 	}
 	if err := c.Policy.Validate(); err != nil || c.Policy.Workers < 1 || c.Policy.InlineMax <= 0 {
 		t.Errorf("policy %+v: %v", c.Policy, err)
 	}
-	for _, name := range []string{hasher.NameStd, "sha256sum", "openssl"} {
+	for _, name := range []string{calibrate.NameStd, "sha256sum", "openssl"} {
 		if _, ok := c.Candidate(name); !ok {
 			t.Errorf("candidate %s missing", name)
 		}

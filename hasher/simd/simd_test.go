@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/hasher/calibrate"
 	_ "github.com/annexd/annexd/hasher/simd"
 	"github.com/annexd/annexd/key"
 )
@@ -16,16 +17,16 @@ import (
 // With the package linked, calibration weighs sha256-simd beside
 // crypto/sha256 and chooses exactly one of them.
 func TestCalibrationWeighsSIMD(t *testing.T) {
-	c, err := hasher.Calibrate(context.Background(), hasher.CalibrateOptions{Dir: t.TempDir(), Programs: []string{}})
+	c, err := calibrate.Run(context.Background(), calibrate.Options{Dir: t.TempDir(), Programs: []string{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	std, ok1 := c.Candidate(hasher.NameStd)
-	simd, ok2 := c.Candidate(hasher.NameSIMD)
+	std, ok1 := c.Candidate(calibrate.NameStd)
+	simd, ok2 := c.Candidate(calibrate.NameSIMD)
 	if !ok1 || !ok2 || !std.Verified || !simd.Verified || simd.MBps <= 0 {
 		t.Fatalf("candidates: %+v / %+v", std, simd)
 	}
-	if std.Chosen == simd.Chosen || string(c.Policy.SHA256) != map[bool]string{true: hasher.NameStd, false: hasher.NameSIMD}[std.Chosen] {
+	if std.Chosen == simd.Chosen || string(c.Policy.SHA256) != map[bool]string{true: calibrate.NameStd, false: calibrate.NameSIMD}[std.Chosen] {
 		t.Errorf("chosen: crypto/sha256 %v, sha256-simd %v, policy %q", std.Chosen, simd.Chosen, c.Policy.SHA256)
 	}
 	if err := c.Policy.Validate(); err != nil {

@@ -32,12 +32,14 @@ import (
 
 	"github.com/annexd/annexd/api/apiserver"
 	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/hasher/calibrate"
 	_ "github.com/annexd/annexd/hasher/simd" // sha256-simd, a candidate of the calibration
 	"github.com/annexd/annexd/internal/audit"
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/dedup"
 	"github.com/annexd/annexd/internal/deduppart"
 	"github.com/annexd/annexd/internal/diskprocs"
+	"github.com/annexd/annexd/internal/durable"
 	"github.com/annexd/annexd/internal/gcpace"
 	"github.com/annexd/annexd/internal/hublink"
 	"github.com/annexd/annexd/internal/ignore"
@@ -86,7 +88,7 @@ const maxDataWindow = 10 * time.Minute
 const testDataWindowEnv = "ANNEXD_TEST_DATA_WINDOW"
 
 // testBudgetEnv, when set in the environment to a duration, gives the
-// calibration that much time instead of hasher.DefaultBudget: the tests
+// calibration that much time instead of calibrate.DefaultBudget: the tests
 // that need a complete calibration run beside others, which a second
 // does not survive.
 const testBudgetEnv = "ANNEXD_TEST_CALIBRATION_BUDGET"
@@ -98,7 +100,7 @@ func testBudget() time.Duration {
 
 // dataWindow is the store's data window (store.Options.DataWindow).
 func (a *App) dataWindow() time.Duration {
-	w := min(hasher.DataWindow(), maxDataWindow)
+	w := min(durable.DataWindow(), maxDataWindow)
 	if v := os.Getenv(testDataWindowEnv); v != "" {
 		if d, err := time.ParseDuration(v); err == nil && d > 0 {
 			a.log.Warn("the data window is set by the environment, for tests; keys may name bytes a power cut loses",
@@ -154,7 +156,7 @@ type App struct {
 	w     *watcher.Watcher
 	ix    *indexer.Indexer
 	srv   *apiserver.Server
-	calib *hasher.Calibration
+	calib *calibrate.Calibration
 	dedup *deduppart.Part
 	// audit verifies the index; set in setup, before the indexer runs,
 	// and handed the indexer's findings (audit.go).
@@ -512,7 +514,7 @@ func (a *App) ignorePatterns() []string {
 // valid, a new one, or the built-in one, with the config's overrides.
 func (a *App) policy(ctx context.Context) (hasher.Policy, error) {
 	p := hasher.DefaultPolicy()
-	var calib hasher.Calibration
+	var calib calibrate.Calibration
 	if a.cfg.Hasher.Calibrate != "never" {
 		c, err := a.calibration(ctx)
 		if err != nil {
@@ -522,7 +524,7 @@ func (a *App) policy(ctx context.Context) (hasher.Policy, error) {
 		}
 	}
 	h := a.cfg.Hasher
-	p, err := hasher.Overrides{
+	p, err := calibrate.Overrides{
 		InlineMax: int64(h.InlineMax), Workers: h.Workers,
 		External: h.External, ExternalMin: int64(h.ExternalMin), Readers: h.Readers,
 	}.Apply(p, calib)
@@ -541,8 +543,8 @@ func (a *App) cfgFile() string {
 
 // calibration loads the stored calibration when it is still valid (and
 // calibrate is "auto"), or measures and stores a new one.
-func (a *App) calibration(ctx context.Context) (hasher.Calibration, error) {
-	var c hasher.Calibration
+func (a *App) calibration(ctx context.Context) (calibrate.Calibration, error) {
+	var c calibrate.Calibration
 	if a.cfg.Hasher.Calibrate == "auto" {
 		if b, ok, err := a.st.GetMeta(calibrationMeta); err == nil && ok && json.Unmarshal(b, &c) == nil && c.StillValid() {
 			a.log.Info("reusing stored hashing calibration", "measured_at", c.At)
@@ -555,7 +557,7 @@ func (a *App) calibration(ctx context.Context) (hasher.Calibration, error) {
 	a.log.Info("calibrating hashing")
 	a.calibrating.Store(true)
 	defer a.calibrating.Store(false)
-	c, err := hasher.Calibrate(ctx, hasher.CalibrateOptions{Log: a.log.With("part", "calibrate"), Budget: testBudget()})
+	c, err := calibrate.Run(ctx, calibrate.Options{Log: a.log.With("part", "calibrate"), Budget: testBudget()})
 	if err != nil {
 		return c, err
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/api"
-	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/hasher/calibrate"
 	"github.com/annexd/annexd/internal/annexlink"
 	"github.com/annexd/annexd/internal/indexer"
 	"github.com/annexd/annexd/internal/roots"
@@ -39,7 +39,7 @@ type About struct {
 	IndexPath string
 	Started   time.Time
 	// Calibration is the hasher's, when one was measured or reused.
-	Calibration *hasher.Calibration
+	Calibration *calibrate.Calibration
 }
 
 // Parts report the daemon's other parts in the status; a nil func leaves

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/api"
-	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/hasher/calibrate"
 	"github.com/annexd/annexd/internal/indexer"
 	"github.com/annexd/annexd/store"
 	"github.com/annexd/annexd/watcher"
@@ -114,7 +114,7 @@ func (x *Index) watcherStatus(ws []watcher.RootStatus) (api.WatcherStatus, []api
 
 // calibration is the status's account of the hasher's calibration; nil
 // without one.
-func calibration(c *hasher.Calibration) *api.Calibration {
+func calibration(c *calibrate.Calibration) *api.Calibration {
 	if c == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package hasher
+package calibrate
 
 import (
 	"cmp"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/hasher/mbsha256"
 )
 
@@ -20,7 +21,7 @@ import (
 // calibration would test less. It is a cap: an idle machine takes about 4 s.
 const testBudget = 30 * time.Second
 
-func testOpts() CalibrateOptions { return CalibrateOptions{Budget: testBudget} }
+func testOpts() Options { return Options{Budget: testBudget} }
 
 // checkInvariants fails t for every rule a calibration result must keep.
 func checkInvariants(t *testing.T, c Calibration) {
@@ -78,7 +79,7 @@ func checkInvariants(t *testing.T, c Calibration) {
 }
 
 func TestCalibrate(t *testing.T) {
-	c, err := Calibrate(context.Background(), testOpts())
+	c, err := Run(context.Background(), testOpts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestCalibrateRejectsExternalFailingKnownAnswers(t *testing.T) {
 	fake := writeScript(t, dir, "sha256sum", "cat >/dev/null\necho '0000000000000000000000000000000000000000000000000000000000000000  -'\n")
 	garbled := writeScript(t, dir, "openssl", "cat >/dev/null\necho 'SHA2-256(stdin)= not-a-digest'\n")
 	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
-	c, err := Calibrate(context.Background(), CalibrateOptions{Budget: testBudget})
+	c, err := Run(context.Background(), Options{Budget: testBudget})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestDeriveExternalWins(t *testing.T) {
 		PerFile:   []FileCost{{Size: 1024, InlineUs: 5, PoolUs: 8}},
 		HandoffUs: 3,
 	}
-	derive(&c, SHA256Std)
+	derive(&c, hasher.SHA256Std)
 	checkInvariants(t, c)
 	p := c.Policy
 	// (1000 − 5) µs / (1/1000 − 1/5000) µs per byte ≈ 1.24 MB → 2 MiB.
@@ -193,8 +194,8 @@ func TestDeriveExternalWins(t *testing.T) {
 		t.Errorf("buffer %d: want the smaller size within 10 %% of the fastest", p.BufferSize)
 	}
 	// 3 µs / 5 % × 990 MB/s = 59,400 bytes: within 8× of the default.
-	if p.InlineMax != DefaultInlineMax {
-		t.Errorf("inline_max %d, want the default %d", p.InlineMax, DefaultInlineMax)
+	if p.InlineMax != hasher.DefaultInlineMax {
+		t.Errorf("inline_max %d, want the default %d", p.InlineMax, hasher.DefaultInlineMax)
 	}
 	if slow, _ := c.Candidate("slow"); !strings.Contains(slow.Rejected, "never wins") {
 		t.Errorf("slow external: %q", slow.Rejected)
@@ -255,7 +256,7 @@ func TestDeriveBatchKernel(t *testing.T) {
 			k := kernels[i]
 			c.Candidates = append(c.Candidates, Candidate{Name: "mbsha256 " + k.name, Kind: KindBatch, Verified: true, MBps: tc.mbps[i], Lanes: k.lanes})
 		}
-		derive(&c, SHA256Std)
+		derive(&c, hasher.SHA256Std)
 		checkInvariants(t, c)
 		if c.Policy.BatchKernel != tc.want {
 			t.Errorf("kernels %v at %v MB/s vs 1000: chose %q, want %q", kernels, tc.mbps[:len(kernels)], c.Policy.BatchKernel, tc.want)
@@ -285,7 +286,7 @@ func epycFigures(extMBps float64, batch ...Candidate) Calibration {
 // without lanes the same openssl wins, as before.
 func TestDeriveExternalMustBeatTheLanes(t *testing.T) {
 	c := epycFigures(1692)
-	derive(&c, SHA256Std)
+	derive(&c, hasher.SHA256Std)
 	checkInvariants(t, c)
 	if c.Policy.ExternalMin == 0 {
 		t.Errorf("without lanes openssl at 1692 MB/s against 1528 should win; notes %q", c.Notes)
@@ -307,7 +308,7 @@ func TestDeriveExternalMustBeatTheLanes(t *testing.T) {
 			wins    bool
 		}{{1692, false}, {9000, true}} {
 			c := epycFigures(tc.extMBps, Candidate{Name: "mbsha256 " + kernel, Kind: KindBatch, Verified: true, MBps: 3221})
-			derive(&c, SHA256Std)
+			derive(&c, hasher.SHA256Std)
 			checkInvariants(t, c)
 			if got := c.Policy.ExternalMin != 0; got != tc.wins {
 				t.Errorf("openssl at %.0f MB/s against the lanes' %.0f from a file: external_min %d, want a win %v; notes %q",
@@ -330,7 +331,7 @@ func TestDeriveExternalNeverWins(t *testing.T) {
 		Buffers: []BufferCost{{1 << 20, 1250}},
 		PerFile: []FileCost{{Size: 1024, InlineUs: 5, PoolUs: 8}},
 	}
-	derive(&c, SHA256Std)
+	derive(&c, hasher.SHA256Std)
 	checkInvariants(t, c)
 	if c.Policy.ExternalMin != 0 || !strings.Contains(strings.Join(c.Notes, "\n"), "external_min = never") {
 		t.Errorf("policy %+v, notes %q", c.Policy, c.Notes)
@@ -416,9 +417,9 @@ func TestDeriveUnmeasured(t *testing.T) {
 			{Name: "openssl", Kind: KindExternal, Path: "/x/openssl", Verified: true, MBps: 5000, OverheadUs: 1000},
 		},
 	}
-	derive(&c, SHA256Std)
+	derive(&c, hasher.SHA256Std)
 	checkInvariants(t, c)
-	if c.Policy.InlineMax != DefaultInlineMax || c.Policy.ExternalMin != 0 {
+	if c.Policy.InlineMax != hasher.DefaultInlineMax || c.Policy.ExternalMin != 0 {
 		t.Errorf("policy %+v: want the default inline_max and no external program", c.Policy)
 	}
 	if x, _ := c.Candidate("openssl"); !strings.Contains(x.Rejected, "not measured") {
@@ -438,21 +439,42 @@ func TestInlineMaxMovesOnlyOnLargeDifferences(t *testing.T) {
 		handoffUs, mbps float64
 		want            int64
 	}{
-		{1, 2000, DefaultInlineMax},    // 40 KB
-		{2.5, 2000, DefaultInlineMax},  // 100 KB
-		{5, 2000, DefaultInlineMax},    // 200 KB
-		{10, 2000, DefaultInlineMax},   // 400 KB
-		{0.1, 2000, DefaultInlineMax},  // under minHandoffUs: noise
-		{0, 2000, DefaultInlineMax},    // the pool measured no slower than inline
-		{0.5, 2000, DefaultInlineMax},  // 20 KB: within the band
-		{0.5, 500, 16 << 10},           // 5 KB on slow hashing: the floor
-		{0.3, 20000, DefaultInlineMax}, // noise even where hashing is fast
-		{30, 2000, 2 << 20},            // 1.2 MB
-		{500, 2000, 8 << 20},           // 20 MB: the ceiling
-		{3, 0, DefaultInlineMax},       // throughput unknown
+		{1, 2000, hasher.DefaultInlineMax},    // 40 KB
+		{2.5, 2000, hasher.DefaultInlineMax},  // 100 KB
+		{5, 2000, hasher.DefaultInlineMax},    // 200 KB
+		{10, 2000, hasher.DefaultInlineMax},   // 400 KB
+		{0.1, 2000, hasher.DefaultInlineMax},  // under minHandoffUs: noise
+		{0, 2000, hasher.DefaultInlineMax},    // the pool measured no slower than inline
+		{0.5, 2000, hasher.DefaultInlineMax},  // 20 KB: within the band
+		{0.5, 500, 16 << 10},                  // 5 KB on slow hashing: the floor
+		{0.3, 20000, hasher.DefaultInlineMax}, // noise even where hashing is fast
+		{30, 2000, 2 << 20},                   // 1.2 MB
+		{500, 2000, 8 << 20},                  // 20 MB: the ceiling
+		{3, 0, hasher.DefaultInlineMax},       // throughput unknown
 	} {
 		if got := inlineMax(tc.handoffUs, tc.mbps); got != tc.want {
 			t.Errorf("hand-off %.1f µs at %.0f MB/s: inline_max %d, want %d", tc.handoffUs, tc.mbps, got, tc.want)
+		}
+	}
+}
+
+// With no time at all, calibration measures nothing yet still returns a
+// safe policy: in-process crypto/sha256, no external program.
+func TestCalibrateOverBudget(t *testing.T) {
+	c, err := Run(context.Background(), Options{Budget: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, c)
+	if c.Policy.ExternalMin != 0 || c.Policy.BatchKernel != "" {
+		t.Errorf("unmeasured candidates used: %+v", c.Policy)
+	}
+	if c.Complete || c.StillValid() || !strings.Contains(c.String(), "cut short") {
+		t.Errorf("calibration cut short: complete %v, still valid %v; want neither, and the table to say so", c.Complete, c.StillValid())
+	}
+	for _, x := range c.Candidates {
+		if x.Kind == KindExternal && x.Path != "" && x.Verified && x.Rejected == "" {
+			t.Errorf("%s neither measured nor rejected", x.Name)
 		}
 	}
 }

@@ -1,8 +1,10 @@
-package hasher
+package calibrate
 
 import (
 	"fmt"
 	"os/exec"
+
+	"github.com/annexd/annexd/hasher"
 )
 
 // Overrides are a config file's settings for the hasher, applied on top of
@@ -21,7 +23,7 @@ type Overrides struct {
 // Apply returns p with o applied. With External "always" and no program in
 // p, the fastest verified program of the calibration c is used (c may be the
 // zero Calibration: then openssl or sha256sum from PATH).
-func (o Overrides) Apply(p Policy, c Calibration) (Policy, error) {
+func (o Overrides) Apply(p hasher.Policy, c Calibration) (hasher.Policy, error) {
 	if o.InlineMax > 0 {
 		p.InlineMax = o.InlineMax
 	}
@@ -48,7 +50,7 @@ func (o Overrides) Apply(p Policy, c Calibration) (Policy, error) {
 		}
 		p.ExternalMin = o.ExternalMin
 		if p.ExternalMin <= 0 {
-			p.ExternalMin = max(p.InlineMax, DefaultInlineMax) + 1
+			p.ExternalMin = max(p.InlineMax, hasher.DefaultInlineMax) + 1
 		}
 	default:
 		return p, fmt.Errorf("hasher: external = %q: want \"auto\", \"never\" or \"always\"", o.External)

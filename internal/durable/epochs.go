@@ -1,4 +1,4 @@
-package hasher
+package durable
 
 import (
 	"sync"
@@ -22,12 +22,12 @@ const (
 // bounds that. A variable for tests.
 var coverMargin = 10 * time.Second
 
-// epochAfter is how many files of one file system are fdatasync'ed one by
+// EpochAfter is how many files of one file system are fdatasync'ed one by
 // one before an epoch is started for it.
-const epochAfter = 32
+const EpochAfter = 32
 
 // epochs spares a backlog of recently written files one fdatasync(2) each.
-// After epochAfter files of a file system needed one, a syncfs(2) of it
+// After EpochAfter files of a file system needed one, a syncfs(2) of it
 // runs in the background, then an fdatasync(2) that flushes the disk's
 // write cache (XFS's syncfs may not, when its log had nothing new). A file
 // last changed more than coverMargin before an epoch began is on disk once
@@ -61,6 +61,22 @@ var epochsByDev sync.Map
 // epochsRunning counts the epochs running, for tests that unmount.
 var epochsRunning sync.WaitGroup
 
+// WaitEpochs waits for the epochs running to end. Each holds a descriptor
+// of its file system: a test that unmounts one calls it first.
+func WaitEpochs() { epochsRunning.Wait() }
+
+// ResetForTest waits for the epochs running, forgets every file system's
+// epochs (a loop device's number comes back for the next test's file
+// system) and sets the cover margin; restore sets the margin back. Tests
+// only.
+func ResetForTest(margin time.Duration) (restore func()) {
+	epochsRunning.Wait()
+	epochsByDev.Clear()
+	old := coverMargin
+	coverMargin = margin
+	return func() { coverMargin = old }
+}
+
 // epochsFor returns the epochs of the file system holding fd (device dev),
 // or nil.
 func epochsFor(fd int, dev uint64) *epochs {
@@ -86,23 +102,23 @@ func (e *epochs) covered(fd int, ctimeNs int64) bool {
 	e.mu.Lock()
 	last, run := e.last, e.running
 	e.mu.Unlock()
-	if covers(last, ctimeNs) && cleanInCache(fd) {
+	if covers(last, ctimeNs) && clean(fd) {
 		return true
 	}
 	if run == nil || !covers(run.start, ctimeNs) {
 		return false
 	}
 	<-run.done
-	return run.err == nil && cleanInCache(fd)
+	return run.err == nil && clean(fd)
 }
 
 // noteSynced counts a file of this file system fdatasync'ed alone, and
 // starts an epoch in the background, with its own descriptor of the file
-// open on fd, when epochAfter were since the last one began.
+// open on fd, when EpochAfter were since the last one began.
 func (e *epochs) noteSynced(fd int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.synced++; e.synced < epochAfter || e.running != nil {
+	if e.synced++; e.synced < EpochAfter || e.running != nil {
 		return
 	}
 	dup, err := unix.Dup(fd)
@@ -156,9 +172,5 @@ func syncFS(fd int) error {
 		}
 		break
 	}
-	for {
-		if err := unix.Fdatasync(fd); err != unix.EINTR {
-			return err
-		}
-	}
+	return fdatasync(fd)
 }

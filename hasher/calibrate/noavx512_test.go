@@ -1,4 +1,4 @@
-package hasher
+package calibrate
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/hasher/mbsha256"
 	"github.com/annexd/annexd/key"
 )
@@ -24,7 +25,7 @@ const noAVX512Env = "HASHER_TEST_NO_AVX512"
 // The calibrated policy hashes files of every route right: small ones in
 // the lanes, mid-sized ones read by the engine, large ones alone.
 func TestCalibratedPolicyHashesRight(t *testing.T) {
-	c, err := Calibrate(context.Background(), testOpts())
+	c, err := Run(context.Background(), testOpts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestCalibratedPolicyHashesRight(t *testing.T) {
 			paths, sums = append(paths, p), append(sums, sha256.Sum256(data))
 		}
 	}
-	h := New(c.Policy, nil)
+	h := hasher.New(c.Policy, nil)
 	defer h.Close()
 	var wg sync.WaitGroup
 	for i, p := range paths {
@@ -58,7 +59,7 @@ func TestCalibratedPolicyHashesRight(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("batch_kernel %q, lanes for small files %v", c.Policy.BatchKernel, h.small)
+	t.Logf("batch_kernel %q, streams %d", c.Policy.BatchKernel, h.Streams())
 }
 
 // Without AVX-512 (GODEBUG=cpu.avx512f=off, as on a CPU that lacks it)
@@ -71,4 +72,11 @@ func TestWithoutAVX512(t *testing.T) {
 		t.Fatalf("child without AVX-512: %v\n%s", err, out)
 	}
 	t.Logf("%s", bytes.TrimSpace(out))
+}
+
+func writeFile(t testing.TB, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,4 +1,4 @@
-package hasher
+package calibrate
 
 import (
 	"cmp"
@@ -135,25 +135,4 @@ func chooseBatch(c *Calibration, single float64) string {
 		}
 	}
 	return chosen
-}
-
-// multiBufferKernel is a Policy.Batch factory for the named kernel.
-func multiBufferKernel(name string) func() BatchEngine {
-	return func() BatchEngine {
-		e, err := mbsha256.NewKernel(name)
-		if err != nil {
-			e = mbsha256.New()
-		}
-		return multiBuffer{e}
-	}
-}
-
-// validKernel reports whether this machine runs the named kernel.
-func validKernel(name string) bool {
-	for _, k := range mbsha256.Kernels() {
-		if k == name {
-			return true
-		}
-	}
-	return false
 }

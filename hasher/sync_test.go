@@ -17,54 +17,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/internal/durable"
 	"github.com/annexd/annexd/internal/loopfs"
 	"github.com/annexd/annexd/key"
 )
-
-func TestDataWindowFrom(t *testing.T) {
-	cases := []struct {
-		expire, writeback, laptop, xfs int64
-		want                           time.Duration
-	}{
-		{3000, 500, 0, 3000, 65 * time.Second},   // the kernel's defaults
-		{3000, 500, 0, -1, 65 * time.Second},     // no XFS: its default is assumed
-		{6000, 1000, 0, 6000, 130 * time.Second}, // slower writeback, slower log
-		{100, 100, 0, 100, MinDataWindow},        // never below the floor
-		{-1, -1, -1, -1, 65 * time.Second},       // nothing readable: the defaults
-		{3000, 0, 0, 3000, NoWriteback},          // periodic writeback off
-		{3000, 500, 5, 3000, NoWriteback},        // laptop mode
-	}
-	for _, c := range cases {
-		if got := dataWindowFrom(c.expire, c.writeback, c.laptop, c.xfs); got != c.want {
-			t.Errorf("dataWindowFrom(%d, %d, %d, %d) = %v, want %v", c.expire, c.writeback, c.laptop, c.xfs, got, c.want)
-		}
-	}
-	if w := DataWindow(); w < MinDataWindow {
-		t.Errorf("DataWindow() = %v on this machine, below the floor", w)
-	}
-}
-
-func TestMayHoldDirtyData(t *testing.T) {
-	const now = int64(1000 * time.Second)
-	w := time.Minute
-	cases := []struct {
-		ctime  int64
-		window time.Duration
-		want   bool
-	}{
-		{now, w, true},
-		{now - int64(w) + 1, w, true},
-		{now - int64(w), w, false},
-		{now - int64(time.Hour), w, false},
-		{now + int64(time.Hour), w, true}, // a ctime in the future proves nothing
-		{0, NoWriteback, true},
-	}
-	for _, c := range cases {
-		if got := mayHoldDirtyData(c.ctime, now, c.window); got != c.want {
-			t.Errorf("mayHoldDirtyData(ctime %d, now %d, %v) = %v, want %v", c.ctime, now, c.window, got, c.want)
-		}
-	}
-}
 
 // A file rewritten in place and hashed on any route keeps, after a power
 // cut, the bytes whose digest the hasher returned. The same rewrite hashed
@@ -118,7 +74,7 @@ func TestHashedDataSurvivesPowerCut(t *testing.T) {
 					hashed[path] = res.Digest
 				}
 			}
-			epochsRunning.Wait() // its descriptor would keep the mount busy
+			durable.WaitEpochs() // its descriptor would keep the mount busy
 			commitJournal(t, img.Dir)
 			commitJournal(t, control.Dir)
 			powerCut(t, img)
@@ -207,7 +163,7 @@ func TestSyncsOnlyWhatMayBeDirty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cachestatWorks := dirtyInCache(int(f.Fd()))
+	cachestatWorks := durable.Dirty(int(f.Fd()))
 	f.Close()
 	want := int64(0)
 	if cachestatWorks {
@@ -235,22 +191,20 @@ func TestSyncFailureGivesNoDigest(t *testing.T) {
 	}
 }
 
-// After epochAfter files of a file system were synced one by one, an epoch
+// After durable.EpochAfter files of a file system were synced one by one, an epoch
 // syncs it all; the files last changed well before that epoch began are
 // then not synced again, and still survive a power cut with the bytes the
 // hasher hashed. A file changed after the epoch began is synced.
 func TestEpochCoversOlderFiles(t *testing.T) {
-	defer func(m time.Duration) { coverMargin = m }(coverMargin)
-	coverMargin = 100 * time.Millisecond
 	// A loop device's number comes back in the next test: start afresh.
-	epochsRunning.Wait()
-	epochsByDev.Clear()
+	const coverMargin = 100 * time.Millisecond
+	defer durable.ResetForTest(coverMargin)()
 	img := newLoop(t, loopfs.Ext4)
 	var synced atomic.Int64
 	testHookSync = func(string) { synced.Add(1) }
 	defer func() { testHookSync = nil }()
 	var paths []string
-	for i := range epochAfter + 8 {
+	for i := range durable.EpochAfter + 8 {
 		p := filepath.Join(img.Dir, fmt.Sprintf("f%02d", i))
 		writeFile(t, p, pattern(32<<10+i))
 		paths = append(paths, p)
@@ -265,26 +219,26 @@ func TestEpochCoversOlderFiles(t *testing.T) {
 		}
 		hashed[p] = res.Digest
 	}
-	for _, p := range paths[:epochAfter] {
+	for _, p := range paths[:durable.EpochAfter] {
 		hash(p)
 	}
-	if n := synced.Load(); n != epochAfter {
-		t.Fatalf("%d syncs for the first %d files, want one each", n, epochAfter)
+	if n := synced.Load(); n != durable.EpochAfter {
+		t.Fatalf("%d syncs for the first %d files, want one each", n, durable.EpochAfter)
 	}
-	epochsRunning.Wait()
-	for _, p := range paths[epochAfter : len(paths)-1] {
+	durable.WaitEpochs()
+	for _, p := range paths[durable.EpochAfter : len(paths)-1] {
 		hash(p)
 	}
-	if n := synced.Load(); n != epochAfter {
-		t.Errorf("%d syncs after the epoch for files it covers, want none", n-epochAfter)
+	if n := synced.Load(); n != durable.EpochAfter {
+		t.Errorf("%d syncs after the epoch for files it covers, want none", n-durable.EpochAfter)
 	}
 	last := paths[len(paths)-1]
 	overwrite(t, last, 9)
 	hash(last)
-	if n := synced.Load(); n != epochAfter+1 {
-		t.Errorf("a file changed after the epoch began: %d syncs, want 1", n-epochAfter)
+	if n := synced.Load(); n != durable.EpochAfter+1 {
+		t.Errorf("a file changed after the epoch began: %d syncs, want 1", n-durable.EpochAfter)
 	}
-	epochsRunning.Wait()
+	durable.WaitEpochs()
 	commitJournal(t, img.Dir)
 	powerCut(t, img)
 	for _, p := range paths {
@@ -304,7 +258,7 @@ func TestEpochCoversOlderFiles(t *testing.T) {
 func newLoop(t testing.TB, kind loopfs.Kind) *loopfs.FS {
 	t.Helper()
 	fs := loopfs.New(t, kind, loopfs.Options{Size: 512 << 20})
-	t.Cleanup(epochsRunning.Wait)
+	t.Cleanup(durable.WaitEpochs)
 	return fs
 }
 
@@ -364,7 +318,7 @@ func TestLookInCache(t *testing.T) {
 		return sf, sf.lookInCache()
 	}
 	sf, cached := look()
-	if noCachestat.Load() {
+	if _, works := durable.Cachestat(fd); !works {
 		if cached || sf.cache != cacheUnseen {
 			t.Errorf("without cachestat(2): in cache %v, seen %v", cached, sf.cache)
 		}
@@ -372,7 +326,7 @@ func TestLookInCache(t *testing.T) {
 	}
 	// Writeback may clean the pages before the look: only pages still
 	// dirty after it prove they were dirty at it.
-	if !cached || (sf.cache != cacheDirty && dirtyInCache(fd)) || sf.dirtyInCache() != (sf.cache == cacheDirty) {
+	if !cached || (sf.cache != cacheDirty && durable.Dirty(fd)) || sf.dirtyInCache() != (sf.cache == cacheDirty) {
 		t.Errorf("a file just written: in cache %v, seen %v; want all cached and dirty", cached, sf.cache)
 	}
 	if err := unix.Fdatasync(fd); err != nil {
@@ -417,7 +371,7 @@ func TestLanesSyncOldDirtyFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !dirtyInCache(fd) {
+		if !durable.Dirty(fd) {
 			t.Skip("cachestat(2) cannot see dirty pages here: an old file's dirty pages go unseen")
 		}
 		synced.Store(0)
@@ -425,7 +379,7 @@ func TestLanesSyncOldDirtyFiles(t *testing.T) {
 		if synced.Load() == 1 {
 			break
 		}
-		if dirtyInCache(fd) {
+		if durable.Dirty(fd) {
 			t.Fatalf("%d syncs of a streamed file whose pages stayed dirty; want 1", synced.Load())
 		}
 		if try == 10 {

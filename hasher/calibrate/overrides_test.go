@@ -1,16 +1,18 @@
-package hasher
+package calibrate
 
 import (
 	"context"
 	"encoding/hex"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
+	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/key"
 )
 
 func TestOverridesApply(t *testing.T) {
-	calibrated := Policy{InlineMax: 64 << 10, Workers: 2, SHA256: SHA256Std}
+	calibrated := hasher.Policy{InlineMax: 64 << 10, Workers: 2, SHA256: hasher.SHA256Std}
 	cal := Calibration{Candidates: []Candidate{
 		{Name: "sha256sum", Kind: KindExternal, Path: lookPath(t, "sha256sum"), Verified: true, MBps: 300},
 		{Name: "openssl", Kind: KindExternal, Path: lookPath(t, "openssl"), Verified: true, MBps: 1000},
@@ -20,16 +22,16 @@ func TestOverridesApply(t *testing.T) {
 		t.Fatalf("inline/workers: %+v %v", p, err)
 	}
 	p, err = Overrides{External: "always"}.Apply(calibrated, cal)
-	if err != nil || p.External != cal.Candidates[1].Path || p.ExternalMin != DefaultInlineMax+1 {
+	if err != nil || p.External != cal.Candidates[1].Path || p.ExternalMin != hasher.DefaultInlineMax+1 {
 		t.Fatalf("always: %+v %v; want the faster verified program above the inline cutoff", p, err)
 	}
 	// The forced external program really hashes.
 	path := filepath.Join(t.TempDir(), "f")
 	writeFile(t, path, pattern(1<<20+1))
-	h := New(p, nil)
+	h := hasher.New(p, nil)
 	defer h.Close()
 	res, err := h.Hash(context.Background(), path, key.SHA256)
-	if err != nil || hex.EncodeToString(res.Digest) != knownAnswers[key.SHA256][2] {
+	if err != nil || hex.EncodeToString(res.Digest) != sha256Vectors()[2].hex {
 		t.Fatalf("hash with forced external: %x %v", res.Digest, err)
 	}
 	withExt := calibrated
@@ -48,4 +50,13 @@ func TestOverridesApply(t *testing.T) {
 	if _, err := (Overrides{External: "sometimes"}).Apply(calibrated, cal); err == nil {
 		t.Fatal("bad external value accepted")
 	}
+}
+
+func lookPath(t *testing.T, prog string) string {
+	t.Helper()
+	p, err := exec.LookPath(prog)
+	if err != nil {
+		t.Fatalf("%s is needed by this test: apt-get install coreutils openssl (%v)", prog, err)
+	}
+	return p
 }

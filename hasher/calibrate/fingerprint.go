@@ -1,4 +1,4 @@
-package hasher
+package calibrate
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/hasher/mbsha256"
 )
 
@@ -83,7 +84,7 @@ func programVersion(ctx context.Context, path string) string {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	args := []string{"--version"}
-	if kind, _ := ExternalKindOf(path); kind == KindOpenSSL {
+	if kind, _ := hasher.ExternalKindOf(path); kind == hasher.KindOpenSSL {
 		args = []string{"version"}
 	}
 	out, err := exec.CommandContext(ctx, path, args...).Output()
