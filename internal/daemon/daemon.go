@@ -367,6 +367,9 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	// write of unknown inode and mark every file written. Last, so no
 	// pattern brings them back.
 	patterns = append(slices.Clip(patterns), dedup.TempPattern)
+	// Trash folders, where dedup --trash moves copies, neither: a copy
+	// moved there is gone from the index, not moved.
+	patterns = append(patterns, dedup.TrashPatterns...)
 	m, err := ignore.New(patterns)
 	if err != nil {
 		return fmt.Errorf("daemon: ignore patterns: %w", err)

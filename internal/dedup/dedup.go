@@ -57,6 +57,10 @@ type Options struct {
 	// Workers is how many groups a run works on at once. Default 4: the
 	// kernel's comparisons wait on the disk more than on the CPU.
 	Workers int
+	// AtStep, when set, is called after each step of a move to the trash
+	// ("trash-intent", "trash-info", "trashed"): a seam for the end-to-end
+	// tests, which kill the daemon there.
+	AtStep func(step string)
 	// Logger receives what a run skipped and why. Default: discard.
 	Logger *slog.Logger
 }

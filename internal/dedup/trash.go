@@ -192,13 +192,13 @@ func (r *run) tryMove(ctx context.Context, m *trashMove, target *side) (Reason, 
 	if err := r.d.opt.Intents.PutIntent(ctx, in); err != nil {
 		return SkipError, err
 	}
-	stepDone("trash-intent")
+	r.step("trash-intent")
 	drop := func() { r.d.opt.Intents.DeleteIntent(context.WithoutCancel(ctx), in.ID) }
 	if err := m.bin.Reserve(tname, m.text); err != nil {
 		drop()
 		return SkipError, err
 	}
-	stepDone("trash-info")
+	r.step("trash-info")
 	reason, err := r.lastCheck(m, target)
 	if reason == "" {
 		err = m.bin.Move(int(m.dir.Fd()), m.name, tname)
@@ -210,7 +210,7 @@ func (r *run) tryMove(ctx context.Context, m *trashMove, target *side) (Reason, 
 		drop()
 		return cmpReason(reason, SkipError), err
 	}
-	stepDone("trashed")
+	r.step("trashed")
 	drop()
 	return "", nil
 }
@@ -228,6 +228,33 @@ func (r *run) lastCheck(m *trashMove, target *side) (Reason, error) {
 		return SkipInUse, fmt.Errorf("%s: a process opened it before the move", target.path)
 	}
 	return "", nil
+}
+
+// step marks a step of a move done, for the tests.
+func (r *run) step(s string) {
+	stepDone(s)
+	if r.d.opt.AtStep != nil {
+		r.d.opt.AtStep(s)
+	}
+}
+
+// TrashDir is the trash folder a copy at path goes to for the caller
+// (nil: the daemon's user) with the data home dataHome, or "" when it has
+// none. It makes nothing.
+func TrashDir(path []byte, c *Caller, dataHome []byte) string {
+	var st unix.Stat_t
+	if unix.Lstat(string(path), &st) != nil {
+		return ""
+	}
+	uid := os.Getuid()
+	if c != nil {
+		uid = int(c.UID)
+	}
+	b, err := trash.Find(string(path), uint64(st.Dev), uid, string(dataHome))
+	if err != nil {
+		return ""
+	}
+	return b.Dir
 }
 
 // cmpReason is r, or def when r is empty.
