@@ -95,7 +95,11 @@ type trashMove struct {
 //  3. info/NAME.trashinfo is written with O_EXCL and synced;
 //  4. the copy is checked a last time (record, ledger, lease);
 //  5. the name is renamed to files/NAME, and both folders synced;
-//  6. the intent is dropped.
+//  6. for Grace the copy is looked at every 2 ms, as in hardlink mode: a
+//     process that found its name before the move and opens or changes
+//     it after shows in the lease or its stat, and the move is undone
+//     (SkipRaced), the copy put back at its name with what was written;
+//  7. the intent is dropped.
 //
 // Recovery (settleTrash) finishes a step cut short after 3 by keeping
 // the move when files/NAME holds the copy, and rolls it back otherwise
@@ -211,8 +215,53 @@ func (r *run) tryMove(ctx context.Context, m *trashMove, target *side) (Reason, 
 		return cmpReason(reason, SkipError), err
 	}
 	r.step("trashed")
+	reason, err = r.afterMove(m, target, tname)
 	drop()
-	return "", nil
+	return reason, err
+}
+
+// afterMove watches the moved copy for the grace and undoes the move
+// when a process opened or changed it meanwhile. A copy whose name was
+// taken again meanwhile stays in the trash, with its info file.
+func (r *run) afterMove(m *trashMove, target *side, tname string) (Reason, error) {
+	var t1 unix.Stat_t
+	if err := unix.Fstat(int(target.f.Fd()), &t1); err != nil {
+		return "", nil // moved; nothing more to watch
+	}
+	touched := watchMoved(target, &t1, r.d.grace())
+	if touched == nil {
+		if writerWaits(target.f) {
+			r.d.log.Error("dedup: a process opened a copy for writing right after the grace; it writes to the copy in the trash",
+				"path", string(target.path), "trash", m.bin.Dir, "name", tname)
+		}
+		return "", nil
+	}
+	unlease(target.f) // let the opener through: it finds the copy at its name again
+	if err := m.bin.MoveBack(int(m.dir.Fd()), m.name, tname); err != nil {
+		return SkipRaced, fmt.Errorf("%v; it stays in the trash as %s: %w", touched, tname, err)
+	}
+	return SkipRaced, fmt.Errorf("%v: put back", touched)
+}
+
+// watchMoved looks at the moved copy every graceStep for grace and
+// says what touched it: an open (its lease) or a change (its stat).
+func watchMoved(target *side, t1 *unix.Stat_t, grace time.Duration) error {
+	deadline := time.Now().Add(grace)
+	for {
+		time.Sleep(min(graceStep, grace))
+		var t unix.Stat_t
+		if err := unix.Fstat(int(target.f.Fd()), &t); err != nil {
+			return err
+		}
+		switch {
+		case !sameStat(&t, t1, true):
+			return fmt.Errorf("%s changed as it was moved to the trash", target.path)
+		case !leaseIntact(target.f, unix.F_WRLCK):
+			return fmt.Errorf("a process opened %s as it was moved to the trash", target.path)
+		case !time.Now().Before(deadline):
+			return nil
+		}
+	}
 }
 
 // lastCheck checks the copy right before the move: its record, the

@@ -157,6 +157,17 @@ func (o *Opened) Move(dfd int, name, trashName string) error {
 	return errors.Join(unix.Fsync(ffd), unix.Fsync(dfd))
 }
 
+// MoveBack renames files/NAME back to name in the folder dfd, never over
+// a file there, removes its info file and syncs the folders: a move
+// undone.
+func (o *Opened) MoveBack(dfd int, name, trashName string) error {
+	ffd := int(o.files.Fd())
+	if err := unix.Renameat2(ffd, trashName, dfd, name, unix.RENAME_NOREPLACE); err != nil {
+		return fmt.Errorf("trash: move %s back: %w", filepath.Join(o.Dir, "files", trashName), err)
+	}
+	return errors.Join(unix.Fsync(dfd), unix.Fsync(ffd), o.Unreserve(trashName))
+}
+
 // Unreserve removes info/NAME.trashinfo when files/NAME is not there:
 // the info file of a move that did not happen.
 func (o *Opened) Unreserve(name string) error {
