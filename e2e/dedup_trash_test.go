@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -281,5 +282,45 @@ func assertBytes(t *testing.T, path string, want []byte) {
 	t.Helper()
 	if got, err := os.ReadFile(path); err != nil || string(got) != string(want) {
 		t.Errorf("%s: %d bytes, %v; want the %d bytes of the copy", path, len(got), err, len(want))
+	}
+}
+
+// The home trash: with $XDG_DATA_HOME on the copies' file system (and
+// inside the root), --trash moves them to $XDG_DATA_HOME/Trash with
+// absolute paths in their info files, and the daemon never indexes that
+// trash although it lies inside its root.
+func TestDedupTrashHome(t *testing.T) {
+	t.Parallel()
+	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
+	root := fs.Path("home")
+	dataHome := filepath.Join(root, ".local", "share")
+	if err := os.MkdirAll(dataHome, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	keep, cp := filepath.Join(root, "keep.bin"), filepath.Join(root, "docs", "copy.bin")
+	writeRandom(t, keep, 8, 128<<10)
+	writeRandom(t, cp, 8, 128<<10)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(keep, old, old)
+	d := startOn(t, dedupBase(t, ""), root)
+	env := append(slices.Clone(d.env), "XDG_DATA_HOME="+dataHome)
+	r := runCtl(t, env, "", "", "dedup", "--trash", "--keep", "oldest")
+	if r.code != 0 || !strings.Contains(r.stdout, "in 1 of 1 file") {
+		t.Fatalf("dedup --trash: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	b := trash.Bin{Dir: filepath.Join(dataHome, "Trash"), UID: 0}
+	text, err := os.ReadFile(filepath.Join(b.Dir, "info", "copy.bin.trashinfo"))
+	if err != nil || !strings.HasPrefix(string(text), "[Trash Info]\nPath="+cp+"\nDeletionDate=") {
+		t.Fatalf("the home trash's info file: %v\n%s", err, text)
+	}
+	moved := filepath.Join(b.Dir, "files", "copy.bin")
+	if got, err := os.ReadFile(moved); err != nil || calckey(t, moved) != calckey(t, keep) {
+		t.Fatalf("the home trash's file: %d bytes, %v", len(got), err)
+	}
+	d.waitIdle()
+	for _, p := range []string{cp, moved} {
+		if r := d.ctl("", "lookup", p); r.code == 0 {
+			t.Errorf("lookup %s: %q, want it unknown", p, r.stdout)
+		}
 	}
 }
