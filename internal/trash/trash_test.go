@@ -184,6 +184,13 @@ func TestFind(t *testing.T) {
 			t.Errorf("%s: uid %d mode %o, want 1000 0700", filepath.Join(b.Dir, sub), ds.Uid, ds.Mode&0o777)
 		}
 	}
+	// A $topdir/.Trash/$uid that is a symlink falls back to .Trash-$uid.
+	os.Symlink("/etc", fs.Path(".Trash", "1003"))
+	o, err = Open(find(1003, "", fs.Path(".Trash", "1003")))
+	if err != nil || o.Dir != fs.Path(".Trash-1003") || o.Top != fs.Dir {
+		t.Fatalf("Open of a symlinked .Trash/1003: %+v, %v; want .Trash-1003", o, err)
+	}
+	o.Close()
 	// Another user's folder, or a symlink, at .Trash-$uid is never used.
 	os.Symlink("/etc", fs.Path(".Trash-1001"))
 	if _, err := Open(Bin{Dir: fs.Path(".Trash-1001"), Top: fs.Dir, UID: 1001}); !errors.Is(err, ErrNoTrash) {
