@@ -69,8 +69,15 @@ type DedupRequest struct {
 	// every root. The server checks that each is under a root.
 	Paths    [][]byte
 	Hardlink bool  // link duplicates instead of sharing their extents
+	Trash    bool  // move duplicates to the trash of their file system
 	DryRun   bool  // plan only
 	MinSize  int64 // leave smaller files out
+	// Keep is which copy of each group stays: "", "newest", "oldest",
+	// "shortest-path" or "under=DIR" with DIR absolute.
+	Keep string
+	// DataHome is the caller's $XDG_DATA_HOME, absolute, or empty: its
+	// Trash is used for copies on its file system when the caller owns it.
+	DataHome []byte
 	// Groups is how many group events to send, the groups freeing the
 	// most first; -1 sends every group.
 	Groups int
@@ -122,6 +129,7 @@ type DedupGroup struct {
 	Size    int64    // the size of each file
 	Frees   int64    // bytes the group is expected to free
 	Targets [][]byte // the names made to share the keeper's storage
+	Trash   []byte   // trash mode: the trash folder the targets go to
 }
 
 // DedupProgress is how far a run got.
@@ -207,6 +215,13 @@ func dedupQuery(req DedupRequest) url.Values {
 	}
 	set("dry_run", req.DryRun)
 	set("hardlink", req.Hardlink)
+	set("trash", req.Trash)
+	if req.Keep != "" {
+		v.Set("keep", req.Keep)
+	}
+	if len(req.DataHome) > 0 {
+		v.Set("data_home", string(req.DataHome))
+	}
 	set("progress", req.Progress)
 	if req.MinSize > 0 {
 		v.Set("min_size", strconv.FormatInt(req.MinSize, 10))

@@ -147,11 +147,12 @@ type groupWire struct {
 	Size    int64      `json:"size"`
 	Frees   int64      `json:"frees"`
 	Targets []wirePath `json:"targets"`
+	Trash   wirePath   `json:"trash,omitempty"`
 }
 
 // MarshalJSON implements json.Marshaler.
 func (g DedupGroup) MarshalJSON() ([]byte, error) {
-	w := groupWire{Size: g.Size, Frees: g.Frees, Targets: make([]wirePath, len(g.Targets))}
+	w := groupWire{Size: g.Size, Frees: g.Frees, Targets: make([]wirePath, len(g.Targets)), Trash: g.Trash}
 	for i, t := range g.Targets {
 		w.Targets[i] = t
 	}
@@ -172,7 +173,7 @@ func (g *DedupGroup) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
-	*g = DedupGroup{Keeper: k, Size: w.Size, Frees: w.Frees}
+	*g = DedupGroup{Keeper: k, Size: w.Size, Frees: w.Frees, Trash: w.Trash}
 	for _, t := range w.Targets {
 		g.Targets = append(g.Targets, t)
 	}

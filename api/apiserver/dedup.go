@@ -78,12 +78,15 @@ func dedupRequest(w http.ResponseWriter, r *http.Request, set roots.Set) (api.De
 	for _, b := range []struct {
 		name string
 		dst  *bool
-	}{{"dry_run", &req.DryRun}, {"hardlink", &req.Hardlink}, {"progress", &req.Progress}} {
+	}{{"dry_run", &req.DryRun}, {"hardlink", &req.Hardlink}, {"trash", &req.Trash}, {"progress", &req.Progress}} {
 		if *b.dst, err = boolParam(v, b.name); err != nil {
 			return req, err
 		}
 	}
 	if req.MinSize, err = intParam(v, "min_size"); err != nil {
+		return req, err
+	}
+	if req.Keep, req.DataHome, err = keepParams(v, req); err != nil {
 		return req, err
 	}
 	if req.Groups, err = groupsParam(v); err != nil {

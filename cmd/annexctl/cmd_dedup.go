@@ -25,12 +25,14 @@ const dedupShown = 10
 type dedupFlags struct {
 	dry, hardlink, asJSON, nul bool
 	minSize                    string
+	trash                      bool   // move copies to the trash
+	keep                       string // which copy stays
 }
 
 func newDedupCmd() *cobra.Command {
 	var f dedupFlags
 	cmd := &cobra.Command{
-		Use:   "dedup [--dry-run] [--hardlink] [--min-size N] [--json | -z] [PATH...]",
+		Use:   "dedup [--dry-run] [--hardlink | --trash] [--keep RULE] [--min-size N] [--json | -z] [PATH...]",
 		Short: "Make duplicate files share their storage",
 		Long: `Make the duplicate files at or below each PATH share their storage; no
 PATH means every root. The plan comes from the index: it is printed first,
@@ -53,6 +55,14 @@ exchanged is put back as it was ("raced"), its writer's bytes kept at its
 name; a process that looked the name up more than 50 ms before it opens
 the file is the one case a rename cannot serve (see docs/cli.md).
 
+--trash moves each copy to the freedesktop.org trash of its file system
+instead ($XDG_DATA_HOME/Trash, or .Trash-UID at the top of the mount),
+where any file manager can restore it, with the same checks as
+--hardlink. --keep picks the copy that stays in each group: newest,
+oldest, shortest-path, or under=DIR (a copy in DIR stays, and so does
+every other copy there; a group without one there is left alone). A dry
+run with --trash lists every group and the trash its copies go to.
+
 A progress line is drawn on a terminal. Ctrl-C stops the run after the
 actions under way and prints what was done; a second Ctrl-C leaves at once.
 --json prints the daemon's events, one JSON object a line; -z prints each
@@ -64,6 +74,8 @@ alone, a file system could not share extents, or the run was stopped.`,
 	fl := cmd.Flags()
 	fl.BoolVarP(&f.dry, "dry-run", "n", false, "only print the plan")
 	fl.BoolVar(&f.hardlink, "hardlink", false, "replace copies with hard links to the keeper instead of sharing blocks")
+	fl.BoolVar(&f.trash, "trash", false, "move copies to the trash of their file system instead of sharing blocks")
+	fl.StringVar(&f.keep, "keep", "", "which copy stays: newest, oldest, shortest-path or under=DIR")
 	fl.StringVar(&f.minSize, "min-size", "1", "only files of at least this size (bytes, or with K, M, G, T: 100k, 1.5G)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the daemon's events, one JSON object a line (see docs/cli.md)")
 	fl.BoolVarP(&f.nul, "nul", "z", false, "print each group's paths, each ending with NUL, and one more NUL after each group")
@@ -111,12 +123,15 @@ func dedupRequest(args []string, f dedupFlags) (api.DedupRequest, error) {
 		return api.DedupRequest{}, &exitError{Code: exitUsage, Err: errors.New("dedup: give --json or -z, not both")}
 	}
 	req := api.DedupRequest{DryRun: f.dry, Hardlink: f.hardlink, MinSize: min, Groups: dedupShown}
-	if f.asJSON || f.nul {
+	if f.asJSON || f.nul || (f.trash && f.dry) {
 		req.Groups = -1
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
 		return req, &exitError{Code: exitFailure, Err: fmt.Errorf("dedup: current directory: %w", err)}
+	}
+	if err := keepRequest(&req, f, cwd); err != nil {
+		return req, err
 	}
 	for _, a := range args {
 		if a == "" {
@@ -217,7 +232,7 @@ func (p *dedupPrinter) printGroup(g api.DedupGroup) {
 	p.buf = fmt.Appendf(p.buf[:0], "  %9s  ", humanBytes(g.Frees))
 	p.buf = append(append(p.buf, g.Keeper...), " ← "...)
 	for i, t := range g.Targets {
-		if i == 3 {
+		if i == 3 && !p.flags.trash {
 			p.buf = fmt.Appendf(p.buf, " (+%d more)", len(g.Targets)-i)
 			break
 		}
@@ -225,6 +240,9 @@ func (p *dedupPrinter) printGroup(g api.DedupGroup) {
 			p.buf = append(p.buf, ", "...)
 		}
 		p.buf = append(p.buf, t...)
+	}
+	if len(g.Trash) > 0 {
+		p.buf = append(append(p.buf, " → "...), g.Trash...)
 	}
 	p.out.Write(append(p.buf, '\n'))
 }

@@ -507,7 +507,10 @@ func (a *App) ignorePatterns() []string {
 	// indexed, or watched, a write to an old copy there would count as a
 	// write of unknown inode and mark every file written. Last, so no
 	// pattern brings them back.
-	return append(slices.Clip(patterns), dedup.TempPattern)
+	patterns = append(slices.Clip(patterns), dedup.TempPattern)
+	// Trash folders, where dedup --trash moves copies, neither: a copy
+	// moved there is gone from the index, not moved.
+	return append(patterns, dedup.TrashPatterns...)
 }
 
 // policy returns the hasher policy: the stored calibration while it is

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -21,6 +22,7 @@ func (a *App) setupDedup(ctx context.Context, writes *ledger.Ledger, reg prometh
 		Dedup:   a.cfg.Dedup,
 		Logger:  a.log.With("part", "dedup"),
 		OnRun:   a.work.notify,
+		AtStep:  killAtStep(os.Getenv(testDedupKillEnv)),
 	})
 	for _, c := range a.dedup.Collectors() {
 		if err := reg.Register(c); err != nil {

@@ -27,6 +27,7 @@ const (
 	crashIndex = "DEDUP_CRASH_INDEX"
 	crashRoot  = "DEDUP_CRASH_ROOT"
 	crashStep  = "DEDUP_CRASH_STEP" // "step:n": the child kills itself after the n-th such step
+	crashMode  = "DEDUP_CRASH_MODE" // "trash": a trash run instead of a hardlink run
 )
 
 // crashSteps are the steps of a relink the child can die after.
@@ -61,8 +62,12 @@ func crashChild(index, root string) error {
 		return err
 	}
 	go st.Run(context.Background())
-	d := New(st, Options{Intents: NewMetaIntents(st)})
+	opt := Options{Intents: NewMetaIntents(st)}
 	req := Request{PlanOptions: PlanOptions{Mode: Hardlink, Paths: [][]byte{[]byte(root)}}}
+	if os.Getenv(crashMode) == "trash" {
+		req.Mode, opt.Workers = Trash, 1 // one move at a time: the kill lands in the first
+	}
+	d := New(st, opt)
 	plan, err := d.Plan(context.Background(), req)
 	if err != nil {
 		return err
@@ -188,6 +193,9 @@ func killChild(t *testing.T, index, root, step string, after int, delay time.Dur
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), crashIndex+"="+index, crashRoot+"="+root, crashStep+"="+step)
+	if strings.HasPrefix(step, "trash") {
+		cmd.Env = append(cmd.Env, crashMode+"=trash")
+	}
 	stdin, err := cmd.StdinPipe()
 	must(t, err)
 	defer stdin.Close()

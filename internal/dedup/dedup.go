@@ -64,6 +64,10 @@ type Options struct {
 	// Workers is how many groups a run works on at once. Default 4: the
 	// kernel's comparisons wait on the disk more than on the CPU.
 	Workers int
+	// AtStep, when set, is called after each step of a move to the trash
+	// ("trash-intent", "trash-info", "trashed"): a seam for the end-to-end
+	// tests, which kill the daemon there.
+	AtStep func(step string)
 	// Logger receives what a run skipped and why. Default: discard.
 	Logger *slog.Logger
 }
@@ -95,6 +99,10 @@ type Request struct {
 	// the plan, and files the caller could not modify are not acted on.
 	// nil is the daemon acting for itself: only the kernel's checks apply.
 	Caller *Caller
+	// DataHome is the caller's $XDG_DATA_HOME, or empty: trash mode puts
+	// the copies on its file system in DataHome/Trash when the caller owns
+	// it, and the others in the trash of their own mount.
+	DataHome []byte
 	// Progress, when set, is called after each action.
 	Progress func(Progress)
 }
@@ -127,6 +135,7 @@ const (
 	SkipUnsupported Reason = "unsupported"      // the file system cannot share extents
 	SkipOtherMount  Reason = "other-mount"      // keeper and target are on different mounts
 	SkipRefused     Reason = "refused"          // the kernel refused: immutable, append-only, swap, no copy-on-write
+	SkipNoTrash     Reason = "no-trash"         // trash: the file system has no trash the caller may use
 	SkipError       Reason = "error"            // any other failure, in Skip.Detail
 )
 

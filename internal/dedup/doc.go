@@ -89,6 +89,30 @@
 // logged as an error. Every process that opens the copy after its lookup
 // within Grace, and every one that starts after the exchange, is safe.
 //
+// # Trash mode
+//
+// Only when asked. Each copy is moved to the freedesktop.org trash of its
+// file system (package trash), where any file manager can restore it,
+// for file systems that cannot share blocks (ext4) and for people who
+// would rather have one copy. The checks are hardlink mode's: the copy
+// has one name, the caller could modify it and remove its name, nothing
+// refuses it (chattr), it gets a write lease (nobody holds it open) and
+// the keeper a read lease (nobody writes it), and the bytes are compared
+// under the leases. An intent naming the trash is durable before the
+// .trashinfo file is written; the copy is checked once more and renamed
+// into the trash. Recover keeps a move whose copy is in the trash and
+// removes the info file of one that did not happen: after a crash the
+// copy is at its name or in the trash with its info, never neither. The
+// index learns the copy is gone (Rehash); the daemon never indexes a
+// trash folder (TrashPatterns).
+//
+// # Keepers
+//
+// PlanOptions.Keep picks the copy that stays in each group: the newest,
+// the oldest, the one with the shortest path, or one under a folder (and
+// then every copy there stays). Its ties, and plans without a rule, go by
+// the default order (PlanGroup). The rule works in every mode.
+//
 // # Callers
 //
 // A Request names its Caller. Files the caller cannot read, or that lie

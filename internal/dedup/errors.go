@@ -13,8 +13,9 @@ var (
 	// ErrDiffers: the kernel found the two files' bytes different, so it
 	// changed nothing. The index's records of them are out of date.
 	ErrDiffers = errors.New("dedup: contents differ")
-	// ErrNoIntents: hardlink mode was asked of a Deduper without a journal.
-	ErrNoIntents = errors.New("dedup: hardlink mode needs an intent journal")
+	// ErrNoIntents: hardlink or trash mode was asked of a Deduper
+	// without a journal.
+	ErrNoIntents = errors.New("dedup: hardlink and trash modes need an intent journal")
 	// ErrPath: a path that is not absolute.
 	ErrPath = errors.New("dedup: bad path")
 	// ErrForeign: recovery found a file it did not make at a name of an

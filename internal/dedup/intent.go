@@ -32,6 +32,9 @@ type Intent struct {
 	// Was is what both files were before the step. Journals written
 	// before it existed have none; recovery then trusts only equal bytes.
 	Was *Was `json:"was,omitempty"`
+	// Trash is set for a move to the trash (trash.go), which has no
+	// temporary name.
+	Trash *TrashStep `json:"trash,omitempty"`
 }
 
 // Was is the copy and its keeper as a step found them: the same bytes,

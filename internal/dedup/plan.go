@@ -21,21 +21,31 @@ const (
 	// Hardlink replaces a duplicate's name with a link to the keeper. The
 	// names then share one inode, so a write through one shows in all.
 	Hardlink
+	// Trash moves each duplicate to the freedesktop.org trash of its file
+	// system, where any file manager can restore it (trash.go).
+	Trash
 )
 
 // String returns the mode's flag name.
 func (m Mode) String() string {
-	if m == Hardlink {
+	switch m {
+	case Hardlink:
 		return "hardlink"
+	case Trash:
+		return "trash"
 	}
 	return "reflink"
 }
+
+// journaled reports a mode that writes intents before it acts.
+func (m Mode) journaled() bool { return m == Hardlink || m == Trash }
 
 // PlanOptions narrow a plan.
 type PlanOptions struct {
 	Mode    Mode
 	Paths   [][]byte // absolute, clean; a file or a directory and all below it; none: everything
 	MinSize int64    // files smaller are left out; empty files are always left out
+	Keep    Keep     // which copy of each group stays; zero: the default order
 }
 
 // File is one path of a duplicate group, with the record it was planned from.
@@ -129,10 +139,14 @@ type inode struct {
 // the request is left out: relinking only some of its names frees nothing;
 // so is a file in git-annex's object store (inAnnexStore).
 //
-// The keeper of each device is the inode with the most names in the
+// The keeper of each device is the one opt.Keep picks (keep.go), its
+// ties broken by the default order: the inode with the most names in the
 // request (hard links stay as they are, and hardlink mode relinks fewest
 // names), then the one with the oldest mtime (the original is usually
-// older than its copies), then the one with the smallest path.
+// older than its copies), then the one with the smallest path. Under
+// KeepUnder a device with no copy in the folder is left out, and every
+// copy there stays as it is. Trash mode plans as hardlink mode does: a
+// name left in place would keep the inode's blocks.
 func PlanGroup(g store.Group, opt PlanOptions) []Group {
 	return planGroup(g, opt, nil)
 }
@@ -146,7 +160,7 @@ func planGroup(g store.Group, opt PlanOptions, sv *store.Survey) []Group {
 	if g.Size <= 0 || g.Size < opt.MinSize {
 		return nil
 	}
-	if opt.Mode == Hardlink {
+	if opt.Mode != Reflink {
 		g.Members = slices.DeleteFunc(slices.Clone(g.Members), inAnnexStore)
 	}
 	var out []Group
@@ -155,6 +169,9 @@ func planGroup(g store.Group, opt PlanOptions, sv *store.Survey) []Group {
 			continue
 		}
 		slices.SortFunc(inodes, func(a, b *inode) int {
+			if c := opt.Keep.compare(a, b); c != 0 {
+				return c
+			}
 			if sv != nil && opt.Mode == Reflink {
 				if c := cmp.Compare(aloneOf(sv, a, g.Size), aloneOf(sv, b, g.Size)); c != 0 {
 					return c
@@ -162,9 +179,15 @@ func planGroup(g store.Group, opt PlanOptions, sv *store.Survey) []Group {
 			}
 			return keeperFirst(a, b)
 		})
-		pg := Group{Backend: g.Backend, Digest: g.Digest, Size: g.Size, Dev: inodes[0].dev, Keeper: inodes[0].names[0],
+		if opt.Keep.Rule == KeepUnder && !opt.Keep.protects(inodes[0]) {
+			continue
+		}
+		pg := Group{Backend: g.Backend, Digest: g.Digest, Size: g.Size, Dev: inodes[0].dev, Keeper: opt.Keep.keeperName(inodes[0]),
 			KeeperNames: namesOf(g, inodes[0])}
 		for _, in := range inodes[1:] {
+			if opt.Keep.protects(in) {
+				continue
+			}
 			a, ok := action(in, opt.Mode, g.Size)
 			if ok {
 				pg.Actions = append(pg.Actions, a)
@@ -248,7 +271,7 @@ func aloneOf(sv *store.Survey, in *inode, size int64) int64 {
 
 // action is what makes in share the keeper's storage, if anything can.
 func action(in *inode, mode Mode, size int64) (Action, bool) {
-	if mode == Hardlink {
+	if mode != Reflink {
 		if len(in.names) < in.all {
 			return Action{}, false
 		}

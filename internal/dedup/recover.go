@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -17,7 +18,8 @@ import (
 // Recover settles the hardlink steps that a crash cut short or that the
 // kernel would not let a run finish, from the intent journal: each is
 // settled as decide says, so every name holds what was last written to
-// it and no temporary name is left. Apply in hardlink mode recovers
+// it and no temporary name is left. A move to the trash is settled by
+// settleTrash. Apply in hardlink mode recovers
 // first; the daemon also calls Recover at start. A step that cannot be
 // settled yet (a folder made append-only) stays in the journal, is
 // reported, and is tried again by the next recovery; it stops nothing.
@@ -37,8 +39,14 @@ func (d *Deduper) recover(ctx context.Context) error {
 	if err != nil || len(ins) == 0 {
 		return err
 	}
-	dirs := d.findDirs(ins)
 	var errs []error
+	ins = slices.DeleteFunc(ins, func(in Intent) bool {
+		if in.Trash != nil {
+			errs = append(errs, d.settleTrash(ctx, in))
+		}
+		return in.Trash != nil
+	})
+	dirs := d.findDirs(ins)
 	for _, in := range ins {
 		errs = append(errs, d.settle(ctx, in, dirs[in.ID]))
 	}

@@ -20,7 +20,7 @@ import (
 // *UnsupportedError for each file system that could not share extents.
 // Runs that change files take turns.
 func (d *Deduper) Apply(ctx context.Context, plan Plan, req Request) (Result, error) {
-	if plan.Mode == Hardlink && d.opt.Intents == nil {
+	if plan.Mode.journaled() && d.opt.Intents == nil {
 		return Result{}, ErrNoIntents
 	}
 	if err := d.lock(ctx); err != nil {
@@ -29,7 +29,7 @@ func (d *Deduper) Apply(ctx context.Context, plan Plan, req Request) (Result, er
 	defer d.unlock()
 	out := &tally{probed: map[uint64]error{}, res: Result{Mode: plan.Mode, Planned: plan.Actions}}
 	r := run{d: d, req: req, mode: plan.Mode, access: newAccess(req.Caller), out: out}
-	if plan.Mode == Hardlink {
+	if plan.Mode.journaled() {
 		// A step left open is reported and tried again; it stops no
 		// other pair.
 		if err := d.recover(ctx); err != nil {
@@ -73,9 +73,11 @@ func (d *Deduper) pendingTemps() [][]byte {
 	if err != nil {
 		return nil
 	}
-	out := make([][]byte, len(ins))
-	for i, in := range ins {
-		out[i] = []byte(filepath.Join(string(in.Dir), in.Temp))
+	var out [][]byte
+	for _, in := range ins {
+		if in.Trash == nil {
+			out = append(out, []byte(filepath.Join(string(in.Dir), in.Temp)))
+		}
 	}
 	return out
 }
@@ -225,6 +227,8 @@ func (r *run) action(ctx context.Context, g *Group, keeper *side, a Action) bool
 		switch r.mode {
 		case Hardlink:
 			freed, reason, err = r.hardlink(ctx, g, keeper, a)
+		case Trash:
+			freed, reason, err = r.trashCopy(ctx, keeper, a)
 		default:
 			freed, reason, err = r.reflinkAction(ctx, keeper, a.Targets[0])
 		}

@@ -17,7 +17,7 @@ import (
 // extents is named in Plan.Unsupported. Hardlink mode keeps every target:
 // linking merges the inodes even when it frees nothing.
 func (d *Deduper) Plan(ctx context.Context, req Request) (Plan, error) {
-	if req.Mode == Hardlink && d.opt.Intents == nil {
+	if req.Mode.journaled() && d.opt.Intents == nil {
 		return Plan{}, ErrNoIntents
 	}
 	paths := make([][]byte, len(req.Paths))

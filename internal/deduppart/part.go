@@ -44,6 +44,9 @@ type Config struct {
 	Logger  *slog.Logger
 	// OnRun is told when a run asked for through the API begins or ends.
 	OnRun func()
+	// AtStep, when set, hears each step of a move to the trash
+	// (dedup.Options.AtStep): a seam for the tests of recovery.
+	AtStep func(step string)
 }
 
 // Part is the daemon's deduplication: the runs asked for through the API
@@ -80,6 +83,7 @@ func New(ctx context.Context, c Config) *Part {
 		Intents: dedup.NewMetaIntents(c.Store),
 		Indexer: c.Indexer,
 		Workers: c.Dedup.Workers,
+		AtStep:  c.AtStep,
 		Logger:  p.log,
 	})
 	if err := p.d.Recover(ctx); err != nil {

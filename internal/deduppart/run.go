@@ -28,17 +28,11 @@ func (p *Part) Dedup(ctx context.Context, req api.DedupRequest, send func(api.De
 
 // run plans, reports the plan and, unless it is a dry run, carries it out.
 func (p *Part) run(ctx context.Context, req api.DedupRequest, send func(api.DedupEvent) error) (api.DedupResult, error) {
-	dr := dedup.Request{
-		PlanOptions: dedup.PlanOptions{Paths: req.Paths, MinSize: req.MinSize},
-		Caller:      &dedup.Caller{UID: req.UID, GIDs: req.GIDs},
-	}
-	if req.Hardlink {
-		dr.Mode = dedup.Hardlink
-	}
-	if len(dr.Paths) == 0 {
-		dr.Paths = p.roots
-	}
+	dr, err := dedupRequest(req, p.roots)
 	res := api.DedupResult{Mode: dr.Mode.String(), DryRun: req.DryRun}
+	if err != nil {
+		return res, err
+	}
 	plan, err := p.d.Plan(ctx, dr)
 	if err != nil {
 		return res, err
@@ -168,7 +162,7 @@ func sendPlan(plan dedup.Plan, lost []unsupported, req api.DedupRequest, send fu
 		return cmp.Or(cmp.Compare(b.Frees, a.Frees), bytes.Compare(a.Keeper.Path, b.Keeper.Path))
 	})
 	for _, g := range groups[:n] {
-		ev := api.DedupGroup{Keeper: g.Keeper.Path, Size: g.Size, Frees: g.Frees}
+		ev := api.DedupGroup{Keeper: g.Keeper.Path, Size: g.Size, Frees: g.Frees, Trash: groupTrash(plan.Mode, g, req)}
 		for _, a := range g.Actions {
 			for _, t := range a.Targets {
 				ev.Targets = append(ev.Targets, t.Path)
