@@ -14,6 +14,7 @@ import (
 	bolterr "go.etcd.io/bbolt/errors"
 
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // The change log numbers every change of what a path holds, so another
@@ -123,25 +124,25 @@ func appendLogged(b []byte, l *Logged) []byte {
 
 func decodeLogged(seq uint64, v []byte) (Logged, error) {
 	l := Logged{Seq: seq}
-	d := &decoder{b: v}
-	n := d.uvarint()
-	if d.err != nil || n > uint64(len(d.b)) || n == 0 || len(d.b) < int(n)+1 {
+	d := &codec.Decoder{B: v}
+	n := d.Uvarint()
+	if d.Err != nil || n > uint64(len(d.B)) || n == 0 || len(d.B) < int(n)+1 {
 		return l, fmt.Errorf("%w: change %d: bad path", ErrCorrupt, seq)
 	}
-	l.Path, d.b = bytes.Clone(d.b[:n]), d.b[n:]
-	l.Backend, d.b = key.Backend(d.b[0]), d.b[1:]
+	l.Path, d.B = bytes.Clone(d.B[:n]), d.B[n:]
+	l.Backend, d.B = key.Backend(d.B[0]), d.B[1:]
 	if !l.Tombstone() {
 		dl := l.Backend.DigestLen()
-		if !l.Backend.Valid() || len(d.b) < dl {
+		if !l.Backend.Valid() || len(d.B) < dl {
 			return l, fmt.Errorf("%w: change %d: bad digest", ErrCorrupt, seq)
 		}
-		l.Digest, d.b = bytes.Clone(d.b[:dl]), d.b[dl:]
-		l.Size = int64(d.uvarint())
+		l.Digest, d.B = bytes.Clone(d.B[:dl]), d.B[dl:]
+		l.Size = int64(d.Uvarint())
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%w: change %d: trailing bytes", ErrCorrupt, seq)
+	if d.Err == nil && len(d.B) != 0 {
+		d.Err = fmt.Errorf("%w: change %d: trailing bytes", ErrCorrupt, seq)
 	}
-	return l, d.err
+	return l, d.Err
 }
 
 func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
@@ -405,7 +406,7 @@ func (s *Store) SnapshotChanges(ctx context.Context, fn func(l Logged) error) (L
 		return st, err
 	}
 	err = s.Subtree(ctx, []byte("/"), func(path []byte, r Record) error {
-		if !r.indexed() {
+		if !r.Indexed() {
 			return nil
 		}
 		return fn(Logged{Seq: st.Seq, Path: path, Backend: r.Backend.Base(), Digest: r.Digest, Size: r.Size})
@@ -444,10 +445,10 @@ func (s *Store) openTxLog(tx *bolt.Tx) (*txLog, error) {
 // indexed notes that the record r at fk entered (in) or left the digest
 // index. Records outside it hold no known content and are not noted.
 func (w *wtx) logIndexed(fk []byte, r *Record, in bool) error {
-	if w.log == nil || !r.indexed() {
+	if w.log == nil || !r.Indexed() {
 		return nil
 	}
-	id, base, ok := splitFileKey(fk)
+	id, base, ok := codec.SplitFileKey(fk)
 	if !ok {
 		return fmt.Errorf("%w: bad file key %x", ErrCorrupt, fk)
 	}
@@ -470,7 +471,7 @@ func (t *txLog) dir(w *wtx, id uint64) ([]byte, error) {
 	if dk, ok := t.dirs[id]; ok {
 		return dk, nil
 	}
-	dk := w.dirNames.Get(idKey(id))
+	dk := w.dirNames.Get(codec.IDKey(id))
 	if dk == nil {
 		return nil, fmt.Errorf("%w: directory %d of a record is missing", ErrCorrupt, id)
 	}
@@ -497,17 +498,17 @@ func (w *wtx) logMovedDir(idv, oldDK, newDK []byte) error {
 	if w.log == nil {
 		return nil
 	}
-	id, ok := parseIDKey(idv)
+	id, ok := codec.ParseIDKey(idv)
 	if !ok {
 		return fmt.Errorf("%w: bad directory id %x", ErrCorrupt, idv)
 	}
 	c := w.files.Cursor()
 	for k, v := c.Seek(idv); k != nil && bytes.HasPrefix(k, idv); k, v = c.Next() {
-		r, err := decodeRecord(v)
+		r, err := codec.DecodeRecord(v)
 		if err != nil {
 			return fmt.Errorf("rename %q: %w", oldDK, err)
 		}
-		if !r.indexed() {
+		if !r.Indexed() {
 			continue
 		}
 		base := k[len(idv):]

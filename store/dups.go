@@ -9,6 +9,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // DupOptions select and page duplicate groups.
@@ -231,7 +232,7 @@ func (s *Store) DupGroup(b key.Backend, d []byte, opts DupOptions) (grp Group, o
 			return err
 		}
 		mr := memberReader{n: n, files: tx.Bucket(bucketFiles), brief: opts.Brief}
-		grp, err = readGroup(&mr, tx.Bucket(bucketDigest).Cursor(), newSurveyCursor(tx), dk, g, dupKey(g.duplicate(), dk))
+		grp, err = readGroup(&mr, tx.Bucket(bucketDigest).Cursor(), newSurveyCursor(tx), dk, g, codec.DescKey(g.duplicate(), dk))
 		ok = err == nil
 		return err
 	})
@@ -256,7 +257,7 @@ func (mr *memberReader) member(g *Group, fk, v []byte) (Member, error) {
 	if err != nil {
 		return Member{}, err
 	}
-	b, dev, ino, err := decodeDigestValue(v)
+	b, dev, ino, err := codec.DecodeDigestValue(v)
 	if err != nil {
 		return Member{}, fmt.Errorf("digest index entry of %q: %w", path, err)
 	}

@@ -7,6 +7,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // migrateDigestValues upgrades a schema-4 index to schema 5 in place: every
@@ -68,9 +69,9 @@ func digestValueOf(files *bolt.Bucket, k []byte) ([]byte, error) {
 	if n < 2 || len(k) <= n {
 		return nil, fmt.Errorf("%w: digest index key %x", ErrCorrupt, k)
 	}
-	r, err := decodeRecord(files.Get(k[n:]))
-	if err != nil || !r.indexed() || !bytes.Equal(digestKey(nil, &r), k[:n]) {
+	r, err := codec.DecodeRecord(files.Get(k[n:]))
+	if err != nil || !r.Indexed() || !bytes.Equal(digestKey(nil, &r), k[:n]) {
 		return nil, fmt.Errorf("%w: digest index entry %x points to a record without that digest (%v)", ErrCorrupt, k, err)
 	}
-	return digestValue(&r), nil
+	return codec.DigestValue(&r), nil
 }

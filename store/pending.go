@@ -13,6 +13,7 @@ import (
 	bolterr "go.etcd.io/bbolt/errors"
 
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // Deferred digest entries (schema 4; sorted runs since schema 6).
@@ -91,22 +92,22 @@ func encodePending(dk, fk []byte, r *Record) []byte {
 }
 
 func decodePending(v []byte) (pendingEntry, error) {
-	d := &decoder{b: v}
-	n := d.uvarint()
-	if d.err != nil || n == 0 || n > uint64(len(d.b)) {
+	d := &codec.Decoder{B: v}
+	n := d.Uvarint()
+	if d.Err != nil || n == 0 || n > uint64(len(d.B)) {
 		return pendingEntry{}, fmt.Errorf("%w: pending entry %x", ErrCorrupt, v)
 	}
-	e := pendingEntry{dk: d.b[:n]}
-	d.b = d.b[n:]
-	if len(d.b) == 0 {
+	e := pendingEntry{dk: d.B[:n]}
+	d.B = d.B[n:]
+	if len(d.B) == 0 {
 		return pendingEntry{}, fmt.Errorf("%w: pending entry %x", ErrCorrupt, v)
 	}
-	e.backend, d.b = key.Backend(d.b[0]), d.b[1:]
-	e.size, e.dev, e.ino = d.uvarint(), d.uvarint(), d.uvarint()
-	if d.err != nil || len(d.b) == 0 {
+	e.backend, d.B = key.Backend(d.B[0]), d.B[1:]
+	e.size, e.dev, e.ino = d.Uvarint(), d.Uvarint(), d.Uvarint()
+	if d.Err != nil || len(d.B) == 0 {
 		return pendingEntry{}, fmt.Errorf("%w: pending entry %x", ErrCorrupt, v)
 	}
-	e.fk = d.b
+	e.fk = d.B
 	return e, nil
 }
 
@@ -163,7 +164,7 @@ func (w *wtx) addDigest(dk, fk []byte, r *Record) error {
 		return err
 	}
 	w.dbuf = append(append(w.dbuf[:0], dk...), fk...)
-	return w.digest.Put(w.dbuf, digestValue(r)) // bbolt copies keys, not values
+	return w.digest.Put(w.dbuf, codec.DigestValue(r)) // bbolt copies keys, not values
 }
 
 // inDigest reports whether the digest index holds dk ‖ fk.

@@ -13,6 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // quickLeaves is how many leaf pages of each bucket the check at open
@@ -321,27 +322,27 @@ func (q *quick) count(name string) *keyCount {
 func checkEntry(name string, k, v []byte) error {
 	switch name {
 	case string(bucketFiles):
-		if _, base, ok := splitFileKey(k); !ok || len(base) == 0 || bytes.IndexByte(base, '/') >= 0 {
+		if _, base, ok := codec.SplitFileKey(k); !ok || len(base) == 0 || bytes.IndexByte(base, '/') >= 0 {
 			return errors.New("bad file key")
 		}
-		r, err := decodeRecord(v)
+		r, err := codec.DecodeRecord(v)
 		if err == nil {
-			err = r.validate()
+			err = r.Validate()
 		}
 		return err
 	case string(bucketDirs):
-		if _, ok := parseIDKey(v); !ok || k[len(k)-1] != '/' {
+		if _, ok := codec.ParseIDKey(v); !ok || k[len(k)-1] != '/' {
 			return errors.New("bad directory entry")
 		}
 	case string(bucketDirNames):
-		if _, ok := parseIDKey(k); !ok || len(v) == 0 || v[len(v)-1] != '/' {
+		if _, ok := codec.ParseIDKey(k); !ok || len(v) == 0 || v[len(v)-1] != '/' {
 			return errors.New("bad directory name entry")
 		}
 	case string(bucketDigest):
 		if b := key.Backend(k[0]); !b.Valid() || b.Base() != b || len(k) <= 1+b.DigestLen() {
 			return errors.New("bad digest index key")
 		}
-		if b, _, _, err := decodeDigestValue(v); err != nil || b.Base() != key.Backend(k[0]) {
+		if b, _, _, err := codec.DecodeDigestValue(v); err != nil || b.Base() != key.Backend(k[0]) {
 			return errors.New("bad digest index value")
 		}
 	case string(bucketGroups), string(bucketDups):

@@ -15,6 +15,7 @@ import (
 	bolterr "go.etcd.io/bbolt/errors"
 
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // chunk is how many records a long read takes per read transaction, so that
@@ -60,12 +61,12 @@ func (s *Store) Get(path []byte) (Record, bool, error) {
 			return nil
 		}
 		var buf [64]byte
-		v := tx.Bucket(bucketFiles).Get(fileKey(buf[:0], id, base))
+		v := tx.Bucket(bucketFiles).Get(codec.FileKey(buf[:0], id, base))
 		if v == nil {
 			return nil
 		}
 		var err error
-		r, err = decodeRecord(v)
+		r, err = codec.DecodeRecord(v)
 		if err != nil {
 			return fmt.Errorf("get %q: %w", path, err)
 		}
@@ -133,10 +134,10 @@ func (s *Store) getChunk(paths [][]byte, out []Found) ([]Found, error) {
 			if !found {
 				continue
 			}
-			if v := c.get(fileKey(buf[:0], id, base)); v != nil {
+			if v := c.get(codec.FileKey(buf[:0], id, base)); v != nil {
 				var r Record
 				var err error
-				r, digests, err = decodeRecordIn(v, digests)
+				r, digests, err = codec.DecodeRecordIn(v, digests)
 				if err != nil {
 					return fmt.Errorf("get %q: %w", p, err)
 				}
@@ -254,7 +255,7 @@ func (s *Store) dirID(tx *bolt.Tx, dk []byte, before uint64) (uint64, bool) {
 	if idv == nil {
 		return 0, false
 	}
-	id, ok := parseIDKey(idv)
+	id, ok := codec.ParseIDKey(idv)
 	if !ok {
 		return 0, false
 	}
@@ -302,14 +303,14 @@ func (n *namer) view(fn func(tx *bolt.Tx, n *namer) error) error {
 }
 
 func (n *namer) path(fk []byte) ([]byte, error) {
-	id, base, ok := splitFileKey(fk)
+	id, base, ok := codec.SplitFileKey(fk)
 	if !ok {
 		return nil, fmt.Errorf("%w: bad file key %x", ErrCorrupt, fk)
 	}
 	if dk := n.cached(id); dk != nil {
 		return joinPath(dk, base), nil
 	}
-	dk := n.names.Get(idKey(id))
+	dk := n.names.Get(codec.IDKey(id))
 	if dk == nil {
 		return nil, fmt.Errorf("%w: directory %d missing", ErrCorrupt, id)
 	}
@@ -353,7 +354,7 @@ func (n *namer) keep(id uint64, dk []byte) {
 func (s *Store) ByInodeAll(dev, ino uint64) ([][]byte, error) {
 	var ps [][]byte
 	err := s.newNamer().view(func(tx *bolt.Tx, n *namer) error {
-		p := inodeKey(nil, dev, ino)
+		p := codec.InodeKey(nil, dev, ino)
 		var fks [][]byte
 		c := tx.Bucket(bucketInodes).Cursor()
 		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
@@ -430,7 +431,7 @@ func makeEntry(n *namer, k, v []byte) (entry, error) {
 	if err != nil {
 		return entry{}, err
 	}
-	r, err := decodeRecord(v)
+	r, err := codec.DecodeRecord(v)
 	if err != nil {
 		return entry{}, fmt.Errorf("record of %q: %w", path, err)
 	}

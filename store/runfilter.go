@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // The inode filter: which inodes the deferred inode entries may name.
@@ -118,11 +120,11 @@ func (b *bloom) has(h uint64) bool {
 // inodePrefixLen returns the length of the id(dev) ‖ id(ino) prefix of
 // inode entry e, or 0 when e does not start with two ids.
 func inodePrefixLen(e []byte) int {
-	_, n := readID(e)
+	_, n := codec.ReadID(e)
 	if n == 0 {
 		return 0
 	}
-	_, m := readID(e[n:])
+	_, m := codec.ReadID(e[n:])
 	if m == 0 {
 		return 0
 	}

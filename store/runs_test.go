@@ -299,7 +299,7 @@ func TestMigrateSchema5(t *testing.T) {
 	for _, path := range []string{"/t/d1/f001", "/t/d2/f002"} {
 		r := m[path]
 		got, err := s.ByDigest(r.Backend, r.Digest)
-		want := m.paths(func(o Record) bool { return o.indexed() && bytes.Equal(o.Digest, r.Digest) })
+		want := m.paths(func(o Record) bool { return o.Indexed() && bytes.Equal(o.Digest, r.Digest) })
 		if err != nil || !slices.Equal(sorted(paths(got)), want) {
 			t.Errorf("ByDigest of %s = %q, %v; want %q", path, paths(got), err, want)
 		}

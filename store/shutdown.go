@@ -9,6 +9,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // metaRun is the meta key of the run marker.
@@ -68,25 +70,25 @@ func decodeRun(b []byte) (Run, error) {
 		return r, fmt.Errorf("%w: run marker of %d bytes, version %v", ErrCorrupt, len(b), b[:min(len(b), 1)])
 	}
 	r.Clean = b[1] == 1
-	d := &decoder{b: b[2:]}
-	r.Started = time.Unix(0, d.varint())
-	r.LastCommit = time.Unix(0, d.varint())
-	r.Window = time.Duration(d.varint())
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b)) {
-		d.err = fmt.Errorf("%w: run marker boot id truncated", ErrCorrupt)
+	d := &codec.Decoder{B: b[2:]}
+	r.Started = time.Unix(0, d.Varint())
+	r.LastCommit = time.Unix(0, d.Varint())
+	r.Window = time.Duration(d.Varint())
+	n := d.Uvarint()
+	if d.Err == nil && n > uint64(len(d.B)) {
+		d.Err = fmt.Errorf("%w: run marker boot id truncated", ErrCorrupt)
 	}
-	if d.err == nil {
-		r.BootID, d.b = string(d.b[:n]), d.b[n:]
+	if d.Err == nil {
+		r.BootID, d.B = string(d.B[:n]), d.B[n:]
 	}
-	n = d.uvarint()
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		r.Suspect = append(r.Suspect, Span{From: d.varint(), To: d.varint()})
+	n = d.Uvarint()
+	for i := uint64(0); i < n && d.Err == nil; i++ {
+		r.Suspect = append(r.Suspect, Span{From: d.Varint(), To: d.Varint()})
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%w: %d trailing bytes in run marker", ErrCorrupt, len(d.b))
+	if d.Err == nil && len(d.B) != 0 {
+		d.Err = fmt.Errorf("%w: %d trailing bytes in run marker", ErrCorrupt, len(d.B))
 	}
-	return r, d.err
+	return r, d.Err
 }
 
 // suspectAfter is what a run that follows prev inherits as suspect: prev's

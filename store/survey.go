@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // Survey is what a look at the blocks of one group's files found: which
@@ -187,35 +188,35 @@ func decodeSurvey(b []byte) (s Survey, dup, rec int64, err error) {
 	if len(b) == 0 || b[0] != surveyVersion {
 		return s, 0, 0, fmt.Errorf("%w: survey of version %x", ErrCorrupt, b[:min(len(b), 1)])
 	}
-	d := &decoder{b: b[1:]}
-	dup, rec = int64(d.uvarint()), int64(d.uvarint())
-	s.At = d.varint()
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b)) {
-		d.err = fmt.Errorf("%w: survey of %d inodes in %d bytes", ErrCorrupt, n, len(d.b))
+	d := &codec.Decoder{B: b[1:]}
+	dup, rec = int64(d.Uvarint()), int64(d.Uvarint())
+	s.At = d.Varint()
+	n := d.Uvarint()
+	if d.Err == nil && n > uint64(len(d.B)) {
+		d.Err = fmt.Errorf("%w: survey of %d inodes in %d bytes", ErrCorrupt, n, len(d.B))
 	}
 	s.Inodes = make([]SurveyInode, 0, min(n, maxSurveyInodes))
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		in := SurveyInode{Dev: d.uvarint(), Ino: d.uvarint(), Placed: int64(d.uvarint()), Alone: int64(d.uvarint()),
-			Copy: int(d.uvarint())}
-		if d.err == nil && len(d.b) == 0 {
-			d.err = fmt.Errorf("%w: survey cut short", ErrCorrupt)
+	for i := uint64(0); i < n && d.Err == nil; i++ {
+		in := SurveyInode{Dev: d.Uvarint(), Ino: d.Uvarint(), Placed: int64(d.Uvarint()), Alone: int64(d.Uvarint()),
+			Copy: int(d.Uvarint())}
+		if d.Err == nil && len(d.B) == 0 {
+			d.Err = fmt.Errorf("%w: survey cut short", ErrCorrupt)
 		}
-		if d.err == nil {
-			in.Known = d.b[0] == 1
-			d.b = d.b[1:]
+		if d.Err == nil {
+			in.Known = d.B[0] == 1
+			d.B = d.B[1:]
 		}
 		s.Inodes = append(s.Inodes, in)
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%w: trailing bytes in survey", ErrCorrupt)
+	if d.Err == nil && len(d.B) != 0 {
+		d.Err = fmt.Errorf("%w: trailing bytes in survey", ErrCorrupt)
 	}
-	if d.err == nil {
+	if d.Err == nil {
 		if err := s.check(); err != nil {
-			d.err = fmt.Errorf("%w: %v", ErrCorrupt, err)
+			d.Err = fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
 	}
-	return s, dup, rec, d.err
+	return s, dup, rec, d.Err
 }
 
 // surveyPut is what OpSurvey carries.
@@ -293,7 +294,7 @@ func (w *wtx) putSurvey(p *surveyPut) error {
 		}
 		return err
 	}
-	k := dupKey(g.duplicate(), p.dk)
+	k := codec.DescKey(g.duplicate(), p.dk)
 	if err := w.newer(p, k); err != nil {
 		return err
 	}
@@ -368,7 +369,7 @@ func (w *wtx) surveyGroup(p *surveyPut) (group, error) {
 func (w *wtx) surveyAgrees(p *surveyPut) error {
 	c := w.digest.Cursor()
 	for k, dv := c.Seek(p.dk); k != nil && bytes.HasPrefix(k, p.dk); k, dv = c.Next() {
-		_, dev, ino, err := decodeDigestValue(dv)
+		_, dev, ino, err := codec.DecodeDigestValue(dv)
 		if err != nil {
 			return err
 		}
@@ -379,7 +380,7 @@ func (w *wtx) surveyAgrees(p *surveyPut) error {
 		if !p.survey.Inodes[i].Known {
 			continue // counted whole until its record changes
 		}
-		r, err := decodeRecord(w.files.Get(k[len(p.dk):]))
+		r, err := codec.DecodeRecord(w.files.Get(k[len(p.dk):]))
 		if err != nil {
 			return err
 		}
@@ -401,7 +402,7 @@ func (w *wtx) dropSurvey(dk []byte) error {
 	if err != nil || g.inodes < 2 {
 		return err
 	}
-	return w.dropSurveyAt(dupKey(g.duplicate(), dk))
+	return w.dropSurveyAt(codec.DescKey(g.duplicate(), dk))
 }
 
 // dropSurveyAt removes the survey under key k (the group's key in the
@@ -490,8 +491,8 @@ func checkSurveys(tx *bolt.Tx, rep *Report, c *counters) {
 		switch {
 		case err != nil || grps.Get(dk) == nil:
 			rep.add("surveys: %x is not a group", k)
-		case !bytes.Equal(k, dupKey(g.duplicate(), dk)):
-			rep.add("surveys: %x is not its group's key %x", k, dupKey(g.duplicate(), dk))
+		case !bytes.Equal(k, codec.DescKey(g.duplicate(), dk)):
+			rep.add("surveys: %x is not its group's key %x", k, codec.DescKey(g.duplicate(), dk))
 		case g.inodes != int64(len(s.Inodes)) || g.duplicate() != dup:
 			rep.add("surveys: %x: %d inodes, %d duplicate bytes; its group %d, %d", k, len(s.Inodes), dup, g.inodes, g.duplicate())
 		case s.Reclaimable(nil) != rec:

@@ -9,6 +9,8 @@ import (
 	"math"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // The verified index orders the records an audit re-reads by when their
@@ -23,42 +25,6 @@ import (
 
 var bucketVerified = []byte("verified") // be64(Checked) ‖ file key → uvarint(size)
 
-// Audited reports whether an audit re-reads r: it has a digest and its
-// state is ok, corrupt or unreadable (a finding an audit may revise).
-func (r *Record) Audited() bool {
-	if !r.HasDigest() {
-		return false
-	}
-	switch r.State {
-	case StateOK, StateCorrupt, StateUnreadable:
-		return true
-	}
-	return false
-}
-
-// Checked is when r's content was last confirmed: VerifiedAt, or HashedAt
-// for a record never verified.
-func (r *Record) Checked() int64 {
-	if r.VerifiedAt != 0 {
-		return r.VerifiedAt
-	}
-	return r.HashedAt
-}
-
-// verifiedKey appends the verified-index key of the record fk with time t.
-func verifiedKey(buf []byte, t int64, fk []byte) []byte {
-	buf = binary.BigEndian.AppendUint64(buf[:0], timeKey(t))
-	return append(buf, fk...)
-}
-
-// timeKey orders unix nanoseconds; times before 1970 count as 0.
-func timeKey(t int64) uint64 {
-	if t < 0 {
-		return 0
-	}
-	return uint64(t)
-}
-
 // verifiedBucket returns the index with its fill set for appends: most
 // keys are new times at its end, removals come from anywhere.
 func (w *wtx) verifiedBucket() *bolt.Bucket {
@@ -72,7 +38,7 @@ func (w *wtx) indexVerified(fk []byte, r *Record) error {
 	if !r.Audited() {
 		return nil
 	}
-	w.vbuf = verifiedKey(w.vbuf, r.Checked(), fk)
+	w.vbuf = codec.VerifiedKey(w.vbuf, r.Checked(), fk)
 	w.verRun.add(w.vbuf, binary.AppendUvarint(nil, uint64(r.Size)))
 	return nil
 }
@@ -82,7 +48,7 @@ func (w *wtx) unindexVerified(fk []byte, r *Record) error {
 	if !r.Audited() {
 		return nil
 	}
-	w.vbuf = verifiedKey(w.vbuf, r.Checked(), fk)
+	w.vbuf = codec.VerifiedKey(w.vbuf, r.Checked(), fk)
 	// Put then deleted in one transaction is deleted, whatever was there.
 	w.verRun.remove(w.vbuf)
 	return w.verifiedBucket().Delete(w.vbuf)
@@ -110,7 +76,7 @@ type Due struct {
 
 // CheckedFrom is the ByChecked position of the first record checked at or
 // after t.
-func CheckedFrom(t int64) []byte { return binary.BigEndian.AppendUint64(nil, timeKey(t)) }
+func CheckedFrom(t int64) []byte { return binary.BigEndian.AppendUint64(nil, codec.TimeKey(t)) }
 
 // ByChecked calls fn for the records an audit re-reads (Record.Audited)
 // from the position from (nil: the start; a Due.Next; a CheckedFrom) whose
@@ -120,7 +86,7 @@ func CheckedFrom(t int64) []byte { return binary.BigEndian.AppendUint64(nil, tim
 // outside them, so fn may write: records it verifies move past before and
 // are not met again. fn may return ErrStop.
 func (s *Store) ByChecked(ctx context.Context, from []byte, before int64, fn func(d Due) error) error {
-	limit := binary.BigEndian.AppendUint64(nil, timeKey(before))
+	limit := binary.BigEndian.AppendUint64(nil, codec.TimeKey(before))
 	cur := bytes.Clone(from)
 	names := s.newNamer()
 	for {
@@ -165,7 +131,7 @@ func (s *Store) checkedChunk(names *namer, from, limit []byte) ([]Due, bool, err
 			if err != nil {
 				return err
 			}
-			r, err := decodeRecord(files.Get(fk))
+			r, err := codec.DecodeRecord(files.Get(fk))
 			if err != nil {
 				return fmt.Errorf("verified: record of %q: %w", path, err)
 			}
@@ -187,7 +153,7 @@ type CheckedCount struct {
 // before the given time, with their sizes. It reads only the verified
 // index, about a million entries a second, in short transactions.
 func (s *Store) CountChecked(ctx context.Context, before int64) (CheckedCount, error) {
-	limit := binary.BigEndian.AppendUint64(nil, timeKey(before))
+	limit := binary.BigEndian.AppendUint64(nil, codec.TimeKey(before))
 	var (
 		n    CheckedCount
 		from []byte
@@ -212,7 +178,7 @@ func (s *Store) CountCheckedUnder(ctx context.Context, before int64, dirs [][]by
 	if err != nil {
 		return CheckedCount{}, err
 	}
-	limit := binary.BigEndian.AppendUint64(nil, timeKey(before))
+	limit := binary.BigEndian.AppendUint64(nil, codec.TimeKey(before))
 	var (
 		n    CheckedCount
 		from []byte
@@ -248,7 +214,7 @@ func (s *Store) dirIDsUnder(ctx context.Context, dirs [][]byte) (map[uint64]bool
 						return nil
 					}
 					i++
-					id, ok := parseIDKey(v)
+					id, ok := codec.ParseIDKey(v)
 					if !ok {
 						return fmt.Errorf("%w: dirs: bad id of %q", ErrCorrupt, k)
 					}
@@ -289,7 +255,7 @@ func (s *Store) countChunkIn(from, limit []byte, n *CheckedCount, ids map[uint64
 				return fmt.Errorf("%w: verified: bad entry %x", ErrCorrupt, k)
 			}
 			if ids != nil {
-				if id, _, ok := splitFileKey(k[8:]); !ok || !ids[id] {
+				if id, _, ok := codec.SplitFileKey(k[8:]); !ok || !ids[id] {
 					continue
 				}
 			}
@@ -318,12 +284,12 @@ func checkVerified(tx *bolt.Tx, rep *Report) {
 	var want int64
 	var kbuf []byte
 	_ = tx.Bucket(bucketFiles).ForEach(func(fk, v []byte) error {
-		r, err := decodeRecord(v)
+		r, err := codec.DecodeRecord(v)
 		if err != nil || !r.Audited() {
 			return nil // a record that does not decode is reported by checkFiles
 		}
 		want++
-		kbuf = verifiedKey(kbuf, r.Checked(), fk)
+		kbuf = codec.VerifiedKey(kbuf, r.Checked(), fk)
 		got := b.Get(kbuf)
 		if size, n := binary.Uvarint(got); !has(b, kbuf) || n <= 0 || n != len(got) || int64(size) != r.Size {
 			rep.add("verified index lacks %x, or holds another size (%x)", fk, got)

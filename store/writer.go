@@ -95,7 +95,7 @@ func (c *Change) validate() error {
 		if err := checkPath(c.Path, false); err != nil {
 			return err
 		}
-		return c.Record.validate()
+		return c.Record.Validate()
 	case OpDelete, OpMark, OpDeleteIfOlder:
 		return checkPath(c.Path, false)
 	case OpDeleteSubtree:
@@ -120,7 +120,7 @@ func (c *Change) validate() error {
 		if err := checkPath(c.Path, false); err != nil {
 			return err
 		}
-		return c.Record.validate()
+		return c.Record.Validate()
 	case opNextGen, opSurvey, opUnshelf:
 		return nil
 	}
