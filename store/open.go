@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -20,6 +19,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterr "go.etcd.io/bbolt/errors"
+
+	"github.com/annexd/annexd/store/internal/pagecheck"
 )
 
 // Bucket names.
@@ -369,43 +370,8 @@ func initIndex(name string, opts Options) error {
 	return err
 }
 
-// bbolt's file header, read before bbolt maps the file so that a foreign or
-// truncated file gets a clear error instead of a fault.
-const (
-	boltMagic      = 0xED0CDAED
-	boltVersion    = 2
-	boltPageHeader = 16
-	boltMetaSum    = 56 // offset of the checksum within the meta page body
-)
-
-type boltMeta struct {
-	pageSize uint32
-	root     uint64 // the root bucket's page
-	freelist uint64
-	pgid     uint64
-	txid     uint64
-	valid    bool
-}
-
-func readBoltMeta(b []byte) (m boltMeta, magic bool) {
-	le := binary.LittleEndian
-	if len(b) < boltPageHeader+4 || le.Uint32(b[boltPageHeader:]) != boltMagic {
-		return m, false
-	}
-	if len(b) < boltPageHeader+boltMetaSum+8 {
-		return m, true
-	}
-	body := b[boltPageHeader:]
-	h := fnv.New64a()
-	h.Write(body[:boltMetaSum])
-	m.pageSize = le.Uint32(body[8:])
-	m.root, m.freelist = le.Uint64(body[16:]), le.Uint64(body[32:])
-	m.pgid = le.Uint64(body[40:])
-	m.txid = le.Uint64(body[48:])
-	m.valid = le.Uint32(body[4:]) == boltVersion && h.Sum64() == le.Uint64(body[boltMetaSum:])
-	return m, true
-}
-
+// checkHeader reads bbolt's file header before bbolt maps the file, so
+// that a foreign or truncated file gets a clear error instead of a fault.
 func checkHeader(path string, size int64) error {
 	if size == 0 {
 		return fmt.Errorf("%w: %s is an empty file (remove it and annexd creates a new index)", ErrNotIndex, path)
@@ -420,23 +386,23 @@ func checkHeader(path string, size int64) error {
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("store: read index header of %s: %w", path, err)
 	}
-	m0, magic := readBoltMeta(buf[:n])
+	m0, magic := pagecheck.ReadMeta(buf[:n])
 	if !magic {
 		return fmt.Errorf("%w: %s is not a bbolt database (left untouched; move it away or choose another --index)", ErrNotIndex, path)
 	}
 	best := m0
-	if ps := int64(m0.pageSize); m0.valid && ps >= 512 && ps <= 1<<20 {
-		page := make([]byte, boltPageHeader+boltMetaSum+8)
+	if ps := int64(m0.PageSize); m0.Valid && ps >= 512 && ps <= 1<<20 {
+		page := make([]byte, pagecheck.MetaLen)
 		if _, err := f.ReadAt(page, ps); err == nil {
-			if m1, _ := readBoltMeta(page); m1.valid && m1.pageSize == m0.pageSize && m1.txid > m0.txid {
+			if m1, _ := pagecheck.ReadMeta(page); m1.Valid && m1.PageSize == m0.PageSize && m1.TxID > m0.TxID {
 				best = m1
 			}
 		}
 	}
-	if !best.valid {
+	if !best.Valid {
 		return fmt.Errorf("%w: %s: bbolt meta page damaged (left untouched)", ErrCorrupt, path)
 	}
-	if need := int64(best.pgid) * int64(best.pageSize); size < need {
+	if need := int64(best.PGID) * int64(best.PageSize); size < need {
 		return fmt.Errorf("%w: %s is truncated: %d bytes, the index needs %d (left untouched)", ErrCorrupt, path, size, need)
 	}
 	return nil

@@ -25,6 +25,7 @@ var rank = map[string]int{
 	"internal/roots": 0, "internal/ledger": 0, "internal/ignore": 0,
 	"internal/cliexit": 0, "internal/testutil": 0, "internal/sdnotify": 0, "internal/diskprocs": 0, "internal/gcpace": 0, "internal/loopfs": 0,
 	"internal/xdg": 0, "internal/directio": 0, "internal/version": 0,
+	"store/internal/pagecheck": 0,
 	// The parts that see files and keep the index, and wire types.
 	"store": 1, "hasher": 1, "walker": 1, "watcher": 1, "internal/config": 1,
 	"internal/hubwire": 1, "internal/annexlink": 1,
