@@ -184,19 +184,8 @@ type Store struct {
 	once    sync.Once
 	errOnce error
 
-	// Deferred digest entries (pending.go): how many are committed, the
-	// digest count they are measured against, and the writer's own state.
-	pending    atomic.Int64
-	shelved    atomic.Int64 // records on the shelf (shelf.go)
-	digested   atomic.Int64
-	runs       atomic.Int64              // runs written to the pending bucket since it was last emptied
-	inoFilter  atomic.Pointer[runFilter] // the inodes pendinodes may name (runfilter.go); nil: seek in the runs
-	settleReq  chan chan error
-	soon       chan struct{} // SettleSoon's requests (pending.go)
-	deferring  bool          // the writer's current group defers its digest entries
-	mergeSkip  bool          // a merge was cut short: skip entries already merged
-	mergeFails int           // merges failed in a row
-	mergeAfter time.Time     // no merge of the writer's own before then
+	deferred *deferred    // the writer's deferred-run layer (pending.go)
+	shelved  atomic.Int64 // records on the shelf (shelf.go)
 
 	epoch  epoch    // directory mappings version, for read caches
 	fences fenceSet // raised by callers that drop what they found gone (fence.go)
@@ -256,10 +245,8 @@ func Open(path string, opts Options) (*Store, error) {
 		closing: make(chan struct{}),
 		group:   newGroupSize(opts.MaxBatch, opts.MaxGroupNodes),
 		floors:  map[string]int64{},
-
-		settleReq: make(chan chan error),
-		soon:      make(chan struct{}, 1),
 	}
+	s.deferred = newDeferred(s)
 	if err := s.countPending(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)

@@ -360,7 +360,7 @@ func (s *Store) ByInodeAll(dev, ino uint64) ([][]byte, error) {
 		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
 			fks = append(fks, k[len(p):])
 		}
-		if b := tx.Bucket(bucketPendInodes); s.mayHoldInode(b, p) {
+		if b := tx.Bucket(bucketPendInodes); s.deferred.mayHoldInode(b, p) {
 			err := pendingByInode(b, p, func(fk []byte) error {
 				fks = append(fks, fk)
 				return nil

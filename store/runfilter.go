@@ -157,12 +157,12 @@ func openInodeFilter(b *bolt.Bucket) *runFilter {
 
 // mayHoldInode reports whether a run of b, the pendinodes bucket of a
 // snapshot, may hold an entry with prefix p (id(dev) ‖ id(ino)).
-func (s *Store) mayHoldInode(b *bolt.Bucket, p []byte) bool {
+func (d *deferred) mayHoldInode(b *bolt.Bucket, p []byte) bool {
 	k, _ := b.Cursor().First()
 	if k == nil {
 		return false
 	}
-	f := s.inoFilter.Load()
+	f := d.inoFilter.Load()
 	if f == nil || len(k) < runHeader || binary.BigEndian.Uint64(k) <= f.from {
 		return true
 	}
@@ -171,9 +171,9 @@ func (s *Store) mayHoldInode(b *bolt.Bucket, p []byte) bool {
 
 // renewInodeFilter installs an empty filter for the runs after the
 // pendinodes bucket's sequence: after a merge emptied the bucket.
-func (s *Store) renewInodeFilter() error {
-	return s.view(func(tx *bolt.Tx) error {
-		s.inoFilter.Store(newRunFilter(tx.Bucket(bucketPendInodes).Sequence()))
+func (d *deferred) renewInodeFilter() error {
+	return d.view(func(tx *bolt.Tx) error {
+		d.inoFilter.Store(newRunFilter(tx.Bucket(bucketPendInodes).Sequence()))
 		return nil
 	})
 }

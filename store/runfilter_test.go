@@ -99,10 +99,10 @@ func TestInodeFilterSkipsAbsentInodes(t *testing.T) {
 	err := s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketPendInodes)
 		for i := range uint64(500) {
-			if !s.mayHoldInode(b, codec.InodeKey(nil, 1, 1+i)) {
+			if !s.deferred.mayHoldInode(b, codec.InodeKey(nil, 1, 1+i)) {
 				t.Fatalf("inode %d waits in a run, but the filter says no run holds it", 1+i)
 			}
-			if !s.mayHoldInode(b, codec.InodeKey(nil, 3, 1+i)) {
+			if !s.deferred.mayHoldInode(b, codec.InodeKey(nil, 3, 1+i)) {
 				skipped++
 			}
 		}
@@ -134,10 +134,10 @@ func TestInodeFilterAcrossMerges(t *testing.T) {
 	old := tx.Bucket(bucketPendInodes)
 	// What the merge's renewal does, without the merge (which would wait
 	// for this snapshot to grow the file): a filter from the last run on.
-	s.inoFilter.Store(newRunFilter(first[len(first)-1]))
+	s.deferred.inoFilter.Store(newRunFilter(first[len(first)-1]))
 	skipped := 0
 	for i := range uint64(50) {
-		if !s.mayHoldInode(old, codec.InodeKey(nil, 1, 1+i)) {
+		if !s.deferred.mayHoldInode(old, codec.InodeKey(nil, 1, 1+i)) {
 			skipped++
 		}
 	}

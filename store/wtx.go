@@ -110,21 +110,7 @@ type wtx struct {
 	verRun *keyBuf
 	log    *txLog // the change log, nil when not kept (changes.go)
 
-	// The deferred digest entries (pending.go): the bucket, how many it
-	// held when the transaction began and how many this one added.
-	pend                     *bolt.Bucket
-	pendCommitted, pendDelta int64
-	digRun                   *keyBuf  // this transaction's run: entry → value
-	digDrops                 runDrops // drops from committed runs
-	deferDigests             bool     // this group's new digest and inode entries wait for a merge
-	mergeSkip                bool     // entries may be both pending and merged (a cut-short merge)
-
-	// The deferred inode entries (pendinodes.go): the bucket, this
-	// transaction's run and its drops from committed runs.
-	pendIno   *bolt.Bucket
-	inoRun    *keyBuf // entry → nil
-	inoDrops  runDrops
-	inoFilter *runFilter // takes the prefix of each deferred inode entry (runfilter.go); may be nil
+	runs txRuns // this transaction's side of the deferred runs (pending.go)
 
 	fences *fenceSet // the store's raised fences, which applied changes break
 	shelf  *bolt.Bucket
@@ -139,11 +125,11 @@ func newWtx(tx *bolt.Tx, e *epoch, bufs *[3]keyBuf) (*wtx, error) {
 	for i := range bufs {
 		bufs[i].reset()
 	}
-	w := &wtx{tx: tx, epoch: e, digRun: &bufs[0], inoRun: &bufs[1], verRun: &bufs[2],
+	w := &wtx{tx: tx, epoch: e, verRun: &bufs[2], runs: txRuns{dig: &bufs[0], ino: &bufs[1], pendIno: tx.Bucket(bucketPendInodes)},
 		meta: tx.Bucket(bucketMeta), user: tx.Bucket(bucketUser), files: tx.Bucket(bucketFiles),
 		dirs: tx.Bucket(bucketDirs), dirNames: tx.Bucket(bucketDirNames), digest: tx.Bucket(bucketDigest),
 		inodes: tx.Bucket(bucketInodes), grps: tx.Bucket(bucketGroups), dups: tx.Bucket(bucketDups),
-		pendIno: tx.Bucket(bucketPendInodes), shelf: tx.Bucket(bucketShelf),
+		shelf: tx.Bucket(bucketShelf),
 	}
 	w.tails = [...]*tail{newTail(w.files), newTail(w.dirNames), newTail(w.inodes)}
 	w.digestCur = w.digest.Cursor()
@@ -163,10 +149,7 @@ func (w *wtx) finish() error {
 	if err := putSorted(w.verifiedBucket(), w.verRun); err != nil {
 		return err
 	}
-	if err := w.flushDigests(); err != nil {
-		return err
-	}
-	if err := w.flushInodes(); err != nil {
+	if err := w.runs.flush(); err != nil {
 		return err
 	}
 	if err := w.log.flush(w.c.Files); err != nil {
@@ -355,9 +338,9 @@ func (w *wtx) index(fk []byte, r *Record) error {
 	w.ibuf = codec.InodeKey(w.ibuf, r.Dev, r.Ino)
 	prefix := len(w.ibuf)
 	w.ibuf = append(w.ibuf, fk...)
-	deferred := w.deferDigests && r.Indexed()
+	deferred := w.runs.deferring && r.Indexed()
 	if deferred {
-		w.deferInode(w.ibuf, prefix) // with its digest entry (pendinodes.go)
+		w.runs.deferInode(w.ibuf, prefix) // with its digest entry (pendinodes.go)
 	} else if err := w.tails[2].put(w.ibuf, nil); err != nil {
 		return err
 	}
@@ -367,7 +350,8 @@ func (w *wtx) index(fk []byte, r *Record) error {
 	w.c.Digested++
 	dk := digestKey(nil, r)
 	if deferred {
-		return w.deferDigest(dk, fk, r)
+		w.runs.deferDigest(dk, fk, r)
+		return nil
 	}
 	return w.addDigest(dk, fk, r)
 }
@@ -390,15 +374,15 @@ func (w *wtx) unindex(fk []byte, r *Record) error {
 	}
 	w.c.Digested--
 	dk := digestKey(nil, r)
-	if w.pendCommitted+w.pendDelta > 0 {
+	if w.runs.any() {
 		// A pending entry is dropped, with its deferred inode entry if it
 		// has one (pendinodes.go); one also merged (a merge cut short) is
 		// dropped from both indexes.
 		merged := w.inDigest(dk, fk)
-		if !merged || w.mergeSkip {
-			dropped, err := w.dropPending(dk, fk)
+		if !merged || w.runs.mergeSkip {
+			dropped, err := w.runs.dropDigest(dk, fk)
 			if err == nil && dropped {
-				err = w.dropPendingInode(append(codec.InodeKey(w.ibuf, r.Dev, r.Ino), fk...))
+				err = w.runs.dropInode(append(codec.InodeKey(w.ibuf, r.Dev, r.Ino), fk...))
 			}
 			if err != nil || (dropped && !merged) {
 				return err
