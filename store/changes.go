@@ -243,11 +243,16 @@ func gapChanges(b *bolt.Bucket, newID bool) error {
 	return putUint(b, changesFloor, seq+1)
 }
 
+// changeLog reads and trims the change log (kept with Options.Changes)
+// for a hub; the writer appends to it in the transaction of each change
+// (txLog).
+type changeLog struct{ *reader }
+
 // changesUpdate runs fn on the change log in its own write transaction and
 // records the transaction as logged. Log housekeeping (trim, reset) takes
 // this path rather than the writer's queue: it changes no record, and
 // bbolt serialises it with the writer's transactions.
-func (s *Store) changesUpdate(fn func(b *bolt.Bucket) error) error {
+func (s *changeLog) changesUpdate(fn func(b *bolt.Bucket) error) error {
 	if s.opts.ReadOnly {
 		return ErrReadOnly
 	}
@@ -268,7 +273,7 @@ func (s *Store) changesUpdate(fn func(b *bolt.Bucket) error) error {
 }
 
 // writeErr maps a failed housekeeping transaction's error as update does.
-func (s *Store) writeErr(err error) error {
+func (s *changeLog) writeErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
@@ -283,7 +288,7 @@ func (s *Store) writeErr(err error) error {
 }
 
 // ChangeLog returns where the change log stands.
-func (s *Store) ChangeLog() (LogState, error) {
+func (s *changeLog) ChangeLog() (LogState, error) {
 	var st LogState
 	err := s.changesView(func(b *bolt.Bucket) error {
 		st = readLogState(b)
@@ -292,7 +297,7 @@ func (s *Store) ChangeLog() (LogState, error) {
 	return st, err
 }
 
-func (s *Store) changesView(fn func(b *bolt.Bucket) error) error {
+func (s *changeLog) changesView(fn func(b *bolt.Bucket) error) error {
 	if !s.opts.Changes {
 		return ErrNoChanges
 	}
@@ -307,7 +312,7 @@ func (s *Store) changesView(fn func(b *bolt.Bucket) error) error {
 
 // ChangesAfter returns up to max changes after sequence after, in order,
 // and the log's state. ErrTrimmed when some of them are no longer kept.
-func (s *Store) ChangesAfter(after uint64, max int) ([]Logged, LogState, error) {
+func (s *changeLog) ChangesAfter(after uint64, max int) ([]Logged, LogState, error) {
 	var (
 		out []Logged
 		st  LogState
@@ -332,7 +337,7 @@ func (s *Store) ChangesAfter(after uint64, max int) ([]Logged, LogState, error) 
 
 // TrimChanges removes the entries up to seq: a consumer has them. Later
 // requests for them get ErrTrimmed.
-func (s *Store) TrimChanges(ctx context.Context, seq uint64) error {
+func (s *changeLog) TrimChanges(ctx context.Context, seq uint64) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -374,13 +379,13 @@ func (s *Store) TrimChanges(ctx context.Context, seq uint64) error {
 // ResetChanges gives the index a new id and empties the log: every
 // consumer then resends it whole. For a consumer that holds more than the
 // log ever had (an index restored from a backup).
-func (s *Store) ResetChanges() error {
+func (s *changeLog) ResetChanges() error {
 	return s.changesUpdate(func(b *bolt.Bucket) error { return gapChanges(b, true) })
 }
 
 // DropChanges removes the change log of an index opened without
 // Options.Changes (a hub no longer configured).
-func (s *Store) DropChanges() error {
+func (s *changeLog) DropChanges() error {
 	if s.opts.ReadOnly {
 		return ErrReadOnly
 	}
@@ -400,7 +405,7 @@ func (s *Store) DropChanges() error {
 // state read before the scan: the snapshot reflects every change up to
 // its Seq, and maybe some later ones, which ChangesAfter(Seq) then
 // repeats. fn runs outside any transaction.
-func (s *Store) SnapshotChanges(ctx context.Context, fn func(l Logged) error) (LogState, error) {
+func (s *changeLog) SnapshotChanges(ctx context.Context, fn func(l Logged) error) (LogState, error) {
 	st, err := s.ChangeLog()
 	if err != nil {
 		return st, err
@@ -431,7 +436,7 @@ type note struct {
 
 // openTxLog returns the change log of a writer transaction, nil when the
 // log is not kept.
-func (s *Store) openTxLog(tx *bolt.Tx) (*txLog, error) {
+func (s *changeLog) openTxLog(tx *bolt.Tx) (*txLog, error) {
 	if !s.opts.Changes {
 		return nil, nil
 	}

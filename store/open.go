@@ -13,7 +13,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -160,13 +159,11 @@ func (o *Options) fill() {
 // Store is an open index. Reads may be called from any goroutine; writes
 // are applied by Run.
 type Store struct {
-	db   *bolt.DB
-	path string
-	opts Options
-	log  *slog.Logger
-	dmg  damage          // the first damage a read or write met (damage.go)
-	hold hold            // the writer's wait for space (nospace.go)
-	stop <-chan struct{} // Run's ctx.Done, for the writer alone
+	reader    // the read side: the file, its caches, the queries (read.go)
+	changeLog // the change log a hub follows (changes.go)
+	runMarker // this run's marker and the last one's (shutdown.go)
+
+	hold // the writer's wait for space (nospace.go)
 
 	in      chan item
 	closing chan struct{}
@@ -184,23 +181,11 @@ type Store struct {
 	once    sync.Once
 	errOnce error
 
-	deferred *deferred    // the writer's deferred-run layer (pending.go)
-	shelved  atomic.Int64 // records on the shelf (shelf.go)
-
-	epoch  epoch    // directory mappings version, for read caches
-	fences fenceSet // raised by callers that drop what they found gone (fence.go)
+	fenceSet // raised by callers that drop what they found gone (fence.go)
 	// floors holds, by group, when its sharing last changed without a
 	// record changing (DropSurvey): a survey made before is refused. The
 	// writer's alone (survey.go).
 	floors map[string]int64
-	dirs   dirIDCache // directory key → id, for Get
-
-	// The run marker (shutdown.go): this run's, written by the writer;
-	// the last run's as Open found it; the suspect spans derived from it.
-	run     Run
-	prev    Run
-	hadPrev bool
-	suspect []Span
 }
 
 // DefaultPath returns where the index lives when none is configured:
@@ -239,14 +224,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{
-		db: db, path: path, opts: opts, log: opts.Logger,
-		in:      make(chan item, 4*opts.MaxBatch),
-		closing: make(chan struct{}),
-		group:   newGroupSize(opts.MaxBatch, opts.MaxGroupNodes),
-		floors:  map[string]int64{},
-	}
-	s.deferred = newDeferred(s)
+	s := newStore(db, path, opts)
 	if err := s.countPending(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
@@ -261,6 +239,22 @@ func Open(path string, opts Options) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// newStore puts a store's parts together around db.
+func newStore(db *bolt.DB, path string, opts Options) *Store {
+	s := &Store{
+		reader:  reader{db: db, path: path, opts: opts, log: opts.Logger},
+		in:      make(chan item, 4*opts.MaxBatch),
+		closing: make(chan struct{}),
+		group:   newGroupSize(opts.MaxBatch, opts.MaxGroupNodes),
+		floors:  map[string]int64{},
+	}
+	s.changeLog, s.runMarker.reader = changeLog{&s.reader}, &s.reader
+	s.hold.file, s.hold.logger, s.hold.closing = path, s.log, s.closing
+	s.hold.queued = func() int { return len(s.in) }
+	s.deferred = newDeferred(s)
+	return s
 }
 
 // Path returns the index file's path.

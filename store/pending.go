@@ -410,7 +410,7 @@ func (s *Store) SettleSoon() {
 
 // Ungrouped returns how many records are indexed by digest but not yet in
 // the duplicate counters (Stats' Unique, DupGroups and Duplicate).
-func (s *Store) Ungrouped() int64 { return max(s.deferred.pending.Load(), 0) }
+func (s *reader) Ungrouped() int64 { return max(s.deferred.pending.Load(), 0) }
 
 // countPending sets the counts from the index at open.
 func (s *Store) countPending() error {

@@ -37,7 +37,7 @@ func (w *wtx) putIf(path []byte, r, expect *Record) error {
 // MetaPrefix calls fn for every meta value (PutMeta) whose name starts with
 // prefix, in name order. It reads in chunks of short transactions and calls
 // fn outside them, so fn may write; fn may return ErrStop.
-func (s *Store) MetaPrefix(ctx context.Context, prefix string, fn func(name string, v []byte) error) error {
+func (s *reader) MetaPrefix(ctx context.Context, prefix string, fn func(name string, v []byte) error) error {
 	from := []byte(prefix)
 	for {
 		if err := ctx.Err(); err != nil {

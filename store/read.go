@@ -7,9 +7,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 	bolterr "go.etcd.io/bbolt/errors"
@@ -22,10 +24,27 @@ import (
 // it never holds one long enough to stall the writer.
 const chunk = 1024
 
+// reader is the store's read side: the file and what every part reads
+// of it. Its queries run in short read transactions and see only
+// committed changes; the caches follow the writer's epoch. Store embeds
+// it, so its methods are the Store's.
+type reader struct {
+	db    *bolt.DB
+	path  string
+	opts  Options
+	log   *slog.Logger
+	dmg   damage     // the first damage a read or write met (damage.go)
+	epoch epoch      // directory mappings version, for read caches
+	dirs  dirIDCache // directory key → id, for Get
+
+	deferred *deferred    // the writer's deferred-run layer (pending.go)
+	shelved  atomic.Int64 // records on the shelf (shelf.go)
+}
+
 // view runs fn in a read transaction. A damaged page makes bbolt panic (or
 // fault, for a page outside the file); that becomes ErrCorrupt instead of
 // a crash.
-func (s *Store) view(fn func(tx *bolt.Tx) error) (err error) {
+func (s *reader) view(fn func(tx *bolt.Tx) error) (err error) {
 	defer func() { s.dmg.note(err) }()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
@@ -45,7 +64,7 @@ func (s *Store) view(fn func(tx *bolt.Tx) error) (err error) {
 }
 
 // Get returns the record stored for path. Its slices are copies.
-func (s *Store) Get(path []byte) (Record, bool, error) {
+func (s *reader) Get(path []byte) (Record, bool, error) {
 	if err := checkPath(path, false); err != nil {
 		return Record{}, false, err
 	}
@@ -89,7 +108,7 @@ type Found struct {
 // before any lookup; after an error out holds no answer of the chunk that
 // failed (a chunk is 1024 paths), so callers should look paths up again one
 // by one rather than use a partial answer.
-func (s *Store) GetMany(paths [][]byte, out []Found) ([]Found, error) {
+func (s *reader) GetMany(paths [][]byte, out []Found) ([]Found, error) {
 	for _, p := range paths {
 		if err := checkPath(p, false); err != nil {
 			return out, err
@@ -106,7 +125,7 @@ func (s *Store) GetMany(paths [][]byte, out []Found) ([]Found, error) {
 	return out, nil
 }
 
-func (s *Store) getChunk(paths [][]byte, out []Found) ([]Found, error) {
+func (s *reader) getChunk(paths [][]byte, out []Found) ([]Found, error) {
 	start := len(out)
 	order := keyOrder(paths)
 	defer order.done()
@@ -244,7 +263,7 @@ func (fc *fileCursor) get(fk []byte) []byte {
 
 // dirID looks up a directory's id in tx, through the cache when the epoch
 // read before tx began is still current.
-func (s *Store) dirID(tx *bolt.Tx, dk []byte, before uint64) (uint64, bool) {
+func (s *reader) dirID(tx *bolt.Tx, dk []byte, before uint64) (uint64, bool) {
 	caching := stable(before, s.epoch.load())
 	if caching {
 		if id, ok := s.dirs.get(before, dk); ok {
@@ -269,7 +288,7 @@ func (s *Store) dirID(tx *bolt.Tx, dk []byte, before uint64) (uint64, bool) {
 // read transactions of one long read, as long as the directory mappings
 // stay in one epoch (see epoch).
 type namer struct {
-	s       *Store
+	s       *reader
 	names   *bolt.Bucket
 	epoch   uint64
 	caching bool
@@ -284,7 +303,7 @@ type namer struct {
 // caches.
 const maxNamerCache = 1 << 16
 
-func (s *Store) newNamer() *namer { return &namer{s: s, cache: map[uint64][]byte{}} }
+func (s *reader) newNamer() *namer { return &namer{s: s, cache: map[uint64][]byte{}} }
 
 // view runs fn in a read transaction with n pointed at it.
 func (n *namer) view(fn func(tx *bolt.Tx, n *namer) error) error {
@@ -351,7 +370,7 @@ func (n *namer) keep(id uint64, dk []byte) {
 // ByInodeAll returns every path recorded with (dev, ino), in index order:
 // those of the inode index and those whose entry is deferred
 // (pendinodes.go).
-func (s *Store) ByInodeAll(dev, ino uint64) ([][]byte, error) {
+func (s *reader) ByInodeAll(dev, ino uint64) ([][]byte, error) {
 	var ps [][]byte
 	err := s.newNamer().view(func(tx *bolt.Tx, n *namer) error {
 		p := codec.InodeKey(nil, dev, ino)
@@ -386,7 +405,7 @@ func (s *Store) ByInodeAll(dev, ino uint64) ([][]byte, error) {
 // Digests are grouped by base backend: SHA256E and SHA256 share one space,
 // so files named a.JPG and b.jpg with the same bytes are found together.
 // Only records in StateOK are indexed by digest.
-func (s *Store) ByDigest(b key.Backend, digest []byte) ([][]byte, error) {
+func (s *reader) ByDigest(b key.Backend, digest []byte) ([][]byte, error) {
 	if !b.Valid() || len(digest) != b.DigestLen() {
 		return nil, fmt.Errorf("%w: %d-byte digest for backend %s", ErrRecord, len(digest), b)
 	}
@@ -441,7 +460,7 @@ func makeEntry(n *namer, k, v []byte) (entry, error) {
 // Subtree calls fn for dir itself (when it is a file) and every record
 // below it, in chunks of short read transactions, outside of them. fn may
 // return ErrStop to end early.
-func (s *Store) Subtree(ctx context.Context, dir []byte, fn func(path []byte, r Record) error) error {
+func (s *reader) Subtree(ctx context.Context, dir []byte, fn func(path []byte, r Record) error) error {
 	if err := checkPath(dir, true); err != nil {
 		return err
 	}
@@ -456,7 +475,7 @@ func (s *Store) Subtree(ctx context.Context, dir []byte, fn func(path []byte, r 
 // directory dir: whether it knows a directory at or below it. One seek, for
 // a check on every new file (the indexer's dropUnder). Every record's
 // directory has a directory key, so false is exact; true asks for Subtree.
-func (s *Store) HasUnder(dir []byte) (bool, error) {
+func (s *reader) HasUnder(dir []byte) (bool, error) {
 	if err := checkPath(dir, true); err != nil {
 		return false, err
 	}
@@ -470,7 +489,7 @@ func (s *Store) HasUnder(dir []byte) (bool, error) {
 	return found, err
 }
 
-func (s *Store) subtree(ctx context.Context, dir []byte, fn func(path []byte, r Record) error) error {
+func (s *reader) subtree(ctx context.Context, dir []byte, fn func(path []byte, r Record) error) error {
 	if len(dir) > 1 {
 		r, ok, err := s.Get(dir)
 		if err != nil {
@@ -509,7 +528,7 @@ type subtreeState struct {
 	names             *namer
 }
 
-func (s *Store) subtreeChunk(st *subtreeState) ([]entry, error) {
+func (s *reader) subtreeChunk(st *subtreeState) ([]entry, error) {
 	var batch []entry
 	err := st.names.view(func(tx *bolt.Tx, n *namer) error {
 		files := tx.Bucket(bucketFiles).Cursor()
@@ -563,7 +582,7 @@ type Stats struct {
 }
 
 // Stats returns the totals, kept up to date by every write (O(1)).
-func (s *Store) Stats() (Stats, error) {
+func (s *reader) Stats() (Stats, error) {
 	var st Stats
 	err := s.view(func(tx *bolt.Tx) error {
 		m := tx.Bucket(bucketMeta)
@@ -586,7 +605,7 @@ func (s *Store) Stats() (Stats, error) {
 // Committed returns the id of the last write transaction committed: it
 // grows with every commit, so a count made at one id still holds while
 // Committed returns the same.
-func (s *Store) Committed() (uint64, error) {
+func (s *reader) Committed() (uint64, error) {
 	var id uint64
 	err := s.view(func(tx *bolt.Tx) error {
 		id = uint64(tx.ID())
@@ -596,7 +615,7 @@ func (s *Store) Committed() (uint64, error) {
 }
 
 // GetMeta returns the value stored under name by PutMeta.
-func (s *Store) GetMeta(name string) ([]byte, bool, error) {
+func (s *reader) GetMeta(name string) ([]byte, bool, error) {
 	var (
 		v  []byte
 		ok bool

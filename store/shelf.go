@@ -92,10 +92,10 @@ func (w *wtx) unshelve(path []byte, expect *Record, gen uint64, shelve bool) err
 
 // HasShelved reports whether the shelf holds records, as of the last
 // commit: a caller can skip looking there when it holds none.
-func (s *Store) HasShelved() bool { return s.shelved.Load() > 0 }
+func (s *reader) HasShelved() bool { return s.shelved.Load() > 0 }
 
 // Shelved returns the shelved record of file system dev at path.
-func (s *Store) Shelved(dev uint64, path []byte) (Record, bool, error) {
+func (s *reader) Shelved(dev uint64, path []byte) (Record, bool, error) {
 	var (
 		r  Record
 		ok bool
@@ -120,7 +120,7 @@ func (s *Store) Unshelve(ctx context.Context, path []byte, expect Record, gen ui
 }
 
 // ShelfCount is how many records of each file system the shelf holds.
-func (s *Store) ShelfCount(ctx context.Context) (map[uint64]int, error) {
+func (s *reader) ShelfCount(ctx context.Context) (map[uint64]int, error) {
 	out := map[uint64]int{}
 	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketShelf).Cursor()

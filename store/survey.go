@@ -279,33 +279,43 @@ func (p *surveyPut) validate() error {
 	return p.survey.check()
 }
 
-// putSurvey is opSurvey: it stores the survey when the group agrees with
+// txSurveys is a write transaction's side of the surveys: it puts and
+// drops them, with their counters, and keeps the floors.
+type txSurveys struct {
+	tx                  *bolt.Tx
+	c                   *counters // the transaction's
+	grps, files, digest *bolt.Bucket
+	surv                *bolt.Bucket     // the surveys bucket, once used
+	floors              map[string]int64 // the store's survey floors; nil in migrations
+}
+
+// put is opSurvey: it stores the survey when the group agrees with
 // it, replacing an older one. One that does not agree drops the older
 // one too: the files have changed since.
-func (w *wtx) putSurvey(p *surveyPut) error {
+func (t *txSurveys) put(p *surveyPut) error {
 	if p.drop {
-		w.raiseFloor(p.dk, p.at)
-		return w.dropSurvey(p.dk)
+		t.raiseFloor(p.dk, p.at)
+		return t.drop(p.dk)
 	}
-	g, err := w.surveyGroup(p)
+	g, err := t.group(p)
 	if err != nil {
-		if derr := w.dropSurvey(p.dk); derr != nil {
+		if derr := t.drop(p.dk); derr != nil {
 			return derr
 		}
 		return err
 	}
 	k := codec.DescKey(g.duplicate(), p.dk)
-	if err := w.newer(p, k); err != nil {
+	if err := t.newer(p, k); err != nil {
 		return err
 	}
-	if err := w.dropSurveyAt(k); err != nil {
+	if err := t.dropAt(k); err != nil {
 		return err
 	}
 	rec := p.survey.Reclaimable(nil)
-	w.c.Surveyed++
-	w.c.SurveyedDup += g.duplicate()
-	w.c.Reclaimable += rec
-	return w.surveys().Put(k, encodeSurvey(&p.survey, g.duplicate(), rec))
+	t.c.Surveyed++
+	t.c.SurveyedDup += g.duplicate()
+	t.c.Reclaimable += rec
+	return t.bucket().Put(k, encodeSurvey(&p.survey, g.duplicate(), rec))
 }
 
 // maxFloors bounds the survey floors kept; floorAge is how long one is
@@ -316,25 +326,25 @@ const (
 )
 
 // raiseFloor refuses, from now on, surveys of group dk made before at.
-func (w *wtx) raiseFloor(dk []byte, at int64) {
-	if w.floors == nil {
+func (t *txSurveys) raiseFloor(dk []byte, at int64) {
+	if t.floors == nil {
 		return
 	}
-	if len(w.floors) >= maxFloors {
-		for k, t := range w.floors {
-			if t < at-floorAge {
-				delete(w.floors, k)
+	if len(t.floors) >= maxFloors {
+		for k, when := range t.floors {
+			if when < at-floorAge {
+				delete(t.floors, k)
 			}
 		}
 	}
-	w.floors[string(dk)] = max(w.floors[string(dk)], at)
+	t.floors[string(dk)] = max(t.floors[string(dk)], at)
 }
 
 // newer returns ErrConflict for a survey made before the one kept under
 // key k or before the group's floor.
-func (w *wtx) newer(p *surveyPut, k []byte) error {
-	floor := w.floors[string(p.dk)]
-	if v := w.surveys().Get(k); v != nil {
+func (t *txSurveys) newer(p *surveyPut, k []byte) error {
+	floor := t.floors[string(p.dk)]
+	if v := t.bucket().Get(k); v != nil {
 		kept, _, _, err := decodeSurvey(v)
 		if err != nil {
 			return fmt.Errorf("survey %x: %w", k, err)
@@ -347,10 +357,10 @@ func (w *wtx) newer(p *surveyPut, k []byte) error {
 	return nil
 }
 
-// surveyGroup returns the group a survey is of, or ErrConflict when the
+// group returns the group a survey is of, or ErrConflict when the
 // group is not what the survey saw.
-func (w *wtx) surveyGroup(p *surveyPut) (group, error) {
-	v := w.grps.Get(p.dk)
+func (t *txSurveys) group(p *surveyPut) (group, error) {
+	v := t.grps.Get(p.dk)
 	if v == nil {
 		return group{}, fmt.Errorf("%w: %x is no longer a group", ErrConflict, p.dk)
 	}
@@ -361,13 +371,13 @@ func (w *wtx) surveyGroup(p *surveyPut) (group, error) {
 	if g.inodes != int64(len(p.survey.Inodes)) {
 		return g, fmt.Errorf("%w: %x has %d inodes, the survey %d", ErrConflict, p.dk, g.inodes, len(p.survey.Inodes))
 	}
-	return g, w.surveyAgrees(p)
+	return g, t.agrees(p)
 }
 
-// surveyAgrees checks every record of the group against what the survey
+// agrees checks every record of the group against what the survey
 // saw of its inode.
-func (w *wtx) surveyAgrees(p *surveyPut) error {
-	c := w.digest.Cursor()
+func (t *txSurveys) agrees(p *surveyPut) error {
+	c := t.digest.Cursor()
 	for k, dv := c.Seek(p.dk); k != nil && bytes.HasPrefix(k, p.dk); k, dv = c.Next() {
 		_, dev, ino, err := codec.DecodeDigestValue(dv)
 		if err != nil {
@@ -380,7 +390,7 @@ func (w *wtx) surveyAgrees(p *surveyPut) error {
 		if !p.survey.Inodes[i].Known {
 			continue // counted whole until its record changes
 		}
-		r, err := codec.DecodeRecord(w.files.Get(k[len(p.dk):]))
+		r, err := codec.DecodeRecord(t.files.Get(k[len(p.dk):]))
 		if err != nil {
 			return err
 		}
@@ -391,10 +401,10 @@ func (w *wtx) surveyAgrees(p *surveyPut) error {
 	return nil
 }
 
-// dropSurvey removes the survey of group dk, if it has one, from the
+// drop removes the survey of group dk, if it has one, from the
 // bucket and the counters.
-func (w *wtx) dropSurvey(dk []byte) error {
-	v := w.grps.Get(dk)
+func (t *txSurveys) drop(dk []byte) error {
+	v := t.grps.Get(dk)
 	if v == nil {
 		return nil
 	}
@@ -402,13 +412,13 @@ func (w *wtx) dropSurvey(dk []byte) error {
 	if err != nil || g.inodes < 2 {
 		return err
 	}
-	return w.dropSurveyAt(codec.DescKey(g.duplicate(), dk))
+	return t.dropAt(codec.DescKey(g.duplicate(), dk))
 }
 
-// dropSurveyAt removes the survey under key k (the group's key in the
+// dropAt removes the survey under key k (the group's key in the
 // dups bucket), if there is one.
-func (w *wtx) dropSurveyAt(k []byte) error {
-	b := w.surveys()
+func (t *txSurveys) dropAt(k []byte) error {
+	b := t.bucket()
 	if b == nil {
 		return nil // a migration before schema 7
 	}
@@ -420,10 +430,18 @@ func (w *wtx) dropSurveyAt(k []byte) error {
 	if err != nil {
 		return fmt.Errorf("survey %x: %w", k, err)
 	}
-	w.c.Surveyed--
-	w.c.SurveyedDup -= dup
-	w.c.Reclaimable -= rec
+	t.c.Surveyed--
+	t.c.SurveyedDup -= dup
+	t.c.Reclaimable -= rec
 	return b.Delete(k)
+}
+
+// bucket returns the survey bucket, found once per transaction.
+func (t *txSurveys) bucket() *bolt.Bucket {
+	if t.surv == nil {
+		t.surv = t.tx.Bucket(bucketSurveys)
+	}
+	return t.surv
 }
 
 // surveyCursor reads the surveys of groups met in the dups bucket's
@@ -459,14 +477,6 @@ func (sc *surveyCursor) at(k []byte) []byte {
 		return sc.v
 	}
 	return nil
-}
-
-// surveys returns the survey bucket, found once per transaction.
-func (w *wtx) surveys() *bolt.Bucket {
-	if w.surv == nil {
-		w.surv = w.tx.Bucket(bucketSurveys)
-	}
-	return w.surv
 }
 
 // checkSurveys checks every stored survey against its group and recounts

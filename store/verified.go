@@ -25,45 +25,56 @@ import (
 
 var bucketVerified = []byte("verified") // be64(Checked) ‖ file key → uvarint(size)
 
-// verifiedBucket returns the index with its fill set for appends: most
-// keys are new times at its end, removals come from anywhere.
-func (w *wtx) verifiedBucket() *bolt.Bucket {
-	b := w.tx.Bucket(bucketVerified)
+// txVerified is a write transaction's side of the verified index: its
+// new entries, put in key order when it ends (flush), and its removals.
+type txVerified struct {
+	tx  *bolt.Tx
+	run *keyBuf
+	buf []byte
+}
+
+// bucket returns the index with its fill set for appends: most keys are
+// new times at its end, removals come from anywhere.
+func (v *txVerified) bucket() *bolt.Bucket {
+	b := v.tx.Bucket(bucketVerified)
 	b.FillPercent = appendFill
 	return b
 }
 
-// indexVerified adds r, stored under fk, to the verified index.
-func (w *wtx) indexVerified(fk []byte, r *Record) error {
+// flush puts the transaction's new entries in key order.
+func (v *txVerified) flush() error { return putSorted(v.bucket(), v.run) }
+
+// index adds r, stored under fk, to the verified index.
+func (v *txVerified) index(fk []byte, r *Record) {
 	if !r.Audited() {
-		return nil
+		return
 	}
-	w.vbuf = codec.VerifiedKey(w.vbuf, r.Checked(), fk)
-	w.verRun.add(w.vbuf, binary.AppendUvarint(nil, uint64(r.Size)))
-	return nil
+	v.buf = codec.VerifiedKey(v.buf, r.Checked(), fk)
+	v.run.add(v.buf, binary.AppendUvarint(nil, uint64(r.Size)))
 }
 
-// unindexVerified removes r, stored under fk, from the verified index.
-func (w *wtx) unindexVerified(fk []byte, r *Record) error {
+// unindex removes r, stored under fk, from the verified index.
+func (v *txVerified) unindex(fk []byte, r *Record) error {
 	if !r.Audited() {
 		return nil
 	}
-	w.vbuf = codec.VerifiedKey(w.vbuf, r.Checked(), fk)
+	v.buf = codec.VerifiedKey(v.buf, r.Checked(), fk)
 	// Put then deleted in one transaction is deleted, whatever was there.
-	w.verRun.remove(w.vbuf)
-	return w.verifiedBucket().Delete(w.vbuf)
+	v.run.remove(v.buf)
+	return v.bucket().Delete(v.buf)
 }
 
-// reindexVerified moves fk's entry when a record replaced in place (same
-// digest, inode and size) changed its checked time or its state.
-func (w *wtx) reindexVerified(fk []byte, old, r *Record) error {
+// reindex moves fk's entry when a record replaced in place (same digest,
+// inode and size) changed its checked time or its state.
+func (v *txVerified) reindex(fk []byte, old, r *Record) error {
 	if old.Audited() == r.Audited() && old.Checked() == r.Checked() && old.Size == r.Size {
 		return nil
 	}
-	if err := w.unindexVerified(fk, old); err != nil {
+	if err := v.unindex(fk, old); err != nil {
 		return err
 	}
-	return w.indexVerified(fk, r)
+	v.index(fk, r)
+	return nil
 }
 
 // Due is one record as ByChecked hands it out.
@@ -85,7 +96,7 @@ func CheckedFrom(t int64) []byte { return binary.BigEndian.AppendUint64(nil, cod
 // read together. It reads in chunks of short transactions and calls fn
 // outside them, so fn may write: records it verifies move past before and
 // are not met again. fn may return ErrStop.
-func (s *Store) ByChecked(ctx context.Context, from []byte, before int64, fn func(d Due) error) error {
+func (s *reader) ByChecked(ctx context.Context, from []byte, before int64, fn func(d Due) error) error {
 	limit := binary.BigEndian.AppendUint64(nil, codec.TimeKey(before))
 	cur := bytes.Clone(from)
 	names := s.newNamer()
@@ -112,7 +123,7 @@ func (s *Store) ByChecked(ctx context.Context, from []byte, before int64, fn fun
 	}
 }
 
-func (s *Store) checkedChunk(names *namer, from, limit []byte) ([]Due, bool, error) {
+func (s *reader) checkedChunk(names *namer, from, limit []byte) ([]Due, bool, error) {
 	var batch []Due
 	more := false
 	err := names.view(func(tx *bolt.Tx, n *namer) error {
@@ -152,7 +163,7 @@ type CheckedCount struct {
 // CountChecked counts the records an audit re-reads whose Checked time is
 // before the given time, with their sizes. It reads only the verified
 // index, about a million entries a second, in short transactions.
-func (s *Store) CountChecked(ctx context.Context, before int64) (CheckedCount, error) {
+func (s *reader) CountChecked(ctx context.Context, before int64) (CheckedCount, error) {
 	limit := binary.BigEndian.AppendUint64(nil, codec.TimeKey(before))
 	var (
 		n    CheckedCount
@@ -173,7 +184,7 @@ func (s *Store) CountChecked(ctx context.Context, before int64) (CheckedCount, e
 // CountCheckedUnder is CountChecked of the records at or below one of
 // dirs (absolute, clean paths) alone: records left outside them, by runs
 // with other roots, are not counted.
-func (s *Store) CountCheckedUnder(ctx context.Context, before int64, dirs [][]byte) (CheckedCount, error) {
+func (s *reader) CountCheckedUnder(ctx context.Context, before int64, dirs [][]byte) (CheckedCount, error) {
 	ids, err := s.dirIDsUnder(ctx, dirs)
 	if err != nil {
 		return CheckedCount{}, err
@@ -196,7 +207,7 @@ func (s *Store) CountCheckedUnder(ctx context.Context, before int64, dirs [][]by
 }
 
 // dirIDsUnder returns the ids of the directories at or below dirs.
-func (s *Store) dirIDsUnder(ctx context.Context, dirs [][]byte) (map[uint64]bool, error) {
+func (s *reader) dirIDsUnder(ctx context.Context, dirs [][]byte) (map[uint64]bool, error) {
 	ids := map[uint64]bool{}
 	for _, d := range dirs {
 		prefix := subtreePrefix(d)
@@ -233,13 +244,13 @@ func (s *Store) dirIDsUnder(ctx context.Context, dirs [][]byte) (map[uint64]bool
 
 // countChunk counts up to 16 chunks of entries from from and returns where
 // to go on, or nil at the end.
-func (s *Store) countChunk(from, limit []byte, n *CheckedCount) ([]byte, error) {
+func (s *reader) countChunk(from, limit []byte, n *CheckedCount) ([]byte, error) {
 	return s.countChunkIn(from, limit, n, nil)
 }
 
 // countChunkIn is countChunk of the records in the directories of ids
 // alone; nil ids: of all.
-func (s *Store) countChunkIn(from, limit []byte, n *CheckedCount, ids map[uint64]bool) ([]byte, error) {
+func (s *reader) countChunkIn(from, limit []byte, n *CheckedCount, ids map[uint64]bool) ([]byte, error) {
 	var next []byte
 	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketVerified).Cursor()

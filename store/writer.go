@@ -238,7 +238,7 @@ func (s *Store) Run(ctx context.Context) error {
 	defer s.running.Unlock()
 	s.writer.Lock() // a settle may be merging (pending.go)
 	defer s.writer.Unlock()
-	s.stop = ctx.Done() // ends a wait for space (nospace.go)
+	s.hold.stop = ctx.Done() // ends a wait for space (nospace.go)
 	select {
 	case <-s.closing:
 		return ErrClosed
@@ -367,9 +367,9 @@ func (s *Store) commit(batch []item) {
 	s.hold.inHand.Add(int64(len(batch)))
 	s.nodes = 0
 	s.deferred.deferring = len(batch) >= cmp.Or(s.opts.deferAt, deferMinGroup)
-	s.fences.beginGroup()
+	s.fenceSet.beginGroup()
 	s.commitGroup(batch)
-	s.fences.endGroup()
+	s.fenceSet.endGroup()
 	s.deferred.deferring = false
 	s.group.committed(len(batch), s.nodes)
 }
@@ -446,7 +446,7 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		if err != nil {
 			return err
 		}
-		w.fences, w.floors = &s.fences, s.floors
+		w.fences, w.surveys.floors = &s.fenceSet, s.floors
 		s.deferred.begin(w)
 		defer func() {
 			delta, digested, runs, shelved = w.runs.delta, w.c.Digested, int64(w.runs.pend.Sequence()), w.c.Shelved
@@ -535,7 +535,7 @@ func apply(w *wtx, it *item) error {
 	case opNextGen:
 		*it.gen, err = w.nextGeneration()
 	case opSurvey:
-		if err = w.putSurvey(it.survey); errors.Is(err, ErrConflict) {
+		if err = w.surveys.put(it.survey); errors.Is(err, ErrConflict) {
 			return changeError{err}
 		}
 	}

@@ -92,7 +92,7 @@ type wtx struct {
 	meta, user, files, dirs, dirNames, digest, inodes, grps *bolt.Bucket
 	dups                                                    *bolt.Bucket
 	c, c0                                                   counters
-	ibuf, dbuf, vbuf, rbuf                                  []byte
+	ibuf, dbuf                                              []byte
 	dirCache                                                map[string]uint64 // dir key → id, this tx only
 	epoch                                                   *epoch
 	// digestCur is reused for lookups in the digest index; every use
@@ -104,18 +104,15 @@ type wtx struct {
 	// order, needs no lookup before each put.
 	newDirs map[uint64][]byte
 	// tails watch the buckets that a first scan appends to.
-	tails [3]*tail
-	// verRun holds this transaction's new verified-index entries, put in
-	// key order at its end (verified.go).
-	verRun *keyBuf
-	log    *txLog // the change log, nil when not kept (changes.go)
+	tails    [3]*tail
+	verified txVerified // its side of the verified index (verified.go)
+	log      *txLog     // the change log, nil when not kept (changes.go)
 
 	runs txRuns // this transaction's side of the deferred runs (pending.go)
 
-	fences *fenceSet // the store's raised fences, which applied changes break
-	shelf  *bolt.Bucket
-	surv   *bolt.Bucket     // the surveys bucket, once used (survey.go)
-	floors map[string]int64 // the store's survey floors (survey.go); nil in migrations
+	fences  *fenceSet // the store's raised fences, which applied changes break
+	shelf   *bolt.Bucket
+	surveys txSurveys // its side of the surveys (survey.go)
 }
 
 // newWtx begins applying changes in tx; bufs are the writer's buffers
@@ -125,7 +122,7 @@ func newWtx(tx *bolt.Tx, e *epoch, bufs *[3]keyBuf) (*wtx, error) {
 	for i := range bufs {
 		bufs[i].reset()
 	}
-	w := &wtx{tx: tx, epoch: e, verRun: &bufs[2], runs: txRuns{dig: &bufs[0], ino: &bufs[1], pendIno: tx.Bucket(bucketPendInodes)},
+	w := &wtx{tx: tx, epoch: e, verified: txVerified{tx: tx, run: &bufs[2]}, runs: txRuns{dig: &bufs[0], ino: &bufs[1], pendIno: tx.Bucket(bucketPendInodes)},
 		meta: tx.Bucket(bucketMeta), user: tx.Bucket(bucketUser), files: tx.Bucket(bucketFiles),
 		dirs: tx.Bucket(bucketDirs), dirNames: tx.Bucket(bucketDirNames), digest: tx.Bucket(bucketDigest),
 		inodes: tx.Bucket(bucketInodes), grps: tx.Bucket(bucketGroups), dups: tx.Bucket(bucketDups),
@@ -133,6 +130,7 @@ func newWtx(tx *bolt.Tx, e *epoch, bufs *[3]keyBuf) (*wtx, error) {
 	}
 	w.tails = [...]*tail{newTail(w.files), newTail(w.dirNames), newTail(w.inodes)}
 	w.digestCur = w.digest.Cursor()
+	w.surveys = txSurveys{tx: tx, c: &w.c, grps: w.grps, files: w.files, digest: w.digest}
 	c, err := decodeCounters(w.meta.Get(metaCounters))
 	w.c, w.c0 = c, c
 	w.dirCache = make(map[string]uint64)
@@ -146,7 +144,7 @@ func (w *wtx) finish() error {
 	for _, t := range w.tails {
 		t.setFill()
 	}
-	if err := putSorted(w.verifiedBucket(), w.verRun); err != nil {
+	if err := w.verified.flush(); err != nil {
 		return err
 	}
 	if err := w.runs.flush(); err != nil {
@@ -252,7 +250,7 @@ func (w *wtx) put(path []byte, r *Record) error {
 		if sameIndexes(&old, r) {
 			// Only timestamps, state within ok or generation changed (a
 			// re-verification, a refreshed mtime): the indexes stay.
-			if err := w.reindexVerified(fk, &old, r); err != nil {
+			if err := w.verified.reindex(fk, &old, r); err != nil {
 				return err
 			}
 			if err := w.rewritten(&old, r); err != nil {
@@ -289,7 +287,7 @@ func (w *wtx) rewritten(old, r *Record) error {
 	if !old.Indexed() || (old.MtimeNs == r.MtimeNs && old.CtimeNs == r.CtimeNs) {
 		return nil
 	}
-	return w.dropSurvey(digestKey(nil, old))
+	return w.surveys.drop(digestKey(nil, old))
 }
 
 // sameIndexes reports whether a and b have the same entries in every index
@@ -330,9 +328,7 @@ func (w *wtx) index(fk []byte, r *Record) error {
 	if err := w.logIndexed(fk, r, true); err != nil {
 		return err
 	}
-	if err := w.indexVerified(fk, r); err != nil {
-		return err
-	}
+	w.verified.index(fk, r)
 	w.c.Files++
 	w.c.Bytes += r.Size
 	w.ibuf = codec.InodeKey(w.ibuf, r.Dev, r.Ino)
@@ -360,7 +356,7 @@ func (w *wtx) unindex(fk []byte, r *Record) error {
 	if err := w.logIndexed(fk, r, false); err != nil {
 		return err
 	}
-	if err := w.unindexVerified(fk, r); err != nil {
+	if err := w.verified.unindex(fk, r); err != nil {
 		return err
 	}
 	w.c.Files--
@@ -447,7 +443,7 @@ func (w *wtx) sharesInode(dk, fk []byte, r *Record) bool {
 func (w *wtx) setGroup(dk []byte, old, g group) error {
 	if old.inodes >= 2 {
 		// A member came, went or changed: its survey is no longer true.
-		if err := w.dropSurveyAt(codec.DescKey(old.duplicate(), dk)); err != nil {
+		if err := w.surveys.dropAt(codec.DescKey(old.duplicate(), dk)); err != nil {
 			return err
 		}
 	}
