@@ -31,7 +31,7 @@ var migrateTxSize = compactTxSize
 var migrateHook = func(step string) error { return nil }
 
 // migrateKeys upgrades a schema-1 index (directory ids, devices and inode
-// numbers as little-endian varints in keys) to schema 2 (ids as appendID,
+// numbers as little-endian varints in keys) to schema 2 (ids as codec.AppendID,
 // which sorts numerically). Every key of the files, dirnames, bydigest and
 // inodes buckets changes, which is too much for one bbolt transaction on a
 // large index, so the index is copied into a new file next to it in

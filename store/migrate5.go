@@ -11,7 +11,7 @@ import (
 )
 
 // migrateDigestValues upgrades a schema-4 index to schema 5 in place: every
-// digest-index entry gets its record's digestValue (schema 4 left them
+// digest-index entry gets its record's codec.DigestValue (schema 4 left them
 // empty), in transactions of about migrateTxSize bytes, since one
 // transaction over 10^7 entries would hold every page of the index in
 // memory. The schema version changes in the last transaction. A crash or
@@ -59,7 +59,7 @@ func digestValueChunk(db *bolt.DB, from []byte) ([]byte, int, error) {
 	return next, len(kvs), err
 }
 
-// digestValueOf returns the digestValue of the record a digest-index key
+// digestValueOf returns the codec.DigestValue of the record a digest-index key
 // points to.
 func digestValueOf(files *bolt.Bucket, k []byte) ([]byte, error) {
 	if len(k) == 0 {

@@ -26,10 +26,10 @@ import (
 var (
 	bucketMeta     = []byte("meta")     // schema, counters, generation
 	bucketUser     = []byte("user")     // GetMeta/PutMeta values
-	bucketFiles    = []byte("files")    // id(dirID) ‖ base → record (id: appendID)
+	bucketFiles    = []byte("files")    // id(dirID) ‖ base → record (id: codec.AppendID)
 	bucketDirs     = []byte("dirs")     // directory key "/a/b/" → id(dirID)
 	bucketDirNames = []byte("dirnames") // id(dirID) → directory key
-	bucketDigest   = []byte("bydigest") // backend ‖ digest ‖ file key → digestValue
+	bucketDigest   = []byte("bydigest") // backend ‖ digest ‖ file key → codec.DigestValue
 	bucketInodes   = []byte("inodes")   // id(dev) ‖ id(ino) ‖ file key → ∅
 	bucketGroups   = []byte("groups")   // backend ‖ digest → group summary (groups of ≥ 2 paths)
 	bucketDups     = []byte("dups")     // ^duplicate bytes ‖ backend ‖ digest → group summary (groups of ≥ 2 inodes)

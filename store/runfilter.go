@@ -23,7 +23,7 @@ import (
 //
 // The rules that keep a skip right:
 //   - pendinodes numbers its runs from its bucket sequence, which
-//     emptyPending carries over to the new bucket, so run numbers only grow;
+//     txRuns.empty carries over to the new bucket, so run numbers only grow;
 //   - a filter holds every entry of each run numbered above its from, added
 //     by the writer before the transaction that writes the run commits;
 //   - the writer installs a new filter, from the bucket's sequence, after
