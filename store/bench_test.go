@@ -23,6 +23,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // corpusManifest is the shared benchmark corpus's manifest: path, size,
@@ -313,7 +314,7 @@ func BenchmarkGet(b *testing.B) {
 		_ = db.Update(func(tx *bolt.Tx) error {
 			bk, _ := tx.CreateBucket([]byte("a"))
 			for _, f := range files {
-				_ = bk.Put(f.path, appendRecord(nil, &f.r))
+				_ = bk.Put(f.path, codec.AppendRecord(nil, &f.r))
 			}
 			return nil
 		})
@@ -322,7 +323,7 @@ func BenchmarkGet(b *testing.B) {
 			_ = db.View(func(tx *bolt.Tx) error {
 				v := tx.Bucket([]byte("a")).Get(files[i].path)
 				found = v != nil
-				_, err := decodeRecord(v)
+				_, err := codec.DecodeRecord(v)
 				return err
 			})
 			return found

@@ -64,7 +64,7 @@ func (s *Store) Sweep(ctx context.Context, dir []byte, gen uint64, keep func(pat
 // file system: a record keep let go because its file was gone is spared
 // when anything brought the file back before the delete.
 func (s *Store) SweepFenced(ctx context.Context, dir []byte, gen uint64, keep func(path []byte, r *Record) bool) (int, error) {
-	f := s.fences.raise(&Fence{path: string(dir), set: &s.fences, sweep: true})
+	f := s.fenceSet.raise(&Fence{path: string(dir), set: &s.fenceSet, sweep: true})
 	n, err := s.sweep(ctx, dir, gen, keep, f)
 	if err != nil {
 		f.abandon() // deletes may still be queued

@@ -14,6 +14,7 @@ import (
 	bolterr "go.etcd.io/bbolt/errors"
 
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // The change log numbers every change of what a path holds, so another
@@ -123,25 +124,25 @@ func appendLogged(b []byte, l *Logged) []byte {
 
 func decodeLogged(seq uint64, v []byte) (Logged, error) {
 	l := Logged{Seq: seq}
-	d := &decoder{b: v}
-	n := d.uvarint()
-	if d.err != nil || n > uint64(len(d.b)) || n == 0 || len(d.b) < int(n)+1 {
+	d := &codec.Decoder{B: v}
+	n := d.Uvarint()
+	if d.Err != nil || n > uint64(len(d.B)) || n == 0 || len(d.B) < int(n)+1 {
 		return l, fmt.Errorf("%w: change %d: bad path", ErrCorrupt, seq)
 	}
-	l.Path, d.b = bytes.Clone(d.b[:n]), d.b[n:]
-	l.Backend, d.b = key.Backend(d.b[0]), d.b[1:]
+	l.Path, d.B = bytes.Clone(d.B[:n]), d.B[n:]
+	l.Backend, d.B = key.Backend(d.B[0]), d.B[1:]
 	if !l.Tombstone() {
 		dl := l.Backend.DigestLen()
-		if !l.Backend.Valid() || len(d.b) < dl {
+		if !l.Backend.Valid() || len(d.B) < dl {
 			return l, fmt.Errorf("%w: change %d: bad digest", ErrCorrupt, seq)
 		}
-		l.Digest, d.b = bytes.Clone(d.b[:dl]), d.b[dl:]
-		l.Size = int64(d.uvarint())
+		l.Digest, d.B = bytes.Clone(d.B[:dl]), d.B[dl:]
+		l.Size = int64(d.Uvarint())
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%w: change %d: trailing bytes", ErrCorrupt, seq)
+	if d.Err == nil && len(d.B) != 0 {
+		d.Err = fmt.Errorf("%w: change %d: trailing bytes", ErrCorrupt, seq)
 	}
-	return l, d.err
+	return l, d.Err
 }
 
 func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
@@ -242,11 +243,16 @@ func gapChanges(b *bolt.Bucket, newID bool) error {
 	return putUint(b, changesFloor, seq+1)
 }
 
+// changeLog reads and trims the change log (kept with Options.Changes)
+// for a hub; the writer appends to it in the transaction of each change
+// (txLog).
+type changeLog struct{ *reader }
+
 // changesUpdate runs fn on the change log in its own write transaction and
 // records the transaction as logged. Log housekeeping (trim, reset) takes
 // this path rather than the writer's queue: it changes no record, and
 // bbolt serialises it with the writer's transactions.
-func (s *Store) changesUpdate(fn func(b *bolt.Bucket) error) error {
+func (s *changeLog) changesUpdate(fn func(b *bolt.Bucket) error) error {
 	if s.opts.ReadOnly {
 		return ErrReadOnly
 	}
@@ -267,7 +273,7 @@ func (s *Store) changesUpdate(fn func(b *bolt.Bucket) error) error {
 }
 
 // writeErr maps a failed housekeeping transaction's error as update does.
-func (s *Store) writeErr(err error) error {
+func (s *changeLog) writeErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
@@ -282,7 +288,7 @@ func (s *Store) writeErr(err error) error {
 }
 
 // ChangeLog returns where the change log stands.
-func (s *Store) ChangeLog() (LogState, error) {
+func (s *changeLog) ChangeLog() (LogState, error) {
 	var st LogState
 	err := s.changesView(func(b *bolt.Bucket) error {
 		st = readLogState(b)
@@ -291,7 +297,7 @@ func (s *Store) ChangeLog() (LogState, error) {
 	return st, err
 }
 
-func (s *Store) changesView(fn func(b *bolt.Bucket) error) error {
+func (s *changeLog) changesView(fn func(b *bolt.Bucket) error) error {
 	if !s.opts.Changes {
 		return ErrNoChanges
 	}
@@ -306,7 +312,7 @@ func (s *Store) changesView(fn func(b *bolt.Bucket) error) error {
 
 // ChangesAfter returns up to max changes after sequence after, in order,
 // and the log's state. ErrTrimmed when some of them are no longer kept.
-func (s *Store) ChangesAfter(after uint64, max int) ([]Logged, LogState, error) {
+func (s *changeLog) ChangesAfter(after uint64, max int) ([]Logged, LogState, error) {
 	var (
 		out []Logged
 		st  LogState
@@ -331,7 +337,7 @@ func (s *Store) ChangesAfter(after uint64, max int) ([]Logged, LogState, error) 
 
 // TrimChanges removes the entries up to seq: a consumer has them. Later
 // requests for them get ErrTrimmed.
-func (s *Store) TrimChanges(ctx context.Context, seq uint64) error {
+func (s *changeLog) TrimChanges(ctx context.Context, seq uint64) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -373,13 +379,13 @@ func (s *Store) TrimChanges(ctx context.Context, seq uint64) error {
 // ResetChanges gives the index a new id and empties the log: every
 // consumer then resends it whole. For a consumer that holds more than the
 // log ever had (an index restored from a backup).
-func (s *Store) ResetChanges() error {
+func (s *changeLog) ResetChanges() error {
 	return s.changesUpdate(func(b *bolt.Bucket) error { return gapChanges(b, true) })
 }
 
 // DropChanges removes the change log of an index opened without
 // Options.Changes (a hub no longer configured).
-func (s *Store) DropChanges() error {
+func (s *changeLog) DropChanges() error {
 	if s.opts.ReadOnly {
 		return ErrReadOnly
 	}
@@ -399,13 +405,13 @@ func (s *Store) DropChanges() error {
 // state read before the scan: the snapshot reflects every change up to
 // its Seq, and maybe some later ones, which ChangesAfter(Seq) then
 // repeats. fn runs outside any transaction.
-func (s *Store) SnapshotChanges(ctx context.Context, fn func(l Logged) error) (LogState, error) {
+func (s *changeLog) SnapshotChanges(ctx context.Context, fn func(l Logged) error) (LogState, error) {
 	st, err := s.ChangeLog()
 	if err != nil {
 		return st, err
 	}
 	err = s.Subtree(ctx, []byte("/"), func(path []byte, r Record) error {
-		if !r.indexed() {
+		if !r.Indexed() {
 			return nil
 		}
 		return fn(Logged{Seq: st.Seq, Path: path, Backend: r.Backend.Base(), Digest: r.Digest, Size: r.Size})
@@ -430,7 +436,7 @@ type note struct {
 
 // openTxLog returns the change log of a writer transaction, nil when the
 // log is not kept.
-func (s *Store) openTxLog(tx *bolt.Tx) (*txLog, error) {
+func (s *changeLog) openTxLog(tx *bolt.Tx) (*txLog, error) {
 	if !s.opts.Changes {
 		return nil, nil
 	}
@@ -444,10 +450,10 @@ func (s *Store) openTxLog(tx *bolt.Tx) (*txLog, error) {
 // indexed notes that the record r at fk entered (in) or left the digest
 // index. Records outside it hold no known content and are not noted.
 func (w *wtx) logIndexed(fk []byte, r *Record, in bool) error {
-	if w.log == nil || !r.indexed() {
+	if w.log == nil || !r.Indexed() {
 		return nil
 	}
-	id, base, ok := splitFileKey(fk)
+	id, base, ok := codec.SplitFileKey(fk)
 	if !ok {
 		return fmt.Errorf("%w: bad file key %x", ErrCorrupt, fk)
 	}
@@ -470,7 +476,7 @@ func (t *txLog) dir(w *wtx, id uint64) ([]byte, error) {
 	if dk, ok := t.dirs[id]; ok {
 		return dk, nil
 	}
-	dk := w.dirNames.Get(idKey(id))
+	dk := w.dirNames.Get(codec.IDKey(id))
 	if dk == nil {
 		return nil, fmt.Errorf("%w: directory %d of a record is missing", ErrCorrupt, id)
 	}
@@ -497,17 +503,17 @@ func (w *wtx) logMovedDir(idv, oldDK, newDK []byte) error {
 	if w.log == nil {
 		return nil
 	}
-	id, ok := parseIDKey(idv)
+	id, ok := codec.ParseIDKey(idv)
 	if !ok {
 		return fmt.Errorf("%w: bad directory id %x", ErrCorrupt, idv)
 	}
 	c := w.files.Cursor()
 	for k, v := c.Seek(idv); k != nil && bytes.HasPrefix(k, idv); k, v = c.Next() {
-		r, err := decodeRecord(v)
+		r, err := codec.DecodeRecord(v)
 		if err != nil {
 			return fmt.Errorf("rename %q: %w", oldDK, err)
 		}
-		if !r.indexed() {
+		if !r.Indexed() {
 			continue
 		}
 		base := k[len(idv):]

@@ -26,7 +26,7 @@ type content struct {
 func (m model) held() map[string]content {
 	out := map[string]content{}
 	for p, r := range m {
-		if r.indexed() {
+		if r.Indexed() {
 			out[p] = content{r.Backend.Base(), string(r.Digest), r.Size}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // Report is what Check found.
@@ -112,32 +113,32 @@ func checkFiles(tx *bolt.Tx, rep *Report, c *counters, pend, pendIno map[string]
 	var kbuf []byte
 	_ = tx.Bucket(bucketFiles).ForEach(func(fk, v []byte) error {
 		c.Files++
-		id, base, ok := splitFileKey(fk)
+		id, base, ok := codec.SplitFileKey(fk)
 		if !ok || len(base) == 0 || bytes.IndexByte(base, '/') >= 0 {
 			rep.add("files: bad key %x", fk)
 			return nil
 		}
-		idv := idKey(id)
+		idv := codec.IDKey(id)
 		dk := names.Get(idv)
 		if dk == nil || !bytes.Equal(dirs.Get(dk), idv) {
 			rep.add("files: %x: directory %d unknown", fk, id)
 			return nil
 		}
 		path := joinPath(dk, base)
-		r, err := decodeRecord(v)
+		r, err := codec.DecodeRecord(v)
 		if err == nil {
-			err = r.validate()
+			err = r.Validate()
 		}
 		if err != nil {
 			rep.add("files: %q: %v", path, err)
 			return nil
 		}
 		c.Bytes += r.Size
-		kbuf = append(inodeKey(kbuf, r.Dev, r.Ino), fk...)
+		kbuf = append(codec.InodeKey(kbuf, r.Dev, r.Ino), fk...)
 		if _, ok := pendIno[string(kbuf)]; !ok && !has(inodes, kbuf) {
 			rep.add("inode index lacks %q (dev %d ino %d)", path, r.Dev, r.Ino)
 		}
-		if r.indexed() {
+		if r.Indexed() {
 			c.Digested++
 			kbuf = append(digestKey(kbuf, &r), fk...)
 			if _, ok := pend[string(kbuf)]; !ok && !has(digest, kbuf) {
@@ -159,7 +160,7 @@ func checkDirs(tx *bolt.Tx, rep *Report) {
 		}
 		// Ids come from the bucket's sequence and are never reused: an id
 		// beyond it would be handed out again to a new directory.
-		if id, ok := parseIDKey(idv); !ok || id == 0 || id > seq {
+		if id, ok := codec.ParseIDKey(idv); !ok || id == 0 || id > seq {
 			rep.add("dirs: %q has id %x, outside the sequence (%d)", dk, idv, seq)
 		}
 		if !bytes.Equal(names.Get(idv), dk) {
@@ -206,7 +207,7 @@ func checkGroups(tx *bolt.Tx, rep *Report, c *counters, pend map[string]bool) {
 		if g.inodes >= 2 {
 			c.Groups++
 			c.Duplicate += g.duplicate()
-			if v := dups.Get(dupKey(g.duplicate(), cur)); v == nil {
+			if v := dups.Get(codec.DescKey(g.duplicate(), cur)); v == nil {
 				rep.add("dups: %x (duplicate bytes %d) missing", cur, g.duplicate())
 			} else if sg, err := decodeGroup(v); err != nil || sg != g {
 				rep.add("dups: %x stored %+v, recount %+v (%v)", cur, sg, g, err)
@@ -228,13 +229,13 @@ func checkGroups(tx *bolt.Tx, rep *Report, c *counters, pend map[string]bool) {
 			cur, g = bytes.Clone(dk), group{}
 			clear(inodes)
 		}
-		r, err := decodeRecord(files.Get(fk))
-		if err != nil || !r.indexed() || !bytes.Equal(digestKey(nil, &r), dk) {
+		r, err := codec.DecodeRecord(files.Get(fk))
+		if err != nil || !r.Indexed() || !bytes.Equal(digestKey(nil, &r), dk) {
 			rep.add("bydigest: %x points to a record without that digest", k)
 			return nil
 		}
-		if schema >= 5 && !bytes.Equal(v, digestValue(&r)) {
-			rep.add("bydigest: %x holds %x, its record says %x", k, v, digestValue(&r))
+		if schema >= 5 && !bytes.Equal(v, codec.DigestValue(&r)) {
+			rep.add("bydigest: %x holds %x, its record says %x", k, v, codec.DigestValue(&r))
 		}
 		if g.n == 0 {
 			g.size = r.Size
@@ -284,9 +285,9 @@ func checkPending(tx *bolt.Tx, rep *Report) map[string]bool {
 			rep.add("pending %x: entry %x listed twice", k, dk)
 			return nil
 		}
-		r, err := decodeRecord(files.Get(e.fk))
+		r, err := codec.DecodeRecord(files.Get(e.fk))
 		switch {
-		case err != nil || !r.indexed() || !bytes.Equal(digestKey(nil, &r), e.dk):
+		case err != nil || !r.Indexed() || !bytes.Equal(digestKey(nil, &r), e.dk):
 			rep.add("pending %x: %x names a record without that digest", k, dk)
 		case r.Backend != e.backend || uint64(r.Size) != e.size || r.Dev != e.dev || r.Ino != e.ino:
 			rep.add("pending %x: %x disagrees with its record (backend, size, dev or ino)", k, dk)
@@ -319,18 +320,18 @@ func checkPendingInodes(tx *bolt.Tx, rep *Report, pend map[string]bool) map[stri
 			rep.add("pending inode entry %x listed twice", ik)
 			return nil
 		}
-		dev, n := readID(ik)
-		ino, m := readID(ik[n:])
+		dev, n := codec.ReadID(ik)
+		ino, m := codec.ReadID(ik[n:])
 		if n == 0 || m == 0 {
 			rep.add("pending inode entry %x: bad key", ik)
 			return nil
 		}
 		fk := ik[n+m:]
-		r, err := decodeRecord(files.Get(fk))
+		r, err := codec.DecodeRecord(files.Get(fk))
 		switch {
 		case err != nil || r.Dev != dev || r.Ino != ino:
 			rep.add("pending inode entry %x names no record with that inode", ik)
-		case !r.indexed():
+		case !r.Indexed():
 			rep.add("pending inode entry %x: its record has no digest", ik)
 		default:
 			if _, ok := pend[string(digestKey(nil, &r))+string(fk)]; !ok {
@@ -366,7 +367,7 @@ func checkShelf(tx *bolt.Tx, rep *Report) int64 {
 		n++
 		if len(k) <= 8 || checkPath(k[8:], false) != nil {
 			rep.add("shelf key %q is not a file system and a path", k)
-		} else if r, err := decodeRecord(v); err != nil {
+		} else if r, err := codec.DecodeRecord(v); err != nil {
 			rep.add("shelved record of %q: %v", k[8:], err)
 		} else if r.Dev != binary.BigEndian.Uint64(k) {
 			rep.add("shelved record of %q is of file system %x, shelved under %x", k[8:], r.Dev, k[:8])

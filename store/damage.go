@@ -49,7 +49,7 @@ func (d *damage) get() error {
 // Damaged returns a channel that is closed once a read or a write met a
 // damaged page or entry. From then on the store refuses every write, so
 // the damaged file is left as it was found; Damage says what was met.
-func (s *Store) Damaged() <-chan struct{} { return s.dmg.done() }
+func (s *reader) Damaged() <-chan struct{} { return s.dmg.done() }
 
 // Damage returns the first ErrCorrupt a read or a write met, or nil.
-func (s *Store) Damage() error { return s.dmg.get() }
+func (s *reader) Damage() error { return s.dmg.get() }

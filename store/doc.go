@@ -201,4 +201,18 @@
 // the old one; Open makes sure the file it locked is still the one at the
 // path, so an opener that waited for the old file's lock is not left with
 // the replaced file.
+//
+// # Parts
+//
+// Store is the front door; its parts are types of their own, each with its
+// fields, whose methods are the Store's where it embeds them: reader
+// (read.go: the file, its caches and the queries), changeLog (changes.go),
+// runMarker (shutdown.go), hold (nospace.go: the writer's wait for space),
+// fenceSet (fence.go) and deferred (pending.go: the deferred runs). Store
+// itself keeps the writer: the queue, its groups and their transactions.
+// A write transaction (wtx) keeps the indexes consistent; txRuns,
+// txVerified and txSurveys are its side of the deferred runs, the verified
+// index and the surveys. Package store/codec is the byte layout (the
+// hub's view shares it); store/internal/pagecheck reads bbolt's pages with
+// pread for the check at open and for MoveAside.
 package store

@@ -9,6 +9,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // DupOptions select and page duplicate groups.
@@ -98,7 +99,7 @@ type dupRead struct {
 
 // dupChunks reads the chunks of groups in turn and hands each to use,
 // until use or a read fails or the groups end.
-func (s *Store) dupChunks(ctx context.Context, opts DupOptions, use func(dupRead) error) error {
+func (s *reader) dupChunks(ctx context.Context, opts DupOptions, use func(dupRead) error) error {
 	after := bytes.Clone(opts.After)
 	names := s.newNamer()
 	for {
@@ -115,7 +116,7 @@ func (s *Store) dupChunks(ctx context.Context, opts DupOptions, use func(dupRead
 
 // dupsAhead is dupChunks with the reads on a goroutine of their own, one
 // chunk ahead of use. It returns once that goroutine is done.
-func (s *Store) dupsAhead(ctx context.Context, opts DupOptions, use func([]Group) error) error {
+func (s *reader) dupsAhead(ctx context.Context, opts DupOptions, use func([]Group) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	ch := make(chan dupRead, 1)
 	go func() {
@@ -144,7 +145,7 @@ func (s *Store) dupsAhead(ctx context.Context, opts DupOptions, use func([]Group
 // dupChunk reads groups after the cursor; next is the last key it examined
 // (groups skipped by MinSize included) and more reports that it stopped
 // early.
-func (s *Store) dupChunk(names *namer, after []byte, opts DupOptions) (out []Group, next []byte, more bool, err error) {
+func (s *reader) dupChunk(names *namer, after []byte, opts DupOptions) (out []Group, next []byte, more bool, err error) {
 	err = names.view(func(tx *bolt.Tx, n *namer) error {
 		mr := memberReader{n: n, files: tx.Bucket(bucketFiles), brief: opts.Brief}
 		dc := tx.Bucket(bucketDigest).Cursor()
@@ -216,7 +217,7 @@ func readGroup(mr *memberReader, dc *bolt.Cursor, sc *surveyCursor, dk []byte, g
 // DupGroup reads the duplicate group of digest d under backend b (its
 // base backend), as Dups would list it; ok is false when d has fewer
 // than two inodes. Members not yet merged (pending.go) are not in it.
-func (s *Store) DupGroup(b key.Backend, d []byte, opts DupOptions) (grp Group, ok bool, err error) {
+func (s *reader) DupGroup(b key.Backend, d []byte, opts DupOptions) (grp Group, ok bool, err error) {
 	if !b.Valid() || len(d) != b.DigestLen() {
 		return grp, false, fmt.Errorf("%w: %d-byte digest for backend %s", ErrRecord, len(d), b)
 	}
@@ -231,7 +232,7 @@ func (s *Store) DupGroup(b key.Backend, d []byte, opts DupOptions) (grp Group, o
 			return err
 		}
 		mr := memberReader{n: n, files: tx.Bucket(bucketFiles), brief: opts.Brief}
-		grp, err = readGroup(&mr, tx.Bucket(bucketDigest).Cursor(), newSurveyCursor(tx), dk, g, dupKey(g.duplicate(), dk))
+		grp, err = readGroup(&mr, tx.Bucket(bucketDigest).Cursor(), newSurveyCursor(tx), dk, g, codec.DescKey(g.duplicate(), dk))
 		ok = err == nil
 		return err
 	})
@@ -256,7 +257,7 @@ func (mr *memberReader) member(g *Group, fk, v []byte) (Member, error) {
 	if err != nil {
 		return Member{}, err
 	}
-	b, dev, ino, err := decodeDigestValue(v)
+	b, dev, ino, err := codec.DecodeDigestValue(v)
 	if err != nil {
 		return Member{}, fmt.Errorf("digest index entry of %q: %w", path, err)
 	}

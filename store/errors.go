@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"syscall"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // Errors returned when opening an index.
@@ -16,7 +18,7 @@ var (
 	ErrNotIndex = errors.New("store: not an annexd index")
 	// ErrCorrupt: the file is an index (or claims to be) but its structure
 	// is damaged. It is left untouched.
-	ErrCorrupt = errors.New("store: index is corrupt")
+	ErrCorrupt = codec.ErrCorrupt
 	// ErrNewerSchema: the index was written by a newer annexd.
 	ErrNewerSchema = errors.New("store: index schema is newer than this annexd")
 	// ErrNeedsMigration: the index has an older schema and was opened
@@ -58,7 +60,7 @@ var (
 	// ErrPath: a path that is not absolute and clean.
 	ErrPath = errors.New("store: bad path")
 	// ErrRecord: a record that cannot be stored (bad digest length, …).
-	ErrRecord = errors.New("store: bad record")
+	ErrRecord = codec.ErrRecord
 	// ErrNotFound: a move whose source is not in the index.
 	ErrNotFound = errors.New("store: not in index")
 	// ErrConflict: a conditional change (an adoption, a conditional put)

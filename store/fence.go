@@ -59,8 +59,8 @@ type fenceSet struct {
 }
 
 // Fence raises a drop fence on path (a file or a directory).
-func (s *Store) Fence(path []byte) *Fence {
-	return s.fences.raise(&Fence{path: string(path), set: &s.fences})
+func (fs *fenceSet) Fence(path []byte) *Fence {
+	return fs.raise(&Fence{path: string(path), set: fs})
 }
 
 func (fs *fenceSet) raise(f *Fence) *Fence {
@@ -100,9 +100,9 @@ func (f *Fence) Broken() bool {
 // not committed yet, Saw waits for its commit. It takes a string, unlike
 // the rest of the store, so that the common case, no fence raised,
 // converts nothing.
-func (s *Store) Saw(path string) {
-	if s.fences.active() {
-		s.fences.saw(path)
+func (fs *fenceSet) Saw(path string) {
+	if fs.active() {
+		fs.saw(path)
 	}
 }
 

@@ -95,7 +95,7 @@ func TestFenceLift(t *testing.T) {
 		t.Errorf("broken: lifted %v, raised %v; want false, true", a.Broken(), b.Broken())
 	}
 	b.Lift()
-	if s.fences.active() {
+	if s.fenceSet.active() {
 		t.Error("fences active after both were lifted")
 	}
 }
@@ -109,7 +109,7 @@ func TestSawWaitsForAnAppliedDrop(t *testing.T) {
 	mustPut(t, s, "/r/d/a", rec("a", 1, 1, 1))
 	got := make(chan bool, 1)
 	testHookApplied = func() {
-		if !s.fences.active() {
+		if !s.fenceSet.active() {
 			return
 		}
 		testHookApplied = nil
@@ -123,9 +123,9 @@ func TestSawWaitsForAnAppliedDrop(t *testing.T) {
 		}()
 		// Until the reader is inside Saw, waiting for this group's commit.
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			s.fences.mu.Lock()
-			n := s.fences.waiting
-			s.fences.mu.Unlock()
+			s.fenceSet.mu.Lock()
+			n := s.fenceSet.waiting
+			s.fenceSet.mu.Unlock()
 			if n == 1 {
 				return
 			}
@@ -205,11 +205,11 @@ func TestSweepFenceForgetsEndedGroups(t *testing.T) {
 	}
 	most := 0
 	testHookApplied = func() {
-		s.fences.mu.Lock()
-		for f := range s.fences.m { // the sweep's fence is the only one
+		s.fenceSet.mu.Lock()
+		for f := range s.fenceSet.m { // the sweep's fence is the only one
 			most = max(most, len(f.applied))
 		}
-		s.fences.mu.Unlock()
+		s.fenceSet.mu.Unlock()
 	}
 	t.Cleanup(func() { testHookApplied = nil })
 	n, err := s.SweepFenced(ctx, []byte("/r"), gen, nil)

@@ -227,7 +227,7 @@ func listIndex(t *testing.T, s *Store) listing {
 			}
 			l.Inodes = append(l.Inodes, listedSet{Dev: r.Dev, Ino: r.Ino, Paths: sortedPaths(ps)})
 		}
-		if dk := string(digestKey(nil, &r)); r.indexed() && !digests[dk] {
+		if dk := string(digestKey(nil, &r)); r.Indexed() && !digests[dk] {
 			digests[dk] = true
 			ps, err := s.ByDigest(r.Backend, r.Digest)
 			if err != nil {

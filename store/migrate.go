@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // errMigrated tells Open that the file at the path was replaced by a
@@ -30,7 +31,7 @@ var migrateTxSize = compactTxSize
 var migrateHook = func(step string) error { return nil }
 
 // migrateKeys upgrades a schema-1 index (directory ids, devices and inode
-// numbers as little-endian varints in keys) to schema 2 (ids as appendID,
+// numbers as little-endian varints in keys) to schema 2 (ids as codec.AppendID,
 // which sorts numerically). Every key of the files, dirnames, bydigest and
 // inodes buckets changes, which is too much for one bbolt transaction on a
 // large index, so the index is copied into a new file next to it in
@@ -178,7 +179,7 @@ func copyDirs(stx *bolt.Tx, c *chunkCopy) error {
 		if !ok {
 			return fmt.Errorf("%w: dirs: %q has id %x", ErrCorrupt, k, v)
 		}
-		return c.put(bucketDirs, k, idKey(id), true)
+		return c.put(bucketDirs, k, codec.IDKey(id), true)
 	})
 	if err != nil {
 		return err
@@ -189,7 +190,7 @@ func copyDirs(stx *bolt.Tx, c *chunkCopy) error {
 	}
 	names := stx.Bucket(bucketDirNames)
 	for _, id := range ids {
-		if err := c.put(bucketDirNames, idKey(id), names.Get(binary.AppendUvarint(nil, id)), true); err != nil {
+		if err := c.put(bucketDirNames, codec.IDKey(id), names.Get(binary.AppendUvarint(nil, id)), true); err != nil {
 			return err
 		}
 	}
@@ -222,7 +223,7 @@ func copyFiles(stx *bolt.Tx, c *chunkCopy) error {
 	for _, id := range ids {
 		p := binary.AppendUvarint(nil, id)
 		for k, v := cur.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = cur.Next() {
-			if err := c.put(bucketFiles, fileKey(nil, id, k[len(p):]), v, true); err != nil {
+			if err := c.put(bucketFiles, codec.FileKey(nil, id, k[len(p):]), v, true); err != nil {
 				return err
 			}
 		}
@@ -261,7 +262,7 @@ func copyIndex(stx *bolt.Tx, c *chunkCopy) error {
 			return nil, false
 		}
 		fk, ok := v1FileKey(k[n+m:])
-		return append(inodeKey(nil, dev, ino), fk...), ok
+		return append(codec.InodeKey(nil, dev, ino), fk...), ok
 	})
 }
 
@@ -309,7 +310,7 @@ func v1FileKey(fk []byte) ([]byte, bool) {
 	if n <= 0 || n == len(fk) {
 		return nil, false
 	}
-	return fileKey(nil, id, fk[n:]), true
+	return codec.FileKey(nil, id, fk[n:]), true
 }
 
 // chunkCopy writes into a new bbolt file in transactions of about

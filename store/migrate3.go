@@ -9,6 +9,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterr "go.etcd.io/bbolt/errors"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // migrateVerified upgrades a schema-2 index to schema 3 in place: it builds
@@ -92,11 +94,11 @@ func verifiedChunk(db *bolt.DB, from []byte) ([]byte, int, error) {
 	err := db.Update(func(tx *bolt.Tx) error {
 		var err error
 		next, err = scanChunk(tx.Bucket(bucketFiles).Cursor(), from, func(k, v []byte) (int, error) {
-			r, err := decodeRecord(v)
+			r, err := codec.DecodeRecord(v)
 			if err != nil || !r.Audited() {
 				return 0, err
 			}
-			vk := verifiedKey(nil, r.Checked(), k)
+			vk := codec.VerifiedKey(nil, r.Checked(), k)
 			kvs = append(kvs, [2][]byte{vk, binary.AppendUvarint(nil, uint64(r.Size))})
 			return len(vk) + 16, nil
 		})

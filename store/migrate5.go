@@ -7,10 +7,11 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // migrateDigestValues upgrades a schema-4 index to schema 5 in place: every
-// digest-index entry gets its record's digestValue (schema 4 left them
+// digest-index entry gets its record's codec.DigestValue (schema 4 left them
 // empty), in transactions of about migrateTxSize bytes, since one
 // transaction over 10^7 entries would hold every page of the index in
 // memory. The schema version changes in the last transaction. A crash or
@@ -58,7 +59,7 @@ func digestValueChunk(db *bolt.DB, from []byte) ([]byte, int, error) {
 	return next, len(kvs), err
 }
 
-// digestValueOf returns the digestValue of the record a digest-index key
+// digestValueOf returns the codec.DigestValue of the record a digest-index key
 // points to.
 func digestValueOf(files *bolt.Bucket, k []byte) ([]byte, error) {
 	if len(k) == 0 {
@@ -68,9 +69,9 @@ func digestValueOf(files *bolt.Bucket, k []byte) ([]byte, error) {
 	if n < 2 || len(k) <= n {
 		return nil, fmt.Errorf("%w: digest index key %x", ErrCorrupt, k)
 	}
-	r, err := decodeRecord(files.Get(k[n:]))
-	if err != nil || !r.indexed() || !bytes.Equal(digestKey(nil, &r), k[:n]) {
+	r, err := codec.DecodeRecord(files.Get(k[n:]))
+	if err != nil || !r.Indexed() || !bytes.Equal(digestKey(nil, &r), k[:n]) {
 		return nil, fmt.Errorf("%w: digest index entry %x points to a record without that digest (%v)", ErrCorrupt, k, err)
 	}
-	return digestValue(&r), nil
+	return codec.DigestValue(&r), nil
 }

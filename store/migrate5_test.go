@@ -15,6 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // schema4Index is the schema-2 fixture migrated, then taken back to what
@@ -149,9 +150,9 @@ func TestCheckDigestValue(t *testing.T) {
 		value []byte
 		check string // what Check reports; "" when the open refuses
 	}{
-		{"other inode", digestValue(&Record{Backend: key.SHA256E, Dev: 1, Ino: 7}), "its record says"},
+		{"other inode", codec.DigestValue(&Record{Backend: key.SHA256E, Dev: 1, Ino: 7}), "its record says"},
 		{"empty", nil, ""},
-		{"trailing bytes", append(digestValue(&Record{Backend: key.SHA256E, Dev: 1, Ino: 1}), 0), ""},
+		{"trailing bytes", append(codec.DigestValue(&Record{Backend: key.SHA256E, Dev: 1, Ino: 1}), 0), ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "index.db")

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // schema1Index copies the schema-1 fixture into a temp dir and returns its
@@ -238,7 +240,7 @@ func checkKeysInOrder(t *testing.T, s *Store) {
 	err := s.db.View(func(tx *bolt.Tx) error {
 		var last uint64
 		err := tx.Bucket(bucketFiles).ForEach(func(k, _ []byte) error {
-			id, _, ok := splitFileKey(k)
+			id, _, ok := codec.SplitFileKey(k)
 			if !ok || id < last {
 				t.Errorf("files key %x after id %d", k, last)
 			}
@@ -250,8 +252,8 @@ func checkKeysInOrder(t *testing.T, s *Store) {
 		}
 		var lastDev, lastIno uint64
 		return tx.Bucket(bucketInodes).ForEach(func(k, _ []byte) error {
-			dev, n := readID(k)
-			ino, m := readID(k[n:])
+			dev, n := codec.ReadID(k)
+			ino, m := codec.ReadID(k[n:])
 			if n == 0 || m == 0 || dev < lastDev || (dev == lastDev && ino < lastIno) {
 				t.Errorf("inodes key %x after (%d, %d)", k, lastDev, lastIno)
 			}
@@ -271,8 +273,8 @@ var idBoundaries = []uint64{0, 1, 127, 128, 255, 256, 1<<16 - 1, 1 << 16, 1<<32 
 func TestIDOrder(t *testing.T) {
 	enc := make([][]byte, len(idBoundaries))
 	for i, v := range idBoundaries {
-		enc[i] = idKey(v)
-		if got, ok := parseIDKey(enc[i]); !ok || got != v {
+		enc[i] = codec.IDKey(v)
+		if got, ok := codec.ParseIDKey(enc[i]); !ok || got != v {
 			t.Errorf("%d → %x → %d, %v", v, enc[i], got, ok)
 		}
 	}
@@ -290,13 +292,13 @@ func TestIDOrder(t *testing.T) {
 		t.Error("encoded boundaries out of order")
 	}
 	// File keys sort by directory id first, whatever the names.
-	a, b := fileKey(nil, 255, []byte("\xff\xff")), fileKey(nil, 256, []byte("\x00"))
+	a, b := codec.FileKey(nil, 255, []byte("\xff\xff")), codec.FileKey(nil, 256, []byte("\x00"))
 	if bytes.Compare(a, b) >= 0 {
 		t.Errorf("file key of id 255 %x sorts after id 256's %x", a, b)
 	}
 	for _, bad := range [][]byte{nil, {9}, {2, 1}, {1, 0}, {2, 0, 5}, {0, 0}} {
-		if _, ok := parseIDKey(bad); ok {
-			t.Errorf("parseIDKey(%x) accepted", bad)
+		if _, ok := codec.ParseIDKey(bad); ok {
+			t.Errorf("codec.ParseIDKey(%x) accepted", bad)
 		}
 	}
 }
@@ -305,18 +307,18 @@ func TestIDOrder(t *testing.T) {
 // it returns, and encodings of two numbers compare as the numbers.
 func FuzzReadID(f *testing.F) {
 	for _, v := range idBoundaries {
-		f.Add(idKey(v), v, v+1)
+		f.Add(codec.IDKey(v), v, v+1)
 	}
 	f.Add([]byte{1, 0}, uint64(0), uint64(1<<40))
 	f.Fuzz(func(t *testing.T, b []byte, x, y uint64) {
-		if v, n := readID(b); n > 0 && !bytes.Equal(appendID(nil, v), b[:n]) {
-			t.Fatalf("readID(%x) = %d, %d; encoding of %d is %x", b, v, n, v, appendID(nil, v))
+		if v, n := codec.ReadID(b); n > 0 && !bytes.Equal(codec.AppendID(nil, v), b[:n]) {
+			t.Fatalf("codec.ReadID(%x) = %d, %d; encoding of %d is %x", b, v, n, v, codec.AppendID(nil, v))
 		}
-		ex, ey := idKey(x), idKey(y)
+		ex, ey := codec.IDKey(x), codec.IDKey(y)
 		if c := bytes.Compare(ex, ey); c != cmp.Compare(x, y) {
 			t.Fatalf("%d vs %d: encodings %x %x compare %d", x, y, ex, ey, c)
 		}
-		if v, ok := parseIDKey(ex); !ok || v != x {
+		if v, ok := codec.ParseIDKey(ex); !ok || v != x {
 			t.Fatalf("%d → %x → %d", x, ex, v)
 		}
 	})

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // Moves never delete a record. A move merges: where the target path holds a
@@ -108,7 +110,7 @@ func (w *wtx) moveFile(fk []byte, r *Record, path []byte, m *Moved) error {
 // id stays, so its records are not rewritten.
 func (w *wtx) moveDir(dk, nk []byte, m *Moved) error {
 	v := bytes.Clone(w.dirs.Get(dk))
-	id, _ := parseIDKey(v)
+	id, _ := codec.ParseIDKey(v)
 	m.Moved += len(w.dirFiles(id))
 	if err := w.logMovedDir(v, dk, nk); err != nil {
 		return err
@@ -129,12 +131,12 @@ func (w *wtx) moveDir(dk, nk []byte, m *Moved) error {
 func (w *wtx) mergeDir(dk, nk []byte, m *Moved) error {
 	from, to := w.dirID(dk), w.dirID(nk)
 	for _, fk := range w.dirFiles(from) {
-		_, base, _ := splitFileKey(fk)
-		if w.files.Get(fileKey(nil, to, base)) != nil {
+		_, base, _ := codec.SplitFileKey(fk)
+		if w.files.Get(codec.FileKey(nil, to, base)) != nil {
 			m.Left++
 			continue
 		}
-		r, err := decodeRecord(w.files.Get(fk))
+		r, err := codec.DecodeRecord(w.files.Get(fk))
 		if err != nil {
 			return fmt.Errorf("move %q: %w", dk, err)
 		}
@@ -154,7 +156,7 @@ func (w *wtx) mergeDir(dk, nk []byte, m *Moved) error {
 
 // dirFiles lists the file keys of the directory with id.
 func (w *wtx) dirFiles(id uint64) [][]byte {
-	p := idKey(id)
+	p := codec.IDKey(id)
 	var keys [][]byte
 	c := w.files.Cursor()
 	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
@@ -169,7 +171,7 @@ func (w *wtx) adopt(a *Adoption) error {
 	if err != nil {
 		return err
 	}
-	if !ok || !cur.sameHash(&a.Was) {
+	if !ok || !cur.SameHash(&a.Was) {
 		return changeError{&ConflictError{Path: bytes.Clone(a.From), Found: ok}}
 	}
 	if !bytes.Equal(a.From, a.To) {
@@ -177,7 +179,7 @@ func (w *wtx) adopt(a *Adoption) error {
 		if err != nil {
 			return err
 		}
-		if found != (a.ToWas != nil) || (found && !to.sameHash(a.ToWas)) {
+		if found != (a.ToWas != nil) || (found && !to.SameHash(a.ToWas)) {
 			return changeError{&ConflictError{Path: bytes.Clone(a.To), Found: found}}
 		}
 		if !a.Keep {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -28,9 +29,15 @@ const (
 	holdQuiet    = 5 * time.Minute  // a hold starting sooner after the last one logged is not logged
 )
 
-// hold is the writer's state while the file system is full.
+// hold is the writer's wait for space: its state while the file system
+// is full, and what it needs to know to wait.
 type hold struct {
-	inHand atomic.Int64 // changes the writer took and has not answered yet
+	file    string // the index's path
+	logger  *slog.Logger
+	closing <-chan struct{} // closed by Close
+	stop    <-chan struct{} // Run's ctx.Done, set by Run
+	queued  func() int      // changes queued behind the writer
+	inHand  atomic.Int64    // changes the writer took and has not answered yet
 
 	mu       sync.Mutex
 	since    time.Time
@@ -42,13 +49,13 @@ type hold struct {
 }
 
 // Backlog reports the changes the writer holds for lack of space.
-func (s *Store) Backlog() Backlog {
-	s.hold.mu.Lock()
-	defer s.hold.mu.Unlock()
-	if s.hold.since.IsZero() {
+func (h *hold) Backlog() Backlog {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.since.IsZero() {
 		return Backlog{}
 	}
-	return Backlog{Changes: int(s.hold.inHand.Load()) + len(s.in), Since: s.hold.since, Err: s.hold.err}
+	return Backlog{Changes: int(h.inHand.Load()) + h.queued(), Since: h.since, Err: h.err}
 }
 
 // whileNoSpace runs commit, the transaction of a group of changes. A
@@ -56,23 +63,23 @@ func (s *Store) Backlog() Backlog {
 // is committed or fails for another reason, or the writer is told to
 // stop; a larger group is returned to be split. The hold is logged once
 // when it starts and once when the writes resume.
-func (s *Store) whileNoSpace(changes int, commit func() error) error {
+func (h *hold) whileNoSpace(changes int, commit func() error) error {
 	err := commit()
-	for errors.Is(err, ErrNoSpace) && changes == 1 && s.waitForSpace(err) {
+	for errors.Is(err, ErrNoSpace) && changes == 1 && h.waitForSpace(err) {
 		err = commit()
 	}
 	if !errors.Is(err, ErrNoSpace) || changes == 1 {
-		s.endHold(err)
+		h.endHold(err)
 	}
 	return err
 }
 
 // stopping reports whether the writer is told to stop.
-func (s *Store) stopping() bool {
+func (h *hold) stopping() bool {
 	select {
-	case <-s.closing:
+	case <-h.closing:
 		return true
-	case <-s.stop:
+	case <-h.stop:
 		return true
 	default:
 		return false
@@ -82,11 +89,10 @@ func (s *Store) stopping() bool {
 // waitForSpace records the refused change and waits until the file system
 // holding the index has more room than it had, or the retry backoff
 // passed. It reports false, at once, when the writer is to stop.
-func (s *Store) waitForSpace(err error) bool {
-	if s.stopping() {
+func (h *hold) waitForSpace(err error) bool {
+	if h.stopping() {
 		return false
 	}
-	h := &s.hold
 	h.mu.Lock()
 	first := h.since.IsZero()
 	if first {
@@ -100,11 +106,11 @@ func (s *Store) waitForSpace(err error) bool {
 	wait := min(holdRetryMin<<min(h.retries, 5), holdRetryMax)
 	h.retries++
 	h.mu.Unlock()
-	dir := filepath.Dir(s.path)
+	dir := filepath.Dir(h.file)
 	before := freeBytes(dir)
 	if logStart {
-		s.log.Warn("store: no space left for the index; holding changes and retrying once there is room",
-			"path", s.path, "changes", s.Backlog().Changes, "free_bytes", before, "err", err)
+		h.logger.Warn("store: no space left for the index; holding changes and retrying once there is room",
+			"path", h.file, "changes", h.Backlog().Changes, "free_bytes", before, "err", err)
 	}
 	poll := time.NewTicker(holdPoll)
 	defer poll.Stop()
@@ -112,9 +118,9 @@ func (s *Store) waitForSpace(err error) bool {
 	defer deadline.Stop()
 	for {
 		select {
-		case <-s.closing:
+		case <-h.closing:
 			return false
-		case <-s.stop:
+		case <-h.stop:
 			return false
 		case <-deadline.C:
 			return true
@@ -130,8 +136,7 @@ func (s *Store) waitForSpace(err error) bool {
 // start was logged. Holds that start within holdQuiet of a logged one
 // are counted instead, so a file system at the edge of full, where
 // commits fail and succeed by turns, is logged every few minutes.
-func (s *Store) endHold(err error) {
-	h := &s.hold
+func (h *hold) endHold(err error) {
 	h.mu.Lock()
 	since, retries, logged, episodes := h.since, h.retries, h.logged, h.episodes
 	h.since, h.err, h.retries, h.logged = time.Time{}, nil, 0, false
@@ -139,10 +144,10 @@ func (s *Store) endHold(err error) {
 	switch {
 	case since.IsZero() || (!logged && err == nil):
 	case err == nil:
-		s.log.Info("store: index writes resumed", "path", s.path, "held_for", time.Since(since).Round(time.Millisecond),
+		h.logger.Info("store: index writes resumed", "path", h.file, "held_for", time.Since(since).Round(time.Millisecond),
 			"retries", retries, "holds_since_logged", episodes)
 	default:
-		s.log.Warn("store: gave up the changes held for lack of space", "path", s.path, "err", err)
+		h.logger.Warn("store: gave up the changes held for lack of space", "path", h.file, "err", err)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -14,22 +13,23 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	bolterr "go.etcd.io/bbolt/errors"
+
+	"github.com/annexd/annexd/store/internal/pagecheck"
 )
 
 // Bucket names.
 var (
 	bucketMeta     = []byte("meta")     // schema, counters, generation
 	bucketUser     = []byte("user")     // GetMeta/PutMeta values
-	bucketFiles    = []byte("files")    // id(dirID) ‖ base → record (id: appendID)
+	bucketFiles    = []byte("files")    // id(dirID) ‖ base → record (id: codec.AppendID)
 	bucketDirs     = []byte("dirs")     // directory key "/a/b/" → id(dirID)
 	bucketDirNames = []byte("dirnames") // id(dirID) → directory key
-	bucketDigest   = []byte("bydigest") // backend ‖ digest ‖ file key → digestValue
+	bucketDigest   = []byte("bydigest") // backend ‖ digest ‖ file key → codec.DigestValue
 	bucketInodes   = []byte("inodes")   // id(dev) ‖ id(ino) ‖ file key → ∅
 	bucketGroups   = []byte("groups")   // backend ‖ digest → group summary (groups of ≥ 2 paths)
 	bucketDups     = []byte("dups")     // ^duplicate bytes ‖ backend ‖ digest → group summary (groups of ≥ 2 inodes)
@@ -159,13 +159,11 @@ func (o *Options) fill() {
 // Store is an open index. Reads may be called from any goroutine; writes
 // are applied by Run.
 type Store struct {
-	db   *bolt.DB
-	path string
-	opts Options
-	log  *slog.Logger
-	dmg  damage          // the first damage a read or write met (damage.go)
-	hold hold            // the writer's wait for space (nospace.go)
-	stop <-chan struct{} // Run's ctx.Done, for the writer alone
+	reader    // the read side: the file, its caches, the queries (read.go)
+	changeLog // the change log a hub follows (changes.go)
+	runMarker // this run's marker and the last one's (shutdown.go)
+
+	hold // the writer's wait for space (nospace.go)
 
 	in      chan item
 	closing chan struct{}
@@ -183,34 +181,11 @@ type Store struct {
 	once    sync.Once
 	errOnce error
 
-	// Deferred digest entries (pending.go): how many are committed, the
-	// digest count they are measured against, and the writer's own state.
-	pending    atomic.Int64
-	shelved    atomic.Int64 // records on the shelf (shelf.go)
-	digested   atomic.Int64
-	runs       atomic.Int64              // runs written to the pending bucket since it was last emptied
-	inoFilter  atomic.Pointer[runFilter] // the inodes pendinodes may name (runfilter.go); nil: seek in the runs
-	settleReq  chan chan error
-	soon       chan struct{} // SettleSoon's requests (pending.go)
-	deferring  bool          // the writer's current group defers its digest entries
-	mergeSkip  bool          // a merge was cut short: skip entries already merged
-	mergeFails int           // merges failed in a row
-	mergeAfter time.Time     // no merge of the writer's own before then
-
-	epoch  epoch    // directory mappings version, for read caches
-	fences fenceSet // raised by callers that drop what they found gone (fence.go)
+	fenceSet // raised by callers that drop what they found gone (fence.go)
 	// floors holds, by group, when its sharing last changed without a
 	// record changing (DropSurvey): a survey made before is refused. The
 	// writer's alone (survey.go).
 	floors map[string]int64
-	dirs   dirIDCache // directory key → id, for Get
-
-	// The run marker (shutdown.go): this run's, written by the writer;
-	// the last run's as Open found it; the suspect spans derived from it.
-	run     Run
-	prev    Run
-	hadPrev bool
-	suspect []Span
 }
 
 // DefaultPath returns where the index lives when none is configured:
@@ -249,16 +224,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{
-		db: db, path: path, opts: opts, log: opts.Logger,
-		in:      make(chan item, 4*opts.MaxBatch),
-		closing: make(chan struct{}),
-		group:   newGroupSize(opts.MaxBatch, opts.MaxGroupNodes),
-		floors:  map[string]int64{},
-
-		settleReq: make(chan chan error),
-		soon:      make(chan struct{}, 1),
-	}
+	s := newStore(db, path, opts)
 	if err := s.countPending(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
@@ -273,6 +239,22 @@ func Open(path string, opts Options) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// newStore puts a store's parts together around db.
+func newStore(db *bolt.DB, path string, opts Options) *Store {
+	s := &Store{
+		reader:  reader{db: db, path: path, opts: opts, log: opts.Logger},
+		in:      make(chan item, 4*opts.MaxBatch),
+		closing: make(chan struct{}),
+		group:   newGroupSize(opts.MaxBatch, opts.MaxGroupNodes),
+		floors:  map[string]int64{},
+	}
+	s.changeLog, s.runMarker.reader = changeLog{&s.reader}, &s.reader
+	s.hold.file, s.hold.logger, s.hold.closing = path, s.log, s.closing
+	s.hold.queued = func() int { return len(s.in) }
+	s.deferred = newDeferred(s)
+	return s
 }
 
 // Path returns the index file's path.
@@ -369,43 +351,8 @@ func initIndex(name string, opts Options) error {
 	return err
 }
 
-// bbolt's file header, read before bbolt maps the file so that a foreign or
-// truncated file gets a clear error instead of a fault.
-const (
-	boltMagic      = 0xED0CDAED
-	boltVersion    = 2
-	boltPageHeader = 16
-	boltMetaSum    = 56 // offset of the checksum within the meta page body
-)
-
-type boltMeta struct {
-	pageSize uint32
-	root     uint64 // the root bucket's page
-	freelist uint64
-	pgid     uint64
-	txid     uint64
-	valid    bool
-}
-
-func readBoltMeta(b []byte) (m boltMeta, magic bool) {
-	le := binary.LittleEndian
-	if len(b) < boltPageHeader+4 || le.Uint32(b[boltPageHeader:]) != boltMagic {
-		return m, false
-	}
-	if len(b) < boltPageHeader+boltMetaSum+8 {
-		return m, true
-	}
-	body := b[boltPageHeader:]
-	h := fnv.New64a()
-	h.Write(body[:boltMetaSum])
-	m.pageSize = le.Uint32(body[8:])
-	m.root, m.freelist = le.Uint64(body[16:]), le.Uint64(body[32:])
-	m.pgid = le.Uint64(body[40:])
-	m.txid = le.Uint64(body[48:])
-	m.valid = le.Uint32(body[4:]) == boltVersion && h.Sum64() == le.Uint64(body[boltMetaSum:])
-	return m, true
-}
-
+// checkHeader reads bbolt's file header before bbolt maps the file, so
+// that a foreign or truncated file gets a clear error instead of a fault.
 func checkHeader(path string, size int64) error {
 	if size == 0 {
 		return fmt.Errorf("%w: %s is an empty file (remove it and annexd creates a new index)", ErrNotIndex, path)
@@ -420,23 +367,23 @@ func checkHeader(path string, size int64) error {
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("store: read index header of %s: %w", path, err)
 	}
-	m0, magic := readBoltMeta(buf[:n])
+	m0, magic := pagecheck.ReadMeta(buf[:n])
 	if !magic {
 		return fmt.Errorf("%w: %s is not a bbolt database (left untouched; move it away or choose another --index)", ErrNotIndex, path)
 	}
 	best := m0
-	if ps := int64(m0.pageSize); m0.valid && ps >= 512 && ps <= 1<<20 {
-		page := make([]byte, boltPageHeader+boltMetaSum+8)
+	if ps := int64(m0.PageSize); m0.Valid && ps >= 512 && ps <= 1<<20 {
+		page := make([]byte, pagecheck.MetaLen)
 		if _, err := f.ReadAt(page, ps); err == nil {
-			if m1, _ := readBoltMeta(page); m1.valid && m1.pageSize == m0.pageSize && m1.txid > m0.txid {
+			if m1, _ := pagecheck.ReadMeta(page); m1.Valid && m1.PageSize == m0.PageSize && m1.TxID > m0.TxID {
 				best = m1
 			}
 		}
 	}
-	if !best.valid {
+	if !best.Valid {
 		return fmt.Errorf("%w: %s: bbolt meta page damaged (left untouched)", ErrCorrupt, path)
 	}
-	if need := int64(best.pgid) * int64(best.pageSize); size < need {
+	if need := int64(best.PGID) * int64(best.PageSize); size < need {
 		return fmt.Errorf("%w: %s is truncated: %d bytes, the index needs %d (left untouched)", ErrCorrupt, path, size, need)
 	}
 	return nil

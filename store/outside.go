@@ -33,7 +33,7 @@ type OutsideDir struct {
 // subtree with one seek, so it costs about one step per directory outside
 // the roots, in short read transactions. With countFiles it also counts the
 // records of each entry, reading each record outside the roots once.
-func (s *Store) Outside(ctx context.Context, roots [][]byte, countFiles bool) ([]OutsideDir, error) {
+func (s *reader) Outside(ctx context.Context, roots [][]byte, countFiles bool) ([]OutsideDir, error) {
 	prefixes, err := rootPrefixes(roots)
 	if err != nil {
 		return nil, err
@@ -82,7 +82,7 @@ func rootPrefixes(roots [][]byte) ([][]byte, error) {
 // outsideChunk reads up to chunk directory entries from the key from on,
 // adding the outside ones to out. It returns where to go on, nil at the
 // end.
-func (s *Store) outsideChunk(prefixes [][]byte, from []byte, out *[]OutsideDir) (next []byte, err error) {
+func (s *reader) outsideChunk(prefixes [][]byte, from []byte, out *[]OutsideDir) (next []byte, err error) {
 	err = s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketDirs).Cursor()
 		n := 0
@@ -167,7 +167,7 @@ func dirPath(dirKey []byte) []byte {
 }
 
 // countOutside counts the records an entry covers.
-func (s *Store) countOutside(ctx context.Context, d *OutsideDir) (int64, error) {
+func (s *reader) countOutside(ctx context.Context, d *OutsideDir) (int64, error) {
 	var n int64
 	count := func([]byte, Record) error { n++; return nil }
 	var err error
@@ -183,7 +183,7 @@ func (s *Store) countOutside(ctx context.Context, d *OutsideDir) (int64, error) 
 // subdirectories), outside of read transactions. It reads past them only
 // to the first record of a subdirectory, however large the subtree. fn may
 // return ErrStop.
-func (s *Store) Direct(ctx context.Context, dir []byte, fn func(path []byte, r Record) error) error {
+func (s *reader) Direct(ctx context.Context, dir []byte, fn func(path []byte, r Record) error) error {
 	if err := checkPath(dir, true); err != nil {
 		return err
 	}

@@ -7,12 +7,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	bolterr "go.etcd.io/bbolt/errors"
 
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // Deferred digest entries (schema 4; sorted runs since schema 6).
@@ -91,22 +94,22 @@ func encodePending(dk, fk []byte, r *Record) []byte {
 }
 
 func decodePending(v []byte) (pendingEntry, error) {
-	d := &decoder{b: v}
-	n := d.uvarint()
-	if d.err != nil || n == 0 || n > uint64(len(d.b)) {
+	d := &codec.Decoder{B: v}
+	n := d.Uvarint()
+	if d.Err != nil || n == 0 || n > uint64(len(d.B)) {
 		return pendingEntry{}, fmt.Errorf("%w: pending entry %x", ErrCorrupt, v)
 	}
-	e := pendingEntry{dk: d.b[:n]}
-	d.b = d.b[n:]
-	if len(d.b) == 0 {
+	e := pendingEntry{dk: d.B[:n]}
+	d.B = d.B[n:]
+	if len(d.B) == 0 {
 		return pendingEntry{}, fmt.Errorf("%w: pending entry %x", ErrCorrupt, v)
 	}
-	e.backend, d.b = key.Backend(d.b[0]), d.b[1:]
-	e.size, e.dev, e.ino = d.uvarint(), d.uvarint(), d.uvarint()
-	if d.err != nil || len(d.b) == 0 {
+	e.backend, d.B = key.Backend(d.B[0]), d.B[1:]
+	e.size, e.dev, e.ino = d.Uvarint(), d.Uvarint(), d.Uvarint()
+	if d.Err != nil || len(d.B) == 0 {
 		return pendingEntry{}, fmt.Errorf("%w: pending entry %x", ErrCorrupt, v)
 	}
-	e.fk = d.b
+	e.fk = d.B
 	return e, nil
 }
 
@@ -114,38 +117,62 @@ func (e *pendingEntry) record() Record {
 	return Record{Backend: e.backend, Size: int64(e.size), Dev: e.dev, Ino: e.ino}
 }
 
+// txRuns is one write transaction's side of the deferred runs: the
+// pending buckets, the runs of digest and inode entries it adds (written
+// in key order when it ends) and its drops from committed runs.
+type txRuns struct {
+	pend             *bolt.Bucket
+	committed, delta int64    // entries pending when it began; those it added less those it dropped
+	dig              *keyBuf  // its run of digest entries: entry → value
+	digDrops         runDrops // drops from committed runs
+	deferring        bool     // the group's new digest and inode entries wait for a merge
+	mergeSkip        bool     // entries may be both pending and merged (a cut-short merge)
+	rbuf             []byte
+
+	// The deferred inode entries (pendinodes.go).
+	pendIno  *bolt.Bucket
+	ino      *keyBuf // entry → nil
+	inoDrops runDrops
+	filter   *runFilter // takes the prefix of each deferred inode entry (runfilter.go); may be nil
+}
+
+// any reports whether digest entries may be pending.
+func (t *txRuns) any() bool { return t.committed+t.delta > 0 }
+
 // deferDigest adds the digest entry dk ‖ fk to this transaction's run.
-func (w *wtx) deferDigest(dk, fk []byte, r *Record) error {
-	w.pendDelta++
-	w.rbuf = append(append(w.rbuf[:0], dk...), fk...)
-	w.digRun.add(w.rbuf, encodePending(dk, fk, r))
-	return nil
+func (t *txRuns) deferDigest(dk, fk []byte, r *Record) {
+	t.delta++
+	t.rbuf = append(append(t.rbuf[:0], dk...), fk...)
+	t.dig.add(t.rbuf, encodePending(dk, fk, r))
 }
 
-// flushDigests writes this transaction's deferred digest entries as one
-// run.
-func (w *wtx) flushDigests() error {
-	return writeRun(w.pend, w.digRun)
+// flush writes this transaction's deferred digest and inode entries as
+// one run each.
+func (t *txRuns) flush() error {
+	if err := writeRun(t.pend, t.dig); err != nil {
+		return err
+	}
+	return writeRun(t.pendIno, t.ino)
 }
 
-// dropPending removes the pending entry dk ‖ fk, reporting whether there
+// dropDigest removes the pending entry dk ‖ fk, reporting whether there
 // was one: from this transaction's run, or from a committed one
 // (runDrops).
-func (w *wtx) dropPending(dk, fk []byte) (bool, error) {
-	if w.pendCommitted+w.pendDelta <= 0 {
+func (t *txRuns) dropDigest(dk, fk []byte) (bool, error) {
+	if !t.any() {
 		return false, nil
 	}
 	e := append(bytes.Clone(dk), fk...)
-	if w.digRun.remove(e) {
-		w.pendDelta--
+	if t.dig.remove(e) {
+		t.delta--
 		return true, nil
 	}
-	k, err := w.digDrops.find(w.pend, e)
+	k, err := t.digDrops.find(t.pend, e)
 	if k == nil || err != nil {
 		return false, err
 	}
-	w.pendDelta--
-	return true, w.pend.Delete(k)
+	t.delta--
+	return true, t.pend.Delete(k)
 }
 
 // addDigest puts dk ‖ fk into the digest index and updates its group.
@@ -163,7 +190,7 @@ func (w *wtx) addDigest(dk, fk []byte, r *Record) error {
 		return err
 	}
 	w.dbuf = append(append(w.dbuf[:0], dk...), fk...)
-	return w.digest.Put(w.dbuf, digestValue(r)) // bbolt copies keys, not values
+	return w.digest.Put(w.dbuf, codec.DigestValue(r)) // bbolt copies keys, not values
 }
 
 // inDigest reports whether the digest index holds dk ‖ fk.
@@ -173,43 +200,77 @@ func (w *wtx) inDigest(dk, fk []byte) bool {
 	return k != nil && bytes.Equal(k, w.dbuf)
 }
 
+// deferred is the writer's deferred-run layer as the store sees it: how
+// many entries wait in how many runs, when they are due for a merge, and
+// the merge itself, in write transactions of the store's (update). Anyone
+// reads the counts; the rest is the writer's: Run, Close, and a settle
+// that holds the writer lock.
+type deferred struct {
+	update func(fn func(w *wtx) error) error
+	view   func(fn func(tx *bolt.Tx) error) error
+	log    *slog.Logger
+	opts   *Options // mergeAt and mergeTx, for tests
+
+	pending   atomic.Int64              // entries committed to the pending bucket
+	digested  atomic.Int64              // the digest entries they are measured against
+	runs      atomic.Int64              // runs written since the bucket was last emptied
+	inoFilter atomic.Pointer[runFilter] // the inodes pendinodes may name (runfilter.go); nil: seek in the runs
+	settleReq chan chan error           // settle's requests to a running writer
+	soon      chan struct{}             // SettleSoon's requests
+
+	deferring  bool      // the writer's current group defers its digest entries
+	mergeSkip  bool      // a merge was cut short: skip entries already merged
+	mergeFails int       // merges failed in a row
+	mergeAfter time.Time // no merge of the writer's own before then
+}
+
+func newDeferred(s *Store) *deferred {
+	return &deferred{update: s.update, view: s.view, log: s.log, opts: &s.opts,
+		settleReq: make(chan chan error), soon: make(chan struct{}, 1)}
+}
+
 // mergeHook runs between merge transactions; tests make it fail.
 var mergeHook = func() error { return nil }
 
 // mergeDue reports whether pending entries in runs runs, of digested
 // digest entries in all, call for a merge.
-func (s *Store) mergeDue(pending, digested, runs int64) bool {
-	if s.opts.mergeAt > 0 {
-		return pending >= int64(s.opts.mergeAt)
+func (d *deferred) mergeDue(pending, digested, runs int64) bool {
+	if d.opts.mergeAt > 0 {
+		return pending >= int64(d.opts.mergeAt)
 	}
 	return pending >= max(digested-pending, mergeMin) || runs >= maxRuns
+}
+
+// due reports whether the pending entries call for a merge now.
+func (d *deferred) due() bool {
+	return d.mergeDue(d.pending.Load(), d.digested.Load(), d.runs.Load()) && time.Now().After(d.mergeAfter)
 }
 
 // merge moves every deferred inode entry into the inode index
 // (pendinodes.go), then every pending entry into the digest index, each
 // in key order. Only the writer calls it (Run, Close, settle).
-func (s *Store) merge() error {
-	if s.pending.Load() <= 0 {
+func (d *deferred) merge() error {
+	if d.pending.Load() <= 0 {
 		return nil
 	}
 	start := time.Now()
-	per := cmp.Or(s.opts.mergeTx, mergeTxEntries)
-	if err := s.mergeRuns(bucketPendInodes, per, mergeInode); err != nil {
-		s.mergeSkip = true // some chunks may have been committed
+	per := cmp.Or(d.opts.mergeTx, mergeTxEntries)
+	if err := d.mergeRuns(bucketPendInodes, per, mergeInode); err != nil {
+		d.mergeSkip = true // some chunks may have been committed
 		return fmt.Errorf("store: merge the inode index: %w", err)
 	}
-	total := s.pending.Load()
-	if err := s.mergeRuns(bucketPending, per, mergeDigest); err != nil {
-		s.mergeSkip = true
+	total := d.pending.Load()
+	if err := d.mergeRuns(bucketPending, per, mergeDigest); err != nil {
+		d.mergeSkip = true
 		return fmt.Errorf("store: merge the digest index: %w", err)
 	}
-	s.mergeSkip = false
-	if err := s.renewInodeFilter(); err != nil {
+	d.mergeSkip = false
+	if err := d.renewInodeFilter(); err != nil {
 		// The old filter stays and takes the new runs' entries too: lookups
 		// stay right, only less often skipped.
-		s.log.Warn("store: cannot renew the inode filter", "err", err)
+		d.log.Warn("store: cannot renew the inode filter", "err", err)
 	}
-	s.log.Debug("store: merged pending digest entries", "entries", total, "elapsed", time.Since(start))
+	d.log.Debug("store: merged pending digest entries", "entries", total, "elapsed", time.Since(start))
 	return nil
 }
 
@@ -224,7 +285,7 @@ func mergeDigest(w *wtx, _, v []byte) error {
 	if err != nil {
 		return err
 	}
-	if w.mergeSkip && w.inDigest(e.dk, e.fk) {
+	if w.runs.mergeSkip && w.inDigest(e.dk, e.fk) {
 		return nil // merged before a crash cut the merge short
 	}
 	r := e.record()
@@ -234,20 +295,20 @@ func mergeDigest(w *wtx, _, v []byte) error {
 // mergeRuns applies fn, in key order without the run prefix, to every
 // entry of the run bucket name, per entries a transaction. The digest
 // merge's last transaction empties both pending buckets.
-func (s *Store) mergeRuns(name []byte, per int, fn func(w *wtx, k, v []byte) error) error {
+func (d *deferred) mergeRuns(name []byte, per int, fn func(w *wtx, k, v []byte) error) error {
 	var m *runMerge
-	err := s.view(func(tx *bolt.Tx) error {
+	err := d.view(func(tx *bolt.Tx) error {
 		var err error
 		m, err = newRunMerge(tx.Bucket(name))
 		return err
 	})
 	for err == nil {
 		var done bool
-		err = s.update(func(w *wtx) error {
+		err = d.update(func(w *wtx) error {
 			var err error
 			done, err = m.step(w.tx.Bucket(name), per, func(k, v []byte) error { return fn(w, k, v) })
 			if err == nil && done && bytes.Equal(name, bucketPending) {
-				err = w.emptyPending()
+				err = w.runs.empty(w.tx)
 			}
 			return err
 		})
@@ -259,27 +320,27 @@ func (s *Store) mergeRuns(name []byte, per int, fn func(w *wtx, k, v []byte) err
 	return err
 }
 
-// emptyPending replaces both pending buckets with empty ones.
-func (w *wtx) emptyPending() error {
+// empty replaces both pending buckets with empty ones.
+func (t *txRuns) empty(tx *bolt.Tx) error {
 	for _, name := range [][]byte{bucketPending, bucketPendInodes} {
-		if err := w.tx.DeleteBucket(name); err != nil && !errors.Is(err, bolterr.ErrBucketNotFound) {
+		if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, bolterr.ErrBucketNotFound) {
 			return err
 		}
 	}
-	b, err := w.tx.CreateBucket(bucketPending)
+	b, err := tx.CreateBucket(bucketPending)
 	if err != nil {
 		return err
 	}
-	w.pend = b
-	w.pendDelta = -w.pendCommitted
+	t.pend = b
+	t.delta = -t.committed
 	var seq uint64
-	if w.pendIno != nil {
-		seq = w.pendIno.Sequence()
+	if t.pendIno != nil {
+		seq = t.pendIno.Sequence()
 	}
-	if w.pendIno, err = w.tx.CreateBucket(bucketPendInodes); err != nil {
+	if t.pendIno, err = tx.CreateBucket(bucketPendInodes); err != nil {
 		return err
 	}
-	return w.pendIno.SetSequence(seq) // run numbers only grow (runfilter.go)
+	return t.pendIno.SetSequence(seq) // run numbers only grow (runfilter.go)
 }
 
 // Settle merges the digest entries still pending, so that Stats' Unique,
@@ -291,7 +352,7 @@ func (s *Store) Settle(ctx context.Context) error { return s.settle(ctx) }
 // With the writer running it asks the writer; otherwise it merges itself.
 // A read-only store cannot merge: ErrUngrouped.
 func (s *Store) settle(ctx context.Context) error {
-	for s.pending.Load() > 0 {
+	for s.deferred.pending.Load() > 0 {
 		select {
 		case <-s.closing:
 			return ErrClosed // Close merges, and nothing may write after it
@@ -299,16 +360,16 @@ func (s *Store) settle(ctx context.Context) error {
 		}
 		if s.opts.ReadOnly {
 			return fmt.Errorf("%w: %s: %d records not yet grouped (start annexd once to group them)",
-				ErrUngrouped, s.path, s.pending.Load())
+				ErrUngrouped, s.path, s.deferred.pending.Load())
 		}
 		if s.writer.TryLock() {
-			err := s.merge()
+			err := s.deferred.merge()
 			s.writer.Unlock()
 			return err
 		}
 		reply := make(chan error, 1)
 		select {
-		case s.settleReq <- reply:
+		case s.deferred.settleReq <- reply:
 			select {
 			case err := <-reply:
 				return err
@@ -342,35 +403,54 @@ const DeferredGroup = deferMinGroup
 // postpones to the end.
 func (s *Store) SettleSoon() {
 	select {
-	case s.soon <- struct{}{}:
+	case s.deferred.soon <- struct{}{}:
 	default: // asked already
 	}
 }
 
 // Ungrouped returns how many records are indexed by digest but not yet in
 // the duplicate counters (Stats' Unique, DupGroups and Duplicate).
-func (s *Store) Ungrouped() int64 { return max(s.pending.Load(), 0) }
+func (s *reader) Ungrouped() int64 { return max(s.deferred.pending.Load(), 0) }
 
-// countPending sets the pending count from the index at open.
+// countPending sets the counts from the index at open.
 func (s *Store) countPending() error {
 	return s.view(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketPending)
-		n := b.Stats().KeyN
-		s.pending.Store(int64(n))
-		s.runs.Store(int64(b.Sequence()))
-		s.mergeSkip = n > 0
 		// Damaged counters are Check's to report, not a reason to refuse
 		// the open that check-db and repair need.
 		c, _ := decodeCounters(tx.Bucket(bucketMeta).Get(metaCounters))
-		s.digested.Store(c.Digested)
 		s.shelved.Store(c.Shelved)
-		if !s.opts.ReadOnly {
-			if b := tx.Bucket(bucketPendInodes); b != nil {
-				s.inoFilter.Store(openInodeFilter(b))
-			}
-		}
+		s.deferred.load(tx, c.Digested)
 		return nil
 	})
+}
+
+// load sets the counts from the index at open; digested is the counter.
+func (d *deferred) load(tx *bolt.Tx, digested int64) {
+	b := tx.Bucket(bucketPending)
+	n := b.Stats().KeyN
+	d.pending.Store(int64(n))
+	d.runs.Store(int64(b.Sequence()))
+	d.mergeSkip = n > 0
+	d.digested.Store(digested)
+	if !d.opts.ReadOnly {
+		if b := tx.Bucket(bucketPendInodes); b != nil {
+			d.inoFilter.Store(openInodeFilter(b))
+		}
+	}
+}
+
+// begin hands a write transaction the layer's state.
+func (d *deferred) begin(w *wtx) {
+	w.runs.pend, w.runs.committed = w.tx.Bucket(bucketPending), d.pending.Load()
+	w.runs.deferring, w.runs.mergeSkip = d.deferring, d.mergeSkip
+	w.runs.filter = d.inoFilter.Load()
+}
+
+// committed takes the counts of a transaction that committed.
+func (d *deferred) committed(delta, digested, runs int64) {
+	d.pending.Add(delta)
+	d.digested.Store(digested)
+	d.runs.Store(runs)
 }
 
 // pendingByDigest calls fn with the file key of every pending entry of

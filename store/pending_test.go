@@ -14,6 +14,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // pendingLoad puts 700 records over 140 digests, with hardlinks, then
@@ -114,7 +116,7 @@ func TestLargeGroupsDeferDigests(t *testing.T) {
 			t.Fatalf("Get %s: %v %v", path, ok, err)
 		}
 		got, err := s.ByDigest(r.Backend, r.Digest)
-		want := m.paths(func(o Record) bool { return o.indexed() && bytes.Equal(o.Digest, r.Digest) })
+		want := m.paths(func(o Record) bool { return o.Indexed() && bytes.Equal(o.Digest, r.Digest) })
 		if err != nil || !slices.Equal(sorted(paths(got)), want) {
 			t.Errorf("ByDigest of %s with entries pending = %q, %v; want %q", path, paths(got), err, want)
 		}
@@ -251,11 +253,11 @@ func TestMergeCutShort(t *testing.T) {
 		t.Errorf("read-only Dups with entries pending: %v, want ErrUngrouped", err)
 	}
 	r := m["/t/d2/f002"]
-	if !r.indexed() {
+	if !r.Indexed() {
 		t.Fatal("the test's record went away")
 	}
 	got, err := ro.ByDigest(r.Backend, r.Digest)
-	want := m.paths(func(o Record) bool { return o.indexed() && bytes.Equal(o.Digest, r.Digest) })
+	want := m.paths(func(o Record) bool { return o.Indexed() && bytes.Equal(o.Digest, r.Digest) })
 	if err != nil || !slices.Equal(sorted(paths(got)), want) {
 		t.Errorf("read-only ByDigest = %q, %v; want %q", paths(got), err, want)
 	}
@@ -311,7 +313,7 @@ func TestCheckFindsStalePendingEntry(t *testing.T) {
 	s.Close()
 	editRaw(t, path, func(tx *bolt.Tx) error {
 		fk, v := tx.Bucket(bucketFiles).Cursor().First()
-		r, err := decodeRecord(v)
+		r, err := codec.DecodeRecord(v)
 		if err != nil {
 			return err
 		}

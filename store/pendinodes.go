@@ -42,30 +42,24 @@ var bucketPendInodes = []byte("pendinodes")
 // deferInode adds the inode entry ik (id(dev) ‖ id(ino) ‖ file key, the
 // first prefix bytes the inode's) to this transaction's run and to the
 // inode filter, before the run commits (runfilter.go).
-func (w *wtx) deferInode(ik []byte, prefix int) {
-	w.inoRun.add(ik, nil)
-	if w.inoFilter != nil {
-		w.inoFilter.add(ik[:prefix])
+func (t *txRuns) deferInode(ik []byte, prefix int) {
+	t.ino.add(ik, nil)
+	if t.filter != nil {
+		t.filter.add(ik[:prefix])
 	}
 }
 
-// flushInodes writes this transaction's deferred inode entries as one
-// run.
-func (w *wtx) flushInodes() error {
-	return writeRun(w.pendIno, w.inoRun)
-}
-
-// dropPendingInode removes the deferred inode entry ik, if there is one:
-// from this transaction's run, or from a committed one.
-func (w *wtx) dropPendingInode(ik []byte) error {
-	if w.inoRun.remove(ik) {
+// dropInode removes the deferred inode entry ik, if there is one: from
+// this transaction's run, or from a committed one.
+func (t *txRuns) dropInode(ik []byte) error {
+	if t.ino.remove(ik) {
 		return nil
 	}
-	k, err := w.inoDrops.find(w.pendIno, ik)
+	k, err := t.inoDrops.find(t.pendIno, ik)
 	if k == nil || err != nil {
 		return err
 	}
-	return w.pendIno.Delete(k)
+	return t.pendIno.Delete(k)
 }
 
 // pendingByInode calls fn with the file key of every deferred inode entry

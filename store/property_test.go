@@ -60,7 +60,7 @@ func (m model) groups() map[string]Group {
 	out := map[string]Group{}
 	inodes := map[string]map[[2]uint64]bool{}
 	for p, r := range m {
-		if !r.indexed() {
+		if !r.Indexed() {
 			continue
 		}
 		dk := string(digestKey(nil, &r))
@@ -238,10 +238,10 @@ func compare(rt *rapid.T, s *Store, m model) {
 		if want := m.paths(func(o Record) bool { return o.Dev == r.Dev && o.Ino == r.Ino }); !slices.Equal(sorted(paths(all)), want) {
 			rt.Fatalf("ByInodeAll(%d,%d) = %q, want %q", r.Dev, r.Ino, paths(all), want)
 		}
-		if r.indexed() {
+		if r.Indexed() {
 			bd, _ := s.ByDigest(r.Backend, r.Digest)
 			want := m.paths(func(o Record) bool {
-				return o.indexed() && o.Backend.Base() == r.Backend.Base() && bytes.Equal(o.Digest, r.Digest)
+				return o.Indexed() && o.Backend.Base() == r.Backend.Base() && bytes.Equal(o.Digest, r.Digest)
 			})
 			if got := sorted(paths(bd)); !slices.Equal(got, want) {
 				rt.Fatalf("ByDigest of %q = %q, want %q", p, got, want)
@@ -300,7 +300,7 @@ func compareGroups(rt *rapid.T, s *Store, m model) {
 	for _, r := range m {
 		files++
 		bytes_ += r.Size
-		if r.indexed() {
+		if r.Indexed() {
 			digested++
 		}
 	}

@@ -9,14 +9,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// SameContent reports whether r and o say the same about a file: digest,
-// identity, hash time and state. Generation and VerifiedAt may differ.
-func (r *Record) SameContent(o *Record) bool {
-	return r.Backend == o.Backend && bytes.Equal(r.Digest, o.Digest) && r.Size == o.Size &&
-		r.MtimeNs == o.MtimeNs && r.CtimeNs == o.CtimeNs && r.Dev == o.Dev && r.Ino == o.Ino &&
-		r.HashedAt == o.HashedAt && r.State == o.State
-}
-
 // PutIf stores r at path only while the record there is still expect, and
 // returns once it is durable; ErrConflict when another writer changed or
 // removed the record since expect was read. An audit uses it so that its
@@ -45,7 +37,7 @@ func (w *wtx) putIf(path []byte, r, expect *Record) error {
 // MetaPrefix calls fn for every meta value (PutMeta) whose name starts with
 // prefix, in name order. It reads in chunks of short transactions and calls
 // fn outside them, so fn may write; fn may return ErrStop.
-func (s *Store) MetaPrefix(ctx context.Context, prefix string, fn func(name string, v []byte) error) error {
+func (s *reader) MetaPrefix(ctx context.Context, prefix string, fn func(name string, v []byte) error) error {
 	from := []byte(prefix)
 	for {
 		if err := ctx.Err(); err != nil {

@@ -14,6 +14,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
+
+	"github.com/annexd/annexd/store/internal/pagecheck"
 )
 
 // withQuickLeaves sets how many leaves per bucket the check at open reads.
@@ -161,23 +163,23 @@ func filesLeaves(t *testing.T, path string) []uint64 {
 	}
 	defer f.Close()
 	fi, _ := f.Stat()
-	r := pageReader{f: f, ps: ps, hwm: uint64(fi.Size()) / uint64(ps)}
+	r := pagecheck.Reader{F: f, PS: ps, HWM: uint64(fi.Size()) / uint64(ps)}
 	level := []uint64{root}
 	for {
-		pg, err := r.page(level[0])
+		pg, err := r.Page(level[0])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pg.flags == pageLeaf {
+		if pg.IsLeaf() {
 			slices.SortFunc(level, cmp.Compare)
 			return level
 		}
 		var next []uint64
 		for _, id := range level {
-			pg, _ := r.page(id)
-			es, _ := pg.elems()
+			pg, _ := r.Page(id)
+			es, _ := pg.Elems()
 			for _, e := range es {
-				next = append(next, e.child)
+				next = append(next, e.Child)
 			}
 		}
 		level = next
@@ -280,7 +282,7 @@ func BenchmarkOpenCheck1M(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer db.Close()
-			var q *quick
+			var q *pagecheck.Result
 			for b.Loop() {
 				if cold {
 					b.StopTimer()
@@ -291,8 +293,8 @@ func BenchmarkOpenCheck1M(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(q.r.read), "pages-read")
-			b.ReportMetric(float64(q.r.hwm), "pages-in-file")
+			b.ReportMetric(float64(q.PagesRead()), "pages-read")
+			b.ReportMetric(float64(q.Pages()), "pages-in-file")
 		})
 		b.Run(name+"/store-open", func(b *testing.B) {
 			for b.Loop() {

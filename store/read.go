@@ -7,24 +7,44 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 	bolterr "go.etcd.io/bbolt/errors"
 
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // chunk is how many records a long read takes per read transaction, so that
 // it never holds one long enough to stall the writer.
 const chunk = 1024
 
+// reader is the store's read side: the file and what every part reads
+// of it. Its queries run in short read transactions and see only
+// committed changes; the caches follow the writer's epoch. Store embeds
+// it, so its methods are the Store's.
+type reader struct {
+	db    *bolt.DB
+	path  string
+	opts  Options
+	log   *slog.Logger
+	dmg   damage     // the first damage a read or write met (damage.go)
+	epoch epoch      // directory mappings version, for read caches
+	dirs  dirIDCache // directory key → id, for Get
+
+	deferred *deferred    // the writer's deferred-run layer (pending.go)
+	shelved  atomic.Int64 // records on the shelf (shelf.go)
+}
+
 // view runs fn in a read transaction. A damaged page makes bbolt panic (or
 // fault, for a page outside the file); that becomes ErrCorrupt instead of
 // a crash.
-func (s *Store) view(fn func(tx *bolt.Tx) error) (err error) {
+func (s *reader) view(fn func(tx *bolt.Tx) error) (err error) {
 	defer func() { s.dmg.note(err) }()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
@@ -44,7 +64,7 @@ func (s *Store) view(fn func(tx *bolt.Tx) error) (err error) {
 }
 
 // Get returns the record stored for path. Its slices are copies.
-func (s *Store) Get(path []byte) (Record, bool, error) {
+func (s *reader) Get(path []byte) (Record, bool, error) {
 	if err := checkPath(path, false); err != nil {
 		return Record{}, false, err
 	}
@@ -60,12 +80,12 @@ func (s *Store) Get(path []byte) (Record, bool, error) {
 			return nil
 		}
 		var buf [64]byte
-		v := tx.Bucket(bucketFiles).Get(fileKey(buf[:0], id, base))
+		v := tx.Bucket(bucketFiles).Get(codec.FileKey(buf[:0], id, base))
 		if v == nil {
 			return nil
 		}
 		var err error
-		r, err = decodeRecord(v)
+		r, err = codec.DecodeRecord(v)
 		if err != nil {
 			return fmt.Errorf("get %q: %w", path, err)
 		}
@@ -88,7 +108,7 @@ type Found struct {
 // before any lookup; after an error out holds no answer of the chunk that
 // failed (a chunk is 1024 paths), so callers should look paths up again one
 // by one rather than use a partial answer.
-func (s *Store) GetMany(paths [][]byte, out []Found) ([]Found, error) {
+func (s *reader) GetMany(paths [][]byte, out []Found) ([]Found, error) {
 	for _, p := range paths {
 		if err := checkPath(p, false); err != nil {
 			return out, err
@@ -105,7 +125,7 @@ func (s *Store) GetMany(paths [][]byte, out []Found) ([]Found, error) {
 	return out, nil
 }
 
-func (s *Store) getChunk(paths [][]byte, out []Found) ([]Found, error) {
+func (s *reader) getChunk(paths [][]byte, out []Found) ([]Found, error) {
 	start := len(out)
 	order := keyOrder(paths)
 	defer order.done()
@@ -133,10 +153,10 @@ func (s *Store) getChunk(paths [][]byte, out []Found) ([]Found, error) {
 			if !found {
 				continue
 			}
-			if v := c.get(fileKey(buf[:0], id, base)); v != nil {
+			if v := c.get(codec.FileKey(buf[:0], id, base)); v != nil {
 				var r Record
 				var err error
-				r, digests, err = decodeRecordIn(v, digests)
+				r, digests, err = codec.DecodeRecordIn(v, digests)
 				if err != nil {
 					return fmt.Errorf("get %q: %w", p, err)
 				}
@@ -243,7 +263,7 @@ func (fc *fileCursor) get(fk []byte) []byte {
 
 // dirID looks up a directory's id in tx, through the cache when the epoch
 // read before tx began is still current.
-func (s *Store) dirID(tx *bolt.Tx, dk []byte, before uint64) (uint64, bool) {
+func (s *reader) dirID(tx *bolt.Tx, dk []byte, before uint64) (uint64, bool) {
 	caching := stable(before, s.epoch.load())
 	if caching {
 		if id, ok := s.dirs.get(before, dk); ok {
@@ -254,7 +274,7 @@ func (s *Store) dirID(tx *bolt.Tx, dk []byte, before uint64) (uint64, bool) {
 	if idv == nil {
 		return 0, false
 	}
-	id, ok := parseIDKey(idv)
+	id, ok := codec.ParseIDKey(idv)
 	if !ok {
 		return 0, false
 	}
@@ -268,7 +288,7 @@ func (s *Store) dirID(tx *bolt.Tx, dk []byte, before uint64) (uint64, bool) {
 // read transactions of one long read, as long as the directory mappings
 // stay in one epoch (see epoch).
 type namer struct {
-	s       *Store
+	s       *reader
 	names   *bolt.Bucket
 	epoch   uint64
 	caching bool
@@ -283,7 +303,7 @@ type namer struct {
 // caches.
 const maxNamerCache = 1 << 16
 
-func (s *Store) newNamer() *namer { return &namer{s: s, cache: map[uint64][]byte{}} }
+func (s *reader) newNamer() *namer { return &namer{s: s, cache: map[uint64][]byte{}} }
 
 // view runs fn in a read transaction with n pointed at it.
 func (n *namer) view(fn func(tx *bolt.Tx, n *namer) error) error {
@@ -302,14 +322,14 @@ func (n *namer) view(fn func(tx *bolt.Tx, n *namer) error) error {
 }
 
 func (n *namer) path(fk []byte) ([]byte, error) {
-	id, base, ok := splitFileKey(fk)
+	id, base, ok := codec.SplitFileKey(fk)
 	if !ok {
 		return nil, fmt.Errorf("%w: bad file key %x", ErrCorrupt, fk)
 	}
 	if dk := n.cached(id); dk != nil {
 		return joinPath(dk, base), nil
 	}
-	dk := n.names.Get(idKey(id))
+	dk := n.names.Get(codec.IDKey(id))
 	if dk == nil {
 		return nil, fmt.Errorf("%w: directory %d missing", ErrCorrupt, id)
 	}
@@ -350,16 +370,16 @@ func (n *namer) keep(id uint64, dk []byte) {
 // ByInodeAll returns every path recorded with (dev, ino), in index order:
 // those of the inode index and those whose entry is deferred
 // (pendinodes.go).
-func (s *Store) ByInodeAll(dev, ino uint64) ([][]byte, error) {
+func (s *reader) ByInodeAll(dev, ino uint64) ([][]byte, error) {
 	var ps [][]byte
 	err := s.newNamer().view(func(tx *bolt.Tx, n *namer) error {
-		p := inodeKey(nil, dev, ino)
+		p := codec.InodeKey(nil, dev, ino)
 		var fks [][]byte
 		c := tx.Bucket(bucketInodes).Cursor()
 		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
 			fks = append(fks, k[len(p):])
 		}
-		if b := tx.Bucket(bucketPendInodes); s.mayHoldInode(b, p) {
+		if b := tx.Bucket(bucketPendInodes); s.deferred.mayHoldInode(b, p) {
 			err := pendingByInode(b, p, func(fk []byte) error {
 				fks = append(fks, fk)
 				return nil
@@ -385,7 +405,7 @@ func (s *Store) ByInodeAll(dev, ino uint64) ([][]byte, error) {
 // Digests are grouped by base backend: SHA256E and SHA256 share one space,
 // so files named a.JPG and b.jpg with the same bytes are found together.
 // Only records in StateOK are indexed by digest.
-func (s *Store) ByDigest(b key.Backend, digest []byte) ([][]byte, error) {
+func (s *reader) ByDigest(b key.Backend, digest []byte) ([][]byte, error) {
 	if !b.Valid() || len(digest) != b.DigestLen() {
 		return nil, fmt.Errorf("%w: %d-byte digest for backend %s", ErrRecord, len(digest), b)
 	}
@@ -430,7 +450,7 @@ func makeEntry(n *namer, k, v []byte) (entry, error) {
 	if err != nil {
 		return entry{}, err
 	}
-	r, err := decodeRecord(v)
+	r, err := codec.DecodeRecord(v)
 	if err != nil {
 		return entry{}, fmt.Errorf("record of %q: %w", path, err)
 	}
@@ -440,7 +460,7 @@ func makeEntry(n *namer, k, v []byte) (entry, error) {
 // Subtree calls fn for dir itself (when it is a file) and every record
 // below it, in chunks of short read transactions, outside of them. fn may
 // return ErrStop to end early.
-func (s *Store) Subtree(ctx context.Context, dir []byte, fn func(path []byte, r Record) error) error {
+func (s *reader) Subtree(ctx context.Context, dir []byte, fn func(path []byte, r Record) error) error {
 	if err := checkPath(dir, true); err != nil {
 		return err
 	}
@@ -455,7 +475,7 @@ func (s *Store) Subtree(ctx context.Context, dir []byte, fn func(path []byte, r 
 // directory dir: whether it knows a directory at or below it. One seek, for
 // a check on every new file (the indexer's dropUnder). Every record's
 // directory has a directory key, so false is exact; true asks for Subtree.
-func (s *Store) HasUnder(dir []byte) (bool, error) {
+func (s *reader) HasUnder(dir []byte) (bool, error) {
 	if err := checkPath(dir, true); err != nil {
 		return false, err
 	}
@@ -469,7 +489,7 @@ func (s *Store) HasUnder(dir []byte) (bool, error) {
 	return found, err
 }
 
-func (s *Store) subtree(ctx context.Context, dir []byte, fn func(path []byte, r Record) error) error {
+func (s *reader) subtree(ctx context.Context, dir []byte, fn func(path []byte, r Record) error) error {
 	if len(dir) > 1 {
 		r, ok, err := s.Get(dir)
 		if err != nil {
@@ -508,7 +528,7 @@ type subtreeState struct {
 	names             *namer
 }
 
-func (s *Store) subtreeChunk(st *subtreeState) ([]entry, error) {
+func (s *reader) subtreeChunk(st *subtreeState) ([]entry, error) {
 	var batch []entry
 	err := st.names.view(func(tx *bolt.Tx, n *namer) error {
 		files := tx.Bucket(bucketFiles).Cursor()
@@ -562,7 +582,7 @@ type Stats struct {
 }
 
 // Stats returns the totals, kept up to date by every write (O(1)).
-func (s *Store) Stats() (Stats, error) {
+func (s *reader) Stats() (Stats, error) {
 	var st Stats
 	err := s.view(func(tx *bolt.Tx) error {
 		m := tx.Bucket(bucketMeta)
@@ -585,7 +605,7 @@ func (s *Store) Stats() (Stats, error) {
 // Committed returns the id of the last write transaction committed: it
 // grows with every commit, so a count made at one id still holds while
 // Committed returns the same.
-func (s *Store) Committed() (uint64, error) {
+func (s *reader) Committed() (uint64, error) {
 	var id uint64
 	err := s.view(func(tx *bolt.Tx) error {
 		id = uint64(tx.ID())
@@ -595,7 +615,7 @@ func (s *Store) Committed() (uint64, error) {
 }
 
 // GetMeta returns the value stored under name by PutMeta.
-func (s *Store) GetMeta(name string) ([]byte, bool, error) {
+func (s *reader) GetMeta(name string) ([]byte, bool, error) {
 	var (
 		v  []byte
 		ok bool

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 func TestRecordRoundTrip(t *testing.T) {
@@ -18,11 +19,11 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Backend: key.MD5E, Digest: make([]byte, 16), State: StateCorrupt},
 	}
 	for _, r := range cases {
-		if err := r.validate(); err != nil {
+		if err := r.Validate(); err != nil {
 			t.Fatalf("validate %+v: %v", r, err)
 		}
-		b := appendRecord(nil, &r)
-		got, err := decodeRecord(b)
+		b := codec.AppendRecord(nil, &r)
+		got, err := codec.DecodeRecord(b)
 		if err != nil || !got.Equal(&r) {
 			t.Fatalf("round trip of %+v = %+v, %v", r, got, err)
 		}
@@ -33,14 +34,14 @@ func TestRecordRoundTrip(t *testing.T) {
 func TestRecordIsCompact(t *testing.T) {
 	r := rec("a", 7903, 2049, 1234567)
 	r.Generation = 3
-	if n := len(appendRecord(nil, &r)); n > 64 {
+	if n := len(codec.AppendRecord(nil, &r)); n > 64 {
 		t.Fatalf("typical record takes %d bytes, want ≤ 64", n)
 	}
 }
 
 func TestDecodeRejectsDamage(t *testing.T) {
 	r := rec("a", 1, 1, 1)
-	good := appendRecord(nil, &r)
+	good := codec.AppendRecord(nil, &r)
 	for name, b := range map[string][]byte{
 		"empty":     nil,
 		"version":   append([]byte{9}, good[1:]...),
@@ -50,7 +51,7 @@ func TestDecodeRejectsDamage(t *testing.T) {
 		"trailing":  append(append([]byte{}, good...), 0),
 		"short":     good[:10],
 	} {
-		if _, err := decodeRecord(b); !errors.Is(err, ErrCorrupt) {
+		if _, err := codec.DecodeRecord(b); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: err = %v, want ErrCorrupt", name, err)
 		}
 	}
@@ -60,19 +61,19 @@ func TestDecodeRejectsDamage(t *testing.T) {
 // back to bytes that decode to the same record.
 func FuzzDecodeRecord(f *testing.F) {
 	r := rec("seed", 42, 3, 4)
-	f.Add(appendRecord(nil, &r))
-	f.Add(appendRecord(nil, &Record{State: StateUnreadable}))
+	f.Add(codec.AppendRecord(nil, &r))
+	f.Add(codec.AppendRecord(nil, &Record{State: StateUnreadable}))
 	f.Add([]byte{1, 0, 0})
 	f.Add([]byte{1, 1, 0, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, err := decodeRecord(b)
+		got, err := codec.DecodeRecord(b)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error %v does not wrap ErrCorrupt", err)
 			}
 			return
 		}
-		again, err := decodeRecord(appendRecord(nil, &got))
+		again, err := codec.DecodeRecord(codec.AppendRecord(nil, &got))
 		if err != nil || !again.Equal(&got) {
 			t.Fatalf("re-encode of %+v = %+v, %v", got, again, err)
 		}

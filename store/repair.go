@@ -1,18 +1,17 @@
 package store
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/internal/pagecheck"
 )
 
 // Aside is what MoveAside did.
@@ -122,57 +121,6 @@ func putUser(path string, keep []string, values map[string][]byte) ([]string, er
 	return kept, nil
 }
 
-// rawIndex reads an index file page by page with pread, never through
-// bbolt: a damaged page is met only when it is read, and is an error then.
-type rawIndex struct {
-	r    *pageReader
-	root uint64 // the root bucket's page
-}
-
-func openRaw(f *os.File) (*rawIndex, error) {
-	m, ps, err := readMetas(f)
-	if err != nil {
-		return nil, err
-	}
-	return &rawIndex{r: &pageReader{f: f, ps: ps, hwm: m.pgid}, root: m.root}, nil
-}
-
-// values returns the values of bucket named in want. ok is false when the
-// bucket is not there; err when a page on the way did not read or decode.
-func (x *rawIndex) values(bucket []byte, want []string) (out map[string][]byte, ok bool, err error) {
-	var head []byte
-	err = x.r.leaves(x.root, 0, func(e elem) {
-		if e.flags&elemBucket != 0 && bytes.Equal(e.key, bucket) {
-			head = bytes.Clone(e.value)
-		}
-	})
-	if err != nil || head == nil {
-		return nil, false, err
-	}
-	out = map[string][]byte{}
-	collect := func(e elem) {
-		if e.flags&elemBucket == 0 && slices.Contains(want, string(e.key)) {
-			out[string(e.key)] = bytes.Clone(e.value)
-		}
-	}
-	if len(head) < inBucketSize {
-		return nil, true, fmt.Errorf("bucket %q: bad header", bucket)
-	}
-	if root := binary.LittleEndian.Uint64(head); root != 0 {
-		return out, true, x.r.leaves(root, 0, collect)
-	}
-	inline := head[inBucketSize:] // an inline bucket: one leaf page
-	if len(inline) < pageHeader {
-		return nil, true, fmt.Errorf("bucket %q: bad inline page", bucket)
-	}
-	p := parseHeader(inline)
-	es, err := p.elems()
-	for _, e := range es {
-		collect(e)
-	}
-	return out, true, err
-}
-
 // salvage reads the user values named in keep from the index file at
 // path, page by page, so damage elsewhere is never met. It reports
 // ErrNotIndex when the file's readable root bucket shows another
@@ -183,38 +131,14 @@ func salvage(path string, keep []string) (map[string][]byte, error) {
 		return nil, nil
 	}
 	defer f.Close()
-	x, err := openRaw(f)
+	x, err := pagecheck.OpenRaw(f)
 	if err != nil {
 		return nil, nil
 	}
-	meta, ok, err := x.values(bucketMeta, []string{string(metaFormat)})
+	meta, ok, err := x.Values(bucketMeta, []string{string(metaFormat)})
 	if err == nil && (!ok || string(meta[string(metaFormat)]) != formatID) {
 		return nil, fmt.Errorf("%w: %s is a bbolt database of another program (left untouched)", ErrNotIndex, path)
 	}
-	user, _, _ := x.values(bucketUser, keep)
+	user, _, _ := x.Values(bucketUser, keep)
 	return user, nil
-}
-
-// leaves calls fn for every leaf element of the tree at page id, as far
-// as its pages read and decode.
-func (r *pageReader) leaves(id uint64, depth int, fn func(elem)) error {
-	if depth > 32 {
-		return errors.New("tree too deep")
-	}
-	p, err := r.page(id)
-	if err != nil {
-		return err
-	}
-	es, err := p.elems()
-	if err != nil {
-		return err
-	}
-	for _, e := range es {
-		if p.flags == pageLeaf {
-			fn(e)
-		} else if err := r.leaves(e.child, depth+1, fn); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // The inode filter: which inodes the deferred inode entries may name.
@@ -21,7 +23,7 @@ import (
 //
 // The rules that keep a skip right:
 //   - pendinodes numbers its runs from its bucket sequence, which
-//     emptyPending carries over to the new bucket, so run numbers only grow;
+//     txRuns.empty carries over to the new bucket, so run numbers only grow;
 //   - a filter holds every entry of each run numbered above its from, added
 //     by the writer before the transaction that writes the run commits;
 //   - the writer installs a new filter, from the bucket's sequence, after
@@ -118,11 +120,11 @@ func (b *bloom) has(h uint64) bool {
 // inodePrefixLen returns the length of the id(dev) ‖ id(ino) prefix of
 // inode entry e, or 0 when e does not start with two ids.
 func inodePrefixLen(e []byte) int {
-	_, n := readID(e)
+	_, n := codec.ReadID(e)
 	if n == 0 {
 		return 0
 	}
-	_, m := readID(e[n:])
+	_, m := codec.ReadID(e[n:])
 	if m == 0 {
 		return 0
 	}
@@ -155,12 +157,12 @@ func openInodeFilter(b *bolt.Bucket) *runFilter {
 
 // mayHoldInode reports whether a run of b, the pendinodes bucket of a
 // snapshot, may hold an entry with prefix p (id(dev) ‖ id(ino)).
-func (s *Store) mayHoldInode(b *bolt.Bucket, p []byte) bool {
+func (d *deferred) mayHoldInode(b *bolt.Bucket, p []byte) bool {
 	k, _ := b.Cursor().First()
 	if k == nil {
 		return false
 	}
-	f := s.inoFilter.Load()
+	f := d.inoFilter.Load()
 	if f == nil || len(k) < runHeader || binary.BigEndian.Uint64(k) <= f.from {
 		return true
 	}
@@ -169,9 +171,9 @@ func (s *Store) mayHoldInode(b *bolt.Bucket, p []byte) bool {
 
 // renewInodeFilter installs an empty filter for the runs after the
 // pendinodes bucket's sequence: after a merge emptied the bucket.
-func (s *Store) renewInodeFilter() error {
-	return s.view(func(tx *bolt.Tx) error {
-		s.inoFilter.Store(newRunFilter(tx.Bucket(bucketPendInodes).Sequence()))
+func (d *deferred) renewInodeFilter() error {
+	return d.view(func(tx *bolt.Tx) error {
+		d.inoFilter.Store(newRunFilter(tx.Bucket(bucketPendInodes).Sequence()))
 		return nil
 	})
 }

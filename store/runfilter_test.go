@@ -10,6 +10,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // Every prefix added is found again, across the filter's growth, and few
@@ -18,19 +20,19 @@ func TestRunFilterFindsWhatItHolds(t *testing.T) {
 	f := newRunFilter(0)
 	const n = 100_000 // past several doublings of filterFirstCap
 	for i := range uint64(n) {
-		f.add(inodeKey(nil, 1, i))
+		f.add(codec.InodeKey(nil, 1, i))
 	}
 	if got := len(*f.blooms.Load()); got < 3 {
 		t.Fatalf("%d filters after %d entries, want the filter to have grown", got, n)
 	}
 	for i := range uint64(n) {
-		if !f.mayHold(inodeKey(nil, 1, i)) {
+		if !f.mayHold(codec.InodeKey(nil, 1, i)) {
 			t.Fatalf("inode %d added but not found", i)
 		}
 	}
 	fp := 0
 	for i := range uint64(n) {
-		if f.mayHold(inodeKey(nil, 2, i)) {
+		if f.mayHold(codec.InodeKey(nil, 2, i)) {
 			fp++
 		}
 	}
@@ -42,8 +44,8 @@ func TestRunFilterFindsWhatItHolds(t *testing.T) {
 
 func TestInodePrefixLen(t *testing.T) {
 	for _, c := range []struct{ dev, ino uint64 }{{0, 0}, {1, 255}, {1 << 40, 1<<64 - 1}} {
-		k := append(inodeKey(nil, c.dev, c.ino), idKey(7)...)
-		if got, want := inodePrefixLen(k), len(inodeKey(nil, c.dev, c.ino)); got != want {
+		k := append(codec.InodeKey(nil, c.dev, c.ino), codec.IDKey(7)...)
+		if got, want := inodePrefixLen(k), len(codec.InodeKey(nil, c.dev, c.ino)); got != want {
 			t.Errorf("inodePrefixLen(%x) = %d, want %d", k, got, want)
 		}
 	}
@@ -97,10 +99,10 @@ func TestInodeFilterSkipsAbsentInodes(t *testing.T) {
 	err := s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketPendInodes)
 		for i := range uint64(500) {
-			if !s.mayHoldInode(b, inodeKey(nil, 1, 1+i)) {
+			if !s.deferred.mayHoldInode(b, codec.InodeKey(nil, 1, 1+i)) {
 				t.Fatalf("inode %d waits in a run, but the filter says no run holds it", 1+i)
 			}
-			if !s.mayHoldInode(b, inodeKey(nil, 3, 1+i)) {
+			if !s.deferred.mayHoldInode(b, codec.InodeKey(nil, 3, 1+i)) {
 				skipped++
 			}
 		}
@@ -132,10 +134,10 @@ func TestInodeFilterAcrossMerges(t *testing.T) {
 	old := tx.Bucket(bucketPendInodes)
 	// What the merge's renewal does, without the merge (which would wait
 	// for this snapshot to grow the file): a filter from the last run on.
-	s.inoFilter.Store(newRunFilter(first[len(first)-1]))
+	s.deferred.inoFilter.Store(newRunFilter(first[len(first)-1]))
 	skipped := 0
 	for i := range uint64(50) {
-		if !s.mayHoldInode(old, inodeKey(nil, 1, 1+i)) {
+		if !s.deferred.mayHoldInode(old, codec.InodeKey(nil, 1, 1+i)) {
 			skipped++
 		}
 	}

@@ -85,8 +85,8 @@ func TestDeferredEntriesAreSortedRuns(t *testing.T) {
 	for name, ks := range map[string][][]byte{"pending": pend, "pendinodes": pendIno} {
 		// (bbolt keeps keys in order whatever the order of the puts, so
 		// the sorting in flushDigests shows only in what a commit costs.)
-		if runs := runsOf(t, ks); len(runs) < 2 || int64(len(runs)) > s.runs.Load() {
-			t.Errorf("%s: %d runs, the writer counts %d; want one for each of at least 2 groups", name, len(runs), s.runs.Load())
+		if runs := runsOf(t, ks); len(runs) < 2 || int64(len(runs)) > s.deferred.runs.Load() {
+			t.Errorf("%s: %d runs, the writer counts %d; want one for each of at least 2 groups", name, len(runs), s.deferred.runs.Load())
 		}
 	}
 	mustCheck(t, s)
@@ -95,8 +95,8 @@ func TestDeferredEntriesAreSortedRuns(t *testing.T) {
 	if err := s.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n, m := len(bucketKeys(t, s, bucketPending)), len(bucketKeys(t, s, bucketPendInodes)); n+m != 0 || s.runs.Load() != 0 {
-		t.Errorf("after the merge: %d pending, %d deferred inode entries, %d runs counted", n, m, s.runs.Load())
+	if n, m := len(bucketKeys(t, s, bucketPending)), len(bucketKeys(t, s, bucketPendInodes)); n+m != 0 || s.deferred.runs.Load() != 0 {
+		t.Errorf("after the merge: %d pending, %d deferred inode entries, %d runs counted", n, m, s.deferred.runs.Load())
 	}
 	if n := len(bucketKeys(t, s, bucketInodes)); int64(n) != st.Files {
 		t.Errorf("inode index has %d entries after the merge, want %d", n, st.Files)
@@ -239,7 +239,7 @@ func TestRunMergeOrder(t *testing.T) {
 }
 
 func TestMergeDue(t *testing.T) {
-	s := &Store{}
+	d := &deferred{opts: &Options{}}
 	for _, c := range []struct {
 		pending, digested, runs int64
 		want                    bool
@@ -251,7 +251,7 @@ func TestMergeDue(t *testing.T) {
 		{400_000, 1_000_000, 100, false},
 		{20_000, 10_000_000, maxRuns, true}, // the lookups' bound
 	} {
-		if got := s.mergeDue(c.pending, c.digested, c.runs); got != c.want {
+		if got := d.mergeDue(c.pending, c.digested, c.runs); got != c.want {
 			t.Errorf("mergeDue(%d, %d, %d) = %v, want %v", c.pending, c.digested, c.runs, got, c.want)
 		}
 	}
@@ -299,7 +299,7 @@ func TestMigrateSchema5(t *testing.T) {
 	for _, path := range []string{"/t/d1/f001", "/t/d2/f002"} {
 		r := m[path]
 		got, err := s.ByDigest(r.Backend, r.Digest)
-		want := m.paths(func(o Record) bool { return o.indexed() && bytes.Equal(o.Digest, r.Digest) })
+		want := m.paths(func(o Record) bool { return o.Indexed() && bytes.Equal(o.Digest, r.Digest) })
 		if err != nil || !slices.Equal(sorted(paths(got)), want) {
 			t.Errorf("ByDigest of %s = %q, %v; want %q", path, paths(got), err, want)
 		}

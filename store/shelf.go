@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // The shelf keeps the records of file systems that are not where they
@@ -33,7 +35,7 @@ func (w *wtx) shelve(path []byte, r *Record, dev uint64) error {
 	if w.shelf.Get(k) != nil {
 		w.c.Shelved-- // an older one of the same file system: replaced
 	}
-	return w.shelf.Put(k, appendRecord(make([]byte, 0, maxRecordLen), r))
+	return w.shelf.Put(k, codec.AppendRecord(make([]byte, 0, codec.MaxRecordLen), r))
 }
 
 // unshelf drops the shelved record of r's file system at path, if any,
@@ -70,7 +72,7 @@ func (w *wtx) unshelve(path []byte, expect *Record, gen uint64, shelve bool) err
 	if v == nil {
 		return fmt.Errorf("%w: %q is no longer on the shelf", ErrConflict, path)
 	}
-	r, err := decodeRecord(v)
+	r, err := codec.DecodeRecord(v)
 	if err != nil {
 		return fmt.Errorf("unshelve %q: %w", path, err)
 	}
@@ -90,10 +92,10 @@ func (w *wtx) unshelve(path []byte, expect *Record, gen uint64, shelve bool) err
 
 // HasShelved reports whether the shelf holds records, as of the last
 // commit: a caller can skip looking there when it holds none.
-func (s *Store) HasShelved() bool { return s.shelved.Load() > 0 }
+func (s *reader) HasShelved() bool { return s.shelved.Load() > 0 }
 
 // Shelved returns the shelved record of file system dev at path.
-func (s *Store) Shelved(dev uint64, path []byte) (Record, bool, error) {
+func (s *reader) Shelved(dev uint64, path []byte) (Record, bool, error) {
 	var (
 		r  Record
 		ok bool
@@ -104,7 +106,7 @@ func (s *Store) Shelved(dev uint64, path []byte) (Record, bool, error) {
 			return nil
 		}
 		var err error
-		r, err = decodeRecord(v)
+		r, err = codec.DecodeRecord(v)
 		ok = err == nil
 		return err
 	})
@@ -118,7 +120,7 @@ func (s *Store) Unshelve(ctx context.Context, path []byte, expect Record, gen ui
 }
 
 // ShelfCount is how many records of each file system the shelf holds.
-func (s *Store) ShelfCount(ctx context.Context) (map[uint64]int, error) {
+func (s *reader) ShelfCount(ctx context.Context) (map[uint64]int, error) {
 	out := map[uint64]int{}
 	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketShelf).Cursor()

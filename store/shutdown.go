@@ -9,6 +9,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // metaRun is the meta key of the run marker.
@@ -68,25 +70,25 @@ func decodeRun(b []byte) (Run, error) {
 		return r, fmt.Errorf("%w: run marker of %d bytes, version %v", ErrCorrupt, len(b), b[:min(len(b), 1)])
 	}
 	r.Clean = b[1] == 1
-	d := &decoder{b: b[2:]}
-	r.Started = time.Unix(0, d.varint())
-	r.LastCommit = time.Unix(0, d.varint())
-	r.Window = time.Duration(d.varint())
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b)) {
-		d.err = fmt.Errorf("%w: run marker boot id truncated", ErrCorrupt)
+	d := &codec.Decoder{B: b[2:]}
+	r.Started = time.Unix(0, d.Varint())
+	r.LastCommit = time.Unix(0, d.Varint())
+	r.Window = time.Duration(d.Varint())
+	n := d.Uvarint()
+	if d.Err == nil && n > uint64(len(d.B)) {
+		d.Err = fmt.Errorf("%w: run marker boot id truncated", ErrCorrupt)
 	}
-	if d.err == nil {
-		r.BootID, d.b = string(d.b[:n]), d.b[n:]
+	if d.Err == nil {
+		r.BootID, d.B = string(d.B[:n]), d.B[n:]
 	}
-	n = d.uvarint()
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		r.Suspect = append(r.Suspect, Span{From: d.varint(), To: d.varint()})
+	n = d.Uvarint()
+	for i := uint64(0); i < n && d.Err == nil; i++ {
+		r.Suspect = append(r.Suspect, Span{From: d.Varint(), To: d.Varint()})
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%w: %d trailing bytes in run marker", ErrCorrupt, len(d.b))
+	if d.Err == nil && len(d.B) != 0 {
+		d.Err = fmt.Errorf("%w: %d trailing bytes in run marker", ErrCorrupt, len(d.B))
 	}
-	return r, d.err
+	return r, d.Err
 }
 
 // suspectAfter is what a run that follows prev inherits as suspect: prev's
@@ -145,13 +147,23 @@ func bootID() string {
 	return string(bytes.TrimSpace(b))
 }
 
+// runMarker is the run marker of this run, written by the writer, and
+// the last run's as Open found it, with the suspect spans derived from it.
+type runMarker struct {
+	*reader
+	run     Run
+	prev    Run
+	hadPrev bool
+	suspect []Span
+}
+
 // beginRun, called by Open for a writer (not for check-db or Compact),
 // reads the marker the last writer left, derives the spans of
 // records that are suspect now, and writes this run's marker (not clean
 // until Close). An index without a marker (new, or last written by a
 // version that kept none) has nothing suspect. A marker that does not
 // decode makes every record hashed before now suspect.
-func (s *Store) beginRun() error {
+func (s *runMarker) beginRun() error {
 	now := time.Now()
 	cur := Run{Started: now, LastCommit: now, BootID: bootID(), Window: s.opts.DataWindow}
 	return s.db.Update(func(tx *bolt.Tx) error {
@@ -179,7 +191,7 @@ func (s *Store) beginRun() error {
 }
 
 // stampCommit records in a commit's transaction that the run committed now.
-func (s *Store) stampCommit(tx *bolt.Tx) error {
+func (s *runMarker) stampCommit(tx *bolt.Tx) error {
 	if s.run.Started.IsZero() {
 		return nil
 	}
@@ -189,7 +201,7 @@ func (s *Store) stampCommit(tx *bolt.Tx) error {
 
 // endRun marks the run closed cleanly: every change it acknowledged is
 // committed, and its writer stopped in order.
-func (s *Store) endRun() error {
+func (s *runMarker) endRun() error {
 	if s.run.Started.IsZero() || s.dmg.get() != nil {
 		return nil // a damaged index is not written (damage.go)
 	}
@@ -204,10 +216,10 @@ func (s *Store) endRun() error {
 
 // PreviousRun returns what the marker said, when the index was opened,
 // about the last writer before this one; false when there was no marker.
-func (s *Store) PreviousRun() (Run, bool) { return s.prev, s.hadPrev }
+func (s *runMarker) PreviousRun() (Run, bool) { return s.prev, s.hadPrev }
 
 // Suspect returns the spans of HashedAt of the records whose key may name
 // bytes that never reached the disk: those hashed shortly before a run
 // ended without closing the index (a crash, a power cut), or before a
 // restart of the machine. Trusted applies them. They are fixed at Open.
-func (s *Store) Suspect() []Span { return s.suspect }
+func (s *runMarker) Suspect() []Span { return s.suspect }

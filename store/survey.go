@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // Survey is what a look at the blocks of one group's files found: which
@@ -187,35 +188,35 @@ func decodeSurvey(b []byte) (s Survey, dup, rec int64, err error) {
 	if len(b) == 0 || b[0] != surveyVersion {
 		return s, 0, 0, fmt.Errorf("%w: survey of version %x", ErrCorrupt, b[:min(len(b), 1)])
 	}
-	d := &decoder{b: b[1:]}
-	dup, rec = int64(d.uvarint()), int64(d.uvarint())
-	s.At = d.varint()
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b)) {
-		d.err = fmt.Errorf("%w: survey of %d inodes in %d bytes", ErrCorrupt, n, len(d.b))
+	d := &codec.Decoder{B: b[1:]}
+	dup, rec = int64(d.Uvarint()), int64(d.Uvarint())
+	s.At = d.Varint()
+	n := d.Uvarint()
+	if d.Err == nil && n > uint64(len(d.B)) {
+		d.Err = fmt.Errorf("%w: survey of %d inodes in %d bytes", ErrCorrupt, n, len(d.B))
 	}
 	s.Inodes = make([]SurveyInode, 0, min(n, maxSurveyInodes))
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		in := SurveyInode{Dev: d.uvarint(), Ino: d.uvarint(), Placed: int64(d.uvarint()), Alone: int64(d.uvarint()),
-			Copy: int(d.uvarint())}
-		if d.err == nil && len(d.b) == 0 {
-			d.err = fmt.Errorf("%w: survey cut short", ErrCorrupt)
+	for i := uint64(0); i < n && d.Err == nil; i++ {
+		in := SurveyInode{Dev: d.Uvarint(), Ino: d.Uvarint(), Placed: int64(d.Uvarint()), Alone: int64(d.Uvarint()),
+			Copy: int(d.Uvarint())}
+		if d.Err == nil && len(d.B) == 0 {
+			d.Err = fmt.Errorf("%w: survey cut short", ErrCorrupt)
 		}
-		if d.err == nil {
-			in.Known = d.b[0] == 1
-			d.b = d.b[1:]
+		if d.Err == nil {
+			in.Known = d.B[0] == 1
+			d.B = d.B[1:]
 		}
 		s.Inodes = append(s.Inodes, in)
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%w: trailing bytes in survey", ErrCorrupt)
+	if d.Err == nil && len(d.B) != 0 {
+		d.Err = fmt.Errorf("%w: trailing bytes in survey", ErrCorrupt)
 	}
-	if d.err == nil {
+	if d.Err == nil {
 		if err := s.check(); err != nil {
-			d.err = fmt.Errorf("%w: %v", ErrCorrupt, err)
+			d.Err = fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
 	}
-	return s, dup, rec, d.err
+	return s, dup, rec, d.Err
 }
 
 // surveyPut is what OpSurvey carries.
@@ -278,33 +279,43 @@ func (p *surveyPut) validate() error {
 	return p.survey.check()
 }
 
-// putSurvey is opSurvey: it stores the survey when the group agrees with
+// txSurveys is a write transaction's side of the surveys: it puts and
+// drops them, with their counters, and keeps the floors.
+type txSurveys struct {
+	tx                  *bolt.Tx
+	c                   *counters // the transaction's
+	grps, files, digest *bolt.Bucket
+	surv                *bolt.Bucket     // the surveys bucket, once used
+	floors              map[string]int64 // the store's survey floors; nil in migrations
+}
+
+// put is opSurvey: it stores the survey when the group agrees with
 // it, replacing an older one. One that does not agree drops the older
 // one too: the files have changed since.
-func (w *wtx) putSurvey(p *surveyPut) error {
+func (t *txSurveys) put(p *surveyPut) error {
 	if p.drop {
-		w.raiseFloor(p.dk, p.at)
-		return w.dropSurvey(p.dk)
+		t.raiseFloor(p.dk, p.at)
+		return t.drop(p.dk)
 	}
-	g, err := w.surveyGroup(p)
+	g, err := t.group(p)
 	if err != nil {
-		if derr := w.dropSurvey(p.dk); derr != nil {
+		if derr := t.drop(p.dk); derr != nil {
 			return derr
 		}
 		return err
 	}
-	k := dupKey(g.duplicate(), p.dk)
-	if err := w.newer(p, k); err != nil {
+	k := codec.DescKey(g.duplicate(), p.dk)
+	if err := t.newer(p, k); err != nil {
 		return err
 	}
-	if err := w.dropSurveyAt(k); err != nil {
+	if err := t.dropAt(k); err != nil {
 		return err
 	}
 	rec := p.survey.Reclaimable(nil)
-	w.c.Surveyed++
-	w.c.SurveyedDup += g.duplicate()
-	w.c.Reclaimable += rec
-	return w.surveys().Put(k, encodeSurvey(&p.survey, g.duplicate(), rec))
+	t.c.Surveyed++
+	t.c.SurveyedDup += g.duplicate()
+	t.c.Reclaimable += rec
+	return t.bucket().Put(k, encodeSurvey(&p.survey, g.duplicate(), rec))
 }
 
 // maxFloors bounds the survey floors kept; floorAge is how long one is
@@ -315,25 +326,25 @@ const (
 )
 
 // raiseFloor refuses, from now on, surveys of group dk made before at.
-func (w *wtx) raiseFloor(dk []byte, at int64) {
-	if w.floors == nil {
+func (t *txSurveys) raiseFloor(dk []byte, at int64) {
+	if t.floors == nil {
 		return
 	}
-	if len(w.floors) >= maxFloors {
-		for k, t := range w.floors {
-			if t < at-floorAge {
-				delete(w.floors, k)
+	if len(t.floors) >= maxFloors {
+		for k, when := range t.floors {
+			if when < at-floorAge {
+				delete(t.floors, k)
 			}
 		}
 	}
-	w.floors[string(dk)] = max(w.floors[string(dk)], at)
+	t.floors[string(dk)] = max(t.floors[string(dk)], at)
 }
 
 // newer returns ErrConflict for a survey made before the one kept under
 // key k or before the group's floor.
-func (w *wtx) newer(p *surveyPut, k []byte) error {
-	floor := w.floors[string(p.dk)]
-	if v := w.surveys().Get(k); v != nil {
+func (t *txSurveys) newer(p *surveyPut, k []byte) error {
+	floor := t.floors[string(p.dk)]
+	if v := t.bucket().Get(k); v != nil {
 		kept, _, _, err := decodeSurvey(v)
 		if err != nil {
 			return fmt.Errorf("survey %x: %w", k, err)
@@ -346,10 +357,10 @@ func (w *wtx) newer(p *surveyPut, k []byte) error {
 	return nil
 }
 
-// surveyGroup returns the group a survey is of, or ErrConflict when the
+// group returns the group a survey is of, or ErrConflict when the
 // group is not what the survey saw.
-func (w *wtx) surveyGroup(p *surveyPut) (group, error) {
-	v := w.grps.Get(p.dk)
+func (t *txSurveys) group(p *surveyPut) (group, error) {
+	v := t.grps.Get(p.dk)
 	if v == nil {
 		return group{}, fmt.Errorf("%w: %x is no longer a group", ErrConflict, p.dk)
 	}
@@ -360,15 +371,15 @@ func (w *wtx) surveyGroup(p *surveyPut) (group, error) {
 	if g.inodes != int64(len(p.survey.Inodes)) {
 		return g, fmt.Errorf("%w: %x has %d inodes, the survey %d", ErrConflict, p.dk, g.inodes, len(p.survey.Inodes))
 	}
-	return g, w.surveyAgrees(p)
+	return g, t.agrees(p)
 }
 
-// surveyAgrees checks every record of the group against what the survey
+// agrees checks every record of the group against what the survey
 // saw of its inode.
-func (w *wtx) surveyAgrees(p *surveyPut) error {
-	c := w.digest.Cursor()
+func (t *txSurveys) agrees(p *surveyPut) error {
+	c := t.digest.Cursor()
 	for k, dv := c.Seek(p.dk); k != nil && bytes.HasPrefix(k, p.dk); k, dv = c.Next() {
-		_, dev, ino, err := decodeDigestValue(dv)
+		_, dev, ino, err := codec.DecodeDigestValue(dv)
 		if err != nil {
 			return err
 		}
@@ -379,7 +390,7 @@ func (w *wtx) surveyAgrees(p *surveyPut) error {
 		if !p.survey.Inodes[i].Known {
 			continue // counted whole until its record changes
 		}
-		r, err := decodeRecord(w.files.Get(k[len(p.dk):]))
+		r, err := codec.DecodeRecord(t.files.Get(k[len(p.dk):]))
 		if err != nil {
 			return err
 		}
@@ -390,10 +401,10 @@ func (w *wtx) surveyAgrees(p *surveyPut) error {
 	return nil
 }
 
-// dropSurvey removes the survey of group dk, if it has one, from the
+// drop removes the survey of group dk, if it has one, from the
 // bucket and the counters.
-func (w *wtx) dropSurvey(dk []byte) error {
-	v := w.grps.Get(dk)
+func (t *txSurveys) drop(dk []byte) error {
+	v := t.grps.Get(dk)
 	if v == nil {
 		return nil
 	}
@@ -401,13 +412,13 @@ func (w *wtx) dropSurvey(dk []byte) error {
 	if err != nil || g.inodes < 2 {
 		return err
 	}
-	return w.dropSurveyAt(dupKey(g.duplicate(), dk))
+	return t.dropAt(codec.DescKey(g.duplicate(), dk))
 }
 
-// dropSurveyAt removes the survey under key k (the group's key in the
+// dropAt removes the survey under key k (the group's key in the
 // dups bucket), if there is one.
-func (w *wtx) dropSurveyAt(k []byte) error {
-	b := w.surveys()
+func (t *txSurveys) dropAt(k []byte) error {
+	b := t.bucket()
 	if b == nil {
 		return nil // a migration before schema 7
 	}
@@ -419,10 +430,18 @@ func (w *wtx) dropSurveyAt(k []byte) error {
 	if err != nil {
 		return fmt.Errorf("survey %x: %w", k, err)
 	}
-	w.c.Surveyed--
-	w.c.SurveyedDup -= dup
-	w.c.Reclaimable -= rec
+	t.c.Surveyed--
+	t.c.SurveyedDup -= dup
+	t.c.Reclaimable -= rec
 	return b.Delete(k)
+}
+
+// bucket returns the survey bucket, found once per transaction.
+func (t *txSurveys) bucket() *bolt.Bucket {
+	if t.surv == nil {
+		t.surv = t.tx.Bucket(bucketSurveys)
+	}
+	return t.surv
 }
 
 // surveyCursor reads the surveys of groups met in the dups bucket's
@@ -460,14 +479,6 @@ func (sc *surveyCursor) at(k []byte) []byte {
 	return nil
 }
 
-// surveys returns the survey bucket, found once per transaction.
-func (w *wtx) surveys() *bolt.Bucket {
-	if w.surv == nil {
-		w.surv = w.tx.Bucket(bucketSurveys)
-	}
-	return w.surv
-}
-
 // checkSurveys checks every stored survey against its group and recounts
 // the survey counters.
 func checkSurveys(tx *bolt.Tx, rep *Report, c *counters) {
@@ -490,8 +501,8 @@ func checkSurveys(tx *bolt.Tx, rep *Report, c *counters) {
 		switch {
 		case err != nil || grps.Get(dk) == nil:
 			rep.add("surveys: %x is not a group", k)
-		case !bytes.Equal(k, dupKey(g.duplicate(), dk)):
-			rep.add("surveys: %x is not its group's key %x", k, dupKey(g.duplicate(), dk))
+		case !bytes.Equal(k, codec.DescKey(g.duplicate(), dk)):
+			rep.add("surveys: %x is not its group's key %x", k, codec.DescKey(g.duplicate(), dk))
 		case g.inodes != int64(len(s.Inodes)) || g.duplicate() != dup:
 			rep.add("surveys: %x: %d inodes, %d duplicate bytes; its group %d, %d", k, len(s.Inodes), dup, g.inodes, g.duplicate())
 		case s.Reclaimable(nil) != rec:

@@ -9,6 +9,8 @@ import (
 	"math"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // The verified index orders the records an audit re-reads by when their
@@ -23,81 +25,56 @@ import (
 
 var bucketVerified = []byte("verified") // be64(Checked) ‖ file key → uvarint(size)
 
-// Audited reports whether an audit re-reads r: it has a digest and its
-// state is ok, corrupt or unreadable (a finding an audit may revise).
-func (r *Record) Audited() bool {
-	if !r.HasDigest() {
-		return false
-	}
-	switch r.State {
-	case StateOK, StateCorrupt, StateUnreadable:
-		return true
-	}
-	return false
+// txVerified is a write transaction's side of the verified index: its
+// new entries, put in key order when it ends (flush), and its removals.
+type txVerified struct {
+	tx  *bolt.Tx
+	run *keyBuf
+	buf []byte
 }
 
-// Checked is when r's content was last confirmed: VerifiedAt, or HashedAt
-// for a record never verified.
-func (r *Record) Checked() int64 {
-	if r.VerifiedAt != 0 {
-		return r.VerifiedAt
-	}
-	return r.HashedAt
-}
-
-// verifiedKey appends the verified-index key of the record fk with time t.
-func verifiedKey(buf []byte, t int64, fk []byte) []byte {
-	buf = binary.BigEndian.AppendUint64(buf[:0], timeKey(t))
-	return append(buf, fk...)
-}
-
-// timeKey orders unix nanoseconds; times before 1970 count as 0.
-func timeKey(t int64) uint64 {
-	if t < 0 {
-		return 0
-	}
-	return uint64(t)
-}
-
-// verifiedBucket returns the index with its fill set for appends: most
-// keys are new times at its end, removals come from anywhere.
-func (w *wtx) verifiedBucket() *bolt.Bucket {
-	b := w.tx.Bucket(bucketVerified)
+// bucket returns the index with its fill set for appends: most keys are
+// new times at its end, removals come from anywhere.
+func (v *txVerified) bucket() *bolt.Bucket {
+	b := v.tx.Bucket(bucketVerified)
 	b.FillPercent = appendFill
 	return b
 }
 
-// indexVerified adds r, stored under fk, to the verified index.
-func (w *wtx) indexVerified(fk []byte, r *Record) error {
+// flush puts the transaction's new entries in key order.
+func (v *txVerified) flush() error { return putSorted(v.bucket(), v.run) }
+
+// index adds r, stored under fk, to the verified index.
+func (v *txVerified) index(fk []byte, r *Record) {
 	if !r.Audited() {
-		return nil
+		return
 	}
-	w.vbuf = verifiedKey(w.vbuf, r.Checked(), fk)
-	w.verRun.add(w.vbuf, binary.AppendUvarint(nil, uint64(r.Size)))
-	return nil
+	v.buf = codec.VerifiedKey(v.buf, r.Checked(), fk)
+	v.run.add(v.buf, binary.AppendUvarint(nil, uint64(r.Size)))
 }
 
-// unindexVerified removes r, stored under fk, from the verified index.
-func (w *wtx) unindexVerified(fk []byte, r *Record) error {
+// unindex removes r, stored under fk, from the verified index.
+func (v *txVerified) unindex(fk []byte, r *Record) error {
 	if !r.Audited() {
 		return nil
 	}
-	w.vbuf = verifiedKey(w.vbuf, r.Checked(), fk)
+	v.buf = codec.VerifiedKey(v.buf, r.Checked(), fk)
 	// Put then deleted in one transaction is deleted, whatever was there.
-	w.verRun.remove(w.vbuf)
-	return w.verifiedBucket().Delete(w.vbuf)
+	v.run.remove(v.buf)
+	return v.bucket().Delete(v.buf)
 }
 
-// reindexVerified moves fk's entry when a record replaced in place (same
-// digest, inode and size) changed its checked time or its state.
-func (w *wtx) reindexVerified(fk []byte, old, r *Record) error {
+// reindex moves fk's entry when a record replaced in place (same digest,
+// inode and size) changed its checked time or its state.
+func (v *txVerified) reindex(fk []byte, old, r *Record) error {
 	if old.Audited() == r.Audited() && old.Checked() == r.Checked() && old.Size == r.Size {
 		return nil
 	}
-	if err := w.unindexVerified(fk, old); err != nil {
+	if err := v.unindex(fk, old); err != nil {
 		return err
 	}
-	return w.indexVerified(fk, r)
+	v.index(fk, r)
+	return nil
 }
 
 // Due is one record as ByChecked hands it out.
@@ -110,7 +87,7 @@ type Due struct {
 
 // CheckedFrom is the ByChecked position of the first record checked at or
 // after t.
-func CheckedFrom(t int64) []byte { return binary.BigEndian.AppendUint64(nil, timeKey(t)) }
+func CheckedFrom(t int64) []byte { return binary.BigEndian.AppendUint64(nil, codec.TimeKey(t)) }
 
 // ByChecked calls fn for the records an audit re-reads (Record.Audited)
 // from the position from (nil: the start; a Due.Next; a CheckedFrom) whose
@@ -119,8 +96,8 @@ func CheckedFrom(t int64) []byte { return binary.BigEndian.AppendUint64(nil, tim
 // read together. It reads in chunks of short transactions and calls fn
 // outside them, so fn may write: records it verifies move past before and
 // are not met again. fn may return ErrStop.
-func (s *Store) ByChecked(ctx context.Context, from []byte, before int64, fn func(d Due) error) error {
-	limit := binary.BigEndian.AppendUint64(nil, timeKey(before))
+func (s *reader) ByChecked(ctx context.Context, from []byte, before int64, fn func(d Due) error) error {
+	limit := binary.BigEndian.AppendUint64(nil, codec.TimeKey(before))
 	cur := bytes.Clone(from)
 	names := s.newNamer()
 	for {
@@ -146,7 +123,7 @@ func (s *Store) ByChecked(ctx context.Context, from []byte, before int64, fn fun
 	}
 }
 
-func (s *Store) checkedChunk(names *namer, from, limit []byte) ([]Due, bool, error) {
+func (s *reader) checkedChunk(names *namer, from, limit []byte) ([]Due, bool, error) {
 	var batch []Due
 	more := false
 	err := names.view(func(tx *bolt.Tx, n *namer) error {
@@ -165,7 +142,7 @@ func (s *Store) checkedChunk(names *namer, from, limit []byte) ([]Due, bool, err
 			if err != nil {
 				return err
 			}
-			r, err := decodeRecord(files.Get(fk))
+			r, err := codec.DecodeRecord(files.Get(fk))
 			if err != nil {
 				return fmt.Errorf("verified: record of %q: %w", path, err)
 			}
@@ -186,8 +163,8 @@ type CheckedCount struct {
 // CountChecked counts the records an audit re-reads whose Checked time is
 // before the given time, with their sizes. It reads only the verified
 // index, about a million entries a second, in short transactions.
-func (s *Store) CountChecked(ctx context.Context, before int64) (CheckedCount, error) {
-	limit := binary.BigEndian.AppendUint64(nil, timeKey(before))
+func (s *reader) CountChecked(ctx context.Context, before int64) (CheckedCount, error) {
+	limit := binary.BigEndian.AppendUint64(nil, codec.TimeKey(before))
 	var (
 		n    CheckedCount
 		from []byte
@@ -207,12 +184,12 @@ func (s *Store) CountChecked(ctx context.Context, before int64) (CheckedCount, e
 // CountCheckedUnder is CountChecked of the records at or below one of
 // dirs (absolute, clean paths) alone: records left outside them, by runs
 // with other roots, are not counted.
-func (s *Store) CountCheckedUnder(ctx context.Context, before int64, dirs [][]byte) (CheckedCount, error) {
+func (s *reader) CountCheckedUnder(ctx context.Context, before int64, dirs [][]byte) (CheckedCount, error) {
 	ids, err := s.dirIDsUnder(ctx, dirs)
 	if err != nil {
 		return CheckedCount{}, err
 	}
-	limit := binary.BigEndian.AppendUint64(nil, timeKey(before))
+	limit := binary.BigEndian.AppendUint64(nil, codec.TimeKey(before))
 	var (
 		n    CheckedCount
 		from []byte
@@ -230,7 +207,7 @@ func (s *Store) CountCheckedUnder(ctx context.Context, before int64, dirs [][]by
 }
 
 // dirIDsUnder returns the ids of the directories at or below dirs.
-func (s *Store) dirIDsUnder(ctx context.Context, dirs [][]byte) (map[uint64]bool, error) {
+func (s *reader) dirIDsUnder(ctx context.Context, dirs [][]byte) (map[uint64]bool, error) {
 	ids := map[uint64]bool{}
 	for _, d := range dirs {
 		prefix := subtreePrefix(d)
@@ -248,7 +225,7 @@ func (s *Store) dirIDsUnder(ctx context.Context, dirs [][]byte) (map[uint64]bool
 						return nil
 					}
 					i++
-					id, ok := parseIDKey(v)
+					id, ok := codec.ParseIDKey(v)
 					if !ok {
 						return fmt.Errorf("%w: dirs: bad id of %q", ErrCorrupt, k)
 					}
@@ -267,13 +244,13 @@ func (s *Store) dirIDsUnder(ctx context.Context, dirs [][]byte) (map[uint64]bool
 
 // countChunk counts up to 16 chunks of entries from from and returns where
 // to go on, or nil at the end.
-func (s *Store) countChunk(from, limit []byte, n *CheckedCount) ([]byte, error) {
+func (s *reader) countChunk(from, limit []byte, n *CheckedCount) ([]byte, error) {
 	return s.countChunkIn(from, limit, n, nil)
 }
 
 // countChunkIn is countChunk of the records in the directories of ids
 // alone; nil ids: of all.
-func (s *Store) countChunkIn(from, limit []byte, n *CheckedCount, ids map[uint64]bool) ([]byte, error) {
+func (s *reader) countChunkIn(from, limit []byte, n *CheckedCount, ids map[uint64]bool) ([]byte, error) {
 	var next []byte
 	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketVerified).Cursor()
@@ -289,7 +266,7 @@ func (s *Store) countChunkIn(from, limit []byte, n *CheckedCount, ids map[uint64
 				return fmt.Errorf("%w: verified: bad entry %x", ErrCorrupt, k)
 			}
 			if ids != nil {
-				if id, _, ok := splitFileKey(k[8:]); !ok || !ids[id] {
+				if id, _, ok := codec.SplitFileKey(k[8:]); !ok || !ids[id] {
 					continue
 				}
 			}
@@ -318,12 +295,12 @@ func checkVerified(tx *bolt.Tx, rep *Report) {
 	var want int64
 	var kbuf []byte
 	_ = tx.Bucket(bucketFiles).ForEach(func(fk, v []byte) error {
-		r, err := decodeRecord(v)
+		r, err := codec.DecodeRecord(v)
 		if err != nil || !r.Audited() {
 			return nil // a record that does not decode is reported by checkFiles
 		}
 		want++
-		kbuf = verifiedKey(kbuf, r.Checked(), fk)
+		kbuf = codec.VerifiedKey(kbuf, r.Checked(), fk)
 		got := b.Get(kbuf)
 		if size, n := binary.Uvarint(got); !has(b, kbuf) || n <= 0 || n != len(got) || int64(size) != r.Size {
 			rep.add("verified index lacks %x, or holds another size (%x)", fk, got)

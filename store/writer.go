@@ -95,7 +95,7 @@ func (c *Change) validate() error {
 		if err := checkPath(c.Path, false); err != nil {
 			return err
 		}
-		return c.Record.validate()
+		return c.Record.Validate()
 	case OpDelete, OpMark, OpDeleteIfOlder:
 		return checkPath(c.Path, false)
 	case OpDeleteSubtree:
@@ -120,7 +120,7 @@ func (c *Change) validate() error {
 		if err := checkPath(c.Path, false); err != nil {
 			return err
 		}
-		return c.Record.validate()
+		return c.Record.Validate()
 	case opNextGen, opSurvey, opUnshelf:
 		return nil
 	}
@@ -238,43 +238,44 @@ func (s *Store) Run(ctx context.Context) error {
 	defer s.running.Unlock()
 	s.writer.Lock() // a settle may be merging (pending.go)
 	defer s.writer.Unlock()
-	s.stop = ctx.Done() // ends a wait for space (nospace.go)
+	s.hold.stop = ctx.Done() // ends a wait for space (nospace.go)
 	select {
 	case <-s.closing:
 		return ErrClosed
 	default:
 	}
-	s.mergeLogged() // what a cut-short run left pending
+	d := s.deferred
+	d.mergeLogged() // what a cut-short run left pending
 	wait := cmp.Or(s.opts.mergeIdle, mergeIdle)
 	idle := time.NewTimer(wait)
 	defer idle.Stop()
 	for {
-		if s.pending.Load() > 0 {
-			idle.Reset(max(wait, time.Until(s.mergeAfter)))
+		if d.pending.Load() > 0 {
+			idle.Reset(max(wait, time.Until(d.mergeAfter)))
 		} else {
 			idle.Stop()
 		}
 		select {
 		case it := <-s.in:
 			s.commit(s.collect(ctx, it))
-			if s.mergeDue(s.pending.Load(), s.digested.Load(), s.runs.Load()) && time.Now().After(s.mergeAfter) {
-				s.mergeLogged()
+			if d.due() {
+				d.mergeLogged()
 			}
-		case reply := <-s.settleReq:
-			reply <- s.merge()
-		case <-s.soon:
-			if s.pending.Load() > 0 && time.Now().After(s.mergeAfter) {
-				s.mergeLogged()
+		case reply := <-d.settleReq:
+			reply <- d.merge()
+		case <-d.soon:
+			if d.pending.Load() > 0 && time.Now().After(d.mergeAfter) {
+				d.mergeLogged()
 			}
 		case <-idle.C:
-			s.mergeLogged()
+			d.mergeLogged()
 		case <-ctx.Done():
 			s.drain()
-			s.mergeLogged()
+			d.mergeLogged()
 			return nil
 		case <-s.closing:
 			s.drain()
-			s.mergeLogged()
+			d.mergeLogged()
 			return nil
 		}
 	}
@@ -283,17 +284,17 @@ func (s *Store) Run(ctx context.Context) error {
 // mergeLogged merges what is pending, logging a failure: the entries stay
 // pending, and the writer tries again after a delay that doubles with each
 // failure up to a minute (a full disk, a damaged index), logging once.
-func (s *Store) mergeLogged() {
-	err := s.merge()
+func (d *deferred) mergeLogged() {
+	err := d.merge()
 	if err == nil {
-		s.mergeFails, s.mergeAfter = 0, time.Time{}
+		d.mergeFails, d.mergeAfter = 0, time.Time{}
 		return
 	}
-	if s.mergeFails == 0 {
-		s.log.Warn("store: cannot merge the digest index yet", "err", err, "pending", s.pending.Load())
+	if d.mergeFails == 0 {
+		d.log.Warn("store: cannot merge the digest index yet", "err", err, "pending", d.pending.Load())
 	}
-	s.mergeFails++
-	s.mergeAfter = time.Now().Add(min(mergeIdle<<min(s.mergeFails, 10), time.Minute))
+	d.mergeFails++
+	d.mergeAfter = time.Now().Add(min(mergeIdle<<min(d.mergeFails, 10), time.Minute))
 }
 
 // collect gathers a group: first, then whatever arrives until MaxDelay has
@@ -365,11 +366,11 @@ func (e changeError) Unwrap() error { return e.err }
 func (s *Store) commit(batch []item) {
 	s.hold.inHand.Add(int64(len(batch)))
 	s.nodes = 0
-	s.deferring = len(batch) >= cmp.Or(s.opts.deferAt, deferMinGroup)
-	s.fences.beginGroup()
+	s.deferred.deferring = len(batch) >= cmp.Or(s.opts.deferAt, deferMinGroup)
+	s.fenceSet.beginGroup()
 	s.commitGroup(batch)
-	s.fences.endGroup()
-	s.deferring = false
+	s.fenceSet.endGroup()
+	s.deferred.deferring = false
 	s.group.committed(len(batch), s.nodes)
 }
 
@@ -445,12 +446,10 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		if err != nil {
 			return err
 		}
-		w.fences, w.floors = &s.fences, s.floors
-		w.pend, w.pendCommitted = tx.Bucket(bucketPending), s.pending.Load()
-		w.deferDigests, w.mergeSkip = s.deferring, s.mergeSkip
-		w.inoFilter = s.inoFilter.Load()
+		w.fences, w.surveys.floors = &s.fenceSet, s.floors
+		s.deferred.begin(w)
 		defer func() {
-			delta, digested, runs, shelved = w.pendDelta, w.c.Digested, int64(w.pend.Sequence()), w.c.Shelved
+			delta, digested, runs, shelved = w.runs.delta, w.c.Digested, int64(w.runs.pend.Sequence()), w.c.Shelved
 		}()
 		if w.log, err = s.openTxLog(tx); err != nil {
 			return err
@@ -465,10 +464,8 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 	})
 	switch {
 	case err == nil:
-		s.pending.Add(delta)
-		s.digested.Store(digested)
+		s.deferred.committed(delta, digested, runs)
 		s.shelved.Store(shelved)
-		s.runs.Store(runs)
 		return nil
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, bolterr.ErrMaxSizeReached):
 		return fmt.Errorf("%w: %s: %v%s", ErrNoSpace, s.path, err, hint(err))
@@ -538,7 +535,7 @@ func apply(w *wtx, it *item) error {
 	case opNextGen:
 		*it.gen, err = w.nextGeneration()
 	case opSurvey:
-		if err = w.putSurvey(it.survey); errors.Is(err, ErrConflict) {
+		if err = w.surveys.put(it.survey); errors.Is(err, ErrConflict) {
 			return changeError{err}
 		}
 	}
@@ -556,7 +553,7 @@ func (s *Store) Close() error {
 		s.writer.Lock()
 		if !s.opts.ReadOnly {
 			s.drain()
-			s.mergeLogged()
+			s.deferred.mergeLogged()
 			if err := s.endRun(); err != nil {
 				s.log.Warn("store: cannot record the clean shutdown", "err", err)
 			}

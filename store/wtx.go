@@ -8,6 +8,8 @@ import (
 	"math/bits"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // counters are the totals kept in meta so Stats is O(1).
@@ -40,17 +42,17 @@ func (c *counters) encode() []byte {
 
 func decodeCounters(b []byte) (counters, error) {
 	var c counters
-	d := &decoder{b: b}
+	d := &codec.Decoder{B: b}
 	for i, p := range c.fields() {
-		if i == oldCounters && len(d.b) == 0 {
+		if i == oldCounters && len(d.B) == 0 {
 			break
 		}
-		*p = d.varint()
+		*p = d.Varint()
 	}
 	if len(b) == 0 {
 		return counters{}, nil
 	}
-	return c, d.err
+	return c, d.Err
 }
 
 // group is the summary of one digest's paths, kept for groups of ≥ 2 paths.
@@ -71,24 +73,16 @@ func (g group) duplicate() int64 {
 }
 
 func (g group) encode() []byte {
-	b := binary.AppendUvarint(nil, uint64(g.n))
-	b = binary.AppendUvarint(b, uint64(g.inodes))
-	return binary.AppendUvarint(b, uint64(g.size))
+	return codec.AppendUvarints(nil, uint64(g.n), uint64(g.inodes), uint64(g.size))
 }
 
 func decodeGroup(b []byte) (group, error) {
-	d := &decoder{b: b}
-	g := group{n: int64(d.uvarint()), inodes: int64(d.uvarint()), size: int64(d.uvarint())}
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%w: trailing bytes in group", ErrCorrupt)
+	d := &codec.Decoder{B: b}
+	g := group{n: int64(d.Uvarint()), inodes: int64(d.Uvarint()), size: int64(d.Uvarint())}
+	if d.Err == nil && len(d.B) != 0 {
+		d.Err = fmt.Errorf("%w: trailing bytes in group", ErrCorrupt)
 	}
-	return g, d.err
-}
-
-// dupKey orders groups by duplicate bytes, most first.
-func dupKey(dup int64, dk []byte) []byte {
-	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(dk)), ^uint64(dup))
-	return append(b, dk...)
+	return g, d.Err
 }
 
 // wtx applies changes inside one bbolt write transaction, keeping every
@@ -98,7 +92,7 @@ type wtx struct {
 	meta, user, files, dirs, dirNames, digest, inodes, grps *bolt.Bucket
 	dups                                                    *bolt.Bucket
 	c, c0                                                   counters
-	ibuf, dbuf, vbuf, rbuf                                  []byte
+	ibuf, dbuf                                              []byte
 	dirCache                                                map[string]uint64 // dir key → id, this tx only
 	epoch                                                   *epoch
 	// digestCur is reused for lookups in the digest index; every use
@@ -110,32 +104,15 @@ type wtx struct {
 	// order, needs no lookup before each put.
 	newDirs map[uint64][]byte
 	// tails watch the buckets that a first scan appends to.
-	tails [3]*tail
-	// verRun holds this transaction's new verified-index entries, put in
-	// key order at its end (verified.go).
-	verRun *keyBuf
-	log    *txLog // the change log, nil when not kept (changes.go)
+	tails    [3]*tail
+	verified txVerified // its side of the verified index (verified.go)
+	log      *txLog     // the change log, nil when not kept (changes.go)
 
-	// The deferred digest entries (pending.go): the bucket, how many it
-	// held when the transaction began and how many this one added.
-	pend                     *bolt.Bucket
-	pendCommitted, pendDelta int64
-	digRun                   *keyBuf  // this transaction's run: entry → value
-	digDrops                 runDrops // drops from committed runs
-	deferDigests             bool     // this group's new digest and inode entries wait for a merge
-	mergeSkip                bool     // entries may be both pending and merged (a cut-short merge)
+	runs txRuns // this transaction's side of the deferred runs (pending.go)
 
-	// The deferred inode entries (pendinodes.go): the bucket, this
-	// transaction's run and its drops from committed runs.
-	pendIno   *bolt.Bucket
-	inoRun    *keyBuf // entry → nil
-	inoDrops  runDrops
-	inoFilter *runFilter // takes the prefix of each deferred inode entry (runfilter.go); may be nil
-
-	fences *fenceSet // the store's raised fences, which applied changes break
-	shelf  *bolt.Bucket
-	surv   *bolt.Bucket     // the surveys bucket, once used (survey.go)
-	floors map[string]int64 // the store's survey floors (survey.go); nil in migrations
+	fences  *fenceSet // the store's raised fences, which applied changes break
+	shelf   *bolt.Bucket
+	surveys txSurveys // its side of the surveys (survey.go)
 }
 
 // newWtx begins applying changes in tx; bufs are the writer's buffers
@@ -145,14 +122,15 @@ func newWtx(tx *bolt.Tx, e *epoch, bufs *[3]keyBuf) (*wtx, error) {
 	for i := range bufs {
 		bufs[i].reset()
 	}
-	w := &wtx{tx: tx, epoch: e, digRun: &bufs[0], inoRun: &bufs[1], verRun: &bufs[2],
+	w := &wtx{tx: tx, epoch: e, verified: txVerified{tx: tx, run: &bufs[2]}, runs: txRuns{dig: &bufs[0], ino: &bufs[1], pendIno: tx.Bucket(bucketPendInodes)},
 		meta: tx.Bucket(bucketMeta), user: tx.Bucket(bucketUser), files: tx.Bucket(bucketFiles),
 		dirs: tx.Bucket(bucketDirs), dirNames: tx.Bucket(bucketDirNames), digest: tx.Bucket(bucketDigest),
 		inodes: tx.Bucket(bucketInodes), grps: tx.Bucket(bucketGroups), dups: tx.Bucket(bucketDups),
-		pendIno: tx.Bucket(bucketPendInodes), shelf: tx.Bucket(bucketShelf),
+		shelf: tx.Bucket(bucketShelf),
 	}
 	w.tails = [...]*tail{newTail(w.files), newTail(w.dirNames), newTail(w.inodes)}
 	w.digestCur = w.digest.Cursor()
+	w.surveys = txSurveys{tx: tx, c: &w.c, grps: w.grps, files: w.files, digest: w.digest}
 	c, err := decodeCounters(w.meta.Get(metaCounters))
 	w.c, w.c0 = c, c
 	w.dirCache = make(map[string]uint64)
@@ -166,13 +144,10 @@ func (w *wtx) finish() error {
 	for _, t := range w.tails {
 		t.setFill()
 	}
-	if err := putSorted(w.verifiedBucket(), w.verRun); err != nil {
+	if err := w.verified.flush(); err != nil {
 		return err
 	}
-	if err := w.flushDigests(); err != nil {
-		return err
-	}
-	if err := w.flushInodes(); err != nil {
+	if err := w.runs.flush(); err != nil {
 		return err
 	}
 	if err := w.log.flush(w.c.Files); err != nil {
@@ -193,7 +168,7 @@ func (w *wtx) dirID(dirKey []byte) uint64 {
 	if v == nil {
 		return 0
 	}
-	id, ok := parseIDKey(v)
+	id, ok := codec.ParseIDKey(v)
 	if !ok {
 		return 0
 	}
@@ -219,7 +194,7 @@ func (w *wtx) ensureDir(dirKey []byte) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	v := idKey(id)
+	v := codec.IDKey(id)
 	if err := w.dirs.Put(bytes.Clone(dirKey), v); err != nil {
 		return 0, err
 	}
@@ -229,7 +204,7 @@ func (w *wtx) ensureDir(dirKey []byte) (uint64, error) {
 
 // dropDirIfEmpty removes a directory's entries once it holds no files.
 func (w *wtx) dropDirIfEmpty(id uint64, dirKey []byte) error {
-	p := idKey(id)
+	p := codec.IDKey(id)
 	if k, _ := w.files.Cursor().Seek(p); k != nil && bytes.HasPrefix(k, p) {
 		return nil
 	}
@@ -247,12 +222,12 @@ func (w *wtx) lookup(path []byte) (fk []byte, r Record, ok bool, err error) {
 	if id == 0 {
 		return nil, r, false, nil
 	}
-	fk = fileKey(nil, id, base)
+	fk = codec.FileKey(nil, id, base)
 	v := w.files.Get(fk)
 	if v == nil {
 		return nil, r, false, nil
 	}
-	r, err = decodeRecord(v)
+	r, err = codec.DecodeRecord(v)
 	return fk, r, true, err
 }
 
@@ -266,29 +241,29 @@ func (w *wtx) put(path []byte, r *Record) error {
 	if err != nil {
 		return err
 	}
-	fk := fileKey(nil, id, base)
+	fk := codec.FileKey(nil, id, base)
 	if v := w.existing(id, base, fk); v != nil {
-		old, err := decodeRecord(v)
+		old, err := codec.DecodeRecord(v)
 		if err != nil {
 			return fmt.Errorf("replace %q: %w", path, err)
 		}
 		if sameIndexes(&old, r) {
 			// Only timestamps, state within ok or generation changed (a
 			// re-verification, a refreshed mtime): the indexes stay.
-			if err := w.reindexVerified(fk, &old, r); err != nil {
+			if err := w.verified.reindex(fk, &old, r); err != nil {
 				return err
 			}
 			if err := w.rewritten(&old, r); err != nil {
 				return err
 			}
-			return w.tails[0].put(fk, appendRecord(make([]byte, 0, maxRecordLen), r))
+			return w.tails[0].put(fk, codec.AppendRecord(make([]byte, 0, codec.MaxRecordLen), r))
 		}
 		if err := w.unindex(fk, &old); err != nil {
 			return err
 		}
 	}
 	// bbolt keeps a reference to values until the commit: never reuse them.
-	if err := w.tails[0].put(fk, appendRecord(make([]byte, 0, maxRecordLen), r)); err != nil {
+	if err := w.tails[0].put(fk, codec.AppendRecord(make([]byte, 0, codec.MaxRecordLen), r)); err != nil {
 		return err
 	}
 	return w.index(fk, r)
@@ -309,20 +284,20 @@ func (w *wtx) existing(id uint64, base, fk []byte) []byte {
 // rewritten drops the survey of the group of a record whose file was
 // written again with the same content: its blocks may have changed.
 func (w *wtx) rewritten(old, r *Record) error {
-	if !old.indexed() || (old.MtimeNs == r.MtimeNs && old.CtimeNs == r.CtimeNs) {
+	if !old.Indexed() || (old.MtimeNs == r.MtimeNs && old.CtimeNs == r.CtimeNs) {
 		return nil
 	}
-	return w.dropSurvey(digestKey(nil, old))
+	return w.surveys.drop(digestKey(nil, old))
 }
 
 // sameIndexes reports whether a and b have the same entries in every index
 // and count the same in the counters. The digest index holds the backend,
 // so SHA256 and SHA256E records of one digest differ.
 func sameIndexes(a, b *Record) bool {
-	if a.Dev != b.Dev || a.Ino != b.Ino || a.Size != b.Size || a.indexed() != b.indexed() {
+	if a.Dev != b.Dev || a.Ino != b.Ino || a.Size != b.Size || a.Indexed() != b.Indexed() {
 		return false
 	}
-	return !a.indexed() || (a.Backend == b.Backend && bytes.Equal(a.Digest, b.Digest))
+	return !a.Indexed() || (a.Backend == b.Backend && bytes.Equal(a.Digest, b.Digest))
 }
 
 // remove deletes the record at path; it reports whether there was one.
@@ -341,8 +316,8 @@ func (w *wtx) removeKey(fk []byte, r *Record) error {
 	if err := w.files.Delete(fk); err != nil {
 		return err
 	}
-	id, _, _ := splitFileKey(fk)
-	dk := w.dirNames.Get(idKey(id))
+	id, _, _ := codec.SplitFileKey(fk)
+	dk := w.dirNames.Get(codec.IDKey(id))
 	if dk == nil {
 		return fmt.Errorf("%w: directory %d of a record is missing", ErrCorrupt, id)
 	}
@@ -353,27 +328,26 @@ func (w *wtx) index(fk []byte, r *Record) error {
 	if err := w.logIndexed(fk, r, true); err != nil {
 		return err
 	}
-	if err := w.indexVerified(fk, r); err != nil {
-		return err
-	}
+	w.verified.index(fk, r)
 	w.c.Files++
 	w.c.Bytes += r.Size
-	w.ibuf = inodeKey(w.ibuf, r.Dev, r.Ino)
+	w.ibuf = codec.InodeKey(w.ibuf, r.Dev, r.Ino)
 	prefix := len(w.ibuf)
 	w.ibuf = append(w.ibuf, fk...)
-	deferred := w.deferDigests && r.indexed()
+	deferred := w.runs.deferring && r.Indexed()
 	if deferred {
-		w.deferInode(w.ibuf, prefix) // with its digest entry (pendinodes.go)
+		w.runs.deferInode(w.ibuf, prefix) // with its digest entry (pendinodes.go)
 	} else if err := w.tails[2].put(w.ibuf, nil); err != nil {
 		return err
 	}
-	if !r.indexed() {
+	if !r.Indexed() {
 		return nil
 	}
 	w.c.Digested++
 	dk := digestKey(nil, r)
 	if deferred {
-		return w.deferDigest(dk, fk, r)
+		w.runs.deferDigest(dk, fk, r)
+		return nil
 	}
 	return w.addDigest(dk, fk, r)
 }
@@ -382,29 +356,29 @@ func (w *wtx) unindex(fk []byte, r *Record) error {
 	if err := w.logIndexed(fk, r, false); err != nil {
 		return err
 	}
-	if err := w.unindexVerified(fk, r); err != nil {
+	if err := w.verified.unindex(fk, r); err != nil {
 		return err
 	}
 	w.c.Files--
 	w.c.Bytes -= r.Size
-	w.ibuf = append(inodeKey(w.ibuf, r.Dev, r.Ino), fk...)
+	w.ibuf = append(codec.InodeKey(w.ibuf, r.Dev, r.Ino), fk...)
 	if err := w.inodes.Delete(w.ibuf); err != nil {
 		return err
 	}
-	if !r.indexed() {
+	if !r.Indexed() {
 		return nil
 	}
 	w.c.Digested--
 	dk := digestKey(nil, r)
-	if w.pendCommitted+w.pendDelta > 0 {
+	if w.runs.any() {
 		// A pending entry is dropped, with its deferred inode entry if it
 		// has one (pendinodes.go); one also merged (a merge cut short) is
 		// dropped from both indexes.
 		merged := w.inDigest(dk, fk)
-		if !merged || w.mergeSkip {
-			dropped, err := w.dropPending(dk, fk)
+		if !merged || w.runs.mergeSkip {
+			dropped, err := w.runs.dropDigest(dk, fk)
 			if err == nil && dropped {
-				err = w.dropPendingInode(append(inodeKey(w.ibuf, r.Dev, r.Ino), fk...))
+				err = w.runs.dropInode(append(codec.InodeKey(w.ibuf, r.Dev, r.Ino), fk...))
 			}
 			if err != nil || (dropped && !merged) {
 				return err
@@ -439,7 +413,7 @@ func (w *wtx) groupOf(dk []byte, r *Record) (group, error) {
 	}
 	g := group{n: 1, inodes: 1, size: r.Size}
 	if v := w.files.Get(k[len(dk):]); v != nil {
-		m, err := decodeRecord(v)
+		m, err := codec.DecodeRecord(v)
 		if err != nil {
 			return g, err
 		}
@@ -451,7 +425,7 @@ func (w *wtx) groupOf(dk []byte, r *Record) (group, error) {
 // sharesInode reports whether another path with r's (dev, ino) is in the
 // digest group dk: a hardlink, which does not waste space.
 func (w *wtx) sharesInode(dk, fk []byte, r *Record) bool {
-	p := inodeKey(nil, r.Dev, r.Ino)
+	p := codec.InodeKey(nil, r.Dev, r.Ino)
 	c := w.inodes.Cursor()
 	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
 		other := k[len(p):]
@@ -469,7 +443,7 @@ func (w *wtx) sharesInode(dk, fk []byte, r *Record) bool {
 func (w *wtx) setGroup(dk []byte, old, g group) error {
 	if old.inodes >= 2 {
 		// A member came, went or changed: its survey is no longer true.
-		if err := w.dropSurveyAt(dupKey(old.duplicate(), dk)); err != nil {
+		if err := w.surveys.dropAt(codec.DescKey(old.duplicate(), dk)); err != nil {
 			return err
 		}
 	}
@@ -483,7 +457,7 @@ func (w *wtx) setGroup(dk []byte, old, g group) error {
 		w.c.Groups--
 		w.c.Duplicate -= old.duplicate()
 		if g.inodes < 2 || g.duplicate() != old.duplicate() {
-			if err := w.dups.Delete(dupKey(old.duplicate(), dk)); err != nil {
+			if err := w.dups.Delete(codec.DescKey(old.duplicate(), dk)); err != nil {
 				return err
 			}
 		}
@@ -492,7 +466,7 @@ func (w *wtx) setGroup(dk []byte, old, g group) error {
 		w.c.Groups++
 		w.c.Duplicate += g.duplicate()
 		// The summary rides along so Dups needs no second lookup.
-		if err := w.dups.Put(dupKey(g.duplicate(), dk), g.encode()); err != nil {
+		if err := w.dups.Put(codec.DescKey(g.duplicate(), dk), g.encode()); err != nil {
 			return err
 		}
 	}
@@ -545,7 +519,7 @@ func (w *wtx) removeSubtree(dir []byte, keep func(dev uint64) bool) (int, error)
 // those of the file systems keep (if not nil) reports true for.
 func (w *wtx) removeDir(dk []byte, keep func(dev uint64) bool) (int, error) {
 	id := w.dirID(dk)
-	p := idKey(id)
+	p := codec.IDKey(id)
 	var keys [][]byte
 	c := w.files.Cursor()
 	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
@@ -553,7 +527,7 @@ func (w *wtx) removeDir(dk []byte, keep func(dev uint64) bool) (int, error) {
 	}
 	n := 0
 	for _, fk := range keys {
-		r, err := decodeRecord(w.files.Get(fk))
+		r, err := codec.DecodeRecord(w.files.Get(fk))
 		if err != nil {
 			return n, fmt.Errorf("remove below %q: %w", dk, err)
 		}
@@ -588,7 +562,7 @@ func (w *wtx) mark(path []byte, gen uint64) error {
 		return nil
 	}
 	r.Generation = gen
-	return w.tails[0].put(fk, appendRecord(make([]byte, 0, maxRecordLen), &r))
+	return w.tails[0].put(fk, codec.AppendRecord(make([]byte, 0, codec.MaxRecordLen), &r))
 }
 
 // removeIfOlder deletes the record at path when its generation is below gen.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/annexd/annexd/internal/hubwire"
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // TestHandleDropsWhatItCannotApply: a batch the view cannot apply (here
@@ -92,7 +93,7 @@ func TestHandleDropsWhatItCannotApply(t *testing.T) {
 func TestViewUpgradeFromDigestOnly(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "view.db")
 	d := dig("the photo")
-	dk := digestKey(key.SHA256, d)
+	dk := codec.DigestKey(nil, key.SHA256, d)
 	db, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)

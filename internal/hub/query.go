@@ -12,6 +12,7 @@ import (
 
 	"github.com/annexd/annexd/internal/hubwire"
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // Query bounds: a page holds at most maxLimit items, and one request reads
@@ -51,7 +52,7 @@ func parseDigest(backend, digest string) ([]byte, error) {
 	if err != nil || len(d) != b.DigestLen() {
 		return nil, fmt.Errorf("%w: digest %q is not %d hex bytes", ErrQuery, digest, b.DigestLen())
 	}
-	return digestKey(b.Base(), d), nil
+	return codec.DigestKey(nil, b.Base(), d), nil
 }
 
 // hostView is what a query needs of the hosts: names and freshness.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/annexd/annexd/internal/hubwire"
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // Buckets of the view. A content key (ck) is backend ‖ digest ‖ size(8):
@@ -400,15 +401,12 @@ func (w *vtx) apply(b *hubwire.Batch) (skipped string, sweep bool, err error) {
 
 func (w *vtx) fileKey(path []byte) []byte { return append(w.h.numKey(), path...) }
 
-func digestKey(b key.Backend, d []byte) []byte { return append([]byte{byte(b)}, d...) }
-
 // contentKey is what the view groups records by: base backend ‖ digest ‖
 // size (8 bytes, big-endian), what a git-annex key names. The same digest
 // claimed with another size is other content, so no host's claim changes
 // what another host's records answer.
 func contentKey(b key.Backend, d []byte, size int64) []byte {
-	k := make([]byte, 0, 1+len(d)+8)
-	k = append(append(k, byte(b)), d...)
+	k := codec.DigestKey(make([]byte, 0, 1+len(d)+8), b, d)
 	return binary.BigEndian.AppendUint64(k, uint64(size))
 }
 
@@ -522,24 +520,18 @@ func (w *vtx) summary(ck []byte) summary {
 	return decodeSummary(w.tx.Bucket(bucketDigests).Get(ck))
 }
 
+// decodeSummary reads a digests value; one cut short reads as nothing.
 func decodeSummary(v []byte) summary {
-	var s summary
-	var vals [3]uint64
-	for i := range vals {
-		x, n := binary.Uvarint(v)
-		if n <= 0 {
-			return s
-		}
-		vals[i], v = x, v[n:]
+	d := &codec.Decoder{B: v}
+	s := summary{int64(d.Uvarint()), int64(d.Uvarint()), int64(d.Uvarint())}
+	if d.Err != nil {
+		return summary{}
 	}
-	return summary{int64(vals[0]), int64(vals[1]), int64(vals[2])}
+	return s
 }
 
 // xdupKey is content ck's key in xdups: largest first.
-func xdupKey(ck []byte) []byte {
-	k := binary.BigEndian.AppendUint64(nil, ^uint64(contentSize(ck)))
-	return append(k, ck[:len(ck)-8]...)
-}
+func xdupKey(ck []byte) []byte { return codec.DescKey(contentSize(ck), ck[:len(ck)-8]) }
 
 // xdupContent is the content key of an xdups key.
 func xdupContent(k []byte) []byte {
@@ -558,9 +550,7 @@ func (w *vtx) setSummary(ck []byte, s summary) error {
 	if s.paths <= 0 {
 		return w.tx.Bucket(bucketDigests).Delete(ck)
 	}
-	v := binary.AppendUvarint(nil, uint64(s.size))
-	v = binary.AppendUvarint(v, uint64(s.paths))
-	v = binary.AppendUvarint(v, uint64(s.hosts))
+	v := codec.AppendUvarints(nil, uint64(s.size), uint64(s.paths), uint64(s.hosts))
 	return w.tx.Bucket(bucketDigests).Put(ck, v)
 }
 
