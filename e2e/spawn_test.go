@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -109,4 +110,21 @@ func newBase(t testing.TB) string {
 	base, _ = filepath.EvalSymlinks(base)
 	t.Cleanup(func() { os.RemoveAll(base) })
 	return base
+}
+
+// inOwnMounts is a wrap that runs annexd in a mount namespace of its own,
+// after setup (shell commands, "" for none). The namespace starts as a
+// copy of every mount of the machine, those of the tests running beside
+// this one included (loop images, tmpfs): copied, they would stay mounted
+// in it after their tests unmount them, and a power cut's remount would
+// find the old, shut-down file system. So the copies below the temporary
+// directory are detached in the namespace first.
+func inOwnMounts(setup string) []string {
+	tmp := strings.TrimSuffix(os.TempDir(), "/") + "/"
+	detach := `awk -v t='` + tmp + `' 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo | sort -r |
+		while read -r m; do umount -l "$m" 2>/dev/null || true; done`
+	if setup != "" {
+		detach += " && " + setup
+	}
+	return []string{"unshare", "--mount", "--propagation", "private", "--", "sh", "-c", detach + ` && exec "$@"`, "sh"}
 }

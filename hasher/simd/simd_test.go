@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/hasher/calibrate"
@@ -17,7 +18,9 @@ import (
 // With the package linked, calibration weighs sha256-simd beside
 // crypto/sha256 and chooses exactly one of them.
 func TestCalibrationWeighsSIMD(t *testing.T) {
-	c, err := calibrate.Run(context.Background(), calibrate.Options{Dir: t.TempDir(), Programs: []string{}})
+	// A minute's budget: on a loaded machine the default second can end
+	// before a candidate is measured, and this test weighs, not hurries.
+	c, err := calibrate.Run(context.Background(), calibrate.Options{Dir: t.TempDir(), Programs: []string{}, Budget: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
