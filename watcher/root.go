@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,7 +21,11 @@ import (
 )
 
 // root watches one root directory; all its state belongs to the goroutine
-// running run, except the published status.
+// running run, except the published status (pub) and the Sync cookies
+// (sync). Its parts keep their own fields: denials (unreadable.go),
+// overflows (overflow.go), mountFollow (mounts.go), cookies (sync.go)
+// and published (status.go); root wires them to the watch tree and the
+// pending set.
 type root struct {
 	path string
 	opts *Options
@@ -44,21 +47,14 @@ type root struct {
 
 	denied denials // directories that cannot be read or watched (unreadable.go)
 
-	ovPending  bool      // an overflow Rescan is scheduled
-	ovDue      time.Time // ... for then
-	ovLast     time.Time // last overflow Rescan emitted
-	ovBackoff  time.Duration
-	overflows  int
-	lastOver   time.Time
+	ov         overflows // the overflow Rescan: scheduled, backed off (overflow.go)
 	lastRescan time.Time
 	rootGone   bool   // the root was removed; checked every DegradedRescan
 	awayWhy    string // why the root is gone, for Status
 	noInstance bool   // no inotify instance could be created; rescans only
 
-	rootFS      uint64        // the file system of the root, as last watched
-	mounts      chan struct{} // the mount table changed (mounts.go)
-	mountView   mountView     // the mounts at, under and above the root, as last read
-	mountsKnown bool
+	rootFS uint64      // the file system of the root, as last watched
+	mounts mountFollow // the mount table, as last read (mounts.go)
 
 	sync cookies        // outstanding Sync cookies
 	sent *atomic.Uint64 // the Watcher's count of events sent
@@ -69,16 +65,16 @@ type root struct {
 	watchLimit  atomic.Int64 // test seam: > 0 makes Add fail with ENOSPC beyond this many watches
 	dropCookies atomic.Bool  // test seam: cookie events are lost, as in an overflow
 
-	mu     sync.Mutex
-	status RootStatus
+	pub published // the status as last published, for Status
 }
 
 func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64) *root {
+	log := opts.Logger.With("root", path)
 	return &root{
 		path:      path,
 		sent:      sent,
 		opts:      opts,
-		log:       opts.Logger.With("root", path),
+		log:       log,
 		out:       out,
 		dirs:      make(map[string]map[string]struct{}),
 		dirInode:  make(map[string]inodeID),
@@ -86,13 +82,13 @@ func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64) 
 		left:      make(map[inodeID]string),
 		unwatched: make(map[string]int),
 		nlinkFS:   make(map[uint64]bool),
-		denied:    denials{why: make(map[string]string)},
+		denied:    denials{why: make(map[string]string), log: log, retry: opts.DeniedRetry},
 		pending:   make(map[string]*item),
 		inject:    make(chan error, 1),
-		mounts:    make(chan struct{}, 1),
-		ovBackoff: opts.OverflowBackoff,
+		mounts:    mountFollow{changed: make(chan struct{}, 1)},
+		ov:        overflows{backoff: opts.OverflowBackoff},
 		setup:     newFirstSetup(),
-		status:    RootStatus{Root: path},
+		pub:       published{status: RootStatus{Root: path}},
 	}
 }
 
@@ -103,7 +99,7 @@ func (r *root) run(ctx context.Context) error {
 		return nil
 	}
 	if m, err := fsstat.Mounts(); err == nil {
-		r.mountView, r.mountsKnown = viewOf(r.realPath(), m), true
+		r.mounts.view, r.mounts.known = viewOf(realPath(r.path), m), true
 	}
 	fsw, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -119,7 +115,7 @@ func (r *root) run(ctx context.Context) error {
 		// read after every event queued before it, so Sync is a barrier
 		// then too.
 		r.watchSyncDir()
-		defer r.setSync(false) // nobody waits for a root that stopped
+		defer r.sync.set(false) // nobody waits for a root that stopped
 		r.addTree(r.path)
 	}
 	r.setup.finish()
@@ -167,7 +163,7 @@ func (r *root) run(ctx context.Context) error {
 			r.handleErr(err)
 		case err := <-r.inject:
 			r.handleErr(err)
-		case <-r.mounts:
+		case <-r.mounts.changed:
 			if !r.mountsChanged(ctx) {
 				return nil
 			}
@@ -388,7 +384,7 @@ func (r *root) handleErr(err error) {
 		// A cookie may be lost with the other events; the overflow
 		// Rescan, pending from now on, covers whatever came before it.
 		r.publish()
-		r.ackAll()
+		r.sync.ackAll()
 		return
 	}
 	r.log.Warn("inotify error", "err", err)
@@ -427,12 +423,8 @@ func (r *root) fire(ctx context.Context) bool {
 		return false
 	}
 	now := time.Now()
-	if r.ovPending && !now.Before(r.ovDue) {
-		r.ovPending = false
-		r.ovLast = now
-		if !r.rescanRoot(ctx, ReasonOverflow) {
-			return false
-		}
+	if r.ov.take(now) && !r.rescanRoot(ctx, ReasonOverflow) {
+		return false
 	}
 	for r.queue.Len() > 0 && !r.queue.items[0].due.After(now) {
 		it := heap.Pop(&r.queue).(*item)
@@ -512,25 +504,11 @@ func (r *root) settle(ctx context.Context, it *item) bool {
 func (r *root) overflow() {
 	now := time.Now()
 	r.opts.Writes.Lost(r.path) // with the events, writes under the root were lost
-	r.overflows++
-	r.lastOver = now
-	if r.ovPending {
-		return
+	due, scheduled := r.ov.note(now, r.opts)
+	if scheduled {
+		r.log.Warn("inotify queue overflow; rescanning root", "due", due, "backoff", r.ov.backoff,
+			"overflows", r.ov.count)
 	}
-	if !r.ovLast.IsZero() && now.Sub(r.ovLast) < 2*r.ovBackoff {
-		r.ovBackoff = min(2*r.ovBackoff, r.opts.MaxOverflowBackoff)
-	} else if !r.ovLast.IsZero() {
-		r.ovBackoff = r.opts.OverflowBackoff
-	}
-	due := now.Add(r.opts.Quiet)
-	if !r.ovLast.IsZero() {
-		if next := r.ovLast.Add(r.ovBackoff); next.After(due) {
-			due = next
-		}
-	}
-	r.ovPending, r.ovDue = true, due
-	r.log.Warn("inotify queue overflow; rescanning root", "due", due, "backoff", r.ovBackoff,
-		"overflows", r.overflows)
 }
 
 // rescanRoot re-establishes every watch of the root and emits its Rescan.
@@ -595,8 +573,8 @@ func (r *root) arm() {
 	if r.queue.Len() > 0 {
 		next = r.queue.items[0].due
 	}
-	if r.ovPending && (next.IsZero() || r.ovDue.Before(next)) {
-		next = r.ovDue
+	if r.ov.pending && (next.IsZero() || r.ov.due.Before(next)) {
+		next = r.ov.due
 	}
 	if next.Equal(r.armed) {
 		return
@@ -613,9 +591,9 @@ func (r *root) publish() {
 	for _, n := range r.unwatched {
 		unwatched += n
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := &r.status
+	r.pub.mu.Lock()
+	defer r.pub.mu.Unlock()
+	s := &r.pub.status
 	s.Watches = len(r.dirs)
 	s.Unwatched = unwatched
 	s.Degraded = len(r.unwatched) > 0
@@ -625,26 +603,12 @@ func (r *root) publish() {
 	s.WatchesNeeded = s.Watches + unwatched
 	s.Unreadable, s.UnreadableDirs = len(r.denied.why), r.denied.problems()
 	s.Pending = len(r.pending) + len(r.moves)
-	if r.ovPending {
+	if r.ov.pending {
 		s.Pending++ // the overflow Rescan of the root
 	}
-	s.Overflows = r.overflows
-	s.LastOverflow = r.lastOver
+	s.Overflows = r.ov.count
+	s.LastOverflow = r.ov.last
 	s.LastRescan = r.lastRescan
-}
-
-func (r *root) snapshot() RootStatus {
-	r.mu.Lock()
-	s := r.status
-	r.mu.Unlock()
-	s.MaxUserWatches = maxUserWatches()
-	switch {
-	case s.NoInstance:
-		s.Sysctl = "sysctl fs.inotify.max_user_instances=" + strconv.Itoa(max(2*procInt("max_user_instances"), 256))
-	case s.Degraded:
-		s.Sysctl = sysctlFor(s.MaxUserWatches, s.Unwatched)
-	}
-	return s
 }
 
 // maxUserWatches reads fs.inotify.max_user_watches; 0 if unknown.

@@ -54,11 +54,11 @@ func (r *root) addTree(dir string) {
 				r.unwatched[d] = n
 				limited += n
 			} else if unreadableErr(err) {
-				r.deny(d, err)
+				r.denied.deny(d, err)
 			}
 			continue
 		}
-		r.undeny(d)
+		r.denied.undeny(d)
 		r.dirs[d] = nil
 		if id != (inodeID{}) {
 			r.dirInode[d], r.inodeDir[id] = id, d
@@ -118,7 +118,7 @@ func dirInodeOf(d string) inodeID {
 func (r *root) subdirs(d string, stack []string) []string {
 	names, err := listDirs(d, d == r.path)
 	if unreadableErr(err) {
-		r.deny(d, err)
+		r.denied.deny(d, err)
 	}
 	for _, name := range names {
 		p := d + "/" + name
@@ -264,7 +264,7 @@ func (r *root) dropTree(dir string) {
 	}
 	for p := range r.denied.why {
 		if roots.Within(p, dir) {
-			r.undeny(p)
+			r.denied.undeny(p)
 		}
 	}
 }
