@@ -1,13 +1,11 @@
 package watcher
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -22,10 +20,10 @@ import (
 
 // root watches one root directory; all its state belongs to the goroutine
 // running run, except the published status (pub) and the Sync cookies
-// (sync). Its parts keep their own fields: denials (unreadable.go),
-// overflows (overflow.go), mountFollow (mounts.go), cookies (sync.go)
-// and published (status.go); root wires them to the watch tree and the
-// pending set.
+// (sync). Its parts keep their own fields: pendingSet (pending.go),
+// denials (unreadable.go), overflows (overflow.go), mountFollow
+// (mounts.go), cookies (sync.go) and published (status.go); root holds
+// the watch tree and wires the parts to it.
 type root struct {
 	path string
 	opts *Options
@@ -40,8 +38,7 @@ type root struct {
 	moves     []Event                        // Moved events to send at once
 	unwatched map[string]int                 // top directories without a watch → directories under them
 	nlinkFS   map[uint64]bool                // device → its link counts count subdirectories (leaf.go)
-	pending   map[string]*item
-	queue     deadlines
+	pending   pendingSet                     // paths waiting to settle (pending.go)
 	timer     *time.Timer
 	armed     time.Time // when timer fires; zero if stopped
 
@@ -83,7 +80,7 @@ func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64) 
 		unwatched: make(map[string]int),
 		nlinkFS:   make(map[uint64]bool),
 		denied:    denials{why: make(map[string]string), log: log, retry: opts.DeniedRetry},
-		pending:   make(map[string]*item),
+		pending:   newPendingSet(path, opts),
 		inject:    make(chan error, 1),
 		mounts:    mountFollow{changed: make(chan struct{}, 1)},
 		ov:        overflows{backoff: opts.OverflowBackoff},
@@ -284,7 +281,7 @@ func (r *root) handle(ev fsnotify.Event) {
 		if r.opts.Ignore.Match(r.rel(p), false) {
 			return
 		}
-		r.touch(p, false).forgetInode()
+		r.pending.touch(p, false, r.dirs).forgetInode()
 	case ev.Has(fsnotify.Create):
 		fi, err := fsstat.Lstat(p)
 		if err == nil && fi.IsDir() {
@@ -298,12 +295,12 @@ func (r *root) handle(ev fsnotify.Event) {
 			}
 			r.addTree(p) // watch before anyone reads it
 			if !r.pairMove(p, inodeID{fi.Dev, fi.Ino}) {
-				r.touch(p, true).comeBack()
+				r.pending.touch(p, true, r.dirs).comeBack()
 			}
 			return
 		}
 		if !r.opts.Ignore.Match(r.rel(p), false) {
-			it := r.touch(p, false)
+			it := r.pending.touch(p, false, r.dirs)
 			it.forgetInode() // another file may be at p now
 			it.comeBack()
 		}
@@ -312,7 +309,7 @@ func (r *root) handle(ev fsnotify.Event) {
 			return // a directory's own metadata
 		}
 		if !r.opts.Ignore.Match(r.rel(p), false) {
-			it := r.touch(p, false)
+			it := r.pending.touch(p, false, r.dirs)
 			if ev.Has(fsnotify.Write) {
 				r.written(p, it)
 			}
@@ -329,7 +326,7 @@ func (r *root) dirLeft(p string, renamed bool) {
 		r.opts.Writes.DirRenamed(p)
 	}
 	r.dropTree(p)
-	it := r.touch(p, true)
+	it := r.pending.touch(p, true, r.dirs)
 	if renamed && known && it != nil {
 		r.left[id] = p
 		it.left = id
@@ -349,15 +346,12 @@ func (r *root) pairMove(p string, id inodeID) bool {
 	}
 	delete(r.left, id)
 	r.opts.Writes.DirMoved(from, p)
-	old := r.pending[from]
+	old := r.pending.get(from)
 	if old == nil {
 		return false
 	}
 	old.moved, old.left = true, inodeID{}
-	if it := r.pending[p]; it != nil {
-		heap.Remove(&r.queue, it.index)
-		delete(r.pending, p)
-	}
+	r.pending.drop(p)
 	r.moves = append(r.moves, Event{Kind: Moved, From: from, Path: p})
 	return true
 }
@@ -390,32 +384,6 @@ func (r *root) handleErr(err error) {
 	r.log.Warn("inotify error", "err", err)
 }
 
-// touch records an event on p and returns p's pending item: p settles
-// Quiet after its last event. An event under a directory that is itself
-// waiting to be rescanned only pushes that directory's deadline back: its
-// Rescan will cover p, and touch returns nil.
-func (r *root) touch(p string, wasDir bool) *item {
-	now := time.Now()
-	for a := p; a != r.path; {
-		a = filepath.Dir(a)
-		if it, ok := r.pending[a]; ok {
-			if _, dir := r.dirs[a]; dir {
-				r.queue.touch(it, now, r.opts)
-				return nil
-			}
-		}
-	}
-	if it, ok := r.pending[p]; ok {
-		it.wasDir = it.wasDir || wasDir
-		r.queue.touch(it, now, r.opts)
-		return it
-	}
-	it := &item{path: p, first: now, due: now.Add(r.opts.Quiet), wasDir: wasDir}
-	r.pending[p] = it
-	heap.Push(&r.queue, it)
-	return it
-}
-
 // fire emits the queued Moved events, then every pending path whose
 // deadline has passed, and the overflow Rescan when it is due.
 func (r *root) fire(ctx context.Context) bool {
@@ -426,16 +394,14 @@ func (r *root) fire(ctx context.Context) bool {
 	if r.ov.take(now) && !r.rescanRoot(ctx, ReasonOverflow) {
 		return false
 	}
-	for r.queue.Len() > 0 && !r.queue.items[0].due.After(now) {
-		it := heap.Pop(&r.queue).(*item)
-		delete(r.pending, it.path)
+	for it := r.pending.popDue(now); it != nil; it = r.pending.popDue(now) {
 		if it.left != (inodeID{}) && r.left[it.left] == it.path {
 			delete(r.left, it.left) // unpaired: its Removed goes out
 		}
 		if it.moved {
 			continue // its Moved went out
 		}
-		if r.pendingAbove(it.path) {
+		if r.pending.above(it.path) {
 			// A directory above is itself waiting (deleted, renamed or
 			// new): its Removed or Rescan covers this path; rm -rf of a
 			// tree becomes one event.
@@ -446,17 +412,6 @@ func (r *root) fire(ctx context.Context) bool {
 		}
 	}
 	return true
-}
-
-// pendingAbove reports whether a directory above p is pending.
-func (r *root) pendingAbove(p string) bool {
-	for a := p; a != r.path; {
-		a = filepath.Dir(a)
-		if _, ok := r.pending[a]; ok {
-			return true
-		}
-	}
-	return false
 }
 
 // settle decides what a quiet path has become and emits it.
@@ -521,9 +476,8 @@ func (r *root) rescanRoot(ctx context.Context, reason string) bool {
 		r.addTree(r.path)
 	}
 	now := time.Now()
-	clear(r.pending)
+	r.pending.reset()
 	clear(r.left)
-	r.queue.items = r.queue.items[:0]
 	r.lastRescan = now
 	return r.emit(ctx, Event{Kind: Rescan, Path: r.path, Reason: reason})
 }
@@ -569,10 +523,7 @@ func (r *root) retryUnwatched(ctx context.Context) bool {
 
 // arm points the timer at the earliest deadline.
 func (r *root) arm() {
-	var next time.Time
-	if r.queue.Len() > 0 {
-		next = r.queue.items[0].due
-	}
+	next := r.pending.next()
 	if r.ov.pending && (next.IsZero() || r.ov.due.Before(next)) {
 		next = r.ov.due
 	}
@@ -602,7 +553,7 @@ func (r *root) publish() {
 	s.NoInstance = r.noInstance
 	s.WatchesNeeded = s.Watches + unwatched
 	s.Unreadable, s.UnreadableDirs = len(r.denied.why), r.denied.problems()
-	s.Pending = len(r.pending) + len(r.moves)
+	s.Pending = r.pending.len() + len(r.moves)
 	if r.ov.pending {
 		s.Pending++ // the overflow Rescan of the root
 	}
