@@ -80,7 +80,7 @@ func (w *Watcher) watchMounts(ctx context.Context) error {
 	err := fsstat.WatchMounts(ctx, func() {
 		for _, r := range w.roots {
 			select {
-			case r.mounts <- struct{}{}:
+			case r.mounts.changed <- struct{}{}:
 			default: // one is waiting already: it reads the table then
 			}
 		}
@@ -91,22 +91,38 @@ func (w *Watcher) watchMounts(ctx context.Context) error {
 	return nil
 }
 
+// mountFollow is what a root follows of the mount table.
+type mountFollow struct {
+	changed chan struct{} // the mount table changed (watchMounts)
+	view    mountView     // the mounts at, under and above the root, as last read
+	known   bool          // view was read
+}
+
+// update takes the mounts of the root at real from the table and returns
+// the mount points that changed since the last view, and both views;
+// known says whether there was a last view.
+func (mf *mountFollow) update(real string, mounts []fsstat.Mount) (changed []string, old, now mountView, known bool) {
+	now, old, known = viewOf(real, mounts), mf.view, mf.known
+	mf.view, mf.known = now, true
+	return changedPoints(old, now), old, now, known
+}
+
 // realPath is the root with its symlinks resolved, as the mount table
 // spells it; the root's own spelling if it cannot be resolved.
-func (r *root) realPath() string {
-	if p, err := filepath.EvalSymlinks(r.path); err == nil {
+func realPath(root string) string {
+	if p, err := filepath.EvalSymlinks(root); err == nil {
 		return p
 	}
-	return r.path
+	return root
 }
 
 // given turns a mount point under the root's real path into the root's
 // spelling.
-func (r *root) given(real, point string) string {
+func given(root, real, point string) string {
 	if point == "" || point == real {
-		return r.path
+		return root
 	}
-	return filepath.Join(r.path, roots.Rel(point, real))
+	return filepath.Join(root, roots.Rel(point, real))
 }
 
 // mountsChanged acts on a change of the mount table (see Mounts above).
@@ -115,12 +131,9 @@ func (r *root) mountsChanged(ctx context.Context) bool {
 	if err != nil {
 		return true
 	}
-	real := r.realPath()
-	now, old := viewOf(real, mounts), r.mountView
-	changed := changedPoints(old, now)
-	r.mountView = now
-	if r.noInstance || len(changed) == 0 || !r.mountsKnown {
-		r.mountsKnown = true
+	real := realPath(r.path)
+	changed, old, now, known := r.mounts.update(real, mounts)
+	if r.noInstance || len(changed) == 0 || !known {
 		return true
 	}
 	if changed[0] == "" || changed[0] == real {
@@ -137,7 +150,7 @@ func (r *root) mountsChanged(ctx context.Context) bool {
 			continue
 		}
 		done = append(done, p)
-		if !r.rewatch(ctx, r.given(real, p)) {
+		if !r.rewatch(ctx, given(r.path, real, p)) {
 			return false
 		}
 	}

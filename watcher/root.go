@@ -1,16 +1,13 @@
 package watcher
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,7 +19,11 @@ import (
 )
 
 // root watches one root directory; all its state belongs to the goroutine
-// running run, except the published status.
+// running run, except the published status (pub) and the Sync cookies
+// (sync). Its parts keep their own fields: pendingSet (pending.go),
+// denials (unreadable.go), overflows (overflow.go), mountFollow
+// (mounts.go), cookies (sync.go) and published (status.go); root holds
+// the watch tree and wires the parts to it.
 type root struct {
 	path string
 	opts *Options
@@ -37,28 +38,20 @@ type root struct {
 	moves     []Event                        // Moved events to send at once
 	unwatched map[string]int                 // top directories without a watch → directories under them
 	nlinkFS   map[uint64]bool                // device → its link counts count subdirectories (leaf.go)
-	pending   map[string]*item
-	queue     deadlines
+	pending   pendingSet                     // paths waiting to settle (pending.go)
 	timer     *time.Timer
 	armed     time.Time // when timer fires; zero if stopped
 
 	denied denials // directories that cannot be read or watched (unreadable.go)
 
-	ovPending  bool      // an overflow Rescan is scheduled
-	ovDue      time.Time // ... for then
-	ovLast     time.Time // last overflow Rescan emitted
-	ovBackoff  time.Duration
-	overflows  int
-	lastOver   time.Time
+	ov         overflows // the overflow Rescan: scheduled, backed off (overflow.go)
 	lastRescan time.Time
 	rootGone   bool   // the root was removed; checked every DegradedRescan
 	awayWhy    string // why the root is gone, for Status
 	noInstance bool   // no inotify instance could be created; rescans only
 
-	rootFS      uint64        // the file system of the root, as last watched
-	mounts      chan struct{} // the mount table changed (mounts.go)
-	mountView   mountView     // the mounts at, under and above the root, as last read
-	mountsKnown bool
+	rootFS uint64      // the file system of the root, as last watched
+	mounts mountFollow // the mount table, as last read (mounts.go)
 
 	sync cookies        // outstanding Sync cookies
 	sent *atomic.Uint64 // the Watcher's count of events sent
@@ -69,16 +62,16 @@ type root struct {
 	watchLimit  atomic.Int64 // test seam: > 0 makes Add fail with ENOSPC beyond this many watches
 	dropCookies atomic.Bool  // test seam: cookie events are lost, as in an overflow
 
-	mu     sync.Mutex
-	status RootStatus
+	pub published // the status as last published, for Status
 }
 
 func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64) *root {
+	log := opts.Logger.With("root", path)
 	return &root{
 		path:      path,
 		sent:      sent,
 		opts:      opts,
-		log:       opts.Logger.With("root", path),
+		log:       log,
 		out:       out,
 		dirs:      make(map[string]map[string]struct{}),
 		dirInode:  make(map[string]inodeID),
@@ -86,13 +79,13 @@ func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64) 
 		left:      make(map[inodeID]string),
 		unwatched: make(map[string]int),
 		nlinkFS:   make(map[uint64]bool),
-		denied:    denials{why: make(map[string]string)},
-		pending:   make(map[string]*item),
+		denied:    denials{why: make(map[string]string), log: log, retry: opts.DeniedRetry},
+		pending:   newPendingSet(path, opts),
 		inject:    make(chan error, 1),
-		mounts:    make(chan struct{}, 1),
-		ovBackoff: opts.OverflowBackoff,
+		mounts:    mountFollow{changed: make(chan struct{}, 1)},
+		ov:        overflows{backoff: opts.OverflowBackoff},
 		setup:     newFirstSetup(),
-		status:    RootStatus{Root: path},
+		pub:       published{status: RootStatus{Root: path}},
 	}
 }
 
@@ -103,7 +96,7 @@ func (r *root) run(ctx context.Context) error {
 		return nil
 	}
 	if m, err := fsstat.Mounts(); err == nil {
-		r.mountView, r.mountsKnown = viewOf(r.realPath(), m), true
+		r.mounts.view, r.mounts.known = viewOf(realPath(r.path), m), true
 	}
 	fsw, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -119,7 +112,7 @@ func (r *root) run(ctx context.Context) error {
 		// read after every event queued before it, so Sync is a barrier
 		// then too.
 		r.watchSyncDir()
-		defer r.setSync(false) // nobody waits for a root that stopped
+		defer r.sync.set(false) // nobody waits for a root that stopped
 		r.addTree(r.path)
 	}
 	r.setup.finish()
@@ -167,7 +160,7 @@ func (r *root) run(ctx context.Context) error {
 			r.handleErr(err)
 		case err := <-r.inject:
 			r.handleErr(err)
-		case <-r.mounts:
+		case <-r.mounts.changed:
 			if !r.mountsChanged(ctx) {
 				return nil
 			}
@@ -288,7 +281,7 @@ func (r *root) handle(ev fsnotify.Event) {
 		if r.opts.Ignore.Match(r.rel(p), false) {
 			return
 		}
-		r.touch(p, false).forgetInode()
+		r.pending.touch(p, false, r.dirs).forgetInode()
 	case ev.Has(fsnotify.Create):
 		fi, err := fsstat.Lstat(p)
 		if err == nil && fi.IsDir() {
@@ -302,12 +295,12 @@ func (r *root) handle(ev fsnotify.Event) {
 			}
 			r.addTree(p) // watch before anyone reads it
 			if !r.pairMove(p, inodeID{fi.Dev, fi.Ino}) {
-				r.touch(p, true).comeBack()
+				r.pending.touch(p, true, r.dirs).comeBack()
 			}
 			return
 		}
 		if !r.opts.Ignore.Match(r.rel(p), false) {
-			it := r.touch(p, false)
+			it := r.pending.touch(p, false, r.dirs)
 			it.forgetInode() // another file may be at p now
 			it.comeBack()
 		}
@@ -316,7 +309,7 @@ func (r *root) handle(ev fsnotify.Event) {
 			return // a directory's own metadata
 		}
 		if !r.opts.Ignore.Match(r.rel(p), false) {
-			it := r.touch(p, false)
+			it := r.pending.touch(p, false, r.dirs)
 			if ev.Has(fsnotify.Write) {
 				r.written(p, it)
 			}
@@ -333,7 +326,7 @@ func (r *root) dirLeft(p string, renamed bool) {
 		r.opts.Writes.DirRenamed(p)
 	}
 	r.dropTree(p)
-	it := r.touch(p, true)
+	it := r.pending.touch(p, true, r.dirs)
 	if renamed && known && it != nil {
 		r.left[id] = p
 		it.left = id
@@ -353,15 +346,12 @@ func (r *root) pairMove(p string, id inodeID) bool {
 	}
 	delete(r.left, id)
 	r.opts.Writes.DirMoved(from, p)
-	old := r.pending[from]
+	old := r.pending.get(from)
 	if old == nil {
 		return false
 	}
 	old.moved, old.left = true, inodeID{}
-	if it := r.pending[p]; it != nil {
-		heap.Remove(&r.queue, it.index)
-		delete(r.pending, p)
-	}
+	r.pending.drop(p)
 	r.moves = append(r.moves, Event{Kind: Moved, From: from, Path: p})
 	return true
 }
@@ -388,36 +378,10 @@ func (r *root) handleErr(err error) {
 		// A cookie may be lost with the other events; the overflow
 		// Rescan, pending from now on, covers whatever came before it.
 		r.publish()
-		r.ackAll()
+		r.sync.ackAll()
 		return
 	}
 	r.log.Warn("inotify error", "err", err)
-}
-
-// touch records an event on p and returns p's pending item: p settles
-// Quiet after its last event. An event under a directory that is itself
-// waiting to be rescanned only pushes that directory's deadline back: its
-// Rescan will cover p, and touch returns nil.
-func (r *root) touch(p string, wasDir bool) *item {
-	now := time.Now()
-	for a := p; a != r.path; {
-		a = filepath.Dir(a)
-		if it, ok := r.pending[a]; ok {
-			if _, dir := r.dirs[a]; dir {
-				r.queue.touch(it, now, r.opts)
-				return nil
-			}
-		}
-	}
-	if it, ok := r.pending[p]; ok {
-		it.wasDir = it.wasDir || wasDir
-		r.queue.touch(it, now, r.opts)
-		return it
-	}
-	it := &item{path: p, first: now, due: now.Add(r.opts.Quiet), wasDir: wasDir}
-	r.pending[p] = it
-	heap.Push(&r.queue, it)
-	return it
 }
 
 // fire emits the queued Moved events, then every pending path whose
@@ -427,23 +391,17 @@ func (r *root) fire(ctx context.Context) bool {
 		return false
 	}
 	now := time.Now()
-	if r.ovPending && !now.Before(r.ovDue) {
-		r.ovPending = false
-		r.ovLast = now
-		if !r.rescanRoot(ctx, ReasonOverflow) {
-			return false
-		}
+	if r.ov.take(now) && !r.rescanRoot(ctx, ReasonOverflow) {
+		return false
 	}
-	for r.queue.Len() > 0 && !r.queue.items[0].due.After(now) {
-		it := heap.Pop(&r.queue).(*item)
-		delete(r.pending, it.path)
+	for it := r.pending.popDue(now); it != nil; it = r.pending.popDue(now) {
 		if it.left != (inodeID{}) && r.left[it.left] == it.path {
 			delete(r.left, it.left) // unpaired: its Removed goes out
 		}
 		if it.moved {
 			continue // its Moved went out
 		}
-		if r.pendingAbove(it.path) {
+		if r.pending.above(it.path) {
 			// A directory above is itself waiting (deleted, renamed or
 			// new): its Removed or Rescan covers this path; rm -rf of a
 			// tree becomes one event.
@@ -454,17 +412,6 @@ func (r *root) fire(ctx context.Context) bool {
 		}
 	}
 	return true
-}
-
-// pendingAbove reports whether a directory above p is pending.
-func (r *root) pendingAbove(p string) bool {
-	for a := p; a != r.path; {
-		a = filepath.Dir(a)
-		if _, ok := r.pending[a]; ok {
-			return true
-		}
-	}
-	return false
 }
 
 // settle decides what a quiet path has become and emits it.
@@ -512,25 +459,11 @@ func (r *root) settle(ctx context.Context, it *item) bool {
 func (r *root) overflow() {
 	now := time.Now()
 	r.opts.Writes.Lost(r.path) // with the events, writes under the root were lost
-	r.overflows++
-	r.lastOver = now
-	if r.ovPending {
-		return
+	due, scheduled := r.ov.note(now, r.opts)
+	if scheduled {
+		r.log.Warn("inotify queue overflow; rescanning root", "due", due, "backoff", r.ov.backoff,
+			"overflows", r.ov.count)
 	}
-	if !r.ovLast.IsZero() && now.Sub(r.ovLast) < 2*r.ovBackoff {
-		r.ovBackoff = min(2*r.ovBackoff, r.opts.MaxOverflowBackoff)
-	} else if !r.ovLast.IsZero() {
-		r.ovBackoff = r.opts.OverflowBackoff
-	}
-	due := now.Add(r.opts.Quiet)
-	if !r.ovLast.IsZero() {
-		if next := r.ovLast.Add(r.ovBackoff); next.After(due) {
-			due = next
-		}
-	}
-	r.ovPending, r.ovDue = true, due
-	r.log.Warn("inotify queue overflow; rescanning root", "due", due, "backoff", r.ovBackoff,
-		"overflows", r.overflows)
 }
 
 // rescanRoot re-establishes every watch of the root and emits its Rescan.
@@ -543,9 +476,8 @@ func (r *root) rescanRoot(ctx context.Context, reason string) bool {
 		r.addTree(r.path)
 	}
 	now := time.Now()
-	clear(r.pending)
+	r.pending.reset()
 	clear(r.left)
-	r.queue.items = r.queue.items[:0]
 	r.lastRescan = now
 	return r.emit(ctx, Event{Kind: Rescan, Path: r.path, Reason: reason})
 }
@@ -591,12 +523,9 @@ func (r *root) retryUnwatched(ctx context.Context) bool {
 
 // arm points the timer at the earliest deadline.
 func (r *root) arm() {
-	var next time.Time
-	if r.queue.Len() > 0 {
-		next = r.queue.items[0].due
-	}
-	if r.ovPending && (next.IsZero() || r.ovDue.Before(next)) {
-		next = r.ovDue
+	next := r.pending.next()
+	if r.ov.pending && (next.IsZero() || r.ov.due.Before(next)) {
+		next = r.ov.due
 	}
 	if next.Equal(r.armed) {
 		return
@@ -613,9 +542,9 @@ func (r *root) publish() {
 	for _, n := range r.unwatched {
 		unwatched += n
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := &r.status
+	r.pub.mu.Lock()
+	defer r.pub.mu.Unlock()
+	s := &r.pub.status
 	s.Watches = len(r.dirs)
 	s.Unwatched = unwatched
 	s.Degraded = len(r.unwatched) > 0
@@ -624,27 +553,13 @@ func (r *root) publish() {
 	s.NoInstance = r.noInstance
 	s.WatchesNeeded = s.Watches + unwatched
 	s.Unreadable, s.UnreadableDirs = len(r.denied.why), r.denied.problems()
-	s.Pending = len(r.pending) + len(r.moves)
-	if r.ovPending {
+	s.Pending = r.pending.len() + len(r.moves)
+	if r.ov.pending {
 		s.Pending++ // the overflow Rescan of the root
 	}
-	s.Overflows = r.overflows
-	s.LastOverflow = r.lastOver
+	s.Overflows = r.ov.count
+	s.LastOverflow = r.ov.last
 	s.LastRescan = r.lastRescan
-}
-
-func (r *root) snapshot() RootStatus {
-	r.mu.Lock()
-	s := r.status
-	r.mu.Unlock()
-	s.MaxUserWatches = maxUserWatches()
-	switch {
-	case s.NoInstance:
-		s.Sysctl = "sysctl fs.inotify.max_user_instances=" + strconv.Itoa(max(2*procInt("max_user_instances"), 256))
-	case s.Degraded:
-		s.Sysctl = sysctlFor(s.MaxUserWatches, s.Unwatched)
-	}
-	return s
 }
 
 // maxUserWatches reads fs.inotify.max_user_watches; 0 if unknown.

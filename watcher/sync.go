@@ -52,13 +52,13 @@ func (w *Watcher) Sync(ctx context.Context) error {
 	c.left.Store(1) // Sync's own hold, so no ack ends the wait before every root is asked
 	var asked []*root
 	for _, r := range w.roots {
-		if r.expect(name, c) {
+		if r.sync.expect(name, c) {
 			asked = append(asked, r)
 		}
 	}
 	defer func() {
 		for _, r := range asked {
-			r.forget(name)
+			r.sync.forget(name)
 		}
 	}()
 	if len(asked) == 0 {
@@ -127,63 +127,63 @@ type cookies struct {
 	waiting map[string]*cookie
 }
 
-// expect registers c under name when r can see cookies.
-func (r *root) expect(name string, c *cookie) bool {
-	r.sync.mu.Lock()
-	defer r.sync.mu.Unlock()
-	if !r.sync.on {
+// expect registers c under name when the root can see cookies.
+func (cs *cookies) expect(name string, c *cookie) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if !cs.on {
 		return false
 	}
-	if r.sync.waiting == nil {
-		r.sync.waiting = make(map[string]*cookie)
+	if cs.waiting == nil {
+		cs.waiting = make(map[string]*cookie)
 	}
 	c.left.Add(1)
-	r.sync.waiting[name] = c
+	cs.waiting[name] = c
 	return true
 }
 
-func (r *root) forget(name string) {
-	r.sync.mu.Lock()
-	delete(r.sync.waiting, name)
-	r.sync.mu.Unlock()
+func (cs *cookies) forget(name string) {
+	cs.mu.Lock()
+	delete(cs.waiting, name)
+	cs.mu.Unlock()
 }
 
-// ackCookie acknowledges the cookie called name, if someone waits for it.
-func (r *root) ackCookie(name string) {
-	r.sync.mu.Lock()
-	c := r.sync.waiting[name]
-	delete(r.sync.waiting, name)
-	r.sync.mu.Unlock()
+// ack acknowledges the cookie called name, if someone waits for it.
+func (cs *cookies) ack(name string) {
+	cs.mu.Lock()
+	c := cs.waiting[name]
+	delete(cs.waiting, name)
+	cs.mu.Unlock()
 	if c != nil {
 		c.ack()
 	}
 }
 
-// setSync turns the root's cookie handling on or off; off, or on
-// overflow, acknowledges every cookie it was waiting for.
-// syncOn reports whether the root watches the sync directory.
-func (r *root) syncOn() bool {
-	r.sync.mu.Lock()
-	defer r.sync.mu.Unlock()
-	return r.sync.on
+// isOn reports whether the root watches the sync directory.
+func (cs *cookies) isOn() bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.on
 }
 
-func (r *root) setSync(on bool) {
-	r.sync.mu.Lock()
-	defer r.sync.mu.Unlock()
-	r.sync.on = on
-	r.ackAllLocked()
+// set turns the root's cookie handling on or off; off, or on overflow
+// (ackAll), acknowledges every cookie it was waiting for.
+func (cs *cookies) set(on bool) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.on = on
+	cs.ackAllLocked()
 }
 
-func (r *root) ackAll() {
-	r.sync.mu.Lock()
-	defer r.sync.mu.Unlock()
-	r.ackAllLocked()
+func (cs *cookies) ackAll() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.ackAllLocked()
 }
 
-func (r *root) ackAllLocked() {
-	for name, c := range r.sync.waiting {
-		delete(r.sync.waiting, name)
+func (cs *cookies) ackAllLocked() {
+	for name, c := range cs.waiting {
+		delete(cs.waiting, name)
 		c.ack()
 	}
 }
@@ -200,7 +200,7 @@ func (r *root) watchSyncDir() {
 			"path", r.opts.SyncDir, "err", err)
 		return
 	}
-	r.setSync(true)
+	r.sync.set(true)
 }
 
 // syncEvent handles an event in or of Options.SyncDir and reports whether
@@ -215,13 +215,13 @@ func (r *root) syncEvent(ev fsnotify.Event) bool {
 		if ev.Has(fsnotify.Create) && !r.dropCookies.Load() {
 			// Publish what earlier events did before the waiter looks.
 			r.publish()
-			r.ackCookie(ev.Name[len(dir)+1:])
+			r.sync.ack(ev.Name[len(dir)+1:])
 		}
 		return true
 	case len(ev.Name) == len(dir):
 		if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
 			r.log.Warn("the sync directory is gone; sync barriers will not wait for this root", "path", dir)
-			r.setSync(false)
+			r.sync.set(false)
 		}
 		return true
 	}

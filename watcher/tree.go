@@ -2,12 +2,10 @@ package watcher
 
 import (
 	"bytes"
-	"container/heap"
 	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sys/unix"
@@ -54,11 +52,11 @@ func (r *root) addTree(dir string) {
 				r.unwatched[d] = n
 				limited += n
 			} else if unreadableErr(err) {
-				r.deny(d, err)
+				r.denied.deny(d, err)
 			}
 			continue
 		}
-		r.undeny(d)
+		r.denied.undeny(d)
 		r.dirs[d] = nil
 		if id != (inodeID{}) {
 			r.dirInode[d], r.inodeDir[id] = id, d
@@ -118,7 +116,7 @@ func dirInodeOf(d string) inodeID {
 func (r *root) subdirs(d string, stack []string) []string {
 	names, err := listDirs(d, d == r.path)
 	if unreadableErr(err) {
-		r.deny(d, err)
+		r.denied.deny(d, err)
 	}
 	for _, name := range names {
 		p := d + "/" + name
@@ -264,37 +262,8 @@ func (r *root) dropTree(dir string) {
 	}
 	for p := range r.denied.why {
 		if roots.Within(p, dir) {
-			r.undeny(p)
+			r.denied.undeny(p)
 		}
-	}
-}
-
-// item is one pending path.
-type item struct {
-	path   string
-	first  time.Time // first event since it was last emitted
-	due    time.Time
-	index  int     // in the heap
-	wasDir bool    // it was a watched directory when an event came
-	inode  inodeID // the file's, from the first Write since it came there; zero if unknown
-	left   inodeID // the directory's, when it was renamed away and waits in root.left
-	moved  bool    // its directory's Moved went out: emit nothing
-}
-
-// comeBack notes that something was created at the path: an item whose
-// directory was moved away emits what is there now. It accepts a nil
-// item.
-func (it *item) comeBack() {
-	if it != nil {
-		it.moved = false
-	}
-}
-
-// forgetInode makes the next Write stat the file again: another may have
-// come to the path. It accepts a nil item.
-func (it *item) forgetInode() {
-	if it != nil {
-		it.inode = inodeID{}
 	}
 }
 
@@ -308,38 +277,4 @@ func inodeOf(p string) inodeID {
 		return inodeID{}
 	}
 	return inodeID{fi.Dev, fi.Ino}
-}
-
-// deadlines is a min-heap of pending items by due time.
-type deadlines struct{ items []*item }
-
-func (q *deadlines) Len() int           { return len(q.items) }
-func (q *deadlines) Less(i, j int) bool { return q.items[i].due.Before(q.items[j].due) }
-func (q *deadlines) Swap(i, j int) {
-	q.items[i], q.items[j] = q.items[j], q.items[i]
-	q.items[i].index = i
-	q.items[j].index = j
-}
-func (q *deadlines) Push(x any) {
-	it := x.(*item)
-	it.index = len(q.items)
-	q.items = append(q.items, it)
-}
-func (q *deadlines) Pop() any {
-	n := len(q.items) - 1
-	it := q.items[n]
-	q.items[n] = nil
-	q.items = q.items[:n]
-	return it
-}
-
-// touch moves it's deadline to Quiet from now, but no later than MaxDelay
-// after its first event.
-func (q *deadlines) touch(it *item, now time.Time, o *Options) {
-	due := now.Add(o.Quiet)
-	if limit := it.first.Add(o.MaxDelay); due.After(limit) {
-		due = limit
-	}
-	it.due = due
-	heap.Fix(q, it.index)
 }

@@ -3,8 +3,10 @@ package watcher
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,8 +16,10 @@ const maxProblems = 10
 
 // denials are the directories of a root that cannot be read or watched.
 type denials struct {
-	why  map[string]string // directory → the error
-	list []DirProblem      // the published part of why; nil when it changed
+	why   map[string]string // directory → the error
+	list  []DirProblem      // the published part of why; nil when it changed
+	log   *slog.Logger
+	retry time.Duration // Options.DeniedRetry, for the log
 }
 
 func (d *denials) clear() {
@@ -37,25 +41,25 @@ func unreadableErr(err error) bool {
 
 // deny records that directory d cannot be read or watched. Its subtree is
 // unknown until a retry (retryDenied) or an event on d finds it readable.
-func (r *root) deny(d string, err error) {
+func (dn *denials) deny(d string, err error) {
 	reason := err.Error()
 	var errno unix.Errno
 	if errors.As(err, &errno) {
 		reason = errno.Error()
 	}
-	if _, known := r.denied.why[d]; !known {
-		r.log.Warn("cannot read directory; its records are kept and it is tried again periodically",
-			"path", d, "err", err, "retry_every", r.opts.DeniedRetry)
-		r.denied.list = nil
+	if _, known := dn.why[d]; !known {
+		dn.log.Warn("cannot read directory; its records are kept and it is tried again periodically",
+			"path", d, "err", err, "retry_every", dn.retry)
+		dn.list = nil
 	}
-	r.denied.why[d] = reason
+	dn.why[d] = reason
 }
 
 // undeny forgets that d was unreadable.
-func (r *root) undeny(d string) {
-	if _, ok := r.denied.why[d]; ok {
-		delete(r.denied.why, d)
-		r.denied.list = nil
+func (dn *denials) undeny(d string) {
+	if _, ok := dn.why[d]; ok {
+		delete(dn.why, d)
+		dn.list = nil
 	}
 }
 
@@ -77,7 +81,7 @@ func (r *root) retryDenied(ctx context.Context) bool {
 		if _, still := r.denied.why[p]; !still {
 			continue // covered by a directory above, retried just now
 		}
-		r.undeny(p)
+		r.denied.undeny(p)
 		r.dropTree(p)
 		r.addTree(p)
 		if _, still := r.denied.why[p]; still {

@@ -410,7 +410,7 @@ func (w *Watcher) catchUp(ctx context.Context, start time.Time) {
 		return
 	}
 	for _, r := range w.roots {
-		if err == nil && !r.noInstance && !r.syncOn() {
+		if err == nil && !r.noInstance && !r.sync.isOn() {
 			err = fmt.Errorf("%w: root %s does not watch the sync directory", ErrSync, r.path)
 		}
 	}
@@ -488,7 +488,7 @@ type RootStatus struct {
 func (w *Watcher) Status() Status {
 	var s Status
 	for _, r := range w.roots {
-		s.Roots = append(s.Roots, r.snapshot())
+		s.Roots = append(s.Roots, r.pub.snapshot())
 	}
 	return s
 }
@@ -499,9 +499,7 @@ func (w *Watcher) Status() Status {
 func (w *Watcher) Pending() int {
 	n := 0
 	for _, r := range w.roots {
-		r.mu.Lock()
-		n += r.status.Pending
-		r.mu.Unlock()
+		n += r.pub.pending()
 	}
 	return n
 }

@@ -13,6 +13,9 @@ import (
 	"github.com/annexd/annexd/api"
 )
 
+// auditHandlers answer /v1/audit/...; without an audit part, 404.
+type auditHandlers struct{ common }
+
 // Bounds of a long poll for an audit run's end (?wait=1).
 const (
 	defaultWaitRun = 30 * time.Second
@@ -20,20 +23,20 @@ const (
 )
 
 // auditor returns the audit part, or answers 404 without one.
-func (s *Server) auditor(w http.ResponseWriter) (api.Auditor, bool) {
-	au := s.part().Audit
+func (h *auditHandlers) auditor(w http.ResponseWriter) (api.Auditor, bool) {
+	au := h.part().Audit
 	if au == nil {
 		writeError(w, http.StatusNotFound, api.CodeNotSupported, "api: "+noAudit)
 	}
 	return au, au != nil
 }
 
-// handleAuditRun answers POST /v1/audit/run[?time_limit=D&full_speed=1]:
+// run answers POST /v1/audit/run[?time_limit=D&full_speed=1]:
 // the body lists paths ({"path"} or {"path_b64"} lines; none: the whole
 // index). The answer is the new run's id; the run goes on without the
 // request.
-func (s *Server) handleAuditRun(w http.ResponseWriter, r *http.Request) {
-	au, ok := s.auditor(w)
+func (h *auditHandlers) run(w http.ResponseWriter, r *http.Request) {
+	au, ok := h.auditor(w)
 	if !ok {
 		return
 	}
@@ -55,7 +58,7 @@ func (s *Server) handleAuditRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "api: read body: "+err.Error())
 		return
 	}
-	if req.Paths, err = dedupPaths(body, s.roots()); err != nil {
+	if req.Paths, err = dedupPaths(body, h.roots()); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -66,7 +69,7 @@ func (s *Server) handleAuditRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.indexError(w, r, err)
+		h.indexError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
@@ -74,11 +77,11 @@ func (s *Server) handleAuditRun(w http.ResponseWriter, r *http.Request) {
 	}{id})
 }
 
-// handleAuditRunGet answers GET /v1/audit/runs/{id}[?wait=1&timeout=D]:
+// runGet answers GET /v1/audit/runs/{id}[?wait=1&timeout=D]:
 // the run's summary; with wait, once it has ended or after the timeout
 // (default 30 s, at most 5 min), or when the server shuts down.
-func (s *Server) handleAuditRunGet(w http.ResponseWriter, r *http.Request) {
-	au, ok := s.auditor(w)
+func (h *auditHandlers) runGet(w http.ResponseWriter, r *http.Request) {
+	au, ok := h.auditor(w)
 	if !ok {
 		return
 	}
@@ -99,42 +102,36 @@ func (s *Server) handleAuditRunGet(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	go func() {
-		select {
-		case <-s.closing:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	h.cancelOnClose(ctx, cancel)
 	run, err := au.AuditRun(ctx, id, wait)
 	switch {
 	case errors.Is(err, api.ErrNotFound):
 		writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("api: no audit run %d (the daemon keeps the last 16)", id))
 	case err != nil:
-		s.indexError(w, r, err)
+		h.indexError(w, r, err)
 	default:
 		writeJSON(w, http.StatusOK, run)
 	}
 }
 
-// handleAuditStatus answers GET /v1/audit/status.
-func (s *Server) handleAuditStatus(w http.ResponseWriter, r *http.Request) {
-	au, ok := s.auditor(w)
+// status answers GET /v1/audit/status.
+func (h *auditHandlers) status(w http.ResponseWriter, r *http.Request) {
+	au, ok := h.auditor(w)
 	if !ok {
 		return
 	}
 	st, err := au.AuditStatus(r.Context())
 	if err != nil {
-		s.indexError(w, r, err)
+		h.indexError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
 }
 
-// handleAuditProblems answers GET /v1/audit/problems with one NDJSON
+// problems answers GET /v1/audit/problems with one NDJSON
 // object per file found not ok, then the end line.
-func (s *Server) handleAuditProblems(w http.ResponseWriter, r *http.Request) {
-	au, ok := s.auditor(w)
+func (h *auditHandlers) problems(w http.ResponseWriter, r *http.Request) {
+	au, ok := h.auditor(w)
 	if !ok {
 		return
 	}
@@ -147,31 +144,31 @@ func (s *Server) handleAuditProblems(w http.ResponseWriter, r *http.Request) {
 		return st.item(func(buf []byte) []byte { return append(buf, b...) })
 	})
 	if err != nil && r.Context().Err() == nil && st.err == nil {
-		s.log.Error("api audit problems failed", "err", err)
+		h.log.Error("api audit problems failed", "err", err)
 	}
 	st.endErr(err, "")
 }
 
-// handleAuditPause answers POST /v1/audit/pause and /v1/audit/resume
+// pause answers POST /v1/audit/pause and /v1/audit/resume
 // with the audit's status after.
-func (s *Server) handleAuditPause(paused bool) http.HandlerFunc {
+func (h *auditHandlers) pause(paused bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		au, ok := s.auditor(w)
+		au, ok := h.auditor(w)
 		if !ok {
 			return
 		}
 		if err := au.AuditPause(r.Context(), paused); err != nil {
-			s.indexError(w, r, err)
+			h.indexError(w, r, err)
 			return
 		}
-		s.handleAuditStatus(w, r)
+		h.status(w, r)
 	}
 }
 
-// handleAuditAccept answers POST /v1/audit/accept?path=P: the files
+// accept answers POST /v1/audit/accept?path=P: the files
 // flagged at or below P take the content they have now.
-func (s *Server) handleAuditAccept(w http.ResponseWriter, r *http.Request) {
-	au, ok := s.auditor(w)
+func (h *auditHandlers) accept(w http.ResponseWriter, r *http.Request) {
+	au, ok := h.auditor(w)
 	if !ok {
 		return
 	}
@@ -180,7 +177,7 @@ func (s *Server) handleAuditAccept(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	stored, err := underRoots(p, s.roots())
+	stored, err := underRoots(p, h.roots())
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -190,7 +187,7 @@ func (s *Server) handleAuditAccept(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, api.ErrNotFound):
 		writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("api: the audit flagged nothing at or below %s", displayPath(p)))
 	case err != nil:
-		s.indexError(w, r, err)
+		h.indexError(w, r, err)
 	default:
 		writeJSON(w, http.StatusOK, res)
 	}

@@ -18,14 +18,17 @@ import (
 	"github.com/annexd/annexd/internal/roots"
 )
 
-// handleDedup answers POST /v1/dedup: the body lists paths ({"path"} or
+// dedupHandlers answer /v1/dedup; without a dedup part, 404.
+type dedupHandlers struct{ common }
+
+// dedup answers POST /v1/dedup: the body lists paths ({"path"} or
 // {"path_b64"} lines; none: every root), the query sets dry_run,
 // hardlink, min_size, groups and progress. The answer is a stream of
 // events ending with the result. The run acts for the peer's uid and
 // groups; it stops between actions when the client half-closes or
 // leaves, or the server shuts down.
-func (s *Server) handleDedup(w http.ResponseWriter, r *http.Request) {
-	d := s.part().Dedup
+func (h *dedupHandlers) dedup(w http.ResponseWriter, r *http.Request) {
+	d := h.part().Dedup
 	if d == nil {
 		writeError(w, http.StatusNotFound, api.CodeNotSupported, "api: "+noDedup)
 		return
@@ -36,7 +39,7 @@ func (s *Server) handleDedup(w http.ResponseWriter, r *http.Request) {
 			"api: dedup acts for the user who asks, who is known only on the unix socket")
 		return
 	}
-	req, err := dedupRequest(w, r, s.roots())
+	req, err := dedupRequest(w, r, h.roots())
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -44,13 +47,7 @@ func (s *Server) handleDedup(w http.ResponseWriter, r *http.Request) {
 	req.UID, req.GIDs = uint32(p.uid), p.gids
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	go func() {
-		select {
-		case <-s.closing:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	h.cancelOnClose(ctx, cancel)
 	start := time.Now()
 	ds := &dedupStream{w: w}
 	res, err := d.Dedup(ctx, req, ds.send)
@@ -59,12 +56,12 @@ func (s *Server) handleDedup(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, api.ErrBadRequest) {
 			writeErr(w, err)
 		} else {
-			s.indexError(w, r, err)
+			h.indexError(w, r, err)
 		}
 		return
 	}
 	if err != nil && !errors.Is(err, api.ErrUnsupported) && ctx.Err() == nil {
-		s.log.Error("api dedup failed", "err", err)
+		h.log.Error("api dedup failed", "err", err)
 	}
 	ds.end(res, err, ctx.Err() != nil)
 }

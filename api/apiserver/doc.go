@@ -15,6 +15,11 @@
 // request metrics and /metrics, and a Run(ctx) lifecycle (Shutdown, then
 // Close).
 //
+// The Server routes, admits and listens. Each part's handlers hang off a
+// small type of their own (index.go, status.go, audit.go, dedup.go,
+// hub.go, have.go), which holds what they all share (common): the
+// parts, the log, the metrics and the shutdown signal.
+//
 // # Refusals
 //
 // A refused connection costs one accept, one getsockopt, one write and

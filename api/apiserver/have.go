@@ -13,6 +13,9 @@ import (
 	"github.com/annexd/annexd/key"
 )
 
+// haveHandlers answer /v1/have; without a have part, 404.
+type haveHandlers struct{ common }
+
 // Haver answers have queries (GET and POST /v1/have). The daemon passes
 // it in Config.Have; without one the server answers 501.
 type Haver interface {
@@ -26,26 +29,26 @@ type Haver interface {
 }
 
 // haver returns the Haver, or answers 404 and returns nil.
-func (s *Server) haver(w http.ResponseWriter) Haver {
-	h := s.part().Have
+func (hs *haveHandlers) haver(w http.ResponseWriter) Haver {
+	h := hs.part().Have
 	if h == nil {
 		writeError(w, http.StatusNotFound, api.CodeNotSupported, "api: "+noHave)
 	}
 	return h
 }
 
-// handleHaveInfo answers GET /v1/have with the backend to hash with.
-func (s *Server) handleHaveInfo(w http.ResponseWriter, r *http.Request) {
-	if h := s.haver(w); h != nil {
+// info answers GET /v1/have with the backend to hash with.
+func (hs *haveHandlers) info(w http.ResponseWriter, r *http.Request) {
+	if h := hs.haver(w); h != nil {
 		writeJSON(w, http.StatusOK, api.HaveInfo{Backend: h.Backend().String()})
 	}
 }
 
-// handleHave answers POST /v1/have: the body holds {"key":K} lines, the
+// have answers POST /v1/have: the body holds {"key":K} lines, the
 // answer one have answer per key, in order. A bad line refuses the whole
 // request before anything is answered.
-func (s *Server) handleHave(w http.ResponseWriter, r *http.Request) {
-	h := s.haver(w)
+func (hs *haveHandlers) have(w http.ResponseWriter, r *http.Request) {
+	h := hs.haver(w)
 	if h == nil {
 		return
 	}

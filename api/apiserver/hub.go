@@ -11,9 +11,16 @@ import (
 	"github.com/annexd/annexd/api"
 )
 
+// hubHandlers answer /v1/hub/...; without a hub part, 404. A hub
+// whereis reads its query as the index's whereis does (idx).
+type hubHandlers struct {
+	common
+	idx *indexHandlers
+}
+
 // hubber returns the hub part, or answers 404 without one.
-func (s *Server) hubber(w http.ResponseWriter) (api.Hubber, bool) {
-	h := s.part().Hub
+func (hs *hubHandlers) hubber(w http.ResponseWriter) (api.Hubber, bool) {
+	h := hs.part().Hub
 	if h == nil {
 		writeError(w, http.StatusNotFound, api.CodeNoHub, api.ErrNoHub.Error()+": "+noHub)
 	}
@@ -21,7 +28,7 @@ func (s *Server) hubber(w http.ResponseWriter) (api.Hubber, bool) {
 }
 
 // hubError reports a failed hub query before a stream started.
-func (s *Server) hubError(w http.ResponseWriter, r *http.Request, err error) {
+func (hs *hubHandlers) hubError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, api.ErrNoHub):
 		writeError(w, http.StatusNotFound, api.CodeNoHub, err.Error())
@@ -30,7 +37,7 @@ func (s *Server) hubError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, api.ErrBadRequest), errors.Is(err, api.ErrOutsideRoots), errors.Is(err, api.ErrNotFound):
 		writeErr(w, err)
 	default:
-		s.indexError(w, r, err)
+		hs.indexError(w, r, err)
 	}
 }
 
@@ -47,22 +54,22 @@ func hubCode(err error) string {
 	return api.CodeInternal
 }
 
-// handleHubWhereis answers GET /v1/hub/whereis?key=K | digest=HEX
+// whereis answers GET /v1/hub/whereis?key=K | digest=HEX
 // [&backend=B] | path=P with one HubContent: the hosts that hold it. Any
 // backend is asked: other hosts may hash with another than this one.
-func (s *Server) handleHubWhereis(w http.ResponseWriter, r *http.Request) {
-	h, ok := s.hubber(w)
+func (hs *hubHandlers) whereis(w http.ResponseWriter, r *http.Request) {
+	h, ok := hs.hubber(w)
 	if !ok {
 		return
 	}
-	q, size, err := s.whereisQuery(r)
+	q, size, err := hs.idx.whereisQuery(r)
 	if err != nil {
-		s.hubError(w, r, err)
+		hs.hubError(w, r, err)
 		return
 	}
 	c, err := h.HubWhereis(r.Context(), api.HubWhereisQuery{WhereisQuery: q, Size: size})
 	if err != nil {
-		s.hubError(w, r, err)
+		hs.hubError(w, r, err)
 		return
 	}
 	if size >= 0 && c.Size != size {
@@ -71,10 +78,10 @@ func (s *Server) handleHubWhereis(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, c)
 }
 
-// handleHubDups answers GET /v1/hub/dups?min_size=N&limit=N&after=C with
+// dups answers GET /v1/hub/dups?min_size=N&limit=N&after=C with
 // NDJSON HubContents held by two hosts or more, largest first.
-func (s *Server) handleHubDups(w http.ResponseWriter, r *http.Request) {
-	h, ok := s.hubber(w)
+func (hs *hubHandlers) dups(w http.ResponseWriter, r *http.Request) {
+	h, ok := hs.hubber(w)
 	if !ok {
 		return
 	}
@@ -89,20 +96,20 @@ func (s *Server) handleHubDups(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	s.streamPages(w, r, limit, after, func(after []byte, n int) (api.HubPage, error) {
+	hs.streamPages(w, r, limit, after, func(after []byte, n int) (api.HubPage, error) {
 		return h.HubDups(r.Context(), api.HubDupsQuery{MinSize: min, After: after, Limit: n})
 	})
 }
 
-// handleHubCopies answers GET /v1/hub/copies?fewer_than=N[&path=P |
+// copies answers GET /v1/hub/copies?fewer_than=N[&path=P |
 // &all_hosts=1]&limit=N&after=C with NDJSON HubContents held by fewer
 // than N fresh hosts: this host's files (under P), or all the hub knows.
-func (s *Server) handleHubCopies(w http.ResponseWriter, r *http.Request) {
-	h, ok := s.hubber(w)
+func (hs *hubHandlers) copies(w http.ResponseWriter, r *http.Request) {
+	h, ok := hs.hubber(w)
 	if !ok {
 		return
 	}
-	q, err := s.copiesQuery(r.URL.Query())
+	q, err := hs.copiesQuery(r.URL.Query())
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -112,13 +119,13 @@ func (s *Server) handleHubCopies(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	s.streamPages(w, r, limit, after, func(after []byte, n int) (api.HubPage, error) {
+	hs.streamPages(w, r, limit, after, func(after []byte, n int) (api.HubPage, error) {
 		q.After, q.Limit = after, n
 		return h.HubCopies(r.Context(), q)
 	})
 }
 
-func (s *Server) copiesQuery(v url.Values) (api.HubCopiesQuery, error) {
+func (hs *hubHandlers) copiesQuery(v url.Values) (api.HubCopiesQuery, error) {
 	var q api.HubCopiesQuery
 	n, err := strconv.Atoi(v.Get("fewer_than"))
 	if err != nil || n < 1 {
@@ -138,19 +145,19 @@ func (s *Server) copiesQuery(v url.Values) (api.HubCopiesQuery, error) {
 	if err != nil {
 		return q, err
 	}
-	q.Path, err = underRoots(p, s.roots())
+	q.Path, err = underRoots(p, hs.roots())
 	return q, err
 }
 
-// handleHubHosts answers GET /v1/hub/hosts with the hosts the hub knows.
-func (s *Server) handleHubHosts(w http.ResponseWriter, r *http.Request) {
-	h, ok := s.hubber(w)
+// hosts answers GET /v1/hub/hosts with the hosts the hub knows.
+func (hs *hubHandlers) hosts(w http.ResponseWriter, r *http.Request) {
+	h, ok := hs.hubber(w)
 	if !ok {
 		return
 	}
 	hosts, err := h.HubHosts(r.Context())
 	if err != nil {
-		s.hubError(w, r, err)
+		hs.hubError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, api.HubHosts{Hosts: hosts})
@@ -173,7 +180,7 @@ func pageParams(v url.Values) (int, []byte, error) {
 // streamPages asks page for pages until limit items were sent (0: all)
 // and streams them. The first page's failure is a status; a later one
 // ends the stream with its error.
-func (s *Server) streamPages(w http.ResponseWriter, r *http.Request, limit int, after []byte,
+func (hs *hubHandlers) streamPages(w http.ResponseWriter, r *http.Request, limit int, after []byte,
 	page func(after []byte, n int) (api.HubPage, error)) {
 	left := func(sent int64) int {
 		if limit == 0 {
@@ -183,7 +190,7 @@ func (s *Server) streamPages(w http.ResponseWriter, r *http.Request, limit int, 
 	}
 	p, err := page(after, limit)
 	if err != nil {
-		s.hubError(w, r, err)
+		hs.hubError(w, r, err)
 		return
 	}
 	st := newStream(w)

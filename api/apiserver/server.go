@@ -263,40 +263,55 @@ func (s *Server) shutdown() {
 // routes builds the handler tree: the guard in front of the endpoints.
 func (s *Server) routes() http.Handler { return s.guard(s.endpoints()) }
 
-// endpoints routes requests that passed the guard.
+// endpoints routes requests that passed the guard to each part's
+// handlers.
 func (s *Server) endpoints() http.Handler {
+	c := s.common()
+	idx := &indexHandlers{c}
+	st := &statusHandlers{common: c, starting: s.cfg.Starting, ready: s.ready}
+	au, dd := &auditHandlers{c}, &dedupHandlers{c}
+	hv, hb := &haveHandlers{c}, &hubHandlers{common: c, idx: idx}
 	mux := http.NewServeMux()
 	handle := func(pattern string, h http.HandlerFunc) {
 		mux.Handle(pattern, s.metrics.instrument(pattern, h))
 	}
 	handle("GET /v1/ping", s.handlePing)
-	handle("GET /v1/lookup", s.serving(s.handleLookup))
-	handle("POST /v1/lookup", s.serving(s.handleLookupBatch))
-	handle("GET /v1/whereis", s.serving(s.handleWhereis))
-	handle("GET /v1/dups", s.serving(s.handleDups))
-	handle("POST /v1/dups", s.serving(s.handleDups))
-	handle("GET /v1/status", s.handleStatus)
-	handle("POST /v1/forget", s.serving(s.handleForget))
-	handle("POST /v1/dedup", s.serving(s.handleDedup))
-	handle("POST /v1/audit/run", s.serving(s.handleAuditRun)) // audit.go
-	handle("GET /v1/audit/runs/{id}", s.serving(s.handleAuditRunGet))
-	handle("GET /v1/audit/status", s.serving(s.handleAuditStatus))
-	handle("GET /v1/audit/problems", s.serving(s.handleAuditProblems))
-	handle("POST /v1/audit/pause", s.serving(s.handleAuditPause(true)))
-	handle("POST /v1/audit/resume", s.serving(s.handleAuditPause(false)))
-	handle("POST /v1/audit/accept", s.serving(s.handleAuditAccept))
-	handle("GET /v1/have", s.serving(s.handleHaveInfo)) // have.go
-	handle("POST /v1/have", s.serving(s.handleHave))
-	handle("GET /v1/hub/whereis", s.serving(s.handleHubWhereis)) // hub.go
-	handle("GET /v1/hub/dups", s.serving(s.handleHubDups))
-	handle("GET /v1/hub/copies", s.serving(s.handleHubCopies))
-	handle("GET /v1/hub/hosts", s.serving(s.handleHubHosts))
+	handle("GET /v1/lookup", s.serving(idx.lookup)) // index.go
+	handle("POST /v1/lookup", s.serving(idx.lookupBatch))
+	handle("GET /v1/whereis", s.serving(idx.whereis))
+	handle("GET /v1/dups", s.serving(idx.dups))
+	handle("POST /v1/dups", s.serving(idx.dups))
+	handle("GET /v1/status", st.get) // status.go
+	handle("POST /v1/forget", s.serving(idx.forget))
+	handle("POST /v1/dedup", s.serving(dd.dedup))   // dedup.go
+	handle("POST /v1/audit/run", s.serving(au.run)) // audit.go
+	handle("GET /v1/audit/runs/{id}", s.serving(au.runGet))
+	handle("GET /v1/audit/status", s.serving(au.status))
+	handle("GET /v1/audit/problems", s.serving(au.problems))
+	handle("POST /v1/audit/pause", s.serving(au.pause(true)))
+	handle("POST /v1/audit/resume", s.serving(au.pause(false)))
+	handle("POST /v1/audit/accept", s.serving(au.accept))
+	handle("GET /v1/have", s.serving(hv.info)) // have.go
+	handle("POST /v1/have", s.serving(hv.have))
+	handle("GET /v1/hub/whereis", s.serving(hb.whereis)) // hub.go
+	handle("GET /v1/hub/dups", s.serving(hb.dups))
+	handle("GET /v1/hub/copies", s.serving(hb.copies))
+	handle("GET /v1/hub/hosts", s.serving(hb.hosts))
 	mux.Handle("GET /metrics", s.metrics.instrument("GET /metrics",
 		promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: s.httpErrorLog()})))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, api.CodeNotFound, "api: no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
 	return mux
+}
+
+// common is what the server shares with the handlers of its parts.
+func (s *Server) common() common {
+	return common{parts: &s.parts, aliases: s.cfg.RootAliases, log: s.log, metrics: s.metrics, closing: s.closing}
+}
+
+func (s *Server) handlePing(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, api.Ping{OK: true, Version: s.cfg.Version, APIVersion: api.APIVersion})
 }
 
 // Ready gives the server the parts it serves from now on; it is called
@@ -306,31 +321,17 @@ func (s *Server) Ready(p Parts) {
 	close(s.ready)
 }
 
-// part returns the parts served; nil before Ready.
-func (s *Server) part() *Parts { return s.parts.Load() }
-
-// index is the Index served; only requests that passed serving ask.
-func (s *Server) index() api.Index { return s.part().Index }
-
 // serving answers 503 with CodeStarting before Ready, with what the
 // daemon does meanwhile, and passes the request on after.
 func (s *Server) serving(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.part() == nil {
+		if s.parts.Load() == nil {
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusServiceUnavailable, api.CodeStarting, "api: "+s.cfg.Starting.Phase())
 			return
 		}
 		h(w, r)
 	}
-}
-
-// status is the daemon's status: the Index's once Ready, else Starting's.
-func (s *Server) status(ctx context.Context) (api.Status, error) {
-	if p := s.part(); p != nil {
-		return p.Index.Status(ctx)
-	}
-	return s.cfg.Starting.Status(ctx)
 }
 
 func (s *Server) httpErrorLog() promhttp.Logger {
