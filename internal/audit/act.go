@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"path/filepath"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -278,7 +277,7 @@ func (a *Auditor) count(r *run, d *store.Due, c Class) {
 // conditional applies rec in place of d's record unless the indexer
 // replaced it meanwhile (store.ErrConflict).
 func (a *Auditor) conditional(ctx context.Context, d *store.Due, rec store.Record) error {
-	return a.write(ctx, store.Change{Op: store.OpPutIf, Path: d.Path, Record: rec, Expect: d.Record})
+	return commit(a.st, store.Change{Op: store.OpPutIf, Path: d.Path, Record: rec, Expect: d.Record})
 }
 
 // clear turns a record flagged by an earlier pass back to ok: its content
@@ -377,7 +376,7 @@ func (a *Auditor) finding(ctx context.Context, r *run, d *store.Due, out *outcom
 		return false
 	}
 	a.counted(r, d, c, e.Pass)
-	p := a.problem(path, &e)
+	p := e.problem(path)
 	a.log.Warn("audit found a problem", "class", c.String(), "path", path, "recorded", p.RecordedKey,
 		"observed", p.ObservedKey, "why", out.v.Why)
 	a.note.send(p)
@@ -442,23 +441,4 @@ type Problem struct {
 	Pass                     uint64
 	Why                      string
 	filed                    string // where its entry is filed: Path, or the path before a rename
-}
-
-// problem turns the entry of path into a Problem.
-func (a *Auditor) problem(path string, e *entry) Problem {
-	c, _ := parseClass(e.Class)
-	p := Problem{Path: []byte(path), Class: c, Recorded: e.Recorded, Observed: e.Observed, Size: e.Size,
-		Seen: time.Unix(0, e.Seen), Pass: e.Pass, Why: e.Why}
-	if b, err := key.ParseBackend(e.Backend); err == nil {
-		name := filepath.Base(path)
-		if k, err := key.FromDigest(b, e.Recorded, e.Size, name, key.ExtRule{}); err == nil {
-			p.RecordedKey = k.String()
-		}
-		if len(e.Observed) > 0 {
-			if k, err := key.FromDigest(b, e.Observed, e.Size, name, key.ExtRule{}); err == nil {
-				p.ObservedKey = k.String()
-			}
-		}
-	}
-	return p
 }

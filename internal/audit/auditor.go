@@ -47,6 +47,8 @@ type Options struct {
 // Auditor verifies the index against the files on a schedule. Create it
 // with New, call Run once; the other methods serve the API while it runs.
 type Auditor struct {
+	book // the entries and the findings (book.go)
+
 	st   Store
 	dg   Digester
 	o    Options
@@ -71,7 +73,6 @@ type Auditor struct {
 	state      persisted
 	passCounts map[Class]int64  // findings other than ok of the pass in progress
 	skip       map[string]Class // paths with an entry of the pass in progress, by the class counted (passCount)
-	findings   map[string]entry // the problem entries, by the path they are filed at
 	problems   int64            // the findings that stand, as last counted
 	pending    *run             // asked for by Start, not begun yet
 	run        *run             // in progress
@@ -114,11 +115,11 @@ func New(st Store, dg Digester, o Options) (*Auditor, error) {
 	}
 	ws, _ := parseWindows(o.Windows)
 	a := &Auditor{st: st, dg: dg, o: o, log: o.Logger, ws: ws,
-		wake: make(chan struct{}, 1), loaded: make(chan struct{}), passCounts: map[Class]int64{}, skip: map[string]Class{},
-		findings: map[string]entry{}}
+		wake: make(chan struct{}, 1), loaded: make(chan struct{}), passCounts: map[Class]int64{}, skip: map[string]Class{}}
+	a.book = newBook(st, a.log, a.moveSkip)
 	a.g = newGates(o.Indexer, &o.Config, o.ProcDir, o.SysDir, a.ownIO)
 	a.note = newNotifier(o.OnProblem, o.OnProblemEvery, a.log)
-	a.note.keep, a.note.load = a.keepUntold, a.loadUntold
+	a.note.keep, a.note.load = untoldIn(st, a.log)
 	return a, nil
 }
 
@@ -333,14 +334,14 @@ func (a *Auditor) refreshCoverage(ctx context.Context) {
 // (problemCount); when the index cannot be read, the findings filed.
 func (a *Auditor) countProblems(ctx context.Context) {
 	problems, err := a.problemCount(ctx)
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if err != nil {
 		if ctx.Err() == nil {
 			a.log.Warn("cannot count the audit's findings", "err", err)
 		}
-		problems = int64(len(a.findings))
+		problems = int64(len(a.snapshot()))
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.problems = problems
 }
 

@@ -14,6 +14,17 @@ func (a *Auditor) passCount(path string, c Class) {
 	a.skip[path] = c
 }
 
+// moveSkip moves the pass's count of a finding whose entry moved from
+// one path to another (book.rehome): its pass counted it under the old.
+func (a *Auditor) moveSkip(from, to string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c, ok := a.skip[from]; ok {
+		delete(a.skip, from)
+		a.skip[to] = c
+	}
+}
+
 // passUncount takes back the finding the pass in progress counted about
 // path, if any: it was verified ok after all. Called with a.mu held.
 func (a *Auditor) passUncount(path string) {
