@@ -11,8 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/annexd/annexd/fsstat"
-	"github.com/annexd/annexd/internal/ledger"
-	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )
 
@@ -69,113 +67,6 @@ func (a *Auditor) worker(ctx context.Context, r *run, jobs <-chan store.Due, lef
 		if !a.act(ctx, r, &d, &out) {
 			left.Add(1)
 		}
-	}
-}
-
-// noteIO records, once, how the readers' I/O class fares.
-func (a *Auditor) noteIO(s string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.ioNote == "" {
-		a.ioNote = s
-	}
-}
-
-// check gathers the witnesses of one file, reading it as often as
-// Classify asks.
-func (a *Auditor) check(ctx context.Context, rd *reader, d *store.Due) outcome {
-	path := string(d.Path)
-	out := outcome{f: Facts{Record: d.Record}}
-	f := &out.f
-	f.Before, f.BeforeErr = fsstat.Lstat(path)
-	if f.BeforeErr == nil && a.o.Indexer != nil {
-		f.Busy = a.o.Indexer.Busy(path)
-	}
-	if f.BeforeErr == nil && f.Before.IsRegular() && !sameIdentity(&d.Record, f.Before) {
-		f.OpenErr = probeOpen(path)
-	}
-	if f.BeforeErr == nil {
-		f.Seen = a.seen(path, f.Before, &d.Record)
-	}
-	if d.Record.State != store.StateOK {
-		f.Standing = a.standing(ctx, path, &d.Record)
-	}
-	for {
-		v := Classify(f)
-		switch v.Next {
-		case Decided:
-			if src := out.source(); v.Class == Corrupt && src != FromDevice {
-				v.Why += "; read from the page cache only: " + src.why()
-			}
-			out.v = v
-			return out
-		case ReadIt:
-			out.readAt = time.Now().UnixNano()
-			f.First = a.readOnce(ctx, rd, path, f.Before, d.Record.Backend, false)
-			a.witness(f, path)
-		case ReadAgain:
-			f.Second = a.readOnce(ctx, rd, path, f.Before, d.Record.Backend, true)
-		case SyncLedger:
-			f.Synced, f.SyncErr = true, a.syncLedger(ctx)
-			f.Seen = f.Seen || a.seen(path, f.Before, &d.Record)
-		}
-	}
-}
-
-// syncLedger waits until the write ledger holds the writes made before
-// now (Options.SyncWrites), for at most syncTimeout.
-func (a *Auditor) syncLedger(ctx context.Context) error {
-	if a.o.SyncWrites == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
-	defer cancel()
-	return a.o.SyncWrites(ctx)
-}
-
-// syncTimeout bounds the wait for the write ledger.
-const syncTimeout = 10 * time.Second
-
-// seen reports whether the ledger saw a write to the file fi at path, by
-// path or inode, since rec was hashed. Its doubts are no write.
-func (a *Auditor) seen(path string, fi fsstat.FileInfo, rec *store.Record) bool {
-	return a.o.Ledger != nil && a.o.Ledger.Since(path, fi.Dev, fi.Ino, rec.HashedAt) == ledger.Written
-}
-
-func (a *Auditor) readOnce(ctx context.Context, rd *reader, path string, before fsstat.FileInfo, b key.Backend, again bool) *Read {
-	h, err := a.dg.NewHash(b)
-	if err != nil {
-		return &Read{Err: err}
-	}
-	res := rd.read(ctx, path, before, h, again)
-	if res.dev != 0 {
-		a.ioOnce.Do(func() { a.noteScheduler(res.dev) })
-	}
-	return &res
-}
-
-// noteScheduler says whether the disk behind dev honours the idle class.
-func (a *Auditor) noteScheduler(dev uint64) {
-	switch s := schedulerOf(a.o.SysDir, dev); {
-	case s == "":
-		a.noteIO("idle (no block device: the class does not apply)")
-	case idleHonoured(s):
-		a.noteIO("idle (honoured by the " + s + " scheduler)")
-	default:
-		a.noteIO("idle (the " + s + " scheduler ignores I/O classes; the rate cap still applies)")
-	}
-}
-
-// witness asks the ledger (again: a write may have been read meanwhile),
-// the timestamp granularity and the record of unclean shutdowns about the
-// file, after its first read.
-func (a *Auditor) witness(f *Facts, path string) {
-	r := &f.Record
-	a.gran.Learn(f.Before.Dev, path)
-	f.Racy = racy(r, int64(a.gran.Of(f.Before.Dev)))
-	f.Seen = f.Seen || a.seen(path, f.Before, r)
-	if a.o.Crashes != nil {
-		f.Unclean = a.o.Crashes.Suspect(r)
 	}
 }
 

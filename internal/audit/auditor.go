@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/store"
 )
 
@@ -47,15 +46,14 @@ type Options struct {
 // Auditor verifies the index against the files on a schedule. Create it
 // with New, call Run once; the other methods serve the API while it runs.
 type Auditor struct {
-	book // the entries and the findings (book.go)
+	book     // the entries and the findings (book.go)
+	*checker // reads a file and classifies it (check.go)
 
 	st   Store
-	dg   Digester
 	o    Options
 	log  *slog.Logger
 	ws   []window
 	g    *gates
-	gran fsstat.Granularities
 	note *notifier
 	wake chan struct{}
 	// loaded is closed once Run has read the saved state (or failed to).
@@ -91,8 +89,6 @@ type Auditor struct {
 	// start whose bytes came from the page cache only, by source.
 	cacheOnly      [sourceEnd]int64
 	cacheOnlyBytes int64
-	ioNote         string
-	ioOnce         sync.Once
 	// inReads adds up the time paced runs' readers spent in read calls
 	// (pacer.read): the audit's own waits for I/O.
 	inReads atomic.Int64
@@ -114,9 +110,10 @@ func New(st Store, dg Digester, o Options) (*Auditor, error) {
 		return nil, err
 	}
 	ws, _ := parseWindows(o.Windows)
-	a := &Auditor{st: st, dg: dg, o: o, log: o.Logger, ws: ws,
+	a := &Auditor{st: st, o: o, log: o.Logger, ws: ws,
 		wake: make(chan struct{}, 1), loaded: make(chan struct{}), passCounts: map[Class]int64{}, skip: map[string]Class{}}
 	a.book = newBook(st, a.log, a.moveSkip)
+	a.checker = &checker{o: &a.o, dg: dg, book: &a.book}
 	a.g = newGates(o.Indexer, &o.Config, o.ProcDir, o.SysDir, a.ownIO)
 	a.note = newNotifier(o.OnProblem, o.OnProblemEvery, a.log)
 	a.note.keep, a.note.load = untoldIn(st, a.log)
@@ -474,7 +471,7 @@ func (a *Auditor) Status() Status {
 	defer a.mu.Unlock()
 	now := time.Now()
 	s := Status{Coverage: a.cover, Problems: a.problems,
-		IOPriority: a.ioNote, Last: a.state.Last, BytesVerified: a.bytes, Transient: a.transient,
+		IOPriority: a.ioPriority(), Last: a.state.Last, BytesVerified: a.bytes, Transient: a.transient,
 		Totals: map[string]int64{}, CacheOnly: cacheOnlyMap(&a.cacheOnly), CacheOnlyBytes: a.cacheOnlyBytes}
 	for c := OK; c < classEnd; c++ {
 		if a.totals[c] > 0 {
