@@ -48,14 +48,14 @@ type Options struct {
 type Auditor struct {
 	book     // the entries and the findings (book.go)
 	*checker // reads a file and classifies it (check.go)
+	schedule // when the next scheduled run starts (schedule.go)
+	runs     // the runs asked for, in progress and ended (runs.go); guarded by mu
 
 	st   Store
 	o    Options
 	log  *slog.Logger
-	ws   []window
 	g    *gates
 	note *notifier
-	wake chan struct{}
 	// loaded is closed once Run has read the saved state (or failed to).
 	loaded     chan struct{}
 	loadedOnce sync.Once
@@ -72,12 +72,6 @@ type Auditor struct {
 	passCounts map[Class]int64  // findings other than ok of the pass in progress
 	skip       map[string]Class // paths with an entry of the pass in progress, by the class counted (passCount)
 	problems   int64            // the findings that stand, as last counted
-	pending    *run             // asked for by Start, not begun yet
-	run        *run             // in progress
-	finished   []*run           // the last few, for WaitRun
-	nextID     uint64
-	waiting    string // why no run goes on
-	nextAt     time.Time
 	cover      Coverage
 	coverTook  time.Duration   // how long counting cover took
 	coverTx    uint64          // the index's last commit when cover was counted
@@ -109,9 +103,7 @@ func New(st Store, dg Digester, o Options) (*Auditor, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	ws, _ := parseWindows(o.Windows)
-	a := &Auditor{st: st, o: o, log: o.Logger, ws: ws,
-		wake: make(chan struct{}, 1), loaded: make(chan struct{}), passCounts: map[Class]int64{}, skip: map[string]Class{}}
+	a := &Auditor{st: st, o: o, log: o.Logger, schedule: newSchedule(&o.Config), loaded: make(chan struct{}), passCounts: map[Class]int64{}, skip: map[string]Class{}}
 	a.book = newBook(st, a.log, a.moveSkip)
 	a.checker = &checker{o: &a.o, dg: dg, book: &a.book}
 	a.g = newGates(o.Indexer, &o.Config, o.ProcDir, o.SysDir, a.ownIO)
@@ -256,45 +248,6 @@ func (a *Auditor) Summary(id uint64) (RunSummary, error) {
 		return RunSummary{}, fmt.Errorf("%w: %d", ErrUnknownRun, id)
 	}
 	return r.summary(), nil
-}
-
-// dropPending ends the run asked for but not begun, as stopped says.
-// Called with a.mu held.
-func (a *Auditor) dropPending(stopped string) {
-	r := a.pending
-	if r == nil {
-		return
-	}
-	a.pending = nil
-	r.stopped, r.ended = stopped, time.Now()
-	a.remember(r)
-	close(r.done)
-}
-
-// remember keeps an ended run for WaitRun, the last 16 of them. Called
-// with a.mu held.
-func (a *Auditor) remember(r *run) {
-	a.finished = append(a.finished, r)
-	if len(a.finished) > 16 {
-		a.finished = a.finished[1:]
-	}
-}
-
-func (a *Auditor) findRun(id uint64) *run {
-	for _, r := range append([]*run{a.pending, a.run}, a.finished...) {
-		if r != nil && r.id == id {
-			return r
-		}
-	}
-	return nil
-}
-
-// poke wakes the scheduler to look at its plan again.
-func (a *Auditor) poke() {
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
 }
 
 // Coverage says how much of the index was verified recently.
@@ -487,7 +440,7 @@ func (a *Auditor) Status() Status {
 		s.State, s.Reason = "paused", "paused by the user"
 	default:
 		s.State = "idle"
-		s.NextRun, s.Reason = a.plan(now)
+		s.NextRun, s.Reason = a.plan(now, &a.state, &a.cover)
 	}
 	if a.run != nil {
 		rs := a.run.summary()
