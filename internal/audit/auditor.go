@@ -46,10 +46,11 @@ type Options struct {
 // Auditor verifies the index against the files on a schedule. Create it
 // with New, call Run once; the other methods serve the API while it runs.
 type Auditor struct {
-	book     // the entries and the findings (book.go)
-	*checker // reads a file and classifies it (check.go)
-	schedule // when the next scheduled run starts (schedule.go)
-	runs     // the runs asked for, in progress and ended (runs.go); guarded by mu
+	book               // the entries and the findings (book.go)
+	*checker           // reads a file and classifies it (check.go)
+	schedule           // when the next scheduled run starts (schedule.go)
+	runs               // the runs asked for, in progress and ended (runs.go); guarded by mu
+	recorder *recorder // acts on a verdict (act.go)
 
 	st   Store
 	o    Options
@@ -60,29 +61,18 @@ type Auditor struct {
 	loaded     chan struct{}
 	loadedOnce sync.Once
 
-	// order hands out VerifiedAt times and submits verifications in that
-	// order (see passState.At).
-	order   sync.Mutex
-	lastVer int64
+	stamps // hands out VerifiedAt times in order (passes.go)
 
-	mu         sync.Mutex
-	started    bool
-	stopped    bool
-	state      persisted
-	passCounts map[Class]int64  // findings other than ok of the pass in progress
-	skip       map[string]Class // paths with an entry of the pass in progress, by the class counted (passCount)
-	problems   int64            // the findings that stand, as last counted
-	cover      Coverage
-	coverTook  time.Duration   // how long counting cover took
-	coverTx    uint64          // the index's last commit when cover was counted
-	countMu    sync.Mutex      // one count of the coverage at a time
-	totals     [classEnd]int64 // files by class since the start
-	bytes      int64           // bytes verified since the start
-	transient  int64
-	// cacheOnly and cacheOnlyBytes count the verifications since the
-	// start whose bytes came from the page cache only, by source.
-	cacheOnly      [sourceEnd]int64
-	cacheOnlyBytes int64
+	mu        sync.Mutex
+	started   bool
+	stopped   bool
+	passes          // the state saved, the pass's counts (passes.go); guarded by mu
+	tally           // the counts since the start (tally.go); guarded by mu
+	problems  int64 // the findings that stand, as last counted
+	cover     Coverage
+	coverTook time.Duration // how long counting cover took
+	coverTx   uint64        // the index's last commit when cover was counted
+	countMu   sync.Mutex    // one count of the coverage at a time
 	// inReads adds up the time paced runs' readers spent in read calls
 	// (pacer.read): the audit's own waits for I/O.
 	inReads atomic.Int64
@@ -103,12 +93,19 @@ func New(st Store, dg Digester, o Options) (*Auditor, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	a := &Auditor{st: st, o: o, log: o.Logger, schedule: newSchedule(&o.Config), loaded: make(chan struct{}), passCounts: map[Class]int64{}, skip: map[string]Class{}}
-	a.book = newBook(st, a.log, a.moveSkip)
+	a := &Auditor{st: st, o: o, log: o.Logger, schedule: newSchedule(&o.Config), loaded: make(chan struct{}),
+		passes: passes{passCounts: map[Class]int64{}, skip: map[string]Class{}}}
+	a.book = newBook(st, a.log, func(from, to string) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.moveSkip(from, to)
+	})
 	a.checker = &checker{o: &a.o, dg: dg, book: &a.book}
 	a.g = newGates(o.Indexer, &o.Config, o.ProcDir, o.SysDir, a.ownIO)
 	a.note = newNotifier(o.OnProblem, o.OnProblemEvery, a.log)
 	a.note.keep, a.note.load = untoldIn(st, a.log)
+	a.recorder = &recorder{st: st, o: &a.o, log: a.log, note: a.note, book: &a.book, stamps: &a.stamps, mu: &a.mu,
+		passes: &a.passes, tally: &a.tally}
 	return a, nil
 }
 
@@ -424,13 +421,8 @@ func (a *Auditor) Status() Status {
 	defer a.mu.Unlock()
 	now := time.Now()
 	s := Status{Coverage: a.cover, Problems: a.problems,
-		IOPriority: a.ioPriority(), Last: a.state.Last, BytesVerified: a.bytes, Transient: a.transient,
-		Totals: map[string]int64{}, CacheOnly: cacheOnlyMap(&a.cacheOnly), CacheOnlyBytes: a.cacheOnlyBytes}
-	for c := OK; c < classEnd; c++ {
-		if a.totals[c] > 0 {
-			s.Totals[c.String()] = a.totals[c]
-		}
-	}
+		IOPriority: a.ioPriority(), Last: a.state.Last}
+	a.tally.fill(&s)
 	switch {
 	case a.run != nil && a.run.gate != "" && gate != "":
 		s.State, s.Reason = "waiting", gate

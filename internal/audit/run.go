@@ -543,9 +543,7 @@ func (a *Auditor) beginPass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.order.Lock()
-	a.lastVer = max(a.lastVer, now)
-	a.order.Unlock()
+	a.notBefore(now)
 	a.mu.Lock()
 	a.state.Passes++
 	a.state.Pass = &passState{ID: a.state.Passes, Cutoff: now, Began: now, Files: n.Files, Bytes: n.Bytes, At: now}
