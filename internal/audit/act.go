@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"path/filepath"
+	"log/slog"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/annexd/annexd/fsstat"
-	"github.com/annexd/annexd/internal/ledger"
-	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )
 
@@ -67,121 +66,30 @@ func (a *Auditor) worker(ctx context.Context, r *run, jobs <-chan store.Due, lef
 		if testHookBeforeAct != nil {
 			testHookBeforeAct(string(d.Path), out.v)
 		}
-		if !a.act(ctx, r, &d, &out) {
+		if !a.recorder.act(ctx, r, &d, &out) {
 			left.Add(1)
 		}
 	}
 }
 
-// noteIO records, once, how the readers' I/O class fares.
-func (a *Auditor) noteIO(s string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.ioNote == "" {
-		a.ioNote = s
-	}
-}
-
-// check gathers the witnesses of one file, reading it as often as
-// Classify asks.
-func (a *Auditor) check(ctx context.Context, rd *reader, d *store.Due) outcome {
-	path := string(d.Path)
-	out := outcome{f: Facts{Record: d.Record}}
-	f := &out.f
-	f.Before, f.BeforeErr = fsstat.Lstat(path)
-	if f.BeforeErr == nil && a.o.Indexer != nil {
-		f.Busy = a.o.Indexer.Busy(path)
-	}
-	if f.BeforeErr == nil && f.Before.IsRegular() && !sameIdentity(&d.Record, f.Before) {
-		f.OpenErr = probeOpen(path)
-	}
-	if f.BeforeErr == nil {
-		f.Seen = a.seen(path, f.Before, &d.Record)
-	}
-	if d.Record.State != store.StateOK {
-		f.Standing = a.standing(ctx, path, &d.Record)
-	}
-	for {
-		v := Classify(f)
-		switch v.Next {
-		case Decided:
-			if src := out.source(); v.Class == Corrupt && src != FromDevice {
-				v.Why += "; read from the page cache only: " + src.why()
-			}
-			out.v = v
-			return out
-		case ReadIt:
-			out.readAt = time.Now().UnixNano()
-			f.First = a.readOnce(ctx, rd, path, f.Before, d.Record.Backend, false)
-			a.witness(f, path)
-		case ReadAgain:
-			f.Second = a.readOnce(ctx, rd, path, f.Before, d.Record.Backend, true)
-		case SyncLedger:
-			f.Synced, f.SyncErr = true, a.syncLedger(ctx)
-			f.Seen = f.Seen || a.seen(path, f.Before, &d.Record)
-		}
-	}
-}
-
-// syncLedger waits until the write ledger holds the writes made before
-// now (Options.SyncWrites), for at most syncTimeout.
-func (a *Auditor) syncLedger(ctx context.Context) error {
-	if a.o.SyncWrites == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
-	defer cancel()
-	return a.o.SyncWrites(ctx)
-}
-
-// syncTimeout bounds the wait for the write ledger.
-const syncTimeout = 10 * time.Second
-
-// seen reports whether the ledger saw a write to the file fi at path, by
-// path or inode, since rec was hashed. Its doubts are no write.
-func (a *Auditor) seen(path string, fi fsstat.FileInfo, rec *store.Record) bool {
-	return a.o.Ledger != nil && a.o.Ledger.Since(path, fi.Dev, fi.Ino, rec.HashedAt) == ledger.Written
-}
-
-func (a *Auditor) readOnce(ctx context.Context, rd *reader, path string, before fsstat.FileInfo, b key.Backend, again bool) *Read {
-	h, err := a.dg.NewHash(b)
-	if err != nil {
-		return &Read{Err: err}
-	}
-	res := rd.read(ctx, path, before, h, again)
-	if res.dev != 0 {
-		a.ioOnce.Do(func() { a.noteScheduler(res.dev) })
-	}
-	return &res
-}
-
-// noteScheduler says whether the disk behind dev honours the idle class.
-func (a *Auditor) noteScheduler(dev uint64) {
-	switch s := schedulerOf(a.o.SysDir, dev); {
-	case s == "":
-		a.noteIO("idle (no block device: the class does not apply)")
-	case idleHonoured(s):
-		a.noteIO("idle (honoured by the " + s + " scheduler)")
-	default:
-		a.noteIO("idle (the " + s + " scheduler ignores I/O classes; the rate cap still applies)")
-	}
-}
-
-// witness asks the ledger (again: a write may have been read meanwhile),
-// the timestamp granularity and the record of unclean shutdowns about the
-// file, after its first read.
-func (a *Auditor) witness(f *Facts, path string) {
-	r := &f.Record
-	a.gran.Learn(f.Before.Dev, path)
-	f.Racy = racy(r, int64(a.gran.Of(f.Before.Dev)))
-	f.Seen = f.Seen || a.seen(path, f.Before, r)
-	if a.o.Crashes != nil {
-		f.Unclean = a.o.Crashes.Suspect(r)
-	}
+// recorder acts on a verdict: it writes the record and the entry, hands
+// a changed file to the indexer, and counts, logs and notifies. The
+// counts (the run's, the pass's, the daemon's) are guarded by the
+// Auditor's mu.
+type recorder struct {
+	st     Store
+	o      *Options // the Auditor's, for the Indexer; read only
+	log    *slog.Logger
+	note   *notifier
+	book   *book
+	stamps *stamps
+	mu     *sync.Mutex // the Auditor's
+	passes *passes
+	tally  *tally
 }
 
 // act carries out a verdict. It reports false for a file left undecided.
-func (a *Auditor) act(ctx context.Context, r *run, d *store.Due, out *outcome) bool {
+func (a *recorder) act(ctx context.Context, r *run, d *store.Due, out *outcome) bool {
 	path := string(d.Path)
 	switch c := out.v.Class; c {
 	case Busy, Retry:
@@ -197,7 +105,7 @@ func (a *Auditor) act(ctx context.Context, r *run, d *store.Due, out *outcome) b
 			a.log.Warn("a read returned wrong bytes once; a second read from the disk matched", "path", path)
 			a.mu.Lock()
 			r.transient++
-			a.transient++
+			a.tally.transient++
 			a.mu.Unlock()
 		}
 		if d.Record.State == store.StateOK {
@@ -218,48 +126,39 @@ func (a *Auditor) act(ctx context.Context, r *run, d *store.Due, out *outcome) b
 // submitted in that order; the acknowledgment counts it, as read from
 // src. A file fi whose ctime alone moved (a chmod) takes it into its
 // record.
-func (a *Auditor) verify(r *run, d *store.Due, src Source, fi fsstat.FileInfo) {
-	a.order.Lock()
-	defer a.order.Unlock()
-	t := max(time.Now().UnixNano(), a.lastVer+1)
-	a.lastVer = t
-	rec := d.Record
-	rec.VerifiedAt = t
-	takeCtime(&rec, fi)
-	r.inflight.Add(1)
-	a.st.Submit(store.Change{Op: store.OpPutIf, Path: d.Path, Record: rec, Expect: d.Record}, func(err error) {
-		defer r.inflight.Done()
-		a.verified(r, d, t, err, src)
+func (a *recorder) verify(r *run, d *store.Due, src Source, fi fsstat.FileInfo) {
+	a.stamps.stamp(func(t int64) {
+		rec := d.Record
+		rec.VerifiedAt = t
+		takeCtime(&rec, fi)
+		r.inflight.Add(1)
+		a.st.Submit(store.Change{Op: store.OpPutIf, Path: d.Path, Record: rec, Expect: d.Record}, func(err error) {
+			defer r.inflight.Done()
+			a.verified(r, d, t, err, src)
+		})
 	})
 }
 
 // verified counts a verification once the index has it, apart when its
 // bytes came from the page cache only. It runs on the index's writer
 // goroutine: it only counts.
-func (a *Auditor) verified(r *run, d *store.Due, t int64, err error, src Source) {
+func (a *recorder) verified(r *run, d *store.Due, t int64, err error, src Source) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	path := string(d.Path)
 	switch {
 	case err == nil:
-		a.count(r, d, OK)
-		r.bytes += d.Record.Size
-		a.bytes += d.Record.Size
-		if src != FromDevice {
-			r.cacheOnly[src]++
-			r.cacheOnlyBytes += d.Record.Size
-			a.cacheOnly[src]++
-			a.cacheOnlyBytes += d.Record.Size
-		}
-		if p := a.state.Pass; p != nil && d.Record.Checked() < p.Cutoff {
-			a.passUncount(path)
+		a.tally.count(r, OK)
+		a.tally.verified(r, d.Record.Size, src)
+		if p := a.passes.state.Pass; p != nil && d.Record.Checked() < p.Cutoff {
+			a.passes.passUncount(path)
 			p.OK++
 			p.OKBytes += d.Record.Size
 			p.At = t
 		}
 	case errors.Is(err, store.ErrConflict):
 		// The indexer wrote a newer record meanwhile: it is the indexer's.
-		a.count(r, d, Modified)
+		a.tally.count(r, Modified)
 	default:
 		r.attempts[path]++
 		a.log.Warn("cannot record a verification", "path", path, "err", err)
@@ -268,33 +167,26 @@ func (a *Auditor) verified(r *run, d *store.Due, t int64, err error, src Source)
 	r.seen[path] = true
 }
 
-// count adds a decided file to the run's and the daemon's totals. Called
-// with a.mu held.
-func (a *Auditor) count(r *run, d *store.Due, c Class) {
-	r.counts[c]++
-	a.totals[c]++
-}
-
 // conditional applies rec in place of d's record unless the indexer
 // replaced it meanwhile (store.ErrConflict).
-func (a *Auditor) conditional(ctx context.Context, d *store.Due, rec store.Record) error {
-	return a.write(ctx, store.Change{Op: store.OpPutIf, Path: d.Path, Record: rec, Expect: d.Record})
+func (a *recorder) conditional(ctx context.Context, d *store.Due, rec store.Record) error {
+	return commit(a.st, store.Change{Op: store.OpPutIf, Path: d.Path, Record: rec, Expect: d.Record})
 }
 
 // clear turns a record flagged by an earlier pass back to ok: its content
 // matches again (a transient fault, storage that recovered, or the file
 // restored from a backup); src is where the bytes came from.
-func (a *Auditor) clear(ctx context.Context, r *run, d *store.Due, src Source, fi fsstat.FileInfo) bool {
+func (a *recorder) clear(ctx context.Context, r *run, d *store.Due, src Source, fi fsstat.FileInfo) bool {
 	rec := d.Record
 	rec.State = store.StateOK
 	takeCtime(&rec, fi)
-	a.order.Lock()
-	rec.VerifiedAt = max(time.Now().UnixNano(), a.lastVer+1)
-	a.lastVer = rec.VerifiedAt
-	err := a.conditional(ctx, d, rec)
-	a.order.Unlock()
+	var err error
+	a.stamps.stamp(func(t int64) {
+		rec.VerifiedAt = t
+		err = a.conditional(ctx, d, rec)
+	})
 	if err == nil {
-		err = a.deleteEntry(ctx, string(d.Path))
+		err = a.book.deleteEntry(ctx, string(d.Path))
 	}
 	a.verified(r, d, rec.VerifiedAt, err, src)
 	if err == nil {
@@ -307,7 +199,7 @@ func (a *Auditor) clear(ctx context.Context, r *run, d *store.Due, src Source, f
 // files the problem. A file whose ctime alone moved (a chmod, or the
 // change left no other trace) takes it into its record, so the indexer
 // leaves the finding in place until the file changes again.
-func (a *Auditor) flag(ctx context.Context, r *run, d *store.Due, out *outcome) bool {
+func (a *recorder) flag(ctx context.Context, r *run, d *store.Due, out *outcome) bool {
 	rec := d.Record
 	rec.State = store.StateCorrupt
 	if out.v.Class == Unreadable {
@@ -338,7 +230,7 @@ func probeOpen(path string) error {
 // rekey records the bytes the disk holds after a lost write: the record
 // takes the digest read, and the finding is filed so the user learns that
 // the last write before the shutdown did not survive.
-func (a *Auditor) rekey(ctx context.Context, r *run, d *store.Due, out *outcome) bool {
+func (a *recorder) rekey(ctx context.Context, r *run, d *store.Due, out *outcome) bool {
 	rec := d.Record
 	rec.Digest = out.observed()
 	rec.HashedAt, rec.VerifiedAt, rec.State = out.readAt, out.readAt, store.StateOK
@@ -347,13 +239,13 @@ func (a *Auditor) rekey(ctx context.Context, r *run, d *store.Due, out *outcome)
 
 // finding writes rec conditionally and, when it was written, the entry of
 // the problem; then counts, logs and notifies.
-func (a *Auditor) finding(ctx context.Context, r *run, d *store.Due, out *outcome, rec store.Record, observed []byte) bool {
+func (a *recorder) finding(ctx context.Context, r *run, d *store.Due, out *outcome, rec store.Record, observed []byte) bool {
 	path := string(d.Path)
 	c := out.v.Class
 	err := a.conditional(ctx, d, rec)
 	if errors.Is(err, store.ErrConflict) {
 		a.mu.Lock()
-		a.count(r, d, Modified)
+		a.tally.count(r, Modified)
 		r.seen[path] = true
 		a.mu.Unlock()
 		return true
@@ -367,7 +259,7 @@ func (a *Auditor) finding(ctx context.Context, r *run, d *store.Due, out *outcom
 		}
 	}
 	if err == nil {
-		err = a.putEntry(ctx, d.Path, e)
+		err = a.book.putEntry(ctx, d.Path, e)
 	}
 	if err != nil {
 		a.mu.Lock()
@@ -377,7 +269,7 @@ func (a *Auditor) finding(ctx context.Context, r *run, d *store.Due, out *outcom
 		return false
 	}
 	a.counted(r, d, c, e.Pass)
-	p := a.problem(path, &e)
+	p := e.problem(path)
 	a.log.Warn("audit found a problem", "class", c.String(), "path", path, "recorded", p.RecordedKey,
 		"observed", p.ObservedKey, "why", out.v.Why)
 	a.note.send(p)
@@ -386,13 +278,13 @@ func (a *Auditor) finding(ctx context.Context, r *run, d *store.Due, out *outcom
 
 // handOver gives a modified or missing file to the indexer, and files an
 // entry so that the pass neither reads nor counts it again.
-func (a *Auditor) handOver(ctx context.Context, r *run, d *store.Due, out *outcome) bool {
+func (a *recorder) handOver(ctx context.Context, r *run, d *store.Due, out *outcome) bool {
 	path := string(d.Path)
 	if a.o.Indexer != nil {
 		a.o.Indexer.Changed(ctx, path)
 	}
 	e := a.newEntry(d, out.v.Class, out.v.Why, out.observed())
-	if err := a.putEntry(ctx, d.Path, e); err != nil {
+	if err := a.book.putEntry(ctx, d.Path, e); err != nil {
 		a.mu.Lock()
 		r.attempts[path]++
 		a.mu.Unlock()
@@ -405,11 +297,11 @@ func (a *Auditor) handOver(ctx context.Context, r *run, d *store.Due, out *outco
 
 // newEntry is the entry of a finding about d, counting in the pass in
 // progress when d belongs to it.
-func (a *Auditor) newEntry(d *store.Due, c Class, why string, observed []byte) entry {
+func (a *recorder) newEntry(d *store.Due, c Class, why string, observed []byte) entry {
 	e := entry{Class: c.String(), Backend: d.Record.Backend.String(), Recorded: d.Record.Digest, Observed: observed,
 		Size: d.Record.Size, HashedAt: d.Record.HashedAt, Seen: time.Now().UnixNano(), Why: why}
 	a.mu.Lock()
-	if p := a.state.Pass; p != nil && d.Record.Checked() < p.Cutoff {
+	if p := a.passes.state.Pass; p != nil && d.Record.Checked() < p.Cutoff {
 		e.Pass = p.ID
 	}
 	a.mu.Unlock()
@@ -417,14 +309,14 @@ func (a *Auditor) newEntry(d *store.Due, c Class, why string, observed []byte) e
 }
 
 // counted adds a finding whose entry, of pass, was written.
-func (a *Auditor) counted(r *run, d *store.Due, c Class, pass uint64) {
+func (a *recorder) counted(r *run, d *store.Due, c Class, pass uint64) {
 	path := string(d.Path)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.count(r, d, c)
+	a.tally.count(r, c)
 	r.seen[path] = true
-	if p := a.state.Pass; p != nil && pass == p.ID {
-		a.passCount(path, c)
+	if p := a.passes.state.Pass; p != nil && pass == p.ID {
+		a.passes.passCount(path, c)
 	}
 }
 
@@ -442,23 +334,4 @@ type Problem struct {
 	Pass                     uint64
 	Why                      string
 	filed                    string // where its entry is filed: Path, or the path before a rename
-}
-
-// problem turns the entry of path into a Problem.
-func (a *Auditor) problem(path string, e *entry) Problem {
-	c, _ := parseClass(e.Class)
-	p := Problem{Path: []byte(path), Class: c, Recorded: e.Recorded, Observed: e.Observed, Size: e.Size,
-		Seen: time.Unix(0, e.Seen), Pass: e.Pass, Why: e.Why}
-	if b, err := key.ParseBackend(e.Backend); err == nil {
-		name := filepath.Base(path)
-		if k, err := key.FromDigest(b, e.Recorded, e.Size, name, key.ExtRule{}); err == nil {
-			p.RecordedKey = k.String()
-		}
-		if len(e.Observed) > 0 {
-			if k, err := key.FromDigest(b, e.Observed, e.Size, name, key.ExtRule{}); err == nil {
-				p.ObservedKey = k.String()
-			}
-		}
-	}
-	return p
 }

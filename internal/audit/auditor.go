@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/store"
 )
 
@@ -46,52 +44,33 @@ type Options struct {
 
 // Auditor verifies the index against the files on a schedule. Create it
 // with New, call Run once; the other methods serve the API while it runs.
+// It is the front door: it wires its parts (each in a file of its own)
+// and runs the scheduler's loop (run.go).
 type Auditor struct {
 	st   Store
-	dg   Digester
 	o    Options
 	log  *slog.Logger
-	ws   []window
-	g    *gates
-	gran fsstat.Granularities
-	note *notifier
-	wake chan struct{}
+	g    *gates    // whether a run may read now (gates.go)
+	note *notifier // runs on_problem (notify.go)
+
+	book               // the entries and the findings (book.go); its own lock
+	*checker           // reads a file and classifies it (check.go)
+	recorder *recorder // acts on a verdict (act.go)
+	stamps             // hands out VerifiedAt times in order (passes.go)
+	schedule           // when the next scheduled run starts (schedule.go)
+
 	// loaded is closed once Run has read the saved state (or failed to).
 	loaded     chan struct{}
 	loadedOnce sync.Once
 
-	// order hands out VerifiedAt times and submits verifications in that
-	// order (see passState.At).
-	order   sync.Mutex
-	lastVer int64
-
-	mu         sync.Mutex
-	started    bool
-	stopped    bool
-	state      persisted
-	passCounts map[Class]int64  // findings other than ok of the pass in progress
-	skip       map[string]Class // paths with an entry of the pass in progress, by the class counted (passCount)
-	findings   map[string]entry // the problem entries, by the path they are filed at
-	problems   int64            // the findings that stand, as last counted
-	pending    *run             // asked for by Start, not begun yet
-	run        *run             // in progress
-	finished   []*run           // the last few, for WaitRun
-	nextID     uint64
-	waiting    string // why no run goes on
-	nextAt     time.Time
-	cover      Coverage
-	coverTook  time.Duration   // how long counting cover took
-	coverTx    uint64          // the index's last commit when cover was counted
-	countMu    sync.Mutex      // one count of the coverage at a time
-	totals     [classEnd]int64 // files by class since the start
-	bytes      int64           // bytes verified since the start
-	transient  int64
-	// cacheOnly and cacheOnlyBytes count the verifications since the
-	// start whose bytes came from the page cache only, by source.
-	cacheOnly      [sourceEnd]int64
-	cacheOnlyBytes int64
-	ioNote         string
-	ioOnce         sync.Once
+	// mu guards the parts below, and the counts of the runs.
+	mu       sync.Mutex
+	started  bool
+	stopped  bool
+	runs     // the runs asked for, in progress and ended (runs.go)
+	passes   // the state saved, the pass's counts (passes.go)
+	tally    // the counts since the start (tally.go)
+	coverage // the coverage and the findings that stand, as last counted (coverage.go)
 	// inReads adds up the time paced runs' readers spent in read calls
 	// (pacer.read): the audit's own waits for I/O.
 	inReads atomic.Int64
@@ -112,13 +91,21 @@ func New(st Store, dg Digester, o Options) (*Auditor, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	ws, _ := parseWindows(o.Windows)
-	a := &Auditor{st: st, dg: dg, o: o, log: o.Logger, ws: ws,
-		wake: make(chan struct{}, 1), loaded: make(chan struct{}), passCounts: map[Class]int64{}, skip: map[string]Class{},
-		findings: map[string]entry{}}
-	a.g = newGates(o.Indexer, &o.Config, o.ProcDir, o.SysDir, a.ownIO)
+	a := &Auditor{st: st, o: o, log: o.Logger, schedule: newSchedule(&o.Config), loaded: make(chan struct{}),
+		passes: passes{passCounts: map[Class]int64{}, skip: map[string]Class{}}}
+	a.book = newBook(st, a.log, func(from, to string) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.moveSkip(from, to)
+	})
+	a.coverage = coverage{st: st, roots: o.Roots, every: o.Every, log: a.log, book: &a.book, mu: &a.mu}
+	a.checker = &checker{o: &a.o, dg: dg, book: &a.book}
+	ownIO := func() time.Duration { return time.Duration(a.inReads.Load()) } // the readers' time in read calls
+	a.g = newGates(o.Indexer, &o.Config, o.ProcDir, o.SysDir, ownIO)
 	a.note = newNotifier(o.OnProblem, o.OnProblemEvery, a.log)
-	a.note.keep, a.note.load = a.keepUntold, a.loadUntold
+	a.note.keep, a.note.load = untoldIn(st, a.log)
+	a.recorder = &recorder{st: st, o: &a.o, log: a.log, note: a.note, book: &a.book, stamps: &a.stamps, mu: &a.mu,
+		passes: &a.passes, tally: &a.tally}
 	return a, nil
 }
 
@@ -146,7 +133,7 @@ func (a *Auditor) Start(ctx context.Context, o StartOptions) (uint64, error) {
 	if err := a.ready(ctx); err != nil {
 		return 0, err
 	}
-	if err := a.checkIndexed(ctx, paths); err != nil {
+	if err := checkIndexed(ctx, a.st, paths); err != nil {
 		return 0, err
 	}
 	o.Paths = paths
@@ -185,10 +172,10 @@ func (a *Auditor) ready(ctx context.Context) error {
 
 // checkIndexed returns ErrNotIndexed for the first path with no record at
 // or below it: a run of it would check nothing and report all good.
-func (a *Auditor) checkIndexed(ctx context.Context, paths [][]byte) error {
+func checkIndexed(ctx context.Context, st Store, paths [][]byte) error {
 	for _, p := range paths {
 		found := false
-		err := a.st.Subtree(ctx, p, func([]byte, store.Record) error {
+		err := st.Subtree(ctx, p, func([]byte, store.Record) error {
 			found = true
 			return store.ErrStop
 		})
@@ -260,90 +247,6 @@ func (a *Auditor) Summary(id uint64) (RunSummary, error) {
 	return r.summary(), nil
 }
 
-// dropPending ends the run asked for but not begun, as stopped says.
-// Called with a.mu held.
-func (a *Auditor) dropPending(stopped string) {
-	r := a.pending
-	if r == nil {
-		return
-	}
-	a.pending = nil
-	r.stopped, r.ended = stopped, time.Now()
-	a.remember(r)
-	close(r.done)
-}
-
-// remember keeps an ended run for WaitRun, the last 16 of them. Called
-// with a.mu held.
-func (a *Auditor) remember(r *run) {
-	a.finished = append(a.finished, r)
-	if len(a.finished) > 16 {
-		a.finished = a.finished[1:]
-	}
-}
-
-func (a *Auditor) findRun(id uint64) *run {
-	for _, r := range append([]*run{a.pending, a.run}, a.finished...) {
-		if r != nil && r.id == id {
-			return r
-		}
-	}
-	return nil
-}
-
-// poke wakes the scheduler to look at its plan again.
-func (a *Auditor) poke() {
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
-}
-
-// Coverage says how much of the index was verified recently.
-type Coverage struct {
-	Every      time.Duration // the schedule's interval
-	Files      int64         // records checked within Every
-	Bytes      int64
-	Total      int64 // records an audit re-reads
-	TotalBytes int64
-	Oldest     time.Time // the least recent check
-	At         time.Time // when this was counted
-}
-
-// minCoverageAge is how long a count of the coverage stands while the
-// index does not change. The count reads the whole verified index (about
-// a second for 10^6 records): once the index changed it is made again
-// when asked, unless the last is younger than ten times what it took,
-// or, while the indexer works in bulk (the count changes all the time
-// and a status --wait asks twice a second), sixty times.
-const minCoverageAge = 2 * time.Second
-
-// refreshCoverage counts the coverage and the problems again, and drops
-// the problem entries whose records are gone. The scheduler calls it at
-// start and after each run; status asks for a count (freshCounts).
-func (a *Auditor) refreshCoverage(ctx context.Context) {
-	a.countCoverage(ctx)
-	if err := a.pruneEntries(ctx); err != nil && ctx.Err() == nil {
-		a.log.Warn("cannot prune the audit's entries", "err", err)
-	}
-	a.countProblems(ctx)
-}
-
-// countProblems counts the findings that stand, what Problems lists
-// (problemCount); when the index cannot be read, the findings filed.
-func (a *Auditor) countProblems(ctx context.Context) {
-	problems, err := a.problemCount(ctx)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err != nil {
-		if ctx.Err() == nil {
-			a.log.Warn("cannot count the audit's findings", "err", err)
-		}
-		problems = int64(len(a.findings))
-	}
-	a.problems = problems
-}
-
 // freshCounts counts the coverage and the problems again unless the last
 // count is recent (minCoverageAge): what status shows is true when asked,
 // or says how old it is (Coverage.At). A count that finds files where
@@ -368,40 +271,6 @@ func (a *Auditor) freshCounts(ctx context.Context) {
 	if (before == 0) != (now == 0) {
 		a.poke()
 	}
-}
-
-// countCoverage counts the coverage: the records under the roots, and
-// those of them checked within Every.
-func (a *Auditor) countCoverage(ctx context.Context) {
-	a.countMu.Lock()
-	defer a.countMu.Unlock()
-	now := time.Now()
-	tx, _ := a.st.Committed() // before counting: a commit meanwhile makes the count look old
-	count := func(before int64) (store.CheckedCount, error) {
-		if a.o.Roots == nil {
-			return a.st.CountChecked(ctx, before)
-		}
-		return a.st.CountCheckedUnder(ctx, before, a.o.Roots)
-	}
-	all, err := count(math.MaxInt64)
-	var old store.CheckedCount
-	if err == nil {
-		old, err = count(now.Add(-a.o.Every).UnixNano())
-	}
-	if err != nil {
-		if ctx.Err() == nil {
-			a.log.Warn("cannot count audit coverage", "err", err)
-		}
-		return
-	}
-	c := Coverage{Every: a.o.Every, Files: all.Files - old.Files, Bytes: all.Bytes - old.Bytes,
-		Total: all.Files, TotalBytes: all.Bytes, At: now}
-	if all.Files > 0 {
-		c.Oldest = time.Unix(0, all.Oldest)
-	}
-	a.mu.Lock()
-	a.cover, a.coverTook, a.coverTx = c, time.Since(now), tx
-	a.mu.Unlock()
 }
 
 // Status is what the audit is doing.
@@ -452,9 +321,6 @@ type PassStatus struct {
 	ETA time.Duration
 }
 
-// ownIO is the time the audit's readers have spent in read calls.
-func (a *Auditor) ownIO() time.Duration { return time.Duration(a.inReads.Load()) }
-
 // Reading reports whether a run is in progress and not waiting at a gate.
 func (a *Auditor) Reading() bool {
 	a.mu.Lock()
@@ -473,13 +339,8 @@ func (a *Auditor) Status() Status {
 	defer a.mu.Unlock()
 	now := time.Now()
 	s := Status{Coverage: a.cover, Problems: a.problems,
-		IOPriority: a.ioNote, Last: a.state.Last, BytesVerified: a.bytes, Transient: a.transient,
-		Totals: map[string]int64{}, CacheOnly: cacheOnlyMap(&a.cacheOnly), CacheOnlyBytes: a.cacheOnlyBytes}
-	for c := OK; c < classEnd; c++ {
-		if a.totals[c] > 0 {
-			s.Totals[c.String()] = a.totals[c]
-		}
-	}
+		IOPriority: a.ioPriority(), Last: a.state.Last}
+	a.tally.fill(&s)
 	switch {
 	case a.run != nil && a.run.gate != "" && gate != "":
 		s.State, s.Reason = "waiting", gate
@@ -489,7 +350,7 @@ func (a *Auditor) Status() Status {
 		s.State, s.Reason = "paused", "paused by the user"
 	default:
 		s.State = "idle"
-		s.NextRun, s.Reason = a.plan(now)
+		s.NextRun, s.Reason = a.plan(now, &a.state, &a.cover)
 	}
 	if a.run != nil {
 		rs := a.run.summary()

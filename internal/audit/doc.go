@@ -92,4 +92,17 @@
 // rate cap still holds). Every read is issued by that thread, so the
 // class applies to it; a large file is hashed on another goroutine while
 // the thread reads its next chunk.
+//
+// # Parts
+//
+// Auditor is the front door: it wires its parts and runs the scheduler's
+// loop (run.go). The schedule (schedule.go) says when the next run
+// starts; the gates (gates.go) and the pacer (pace.go) when and how fast
+// a run reads. The checker (check.go) gathers a file's witnesses and
+// reads it (read.go), Classify (classify.go) decides, and the recorder
+// (act.go) writes the verdict and counts it. The book (book.go) keeps
+// the entries and the findings; passes (passes.go, state.go) the pass
+// accounting and the state saved; the runs (runs.go) the runs asked for
+// and ended; tally and coverage the counts status and the metrics
+// (metrics.go) show.
 package audit

@@ -70,14 +70,6 @@ func (a *Auditor) Found(r Report) {
 	a.submitEntry(r.Path, e, true)
 }
 
-// findingOf returns the finding filed at path, when rec holds it.
-func (a *Auditor) findingOf(path string, rec *store.Record) (entry, bool) {
-	a.mu.Lock()
-	e, ok := a.findings[path]
-	a.mu.Unlock()
-	return e, ok && holds(rec, &e)
-}
-
 // submitEntry files the entry of path without waiting for the index;
 // once committed it is counted and, when news, logged and notified.
 func (a *Auditor) submitEntry(path string, e entry, news bool) {
@@ -101,7 +93,7 @@ func (a *Auditor) submitEntry(path string, e entry, news bool) {
 		a.mu.Lock()
 		a.totals[c]++
 		a.mu.Unlock()
-		pr := a.problem(path, &e)
+		pr := e.problem(path)
 		a.log.Warn("audit found a problem", "class", e.Class, "path", path, "recorded", pr.RecordedKey,
 			"observed", pr.ObservedKey, "why", e.Why)
 		a.note.send(pr)

@@ -202,9 +202,14 @@ func problemJSON(p Problem, suppressed int) []byte {
 // metaUntold is the meta name of what the notifier has not told.
 const metaUntold = "audit/untold"
 
-// keepUntold writes u to the index, or drops what was kept when u holds
-// nothing: the next start tells it.
-func (a *Auditor) keepUntold(u untold) {
+// untoldIn keeps what the notifier has not told in st's meta, and takes it
+// back: keep writes u, or drops what was kept when u holds nothing (the
+// next start tells it); load reads what an earlier run did not tell.
+func untoldIn(st Store, log *slog.Logger) (keep func(untold), load func() untold) {
+	return func(u untold) { keepUntold(st, log, u) }, func() untold { return loadUntold(st) }
+}
+
+func keepUntold(st Store, log *slog.Logger, u untold) {
 	c := store.Change{Op: store.OpDeleteMeta, Path: []byte(metaUntold)}
 	if u.Held != nil || u.Suppressed > 0 {
 		b, err := json.Marshal(&u)
@@ -213,15 +218,14 @@ func (a *Auditor) keepUntold(u untold) {
 		}
 		c = store.Change{Op: store.OpPutMeta, Path: []byte(metaUntold), Value: b}
 	}
-	if err := a.write(context.Background(), c); err != nil {
-		a.log.Warn("cannot keep the problems not told yet", "err", err)
+	if err := commit(st, c); err != nil {
+		log.Warn("cannot keep the problems not told yet", "err", err)
 	}
 }
 
-// loadUntold reads what an earlier run did not tell.
-func (a *Auditor) loadUntold() untold {
+func loadUntold(st Store) untold {
 	var u untold
-	if b, ok, err := a.st.GetMeta(metaUntold); err == nil && ok {
+	if b, ok, err := st.GetMeta(metaUntold); err == nil && ok {
 		_ = json.Unmarshal(b, &u) // unreadable: nothing to tell
 	}
 	return u

@@ -5,7 +5,7 @@ import "testing"
 // A finding about a path the pass counted already replaces the earlier
 // one; a verification takes it back.
 func TestPassCountsOnce(t *testing.T) {
-	a := &Auditor{passCounts: map[Class]int64{}, skip: map[string]Class{}}
+	a := &Auditor{passes: passes{passCounts: map[Class]int64{}, skip: map[string]Class{}}}
 	a.passCount("/a", Corrupt)
 	a.passCount("/b", Corrupt)
 	a.passCount("/a", Corrupt)

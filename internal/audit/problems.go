@@ -24,7 +24,7 @@ func (a *Auditor) Problems(ctx context.Context, fn func(Problem) error) error {
 		return err
 	}
 	for _, l := range ls {
-		p := a.problem(l.path, &l.e)
+		p := l.e.problem(l.path)
 		p.filed = l.at
 		if err := fn(p); err != nil {
 			return err
@@ -109,7 +109,7 @@ func (a *Auditor) acceptOne(ctx context.Context, rd *reader, p *Problem) error {
 	nr.Digest, nr.State = got.Digest, store.StateOK
 	nr.Size, nr.MtimeNs, nr.CtimeNs, nr.Dev, nr.Ino = fi.Size, fi.MtimeNs, fi.CtimeNs, fi.Dev, fi.Ino
 	nr.HashedAt, nr.VerifiedAt = start, start
-	err = a.write(ctx, store.Change{Op: store.OpPutIf, Path: p.Path, Record: nr, Expect: rec})
+	err = commit(a.st, store.Change{Op: store.OpPutIf, Path: p.Path, Record: nr, Expect: rec})
 	if errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("audit: %s changed meanwhile; the indexer records it", path)
 	}

@@ -3,10 +3,8 @@ package audit
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,11 +100,12 @@ type RunSummary struct {
 // Found reports the findings that decide annexctl's exit status.
 func (s RunSummary) Found(c Class) int64 { return s.Counts[c.String()] }
 
+// newRun makes the next run; its id is kept in the state. Called with
+// a.mu held.
 func (a *Auditor) newRun(o StartOptions, manual bool) *run {
-	a.nextID++
-	a.state.Runs = a.nextID
-	return &run{id: a.nextID, o: o, manual: manual, done: make(chan struct{}), regate: make(chan struct{}, 1),
-		attempts: map[string]int{}, seen: map[string]bool{}}
+	r := a.open(o, manual)
+	a.state.Runs = r.id
+	return r
 }
 
 // stop ends the run for cause, or has it end as soon as it begins. Called
@@ -204,15 +203,15 @@ func (a *Auditor) next(ctx context.Context) (*run, error) {
 			a.freshCounts(ctx)
 		}
 		a.mu.Lock()
-		at, why := a.scheduled(time.Now())
+		at, why := a.scheduled(time.Now(), &a.state, &a.cover)
 		a.waiting, a.nextAt = why, at
 		a.mu.Unlock()
 		var timer *time.Timer
 		if !at.IsZero() {
 			wait := time.Until(at)
-			if wait <= 0 && !jitterDone && a.o.Jitter > 0 {
+			if wait <= 0 && !jitterDone && a.jitter > 0 {
 				jitterDone = true
-				wait = rand.N(a.o.Jitter)
+				wait = rand.N(a.jitter)
 				a.mu.Lock()
 				a.nextAt = time.Now().Add(wait)
 				a.mu.Unlock()
@@ -234,139 +233,6 @@ func (a *Auditor) next(ctx context.Context) (*run, error) {
 			return nil, err
 		}
 	}
-}
-
-// idle waits for the timer (nil: none) or a wake-up.
-func (a *Auditor) idle(ctx context.Context, timer *time.Timer, jitterDone *bool) error {
-	var fired <-chan time.Time
-	if timer != nil {
-		fired = timer.C
-	}
-	select {
-	case <-fired:
-		if a.o.Jitter <= 0 {
-			*jitterDone = true
-		}
-	case <-a.wake:
-		*jitterDone = false
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return nil
-}
-
-// Why no scheduled run goes on now (Status.Reason while idle; plan adds
-// when it changes).
-const (
-	whyOff     = "scheduled audits are off"
-	whyPaused  = "paused by the user"
-	whyGoesOn  = "the pass in progress goes on"
-	whyNothing = "nothing to audit yet"
-	whyNext    = "the next pass is due"
-	whyDue     = "a pass is due"
-	whyWindow  = "waiting for the run window"
-)
-
-// nothingRecheck is how often the scheduler counts again while the index
-// holds nothing to audit.
-const nothingRecheck = time.Hour
-
-// scheduled returns when the next scheduled run starts (zero: none is
-// planned) and why it is not now. Called with a.mu held.
-func (a *Auditor) scheduled(now time.Time) (time.Time, string) {
-	switch {
-	case a.o.Disabled:
-		return time.Time{}, whyOff
-	case a.state.Paused:
-		return time.Time{}, whyPaused
-	}
-	base, why := now, whyGoesOn
-	if a.state.Pass != nil {
-		if t := time.Unix(0, a.state.NextRun); a.state.NextRun != 0 && t.After(now) {
-			base = t
-		}
-	} else {
-		due, ok := a.due()
-		if !ok {
-			return now.Add(nothingRecheck), whyNothing
-		}
-		if due.After(now) {
-			base, why = due, whyNext
-		} else {
-			why = whyDue
-		}
-	}
-	at := nextOpen(a.ws, base)
-	if at.After(base) {
-		why = whyWindow
-	}
-	return at, why
-}
-
-// plan returns when the next scheduled run starts (zero: none is
-// planned) and why none runs now, said with how long until then, as the
-// scheduler plans it now: the coverage may have changed since its last
-// look. Called with a.mu held.
-func (a *Auditor) plan(now time.Time) (time.Time, string) {
-	at, why := a.scheduled(now)
-	switch {
-	case why == whyNothing:
-		return time.Time{}, why // looked at again within the hour, and when status counts
-	case why == a.waiting && !a.nextAt.IsZero():
-		at = a.nextAt // the scheduler's own plan, with its random delay
-	}
-	return at, whyWhen(why, at, now)
-}
-
-// whyWhen says why with how long until at, when at is still to come.
-func whyWhen(why string, at, now time.Time) string {
-	if at.IsZero() || !at.After(now) {
-		return why
-	}
-	in := untilText(at.Sub(now))
-	switch why {
-	case whyDue:
-		return why + "; it begins in " + in + " (a random delay)"
-	case whyWindow:
-		return why + ", which opens in " + in
-	case whyGoesOn:
-		return why + " at the next run, in " + in
-	}
-	return why + " in " + in
-}
-
-// untilText is a wait as people say it: "45s", "12m", "3h5m", "2d4h".
-func untilText(d time.Duration) string {
-	switch {
-	case d < time.Minute:
-		return d.Round(time.Second).String()
-	case d < time.Hour:
-		return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
-	case d < 24*time.Hour:
-		return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
-	}
-	d = d.Round(time.Hour)
-	days, hours := d/(24*time.Hour), (d%(24*time.Hour))/time.Hour
-	if hours == 0 {
-		return fmt.Sprintf("%dd", days)
-	}
-	return fmt.Sprintf("%dd%dh", days, hours)
-}
-
-// due returns when the next pass is due: Every after the cutoff of the
-// last pass, less the time that pass took (at most half of Every), so each
-// file is verified again within Every; before any pass, Every after the
-// oldest check. Called with a.mu held.
-func (a *Auditor) due() (time.Time, bool) {
-	every := a.o.Every
-	if l := a.state.Last; l != nil {
-		lead := min(time.Duration(l.Ended-l.Began), every/2)
-		return time.Unix(0, l.Cutoff).Add(every - lead), true
-	}
-	if a.cover.Total == 0 {
-		return time.Time{}, false
-	}
-	return a.cover.Oldest.Add(every), true
 }
 
 // execute carries out run r until it is done or stopped.
@@ -637,7 +503,7 @@ func (a *Auditor) finish(ctx context.Context, r *run, err, cause error) {
 	switch {
 	case r.manual:
 	case stopped == StopTimeLimit || stopped == StopWindow:
-		a.state.NextRun = a.nextRunAfter(now, r).UnixNano()
+		a.state.NextRun = a.nextRunAfter(now, r.began).UnixNano()
 	case stopped == StopError:
 		a.state.NextRun = now.Add(errorBackoff).UnixNano()
 	}
@@ -663,20 +529,6 @@ func (a *Auditor) finish(ctx context.Context, r *run, err, cause error) {
 	}
 }
 
-// nextRunAfter is when a scheduled run that stopped early goes on: at the
-// next opening of a run window, or a day after it began when there are no
-// windows. Called with a.mu held.
-func (a *Auditor) nextRunAfter(now time.Time, r *run) time.Time {
-	if len(a.ws) == 0 {
-		return r.began.Add(24 * time.Hour)
-	}
-	t := now
-	if c := closesAt(a.ws, now); inWindows(a.ws, now) && !c.IsZero() {
-		t = c
-	}
-	return nextOpen(a.ws, t)
-}
-
 // beginPass begins a pass when none is in progress: it covers every record
 // checked before now.
 func (a *Auditor) beginPass(ctx context.Context) error {
@@ -691,9 +543,7 @@ func (a *Auditor) beginPass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.order.Lock()
-	a.lastVer = max(a.lastVer, now)
-	a.order.Unlock()
+	a.notBefore(now)
 	a.mu.Lock()
 	a.state.Passes++
 	a.state.Pass = &passState{ID: a.state.Passes, Cutoff: now, Began: now, Files: n.Files, Bytes: n.Bytes, At: now}

@@ -126,13 +126,13 @@ func (a *Auditor) loadEntries(ctx context.Context) error {
 		}
 		c, _ := parseClass(e.Class)
 		path := name[len(metaEntry):]
-		a.mu.Lock()
-		defer a.mu.Unlock()
 		if pass != 0 && e.Pass == pass {
-			a.passCount(name[len(metaEntry):], c)
+			a.mu.Lock()
+			a.passCount(path, c)
+			a.mu.Unlock()
 		}
-		if _, filed := a.findings[path]; c.Problem() && !filed {
-			a.findings[path] = e
+		if c.Problem() {
+			a.fileLoaded(path, e)
 		}
 		return nil
 	})
@@ -189,122 +189,5 @@ func (a *Auditor) saveState(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return a.write(ctx, store.Change{Op: store.OpPutMeta, Path: []byte(metaState), Value: b})
-}
-
-// write submits c and waits for it, also while the caller's ctx ends: a
-// finding or a checkpoint is either written or its write fails.
-func (a *Auditor) write(ctx context.Context, c store.Change) error {
-	ch := make(chan error, 1)
-	a.st.Submit(c, func(err error) { ch <- err })
-	t := time.NewTimer(time.Minute)
-	defer t.Stop()
-	select {
-	case err := <-ch:
-		return err
-	case <-t.C:
-		return fmt.Errorf("audit: the index did not commit a write within a minute")
-	}
-}
-
-// putEntry writes the entry of path.
-func (a *Auditor) putEntry(ctx context.Context, path []byte, e entry) error {
-	b, err := json.Marshal(&e)
-	if err != nil {
-		return err
-	}
-	if err := a.write(ctx, store.Change{Op: store.OpPutMeta, Path: []byte(metaEntry + string(path)), Value: b}); err != nil {
-		return err
-	}
-	a.rememberEntry(string(path), &e)
-	return nil
-}
-
-func (a *Auditor) deleteEntry(ctx context.Context, path string) error {
-	if err := a.write(ctx, store.Change{Op: store.OpDeleteMeta, Path: []byte(metaEntry + path)}); err != nil {
-		return err
-	}
-	a.forgetEntry(path)
-	return nil
-}
-
-// getEntry reads the entry of path.
-func (a *Auditor) getEntry(path string) (entry, bool) {
-	v, ok, err := a.st.GetMeta(metaEntry + path)
-	var e entry
-	if err != nil || !ok || json.Unmarshal(v, &e) != nil {
-		return entry{}, false
-	}
-	return e, true
-}
-
-// pruneEntries drops the hand-off entries (modified, missing) once their
-// pass is complete, and the findings no record holds any more (an edit, or
-// a heal by the indexer), and moves a finding whose file was renamed to
-// the file's path now.
-func (a *Auditor) pruneEntries(ctx context.Context) error {
-	var drop []string
-	err := a.st.MetaPrefix(ctx, metaEntry, func(name string, v []byte) error {
-		var e entry
-		if json.Unmarshal(v, &e) != nil { // an entry that does not decode is dropped
-			drop = append(drop, name[len(metaEntry):])
-			return nil
-		}
-		if c, _ := parseClass(e.Class); !c.Problem() {
-			drop = append(drop, name[len(metaEntry):])
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, p := range drop {
-		if err := a.deleteEntry(ctx, p); err != nil {
-			return err
-		}
-	}
-	all := a.snapshot()
-	stand, err := a.resolveAll(ctx)
-	if err != nil {
-		return err
-	}
-	for _, l := range stand {
-		delete(all, l.at)
-		if l.path != l.at || l.e.Ino == 0 {
-			if err := a.rehome(ctx, l); err != nil {
-				return err
-			}
-		}
-	}
-	for p := range all { // no record holds them
-		if err := a.deleteEntry(ctx, p); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// rehome moves the finding l to the path of its file now, with its
-// file's inode (an entry filed before inodes were kept gets it here).
-func (a *Auditor) rehome(ctx context.Context, l listed) error {
-	e := l.e
-	if r, ok, err := a.st.Get([]byte(l.path)); err != nil {
-		return err
-	} else if ok {
-		e.Dev, e.Ino = r.Dev, r.Ino
-	}
-	if err := a.putEntry(ctx, []byte(l.path), e); err != nil {
-		return err
-	}
-	if l.path == l.at {
-		return nil
-	}
-	a.mu.Lock()
-	if c, ok := a.skip[l.at]; ok {
-		delete(a.skip, l.at)
-		a.skip[l.path] = c // its pass counted it under the old path
-	}
-	a.mu.Unlock()
-	a.log.Info("an audit finding follows its file", "from", l.at, "path", l.path, "class", e.Class)
-	return a.deleteEntry(ctx, l.at)
+	return commit(a.st, store.Change{Op: store.OpPutMeta, Path: []byte(metaState), Value: b})
 }
