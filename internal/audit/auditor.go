@@ -253,8 +253,11 @@ func (a *Auditor) Summary(id uint64) (RunSummary, error) {
 // the scheduler found none wakes it, so that its plan follows.
 func (a *Auditor) freshCounts(ctx context.Context) {
 	a.mu.Lock()
-	at, took, tx, before := a.cover.At, a.coverTook, a.coverTx, a.cover.Total
+	at, took, tx, before, counted := a.cover.At, a.coverTook, a.coverTx, a.cover.Total, a.countedAt
 	a.mu.Unlock()
+	if counted != a.book.changes.Load() {
+		a.countProblems(ctx) // a finding filed or dropped since: counted at once
+	}
 	age := time.Since(at)
 	stands := 10 * took
 	if a.o.Indexer != nil && a.o.Indexer.Bulk() {

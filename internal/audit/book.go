@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"log/slog"
@@ -29,6 +30,9 @@ type book struct {
 
 	mu       sync.Mutex
 	findings map[string]entry // the problem entries, by the path they are filed at
+	// changes counts the changes to findings, so that a status asked
+	// right after a finding counts it (coverage.countedAt).
+	changes atomic.Uint64
 }
 
 func newBook(st Store, log *slog.Logger, moved func(from, to string)) book {
@@ -165,6 +169,7 @@ func (b *book) snapshot() map[string]entry {
 func (b *book) rememberEntry(path string, e *entry) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.changes.Add(1)
 	if c, _ := parseClass(e.Class); c.Problem() {
 		b.findings[path] = *e
 		return
@@ -179,12 +184,14 @@ func (b *book) fileLoaded(path string, e entry) {
 	defer b.mu.Unlock()
 	if _, filed := b.findings[path]; !filed {
 		b.findings[path] = e
+		b.changes.Add(1)
 	}
 }
 
 func (b *book) forgetEntry(path string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.changes.Add(1)
 	delete(b.findings, path)
 }
 

@@ -53,6 +53,7 @@ type coverage struct {
 
 	countMu   sync.Mutex // one count of the coverage at a time
 	problems  int64      // the findings that stand, as last counted
+	countedAt uint64     // book.changes when problems was counted
 	cover     Coverage
 	coverTook time.Duration // how long counting cover took
 	coverTx   uint64        // the index's last commit when cover was counted
@@ -61,6 +62,7 @@ type coverage struct {
 // countProblems counts the findings that stand, what Problems lists
 // (problemCount); when the index cannot be read, the findings filed.
 func (c *coverage) countProblems(ctx context.Context) {
+	at := c.book.changes.Load()
 	problems, err := c.book.problemCount(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -70,7 +72,7 @@ func (c *coverage) countProblems(ctx context.Context) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.problems = problems
+	c.problems, c.countedAt = problems, at
 }
 
 // countCoverage counts the coverage: the records under the roots, and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"testing"
+	"time"
 )
 
 // A lost write the indexer found is filed like the audit's own findings:
@@ -41,5 +42,31 @@ func TestLostWriteFromTheIndexer(t *testing.T) {
 	}
 	if r := e.record(p); !bytes.Equal(r.Digest, now.Digest) {
 		t.Fatalf("accept changed the record: %+v", r)
+	}
+}
+
+// A finding filed right after a status counted the coverage is counted by
+// the next status, however long the last count took (a loaded machine
+// makes a count stand for ten times what it took): the list and the
+// count never disagree.
+func TestStatusCountsAFindingAtOnce(t *testing.T) {
+	e := newEnv(t, "", envOptions())
+	e.write("doc.odt", "the bytes on disk")
+	e.ix.Rescan(e.root)
+	e.settle()
+	if n := e.a.Status().Problems; n != 0 {
+		t.Fatalf("%d problems before any finding", n)
+	}
+	e.a.mu.Lock()
+	e.a.coverTook = time.Hour // the last count stands, as a slow one does
+	e.a.mu.Unlock()
+	p := e.path("doc.odt")
+	now := e.record(p)
+	was := now
+	was.Digest = digestOf("the bytes in memory")
+	e.a.Found(Report{Path: p, From: p, Class: LostWrite, Was: was, Now: now, Observed: now.Digest})
+	waitFor(t, "the lost write to be listed", func() bool { return len(e.problems()) == 1 })
+	if s := e.a.Status(); s.Problems != 1 {
+		t.Fatalf("status counts %d problems while 1 is listed", s.Problems)
 	}
 }
