@@ -1,0 +1,168 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/key"
+)
+
+// FolderFile is what Folders tells of one file: its content and where it
+// is stored, without its name.
+type FolderFile struct {
+	Backend  key.Backend // the base backend; key.Unknown without a digest
+	Digest   []byte      // valid only during the call that hands it over
+	Size     int64
+	Dev, Ino uint64
+	State    State
+}
+
+// Keyed reports whether the file's content is known: a record in StateOK
+// with a digest. Other files (pending, unreadable, changing, corrupt) have
+// no key that describes them now.
+func (f *FolderFile) Keyed() bool { return f.State == StateOK && f.Backend != key.Unknown }
+
+// maxFolderFilesPerTx bounds the records one read transaction of Folders
+// decodes.
+const maxFolderFilesPerTx = 4 * chunk
+
+// Folders calls fn for every directory that holds records, with the
+// directory as the dirs index keys it ("/a/b/", with the slash) and its
+// files, in directory-id order (not path order). A large directory may
+// come in several calls, one after the other. dir and files, digests
+// included, are valid only during the call. Folders reads in short
+// transactions and calls fn outside of them, so a directory changed
+// meanwhile is seen as it was when its chunk was read. fn may return
+// ErrStop.
+func (s *Store) Folders(ctx context.Context, fn func(dir []byte, files []FolderFile) error) error {
+	var fc folderChunk
+	for after := []byte(nil); ; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		more, err := s.folderChunk(&fc, after)
+		if err == nil {
+			err = fc.each(fn)
+		}
+		if errors.Is(err, ErrStop) {
+			return nil
+		}
+		if err != nil || !more {
+			return err
+		}
+		after = append(after[:0], fc.last...)
+	}
+}
+
+// folderChunk holds one chunk of Folders: directories and their files,
+// copied out of the transaction.
+type folderChunk struct {
+	dirs    [][]byte // directory keys, one per run of files
+	ends    []int    // files[ends[i-1]:ends[i]] are in dirs[i]
+	files   []FolderFile
+	digests []byte // the files' digests, one allocation
+	at      []int  // where each file's digest starts in digests
+	last    []byte // the last file key read
+}
+
+func (fc *folderChunk) reset() {
+	fc.dirs, fc.ends, fc.files = fc.dirs[:0], fc.ends[:0], fc.files[:0]
+	fc.digests, fc.at, fc.last = fc.digests[:0], fc.at[:0], fc.last[:0]
+}
+
+// each hands fn the chunk's directories in turn.
+func (fc *folderChunk) each(fn func(dir []byte, files []FolderFile) error) error {
+	start := 0
+	for i, d := range fc.dirs {
+		if err := fn(d, fc.files[start:fc.ends[i]]); err != nil {
+			return err
+		}
+		start = fc.ends[i]
+	}
+	return nil
+}
+
+// folderChunk reads the records after file key after (nil: from the
+// first) into fc; more reports that it stopped early.
+func (s *Store) folderChunk(fc *folderChunk, after []byte) (more bool, err error) {
+	fc.reset()
+	err = s.view(func(tx *bolt.Tx) error {
+		names := tx.Bucket(bucketDirNames)
+		c := tx.Bucket(bucketFiles).Cursor()
+		k, v := c.First()
+		if after != nil {
+			if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		}
+		var dirID uint64
+		for ; k != nil; k, v = c.Next() {
+			if len(fc.files) == maxFolderFilesPerTx {
+				more = true
+				break
+			}
+			id, _, ok := splitFileKey(k)
+			if !ok {
+				return fmt.Errorf("%w: bad file key %x", ErrCorrupt, k)
+			}
+			if len(fc.dirs) == 0 || id != dirID {
+				if err := fc.startDir(names, id); err != nil {
+					return err
+				}
+				dirID = id
+			}
+			if err := fc.add(v); err != nil {
+				return fmt.Errorf("record of file key %x: %w", k, err)
+			}
+			fc.last = append(fc.last[:0], k...)
+		}
+		fc.closeDir()
+		return nil
+	})
+	fc.fixDigests()
+	return more, err
+}
+
+// startDir ends the directory before and begins directory id.
+func (fc *folderChunk) startDir(names *bolt.Bucket, id uint64) error {
+	fc.closeDir()
+	dk := names.Get(idKey(id))
+	if dk == nil {
+		return fmt.Errorf("%w: directory %d missing", ErrCorrupt, id)
+	}
+	fc.dirs = append(fc.dirs, bytes.Clone(dk))
+	return nil
+}
+
+func (fc *folderChunk) closeDir() {
+	if len(fc.dirs) > len(fc.ends) {
+		fc.ends = append(fc.ends, len(fc.files))
+	}
+}
+
+// add decodes one record. Its digest's place in fc.digests is kept in
+// fc.at until fixDigests, as the buffer may move while it grows.
+func (fc *folderChunk) add(v []byte) error {
+	at := len(fc.digests)
+	r, digests, err := decodeRecordIn(v, fc.digests)
+	if err != nil {
+		return err
+	}
+	fc.digests = digests
+	fc.at = append(fc.at, at)
+	fc.files = append(fc.files, FolderFile{Backend: r.Backend.Base(), Size: r.Size, Dev: r.Dev, Ino: r.Ino, State: r.State})
+	return nil
+}
+
+// fixDigests points every file's digest into the final buffer.
+func (fc *folderChunk) fixDigests() {
+	for i := range fc.files {
+		f := &fc.files[i]
+		at, n := fc.at[i], f.Backend.DigestLen()
+		f.Digest = fc.digests[at : at+n : at+n]
+	}
+}
