@@ -1,0 +1,104 @@
+package dirdups
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store"
+)
+
+// BenchmarkFind1M: Find over an index of 10^6 files in 50,000 folders
+// (ANNEXD_BENCH_DIRS_N sets another count), filled through the writer
+// without a tree on disk, as store's BenchmarkDups1M fills its own: 15 %
+// of the files copies of an earlier one, one folder in fifty a copy of
+// the folder before it, one in a hundred holding a file not hashed yet.
+func BenchmarkFind1M(b *testing.B) {
+	n := 1_000_000
+	if v, err := strconv.Atoi(os.Getenv("ANNEXD_BENCH_DIRS_N")); err == nil {
+		n = v
+	}
+	st, err := store.Open(filepath.Join(b.TempDir(), "index.db"), store.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = st.Run(ctx) })
+	b.Cleanup(func() { cancel(); wg.Wait(); st.Close() })
+	if err := st.SubmitAll(context.Background(), benchTree(n)); err != nil {
+		b.Fatal(err)
+	}
+	if err := st.Settle(context.Background()); err != nil { // the writer merges now, not while Find is timed
+		b.Fatal(err)
+	}
+	var res Result
+	c0 := cpuTime()
+	for b.Loop() {
+		if res, err = Find(context.Background(), StoreSource{st}, Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64((cpuTime()-c0).Milliseconds())/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(res.Files), "files")
+	b.ReportMetric(float64(len(res.Reports)), "reports")
+	b.ReportMetric(float64(len(res.Unknown)), "unknown")
+}
+
+// benchTree makes n records in n/20 folders of the shape BenchmarkFind1M
+// describes.
+func benchTree(n int) []store.Change {
+	rng := rand.New(rand.NewPCG(5, 6))
+	tops := []string{"Documents", "Music", "Pictures", "Downloads", "src", "Videos"}
+	dirs := max(n/20, 1)
+	cs := make([]store.Change, 0, n)
+	var prev []store.Record
+	for d := range dirs {
+		dir := fmt.Sprintf("/home/u/%s/project%d/sub%d/", tops[d%len(tops)], d/37, d)
+		var recs []store.Record
+		if d%50 == 49 && prev != nil {
+			recs = prev // a copy of the folder before, under other inodes
+		} else {
+			for range n / dirs {
+				c := len(cs) + len(recs)
+				if rng.Float64() < 0.15 {
+					c = rng.IntN(c + 1)
+				}
+				recs = append(recs, benchRecord(c))
+			}
+		}
+		for i, r := range recs {
+			r.Ino = uint64(len(cs) + 1)
+			if d%100 == 7 && i == 0 {
+				r = store.Record{Size: r.Size, Dev: 1, Ino: r.Ino, State: store.StatePending}
+			}
+			cs = append(cs, store.Change{Op: store.OpPut, Path: fmt.Appendf(nil, "%sfile_%d.dat", dir, i), Record: r})
+		}
+		prev = recs
+	}
+	return cs
+}
+
+func benchRecord(c int) store.Record {
+	d := sha256.Sum256(binary.AppendUvarint(nil, uint64(c)))
+	return store.Record{Backend: key.SHA256E, Digest: d[:], Size: int64(1000 + c%50000), Dev: 1,
+		MtimeNs: 1_700_000_000_000_000_000, CtimeNs: 1_700_000_000_000_000_000, HashedAt: 1_700_000_000_000_000_001}
+}
+
+// cpuTime is the process's user+system CPU time: steadier than the wall
+// clock on a loaded machine (store's benchmarks report it too).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
