@@ -63,6 +63,9 @@ type Config struct {
 	// Limits caps the connections held at once; the zero value derives
 	// the caps from the descriptor limit.
 	Limits Limits
+
+	// DirDups finds duplicate folders (dirdups.go); nil: 501.
+	DirDups DirDupFinder
 }
 
 // Server serves an Index over HTTP on a unix socket (and optionally TCP).
@@ -230,6 +233,8 @@ func (s *Server) endpoints() http.Handler {
 	handle("GET /v1/whereis", s.serving(s.handleWhereis))
 	handle("GET /v1/dups", s.serving(s.handleDups))
 	handle("POST /v1/dups", s.serving(s.handleDups))
+	handle("GET /v1/dups/dirs", s.serving(s.handleDirDups)) // dirdups.go
+	handle("POST /v1/dups/dirs", s.serving(s.handleDirDups))
 	handle("GET /v1/status", s.handleStatus)
 	handle("POST /v1/forget", s.serving(s.handleForget))
 	handle("POST /v1/dedup", s.serving(s.handleDedup))

@@ -323,6 +323,7 @@ func (a *App) listen(reg *prometheus.Registry) error {
 	var err error
 	a.srv, err = apiserver.NewServer(apiserver.Config{
 		Index:       &adapter{a: a},
+		DirDups:     dirDups{x: &adapter{a: a}},
 		RootAliases: a.roots.Aliases(),
 		Socket:      a.cfg.Socket,
 		TCPAddr:     a.cfg.API.TCP,

@@ -1,0 +1,63 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/annexd/annexd/api"
+)
+
+// DirDupFinder finds duplicate folders (GET /v1/dups/dirs). The daemon
+// passes one in Config.DirDups; without it the server answers 501.
+type DirDupFinder interface {
+	// DirDups calls fn for each report, most reclaimable bytes first, at
+	// most q.Limit of them, then for each folder of unknown content. An
+	// error returned by fn stops it and is returned.
+	DirDups(ctx context.Context, q api.DirDupQuery, fn func(api.DirDup) error) error
+}
+
+// handleDirDups answers GET /v1/dups/dirs?min_size=N&limit=N with NDJSON
+// DirDup lines. POST takes paths in the body, one a line as dedup does:
+// only reports with a folder at or below one of them.
+func (s *Server) handleDirDups(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.DirDups == nil {
+		writeError(w, http.StatusNotImplemented, api.CodeNotSupported, "api: this daemon does not find duplicate folders")
+		return
+	}
+	q, err := s.dirDupQuery(w, r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	st := newStream(w)
+	err = s.cfg.DirDups.DirDups(r.Context(), q, func(d api.DirDup) error { return st.item(d.AppendJSON) })
+	st.endErr(err, "")
+}
+
+// dirDupQuery reads the query and, for POST, the paths of the body.
+func (s *Server) dirDupQuery(w http.ResponseWriter, r *http.Request) (api.DirDupQuery, error) {
+	var q api.DirDupQuery
+	v := r.URL.Query()
+	var err error
+	if q.MinSize, err = intParam(v, "min_size"); err != nil {
+		return q, err
+	}
+	limit, err := intParam(v, "limit")
+	if err != nil {
+		return q, err
+	}
+	q.Limit = int(limit)
+	if r.Method != http.MethodPost {
+		return q, nil
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBatchBytes))
+	if err != nil {
+		return q, fmt.Errorf("%w: read body: %v", api.ErrBadRequest, err)
+	}
+	if q.Paths, err = dedupPaths(body, s.roots()); err == nil && len(q.Paths) == 0 {
+		err = fmt.Errorf("%w: POST /v1/dups/dirs names no path (GET lists every folder)", api.ErrBadRequest)
+	}
+	return q, err
+}
