@@ -35,26 +35,61 @@ const maxFolderFilesPerTx = 4 * chunk
 // files, in directory-id order (not path order). A large directory may
 // come in several calls, one after the other. dir and files, digests
 // included, are valid only during the call. Folders reads in short
-// transactions and calls fn outside of them, so a directory changed
-// meanwhile is seen as it was when its chunk was read. fn may return
-// ErrStop.
+// transactions, on a goroutine of its own one chunk ahead of fn, and
+// calls fn outside of them, so a directory changed meanwhile is seen as
+// it was when its chunk was read. fn may return ErrStop.
 func (s *Store) Folders(ctx context.Context, fn func(dir []byte, files []FolderFile) error) error {
-	var fc folderChunk
-	for after := []byte(nil); ; {
-		if err := ctx.Err(); err != nil {
-			return err
+	ctx, cancel := context.WithCancel(ctx)
+	full, free := make(chan *folderChunk, 1), make(chan *folderChunk, 2)
+	free <- new(folderChunk)
+	free <- new(folderChunk)
+	go s.readFolders(ctx, full, free)
+	defer func() {
+		cancel()
+		for range full { // the reader stops at its next chunk
 		}
-		more, err := s.folderChunk(&fc, after)
+	}()
+	for fc := range full {
+		err := fc.err
+		if err == nil {
+			err = ctx.Err()
+		}
 		if err == nil {
 			err = fc.each(fn)
 		}
 		if errors.Is(err, ErrStop) {
 			return nil
 		}
-		if err != nil || !more {
+		if err != nil {
 			return err
 		}
+		free <- fc
+	}
+	return ctx.Err() // the reader left early: only when ctx ended
+}
+
+// readFolders reads the chunks of Folders in turn into the chunks free
+// hands it, and sends each on full, until the records end, a read fails
+// or ctx ends. It closes full.
+func (s *Store) readFolders(ctx context.Context, full, free chan *folderChunk) {
+	defer close(full)
+	var after []byte
+	for {
+		var fc *folderChunk
+		select {
+		case fc = <-free:
+		case <-ctx.Done():
+			return
+		}
+		more := false
+		if fc.err = ctx.Err(); fc.err == nil {
+			more, fc.err = s.folderChunk(fc, after)
+		}
 		after = append(after[:0], fc.last...)
+		full <- fc
+		if fc.err != nil || !more {
+			return
+		}
 	}
 }
 
@@ -67,6 +102,7 @@ type folderChunk struct {
 	digests []byte // the files' digests, one allocation
 	at      []int  // where each file's digest starts in digests
 	last    []byte // the last file key read
+	err     error  // why the chunk could not be read
 }
 
 func (fc *folderChunk) reset() {

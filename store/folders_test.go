@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -87,4 +88,39 @@ func countBy(m map[string]string) string {
 		n[dir+" "+v]++
 	}
 	return fmt.Sprint(n)
+}
+
+// TestFoldersStops: ErrStop from fn ends Folders with nil, another error
+// is returned, both at once, and a cancelled context ends it with the
+// context's error: the reader ahead of fn is stopped each time.
+func TestFoldersStops(t *testing.T) {
+	s := openTest(t)
+	var cs []Change
+	for i := range 3 * maxFolderFilesPerTx {
+		cs = append(cs, Change{Op: OpPut, Path: fmt.Appendf(nil, "/r/d%d/f%d", i/100, i), Record: rec(fmt.Sprint(i), 1, 1, uint64(i+1))})
+	}
+	if err := s.SubmitAll(context.Background(), cs); err != nil {
+		t.Fatal(err)
+	}
+	bad := errors.New("bad")
+	for _, c := range []struct {
+		give, want error
+	}{{ErrStop, nil}, {bad, bad}} {
+		calls := 0
+		err := s.Folders(context.Background(), func([]byte, []FolderFile) error { calls++; return c.give })
+		if !errors.Is(err, c.want) || err != nil && c.want == nil || calls != 1 {
+			t.Errorf("fn returning %v: Folders %v after %d calls, want %v after 1", c.give, err, calls, c.want)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	err := s.Folders(ctx, func([]byte, []FolderFile) error {
+		if calls++; calls == 1 {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || calls > 100+maxFolderFilesPerTx/100 {
+		t.Errorf("cancelled: Folders %v after %d calls, want context.Canceled within two chunks", err, calls)
+	}
 }
