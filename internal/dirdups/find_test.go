@@ -85,12 +85,13 @@ func TestContainedFolder(t *testing.T) {
 }
 
 // TestContainedAsMultiset: two copies of a content in a folder are not
-// contained in a folder that has one.
+// contained in a bigger folder that has one.
 func TestContainedAsMultiset(t *testing.T) {
 	st := openStore(t)
 	tree(t, st, `
 /r/big/x cx 100
 /r/big/y cy 200
+/r/big/z cz 300
 /r/part/x1 cx 100
 /r/part/x2 cx 100`)
 	same(t, find(t, st, Options{}))
