@@ -17,7 +17,7 @@ type dirDups struct{ x *adapter }
 func (d dirDups) DirDups(ctx context.Context, q api.DirDupQuery, fn func(api.DirDup) error) error {
 	opts := dirdups.Options{MinSize: q.MinSize, Paths: q.Paths,
 		InScope: func(p []byte) bool { return !d.x.a.outsideRoot(p) }}
-	res, err := dirdups.Find(ctx, dirSource{d.x}, opts)
+	res, err := dirdups.Find(ctx, dirSource(d), opts)
 	if err != nil {
 		return err
 	}
