@@ -10,10 +10,10 @@ import (
 
 // Kinds of a DirDup.
 const (
-	// DirIdentical: the folders hold the same contents; all but the
-	// first are extra copies.
+	// DirIdentical: the folders hold the same contents; the first is
+	// kept, the others are extra copies.
 	DirIdentical = "identical"
-	// DirContained: every content of the first folder is in the second,
+	// DirContained: every content of the second folder is in the first,
 	// which holds more.
 	DirContained = "contained"
 	// DirUnknown: the folder holds files with no key yet (pending,
@@ -34,11 +34,13 @@ type DirDupQuery struct {
 // DirDup is one line of GET /v1/dups/dirs: a report, or a folder whose
 // content is unknown.
 type DirDup struct {
-	Kind    string      `json:"kind"` // DirIdentical, DirContained or DirUnknown
+	Kind string `json:"kind"` // DirIdentical, DirContained or DirUnknown
+	// Folders: the folder kept first, then the extra copies (all folders
+	// but the first are extra, of either kind); DirUnknown: the folder.
 	Folders []DirFolder `json:"folders"`
-	// Reclaimable is what removing the extra copies (identical: all
-	// folders but the first; contained: the first) would give back: each
-	// inode whose every name is in them, by the blocks it holds alone.
+	// Reclaimable is what removing the extra copies would give back:
+	// each inode whose every name is in them, by the blocks it holds
+	// alone.
 	Reclaimable int64 `json:"reclaimable"`
 	// Unsurveyed counts the inodes of those copies whose blocks are not
 	// known: with no survey they count their size, with a survey that

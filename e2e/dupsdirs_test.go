@@ -77,7 +77,7 @@ func TestDupsDirs(t *testing.T) {
 	}
 	want := []string{
 		"identical backup photos", // backup holds only photos-copy: the higher one stands for both
-		"contained part backup/photos-copy/2020",
+		"contained backup/photos-copy/2020 part", // the folder kept first
 		"unknown locked",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -85,7 +85,7 @@ func TestDupsDirs(t *testing.T) {
 	}
 
 	r = d.ctl("", "dups", "--dirs", "-z")
-	wantZ := at("backup") + "\x00" + at("photos") + "\x00\x00" + at("part") + "\x00" + at("backup/photos-copy/2020") + "\x00\x00"
+	wantZ := at("backup") + "\x00" + at("photos") + "\x00\x00" + at("backup/photos-copy/2020") + "\x00" + at("part") + "\x00\x00"
 	if r.code != 1 || r.stdout != wantZ {
 		t.Errorf("dups --dirs -z: exit %d %q, want exit 1 %q", r.code, r.stdout, wantZ)
 	}
@@ -98,7 +98,7 @@ func TestDupsDirs(t *testing.T) {
 	}
 	// A PATH keeps the reports with a folder there; nothing unknown below it.
 	r = d.ctl("", "dups", "--dirs", "-z", at("part"))
-	if r.code != 0 || r.stdout != at("part")+"\x00"+at("backup/photos-copy/2020")+"\x00\x00" {
+	if r.code != 0 || r.stdout != at("backup/photos-copy/2020")+"\x00"+at("part")+"\x00\x00" {
 		t.Errorf("dups --dirs -z part: exit %d %q %s", r.code, r.stdout, r.stderr)
 	}
 	if r = d.ctl("", "dups", "--dirs", "--limit", "1", "-z", at("empty1")); r.code != 0 || r.stdout != "" {

@@ -101,7 +101,8 @@ func (p *dirPrinter) line(d api.DirDup, f dupsFormat) []byte {
 	return p.buf
 }
 
-// appendDir formats one DirDup for people.
+// appendDir formats one DirDup for people: a header, then the folders,
+// indented; a contained folder comes first, the one holding it after.
 func appendDir(buf []byte, d api.DirDup, sep bool, size func(int64) string) []byte {
 	if sep {
 		buf = append(buf, '\n')
@@ -109,38 +110,37 @@ func appendDir(buf []byte, d api.DirDup, sep bool, size func(int64) string) []by
 	f := d.Folders
 	switch d.Kind {
 	case api.DirUnknown:
-		buf = append(buf, "not compared: "...)
-		buf = append(append(buf, f[0].Path...), "  ("...)
-		return append(append(buf, plural(d.UnknownFiles, "1 file", groupDigits(d.UnknownFiles)+" files")...), " with no key yet)\n"...)
+		buf = append(append(append(buf, "not compared: "...), f[0].Path...), "  ("...)
+		return append(append(buf, files(d.UnknownFiles)...), " with no key yet)\n"...)
 	case api.DirContained:
-		buf = append(buf, "contained: "...)
-	default:
-		buf = append(append(append(buf, "identical: "...), strconv.Itoa(len(f))...), " folders, "...)
+		buf = appendDirHeader(append(buf, "contained: "...), d, f[1], size)
+		buf = append(append(append(buf, "  "...), f[1].Path...), "\n  in "...)
+		return append(append(append(buf, f[0].Path...), "  ("...), files(f[0].Files)+", "+size(f[0].Bytes)+")\n"...)
 	}
-	buf = append(append(buf, plural(f[0].Files, "1 file", groupDigits(f[0].Files)+" files")...), ", "...)
-	buf = append(append(append(buf, size(f[0].Bytes)...), ", "...), size(d.Reclaimable)...)
-	buf = append(buf, " reclaimable"...)
-	if d.Unsurveyed > 0 {
-		buf = append(append(append(buf, " ("...), strconv.Itoa(d.Unsurveyed)...), " not surveyed)"...)
-	}
-	buf = append(buf, '\n')
-	for i, fo := range f {
-		buf = append(buf, "  "...)
-		if d.Kind == api.DirContained && i == 1 {
-			buf = append(buf, "in "...)
-		}
-		buf = append(buf, fo.Path...)
-		if d.Kind == api.DirContained && i == 1 {
-			buf = append(append(append(buf, "  ("...), plural(fo.Files, "1 file", groupDigits(fo.Files)+" files")...), ", "...)
-			buf = append(append(buf, size(fo.Bytes)...), ')')
-		}
-		buf = append(buf, '\n')
+	buf = append(append(append(buf, "identical: "...), strconv.Itoa(len(f))...), " folders, "...)
+	buf = appendDirHeader(buf, d, f[0], size)
+	for _, fo := range f {
+		buf = append(append(append(buf, "  "...), fo.Path...), '\n')
 	}
 	return buf
 }
 
-// appendDirNUL formats one report for -z: each folder and the report end
-// with NUL; folders of unknown content are left out (stderr says so).
+// appendDirHeader ends a report's first line: what folder f holds and
+// what removing the copies gives back.
+func appendDirHeader(buf []byte, d api.DirDup, f api.DirFolder, size func(int64) string) []byte {
+	buf = append(buf, files(f.Files)+", "+size(f.Bytes)+", "+size(d.Reclaimable)+" reclaimable"...)
+	if d.Unsurveyed > 0 {
+		buf = append(append(append(buf, " ("...), strconv.Itoa(d.Unsurveyed)...), " not surveyed)"...)
+	}
+	return append(buf, '\n')
+}
+
+// files says "1 file" or "N files".
+func files(n int64) string { return plural(n, "1 file", groupDigits(n)+" files") }
+
+// appendDirNUL formats one report for -z: each folder, the kept one
+// first, and the report end with NUL; folders of unknown content are
+// left out (stderr says so).
 func appendDirNUL(buf []byte, d api.DirDup) []byte {
 	if d.Kind == api.DirUnknown {
 		return buf

@@ -19,7 +19,7 @@ func (f *finder) contain(a int32) {
 	}
 	if best >= 0 {
 		f.cover(a)
-		f.found = append(f.found, finding{kind: Contained, nodes: []int32{a, best}, drop: 0})
+		f.found = append(f.found, finding{kind: Contained, nodes: []int32{best, a}})
 	}
 }
 

@@ -12,10 +12,9 @@ type Kind int
 
 // The kinds of a Report.
 const (
-	// Identical: Folders hold the same contents; all but the first are
-	// extra copies.
+	// Identical: Folders hold the same contents.
 	Identical Kind = iota + 1
-	// Contained: every content of Folders[0] is in Folders[1] as well,
+	// Contained: every content of Folders[1] is in Folders[0] as well,
 	// which holds more.
 	Contained
 )
@@ -29,11 +28,12 @@ type Folder struct {
 
 // Report is one finding.
 type Report struct {
-	Kind    Kind
+	Kind Kind
+	// Folders: the one kept first, then the extra copies (of an identical
+	// group, in path order; the contained folder).
 	Folders []Folder
-	// Reclaimable is what removing the extra copies (all folders of an
-	// identical group but the first; the contained folder) would give
-	// back, by the rules of the package comment.
+	// Reclaimable is what removing the extra copies would give back, by
+	// the rules of the package comment.
 	Reclaimable int64
 	// Unsurveyed counts the inodes counted at their size, as nothing is
 	// known of their blocks.
@@ -87,11 +87,10 @@ func Find(ctx context.Context, src Source, opts Options) (Result, error) {
 }
 
 // finding is a report before its figures: the folders (node numbers),
-// with the extra copies from drop on.
+// the one kept first.
 type finding struct {
 	kind  Kind
 	nodes []int32
-	drop  int // nodes[drop:] are removed (identical: 1; contained: the inner, at 0)
 }
 
 // finder decides which folders to report.
@@ -200,7 +199,7 @@ func (f *finder) group(g []int32) {
 	for _, n := range same[1:] {
 		f.cover(n)
 	}
-	f.found = append(f.found, finding{kind: Identical, nodes: same, drop: 1})
+	f.found = append(f.found, finding{kind: Identical, nodes: same})
 }
 
 // contentsOf returns the sorted contents of n's subtree.

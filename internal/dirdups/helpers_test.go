@@ -89,7 +89,7 @@ func find(t testing.TB, st *store.Store, opts Options) []string {
 		}
 		line := "identical " + strings.Join(ps, " ")
 		if r.Kind == Contained {
-			line = "contained " + ps[0] + " in " + ps[1]
+			line = "contained " + ps[1] + " in " + ps[0]
 		}
 		line += fmt.Sprint(" ", r.Reclaimable)
 		if r.Unsurveyed > 0 {

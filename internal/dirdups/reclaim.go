@@ -22,18 +22,14 @@ func (f *finder) reports(src Source) ([]Report, error) {
 			nd := &f.ix.nodes[n]
 			rep.Folders = append(rep.Folders, Folder{Path: nd.path, Files: nd.count, Bytes: nd.bytes})
 		}
-		drop := fd.nodes[fd.drop:]
-		if fd.kind == Contained {
-			drop = fd.nodes[:1]
-		}
 		var err error
-		if rep.Reclaimable, rep.Unsurveyed, err = r.reclaimable(drop); err != nil {
+		if rep.Reclaimable, rep.Unsurveyed, err = r.reclaimable(fd.nodes[1:]); err != nil {
 			return nil, err
 		}
 		out = append(out, rep)
 	}
 	slices.SortFunc(out, func(a, b Report) int {
-		return cmp.Or(cmp.Compare(b.Reclaimable, a.Reclaimable), bytes.Compare(a.Folders[0].Path, b.Folders[0].Path))
+		return cmp.Or(cmp.Compare(b.Reclaimable, a.Reclaimable), bytes.Compare(a.Folders[1].Path, b.Folders[1].Path))
 	})
 	return out, nil
 }
