@@ -76,7 +76,7 @@ func TestDupsDirs(t *testing.T) {
 		got = append(got, s)
 	}
 	want := []string{
-		"identical backup photos", // backup holds only photos-copy: the higher one stands for both
+		"identical backup photos",                // backup holds only photos-copy: the higher one stands for both
 		"contained backup/photos-copy/2020 part", // the folder kept first
 		"unknown locked",
 	}
