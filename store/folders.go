@@ -202,3 +202,54 @@ func (fc *folderChunk) fixDigests() {
 		f.Digest = fc.digests[at : at+n : at+n]
 	}
 }
+
+// Content names one content: a digest under its backend.
+type Content struct {
+	Backend key.Backend
+	Digest  []byte
+}
+
+// SurveysOf returns the survey the store keeps of each content's group,
+// nil where it keeps none (no survey, or fewer than two inodes). It reads
+// in short transactions, many contents each: a folder's worth of
+// contents costs a fraction of a DupGroup each. Contents sorted by
+// backend and digest are read fastest.
+func (s *Store) SurveysOf(cs []Content) ([]*Survey, error) {
+	out := make([]*Survey, len(cs))
+	for at := 0; at < len(cs); at += maxFolderFilesPerTx {
+		part := cs[at:min(at+maxFolderFilesPerTx, len(cs))]
+		err := s.view(func(tx *bolt.Tx) error { return surveysOf(tx, part, out[at:]) })
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// surveysOf reads the surveys of cs into out in tx.
+func surveysOf(tx *bolt.Tx, cs []Content, out []*Survey) error {
+	groups, surveys := tx.Bucket(bucketGroups), tx.Bucket(bucketSurveys)
+	if surveys == nil {
+		return nil
+	}
+	var dk []byte
+	for i, c := range cs {
+		dk = append(append(dk[:0], byte(c.Backend.Base())), c.Digest...)
+		v := groups.Get(dk)
+		if v == nil {
+			continue
+		}
+		g, err := decodeGroup(v)
+		if err != nil {
+			return fmt.Errorf("group %x: %w", dk, err)
+		}
+		if sv := surveys.Get(dupKey(g.duplicate(), dk)); sv != nil && g.inodes >= 2 {
+			d, _, _, err := decodeSurvey(sv)
+			if err != nil {
+				return fmt.Errorf("survey %x: %w", dk, err)
+			}
+			out[i] = &d
+		}
+	}
+	return nil
+}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/annexd/annexd/api"
 	"github.com/annexd/annexd/internal/dirdups"
-	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )
 
@@ -56,8 +55,26 @@ func (s dirSource) Folders(ctx context.Context, fn func(dir []byte, files []stor
 	return s.x.a.st.Folders(ctx, fn)
 }
 
-func (s dirSource) Survey(b key.Backend, d []byte) (*store.Survey, error) {
-	return s.x.whereisSurvey(api.WhereisQuery{Backend: b, Digest: d}), nil
+// maxDirSurveys bounds the groups one dups --dirs surveys itself; the
+// daemon surveys the others while idle, and until then they count their
+// size, as not surveyed.
+const maxDirSurveys = 1024
+
+// Surveys returns the surveys the store keeps, and surveys the groups of
+// up to maxDirSurveys others now.
+func (s dirSource) Surveys(cs []store.Content) ([]*store.Survey, error) {
+	svs, err := s.x.a.st.SurveysOf(cs)
+	if err != nil {
+		return nil, err
+	}
+	made := 0
+	for i, c := range cs {
+		if svs[i] == nil && made < maxDirSurveys {
+			made++
+			svs[i] = s.x.whereisSurvey(api.WhereisQuery{Backend: c.Backend, Digest: c.Digest})
+		}
+	}
+	return svs, nil
 }
 
 func (s dirSource) Stats() (store.Stats, error) { return s.x.a.st.Stats() }

@@ -102,7 +102,7 @@ type finder struct {
 	stamp   []int32 // by node: the last node whose containers were looked at here, +1
 	groups  map[sigKey][]int32
 	found   []finding
-	mult    map[uint32]int
+	mult    multiset // the contents of the folder looked at (contain.go)
 }
 
 // sigKey identifies a multiset of contents.
@@ -114,7 +114,8 @@ type sigKey struct {
 func newFinder(ix *index, opts Options) *finder {
 	opts.MinSize = max(opts.MinSize, 1)
 	f := &finder{ix: ix, opts: opts, scope: make([]bool, len(ix.nodes)), covered: make([]bool, len(ix.nodes)),
-		stamp: make([]int32, len(ix.nodes)), groups: map[sigKey][]int32{}, mult: map[uint32]int{}}
+		stamp: make([]int32, len(ix.nodes)), groups: map[sigKey][]int32{},
+		mult: multiset{count: make([]int32, len(ix.contents))}}
 	for i := range ix.nodes {
 		f.scope[i] = opts.InScope == nil || opts.InScope(ix.nodes[i].path)
 	}

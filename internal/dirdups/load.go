@@ -14,9 +14,9 @@ type Source interface {
 	// Folders hands over every directory that holds records with its
 	// files (store.Store.Folders).
 	Folders(ctx context.Context, fn func(dir []byte, files []store.FolderFile) error) error
-	// Survey returns what is known of the blocks of the files whose
-	// content is digest d under base backend b; nil when nothing is.
-	Survey(b key.Backend, d []byte) (*store.Survey, error)
+	// Surveys returns what is known of the blocks of the files of each
+	// content (its group's survey), nil where nothing is.
+	Surveys(cs []store.Content) ([]*store.Survey, error)
 	// Stats gives the counts that size the tables.
 	Stats() (store.Stats, error)
 }

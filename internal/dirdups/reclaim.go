@@ -11,8 +11,10 @@ import (
 // reports turns the findings within the paths asked into reports, most
 // reclaimable bytes first.
 func (f *finder) reports(src Source) ([]Report, error) {
-	r := reclaimer{ix: f.ix, src: src, surveys: map[uint32]*store.Survey{}}
-	var out []Report
+	var (
+		out   []Report
+		freed [][]int32 // by report: the positions of the inodes it frees
+	)
 	for _, fd := range f.found {
 		if !f.asked(fd.nodes...) {
 			continue
@@ -22,11 +24,15 @@ func (f *finder) reports(src Source) ([]Report, error) {
 			nd := &f.ix.nodes[n]
 			rep.Folders = append(rep.Folders, Folder{Path: nd.path, Files: nd.count, Bytes: nd.bytes})
 		}
-		var err error
-		if rep.Reclaimable, rep.Unsurveyed, err = r.reclaimable(fd.nodes[1:]); err != nil {
-			return nil, err
-		}
 		out = append(out, rep)
+		freed = append(freed, f.ix.freedBy(fd.nodes[1:]))
+	}
+	surveys, err := f.ix.surveys(src, freed)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].Reclaimable, out[i].Unsurveyed = f.ix.alone(freed[i], surveys)
 	}
 	slices.SortFunc(out, func(a, b Report) int {
 		return cmp.Or(cmp.Compare(b.Reclaimable, a.Reclaimable), bytes.Compare(a.Folders[1].Path, b.Folders[1].Path))
@@ -72,50 +78,37 @@ func (f *finder) unknown() []Unknown {
 	return out
 }
 
-// reclaimer counts what removing folders gives back.
-type reclaimer struct {
-	ix      *index
-	src     Source
-	surveys map[uint32]*store.Survey // by content; nil: none
-}
-
-// reclaimable sums, over the inodes whose every name is in the subtrees
-// of drop, what each holds alone (its size when not surveyed).
-func (r *reclaimer) reclaimable(drop []int32) (bytes int64, unsurveyed int, err error) {
+// freedBy returns the positions of the files, one name each, whose
+// inodes removing the subtrees of drop frees: every name of the inode is
+// in them. Empty files free nothing and are left out.
+func (ix *index) freedBy(drop []int32) []int32 {
 	in := func(p int32) bool {
 		for _, n := range drop {
-			if nd := &r.ix.nodes[n]; p >= nd.lo && p < nd.hi {
+			if nd := &ix.nodes[n]; p >= nd.lo && p < nd.hi {
 				return true
 			}
 		}
 		return false
 	}
+	var out []int32
 	for _, n := range drop {
-		nd := &r.ix.nodes[n]
+		nd := &ix.nodes[n]
 		for p := nd.lo; p < nd.hi; p++ {
-			if !r.freed(p, in) {
-				continue
-			}
-			b, known, err := r.alone(p)
-			if err != nil {
-				return 0, 0, err
-			}
-			bytes += b
-			if !known {
-				unsurveyed++
+			if ix.files[p].size > 0 && ix.freed(p, in) {
+				out = append(out, p)
 			}
 		}
 	}
-	return bytes, unsurveyed, nil
+	return out
 }
 
-// freed reports whether removing the files in (positions) frees the
-// inode of the file at p, counted at its first name: every other name of
-// it is in as well.
-func (r *reclaimer) freed(p int32, in func(int32) bool) bool {
-	fl := &r.ix.files[p]
-	for _, q := range r.ix.where(fl.content) {
-		o := &r.ix.files[q]
+// freed reports whether removing the files at the positions in frees
+// the inode of the file at p, counted at its first name: every other
+// name of it is in as well.
+func (ix *index) freed(p int32, in func(int32) bool) bool {
+	fl := &ix.files[p]
+	for _, q := range ix.where(fl.content) {
+		o := &ix.files[q]
 		if q == p || o.dev != fl.dev || o.ino != fl.ino {
 			continue
 		}
@@ -126,27 +119,56 @@ func (r *reclaimer) freed(p int32, in func(int32) bool) bool {
 	return true
 }
 
-// alone returns the bytes the file at p holds alone, by its content's
-// survey; known is false when the survey does not know its inode (then
-// its size, when the content has no survey at all).
-func (r *reclaimer) alone(p int32) (n int64, known bool, err error) {
-	fl := &r.ix.files[p]
-	if fl.size == 0 {
-		return 0, true, nil
-	}
-	sv, ok := r.surveys[fl.content]
-	if !ok {
-		c := &r.ix.contents[fl.content]
-		if sv, err = r.src.Survey(c.backend, r.ix.digest(fl.content)); err != nil {
-			return 0, false, err
+// surveys asks src, once, for the surveys of the contents of the files
+// at the positions freed lists.
+func (ix *index) surveys(src Source, freed [][]int32) (map[uint32]*store.Survey, error) {
+	seen := map[uint32]*store.Survey{}
+	var ids []uint32
+	for _, ps := range freed {
+		for _, p := range ps {
+			if c := ix.files[p].content; !hasKey(seen, c) {
+				seen[c] = nil
+				ids = append(ids, c)
+			}
 		}
-		r.surveys[fl.content] = sv
 	}
-	if sv == nil {
-		return fl.size, false, nil
+	slices.SortFunc(ids, func(a, b uint32) int { return bytes.Compare(ix.digest(a), ix.digest(b)) })
+	cs := make([]store.Content, len(ids))
+	for i, c := range ids {
+		cs[i] = store.Content{Backend: ix.contents[c].backend, Digest: ix.digest(c)}
 	}
-	if i := sv.Find(fl.dev, fl.ino); i >= 0 && sv.Inodes[i].Known {
-		return sv.Inodes[i].Alone, true, nil
+	svs, err := src.Surveys(cs)
+	if err != nil {
+		return nil, err
 	}
-	return 0, false, nil
+	for i, c := range ids {
+		seen[c] = svs[i]
+	}
+	return seen, nil
+}
+
+func hasKey(m map[uint32]*store.Survey, c uint32) bool {
+	_, ok := m[c]
+	return ok
+}
+
+// alone sums what the inodes of the files at positions ps hold alone,
+// by their contents' surveys; unsurveyed counts those the surveys do not
+// know (their size when the content has no survey, else nothing).
+func (ix *index) alone(ps []int32, surveys map[uint32]*store.Survey) (n int64, unsurveyed int) {
+	for _, p := range ps {
+		fl := &ix.files[p]
+		sv := surveys[fl.content]
+		if sv == nil {
+			n += fl.size
+			unsurveyed++
+			continue
+		}
+		if i := sv.Find(fl.dev, fl.ino); i >= 0 && sv.Inodes[i].Known {
+			n += sv.Inodes[i].Alone
+		} else {
+			unsurveyed++
+		}
+	}
+	return n, unsurveyed
 }
