@@ -155,7 +155,7 @@ func appendDirNUL(buf []byte, d api.DirDup) []byte {
 func (p *dirPrinter) summary(size func(int64) string) []byte {
 	s := fmt.Sprintf("\n%s %s, %s reclaimable", groupDigits(p.reports), plural(p.reports, "report", "reports"), size(p.reclaimable))
 	if p.unsurv > 0 {
-		s += fmt.Sprintf(" (%s not surveyed, counted at their size)", plural(p.unsurv, "1 copy", groupDigits(p.unsurv)+" copies"))
+		s += fmt.Sprintf(" (%s not surveyed)", plural(p.unsurv, "1 copy", groupDigits(p.unsurv)+" copies"))
 	}
 	return []byte(s + "\n")
 }

@@ -46,7 +46,7 @@ type node struct {
 
 // content is one distinct content.
 type content struct {
-	words   [2]uint64 // the digest's first 16 bytes (backend folded in)
+	words   [2]uint64 // the digest's first 16 bytes, big-endian (backend folded in)
 	backend key.Backend
 	at      int   // where its digest starts in index.arena
 	occ     int32 // files with it in the whole index
@@ -145,8 +145,8 @@ func (ix *index) add(n int32, f *store.FolderFile) {
 func (ix *index) intern(b key.Backend, d []byte) uint32 {
 	var k [16]byte
 	copy(k[:], d)
-	k[0] ^= byte(b)
-	w := [2]uint64{binary.LittleEndian.Uint64(k[:8]), binary.LittleEndian.Uint64(k[8:])}
+	k[15] ^= byte(b) // the words sort as the digests do, but for the last of these bytes
+	w := [2]uint64{binary.BigEndian.Uint64(k[:8]), binary.BigEndian.Uint64(k[8:])}
 	slot := ix.byWords.find(w, ix.contents)
 	if s := ix.byWords.slots[slot]; s != 0 {
 		ix.contents[s-1].occ++

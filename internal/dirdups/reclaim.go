@@ -119,46 +119,52 @@ func (ix *index) freed(p int32, in func(int32) bool) bool {
 	return true
 }
 
+// surveyed is what the surveys of the contents of some files say:
+// by content, 1 + where its survey is in svs (0: not asked).
+type surveyed struct {
+	at  []int32
+	svs []*store.Survey
+}
+
+func (s *surveyed) of(c uint32) *store.Survey { return s.svs[s.at[c]-1] }
+
 // surveys asks src, once, for the surveys of the contents of the files
-// at the positions freed lists.
-func (ix *index) surveys(src Source, freed [][]int32) (map[uint32]*store.Survey, error) {
-	seen := map[uint32]*store.Survey{}
-	var ids []uint32
+// at the positions freed lists, in digest order.
+func (ix *index) surveys(src Source, freed [][]int32) (*surveyed, error) {
+	type id struct {
+		words [2]uint64
+		c     uint32
+	}
+	s := &surveyed{at: make([]int32, len(ix.contents))}
+	var ids []id
 	for _, ps := range freed {
 		for _, p := range ps {
-			if c := ix.files[p].content; !hasKey(seen, c) {
-				seen[c] = nil
-				ids = append(ids, c)
+			if c := ix.files[p].content; s.at[c] == 0 {
+				ids = append(ids, id{ix.contents[c].words, c})
+				s.at[c] = int32(len(ids))
 			}
 		}
 	}
-	slices.SortFunc(ids, func(a, b uint32) int { return bytes.Compare(ix.digest(a), ix.digest(b)) })
+	slices.SortFunc(ids, func(a, b id) int {
+		return cmp.Or(cmp.Compare(a.words[0], b.words[0]), cmp.Compare(a.words[1], b.words[1]))
+	})
 	cs := make([]store.Content, len(ids))
-	for i, c := range ids {
-		cs[i] = store.Content{Backend: ix.contents[c].backend, Digest: ix.digest(c)}
+	for i, x := range ids {
+		cs[i] = store.Content{Backend: ix.contents[x.c].backend, Digest: ix.digest(x.c)}
+		s.at[x.c] = int32(i + 1)
 	}
-	svs, err := src.Surveys(cs)
-	if err != nil {
-		return nil, err
-	}
-	for i, c := range ids {
-		seen[c] = svs[i]
-	}
-	return seen, nil
-}
-
-func hasKey(m map[uint32]*store.Survey, c uint32) bool {
-	_, ok := m[c]
-	return ok
+	var err error
+	s.svs, err = src.Surveys(cs)
+	return s, err
 }
 
 // alone sums what the inodes of the files at positions ps hold alone,
 // by their contents' surveys; unsurveyed counts those the surveys do not
 // know (their size when the content has no survey, else nothing).
-func (ix *index) alone(ps []int32, surveys map[uint32]*store.Survey) (n int64, unsurveyed int) {
+func (ix *index) alone(ps []int32, surveys *surveyed) (n int64, unsurveyed int) {
 	for _, p := range ps {
 		fl := &ix.files[p]
-		sv := surveys[fl.content]
+		sv := surveys.of(fl.content)
 		if sv == nil {
 			n += fl.size
 			unsurveyed++

@@ -1,8 +1,8 @@
 package dirdups
 
 // table finds a content's id by its words: open addressing with linear
-// probing. The words are digest bytes, uniform already, so the first one
-// is the hash. About four times faster than a map here.
+// probing. The words are digest bytes, uniform already, so the low bits
+// of the first one are the hash. About four times faster than a map here.
 type table struct {
 	slots []uint32 // content id + 1; 0 is empty
 	mask  uint64
