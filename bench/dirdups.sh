@@ -10,8 +10,10 @@
 # Usage: bench/dirdups.sh [FILES] [RUNS]
 #   FILES (default 1000000), RUNS (default 3) calls of Find after one fill.
 # It prints the wall time per call (ns/op), the CPU time per call
-# (cpu-ms/op: steadier on a shared machine), the memory allocated per
-# call and the load average before and after. Filling the index takes
+# (cpu-ms/op: steadier on a shared machine), that CPU time over the CPU
+# time of listing the same index's duplicate groups beside it
+# (x-dups-listing: the ratio the load moves least), the memory allocated
+# per call and the load average before and after. Filling the index takes
 # about a minute of CPU and is not timed.
 set -euo pipefail
 files=${1:-1000000} runs=${2:-3}
