@@ -17,6 +17,8 @@
 //	                                      a key with a size lists only files of that size
 //	GET  /v1/dups?min_size=N&limit=N&after=C[&outside=1][&resurvey=1]   NDJSON DupGroups, most duplicate bytes first
 //	POST /v1/dups?…                       the same, of the groups with a file at or below a path of the body (NDJSON paths)
+//	GET  /v1/dups/dirs?min_size=N&limit=N   NDJSON DirDups: duplicate folders, most reclaimable bytes first, then folders not compared
+//	POST /v1/dups/dirs?…                  the same, of the folders at or below a path of the body (NDJSON paths)
 //	GET  /v1/status[?wait=idle&timeout=30s]    Status (JSON); with wait, a long poll until idle
 //	GET  /v1/have                         {"backend":B}: the backend a client hashes with (apiserver.Haver)
 //	POST /v1/have                         NDJSON {"key":K} in → NDJSON HaveAnswers out, in order: the copies of each key's content

@@ -44,6 +44,8 @@ type Parts struct {
 	Dedup api.Deduper // /v1/dedup
 	Hub   api.Hubber  // /v1/hub/...
 	Have  Haver       // /v1/have
+	// DirDups finds duplicate folders: /v1/dups/dirs (dirdups.go).
+	DirDups DirDupFinder
 }
 
 // What a missing part's endpoints answer: what is off, and how to turn
@@ -55,6 +57,8 @@ const (
 		"(annexd always has one; [dedup] continuous only adds the background mode)"
 	noHub  = "set [publish] hub in its config to publish to a hub, or [hub] enabled to run one here"
 	noHave = "this daemon cannot answer have: it was started without its have part " +
+		"(annexd always has one)"
+	noDirDups = "this daemon does not find duplicate folders: it was started without that part " +
 		"(annexd always has one)"
 )
 
@@ -271,6 +275,7 @@ func (s *Server) endpoints() http.Handler {
 	st := &statusHandlers{common: c, starting: s.cfg.Starting, ready: s.ready}
 	au, dd := &auditHandlers{c}, &dedupHandlers{c}
 	hv, hb := &haveHandlers{c}, &hubHandlers{common: c, idx: idx}
+	dirs := &dirDupHandlers{c}
 	mux := http.NewServeMux()
 	handle := func(pattern string, h http.HandlerFunc) {
 		mux.Handle(pattern, s.metrics.instrument(pattern, h))
@@ -281,6 +286,8 @@ func (s *Server) endpoints() http.Handler {
 	handle("GET /v1/whereis", s.serving(idx.whereis))
 	handle("GET /v1/dups", s.serving(idx.dups))
 	handle("POST /v1/dups", s.serving(idx.dups))
+	handle("GET /v1/dups/dirs", s.serving(dirs.dirDups)) // dirdups.go
+	handle("POST /v1/dups/dirs", s.serving(dirs.dirDups))
 	handle("GET /v1/status", st.get) // status.go
 	handle("POST /v1/forget", s.serving(idx.forget))
 	handle("POST /v1/dedup", s.serving(dd.dedup))   // dedup.go

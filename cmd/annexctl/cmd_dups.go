@@ -22,8 +22,9 @@ func newDupsCmd() *cobra.Command {
 		limit                             int
 	)
 	var across bool // cmd_dups_hosts.go
+	var dirs bool   // cmd_dups_dirs.go
 	cmd := &cobra.Command{
-		Use:   "dups [--min-size N] [--limit N] [--all] [--resurvey] [--bytes] [--json | -z] [PATH...]",
+		Use:   "dups [--dirs] [--min-size N] [--limit N] [--all] [--resurvey] [--bytes] [--json | -z] [PATH...]",
 		Short: "List groups of files with identical content and what sharing their blocks would give back",
 		Long: `List groups of distinct files with identical content, most duplicate bytes
 first: size × (copies − 1). Copies are inodes: hard links to one file count
@@ -51,7 +52,7 @@ everything, one object per group.
 Files outside the daemon's roots (records left from a run with other roots,
 which nothing watches or re-checks) are left out, and the figures count
 only the files listed: a copy that may be gone is no reason to delete the
-one you have. --all lists them too, marked "[outside roots]".`,
+one you have. --all lists them too, marked "[outside roots]".` + dirsLong,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			min, err := parseSize(minSize)
 			if err != nil {
@@ -63,6 +64,11 @@ one you have. --all lists them too, marked "[outside roots]".`,
 			if nul && asJSON {
 				return &exitError{Code: exitUsage, Err: fmt.Errorf("dups: give --json or -z, not both")}
 			}
+			if dirs {
+				if err := dirsFlagsOK(all, resurvey, across); err != nil {
+					return err
+				}
+			}
 			if across {
 				if nul || all || resurvey || len(args) > 0 {
 					return &exitError{Code: exitUsage, Err: fmt.Errorf("dups: --across-hosts takes neither -z, --all, --resurvey nor PATHs")}
@@ -72,6 +78,10 @@ one you have. --all lists them too, marked "[outside roots]".`,
 			paths, err := argPaths("dups", args)
 			if err != nil {
 				return err
+			}
+			if dirs {
+				q := api.DirDupQuery{MinSize: min, Limit: limit, Paths: paths}
+				return runDirDups(cmd, q, dupsFormat{json: asJSON, nul: nul, size: sizeFormat(exact)})
 			}
 			q := api.DupQuery{MinSize: min, Limit: limit, Outside: all, Paths: paths, Resurvey: resurvey}
 			return runDups(cmd, q, dupsFormat{json: asJSON, nul: nul, size: sizeFormat(exact)})
@@ -85,6 +95,7 @@ one you have. --all lists them too, marked "[outside roots]".`,
 	f.BoolVar(&exact, "bytes", false, "print sizes in bytes")
 	f.BoolVar(&all, "all", false, "also list files outside the daemon's roots (marked; not checked since an earlier run)")
 	f.BoolVar(&resurvey, "resurvey", false, "look at which files share blocks again instead of using what the daemon found before")
+	f.BoolVar(&dirs, "dirs", false, "list folders that hold the same contents, or whose contents another folder holds")
 	f.BoolVar(&across, "across-hosts", false, "list content held by two hosts or more, as the hub knows them (see docs/cli.md)")
 	return cmd
 }

@@ -396,7 +396,8 @@ func (a *App) listen(reg *prometheus.Registry) error {
 
 // parts are what the API serves once setup is done.
 func (a *App) parts() apiserver.Parts {
-	p := apiserver.Parts{Index: a.query, Audit: query.NewAudit(a.audit), Dedup: a.dedup, Have: a.haver()}
+	p := apiserver.Parts{Index: a.query, Audit: query.NewAudit(a.audit), Dedup: a.dedup, Have: a.haver(),
+		DirDups: query.NewDirDups(a.query)}
 	if a.link != nil {
 		p.Hub = a.link
 	}

@@ -30,7 +30,7 @@ var rank = map[string]int{
 	"store": 1, "hasher": 1, "walker": 1, "watcher": 1, "internal/config": 1,
 	"internal/hubwire": 1, "internal/annexlink": 1,
 	// What keeps the index true or acts on it, and the API's client.
-	"internal/indexer": 2, "internal/audit": 2, "internal/dedup": 2, "api": 2, "hasher/simd": 2, "hasher/calibrate": 2,
+	"internal/indexer": 2, "internal/audit": 2, "internal/dedup": 2, "api": 2, "hasher/simd": 2, "hasher/calibrate": 2, "internal/dirdups": 2,
 	"internal/hub": 2, "internal/publish": 2,
 	"api/apiserver": 3,
 	// The parts the API serves, over what they answer from.

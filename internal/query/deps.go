@@ -24,6 +24,9 @@ type Store interface {
 	Backlog() store.Backlog
 	Outside(ctx context.Context, roots [][]byte, countFiles bool) ([]store.OutsideDir, error)
 	Forget(ctx context.Context, dir []byte, roots [][]byte, dry bool) (int64, error)
+	// Folders and SurveysOf are what dups --dirs reads (dirdups.go).
+	Folders(ctx context.Context, fn func(dir []byte, files []store.FolderFile) error) error
+	SurveysOf(cs []store.Content) ([]*store.Survey, error)
 }
 
 // Indexer is what the queries ask the indexer (*indexer.Indexer).

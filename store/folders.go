@@ -1,0 +1,256 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"github.com/annexd/annexd/store/codec"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/key"
+)
+
+// FolderFile is what Folders tells of one file: its content and where it
+// is stored, without its name.
+type FolderFile struct {
+	Backend  key.Backend // the base backend; key.Unknown without a digest
+	Digest   []byte      // valid only during the call that hands it over
+	Size     int64
+	Dev, Ino uint64
+	State    State
+}
+
+// Keyed reports whether the file's content is known: a record in StateOK
+// with a digest. Other files (pending, unreadable, changing, corrupt) have
+// no key that describes them now.
+func (f *FolderFile) Keyed() bool { return f.State == StateOK && f.Backend != key.Unknown }
+
+// maxFolderFilesPerTx bounds the records one read transaction of Folders
+// decodes.
+const maxFolderFilesPerTx = 4 * chunk
+
+// Folders calls fn for every directory that holds records, with the
+// directory as the dirs index keys it ("/a/b/", with the slash) and its
+// files, in directory-id order (not path order). A large directory may
+// come in several calls, one after the other. dir and files, digests
+// included, are valid only during the call. Folders reads in short
+// transactions, on a goroutine of its own one chunk ahead of fn, and
+// calls fn outside of them, so a directory changed meanwhile is seen as
+// it was when its chunk was read. fn may return ErrStop.
+func (s *Store) Folders(ctx context.Context, fn func(dir []byte, files []FolderFile) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	full, free := make(chan *folderChunk, 1), make(chan *folderChunk, 2)
+	free <- new(folderChunk)
+	free <- new(folderChunk)
+	go s.readFolders(ctx, full, free)
+	defer func() {
+		cancel()
+		for range full { // the reader stops at its next chunk
+		}
+	}()
+	for fc := range full {
+		err := fc.err
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err == nil {
+			err = fc.each(fn)
+		}
+		if errors.Is(err, ErrStop) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		free <- fc
+	}
+	return ctx.Err() // the reader left early: only when ctx ended
+}
+
+// readFolders reads the chunks of Folders in turn into the chunks free
+// hands it, and sends each on full, until the records end, a read fails
+// or ctx ends. It closes full.
+func (s *Store) readFolders(ctx context.Context, full, free chan *folderChunk) {
+	defer close(full)
+	var after []byte
+	for {
+		var fc *folderChunk
+		select {
+		case fc = <-free:
+		case <-ctx.Done():
+			return
+		}
+		more := false
+		if fc.err = ctx.Err(); fc.err == nil {
+			more, fc.err = s.folderChunk(fc, after)
+		}
+		after = append(after[:0], fc.last...)
+		full <- fc
+		if fc.err != nil || !more {
+			return
+		}
+	}
+}
+
+// folderChunk holds one chunk of Folders: directories and their files,
+// copied out of the transaction.
+type folderChunk struct {
+	dirs    [][]byte // directory keys, one per run of files
+	ends    []int    // files[ends[i-1]:ends[i]] are in dirs[i]
+	files   []FolderFile
+	digests []byte // the files' digests, one allocation
+	at      []int  // where each file's digest starts in digests
+	last    []byte // the last file key read
+	err     error  // why the chunk could not be read
+}
+
+func (fc *folderChunk) reset() {
+	fc.dirs, fc.ends, fc.files = fc.dirs[:0], fc.ends[:0], fc.files[:0]
+	fc.digests, fc.at, fc.last = fc.digests[:0], fc.at[:0], fc.last[:0]
+}
+
+// each hands fn the chunk's directories in turn.
+func (fc *folderChunk) each(fn func(dir []byte, files []FolderFile) error) error {
+	start := 0
+	for i, d := range fc.dirs {
+		if err := fn(d, fc.files[start:fc.ends[i]]); err != nil {
+			return err
+		}
+		start = fc.ends[i]
+	}
+	return nil
+}
+
+// folderChunk reads the records after file key after (nil: from the
+// first) into fc; more reports that it stopped early.
+func (s *Store) folderChunk(fc *folderChunk, after []byte) (more bool, err error) {
+	fc.reset()
+	err = s.view(func(tx *bolt.Tx) error {
+		names := tx.Bucket(bucketDirNames)
+		c := tx.Bucket(bucketFiles).Cursor()
+		k, v := c.First()
+		if after != nil {
+			if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		}
+		var dirID uint64
+		for ; k != nil; k, v = c.Next() {
+			if len(fc.files) == maxFolderFilesPerTx {
+				more = true
+				break
+			}
+			id, _, ok := codec.SplitFileKey(k)
+			if !ok {
+				return fmt.Errorf("%w: bad file key %x", ErrCorrupt, k)
+			}
+			if len(fc.dirs) == 0 || id != dirID {
+				if err := fc.startDir(names, id); err != nil {
+					return err
+				}
+				dirID = id
+			}
+			if err := fc.add(v); err != nil {
+				return fmt.Errorf("record of file key %x: %w", k, err)
+			}
+			fc.last = append(fc.last[:0], k...)
+		}
+		fc.closeDir()
+		return nil
+	})
+	fc.fixDigests()
+	return more, err
+}
+
+// startDir ends the directory before and begins directory id.
+func (fc *folderChunk) startDir(names *bolt.Bucket, id uint64) error {
+	fc.closeDir()
+	dk := names.Get(codec.IDKey(id))
+	if dk == nil {
+		return fmt.Errorf("%w: directory %d missing", ErrCorrupt, id)
+	}
+	fc.dirs = append(fc.dirs, bytes.Clone(dk))
+	return nil
+}
+
+func (fc *folderChunk) closeDir() {
+	if len(fc.dirs) > len(fc.ends) {
+		fc.ends = append(fc.ends, len(fc.files))
+	}
+}
+
+// add decodes one record. Its digest's place in fc.digests is kept in
+// fc.at until fixDigests, as the buffer may move while it grows.
+func (fc *folderChunk) add(v []byte) error {
+	at := len(fc.digests)
+	r, digests, err := codec.DecodeRecordIn(v, fc.digests)
+	if err != nil {
+		return err
+	}
+	fc.digests = digests
+	fc.at = append(fc.at, at)
+	fc.files = append(fc.files, FolderFile{Backend: r.Backend.Base(), Size: r.Size, Dev: r.Dev, Ino: r.Ino, State: r.State})
+	return nil
+}
+
+// fixDigests points every file's digest into the final buffer.
+func (fc *folderChunk) fixDigests() {
+	for i := range fc.files {
+		f := &fc.files[i]
+		at, n := fc.at[i], f.Backend.DigestLen()
+		f.Digest = fc.digests[at : at+n : at+n]
+	}
+}
+
+// Content names one content: a digest under its backend.
+type Content struct {
+	Backend key.Backend
+	Digest  []byte
+}
+
+// SurveysOf returns the survey the store keeps of each content's group,
+// nil where it keeps none (no survey, or fewer than two inodes). It reads
+// in short transactions, many contents each: a folder's worth of
+// contents costs a fraction of a DupGroup each. Contents sorted by
+// backend and digest are read fastest.
+func (s *Store) SurveysOf(cs []Content) ([]*Survey, error) {
+	out := make([]*Survey, len(cs))
+	for at := 0; at < len(cs); at += maxFolderFilesPerTx {
+		part := cs[at:min(at+maxFolderFilesPerTx, len(cs))]
+		err := s.view(func(tx *bolt.Tx) error { return surveysOf(tx, part, out[at:]) })
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// surveysOf reads the surveys of cs into out in tx.
+func surveysOf(tx *bolt.Tx, cs []Content, out []*Survey) error {
+	groups, surveys := tx.Bucket(bucketGroups), tx.Bucket(bucketSurveys)
+	if surveys == nil {
+		return nil
+	}
+	var dk []byte
+	for i, c := range cs {
+		dk = append(append(dk[:0], byte(c.Backend.Base())), c.Digest...)
+		v := groups.Get(dk)
+		if v == nil {
+			continue
+		}
+		g, err := decodeGroup(v)
+		if err != nil {
+			return fmt.Errorf("group %x: %w", dk, err)
+		}
+		if sv := surveys.Get(codec.DescKey(g.duplicate(), dk)); sv != nil && g.inodes >= 2 {
+			d, _, _, err := decodeSurvey(sv)
+			if err != nil {
+				return fmt.Errorf("survey %x: %w", dk, err)
+			}
+			out[i] = &d
+		}
+	}
+	return nil
+}
