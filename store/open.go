@@ -118,6 +118,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Changes keeps the change log (changes.go) for a hub to follow.
 	Changes bool
+	// Feed bounds the change feed (feed.go), kept unless Feed.Keep < 0.
+	Feed FeedOptions
 
 	noRun bool // Compact's open: no run marker is begun or ended
 	// Tests only: the smallest group that defers its digest entries
@@ -148,6 +150,7 @@ func (o *Options) fill() {
 	if o.MaxGroupNodes <= 0 {
 		o.MaxGroupNodes = DefaultMaxGroupNodes
 	}
+	o.Feed.fill()
 	if o.DataWindow <= 0 {
 		o.DataWindow = DefaultDataWindow
 	}
@@ -164,6 +167,7 @@ type Store struct {
 	opts Options
 	log  *slog.Logger
 	dmg  damage          // the first damage a read or write met (damage.go)
+	bell bell            // rung after a commit that fed the feed (feed.go)
 	hold hold            // the writer's wait for space (nospace.go)
 	stop <-chan struct{} // Run's ctx.Done, for the writer alone
 
@@ -244,6 +248,12 @@ func Open(path string, opts Options) (*Store, error) {
 		if err = enableChanges(db); err != nil {
 			_ = db.Close()
 			err = fmt.Errorf("store: open change log of %s: %w", path, err)
+		}
+	}
+	if err == nil && opts.Feed.on() && !opts.ReadOnly {
+		if err = enableFeed(db, opts.Feed); err != nil {
+			_ = db.Close()
+			err = fmt.Errorf("store: open change feed of %s: %w", path, err)
 		}
 	}
 	if err != nil {

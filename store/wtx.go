@@ -114,7 +114,8 @@ type wtx struct {
 	// verRun holds this transaction's new verified-index entries, put in
 	// key order at its end (verified.go).
 	verRun *keyBuf
-	log    *txLog // the change log, nil when not kept (changes.go)
+	log    *txLog  // the change log, nil when not kept (changes.go)
+	feed   *feedTx // the change feed, nil when not kept (feedtx.go)
 
 	// The deferred digest entries (pending.go): the bucket, how many it
 	// held when the transaction began and how many this one added.
@@ -176,6 +177,9 @@ func (w *wtx) finish() error {
 		return err
 	}
 	if err := w.log.flush(w.c.Files); err != nil {
+		return err
+	}
+	if err := w.feed.flush(); err != nil {
 		return err
 	}
 	if w.c == w.c0 {
@@ -353,6 +357,9 @@ func (w *wtx) index(fk []byte, r *Record) error {
 	if err := w.logIndexed(fk, r, true); err != nil {
 		return err
 	}
+	if err := w.feedRecord(fk, r, true); err != nil {
+		return err
+	}
 	if err := w.indexVerified(fk, r); err != nil {
 		return err
 	}
@@ -380,6 +387,9 @@ func (w *wtx) index(fk []byte, r *Record) error {
 
 func (w *wtx) unindex(fk []byte, r *Record) error {
 	if err := w.logIndexed(fk, r, false); err != nil {
+		return err
+	}
+	if err := w.feedRecord(fk, r, false); err != nil {
 		return err
 	}
 	if err := w.unindexVerified(fk, r); err != nil {
