@@ -132,7 +132,7 @@ type FeedEntry struct {
 	// it holds now. A rot or unreadable entry has the key kept as Old and,
 	// for a lost write, the key of the bytes now on disk as New.
 	Old, New ContentKey
-	Finding  string // FeedRot: "corrupt", "lost write", "changed without a trace"
+	Finding  string // FeedRot: "corrupt", "lost_write", "untraced" (the audit's classes)
 }
 
 // FeedState is where the feed stands.

@@ -82,7 +82,7 @@ func TestFeedKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := rec("old bytes", 3, 1, 11)
-	if err := s.SubmitAll(ctx, []Change{{Op: OpPut, Path: []byte("/r/e/c"), Record: lost, Finding: "lost write"}}); err != nil {
+	if err := s.SubmitAll(ctx, []Change{{Op: OpPut, Path: []byte("/r/e/c"), Record: lost, Finding: "lost_write"}}); err != nil {
 		t.Fatal(err)
 	}
 	pend := Record{State: StatePending, Dev: 1, Ino: 12}
@@ -99,7 +99,7 @@ func TestFeedKinds(t *testing.T) {
 		"move /r/e/c from /r/d/c "+kc+">"+kc,
 		"rot /r/e/c "+kc+">- corrupt",
 		"healed /r/e/c "+kc+">"+kc,
-		"rot /r/e/c "+kc+">"+kl+" lost write",
+		"rot /r/e/c "+kc+">"+kl+" lost_write",
 		"delete /r/b "+kb+">-",
 	)
 }

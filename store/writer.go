@@ -75,7 +75,8 @@ type Change struct {
 	// it reports true for (a file system not mounted there now).
 	Keep func(dev uint64) bool
 	// Finding, with OpPut or OpPutIf, names how the bytes went bad with no
-	// write ("corrupt", "lost write"): the feed logs the change as rot.
+	// write ("corrupt", "lost_write", "untraced"): the feed logs the
+	// change as rot.
 	Finding string
 }
 

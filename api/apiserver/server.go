@@ -63,6 +63,9 @@ type Config struct {
 	// Limits caps the connections held at once; the zero value derives
 	// the caps from the descriptor limit.
 	Limits Limits
+
+	// Changes answers /v1/changes (changes.go); nil: 404.
+	Changes api.ChangeFeed
 }
 
 // Server serves an Index over HTTP on a unix socket (and optionally TCP).
@@ -244,6 +247,7 @@ func (s *Server) endpoints() http.Handler {
 	handle("GET /v1/hub/dups", s.serving(s.handleHubDups))
 	handle("GET /v1/hub/copies", s.serving(s.handleHubCopies))
 	handle("GET /v1/hub/hosts", s.serving(s.handleHubHosts))
+	handle("GET /v1/changes", s.serving(s.handleChanges)) // changes.go
 	mux.Handle("GET /metrics", s.metrics.instrument("GET /metrics",
 		promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: s.httpErrorLog()})))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

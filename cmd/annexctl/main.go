@@ -65,6 +65,7 @@ func newRootCmd() *cobra.Command {
 		newDedupCmd(),
 		newAuditCmd(),
 		newCalckeyCmd(),
+		newChangesCmd(),
 	)
 	return root
 }

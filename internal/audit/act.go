@@ -319,6 +319,15 @@ func (a *Auditor) flag(ctx context.Context, r *run, d *store.Due, out *outcome) 
 	return a.finding(ctx, r, d, out, rec, out.observed())
 }
 
+// feedFinding names a finding of class c in the change feed
+// (store.Change.Finding): rot, not an edit. An unreadable file is not rot.
+func feedFinding(c Class) string {
+	if c == Unreadable {
+		return ""
+	}
+	return c.String()
+}
+
 // takeCtime gives rec the ctime of fi when that alone moved.
 func takeCtime(rec *store.Record, fi fsstat.FileInfo) {
 	if onlyCtimeMoved(rec, fi) {
@@ -350,7 +359,7 @@ func (a *Auditor) rekey(ctx context.Context, r *run, d *store.Due, out *outcome)
 func (a *Auditor) finding(ctx context.Context, r *run, d *store.Due, out *outcome, rec store.Record, observed []byte) bool {
 	path := string(d.Path)
 	c := out.v.Class
-	err := a.conditional(ctx, d, rec)
+	err := a.write(ctx, store.Change{Op: store.OpPutIf, Path: d.Path, Record: rec, Expect: d.Record, Finding: feedFinding(c)})
 	if errors.Is(err, store.ErrConflict) {
 		a.mu.Lock()
 		a.count(r, d, Modified)

@@ -209,7 +209,7 @@ func New(cfg config.Config, log *slog.Logger, opts Options) (*App, error) {
 func (a *App) Run(ctx context.Context) error {
 	a.started = time.Now()
 	st, err := store.Open(a.cfg.Index, store.Options{Logger: a.log.With("part", "store"), MaxBatch: storeBatch,
-		DataWindow: a.dataWindow(), Changes: a.cfg.Linked()})
+		DataWindow: a.dataWindow(), Changes: a.cfg.Linked(), Feed: feedOptions(a.cfg.Changes)})
 	if errors.Is(err, store.ErrLocked) {
 		return fmt.Errorf("%w: %w (is another annexd running? stop it, or give this one its own --index)", ErrLocked, err)
 	}
@@ -331,6 +331,7 @@ func (a *App) listen(reg *prometheus.Registry) error {
 		Logger:      a.log.With("part", "api"),
 		Registerer:  reg,
 		Gatherer:    reg,
+		Changes:     changeFeed(a.st),
 	})
 	if err != nil {
 		return err

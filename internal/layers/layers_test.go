@@ -28,7 +28,7 @@ var rank = map[string]int{
 	// What keeps the index true or acts on it, and the API's client.
 	"internal/indexer": 2, "internal/audit": 2, "internal/dedup": 2, "api": 2, "hasher/simd": 2,
 	"internal/hub": 2, "internal/publish": 2,
-	"api/apiserver": 3,
+	"api/apiserver": 3, "internal/changefeed": 3,
 	// The wiring, and the programs.
 	"internal/daemon": 4,
 	"cmd/annexd":      5, "cmd/annexctl": 5,
