@@ -231,3 +231,33 @@ func TestChangesFollow(t *testing.T) {
 		t.Errorf("--follow did not end within 10s of SIGINT")
 	}
 }
+
+// A rotten file whose ctime alone moves (a chmod) is found by the
+// indexer, not the audit: the feed lists it as rot:untraced with the key
+// kept, never as an edit; accepting the bytes afterwards is an edit.
+func TestChangesRotFoundByIndexer(t *testing.T) {
+	t.Parallel()
+	fs, root := rotImage(t)
+	p := filepath.Join(root, "chmod.bin")
+	writeAged(t, p, 330, 64<<10)
+	d := startOn(t, dedupBase(t, auditConf), root)
+	good := lookupJSON(t, d, p)["key"].(string)
+	cursor := cursorNow(t, d)
+	rot(t, fs, p)
+	if err := os.Chmod(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.waitIdle()
+	cs := changesJSON(t, d, cursor)
+	if len(cs) != 1 || cs[0]["kind"] != "rot" || cs[0]["finding"] != "untraced" || cs[0]["old_key"] != good ||
+		cs[0]["path"] != p || cs[0]["new_key"] != nil {
+		t.Fatalf("changes %v; want one rot:untraced of %s keeping %s", cs, p, good)
+	}
+	if r := d.ctl("", "audit", "accept", p); r.code != 0 {
+		t.Fatalf("accept: exit %d %q", r.code, r.stderr)
+	}
+	cs = changesJSON(t, d, cs[0]["cursor"].(string))
+	if len(cs) != 1 || cs[0]["kind"] != "edit" || cs[0]["old_key"] != good || cs[0]["new_key"] != calckey(t, p) {
+		t.Errorf("after accept: %v; want an edit to the bytes on disk", cs)
+	}
+}
