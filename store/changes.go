@@ -178,6 +178,9 @@ func enableChanges(db *bolt.DB) error {
 				return err
 			}
 		}
+		if err := keepFeedTxid(tx); err != nil {
+			return err
+		}
 		return putUint(b, changesTxid, uint64(tx.ID()))
 	})
 }
@@ -186,6 +189,9 @@ func enableChanges(db *bolt.DB) error {
 // transaction that changes no record (the run marker's): such a
 // transaction leaves no gap in the log.
 func keepChangesTxid(tx *bolt.Tx) error {
+	if err := keepFeedTxid(tx); err != nil {
+		return err
+	}
 	b := tx.Bucket(bucketChanges)
 	if b == nil || getUint(b, changesTxid) != uint64(tx.ID()-1) {
 		return nil
@@ -265,6 +271,9 @@ func (s *changeLog) changesUpdate(fn func(b *bolt.Bucket) error) error {
 			return fmt.Errorf("%w: %s: bucket %q missing", ErrCorrupt, s.path, bucketChanges)
 		}
 		if err := fn(b); err != nil {
+			return err
+		}
+		if err := keepFeedTxid(tx); err != nil {
 			return err
 		}
 		return putUint(b, changesTxid, uint64(tx.ID()))
@@ -393,6 +402,9 @@ func (s *changeLog) DropChanges() error {
 		return fmt.Errorf("store: %s: the change log is in use", s.path)
 	}
 	return s.writeErr(s.db.Update(func(tx *bolt.Tx) error {
+		if err := keepFeedTxid(tx); err != nil {
+			return err
+		}
 		if tx.Bucket(bucketChanges) == nil {
 			return nil
 		}

@@ -72,7 +72,8 @@
 // entry not yet merged) and pendinodes (be64(run) ‖ id(dev) ‖ id(ino) ‖
 // file key → ∅, its inode entry; see below), meta (format, schema version, counters, generation) and user
 // (GetMeta/PutMeta). With Options.Changes, changes holds the change log
-// that a hub follows (changes.go).
+// that a hub follows (changes.go); feed holds the change feed, kept
+// unless Options.Feed turns it off (feed.go).
 //
 // id(n) is one byte counting n's significant bytes, then those bytes
 // big-endian (schema 2): it sorts as the numbers do, so a first scan, which

@@ -115,6 +115,9 @@ func (w *wtx) moveDir(dk, nk []byte, m *Moved) error {
 	if err := w.logMovedDir(v, dk, nk); err != nil {
 		return err
 	}
+	if err := w.feedMovedDir(v, dk, nk); err != nil {
+		return err
+	}
 	w.forgetDir(dk)
 	w.forgetDir(nk)
 	if err := w.dirs.Delete(dk); err != nil {

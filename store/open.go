@@ -118,6 +118,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Changes keeps the change log (changes.go) for a hub to follow.
 	Changes bool
+	// Feed bounds the change feed (feed.go), kept unless Feed.Keep < 0.
+	Feed FeedOptions
 
 	noRun bool // Compact's open: no run marker is begun or ended
 	// Tests only: the smallest group that defers its digest entries
@@ -148,6 +150,7 @@ func (o *Options) fill() {
 	if o.MaxGroupNodes <= 0 {
 		o.MaxGroupNodes = DefaultMaxGroupNodes
 	}
+	o.Feed.fill()
 	if o.DataWindow <= 0 {
 		o.DataWindow = DefaultDataWindow
 	}
@@ -163,7 +166,8 @@ type Store struct {
 	changeLog // the change log a hub follows (changes.go)
 	runMarker // this run's marker and the last one's (shutdown.go)
 
-	hold // the writer's wait for space (nospace.go)
+	hold      // the writer's wait for space (nospace.go)
+	bell bell // rung after a commit that fed the feed (feed.go)
 
 	in      chan item
 	closing chan struct{}
@@ -219,6 +223,12 @@ func Open(path string, opts Options) (*Store, error) {
 		if err = enableChanges(db); err != nil {
 			_ = db.Close()
 			err = fmt.Errorf("store: open change log of %s: %w", path, err)
+		}
+	}
+	if err == nil && opts.Feed.on() && !opts.ReadOnly {
+		if err = enableFeed(db, opts.Feed); err != nil {
+			_ = db.Close()
+			err = fmt.Errorf("store: open change feed of %s: %w", path, err)
 		}
 	}
 	if err != nil {

@@ -74,6 +74,10 @@ type Change struct {
 	// Keep, with OpDeleteSubtree, spares the records of the file systems
 	// it reports true for (a file system not mounted there now).
 	Keep func(dev uint64) bool
+	// Finding, with OpPut or OpPutIf, names how the bytes went bad with no
+	// write ("corrupt", "lost_write", "untraced"): the feed logs the
+	// change as rot.
+	Finding string
 }
 
 // item is a queued change and whom to tell when it is durable.
@@ -441,6 +445,7 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 	}()
 	defer s.epoch.end()
 	var delta, digested, runs, shelved int64
+	var logged bool
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		w, err := newWtx(tx, &s.epoch, &s.txBufs)
 		if err != nil {
@@ -454,6 +459,10 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		if w.log, err = s.openTxLog(tx); err != nil {
 			return err
 		}
+		if w.feed, err = s.openFeedTx(tx); err != nil {
+			return err
+		}
+		defer func() { logged = w.feed != nil && w.feed.logged }()
 		if err := fn(w); err != nil {
 			return err
 		}
@@ -466,6 +475,9 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 	case err == nil:
 		s.deferred.committed(delta, digested, runs)
 		s.shelved.Store(shelved)
+		if logged {
+			s.bell.ring()
+		}
 		return nil
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, bolterr.ErrMaxSizeReached):
 		return fmt.Errorf("%w: %s: %v%s", ErrNoSpace, s.path, err, hint(err))
@@ -487,6 +499,10 @@ func apply(w *wtx, it *item) error {
 			return nil // a sweep's delete of a path touched since: the record stays
 		}
 		return changeError{&ConflictError{Path: c.Path, Found: true}}
+	}
+	if w.feed != nil {
+		w.feed.finding = c.Finding
+		defer func() { w.feed.finding = "" }()
 	}
 	var err error
 	switch c.Op {

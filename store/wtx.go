@@ -107,6 +107,7 @@ type wtx struct {
 	tails    [3]*tail
 	verified txVerified // its side of the verified index (verified.go)
 	log      *txLog     // the change log, nil when not kept (changes.go)
+	feed     *feedTx    // the change feed, nil when not kept (feedtx.go)
 
 	runs txRuns // this transaction's side of the deferred runs (pending.go)
 
@@ -151,6 +152,9 @@ func (w *wtx) finish() error {
 		return err
 	}
 	if err := w.log.flush(w.c.Files); err != nil {
+		return err
+	}
+	if err := w.feed.flush(); err != nil {
 		return err
 	}
 	if w.c == w.c0 {
@@ -328,6 +332,9 @@ func (w *wtx) index(fk []byte, r *Record) error {
 	if err := w.logIndexed(fk, r, true); err != nil {
 		return err
 	}
+	if err := w.feedRecord(fk, r, true); err != nil {
+		return err
+	}
 	w.verified.index(fk, r)
 	w.c.Files++
 	w.c.Bytes += r.Size
@@ -354,6 +361,9 @@ func (w *wtx) index(fk []byte, r *Record) error {
 
 func (w *wtx) unindex(fk []byte, r *Record) error {
 	if err := w.logIndexed(fk, r, false); err != nil {
+		return err
+	}
+	if err := w.feedRecord(fk, r, false); err != nil {
 		return err
 	}
 	if err := w.verified.unindex(fk, r); err != nil {

@@ -46,6 +46,8 @@ type Parts struct {
 	Have  Haver       // /v1/have
 	// DirDups finds duplicate folders: /v1/dups/dirs (dirdups.go).
 	DirDups DirDupFinder
+	// Changes is the change feed: /v1/changes (changes.go).
+	Changes api.ChangeFeed
 }
 
 // What a missing part's endpoints answer: what is off, and how to turn
@@ -275,7 +277,7 @@ func (s *Server) endpoints() http.Handler {
 	st := &statusHandlers{common: c, starting: s.cfg.Starting, ready: s.ready}
 	au, dd := &auditHandlers{c}, &dedupHandlers{c}
 	hv, hb := &haveHandlers{c}, &hubHandlers{common: c, idx: idx}
-	dirs := &dirDupHandlers{c}
+	dirs, ch := &dirDupHandlers{c}, &changesHandlers{c}
 	mux := http.NewServeMux()
 	handle := func(pattern string, h http.HandlerFunc) {
 		mux.Handle(pattern, s.metrics.instrument(pattern, h))
@@ -304,6 +306,7 @@ func (s *Server) endpoints() http.Handler {
 	handle("GET /v1/hub/dups", s.serving(hb.dups))
 	handle("GET /v1/hub/copies", s.serving(hb.copies))
 	handle("GET /v1/hub/hosts", s.serving(hb.hosts))
+	handle("GET /v1/changes", s.serving(ch.changes)) // changes.go
 	mux.Handle("GET /metrics", s.metrics.instrument("GET /metrics",
 		promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: s.httpErrorLog()})))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

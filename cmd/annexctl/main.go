@@ -66,6 +66,7 @@ func newRootCmd() *cobra.Command {
 		newAuditCmd(),
 		newHaveCmd(),
 		newCalckeyCmd(),
+		newChangesCmd(),
 	)
 	return root
 }

@@ -211,6 +211,15 @@ func (a *recorder) flag(ctx context.Context, r *run, d *store.Due, out *outcome)
 	return a.finding(ctx, r, d, out, rec, out.observed())
 }
 
+// feedFinding names a finding of class c in the change feed
+// (store.Change.Finding): rot, not an edit. An unreadable file is not rot.
+func feedFinding(c Class) string {
+	if c == Unreadable {
+		return ""
+	}
+	return c.String()
+}
+
 // takeCtime gives rec the ctime of fi when that alone moved.
 func takeCtime(rec *store.Record, fi fsstat.FileInfo) {
 	if onlyCtimeMoved(rec, fi) {
@@ -242,7 +251,7 @@ func (a *recorder) rekey(ctx context.Context, r *run, d *store.Due, out *outcome
 func (a *recorder) finding(ctx context.Context, r *run, d *store.Due, out *outcome, rec store.Record, observed []byte) bool {
 	path := string(d.Path)
 	c := out.v.Class
-	err := a.conditional(ctx, d, rec)
+	err := commit(a.st, store.Change{Op: store.OpPutIf, Path: d.Path, Record: rec, Expect: d.Record, Finding: feedFinding(c)})
 	if errors.Is(err, store.ErrConflict) {
 		a.mu.Lock()
 		a.tally.count(r, Modified)

@@ -263,7 +263,7 @@ func (a *App) Run(ctx context.Context) error {
 // openStore opens the index.
 func (a *App) openStore() (*store.Store, error) {
 	st, err := store.Open(a.cfg.Index, store.Options{Logger: a.log.With("part", "store"), MaxBatch: storeBatch,
-		DataWindow: a.dataWindow(), Changes: a.cfg.Linked()})
+		DataWindow: a.dataWindow(), Changes: a.cfg.Linked(), Feed: feedOptions(a.cfg.Changes)})
 	if errors.Is(err, store.ErrLocked) {
 		return nil, fmt.Errorf("%w: %w (is another annexd running? stop it, or give this one its own --index)", ErrLocked, err)
 	}
@@ -397,7 +397,7 @@ func (a *App) listen(reg *prometheus.Registry) error {
 // parts are what the API serves once setup is done.
 func (a *App) parts() apiserver.Parts {
 	p := apiserver.Parts{Index: a.query, Audit: query.NewAudit(a.audit), Dedup: a.dedup, Have: a.haver(),
-		DirDups: query.NewDirDups(a.query)}
+		DirDups: query.NewDirDups(a.query), Changes: changeFeed(a.st)}
 	if a.link != nil {
 		p.Hub = a.link
 	}

@@ -36,6 +36,10 @@ const (
 
 var findingNames = [...]string{"", "lost write", "corrupt", "changed without a trace"}
 
+// feedNames name the findings in the change feed (store.Change.Finding)
+// as the audit's classes do.
+var feedNames = [...]string{"", "lost_write", "corrupt", "untraced"}
+
 func (k FindingKind) String() string { return findingNames[k] }
 
 // Finding is a file whose bytes changed with no witness of a write.
@@ -202,8 +206,10 @@ func (c *checker) conclude(ctx context.Context, j job, p *prior, rec store.Recor
 	if o == askLater {
 		return rec, false
 	}
-	c.pipe.write(j, shelving(j, rec))
 	kind := map[outcome]FindingKind{takeLost: FoundLostWrite, keepCorrupt: FoundCorrupt, keepUntraced: FoundUntraced}[o]
+	ch := shelving(j, rec)
+	ch.Finding = feedNames[kind] // the change feed logs it as rot
+	c.pipe.write(j, ch)
 	if kind != 0 {
 		c.found(Finding{Path: j.path, Kind: kind, From: p.from, Was: p.rec, Now: rec, Digest: hashed})
 	}
