@@ -62,6 +62,14 @@ func TestWalksWaitBeforeEachDirectory(t *testing.T) {
 	if w := e.ix.Progress().Walk; w == nil || w.Files != 30 {
 		t.Errorf("walk progress %+v: want the 30 files outside d2 and none of d2's", w)
 	}
+	// The count's walk, which ends with the scan's, waits at d2 too before
+	// d2 is let through: late on a loaded machine, it would else be cut
+	// short before it gets there.
+	waitFor(t, "both walks waiting at d2", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return calls[held] >= 2
+	})
 	open()
 	e.settle(settleTimeout)
 	mu.Lock()
