@@ -206,7 +206,7 @@ func createChanges(tx *bolt.Tx) error {
 	var id IndexID
 	_, _ = rand.Read(id[:])
 	var seq uint64
-	if k, _ := tx.Bucket(bucketFiles).Cursor().First(); k != nil {
+	if k, _ := tx.Bucket(codec.BucketFiles).Cursor().First(); k != nil {
 		seq = 1
 	}
 	for _, kv := range []struct {

@@ -92,7 +92,7 @@ func writeMigrated(src *bolt.DB, name string) (int, error) {
 	if cerr := dst.Close(); err == nil {
 		err = cerr
 	}
-	return want[string(bucketFiles)], err
+	return want[string(codec.BucketFiles)], err
 }
 
 // migrateError explains a failed migration of the index file real: a
@@ -127,7 +127,7 @@ func copyKeys(src, dst *bolt.DB) (map[string]int, error) {
 		}
 	}()
 	err := src.View(func(stx *bolt.Tx) error {
-		for _, b := range schema2Buckets {
+		for _, b := range codec.Schema2Buckets {
 			if stx.Bucket(b) == nil {
 				return fmt.Errorf("%w: bucket %q missing", ErrCorrupt, b)
 			}
@@ -136,12 +136,12 @@ func copyKeys(src, dst *bolt.DB) (map[string]int, error) {
 		if err := c.begin(); err != nil {
 			return err
 		}
-		for _, b := range schema2Buckets {
+		for _, b := range codec.Schema2Buckets {
 			if _, err := c.tx.CreateBucket(b); err != nil {
 				return err
 			}
 		}
-		if err := c.tx.Bucket(bucketDirs).SetSequence(stx.Bucket(bucketDirs).Sequence()); err != nil {
+		if err := c.tx.Bucket(codec.BucketDirs).SetSequence(stx.Bucket(codec.BucketDirs).Sequence()); err != nil {
 			return err
 		}
 		for _, step := range []func(*bolt.Tx, *chunkCopy) error{copySame, copyDirs, copyFiles, copyIndex} {
@@ -157,9 +157,9 @@ func copyKeys(src, dst *bolt.DB) (map[string]int, error) {
 // copySame copies the buckets whose keys do not change; the schema
 // version becomes 2.
 func copySame(stx *bolt.Tx, c *chunkCopy) error {
-	for _, b := range [][]byte{bucketMeta, bucketUser, bucketGroups, bucketDups} {
+	for _, b := range [][]byte{codec.BucketMeta, codec.BucketUser, codec.BucketGroups, codec.BucketDups} {
 		err := stx.Bucket(b).ForEach(func(k, v []byte) error {
-			if bytes.Equal(b, bucketMeta) && bytes.Equal(k, metaSchema) {
+			if bytes.Equal(b, codec.BucketMeta) && bytes.Equal(k, codec.MetaSchema) {
 				v = binary.AppendUvarint(nil, 2)
 			}
 			return c.put(b, k, v, true)
@@ -174,12 +174,12 @@ func copySame(stx *bolt.Tx, c *chunkCopy) error {
 // copyDirs re-encodes the directory ids of dirs (values) and dirnames
 // (keys, written in id order).
 func copyDirs(stx *bolt.Tx, c *chunkCopy) error {
-	err := stx.Bucket(bucketDirs).ForEach(func(k, v []byte) error {
+	err := stx.Bucket(codec.BucketDirs).ForEach(func(k, v []byte) error {
 		id, ok := v1ID(v)
 		if !ok {
 			return fmt.Errorf("%w: dirs: %q has id %x", ErrCorrupt, k, v)
 		}
-		return c.put(bucketDirs, k, codec.IDKey(id), true)
+		return c.put(codec.BucketDirs, k, codec.IDKey(id), true)
 	})
 	if err != nil {
 		return err
@@ -188,9 +188,9 @@ func copyDirs(stx *bolt.Tx, c *chunkCopy) error {
 	if err != nil {
 		return err
 	}
-	names := stx.Bucket(bucketDirNames)
+	names := stx.Bucket(codec.BucketDirNames)
 	for _, id := range ids {
-		if err := c.put(bucketDirNames, codec.IDKey(id), names.Get(binary.AppendUvarint(nil, id)), true); err != nil {
+		if err := c.put(codec.BucketDirNames, codec.IDKey(id), names.Get(binary.AppendUvarint(nil, id)), true); err != nil {
 			return err
 		}
 	}
@@ -200,7 +200,7 @@ func copyDirs(stx *bolt.Tx, c *chunkCopy) error {
 // v1DirIDs returns the directory ids of a schema-1 index in numeric order.
 func v1DirIDs(stx *bolt.Tx) ([]uint64, error) {
 	var ids []uint64
-	err := stx.Bucket(bucketDirNames).ForEach(func(k, _ []byte) error {
+	err := stx.Bucket(codec.BucketDirNames).ForEach(func(k, _ []byte) error {
 		id, ok := v1ID(k)
 		if !ok {
 			return fmt.Errorf("%w: dirnames: bad key %x", ErrCorrupt, k)
@@ -219,11 +219,11 @@ func copyFiles(stx *bolt.Tx, c *chunkCopy) error {
 	if err != nil {
 		return err
 	}
-	cur := stx.Bucket(bucketFiles).Cursor()
+	cur := stx.Bucket(codec.BucketFiles).Cursor()
 	for _, id := range ids {
 		p := binary.AppendUvarint(nil, id)
 		for k, v := cur.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = cur.Next() {
-			if err := c.put(bucketFiles, codec.FileKey(nil, id, k[len(p):]), v, true); err != nil {
+			if err := c.put(codec.BucketFiles, codec.FileKey(nil, id, k[len(p):]), v, true); err != nil {
 				return err
 			}
 		}
@@ -238,7 +238,7 @@ func copyFiles(stx *bolt.Tx, c *chunkCopy) error {
 // a growing in-memory node: quadratic. They are re-encoded a chunk at a
 // time, sorted, and put in order.
 func copyIndex(stx *bolt.Tx, c *chunkCopy) error {
-	err := copySorted(stx.Bucket(bucketDigest), bucketDigest, c, func(k []byte) ([]byte, bool) {
+	err := copySorted(stx.Bucket(codec.BucketDigest), codec.BucketDigest, c, func(k []byte) ([]byte, bool) {
 		if len(k) == 0 {
 			return nil, false
 		}
@@ -252,7 +252,7 @@ func copyIndex(stx *bolt.Tx, c *chunkCopy) error {
 	if err != nil {
 		return err
 	}
-	return copySorted(stx.Bucket(bucketInodes), bucketInodes, c, func(k []byte) ([]byte, bool) {
+	return copySorted(stx.Bucket(codec.BucketInodes), codec.BucketInodes, c, func(k []byte) ([]byte, bool) {
 		dev, n := binary.Uvarint(k)
 		if n <= 0 {
 			return nil, false
@@ -372,7 +372,7 @@ func checkMigrated(db *bolt.DB, want map[string]int) error {
 		if !rep.OK() {
 			return fmt.Errorf("%w: the migrated copy fails its check: %s", ErrCorrupt, rep.Problems[0])
 		}
-		for _, b := range schema2Buckets {
+		for _, b := range codec.Schema2Buckets {
 			if n := tx.Bucket(b).Stats().KeyN; n != want[string(b)] {
 				return fmt.Errorf("%w: the migrated copy has %d entries in %s, the index %d", ErrCorrupt, n, b, want[string(b)])
 			}

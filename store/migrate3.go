@@ -22,10 +22,10 @@ import (
 // changes, so a schema-2 annexd could still read the file.
 func migrateVerified(db *bolt.DB, path string, opts Options) error {
 	err := db.Update(func(tx *bolt.Tx) error {
-		if err := tx.DeleteBucket(bucketVerified); err != nil && !errors.Is(err, bolterr.ErrBucketNotFound) {
+		if err := tx.DeleteBucket(codec.BucketVerified); err != nil && !errors.Is(err, bolterr.ErrBucketNotFound) {
 			return err
 		}
-		_, err := tx.CreateBucket(bucketVerified)
+		_, err := tx.CreateBucket(codec.BucketVerified)
 		return err
 	})
 	if err != nil {
@@ -70,7 +70,7 @@ func migrateInPlace(db *bolt.DB, path string, opts Options, m inPlace) error {
 	}
 	if err == nil {
 		err = db.Update(func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketMeta).Put(metaSchema, binary.AppendUvarint(nil, m.from+1))
+			return tx.Bucket(codec.BucketMeta).Put(codec.MetaSchema, binary.AppendUvarint(nil, m.from+1))
 		})
 	}
 	if err != nil {
@@ -93,7 +93,7 @@ func verifiedChunk(db *bolt.DB, from []byte) ([]byte, int, error) {
 	)
 	err := db.Update(func(tx *bolt.Tx) error {
 		var err error
-		next, err = scanChunk(tx.Bucket(bucketFiles).Cursor(), from, func(k, v []byte) (int, error) {
+		next, err = scanChunk(tx.Bucket(codec.BucketFiles).Cursor(), from, func(k, v []byte) (int, error) {
 			r, err := codec.DecodeRecord(v)
 			if err != nil || !r.Audited() {
 				return 0, err
@@ -106,7 +106,7 @@ func verifiedChunk(db *bolt.DB, from []byte) ([]byte, int, error) {
 			return err
 		}
 		slices.SortFunc(kvs, func(a, b [2][]byte) int { return bytes.Compare(a[0], b[0]) })
-		b := tx.Bucket(bucketVerified)
+		b := tx.Bucket(codec.BucketVerified)
 		if last, _ := b.Cursor().Last(); len(kvs) > 0 && bytes.Compare(kvs[0][0], last) > 0 {
 			b.FillPercent = appendFill // the chunk lands after every key: fill its pages
 		}

@@ -33,7 +33,7 @@ func digestValueChunk(db *bolt.DB, from []byte) ([]byte, int, error) {
 		kvs  [][2][]byte
 	)
 	err := db.Update(func(tx *bolt.Tx) error {
-		files, b := tx.Bucket(bucketFiles), tx.Bucket(bucketDigest)
+		files, b := tx.Bucket(codec.BucketFiles), tx.Bucket(codec.BucketDigest)
 		var err error
 		next, err = scanChunk(b.Cursor(), from, func(k, v []byte) (int, error) {
 			want, err := digestValueOf(files, k)

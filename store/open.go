@@ -19,35 +19,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterr "go.etcd.io/bbolt/errors"
 
+	"github.com/annexd/annexd/store/codec"
 	"github.com/annexd/annexd/store/internal/pagecheck"
-)
-
-// Bucket names.
-var (
-	bucketMeta     = []byte("meta")     // schema, counters, generation
-	bucketUser     = []byte("user")     // GetMeta/PutMeta values
-	bucketFiles    = []byte("files")    // id(dirID) ‖ base → record (id: codec.AppendID)
-	bucketDirs     = []byte("dirs")     // directory key "/a/b/" → id(dirID)
-	bucketDirNames = []byte("dirnames") // id(dirID) → directory key
-	bucketDigest   = []byte("bydigest") // backend ‖ digest ‖ file key → codec.DigestValue
-	bucketInodes   = []byte("inodes")   // id(dev) ‖ id(ino) ‖ file key → ∅
-	bucketGroups   = []byte("groups")   // backend ‖ digest → group summary (groups of ≥ 2 paths)
-	bucketDups     = []byte("dups")     // ^duplicate bytes ‖ backend ‖ digest → group summary (groups of ≥ 2 inodes)
-	bucketSurveys  = []byte("surveys")  // the group's dups key → its survey (survey.go)
-	// schema2Buckets are the buckets of schemas 1 and 2; schema 3 added
-	// the verified index (verified.go).
-	schema2Buckets = [][]byte{bucketMeta, bucketUser, bucketFiles, bucketDirs, bucketDirNames,
-		bucketDigest, bucketInodes, bucketGroups, bucketDups}
-	allBuckets = append(schema2Buckets[:len(schema2Buckets):len(schema2Buckets)], bucketVerified, bucketPending, bucketPendInodes, bucketSurveys, bucketShelf)
-)
-
-// Keys in the meta bucket.
-var (
-	metaFormat     = []byte("format")
-	metaSchema     = []byte("schema")
-	metaCreated    = []byte("created")
-	metaCounters   = []byte("counters")
-	metaGeneration = []byte("generation")
 )
 
 // pageSize is the bbolt page size of a new index (an existing one keeps
@@ -71,17 +44,17 @@ const SchemaVersion = 7
 // (migrateKeys).
 var migrations = map[uint64]func(tx *bolt.Tx) error{
 	// Schema 4 defers a large group's digest entries (pending.go).
-	3: func(tx *bolt.Tx) error { _, err := tx.CreateBucketIfNotExists(bucketPending); return err },
+	3: func(tx *bolt.Tx) error { _, err := tx.CreateBucketIfNotExists(codec.BucketPending); return err },
 	// Schema 6 writes pending entries in sorted runs and defers the inode
 	// entries of deferred digest entries (pending.go, pendinodes.go).
 	5: migratePendingRuns,
 	// Schema 7 keeps surveys of block sharing (survey.go) and the records
 	// of file systems that are not where they were (shelf.go).
 	6: func(tx *bolt.Tx) error {
-		if _, err := tx.CreateBucketIfNotExists(bucketSurveys); err != nil {
+		if _, err := tx.CreateBucketIfNotExists(codec.BucketSurveys); err != nil {
 			return err
 		}
-		_, err := tx.CreateBucketIfNotExists(bucketShelf)
+		_, err := tx.CreateBucketIfNotExists(codec.BucketShelf)
 		return err
 	},
 }
@@ -324,17 +297,17 @@ func initIndex(name string, opts Options) error {
 		return err
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range allBuckets {
+		for _, b := range codec.AllBuckets {
 			if _, err := tx.CreateBucket(b); err != nil {
 				return err
 			}
 		}
-		m := tx.Bucket(bucketMeta)
+		m := tx.Bucket(codec.BucketMeta)
 		now := binary.AppendVarint(nil, time.Now().UnixNano())
 		for _, kv := range [][2][]byte{
-			{metaFormat, []byte(formatID)},
-			{metaSchema, binary.AppendUvarint(nil, SchemaVersion)},
-			{metaCreated, now},
+			{codec.MetaFormat, []byte(formatID)},
+			{codec.MetaSchema, binary.AppendUvarint(nil, SchemaVersion)},
+			{codec.MetaCreated, now},
 		} {
 			if err := m.Put(kv[0], kv[1]); err != nil {
 				return err
@@ -520,11 +493,11 @@ func checkSchemaSafely(db *bolt.DB, path string, opts Options) (err error) {
 func checkSchema(db *bolt.DB, path string, opts Options) error {
 	var version uint64
 	err := db.View(func(tx *bolt.Tx) error {
-		m := tx.Bucket(bucketMeta)
-		if m == nil || !bytes.Equal(m.Get(metaFormat), []byte(formatID)) {
+		m := tx.Bucket(codec.BucketMeta)
+		if m == nil || !bytes.Equal(m.Get(codec.MetaFormat), []byte(formatID)) {
 			return fmt.Errorf("%w: %s is a bbolt database of another program (left untouched)", ErrNotIndex, path)
 		}
-		v, n := binary.Uvarint(m.Get(metaSchema))
+		v, n := binary.Uvarint(m.Get(codec.MetaSchema))
 		if n <= 0 {
 			return fmt.Errorf("%w: %s: schema version unreadable", ErrCorrupt, path)
 		}
@@ -561,7 +534,7 @@ func checkSchema(db *bolt.DB, path string, opts Options) error {
 		}
 	}
 	return db.View(func(tx *bolt.Tx) error {
-		for _, b := range allBuckets {
+		for _, b := range codec.AllBuckets {
 			if tx.Bucket(b) == nil {
 				return fmt.Errorf("%w: %s: bucket %q missing", ErrCorrupt, path, b)
 			}
@@ -579,6 +552,6 @@ func migrate(db *bolt.DB, from uint64) error {
 		if err := step(tx); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketMeta).Put(metaSchema, binary.AppendUvarint(nil, from+1))
+		return tx.Bucket(codec.BucketMeta).Put(codec.MetaSchema, binary.AppendUvarint(nil, from+1))
 	})
 }
