@@ -15,6 +15,7 @@ import (
 
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store/codec"
+	"github.com/annexd/annexd/store/internal/indexfile"
 )
 
 // The change log numbers every change of what a path holds, so another
@@ -278,7 +279,7 @@ func (s *changeLog) writeErr(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, bolterr.ErrMaxSizeReached):
-		return fmt.Errorf("%w: %s: %v%s", ErrNoSpace, s.path, err, hint(err))
+		return fmt.Errorf("%w: %s: %v%s", ErrNoSpace, s.path, err, indexfile.Hint(err))
 	case errors.Is(err, bolterr.ErrDatabaseNotOpen):
 		return ErrClosed
 	case errors.Is(err, ErrCorrupt), errors.Is(err, ErrNoChanges):

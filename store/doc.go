@@ -80,7 +80,8 @@
 // increasing order, appends to the files, dirnames and inodes indexes
 // instead of inserting all over them, and the writer then fills their pages
 // completely (bbolt's default leaves appended pages half empty). Schema 1
-// stored these as little-endian varints; Open migrates such an index by
+// stored these as little-endian varints; Open migrates such an index
+// (the steps are package store/internal/migrate's) by
 // copying it into a new file in chunks, checking and syncing the copy and
 // renaming it over the old file (a read-only open reports
 // ErrNeedsMigration instead). Schema 3 added the verified index; Open
