@@ -80,13 +80,12 @@
 // increasing order, appends to the files, dirnames and inodes indexes
 // instead of inserting all over them, and the writer then fills their pages
 // completely (bbolt's default leaves appended pages half empty). Schema 1
-// stored these as little-endian varints; Open migrates such an index
-// (the steps are package store/internal/migrate's) by
+// stored these as little-endian varints; Open migrates such an index by
 // copying it into a new file in chunks, checking and syncing the copy and
 // renaming it over the old file (a read-only open reports
-// ErrNeedsMigration instead). Schema 3 added the verified index; Open
-// builds it in place from the records of a schema-2 index, in chunks, and
-// sets the new version last. Schema 4 added the pending bucket. Schema 5
+// ErrNeedsMigration instead; every step is in store/internal/migrate).
+// Schema 3 added the verified index; Open builds it in place from the
+// records of a schema-2 index, in chunks, and sets the new version last. Schema 4 added the pending bucket. Schema 5
 // fills the bydigest values, which were empty, the way schema 3 was built;
 // with them Dups can list a group's members without reading their records
 // (DupOptions.Brief). Schema 7 adds the shelf (be64(dev) ‖ path → record).
