@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // makeIndex writes an index with n records and returns its path.
@@ -123,7 +125,7 @@ func TestOpenForeignFiles(t *testing.T) {
 func TestOpenNewerSchema(t *testing.T) {
 	path := makeIndex(t, 1)
 	editRaw(t, path, func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put(metaSchema, []byte{SchemaVersion + 1})
+		return tx.Bucket(codec.BucketMeta).Put(codec.MetaSchema, []byte{SchemaVersion + 1})
 	})
 	openMustFail(t, path, ErrNewerSchema)
 }
@@ -131,18 +133,18 @@ func TestOpenNewerSchema(t *testing.T) {
 func TestCheckFindsDamage(t *testing.T) {
 	path := makeIndex(t, 500)
 	editRaw(t, path, func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketDigest, bucketInodes} {
+		for _, b := range [][]byte{codec.BucketDigest, codec.BucketInodes} {
 			k, _ := tx.Bucket(b).Cursor().First()
 			if err := tx.Bucket(b).Delete(k); err != nil {
 				return err
 			}
 		}
 		// A lost sequence would hand out existing directory ids again.
-		if err := tx.Bucket(bucketDirs).SetSequence(1); err != nil {
+		if err := tx.Bucket(codec.BucketDirs).SetSequence(1); err != nil {
 			return err
 		}
-		k, _ := tx.Bucket(bucketFiles).Cursor().Last()
-		return tx.Bucket(bucketFiles).Put(k, []byte{1, 1, 0, 3})
+		k, _ := tx.Bucket(codec.BucketFiles).Cursor().Last()
+		return tx.Bucket(codec.BucketFiles).Put(k, []byte{1, 1, 0, 3})
 	})
 	s, err := Open(path, Options{ReadOnly: true})
 	if err != nil {
@@ -241,7 +243,7 @@ func damagePage(t *testing.T, path string, page int64) {
 
 // filesRootPage returns the page id of the files bucket's root.
 func filesRootPage(t *testing.T, path string) (id int64) {
-	boltView(t, path, func(tx *bolt.Tx) { id = int64(tx.Bucket(bucketFiles).Root()) })
+	boltView(t, path, func(tx *bolt.Tx) { id = int64(tx.Bucket(codec.BucketFiles).Root()) })
 	return id
 }
 

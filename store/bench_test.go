@@ -438,7 +438,7 @@ func reportSize(b *testing.B, s *Store, src string, records int) {
 		b.ReportMetric(float64(fi.Sys().(*syscall.Stat_t).Blocks*512)/n, "diskbytes/file")
 		b.ReportMetric(float64(tx.Size()-free)/n, "usedbytes/file")
 		var live int
-		for _, name := range allBuckets {
+		for _, name := range codec.AllBuckets {
 			bs := tx.Bucket(name).Stats()
 			live += bs.LeafInuse + bs.BranchInuse
 			b.Logf("  %-8s keys %6d  leaf alloc %5.0f B/file (in use %5.0f)  branch %4.0f B/file", name, bs.KeyN,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store/codec"
+	"github.com/annexd/annexd/store/internal/indexfile"
 )
 
 // The change log numbers every change of what a path holds, so another
@@ -212,7 +213,7 @@ func createChanges(tx *bolt.Tx) error {
 	var id IndexID
 	_, _ = rand.Read(id[:])
 	var seq uint64
-	if k, _ := tx.Bucket(bucketFiles).Cursor().First(); k != nil {
+	if k, _ := tx.Bucket(codec.BucketFiles).Cursor().First(); k != nil {
 		seq = 1
 	}
 	for _, kv := range []struct {
@@ -287,7 +288,7 @@ func (s *changeLog) writeErr(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, bolterr.ErrMaxSizeReached):
-		return fmt.Errorf("%w: %s: %v%s", ErrNoSpace, s.path, err, hint(err))
+		return fmt.Errorf("%w: %s: %v%s", ErrNoSpace, s.path, err, indexfile.Hint(err))
 	case errors.Is(err, bolterr.ErrDatabaseNotOpen):
 		return ErrClosed
 	case errors.Is(err, ErrCorrupt), errors.Is(err, ErrNoChanges):

@@ -82,7 +82,7 @@ func checkInvariantsSafely(tx *bolt.Tx, rep *Report) {
 }
 
 func checkInvariants(tx *bolt.Tx, rep *Report) {
-	for _, b := range schema2Buckets {
+	for _, b := range codec.Schema2Buckets {
 		if tx.Bucket(b) == nil {
 			rep.add("bucket %q missing", b)
 			return
@@ -93,12 +93,12 @@ func checkInvariants(tx *bolt.Tx, rep *Report) {
 	pendIno := checkPendingInodes(tx, rep, pend)
 	checkFiles(tx, rep, &c, pend, pendIno)
 	checkDirs(tx, rep)
-	checkCount(tx, rep, bucketInodes, c.Files-onlyPending(pendIno), "inode index")
+	checkCount(tx, rep, codec.BucketInodes, c.Files-onlyPending(pendIno), "inode index")
 	checkGroups(tx, rep, &c, pend)
 	checkSurveys(tx, rep, &c)
 	checkVerified(tx, rep)
 	c.Shelved = checkShelf(tx, rep)
-	stored, err := decodeCounters(tx.Bucket(bucketMeta).Get(metaCounters))
+	stored, err := decodeCounters(tx.Bucket(codec.BucketMeta).Get(codec.MetaCounters))
 	if err != nil {
 		rep.add("counters: %v", err)
 	} else if stored != c {
@@ -108,10 +108,10 @@ func checkInvariants(tx *bolt.Tx, rep *Report) {
 }
 
 func checkFiles(tx *bolt.Tx, rep *Report, c *counters, pend, pendIno map[string]bool) {
-	dirs, names := tx.Bucket(bucketDirs), tx.Bucket(bucketDirNames)
-	inodes, digest := tx.Bucket(bucketInodes), tx.Bucket(bucketDigest)
+	dirs, names := tx.Bucket(codec.BucketDirs), tx.Bucket(codec.BucketDirNames)
+	inodes, digest := tx.Bucket(codec.BucketInodes), tx.Bucket(codec.BucketDigest)
 	var kbuf []byte
-	_ = tx.Bucket(bucketFiles).ForEach(func(fk, v []byte) error {
+	_ = tx.Bucket(codec.BucketFiles).ForEach(func(fk, v []byte) error {
 		c.Files++
 		id, base, ok := codec.SplitFileKey(fk)
 		if !ok || len(base) == 0 || bytes.IndexByte(base, '/') >= 0 {
@@ -151,7 +151,7 @@ func checkFiles(tx *bolt.Tx, rep *Report, c *counters, pend, pendIno map[string]
 }
 
 func checkDirs(tx *bolt.Tx, rep *Report) {
-	files, names, dirs := tx.Bucket(bucketFiles).Cursor(), tx.Bucket(bucketDirNames), tx.Bucket(bucketDirs)
+	files, names, dirs := tx.Bucket(codec.BucketFiles).Cursor(), tx.Bucket(codec.BucketDirNames), tx.Bucket(codec.BucketDirs)
 	seq := dirs.Sequence()
 	_ = dirs.ForEach(func(dk, idv []byte) error {
 		rep.Dirs++
@@ -171,7 +171,7 @@ func checkDirs(tx *bolt.Tx, rep *Report) {
 		}
 		return nil
 	})
-	checkCount(tx, rep, bucketDirNames, rep.Dirs, "directory names")
+	checkCount(tx, rep, codec.BucketDirNames, rep.Dirs, "directory names")
 }
 
 func checkCount(tx *bolt.Tx, rep *Report, bucket []byte, want int64, what string) {
@@ -182,7 +182,7 @@ func checkCount(tx *bolt.Tx, rep *Report, bucket []byte, want int64, what string
 
 // checkGroups recounts every digest group from the digest index.
 func checkGroups(tx *bolt.Tx, rep *Report, c *counters, pend map[string]bool) {
-	files, grps, dups := tx.Bucket(bucketFiles), tx.Bucket(bucketGroups), tx.Bucket(bucketDups)
+	files, grps, dups := tx.Bucket(codec.BucketFiles), tx.Bucket(codec.BucketGroups), tx.Bucket(codec.BucketDups)
 	var (
 		cur     []byte
 		g       group
@@ -214,8 +214,8 @@ func checkGroups(tx *bolt.Tx, rep *Report, c *counters, pend map[string]bool) {
 			}
 		}
 	}
-	schema, _ := binary.Uvarint(tx.Bucket(bucketMeta).Get(metaSchema))
-	_ = tx.Bucket(bucketDigest).ForEach(func(k, v []byte) error {
+	schema, _ := binary.Uvarint(tx.Bucket(codec.BucketMeta).Get(codec.MetaSchema))
+	_ = tx.Bucket(codec.BucketDigest).ForEach(func(k, v []byte) error {
 		entries++
 		b := key.Backend(k[0])
 		n := 1 + b.DigestLen()
@@ -255,8 +255,8 @@ func checkGroups(tx *bolt.Tx, rep *Report, c *counters, pend map[string]bool) {
 	if entries != c.Digested {
 		rep.add("digest index has %d entries, want %d", entries, c.Digested)
 	}
-	checkCount(tx, rep, bucketGroups, nGrps, "group summaries")
-	checkCount(tx, rep, bucketDups, c.Groups, "duplicate order")
+	checkCount(tx, rep, codec.BucketGroups, nGrps, "group summaries")
+	checkCount(tx, rep, codec.BucketDups, c.Groups, "duplicate order")
 	rep.Digests, rep.Groups = c.Unique, c.Groups
 }
 
@@ -264,11 +264,11 @@ func checkGroups(tx *bolt.Tx, rep *Report, c *counters, pend map[string]bool) {
 // decodes, is there once and names a record with its digest. It returns
 // them by digest-index key, true for those also merged (a merge cut short).
 func checkPending(tx *bolt.Tx, rep *Report) map[string]bool {
-	b := tx.Bucket(bucketPending)
+	b := tx.Bucket(codec.BucketPending)
 	if b == nil {
 		return nil // schema 3 and older; Open requires it of schema 4
 	}
-	files, digest := tx.Bucket(bucketFiles), tx.Bucket(bucketDigest)
+	files, digest := tx.Bucket(codec.BucketFiles), tx.Bucket(codec.BucketDigest)
 	out := map[string]bool{}
 	_ = b.ForEach(func(k, v []byte) error {
 		e, err := decodePending(v)
@@ -277,7 +277,7 @@ func checkPending(tx *bolt.Tx, rep *Report) map[string]bool {
 			return nil
 		}
 		dk := string(e.dk) + string(e.fk)
-		if len(k) <= runHeader || string(k[runHeader:]) != dk {
+		if len(k) <= codec.RunHeader || string(k[codec.RunHeader:]) != dk {
 			rep.add("pending %x: key does not match its entry %x", k, dk)
 			return nil
 		}
@@ -304,18 +304,18 @@ func checkPending(tx *bolt.Tx, rep *Report) map[string]bool {
 // It returns them without their run, true for those also in the inode
 // index (a merge cut short).
 func checkPendingInodes(tx *bolt.Tx, rep *Report, pend map[string]bool) map[string]bool {
-	b := tx.Bucket(bucketPendInodes)
+	b := tx.Bucket(codec.BucketPendInodes)
 	if b == nil {
 		return nil // schema 5 and older; Open requires it of schema 6
 	}
-	files, inodes := tx.Bucket(bucketFiles), tx.Bucket(bucketInodes)
+	files, inodes := tx.Bucket(codec.BucketFiles), tx.Bucket(codec.BucketInodes)
 	out := map[string]bool{}
 	_ = b.ForEach(func(k, _ []byte) error {
-		if len(k) <= runHeader {
+		if len(k) <= codec.RunHeader {
 			rep.add("pending inode entry %x: too short", k)
 			return nil
 		}
-		ik := k[runHeader:]
+		ik := k[codec.RunHeader:]
 		if _, dup := out[string(ik)]; dup {
 			rep.add("pending inode entry %x listed twice", ik)
 			return nil
@@ -358,7 +358,7 @@ func onlyPending(pendIno map[string]bool) int64 {
 // checkShelf checks that every shelved record decodes under a well-formed
 // key, and returns how many there are.
 func checkShelf(tx *bolt.Tx, rep *Report) int64 {
-	b := tx.Bucket(bucketShelf)
+	b := tx.Bucket(codec.BucketShelf)
 	if b == nil {
 		return 0 // before schema 7; Open then requires it
 	}

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 
+	"github.com/annexd/annexd/store/internal/indexfile"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -51,7 +51,7 @@ func Compact(path string, opts Options) (CompactResult, error) {
 	if err != nil {
 		return CompactResult{}, fmt.Errorf("store: compact: %w", err)
 	}
-	removeLeftovers(real, compactPattern(real))
+	indexfile.RemoveLeftovers(real, compactPattern(real))
 	fi, err := os.Stat(real)
 	if err != nil {
 		return CompactResult{}, fmt.Errorf("store: compact: %w", err)
@@ -77,7 +77,7 @@ func Compact(path string, opts Options) (CompactResult, error) {
 	if fi, err := os.Stat(real); err == nil {
 		res.After = onDisk(fi)
 	}
-	if err := syncDir(filepath.Dir(real)); err != nil {
+	if err := indexfile.SyncDir(filepath.Dir(real)); err != nil {
 		return res, fmt.Errorf("store: compact %s: the compacted index is in place, but syncing its directory failed: %w", path, err)
 	}
 	return res, nil
@@ -87,9 +87,9 @@ func Compact(path string, opts Options) (CompactResult, error) {
 // file, symlinks resolved), syncs it, checks that it holds what want
 // counted, and returns its name.
 func (s *Store) copyCompact(real string, want Report) (name string, err error) {
-	name, err = createBeside(real, compactPattern(real))
+	name, err = indexfile.CreateBeside(real, compactPattern(real))
 	if err != nil {
-		return "", fmt.Errorf("store: compact %s: %w%s", s.path, err, hint(err))
+		return "", fmt.Errorf("store: compact %s: %w%s", s.path, err, indexfile.Hint(err))
 	}
 	defer func() {
 		if err != nil {
@@ -111,7 +111,7 @@ func (s *Store) copyCompact(real string, want Report) (name string, err error) {
 		err = cerr
 	}
 	if err != nil {
-		return "", fmt.Errorf("store: compact %s: %w%s", s.path, err, hint(err))
+		return "", fmt.Errorf("store: compact %s: %w%s", s.path, err, indexfile.Hint(err))
 	}
 	return name, nil
 }
@@ -138,61 +138,8 @@ func checkCopy(db *bolt.DB, want Report) error {
 	return nil
 }
 
-// removeLeftovers removes the copies (named by CreateTemp's pattern) that
-// a compaction or migration that crashed left next to the index. Only
-// those make them, holding the index's lock, as the caller does now: none
-// of them is in use.
-func removeLeftovers(path, pattern string) {
-	dir := filepath.Dir(path)
-	entries, _ := os.ReadDir(dir)
-	prefix := strings.TrimSuffix(pattern, "*")
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) && e.Type().IsRegular() {
-			_ = os.Remove(filepath.Join(dir, e.Name()))
-		}
-	}
-}
-
 // compactPattern is CreateTemp's pattern for the copies of a compaction.
 func compactPattern(path string) string { return "." + filepath.Base(path) + ".compact-*" }
-
-// createBeside creates an empty file named by CreateTemp's pattern in the
-// directory of the file real, with real's permissions and, where the
-// process may give it, real's owner: the copy renamed over real must stay
-// usable by whoever used real.
-func createBeside(real, pattern string) (string, error) {
-	fi, err := os.Stat(real)
-	if err != nil {
-		return "", err
-	}
-	f, err := os.CreateTemp(filepath.Dir(real), pattern)
-	if err != nil {
-		return "", err
-	}
-	err = f.Chmod(fi.Mode().Perm())
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && err == nil {
-		if uid, gid := int(st.Uid), int(st.Gid); uid != os.Geteuid() || gid != os.Getegid() {
-			_ = f.Chown(uid, gid) // not permitted unless privileged: the copy is then ours
-		}
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(f.Name())
-		return "", err
-	}
-	return f.Name(), nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
 
 // onDisk is the space fi's file takes on disk: its allocated blocks.
 func onDisk(fi os.FileInfo) int64 {

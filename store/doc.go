@@ -84,9 +84,9 @@
 // stored these as little-endian varints; Open migrates such an index by
 // copying it into a new file in chunks, checking and syncing the copy and
 // renaming it over the old file (a read-only open reports
-// ErrNeedsMigration instead). Schema 3 added the verified index; Open
-// builds it in place from the records of a schema-2 index, in chunks, and
-// sets the new version last. Schema 4 added the pending bucket. Schema 5
+// ErrNeedsMigration instead; every step is in store/internal/migrate).
+// Schema 3 added the verified index; Open builds it in place from the
+// records of a schema-2 index, in chunks, and sets the new version last. Schema 4 added the pending bucket. Schema 5
 // fills the bydigest values, which were empty, the way schema 3 was built;
 // with them Dups can list a group's members without reading their records
 // (DupOptions.Brief). Schema 7 adds the shelf (be64(dev) ‖ path → record).

@@ -147,10 +147,10 @@ func (s *reader) dupsAhead(ctx context.Context, opts DupOptions, use func([]Grou
 // early.
 func (s *reader) dupChunk(names *namer, after []byte, opts DupOptions) (out []Group, next []byte, more bool, err error) {
 	err = names.view(func(tx *bolt.Tx, n *namer) error {
-		mr := memberReader{n: n, files: tx.Bucket(bucketFiles), brief: opts.Brief}
-		dc := tx.Bucket(bucketDigest).Cursor()
+		mr := memberReader{n: n, files: tx.Bucket(codec.BucketFiles), brief: opts.Brief}
+		dc := tx.Bucket(codec.BucketDigest).Cursor()
 		sc := newSurveyCursor(tx)
-		c := tx.Bucket(bucketDups).Cursor()
+		c := tx.Bucket(codec.BucketDups).Cursor()
 		k, v := c.First()
 		if after != nil {
 			k, v = c.Seek(after)
@@ -223,7 +223,7 @@ func (s *reader) DupGroup(b key.Backend, d []byte, opts DupOptions) (grp Group, 
 	}
 	dk := append([]byte{byte(b.Base())}, d...)
 	err = s.newNamer().view(func(tx *bolt.Tx, n *namer) error {
-		v := tx.Bucket(bucketGroups).Get(dk)
+		v := tx.Bucket(codec.BucketGroups).Get(dk)
 		if v == nil {
 			return nil
 		}
@@ -231,8 +231,8 @@ func (s *reader) DupGroup(b key.Backend, d []byte, opts DupOptions) (grp Group, 
 		if err != nil || g.inodes < 2 {
 			return err
 		}
-		mr := memberReader{n: n, files: tx.Bucket(bucketFiles), brief: opts.Brief}
-		grp, err = readGroup(&mr, tx.Bucket(bucketDigest).Cursor(), newSurveyCursor(tx), dk, g, codec.DescKey(g.duplicate(), dk))
+		mr := memberReader{n: n, files: tx.Bucket(codec.BucketFiles), brief: opts.Brief}
+		grp, err = readGroup(&mr, tx.Bucket(codec.BucketDigest).Cursor(), newSurveyCursor(tx), dk, g, codec.DescKey(g.duplicate(), dk))
 		ok = err == nil
 		return err
 	})

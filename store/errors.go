@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/annexd/annexd/store/codec"
+	"github.com/annexd/annexd/store/internal/indexfile"
 )
 
 // Errors returned when opening an index.
@@ -69,7 +70,7 @@ var (
 	ErrConflict = errors.New("store: index changed meanwhile")
 	// ErrNoSpace: the file system holding the index is full. The change
 	// was not made; the index is unchanged and usable.
-	ErrNoSpace = errors.New("store: no space left for the index")
+	ErrNoSpace = indexfile.ErrNoSpace
 	// ErrStop may be returned by a Scan, Subtree or Dups callback to stop
 	// early without an error.
 	ErrStop = errors.New("store: stop")

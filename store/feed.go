@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/annexd/annexd/store/codec"
 	"sync"
 	"time"
 
@@ -190,7 +191,7 @@ func createFeed(tx *bolt.Tx) error {
 	var id IndexID
 	_, _ = rand.Read(id[:])
 	var seq uint64
-	if k, _ := tx.Bucket(bucketFiles).Cursor().First(); k != nil {
+	if k, _ := tx.Bucket(codec.BucketFiles).Cursor().First(); k != nil {
 		seq = 1
 	}
 	for _, kv := range []struct {

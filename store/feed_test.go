@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/annexd/annexd/store/codec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -181,7 +182,7 @@ func TestFeedRestart(t *testing.T) {
 	}
 	closeStore(t, s, stop)
 
-	editRaw(t, path, func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte("x"), []byte("y")) })
+	editRaw(t, path, func(tx *bolt.Tx) error { return tx.Bucket(codec.BucketMeta).Put([]byte("x"), []byte("y")) })
 	s, stop = reopenFeed(t, path, opts)
 	if _, _, err := s.FeedAfter(before.IndexID, 2, 10); !errors.Is(err, ErrResync) {
 		t.Fatalf("after an unlogged write: %v, want ErrResync", err)

@@ -128,8 +128,8 @@ func (fc *folderChunk) each(fn func(dir []byte, files []FolderFile) error) error
 func (s *Store) folderChunk(fc *folderChunk, after []byte) (more bool, err error) {
 	fc.reset()
 	err = s.view(func(tx *bolt.Tx) error {
-		names := tx.Bucket(bucketDirNames)
-		c := tx.Bucket(bucketFiles).Cursor()
+		names := tx.Bucket(codec.BucketDirNames)
+		c := tx.Bucket(codec.BucketFiles).Cursor()
 		k, v := c.First()
 		if after != nil {
 			if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
@@ -229,7 +229,7 @@ func (s *Store) SurveysOf(cs []Content) ([]*Survey, error) {
 
 // surveysOf reads the surveys of cs into out in tx.
 func surveysOf(tx *bolt.Tx, cs []Content, out []*Survey) error {
-	groups, surveys := tx.Bucket(bucketGroups), tx.Bucket(bucketSurveys)
+	groups, surveys := tx.Bucket(codec.BucketGroups), tx.Bucket(codec.BucketSurveys)
 	if surveys == nil {
 		return nil
 	}

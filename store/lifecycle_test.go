@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // Every done is called exactly once, whether the change was committed
@@ -176,7 +178,7 @@ func TestNamerFollowsRenames(t *testing.T) {
 		t.Helper()
 		var got []byte
 		err := n.view(func(tx *bolt.Tx, n *namer) error {
-			fk, _ := tx.Bucket(bucketFiles).Cursor().First()
+			fk, _ := tx.Bucket(codec.BucketFiles).Cursor().First()
 			var err error
 			got, err = n.path(fk)
 			return err

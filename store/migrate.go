@@ -2,381 +2,56 @@ package store
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
-	"syscall"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/annexd/annexd/key"
-	"github.com/annexd/annexd/store/codec"
+	"github.com/annexd/annexd/store/internal/migrate"
 )
 
-// errMigrated tells Open that the file at the path was replaced by a
-// migrated copy and must be opened again.
-var errMigrated = errors.New("store: index migrated")
-
-// migrateTxSize bounds one transaction of a migration's copy (tests make
-// it small to copy in many chunks).
+// migrateTxSize bounds one transaction of a migration (tests make it
+// small to migrate in many chunks).
 var migrateTxSize = compactTxSize
 
-// migrateHook is called at each step of a copying migration ("chunk" after
-// each committed chunk, "rename" before the copy replaces the index); an
-// error stops the migration there. Tests use it to interrupt one.
+// migrateHook is called at each step of a migration (migrate.Config.Hook);
+// an error stops the migration there. Tests use it to interrupt one.
 var migrateHook = func(step string) error { return nil }
 
-// migrateKeys upgrades a schema-1 index (directory ids, devices and inode
-// numbers as little-endian varints in keys) to schema 2 (ids as codec.AppendID,
-// which sorts numerically). Every key of the files, dirnames, bydigest and
-// inodes buckets changes, which is too much for one bbolt transaction on a
-// large index, so the index is copied into a new file next to it in
-// chunks, the copy is checked (bbolt's check, the invariants, the same
-// number of entries in every bucket), synced and renamed over the old file
-// (the file itself when path is a symlink, keeping its mode and owner). The
-// old file is not written: a crash or an error at any point leaves it in
-// place, and the next migration removes the copy left behind. The caller
-// holds the old file's lock.
-func migrateKeys(src *bolt.DB, path string, opts Options) error {
-	start := time.Now()
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return err
-	}
-	dir := filepath.Dir(real)
-	opts.Logger.Info("store: migrating index to a new schema; it is copied, checked and renamed over the old file (on a large index this takes a while)",
-		"path", path, "from", 1, "to", 2)
-	removeLeftovers(real, migratePattern(real))
-	name, err := createBeside(real, migratePattern(real))
-	var records int
-	if err == nil {
-		defer os.Remove(name) // after the rename, there is nothing at name
-		records, err = writeMigrated(src, name)
-	}
-	if err == nil {
-		err = migrateHook("rename")
-	}
-	if err == nil {
-		err = os.Rename(name, real)
-	}
-	if err != nil {
-		return migrateError(err, real)
-	}
-	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("the migrated index is in place, but syncing its directory failed: %w", err)
-	}
-	opts.Logger.Info("store: migrated index", "path", path, "from", 1, "to", 2,
-		"records", records, "elapsed", time.Since(start).Round(time.Millisecond))
-	return nil
+// migrateConfig is what package migrate is given to migrate the index at
+// path.
+func migrateConfig(path string, opts Options) migrate.Config {
+	return migrate.Config{Path: path, Logger: opts.Logger, PageSize: pageSize,
+		TxSize: migrateTxSize, Hook: migrateHook, Store: migrating{}}
 }
 
-// writeMigrated copies src into the new file name with schema-2 keys,
-// syncs and checks the copy, and returns the number of records.
-func writeMigrated(src *bolt.DB, name string) (int, error) {
-	dst, err := bolt.Open(name, 0o600, &bolt.Options{NoSync: true, FreelistType: bolt.FreelistMapType, PageSize: pageSize})
-	if err != nil {
-		return 0, err
-	}
-	defer dst.Close() // closed below; again (a no-op) when a damaged page panics
-	want, err := copyKeys(src, dst)
-	if err == nil {
-		err = dst.Sync()
-	}
-	if err == nil {
-		err = checkMigrated(dst, want)
-	}
-	if cerr := dst.Close(); err == nil {
-		err = cerr
-	}
-	return want[string(bucketFiles)], err
-}
+// migrating is what package migrate needs of the store (migrate.Store).
+type migrating struct{}
 
-// migrateError explains a failed migration of the index file real: a
-// full disk says how much free space the copy needs, and where; a damaged
-// index (which check-db cannot open before it is migrated) what to do.
-func migrateError(err error, real string) error {
-	switch {
-	case errors.Is(err, ErrCorrupt):
-		return fmt.Errorf("%w (the index is left as it was: move it away and annexd re-indexes into a new one)", err)
-	case !errors.Is(err, syscall.ENOSPC):
-		return fmt.Errorf("%w%s (the index is left as it was)", err, hint(err))
-	}
-	need := int64(1)
-	if fi, serr := os.Stat(real); serr == nil {
-		need = (fi.Size() + 1<<20 - 1) >> 20
-	}
-	return fmt.Errorf("%w: %v: the migration writes a copy of the index beside it and needs about %d MiB free in %s; "+
-		"free space there and start annexd again (the index is left as it was)", ErrNoSpace, err, need, filepath.Dir(real))
-}
-
-// migratePattern is CreateTemp's pattern for the copy of a migration.
-func migratePattern(path string) string { return "." + filepath.Base(path) + ".migrate-*" }
-
-// copyKeys copies src (schema 1) into the empty dst with schema-2 keys and
-// returns the number of entries of each bucket of src.
-func copyKeys(src, dst *bolt.DB) (map[string]int, error) {
-	want := map[string]int{}
-	c := &chunkCopy{db: dst}
-	defer func() { // also when a damaged page panics: dst can then be closed
-		if c.tx != nil {
-			_ = c.tx.Rollback()
-		}
-	}()
-	err := src.View(func(stx *bolt.Tx) error {
-		for _, b := range schema2Buckets {
-			if stx.Bucket(b) == nil {
-				return fmt.Errorf("%w: bucket %q missing", ErrCorrupt, b)
-			}
-			want[string(b)] = stx.Bucket(b).Stats().KeyN
-		}
-		if err := c.begin(); err != nil {
-			return err
-		}
-		for _, b := range schema2Buckets {
-			if _, err := c.tx.CreateBucket(b); err != nil {
-				return err
-			}
-		}
-		if err := c.tx.Bucket(bucketDirs).SetSequence(stx.Bucket(bucketDirs).Sequence()); err != nil {
-			return err
-		}
-		for _, step := range []func(*bolt.Tx, *chunkCopy) error{copySame, copyDirs, copyFiles, copyIndex} {
-			if err := step(stx, c); err != nil {
-				return err
-			}
-		}
-		return c.commit()
-	})
-	return want, err
-}
-
-// copySame copies the buckets whose keys do not change; the schema
-// version becomes 2.
-func copySame(stx *bolt.Tx, c *chunkCopy) error {
-	for _, b := range [][]byte{bucketMeta, bucketUser, bucketGroups, bucketDups} {
-		err := stx.Bucket(b).ForEach(func(k, v []byte) error {
-			if bytes.Equal(b, bucketMeta) && bytes.Equal(k, metaSchema) {
-				v = binary.AppendUvarint(nil, 2)
-			}
-			return c.put(b, k, v, true)
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// copyDirs re-encodes the directory ids of dirs (values) and dirnames
-// (keys, written in id order).
-func copyDirs(stx *bolt.Tx, c *chunkCopy) error {
-	err := stx.Bucket(bucketDirs).ForEach(func(k, v []byte) error {
-		id, ok := v1ID(v)
-		if !ok {
-			return fmt.Errorf("%w: dirs: %q has id %x", ErrCorrupt, k, v)
-		}
-		return c.put(bucketDirs, k, codec.IDKey(id), true)
-	})
-	if err != nil {
-		return err
-	}
-	ids, err := v1DirIDs(stx)
-	if err != nil {
-		return err
-	}
-	names := stx.Bucket(bucketDirNames)
-	for _, id := range ids {
-		if err := c.put(bucketDirNames, codec.IDKey(id), names.Get(binary.AppendUvarint(nil, id)), true); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// v1DirIDs returns the directory ids of a schema-1 index in numeric order.
-func v1DirIDs(stx *bolt.Tx) ([]uint64, error) {
-	var ids []uint64
-	err := stx.Bucket(bucketDirNames).ForEach(func(k, _ []byte) error {
-		id, ok := v1ID(k)
-		if !ok {
-			return fmt.Errorf("%w: dirnames: bad key %x", ErrCorrupt, k)
-		}
-		ids = append(ids, id)
-		return nil
-	})
-	slices.Sort(ids)
-	return ids, err
-}
-
-// copyFiles copies the records directory by directory in id order, so
-// the new files bucket is written in key order.
-func copyFiles(stx *bolt.Tx, c *chunkCopy) error {
-	ids, err := v1DirIDs(stx)
-	if err != nil {
-		return err
-	}
-	cur := stx.Bucket(bucketFiles).Cursor()
-	for _, id := range ids {
-		p := binary.AppendUvarint(nil, id)
-		for k, v := cur.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = cur.Next() {
-			if err := c.put(bucketFiles, codec.FileKey(nil, id, k[len(p):]), v, true); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// copyIndex re-encodes the file keys in the digest index and the inode
-// keys. Their order changes (within a digest, and throughout the inode
-// index), and bbolt splits the nodes a transaction changed only when it
-// commits, so inserting them in the old order would make each insert move
-// a growing in-memory node: quadratic. They are re-encoded a chunk at a
-// time, sorted, and put in order.
-func copyIndex(stx *bolt.Tx, c *chunkCopy) error {
-	err := copySorted(stx.Bucket(bucketDigest), bucketDigest, c, func(k []byte) ([]byte, bool) {
-		if len(k) == 0 {
-			return nil, false
-		}
-		n := 1 + key.Backend(k[0]).DigestLen()
-		if n < 2 || len(k) <= n {
-			return nil, false
-		}
-		fk, ok := v1FileKey(k[n:])
-		return append(bytes.Clone(k[:n]), fk...), ok
-	})
-	if err != nil {
-		return err
-	}
-	return copySorted(stx.Bucket(bucketInodes), bucketInodes, c, func(k []byte) ([]byte, bool) {
-		dev, n := binary.Uvarint(k)
-		if n <= 0 {
-			return nil, false
-		}
-		ino, m := binary.Uvarint(k[n:])
-		if m <= 0 {
-			return nil, false
-		}
-		fk, ok := v1FileKey(k[n+m:])
-		return append(codec.InodeKey(nil, dev, ino), fk...), ok
-	})
-}
-
-// copySorted copies the keys of the set src (values are empty) into
-// bucket b of the copy, re-encoded by conv, in sorted chunks of about
-// migrateTxSize bytes.
-func copySorted(src *bolt.Bucket, b []byte, c *chunkCopy, conv func([]byte) ([]byte, bool)) error {
-	var keys [][]byte
-	size := 0
-	flush := func() error {
-		slices.SortFunc(keys, bytes.Compare)
-		for _, k := range keys {
-			if err := c.put(b, k, nil, false); err != nil {
-				return err
-			}
-		}
-		keys, size = keys[:0], 0
-		return c.commit()
-	}
-	cur := src.Cursor()
-	for k, _ := cur.First(); k != nil; k, _ = cur.Next() {
-		nk, ok := conv(k)
-		if !ok {
-			return fmt.Errorf("%w: %s: bad key %x", ErrCorrupt, b, k)
-		}
-		keys = append(keys, nk)
-		if size += len(nk); size >= migrateTxSize {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-	return flush()
-}
-
-// v1ID decodes a schema-1 id that fills b.
-func v1ID(b []byte) (uint64, bool) {
-	id, n := binary.Uvarint(b)
-	return id, n > 0 && n == len(b)
-}
-
-// v1FileKey re-encodes a schema-1 file key.
-func v1FileKey(fk []byte) ([]byte, bool) {
-	id, n := binary.Uvarint(fk)
-	if n <= 0 || n == len(fk) {
-		return nil, false
-	}
-	return codec.FileKey(nil, id, fk[n:]), true
-}
-
-// chunkCopy writes into a new bbolt file in transactions of about
-// migrateTxSize bytes.
-type chunkCopy struct {
-	db   *bolt.DB
-	tx   *bolt.Tx
-	size int
-}
-
-func (c *chunkCopy) begin() (err error) {
-	c.tx, err = c.db.Begin(true)
-	c.size = 0
-	return err
-}
-
-func (c *chunkCopy) commit() error {
-	if c.tx == nil {
-		return nil
-	}
-	err := c.tx.Commit()
-	c.tx = nil
-	if err == nil {
-		err = migrateHook("chunk")
-	}
-	return err
-}
-
-// put stores k → v in bucket b; inOrder says that keys arrive in order,
-// so pages may be filled completely.
-func (c *chunkCopy) put(b, k, v []byte, inOrder bool) error {
-	if c.size >= migrateTxSize {
-		if err := c.commit(); err != nil {
-			return err
-		}
-	}
-	if c.tx == nil {
-		if err := c.begin(); err != nil {
-			return err
-		}
-	}
-	bk := c.tx.Bucket(b)
-	if inOrder {
-		bk.FillPercent = 1
-	}
-	c.size += len(k) + len(v)
-	return bk.Put(k, v)
-}
-
-// checkMigrated checks the copy and compares the number of entries of
-// every bucket with the original's.
-func checkMigrated(db *bolt.DB, want map[string]int) error {
+// Check runs bbolt's check and the invariants, as Compact checks its copy.
+func (migrating) Check(tx *bolt.Tx) error {
 	var rep Report
-	return db.View(func(tx *bolt.Tx) error {
-		for err := range tx.Check() {
-			rep.add("bbolt: %v", err)
-		}
-		checkInvariantsSafely(tx, &rep)
-		if !rep.OK() {
-			return fmt.Errorf("%w: the migrated copy fails its check: %s", ErrCorrupt, rep.Problems[0])
-		}
-		for _, b := range schema2Buckets {
-			if n := tx.Bucket(b).Stats().KeyN; n != want[string(b)] {
-				return fmt.Errorf("%w: the migrated copy has %d entries in %s, the index %d", ErrCorrupt, n, b, want[string(b)])
-			}
-		}
-		return nil
-	})
+	for err := range tx.Check() {
+		rep.add("bbolt: %v", err)
+	}
+	checkInvariantsSafely(tx, &rep)
+	if !rep.OK() {
+		return errors.New(rep.Problems[0])
+	}
+	return nil
+}
+
+func (migrating) PendingEntry(v []byte) ([]byte, error) {
+	e, err := decodePending(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(bytes.Clone(e.dk), e.fk...), nil
+}
+
+func (migrating) WriteRun(b *bolt.Bucket, kvs [][2][]byte) error {
+	var buf keyBuf
+	for _, kv := range kvs {
+		buf.add(kv[0], kv[1])
+	}
+	return writeRun(b, &buf)
 }

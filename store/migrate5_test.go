@@ -31,7 +31,7 @@ func schema4Index(t *testing.T) (string, listing) {
 		t.Fatal(err)
 	}
 	editRaw(t, path, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketDigest)
+		b := tx.Bucket(codec.BucketDigest)
 		var ks [][]byte
 		_ = b.ForEach(func(k, _ []byte) error { ks = append(ks, bytes.Clone(k)); return nil })
 		for _, k := range ks {
@@ -39,7 +39,7 @@ func schema4Index(t *testing.T) (string, listing) {
 				return err
 			}
 		}
-		return tx.Bucket(bucketMeta).Put(metaSchema, binary.AppendUvarint(nil, 4))
+		return tx.Bucket(codec.BucketMeta).Put(codec.MetaSchema, binary.AppendUvarint(nil, 4))
 	})
 	return path, want
 }
@@ -183,7 +183,7 @@ func TestCheckDigestValue(t *testing.T) {
 func setFirstDigestValue(t *testing.T, path string, v []byte) {
 	t.Helper()
 	editRaw(t, path, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketDigest)
+		b := tx.Bucket(codec.BucketDigest)
 		k, _ := b.Cursor().First()
 		return b.Put(bytes.Clone(k), v)
 	})

@@ -221,7 +221,7 @@ func TestMigrateRefusesDamage(t *testing.T) {
 	path, _ := schema1Index(t)
 	// An inode entry without its record: the copy's invariants fail.
 	editRaw(t, path, func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketInodes).Put([]byte{1, 2, 3, 'x'}, nil)
+		return tx.Bucket(codec.BucketInodes).Put([]byte{1, 2, 3, 'x'}, nil)
 	})
 	sum := fileSum(t, path)
 	_, err := Open(path, Options{NoSync: true})
@@ -239,7 +239,7 @@ func checkKeysInOrder(t *testing.T, s *Store) {
 	t.Helper()
 	err := s.db.View(func(tx *bolt.Tx) error {
 		var last uint64
-		err := tx.Bucket(bucketFiles).ForEach(func(k, _ []byte) error {
+		err := tx.Bucket(codec.BucketFiles).ForEach(func(k, _ []byte) error {
 			id, _, ok := codec.SplitFileKey(k)
 			if !ok || id < last {
 				t.Errorf("files key %x after id %d", k, last)
@@ -251,7 +251,7 @@ func checkKeysInOrder(t *testing.T, s *Store) {
 			return err
 		}
 		var lastDev, lastIno uint64
-		return tx.Bucket(bucketInodes).ForEach(func(k, _ []byte) error {
+		return tx.Bucket(codec.BucketInodes).ForEach(func(k, _ []byte) error {
 			dev, n := codec.ReadID(k)
 			ino, m := codec.ReadID(k[n:])
 			if n == 0 || m == 0 || dev < lastDev || (dev == lastDev && ino < lastIno) {
@@ -403,7 +403,7 @@ func TestMigrateKilled(t *testing.T) {
 // schemaOf reads the schema version of the index at path with bbolt alone.
 func schemaOf(t *testing.T, path string) (v uint64) {
 	t.Helper()
-	boltView(t, path, func(tx *bolt.Tx) { v, _ = binary.Uvarint(tx.Bucket(bucketMeta).Get(metaSchema)) })
+	boltView(t, path, func(tx *bolt.Tx) { v, _ = binary.Uvarint(tx.Bucket(codec.BucketMeta).Get(codec.MetaSchema)) })
 	return v
 }
 

@@ -13,41 +13,15 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	bolterr "go.etcd.io/bbolt/errors"
 
+	"github.com/annexd/annexd/store/codec"
+	"github.com/annexd/annexd/store/internal/indexfile"
+	"github.com/annexd/annexd/store/internal/migrate"
 	"github.com/annexd/annexd/store/internal/pagecheck"
-)
-
-// Bucket names.
-var (
-	bucketMeta     = []byte("meta")     // schema, counters, generation
-	bucketUser     = []byte("user")     // GetMeta/PutMeta values
-	bucketFiles    = []byte("files")    // id(dirID) ‖ base → record (id: codec.AppendID)
-	bucketDirs     = []byte("dirs")     // directory key "/a/b/" → id(dirID)
-	bucketDirNames = []byte("dirnames") // id(dirID) → directory key
-	bucketDigest   = []byte("bydigest") // backend ‖ digest ‖ file key → codec.DigestValue
-	bucketInodes   = []byte("inodes")   // id(dev) ‖ id(ino) ‖ file key → ∅
-	bucketGroups   = []byte("groups")   // backend ‖ digest → group summary (groups of ≥ 2 paths)
-	bucketDups     = []byte("dups")     // ^duplicate bytes ‖ backend ‖ digest → group summary (groups of ≥ 2 inodes)
-	bucketSurveys  = []byte("surveys")  // the group's dups key → its survey (survey.go)
-	// schema2Buckets are the buckets of schemas 1 and 2; schema 3 added
-	// the verified index (verified.go).
-	schema2Buckets = [][]byte{bucketMeta, bucketUser, bucketFiles, bucketDirs, bucketDirNames,
-		bucketDigest, bucketInodes, bucketGroups, bucketDups}
-	allBuckets = append(schema2Buckets[:len(schema2Buckets):len(schema2Buckets)], bucketVerified, bucketPending, bucketPendInodes, bucketSurveys, bucketShelf)
-)
-
-// Keys in the meta bucket.
-var (
-	metaFormat     = []byte("format")
-	metaSchema     = []byte("schema")
-	metaCreated    = []byte("created")
-	metaCounters   = []byte("counters")
-	metaGeneration = []byte("generation")
 )
 
 // pageSize is the bbolt page size of a new index (an existing one keeps
@@ -64,27 +38,6 @@ const formatID = "annexd-index"
 
 // SchemaVersion is the schema this package writes.
 const SchemaVersion = 7
-
-// migrations[v] upgrades an index from schema v to v+1 inside one write
-// transaction. Append here when the schema changes in a way one
-// transaction can carry; schema 1 is copied into a new file instead
-// (migrateKeys).
-var migrations = map[uint64]func(tx *bolt.Tx) error{
-	// Schema 4 defers a large group's digest entries (pending.go).
-	3: func(tx *bolt.Tx) error { _, err := tx.CreateBucketIfNotExists(bucketPending); return err },
-	// Schema 6 writes pending entries in sorted runs and defers the inode
-	// entries of deferred digest entries (pending.go, pendinodes.go).
-	5: migratePendingRuns,
-	// Schema 7 keeps surveys of block sharing (survey.go) and the records
-	// of file systems that are not where they were (shelf.go).
-	6: func(tx *bolt.Tx) error {
-		if _, err := tx.CreateBucketIfNotExists(bucketSurveys); err != nil {
-			return err
-		}
-		_, err := tx.CreateBucketIfNotExists(bucketShelf)
-		return err
-	},
-}
 
 // Options tune Open. The zero value is what the daemon uses.
 type Options struct {
@@ -216,7 +169,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	db, err := openChecked(path, opts)
-	if errors.Is(err, errMigrated) {
+	if errors.Is(err, migrate.ErrReplaced) {
 		db, err = openChecked(path, opts)
 	}
 	if err == nil && opts.Changes && !opts.ReadOnly {
@@ -245,7 +198,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if !opts.ReadOnly && !opts.noRun {
 		if err := s.beginRun(); err != nil {
 			_ = db.Close()
-			return nil, fmt.Errorf("store: open %s: run marker: %w%s", path, unwritable(err), hint(err))
+			return nil, fmt.Errorf("store: open %s: run marker: %w%s", path, unwritable(err), indexfile.Hint(err))
 		}
 	}
 	return s, nil
@@ -296,20 +249,20 @@ func ensureFile(path string, opts Options) error {
 func create(path string, opts Options) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("store: create index directory: %w%s", unwritable(err), hint(err))
+		return fmt.Errorf("store: create index directory: %w%s", unwritable(err), indexfile.Hint(err))
 	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".new-*")
 	if err != nil {
-		return fmt.Errorf("store: create index in %s: %w%s", dir, unwritable(err), hint(err))
+		return fmt.Errorf("store: create index in %s: %w%s", dir, unwritable(err), indexfile.Hint(err))
 	}
 	name := tmp.Name()
 	_ = tmp.Close()
 	defer os.Remove(name)
 	if err := initIndex(name, opts); err != nil {
-		return fmt.Errorf("store: create index %s: %w%s", path, unwritable(err), hint(err))
+		return fmt.Errorf("store: create index %s: %w%s", path, unwritable(err), indexfile.Hint(err))
 	}
 	if err := os.Link(name, path); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("store: create index %s: %w%s", path, unwritable(err), hint(err))
+		return fmt.Errorf("store: create index %s: %w%s", path, unwritable(err), indexfile.Hint(err))
 	}
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()
@@ -318,33 +271,23 @@ func create(path string, opts Options) error {
 	return nil
 }
 
-func hint(err error) string {
-	switch {
-	case errors.Is(err, syscall.ENOSPC):
-		return " (the file system is full: free space or choose another --index)"
-	case errors.Is(err, syscall.EROFS), errors.Is(err, fs.ErrPermission):
-		return " (the directory is not writable: choose another --index or fix its permissions)"
-	}
-	return ""
-}
-
 func initIndex(name string, opts Options) error {
 	db, err := bolt.Open(name, 0o600, &bolt.Options{NoSync: opts.NoSync, PageSize: pageSize})
 	if err != nil {
 		return err
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range allBuckets {
+		for _, b := range codec.AllBuckets {
 			if _, err := tx.CreateBucket(b); err != nil {
 				return err
 			}
 		}
-		m := tx.Bucket(bucketMeta)
+		m := tx.Bucket(codec.BucketMeta)
 		now := binary.AppendVarint(nil, time.Now().UnixNano())
 		for _, kv := range [][2][]byte{
-			{metaFormat, []byte(formatID)},
-			{metaSchema, binary.AppendUvarint(nil, SchemaVersion)},
-			{metaCreated, now},
+			{codec.MetaFormat, []byte(formatID)},
+			{codec.MetaSchema, binary.AppendUvarint(nil, SchemaVersion)},
+			{codec.MetaCreated, now},
 		} {
 			if err := m.Put(kv[0], kv[1]); err != nil {
 				return err
@@ -457,7 +400,7 @@ func openBolt(path string, opts Options) (db *bolt.DB, file *os.File, err error)
 	case errors.Is(err, bolterr.ErrInvalid), errors.Is(err, bolterr.ErrVersionMismatch), errors.Is(err, bolterr.ErrChecksum):
 		return nil, nil, fmt.Errorf("%w: %s: %v (left untouched)", ErrCorrupt, path, err)
 	}
-	return nil, nil, fmt.Errorf("store: open %s: %w%s", path, unwritable(err), hint(err))
+	return nil, nil, fmt.Errorf("store: open %s: %w%s", path, unwritable(err), indexfile.Hint(err))
 }
 
 // touchQueue writes every slot of the empty queue in once. Its buffer
@@ -493,8 +436,8 @@ func initialMap(readOnly bool) int {
 }
 
 // openChecked opens the index and checks (or migrates) its schema. After
-// a migration that replaced the file it returns errMigrated: the caller
-// opens the new file.
+// a migration that replaced the file it returns migrate.ErrReplaced: the
+// caller opens the new file.
 func openChecked(path string, opts Options) (*bolt.DB, error) {
 	db, err := openCurrent(path, opts)
 	if err != nil {
@@ -530,11 +473,11 @@ func checkSchemaSafely(db *bolt.DB, path string, opts Options) (err error) {
 func checkSchema(db *bolt.DB, path string, opts Options) error {
 	var version uint64
 	err := db.View(func(tx *bolt.Tx) error {
-		m := tx.Bucket(bucketMeta)
-		if m == nil || !bytes.Equal(m.Get(metaFormat), []byte(formatID)) {
+		m := tx.Bucket(codec.BucketMeta)
+		if m == nil || !bytes.Equal(m.Get(codec.MetaFormat), []byte(formatID)) {
 			return fmt.Errorf("%w: %s is a bbolt database of another program (left untouched)", ErrNotIndex, path)
 		}
-		v, n := binary.Uvarint(m.Get(metaSchema))
+		v, n := binary.Uvarint(m.Get(codec.MetaSchema))
 		if n <= 0 {
 			return fmt.Errorf("%w: %s: schema version unreadable", ErrCorrupt, path)
 		}
@@ -548,47 +491,17 @@ func checkSchema(db *bolt.DB, path string, opts Options) error {
 		return fmt.Errorf("%w: %s has schema %d, this annexd knows %d (upgrade annexd)", ErrNewerSchema, path, version, SchemaVersion)
 	case version < SchemaVersion && opts.ReadOnly:
 		return fmt.Errorf("%w: %s has schema %d, want %d (start annexd once to migrate it)", ErrNeedsMigration, path, version, SchemaVersion)
-	case version == 1:
-		if err := migrateKeys(db, path, opts); err != nil {
-			return fmt.Errorf("store: migrate %s from schema 1: %w", path, err)
-		}
-		return errMigrated
-	case version == 2:
-		if err := migrateVerified(db, path, opts); err != nil {
-			return fmt.Errorf("store: migrate %s from schema 2: %w", path, err)
-		}
-		version = 3
-	}
-	for ; version < SchemaVersion; version++ {
-		var err error
-		if version == 4 {
-			err = migrateDigestValues(db, path, opts) // in chunks, not one transaction
-		} else {
-			err = migrate(db, version)
-		}
-		if err != nil {
-			return fmt.Errorf("store: migrate %s from schema %d: %w", path, version, err)
+	case version < SchemaVersion:
+		if err := migrate.Run(db, version, SchemaVersion, migrateConfig(path, opts)); err != nil {
+			return err
 		}
 	}
 	return db.View(func(tx *bolt.Tx) error {
-		for _, b := range allBuckets {
+		for _, b := range codec.AllBuckets {
 			if tx.Bucket(b) == nil {
 				return fmt.Errorf("%w: %s: bucket %q missing", ErrCorrupt, path, b)
 			}
 		}
 		return nil
-	})
-}
-
-func migrate(db *bolt.DB, from uint64) error {
-	step, ok := migrations[from]
-	if !ok {
-		return fmt.Errorf("no migration from schema %d", from)
-	}
-	return db.Update(func(tx *bolt.Tx) error {
-		if err := step(tx); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketMeta).Put(metaSchema, binary.AppendUvarint(nil, from+1))
 	})
 }

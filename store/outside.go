@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // OutsideDir is one place where the index holds records outside a set of
@@ -84,7 +86,7 @@ func rootPrefixes(roots [][]byte) ([][]byte, error) {
 // end.
 func (s *reader) outsideChunk(prefixes [][]byte, from []byte, out *[]OutsideDir) (next []byte, err error) {
 	err = s.view(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketDirs).Cursor()
+		c := tx.Bucket(codec.BucketDirs).Cursor()
 		n := 0
 		for k, _ := c.Seek(from); k != nil; n++ {
 			if n == chunk {

@@ -48,10 +48,6 @@ import (
 // between them leaves entries both merged and pending; the next merge
 // skips those already in the digest index.
 
-// pendingBucket holds be64(run) ‖ digest key ‖ file key → pending entry
-// (encodePending).
-var bucketPending = []byte("pending")
-
 const (
 	// deferMinGroup is the smallest group whose new digest entries wait
 	// for a merge. Smaller groups, the steady state of a watched tree,
@@ -255,12 +251,12 @@ func (d *deferred) merge() error {
 	}
 	start := time.Now()
 	per := cmp.Or(d.opts.mergeTx, mergeTxEntries)
-	if err := d.mergeRuns(bucketPendInodes, per, mergeInode); err != nil {
+	if err := d.mergeRuns(codec.BucketPendInodes, per, mergeInode); err != nil {
 		d.mergeSkip = true // some chunks may have been committed
 		return fmt.Errorf("store: merge the inode index: %w", err)
 	}
 	total := d.pending.Load()
-	if err := d.mergeRuns(bucketPending, per, mergeDigest); err != nil {
+	if err := d.mergeRuns(codec.BucketPending, per, mergeDigest); err != nil {
 		d.mergeSkip = true
 		return fmt.Errorf("store: merge the digest index: %w", err)
 	}
@@ -307,7 +303,7 @@ func (d *deferred) mergeRuns(name []byte, per int, fn func(w *wtx, k, v []byte) 
 		err = d.update(func(w *wtx) error {
 			var err error
 			done, err = m.step(w.tx.Bucket(name), per, func(k, v []byte) error { return fn(w, k, v) })
-			if err == nil && done && bytes.Equal(name, bucketPending) {
+			if err == nil && done && bytes.Equal(name, codec.BucketPending) {
 				err = w.runs.empty(w.tx)
 			}
 			return err
@@ -322,12 +318,12 @@ func (d *deferred) mergeRuns(name []byte, per int, fn func(w *wtx, k, v []byte) 
 
 // empty replaces both pending buckets with empty ones.
 func (t *txRuns) empty(tx *bolt.Tx) error {
-	for _, name := range [][]byte{bucketPending, bucketPendInodes} {
+	for _, name := range [][]byte{codec.BucketPending, codec.BucketPendInodes} {
 		if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, bolterr.ErrBucketNotFound) {
 			return err
 		}
 	}
-	b, err := tx.CreateBucket(bucketPending)
+	b, err := tx.CreateBucket(codec.BucketPending)
 	if err != nil {
 		return err
 	}
@@ -337,7 +333,7 @@ func (t *txRuns) empty(tx *bolt.Tx) error {
 	if t.pendIno != nil {
 		seq = t.pendIno.Sequence()
 	}
-	if t.pendIno, err = tx.CreateBucket(bucketPendInodes); err != nil {
+	if t.pendIno, err = tx.CreateBucket(codec.BucketPendInodes); err != nil {
 		return err
 	}
 	return t.pendIno.SetSequence(seq) // run numbers only grow (runfilter.go)
@@ -417,7 +413,7 @@ func (s *Store) countPending() error {
 	return s.view(func(tx *bolt.Tx) error {
 		// Damaged counters are Check's to report, not a reason to refuse
 		// the open that check-db and repair need.
-		c, _ := decodeCounters(tx.Bucket(bucketMeta).Get(metaCounters))
+		c, _ := decodeCounters(tx.Bucket(codec.BucketMeta).Get(codec.MetaCounters))
 		s.shelved.Store(c.Shelved)
 		s.deferred.load(tx, c.Digested)
 		return nil
@@ -426,14 +422,14 @@ func (s *Store) countPending() error {
 
 // load sets the counts from the index at open; digested is the counter.
 func (d *deferred) load(tx *bolt.Tx, digested int64) {
-	b := tx.Bucket(bucketPending)
+	b := tx.Bucket(codec.BucketPending)
 	n := b.Stats().KeyN
 	d.pending.Store(int64(n))
 	d.runs.Store(int64(b.Sequence()))
 	d.mergeSkip = n > 0
 	d.digested.Store(digested)
 	if !d.opts.ReadOnly {
-		if b := tx.Bucket(bucketPendInodes); b != nil {
+		if b := tx.Bucket(codec.BucketPendInodes); b != nil {
 			d.inoFilter.Store(openInodeFilter(b))
 		}
 	}
@@ -441,7 +437,7 @@ func (d *deferred) load(tx *bolt.Tx, digested int64) {
 
 // begin hands a write transaction the layer's state.
 func (d *deferred) begin(w *wtx) {
-	w.runs.pend, w.runs.committed = w.tx.Bucket(bucketPending), d.pending.Load()
+	w.runs.pend, w.runs.committed = w.tx.Bucket(codec.BucketPending), d.pending.Load()
 	w.runs.deferring, w.runs.mergeSkip = d.deferring, d.mergeSkip
 	w.runs.filter = d.inoFilter.Load()
 }
@@ -457,53 +453,9 @@ func (d *deferred) committed(delta, digested, runs int64) {
 // digest key dk: a seek in each run.
 func pendingByDigest(tx *bolt.Tx, dk []byte, fn func(fk []byte) error) error {
 	var err error
-	walkErr := eachRun(tx.Bucket(bucketPending), dk, func(k, _ []byte) bool {
-		err = fn(k[runHeader+len(dk):])
+	walkErr := eachRun(tx.Bucket(codec.BucketPending), dk, func(k, _ []byte) bool {
+		err = fn(k[codec.RunHeader+len(dk):])
 		return err == nil
 	})
 	return cmp.Or(walkErr, err)
-}
-
-// migratePendingRuns rewrites the pending entries of schema 5, keyed by a
-// sequence number each, as one run of schema 6, and adds the bucket of
-// deferred inode entries (schema 5 indexed every inode entry at once).
-// Schema 5 merged at 131,072 pending entries at most, so one transaction
-// carries them, unless its merges had been failing for long.
-func migratePendingRuns(tx *bolt.Tx) error {
-	old := tx.Bucket(bucketPending)
-	if old == nil {
-		return fmt.Errorf("%w: bucket %q missing", ErrCorrupt, bucketPending)
-	}
-	var entries keyBuf
-	var damaged [][2][]byte
-	err := old.ForEach(func(k, v []byte) error {
-		if e, err := decodePending(v); err == nil {
-			entries.add(append(bytes.Clone(e.dk), e.fk...), bytes.Clone(v))
-		} else {
-			// Damage stays for Check to report and fails the merge, as it
-			// did before: in run 0, which NextSequence never hands out.
-			damaged = append(damaged, [2][]byte{append(make([]byte, runHeader+1), k...), bytes.Clone(v)})
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if err := tx.DeleteBucket(bucketPending); err != nil {
-		return err
-	}
-	b, err := tx.CreateBucket(bucketPending)
-	if err != nil {
-		return err
-	}
-	if err := writeRun(b, &entries); err != nil {
-		return err
-	}
-	for _, kv := range damaged {
-		if err := b.Put(kv[0], kv[1]); err != nil {
-			return err
-		}
-	}
-	_, err = tx.CreateBucketIfNotExists(bucketPendInodes)
-	return err
 }

@@ -199,7 +199,7 @@ func TestMergeCutShort(t *testing.T) {
 	// Cut in the digest phase, after the inode phase's transactions and
 	// one of the digest phase's.
 	cut := errors.New("cut short")
-	inodeTx := (len(bucketKeys(t, s, bucketPendInodes)) + 39) / 40
+	inodeTx := (len(bucketKeys(t, s, codec.BucketPendInodes)) + 39) / 40
 	chunks := 0
 	mergeHook = func() error {
 		if chunks++; chunks >= inodeTx+1 {
@@ -213,9 +213,9 @@ func TestMergeCutShort(t *testing.T) {
 	}
 	both := 0
 	_ = s.view(func(tx *bolt.Tx) error {
-		digest := tx.Bucket(bucketDigest)
-		return tx.Bucket(bucketPending).ForEach(func(k, _ []byte) error {
-			if has(digest, k[runHeader:]) {
+		digest := tx.Bucket(codec.BucketDigest)
+		return tx.Bucket(codec.BucketPending).ForEach(func(k, _ []byte) error {
+			if has(digest, k[codec.RunHeader:]) {
 				both++
 			}
 			return nil
@@ -312,18 +312,18 @@ func TestCheckFindsStalePendingEntry(t *testing.T) {
 	stop()
 	s.Close()
 	editRaw(t, path, func(tx *bolt.Tx) error {
-		fk, v := tx.Bucket(bucketFiles).Cursor().First()
+		fk, v := tx.Bucket(codec.BucketFiles).Cursor().First()
 		r, err := codec.DecodeRecord(v)
 		if err != nil {
 			return err
 		}
-		digest := tx.Bucket(bucketDigest)
+		digest := tx.Bucket(codec.BucketDigest)
 		if err := digest.Delete(append(digestKey(nil, &r), fk...)); err != nil {
 			return err
 		}
 		r.Size++                                                                                      // what the entry says; the record says 10
 		k := append([]byte("\x00\x00\x00\x00\x00\x00\x00\x01"), append(digestKey(nil, &r), fk...)...) // run 1
-		return tx.Bucket(bucketPending).Put(k, encodePending(digestKey(nil, &r), fk, &r))
+		return tx.Bucket(codec.BucketPending).Put(k, encodePending(digestKey(nil, &r), fk, &r))
 	})
 	ro, err := Open(path, Options{ReadOnly: true})
 	if err != nil {

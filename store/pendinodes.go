@@ -4,6 +4,8 @@ import (
 	"cmp"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // Deferred inode entries (schema 6).
@@ -35,10 +37,6 @@ import (
 //     is pending has a pending digest entry, so it is in no group yet, and
 //     the merge has moved every inode entry before it groups any record.
 
-// bucketPendInodes holds the deferred inode entries: be64(run) ‖ id(dev) ‖
-// id(ino) ‖ file key → ∅.
-var bucketPendInodes = []byte("pendinodes")
-
 // deferInode adds the inode entry ik (id(dev) ‖ id(ino) ‖ file key, the
 // first prefix bytes the inode's) to this transaction's run and to the
 // inode filter, before the run commits (runfilter.go).
@@ -67,7 +65,7 @@ func (t *txRuns) dropInode(ik []byte) error {
 func pendingByInode(b *bolt.Bucket, p []byte, fn func(fk []byte) error) error {
 	var err error
 	walkErr := eachRun(b, p, func(k, _ []byte) bool {
-		err = fn(k[runHeader+len(p):])
+		err = fn(k[codec.RunHeader+len(p):])
 		return err == nil
 	})
 	return cmp.Or(walkErr, err)

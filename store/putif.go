@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // PutIf stores r at path only while the record there is still expect, and
@@ -45,7 +47,7 @@ func (s *reader) MetaPrefix(ctx context.Context, prefix string, fn func(name str
 		}
 		var batch [][2][]byte
 		err := s.view(func(tx *bolt.Tx) error {
-			c := tx.Bucket(bucketUser).Cursor()
+			c := tx.Bucket(codec.BucketUser).Cursor()
 			for k, v := c.Seek(from); k != nil && bytes.HasPrefix(k, []byte(prefix)) && len(batch) < chunk; k, v = c.Next() {
 				batch = append(batch, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
 			}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // PutIf writes while the record is the one it was made from, keeping the
@@ -180,7 +182,7 @@ func TestCheckVerifiedIndex(t *testing.T) {
 	stop()
 	damage := func(fn func(b *bolt.Bucket) error) Report {
 		t.Helper()
-		if err := s.db.Update(func(tx *bolt.Tx) error { return fn(tx.Bucket(bucketVerified)) }); err != nil {
+		if err := s.db.Update(func(tx *bolt.Tx) error { return fn(tx.Bucket(codec.BucketVerified)) }); err != nil {
 			t.Fatal(err)
 		}
 		rep, err := s.Check()

@@ -70,7 +70,7 @@ func checkFreelist(path string) error {
 // checkEntry decodes one entry of the bucket name, as Check does.
 func checkEntry(name string, k, v []byte) error {
 	switch name {
-	case string(bucketFiles):
+	case string(codec.BucketFiles):
 		if _, base, ok := codec.SplitFileKey(k); !ok || len(base) == 0 || bytes.IndexByte(base, '/') >= 0 {
 			return errors.New("bad file key")
 		}
@@ -79,25 +79,25 @@ func checkEntry(name string, k, v []byte) error {
 			err = r.Validate()
 		}
 		return err
-	case string(bucketDirs):
+	case string(codec.BucketDirs):
 		if _, ok := codec.ParseIDKey(v); !ok || k[len(k)-1] != '/' {
 			return errors.New("bad directory entry")
 		}
-	case string(bucketDirNames):
+	case string(codec.BucketDirNames):
 		if _, ok := codec.ParseIDKey(k); !ok || len(v) == 0 || v[len(v)-1] != '/' {
 			return errors.New("bad directory name entry")
 		}
-	case string(bucketDigest):
+	case string(codec.BucketDigest):
 		if b := key.Backend(k[0]); !b.Valid() || b.Base() != b || len(k) <= 1+b.DigestLen() {
 			return errors.New("bad digest index key")
 		}
 		if b, _, _, err := codec.DecodeDigestValue(v); err != nil || b.Base() != key.Backend(k[0]) {
 			return errors.New("bad digest index value")
 		}
-	case string(bucketGroups), string(bucketDups):
+	case string(codec.BucketGroups), string(codec.BucketDups):
 		_, err := decodeGroup(v)
 		return err
-	case string(bucketSurveys):
+	case string(codec.BucketSurveys):
 		_, _, _, err := decodeSurvey(v)
 		return err
 	}
@@ -115,7 +115,7 @@ func checkCounters(db *bolt.DB, q *pagecheck.Result) (err error) {
 	var c counters
 	err = db.View(func(tx *bolt.Tx) error {
 		var err error
-		c, err = decodeCounters(tx.Bucket(bucketMeta).Get(metaCounters))
+		c, err = decodeCounters(tx.Bucket(codec.BucketMeta).Get(codec.MetaCounters))
 		return err
 	})
 	if err != nil {
@@ -129,13 +129,13 @@ func checkCounters(db *bolt.DB, q *pagecheck.Result) (err error) {
 	// Digested counts the pending entries too, merged or not (pending.go).
 	// Files counts the records whose inode entries are deferred
 	// (pendinodes.go).
-	_, pendHi := q.KeyRange(string(bucketPending))
-	_, pendInoHi := q.KeyRange(string(bucketPendInodes))
+	_, pendHi := q.KeyRange(string(codec.BucketPending))
+	_, pendInoHi := q.KeyRange(string(codec.BucketPendInodes))
 	for _, b := range []struct {
 		bucket []byte
 		want   int64
 		slack  int64
-	}{{bucketFiles, c.Files, 0}, {bucketInodes, c.Files, pendInoHi}, {bucketDigest, c.Digested, pendHi}, {bucketDups, c.Groups, 0}, {bucketSurveys, c.Surveyed, 0}} {
+	}{{codec.BucketFiles, c.Files, 0}, {codec.BucketInodes, c.Files, pendInoHi}, {codec.BucketDigest, c.Digested, pendHi}, {codec.BucketDups, c.Groups, 0}, {codec.BucketSurveys, c.Surveyed, 0}} {
 		lo, hi := q.KeyRange(string(b.bucket))
 		if b.want < lo || b.want-b.slack > hi {
 			return fmt.Errorf("bucket %q holds %d to %d keys, the counters say %d", b.bucket, lo, hi, b.want)

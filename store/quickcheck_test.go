@@ -15,6 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
 
+	"github.com/annexd/annexd/store/codec"
 	"github.com/annexd/annexd/store/internal/pagecheck"
 )
 
@@ -154,7 +155,7 @@ func filesLeaves(t *testing.T, path string) []uint64 {
 		t.Fatal(err)
 	}
 	var root uint64
-	_ = db.View(func(tx *bolt.Tx) error { root = uint64(tx.Bucket(bucketFiles).Root()); return nil })
+	_ = db.View(func(tx *bolt.Tx) error { root = uint64(tx.Bucket(codec.BucketFiles).Root()); return nil })
 	ps := db.Info().PageSize
 	db.Close()
 	f, err := os.Open(path)

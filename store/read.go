@@ -80,7 +80,7 @@ func (s *reader) Get(path []byte) (Record, bool, error) {
 			return nil
 		}
 		var buf [64]byte
-		v := tx.Bucket(bucketFiles).Get(codec.FileKey(buf[:0], id, base))
+		v := tx.Bucket(codec.BucketFiles).Get(codec.FileKey(buf[:0], id, base))
 		if v == nil {
 			return nil
 		}
@@ -134,7 +134,7 @@ func (s *reader) getChunk(paths [][]byte, out []Found) ([]Found, error) {
 		out = append(out[:start], make([]Found, len(paths))...)
 		// One cursor for the chunk, stepped forward through the files of
 		// one directory: bbolt's Get makes a new one and seeks from the root.
-		c := fileCursor{c: tx.Bucket(bucketFiles).Cursor()}
+		c := fileCursor{c: tx.Bucket(codec.BucketFiles).Cursor()}
 		digests := make([]byte, 0, len(paths)*key.SHA256E.DigestLen()) // the records' digests
 		var (
 			lastDir []byte
@@ -270,7 +270,7 @@ func (s *reader) dirID(tx *bolt.Tx, dk []byte, before uint64) (uint64, bool) {
 			return id, true
 		}
 	}
-	idv := tx.Bucket(bucketDirs).Get(dk)
+	idv := tx.Bucket(codec.BucketDirs).Get(dk)
 	if idv == nil {
 		return 0, false
 	}
@@ -310,7 +310,7 @@ func (n *namer) view(fn func(tx *bolt.Tx, n *namer) error) error {
 	before := n.s.epoch.load()
 	return n.s.view(func(tx *bolt.Tx) error {
 		after := n.s.epoch.load()
-		n.names = tx.Bucket(bucketDirNames)
+		n.names = tx.Bucket(codec.BucketDirNames)
 		n.caching = stable(before, after)
 		if n.caching && before != n.epoch {
 			n.epoch = before
@@ -375,11 +375,11 @@ func (s *reader) ByInodeAll(dev, ino uint64) ([][]byte, error) {
 	err := s.newNamer().view(func(tx *bolt.Tx, n *namer) error {
 		p := codec.InodeKey(nil, dev, ino)
 		var fks [][]byte
-		c := tx.Bucket(bucketInodes).Cursor()
+		c := tx.Bucket(codec.BucketInodes).Cursor()
 		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
 			fks = append(fks, k[len(p):])
 		}
-		if b := tx.Bucket(bucketPendInodes); s.deferred.mayHoldInode(b, p) {
+		if b := tx.Bucket(codec.BucketPendInodes); s.deferred.mayHoldInode(b, p) {
 			err := pendingByInode(b, p, func(fk []byte) error {
 				fks = append(fks, fk)
 				return nil
@@ -413,11 +413,11 @@ func (s *reader) ByDigest(b key.Backend, digest []byte) ([][]byte, error) {
 	err := s.newNamer().view(func(tx *bolt.Tx, n *namer) error {
 		p := append([]byte{byte(b.Base())}, digest...)
 		var fks [][]byte
-		c := tx.Bucket(bucketDigest).Cursor()
+		c := tx.Bucket(codec.BucketDigest).Cursor()
 		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
 			fks = append(fks, k[len(p):])
 		}
-		if k, _ := tx.Bucket(bucketPending).Cursor().First(); k != nil { // this snapshot's, not the counter
+		if k, _ := tx.Bucket(codec.BucketPending).Cursor().First(); k != nil { // this snapshot's, not the counter
 			err := pendingByDigest(tx, p, func(fk []byte) error {
 				fks = append(fks, fk)
 				return nil
@@ -482,7 +482,7 @@ func (s *reader) HasUnder(dir []byte) (bool, error) {
 	pre := subtreePrefix(dir)
 	var found bool
 	err := s.view(func(tx *bolt.Tx) error {
-		k, _ := tx.Bucket(bucketDirs).Cursor().Seek(pre)
+		k, _ := tx.Bucket(codec.BucketDirs).Cursor().Seek(pre)
 		found = k != nil && bytes.HasPrefix(k, pre)
 		return nil
 	})
@@ -531,8 +531,8 @@ type subtreeState struct {
 func (s *reader) subtreeChunk(st *subtreeState) ([]entry, error) {
 	var batch []entry
 	err := st.names.view(func(tx *bolt.Tx, n *namer) error {
-		files := tx.Bucket(bucketFiles).Cursor()
-		dc := tx.Bucket(bucketDirs).Cursor()
+		files := tx.Bucket(codec.BucketFiles).Cursor()
+		dc := tx.Bucket(codec.BucketDirs).Cursor()
 		for dk, idv := dc.Seek(st.dir); dk != nil && bytes.HasPrefix(dk, st.prefix); dk, idv = dc.Next() {
 			p := bytes.Clone(idv)
 			start := p
@@ -585,8 +585,8 @@ type Stats struct {
 func (s *reader) Stats() (Stats, error) {
 	var st Stats
 	err := s.view(func(tx *bolt.Tx) error {
-		m := tx.Bucket(bucketMeta)
-		c, err := decodeCounters(m.Get(metaCounters))
+		m := tx.Bucket(codec.BucketMeta)
+		c, err := decodeCounters(m.Get(codec.MetaCounters))
 		if err != nil {
 			return err
 		}
@@ -594,9 +594,9 @@ func (s *reader) Stats() (Stats, error) {
 			DupGroups: c.Groups, Duplicate: c.Duplicate, IndexBytes: tx.Size(), Ungrouped: s.Ungrouped(),
 			Shelved: c.Shelved}
 		st.Surveyed, st.SurveyedDup, st.Reclaimable = c.Surveyed, c.SurveyedDup, c.Reclaimable
-		st.Generation, _ = binary.Uvarint(m.Get(metaGeneration))
-		st.SchemaVer, _ = binary.Uvarint(m.Get(metaSchema))
-		st.CreatedUnix, _ = binary.Varint(m.Get(metaCreated))
+		st.Generation, _ = binary.Uvarint(m.Get(codec.MetaGeneration))
+		st.SchemaVer, _ = binary.Uvarint(m.Get(codec.MetaSchema))
+		st.CreatedUnix, _ = binary.Varint(m.Get(codec.MetaCreated))
 		return nil
 	})
 	return st, err
@@ -621,7 +621,7 @@ func (s *reader) GetMeta(name string) ([]byte, bool, error) {
 		ok bool
 	)
 	err := s.view(func(tx *bolt.Tx) error {
-		k, val := tx.Bucket(bucketUser).Cursor().Seek([]byte(name))
+		k, val := tx.Bucket(codec.BucketUser).Cursor().Seek([]byte(name))
 		if ok = k != nil && string(k) == name; ok {
 			v = append([]byte{}, val...)
 		}

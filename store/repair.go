@@ -11,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/annexd/annexd/store/codec"
 	"github.com/annexd/annexd/store/internal/pagecheck"
 )
 
@@ -106,7 +107,7 @@ func putUser(path string, keep []string, values map[string][]byte) ([]string, er
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, k := range kept {
-			if err := tx.Bucket(bucketUser).Put([]byte(k), values[k]); err != nil {
+			if err := tx.Bucket(codec.BucketUser).Put([]byte(k), values[k]); err != nil {
 				return err
 			}
 		}
@@ -135,10 +136,10 @@ func salvage(path string, keep []string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, nil
 	}
-	meta, ok, err := x.Values(bucketMeta, []string{string(metaFormat)})
-	if err == nil && (!ok || string(meta[string(metaFormat)]) != formatID) {
+	meta, ok, err := x.Values(codec.BucketMeta, []string{string(codec.MetaFormat)})
+	if err == nil && (!ok || string(meta[string(codec.MetaFormat)]) != formatID) {
 		return nil, fmt.Errorf("%w: %s is a bbolt database of another program (left untouched)", ErrNotIndex, path)
 	}
-	user, _, _ := x.Values(bucketUser, keep)
+	user, _, _ := x.Values(codec.BucketUser, keep)
 	return user, nil
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // indexWithMeta is makeIndex with a user meta value "calib".
@@ -74,7 +76,7 @@ func TestMoveAsideLosesOnlyWhatIsDamaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	var root int
-	_ = db.View(func(tx *bolt.Tx) error { root = int(tx.Bucket(bucketUser).Root()); return nil })
+	_ = db.View(func(tx *bolt.Tx) error { root = int(tx.Bucket(codec.BucketUser).Root()); return nil })
 	ps := db.Info().PageSize
 	db.Close()
 	if root == 0 {

@@ -144,13 +144,13 @@ func openInodeFilter(b *bolt.Bucket) *runFilter {
 	f := newRunFilter(0)
 	for k, _ := c.First(); k != nil; k, _ = c.Next() {
 		n := 0
-		if len(k) > runHeader {
-			n = inodePrefixLen(k[runHeader:])
+		if len(k) > codec.RunHeader {
+			n = inodePrefixLen(k[codec.RunHeader:])
 		}
 		if n == 0 {
 			return nil
 		}
-		f.add(k[runHeader : runHeader+n])
+		f.add(k[codec.RunHeader : codec.RunHeader+n])
 	}
 	return f
 }
@@ -163,7 +163,7 @@ func (d *deferred) mayHoldInode(b *bolt.Bucket, p []byte) bool {
 		return false
 	}
 	f := d.inoFilter.Load()
-	if f == nil || len(k) < runHeader || binary.BigEndian.Uint64(k) <= f.from {
+	if f == nil || len(k) < codec.RunHeader || binary.BigEndian.Uint64(k) <= f.from {
 		return true
 	}
 	return f.mayHold(p)
@@ -173,7 +173,7 @@ func (d *deferred) mayHoldInode(b *bolt.Bucket, p []byte) bool {
 // pendinodes bucket's sequence: after a merge emptied the bucket.
 func (d *deferred) renewInodeFilter() error {
 	return d.view(func(tx *bolt.Tx) error {
-		d.inoFilter.Store(newRunFilter(tx.Bucket(bucketPendInodes).Sequence()))
+		d.inoFilter.Store(newRunFilter(tx.Bucket(codec.BucketPendInodes).Sequence()))
 		return nil
 	})
 }

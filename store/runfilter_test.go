@@ -80,7 +80,7 @@ func putInodes(t *testing.T, s *Store, from, n int) {
 // runNumbers lists the run numbers in pendinodes.
 func runNumbers(t *testing.T, s *Store) []uint64 {
 	var out []uint64
-	for _, k := range bucketKeys(t, s, bucketPendInodes) {
+	for _, k := range bucketKeys(t, s, codec.BucketPendInodes) {
 		if n := binary.BigEndian.Uint64(k); len(out) == 0 || out[len(out)-1] != n {
 			out = append(out, n)
 		}
@@ -97,7 +97,7 @@ func TestInodeFilterSkipsAbsentInodes(t *testing.T) {
 	}
 	skipped := 0
 	err := s.view(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketPendInodes)
+		b := tx.Bucket(codec.BucketPendInodes)
 		for i := range uint64(500) {
 			if !s.deferred.mayHoldInode(b, codec.InodeKey(nil, 1, 1+i)) {
 				t.Fatalf("inode %d waits in a run, but the filter says no run holds it", 1+i)
@@ -131,7 +131,7 @@ func TestInodeFilterAcrossMerges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := tx.Bucket(bucketPendInodes)
+	old := tx.Bucket(codec.BucketPendInodes)
 	// What the merge's renewal does, without the merge (which would wait
 	// for this snapshot to grow the file): a filter from the last run on.
 	s.deferred.inoFilter.Store(newRunFilter(first[len(first)-1]))

@@ -8,6 +8,8 @@ import (
 	"math"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // Runs (pending.go, pendinodes.go): a bucket of entries that each write
@@ -15,14 +17,11 @@ import (
 // be64(run) ‖ entry. A lookup seeks once in each run; a merge reads the
 // runs side by side.
 
-// runHeader is the length of a run's key prefix.
-const runHeader = 8
-
 // findInRuns returns the key of entry e in the run bucket b, or nil.
 func findInRuns(b *bolt.Bucket, e []byte) ([]byte, error) {
 	var found []byte
 	err := eachRun(b, e, func(k, _ []byte) bool {
-		if len(k) == runHeader+len(e) {
+		if len(k) == codec.RunHeader+len(e) {
 			found = bytes.Clone(k)
 			return false
 		}
@@ -37,7 +36,7 @@ func eachRun(b *bolt.Bucket, p []byte, fn func(k, v []byte) bool) error {
 	c := b.Cursor()
 	more := true
 	return firstOfRuns(b, func(first []byte) bool {
-		pre := append(first[:runHeader:runHeader], p...)
+		pre := append(first[:codec.RunHeader:codec.RunHeader], p...)
 		for k, v := c.Seek(pre); more && k != nil && bytes.HasPrefix(k, pre); k, v = c.Next() {
 			more = fn(k, v)
 		}
@@ -50,7 +49,7 @@ func eachRun(b *bolt.Bucket, p []byte, fn func(k, v []byte) bool) error {
 func firstOfRuns(b *bolt.Bucket, fn func(first []byte) bool) error {
 	c := b.Cursor()
 	for k, _ := c.First(); k != nil; {
-		if len(k) <= runHeader {
+		if len(k) <= codec.RunHeader {
 			return fmt.Errorf("%w: run entry %x", ErrCorrupt, k)
 		}
 		run := binary.BigEndian.Uint64(k)
@@ -76,7 +75,7 @@ func writeRun(b *bolt.Bucket, buf *keyBuf) error {
 	b.FillPercent = appendFill
 	key := binary.BigEndian.AppendUint64(nil, run)
 	return buf.each(func(e, v []byte) error {
-		key = append(key[:runHeader], e...)
+		key = append(key[:codec.RunHeader], e...)
 		return b.Put(key, v) // bbolt copies keys
 	})
 }
@@ -117,7 +116,7 @@ func (m *runMerge) step(b *bolt.Bucket, n int, fn func(e, v []byte) error) (bool
 	heap.Init(&h)
 	for ; n > 0 && len(h) > 0; n-- {
 		top := &h[0]
-		if e := top.k[runHeader:]; !bytes.Equal(e, m.last) {
+		if e := top.k[codec.RunHeader:]; !bytes.Equal(e, m.last) {
 			if err := fn(e, top.v); err != nil {
 				return false, err
 			}
@@ -139,7 +138,7 @@ func (m *runMerge) step(b *bolt.Bucket, n int, fn func(e, v []byte) error) (bool
 
 // sameRun reports whether key k is in the run of key of.
 func sameRun(k, of []byte) bool {
-	return len(k) > runHeader && bytes.Equal(k[:runHeader], of[:runHeader])
+	return len(k) > codec.RunHeader && bytes.Equal(k[:codec.RunHeader], of[:codec.RunHeader])
 }
 
 // runHead is a run's next entry in a runMerge step.
@@ -154,7 +153,7 @@ type runHeap []runHead
 
 func (h runHeap) Len() int { return len(h) }
 func (h runHeap) Less(i, j int) bool {
-	return bytes.Compare(h[i].k[runHeader:], h[j].k[runHeader:]) < 0
+	return bytes.Compare(h[i].k[codec.RunHeader:], h[j].k[codec.RunHeader:]) < 0
 }
 func (h runHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
 func (h *runHeap) Push(x any)   { *h = append(*h, x.(runHead)) }
@@ -187,10 +186,10 @@ func (d *runDrops) find(b *bolt.Bucket, e []byte) ([]byte, error) {
 	if d.index == nil {
 		d.index = make(map[string][]byte)
 		err := b.ForEach(func(k, _ []byte) error {
-			if len(k) <= runHeader {
+			if len(k) <= codec.RunHeader {
 				return fmt.Errorf("%w: run entry %x", ErrCorrupt, k)
 			}
-			d.index[string(k[runHeader:])] = bytes.Clone(k)
+			d.index[string(k[codec.RunHeader:])] = bytes.Clone(k)
 			return nil
 		})
 		if err != nil {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/annexd/annexd/store/codec"
 )
 
 // bucketKeys returns the keys of bucket name, in order.
@@ -33,11 +35,11 @@ func runsOf(t *testing.T, ks [][]byte) map[uint64][][]byte {
 	t.Helper()
 	runs := map[uint64][][]byte{}
 	for _, k := range ks {
-		if len(k) <= runHeader {
+		if len(k) <= codec.RunHeader {
 			t.Fatalf("run key %x too short", k)
 		}
 		run := binary.BigEndian.Uint64(k)
-		runs[run] = append(runs[run], k[runHeader:])
+		runs[run] = append(runs[run], k[codec.RunHeader:])
 	}
 	return runs
 }
@@ -74,12 +76,12 @@ func TestDeferredEntriesAreSortedRuns(t *testing.T) {
 		}
 	}
 	st, _ := s.Stats()
-	pend, pendIno := bucketKeys(t, s, bucketPending), bucketKeys(t, s, bucketPendInodes)
+	pend, pendIno := bucketKeys(t, s, codec.BucketPending), bucketKeys(t, s, codec.BucketPendInodes)
 	if int64(len(pend)) != st.Ungrouped || len(pendIno) != len(pend) {
 		t.Fatalf("%d pending digest entries, %d inode entries, %d ungrouped; want one inode entry each",
 			len(pend), len(pendIno), st.Ungrouped)
 	}
-	if n := len(bucketKeys(t, s, bucketInodes)); int64(n+len(pendIno)) != st.Files {
+	if n := len(bucketKeys(t, s, codec.BucketInodes)); int64(n+len(pendIno)) != st.Files {
 		t.Errorf("inode index %d + deferred %d entries, want %d records", n, len(pendIno), st.Files)
 	}
 	for name, ks := range map[string][][]byte{"pending": pend, "pendinodes": pendIno} {
@@ -95,10 +97,10 @@ func TestDeferredEntriesAreSortedRuns(t *testing.T) {
 	if err := s.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n, m := len(bucketKeys(t, s, bucketPending)), len(bucketKeys(t, s, bucketPendInodes)); n+m != 0 || s.deferred.runs.Load() != 0 {
+	if n, m := len(bucketKeys(t, s, codec.BucketPending)), len(bucketKeys(t, s, codec.BucketPendInodes)); n+m != 0 || s.deferred.runs.Load() != 0 {
 		t.Errorf("after the merge: %d pending, %d deferred inode entries, %d runs counted", n, m, s.deferred.runs.Load())
 	}
-	if n := len(bucketKeys(t, s, bucketInodes)); int64(n) != st.Files {
+	if n := len(bucketKeys(t, s, codec.BucketInodes)); int64(n) != st.Files {
 		t.Errorf("inode index has %d entries after the merge, want %d", n, st.Files)
 	}
 	sameInodePaths(t, s, m)
@@ -118,7 +120,7 @@ func loadInOneDeferredGroup(t *testing.T) (*Store, model) {
 		if err := s.SubmitAll(context.Background(), cs); err != nil {
 			t.Fatal(err)
 		}
-		n := len(bucketKeys(t, s, bucketPendInodes))
+		n := len(bucketKeys(t, s, codec.BucketPendInodes))
 		if n == len(m) {
 			return s, m
 		}
@@ -132,7 +134,7 @@ func loadInOneDeferredGroup(t *testing.T) (*Store, model) {
 // non-deferring one leave no pending entry of either kind behind.
 func TestLaterChangesDropDeferredEntries(t *testing.T) {
 	s, m := loadInOneDeferredGroup(t)
-	before := len(bucketKeys(t, s, bucketPendInodes))
+	before := len(bucketKeys(t, s, codec.BucketPendInodes))
 	var later []Change
 	for i := 1; i < 700; i += 7 {
 		path := fmt.Sprintf("/t/d%d/f%03d", i%7, i)
@@ -153,7 +155,7 @@ func TestLaterChangesDropDeferredEntries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	after := len(bucketKeys(t, s, bucketPendInodes))
+	after := len(bucketKeys(t, s, codec.BucketPendInodes))
 	if after != before-len(later) {
 		t.Errorf("deferred inode entries: %d before, %d after %d changes to their records", before, after, len(later))
 	}
@@ -175,11 +177,11 @@ func TestLaterChangesDropDeferredEntries(t *testing.T) {
 	if err := s.SubmitAll(context.Background(), []Change{{Op: OpDeleteSubtree, Path: []byte("/t/d3")}}); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(bucketKeys(t, s, bucketPendInodes)); n != after-gone {
+	if n := len(bucketKeys(t, s, codec.BucketPendInodes)); n != after-gone {
 		t.Errorf("deferred inode entries: %d after removing a tree of %d, want %d", n, gone, after-gone)
 	}
 	st, _ := s.Stats()
-	if st.Ungrouped != int64(len(bucketKeys(t, s, bucketPending))) || st.Files != int64(len(m)) {
+	if st.Ungrouped != int64(len(bucketKeys(t, s, codec.BucketPending))) || st.Files != int64(len(m)) {
 		t.Errorf("after removing a tree: %+v, want %d files", st, len(m))
 	}
 	mustCheck(t, s)
@@ -291,7 +293,7 @@ func TestMigrateSchema5(t *testing.T) {
 	if st, _ := s.Stats(); st.SchemaVer != SchemaVersion || st.Ungrouped == 0 {
 		t.Fatalf("after the migration: %+v, want schema %d with entries pending", st, SchemaVersion)
 	}
-	if runs := runsOf(t, bucketKeys(t, s, bucketPending)); len(runs) != 1 {
+	if runs := runsOf(t, bucketKeys(t, s, codec.BucketPending)); len(runs) != 1 {
 		t.Errorf("migrated pending entries in %d runs, want 1", len(runs))
 	}
 	mustCheck(t, s)
@@ -315,27 +317,27 @@ func TestMigrateSchema5(t *testing.T) {
 // no pendinodes bucket. The first merged entries are also left in the
 // digest index with their groups, as a schema-5 merge cut short would.
 func toSchema5(tx *bolt.Tx, merged int) error {
-	inodes := tx.Bucket(bucketInodes)
-	err := tx.Bucket(bucketPendInodes).ForEach(func(k, _ []byte) error {
-		return inodes.Put(bytes.Clone(k[runHeader:]), nil)
+	inodes := tx.Bucket(codec.BucketInodes)
+	err := tx.Bucket(codec.BucketPendInodes).ForEach(func(k, _ []byte) error {
+		return inodes.Put(bytes.Clone(k[codec.RunHeader:]), nil)
 	})
 	if err != nil {
 		return err
 	}
-	if err := tx.DeleteBucket(bucketPendInodes); err != nil {
+	if err := tx.DeleteBucket(codec.BucketPendInodes); err != nil {
 		return err
 	}
 	var vals [][]byte
-	if err := tx.Bucket(bucketPending).ForEach(func(_, v []byte) error {
+	if err := tx.Bucket(codec.BucketPending).ForEach(func(_, v []byte) error {
 		vals = append(vals, bytes.Clone(v))
 		return nil
 	}); err != nil {
 		return err
 	}
-	if err := tx.DeleteBucket(bucketPending); err != nil {
+	if err := tx.DeleteBucket(codec.BucketPending); err != nil {
 		return err
 	}
-	b, err := tx.CreateBucket(bucketPending)
+	b, err := tx.CreateBucket(codec.BucketPending)
 	if err != nil {
 		return err
 	}
@@ -358,8 +360,8 @@ func toSchema5(tx *bolt.Tx, merged int) error {
 			}
 		}
 	}
-	if err := w.meta.Put(metaCounters, w.c.encode()); err != nil {
+	if err := w.meta.Put(codec.MetaCounters, w.c.encode()); err != nil {
 		return err
 	}
-	return tx.Bucket(bucketMeta).Put(metaSchema, binary.AppendUvarint(nil, 5))
+	return tx.Bucket(codec.BucketMeta).Put(codec.MetaSchema, binary.AppendUvarint(nil, 5))
 }

@@ -17,8 +17,8 @@ import (
 // replaced, and it comes back when its file system does. A record's Dev
 // names its file system (fsstat), so the shelf is keyed by be64(Dev) ‖
 // path, and its values are records. Shelved records are in no other
-// index: they answer no lookup, and count in no total but Shelved.
-var bucketShelf = []byte("shelf")
+// index: they answer no lookup, and count in no total but Shelved
+// (codec.BucketShelf).
 
 func shelfKey(buf []byte, dev uint64, path []byte) []byte {
 	return append(binary.BigEndian.AppendUint64(buf, dev), path...)
@@ -101,7 +101,7 @@ func (s *reader) Shelved(dev uint64, path []byte) (Record, bool, error) {
 		ok bool
 	)
 	err := s.view(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketShelf).Get(shelfKey(nil, dev, path))
+		v := tx.Bucket(codec.BucketShelf).Get(shelfKey(nil, dev, path))
 		if v == nil {
 			return nil
 		}
@@ -123,7 +123,7 @@ func (s *Store) Unshelve(ctx context.Context, path []byte, expect Record, gen ui
 func (s *reader) ShelfCount(ctx context.Context) (map[uint64]int, error) {
 	out := map[uint64]int{}
 	err := s.view(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketShelf).Cursor()
+		c := tx.Bucket(codec.BucketShelf).Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
 			if len(k) < 8 {
 				return fmt.Errorf("%w: shelf key %x", ErrCorrupt, k)
@@ -146,7 +146,7 @@ func (s *Store) ForgetShelf(ctx context.Context, dev uint64) (int, error) {
 		var keys [][]byte
 		err := s.view(func(tx *bolt.Tx) error {
 			p := binary.BigEndian.AppendUint64(nil, dev)
-			c := tx.Bucket(bucketShelf).Cursor()
+			c := tx.Bucket(codec.BucketShelf).Cursor()
 			for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p) && len(keys) < chunk; k, _ = c.Next() {
 				keys = append(keys, bytes.Clone(k))
 			}

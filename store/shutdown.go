@@ -167,7 +167,7 @@ func (s *runMarker) beginRun() error {
 	now := time.Now()
 	cur := Run{Started: now, LastCommit: now, BootID: bootID(), Window: s.opts.DataWindow}
 	return s.db.Update(func(tx *bolt.Tx) error {
-		m := tx.Bucket(bucketMeta)
+		m := tx.Bucket(codec.BucketMeta)
 		if v := m.Get(metaRun); v != nil {
 			prev, err := decodeRun(v)
 			if err != nil {
@@ -196,7 +196,7 @@ func (s *runMarker) stampCommit(tx *bolt.Tx) error {
 		return nil
 	}
 	s.run.LastCommit = time.Now()
-	return tx.Bucket(bucketMeta).Put(metaRun, s.run.encode())
+	return tx.Bucket(codec.BucketMeta).Put(metaRun, s.run.encode())
 }
 
 // endRun marks the run closed cleanly: every change it acknowledged is
@@ -207,7 +207,7 @@ func (s *runMarker) endRun() error {
 	}
 	s.run.Clean = true
 	return s.db.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketMeta).Put(metaRun, s.run.encode()); err != nil {
+		if err := tx.Bucket(codec.BucketMeta).Put(metaRun, s.run.encode()); err != nil {
 			return err
 		}
 		return keepChangesTxid(tx)

@@ -439,7 +439,7 @@ func (t *txSurveys) dropAt(k []byte) error {
 // bucket returns the survey bucket, found once per transaction.
 func (t *txSurveys) bucket() *bolt.Bucket {
 	if t.surv == nil {
-		t.surv = t.tx.Bucket(bucketSurveys)
+		t.surv = t.tx.Bucket(codec.BucketSurveys)
 	}
 	return t.surv
 }
@@ -454,7 +454,7 @@ type surveyCursor struct {
 
 func newSurveyCursor(tx *bolt.Tx) *surveyCursor {
 	sc := &surveyCursor{}
-	if b := tx.Bucket(bucketSurveys); b != nil {
+	if b := tx.Bucket(codec.BucketSurveys); b != nil {
 		sc.c = b.Cursor()
 	}
 	return sc
@@ -482,11 +482,11 @@ func (sc *surveyCursor) at(k []byte) []byte {
 // checkSurveys checks every stored survey against its group and recounts
 // the survey counters.
 func checkSurveys(tx *bolt.Tx, rep *Report, c *counters) {
-	b := tx.Bucket(bucketSurveys)
+	b := tx.Bucket(codec.BucketSurveys)
 	if b == nil {
 		return // schema 6 and older; Open requires it of schema 7
 	}
-	grps := tx.Bucket(bucketGroups)
+	grps := tx.Bucket(codec.BucketGroups)
 	_ = b.ForEach(func(k, v []byte) error {
 		s, dup, rec, err := decodeSurvey(v)
 		if err != nil || len(k) < 9 {

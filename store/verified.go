@@ -23,8 +23,6 @@ import (
 // transaction puts its new entries in key order when it ends (txbuf.go):
 // the hashers finish files a little out of order, and in order they append.
 
-var bucketVerified = []byte("verified") // be64(Checked) ‖ file key → uvarint(size)
-
 // txVerified is a write transaction's side of the verified index: its
 // new entries, put in key order when it ends (flush), and its removals.
 type txVerified struct {
@@ -36,7 +34,7 @@ type txVerified struct {
 // bucket returns the index with its fill set for appends: most keys are
 // new times at its end, removals come from anywhere.
 func (v *txVerified) bucket() *bolt.Bucket {
-	b := v.tx.Bucket(bucketVerified)
+	b := v.tx.Bucket(codec.BucketVerified)
 	b.FillPercent = appendFill
 	return b
 }
@@ -127,8 +125,8 @@ func (s *reader) checkedChunk(names *namer, from, limit []byte) ([]Due, bool, er
 	var batch []Due
 	more := false
 	err := names.view(func(tx *bolt.Tx, n *namer) error {
-		files := tx.Bucket(bucketFiles)
-		c := tx.Bucket(bucketVerified).Cursor()
+		files := tx.Bucket(codec.BucketFiles)
+		c := tx.Bucket(codec.BucketVerified).Cursor()
 		for k, _ := c.Seek(from); k != nil && bytes.Compare(k, limit) < 0; k, _ = c.Next() {
 			if len(batch) == chunk {
 				more = true
@@ -217,7 +215,7 @@ func (s *reader) dirIDsUnder(ctx context.Context, dirs [][]byte) (map[uint64]boo
 			}
 			var next []byte
 			err := s.view(func(tx *bolt.Tx) error {
-				c := tx.Bucket(bucketDirs).Cursor()
+				c := tx.Bucket(codec.BucketDirs).Cursor()
 				i := 0
 				for k, v := c.Seek(from); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 					if i == 16*chunk {
@@ -253,7 +251,7 @@ func (s *reader) countChunk(from, limit []byte, n *CheckedCount) ([]byte, error)
 func (s *reader) countChunkIn(from, limit []byte, n *CheckedCount, ids map[uint64]bool) ([]byte, error) {
 	var next []byte
 	err := s.view(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketVerified).Cursor()
+		c := tx.Bucket(codec.BucketVerified).Cursor()
 		i := 0
 		for k, v := c.Seek(from); k != nil && bytes.Compare(k, limit) < 0; k, v = c.Next() {
 			if i == 16*chunk {
@@ -284,17 +282,17 @@ func (s *reader) countChunkIn(from, limit []byte, n *CheckedCount, ids map[uint6
 // checkVerified checks that the verified index holds exactly one entry,
 // with the record's size, for each record an audit re-reads (schema 3).
 func checkVerified(tx *bolt.Tx, rep *Report) {
-	b := tx.Bucket(bucketVerified)
-	schema, _ := binary.Uvarint(tx.Bucket(bucketMeta).Get(metaSchema))
+	b := tx.Bucket(codec.BucketVerified)
+	schema, _ := binary.Uvarint(tx.Bucket(codec.BucketMeta).Get(codec.MetaSchema))
 	if b == nil {
 		if schema >= 3 {
-			rep.add("bucket %q missing", bucketVerified)
+			rep.add("bucket %q missing", codec.BucketVerified)
 		}
 		return
 	}
 	var want int64
 	var kbuf []byte
-	_ = tx.Bucket(bucketFiles).ForEach(func(fk, v []byte) error {
+	_ = tx.Bucket(codec.BucketFiles).ForEach(func(fk, v []byte) error {
 		r, err := codec.DecodeRecord(v)
 		if err != nil || !r.Audited() {
 			return nil // a record that does not decode is reported by checkFiles
@@ -307,5 +305,5 @@ func checkVerified(tx *bolt.Tx, rep *Report) {
 		}
 		return nil
 	})
-	checkCount(tx, rep, bucketVerified, want, "verified index")
+	checkCount(tx, rep, codec.BucketVerified, want, "verified index")
 }

@@ -16,6 +16,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store/codec"
 )
 
 // BenchmarkVerifiedScale measures the verified index on a synthetic index
@@ -69,9 +70,9 @@ func BenchmarkVerifiedScale(b *testing.B) {
 		}
 		b.ReportMetric(time.Since(t0).Seconds(), "count-s")
 		_ = s.db.View(func(tx *bolt.Tx) error {
-			bs := tx.Bucket(bucketVerified).Stats()
+			bs := tx.Bucket(codec.BucketVerified).Stats()
 			b.ReportMetric(float64(bs.LeafInuse+bs.BranchInuse)/float64(n), "verified-bytes/record")
-			fs := tx.Bucket(bucketFiles).Stats()
+			fs := tx.Bucket(codec.BucketFiles).Stats()
 			b.ReportMetric(float64(fs.LeafInuse+fs.BranchInuse)/float64(n), "files-bytes/record")
 			return nil
 		})
@@ -128,10 +129,10 @@ func downgrade(b *testing.B, path string) {
 	}
 	defer db.Close()
 	if err := db.Update(func(tx *bolt.Tx) error {
-		if err := tx.DeleteBucket(bucketVerified); err != nil {
+		if err := tx.DeleteBucket(codec.BucketVerified); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketMeta).Put(metaSchema, binary.AppendUvarint(nil, 2))
+		return tx.Bucket(codec.BucketMeta).Put(codec.MetaSchema, binary.AppendUvarint(nil, 2))
 	}); err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/annexd/annexd/store/internal/indexfile"
 	bolt "go.etcd.io/bbolt"
 	bolterr "go.etcd.io/bbolt/errors"
 )
@@ -480,7 +481,7 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		}
 		return nil
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, bolterr.ErrMaxSizeReached):
-		return fmt.Errorf("%w: %s: %v%s", ErrNoSpace, s.path, err, hint(err))
+		return fmt.Errorf("%w: %s: %v%s", ErrNoSpace, s.path, err, indexfile.Hint(err))
 	case errors.Is(err, bolterr.ErrDatabaseNotOpen):
 		return ErrClosed
 	case errors.Is(err, ErrCorrupt):

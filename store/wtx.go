@@ -123,16 +123,16 @@ func newWtx(tx *bolt.Tx, e *epoch, bufs *[3]keyBuf) (*wtx, error) {
 	for i := range bufs {
 		bufs[i].reset()
 	}
-	w := &wtx{tx: tx, epoch: e, verified: txVerified{tx: tx, run: &bufs[2]}, runs: txRuns{dig: &bufs[0], ino: &bufs[1], pendIno: tx.Bucket(bucketPendInodes)},
-		meta: tx.Bucket(bucketMeta), user: tx.Bucket(bucketUser), files: tx.Bucket(bucketFiles),
-		dirs: tx.Bucket(bucketDirs), dirNames: tx.Bucket(bucketDirNames), digest: tx.Bucket(bucketDigest),
-		inodes: tx.Bucket(bucketInodes), grps: tx.Bucket(bucketGroups), dups: tx.Bucket(bucketDups),
-		shelf: tx.Bucket(bucketShelf),
+	w := &wtx{tx: tx, epoch: e, verified: txVerified{tx: tx, run: &bufs[2]}, runs: txRuns{dig: &bufs[0], ino: &bufs[1], pendIno: tx.Bucket(codec.BucketPendInodes)},
+		meta: tx.Bucket(codec.BucketMeta), user: tx.Bucket(codec.BucketUser), files: tx.Bucket(codec.BucketFiles),
+		dirs: tx.Bucket(codec.BucketDirs), dirNames: tx.Bucket(codec.BucketDirNames), digest: tx.Bucket(codec.BucketDigest),
+		inodes: tx.Bucket(codec.BucketInodes), grps: tx.Bucket(codec.BucketGroups), dups: tx.Bucket(codec.BucketDups),
+		shelf: tx.Bucket(codec.BucketShelf),
 	}
 	w.tails = [...]*tail{newTail(w.files), newTail(w.dirNames), newTail(w.inodes)}
 	w.digestCur = w.digest.Cursor()
 	w.surveys = txSurveys{tx: tx, c: &w.c, grps: w.grps, files: w.files, digest: w.digest}
-	c, err := decodeCounters(w.meta.Get(metaCounters))
+	c, err := decodeCounters(w.meta.Get(codec.MetaCounters))
 	w.c, w.c0 = c, c
 	w.dirCache = make(map[string]uint64)
 	w.newDirs = make(map[uint64][]byte)
@@ -160,7 +160,7 @@ func (w *wtx) finish() error {
 	if w.c == w.c0 {
 		return nil
 	}
-	return w.meta.Put(metaCounters, w.c.encode())
+	return w.meta.Put(codec.MetaCounters, w.c.encode())
 }
 
 // dirID returns the id of a directory key, or 0 when it holds no files.
@@ -586,9 +586,9 @@ func (w *wtx) removeIfOlder(path []byte, gen uint64) (bool, error) {
 
 // nextGeneration increments and returns the scan generation counter.
 func (w *wtx) nextGeneration() (uint64, error) {
-	g, _ := binary.Uvarint(w.meta.Get(metaGeneration))
+	g, _ := binary.Uvarint(w.meta.Get(codec.MetaGeneration))
 	g++
-	return g, w.meta.Put(metaGeneration, binary.AppendUvarint(nil, g))
+	return g, w.meta.Put(codec.MetaGeneration, binary.AppendUvarint(nil, g))
 }
 
 // has reports whether b holds key k. Index entries have empty values, and

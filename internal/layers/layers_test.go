@@ -18,14 +18,15 @@ const module = "github.com/annexd/annexd/"
 // lower rank. A new package must be placed here.
 var rank = map[string]int{
 	// Below the leaves: the names of content, then the index's byte
-	// layout that store and the hub share.
-	"key": -2, "store/codec": -1,
+	// layout that store and the hub share, and the index file's helpers
+	// that store and its migrations share.
+	"key": -2, "store/codec": -1, "store/internal/indexfile": -1,
 	// Leaves: the standard library and third-party modules only.
 	"fsstat": 0, "hasher/mbsha256": 0,
 	"internal/roots": 0, "internal/ledger": 0, "internal/ignore": 0,
 	"internal/cliexit": 0, "internal/logrepeat": 0, "internal/testutil": 0, "internal/sdnotify": 0, "internal/diskprocs": 0, "internal/gcpace": 0, "internal/loopfs": 0,
 	"internal/xdg": 0, "internal/directio": 0, "internal/durable": 0, "internal/version": 0, "internal/trash": 0,
-	"store/internal/pagecheck": 0,
+	"store/internal/pagecheck": 0, "store/internal/migrate": 0,
 	// The parts that see files and keep the index, and wire types.
 	"store": 1, "hasher": 1, "walker": 1, "watcher": 1, "internal/config": 1,
 	"internal/hubwire": 1, "internal/annexlink": 1,

@@ -58,3 +58,22 @@ func TestEncodingsKeepTheirBytes(t *testing.T) {
 		t.Errorf("file key splits into %d %q %v", id, base, ok)
 	}
 }
+
+// The names of the buckets and meta keys are on disk too: each keeps the
+// name the index was written with, and the schema lists keep their order
+// (Schema2Buckets is what a schema-1 copy counts).
+func TestNamesKeepTheirBytes(t *testing.T) {
+	join := func(names [][]byte) string { return string(bytes.Join(names, []byte(" "))) }
+	for _, c := range []struct{ got, want string }{
+		{join(Schema2Buckets), "meta user files dirs dirnames bydigest inodes groups dups"},
+		{join(AllBuckets), "meta user files dirs dirnames bydigest inodes groups dups verified pending pendinodes surveys shelf"},
+		{join([][]byte{MetaFormat, MetaSchema, MetaCreated, MetaCounters, MetaGeneration}), "format schema created counters generation"},
+	} {
+		if c.got != c.want {
+			t.Errorf("names %q, want %q", c.got, c.want)
+		}
+	}
+	if RunHeader != 8 {
+		t.Errorf("RunHeader %d, want 8", RunHeader)
+	}
+}

@@ -1,4 +1,4 @@
-package store
+package migrate
 
 import (
 	"bytes"
@@ -10,32 +10,32 @@ import (
 	"github.com/annexd/annexd/store/codec"
 )
 
-// migrateDigestValues upgrades a schema-4 index to schema 5 in place: every
+// addDigestValues upgrades a schema-4 index to schema 5 in place: every
 // digest-index entry gets its record's codec.DigestValue (schema 4 left them
-// empty), in transactions of about migrateTxSize bytes, since one
+// empty), in transactions of about Config.TxSize bytes, since one
 // transaction over 10^7 entries would hold every page of the index in
 // memory. The schema version changes in the last transaction. A crash or
 // an error before it leaves schema 4 with some values written, which a
 // schema-4 annexd ignores and the next open writes again. Pending entries
-// (pending.go) get theirs when they are merged.
-func migrateDigestValues(db *bolt.DB, path string, opts Options) error {
-	return migrateInPlace(db, path, opts, inPlace{from: 4, step: "digest", chunk: digestValueChunk,
+// (store's pending.go) get theirs when they are merged.
+func addDigestValues(db *bolt.DB, cfg Config) error {
+	return inPlace(db, cfg, chunked{from: 4, step: "digest", chunk: digestValueChunk,
 		starting: "store: adding device and inode numbers to the digest index; its entries are read once (on a large index this takes a while)",
 		done:     "store: added device and inode numbers to the digest index"})
 }
 
 // digestValueChunk writes the values of the digest-index entries from the
-// key from on, until about migrateTxSize bytes of keys, in one transaction.
+// key from on, until about txSize bytes of keys, in one transaction.
 // It returns where to go on (nil at the end) and how many values it wrote.
-func digestValueChunk(db *bolt.DB, from []byte) ([]byte, int, error) {
+func digestValueChunk(db *bolt.DB, from []byte, txSize int) ([]byte, int, error) {
 	var (
 		next []byte
 		kvs  [][2][]byte
 	)
 	err := db.Update(func(tx *bolt.Tx) error {
-		files, b := tx.Bucket(bucketFiles), tx.Bucket(bucketDigest)
+		files, b := tx.Bucket(codec.BucketFiles), tx.Bucket(codec.BucketDigest)
 		var err error
-		next, err = scanChunk(b.Cursor(), from, func(k, v []byte) (int, error) {
+		next, err = scanChunk(b.Cursor(), from, txSize, func(k, v []byte) (int, error) {
 			want, err := digestValueOf(files, k)
 			if err != nil {
 				return 0, err
@@ -63,15 +63,15 @@ func digestValueChunk(db *bolt.DB, from []byte) ([]byte, int, error) {
 // points to.
 func digestValueOf(files *bolt.Bucket, k []byte) ([]byte, error) {
 	if len(k) == 0 {
-		return nil, fmt.Errorf("%w: empty digest index key", ErrCorrupt)
+		return nil, fmt.Errorf("%w: empty digest index key", codec.ErrCorrupt)
 	}
 	n := 1 + key.Backend(k[0]).DigestLen()
 	if n < 2 || len(k) <= n {
-		return nil, fmt.Errorf("%w: digest index key %x", ErrCorrupt, k)
+		return nil, fmt.Errorf("%w: digest index key %x", codec.ErrCorrupt, k)
 	}
 	r, err := codec.DecodeRecord(files.Get(k[n:]))
-	if err != nil || !r.Indexed() || !bytes.Equal(digestKey(nil, &r), k[:n]) {
-		return nil, fmt.Errorf("%w: digest index entry %x points to a record without that digest (%v)", ErrCorrupt, k, err)
+	if err != nil || !r.Indexed() || !bytes.Equal(codec.DigestKey(nil, r.Backend.Base(), r.Digest), k[:n]) {
+		return nil, fmt.Errorf("%w: digest index entry %x points to a record without that digest (%v)", codec.ErrCorrupt, k, err)
 	}
 	return codec.DigestValue(&r), nil
 }

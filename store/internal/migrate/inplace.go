@@ -1,4 +1,4 @@
-package store
+package migrate
 
 import (
 	"bytes"
@@ -13,45 +13,46 @@ import (
 	"github.com/annexd/annexd/store/codec"
 )
 
-// migrateVerified upgrades a schema-2 index to schema 3 in place: it builds
+// addVerified upgrades a schema-2 index to schema 3 in place: it builds
 // the verified index from the records, in transactions of about
-// migrateTxSize bytes of keys, since one transaction over 10^7 records
+// Config.TxSize bytes of keys, since one transaction over 10^7 records
 // would hold every new page in memory. The schema version changes in the
 // last transaction. A crash or an error before it leaves schema 2 with a
 // partial index, which the next open drops and builds again. Nothing else
 // changes, so a schema-2 annexd could still read the file.
-func migrateVerified(db *bolt.DB, path string, opts Options) error {
+func addVerified(db *bolt.DB, cfg Config) error {
 	err := db.Update(func(tx *bolt.Tx) error {
-		if err := tx.DeleteBucket(bucketVerified); err != nil && !errors.Is(err, bolterr.ErrBucketNotFound) {
+		if err := tx.DeleteBucket(codec.BucketVerified); err != nil && !errors.Is(err, bolterr.ErrBucketNotFound) {
 			return err
 		}
-		_, err := tx.CreateBucket(bucketVerified)
+		_, err := tx.CreateBucket(codec.BucketVerified)
 		return err
 	})
 	if err != nil {
-		return migrateError(err, path)
+		return explain(err, cfg.Path)
 	}
-	return migrateInPlace(db, path, opts, inPlace{from: 2, step: "verified", chunk: verifiedChunk,
+	return inPlace(db, cfg, chunked{from: 2, step: "verified", chunk: verifiedChunk,
 		starting: "store: adding the verification index; the records are read once (on a large index this takes a while)",
 		done:     "store: added the verification index"})
 }
 
-// inPlace is a migration that changes an index where it lies, one chunk
-// per transaction: chunk does the work from a key on and says where to go
-// on (nil at the end) and how many entries it wrote.
-type inPlace struct {
+// chunked is a migration that changes an index where it lies, one chunk
+// per transaction: chunk does the work from a key on, in about txSize
+// bytes of keys, and says where to go on (nil at the end) and how many
+// entries it wrote.
+type chunked struct {
 	from           uint64 // the schema it upgrades
-	step           string // what migrateHook is told after each chunk
+	step           string // what Config.Hook is told after each chunk
 	starting, done string // the log's messages
-	chunk          func(db *bolt.DB, from []byte) (next []byte, n int, err error)
+	chunk          func(db *bolt.DB, from []byte, txSize int) (next []byte, n int, err error)
 }
 
-// migrateInPlace runs m's chunks to the end, then sets the schema version
+// inPlace runs m's chunks to the end, then sets the schema version
 // to m.from+1 in a transaction of its own, so that a crash or an error
 // before it leaves the old version, whose next open runs m again.
-func migrateInPlace(db *bolt.DB, path string, opts Options, m inPlace) error {
+func inPlace(db *bolt.DB, cfg Config, m chunked) error {
 	start := time.Now()
-	opts.Logger.Info(m.starting, "path", path, "from", m.from, "to", m.from+1)
+	cfg.Logger.Info(m.starting, "path", cfg.Path, "from", m.from, "to", m.from+1)
 	var (
 		from    []byte
 		entries int
@@ -59,41 +60,39 @@ func migrateInPlace(db *bolt.DB, path string, opts Options, m inPlace) error {
 	)
 	for {
 		var n int
-		from, n, err = m.chunk(db, from)
+		from, n, err = m.chunk(db, from, cfg.TxSize)
 		entries += n
 		if err == nil {
-			err = migrateHook(m.step)
+			err = cfg.Hook(m.step)
 		}
 		if err != nil || from == nil {
 			break
 		}
 	}
 	if err == nil {
-		err = db.Update(func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketMeta).Put(metaSchema, binary.AppendUvarint(nil, m.from+1))
-		})
+		err = db.Update(func(tx *bolt.Tx) error { return setSchema(tx, m.from+1) })
 	}
 	if err != nil {
-		return migrateError(err, path)
+		return explain(err, cfg.Path)
 	}
-	opts.Logger.Info(m.done, "path", path, "from", m.from, "to", m.from+1,
+	cfg.Logger.Info(m.done, "path", cfg.Path, "from", m.from, "to", m.from+1,
 		"entries", entries, "elapsed", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
 // verifiedChunk adds the verified-index entries of the records from the
-// file key from on, until about migrateTxSize bytes of keys, in one
+// file key from on, until about txSize bytes of keys, in one
 // transaction. It returns where to go on (nil at the end) and how many
 // entries it added. The keys are sorted before they are put, so each
 // insert lands next to the last one.
-func verifiedChunk(db *bolt.DB, from []byte) ([]byte, int, error) {
+func verifiedChunk(db *bolt.DB, from []byte, txSize int) ([]byte, int, error) {
 	var (
 		next []byte
 		kvs  [][2][]byte
 	)
 	err := db.Update(func(tx *bolt.Tx) error {
 		var err error
-		next, err = scanChunk(tx.Bucket(bucketFiles).Cursor(), from, func(k, v []byte) (int, error) {
+		next, err = scanChunk(tx.Bucket(codec.BucketFiles).Cursor(), from, txSize, func(k, v []byte) (int, error) {
 			r, err := codec.DecodeRecord(v)
 			if err != nil || !r.Audited() {
 				return 0, err
@@ -106,9 +105,9 @@ func verifiedChunk(db *bolt.DB, from []byte) ([]byte, int, error) {
 			return err
 		}
 		slices.SortFunc(kvs, func(a, b [2][]byte) int { return bytes.Compare(a[0], b[0]) })
-		b := tx.Bucket(bucketVerified)
+		b := tx.Bucket(codec.BucketVerified)
 		if last, _ := b.Cursor().Last(); len(kvs) > 0 && bytes.Compare(kvs[0][0], last) > 0 {
-			b.FillPercent = appendFill // the chunk lands after every key: fill its pages
+			b.FillPercent = 1 // the chunk lands after every key: fill its pages
 		}
 		for _, kv := range kvs {
 			if err := b.Put(kv[0], kv[1]); err != nil {
@@ -122,15 +121,15 @@ func verifiedChunk(db *bolt.DB, from []byte) ([]byte, int, error) {
 
 // scanChunk calls each on the entries of c from the key from on (from the
 // first when from is nil) until the sizes each returns add up to
-// migrateTxSize, and returns the key to go on from, nil at the end. each
+// txSize, and returns the key to go on from, nil at the end. each
 // must not change c's bucket: a cursor must not move over a changing one.
-func scanChunk(c *bolt.Cursor, from []byte, each func(k, v []byte) (int, error)) ([]byte, error) {
+func scanChunk(c *bolt.Cursor, from []byte, txSize int, each func(k, v []byte) (int, error)) ([]byte, error) {
 	k, v := c.First()
 	if from != nil {
 		k, v = c.Seek(from)
 	}
 	for size := 0; k != nil; k, v = c.Next() {
-		if size >= migrateTxSize {
+		if size >= txSize {
 			return bytes.Clone(k), nil
 		}
 		n, err := each(k, v)
