@@ -94,6 +94,19 @@ func TestRunIgnoresATrickleFromStorage(t *testing.T) {
 // its pages from the page cache, so that reading it reads storage: the loop
 // device's, wherever the temp dir lies (on tmpfs the page cache would be
 // the storage).
+// nextSet waits for Run's next change of GOMAXPROCS after what happened,
+// a minute at most: a wait that never ends fails the test, not the run.
+func nextSet(t *testing.T, sets <-chan int, what string) int {
+	t.Helper()
+	select {
+	case n := <-sets:
+		return n
+	case <-time.After(time.Minute):
+		t.Fatalf("no change of GOMAXPROCS a minute after %s", what)
+		return 0
+	}
+}
+
 func evictedFile(t *testing.T, size int) string {
 	t.Helper()
 	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: int64(size) + 64<<20})
@@ -189,12 +202,12 @@ func TestRunFollowsReadsFromStorage(t *testing.T) {
 			f.Close()
 		}
 	}()
-	if got := <-sets; got != 4 {
+	if got := nextSet(t, sets, "reads from storage"); got != 4 {
 		t.Fatalf("first change while reading from storage: GOMAXPROCS %d, want 4", got)
 	}
 	close(stop)
 	<-stopped // its file closed before the image is unmounted
-	if got := <-sets; got != 2 {
+	if got := nextSet(t, sets, "the reads stopped"); got != 2 {
 		t.Fatalf("after the reads stopped: GOMAXPROCS %d, want 2", got)
 	}
 	cancel()
