@@ -27,7 +27,7 @@ func TestIdleDaemonSleeps(t *testing.T) {
 			write(t, filepath.Join(root, fmt.Sprintf("d%d", i%10), fmt.Sprintf("f%d", i)), strconv.Itoa(i))
 		}
 	})
-	d := spawn(t, annexdRun{base: base, roots: []string{root}, wrap: inOwnMounts("")})
+	d := spawn(t, annexdRun{base: base, roots: []string{root}, wrap: inOwnMounts(filepath.Dir(base), "")})
 	d.waitIdle()
 	if !d.waitLog("msg=idle") { // the progress log's last look before it sleeps
 		t.Fatalf("no idle line in the log\n%s", d.log)

@@ -118,10 +118,15 @@ func newBase(t testing.TB) string {
 // this one included (loop images, tmpfs): copied, they would stay mounted
 // in it after their tests unmount them, and a power cut's remount would
 // find the old, shut-down file system. So the copies below the temporary
-// directory are detached in the namespace first.
-func inOwnMounts(setup string) []string {
+// directory are detached in the namespace first, but for those below
+// keep, the test's own (its t.TempDir's parent; "" for none).
+func inOwnMounts(keep, setup string) []string {
 	tmp := strings.TrimSuffix(os.TempDir(), "/") + "/"
-	detach := `awk -v t='` + tmp + `' 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo | sort -r |
+	if keep == "" {
+		keep = "//" // no mount point starts with it
+	}
+	detach := `awk -v t='` + tmp + `' -v k='` + strings.TrimSuffix(keep, "/") + `/' ` +
+		`'index($5, t) == 1 && index($5, k) != 1 && $5"/" != k { print $5 }' /proc/self/mountinfo | sort -r |
 		while read -r m; do umount -l "$m" 2>/dev/null || true; done`
 	if setup != "" {
 		detach += " && " + setup

@@ -244,10 +244,18 @@ func trimFeed(b *bolt.Bucket, opts FeedOptions, limit int, now time.Time) error 
 	return putUint(b, changesFloor, binary.BigEndian.Uint64(keys[len(keys)-1])+1)
 }
 
-// feedEnabled reports whether the store keeps a feed.
-func (s *Store) feedEnabled() bool { return s.opts.Feed.on() }
+// feedLog is the change feed's read side: where it stands, the entries
+// after a sequence, a wait for the next (the writer feeds it: feedtx.go).
+type feedLog struct {
+	*reader
+	bell    *bell           // rung after a commit that fed the feed
+	closing <-chan struct{} // the store's, closed by Close
+}
 
-func (s *Store) feedView(fn func(b *bolt.Bucket) error) error {
+// feedEnabled reports whether the store keeps a feed.
+func (s *feedLog) feedEnabled() bool { return s.opts.Feed.on() }
+
+func (s *feedLog) feedView(fn func(b *bolt.Bucket) error) error {
 	if !s.feedEnabled() {
 		return ErrNoFeed
 	}
@@ -261,7 +269,7 @@ func (s *Store) feedView(fn func(b *bolt.Bucket) error) error {
 }
 
 // Feed returns where the change feed stands.
-func (s *Store) Feed() (FeedState, error) {
+func (s *feedLog) Feed() (FeedState, error) {
 	var st FeedState
 	err := s.feedView(func(b *bolt.Bucket) error {
 		st = readFeedState(b)
@@ -273,7 +281,7 @@ func (s *Store) Feed() (FeedState, error) {
 // FeedAfter returns up to max entries after sequence after, in order,
 // and the feed's state. ErrResync when some of them are no longer kept,
 // after is beyond the last, or id is set and is not the feed's.
-func (s *Store) FeedAfter(id IndexID, after uint64, max int) ([]FeedEntry, FeedState, error) {
+func (s *feedLog) FeedAfter(id IndexID, after uint64, max int) ([]FeedEntry, FeedState, error) {
 	var (
 		out []FeedEntry
 		st  FeedState
@@ -301,7 +309,7 @@ func (s *Store) FeedAfter(id IndexID, after uint64, max int) ([]FeedEntry, FeedS
 
 // FeedWait waits until the feed has an entry after sequence after, or
 // ctx ends (its error then).
-func (s *Store) FeedWait(ctx context.Context, after uint64) error {
+func (s *feedLog) FeedWait(ctx context.Context, after uint64) error {
 	for {
 		wake := s.bell.wait()
 		st, err := s.Feed()

@@ -38,8 +38,12 @@ const maxFolderFilesPerTx = 4 * chunk
 // included, are valid only during the call. Folders reads in short
 // transactions, on a goroutine of its own one chunk ahead of fn, and
 // calls fn outside of them, so a directory changed meanwhile is seen as
+// folders are the queries of whole folders: every directory's files, and
+// the kept surveys of many contents at once (dups --dirs).
+type folders struct{ *reader }
+
 // it was when its chunk was read. fn may return ErrStop.
-func (s *Store) Folders(ctx context.Context, fn func(dir []byte, files []FolderFile) error) error {
+func (s folders) Folders(ctx context.Context, fn func(dir []byte, files []FolderFile) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	full, free := make(chan *folderChunk, 1), make(chan *folderChunk, 2)
 	free <- new(folderChunk)
@@ -72,7 +76,7 @@ func (s *Store) Folders(ctx context.Context, fn func(dir []byte, files []FolderF
 // readFolders reads the chunks of Folders in turn into the chunks free
 // hands it, and sends each on full, until the records end, a read fails
 // or ctx ends. It closes full.
-func (s *Store) readFolders(ctx context.Context, full, free chan *folderChunk) {
+func (s folders) readFolders(ctx context.Context, full, free chan *folderChunk) {
 	defer close(full)
 	var after []byte
 	for {
@@ -125,7 +129,7 @@ func (fc *folderChunk) each(fn func(dir []byte, files []FolderFile) error) error
 
 // folderChunk reads the records after file key after (nil: from the
 // first) into fc; more reports that it stopped early.
-func (s *Store) folderChunk(fc *folderChunk, after []byte) (more bool, err error) {
+func (s folders) folderChunk(fc *folderChunk, after []byte) (more bool, err error) {
 	fc.reset()
 	err = s.view(func(tx *bolt.Tx) error {
 		names := tx.Bucket(codec.BucketDirNames)
@@ -215,7 +219,7 @@ type Content struct {
 // in short transactions, many contents each: a folder's worth of
 // contents costs a fraction of a DupGroup each. Contents sorted by
 // backend and digest are read fastest.
-func (s *Store) SurveysOf(cs []Content) ([]*Survey, error) {
+func (s folders) SurveysOf(cs []Content) ([]*Survey, error) {
 	out := make([]*Survey, len(cs))
 	for at := 0; at < len(cs); at += maxFolderFilesPerTx {
 		part := cs[at:min(at+maxFolderFilesPerTx, len(cs))]

@@ -119,8 +119,10 @@ type Store struct {
 	changeLog // the change log a hub follows (changes.go)
 	runMarker // this run's marker and the last one's (shutdown.go)
 
-	hold      // the writer's wait for space (nospace.go)
-	bell bell // rung after a commit that fed the feed (feed.go)
+	hold         // the writer's wait for space (nospace.go)
+	feedLog      // the change feed's read side (feed.go)
+	folders      // the queries of whole folders (folders.go)
+	bell    bell // rung after a commit that fed the feed (feed.go)
 
 	in      chan item
 	closing chan struct{}
@@ -214,6 +216,7 @@ func newStore(db *bolt.DB, path string, opts Options) *Store {
 		floors:  map[string]int64{},
 	}
 	s.changeLog, s.runMarker.reader = changeLog{&s.reader}, &s.reader
+	s.feedLog, s.folders = feedLog{reader: &s.reader, bell: &s.bell, closing: s.closing}, folders{&s.reader}
 	s.hold.file, s.hold.logger, s.hold.closing = path, s.log, s.closing
 	s.hold.queued = func() int { return len(s.in) }
 	s.deferred = newDeferred(s)
