@@ -96,7 +96,7 @@ func psiLines(avg10 float64, total time.Duration) string {
 
 // wrap runs annexd in a mount namespace with the files bound over /proc.
 func (m *machine) wrap() []string {
-	return inOwnMounts(filepath.Dir(m.dir), `mount --bind "$D/loadavg" /proc/loadavg && mount --bind "$D/cpu" /proc/pressure/cpu && ` +
+	return inOwnMounts(filepath.Dir(m.dir), `mount --bind "$D/loadavg" /proc/loadavg && mount --bind "$D/cpu" /proc/pressure/cpu && `+
 		`mount --bind "$D/io" /proc/pressure/io`)
 }
 
