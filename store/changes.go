@@ -200,10 +200,14 @@ func keepChangesTxid(tx *bolt.Tx) error {
 	return putUint(b, changesTxid, uint64(tx.ID()))
 }
 
-// createChanges makes the bucket with a new index id. An index that holds
-// records already starts with a gap, so no consumer takes them as known.
-func createChanges(tx *bolt.Tx) error {
-	b, err := tx.CreateBucket(bucketChanges)
+// createChanges makes the change log's bucket (createLog).
+func createChanges(tx *bolt.Tx) error { return createLog(tx, bucketChanges) }
+
+// createLog makes the bucket name of a log (the change log, the feed)
+// with a new index id. An index that holds records already starts with
+// a gap, so no consumer takes them as known.
+func createLog(tx *bolt.Tx, name []byte) error {
+	b, err := tx.CreateBucket(name)
 	if err != nil {
 		return err
 	}

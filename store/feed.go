@@ -3,11 +3,9 @@ package store
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/annexd/annexd/store/codec"
 	"sync"
 	"time"
 
@@ -178,32 +176,9 @@ func openFeed(tx *bolt.Tx, opts FeedOptions) error {
 	return putUint(b, changesTxid, uint64(tx.ID()))
 }
 
-// createFeed makes the feed with a new index id. An index that holds
-// records already starts with a gap: its readers take it whole.
-func createFeed(tx *bolt.Tx) error {
-	b, err := tx.CreateBucket(bucketFeed)
-	if err != nil {
-		return err
-	}
-	if _, err := b.CreateBucket(bucketLog); err != nil {
-		return err
-	}
-	var id IndexID
-	_, _ = rand.Read(id[:])
-	var seq uint64
-	if k, _ := tx.Bucket(codec.BucketFiles).Cursor().First(); k != nil {
-		seq = 1
-	}
-	for _, kv := range []struct {
-		k []byte
-		v uint64
-	}{{changesSeq, seq}, {changesFloor, seq + 1}, {changesTxid, uint64(tx.ID())}} {
-		if err := putUint(b, kv.k, kv.v); err != nil {
-			return err
-		}
-	}
-	return b.Put(changesID, id[:])
-}
+// createFeed makes the feed with a new index id, as the change log is
+// made (createLog).
+func createFeed(tx *bolt.Tx) error { return createLog(tx, bucketFeed) }
 
 // keepFeedTxid carries the feed's last transaction id over a transaction
 // that changes no record.
