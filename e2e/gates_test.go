@@ -184,8 +184,9 @@ func TestAuditRunSaysWhyItWaits(t *testing.T) {
 	}
 	defer cmd.Process.Kill()
 	var said atomic.Int64 // when the waiting line came, after began
-	lines := make(chan string, 16)
+	lines, errDone := make(chan string, 256), make(chan struct{})
 	go func() {
+		defer close(errDone)
 		defer close(lines)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -200,10 +201,18 @@ func TestAuditRunSaysWhyItWaits(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	m.set(0, 0)
-	out := new(strings.Builder)
-	go func() { b := bufio.NewReader(stdout); _, _ = b.WriteTo(out) }()
+	out, outDone := new(strings.Builder), make(chan struct{})
+	go func() {
+		defer close(outDone)
+		b := bufio.NewReader(stdout)
+		_, _ = b.WriteTo(out)
+	}()
 	waitErr := make(chan error, 1)
-	go func() { waitErr <- cmd.Wait() }()
+	go func() { // Wait closes the pipes: only once both are read to their ends
+		<-outDone
+		<-errDone
+		waitErr <- cmd.Wait()
+	}()
 	select {
 	case err := <-waitErr:
 		if err != nil {
