@@ -20,7 +20,7 @@ import (
 // machine do not wake it (it follows the mount table).
 func TestIdleDaemonSleeps(t *testing.T) {
 	if _, err := exec.LookPath("strace"); err != nil {
-		t.Skip("strace is not installed")
+		t.Fatal("strace is not installed: the idle test counts the daemon's system calls with it (scripts/test.sh installs it)")
 	}
 	base, root := newRoot(t, func(root string) {
 		for i := range 200 {

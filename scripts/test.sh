@@ -23,10 +23,11 @@ declare -A why=(
   [prlimit]="util-linux: runs annexd with few descriptors"
   [blkid]="util-linux: the file-system identity tests compare with the UUID blkid reads"
   [losetup]="mount: loop devices"
+  [strace]="strace: the idle test counts the daemon's system calls"
 )
 declare -A pkg=(
   [git-annex]=git-annex [mkfs.xfs]=xfsprogs [xfs_io]=xfsprogs [mkfs.btrfs]=btrfs-progs
-  [mkfs.ext4]=e2fsprogs [systemd-analyze]=systemd [prlimit]=util-linux [blkid]=util-linux [losetup]=mount
+  [mkfs.ext4]=e2fsprogs [systemd-analyze]=systemd [prlimit]=util-linux [blkid]=util-linux [losetup]=mount [strace]=strace
 )
 missing=() pkgs=()
 for tool in "${!why[@]}"; do
