@@ -78,6 +78,24 @@ func withNamedPath(b []byte, name string, path []byte) []byte {
 	return append(append(head, ','), b[1:]...)
 }
 
+// marshalWithPath encodes plain (a type's fields without its own
+// MarshalJSON) with path first as "path" (and "path_b64").
+func marshalWithPath(plain any, path []byte) ([]byte, error) {
+	b, err := json.Marshal(plain)
+	if err != nil {
+		return nil, err
+	}
+	return withNamedPath(b, "path", path), nil
+}
+
+// unmarshalWithPath decodes b into plain and returns its "path".
+func unmarshalWithPath(b []byte, plain any) ([]byte, error) {
+	if err := json.Unmarshal(b, plain); err != nil {
+		return nil, err
+	}
+	return namedPath(b, "path")
+}
+
 // namedPath reads "name" or "name_b64" of the JSON object b.
 func namedPath(b []byte, name string) ([]byte, error) {
 	var m map[string]json.RawMessage
@@ -109,21 +127,14 @@ func namedPath(b []byte, name string) ([]byte, error) {
 // MarshalJSON implements json.Marshaler.
 func (u DedupUnsupported) MarshalJSON() ([]byte, error) {
 	type plain DedupUnsupported
-	b, err := json.Marshal(plain(u))
-	if err != nil {
-		return nil, err
-	}
-	return withNamedPath(b, "path", u.Path), nil
+	return marshalWithPath(plain(u), u.Path)
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (u *DedupUnsupported) UnmarshalJSON(b []byte) error {
 	type plain DedupUnsupported
 	var w plain
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	p, err := namedPath(b, "path")
+	p, err := unmarshalWithPath(b, &w)
 	if err != nil {
 		return err
 	}

@@ -61,21 +61,14 @@ type DirFolder struct {
 // MarshalJSON implements json.Marshaler.
 func (f DirFolder) MarshalJSON() ([]byte, error) {
 	type plain DirFolder
-	b, err := json.Marshal(plain(f))
-	if err != nil {
-		return nil, err
-	}
-	return withNamedPath(b, "path", f.Path), nil
+	return marshalWithPath(plain(f), f.Path)
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (f *DirFolder) UnmarshalJSON(b []byte) error {
 	type plain DirFolder
 	var w plain
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	p, err := namedPath(b, "path")
+	p, err := unmarshalWithPath(b, &w)
 	if err != nil {
 		return err
 	}
