@@ -289,7 +289,8 @@ func (r *run) step(s string) {
 
 // TrashDir is the trash folder a copy at path goes to for the caller
 // (nil: the daemon's user) with the data home dataHome, or "" when it has
-// none. It makes nothing.
+// none a move could use (trash.Usable: what a dry run shows, the run
+// takes). It makes nothing.
 func TrashDir(path []byte, c *Caller, dataHome []byte) string {
 	var st unix.Stat_t
 	if unix.Lstat(string(path), &st) != nil {
@@ -300,6 +301,9 @@ func TrashDir(path []byte, c *Caller, dataHome []byte) string {
 		uid = int(c.UID)
 	}
 	b, err := trash.Find(string(path), uint64(st.Dev), uid, string(dataHome))
+	if err == nil {
+		b, err = trash.Usable(b)
+	}
 	if err != nil {
 		return ""
 	}

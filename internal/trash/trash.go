@@ -82,6 +82,40 @@ func (b Bin) fallback() (Bin, bool) {
 	return Bin{Dir: filepath.Join(b.Top, ".Trash-"+strconv.Itoa(b.UID)), Top: b.Top, UID: b.UID}, true
 }
 
+// Usable returns the trash Open would take for b (b, or its fallback),
+// without making anything: each of its folders that exists must be a
+// folder owned by the user, not a symlink. A plan shown before a run
+// names only a trash the run can use.
+func Usable(b Bin) (Bin, error) {
+	err := usable(b)
+	if err == nil {
+		return b, nil
+	}
+	if fb, ok := b.fallback(); ok && usable(fb) == nil {
+		return fb, nil
+	}
+	return Bin{}, err
+}
+
+// usable checks the folders of b that exist; the missing ones are made
+// when the trash is opened.
+func usable(b Bin) error {
+	for _, d := range []string{b.Dir, filepath.Join(b.Dir, "files"), filepath.Join(b.Dir, "info")} {
+		var st unix.Stat_t
+		err := unix.Lstat(d, &st)
+		switch {
+		case errors.Is(err, unix.ENOENT):
+		case err != nil:
+			return fmt.Errorf("%w: %v", ErrNoTrash, err)
+		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+			return fmt.Errorf("%w: %s is not a folder (a symlink is not allowed)", ErrNoTrash, d)
+		case int(st.Uid) != b.UID:
+			return fmt.Errorf("%w: %s is not owned by uid %d", ErrNoTrash, d, b.UID)
+		}
+	}
+	return nil
+}
+
 // Opened is a trash with its files/ and info/ folders open.
 type Opened struct {
 	Bin

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -199,5 +200,45 @@ func TestFind(t *testing.T) {
 	os.Mkdir(fs.Path(".Trash-1002"), 0o700)
 	if _, err := Open(Bin{Dir: fs.Path(".Trash-1002"), Top: fs.Dir, UID: 1002}); err == nil || !strings.Contains(err.Error(), "not owned") {
 		t.Errorf("Open of root's folder as uid 1002's trash: %v", err)
+	}
+}
+
+// Usable names only a trash a move can use: a trash folder (or its
+// files/) that is a symlink, or another user's, is refused, as Open
+// refuses it; a missing one is usable (Open makes it).
+func TestUsable(t *testing.T) {
+	top := t.TempDir()
+	uid := os.Getuid()
+	b := Bin{Dir: filepath.Join(top, ".Trash-"+strconv.Itoa(uid)), Top: top, UID: uid}
+	if got, err := Usable(b); err != nil || got.Dir != b.Dir {
+		t.Fatalf("missing trash: %+v, %v; want usable", got, err)
+	}
+	elsewhere := t.TempDir()
+	if err := os.Symlink(elsewhere, b.Dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Usable(b); !errors.Is(err, ErrNoTrash) {
+		t.Errorf("a symlinked trash folder: %v; want ErrNoTrash", err)
+	}
+	if err := os.Remove(b.Dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(b.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(b.Dir, "files")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Usable(b); !errors.Is(err, ErrNoTrash) {
+		t.Errorf("a symlinked files/: %v; want ErrNoTrash", err)
+	}
+	if err := os.Remove(filepath.Join(b.Dir, "files")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(b.Dir, uid+1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Usable(b); !errors.Is(err, ErrNoTrash) {
+		t.Errorf("another user's trash folder: %v; want ErrNoTrash", err)
 	}
 }
