@@ -108,7 +108,9 @@ func waitIdle(ctx context.Context, c *api.Client, timeout time.Duration, bar *pr
 		}
 		seen = true
 		if err != nil {
-			if ctx.Err() != nil && timeout > 0 {
+			// The client says DeadlineExceeded in the instant after the
+			// deadline passed, before ctx.Err() does: that is --timeout too.
+			if timeout > 0 && (ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded)) {
 				bar.clear()
 				return timedOut(ctx, c, st, got)
 			}
