@@ -29,6 +29,10 @@ func refKernel(lanes int) *kernel {
 	}, have: true}
 }
 
+// refBlock is a test fixture, not code under test: the race detector's
+// checks of its array accesses made it most of this package's test time.
+//
+//go:norace
 func refBlock(state *[8][maxLanes]uint32, l int, p []byte) {
 	var w [64]uint32
 	for t := 0; t < 16; t++ {
