@@ -29,7 +29,8 @@ func TestHubKilledLosesNothingAcknowledged(t *testing.T) {
 	h.startPublisher(t, c.url)
 	h.caughtUp(t)
 	h.stopPublisher()
-	h.submit(t, synthetic(2, 6000, 1000))
+	const second = 2000 // the kill lands after 200: most are still unsent
+	h.submit(t, synthetic(2, second, 700))
 	seed := h.pub.Status().Acked
 	h.startPublisher(t, c.url)
 	deadline := time.Now().Add(waitFor)
@@ -41,6 +42,9 @@ func TestHubKilledLosesNothingAcknowledged(t *testing.T) {
 	}
 	c.kill(t)
 	acked := h.pub.Status().Acked
+	if acked >= seed+second {
+		t.Fatalf("the hub took all %d changes before the kill (acked %d): the kill tests nothing", second, acked)
+	}
 	startChildAt(t, "hub", []string{"laptop"}, dir, strings.TrimPrefix(c.url, "nats://"))
 	if st := hubState(t, h); !st.Complete || st.Seq < acked {
 		t.Fatalf("after the kill the hub has %+v; the host saw %d acknowledged", st, acked)
