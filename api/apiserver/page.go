@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 
@@ -161,7 +162,7 @@ func (s *Server) listenPage() error {
 		ErrorLog:          s.http.ErrorLog,
 	}
 	p.done = make(chan error, 1)
-	go func() { p.done <- p.srv.Serve(guardedListenerTCP{ln, s}) }()
+	go func() { p.done <- p.srv.Serve(pageListener{ln, s, s.pagePeer()}) }()
 	s.log.Info("page listening", "addr", ln.Addr().String(), "tls", p.tls)
 	return nil
 }
@@ -316,4 +317,37 @@ func pageRefuse(w http.ResponseWriter, msg string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusForbidden)
 	w.Write([]byte(msg + "\n"))
+}
+
+// pagePeer is who the page's requests act as: the daemon's own user,
+// with the daemon's groups. A root that asks for the page gets no more.
+func (s *Server) pagePeer() peer {
+	gids := []uint32{uint32(os.Getegid())}
+	if gs, err := os.Getgroups(); err == nil {
+		for _, g := range gs {
+			gids = append(gids, uint32(g))
+		}
+	}
+	return peer{uid: s.uid, known: true, tcp: true, page: true, gids: gids}
+}
+
+// pageListener counts the page's connections against the limits as TCP
+// clients; each is the page's peer. The token is checked per request.
+type pageListener struct {
+	net.Listener
+	srv  *Server
+	peer peer
+}
+
+// Accept returns the next admitted connection.
+func (l pageListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if gc := l.srv.admit(c, l.peer); gc != nil {
+			return gc, nil
+		}
+	}
 }
