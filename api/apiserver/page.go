@@ -195,7 +195,32 @@ func (s *Server) handleUI(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
 		return
 	}
+	s.warmTree()
 	writeJSON(w, http.StatusOK, pg)
+}
+
+// warmTree counts the tree while the browser starts, so that the page's
+// first request finds the count made or under way (api.Treer keeps it
+// until the index changes).
+func (s *Server) warmTree() {
+	p := s.parts.Load()
+	if p == nil || p.Tree == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		defer cancel()
+		go func() {
+			select {
+			case <-s.closing:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if _, err := p.Tree.TreeLevel(ctx, nil); err != nil && ctx.Err() == nil {
+			s.log.Warn("page: cannot count the tree", "err", err)
+		}
+	}()
 }
 
 // pageHandler is the page's guard in front of its assets and the API's
