@@ -19,7 +19,12 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
-require github.com/klauspost/cpuid/v2 v2.2.3 // indirect
+require (
+	github.com/chromedp/cdproto v0.160.1 // indirect
+	github.com/chromedp/chromedp v0.23.1 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/klauspost/cpuid/v2 v2.2.3 // indirect
+)
 
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect

@@ -33,6 +33,8 @@
 //	GET  /v1/hub/whereis?key=K            the hosts holding K's content → HubContent (also digest=, path=)
 //	GET  /v1/hub/dups, /v1/hub/copies     NDJSON HubContents across hosts (see Hubber)
 //	GET  /v1/hub/hosts                    the hosts the hub knows → HubHosts
+//	GET  /v1/tree[?path=P]                one folder level: the folder (none: the roots) and its children → TreeLevel ([Treer])
+//	POST /v1/ui                           start the web page (unix socket only) → Page
 //	GET  /metrics                          Prometheus text format
 //
 // With wait=idle the status covers every change made before the request:

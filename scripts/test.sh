@@ -24,10 +24,12 @@ declare -A why=(
   [blkid]="util-linux: the file-system identity tests compare with the UUID blkid reads"
   [losetup]="mount: loop devices"
   [strace]="strace: the idle test counts the daemon's system calls"
+  [chromium]="chromium: the web page's tests drive a real browser (chromedp)"
 )
 declare -A pkg=(
   [git-annex]=git-annex [mkfs.xfs]=xfsprogs [xfs_io]=xfsprogs [mkfs.btrfs]=btrfs-progs
   [mkfs.ext4]=e2fsprogs [systemd-analyze]=systemd [prlimit]=util-linux [blkid]=util-linux [losetup]=mount [strace]=strace
+  [chromium]=chromium
 )
 missing=() pkgs=()
 for tool in "${!why[@]}"; do

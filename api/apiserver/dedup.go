@@ -34,9 +34,9 @@ func (h *dedupHandlers) dedup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := peerFrom(r.Context())
-	if p.tcp || !p.known || p.uid < 0 {
+	if (p.tcp && !p.page) || !p.known || p.uid < 0 {
 		writeError(w, http.StatusForbidden, api.CodeForbidden,
-			"api: dedup acts for the user who asks, who is known only on the unix socket")
+			"api: dedup acts for the user who asks, who is known only on the unix socket and the page")
 		return
 	}
 	req, err := dedupRequest(w, r, h.roots())

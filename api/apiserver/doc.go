@@ -15,6 +15,11 @@
 // request metrics and /metrics, and a Run(ctx) lifecycle (Shutdown, then
 // Close).
 //
+// The web page (page.go) is served on a listener of its own, opened when
+// POST /v1/ui first asks: its guard (a token per start, a cookie, the
+// Host and the origin checked) stands in front of the same endpoints and
+// the page's embedded assets.
+//
 // The Server routes, admits and listens. Each part's handlers hang off a
 // small type of their own (index.go, status.go, audit.go, dedup.go,
 // hub.go, have.go), which holds what they all share (common): the

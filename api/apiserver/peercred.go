@@ -10,9 +10,12 @@ import (
 
 // peer is what the server knows about a connection's other end.
 type peer struct {
-	uid   int  // peer's uid from SO_PEERCRED, -1 when unknown
-	pid   int  // peer's pid, 0 when unknown
-	tcp   bool // came over the TCP listener (token required)
+	uid int  // peer's uid from SO_PEERCRED, -1 when unknown
+	pid int  // peer's pid, 0 when unknown
+	tcp bool // came over the TCP listener (token required)
+	// page: came over the page's listener (page.go) with its token; it
+	// acts as the daemon's own user, whoever asked for the page.
+	page  bool
 	known bool // uid was read successfully
 
 	gids []uint32 // the primary group, then the supplementary ones

@@ -48,6 +48,8 @@ type Parts struct {
 	DirDups DirDupFinder
 	// Changes is the change feed: /v1/changes (changes.go).
 	Changes api.ChangeFeed
+	// Tree counts the tree by folder: /v1/tree (tree.go).
+	Tree api.Treer
 }
 
 // What a missing part's endpoints answer: what is off, and how to turn
@@ -109,6 +111,10 @@ type Config struct {
 	// Limits caps the connections held at once; the zero value derives
 	// the caps from the descriptor limit.
 	Limits Limits
+
+	// Page configures the web page's listener, opened when POST /v1/ui
+	// first asks (page.go).
+	Page PageConfig
 }
 
 // Server serves an Index over HTTP on a unix socket (and optionally TCP).
@@ -124,6 +130,9 @@ type Server struct {
 
 	admission *admission
 	refusals  refusalLog
+
+	api  http.Handler // the endpoints, behind the socket's guard and the page's
+	page page
 
 	mu       sync.Mutex
 	unixLn   *net.UnixListener
@@ -146,6 +155,9 @@ func NewServer(cfg Config) (*Server, error) {
 		if len(cfg.Token) < 16 {
 			return nil, fmt.Errorf("%w: tcp needs a token of at least 16 characters", ErrConfig)
 		}
+	}
+	if err := checkPage(cfg.Page); err != nil {
+		return nil, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -172,6 +184,8 @@ func NewServer(cfg Config) (*Server, error) {
 	if err := m.watchConns(cfg.Registerer, s.admission); err != nil {
 		return nil, err
 	}
+	s.page.token = newPageToken()
+	s.api = s.endpoints()
 	s.http = &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -264,10 +278,11 @@ func (s *Server) shutdown() {
 		s.log.Warn("api shutdown timed out; closing connections", "err", err)
 	}
 	s.http.Close()
+	s.stopPage(ctx)
 }
 
 // routes builds the handler tree: the guard in front of the endpoints.
-func (s *Server) routes() http.Handler { return s.guard(s.endpoints()) }
+func (s *Server) routes() http.Handler { return s.guard(s.api) }
 
 // endpoints routes requests that passed the guard to each part's
 // handlers.
@@ -277,7 +292,7 @@ func (s *Server) endpoints() http.Handler {
 	st := &statusHandlers{common: c, starting: s.cfg.Starting, ready: s.ready}
 	au, dd := &auditHandlers{c}, &dedupHandlers{c}
 	hv, hb := &haveHandlers{c}, &hubHandlers{common: c, idx: idx}
-	dirs, ch := &dirDupHandlers{c}, &changesHandlers{c}
+	dirs, ch, tr := &dirDupHandlers{c}, &changesHandlers{c}, &treeHandlers{c}
 	mux := http.NewServeMux()
 	handle := func(pattern string, h http.HandlerFunc) {
 		mux.Handle(pattern, s.metrics.instrument(pattern, h))
@@ -307,6 +322,8 @@ func (s *Server) endpoints() http.Handler {
 	handle("GET /v1/hub/copies", s.serving(hb.copies))
 	handle("GET /v1/hub/hosts", s.serving(hb.hosts))
 	handle("GET /v1/changes", s.serving(ch.changes)) // changes.go
+	handle("GET /v1/tree", s.serving(tr.level))      // tree.go
+	handle("POST /v1/ui", s.handleUI)                // page.go
 	mux.Handle("GET /metrics", s.metrics.instrument("GET /metrics",
 		promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: s.httpErrorLog()})))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -67,6 +67,7 @@ func newRootCmd() *cobra.Command {
 		newHaveCmd(),
 		newCalckeyCmd(),
 		newChangesCmd(),
+		newUICmd(),
 	)
 	return root
 }

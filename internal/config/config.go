@@ -67,6 +67,7 @@ type Config struct {
 	Hub     Hub     `toml:"hub"`     // hub.go
 	Publish Publish `toml:"publish"` // hub.go
 	Changes Changes `toml:"changes"` // changes.go
+	UI      UI      `toml:"ui"`      // ui.go
 
 	// File is the config file this came from, "" when none was read.
 	File string `toml:"-"`
@@ -288,6 +289,9 @@ func (c *Config) Validate() error {
 		return c.invalid("indexer.max_pending", fmt.Sprint(c.Indexer.MaxPending), "a count ≥ 1")
 	}
 	if err := c.Dedup.validate(c); err != nil {
+		return err
+	}
+	if err := c.UI.validate(c); err != nil {
 		return err
 	}
 	if err := c.Changes.validate(c); err != nil {

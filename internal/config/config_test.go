@@ -196,6 +196,7 @@ func TestValidateRejects(t *testing.T) {
 		"indexer.hash_workers": func(c *Config) { c.Indexer.HashWorkers = -1 },
 		"watch.quiet_delay":    func(c *Config) { c.Watch.QuietDelay = -time.Second },
 		"api.token":            func(c *Config) { c.API.TCP = "127.0.0.1:7777"; c.API.Token = "short" },
+		"ui.listen":            func(c *Config) { c.UI.Listen = "0.0.0.0:8443" }, // beyond loopback without TLS
 	}
 	for name, mod := range cases {
 		var c Config
@@ -206,6 +207,26 @@ func TestValidateRejects(t *testing.T) {
 		err := c.Validate()
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+}
+
+// The page beyond loopback needs the hub's TLS certificate and key; on
+// loopback it needs nothing.
+func TestUIListen(t *testing.T) {
+	for _, c := range []struct {
+		listen, cert string
+		ok           bool
+	}{{"", "", true}, {"127.0.0.1:0", "", true}, {"[::1]:8080", "", true}, {"localhost:8080", "", true},
+		{"0.0.0.0:8443", "", false}, {"192.168.1.2:8443", "", false}, {"0.0.0.0:8443", "/etc/hub.pem", true}, {"nonsense", "", false}} {
+		var cfg Config
+		if err := cfg.Fill(); err != nil {
+			t.Fatal(err)
+		}
+		cfg.UI.Listen = c.listen
+		cfg.Hub.TLSCert, cfg.Hub.TLSKey = c.cert, c.cert
+		if err := cfg.UI.validate(&cfg); (err == nil) != c.ok {
+			t.Errorf("ui.listen %q with tls_cert %q: %v", c.listen, c.cert, err)
 		}
 	}
 }

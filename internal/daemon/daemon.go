@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"runtime"
 	"slices"
@@ -387,6 +388,7 @@ func (a *App) listen(reg *prometheus.Registry) error {
 		Logger:      a.log.With("part", "api"),
 		Registerer:  reg,
 		Gatherer:    reg,
+		Page:        a.pageConfig(),
 	})
 	if err != nil {
 		return err
@@ -394,10 +396,26 @@ func (a *App) listen(reg *prometheus.Registry) error {
 	return a.srv.Listen()
 }
 
+// pageConfig is the web page's listener: TLS with the hub's certificate
+// when the config places it beyond loopback (config.UI).
+func (a *App) pageConfig() apiserver.PageConfig {
+	p := apiserver.PageConfig{Listen: a.cfg.UI.Listen, ListenKey: "ui.listen"}
+	if host, _, err := net.SplitHostPort(p.Listen); err == nil && !isLoopback(host) {
+		p.TLSCert, p.TLSKey = a.cfg.Hub.TLSCert, a.cfg.Hub.TLSKey
+	}
+	return p
+}
+
+// isLoopback reports whether host is a loopback name or address.
+func isLoopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
+}
+
 // parts are what the API serves once setup is done.
 func (a *App) parts() apiserver.Parts {
 	p := apiserver.Parts{Index: a.query, Audit: query.NewAudit(a.audit), Dedup: a.dedup, Have: a.haver(),
-		DirDups: query.NewDirDups(a.query), Changes: changeFeed(a.st)}
+		DirDups: query.NewDirDups(a.query), Changes: changeFeed(a.st), Tree: query.NewTree(a.query)}
 	if a.link != nil {
 		p.Hub = a.link
 	}

@@ -27,6 +27,8 @@ type Store interface {
 	// Folders and SurveysOf are what dups --dirs reads (dirdups.go).
 	Folders(ctx context.Context, fn func(dir []byte, files []store.FolderFile) error) error
 	SurveysOf(cs []store.Content) ([]*store.Survey, error)
+	// Committed names the last commit: the tree is counted again after it changes (tree.go).
+	Committed() (uint64, error)
 }
 
 // Indexer is what the queries ask the indexer (*indexer.Indexer).
