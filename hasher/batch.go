@@ -94,13 +94,44 @@ func (r *streamReader) Read(p []byte) (int, error) {
 // digest is not used.
 var errBatchEngine = errors.New("hasher: batch engine misbehaved")
 
-// batchRun is one call of a worker's engine: the jobs it took, in order.
+// batchRun is one call of a worker's engine. An engine runs for as long
+// as jobs keep coming, on a warm first scan often the whole scan, so it
+// keeps only the jobs in flight: a finished job is dropped at once, and a
+// run holds about Lanes jobs, not every file it hashed.
 type batchRun struct {
-	h       *Hasher
-	first   *job
-	jobs    []*job
-	streams []*streamReader
-	done    []bool
+	h     *Hasher
+	first *job
+	taken int        // streams handed to the engine; the next one's position
+	open  []inflight // the streams not finished yet, in no order
+}
+
+// inflight is a stream the engine took and has not finished.
+type inflight struct {
+	pos int           // its position in next's sequence
+	j   *job          // its job
+	r   *streamReader // nil for a small file read and checked by its caller
+}
+
+// add records j's stream as taken.
+func (b *batchRun) add(j *job, r *streamReader) {
+	b.open = append(b.open, inflight{pos: b.taken, j: j, r: r})
+	b.taken++
+}
+
+// drop removes and returns the stream at position i; ok is false when
+// it is not in flight (finished already, or never taken).
+func (b *batchRun) drop(i int) (e inflight, ok bool) {
+	for k := range b.open {
+		if b.open[k].pos == i {
+			e = b.open[k]
+			last := len(b.open) - 1
+			b.open[k] = b.open[last]
+			b.open[last] = inflight{} // the job is no longer reachable from here
+			b.open = b.open[:last]
+			return e, true
+		}
+	}
+	return inflight{}, false
 }
 
 // next hands the engine the first job, then any job queued by then. With
@@ -123,11 +154,11 @@ func (b *batchRun) next(wait bool) (Stream, mbsha256.Feed) {
 			continue
 		}
 		if j.data != nil {
-			b.jobs, b.streams, b.done = append(b.jobs, j), append(b.streams, nil), append(b.done, false)
+			b.add(j, nil)
 			return Stream{Data: *j.data}, mbsha256.Taken
 		}
 		r := &streamReader{ctx: j.ctx, f: j.f, left: j.f.before.Size, advised: j.ahead}
-		b.jobs, b.streams, b.done = append(b.jobs, j), append(b.streams, r), append(b.done, false)
+		b.add(j, r)
 		return Stream{R: r}, mbsha256.Taken
 	}
 }
@@ -177,13 +208,12 @@ func (h *Hasher) take(wait bool) (*job, mbsha256.Feed) {
 // finish checks that the engine read stream i to its recorded size and that
 // the file's identity held, and answers its caller.
 func (b *batchRun) finish(i int, sum [32]byte, err error) {
-	if i < 0 || i >= len(b.jobs) || b.done[i] {
+	e, ok := b.drop(i)
+	if !ok {
 		return
 	}
-	b.done[i] = true
-	r := b.streams[i]
+	j, r := e.j, e.r
 	if r == nil { // read and checked by its caller
-		j := b.jobs[i]
 		if err != nil {
 			b.h.finish(j, Result{}, err)
 			return
@@ -202,10 +232,10 @@ func (b *batchRun) finish(i int, sum [32]byte, err error) {
 		err = f.verify()
 	}
 	if err != nil {
-		b.h.finish(b.jobs[i], Result{}, err)
+		b.h.finish(j, Result{}, err)
 		return
 	}
-	b.h.finish(b.jobs[i], Result{Digest: append([]byte(nil), sum[:]...), Info: f.before}, nil)
+	b.h.finish(j, Result{Digest: append([]byte(nil), sum[:]...), Info: f.before}, nil)
 }
 
 // abort answers every job the engine took but did not finish, and the
@@ -216,9 +246,7 @@ func (b *batchRun) abort(err error) {
 		b.h.finish(b.first, Result{}, err)
 		b.first = nil
 	}
-	for i := range b.jobs {
-		if !b.done[i] {
-			b.finish(i, [32]byte{}, err)
-		}
+	for len(b.open) > 0 {
+		b.finish(b.open[0].pos, [32]byte{}, err)
 	}
 }

@@ -145,6 +145,9 @@ type Store struct {
 	// record changing (DropSurvey): a survey made before is refused. The
 	// writer's alone (survey.go).
 	floors map[string]int64
+	// mapTrim unmaps the index from the process above mapBudget; the
+	// writer's alone (maptrim.go). Nil for a read-only store.
+	mapTrim *mapTrim
 }
 
 // DefaultPath returns where the index lives when none is configured:
@@ -220,6 +223,9 @@ func newStore(db *bolt.DB, path string, opts Options) *Store {
 	s.hold.file, s.hold.logger, s.hold.closing = path, s.log, s.closing
 	s.hold.queued = func() int { return len(s.in) }
 	s.deferred = newDeferred(s)
+	if !opts.ReadOnly {
+		s.mapTrim = newMapTrim(mapBudget)
+	}
 	return s
 }
 

@@ -448,6 +448,7 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 	var delta, digested, runs, shelved int64
 	var logged bool
 	err = s.db.Update(func(tx *bolt.Tx) error {
+		s.mapTrim.trim(tx)
 		w, err := newWtx(tx, &s.epoch, &s.txBufs)
 		if err != nil {
 			return err
@@ -577,6 +578,7 @@ func (s *Store) Close() error {
 		}
 		s.writer.Unlock()
 		s.errOnce = s.db.Close()
+		s.mapTrim.close()
 	})
 	return s.errOnce
 }

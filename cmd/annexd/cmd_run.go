@@ -25,11 +25,13 @@ import (
 )
 
 // defaultMemoryLimit is the Go runtime's soft memory limit unless
-// GOMEMLIMIT is set. A first scan keeps 30-40 MiB live (the store's dirty
-// pages, the files being read for the hasher's lanes); at 64 MiB the
-// collector ran all the time and cost the scan of the corpus 20 % more CPU
-// (BENCHMARKS.md).
-const defaultMemoryLimit = 96 << 20
+// GOMEMLIMIT is set. A first scan of the corpus keeps 20-40 MiB live (the
+// store's group and its dirty pages, the files being read for the hasher's
+// lanes). At 64 MiB its peak RssAnon is 61 MiB against 113 at the 96 MiB
+// limit raised to 128 MiB with GOGC=200 while indexing, for no more CPU in
+// the same runs (BENCHMARKS.md, bench/memory.sh). An earlier 20 % cost at
+// 64 MiB came from a hasher that kept every file's job alive.
+const defaultMemoryLimit = 64 << 20
 
 // runFlags are the root command's flags; each overrides the config file.
 type runFlags struct {
@@ -61,9 +63,9 @@ Without ROOT arguments the roots come from the config file. Flags override
 the config file ($XDG_CONFIG_HOME/annexd/annexd.toml, or --config); every key
 is documented in configs/annexd.example.toml.
 
-The Go runtime's soft memory limit is 96 MiB unless GOMEMLIMIT is set;
-while annexd indexes in bulk it is 128 MiB, with GOGC=200, unless GOGC or
-GOMEMLIMIT is set. Go code runs on four threads per CPU while annexd reads
+The Go runtime's soft memory limit is 64 MiB unless GOMEMLIMIT is set;
+once annexd has indexed in bulk, it returns the freed memory to the system
+unless GOGC or GOMEMLIMIT is set. Go code runs on four threads per CPU while annexd reads
 from disk unless GOMAXPROCS is set.`
 	root.Example = `  annexd ~/                      index your home directory and keep it current
   annexd --index /srv/idx.db /srv/data

@@ -23,6 +23,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -302,7 +303,13 @@ func (a *App) runParts(ctx context.Context, g *errgroup.Group, stop func()) {
 	g.Go(func() error { a.relayIndexer(ctx); return nil })
 	if a.opts.PaceGC {
 		g.Go(func() error {
-			gcpace.Run(ctx, gcpace.Options{Busy: a.bulk, Idle: a.ixResting, Wake: a.ix.WorkChanged})
+			// Bulk work keeps the collector's settings (GOGC=100 under
+			// the program's soft limit): GOGC=200 under 128 MiB bought
+			// no CPU measurable beside it and cost 40-50 MiB of peak
+			// RssAnon (BENCHMARKS.md). Run still hands the freed memory
+			// back once the work ends.
+			gcpace.Run(ctx, gcpace.Options{Busy: a.bulk, Idle: a.ixResting, Wake: a.ix.WorkChanged,
+				Percent: 100, Limit: debug.SetMemoryLimit(-1)})
 			return nil
 		})
 	}

@@ -1,0 +1,97 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// mappedKiB is how much of file is resident in this process's maps.
+func mappedKiB(t *testing.T, file string) int64 {
+	t.Helper()
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no /proc/self/smaps: %v", err)
+	}
+	defer f.Close()
+	var kib int64
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		l := sc.Text()
+		if fs := strings.Fields(l); len(fs) >= 5 && strings.Contains(fs[0], "-") && !strings.HasSuffix(fs[0], ":") {
+			in = len(fs) >= 6 && fs[5] == file
+			continue
+		}
+		if in && strings.HasPrefix(l, "Rss:") {
+			n, _ := strconv.ParseInt(strings.Fields(l)[1], 10, 64)
+			kib += n
+		}
+	}
+	return kib
+}
+
+// A first scan reads most of the index through bbolt's map; above the
+// budget the next write unmaps it from the process, and every record
+// still reads back as written.
+func TestMapTrimmedAboveBudget(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	s := openTestAt(t, path, Options{MaxDelay: 2e6, NoSync: true})
+	const n = 3000
+	ctx := context.Background()
+	cs := make([]Change, n)
+	for i := range cs {
+		cs[i] = Change{Op: OpPut, Path: p("/r/d%02d/file-%05d", i%50, i), Record: rec(strconv.Itoa(i), int64(i+1), 1, uint64(i+10))}
+	}
+	if err := s.SubmitAll(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	readAll := func() {
+		t.Helper()
+		for i, c := range cs {
+			r, ok, err := s.Get(c.Path)
+			if err != nil || !ok || r.Size != int64(i+1) || !bytes.Equal(r.Digest, c.Record.Digest) {
+				t.Fatalf("%s: %+v, %v; want size %d digest %x", c.Path, r, err, i+1, c.Record.Digest)
+			}
+		}
+	}
+	readAll() // maps every page of the records in
+	before := mappedKiB(t, path)
+	if before < 256 {
+		t.Fatalf("%d KiB of the index mapped after reading %d records; want more for the test to mean something", before, n)
+	}
+	s.mapTrim.budget.Store(1 << 50) // never
+	var under int64
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		s.mapTrim.trim(tx)
+		under = mappedKiB(t, path)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if under < before/2 {
+		t.Errorf("the map was trimmed under budget: %d KiB mapped, %d before", under, before)
+	}
+	s.mapTrim.budget.Store(1) // over it at once
+	var after int64
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		s.mapTrim.trim(tx)
+		after = mappedKiB(t, path)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if after > before/8 {
+		t.Errorf("%d KiB of the index still mapped after a trim over budget (%d before); want it unmapped", after, before)
+	}
+	readAll()
+	mustPut(t, s, "/r/new", rec("new", 3, 1, 1)) // the writer's trim, and a commit after it
+	readAll()
+}

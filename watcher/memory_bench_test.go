@@ -1,0 +1,67 @@
+package watcher
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+)
+
+// BenchmarkWatchMemoryPerDir measures the Go heap the watcher keeps per
+// watched directory: a tree of ANNEXD_BENCH_DIRS directories (10,000
+// unless set; 100 top directories) is made, watched whole, and the live
+// heap after the set-up is compared with the one before, after a
+// collection. Reports bytes a directory and the watches the kernel was
+// asked for. Each inotify watch also costs the kernel about 1 KiB of
+// unswappable memory, which fs.inotify.max_user_watches caps (the kernel
+// sizes its default from RAM).
+//
+//	ANNEXD_BENCH_DIRS=100000 go test -run '^$' -bench WatchMemoryPerDir -benchtime 1x ./watcher/
+func BenchmarkWatchMemoryPerDir(b *testing.B) {
+	n := 10000
+	if v, err := strconv.Atoi(os.Getenv("ANNEXD_BENCH_DIRS")); err == nil && v > 0 {
+		n = v
+	}
+	root := b.TempDir()
+	for i := range n {
+		if err := os.MkdirAll(filepath.Join(root, fmt.Sprintf("t%03d/d%07d", i%100, i)), 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	dirs := n + 100 + 1
+	var perDir float64
+	watches := 0
+	for b.Loop() {
+		before := liveHeap()
+		w, err := New([]string{root}, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		<-w.Events()
+		after := liveHeap()
+		watches = w.Status().Roots[0].Watches
+		runtime.KeepAlive(w)
+		cancel()
+		<-done
+		perDir = float64(after-before) / float64(dirs)
+	}
+	if watches < dirs {
+		b.Logf("only %d of %d directories watched (fs.inotify.max_user_watches?)", watches, dirs)
+	}
+	b.ReportMetric(perDir, "heap-B/dir")
+	b.ReportMetric(float64(watches), "watches")
+}
+
+// liveHeap is the heap in use after a full collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
