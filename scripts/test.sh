@@ -66,5 +66,10 @@ go build -o /dev/null ./scripts/testtime
 # waiting (loop images, fsync, a daemon's timers), and two at a time kept
 # 1.2 of 2 cores busy. GOTEST_P=N changes it.
 export GOTEST_P=${GOTEST_P:-4}
-echo "== go test -race -count=1 -p $GOTEST_P -timeout 30m ./... $*"
-go test -race -count=1 -p "$GOTEST_P" -timeout 30m -json "$@" ./... | go run ./scripts/testtime
+# The longest packages first: go test starts test binaries in the order it
+# is given them, and a long package started last is a tail with one core
+# idle. The rest follow in ./...'s order.
+first=(./e2e ./internal/indexer ./internal/dedup ./store ./internal/hub ./cmd/annexd
+  ./hasher/mbsha256 ./watcher ./api/apiserver ./key ./cmd/annexctl ./internal/audit)
+echo "== go test -race -count=1 -p $GOTEST_P -timeout 30m $* ${first[*]} ./..."
+go test -race -count=1 -p "$GOTEST_P" -timeout 30m -json "$@" "${first[@]}" ./... | go run ./scripts/testtime
