@@ -42,7 +42,7 @@ type Parts struct {
 	Index api.Index   // required: lookup, whereis, dups, status, forget
 	Audit api.Auditor // /v1/audit/...
 	// Heal heals corrupt files from verified copies: /v1/audit/heal.
-	Heal api.AuditHealer
+	Heal  api.AuditHealer
 	Dedup api.Deduper // /v1/dedup
 	Hub   api.Hubber  // /v1/hub/...
 	Have  Haver       // /v1/have
