@@ -77,7 +77,9 @@ type copyOf struct {
 }
 
 // candidates lists the physical copies of the rotten file's content:
-// the other records with its digest, less every inode that shares blocks
+// the other records with its digest (peers: files flagged with the same
+// recorded digest, which the index lists by digest no more; they are
+// read like the others, and count as copies), less every inode that shares blocks
 // with it (a hard link, a reflinked twin), one entry per physical copy
 // (dedup's survey of shared extents says which inodes are one).
 type candidates struct {
@@ -85,12 +87,13 @@ type candidates struct {
 	twins  int // names that share the rotten file's blocks
 }
 
-func (h *Healer) candidates(p *audit.Problem, r rot) (candidates, error) {
+func (h *Healer) candidates(p *audit.Problem, r rot, peers [][]byte) (candidates, error) {
 	var cs candidates
 	paths, err := h.st.ByDigest(r.backend, r.rec.Digest)
 	if err != nil {
 		return cs, fmt.Errorf("the index cannot list copies: %w", err)
 	}
+	paths = append(paths, peers...)
 	g := store.Group{Backend: r.backend.Base(), Digest: r.rec.Digest, Size: r.rec.Size,
 		Members: []store.Member{{Path: p.Path, Record: r.rec}}}
 	for _, q := range paths {
@@ -98,7 +101,10 @@ func (h *Healer) candidates(p *audit.Problem, r rot) (candidates, error) {
 			continue
 		}
 		rec, ok, err := h.st.Get(q)
-		if err != nil || !ok || rec.State != store.StateOK || !bytes.Equal(rec.Digest, r.rec.Digest) {
+		if err != nil || !ok || (rec.State != store.StateOK && rec.State != store.StateCorrupt) || !bytes.Equal(rec.Digest, r.rec.Digest) {
+			continue
+		}
+		if slices.ContainsFunc(g.Members, func(m store.Member) bool { return bytes.Equal(m.Path, q) }) {
 			continue
 		}
 		g.Members = append(g.Members, store.Member{Path: q, Record: rec})

@@ -66,7 +66,7 @@ func TestHealSIGKILL(t *testing.T) {
 		}
 		line, _ := bufio.NewReader(ready).ReadString('\n')
 		if st == "" { // a random time into the heal
-			time.Sleep(time.Duration(rand.Int64N(int64(30 * time.Millisecond))))
+			time.Sleep(time.Duration(rand.Int64N(int64(80 * time.Millisecond))))
 			cmd.Process.Signal(syscall.SIGKILL)
 		}
 		if line != "ready\n" {

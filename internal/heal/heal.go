@@ -1,6 +1,7 @@
 package heal
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -124,7 +125,7 @@ func (h *Healer) Heal(ctx context.Context, paths [][]byte, dry bool) ([]File, er
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		f := h.one(ctx, &todo[i], dry)
+		f := h.one(ctx, &todo[i], peers(todo, i), dry)
 		h.logFile(&f, dry)
 		out = append(out, f)
 	}
@@ -163,7 +164,7 @@ func (h *Healer) logFile(f *File, dry bool) {
 }
 
 // one heals, or with dry plans, the file of finding p.
-func (h *Healer) one(ctx context.Context, p *audit.Problem, dry bool) File {
+func (h *Healer) one(ctx context.Context, p *audit.Problem, peers [][]byte, dry bool) File {
 	f := File{Path: p.Path, Key: p.RecordedKey}
 	if p.Class != audit.Corrupt {
 		f.Outcome, f.Reason = Refused, notCorrupt(p.Class)
@@ -174,12 +175,24 @@ func (h *Healer) one(ctx context.Context, p *audit.Problem, dry bool) File {
 		f.Outcome, f.Reason = res, why
 		return f
 	}
-	cs, err := h.candidates(p, rot)
+	cs, err := h.candidates(p, rot, peers)
 	if err != nil {
 		f.Outcome, f.Reason = Refused, err.Error()
 		return f
 	}
 	return h.fromCopies(ctx, p, rot, cs, dry)
+}
+
+// peers are the paths of the other findings with the recorded digest of
+// todo[i]: copies too, rotten or not.
+func peers(todo []audit.Problem, i int) [][]byte {
+	var out [][]byte
+	for j := range todo {
+		if j != i && bytes.Equal(todo[j].Recorded, todo[i].Recorded) {
+			out = append(out, todo[j].Path)
+		}
+	}
+	return out
 }
 
 // notCorrupt says why a finding of class c is not healed.
