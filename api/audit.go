@@ -240,6 +240,9 @@ type AuditAcceptResult struct {
 	Accepted [][]byte
 	// Failed are the paths that could not be read, with why.
 	Failed []AuditAcceptFailure
+	// Released are the healed paths whose rotten bytes, kept aside by the
+	// heal, were removed.
+	Released [][]byte
 }
 
 // AuditAcceptFailure is a flagged file that could not be accepted.
@@ -251,6 +254,7 @@ type AuditAcceptFailure struct {
 type acceptWire struct {
 	Accepted []PathIn         `json:"accepted"`
 	Failed   []acceptFailWire `json:"failed"`
+	Released []PathIn         `json:"released"`
 }
 
 type acceptFailWire struct {
@@ -276,6 +280,15 @@ func (r AuditAcceptResult) MarshalJSON() ([]byte, error) {
 		buf = append(buf, `,"error":`...)
 		buf = append(appendString(buf, []byte(f.Error)), '}')
 	}
+	if len(r.Released) > 0 {
+		buf = append(buf, `],"released":[`...)
+		for i, p := range r.Released {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = append(appendPath(append(buf, '{'), "path", p), '}')
+		}
+	}
 	return append(buf, "]}"...), nil
 }
 
@@ -299,6 +312,13 @@ func (r *AuditAcceptResult) UnmarshalJSON(b []byte) error {
 			return err
 		}
 		out.Failed = append(out.Failed, AuditAcceptFailure{Path: path, Error: f.Error})
+	}
+	for _, p := range w.Released {
+		path, err := p.Bytes()
+		if err != nil {
+			return err
+		}
+		out.Released = append(out.Released, path)
 	}
 	*r = out
 	return nil

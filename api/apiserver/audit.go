@@ -192,3 +192,38 @@ func (h *auditHandlers) accept(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, res)
 	}
 }
+
+// heal answers POST /v1/audit/heal: the body is {"paths": [...],
+// "dry_run": bool} (paths_b64 for paths not UTF-8; no paths: every
+// finding), the answer each flagged file's outcome (api.AuditHealResult).
+func (h *auditHandlers) heal(w http.ResponseWriter, r *http.Request) {
+	hl := h.part().Heal
+	if hl == nil {
+		writeError(w, http.StatusNotFound, api.CodeNotSupported, "api: this daemon does not heal: it was started without its heal part")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBatchBytes))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "api: read body: "+err.Error())
+		return
+	}
+	var req api.AuditHealRequest
+	if len(body) > 0 {
+		if err := req.UnmarshalJSON(body); err != nil {
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, `api: want {"paths": ["/abs/path", ...], "dry_run": false}: `+err.Error())
+			return
+		}
+	}
+	for i, p := range req.Paths {
+		if req.Paths[i], err = underRoots(p, h.roots()); err != nil {
+			writeErr(w, err)
+			return
+		}
+	}
+	res, err := hl.AuditHeal(r.Context(), req)
+	if err != nil {
+		h.indexError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}

@@ -41,6 +41,8 @@ const (
 type Parts struct {
 	Index api.Index   // required: lookup, whereis, dups, status, forget
 	Audit api.Auditor // /v1/audit/...
+	// Heal heals corrupt files from verified copies: /v1/audit/heal.
+	Heal  api.AuditHealer
 	Dedup api.Deduper // /v1/dedup
 	Hub   api.Hubber  // /v1/hub/...
 	Have  Haver       // /v1/have
@@ -315,6 +317,7 @@ func (s *Server) endpoints() http.Handler {
 	handle("POST /v1/audit/pause", s.serving(au.pause(true)))
 	handle("POST /v1/audit/resume", s.serving(au.pause(false)))
 	handle("POST /v1/audit/accept", s.serving(au.accept))
+	handle("POST /v1/audit/heal", s.serving(au.heal))
 	handle("GET /v1/have", s.serving(hv.info)) // have.go
 	handle("POST /v1/have", s.serving(hv.have))
 	handle("GET /v1/hub/whereis", s.serving(hb.whereis)) // hub.go

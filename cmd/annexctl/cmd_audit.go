@@ -35,7 +35,7 @@ audit accept takes a flagged file's content once you have dealt with it.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newAuditRunCmd(), newAuditStatusCmd(), newAuditProblemsCmd(),
-		newAuditPauseCmd(true), newAuditPauseCmd(false), newAuditAcceptCmd())
+		newAuditPauseCmd(true), newAuditPauseCmd(false), newAuditAcceptCmd(), newAuditHealCmd())
 	return cmd
 }
 
@@ -646,6 +646,9 @@ Exit status 1 when nothing is flagged at a PATH or a file cannot be read.`,
 				for _, a := range res.Accepted {
 					fmt.Fprintf(out, "accepted %s\n", displayPath(a))
 				}
+				for _, a := range res.Released {
+					fmt.Fprintf(out, "removed the rotten bytes a heal kept aside for %s\n", displayPath(a))
+				}
 				for _, f := range res.Failed {
 					out.Flush()
 					fmt.Fprintf(cmd.ErrOrStderr(), "annexctl: audit accept: %s: %s\n", displayPath(f.Path), f.Error)
@@ -722,4 +725,82 @@ func intervalText(d time.Duration) string {
 		return unit(int64(d/time.Minute), "minute", "minutes")
 	}
 	return d.String()
+}
+
+func newAuditHealCmd() *cobra.Command {
+	var dry, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "heal [--dry-run] [--json] [PATH...]",
+		Short: "Restore files found corrupt from a copy whose bytes verify",
+		Long: `Restore each file flagged corrupt at or below each PATH (none: every one)
+from another copy of its content whose bytes, read from the disk now, verify.
+A copy sharing blocks with the rotten file (a hard link, a reflinked twin) is
+no copy. The rotten bytes are kept aside until 'audit accept PATH' or
+[audit] heal_keep. --dry-run says what would be done and touches nothing.
+Exit status 0 when every file was healed (or would be), 1 when one was not.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			paths, err := argPaths("audit heal", args)
+			if err != nil {
+				return err
+			}
+			c, err := dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			res, err := c.AuditHeal(cmd.Context(), api.AuditHealRequest{Paths: paths, DryRun: dry})
+			if errors.Is(err, api.ErrOutsideRoots) {
+				return &exitError{Code: exitUsage, Err: fmt.Errorf("audit heal: %s", statusMessage(err))}
+			}
+			if err != nil {
+				return apiFailure(c, err)
+			}
+			out := bufio.NewWriter(cmd.OutOrStdout())
+			failed := printHeal(out, res, asJSON)
+			if err := flushOut(out); err != nil {
+				return err
+			}
+			if failed {
+				return &exitError{Code: exitFailure}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dry, "dry-run", false, "say what would be healed, touch nothing")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the answer as one JSON object (see docs/cli.md)")
+	return cmd
+}
+
+// printHeal prints a heal's answer; it reports whether a file was not
+// healed (nor would be).
+func printHeal(w io.Writer, res api.AuditHealResult, asJSON bool) bool {
+	failed := false
+	for _, f := range res.Files {
+		if f.Outcome != api.HealHealed && f.Outcome != api.HealWouldHeal {
+			failed = true
+		}
+	}
+	if asJSON {
+		b, _ := res.MarshalJSON()
+		fmt.Fprintf(w, "%s\n", b)
+		return failed
+	}
+	if len(res.Files) == 0 {
+		fmt.Fprintln(w, "nothing flagged to heal")
+	}
+	for _, f := range res.Files {
+		from := displayPath(f.Source)
+		if f.Host != "" {
+			from = "host " + f.Host
+		}
+		switch f.Outcome {
+		case api.HealHealed:
+			fmt.Fprintf(w, "healed %s from %s; the rotten bytes are kept at %s\n", displayPath(f.Path), from, f.Aside)
+		case api.HealWouldHeal:
+			fmt.Fprintf(w, "would heal %s from %s\n", displayPath(f.Path), from)
+		default:
+			fmt.Fprintf(w, "%s %s: %s\n", strings.ReplaceAll(f.Outcome, "_", " "), displayPath(f.Path), f.Reason)
+		}
+	}
+	return failed
 }

@@ -36,6 +36,9 @@ type Options struct {
 	// OnRun is called as each run begins to read, and as it reads again
 	// after waiting at a gate; nil: nothing. It must not block.
 	OnRun func()
+	// OnPass is called once a pass has completed and its entries are
+	// pruned; nil: nothing. It must not block (heal starts from it).
+	OnPass func()
 	// Roots are the directories whose records the coverage counts;
 	// records left outside them by runs with other roots are not. Nil:
 	// every record.

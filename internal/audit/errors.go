@@ -17,3 +17,10 @@ var (
 	// ErrNotFlagged: accept of a path the audit has no problem with.
 	ErrNotFlagged = errors.New("audit: nothing flagged there")
 )
+
+// Errors of the heals the audit records (heal.go).
+var (
+	// ErrUnverified: a restored file whose bytes, read from the device,
+	// are not its finding's recorded digest. The finding stands.
+	ErrUnverified = errors.New("audit: the restored file does not verify")
+)

@@ -40,19 +40,29 @@ type AcceptResult struct {
 	// Failed are the paths that could not be read; Errs says why.
 	Failed [][]byte
 	Errs   []error
+	// Released are the healed paths whose rotten bytes, kept aside by
+	// the heal, were removed.
+	Released [][]byte
 }
 
 // Accept takes the content that the files flagged at or below path have
 // now, once the user has dealt with them: a corrupt, untraced or
 // unreadable file is read again and its record takes the digest read; a
-// lost write is acknowledged. ErrNotFlagged when nothing there is flagged.
+// lost write is acknowledged. The rotten bytes that heals of files there
+// kept aside are removed. ErrNotFlagged when nothing there is flagged or
+// kept aside.
 func (a *Auditor) Accept(ctx context.Context, path []byte) (AcceptResult, error) {
 	var res AcceptResult
 	if len(path) == 0 || path[0] != '/' {
 		return res, fmt.Errorf("%w: %q is not absolute", ErrPath, path)
 	}
+	released, err := a.ReleaseHeals(ctx, path, 0)
+	res.Released = released
+	if err != nil {
+		return res, err
+	}
 	var todo []Problem
-	err := a.Problems(ctx, func(p Problem) error {
+	err = a.Problems(ctx, func(p Problem) error {
 		if bytes.Equal(p.Path, path) || bytes.HasPrefix(p.Path, append(bytes.TrimSuffix(path, []byte("/")), '/')) {
 			todo = append(todo, p)
 		}
@@ -61,7 +71,7 @@ func (a *Auditor) Accept(ctx context.Context, path []byte) (AcceptResult, error)
 	if err != nil {
 		return res, err
 	}
-	if len(todo) == 0 {
+	if len(todo) == 0 && len(released) == 0 {
 		return res, fmt.Errorf("%w: %s", ErrNotFlagged, path)
 	}
 	rd := newReader(nil)

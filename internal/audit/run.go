@@ -578,4 +578,7 @@ func (a *Auditor) completePass(ctx context.Context) {
 	if err := a.pruneEntries(ctx); err != nil {
 		a.log.Warn("cannot drop the pass's entries", "err", err)
 	}
+	if a.o.OnPass != nil {
+		a.o.OnPass()
+	}
 }

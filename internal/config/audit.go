@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,7 +44,23 @@ type Audit struct {
 	OnProblemEvery Duration `toml:"on_problem_every"`
 	// Disabled turns scheduled runs off; runs asked for still work.
 	Disabled bool `toml:"disabled"`
+	// Heal says what happens to corrupt files after a pass: "off"
+	// (nothing), "ask" (list what could be healed, touch nothing; the
+	// default), "local" (heal from verified copies on this host), "any"
+	// (and from other hosts through the hub). annexctl audit heal works
+	// in every mode; it asks other hosts only with "any".
+	Heal string `toml:"heal"`
+	// HealKeep is how long a heal keeps the rotten bytes aside before
+	// removing them (an accept removes them at once); default 30 days;
+	// negative: until an accept.
+	HealKeep Duration `toml:"heal_keep"`
 }
+
+// HealModes are the values of [audit] heal.
+var HealModes = []string{"off", "ask", "local", "any"}
+
+// DefaultHealKeep is the default of [audit] heal_keep.
+const DefaultHealKeep = Duration(30 * 24 * time.Hour)
 
 func (a *Audit) validate(c *Config) error {
 	switch {
@@ -59,6 +76,9 @@ func (a *Audit) validate(c *Config) error {
 		return c.invalid("audit.on_problem_every", a.OnProblemEvery.String(), `a duration ≥ 0 such as "1m"`)
 	case len(a.OnProblem) > 0 && strings.TrimSpace(a.OnProblem[0]) == "":
 		return c.invalid("audit.on_problem", strings.Join(a.OnProblem, " "), `a program and its arguments, such as ["notify-send", "annexd audit"]`)
+	}
+	if a.Heal != "" && !slices.Contains(HealModes, a.Heal) {
+		return c.invalid("audit.heal", a.Heal, `"off", "ask" (the default), "local" or "any"`)
 	}
 	for _, w := range a.Windows {
 		if strings.TrimSpace(w) == "" {

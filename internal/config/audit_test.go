@@ -22,6 +22,8 @@ jitter = "-1s"
 on_problem = ["notify-send", "annexd"]
 on_problem_every = "1d12h"
 disabled = true
+heal = "local"
+heal_keep = "7d"
 `)
 	c, err := Load(p)
 	if err != nil {
@@ -36,7 +38,7 @@ disabled = true
 	want := Audit{Every: Duration(14 * 24 * time.Hour), Windows: []string{"mon-fri 01:00-06:00", "sat,sun 22:00-07:00"},
 		TimeLimit: Duration(5 * time.Hour), MaxRate: 25_000_000, Workers: 2, MaxLoad: -1, IgnoreBattery: true,
 		Jitter: Duration(-time.Second), OnProblem: []string{"notify-send", "annexd"}, OnProblemEvery: Duration(36 * time.Hour),
-		Disabled: true}
+		Disabled: true, Heal: "local", HealKeep: Duration(7 * 24 * time.Hour)}
 	if !reflect.DeepEqual(c.Audit, want) {
 		t.Errorf("loaded %+v, want %+v", c.Audit, want)
 	}
@@ -100,5 +102,21 @@ func TestAuditBadValues(t *testing.T) {
 		if name := "audit." + strings.Fields(line)[0]; !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: err = %v; want the key %s", line, err, name)
 		}
+	}
+}
+
+// A heal mode that is not one names the key, the file and the values.
+func TestAuditHealMode(t *testing.T) {
+	p := writeFile(t, "[audit]\nheal = \"yes\"\n")
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Fill(); err != nil {
+		t.Fatal(err)
+	}
+	err = c.Validate()
+	if err == nil || !strings.Contains(err.Error(), `audit.heal = "yes" in `+p) || !strings.Contains(err.Error(), `"off", "ask" (the default), "local" or "any"`) {
+		t.Fatalf("heal = yes: %v", err)
 	}
 }

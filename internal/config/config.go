@@ -206,6 +206,12 @@ func (c *Config) Fill() error {
 	if c.Log.Format == "" {
 		c.Log.Format = DefaultLogFormat
 	}
+	if c.Audit.Heal == "" {
+		c.Audit.Heal = "ask"
+	}
+	if c.Audit.HealKeep == 0 {
+		c.Audit.HealKeep = DefaultHealKeep
+	}
 	if c.Watch.QuietDelay == 0 {
 		c.Watch.QuietDelay = DefaultQuietDelay
 	}

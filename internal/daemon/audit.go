@@ -80,6 +80,7 @@ func (a *App) setupAudit(writes *ledger.Ledger, reg prometheus.Registerer) error
 		Crashes: audit.CrashesFunc(func(rec *store.Record) bool { return !store.Trusted(rec, suspect) }),
 		Logger:  a.log.With("part", "audit"),
 		OnRun:   a.auditBegan,
+		OnPass:  func() { a.heal.Passed() }, // set before the audit runs
 		Roots:   a.rootBytes(),
 	})
 	if err != nil {

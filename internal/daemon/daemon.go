@@ -43,6 +43,7 @@ import (
 	"github.com/annexd/annexd/internal/diskprocs"
 	"github.com/annexd/annexd/internal/durable"
 	"github.com/annexd/annexd/internal/gcpace"
+	"github.com/annexd/annexd/internal/heal"
 	"github.com/annexd/annexd/internal/hublink"
 	"github.com/annexd/annexd/internal/ignore"
 	"github.com/annexd/annexd/internal/indexer"
@@ -164,6 +165,8 @@ type App struct {
 	// and handed the indexer's findings (audit.go).
 	audit    *audit.Auditor
 	findings findings
+	// heal heals the audit's corrupt findings (heal.go); set in setup.
+	heal *heal.Part
 	// work wakes what looks at the daemon's work while it works.
 	work activity
 
@@ -300,6 +303,7 @@ func (a *App) runParts(ctx context.Context, g *errgroup.Group, stop func()) {
 	g.Go(func() error { return a.dedup.Run(ctx) })
 	g.Go(func() error { return a.dedup.RunSurveys(ctx) })
 	g.Go(func() error { return a.audit.Run(ctx) })
+	g.Go(func() error { return a.heal.Run(ctx) })
 	g.Go(func() error { a.relayIndexer(ctx); return nil })
 	if a.opts.PaceGC {
 		g.Go(func() error {
@@ -421,7 +425,7 @@ func isLoopback(host string) bool {
 
 // parts are what the API serves once setup is done.
 func (a *App) parts() apiserver.Parts {
-	p := apiserver.Parts{Index: a.query, Audit: query.NewAudit(a.audit), Dedup: a.dedup, Have: a.haver(),
+	p := apiserver.Parts{Index: a.query, Audit: query.NewAudit(a.audit), Heal: a.heal, Dedup: a.dedup, Have: a.haver(),
 		DirDups: query.NewDirDups(a.query), Changes: changeFeed(a.st), Tree: query.NewTree(a.query)}
 	if a.link != nil {
 		p.Hub = a.link
@@ -492,6 +496,7 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	if err := a.setupAudit(writes, reg); err != nil {
 		return fmt.Errorf("daemon: audit: %w", err)
 	}
+	a.setupHeal(writes)
 	if err := a.setupDedup(ctx, writes, reg); err != nil {
 		return fmt.Errorf("daemon: dedup: %w", err)
 	}
@@ -533,7 +538,7 @@ func (a *App) ignorePatterns() []string {
 	// indexed, or watched, a write to an old copy there would count as a
 	// write of unknown inode and mark every file written. Last, so no
 	// pattern brings them back.
-	patterns = append(slices.Clip(patterns), dedup.TempPattern)
+	patterns = append(slices.Clip(patterns), dedup.TempPattern, heal.TempPattern)
 	// Trash folders, where dedup --trash moves copies, neither: a copy
 	// moved there is gone from the index, not moved.
 	return append(patterns, dedup.TrashPatterns...)

@@ -35,7 +35,7 @@ var rank = map[string]int{
 	"internal/hub": 2, "internal/publish": 2,
 	"api/apiserver": 3,
 	// The parts the API serves, over what they answer from.
-	"internal/query": 3, "internal/hublink": 3, "internal/deduppart": 3, "internal/have": 3, "internal/changefeed": 3,
+	"internal/query": 3, "internal/hublink": 3, "internal/deduppart": 3, "internal/heal": 3, "internal/have": 3, "internal/changefeed": 3,
 	// The wiring, and the programs.
 	"internal/daemon": 4,
 	"cmd/annexd":      5, "cmd/annexctl": 5,

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -44,7 +45,7 @@ var MinSize = map[Kind]int64{XFS: 300 << 20, Btrfs: 128 << 20, Ext4: 16 << 20}
 // Options describe the file system to make. Size is the only one required.
 type Options struct {
 	Size         int64    // image size in bytes, at least MinSize[kind]
-	MkfsArgs     []string // extra arguments for mkfs, before the image path
+	MkfsArgs     []string // extra arguments for mkfs, before the image path; an XFS "-m" replaces the default "-m reflink=1"
 	MountOptions string   // the data argument of mount(2), such as "noatime"
 	// SectorSize is the loop device's logical block size; 0: 512. A
 	// file system on it needs a block size at least as large (MkfsArgs).
@@ -140,7 +141,11 @@ func makeImage(path string, kind Kind, opts Options) error {
 	if err != nil {
 		return err
 	}
-	args := append(append(append([]string{}, mkfsArgs[kind]...), opts.MkfsArgs...), path)
+	base := mkfsArgs[kind]
+	if kind == XFS && slices.Contains(opts.MkfsArgs, "-m") {
+		base = []string{"-q", "-f"} // the caller's -m (reflink=0, say) replaces the default's
+	}
+	args := append(append(append([]string{}, base...), opts.MkfsArgs...), path)
 	out, err := exec.Command("mkfs."+string(kind), args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("mkfs.%s %s: %w: %s", kind, strings.Join(args, " "), err, trimmed(out))

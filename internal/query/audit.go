@@ -116,7 +116,7 @@ func (x Audit) AuditAccept(ctx context.Context, path []byte) (api.AuditAcceptRes
 	if err != nil {
 		return api.AuditAcceptResult{}, auditError(err)
 	}
-	out := api.AuditAcceptResult{Accepted: res.Accepted}
+	out := api.AuditAcceptResult{Accepted: res.Accepted, Released: res.Released}
 	for i, p := range res.Failed {
 		out.Failed = append(out.Failed, api.AuditAcceptFailure{Path: p, Error: res.Errs[i].Error()})
 	}

@@ -1,0 +1,319 @@
+package heal
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/internal/audit"
+)
+
+// Names a heal makes in the rotten file's folder. The daemon never
+// indexes them (TempPattern).
+const (
+	// TempPrefix starts the temporary file's name; the random id of the
+	// heal follows.
+	TempPrefix = ".annexd-heal-"
+	// AsideSuffix ends the name the rotten bytes are kept under: the
+	// temporary name plus it.
+	AsideSuffix = ".rotten"
+	// TempPattern is the ignore pattern of both names.
+	TempPattern = TempPrefix + "*"
+)
+
+// testHook, set only by tests, runs at each step of a restore
+// ("chosen", "filled", "verified", "exchanged", "aside"), with the
+// temporary file's path (the copy's for "chosen").
+var testHook func(step, temp string)
+
+func step(name, temp string) {
+	if testHook != nil {
+		testHook(name, temp)
+	}
+}
+
+// source is a verified copy on this host.
+type source struct {
+	path string
+	fi   fsstat.FileInfo
+}
+
+// fill writes the copy's bytes to the temporary file tf, and names the
+// host they came from ("" for this one).
+type fill func(ctx context.Context, tf *os.File) (host string, err error)
+
+// restore puts the bytes of src in place of the rotten file r. It
+// returns Healed and where the rotten bytes are kept, Changed and why
+// (the rotten file changed: nothing was done), or Refused and why (this
+// copy could not be used).
+func (h *Healer) restore(ctx context.Context, r *rot, p *audit.Problem, src source) (string, string) {
+	step("chosen", src.path)
+	fillFrom := func(ctx context.Context, tf *os.File) (string, error) { return "", cloneFrom(tf, src) }
+	res, why, _ := h.put(ctx, r, p, fillFrom, src.path)
+	return res, why
+}
+
+// fromRemote asks the Remote for a verified copy and puts it in place.
+func (h *Healer) fromRemote(ctx context.Context, r *rot, p *audit.Problem) (string, string, string) {
+	fillFrom := func(ctx context.Context, tf *os.File) (string, error) {
+		return h.o.Remote.Fetch(ctx, p.RecordedKey, tf)
+	}
+	res, why, host := h.put(ctx, r, p, fillFrom, "")
+	if res != Healed && host != "" {
+		why = "the copy from " + host + ": " + why
+	}
+	return res, host, why
+}
+
+// put journals the heal, fills a temporary file, and swaps it in.
+func (h *Healer) put(ctx context.Context, r *rot, p *audit.Problem, fillFrom fill, srcPath string) (res, why, host string) {
+	in := intent{ID: newID(), Path: r.path, Ino: r.fi.Ino, Key: p.RecordedKey, Source: srcPath}
+	dir := filepath.Dir(r.path)
+	temp := filepath.Join(dir, TempPrefix+in.ID)
+	if err := h.putIntent(ctx, &in); err != nil {
+		return Refused, "cannot journal the heal: " + err.Error(), ""
+	}
+	res, why, host = h.swap(ctx, r, fillFrom, temp)
+	if res != Healed {
+		os.Remove(temp) // never our rotten inode: that only follows a swap
+		h.dropIntent(ctx, in.ID)
+		return res, why, host
+	}
+	aside := temp + AsideSuffix
+	err := h.au.Healed(ctx, audit.HealRecord{Path: []byte(r.path), Key: in.Key, Source: srcPath, Host: host,
+		Aside: aside, AsideIno: r.fi.Ino})
+	h.dropIntent(ctx, in.ID)
+	if err != nil {
+		return Refused, fmt.Sprintf("restored, the rotten bytes kept at %s, but the audit did not lift the finding: %v", aside, err), host
+	}
+	return Healed, aside, host
+}
+
+// swap fills temp, checks it and the rotten file, and exchanges them;
+// the rotten inode then goes aside. host is the Remote's host, if any.
+func (h *Healer) swap(ctx context.Context, r *rot, fillFrom fill, temp string) (res, why, host string) {
+	tf, err := os.OpenFile(temp, os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return Refused, "cannot make the temporary file: " + err.Error(), ""
+	}
+	defer tf.Close()
+	host, err = fillFrom(ctx, tf)
+	if err != nil {
+		if errors.Is(err, ErrNoCopy) {
+			return NoCopy, "no other host holds a verified copy", host
+		}
+		return Refused, "cannot copy: " + err.Error(), host
+	}
+	step("filled", temp)
+	if err := copyAttrs(tf, r.path); err != nil {
+		return Refused, "cannot give the copy the file's owner, mode, xattrs and times: " + err.Error(), host
+	}
+	tfi, err := fsstat.Lstat(temp)
+	if err != nil || tfi.Size != r.rec.Size {
+		return Refused, fmt.Sprintf("the copy has %d bytes, not %d", tfi.Size, r.rec.Size), host
+	}
+	if !h.verify(ctx, temp, tfi, r) {
+		return Refused, "the copy's bytes did not verify once written (it rotted or changed after it was chosen)", host
+	}
+	step("verified", temp)
+	if h.o.SyncWrites != nil {
+		if err := h.o.SyncWrites(ctx); err != nil {
+			return Refused, "cannot catch up with the write ledger: " + err.Error(), host
+		}
+	}
+	now, err := fsstat.Lstat(r.path)
+	if err != nil {
+		return Changed, "the file changed since it was flagged: " + err.Error(), host
+	}
+	if why := h.changed(r, now); why != "" {
+		return Changed, why, host
+	}
+	if why := exchange(temp, r.path, r.fi.Ino); why != "" {
+		return Changed, why, host
+	}
+	step("exchanged", temp)
+	if err := putAside(temp, r.fi.Ino); err != nil {
+		// The healed file is in place and the rotten one under temp:
+		// Recover puts it aside at the next start.
+		h.log.Error("cannot put the rotten bytes aside", "path", r.path, "temp", temp, "err", err)
+	}
+	step("aside", temp)
+	return Healed, "", host
+}
+
+// exchange swaps temp and path atomically, and checks that path held the
+// rotten inode ino; when another file took the name meanwhile it swaps
+// back and says so.
+func exchange(temp, path string, ino uint64) string {
+	if err := unix.Renameat2(unix.AT_FDCWD, temp, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE); err != nil {
+		return "cannot swap the copy in: " + err.Error()
+	}
+	fi, err := fsstat.Lstat(temp)
+	if err == nil && fi.Ino == ino {
+		return ""
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, temp, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE); err != nil {
+		return "another file took the name during the heal, and swapping it back failed: " + err.Error()
+	}
+	return "another file took the name during the heal; it was put back"
+}
+
+// putAside renames the rotten inode ino from temp to temp+AsideSuffix and
+// syncs the folder.
+func putAside(temp string, ino uint64) error {
+	fi, err := fsstat.Lstat(temp)
+	if err != nil {
+		return err
+	}
+	if fi.Ino != ino {
+		return fmt.Errorf("heal: %s is not the rotten file", temp)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, temp, unix.AT_FDCWD, temp+AsideSuffix, unix.RENAME_NOREPLACE); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(temp))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// cloneFrom fills tf with the bytes of src: a reflink (FICLONE) where
+// both are on one file system that can share extents, else a copy. The
+// copy is opened again and must be the file verified.
+func cloneFrom(tf *os.File, src source) error {
+	sf, err := os.OpenFile(src.path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return err
+	}
+	defer sf.Close()
+	fi, err := fsstat.Fstat(int(sf.Fd()))
+	if err != nil {
+		return err
+	}
+	if !fi.Same(src.fi) {
+		return fmt.Errorf("%s changed since it was verified", src.path)
+	}
+	if err := unix.IoctlFileClone(int(tf.Fd()), int(sf.Fd())); err == nil {
+		return nil
+	}
+	if _, err := io.Copy(tf, io.NewSectionReader(sf, 0, src.fi.Size)); err != nil {
+		return err
+	}
+	return nil
+}
+
+// copyAttrs gives tf the owner, group, xattrs (ACLs among them), mode
+// and times of the file at path, and syncs it.
+func copyAttrs(tf *os.File, path string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return err
+	}
+	fd := int(tf.Fd())
+	if err := unix.Fchown(fd, int(st.Uid), int(st.Gid)); err != nil {
+		return err
+	}
+	if err := copyXattrs(fd, path); err != nil {
+		return err
+	}
+	if err := unix.Fchmod(fd, st.Mode&0o7777); err != nil {
+		return err
+	}
+	if err := tf.Sync(); err != nil {
+		return err
+	}
+	ts := []unix.Timespec{unix.NsecToTimespec(st.Atim.Nano()), unix.NsecToTimespec(st.Mtim.Nano())}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, tf.Name(), ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	return tf.Sync()
+}
+
+// copyXattrs sets on fd every extended attribute of path.
+func copyXattrs(fd int, path string) error {
+	names, err := listXattrs(path)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		v, err := getXattr(path, n)
+		if err != nil {
+			return err
+		}
+		if err := unix.Fsetxattr(fd, n, v, 0); err != nil {
+			return fmt.Errorf("xattr %s: %w", n, err)
+		}
+	}
+	return nil
+}
+
+func listXattrs(path string) ([]string, error) {
+	n, err := unix.Llistxattr(path, nil)
+	if err != nil || n == 0 {
+		if errors.Is(err, unix.ENOTSUP) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	buf := make([]byte, n)
+	n, err = unix.Llistxattr(path, buf)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, b := range splitNul(buf[:n]) {
+		out = append(out, string(b))
+	}
+	return out, nil
+}
+
+func splitNul(b []byte) [][]byte {
+	var out [][]byte
+	for len(b) > 0 {
+		i := 0
+		for i < len(b) && b[i] != 0 {
+			i++
+		}
+		if i > 0 {
+			out = append(out, b[:i])
+		}
+		if i == len(b) {
+			break
+		}
+		b = b[i+1:]
+	}
+	return out
+}
+
+func getXattr(path, name string) ([]byte, error) {
+	n, err := unix.Lgetxattr(path, name, nil)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, n)
+	n, err = unix.Lgetxattr(path, name, buf)
+	if err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
+}
+
+func newID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
