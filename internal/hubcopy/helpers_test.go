@@ -183,6 +183,13 @@ func (h *host) put(t *testing.T, rel string, n int) (string, []byte) {
 	t.Helper()
 	data := make([]byte, n)
 	_, _ = rand.Read(data)
+	return h.putBytes(t, rel, data), data
+}
+
+// putBytes writes and indexes a file as put does, and returns its key.
+func (h *host) putBytes(t *testing.T, rel string, data []byte) string {
+	t.Helper()
+	n := len(data)
 	p := filepath.Join(h.root, rel)
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		t.Fatal(err)
@@ -198,7 +205,7 @@ func (h *host) put(t *testing.T, rel string, n int) (string, []byte) {
 		t.Fatal(err)
 	}
 	h.caughtUp(t)
-	return fmt.Sprintf("SHA256E-s%d--%s%s", n, hex.EncodeToString(sum[:]), filepath.Ext(rel)), data
+	return fmt.Sprintf("SHA256E-s%d--%s%s", n, hex.EncodeToString(sum[:]), filepath.Ext(rel))
 }
 
 // caughtUp waits until the hub's view has applied h's changes.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -272,5 +273,72 @@ func TestRateLimitHolds(t *testing.T) {
 	}
 	if took.Seconds() > 10*want {
 		t.Fatalf("%v for two passes of %d bytes at %d B/s: far slower than the rate", took, size, rate)
+	}
+}
+
+// TestDeliveryAimedAtAcksIsIgnored: an asker may read its incoming
+// bucket, and NATS lets a consumer deliver to any subject. Laptop asks
+// desktop for a file whose bytes are a state naming desktop, then has a
+// consumer deliver it onto desktop's acks: desktop must not take it.
+func TestDeliveryAimedAtAcksIsIgnored(t *testing.T) {
+	w, desktop, _, _, _ := twoHosts(t, -1, false)
+	desktop.put(t, "seed.txt", 100)
+	local, err := desktop.st.ChangeLog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := fmt.Sprintf(`{"name":"desktop","index_id":%q,"seq":1000,"complete":true}`, local.IndexID.String())
+	k := desktop.putBytes(t, "state.json", []byte(forged))
+	nc := w.connect(t, "laptop")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ans := make(chan *nats.Msg, 1)
+	sub, err := nc.ChanSubscribe(hubwire.CopySentSubject("desktop", "laptop"), ans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Publish(hubwire.CopyAskSubject("laptop", "desktop"), []byte(`{"id":"1","key":"`+k+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-ans:
+		if !strings.Contains(string(m.Data), hubwire.CopySent) {
+			t.Fatalf("desktop answered %s", m.Data)
+		}
+	case <-ctx.Done():
+		t.Fatal("no answer")
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := hubwire.CopyBucket("desktop", "laptop")
+	st, err := js.Stream(ctx, hubwire.CopyStream(bucket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := st.CreateOrUpdatePushConsumer(ctx, jetstream.ConsumerConfig{Name: "aim", DeliverSubject: hubwire.AckPrefix + "desktop",
+		FilterSubject: "$O." + bucket + ".C.>", AckPolicy: jetstream.AckNonePolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Delivered.Consumer > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the consumer delivered nothing")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if s := desktop.pub.Status(); s.Acked > local.Seq+1 {
+		t.Fatalf("desktop took a forged ack: acknowledged %d of %d changes", s.Acked, local.Seq+1)
 	}
 }
