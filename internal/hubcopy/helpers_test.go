@@ -39,13 +39,16 @@ type Remote interface {
 
 var _ Remote = (*hubcopy.Copier)(nil)
 
+// copyMaxBytes bounds each copy bucket of the tests' hubs.
+var copyMaxBytes int64 = 32 << 20
+
 // waitFor bounds a wait for the hub on a loaded machine; never asserted.
 const waitFor = 2 * time.Minute
 
 // world is a hub and its hosts, each with its index, its publisher and
 // its copier, all in this process over the hub's loopback listener.
 type world struct {
-	t     *testing.T
+	t     testing.TB
 	dir   string
 	hub   *hub.Hub
 	url   string
@@ -64,7 +67,7 @@ type host struct {
 
 // newWorld starts a hub that knows laptop (an nkey), desktop and
 // intruder (passwords).
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	w := &world{t: t, dir: t.TempDir(), creds: map[string][]nats.Option{}, hosts: map[string]*host{}, logs: &testutil.Buffer{}}
 	kp, err := nkeys.CreateUser()
@@ -83,7 +86,7 @@ func newWorld(t *testing.T) *world {
 		hosts = append(hosts, hub.Host{Name: n, Password: string(hash)})
 	}
 	h, err := hub.New(hub.Config{Listen: "127.0.0.1:0", Dir: filepath.Join(w.dir, "hub"), Hosts: hosts,
-		MaxStreamBytes: 64 << 20, CopyMaxBytes: 32 << 20, CopyTTL: time.Hour,
+		MaxStreamBytes: 64 << 20, CopyMaxBytes: copyMaxBytes, CopyTTL: time.Hour,
 		Logger: slog.New(slog.NewTextHandler(w.logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +182,7 @@ func (x index) Whereis(ctx context.Context, backend, digest string, size int64) 
 // put writes a file of n random bytes under the host's tree, indexes it
 // as the indexer would, waits for the hub to have it, and returns its
 // key and bytes.
-func (h *host) put(t *testing.T, rel string, n int) (string, []byte) {
+func (h *host) put(t testing.TB, rel string, n int) (string, []byte) {
 	t.Helper()
 	data := make([]byte, n)
 	_, _ = rand.Read(data)
@@ -187,7 +190,7 @@ func (h *host) put(t *testing.T, rel string, n int) (string, []byte) {
 }
 
 // putBytes writes and indexes a file as put does, and returns its key.
-func (h *host) putBytes(t *testing.T, rel string, data []byte) string {
+func (h *host) putBytes(t testing.TB, rel string, data []byte) string {
 	t.Helper()
 	n := len(data)
 	p := filepath.Join(h.root, rel)
@@ -209,7 +212,7 @@ func (h *host) putBytes(t *testing.T, rel string, data []byte) string {
 }
 
 // caughtUp waits until the hub's view has applied h's changes.
-func (h *host) caughtUp(t *testing.T) {
+func (h *host) caughtUp(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(waitFor)
 	for {
@@ -229,7 +232,7 @@ func (h *host) caughtUp(t *testing.T) {
 }
 
 // fetch fetches k through h, waiting first for its links to be up.
-func (h *host) fetch(t *testing.T, k string, w io.Writer) (string, error) {
+func (h *host) fetch(t testing.TB, k string, w io.Writer) (string, error) {
 	t.Helper()
 	deadline := time.Now().Add(waitFor)
 	for {
@@ -243,7 +246,7 @@ func (h *host) fetch(t *testing.T, k string, w io.Writer) (string, error) {
 }
 
 // connect opens a plain connection with name's credentials.
-func (w *world) connect(t *testing.T, name string, opts ...nats.Option) *nats.Conn {
+func (w *world) connect(t testing.TB, name string, opts ...nats.Option) *nats.Conn {
 	t.Helper()
 	opts = append(append([]nats.Option{nats.CustomInboxPrefix(hubwire.InboxPrefix + name)}, w.creds[name]...), opts...)
 	nc, err := nats.Connect(w.url, opts...)
@@ -262,7 +265,7 @@ type proxy struct {
 	blocked time.Time // refuse connections until then
 }
 
-func newProxy(t *testing.T, to string) *proxy {
+func newProxy(t testing.TB, to string) *proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -20,10 +20,10 @@ import (
 
 // twoHosts starts a hub, desktop holding files on an ext4 image and
 // laptop asking, its copier dialling copyURL when not empty.
-func twoHosts(t *testing.T, rate int64, proxied bool) (*world, *host, *host, *loopfs.FS, *proxy) {
+func twoHosts(t testing.TB, rate int64, proxied bool) (*world, *host, *host, *loopfs.FS, *proxy) {
 	t.Helper()
 	w := newWorld(t)
-	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
+	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: max(64<<20, 3*copyMaxBytes)})
 	desktop := w.addHost("desktop", fs.Dir, "", rate)
 	var px *proxy
 	url := ""
@@ -37,7 +37,7 @@ func twoHosts(t *testing.T, rate int64, proxied bool) (*world, *host, *host, *lo
 
 // stored reports whether the bucket from holder to asker still holds
 // an object named k, as the asker sees it.
-func stored(t *testing.T, w *world, holder, asker, k string) bool {
+func stored(t testing.TB, w *world, holder, asker, k string) bool {
 	t.Helper()
 	js, err := jetstream.New(w.connect(t, asker))
 	if err != nil {
