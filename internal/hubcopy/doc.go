@@ -34,10 +34,10 @@
 // DefaultRate). The object store's Get reads through an ordered
 // consumer, which, after a broken link and the connection's reconnect,
 // carries on from the chunk after the last one delivered. When that is
-// not enough (the read stalls for Config.Stall, or the connection
-// fails), Fetch gets the stored object again from the hub and skips the
-// bytes it wrote already, without asking the holder to read its disk
-// again. The object store has no ranged read; reading its chunks any
+// not enough (the read stalls for Config.Stall, seen when a read's own
+// 5 s wait ends, or the connection fails), Fetch gets the stored object
+// again from the hub and skips the bytes it wrote already, without
+// asking the holder to read its disk again. The object store has no ranged read; reading its chunks any
 // other way would be a transfer protocol of our own.
 //
 // # What the hub keeps
