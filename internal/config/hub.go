@@ -15,6 +15,10 @@ const (
 	DefaultMaxStreamBytes = Size(1 << 30)
 	DefaultPublishBatch   = 4096
 	DefaultHeartbeat      = time.Minute
+	DefaultCopyMaxBytes   = Size(1 << 30)
+	DefaultCopyTTL        = 24 * time.Hour
+	// DefaultCopyRate paces a copy between hosts: 20 MiB a second.
+	DefaultCopyRate = Rate(20 << 20)
 )
 
 // Hub configures the embedded hub that other hosts publish their changes
@@ -34,6 +38,10 @@ type Hub struct {
 	StaleAfter time.Duration `toml:"stale_after"`
 	// MaxStreamBytes bounds the batches waiting to be applied.
 	MaxStreamBytes Size `toml:"max_stream_bytes"`
+	// CopyMaxBytes bounds each object bucket of copies from one host to
+	// another; CopyTTL is how long a copy nobody fetched stays there.
+	CopyMaxBytes Size          `toml:"copy_max_bytes"`
+	CopyTTL      time.Duration `toml:"copy_ttl"`
 	// Hosts are the machines that may publish, each with its credentials.
 	// A cluster's nodes share one list.
 	Hosts []HubHost `toml:"host"`
@@ -92,6 +100,8 @@ type Publish struct {
 	Batch int `toml:"batch"`
 	// Heartbeat is how often an idle host tells the hub it is alive.
 	Heartbeat time.Duration `toml:"heartbeat"`
+	// CopyRate paces copies sent to and fetched from other hosts.
+	CopyRate Rate `toml:"copy_rate"`
 }
 
 // Linked reports whether the daemon keeps a change log for a hub: it runs
@@ -110,6 +120,15 @@ func (c *Config) fillHub() error {
 	}
 	if h.MaxStreamBytes == 0 {
 		h.MaxStreamBytes = DefaultMaxStreamBytes
+	}
+	if h.CopyMaxBytes == 0 {
+		h.CopyMaxBytes = DefaultCopyMaxBytes
+	}
+	if h.CopyTTL == 0 {
+		h.CopyTTL = DefaultCopyTTL
+	}
+	if p.CopyRate == 0 {
+		p.CopyRate = DefaultCopyRate
 	}
 	if p.Batch == 0 {
 		p.Batch = DefaultPublishBatch

@@ -36,6 +36,9 @@ type Hub struct {
 	known        map[string]bool // the hosts the configuration lists
 	internalPass string
 	selfPass     string
+	// stale lists the copy buckets of pairs no longer configured, which
+	// Run deletes.
+	stale []string
 
 	ready chan struct{}
 	mu    sync.Mutex
@@ -145,7 +148,8 @@ func caughtUp(ctx context.Context, cons jetstream.Consumer) bool {
 }
 
 func (h *Hub) start() (*server.Server, error) {
-	opts, err := h.cfg.serverOptions(h.internalPass, h.selfPass)
+	h.stale = h.cfg.staleCopyStreams()
+	opts, err := h.cfg.serverOptions(h.internalPass, h.selfPass, h.stale)
 	if err != nil {
 		return nil, err
 	}
@@ -196,6 +200,11 @@ func (h *Hub) setupStream(ctx context.Context, nc *nats.Conn) (jetstream.Consume
 }
 
 func (h *Hub) createStream(ctx context.Context, js jetstream.JetStream) (jetstream.Consumer, error) {
+	// Buckets of hosts no longer configured go first: they hold disk
+	// reserved for them, which the stream may need.
+	if err := h.deleteStaleCopyBuckets(ctx, js); err != nil {
+		return nil, err
+	}
 	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: hubwire.Stream, Subjects: []string{hubwire.ChangesPrefix + "*"},
 		Retention: h.cfg.retention(), Storage: jetstream.FileStorage, Replicas: h.cfg.replicas(),
@@ -203,6 +212,9 @@ func (h *Hub) createStream(ctx context.Context, js jetstream.JetStream) (jetstre
 	})
 	if err != nil {
 		return nil, fmt.Errorf("hub: stream: %w", err)
+	}
+	if err := h.createCopyBuckets(ctx, js); err != nil {
+		return nil, err
 	}
 	// One batch in flight keeps each host's batches in order, also
 	// across redeliveries.

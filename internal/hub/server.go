@@ -48,6 +48,13 @@ type Config struct {
 	// MaxStreamBytes bounds the batches waiting to be applied; a host
 	// publishing beyond it is refused and retries. Default 1 GiB.
 	MaxStreamBytes int64
+	// CopyMaxBytes bounds each object bucket of copies from one host to
+	// another (one per ordered pair of hosts); a copy larger than it
+	// cannot travel. Default 1 GiB.
+	CopyMaxBytes int64
+	// CopyTTL is how long a copy stays in its bucket when its asker does
+	// not fetch it. Default 24 h.
+	CopyTTL time.Duration
 	// SyncInterval is how often JetStream syncs its files. Default: the
 	// server's (2 min). Nothing acknowledged depends on it: hosts keep a
 	// change until the view, which syncs every commit, has applied it.
@@ -121,6 +128,12 @@ func (c *Config) fill() error {
 	if c.MaxStreamBytes <= 0 {
 		c.MaxStreamBytes = 1 << 30
 	}
+	if c.CopyMaxBytes <= 0 {
+		c.CopyMaxBytes = 1 << 30
+	}
+	if c.CopyTTL <= 0 {
+		c.CopyTTL = 24 * time.Hour
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -183,8 +196,8 @@ func (c *Config) known() map[string]bool {
 // hostPermissions lets a host publish its own changes and its own
 // requests, and read only its own replies and acks. A host's requests
 // name it in their subject: the hub answers only there.
-func hostPermissions(name string) *server.Permissions {
-	return &server.Permissions{
+func hostPermissions(name string, known map[string]bool) *server.Permissions {
+	p := &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{
 			hubwire.ChangesPrefix + name, hubwire.StatePrefix + name, hubwire.QuerySubject(name, "*"),
 		}},
@@ -192,6 +205,8 @@ func hostPermissions(name string) *server.Permissions {
 			hubwire.InboxPrefix + name + ".>", hubwire.AckPrefix + name,
 		}},
 	}
+	copyPermissions(p, name, known)
+	return p
 }
 
 // hubPermissions are the hub's own connection's: the JetStream calls its
@@ -199,7 +214,7 @@ func hostPermissions(name string) *server.Permissions {
 // into the inboxes and ack subjects of the known hosts. Nothing else, so
 // that not even a bug can publish into a host's changes or requests, or
 // ask JetStream to purge or delete.
-func hubPermissions(known map[string]bool) *server.Permissions {
+func hubPermissions(known map[string]bool, stale []string) *server.Permissions {
 	st := hubwire.Stream
 	pub := []string{
 		"$JS.API.STREAM.CREATE." + st, "$JS.API.STREAM.UPDATE." + st, "$JS.API.STREAM.INFO." + st,
@@ -207,6 +222,7 @@ func hubPermissions(known map[string]bool) *server.Permissions {
 		"$JS.API.CONSUMER.INFO." + st + ".>", "$JS.API.CONSUMER.MSG.NEXT." + st + ".>",
 		"$JS.ACK." + st + ".>",
 	}
+	pub = append(pub, copyHubPermissions(known, stale)...)
 	for name := range known {
 		pub = append(pub, hubwire.InboxPrefix+name+".>", hubwire.AckPrefix+name)
 	}
@@ -239,11 +255,11 @@ func randomSecret() string {
 }
 
 // serverOptions builds the embedded server's options.
-func (c *Config) serverOptions(internalPass, selfPass string) (*server.Options, error) {
+func (c *Config) serverOptions(internalPass, selfPass string, stale []string) (*server.Options, error) {
 	o := &server.Options{
 		ServerName: "annexd-hub", JetStream: true, StoreDir: c.storeDir(),
 		NoSigs: true, NoLog: true, DontListen: c.Listen == "", SyncInterval: c.SyncInterval,
-		AuthTimeout: 5, MaxPayload: 8 << 20, JetStreamMaxStore: 2 * c.MaxStreamBytes,
+		AuthTimeout: 5, MaxPayload: 8 << 20, JetStreamMaxStore: 2*c.MaxStreamBytes + c.copyReserve(),
 		JetStreamMaxMemory: 64 << 20,
 	}
 	if c.Listen != "" {
@@ -265,21 +281,22 @@ func (c *Config) serverOptions(internalPass, selfPass string) (*server.Options, 
 			return nil, err
 		}
 	}
+	known := c.known()
 	inProc := map[string]struct{}{jwt.ConnectionTypeInProcess: {}}
 	remote := map[string]struct{}{jwt.ConnectionTypeStandard: {}}
-	o.Users = []*server.User{{Username: internalUser, Password: inProcHash(internalPass), Permissions: hubPermissions(c.known()),
+	o.Users = []*server.User{{Username: internalUser, Password: inProcHash(internalPass), Permissions: hubPermissions(known, stale),
 		AllowedConnectionTypes: inProc}}
 	if c.Self != "" {
 		o.Users = append(o.Users, &server.User{Username: c.Self, Password: inProcHash(selfPass),
-			Permissions: hostPermissions(c.Self), AllowedConnectionTypes: inProc})
+			Permissions: hostPermissions(c.Self, known), AllowedConnectionTypes: inProc})
 	}
 	for _, h := range c.Hosts {
 		if h.Nkey != "" {
-			o.Nkeys = append(o.Nkeys, &server.NkeyUser{Nkey: h.Nkey, Permissions: hostPermissions(h.Name), AllowedConnectionTypes: remote})
+			o.Nkeys = append(o.Nkeys, &server.NkeyUser{Nkey: h.Nkey, Permissions: hostPermissions(h.Name, known), AllowedConnectionTypes: remote})
 			continue
 		}
 		o.Users = append(o.Users, &server.User{Username: h.Name, Password: h.Password,
-			Permissions: hostPermissions(h.Name), AllowedConnectionTypes: remote})
+			Permissions: hostPermissions(h.Name, known), AllowedConnectionTypes: remote})
 	}
 	return o, nil
 }

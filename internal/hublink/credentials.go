@@ -18,7 +18,7 @@ import (
 // this machine's own annexd publishes under.
 func hubConfig(h config.Hub, self string, log *slog.Logger) (hub.Config, error) {
 	hc := hub.Config{Listen: h.Listen, Dir: h.Dir, Plaintext: h.Plaintext, Self: self, StaleAfter: h.StaleAfter,
-		MaxStreamBytes: int64(h.MaxStreamBytes), Logger: log}
+		MaxStreamBytes: int64(h.MaxStreamBytes), CopyMaxBytes: int64(h.CopyMaxBytes), CopyTTL: h.CopyTTL, Logger: log}
 	for _, host := range h.Hosts {
 		hc.Hosts = append(hc.Hosts, hub.Host{Name: host.Name, Password: host.PasswordHash, Nkey: host.Nkey})
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/annexd/annexd/api"
 	"github.com/annexd/annexd/internal/config"
 	"github.com/annexd/annexd/internal/hub"
+	"github.com/annexd/annexd/internal/hubcopy"
 	"github.com/annexd/annexd/internal/hubwire"
 	"github.com/annexd/annexd/internal/publish"
 )
@@ -29,8 +30,11 @@ type Link struct {
 	idf  string         // the host id's file
 	dir  string         // the hub's directory, when it runs here
 
+	rate int64 // [publish] copy_rate, bytes a second; < 0: none
+
 	mu      sync.Mutex
 	pub     *publish.Publisher // once running
+	copier  *hubcopy.Copier    // once running
 	problem string             // why the publisher stopped
 }
 
@@ -58,7 +62,7 @@ func New(cfg config.Config, log *slog.Logger) (*Link, error) {
 	if err := hubwire.CheckName(name); err != nil {
 		return nil, bad("publish", err)
 	}
-	l := &Link{log: log.With("part", "hub"), url: p.Hub, idf: cfg.Index + "-host", dir: cfg.Hub.Dir, pcfg: publish.Config{
+	l := &Link{log: log.With("part", "hub"), url: p.Hub, rate: int64(p.CopyRate), idf: cfg.Index + "-host", dir: cfg.Hub.Dir, pcfg: publish.Config{
 		Name: name, URL: p.Hub, Batch: p.Batch, Heartbeat: p.Heartbeat, Logger: log.With("part", "publish"),
 	}}
 	if cfg.Hub.Enabled {
@@ -128,8 +132,60 @@ func (l *Link) publish(ctx context.Context, st publish.Store) error {
 	l.mu.Lock()
 	l.pub = p
 	l.mu.Unlock()
+	if cs, ok := st.(hubcopy.Store); ok {
+		defer l.startCopier(ctx, cfg, cs)()
+	}
 	l.log.Info("publishing to the hub", "name", cfg.Name, "url", l.where(), "host_id", hubwire.UUIDString(id))
 	return p.Run(ctx)
+}
+
+// startCopier serves copies to other hosts, and fetches theirs, over a
+// connection of its own with the publisher's credentials, until ctx is
+// done; wait waits for it to end.
+func (l *Link) startCopier(ctx context.Context, pc publish.Config, st hubcopy.Store) (wait func()) {
+	rate := l.rate
+	if rate < 0 {
+		rate = -1
+	}
+	c, err := hubcopy.New(hubcopy.Config{Name: pc.Name, URL: pc.URL, Options: pc.Options, Index: whereis{l}, Store: st,
+		Rate: rate, Logger: l.log.With("part", "copies")})
+	if err != nil {
+		l.log.Error("copies between hosts are off", "err", err)
+		return func() {}
+	}
+	l.mu.Lock()
+	l.copier = c
+	l.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.Run(ctx); err != nil && ctx.Err() == nil {
+			l.log.Error("copies between hosts stopped", "err", err)
+		}
+	}()
+	return func() { <-done }
+}
+
+// Remote fetches verified copies from other hosts (the heal's remote
+// source); nil without a link, or before the link is up.
+func (l *Link) Remote() *hubcopy.Copier {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.copier
+}
+
+// whereis asks the hub's view over the publisher's connection.
+type whereis struct{ l *Link }
+
+func (w whereis) Whereis(ctx context.Context, backend, digest string, size int64) (hubwire.Content, error) {
+	c, err := w.l.client()
+	if err != nil {
+		return hubwire.Content{}, err
+	}
+	return c.Whereis(ctx, backend, digest, size)
 }
 
 func (l *Link) where() string {

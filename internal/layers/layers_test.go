@@ -32,7 +32,7 @@ var rank = map[string]int{
 	"internal/hubwire": 1, "internal/annexlink": 1,
 	// What keeps the index true or acts on it, and the API's client.
 	"internal/indexer": 2, "internal/audit": 2, "internal/dedup": 2, "api": 2, "hasher/simd": 2, "hasher/calibrate": 2, "internal/dirdups": 2,
-	"internal/hub": 2, "internal/publish": 2,
+	"internal/hub": 2, "internal/publish": 2, "internal/hubcopy": 2,
 	"api/apiserver": 3,
 	// The parts the API serves, over what they answer from.
 	"internal/query": 3, "internal/hublink": 3, "internal/deduppart": 3, "internal/heal": 3, "internal/have": 3, "internal/changefeed": 3,

@@ -241,6 +241,13 @@ func (p *Publisher) Run(ctx context.Context) error {
 		return fmt.Errorf("publish: %w", err)
 	}
 	sub, err := nc.Subscribe(hubwire.AckPrefix+p.cfg.Name, func(m *nats.Msg) {
+		// The hub publishes an ack bare. A stream's message that some
+		// host's consumer aimed here carries a reply subject, a direct
+		// read's answer headers: neither is the hub's word.
+		if m.Reply != "" || len(m.Header) != 0 {
+			p.foreignState("(a stream's message)")
+			return
+		}
 		var st hubwire.State
 		if json.Unmarshal(m.Data, &st) == nil {
 			p.heard(st)

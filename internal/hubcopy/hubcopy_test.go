@@ -1,0 +1,344 @@
+package hubcopy_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/annexd/annexd/internal/hubcopy"
+	"github.com/annexd/annexd/internal/hubwire"
+	"github.com/annexd/annexd/internal/loopfs"
+)
+
+// twoHosts starts a hub, desktop holding files on an ext4 image and
+// laptop asking, its copier dialling copyURL when not empty.
+func twoHosts(t testing.TB, rate int64, proxied bool) (*world, *host, *host, *loopfs.FS, *proxy) {
+	t.Helper()
+	w := newWorld(t)
+	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: max(64<<20, 3*copyMaxBytes)})
+	desktop := w.addHost("desktop", fs.Dir, "", rate)
+	var px *proxy
+	url := ""
+	if proxied {
+		px = newProxy(t, w.url)
+		url = px.url()
+	}
+	laptop := w.addHost("laptop", t.TempDir(), url, rate)
+	return w, desktop, laptop, fs, px
+}
+
+// stored reports whether the bucket from holder to asker still holds
+// an object named k, as the asker sees it.
+func stored(t testing.TB, w *world, holder, asker, k string) bool {
+	t.Helper()
+	js, err := jetstream.New(w.connect(t, asker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	obs, err := js.ObjectStore(ctx, hubwire.CopyBucket(holder, asker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = obs.GetInfo(ctx, k)
+	if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+func TestFetchVerifiedCopy(t *testing.T) {
+	w, desktop, laptop, _, _ := twoHosts(t, -1, false)
+	k, data := desktop.put(t, "photo.jpg", 3<<20+17)
+	var got bytes.Buffer
+	from, err := laptop.fetch(t, k, &got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if from != "desktop" || !bytes.Equal(got.Bytes(), data) {
+		t.Fatalf("fetched %d bytes from %q; want the %d bytes of desktop's copy", got.Len(), from, len(data))
+	}
+	if s := laptop.cp.Stats(); s.Fetched != 1 || s.Rejected != 0 {
+		t.Fatalf("laptop's stats: %+v", s)
+	}
+	if stored(t, w, "desktop", "laptop", k) {
+		t.Fatal("the object is still in the bucket after a good fetch")
+	}
+}
+
+func TestRottenCopyIsNotSent(t *testing.T) {
+	w, desktop, laptop, fs, _ := twoHosts(t, -1, false)
+	k, _ := desktop.put(t, "photo.jpg", 1<<20)
+	// The disk rots under the page cache, which still holds the good
+	// bytes: only a read from the device sees it.
+	fs.FlipByteUnderCache(t, filepath.Join(fs.Dir, "photo.jpg"), 4097)
+	var got bytes.Buffer
+	_, err := laptop.fetch(t, k, &got)
+	if !errors.Is(err, hubcopy.ErrNoCopy) || !strings.Contains(err.Error(), "0 of 1 copies healthy") {
+		t.Fatalf("fetch of a rotten copy: %v; want no verified copy, 0 of 1 healthy", err)
+	}
+	if got.Len() != 0 {
+		t.Fatalf("%d bytes written of a rotten copy", got.Len())
+	}
+	if s := desktop.cp.Stats(); s.Served != 0 || s.Refused != 1 {
+		t.Fatalf("desktop's stats: %+v", s)
+	}
+	if stored(t, w, "desktop", "laptop", k) {
+		t.Fatal("a rotten copy is in the bucket")
+	}
+}
+
+func TestTamperedObjectIsRejected(t *testing.T) {
+	w, desktop, laptop, _, _ := twoHosts(t, -1, false)
+	k, data := desktop.put(t, "photo.jpg", 1<<20)
+	// A copy in the bucket with other bytes of the same size, its own
+	// SHA-256 in order: only the key's digest tells.
+	bad := bytes.Clone(data)
+	bad[len(bad)/2] ^= 1
+	js, err := jetstream.New(w.connect(t, "desktop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	obs, err := js.ObjectStore(ctx, hubwire.CopyBucket("desktop", "laptop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.PutBytes(ctx, k, bad); err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	_, err = laptop.fetch(t, k, &got)
+	if !errors.Is(err, hubcopy.ErrDigest) {
+		t.Fatalf("fetch of a tampered copy: %v; want ErrDigest", err)
+	}
+	if s := laptop.cp.Stats(); s.Rejected != 1 || s.Fetched != 0 {
+		t.Fatalf("laptop's stats: %+v", s)
+	}
+	if stored(t, w, "desktop", "laptop", k) {
+		t.Fatal("the tampered object is still in the bucket")
+	}
+	// The next fetch asks the holder, whose copy is good.
+	got.Reset()
+	if _, err := laptop.fetch(t, k, &got); err != nil || !bytes.Equal(got.Bytes(), data) {
+		t.Fatalf("fetch after the tampered copy went: %v, %d bytes", err, got.Len())
+	}
+}
+
+func TestOtherHostsObjectsAreRefused(t *testing.T) {
+	w, desktop, _, _, _ := twoHosts(t, -1, false)
+	k, _ := desktop.put(t, "photo.jpg", 64<<10)
+	// desktop puts a copy for laptop, as it would when asked.
+	js, err := jetstream.New(w.connect(t, "desktop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := js.ObjectStore(context.Background(), hubwire.CopyBucket("desktop", "laptop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.PutBytes(context.Background(), k, []byte("laptop's")); err != nil {
+		t.Fatal(err)
+	}
+	denied := make(chan string, 100)
+	nc := w.connect(t, "intruder", nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		denied <- err.Error()
+	}))
+	ijs, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	try := func(what string, fn func(ctx context.Context) error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		if err := fn(ctx); err == nil {
+			t.Errorf("intruder could %s", what)
+		}
+	}
+	bucket := hubwire.CopyBucket("desktop", "laptop")
+	try("bind laptop's bucket", func(ctx context.Context) error { _, err := ijs.ObjectStore(ctx, bucket); return err })
+	try("read laptop's object", func(ctx context.Context) error {
+		_, err := ijs.Stream(ctx, hubwire.CopyStream(bucket))
+		return err
+	})
+	try("write into laptop's bucket", func(ctx context.Context) error {
+		_, err := ijs.Publish(ctx, "$O."+bucket+".C.x", []byte("x"))
+		return err
+	})
+	try("make a bucket of its own", func(ctx context.Context) error {
+		_, err := ijs.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "mine"})
+		return err
+	})
+	// Asking as laptop is refused by the server; the publish itself
+	// returns nothing, the violation comes below.
+	if err := nc.Publish(hubwire.CopyAskSubject("laptop", "desktop"), []byte(`{"id":"1","key":"`+k+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	// The violations come asynchronously; each try above made one.
+	deadline := time.After(10 * time.Second)
+	for n := 0; n < 5; n++ {
+		select {
+		case msg := <-denied:
+			if !strings.Contains(msg, "Permissions Violation") {
+				t.Errorf("intruder: %s", msg)
+			}
+		case <-deadline:
+			t.Fatalf("%d permission violations; want 5", n)
+		}
+	}
+	if !stored(t, w, "desktop", "laptop", k) {
+		t.Fatal("laptop's object is gone")
+	}
+	if s := desktop.cp.Stats(); s.Served != 0 || s.Refused != 0 {
+		t.Fatalf("desktop answered a request made as laptop: %+v", s)
+	}
+}
+
+func TestFetchResumesAfterBrokenLink(t *testing.T) {
+	const size, rate = 8 << 20, 8 << 20
+	w, desktop, laptop, _, px := twoHosts(t, rate, true)
+	k, data := desktop.put(t, "video.mkv", size)
+	// Down for longer than a read of the object waits (5 s): the read
+	// fails, and Fetch reads the stored object again once the link is
+	// back. (A shorter break the object store's ordered consumer mends
+	// on its own, carrying on after the last chunk it delivered.)
+	cut := &cutter{after: 1 << 20, cut: func() { px.block(6 * time.Second) }}
+	from, err := laptop.fetch(t, k, cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if from != "desktop" || !bytes.Equal(cut.buf.Bytes(), data) {
+		t.Fatalf("fetched %d bytes from %q; want %d", cut.buf.Len(), from, len(data))
+	}
+	if !cut.done {
+		t.Fatal("the link was never cut")
+	}
+	if s := desktop.cp.Stats(); s.Served != 1 {
+		t.Fatalf("desktop served %d copies; want 1 (a resume does not ask the holder again)", s.Served)
+	}
+	if stored(t, w, "desktop", "laptop", k) {
+		t.Fatal("the object is still in the bucket after a good fetch")
+	}
+	if s := laptop.cp.Stats(); s.Resumed == 0 || s.Fetched != 1 {
+		t.Fatalf("laptop's stats: %+v; want a read started again", s)
+	}
+}
+
+// cutter keeps what is written and breaks the link once after some bytes.
+type cutter struct {
+	buf   bytes.Buffer
+	after int
+	cut   func()
+	done  bool
+}
+
+func (c *cutter) Write(p []byte) (int, error) {
+	n, _ := c.buf.Write(p)
+	if !c.done && c.buf.Len() >= c.after {
+		c.done = true
+		c.cut()
+	}
+	return n, nil
+}
+
+func TestRateLimitHolds(t *testing.T) {
+	const size, rate = 3 << 20, 2 << 20
+	_, desktop, laptop, _, _ := twoHosts(t, rate, false)
+	k, data := desktop.put(t, "song.flac", size)
+	var got bytes.Buffer
+	began := time.Now()
+	if _, err := laptop.fetch(t, k, &got); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(began)
+	if !bytes.Equal(got.Bytes(), data) {
+		t.Fatal("wrong bytes")
+	}
+	// The holder's read into the bucket and the asker's read out of it
+	// are each paced: two passes over the bytes at the rate.
+	want := 2 * float64(size) / float64(rate)
+	t.Logf("%d bytes twice at %d B/s took %v (the rate alone: %.2fs)", size, rate, took, want)
+	if took.Seconds() < 0.8*want {
+		t.Fatalf("%v for two passes of %d bytes at %d B/s: faster than the rate", took, size, rate)
+	}
+	if took.Seconds() > 10*want {
+		t.Fatalf("%v for two passes of %d bytes at %d B/s: far slower than the rate", took, size, rate)
+	}
+}
+
+// TestDeliveryAimedAtAcksIsIgnored: an asker may read its incoming
+// bucket, and NATS lets a consumer deliver to any subject. Laptop asks
+// desktop for a file whose bytes are a state naming desktop, then has a
+// consumer deliver it onto desktop's acks: desktop must not take it.
+func TestDeliveryAimedAtAcksIsIgnored(t *testing.T) {
+	w, desktop, _, _, _ := twoHosts(t, -1, false)
+	desktop.put(t, "seed.txt", 100)
+	local, err := desktop.st.ChangeLog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := fmt.Sprintf(`{"name":"desktop","index_id":%q,"seq":1000,"complete":true}`, local.IndexID.String())
+	k := desktop.putBytes(t, "state.json", []byte(forged))
+	nc := w.connect(t, "laptop")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ans := make(chan *nats.Msg, 1)
+	sub, err := nc.ChanSubscribe(hubwire.CopySentSubject("desktop", "laptop"), ans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Publish(hubwire.CopyAskSubject("laptop", "desktop"), []byte(`{"id":"1","key":"`+k+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-ans:
+		if !strings.Contains(string(m.Data), hubwire.CopySent) {
+			t.Fatalf("desktop answered %s", m.Data)
+		}
+	case <-ctx.Done():
+		t.Fatal("no answer")
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := hubwire.CopyBucket("desktop", "laptop")
+	st, err := js.Stream(ctx, hubwire.CopyStream(bucket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := st.CreateOrUpdatePushConsumer(ctx, jetstream.ConsumerConfig{Name: "aim", DeliverSubject: hubwire.AckPrefix + "desktop",
+		FilterSubject: "$O." + bucket + ".C.>", AckPolicy: jetstream.AckNonePolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Delivered.Consumer > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the consumer delivered nothing")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if s := desktop.pub.Status(); s.Acked > local.Seq+1 {
+		t.Fatalf("desktop took a forged ack: acknowledged %d of %d changes", s.Acked, local.Seq+1)
+	}
+}

@@ -1,0 +1,93 @@
+package hubwire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Copies between hosts. A host asks a holder for a verified copy of a
+// key on CopyAskSubject(asker, holder): only the asker's credentials may
+// publish there, so the subject names who asks. The holder puts the copy
+// in the object bucket CopyBucket(holder, asker), which only it may
+// write and only the asker may read, and answers on
+// CopySentSubject(holder, asker), where only the holder may publish.
+const (
+	// CopyAskPrefix is followed by the asker's and the holder's names.
+	CopyAskPrefix = "annexd.copy.ask."
+	// CopySentPrefix is followed by the holder's and the asker's names.
+	CopySentPrefix = "annexd.copy.sent."
+)
+
+// CopyAskSubject is where asker asks holder for a copy.
+func CopyAskSubject(asker, holder string) string { return CopyAskPrefix + asker + "." + holder }
+
+// CopySentSubject is where holder answers asker.
+func CopySentSubject(holder, asker string) string { return CopySentPrefix + holder + "." + asker }
+
+// CopyBucket names the object bucket of copies from holder to asker:
+// copy-LEN-HOLDER-ASKER, where LEN is the holder's name's length, so that
+// no two pairs of names share a bucket.
+func CopyBucket(holder, asker string) string {
+	return "copy-" + strconv.Itoa(len(holder)) + "-" + holder + "-" + asker
+}
+
+// CopyStream is the stream that keeps CopyBucket's objects.
+func CopyStream(bucket string) string { return "OBJ_" + bucket }
+
+// The answers of a holder.
+const (
+	CopySent   = "sent"    // the object is in the bucket, verified when read
+	CopyNone   = "no_copy" // no copy of the holder's verified now
+	CopyBusy   = "busy"    // the holder serves other copies; ask later
+	CopyFailed = "failed"  // the holder could not put it (Error says why)
+)
+
+// CopyRequest asks for a verified copy of Key (a git-annex key). ID
+// names the request in the answer.
+type CopyRequest struct {
+	ID  string `json:"id"`
+	Key string `json:"key"`
+}
+
+// CopyAnswer answers a CopyRequest. Checked counts the holder's physical
+// copies it read, Healthy those whose bytes matched the key.
+type CopyAnswer struct {
+	ID      string `json:"id"`
+	Key     string `json:"key"`
+	Status  string `json:"status"`
+	Checked int    `json:"checked"`
+	Healthy int    `json:"healthy"`
+	Error   string `json:"error,omitempty"`
+}
+
+// maxCopyMsg bounds a copy message: a key is at most a few hundred bytes.
+const maxCopyMsg = 4096
+
+// ErrCopyMsg: a message on a copy subject that no host sent as one.
+var ErrCopyMsg = errors.New("hubwire: not a copy message")
+
+// DecodeCopy decodes a request or an answer from m into v. Only what a
+// host published itself is taken: JetStream delivers a stream's messages
+// to any subject a consumer names, with a reply subject, and a direct
+// read's answer carries headers. A host sends neither.
+func DecodeCopy(m *nats.Msg, v any) error {
+	switch {
+	case m.Reply != "":
+		return fmt.Errorf("%w: it has a reply subject %q", ErrCopyMsg, m.Reply)
+	case len(m.Header) != 0:
+		return fmt.Errorf("%w: it has headers", ErrCopyMsg)
+	case len(m.Data) > maxCopyMsg:
+		return fmt.Errorf("%w: %d bytes", ErrCopyMsg, len(m.Data))
+	}
+	d := json.NewDecoder(bytes.NewReader(m.Data))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", ErrCopyMsg, err)
+	}
+	return nil
+}
