@@ -1,19 +1,49 @@
 package daemon
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
 	"github.com/annexd/annexd/internal/heal"
+	"github.com/annexd/annexd/internal/hubcopy"
+	"github.com/annexd/annexd/internal/hublink"
 	"github.com/annexd/annexd/internal/ledger"
 )
 
 // setupHeal builds the heal of corrupt files; the audit must exist. The
-// hub's copies (heal.Remote) are asked only with [audit] heal = "any";
-// until the hub provides one, the Remote is nil: this host only.
+// hub's copies (heal.Remote) are asked only with [audit] heal = "any" and
+// a hub link; otherwise this host only.
 func (a *App) setupHeal(writes *ledger.Ledger) {
 	keep := a.cfg.Audit.HealKeep.D()
 	if keep < 0 {
 		keep = 0 // until an accept
 	}
-	h := heal.New(a.st, a.audit, a.h, heal.Options{Ledger: writes, SyncWrites: a.w.Sync, Keep: keep,
+	var remote heal.Remote
+	if a.link != nil && a.cfg.Audit.Heal == "any" {
+		remote = hubCopies{a.link}
+	}
+	h := heal.New(a.st, a.audit, a.h, heal.Options{Remote: remote, Ledger: writes, SyncWrites: a.w.Sync, Keep: keep,
 		Logger: a.log.With("part", "heal")})
 	a.heal = heal.NewPart(h, a.cfg.Audit.Heal)
+}
+
+// hubCopies is heal's Remote over the hub link: the link's copier, once
+// the link is up.
+type hubCopies struct{ link *hublink.Link }
+
+// errHubDown: the link has no copier yet (the hub is not reached).
+var errHubDown = errors.New("the hub is not connected: no other host can be asked now")
+
+func (r hubCopies) Fetch(ctx context.Context, key string, w io.Writer) (string, error) {
+	c := r.link.Remote()
+	if c == nil {
+		return "", errHubDown
+	}
+	host, err := c.Fetch(ctx, key, w)
+	if errors.Is(err, hubcopy.ErrNoCopy) {
+		err = fmt.Errorf("%w: %w", heal.ErrNoCopy, err)
+	}
+	return host, err
 }
