@@ -102,7 +102,7 @@ func New(st Store, dg Digester, o Options) (*Auditor, error) {
 		a.moveSkip(from, to)
 	})
 	a.coverage = coverage{st: st, roots: o.Roots, every: o.Every, log: a.log, book: &a.book, mu: &a.mu}
-	a.checker = &checker{o: &a.o, dg: dg, book: &a.book}
+	a.checker = &checker{o: &a.o, st: st, dg: dg, book: &a.book}
 	ownIO := func() time.Duration { return time.Duration(a.inReads.Load()) } // the readers' time in read calls
 	a.g = newGates(o.Indexer, &o.Config, o.ProcDir, o.SysDir, ownIO)
 	a.note = newNotifier(o.OnProblem, o.OnProblemEvery, a.log)

@@ -16,6 +16,7 @@ import (
 // readers' idle I/O class fares on the disk.
 type checker struct {
 	o      *Options // the Auditor's; read only
+	st     Store    // for the names of an inode
 	dg     Digester
 	gran   fsstat.Granularities
 	book   *book // the findings, for the class of the one standing
@@ -97,9 +98,31 @@ func (c *checker) syncLedger(ctx context.Context) error {
 }
 
 // seen reports whether the ledger saw a write to the file fi at path, by
-// path or inode, since rec was hashed. Its doubts are no write.
+// path or inode, since rec was hashed. Its doubts are no write. Where a
+// write may hide behind the ctime (it moved, or a finding took it), a
+// write seen at another name the index records for the inode counts too
+// (ledger, # Hard links): a write through any name moves the ctime.
 func (c *checker) seen(path string, fi fsstat.FileInfo, rec *store.Record) bool {
-	return c.o.Ledger != nil && c.o.Ledger.Since(path, fi.Dev, fi.Ino, rec.HashedAt) == ledger.Written
+	l := c.o.Ledger
+	switch {
+	case l == nil:
+		return false
+	case l.Since(path, fi.Dev, fi.Ino, rec.HashedAt) == ledger.Written:
+		return true
+	case fi.CtimeNs == rec.CtimeNs && rec.State == store.StateOK:
+		return false
+	}
+	names, err := c.st.ByInodeAll(fi.Dev, fi.Ino)
+	if err != nil {
+		return false
+	}
+	others := make([]string, 0, len(names))
+	for _, n := range names {
+		if q := string(n); q != path {
+			others = append(others, q)
+		}
+	}
+	return ledger.SinceNames(l, others, fi.Dev, fi.Ino, rec.HashedAt) == ledger.Written
 }
 
 func (c *checker) readOnce(ctx context.Context, rd *reader, path string, before fsstat.FileInfo, b key.Backend, again bool) *Read {

@@ -100,7 +100,9 @@ type Facts struct {
 	// Busy: the indexer holds the path.
 	Busy bool
 	// Seen: the write ledger saw a write to the path or its inode since
-	// the record was hashed. A doubt (it cannot rule one out) is no write.
+	// the record was hashed; when the ctime moved or the record is
+	// flagged, to another name of the inode too. A doubt (it cannot rule
+	// one out) is no write.
 	Seen bool
 	// Synced: Seen was asked again after the ledger caught up with the
 	// writes made before the read (SyncLedger). SyncErr: it could not.

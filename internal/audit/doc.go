@@ -12,7 +12,9 @@
 //   - same digest: ok, and the record's VerifiedAt moves on;
 //   - a witness of a write: another size, mtime or inode, a write the
 //     ledger saw (not a doubt: ledger.Unsure is no write), a racily clean
-//     record: modified, handed to the indexer as a normal change;
+//     record: modified, handed to the indexer as a normal change. When the
+//     ctime moved, or a finding took it, a write the ledger saw at
+//     another name of the inode counts (ledger.SinceNames);
 //   - no witness, yet the digest differs: the file is read once more,
 //     from the device as every read is.
 //     The recorded digest then means a transient error (ok, logged).

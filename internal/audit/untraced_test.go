@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -250,5 +251,44 @@ func TestFoundKeepsTheStandingClass(t *testing.T) {
 	})
 	if n := e.a.Status().Problems; n != 3 {
 		t.Fatalf("%d counted, want 3", n)
+	}
+}
+
+// A same-size rewrite with the mtime put back, made through another name
+// of the file (a hard link), which the ledger has by that name alone: the
+// watcher read the event after the name had moved, and could not stat
+// it. The ctime the names share moved, so the audit asks about every
+// name of the inode: an edit, handed to the indexer, never a change
+// without a trace.
+func TestEditThroughAnotherName(t *testing.T) {
+	led := ledger.New()
+	o := envOptions()
+	o.Ledger = led
+	e := newEnv(t, "", o)
+	e.write("a/photo.jpg", "the first picture")
+	p, link := e.path("a/photo.jpg"), e.path("b/photo.jpg")
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(p, link); err != nil {
+		t.Fatal(err)
+	}
+	e.ix.Rescan(e.root)
+	e.settle()
+	before := e.record(p)
+	waitFor(t, "the clock to pass the ctime", func() bool { return time.Now().UnixNano() > before.CtimeNs+1e6 })
+	rewriteKeepMtime(t, link, "the other picture")
+	led.Written(link, 0, 0)
+
+	s := e.run(StartOptions{Paths: [][]byte{[]byte(e.path("a"))}, FullSpeed: true})
+	e.settle()
+	if s.Found(Modified) != 1 || s.Found(Untraced) != 0 {
+		t.Fatalf("counts %v, want the rewrite modified", s.Counts)
+	}
+	if r := e.record(p); r.State != store.StateOK || !bytes.Equal(r.Digest, digestOf("the other picture")) {
+		t.Fatalf("the edit was not recorded: %+v", r)
+	}
+	if ps := e.problems(); len(ps) != 0 {
+		t.Fatalf("problems %v", ps)
 	}
 }

@@ -157,6 +157,11 @@ func TestJudge(t *testing.T) {
 		{"only the ctime moved, a write may be unread", with(chmod, func(r *rehash) { r.unread = true }), askLater},
 		{"only the ctime moved, unread, but a write seen", with(chmod, func(r *rehash) { r.unread, r.seen = true, true }), takeDigest},
 		{"ctime unchanged, unread does not matter", with(rot, func(r *rehash) { r.unread = true }), keepCorrupt},
+		{"only the ctime moved, written through another name", with(chmod, func(r *rehash) { r.linked = true }), takeDigest},
+		{"flagged with the ctime a finding took, written through another name before it", with(rot, func(r *rehash) {
+			r.linked, r.was.State = true, store.StateCorrupt
+		}), takeDigest},
+		{"ctime unchanged, a write at another name: another file's", with(rot, func(r *rehash) { r.linked = true }), keepCorrupt},
 	} {
 		if got := judge(tt.r); got != tt.want {
 			t.Errorf("%s: judge = %v, want %v", tt.name, got, tt.want)

@@ -24,7 +24,9 @@
 //
 //   - the same digest, a new size, mtime or inode, a write the ledger saw
 //     (ledger.Written), or a racily clean record: the new digest is the
-//     key;
+//     key. So is a write seen at another name of the inode when the
+//     ctime moved, or a finding took it (a write through any name moves
+//     the ctime the names share);
 //   - otherwise the key stays and the record is flagged corrupt. With
 //     the ctime unchanged no write made the bytes: corrupt (a lost write
 //     when an unclean end may have kept them from the disk, and then the
@@ -175,7 +177,10 @@
 // other names is hashed. A write reported for one name queues the other
 // recorded names of the inode for a check (inotify reports it for that
 // name alone), and no name takes a record while another name of its inode
-// waits in the pipeline. What is left: a file rewritten that way and
+// waits in the pipeline. A write the watcher could not tie to an inode
+// (the name had moved or gone before it read the event) is known by that
+// name alone: the other names ask the ledger about it (ledger.SinceNames)
+// before they keep a key, even once its record is gone. What is left: a file rewritten that way and
 // renamed while the daemon was down keeps its old key (no event and no
 // stat field tells), until it changes again or an audit reads it and
 // lists it corrupt. So does one

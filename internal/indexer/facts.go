@@ -20,7 +20,8 @@ type fileFacts struct {
 	other  bool          // the record at the path is another disk's: it goes on the shelf
 	shelf  *store.Record // the shelved record of the file's disk, when it still describes the file
 	// rehash: a caller asked for the file to be hashed (Rehash). seen:
-	// the ledger saw the path or its inode written since rec was hashed.
+	// the ledger saw the path or its inode written since rec was hashed,
+	// or, for a record flagged corrupt, another name of the inode.
 	rehash, seen bool
 	settled      bool // rec still describes the file (ticks.settled)
 	mayAdopt     bool // a record elsewhere may be the file's: not a walk into an empty index
@@ -103,6 +104,11 @@ func (c *checker) gatherFile(j *job, fi fsstat.FileInfo) (fileFacts, error) {
 	}
 	f.rehash = c.pipe.pend.takeRehash(j.path, j.entry)
 	f.seen = c.ledger.Since(j.path, fi.Dev, fi.Ino, f.rec.HashedAt) == ledger.Written
+	if !f.seen && f.ok && f.rec.State == store.StateCorrupt {
+		// A finding took the ctime it met: a write through another name
+		// before it shows only at that name.
+		f.seen = c.linkedSince(j.path, j.path, fi.Dev, fi.Ino, f.rec.HashedAt)
+	}
 	f.settled = f.ok && c.ticks.settled(&f.rec, fi)
 	return f, nil
 }

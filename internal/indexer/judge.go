@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/annexd/annexd/fsstat"
@@ -72,6 +73,7 @@ type rehash struct {
 	backend key.Backend
 	digest  []byte
 	seen    bool // the ledger saw a write since was was hashed
+	linked  bool // it saw one at another name of the inode (linkedSince)
 	racy    bool // was is racily clean by its timestamps
 	trusted bool // was was hashed outside the spans an unclean end casts doubt on
 	unread  bool // a write may not have reached the ledger yet
@@ -95,7 +97,10 @@ func (o outcome) String() string { return outcomeNames[o] }
 // judge decides what other bytes than the prior record's mean. Only a
 // witness of a write makes them the file's key: a size or an mtime that
 // moved, a write the ledger saw, or a record racily clean (a write in its
-// timestamp tick shows nowhere). A record hashed just before an unclean
+// timestamp tick shows nowhere). A write seen at another name of the
+// inode is one when the ctime moved (a write through any name moves it),
+// or when was is flagged: a finding takes the ctime it met, so the write
+// came before that finding. A record hashed just before an unclean
 // end whose file has its ctime or an older one (the journal kept the new
 // metadata, or some of it, and not the bytes) lost a write: the record
 // takes the bytes on disk. Otherwise the recorded key stays: with the
@@ -112,6 +117,8 @@ func judge(r rehash) outcome {
 		return takeDigest // a write shows in stat, or another file is there
 	case r.seen:
 		return takeDigest
+	case r.linked && (w.CtimeNs != r.now.CtimeNs || w.State != store.StateOK):
+		return takeDigest // written through another name
 	case w.State == store.StateOK && r.racy:
 		return takeDigest
 	case w.State == store.StateOK && !r.trusted && r.now.CtimeNs <= w.CtimeNs:
@@ -151,7 +158,8 @@ const syncTimeout = 10 * time.Second
 // verdict judges rec, the record of the bytes hashed at path, against p,
 // and returns the record to write. Before it judges a change without a
 // trace it waits for the ledger (Watches.Sync), so a write whose
-// event is still unread is not missed.
+// event is still unread is not missed. Before it keeps a key it asks the
+// ledger about the inode's other names too (linkedSince).
 func (c *checker) verdict(ctx context.Context, path string, p *prior, rec store.Record) (store.Record, outcome) {
 	r := rehash{was: p.rec, now: rec.Identity(), backend: rec.Backend, digest: rec.Digest, seen: p.seen,
 		racy: c.ticks.racyTick(&p.rec), trusted: store.Trusted(&p.rec, c.ticks.suspect)}
@@ -163,11 +171,33 @@ func (c *checker) verdict(ctx context.Context, path string, p *prior, rec store.
 		r.unread = false
 		o = judge(r)
 	}
+	if o == keepCorrupt || o == keepUntraced || o == askLater {
+		r.linked = c.linkedSince(path, p.from, rec.Dev, rec.Ino, p.rec.HashedAt)
+		o = judge(r)
+	}
 	switch o {
 	case keepCorrupt, keepUntraced:
 		return kept(p.rec, rec), o
 	}
 	return rec, o
+}
+
+// linkedSince reports whether the ledger saw a write at or after sinceNs
+// at another name of inode (dev, ino) than path and from: to that inode,
+// or of an inode unknown (ledger, # Hard links). The names are those the
+// index records for the inode, and those whose write queued path
+// (recheckLinks), whose records may be gone.
+func (c *checker) linkedSince(path, from string, dev, ino uint64, sinceNs int64) bool {
+	names, err := c.st.ByInodeAll(dev, ino)
+	if err != nil {
+		c.log.Debug("cannot read the names of an inode", "path", path, "err", err)
+	}
+	others := c.pipe.pend.viaOf(path)
+	for _, n := range names {
+		others = append(others, string(n))
+	}
+	others = slices.DeleteFunc(others, func(q string) bool { return q == path || q == from })
+	return ledger.SinceNames(c.ledger, others, dev, ino, sinceNs) == ledger.Written
 }
 
 // syncLedger waits until the ledger holds the writes made before now,

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/store"
 )
 
 // A file written through one of its hard links: the other name's record
@@ -73,5 +76,97 @@ func TestHardlinkWrittenLeavesOutsideRecords(t *testing.T) {
 	got, ok, err := e.st.Get([]byte(out))
 	if err != nil || !ok || got.HashedAt != rec.HashedAt {
 		t.Errorf("the record outside the roots was touched: %v %v (hashed at %d, was %d)", ok, err, got.HashedAt, rec.HashedAt)
+	}
+}
+
+// A rewrite through one hard link (the mtime set back) whose event the
+// watcher reads only after that name's directory has moved: the watcher
+// cannot stat the old path, so the ledger has the write by path with no
+// inode. The written name takes the new key; its other name, outside the
+// moved directory, is the same file and must too: an edit, never a
+// finding.
+func TestHardlinkEditSeenAfterItsDirectoryMoved(t *testing.T) {
+	e, a := editBehindMovedLink(t, nil)
+	e.settle(settleTimeout)
+	if k := e.found.kinds(); len(k) != 0 {
+		t.Errorf("findings %v for an edit through a watched name", k)
+	}
+	if rec, _, _ := e.st.Get([]byte(a)); rec.State != store.StateOK {
+		t.Errorf("%s: state %v after an edit through its other name", a, rec.State)
+	}
+}
+
+// A finding made on a file too early, before the ledger had the write
+// through its other name (as TestHardlinkEditSeenAfterItsDirectoryMoved
+// makes it), took the file's ctime with the old key. Once that write is
+// seen, the finding gives way: the file is hashed and takes the new key.
+func TestEarlyFindingGivesWayToEditThroughLink(t *testing.T) {
+	e, a := editBehindMovedLink(t, func(e *env, a string) {
+		rec, ok, err := e.st.Get([]byte(a))
+		if err != nil || !ok {
+			t.Fatalf("no record of %s: %v", a, err)
+		}
+		fi, err := fsstat.Lstat(a)
+		must(t, err)
+		var now store.Record
+		now.SetIdentity(identity(fi))
+		must(t, e.st.Put(context.Background(), []byte(a), kept(rec, now)))
+	})
+	e.settle(settleTimeout)
+	if rec, _, _ := e.st.Get([]byte(a)); rec.State != store.StateOK {
+		t.Errorf("%s: state %v after an edit through its other name", a, rec.State)
+	}
+}
+
+// editBehindMovedLink indexes a file a with a hard link two directories
+// down, rewrites the link (the mtime set back) while the watcher reads
+// nothing, and moves the link's directory before the watcher reads on:
+// the watcher then has the write by the link's old path alone. early, if
+// set, runs before the watcher reads on.
+func editBehindMovedLink(t *testing.T, early func(e *env, a string)) (*env, string) {
+	e, a, b := linkedPair(t) // b is root/b/l.txt
+	old := filepath.Join(e.root, "b")
+	sub := filepath.Join(old, "sub")
+	must(t, os.MkdirAll(sub, 0o755))
+	bb := filepath.Join(sub, "l.txt")
+	must(t, os.Rename(b, bb))
+	e.settle(settleTimeout)
+	e.blockWatcher()
+	rewriteKeepMtime(t, bb)
+	must(t, os.Rename(old, filepath.Join(e.root, "moved")))
+	if early != nil {
+		early(e, a)
+	}
+	e.pause <- false
+	return e, a
+}
+
+// As TestHardlinkEditSeenAfterItsDirectoryMoved, with the written name
+// removed instead of moved before the watcher reads the write: its record
+// is dropped before the other name is judged, which still hears of the
+// write through it.
+func TestHardlinkEditSeenAfterItsNameRemoved(t *testing.T) {
+	e, a, b := linkedPair(t)
+	e.blockWatcher()
+	rewriteKeepMtime(t, b)
+	must(t, os.Remove(b))
+	entered, release := e.h.hold(a)
+	e.pause <- false
+	select {
+	case <-entered:
+	case <-time.After(settleTimeout):
+		t.Fatal("the other name was never hashed")
+	}
+	waitFor(t, "the removed name's record is dropped", func() bool {
+		_, ok, err := e.st.Get([]byte(b))
+		return err == nil && !ok
+	})
+	close(release)
+	e.settle(settleTimeout)
+	if k := e.found.kinds(); len(k) != 0 {
+		t.Errorf("findings %v for an edit through a watched name", k)
+	}
+	if rec, _, _ := e.st.Get([]byte(a)); rec.State != store.StateOK {
+		t.Errorf("%s: state %v after an edit through its other name", a, rec.State)
 	}
 }

@@ -1,6 +1,9 @@
 package indexer
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // pendingSet holds the paths in the pipeline: queued, being checked or
 // hashed, waiting for a retry, or waiting for their write to be durable. A
@@ -18,6 +21,7 @@ type pendingEntry struct {
 	againScans []*scan       // scans that saw the path meanwhile
 	size       int64         // bytes expected to be hashed, for progress
 	rehash     bool          // hash at the next check even if the record looks current
+	via        []string      // other names of the file's inode written meanwhile (addVia)
 	done       chan struct{} // closed when the path leaves; nil until someone waits
 }
 
@@ -82,6 +86,32 @@ func (p *pendingSet) addRehash(path string) bool {
 		e.rehash = true
 	}
 	return fresh
+}
+
+// maxVia bounds the names addVia keeps for one path.
+const maxVia = 8
+
+// addVia is add for a name of an inode written through via, another of
+// its names. Until path leaves the set, its checks ask the ledger about
+// via too (viaOf), even once via's record is gone.
+func (p *pendingSet) addVia(path, via string) bool {
+	fresh := p.add(path, nil, 0)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.m[path]; ok && len(e.via) < maxVia && !slices.Contains(e.via, via) {
+		e.via = append(e.via, via)
+	}
+	return fresh
+}
+
+// viaOf returns the names addVia gave path while it is in the set.
+func (p *pendingSet) viaOf(path string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.m[path]; ok {
+		return slices.Clone(e.via)
+	}
+	return nil
 }
 
 // takeRehash reports whether path was marked by addRehash since its last

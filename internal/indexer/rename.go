@@ -329,8 +329,9 @@ func (r *renamer) moveDir(ctx context.Context, path string, f *renameFacts, walk
 // when it was recorded (rec, if not nil), and of the inode it has now (fi,
 // if not nil) if that has other names: a write through one hard link comes
 // as an event for that name alone, and the others' records would keep the
-// old digest. The path being checked stays in the pipeline until they are
-// queued, so no rename takes their records meanwhile (linkBusy).
+// old digest. Their checks ask the ledger about path too (addVia), which
+// may be gone by then. The path being checked stays in the pipeline until
+// they are queued, so no rename takes their records meanwhile (linkBusy).
 func (r *renamer) recheckLinks(path string, rec *store.Record, fi *fsstat.FileInfo) {
 	for _, id := range linkInodes(rec, fi) {
 		paths, err := r.st.ByInodeAll(id.dev, id.ino)
@@ -341,7 +342,7 @@ func (r *renamer) recheckLinks(path string, rec *store.Record, fi *fsstat.FileIn
 		for _, p := range paths {
 			// Records outside the roots (kept from an older
 			// configuration) or ignored are left alone.
-			if q := string(p); q != path && !r.paths.skip(q) && r.pipe.pend.add(q, nil, 0) {
+			if q := string(p); q != path && !r.paths.skip(q) && r.pipe.pend.addVia(q, path) {
 				r.pipe.push(job{path: q})
 			}
 		}

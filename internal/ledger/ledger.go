@@ -44,6 +44,18 @@
 //   - lost events (an inotify overflow): the files under that root, for
 //     the hour.
 //
+// # Hard links
+//
+// inotify reports a write under the name written alone. The watcher
+// stats that name for the inode; when it cannot (the file, or a
+// directory above it, moved before the watcher read the event), the
+// write is kept by path alone, and counts for the file at that path, or
+// moved from it, when asked. The file's other names hear of it only by
+// that name. So a reader that finds other bytes in a file asks about
+// every name the index records for its inode ([SinceNames]): a write seen
+// at one name of an inode, to that inode or of unknown inode, went to
+// the file.
+//
 // A write that follows a directory's rename may be reported under the
 // directory's old name, by the watches the watcher has not dropped yet.
 // So once the watcher has paired the move (DirMoved), a file under the new
@@ -270,6 +282,24 @@ func (l *Ledger) answer(path string, id inode, since, now, until int64, hops int
 			return a
 		}
 	}
+}
+
+// Asker is a ledger as its readers declare it (*Ledger).
+type Asker interface {
+	Since(path string, dev, ino uint64, sinceNs int64) Answer
+}
+
+// SinceNames is Since for a file known by several names: the names the
+// index records for inode (dev, ino). It is Written when a write was
+// seen at any of them, else the strongest answer of the others.
+func SinceNames(l Asker, names []string, dev, ino uint64, sinceNs int64) Answer {
+	a := NotWritten
+	for _, p := range names {
+		if a = max(a, l.Since(p, dev, ino, sinceNs)); a == Written {
+			break
+		}
+	}
+	return a
 }
 
 // WrittenSince reports whether a write at or after sinceNs to the file at

@@ -145,6 +145,37 @@ func TestSince(t *testing.T) {
 	}
 }
 
+// TestSinceNames asks about a file by the names of its inode: a write
+// seen at any of them, of unknown inode or of this one, is the file's; a
+// write of another inode at one of them is not.
+func TestSinceNames(t *testing.T) {
+	s := time.Second
+	names := []string{"/r/a/f", "/r/b/l", "/r/c/m"}
+	for _, c := range []struct {
+		name string
+		ops  []op
+		want Answer
+	}{
+		{"nothing", nil, NotWritten},
+		{"a link written, inode unknown", []op{{2 * s, "written", "/r/b/l", 0}}, Written},
+		{"a link written under a moved directory's old name", []op{{2 * s, "written", "/r/x/l", 0},
+			{3 * s, "moved", "/r/x>/r/b", 0}}, Written},
+		{"a link written, this inode", []op{{2 * s, "written", "/r/c/m", 7}}, Written},
+		{"a link's path written as another inode", []op{{2 * s, "written", "/r/b/l", 8}}, NotWritten},
+		{"a link's write before the record", []op{{s / 2, "written", "/r/b/l", 0}}, NotWritten},
+		{"a doubt beside a link", []op{{2 * s, "written", "/r/b/tmp", 0}}, Unsure},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, clk := newTest(maxEntries)
+			apply(l, clk, c.ops)
+			clk.t = clk.at(4 * s)
+			if got := SinceNames(l, names, 1, 7, clk.at(s)); got != c.want {
+				t.Errorf("SinceNames = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
 // A full map drops its older half; records hashed before the newest
 // dropped entry then count as written, later ones do not.
 func TestFullDropsOlderHalf(t *testing.T) {
