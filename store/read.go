@@ -326,8 +326,18 @@ func (n *namer) path(fk []byte) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: bad file key %x", ErrCorrupt, fk)
 	}
+	dk, err := n.dir(id)
+	if err != nil {
+		return nil, err
+	}
+	return joinPath(dk, base), nil
+}
+
+// dir returns the key of directory id ("/a/b/"), valid while n's
+// transaction is.
+func (n *namer) dir(id uint64) ([]byte, error) {
 	if dk := n.cached(id); dk != nil {
-		return joinPath(dk, base), nil
+		return dk, nil
 	}
 	dk := n.names.Get(codec.IDKey(id))
 	if dk == nil {
@@ -336,7 +346,7 @@ func (n *namer) path(fk []byte) ([]byte, error) {
 	if n.caching {
 		n.keep(id, bytes.Clone(dk))
 	}
-	return joinPath(dk, base), nil
+	return dk, nil
 }
 
 // cached returns the name of directory id when the caches hold it.
