@@ -28,18 +28,20 @@ type GroupFile struct {
 	Dev, Ino uint64
 }
 
-// DupFiles calls fn for each duplicate group, in the order of Dups,
-// with its files in index order. It reads what Dups with Brief reads,
-// in the same short transactions, one chunk ahead of fn, but into two
-// buffers used in turn: a listing of every group allocates little more
-// than the surveys it decodes. Everything fn is handed, Files and Paths
-// included, is valid only during the call; fn may reorder Files. fn may
-// return ErrStop.
+// DupFiles calls fn for each duplicate group, as Dups lists them but in
+// backend and digest order, with its files in index order. It reads the
+// groups and the digest index side by side, each in key order, in short
+// transactions one chunk ahead of fn, into two buffers used in turn: a
+// listing of every group seeks once a chunk, not once a group, and
+// allocates little more than the surveys it decodes. Everything fn is
+// handed, Files and Paths included, is valid only during the call; fn
+// may reorder Files. fn may return ErrStop.
 func (s *Store) DupFiles(ctx context.Context, fn func(*GroupFiles) error) error {
 	if err := s.settle(ctx); err != nil {
 		return err
 	}
 	names := s.newNamer()
+	names.dense = true
 	read := func(gc *groupChunk, after []byte) ([]byte, bool, error) {
 		return s.groupChunk(names, gc, after)
 	}
@@ -55,7 +57,7 @@ type groupChunk struct {
 	arena  []byte // digests and paths
 	at     []int  // per group its digest's start, then per file its path's start
 	ends   []int  // group i's files end at files[ends[i]]
-	last   []byte // the last dups key read
+	last   []byte // the last groups key read
 }
 
 func (gc *groupChunk) reset() {
@@ -73,40 +75,52 @@ func (gc *groupChunk) each(fn func(*GroupFiles) error) error {
 	return nil
 }
 
-// groupChunk reads the groups after dups key after (nil: from the first)
-// into gc, up to maxMembersPerTx members; more reports that it stopped
-// early, last is the last dups key read.
+// groupChunk reads the groups after groups key after (nil: from the
+// first) into gc, up to maxMembersPerTx members; more reports that it
+// stopped early, last is the last groups key read.
 func (s *Store) groupChunk(names *namer, gc *groupChunk, after []byte) (last []byte, more bool, err error) {
 	gc.reset()
 	err = names.view(func(tx *bolt.Tx, n *namer) error {
-		dc := tx.Bucket(codec.BucketDigest).Cursor()
-		sc := newSurveyCursor(tx)
-		c := tx.Bucket(codec.BucketDups).Cursor()
+		surveys := tx.Bucket(codec.BucketSurveys) // nil in an index without surveys
+		c := tx.Bucket(codec.BucketGroups).Cursor()
 		k, v := c.First()
 		if after != nil {
 			if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
 				k, v = c.Next()
 			}
 		}
+		if k == nil {
+			return nil
+		}
+		dc := tx.Bucket(codec.BucketDigest).Cursor()
+		m, mv := dc.Seek(k)
 		members := 0
 		for ; k != nil; k, v = c.Next() {
 			if members >= maxMembersPerTx {
 				more = true
 				return nil
 			}
-			if len(k) < 9 {
-				return fmt.Errorf("%w: dups key %x", ErrCorrupt, k)
-			}
 			g, err := decodeGroup(v)
 			if err != nil {
-				return fmt.Errorf("group %x: %w", k[8:], err)
+				return fmt.Errorf("group %x: %w", k, err)
+			}
+			gc.last = append(gc.last[:0], k...)
+			if len(k) < 2 || g.inodes < 2 {
+				members++
+				continue // hard links of one inode: no duplicate
+			}
+			for m != nil && bytes.Compare(m, k) < 0 {
+				m, mv = dc.Next() // a content of one file
+			}
+			var sv []byte
+			if surveys != nil {
+				sv = surveys.Get(codec.DescKey(g.duplicate(), k))
 			}
 			before := len(gc.files)
-			if err := gc.add(n, dc, sc, k, g); err != nil {
+			if m, mv, err = gc.add(n, dc, m, mv, k, g, sv); err != nil {
 				return err
 			}
 			members += 1 + len(gc.files) - before
-			gc.last = append(gc.last[:0], k...)
 		}
 		return nil
 	})
@@ -117,40 +131,41 @@ func (s *Store) groupChunk(names *namer, gc *groupChunk, after []byte) (last []b
 	return gc.last, more, nil
 }
 
-// add reads the group whose dups key is k, summary g: its survey and
-// the names and inodes of its files.
-func (gc *groupChunk) add(n *namer, dc *bolt.Cursor, sc *surveyCursor, k []byte, g group) error {
-	dk := k[8:]
+// add reads the group dk, summary g, survey sv (nil: none): the names
+// and inodes of its files from the digest index, whose cursor dc is at
+// (m, mv), at or before the group's first entry. It returns the entry
+// after the group's last.
+func (gc *groupChunk) add(n *namer, dc *bolt.Cursor, m, mv, dk []byte, g group, sv []byte) ([]byte, []byte, error) {
 	grp := GroupFiles{Backend: key.Backend(dk[0]), Size: g.size}
-	if v := sc.at(k); v != nil {
-		sv, _, _, err := decodeSurvey(v)
+	if sv != nil {
+		d, _, _, err := decodeSurvey(sv)
 		if err != nil {
-			return fmt.Errorf("survey %x: %w", dk, err)
+			return nil, nil, fmt.Errorf("survey %x: %w", dk, err)
 		}
-		grp.Survey = &sv
+		grp.Survey = &d
 	}
 	gc.at = append(gc.at, len(gc.arena))
 	gc.arena = append(gc.arena, dk[1:]...)
 	gc.groups = append(gc.groups, grp)
-	for m, mv := dc.Seek(dk); m != nil && bytes.HasPrefix(m, dk); m, mv = dc.Next() {
+	for ; m != nil && bytes.HasPrefix(m, dk); m, mv = dc.Next() {
 		id, base, ok := codec.SplitFileKey(m[len(dk):])
 		if !ok {
-			return fmt.Errorf("%w: bad file key %x", ErrCorrupt, m[len(dk):])
+			return nil, nil, fmt.Errorf("%w: bad file key %x", ErrCorrupt, m[len(dk):])
 		}
 		dir, err := n.dir(id)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		_, dev, ino, err := codec.DecodeDigestValue(mv)
 		if err != nil {
-			return fmt.Errorf("digest index entry of %q: %w", joinPath(dir, base), err)
+			return nil, nil, fmt.Errorf("digest index entry of %q: %w", joinPath(dir, base), err)
 		}
 		gc.at = append(gc.at, len(gc.arena))
 		gc.arena = append(append(gc.arena, dir...), base...)
 		gc.files = append(gc.files, GroupFile{Dir: len(dir), Dev: dev, Ino: ino})
 	}
 	gc.ends = append(gc.ends, len(gc.files))
-	return nil
+	return m, mv, nil
 }
 
 // fix points the groups' digests and files and the files' paths into

@@ -2,17 +2,20 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/annexd/annexd/key"
 )
 
-// DupFiles lists what Dups with Brief lists, group by group and file by
-// file, over more groups than one chunk holds, a survey included; a
-// stop from fn ends it without an error.
+// DupFiles lists what Dups with Brief lists, group by group (in digest
+// order) and file by file, over more groups than one chunk holds, hard
+// links of one inode (no group) and a survey included; a stop from fn
+// ends it without an error.
 func TestDupFilesAsDups(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
@@ -30,10 +33,15 @@ func TestDupFilesAsDups(t *testing.T) {
 	if err := s.SubmitAll(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
+	mustPut(t, s, "/h/one", rec("linked", 10, 1, 5))
+	mustPut(t, s, "/h/two", rec("linked", 10, 1, 5))
 	var want []Group
 	if err := s.Dups(ctx, DupOptions{Brief: true}, func(g Group) error { want = append(want, g); return nil }); err != nil {
 		t.Fatal(err)
 	}
+	slices.SortFunc(want, func(a, b Group) int {
+		return cmp.Or(cmp.Compare(a.Backend, b.Backend), bytes.Compare(a.Digest, b.Digest))
+	})
 	i := 0
 	err := s.DupFiles(ctx, func(g *GroupFiles) error {
 		if i >= len(want) {

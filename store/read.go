@@ -292,6 +292,7 @@ type namer struct {
 	names   *bolt.Bucket
 	epoch   uint64
 	caching bool
+	dense   bool // a listing in any order: keep ids below maxNamerCache by id
 	// The names of directories with ids below maxNamerCache, by id (ids
 	// are handed out in sequence, so most trees have only such), and a
 	// map for the others.
@@ -364,7 +365,7 @@ func (n *namer) cached(id uint64) []byte {
 // come about in order (a listing): a namer made for one look-up would
 // otherwise allocate a slot for every id below the one it met.
 func (n *namer) keep(id uint64, dk []byte) {
-	if id >= maxNamerCache || id > 2*uint64(len(n.byID))+64 {
+	if id >= maxNamerCache || !n.dense && id > 2*uint64(len(n.byID))+64 {
 		if len(n.cache) >= maxNamerCache {
 			clear(n.cache)
 		}
