@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -82,6 +83,12 @@ func (s *Store) groupChunk(names *namer, gc *groupChunk, after []byte) (last []b
 	gc.reset()
 	err = names.view(func(tx *bolt.Tx, n *namer) error {
 		surveys := tx.Bucket(codec.BucketSurveys) // nil in an index without surveys
+		if surveys != nil {
+			if k, _ := surveys.Cursor().First(); k == nil {
+				surveys = nil // none kept: no look-up a group
+			}
+		}
+		var sk []byte
 		c := tx.Bucket(codec.BucketGroups).Cursor()
 		k, v := c.First()
 		if after != nil {
@@ -114,7 +121,8 @@ func (s *Store) groupChunk(names *namer, gc *groupChunk, after []byte) (last []b
 			}
 			var sv []byte
 			if surveys != nil {
-				sv = surveys.Get(codec.DescKey(g.duplicate(), k))
+				sk = append(binary.BigEndian.AppendUint64(sk[:0], ^uint64(g.duplicate())), k...) // codec.DescKey
+				sv = surveys.Get(sk)
 			}
 			before := len(gc.files)
 			if m, mv, err = gc.add(n, dc, m, mv, k, g, sv); err != nil {

@@ -80,7 +80,12 @@ func (t *Tree) count(ctx context.Context) (*treeCount, error) {
 	if t.last != nil && t.last.commit == commit {
 		return t.last, nil
 	}
-	c, err := countTree(ctx, t.x.cfg.Store, t.x.cfg.Roots)
+	folders := 0
+	if t.last != nil {
+		folders = len(t.last.nodes)
+		t.last = nil // its memory may go back while the next count is made
+	}
+	c, err := countTree(ctx, t.x.cfg.Store, t.x.cfg.Roots, folders)
 	if err != nil {
 		return nil, err
 	}
@@ -105,9 +110,9 @@ type treeSource interface {
 // countTree reads every folder's files and every duplicate group's
 // files of src within set. Neither read keeps a path per file: files are
 // counted into their folder's node, and extra copies found one group at
-// a time.
-func countTree(ctx context.Context, src treeSource, set roots.Set) (*treeCount, error) {
-	c := &treeCount{at: time.Now(), byPath: map[string]int32{}, complete: true}
+// a time. folders sizes the tables (the last count's folders, or 0).
+func countTree(ctx context.Context, src treeSource, set roots.Set, folders int) (*treeCount, error) {
+	c := &treeCount{at: time.Now(), byPath: make(map[string]int32, folders), nodes: make([]treeNode, 0, folders), complete: true}
 	for _, r := range set.Paths() {
 		c.roots = append(c.roots, c.add(r, -1))
 	}
