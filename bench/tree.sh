@@ -7,13 +7,15 @@
 #
 # Usage: bench/tree.sh [FILES] [RUNS]
 #   FILES (default 1000000), RUNS (default 3) first paints after one fill.
-# It prints cold-ms/op (the first level: the whole count; its CPU time
-# cold-cpu-ms/op, steadier on a shared machine), warm-us/op
-# (the next level, from the count kept), x-dups-listing (the count's CPU
-# time over that of listing the duplicate groups beside it: the ratio the
-# load moves least), the memory allocated per paint, and the load average
-# before and after. Filling the index takes about a minute and is not
-# timed.
+# Each round counts the first level twice on the one index, alternately:
+# after (internal/query.Tree, store.DupFiles) and before (refCountTree:
+# the duplicate groups listed by store.Dups with a path per member). It
+# prints for each the first level's wall (-ms) and CPU time (-cpu-ms,
+# steadier on a shared machine), the bytes it allocated (-alloc-MB) and
+# the heap's peak above its start (-peak-MB); after-next-us and
+# after-next-alloc-KB for the next level, from the count kept; x-cpu and
+# x-alloc (after over before); and the load average before and after.
+# Filling the index takes about a minute and is not timed.
 set -euo pipefail
 files=${1:-1000000} runs=${2:-3}
 cd "$(dirname "$0")/.."

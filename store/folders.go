@@ -31,6 +31,11 @@ func (f *FolderFile) Keyed() bool { return f.State == StateOK && f.Backend != ke
 // decodes.
 const maxFolderFilesPerTx = 4 * chunk
 
+// folders are the queries of whole folders: every directory's files, the
+// duplicate groups' files by name (DupFiles), and the kept surveys of
+// many contents at once (dups --dirs).
+type folders struct{ *reader }
+
 // Folders calls fn for every directory that holds records, with the
 // directory as the dirs index keys it ("/a/b/", with the slash) and its
 // files, in directory-id order (not path order). A large directory may
@@ -38,29 +43,33 @@ const maxFolderFilesPerTx = 4 * chunk
 // included, are valid only during the call. Folders reads in short
 // transactions, on a goroutine of its own one chunk ahead of fn, and
 // calls fn outside of them, so a directory changed meanwhile is seen as
-// folders are the queries of whole folders: every directory's files, and
-// the kept surveys of many contents at once (dups --dirs).
-type folders struct{ *reader }
-
 // it was when its chunk was read. fn may return ErrStop.
 func (s folders) Folders(ctx context.Context, fn func(dir []byte, files []FolderFile) error) error {
+	return readAhead(ctx, s.folderChunk, func(fc *folderChunk) error { return fc.each(fn) })
+}
+
+// readAhead reads chunks with read, on a goroutine of its own one chunk
+// ahead of use, into two buffers used in turn. read fills c with what
+// follows the key after (nil: from the first) and returns the last key
+// it read and whether more follows. use may return ErrStop.
+func readAhead[C any](ctx context.Context, read func(c *C, after []byte) (last []byte, more bool, err error), use func(*C) error) error {
 	ctx, cancel := context.WithCancel(ctx)
-	full, free := make(chan *folderChunk, 1), make(chan *folderChunk, 2)
-	free <- new(folderChunk)
-	free <- new(folderChunk)
-	go s.readFolders(ctx, full, free)
+	full, free := make(chan *aheadChunk[C], 1), make(chan *aheadChunk[C], 2)
+	free <- new(aheadChunk[C])
+	free <- new(aheadChunk[C])
+	go readChunks(ctx, read, full, free)
 	defer func() {
 		cancel()
 		for range full { // the reader stops at its next chunk
 		}
 	}()
-	for fc := range full {
-		err := fc.err
+	for r := range full {
+		err := r.err
 		if err == nil {
 			err = ctx.Err()
 		}
 		if err == nil {
-			err = fc.each(fn)
+			err = use(&r.c)
 		}
 		if errors.Is(err, ErrStop) {
 			return nil
@@ -68,31 +77,37 @@ func (s folders) Folders(ctx context.Context, fn func(dir []byte, files []Folder
 		if err != nil {
 			return err
 		}
-		free <- fc
+		free <- r
 	}
 	return ctx.Err() // the reader left early: only when ctx ended
 }
 
-// readFolders reads the chunks of Folders in turn into the chunks free
-// hands it, and sends each on full, until the records end, a read fails
-// or ctx ends. It closes full.
-func (s folders) readFolders(ctx context.Context, full, free chan *folderChunk) {
+// aheadChunk is one chunk of readAhead, or why it could not be read.
+type aheadChunk[C any] struct {
+	c   C
+	err error
+}
+
+// readChunks reads the chunks of readAhead in turn into the buffers free
+// hands it, and sends each on full, until the keys end, a read fails or
+// ctx ends. It closes full.
+func readChunks[C any](ctx context.Context, read func(c *C, after []byte) ([]byte, bool, error), full, free chan *aheadChunk[C]) {
 	defer close(full)
 	var after []byte
 	for {
-		var fc *folderChunk
+		var r *aheadChunk[C]
 		select {
-		case fc = <-free:
+		case r = <-free:
 		case <-ctx.Done():
 			return
 		}
-		more := false
-		if fc.err = ctx.Err(); fc.err == nil {
-			more, fc.err = s.folderChunk(fc, after)
+		more, last := false, []byte(nil)
+		if r.err = ctx.Err(); r.err == nil {
+			last, more, r.err = read(&r.c, after)
 		}
-		after = append(after[:0], fc.last...)
-		full <- fc
-		if fc.err != nil || !more {
+		after = append(after[:0], last...)
+		full <- r
+		if r.err != nil || !more {
 			return
 		}
 	}
@@ -107,7 +122,6 @@ type folderChunk struct {
 	digests []byte // the files' digests, one allocation
 	at      []int  // where each file's digest starts in digests
 	last    []byte // the last file key read
-	err     error  // why the chunk could not be read
 }
 
 func (fc *folderChunk) reset() {
@@ -128,8 +142,9 @@ func (fc *folderChunk) each(fn func(dir []byte, files []FolderFile) error) error
 }
 
 // folderChunk reads the records after file key after (nil: from the
-// first) into fc; more reports that it stopped early.
-func (s folders) folderChunk(fc *folderChunk, after []byte) (more bool, err error) {
+// first) into fc; more reports that it stopped early, last is the last
+// file key read.
+func (s folders) folderChunk(fc *folderChunk, after []byte) (last []byte, more bool, err error) {
 	fc.reset()
 	err = s.view(func(tx *bolt.Tx) error {
 		names := tx.Bucket(codec.BucketDirNames)
@@ -165,7 +180,7 @@ func (s folders) folderChunk(fc *folderChunk, after []byte) (more bool, err erro
 		return nil
 	})
 	fc.fixDigests()
-	return more, err
+	return fc.last, more, err
 }
 
 // startDir ends the directory before and begins directory id.

@@ -292,6 +292,7 @@ type namer struct {
 	names   *bolt.Bucket
 	epoch   uint64
 	caching bool
+	dense   bool // a listing in any order: keep ids below maxNamerCache by id
 	// The names of directories with ids below maxNamerCache, by id (ids
 	// are handed out in sequence, so most trees have only such), and a
 	// map for the others.
@@ -326,8 +327,18 @@ func (n *namer) path(fk []byte) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: bad file key %x", ErrCorrupt, fk)
 	}
+	dk, err := n.dir(id)
+	if err != nil {
+		return nil, err
+	}
+	return joinPath(dk, base), nil
+}
+
+// dir returns the key of directory id ("/a/b/"), valid while n's
+// transaction is.
+func (n *namer) dir(id uint64) ([]byte, error) {
 	if dk := n.cached(id); dk != nil {
-		return joinPath(dk, base), nil
+		return dk, nil
 	}
 	dk := n.names.Get(codec.IDKey(id))
 	if dk == nil {
@@ -336,7 +347,7 @@ func (n *namer) path(fk []byte) ([]byte, error) {
 	if n.caching {
 		n.keep(id, bytes.Clone(dk))
 	}
-	return joinPath(dk, base), nil
+	return dk, nil
 }
 
 // cached returns the name of directory id when the caches hold it.
@@ -354,7 +365,7 @@ func (n *namer) cached(id uint64) []byte {
 // come about in order (a listing): a namer made for one look-up would
 // otherwise allocate a slot for every id below the one it met.
 func (n *namer) keep(id uint64, dk []byte) {
-	if id >= maxNamerCache || id > 2*uint64(len(n.byID))+64 {
+	if id >= maxNamerCache || !n.dense && id > 2*uint64(len(n.byID))+64 {
 		if len(n.cache) >= maxNamerCache {
 			clear(n.cache)
 		}

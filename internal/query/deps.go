@@ -29,6 +29,8 @@ type Store interface {
 	SurveysOf(cs []store.Content) ([]*store.Survey, error)
 	// Committed names the last commit: the tree is counted again after it changes (tree.go).
 	Committed() (uint64, error)
+	// DupFiles is what the tree reads of the duplicate groups (tree.go).
+	DupFiles(ctx context.Context, fn func(*store.GroupFiles) error) error
 }
 
 // Indexer is what the queries ask the indexer (*indexer.Indexer).

@@ -45,13 +45,13 @@ type treeCount struct {
 	complete bool
 }
 
-// treeNode is one folder: its own files, then its subtree's totals.
+// treeNode is one folder: its own files, then its subtree's totals. Its
+// children are a list: the first, then each one's next.
 type treeNode struct {
 	path                         string
-	parent                       int32 // -1 for a root
+	parent, kid, next            int32 // -1 for none
 	ownFiles, ownBytes, ownReclm int64
 	files, bytes, reclaim        int64
-	kids                         []int32
 }
 
 // TreeLevel returns the folder at path and its children; nil path: the
@@ -80,7 +80,12 @@ func (t *Tree) count(ctx context.Context) (*treeCount, error) {
 	if t.last != nil && t.last.commit == commit {
 		return t.last, nil
 	}
-	c, err := countTree(ctx, t.x.cfg.Store, t.x.cfg.Roots)
+	folders := 0
+	if t.last != nil {
+		folders = len(t.last.nodes)
+		t.last = nil // its memory may go back while the next count is made
+	}
+	c, err := countTree(ctx, t.x.cfg.Store, t.x.cfg.Roots, folders)
 	if err != nil {
 		return nil, err
 	}
@@ -99,13 +104,15 @@ func (t *Tree) drop() {
 // treeSource is what a count of the tree reads.
 type treeSource interface {
 	Folders(ctx context.Context, fn func(dir []byte, files []store.FolderFile) error) error
-	Dups(ctx context.Context, opts store.DupOptions, fn func(store.Group) error) error
+	DupFiles(ctx context.Context, fn func(*store.GroupFiles) error) error
 }
 
-// countTree reads every folder's files and every duplicate group of src
-// within set.
-func countTree(ctx context.Context, src treeSource, set roots.Set) (*treeCount, error) {
-	c := &treeCount{at: time.Now(), byPath: map[string]int32{}, complete: true}
+// countTree reads every folder's files and every duplicate group's
+// files of src within set. Neither read keeps a path per file: files are
+// counted into their folder's node, and extra copies found one group at
+// a time. folders sizes the tables (the last count's folders, or 0).
+func countTree(ctx context.Context, src treeSource, set roots.Set, folders int) (*treeCount, error) {
+	c := &treeCount{at: time.Now(), byPath: make(map[string]int32, folders), nodes: make([]treeNode, 0, folders), complete: true}
 	for _, r := range set.Paths() {
 		c.roots = append(c.roots, c.add(r, -1))
 	}
@@ -113,7 +120,7 @@ func countTree(ctx context.Context, src treeSource, set roots.Set) (*treeCount, 
 	last := int32(-1)
 	err := src.Folders(ctx, func(dir []byte, files []store.FolderFile) error {
 		if last < 0 || !bytes.Equal(dir, lastDir) {
-			last, lastDir = c.folder(set, string(dirPath(dir))), append(lastDir[:0], dir...)
+			last, lastDir = c.folder(set, dirPath(dir)), append(lastDir[:0], dir...)
 		}
 		if last < 0 {
 			return nil // outside the roots
@@ -131,11 +138,10 @@ func countTree(ctx context.Context, src treeSource, set roots.Set) (*treeCount, 
 	if err != nil {
 		return nil, fmt.Errorf("query: tree: %w", err)
 	}
-	err = src.Dups(ctx, store.DupOptions{Brief: true}, func(g store.Group) error {
-		for _, e := range extraCopies(g, set) {
-			if n, ok := c.byPath[string(dirPath(parentDir(e.path)))]; ok {
-				c.nodes[n].ownReclm += e.bytes
-			}
+	var x extras
+	err = src.DupFiles(ctx, func(g *store.GroupFiles) error {
+		for _, e := range x.of(c, g, set) {
+			c.nodes[e.node].ownReclm += e.bytes
 		}
 		return nil
 	})
@@ -165,24 +171,24 @@ func parentDir(p []byte) []byte {
 
 // folder returns the node of path, making it and those above it up to
 // its root; -1 when path is outside every root.
-func (c *treeCount) folder(set roots.Set, path string) int32 {
-	if n, ok := c.byPath[path]; ok {
+func (c *treeCount) folder(set roots.Set, path []byte) int32 {
+	if n, ok := c.byPath[string(path)]; ok {
 		return n
 	}
-	if !set.Contains(path) {
+	p := string(path)
+	if !set.Contains(p) {
 		return -1
 	}
-	up := string(parentDir([]byte(path)))
-	return c.add(path, c.folder(set, up))
+	return c.add(p, c.folder(set, parentDir(path)))
 }
 
 // add makes the node of path below parent.
 func (c *treeCount) add(path string, parent int32) int32 {
 	n := int32(len(c.nodes))
-	c.nodes = append(c.nodes, treeNode{path: path, parent: parent})
+	c.nodes = append(c.nodes, treeNode{path: path, parent: parent, kid: -1, next: -1})
 	c.byPath[path] = n
 	if parent >= 0 {
-		c.nodes[parent].kids = append(c.nodes[parent].kids, n)
+		c.nodes[n].next, c.nodes[parent].kid = c.nodes[parent].kid, n
 	}
 	return n
 }
@@ -208,7 +214,7 @@ func (c *treeCount) total() {
 // level answers the folder at path, or the roots for nil.
 func (c *treeCount) level(path []byte) (api.TreeLevel, error) {
 	out := api.TreeLevel{Complete: c.complete, ComputedAt: c.at.UnixMilli()}
-	kids := c.roots
+	kids := slices.Clone(c.roots)
 	if path != nil {
 		i, ok := c.byPath[string(path)]
 		if !ok {
@@ -216,7 +222,10 @@ func (c *treeCount) level(path []byte) (api.TreeLevel, error) {
 		}
 		n := &c.nodes[i]
 		out.TreeNode = c.node(i)
-		kids = n.kids
+		kids = kids[:0]
+		for k := n.kid; k >= 0; k = c.nodes[k].next {
+			kids = append(kids, k)
+		}
 		if n.ownFiles > 0 {
 			out.Children = append(out.Children, api.TreeNode{Path: path, Name: "", Files: n.ownFiles,
 				Bytes: n.ownBytes, Reclaimable: n.ownReclm})
@@ -247,59 +256,123 @@ func (c *treeCount) node(i int32) api.TreeNode {
 	return api.TreeNode{Path: []byte(n.path), Name: name, Folder: true, Files: n.files, Bytes: n.bytes, Reclaimable: n.reclaim}
 }
 
-// extraCopy is what one extra copy of a content would give back.
+// extraCopy is what one extra copy of a content would give back, and
+// the folder of the name it is counted under.
 type extraCopy struct {
-	path  []byte
+	node  int32
 	bytes int64
 }
 
-// extraCopies lists the inodes of g within set that deduplication would
-// free, each under its first name in path order. With a survey: on each
-// file system every known inode but the one holding least alone, by
-// what it holds alone (store.Survey.Reclaimable). Without: every inode
-// but the first, by its size.
-func extraCopies(g store.Group, set roots.Set) []extraCopy {
-	slices.SortFunc(g.Members, func(a, b store.Member) int { return bytes.Compare(a.Path, b.Path) })
-	type inode struct{ dev, ino uint64 }
-	first := map[inode][]byte{}
-	var order []inode
-	for _, m := range g.Members {
-		if !set.Contains(string(m.Path)) {
-			continue
+// extras finds the extra copies of groups, one at a time, in buffers it
+// keeps for the next group.
+type extras struct {
+	in    []member // the group's files within the roots, in path order
+	order []member // their inodes, each by its first name
+	seen  map[inode]struct{}
+	keep  []keeper // by device: the survey index of the inode holding least alone
+	out   []extraCopy
+}
+
+type inode struct{ dev, ino uint64 }
+
+// member is a file of a group within the roots, in its folder's node
+// (-1 when its folder was not counted: added since).
+type member struct {
+	node int32
+	f    *store.GroupFile
+}
+
+type keeper struct {
+	dev uint64
+	i   int
+}
+
+// smallGroup is the most files a group may have for extras to find
+// their distinct inodes by looking back rather than in a map.
+const smallGroup = 16
+
+// of lists the inodes of g within set that deduplication would free,
+// each under its first name in path order. With a survey: on each file
+// system every known inode but the one holding least alone, by what it
+// holds alone (store.Survey.Reclaimable). Without: every inode but the
+// first, by its size. Copies whose folder c did not count are left out.
+// The answer is valid until the next call.
+func (x *extras) of(c *treeCount, g *store.GroupFiles, set roots.Set) []extraCopy {
+	x.in, x.order, x.out = x.in[:0], x.order[:0], x.out[:0]
+	for i := range g.Files {
+		f := &g.Files[i]
+		n, ok := c.byPath[string(dirPath(f.Path[:f.Dir]))]
+		if !ok {
+			if !set.Contains(string(f.Path)) {
+				continue
+			}
+			n = -1
 		}
-		in := inode{m.Record.Dev, m.Record.Ino}
-		if _, seen := first[in]; !seen {
-			first[in] = m.Path
-			order = append(order, in)
-		}
+		x.in = append(x.in, member{n, f})
 	}
-	if len(order) < 2 {
+	slices.SortFunc(x.in, func(a, b member) int { return bytes.Compare(a.f.Path, b.f.Path) })
+	x.distinct()
+	if len(x.order) < 2 {
 		return nil
 	}
-	var out []extraCopy
 	if g.Survey == nil {
-		for _, in := range order[1:] {
-			out = append(out, extraCopy{first[in], g.Size})
+		for _, m := range x.order[1:] {
+			x.put(m.node, g.Size)
 		}
-		return out
+		return x.out
 	}
 	sv := g.Survey
-	keeper := map[uint64]int{} // by device: the survey index of the inode holding least alone
-	for _, in := range order {
-		i := sv.Find(in.dev, in.ino)
+	x.keep = x.keep[:0]
+	for _, m := range x.order {
+		i := sv.Find(m.f.Dev, m.f.Ino)
 		if i < 0 || !sv.Inodes[i].Known {
 			continue
 		}
-		if k, ok := keeper[in.dev]; !ok || sv.Inodes[i].Alone < sv.Inodes[k].Alone {
-			keeper[in.dev] = i
+		k := slices.IndexFunc(x.keep, func(k keeper) bool { return k.dev == m.f.Dev })
+		switch {
+		case k < 0:
+			x.keep = append(x.keep, keeper{m.f.Dev, i})
+		case sv.Inodes[i].Alone < sv.Inodes[x.keep[k].i].Alone:
+			x.keep[k].i = i
 		}
 	}
-	for _, in := range order {
-		i := sv.Find(in.dev, in.ino)
-		if i < 0 || !sv.Inodes[i].Known || keeper[in.dev] == i {
+	for _, m := range x.order {
+		i := sv.Find(m.f.Dev, m.f.Ino)
+		if i < 0 || !sv.Inodes[i].Known {
 			continue
 		}
-		out = append(out, extraCopy{first[in], sv.Inodes[i].Alone})
+		if k := slices.IndexFunc(x.keep, func(k keeper) bool { return k.dev == m.f.Dev }); x.keep[k].i == i {
+			continue
+		}
+		x.put(m.node, sv.Inodes[i].Alone)
 	}
-	return out
+	return x.out
+}
+
+// distinct keeps in x.order the first member of each inode of x.in.
+func (x *extras) distinct() {
+	if len(x.in) <= smallGroup {
+		for _, m := range x.in {
+			if !slices.ContainsFunc(x.order, func(o member) bool { return o.f.Dev == m.f.Dev && o.f.Ino == m.f.Ino }) {
+				x.order = append(x.order, m)
+			}
+		}
+		return
+	}
+	x.seen = make(map[inode]struct{}, len(x.in)) // a big group: rare, and a fresh map costs no clearing
+	for _, m := range x.in {
+		in := inode{m.f.Dev, m.f.Ino}
+		if _, ok := x.seen[in]; !ok {
+			x.seen[in] = struct{}{}
+			x.order = append(x.order, m)
+		}
+	}
+	x.seen = nil
+}
+
+// put counts an extra copy in folder n, unless n was not counted.
+func (x *extras) put(n int32, b int64) {
+	if n >= 0 {
+		x.out = append(x.out, extraCopy{n, b})
+	}
 }

@@ -8,12 +8,15 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/annexd/annexd/api"
 	"github.com/annexd/annexd/internal/roots"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
@@ -21,12 +24,16 @@ import (
 
 // BenchmarkTreeFirstPaint1M: the page's first paint at 10^6 files in
 // 50,000 folders (ANNEXD_BENCH_TREE_N sets another count), 15 % of the
-// files copies of an earlier one: the top level counted from the index
-// (every folder's files, then every duplicate group), then the next
-// level from that count. ns/op is both; cold-ms/op the first (its CPU
-// time cold-cpu-ms/op), warm-us/op the second; x-dups-listing is the first's CPU time over that of
-// listing the index's duplicate groups beside it (the store's part of
-// annexctl dups), the ratio the machine's load moves least.
+// files copies of an earlier one: the top level counted from the index,
+// then the next level from that count. Each round counts the tree twice
+// on one index, alternately: after (countTree, as the page does) and
+// before (refCountTree: the duplicate groups listed with a path per
+// member). For each it reports the first level's wall time (-ms), CPU
+// time (-cpu-ms, steadier on a shared machine), bytes allocated
+// (-alloc-MB) and the heap's peak above what it held before (-peak-MB,
+// sampled every millisecond); after-next-us and after-next-alloc-KB are
+// the next level's, from the count kept. x-cpu and x-alloc are after
+// over before.
 func BenchmarkTreeFirstPaint1M(b *testing.B) {
 	n := 1_000_000
 	if v, err := strconv.Atoi(os.Getenv("ANNEXD_BENCH_TREE_N")); err == nil {
@@ -46,35 +53,92 @@ func BenchmarkTreeFirstPaint1M(b *testing.B) {
 	if err := st.Settle(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	x := New(Config{Store: st, Roots: roots.Of([]string{"/home/u"}, nil)})
-	var cold, warm, coldCPU, listing time.Duration
+	set := roots.Of([]string{"/home/u"}, nil)
+	x := New(Config{Store: st, Roots: set})
+	var after, before, next paintCost
 	for b.Loop() {
 		tr := NewTree(x) // no count kept: the first request counts
-		t0, c0 := time.Now(), cpuTime()
-		top, err := tr.TreeLevel(context.Background(), []byte("/home/u"))
-		if err != nil {
-			b.Fatal(err)
+		var top api.TreeLevel
+		after.add(measure(func() {
+			if top, err = tr.TreeLevel(context.Background(), []byte("/home/u")); err != nil {
+				b.Fatal(err)
+			}
+		}))
+		next.add(measure(func() {
+			if _, err := tr.TreeLevel(context.Background(), top.Children[0].Path); err != nil {
+				b.Fatal(err)
+			}
+		}))
+		var ref api.TreeLevel
+		before.add(measure(func() {
+			c, err := refCountTree(context.Background(), st, set)
+			if err == nil {
+				ref, err = c.level([]byte("/home/u"))
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}))
+		if top.Files != int64(n) || top.Reclaimable != ref.Reclaimable || top.Bytes != ref.Bytes {
+			b.Fatalf("the top level counts %d files, %d bytes, %d reclaimable; want %d files, before's %d bytes, %d reclaimable",
+				top.Files, top.Bytes, top.Reclaimable, n, ref.Bytes, ref.Reclaimable)
 		}
-		t1, c1 := time.Now(), cpuTime()
-		if _, err := tr.TreeLevel(context.Background(), top.Children[0].Path); err != nil {
-			b.Fatal(err)
-		}
-		t2 := time.Now()
-		b.StopTimer()
-		c2 := cpuTime()
-		if err := st.Dups(context.Background(), store.DupOptions{Brief: true}, func(store.Group) error { return nil }); err != nil {
-			b.Fatal(err)
-		}
-		cold, warm, coldCPU, listing = cold+t1.Sub(t0), warm+t2.Sub(t1), coldCPU+c1-c0, listing+cpuTime()-c2
-		if top.Files != int64(n) {
-			b.Fatalf("the top level counts %d files, want %d", top.Files, n)
-		}
-		b.StartTimer()
 	}
-	b.ReportMetric(float64(cold.Milliseconds())/float64(b.N), "cold-ms/op")
-	b.ReportMetric(float64(coldCPU.Milliseconds())/float64(b.N), "cold-cpu-ms/op")
-	b.ReportMetric(float64(warm.Microseconds())/float64(b.N), "warm-us/op")
-	b.ReportMetric(float64(coldCPU)/float64(listing), "x-dups-listing")
+	after.report(b, "after", b.N)
+	before.report(b, "before", b.N)
+	b.ReportMetric(float64(next.wall.Microseconds())/float64(b.N), "after-next-us")
+	b.ReportMetric(float64(next.alloc)/1e3/float64(b.N), "after-next-alloc-KB")
+	b.ReportMetric(float64(after.cpu)/float64(before.cpu), "x-cpu")
+	b.ReportMetric(float64(after.alloc)/float64(before.alloc), "x-alloc")
+}
+
+// paintCost is what counting a level cost, summed over rounds.
+type paintCost struct {
+	wall, cpu   time.Duration
+	alloc, peak uint64
+}
+
+func (p *paintCost) add(q paintCost) {
+	p.wall, p.cpu, p.alloc, p.peak = p.wall+q.wall, p.cpu+q.cpu, p.alloc+q.alloc, p.peak+q.peak
+}
+
+func (p *paintCost) report(b *testing.B, name string, n int) {
+	b.ReportMetric(float64(p.wall.Milliseconds())/float64(n), name+"-ms")
+	b.ReportMetric(float64(p.cpu.Milliseconds())/float64(n), name+"-cpu-ms")
+	b.ReportMetric(float64(p.alloc)/1e6/float64(n), name+"-alloc-MB")
+	b.ReportMetric(float64(p.peak)/1e6/float64(n), name+"-peak-MB")
+}
+
+// measure runs fn after a collection and returns its wall and CPU time,
+// the bytes it allocated and the heap's peak above its start.
+func measure(fn func()) paintCost {
+	runtime.GC()
+	samples := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(samples)
+	alloc0, heap0 := samples[0].Value.Uint64(), samples[1].Value.Uint64()
+	stop, peak := make(chan struct{}), make(chan uint64)
+	go func() {
+		top := heap0
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			metrics.Read(s)
+			top = max(top, s[0].Value.Uint64())
+			select {
+			case <-stop:
+				peak <- top - heap0
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t0, c0 := time.Now(), cpuTime()
+	fn()
+	wall, cpu := time.Since(t0), cpuTime()-c0
+	metrics.Read(samples)
+	close(stop)
+	return paintCost{wall: wall, cpu: cpu, alloc: samples[0].Value.Uint64() - alloc0, peak: <-peak}
 }
 
 // benchTreeChanges makes n records in n/20 folders under /home/u, 15 %

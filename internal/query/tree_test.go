@@ -1,10 +1,15 @@
 package query
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
+	"maps"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"sync"
 	"testing"
 
@@ -132,4 +137,106 @@ func TestTreeLevels(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantLevel(t, tr, "/r1", map[string][3]int64{"b": {300, 3, 60}, "a": {100, 1, 100}, "": {12, 2, 0}})
+}
+
+// The tree's count equals the count of refCountTree (every group listed
+// by Dups with a path per member) at every folder, on a tree of many
+// folders with copies, hard links, a survey, a pending file and records
+// outside the roots; and again after records were deleted, added, moved
+// and edited, the same Tree answering.
+func TestTreeMatchesRecount(t *testing.T) {
+	ctx := context.Background()
+	cs := benchTreeChanges(4000)
+	for i := range 40 { // hard links, and copies outside the roots
+		r := cs[i*7].Record
+		cs = append(cs, store.Change{Op: store.OpPut, Path: fmt.Appendf(nil, "/home/u/links/l%d", i), Record: r},
+			store.Change{Op: store.OpPut, Path: fmt.Appendf(nil, "/old/o%d", i), Record: with(r, uint64(90_000+i))})
+	}
+	cs = append(cs, store.Change{Op: store.OpPut, Path: []byte("/home/u/p"), Record: store.Record{Size: 7, Dev: 1, Ino: 99_999, State: store.StatePending}})
+	st := openTreeStore(t, nil)
+	if err := st.SubmitAll(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g, ok, err := st.DupGroup(cs[0].Record.Backend, cs[0].Record.Digest, store.DupOptions{Brief: true})
+	if err != nil || !ok {
+		t.Fatalf("the first file's group: %v %v", ok, err)
+	}
+	var sv store.Survey
+	var seen []store.Seen
+	for i, m := range g.Members {
+		if sv.Find(m.Record.Dev, m.Record.Ino) >= 0 {
+			continue
+		}
+		sv.Inodes = append(sv.Inodes, store.SurveyInode{Dev: m.Record.Dev, Ino: m.Record.Ino, Placed: g.Size, Alone: g.Size / int64(1+i/2), Copy: len(sv.Inodes), Known: true})
+		slices.SortFunc(sv.Inodes, func(a, b store.SurveyInode) int { return cmp.Compare(a.Ino, b.Ino) })
+	}
+	for range sv.Inodes {
+		seen = append(seen, store.Seen{Size: g.Size, MtimeNs: cs[0].Record.MtimeNs, CtimeNs: cs[0].Record.CtimeNs})
+	}
+	sv.At = 1
+	if err := st.PutSurvey(ctx, g.Backend, g.Digest, sv, seen); err != nil {
+		t.Fatal(err)
+	}
+	set := roots.Of([]string{"/home/u", "/home/v"}, nil)
+	tr := NewTree(New(Config{Store: st, Roots: set}))
+	sameTree(t, tr, st, set)
+
+	var more []store.Change
+	for i := 0; i < len(cs)-100; i += 97 {
+		more = append(more, store.Change{Op: store.OpDelete, Path: cs[i].Path})
+		r := cs[i+1].Record // a new copy of another file, and an edit to the content of a third
+		more = append(more, store.Change{Op: store.OpPut, Path: fmt.Appendf(nil, "/home/v/new%d", i), Record: with(r, uint64(200_000+i))},
+			store.Change{Op: store.OpPut, Path: cs[i+2].Path, Record: with(cs[i+50].Record, cs[i+2].Record.Ino)})
+	}
+	if err := st.SubmitAll(ctx, more); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Move(ctx, []byte("/home/u/Music"), []byte("/home/v/Music")); err != nil {
+		t.Fatal(err)
+	}
+	sameTree(t, tr, st, set)
+}
+
+// with returns r with inode ino.
+func with(r store.Record, ino uint64) store.Record {
+	r.Ino = ino
+	return r
+}
+
+// sameTree compares every folder level of tr with refCountTree's.
+func sameTree(t *testing.T, tr *Tree, st *store.Store, set roots.Set) {
+	t.Helper()
+	ref, err := refCountTree(context.Background(), st, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, p := range append([]string{""}, slices.Sorted(maps.Keys(ref.byPath))...) {
+		var path []byte
+		if p != "" {
+			path = []byte(p)
+		}
+		want, err := ref.level(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := tr.TreeLevel(context.Background(), path)
+		if err != nil {
+			t.Fatalf("level %q: %v", p, err)
+		}
+		got.ComputedAt, want.ComputedAt = 0, 0
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("level %q:\n got %+v\nwant %+v", p, got, want)
+		}
+		n += len(got.Children)
+		if got.Reclaimable > 0 {
+			n++
+		}
+	}
+	if len(ref.byPath) < 100 || n < 200 {
+		t.Fatalf("only %d folders, %d children and reclaimable levels compared", len(ref.byPath), n)
+	}
 }
