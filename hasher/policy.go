@@ -42,7 +42,10 @@ type Policy struct {
 	// 0 means any file the pool takes.
 	BatchMin int64 `json:"batch_min" toml:"batch_min"`
 	// BatchMinStreams: when fewer files than this are queued for the
-	// engine, a worker hashes the next one alone instead; 0 means 2.
+	// engine, a worker hashes the next small file it read for the lanes
+	// alone instead; 0 means 2. A large file goes to the engine all the
+	// same: the engine hashes it alone a slice at a time until others
+	// join it in the lanes.
 	BatchMinStreams int `json:"batch_min_streams" toml:"batch_min_streams"`
 	// SmallInline keeps SHA-256 files of up to InlineMax bytes out of the
 	// batch engine. Without it, with Batch set, their callers read them
