@@ -102,9 +102,9 @@ for k in $kernels; do
 	grep -m1 -o "batch_kernel=[a-z0-9]*" "$work/cal-$k.log" | sed "s/^/  $k calibration: /" >&2 || true
 done
 # Warm the page cache twice: a page read a second time moves to the active
-# list, and the reader that does it pays for the move (LRU locks, a third
-# more CPU for its reads). Read twice here, every measured reader finds the
-# pages active already, the daemon in rep 1 as openssl.
+# list, and the reader that does it pays for the move (LRU locks; rep 1's
+# daemon was the slowest of six). Read twice here, every measured reader
+# finds the pages active already, the daemon in rep 1 as openssl.
 cat "$work/files"/* >/dev/null
 cat "$work/files"/* >/dev/null
 
