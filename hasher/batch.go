@@ -104,10 +104,10 @@ type batchRun struct {
 	streams []*streamReader
 	done    []bool
 	// held counts the jobs the run holds and has not answered: first, and
-	// those in the engine's lanes. Other workers read it (join).
+	// those in the engine's lanes. Other workers read it (claim).
 	held atomic.Int32
 	// joined holds large-file jobs other workers handed to this run while
-	// its engine had free lanes (Hasher.join); it takes them before the
+	// its engine had free lanes (Hasher.claim); it takes them before the
 	// queue. Its capacity is the engine's lanes.
 	joined chan *job
 	listed bool // on the Hasher's list of open runs
