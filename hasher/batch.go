@@ -245,15 +245,15 @@ func (b *batchRun) abort(err error) {
 
 // claim hands the batch job j, which this worker took from the queue, to a
 // running engine with a free lane, and returns nil; or returns the run j
-// starts on this worker. A large file goes to a running engine unless the
-// queue would still fill half of another engine's lanes after that one's
-// free lanes: two engines that share a few large files run each with half
-// its lanes empty, at up to twice the CPU per byte of one with all of them
-// busy (BENCHMARKS.md, large files). The run a large file starts is listed
-// at once, so that the next worker's claim sees it. Small files come and
-// go every step, and start their runs as before (runBatch).
+// starts on this worker. A large file (Policy.LargeMin) goes to a running
+// engine unless the queue would still fill half of another engine's lanes
+// after that one's free lanes: two engines that share a few large files
+// run each with half its lanes empty, at up to twice the CPU per byte of
+// one with all of them busy (BENCHMARKS.md, large files). The run a large
+// file starts is listed at once, so that the next worker's claim sees it.
+// Other files start their runs as before (runBatch).
 func (h *Hasher) claim(j *job) *batchRun {
-	if j.data != nil {
+	if j.data != nil || j.before.Size < h.p.LargeMin {
 		return h.newRun(j)
 	}
 	h.joinMu.Lock()

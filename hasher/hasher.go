@@ -385,9 +385,9 @@ func (h *Hasher) hashOne(ctx context.Context, j *job) (Result, error) {
 
 // runBatch hashes b's first job and whatever batch jobs are queued, or
 // queue up or are handed to b while it runs, with the worker's engine.
-// With too few queued it hashes a small first file alone; a large one
-// goes to the engine all the same, which hashes it alone a slice at a
-// time until others join it in the lanes: the indexer opens large files
+// With too few queued it hashes the first file alone, unless that is
+// large (claim listed its run): the engine hashes it alone a slice at a
+// time until others join it in the lanes. The indexer opens large files
 // one after another, and the second is seldom queued when the first is
 // taken.
 func (h *Hasher) runBatch(b *batchRun, eng *BatchEngine) {

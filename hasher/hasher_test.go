@@ -203,11 +203,12 @@ func TestBatchBelowMinStreamsHashedSingly(t *testing.T) {
 }
 
 // A lone large file goes to the engine all the same: the files queued after
-// it join it in the lanes (TestLargeFilesShareOneEngine).
+// it join it in the lanes (TestLargeFilesShareOneEngine). A smaller one is
+// hashed alone (TestBatchBelowMinStreamsHashedSingly).
 func TestBatchLoneLargeFileInEngine(t *testing.T) {
 	paths, sums := makeFiles(t, 1, 300<<10)
 	eng := &serialEngine{lanes: 4}
-	h := New(Policy{InlineMax: -1, Workers: 1, Batch: eng.factory(), BatchMinStreams: 2}, nil)
+	h := New(Policy{InlineMax: -1, Workers: 1, Batch: eng.factory(), BatchMinStreams: 2, LargeMin: 200 << 10}, nil)
 	defer h.Close()
 	hashAll(t, h, paths, sums)
 	if calls := eng.taken(); !slices.Equal(calls, []int{1}) {
@@ -222,7 +223,7 @@ func TestLargeFilesShareOneEngine(t *testing.T) {
 	const lanes = 16
 	paths, sums := makeFiles(t, lanes, 300<<10)
 	eng := &serialEngine{lanes: lanes, release: make(chan struct{})}
-	h := New(Policy{InlineMax: -1, Workers: 2, Batch: eng.factory()}, nil)
+	h := New(Policy{InlineMax: -1, Workers: 2, Batch: eng.factory(), LargeMin: 200 << 10}, nil)
 	defer h.Close()
 	done := make(chan struct{})
 	go func() {
@@ -251,9 +252,9 @@ func TestLargeFilesShareOneEngine(t *testing.T) {
 	}
 
 	// Past what one engine's lanes hold, the other worker starts its own.
-	more, moreSums := makeFiles(t, 6*lanes, 100<<10)
+	more, moreSums := makeFiles(t, 6*lanes, 200<<10)
 	eng2 := &serialEngine{lanes: lanes, release: make(chan struct{})}
-	h2 := New(Policy{InlineMax: -1, Workers: 2, Batch: eng2.factory()}, nil)
+	h2 := New(Policy{InlineMax: -1, Workers: 2, Batch: eng2.factory(), LargeMin: 200 << 10}, nil)
 	defer h2.Close()
 	done = make(chan struct{})
 	go func() {
