@@ -71,7 +71,7 @@ type Policy struct {
 // DefaultLargeMin is the size from which a batch file is large (LargeMin):
 // the 64 MiB files of bench/large_files.sh are, and in a first scan few
 // are. With every file read by the engine counted large, the first scan
-// of bench/firstscan_ab.sh took 2-8 % more CPU.
+// of bench/firstscan_ab.sh measured 2 and 8 % more CPU (under load).
 const DefaultLargeMin = 8 << 20
 
 // DefaultInlineMax is the inline cutoff used without calibration.
