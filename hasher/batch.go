@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -103,6 +105,14 @@ type batchRun struct {
 	first *job
 	taken int        // streams handed to the engine; the next one's position
 	open  []inflight // the streams not finished yet, in no order
+	// held counts the jobs the run holds and has not answered: first, and
+	// those in the engine's lanes. Other workers read it (claim).
+	held atomic.Int32
+	// joined holds large-file jobs other workers handed to this run while
+	// its engine had free lanes (Hasher.claim); it takes them before the
+	// queue. Its capacity is the engine's lanes.
+	joined chan *job
+	listed bool // on the Hasher's list of open runs
 }
 
 // inflight is a stream the engine took and has not finished.
@@ -145,11 +155,13 @@ func (b *batchRun) next(wait bool) (Stream, mbsha256.Feed) {
 		b.first = nil
 		if j == nil {
 			var f mbsha256.Feed
-			if j, f = b.h.take(wait); j == nil {
+			if j, f = b.take(wait); j == nil {
 				return Stream{}, f
 			}
+			b.held.Add(1)
 		}
 		if err := j.ctx.Err(); err != nil {
+			b.held.Add(-1)
 			b.h.finish(j, Result{}, err)
 			continue
 		}
@@ -167,12 +179,16 @@ func (b *batchRun) next(wait bool) (Stream, mbsha256.Feed) {
 // still coming.
 const waitTick = 200 * time.Microsecond
 
-// take returns a queued batch job, or nil and what to tell the engine.
-// Before it says Dry it yields once: the callers its finished files woke
-// wait to run on this thread, and they queue their next files at once.
-func (h *Hasher) take(wait bool) (*job, mbsha256.Feed) {
+// take returns a job another worker handed over, or a queued batch job, or
+// nil and what to tell the engine. Before it says Dry it yields once: the
+// callers its finished files woke wait to run on this thread, and they
+// queue their next files at once.
+func (b *batchRun) take(wait bool) (*job, mbsha256.Feed) {
+	h := b.h
 	for yielded := false; ; {
 		select {
+		case j := <-b.joined:
+			return j, mbsha256.Taken
 		case j := <-h.bat:
 			h.coming.Add(-1)
 			return j, mbsha256.Taken
@@ -194,6 +210,9 @@ func (h *Hasher) take(wait bool) (*job, mbsha256.Feed) {
 		}
 		t := time.NewTimer(waitTick)
 		select {
+		case j := <-b.joined:
+			t.Stop()
+			return j, mbsha256.Taken
 		case j := <-h.bat:
 			t.Stop()
 			h.coming.Add(-1)
@@ -212,6 +231,7 @@ func (b *batchRun) finish(i int, sum [32]byte, err error) {
 	if !ok {
 		return
 	}
+	b.held.Add(-1)
 	j, r := e.j, e.r
 	if r == nil { // read and checked by its caller
 		if err != nil {
@@ -248,5 +268,69 @@ func (b *batchRun) abort(err error) {
 	}
 	for len(b.open) > 0 {
 		b.finish(b.open[0].pos, [32]byte{}, err)
+	}
+}
+
+// claim hands the batch job j, which this worker took from the queue, to a
+// running engine with a free lane, and returns nil; or returns the run j
+// starts on this worker. A large file (Policy.LargeMin) goes to a running
+// engine unless the queue would still fill half of another engine's lanes
+// after that one's free lanes: two engines that share a few large files
+// run each with half its lanes empty, at up to twice the CPU per byte of
+// one with all of them busy (BENCHMARKS.md, large files). The run a large
+// file starts is listed at once, so that the next worker's claim sees it.
+// Other files start their runs as before (runBatch).
+func (h *Hasher) claim(j *job) *batchRun {
+	if j.data != nil || j.before.Size < h.p.LargeMin {
+		return h.newRun(j)
+	}
+	h.joinMu.Lock()
+	defer h.joinMu.Unlock()
+	for _, b := range h.open {
+		free := h.lanes - int(b.held.Load()) - len(b.joined)
+		if free <= 0 {
+			continue
+		}
+		if rest := 1 + len(h.bat) - free; rest >= max(h.lanes/2, 1) {
+			break
+		}
+		b.joined <- j // never blocks: it holds fewer than lanes
+		return nil
+	}
+	b := h.newRun(j)
+	b.listed = true
+	h.open = append(h.open, b)
+	return b
+}
+
+// newRun returns a run whose engine starts with first.
+func (h *Hasher) newRun(first *job) *batchRun {
+	b := &batchRun{h: h, first: first, joined: make(chan *job, h.lanes)}
+	b.held.Store(1)
+	return b
+}
+
+// openRun lists b as a run that may take jobs handed over (claim).
+func (h *Hasher) openRun(b *batchRun) {
+	h.joinMu.Lock()
+	b.listed = true
+	h.open = append(h.open, b)
+	h.joinMu.Unlock()
+}
+
+// closeRun takes b off the list of runs claim hands jobs to and returns the
+// jobs it was handed but did not take.
+func (h *Hasher) closeRun(b *batchRun) []*job {
+	h.joinMu.Lock()
+	defer h.joinMu.Unlock()
+	h.open = slices.DeleteFunc(h.open, func(o *batchRun) bool { return o == b })
+	var left []*job
+	for {
+		select {
+		case j := <-b.joined:
+			left = append(left, j)
+		default:
+			return left
+		}
 	}
 }

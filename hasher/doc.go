@@ -15,7 +15,9 @@
 // pool of Workers goroutines, to an external program (sha256sum or openssl,
 // reading the descriptor the Hasher holds) from ExternalMin, or, with Batch,
 // to a multi-buffer engine (package mbsha256) whose lanes hash many SHA-256
-// files at once. Callers read the small files for the lanes, a few at a time
+// files at once. A worker hands the large files it takes to an engine
+// that has free lanes rather than start a second one half empty. Callers
+// read the small files for the lanes, a few at a time
 // per device (Readers), with O_DIRECT when the page cache holds none of one;
 // the disk reads the start of a large file while it waits for a lane.
 // Streams is how many callers keep the lanes full. An idle Hasher costs no

@@ -31,6 +31,8 @@ type Hasher struct {
 	small   bool         // small SHA-256 files go to the lanes
 	coming  atomic.Int64 // batch jobs decided on but not taken by a worker yet
 	readers readSlots    // small files read at once per device, for the lanes
+	joinMu  sync.Mutex   // guards open and the sends to a run's joined
+	open    []*batchRun  // runs whose engines take jobs other workers hand on
 
 	stop   context.CancelFunc
 	base   context.Context
@@ -331,7 +333,9 @@ func (h *Hasher) worker() {
 				h.finish(j, Result{}, ErrClosed)
 				continue
 			}
-			h.runBatch(j, &eng)
+			if b := h.claim(j); b != nil {
+				h.runBatch(b, &eng)
+			}
 		}
 	}
 }
@@ -379,27 +383,45 @@ func (h *Hasher) hashOne(ctx context.Context, j *job) (Result, error) {
 	return res, err
 }
 
-// runBatch hashes first and whatever batch jobs are queued, or queue up
-// while it runs, with the worker's engine; with too few queued it hashes
-// first alone.
-func (h *Hasher) runBatch(first *job, eng *BatchEngine) {
-	alone := func() bool { return len(h.bat)+1 < h.p.BatchMinStreams && h.coming.Load() <= 0 }
-	if alone() {
-		runtime.Gosched() // callers woken by the last results may queue more
-	}
-	if alone() {
-		h.runOne(first)
-		return
+// runBatch hashes b's first job and whatever batch jobs are queued, or
+// queue up or are handed to b while it runs, with the worker's engine.
+// With too few queued it hashes the first file alone, unless that is
+// large (claim listed its run): the engine hashes it alone a slice at a
+// time until others join it in the lanes. The indexer opens large files
+// one after another, and the second is seldom queued when the first is
+// taken.
+func (h *Hasher) runBatch(b *batchRun, eng *BatchEngine) {
+	if !b.listed {
+		alone := func() bool { return len(h.bat)+1 < h.p.BatchMinStreams && h.coming.Load() <= 0 }
+		if alone() {
+			runtime.Gosched() // callers woken by the last results may queue more
+		}
+		if alone() {
+			h.runOne(b.first)
+			return
+		}
+		h.openRun(b)
 	}
 	if *eng == nil {
 		*eng = h.p.Batch()
 	}
 	ctx, cancel := context.WithCancel(h.base)
 	defer cancel()
-	b := &batchRun{h: h, first: first}
-	err := (*eng).Hash(ctx, b.next, b.finish)
-	if err == nil {
-		err = fmt.Errorf("%w: it returned without finishing every stream", errBatchEngine)
+	for {
+		err := (*eng).Hash(ctx, b.next, b.finish)
+		if err == nil {
+			err = fmt.Errorf("%w: it returned without finishing every stream", errBatchEngine)
+		}
+		b.abort(err)
+		// Jobs handed over as the engine ran dry start another round.
+		left := h.closeRun(b)
+		if len(left) == 0 {
+			return
+		}
+		b = h.newRun(left[0])
+		for _, j := range left[1:] {
+			b.joined <- j
+		}
+		h.openRun(b)
 	}
-	b.abort(err)
 }

@@ -189,15 +189,85 @@ func TestBatchPullsQueuedFiles(t *testing.T) {
 	}
 }
 
-// A lone queued file is hashed on its own when BatchMinStreams asks for more.
+// A lone small file read for the lanes is hashed on its own when
+// BatchMinStreams asks for more.
 func TestBatchBelowMinStreamsHashedSingly(t *testing.T) {
-	paths, sums := makeFiles(t, 1, 300<<10)
+	paths, sums := makeFiles(t, 1, 10<<10)
 	eng := &serialEngine{lanes: 4}
-	h := New(Policy{InlineMax: -1, Workers: 1, Batch: eng.factory(), BatchMinStreams: 2}, nil)
+	h := New(Policy{InlineMax: 100 << 10, Workers: 1, Batch: eng.factory(), BatchMinStreams: 2}, nil)
 	defer h.Close()
 	hashAll(t, h, paths, sums)
 	if calls := eng.taken(); len(calls) != 0 {
-		t.Fatalf("engine called (%v) for a single file", calls)
+		t.Fatalf("engine called (%v) for a single small file", calls)
+	}
+}
+
+// A lone large file goes to the engine all the same: the files queued after
+// it join it in the lanes (TestLargeFilesShareOneEngine). A smaller one is
+// hashed alone (TestBatchBelowMinStreamsHashedSingly).
+func TestBatchLoneLargeFileInEngine(t *testing.T) {
+	paths, sums := makeFiles(t, 1, 300<<10)
+	eng := &serialEngine{lanes: 4}
+	h := New(Policy{InlineMax: -1, Workers: 1, Batch: eng.factory(), BatchMinStreams: 2, LargeMin: 200 << 10}, nil)
+	defer h.Close()
+	hashAll(t, h, paths, sums)
+	if calls := eng.taken(); !slices.Equal(calls, []int{1}) {
+		t.Fatalf("streams per engine call %v; want the lone large file in one call", calls)
+	}
+}
+
+// Large files queued together go to one engine while its lanes have room,
+// not half to each worker's: two engines with half their lanes empty cost
+// up to twice the CPU per byte.
+func TestLargeFilesShareOneEngine(t *testing.T) {
+	const lanes = 16
+	paths, sums := makeFiles(t, lanes, 300<<10)
+	eng := &serialEngine{lanes: lanes, release: make(chan struct{})}
+	h := New(Policy{InlineMax: -1, Workers: 2, Batch: eng.factory(), LargeMin: 200 << 10}, nil)
+	defer h.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hashAll(t, h, paths, sums)
+	}()
+	// The first call holds its worker until every file is in a call,
+	// queued, or handed to a call by the other worker.
+	waiting := func() int {
+		h.joinMu.Lock()
+		defer h.joinMu.Unlock()
+		n := len(h.bat) + sum(eng.taken())
+		for _, b := range h.open {
+			n += len(b.joined)
+		}
+		return n
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for waiting() < lanes && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	close(eng.release)
+	<-done
+	if calls := eng.taken(); !slices.Equal(calls, []int{lanes}) {
+		t.Fatalf("streams per engine call %v; want all %d files in one call", calls, lanes)
+	}
+
+	// Past what one engine's lanes hold, the other worker starts its own.
+	more, moreSums := makeFiles(t, 6*lanes, 200<<10)
+	eng2 := &serialEngine{lanes: lanes, release: make(chan struct{})}
+	h2 := New(Policy{InlineMax: -1, Workers: 2, Batch: eng2.factory(), LargeMin: 200 << 10}, nil)
+	defer h2.Close()
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		hashAll(t, h2, more, moreSums)
+	}()
+	for len(eng2.taken()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	close(eng2.release)
+	<-done
+	if calls := eng2.taken(); len(calls) < 2 {
+		t.Fatalf("%d files: streams per engine call %v; want a call on each of the 2 workers", len(more), calls)
 	}
 }
 

@@ -607,7 +607,8 @@ func (a *App) calibration(ctx context.Context) (calibrate.Calibration, error) {
 		a.log.Warn("cannot store calibration; it will run again at the next start", "err", err)
 	}
 	a.log.Info("calibration done", "took_ms", c.TookMs, "inline_max", c.Policy.InlineMax,
-		"workers", c.Policy.Workers, "sha256", c.Policy.SHA256, "external_min", c.Policy.ExternalMin)
+		"workers", c.Policy.Workers, "sha256", c.Policy.SHA256, "external_min", c.Policy.ExternalMin,
+		"batch_kernel", c.Policy.BatchKernel)
 	return c, nil
 }
 
