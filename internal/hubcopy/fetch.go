@@ -325,3 +325,27 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
+
+// Holders returns the other hosts the hub lists as holding key, in the
+// order Fetch asks them. It reads nothing of theirs: their copies are
+// read and checked only by a Fetch.
+func (c *Copier) Holders(ctx context.Context, keyName string) ([]string, error) {
+	want, err := parseWanted(keyName)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.conn(); err != nil {
+		return nil, err
+	}
+	content, err := c.cfg.Index.Whereis(ctx, want.backend.Base().String(), hex.EncodeToString(want.digest), want.size)
+	if err != nil {
+		return nil, fmt.Errorf("hubcopy: whereis %s: %w", keyName, err)
+	}
+	var hosts []string
+	for _, h := range content.Holders {
+		if h.Host != c.cfg.Name {
+			hosts = append(hosts, h.Host)
+		}
+	}
+	return hosts, nil
+}
