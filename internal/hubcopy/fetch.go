@@ -241,7 +241,7 @@ func (c *Copier) readObject(ctx context.Context, obs jetstream.ObjectStore, want
 	if int64(info.Size) != want.size {
 		return true, fmt.Errorf("%w: the object holds %d bytes, the key says %d", ErrDigest, info.Size, want.size)
 	}
-	buf := make([]byte, 128<<10)
+	buf := make([]byte, chunkSize) // a chunk in one read
 	var progress atomic.Int64
 	progress.Store(time.Now().UnixNano())
 	stop := c.watch(rctx, cancel, &progress)
