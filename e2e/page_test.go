@@ -76,9 +76,9 @@ func newBrowser(t *testing.T) *browser {
 }
 
 // expected404 is a failed load the page expects and explains: a part
-// the daemon runs without (no hub), or heal before it exists.
+// the daemon runs without (no hub).
 func expected404(m chromedp.ConsoleMessage) bool {
-	return m.Source == "network" && (strings.Contains(m.URL, "/v1/hub/") || strings.Contains(m.URL, "/v1/audit/heal"))
+	return m.Source == "network" && strings.Contains(m.URL, "/v1/hub/")
 }
 
 func (b *browser) note(s string) {
@@ -344,8 +344,8 @@ func shots(t *testing.T, b *browser) {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // pageHeal rots a file that has a verified copy, lets the audit find it,
-// and heals it from the page. Until the heal endpoint exists (POST
-// /v1/audit/heal answers 404) it is skipped, and only then.
+// and heals it from the page: the plan names the copy and changes
+// nothing, the heal restores the file's SHA-256 and says so.
 func pageHeal(t *testing.T, b *browser, d *daemon, fs *loopfs.FS, root, u string) {
 	rotten := filepath.Join(root, "docs", "rot.bin")
 	want := sumOf(t, rotten)
@@ -354,21 +354,22 @@ func pageHeal(t *testing.T, b *browser, d *daemon, fs *loopfs.FS, root, u string
 	if code, run := auditRun(t, d); code != 4 || run.Counts["corrupt"] != 1 {
 		t.Fatalf("audit run after the rot: exit %d, %+v", code, run)
 	}
+	rot := sumOf(t, rotten)
 	b.run(t, "reload", chromedp.Navigate(strings.SplitN(u, "?", 2)[0]))
 	b.waitJS(t, "problems", `document.querySelector("#problems-table tbody").textContent.includes("rot.bin")`)
 	b.click(t, "problems-table", "rot.bin", "Heal")
 	b.waitJS(t, "the heal's plan", `document.querySelector("#confirm").open || document.querySelector("#audit-msg").textContent.startsWith("Heal:")`)
-	var msg string
+	var msg, plan string
 	b.eval(t, `document.querySelector("#audit-msg").textContent`, &msg)
 	if strings.HasPrefix(msg, "Heal:") {
-		if healAbsent(t, u) {
-			b.checkClean(t, "heal")
-			t.Skipf("POST /v1/audit/heal answers 404 (%s): the heal endpoint is not in this build yet", msg)
-		}
 		t.Fatalf("heal from the page failed: %s", msg)
 	}
-	if got := sumOf(t, rotten); got == want {
-		t.Fatalf("the heal's dry run restored the file already")
+	b.eval(t, `document.querySelector("#heal-plan").textContent`, &plan)
+	if !strings.HasPrefix(plan, "Would heal from "+filepath.Join(root, "docs-copy", "rot.bin")+": ") {
+		t.Errorf("the heal's plan says %q, want the copy in docs-copy/", plan)
+	}
+	if got := sumOf(t, rotten); got != rot {
+		t.Fatalf("the heal's dry run changed the file")
 	}
 	b.run(t, "confirm", chromedp.Click(chromedp.CSS("#confirm-ok")))
 	b.waitJS(t, "the heal", `document.querySelector("#confirm-done") || document.querySelector("#confirm-msg").textContent`)
@@ -377,19 +378,9 @@ func pageHeal(t *testing.T, b *browser, d *daemon, fs *loopfs.FS, root, u string
 	if got := sumOf(t, rotten); got != want {
 		t.Errorf("after the heal from the page (it says %q) the file's SHA-256 is %s, want %s", after, got, want)
 	}
+	if !strings.HasPrefix(after, "Healed from ") || !strings.Contains(after, "the damaged bytes are kept at ") {
+		t.Errorf("after the heal the page says %q", after)
+	}
 	b.run(t, "close", chromedp.Click(chromedp.CSS("#confirm-cancel")))
 	b.checkClean(t, "heal")
-}
-
-// healAbsent reports whether the daemon's heal endpoint answers 404.
-func healAbsent(t *testing.T, u string) bool {
-	pu, _ := url.Parse(u)
-	req, _ := http.NewRequest("POST", "http://"+pu.Host+"/v1/audit/heal", strings.NewReader(`{"paths":[],"dry_run":true}`))
-	req.Header.Set("X-Annexd-Token", pu.Query().Get("token"))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusNotFound
 }

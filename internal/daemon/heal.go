@@ -33,7 +33,9 @@ func (a *App) setupHeal(writes *ledger.Ledger) {
 // the link is up.
 type hubCopies struct{ link *hublink.Link }
 
-// errHubDown: the link has no copier yet (the hub is not reached).
+var _ heal.Lister = hubCopies{}
+
+// errHubDown: the link has no copier yet, or its connection is down.
 var errHubDown = errors.New("the hub is not connected: no other host can be asked now")
 
 func (r hubCopies) Fetch(ctx context.Context, key string, w io.Writer) (string, error) {
@@ -42,8 +44,24 @@ func (r hubCopies) Fetch(ctx context.Context, key string, w io.Writer) (string, 
 		return "", errHubDown
 	}
 	host, err := c.Fetch(ctx, key, w)
-	if errors.Is(err, hubcopy.ErrNoCopy) {
+	switch {
+	case errors.Is(err, hubcopy.ErrNoCopy):
 		err = fmt.Errorf("%w: %w", heal.ErrNoCopy, err)
+	case errors.Is(err, hubcopy.ErrLink):
+		err = errHubDown
 	}
 	return host, err
+}
+
+// Holders lists the other hosts the hub says hold key (heal.Lister).
+func (r hubCopies) Holders(ctx context.Context, key string) ([]string, error) {
+	c := r.link.Remote()
+	if c == nil {
+		return nil, errHubDown
+	}
+	hosts, err := c.Holders(ctx, key)
+	if errors.Is(err, hubcopy.ErrLink) {
+		err = errHubDown
+	}
+	return hosts, err
 }

@@ -221,6 +221,15 @@ func (h *Healer) fromCopies(ctx context.Context, p *audit.Problem, r rot, cs can
 		healthy--
 		notes = append(notes, fmt.Sprintf("%s: %s", src, why))
 	}
+	if h.o.Remote != nil && dry {
+		host, note := h.remoteHolder(ctx, p.RecordedKey)
+		if host != "" {
+			f.Outcome, f.Host = WouldHeal, host
+			f.Reason = "a copy on " + host + ", as the hub lists it; the heal reads it there and checks it before using it"
+			return f
+		}
+		notes = append(notes, note)
+	}
 	if h.o.Remote != nil && !dry {
 		res, host, why := h.fromRemote(ctx, &r, p)
 		switch res {
@@ -241,13 +250,28 @@ func (h *Healer) fromCopies(ctx context.Context, p *audit.Problem, r rot, cs can
 	}
 	if h.o.Remote == nil {
 		f.Reason += "; other hosts not asked ([audit] heal = \"any\" asks them)"
-	} else if dry {
-		f.Reason += "; other hosts are asked only by a heal that is not a dry run"
 	}
 	if len(notes) > 0 {
 		f.Reason += "; " + strings.Join(notes, "; ")
 	}
 	return f
+}
+
+// remoteHolder is the first host the Remote lists as holding key, for a
+// dry run; else "" and why none.
+func (h *Healer) remoteHolder(ctx context.Context, key string) (host, why string) {
+	l, ok := h.o.Remote.(Lister)
+	if !ok {
+		return "", "other hosts are asked only by a heal that is not a dry run"
+	}
+	hosts, err := l.Holders(ctx, key)
+	switch {
+	case err != nil:
+		return "", "other hosts: " + err.Error()
+	case len(hosts) == 0:
+		return "", "no other host holds it"
+	}
+	return hosts[0], ""
 }
 
 func how(local bool) string {

@@ -25,6 +25,12 @@ type Remote interface {
 	Fetch(ctx context.Context, key string, w io.Writer) (host string, err error)
 }
 
+// Lister is a Remote that can also say which hosts hold a key, without
+// a transfer. A dry run asks it; only a heal reads and checks a copy.
+type Lister interface {
+	Holders(ctx context.Context, key string) ([]string, error)
+}
+
 // ErrNoCopy says no verified copy was found.
 var ErrNoCopy = errors.New("heal: no verified copy")
 

@@ -241,7 +241,7 @@ func (c *Copier) readObject(ctx context.Context, obs jetstream.ObjectStore, want
 	if int64(info.Size) != want.size {
 		return true, fmt.Errorf("%w: the object holds %d bytes, the key says %d", ErrDigest, info.Size, want.size)
 	}
-	buf := make([]byte, 128<<10)
+	buf := make([]byte, chunkSize) // a chunk in one read
 	var progress atomic.Int64
 	progress.Store(time.Now().UnixNano())
 	stop := c.watch(rctx, cancel, &progress)
@@ -324,4 +324,28 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// Holders returns the other hosts the hub lists as holding key, in the
+// order Fetch asks them. It reads nothing of theirs: their copies are
+// read and checked only by a Fetch.
+func (c *Copier) Holders(ctx context.Context, keyName string) ([]string, error) {
+	want, err := parseWanted(keyName)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.conn(); err != nil {
+		return nil, err
+	}
+	content, err := c.cfg.Index.Whereis(ctx, want.backend.Base().String(), hex.EncodeToString(want.digest), want.size)
+	if err != nil {
+		return nil, fmt.Errorf("hubcopy: whereis %s: %w", keyName, err)
+	}
+	var hosts []string
+	for _, h := range content.Holders {
+		if h.Host != c.cfg.Name {
+			hosts = append(hosts, h.Host)
+		}
+	}
+	return hosts, nil
 }

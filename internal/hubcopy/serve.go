@@ -102,6 +102,14 @@ func (c *Copier) serve(ctx context.Context, nc *nats.Conn, r request) hubwire.Co
 
 var errPutEnded = errors.New("hubcopy: the put ended")
 
+// chunkSize is the object store's chunk of a copy: one read of the disk
+// (readSize), a message the hub takes (its max_payload is 8 MiB). The
+// object store's default, 128 KiB, costs a message, a stored record and
+// an acknowledgement per 128 KiB. A copy across the hub is bound by CPU
+// (copies and hashes); 1 MiB chunks cost it about 10% less CPU
+// (bench/heal_hub.sh). A var for the benchmark.
+var chunkSize uint32 = readSize
+
 // put reads the file at path into the asker's bucket, hashing it again:
 // bytes that no longer match fail the Put, which then publishes no object.
 func (c *Copier) put(ctx context.Context, nc *nats.Conn, asker string, w wanted, path string, rec store.Record) error {
@@ -120,7 +128,9 @@ func (c *Copier) put(ctx context.Context, nc *nats.Conn, asker string, w wanted,
 		pw.CloseWithError(err) // nil: EOF
 		read <- err
 	}()
-	_, err = obs.Put(ctx, jetstream.ObjectMeta{Name: w.name, Description: "from " + c.cfg.Name}, pr)
+	meta := jetstream.ObjectMeta{Name: w.name, Description: "from " + c.cfg.Name,
+		Opts: &jetstream.ObjectMetaOptions{ChunkSize: chunkSize}}
+	_, err = obs.Put(ctx, meta, pr)
 	pr.CloseWithError(errPutEnded)
 	if rerr := <-read; rerr != nil && !errors.Is(rerr, errPutEnded) {
 		return rerr

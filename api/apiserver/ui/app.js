@@ -481,24 +481,40 @@ async function loadAudit() {
   }
 }
 
-// describe turns an answer of the heal endpoint into lines to read.
-function describe(ans) {
-  const list = Array.isArray(ans) ? ans : [ans];
-  return el("pre", { class: "path" }, list.map((o) => JSON.stringify(o)).join("\n"));
+// healLine says in words what the heal endpoint answered for one file.
+function healLine(f) {
+  if (!f) return "nothing flagged at this path";
+  const from = f.host ? "host " + f.host : f.source;
+  switch (f.outcome) {
+    case "would_heal":
+      return "Would heal from " + from + ": " + f.reason + ".";
+    case "healed":
+      return "Healed from " + from + "; the damaged bytes are kept at " + f.aside + ".";
+    default:
+      return f.outcome.replace("_", " ") + ": " + f.reason;
+  }
 }
 
+// healOne asks for the heal's plan (a dry run) and offers the heal only
+// when there is a copy to heal from; it says "Healed" only when the
+// daemon did.
 async function healOne(p) {
   const req = (dry) => JSON.stringify({ paths: [p.path], dry_run: dry });
   let plan;
   try {
-    plan = await api("POST", "/v1/audit/heal", req(true));
+    plan = ((await api("POST", "/v1/audit/heal", req(true))).files || [])[0];
   } catch (e) {
     say("audit-msg", "Heal: " + e.message);
     return;
   }
-  confirmAct("Heal " + p.path, [el("p", {}, "Restore the file from a verified copy; the damaged bytes are kept aside. The plan:"), describe(plan)], "Heal", async () => {
-    const res = await api("POST", "/v1/audit/heal", req(false));
-    return "Done: " + JSON.stringify(res);
+  if (!plan || plan.outcome !== "would_heal") {
+    say("audit-msg", "Heal: " + healLine(plan));
+    return;
+  }
+  confirmAct("Heal " + p.path, [el("p", {}, "Restore the file from a verified copy; the damaged bytes are kept aside."), el("p", { id: "heal-plan" }, healLine(plan))], "Heal", async () => {
+    const res = ((await api("POST", "/v1/audit/heal", req(false))).files || [])[0];
+    if (!res || res.outcome !== "healed") throw new Error("Not healed: " + healLine(res));
+    return healLine(res);
   });
 }
 

@@ -1,0 +1,4 @@
+package hubcopy
+
+// ChunkSize lets the benchmark compare chunk sizes.
+var ChunkSize = &chunkSize
