@@ -23,6 +23,13 @@ import (
 // pages on a small index, so trimming is rare there.
 const mapBudget = 32 << 20
 
+// trimEvery is how many changes a write transaction applies between two
+// looks at the map: a group of 4,096 random inserts, or a merge
+// transaction of 16,384 entries, would map one page for almost each (the
+// corpus's end-of-scan merge mapped 25 MiB before the next transaction
+// trimmed it). 256 pages are 1 MiB; a look reads /proc/self/statm.
+const trimEvery = 256
+
 // mapTrim unmaps the index's pages from the process when more than budget
 // bytes of files are mapped (the daemon's binary included). It runs in a
 // write transaction, which holds bbolt's writer lock: only a writer remaps
@@ -30,6 +37,7 @@ const mapBudget = 32 << 20
 // the same time finds the same bytes; it only faults them in again.
 type mapTrim struct {
 	budget atomic.Int64 // tests change it while the writer runs
+	every  atomic.Int64 // changes between two looks (trimEvery; tests lower it)
 	statm  *os.File     // /proc/self/statm; nil when it cannot be read
 	trims  atomic.Int64 // how many times the map was trimmed, for tests
 }
@@ -38,6 +46,7 @@ func newMapTrim(budget int64) *mapTrim {
 	f, _ := os.Open("/proc/self/statm")
 	m := &mapTrim{statm: f}
 	m.budget.Store(budget)
+	m.every.Store(trimEvery)
 	return m
 }
 

@@ -389,6 +389,7 @@ func (s *Store) commitGroup(batch []item) {
 		return s.update(func(w *wtx) error {
 			for i := range batch {
 				errs[i], batch[i].n = nil, 0
+				w.tick()
 				if err := apply(w, &batch[i]); err != nil {
 					var ce changeError
 					if !errors.As(err, &ce) {
@@ -453,7 +454,7 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		if err != nil {
 			return err
 		}
-		w.fences, w.surveys.floors = &s.fenceSet, s.floors
+		w.fences, w.surveys.floors, w.mapTrim = &s.fenceSet, s.floors, s.mapTrim
 		s.deferred.begin(w)
 		defer func() {
 			delta, digested, runs, shelved = w.runs.delta, w.c.Digested, int64(w.runs.pend.Sequence()), w.c.Shelved
