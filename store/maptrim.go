@@ -5,9 +5,9 @@ import (
 	"os"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 
 	bolt "go.etcd.io/bbolt"
-	"golang.org/x/sys/unix"
 )
 
 // mapBudget is how much of the index the writer leaves mapped into the
@@ -83,7 +83,7 @@ func (m *mapTrim) trim(tx *bolt.Tx) {
 	if size <= 0 {
 		return
 	}
-	_, _, errno := unix.Syscall(unix.SYS_MADVISE, tx.DB().Info().Data, uintptr(size), unix.MADV_DONTNEED)
+	_, _, errno := syscall.Syscall(syscall.SYS_MADVISE, tx.DB().Info().Data, uintptr(size), syscall.MADV_DONTNEED)
 	if errno == 0 {
 		m.trims.Add(1)
 	}
