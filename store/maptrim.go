@@ -27,8 +27,14 @@ const mapBudget = 32 << 20
 // looks at the map: a group of 4,096 random inserts, or a merge
 // transaction of 16,384 entries, would map one page for almost each (the
 // corpus's end-of-scan merge mapped 25 MiB before the next transaction
-// trimmed it). 256 pages are 1 MiB; a look reads /proc/self/statm.
-const trimEvery = 256
+// trimmed it). A look reads /proc/self/statm. Within a transaction the
+// map is trimmed only beyond the budget by trimSlack: each trim makes the
+// next changes fault their pages in again, and trimming at every look
+// cost a first scan of the corpus 8 % more CPU (bench/memory.sh).
+const (
+	trimEvery = 256
+	trimSlack = 6 << 20
+)
 
 // mapTrim unmaps the index's pages from the process when more than budget
 // bytes of files are mapped (the daemon's binary included). It runs in a
@@ -38,6 +44,7 @@ const trimEvery = 256
 type mapTrim struct {
 	budget atomic.Int64 // tests change it while the writer runs
 	every  atomic.Int64 // changes between two looks (trimEvery; tests lower it)
+	slack  atomic.Int64 // over budget within a transaction (trimSlack)
 	statm  *os.File     // /proc/self/statm; nil when it cannot be read
 	trims  atomic.Int64 // how many times the map was trimmed, for tests
 }
@@ -47,6 +54,7 @@ func newMapTrim(budget int64) *mapTrim {
 	m := &mapTrim{statm: f}
 	m.budget.Store(budget)
 	m.every.Store(trimEvery)
+	m.slack.Store(trimSlack)
 	return m
 }
 
@@ -75,8 +83,11 @@ func (m *mapTrim) fileResident() int64 {
 
 // trim unmaps tx's index from the process when over budget. tx must be a
 // write transaction.
-func (m *mapTrim) trim(tx *bolt.Tx) {
-	if m == nil || m.fileResident() <= m.budget.Load() {
+func (m *mapTrim) trim(tx *bolt.Tx) { m.trimAbove(tx, 0) }
+
+// trimAbove unmaps tx's index when over budget by more than slack bytes.
+func (m *mapTrim) trimAbove(tx *bolt.Tx, slack int64) {
+	if m == nil || m.fileResident() <= m.budget.Load()+slack {
 		return
 	}
 	size := tx.Size() // the file's pages in use: within the map

@@ -121,6 +121,7 @@ func TestMapTrimmedWithinATransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.mapTrim.budget.Store(1) // always over it
+	s.mapTrim.slack.Store(0)
 	var mapped int64
 	testHookApplied = func() { mapped = mappedKiB(t, path) }
 	defer func() { testHookApplied = nil }()

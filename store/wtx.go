@@ -120,12 +120,13 @@ type wtx struct {
 }
 
 // tick counts one change applied or entry merged, and every trimEvery
-// trims the map when over budget: a transaction of random inserts maps a
-// new page for almost every change, 16 MiB for a group of 4,096.
+// trims the map when over budget by trimSlack: a transaction of random
+// inserts maps a new page for almost every change, 16 MiB for a group of
+// 4,096.
 func (w *wtx) tick() {
 	w.applied++
 	if w.mapTrim != nil && int64(w.applied)%w.mapTrim.every.Load() == 0 {
-		w.mapTrim.trim(w.tx)
+		w.mapTrim.trimAbove(w.tx, w.mapTrim.slack.Load())
 	}
 }
 
