@@ -6,6 +6,7 @@ annexctl built by memory.sh). Environment: LIMITS, RUNS, PROFILE.
 """
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -143,25 +144,38 @@ class Bench:
         st = json.loads(self.ctl(build, "status", "--json", stdout=subprocess.PIPE).stdout)
         return bad, st["files"]
 
+    def gc_at(self, build):
+        """The collector so far, from the daemon's gctrace lines: cycles,
+        and the share of the CPU time since start it took (the runtime's
+        own estimate)."""
+        n, pct = 0, 0
+        with open(self.w(build + ".gc.log"), "rb") as f:
+            for line in f:
+                m = re.match(rb"gc (\d+) @[\d.]+s (\d+)%", line)
+                if m:
+                    n, pct = int(m.group(1)), int(m.group(2))
+        return n, pct
+
     def resident(self, build):
         """One scan as a user runs it: peaks, at scan end, after idle."""
-        env = self.env_for(build)
+        env = dict(self.env_for(build), GODEBUG="gctrace=1")
         t0 = time.perf_counter()
         p = subprocess.Popen(self.argv(build, self.fresh_index()), env=env, stdout=subprocess.DEVNULL,
-                             stderr=open(self.w(build + ".log"), "ab"))
+                             stderr=open(self.w(build + ".gc.log"), "wb"))
         s = Sampler(p.pid)
         try:
             self.ctl(build, "status", "--wait", "--timeout", "60m", stdout=subprocess.DEVNULL)
             wall = time.perf_counter() - t0
             end, cpu = status(p.pid), cpu_s(p.pid)
             peak = s.stop()
+            gcs, gcpct = self.gc_at(build)
             time.sleep(self.idle)
             idle = status(p.pid)
             bad, held = self.check_keys(build)
         finally:
             p.send_signal(signal.SIGTERM)
             p.wait()
-        return dict(wall=wall, cpu=cpu, peak=peak, end=end, idle=idle, bad=bad, held=held)
+        return dict(wall=wall, cpu=cpu, peak=peak, end=end, idle=idle, bad=bad, held=held, gcs=gcs, gcpct=gcpct)
 
     def first_scan(self, build, limit):
         """A first scan to idle with --exit-when-idle: wall, CPU, peak RSS."""
@@ -187,15 +201,15 @@ def main():
     for build in builds:
         res[build] = b.resident(build)
         log("  %s: %s" % (build, res[build]))
-    print("\n| build | peak RSS (VmHWM) | peak RssAnon / RssFile | at scan end: RssAnon / RssFile | idle %gs: RssAnon / RssFile | first scan wall / CPU | keys differing from the manifest | files held |" % idle)
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| build | peak RSS (VmHWM) | peak RssAnon / RssFile | at scan end: RssAnon / RssFile | idle %gs: RssAnon / RssFile | first scan wall / CPU | GC cycles, GC share of CPU | keys differing from the manifest | files held |" % idle)
+    print("|---|---|---|---|---|---|---|---|---|")
     failed = False
     for build in builds:
         r = res[build]
-        print("| %s | %s MiB | %s / %s MiB | %s / %s MiB | %s / %s MiB | %.2f s / %.2f s | %d | %d of %d |" % (
+        print("| %s | %s MiB | %s / %s MiB | %s / %s MiB | %s / %s MiB | %.2f s / %.2f s | %d, %d %% | %d | %d of %d |" % (
             build, mib(r["peak"]["VmHWM"]), mib(r["peak"]["RssAnon"]), mib(r["peak"]["RssFile"]),
             mib(r["end"]["RssAnon"]), mib(r["end"]["RssFile"]), mib(r["idle"]["RssAnon"]), mib(r["idle"]["RssFile"]),
-            r["wall"], r["cpu"], r["bad"], r["held"], n))
+            r["wall"], r["cpu"], r["gcs"], r["gcpct"], r["bad"], r["held"], n))
         failed = failed or r["bad"] != 0 or r["held"] != n
     limits = os.environ.get("LIMITS", "").split()
     if limits:

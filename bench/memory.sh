@@ -16,10 +16,13 @@
 #              mmap of the index, page cache the kernel reclaims;
 #
 # at its peak during the scan, at the scan's end (`annexctl status --wait`
-# returns) and after IDLE seconds (60) of nothing to do. Then every path of
+# returns) and after IDLE seconds (60) of nothing to do. The daemon runs with
+# GODEBUG=gctrace=1: the collector's cycles to the scan's end and its
+# share of the CPU time since start (the runtime's own estimate) are
+# reported beside them. Then every path of
 # TREE is looked up (`annexctl lookup --batch`): each key must carry the
 # manifest's size and SHA-256 (TREE.manifest.tsv, as gen_corpus.py and
-# gen_tree.py write it), and the daemon must hold as many files as the
+# gen_tree.py and bench/gentree write it), and the daemon must hold as many files as the
 # manifest lists; the script fails otherwise.
 #
 # LIMITS="default 64MiB 128MiB" adds first scans of each build at those

@@ -5,11 +5,11 @@ package store
 // commit. Once the index is large, random inserts into the digest and
 // inode indexes touch a new leaf for almost every change. So the writer
 // bounds a group by the nodes its last commit touched, not only by
-// Options.MaxBatch. Measured on a first scan of 10^6 files under the
-// daemon's 96 MiB memory limit: fixed groups of 4,096 took 127 CPU-s with a
-// 120 MB peak heap (the collector ran without pause), groups bounded by
-// 2,048 nodes took 57 CPU-s and 76 MB; the corpus's 60,000 files keep
-// their groups of 4,096 (BENCHMARKS.md).
+// Options.MaxBatch. Measured on a first scan of 10^6 files under a 96 MiB
+// soft memory limit (the daemon's then; 64 MiB since): fixed groups of
+// 4,096 took 127 CPU-s with a 120 MB peak heap (the collector ran without
+// pause), groups bounded by 2,048 nodes took 57 CPU-s and 76 MB; the
+// corpus's 60,000 files keep their groups of 4,096 (BENCHMARKS.md).
 
 // DefaultMaxGroupNodes is Options.MaxGroupNodes unless set.
 const DefaultMaxGroupNodes = 2048

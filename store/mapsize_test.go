@@ -62,7 +62,7 @@ func TestReaderDoesNotStallGrowth(t *testing.T) {
 	if fi.Size() >= initialMapSize/16 {
 		t.Fatalf("the index file is %d bytes for %d bytes of pages: the map made it grow", fi.Size(), after.IndexBytes)
 	}
-	if len(s.in) != 0 {
-		t.Fatalf("the writer's queue holds %d changes after they were committed", len(s.in))
+	if n := s.q.len(); n != 0 {
+		t.Fatalf("the writer's queue holds %d changes after they were committed", n)
 	}
 }

@@ -5,9 +5,9 @@ import (
 	"os"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 
 	bolt "go.etcd.io/bbolt"
-	"golang.org/x/sys/unix"
 )
 
 // mapBudget is how much of the index the writer leaves mapped into the
@@ -20,8 +20,23 @@ import (
 // Above the budget, the next write transaction unmaps them from the
 // process (MADV_DONTNEED): the page cache keeps them, and a read maps
 // them again without I/O. A commit reads back fewer than the budget's
-// pages on a small index, so trimming is rare there.
-const mapBudget = 32 << 20
+// pages on a small index, so trimming is rare there. At 32 MiB (the
+// binary's 18 MiB of text in it) one first scan of the corpus in five
+// peaked at 101 MiB of RSS, 60 of them anonymous (bench/memory.sh).
+const mapBudget = 24 << 20
+
+// trimEvery is how many changes a write transaction applies between two
+// looks at the map: a group of 4,096 random inserts, or a merge
+// transaction of 16,384 entries, would map one page for almost each (the
+// corpus's end-of-scan merge mapped 25 MiB before the next transaction
+// trimmed it). A look reads /proc/self/statm. Within a transaction the
+// map is trimmed only beyond the budget by trimSlack: each trim makes the
+// next changes fault their pages in again, and trimming at every look
+// cost a first scan of the corpus 8 % more CPU (bench/memory.sh).
+const (
+	trimEvery = 256
+	trimSlack = 6 << 20
+)
 
 // mapTrim unmaps the index's pages from the process when more than budget
 // bytes of files are mapped (the daemon's binary included). It runs in a
@@ -30,6 +45,8 @@ const mapBudget = 32 << 20
 // the same time finds the same bytes; it only faults them in again.
 type mapTrim struct {
 	budget atomic.Int64 // tests change it while the writer runs
+	every  atomic.Int64 // changes between two looks (trimEvery; tests lower it)
+	slack  atomic.Int64 // over budget within a transaction (trimSlack)
 	statm  *os.File     // /proc/self/statm; nil when it cannot be read
 	trims  atomic.Int64 // how many times the map was trimmed, for tests
 }
@@ -38,6 +55,8 @@ func newMapTrim(budget int64) *mapTrim {
 	f, _ := os.Open("/proc/self/statm")
 	m := &mapTrim{statm: f}
 	m.budget.Store(budget)
+	m.every.Store(trimEvery)
+	m.slack.Store(trimSlack)
 	return m
 }
 
@@ -66,15 +85,18 @@ func (m *mapTrim) fileResident() int64 {
 
 // trim unmaps tx's index from the process when over budget. tx must be a
 // write transaction.
-func (m *mapTrim) trim(tx *bolt.Tx) {
-	if m == nil || m.fileResident() <= m.budget.Load() {
+func (m *mapTrim) trim(tx *bolt.Tx) { m.trimAbove(tx, 0) }
+
+// trimAbove unmaps tx's index when over budget by more than slack bytes.
+func (m *mapTrim) trimAbove(tx *bolt.Tx, slack int64) {
+	if m == nil || m.fileResident() <= m.budget.Load()+slack {
 		return
 	}
 	size := tx.Size() // the file's pages in use: within the map
 	if size <= 0 {
 		return
 	}
-	_, _, errno := unix.Syscall(unix.SYS_MADVISE, tx.DB().Info().Data, uintptr(size), unix.MADV_DONTNEED)
+	_, _, errno := syscall.Syscall(syscall.SYS_MADVISE, tx.DB().Info().Data, uintptr(size), syscall.MADV_DONTNEED)
 	if errno == 0 {
 		m.trims.Add(1)
 	}

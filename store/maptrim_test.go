@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -94,4 +95,62 @@ func TestMapTrimmedAboveBudget(t *testing.T) {
 	readAll()
 	mustPut(t, s, "/r/new", rec("new", 3, 1, 1)) // the writer's trim, and a commit after it
 	readAll()
+}
+
+// A single transaction of random inserts maps a page for almost each
+// change: the writer trims within it, every few changes, not only when
+// the next one begins. Both the group commit and the digest merge.
+func TestMapTrimmedWithinATransaction(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	s := openTestAt(t, path, Options{MaxBatch: 8192, MaxGroupNodes: 1 << 30, MaxDelay: 2e9, MaxIdle: 50e6, NoSync: true,
+		deferAt: 1, mergeIdle: time.Hour, mergeAt: 1 << 30, mergeTx: 1 << 20})
+	const n = 6000
+	ctx := context.Background()
+	put := func(salt string) {
+		t.Helper()
+		cs := make([]Change, n)
+		for i := range cs {
+			cs[i] = Change{Op: OpPut, Path: p("/r/d%02d/file-%05d", i%50, i), Record: rec(salt+strconv.Itoa(i), int64(i+1), 1, uint64(i+10))}
+		}
+		if err := s.SubmitAll(ctx, cs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("a")
+	if err := s.Settle(ctx); err != nil { // the digest index holds every record
+		t.Fatal(err)
+	}
+	s.mapTrim.budget.Store(1) // always over it
+	s.mapTrim.slack.Store(0)
+	var mapped int64
+	testHookApplied = func() { mapped = mappedKiB(t, path) }
+	defer func() { testHookApplied = nil }()
+	// One group rewrites every record and removes its old digest entry.
+	// The kernel maps up to 16 pages around each fault, so the control
+	// is the same group trimmed only when its transaction begins.
+	s.mapTrim.every.Store(1 << 40)
+	put("b")
+	control := mapped
+	s.mapTrim.every.Store(4)
+	put("c")
+	if mapped > control/2 {
+		t.Errorf("%d KiB of the index mapped at the end of a group of %d changes over budget, %d KiB when trimmed only as it began; want it trimmed within the transaction", mapped, n, control)
+	}
+	s.mapTrim.every.Store(16)
+	before := s.mapTrim.trims.Load()
+	if err := s.Settle(ctx); err != nil { // one merge transaction of n entries
+		t.Fatal(err)
+	}
+	if got := s.mapTrim.trims.Load() - before; got < n/16/2 {
+		t.Errorf("a merge of %d entries in one transaction trimmed the map %d times; want one every 16 entries", n, got)
+	}
+	for i := range n {
+		r, ok, err := s.Get(p("/r/d%02d/file-%05d", i%50, i))
+		if err != nil || !ok || r.Size != int64(i+1) {
+			t.Fatalf("record %d: %+v %v %v", i, r, ok, err)
+		}
+	}
+	if rep, err := s.Check(); err != nil || !rep.OK() {
+		t.Fatalf("check: %+v, %v", rep, err)
+	}
 }

@@ -80,8 +80,9 @@ type Options struct {
 	// mergeIdle) and the entries of one merge transaction.
 	deferAt   int
 	mergeIdle time.Duration
-	mergeTx   int // entries per merge transaction (0: mergeTxEntries)
-	mergeAt   int // pending entries that start a merge (0: mergeDue's rule)
+	mergeTx   int           // entries per merge transaction (0: mergeTxEntries)
+	mergeAt   int           // pending entries that start a merge (0: mergeDue's rule)
+	restAfter time.Duration // the writer's rest (0: restAfter)
 }
 
 func (o *Options) fill() {
@@ -124,7 +125,7 @@ type Store struct {
 	folders      // the queries of whole folders (folders.go)
 	bell    bell // rung after a commit that fed the feed (feed.go)
 
-	in      chan item
+	q       *queue // the changes submitted, not yet taken (queue.go)
 	closing chan struct{}
 	mu      sync.RWMutex // held shared by Submit, exclusively by Close
 	closed  bool
@@ -132,9 +133,9 @@ type Store struct {
 	writer  sync.Mutex // held by Run, by Close while it drains and by a settle that merges
 	// txBufs are a write transaction's entries written in key order at
 	// its end (txbuf.go), reused by the next; only a transaction, under
-	// bbolt's write lock, touches them.
+	// bbolt's write lock, touches them, and the resting writer (rest).
 	txBufs  [3]keyBuf
-	batch   []item    // the writer's group, reused
+	batch   []item    // the writer's group, reused until the writer rests
 	group   groupSize // the writer's cap on a group (group.go)
 	nodes   int64     // the nodes the writer's last transaction touched
 	once    sync.Once
@@ -197,9 +198,6 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	if !opts.ReadOnly {
-		touchQueue(s.in) // a read-only store never queues a change
-	}
 	if !opts.ReadOnly && !opts.noRun {
 		if err := s.beginRun(); err != nil {
 			_ = db.Close()
@@ -213,7 +211,7 @@ func Open(path string, opts Options) (*Store, error) {
 func newStore(db *bolt.DB, path string, opts Options) *Store {
 	s := &Store{
 		reader:  reader{db: db, path: path, opts: opts, log: opts.Logger},
-		in:      make(chan item, 4*opts.MaxBatch),
+		q:       newQueue(4 * opts.MaxBatch),
 		closing: make(chan struct{}),
 		group:   newGroupSize(opts.MaxBatch, opts.MaxGroupNodes),
 		floors:  map[string]int64{},
@@ -221,7 +219,7 @@ func newStore(db *bolt.DB, path string, opts Options) *Store {
 	s.changeLog, s.runMarker.reader = changeLog{&s.reader}, &s.reader
 	s.feedLog, s.folders = feedLog{reader: &s.reader, bell: &s.bell, closing: s.closing}, folders{&s.reader}
 	s.hold.file, s.hold.logger, s.hold.closing = path, s.log, s.closing
-	s.hold.queued = func() int { return len(s.in) }
+	s.hold.queued = s.q.len
 	s.deferred = newDeferred(s)
 	if !opts.ReadOnly {
 		s.mapTrim = newMapTrim(mapBudget)
@@ -410,21 +408,6 @@ func openBolt(path string, opts Options) (db *bolt.DB, file *os.File, err error)
 		return nil, nil, fmt.Errorf("%w: %s: %v (left untouched)", ErrCorrupt, path, err)
 	}
 	return nil, nil, fmt.Errorf("store: open %s: %w%s", path, unwritable(err), indexfile.Hint(err))
-}
-
-// touchQueue writes every slot of the empty queue in once. Its buffer
-// (16,384 changes, 5.8 MB) comes fresh from the kernel; the collector
-// reads it whole in its first cycle, which maps the kernel's zero page
-// there, and each later first write to one of its pages then replaces
-// that page with a copy and flushes the TLB of every CPU the process ran
-// on: 2 % of a first scan's CPU, before this.
-func touchQueue(q chan item) {
-	for range cap(q) {
-		q <- item{}
-	}
-	for range cap(q) {
-		<-q
-	}
 }
 
 // initialMapSize is how much of the index a writable store maps at open.

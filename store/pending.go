@@ -302,7 +302,7 @@ func (d *deferred) mergeRuns(name []byte, per int, fn func(w *wtx, k, v []byte) 
 		var done bool
 		err = d.update(func(w *wtx) error {
 			var err error
-			done, err = m.step(w.tx.Bucket(name), per, func(k, v []byte) error { return fn(w, k, v) })
+			done, err = m.step(w.tx.Bucket(name), per, func(k, v []byte) error { w.tick(); return fn(w, k, v) })
 			if err == nil && done && bytes.Equal(name, codec.BucketPending) {
 				err = w.runs.empty(w.tx)
 			}

@@ -178,9 +178,7 @@ func (s *Store) submit(it item) {
 		it.done(ErrClosed)
 		return
 	}
-	select {
-	case s.in <- it:
-	case <-s.closing:
+	if !s.q.push(it, s.closing) {
 		it.done(ErrClosed)
 	}
 }
@@ -254,6 +252,9 @@ func (s *Store) Run(ctx context.Context) error {
 	wait := cmp.Or(s.opts.mergeIdle, mergeIdle)
 	idle := time.NewTimer(wait)
 	defer idle.Stop()
+	resting := cmp.Or(s.opts.restAfter, restAfter)
+	rest := time.NewTimer(resting)
+	defer rest.Stop()
 	for {
 		if d.pending.Load() > 0 {
 			idle.Reset(max(wait, time.Until(d.mergeAfter)))
@@ -261,11 +262,18 @@ func (s *Store) Run(ctx context.Context) error {
 			idle.Stop()
 		}
 		select {
-		case it := <-s.in:
+		case <-s.q.ready:
+			it, ok := s.q.pop()
+			if !ok {
+				continue
+			}
 			s.commit(s.collect(ctx, it))
 			if d.due() {
 				d.mergeLogged()
 			}
+			rest.Reset(resting)
+		case <-rest.C:
+			s.rest()
 		case reply := <-d.settleReq:
 			reply <- d.merge()
 		case <-d.soon:
@@ -283,6 +291,21 @@ func (s *Store) Run(ctx context.Context) error {
 			d.mergeLogged()
 			return nil
 		}
+	}
+}
+
+// restAfter is how long the writer waits after a commit with nothing
+// more to do before it lets go of its group and its queue's chunks.
+const restAfter = time.Second
+
+// rest lets go of the writer's group, its transactions' buffers and the
+// queue's chunks, unless changes wait. The writer lock, which Run holds,
+// keeps every write transaction away meanwhile.
+func (s *Store) rest() {
+	if s.q.len() == 0 {
+		s.q.release()
+		s.batch = nil
+		s.txBufs = [3]keyBuf{}
 	}
 }
 
@@ -314,16 +337,13 @@ func (s *Store) collect(ctx context.Context, first item) []item {
 	idle := time.NewTimer(s.opts.MaxIdle)
 	defer idle.Stop()
 	for len(batch) < s.group.n {
-		select {
-		case it := <-s.in:
+		if it, ok := s.q.pop(); ok {
 			batch = append(batch, it)
 			continue
-		default:
 		}
 		idle.Reset(s.opts.MaxIdle)
 		select {
-		case it := <-s.in:
-			batch = append(batch, it)
+		case <-s.q.ready: // the loop takes it
 		case <-idle.C:
 			return batch
 		case <-deadline.C:
@@ -343,12 +363,11 @@ func (s *Store) drain() {
 		batch := make([]item, 0, 64)
 	fill:
 		for len(batch) < s.group.n {
-			select {
-			case it := <-s.in:
-				batch = append(batch, it)
-			default:
+			it, ok := s.q.pop()
+			if !ok {
 				break fill
 			}
+			batch = append(batch, it)
 		}
 		if len(batch) == 0 {
 			return
@@ -389,6 +408,7 @@ func (s *Store) commitGroup(batch []item) {
 		return s.update(func(w *wtx) error {
 			for i := range batch {
 				errs[i], batch[i].n = nil, 0
+				w.tick()
 				if err := apply(w, &batch[i]); err != nil {
 					var ce changeError
 					if !errors.As(err, &ce) {
@@ -453,7 +473,7 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		if err != nil {
 			return err
 		}
-		w.fences, w.surveys.floors = &s.fenceSet, s.floors
+		w.fences, w.surveys.floors, w.mapTrim = &s.fenceSet, s.floors, s.mapTrim
 		s.deferred.begin(w)
 		defer func() {
 			delta, digested, runs, shelved = w.runs.delta, w.c.Digested, int64(w.runs.pend.Sequence()), w.c.Shelved

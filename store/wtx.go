@@ -114,6 +114,20 @@ type wtx struct {
 	fences  *fenceSet // the store's raised fences, which applied changes break
 	shelf   *bolt.Bucket
 	surveys txSurveys // its side of the surveys (survey.go)
+
+	mapTrim *mapTrim // unmaps the index above budget (maptrim.go); nil in tests
+	applied int      // changes or merged entries so far, for mapTrim
+}
+
+// tick counts one change applied or entry merged, and every trimEvery
+// trims the map when over budget by trimSlack: a transaction of random
+// inserts maps a new page for almost every change, 16 MiB for a group of
+// 4,096.
+func (w *wtx) tick() {
+	w.applied++
+	if w.mapTrim != nil && int64(w.applied)%w.mapTrim.every.Load() == 0 {
+		w.mapTrim.trimAbove(w.tx, w.mapTrim.slack.Load())
+	}
 }
 
 // newWtx begins applying changes in tx; bufs are the writer's buffers

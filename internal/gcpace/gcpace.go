@@ -1,13 +1,13 @@
-// Package gcpace lets the Go collector run less often while the daemon
-// indexes in bulk. A first scan allocates some KiB a file (bbolt's nodes
-// and cursors, the hasher's jobs) over a live heap of 20-50 MiB; at
-// GOGC=100 under the daemon's 96 MiB soft memory limit the collector ran
-// every 15-25 MiB allocated (32 times in a scan of 10^5 files,
-// BENCHMARKS.md). While Busy says bulk work runs, Run sets GOGC
-// to Percent and the soft memory limit to Limit, so the heap may grow to
-// three times the live one, within the limit; once the work is done, both
-// come back and the freed memory goes back to the system, so an idle
-// daemon stays small. While no work runs at all (Idle), Run sleeps until
+// Package gcpace paces the Go collector around the daemon's bulk work. A
+// first scan allocates some KiB a file (bbolt's nodes and cursors, the
+// hasher's jobs) over a live heap of 20-40 MiB. While Busy says bulk work
+// runs, Run sets GOGC to Percent and the soft memory limit to Limit (by
+// default GOGC=200 under 128 MiB, so the heap may grow to three times the
+// live one); once the work is done, both come back and the freed memory
+// goes back to the system, so an idle daemon stays small. The daemon
+// keeps GOGC=100 under its 64 MiB soft limit while busy too, and uses Run
+// for the return of the memory: the raised pace bought no CPU measurable
+// beside it and cost 40-50 MiB of peak RssAnon (BENCHMARKS.md). While no work runs at all (Idle), Run sleeps until
 // woken (Wake), so an idle daemon does not wake for it.
 package gcpace
 
