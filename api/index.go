@@ -119,6 +119,11 @@ const (
 	// longer hashes to the recorded key (an audit found it); Key is the
 	// recorded key, not the content's.
 	StateCorrupt LookupState = "corrupt"
+	// StateUntraced: the content no longer hashes to the recorded key and
+	// only the file's ctime moved (a chmod, a link, or a write with the
+	// mtime set back that annexd did not see): an edit as likely as rot.
+	// Key is the recorded key, not the content's.
+	StateUntraced LookupState = "untraced"
 	// StateOutsideRoots: the path is not under any watched root. The
 	// server sets it; Index.Lookup never sees such paths.
 	StateOutsideRoots LookupState = "outside_roots"
@@ -131,7 +136,7 @@ const (
 type LookupResult struct {
 	Path    []byte      // the path as looked up (absolute, cleaned)
 	State   LookupState // what this result means
-	Key     key.Key     // the key; zero unless State is current or corrupt
+	Key     key.Key     // the key; zero unless State is current, corrupt or untraced
 	Size    int64       // file size in bytes when known, else 0
 	Message string      // detail for the user (why unreadable, …); may be empty
 	// VerifiedAt is when the content was last read and found to match the
@@ -150,7 +155,7 @@ type Location struct {
 	Path  []byte  // absolute path
 	Key   key.Key // key for this file (extension from its own name)
 	Size  int64   // size in bytes
-	State string  // the stored record's state ("ok", "corrupt", …)
+	State string  // the stored record's state ("ok", "corrupt", "untraced", …)
 	Stale bool    // the file changed since it was hashed; Key may be wrong
 	// OutsideRoots: the path is not under any of the daemon's roots. Its
 	// record is left from an earlier run with other roots: nothing watches

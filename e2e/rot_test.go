@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,12 +48,13 @@ func sumOf(t *testing.T, path string) string {
 	return hex.EncodeToString(s[:])
 }
 
-// wantKept fails unless lookup of path says corrupt with key: the recorded
-// key is kept, never the rotten digest's.
-func wantKept(t *testing.T, d *daemon, path, key string) {
+// wantKept fails unless lookup of path says state (corrupt or untraced,
+// as the finding) with key: the recorded key is kept, never the digest of
+// the bytes that changed without a witness.
+func wantKept(t *testing.T, d *daemon, path, state, key string) {
 	t.Helper()
-	if l := lookupJSON(t, d, path); l["state"] != "corrupt" || l["key"] != key {
-		t.Errorf("lookup %s: %v; want corrupt with the key before the rot, %s", path, l, key)
+	if l := lookupJSON(t, d, path); l["state"] != state || l["key"] != key {
+		t.Errorf("lookup %s: %v; want %s with the key before the change, %s", path, l, state, key)
 	}
 }
 
@@ -134,7 +137,7 @@ func TestRotUnderActivityElsewhere(t *testing.T) {
 		t.Errorf("audit run: exit %d, %+v; want exit 4 with the three rotten files corrupt\n%s", code, run, d.log)
 	}
 	for p, k := range keys {
-		wantKept(t, d, p, k)
+		wantKept(t, d, p, "corrupt", k)
 	}
 	wantProblems(t, d, map[string]string{beside: "corrupt", moved: "corrupt", flagged: "corrupt"})
 	if l := lookupJSON(t, d, sibling); l["state"] != "current" || !strings.Contains(l["key"].(string), sumOf(t, sibling)) {
@@ -176,7 +179,7 @@ func TestRotMetadataChange(t *testing.T) {
 	}
 	d.waitIdle()
 	for _, p := range paths {
-		wantKept(t, d, p, keys[p])
+		wantKept(t, d, p, "untraced", keys[p])
 	}
 	linkKey := strings.Replace(keys[paths[3]], "linked.bin", "link.bin", 1)
 	if l := lookupJSON(t, d, link); l["state"] == "current" {
@@ -366,15 +369,43 @@ func TestRewriteKeepingMtime(t *testing.T) {
 	wantProblems(t, d, map[string]string{})
 
 	key := lookupJSON(t, d, down)["key"].(string)
+	orig, err := os.ReadFile(down)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAged(t, filepath.Join(root, "down-copy.bin"), 0, 0)
+	if err := os.WriteFile(filepath.Join(root, "down-copy.bin"), orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.waitIdle()
 	d.stop()
 	m = mtimeOf(down)
 	writeRandom(t, down, 371, 32<<10)
 	if err := os.Chtimes(down, m, m); err != nil {
 		t.Fatal(err)
 	}
+	edit, err := os.ReadFile(down)
+	if err != nil {
+		t.Fatal(err)
+	}
 	d = startOn(t, base, root)
-	wantKept(t, d, down, key)
+	wantKept(t, d, down, "untraced", key)
+	if r := d.ctl("", "lookup", down); r.code == 0 || !strings.Contains(r.stderr+r.stdout, "(untraced") {
+		t.Errorf("lookup %s: exit %d %q %q; want it to say untraced", down, r.code, r.stdout, r.stderr)
+	}
 	wantProblems(t, d, map[string]string{down: "untraced"})
+	// A verified copy of the recorded bytes exists, but the new bytes
+	// may be the user's: heal leaves them.
+	r := d.ctl("", "audit", "heal", "--json", down)
+	var healed struct {
+		Files []struct{ Path, Outcome string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &healed); err != nil || len(healed.Files) != 1 || healed.Files[0].Outcome != "refused" {
+		t.Errorf("heal of an untraced file: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if b, _ := os.ReadFile(down); !bytes.Equal(b, edit) {
+		t.Fatal("heal replaced the bytes of a file changed without a trace")
+	}
 	if code, run := auditRun(t, d, "--full-speed"); code != 6 || run.Counts["untraced"] != 1 {
 		t.Errorf("audit run: exit %d, %+v; want exit 6, one untraced", code, run)
 	}

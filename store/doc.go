@@ -93,7 +93,10 @@
 // Schema 6 keys the pending bucket by run and adds the
 // pendinodes bucket; Open rewrites a schema-5 pending bucket, at most a
 // merge's worth of entries, as one run in one transaction. Schema 7 adds
-// the surveys bucket, empty, and three counters.
+// the surveys bucket, empty, and three counters. Schema 8 adds a record
+// state, untraced (StateUntraced), which an annexd of schema 7 would take
+// for damage; the step from 7 writes the new version only, and the audit
+// moves each untraced finding's record to the new state when it starts.
 //
 // Storing directories once and files under a directory id keeps the index
 // small (each path's directory is not repeated in three indexes) and makes

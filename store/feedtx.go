@@ -204,11 +204,11 @@ func pairMoves(es []FeedEntry, gone map[moveKey]int, notes map[string]*feedNote)
 // content, or one kept for bytes that went bad. A record waiting to be
 // hashed is not news.
 func settled(r *Record) bool {
-	switch r.State {
-	case StateOK, StateCorrupt, StateUnreadable:
-		return r.HasDigest() || r.State == StateUnreadable
+	switch {
+	case r.State == StateOK || r.State.Flagged():
+		return r.HasDigest()
 	}
-	return false
+	return r.State == StateUnreadable
 }
 
 func keyOf(r *Record) ContentKey {
@@ -231,9 +231,9 @@ func classify(before, after *Record, finding string) (FeedEntry, bool) {
 		return classifyOK(before, after, finding)
 	}
 	kind := FeedUnreadable
-	if after.State == StateCorrupt {
+	if after.State.Flagged() {
 		kind = FeedRot
-		finding = cmpOr(finding, "corrupt")
+		finding = cmpOr(finding, after.State.String()) // "corrupt" or "untraced"
 	}
 	if before != nil && before.State == after.State && old.equal(keyOf(after)) {
 		return FeedEntry{}, false // flagged already
@@ -244,7 +244,7 @@ func classify(before, after *Record, finding string) (FeedEntry, bool) {
 // classifyOK classifies a change to an ok record.
 func classifyOK(before, after *Record, finding string) (FeedEntry, bool) {
 	old, now := keyOf(before), keyOf(after)
-	flagged := before != nil && (before.State == StateCorrupt || before.State == StateUnreadable)
+	flagged := before != nil && (before.State.Flagged() || before.State == StateUnreadable)
 	switch {
 	case old.equal(now) && flagged:
 		return FeedEntry{Kind: FeedHealed, Old: old, New: now}, true

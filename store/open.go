@@ -37,7 +37,7 @@ const pageSize = 16 << 10
 const formatID = "annexd-index"
 
 // SchemaVersion is the schema this package writes.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // Options tune Open. The zero value is what the daemon uses.
 type Options struct {

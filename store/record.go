@@ -20,4 +20,5 @@ const (
 	StateChanging   = codec.StateChanging
 	StateCorrupt    = codec.StateCorrupt
 	StatePending    = codec.StatePending
+	StateUntraced   = codec.StateUntraced
 )

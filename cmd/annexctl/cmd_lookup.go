@@ -156,6 +156,9 @@ func stateMessage(r api.LookupResult) string {
 		msg = "not indexed: unreadable"
 	case api.StateCorrupt:
 		msg = "content no longer matches its recorded key " + r.Key.String() + " (corrupt)"
+	case api.StateUntraced:
+		msg = "content no longer matches its recorded key " + r.Key.String() +
+			" (untraced: only the ctime moved; an edit annexd did not see, or rot)"
 	case api.StateOutsideRoots:
 		return "not under any directory annexd watches (" + r.Message + ")"
 	case api.StateInvalid:

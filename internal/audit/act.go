@@ -195,20 +195,32 @@ func (a *recorder) clear(ctx context.Context, r *run, d *store.Due, src Source, 
 	return true
 }
 
-// flag marks the record corrupt or unreadable, keeping its digest, and
-// files the problem. A file whose ctime alone moved (a chmod, or the
-// change left no other trace) takes it into its record, so the indexer
-// leaves the finding in place until the file changes again.
+// flag marks the record corrupt, untraced or unreadable, keeping its
+// digest, and files the problem. A file whose ctime alone moved (a chmod,
+// or the change left no other trace) takes it into its record, so the
+// indexer leaves the finding in place until the file changes again.
 func (a *recorder) flag(ctx context.Context, r *run, d *store.Due, out *outcome) bool {
 	rec := d.Record
-	rec.State = store.StateCorrupt
-	if out.v.Class == Unreadable {
-		rec.State = store.StateUnreadable
-	}
+	rec.State = flagState[out.v.Class]
 	if out.f.BeforeErr == nil {
 		takeCtime(&rec, out.f.Before)
 	}
 	return a.finding(ctx, r, d, out, rec, out.observed())
+}
+
+// flagState is the record state of each class a record is flagged with.
+var flagState = map[Class]store.State{Corrupt: store.StateCorrupt, Untraced: store.StateUntraced, Unreadable: store.StateUnreadable}
+
+// flaggedClass is the class a record in state st was flagged with:
+// Corrupt, Untraced, or 0.
+func flaggedClass(st store.State) Class {
+	switch st {
+	case store.StateCorrupt:
+		return Corrupt
+	case store.StateUntraced:
+		return Untraced
+	}
+	return 0
 }
 
 // feedFinding names a finding of class c in the change feed

@@ -87,8 +87,8 @@ func TestClassifiesChanges(t *testing.T) {
 	if r := e.record(e.path("edited")); string(r.Digest) != string(digestOf("edited, a new mtime")) || r.State != store.StateOK {
 		t.Errorf("edited: the indexer did not record the new content: %+v", r)
 	}
-	if r := e.record(e.path("restored")); string(r.Digest) != string(digestOf("original restored")) || r.State != store.StateCorrupt {
-		t.Errorf("restored: the key was not kept, flagged: %+v", r)
+	if r := e.record(e.path("restored")); string(r.Digest) != string(digestOf("original restored")) || r.State != store.StateUntraced {
+		t.Errorf("restored: the key was not kept, flagged untraced: %+v", r)
 	}
 	if _, ok, _ := e.st.Get([]byte(e.path("deleted"))); ok {
 		t.Error("the deleted file's record is still there")

@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -122,6 +123,9 @@ func (b *book) pruneEntries(ctx context.Context) error {
 				return err
 			}
 		}
+		if err := b.untrace(l); err != nil {
+			return err
+		}
 	}
 	for p := range all { // no record holds them
 		if err := b.deleteEntry(ctx, p); err != nil {
@@ -151,6 +155,29 @@ func (b *book) rehome(ctx context.Context, l listed) error {
 	}
 	b.log.Info("an audit finding follows its file", "from", l.at, "path", l.path, "class", e.Class)
 	return b.deleteEntry(ctx, l.at)
+}
+
+// untrace gives the record of the untraced finding l the state untraced
+// when it is flagged corrupt: an index of schema 7 had one flagged state
+// for both, and only the finding said which it was.
+func (b *book) untrace(l listed) error {
+	if c, _ := parseClass(l.e.Class); c != Untraced {
+		return nil
+	}
+	r, ok, err := b.st.Get([]byte(l.path))
+	if err != nil || !ok || r.State != store.StateCorrupt {
+		return err
+	}
+	nr := r
+	nr.State = store.StateUntraced
+	err = commit(b.st, store.Change{Op: store.OpPutIf, Path: []byte(l.path), Record: nr, Expect: r, Finding: Untraced.String()})
+	if errors.Is(err, store.ErrConflict) {
+		return nil // the indexer wrote it meanwhile
+	}
+	if err == nil {
+		b.log.Info("a record flagged corrupt takes the class of its finding", "path", l.path, "state", nr.State.String())
+	}
+	return err
 }
 
 // snapshot returns the findings kept in memory.
@@ -251,7 +278,9 @@ func (b *book) resolve(path string, e *entry, all map[string]entry) (string, boo
 }
 
 // standing returns the class of the finding that stands for rec, the
-// flagged record of path, or 0.
+// flagged record of path: its entry's, else the one rec's state says (an
+// entry not filed: no audit heard the indexer's finding, or a crash came
+// first), or 0.
 func (b *book) standing(ctx context.Context, path string, rec *store.Record) Class {
 	if e, ok := b.findingOf(path, rec); ok {
 		return e.standsFor()
@@ -265,7 +294,7 @@ func (b *book) standing(ctx context.Context, path string, rec *store.Record) Cla
 			return e.standsFor()
 		}
 	}
-	return 0
+	return flaggedClass(rec.State)
 }
 
 // problemCount counts the findings that stand: what Problems lists.

@@ -25,7 +25,7 @@ func holds(r *store.Record, e *entry) bool {
 	case LostWrite:
 		return r.State == store.StateOK && bytes.Equal(r.Digest, e.Observed)
 	case Corrupt, Untraced, Unreadable:
-		flagged := r.State == store.StateCorrupt || r.State == store.StateUnreadable
+		flagged := r.State.Flagged() || r.State == store.StateUnreadable
 		return flagged && (len(e.Recorded) == 0 || bytes.Equal(r.Digest, e.Recorded))
 	}
 	return false

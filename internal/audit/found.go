@@ -2,6 +2,7 @@ package audit
 
 import (
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/annexd/annexd/store"
@@ -50,10 +51,12 @@ func (a *Auditor) Found(r Report) {
 				e.Class = c.String()
 			}
 			e.Pass, e.Seen = cur.Pass, cur.Seen
+			a.classRecord(r.Path, r.Now, e.Class)
 			a.submitEntry(r.Path, e, false)
 			return
 		}
 		if standing {
+			a.classRecord(r.Path, r.Now, cur.standsFor().String())
 			return // its finding stands
 		}
 		if old, ok := a.findingOf(r.From, &r.Was); ok && r.From != r.Path && old.standsFor().keyKept() {
@@ -63,6 +66,7 @@ func (a *Auditor) Found(r Report) {
 		if c, _ := parseClass(e.Class); c == Untraced {
 			e.Why = whyUntraced
 		}
+		a.classRecord(r.Path, r.Now, e.Class)
 	default:
 		a.log.Warn("an unknown finding of the indexer", "path", r.Path, "class", r.Class.String())
 		return
@@ -97,5 +101,26 @@ func (a *Auditor) submitEntry(path string, e entry, news bool) {
 		a.log.Warn("audit found a problem", "class", e.Class, "path", path, "recorded", pr.RecordedKey,
 			"observed", pr.ObservedKey, "why", e.Why)
 		a.note.send(pr)
+	})
+}
+
+// classRecord gives rec, the flagged record the indexer wrote for path,
+// the state of the class its finding is filed with, when it has the other
+// one: a file found corrupt, then unreadable, then readable again under
+// a moved ctime is hashed as untraced, and its finding says corrupt. So
+// lookup says what the finding says. The change is conditional: a record
+// written since is left as it is.
+func (a *Auditor) classRecord(path string, rec store.Record, class string) {
+	c, _ := parseClass(class)
+	st := flagState[c]
+	if !c.keyKept() || !rec.State.Flagged() || rec.State == st {
+		return
+	}
+	nr := rec
+	nr.State = st
+	a.st.Submit(store.Change{Op: store.OpPutIf, Path: []byte(path), Record: nr, Expect: rec, Finding: class}, func(err error) {
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			a.log.Warn("cannot flag a record with its finding's class", "path", path, "class", class, "err", err)
+		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/internal/indexer"
 	"github.com/annexd/annexd/internal/ledger"
 	"github.com/annexd/annexd/store"
 )
@@ -71,7 +72,7 @@ func TestUntracedWaitsForTheLedger(t *testing.T) {
 				t.Fatalf("the edit was not recorded: %+v", r)
 			case !synced && (s.Found(Untraced) != 1 || s.Found(Modified) != 0):
 				t.Fatalf("counts %v, want the rewrite untraced", s.Counts)
-			case !synced && (r.State != store.StateCorrupt || !bytes.Equal(r.Digest, before.Digest) || r.CtimeNs != fi.CtimeNs):
+			case !synced && (r.State != store.StateUntraced || !bytes.Equal(r.Digest, before.Digest) || r.CtimeNs != fi.CtimeNs):
 				t.Fatalf("the key was not kept with the new ctime: %+v, before %+v", r, before)
 			}
 			if ps := e.problems(); len(ps) != map[bool]int{true: 0, false: 1}[synced] || int(e.a.Status().Problems) != len(ps) {
@@ -289,6 +290,41 @@ func TestEditThroughAnotherName(t *testing.T) {
 		t.Fatalf("the edit was not recorded: %+v", r)
 	}
 	if ps := e.problems(); len(ps) != 0 {
+		t.Fatalf("problems %v", ps)
+	}
+}
+
+// An index of schema 7 had one flagged state for corrupt and untraced
+// records: only the finding said which. The audit, at its start, gives an
+// untraced finding's record the state untraced, so lookup says so too.
+func TestUntracedRecordOfSchema7(t *testing.T) {
+	o := envOptions()
+	e := newEnv(t, "", o)
+	e.write("doc.txt", "the first words")
+	e.ix.Rescan(e.root)
+	e.settle()
+	p := e.path("doc.txt")
+	before := e.record(p)
+	waitFor(t, "the clock to pass the ctime", func() bool { return time.Now().UnixNano() > before.CtimeNs+1e6 })
+	rewriteKeepMtime(t, p, "the other words")
+	if s := e.run(StartOptions{FullSpeed: true}); s.Found(Untraced) != 1 {
+		t.Fatalf("counts %v, want the rewrite untraced", s.Counts)
+	}
+	old := e.record(p)
+	old.State = store.StateCorrupt // as schema 7 wrote it
+	if err := e.st.Put(context.Background(), []byte(p), old); err != nil {
+		t.Fatal(err)
+	}
+	e.restart(o)
+	for deadline := time.Now().Add(10 * time.Second); e.record(p).State != store.StateUntraced; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the record says %v, want untraced", e.record(p).State)
+		}
+	}
+	if res, err := e.ix.Lookup(context.Background(), p, false); err != nil || res.State != indexer.Untraced {
+		t.Fatalf("lookup %+v, %v; want untraced", res, err)
+	}
+	if ps := e.problems(); len(ps) != 1 || ps[p].Class != Untraced {
 		t.Fatalf("problems %v", ps)
 	}
 }

@@ -33,6 +33,8 @@ func (h *Healer) rotten(p *audit.Problem) (rot, string, string) {
 		return r, Changed, "its record cannot be read: " + err.Error()
 	case !ok:
 		return r, Changed, "no longer indexed"
+	case rec.State == store.StateUntraced && bytes.Equal(rec.Digest, p.Recorded):
+		return r, Refused, notCorrupt(audit.Untraced) // its record says so, whatever the finding says
 	case rec.State != store.StateCorrupt || !bytes.Equal(rec.Digest, p.Recorded):
 		return r, Changed, "its record changed since it was flagged (the indexer saw an edit)"
 	}
@@ -101,7 +103,7 @@ func (h *Healer) candidates(p *audit.Problem, r rot, peers [][]byte) (candidates
 			continue
 		}
 		rec, ok, err := h.st.Get(q)
-		if err != nil || !ok || (rec.State != store.StateOK && rec.State != store.StateCorrupt) || !bytes.Equal(rec.Digest, r.rec.Digest) {
+		if err != nil || !ok || (rec.State != store.StateOK && !rec.State.Flagged()) || !bytes.Equal(rec.Digest, r.rec.Digest) {
 			continue
 		}
 		if slices.ContainsFunc(g.Members, func(m store.Member) bool { return bytes.Equal(m.Path, q) }) {

@@ -278,3 +278,39 @@ func TestHealCopyRotsAfterChosen(t *testing.T) {
 		})
 	}
 }
+
+// A file rewritten with its mtime set back while nothing watched changed
+// without a trace: the new bytes may be the user's. Heal leaves it, even
+// where no audit heard the indexer's finding (no finding was filed: the
+// audit was off, or a crash came first) and the audit, reading the file
+// later under the ctime the finding took, sees nothing but other bytes:
+// the record says untraced, and that class stands.
+func TestHealRefusesUntraced(t *testing.T) {
+	e := newEnv(t, loopfs.Ext4)
+	data := content(64 << 10)
+	victim := e.write("a.bin", data)
+	e.write("copy.bin", data)
+	e.start(Options{})
+	edit := content(64 << 10)
+	old := time.Now().Add(-time.Hour).Truncate(time.Second)
+	if err := os.WriteFile(victim, edit, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(victim, old, old); err != nil {
+		t.Fatal(err)
+	}
+	e.ix.Rehash(victim)
+	e.settle()
+	if rec, _, _ := e.st.Get([]byte(victim)); rec.State != store.StateUntraced {
+		t.Fatalf("record after the untraced rewrite: %v, want untraced\nlog:\n%s", rec.State, e.log)
+	}
+	e.audit()
+	if p := e.problems()[victim]; p.Class != audit.Untraced {
+		t.Fatalf("the audit found %v, want untraced\nlog:\n%s", p.Class, e.log)
+	}
+	f := e.healAll(false)[victim]
+	if f.Outcome != Refused {
+		t.Fatalf("heal of an untraced file: %+v", f)
+	}
+	mustHold(t, victim, edit)
+}

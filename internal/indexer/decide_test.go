@@ -153,7 +153,19 @@ func TestJudge(t *testing.T) {
 		{"flagged corrupt, still rotten", with(rot, state(store.StateCorrupt)), keepCorrupt},
 		{"unreadable with the last digest, now readable", with(rot, state(store.StateUnreadable)), keepCorrupt},
 		{"only the ctime moved (chmod, chown, link, xattr)", chmod, keepUntraced},
-		{"only the ctime moved, flagged", with(chmod, state(store.StateCorrupt)), keepUntraced},
+		{"only the ctime moved, flagged corrupt: corrupt still", with(chmod, state(store.StateCorrupt)), keepCorrupt},
+		{"flagged untraced, hashed again with the ctime it took: untraced still", with(rot, state(store.StateUntraced)), keepUntraced},
+		{"flagged untraced, the ctime moved again", with(chmod, state(store.StateUntraced)), keepUntraced},
+		{"flagged untraced, after an unclean end: untraced still", with(rot, func(r *rehash) {
+			r.trusted, r.was.State = false, store.StateUntraced
+		}), keepUntraced},
+		{"flagged untraced, the same bytes: healed", with(rot, func(r *rehash) {
+			r.digest, r.was.State = bytes32(1), store.StateUntraced
+		}), takeDigest},
+		{"flagged untraced, a write seen", with(rot, func(r *rehash) { r.seen, r.was.State = true, store.StateUntraced }), takeDigest},
+		{"flagged untraced, written through another name before the finding", with(rot, func(r *rehash) {
+			r.linked, r.was.State = true, store.StateUntraced
+		}), takeDigest},
 		{"only the ctime moved, a write may be unread", with(chmod, func(r *rehash) { r.unread = true }), askLater},
 		{"only the ctime moved, unread, but a write seen", with(chmod, func(r *rehash) { r.unread, r.seen = true, true }), takeDigest},
 		{"ctime unchanged, unread does not matter", with(rot, func(r *rehash) { r.unread = true }), keepCorrupt},

@@ -104,7 +104,7 @@ func (c *checker) gatherFile(j *job, fi fsstat.FileInfo) (fileFacts, error) {
 	}
 	f.rehash = c.pipe.pend.takeRehash(j.path, j.entry)
 	f.seen = c.ledger.Since(j.path, fi.Dev, fi.Ino, f.rec.HashedAt) == ledger.Written
-	if !f.seen && f.ok && f.rec.State == store.StateCorrupt {
+	if !f.seen && f.ok && f.rec.State.Flagged() {
 		// A finding took the ctime it met: a write through another name
 		// before it shows only at that name.
 		f.seen = c.linkedSince(j.path, j.path, fi.Dev, fi.Ino, f.rec.HashedAt)

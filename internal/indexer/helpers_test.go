@@ -149,7 +149,8 @@ type env struct {
 	pause  chan bool // the hand-off stops taking watcher events while paused
 	src    *pausable
 	// kept maps the paths whose records must keep a digest, flagged
-	// corrupt, to that digest: their bytes changed with no witness.
+	// (corrupt or untraced), to that digest: their bytes changed with no
+	// witness.
 	kept map[string][]byte
 	// found holds the findings the indexer reported, by path.
 	found *findings
@@ -448,7 +449,7 @@ func (e *env) compare() mismatch {
 		case !ok:
 			m.extra++
 			m.problems = append(m.problems, "extra record "+path)
-		case keep && (r.State != store.StateCorrupt || !bytes.Equal(r.Digest, kept)):
+		case keep && (!r.State.Flagged() || !bytes.Equal(r.Digest, kept)):
 			m.wrong++
 			m.problems = append(m.problems, fmt.Sprintf("%s: state %v, digest %x; want the key kept, flagged", path, r.State, r.Digest))
 		case keep:

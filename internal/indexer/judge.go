@@ -105,7 +105,8 @@ func (o outcome) String() string { return outcomeNames[o] }
 // metadata, or some of it, and not the bytes) lost a write: the record
 // takes the bytes on disk. Otherwise the recorded key stays: with the
 // ctime unchanged no write made the bytes (corrupt); with only the ctime
-// moved the change left no trace, once the ledger has caught up.
+// moved the change left no trace, once the ledger has caught up. A
+// flagged record keeps the class it has (standing).
 func judge(r rehash) outcome {
 	w := &r.was
 	switch {
@@ -124,25 +125,44 @@ func judge(r rehash) outcome {
 	case w.State == store.StateOK && !r.trusted && r.now.CtimeNs <= w.CtimeNs:
 		return takeLost // the unclean end kept the bytes, or the metadata too, from the disk
 	case w.CtimeNs == r.now.CtimeNs:
-		return keepCorrupt
+		return standing(w.State, keepCorrupt)
 	case r.unread:
 		return askLater
 	}
-	return keepUntraced
+	return standing(w.State, keepUntraced)
+}
+
+// standing keeps the class of a flagged record judged again, o being
+// what the stat says now: a file that still has other bytes stays what it
+// was found to be (the audit's rule too). A kept record takes the ctime it
+// met, so the stat alone would call every untraced file corrupt when it is
+// hashed again.
+func standing(was store.State, o outcome) outcome {
+	switch was {
+	case store.StateCorrupt:
+		return keepCorrupt
+	case store.StateUntraced:
+		return keepUntraced
+	}
+	return o
 }
 
 // keyed reports whether a record in state st holds a key to keep: the
 // content's, or the last one known good.
 func keyed(st store.State) bool {
-	return st == store.StateOK || st == store.StateCorrupt || st == store.StateUnreadable
+	return st == store.StateOK || st.Flagged() || st == store.StateUnreadable
 }
 
 // kept is the record that keeps was's key for the file rec was hashed
-// from: flagged corrupt, with rec's stat identity (so it is settled until
-// the file changes again) and generation. Its hash time stays was's.
-func kept(was, rec store.Record) store.Record {
+// from: flagged as o says (corrupt or untraced), with rec's stat identity
+// (so it is settled until the file changes again) and generation. Its
+// hash time stays was's.
+func kept(was, rec store.Record, o outcome) store.Record {
 	k := was
 	k.State = store.StateCorrupt
+	if o == keepUntraced {
+		k.State = store.StateUntraced
+	}
 	k.SetIdentity(rec.Identity())
 	k.Generation = rec.Generation
 	return k
@@ -177,7 +197,7 @@ func (c *checker) verdict(ctx context.Context, path string, p *prior, rec store.
 	}
 	switch o {
 	case keepCorrupt, keepUntraced:
-		return kept(p.rec, rec), o
+		return kept(p.rec, rec, o), o
 	}
 	return rec, o
 }

@@ -110,7 +110,7 @@ func TestEarlyFindingGivesWayToEditThroughLink(t *testing.T) {
 		must(t, err)
 		var now store.Record
 		now.SetIdentity(identity(fi))
-		must(t, e.st.Put(context.Background(), []byte(a), kept(rec, now)))
+		must(t, e.st.Put(context.Background(), []byte(a), kept(rec, now, keepUntraced)))
 	})
 	e.settle(settleTimeout)
 	if rec, _, _ := e.st.Get([]byte(a)); rec.State != store.StateOK {

@@ -24,10 +24,19 @@ const (
 	NotRegular                  // a directory, symlink, FIFO, socket or device
 	Ignored                     // left out by the ignore patterns or excluded
 	Unreadable                  // the file cannot be read (Message says why)
-	Corrupt                     // an audit found content that no longer matches the recorded key
+	Corrupt                     // content no longer matches the recorded key, and no write made it
+	Untraced                    // content no longer matches the recorded key; only the ctime moved
 )
 
-var stateNames = [...]string{"", "current", "pending", "missing", "not_regular", "ignored", "unreadable", "corrupt"}
+var stateNames = [...]string{"", "current", "pending", "missing", "not_regular", "ignored", "unreadable", "corrupt", "untraced"}
+
+// flaggedState is the Lookup state of a record in the flagged state st.
+func flaggedState(st store.State) State {
+	if st == store.StateUntraced {
+		return Untraced
+	}
+	return Corrupt
+}
 
 func (s State) String() string {
 	if int(s) < len(stateNames) {
@@ -39,7 +48,7 @@ func (s State) String() string {
 // Result is the answer of Lookup.
 type Result struct {
 	State   State
-	Key     key.Key // set when Current or Corrupt
+	Key     key.Key // set when Current, Corrupt or Untraced
 	Size    int64   // from the fresh lstat when the path exists
 	Message string
 	// VerifiedAt is the record's (Unix ns) with a key: when its content
@@ -97,9 +106,9 @@ func (ix *Indexer) lookupRecord(path string) (fi fsstat.FileInfo, r Result, done
 	switch {
 	case rec.State == store.StateUnreadable:
 		return fi, Result{State: Unreadable, Size: fi.Size, Message: "could not be read when last tried"}, true, nil
-	case rec.State == store.StateCorrupt:
+	case rec.State.Flagged():
 		k, err := recordKey(path, &rec)
-		return fi, Result{State: Corrupt, Key: k, Size: fi.Size, VerifiedAt: rec.VerifiedAt}, true, err
+		return fi, Result{State: flaggedState(rec.State), Key: k, Size: fi.Size, VerifiedAt: rec.VerifiedAt}, true, err
 	case ix.ticks.current(&rec, fi):
 		k, err := recordKey(path, &rec)
 		if err != nil {
@@ -213,8 +222,8 @@ func (ix *Indexer) hashNow(ctx context.Context, path string, fi fsstat.FileInfo)
 			return Result{State: Unreadable, Message: kerr.Error()}, false
 		}
 		state := Current
-		if rec.State == store.StateCorrupt {
-			state = Corrupt
+		if rec.State.Flagged() {
+			state = flaggedState(rec.State)
 		}
 		return Result{State: state, Key: k, Size: res.Info.Size, VerifiedAt: rec.VerifiedAt}, false
 	case errors.Is(err, hasher.ErrChanged):

@@ -48,8 +48,8 @@ func (t *ticks) tooFresh(fi fsstat.FileInfo) time.Duration {
 }
 
 // settled reports whether rec still describes the file fi: same identity,
-// and either hashed (not racily clean), known to be unreadable, or found
-// corrupt by an audit (that finding stands until the file changes).
+// and either hashed (not racily clean), known to be unreadable, or
+// flagged, corrupt or untraced (that finding stands until the file changes).
 func (t *ticks) settled(rec *store.Record, fi fsstat.FileInfo) bool {
 	if !sameFile(rec, fi) {
 		return false
@@ -57,7 +57,7 @@ func (t *ticks) settled(rec *store.Record, fi fsstat.FileInfo) bool {
 	switch rec.State {
 	case store.StateOK:
 		return !t.racy(rec)
-	case store.StateUnreadable, store.StateCorrupt:
+	case store.StateUnreadable, store.StateCorrupt, store.StateUntraced:
 		return true
 	}
 	return false

@@ -134,7 +134,7 @@ func (f *renameFacts) fits() bool {
 	switch r.State {
 	case store.StateOK:
 		return !f.racy
-	case store.StateCorrupt, store.StateUnreadable:
+	case store.StateCorrupt, store.StateUntraced, store.StateUnreadable:
 		return r.HasDigest()
 	}
 	return false

@@ -1,10 +1,13 @@
 package indexer
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/annexd/annexd/store"
 )
 
 // rewriteKeepMtime overwrites the start of p with other bytes of the same
@@ -126,4 +129,34 @@ func TestHardlinkRenamedRightAfterRewrite(t *testing.T) {
 	}
 	close(release)
 	e.settle(settleTimeout)
+}
+
+// A file found changed without a trace keeps that class when it is
+// hashed again with nothing changed since (dedup's Rehash, say): its
+// record took the ctime the finding met, so the stat alone would now say
+// corrupt, which tells the user their disk rots and lets a heal restore
+// old bytes over what may be their own edit.
+func TestUntracedHashedAgain(t *testing.T) {
+	root := t.TempDir()
+	f := filepath.Join(root, "f.txt")
+	writeOld(t, f, "the bytes first indexed")
+	e := newEnv(t, root, envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	e.stop()
+	rewriteKeepMtime(t, f)
+	e.keep(f, "the bytes first indexed")
+	e.start(envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	e.ix.Rehash(f)
+	e.settle(settleTimeout)
+	if k := e.found.kinds()[f]; len(k) != 2 || k[0] != FoundUntraced || k[1] != FoundUntraced {
+		t.Errorf("found %v, want changed without a trace, twice", k)
+	}
+	if r, _, err := e.st.Get([]byte(f)); err != nil || r.State != store.StateUntraced {
+		t.Errorf("record state %v (%v), want untraced", r.State, err)
+	}
+	res, err := e.ix.Lookup(context.Background(), f, false)
+	if err != nil || res.State != Untraced {
+		t.Errorf("Lookup = %+v, %v; want untraced", res, err)
+	}
 }

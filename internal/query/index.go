@@ -102,6 +102,7 @@ var lookupStates = map[indexer.State]api.LookupState{
 	indexer.Ignored:    api.StateIgnored,
 	indexer.Unreadable: api.StateUnreadable,
 	indexer.Corrupt:    api.StateCorrupt,
+	indexer.Untraced:   api.StateUntraced,
 }
 
 // Lookup asks the indexer for the key of the file at path now; a

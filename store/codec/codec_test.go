@@ -25,6 +25,8 @@ func golden() Record {
 func TestEncodingsKeepTheirBytes(t *testing.T) {
 	r := golden()
 	r2 := Record{State: StatePending, Size: 5, MtimeNs: -3}
+	r3 := golden()
+	r3.State = StateUntraced // schema 8
 	fk := FileKey(nil, 300, []byte("a.jpg"))
 	dk := DigestKey(nil, r.Backend.Base(), r.Digest)
 	for _, c := range []struct {
@@ -34,6 +36,7 @@ func TestEncodingsKeepTheirBytes(t *testing.T) {
 	}{
 		{"record", AppendRecord(nil, &r), "0101c000070e151c232a31383f464d545b626970777e858c939aa1a8afb6bdc4cbd2d9c0c407aab4aed8c7bfce972f8084af5f828604b1d1f9d603d6ebd891e80580a0b787e9052a"},
 		{"pending record", AppendRecord(nil, &r2), "010004050506000000"},
+		{"untraced record", AppendRecord(nil, &r3), "0101c5" + "00070e151c232a31383f464d545b626970777e858c939aa1a8afb6bdc4cbd2d9c0c407aab4aed8c7bfce972f8084af5f828604b1d1f9d603d6ebd891e80580a0b787e9052a"},
 		{"ids", AppendID(AppendID(AppendID(nil, 0), 255), 1<<40+3), "0001ff06010000000003"},
 		{"file key", fk, "02012c612e6a7067"},
 		{"inode key", InodeKey(nil, 0x10302, 987654321), "03010302043ade68b1"},

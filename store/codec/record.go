@@ -26,13 +26,22 @@ const (
 	StateCorrupt
 	// StatePending: the file is known but not hashed yet.
 	StatePending
+	// StateUntraced: a re-hash or an audit found different content with
+	// only the ctime moved (a chmod, a link, or a write with the mtime set
+	// back that no ledger saw). The digest is the one recorded before.
+	// Schema 8.
+	StateUntraced
 	stateEnd
 )
 
-var stateNames = [stateEnd]string{"ok", "unreadable", "changing", "corrupt", "pending"}
+var stateNames = [stateEnd]string{"ok", "unreadable", "changing", "corrupt", "pending", "untraced"}
 
 // Valid reports whether st is a known state.
 func (st State) Valid() bool { return st < stateEnd }
+
+// Flagged reports whether st keeps the last key known good for bytes it
+// does not name: corrupt or untraced. The state says which finding it is.
+func (st State) Flagged() bool { return st == StateCorrupt || st == StateUntraced }
 
 // String returns the state's lower-case name.
 func (st State) String() string {
@@ -104,16 +113,12 @@ func (r *Record) SameContent(o *Record) bool {
 }
 
 // Audited reports whether an audit re-reads r: it has a digest and its
-// state is ok, corrupt or unreadable (a finding an audit may revise).
+// state is ok, flagged or unreadable (a finding an audit may revise).
 func (r *Record) Audited() bool {
 	if !r.HasDigest() {
 		return false
 	}
-	switch r.State {
-	case StateOK, StateCorrupt, StateUnreadable:
-		return true
-	}
-	return false
+	return r.State == StateOK || r.State == StateUnreadable || r.State.Flagged()
 }
 
 // Checked is when r's content was last confirmed: VerifiedAt, or HashedAt
