@@ -29,6 +29,9 @@ type Auditor interface {
 	// AuditAccept takes the content the flagged files at or below path
 	// have now. ErrNotFound when nothing there is flagged.
 	AuditAccept(ctx context.Context, path []byte) (AuditAcceptResult, error)
+	// AuditHistory returns the passes completed, oldest first: the last
+	// 100 the daemon keeps.
+	AuditHistory(ctx context.Context) ([]AuditPassSummary, error)
 }
 
 // AuditRequest is a run asked for by hand.
@@ -149,9 +152,22 @@ type AuditPassSummary struct {
 	ID     uint64           `json:"id"`
 	Began  time.Time        `json:"began"`
 	Ended  time.Time        `json:"ended"`
-	Files  int64            `json:"files"`
+	Files  int64            `json:"files"` // in the pass when it began
 	Bytes  int64            `json:"bytes"`
-	Counts map[string]int64 `json:"counts"`
+	Counts map[string]int64 `json:"counts"` // files decided, by class
+	// BytesOK are the bytes verified ok (0 in a pass completed before
+	// the daemon kept them); Problems the files the pass found corrupt,
+	// untraced, unreadable or with a lost write.
+	BytesOK  int64 `json:"bytes_ok,omitempty"`
+	Problems int64 `json:"problems"`
+	// Coverage is the schedule's coverage when the pass ended; nil for a
+	// pass completed before the daemon kept it.
+	Coverage *AuditCoverage `json:"coverage,omitempty"`
+}
+
+// AuditHistory is the answer of /v1/audit/history.
+type AuditHistory struct {
+	Passes []AuditPassSummary `json:"passes"` // oldest first
 }
 
 // AuditCoverage says how much of the index was verified recently.

@@ -48,6 +48,13 @@ func (c *Client) AuditStatus(ctx context.Context) (AuditStatus, error) {
 	return s, err
 }
 
+// AuditHistory returns the passes the audit completed, oldest first.
+func (c *Client) AuditHistory(ctx context.Context) ([]AuditPassSummary, error) {
+	var h AuditHistory
+	err := c.getJSON(ctx, "/v1/audit/history", nil, &h)
+	return h.Passes, err
+}
+
 // AuditProblems calls fn for each file the audit found not ok.
 func (c *Client) AuditProblems(ctx context.Context, fn func(AuditProblem) error) error {
 	resp, err := c.do(ctx, "GET", "/v1/audit/problems", nil, nil)

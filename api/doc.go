@@ -28,6 +28,7 @@
 //	GET  /v1/audit/runs/{id}[?wait=1&timeout=D]      AuditRun; with wait, a long poll until the run ends
 //	GET  /v1/audit/status                 AuditStatus (JSON)
 //	GET  /v1/audit/problems               NDJSON AuditProblems: the files found corrupt, unreadable or with a lost write
+//	GET  /v1/audit/history                {"passes": [AuditPassSummary...]}: the passes completed, oldest first (the last 100)
 //	POST /v1/audit/pause, /v1/audit/resume   → AuditStatus; a pause holds across restarts
 //	POST /v1/audit/accept?path=P          the flagged files at or below P take their content now → AuditAcceptResult
 //	GET  /v1/hub/whereis?key=K            the hosts holding K's content → HubContent (also digest=, path=)

@@ -230,7 +230,9 @@ func TestPage(t *testing.T) {
 	t.Parallel()
 	b := newBrowser(t)
 	fs := loopfs.New(t, loopfs.XFS, loopfs.Options{Size: 300 << 20})
-	root := fs.Path("home")
+	// A root named as a person's home, so the screenshots in docs/ look
+	// like one.
+	root := fs.Path("home/alex")
 	const size = 4 << 20
 	writeRandom(t, filepath.Join(root, "photos", "a.raw"), 1, size)
 	writeRandom(t, filepath.Join(root, "backup", "a.raw"), 1, size)
@@ -238,6 +240,10 @@ func TestPage(t *testing.T) {
 	writeAged(t, filepath.Join(root, "docs", "rot.bin"), 3, 64<<10)
 	writeAged(t, filepath.Join(root, "docs-copy", "rot.bin"), 3, 64<<10)
 	d := startOn(t, dedupBase(t, auditConf), root)
+	// One pass of the audit, so the page has a history to draw.
+	if code, run := auditRun(t, d); code != 0 || run.Counts["ok"] != 5 {
+		t.Fatalf("the first audit run: exit %d, %+v", code, run)
+	}
 	u := pageURL(t, d)
 	checkPageGuard(t, u)
 
@@ -261,6 +267,7 @@ func TestPage(t *testing.T) {
 	b.run(t, "keyboard", chromedp.Focus(chromedp.CSS(`#treemap g[tabindex="0"]`)), chromedp.KeyEvent("\b"))
 	b.waitJS(t, "up again", `document.querySelector("#crumbs [aria-current]").textContent.startsWith(`+jsString(root)+`)`)
 	b.waitJS(t, "the no-hub reason", `document.querySelector("#machines-msg").textContent.includes("[publish] hub")`)
+	checkHistory(t, b, 1, "0")
 	b.checkClean(t, "first paint")
 	shots(t, b)
 
@@ -343,6 +350,19 @@ func shots(t *testing.T, b *browser) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
+// checkHistory checks the audit's history: a bar and a table row a pass,
+// the newest row first with its problems and a coverage of 100% (every
+// file was verified within the schedule).
+func checkHistory(t *testing.T, b *browser, passes int, problems string) {
+	t.Helper()
+	b.waitJS(t, "the audit's history", `document.querySelectorAll("#history rect").length === `+strconv.Itoa(passes))
+	var rows [][]string
+	b.eval(t, `[...document.querySelectorAll("#history-table tbody tr")].map(r => [...r.cells].map(c => c.textContent))`, &rows)
+	if len(rows) != passes || len(rows[0]) != 4 || rows[0][2] != problems || rows[0][3] != "100.0%" {
+		t.Errorf("the history's table %q: want %d passes, the newest with %s problems and 100.0%% coverage", rows, passes, problems)
+	}
+}
+
 // pageHeal rots a file that has a verified copy, lets the audit find it,
 // and heals it from the page: the plan names the copy and changes
 // nothing, the heal restores the file's SHA-256 and says so.
@@ -357,6 +377,7 @@ func pageHeal(t *testing.T, b *browser, d *daemon, fs *loopfs.FS, root, u string
 	rot := sumOf(t, rotten)
 	b.run(t, "reload", chromedp.Navigate(strings.SplitN(u, "?", 2)[0]))
 	b.waitJS(t, "problems", `document.querySelector("#problems-table tbody").textContent.includes("rot.bin")`)
+	checkHistory(t, b, 2, "1")
 	b.click(t, "problems-table", "rot.bin", "Heal")
 	b.waitJS(t, "the heal's plan", `document.querySelector("#confirm").open || document.querySelector("#audit-msg").textContent.startsWith("Heal:")`)
 	var msg, plan string

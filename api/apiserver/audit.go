@@ -128,6 +128,21 @@ func (h *auditHandlers) status(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
+// history answers GET /v1/audit/history: {"passes": [...]}, the passes
+// completed, oldest first (the last 100).
+func (h *auditHandlers) history(w http.ResponseWriter, r *http.Request) {
+	au, ok := h.auditor(w)
+	if !ok {
+		return
+	}
+	passes, err := au.AuditHistory(r.Context())
+	if err != nil {
+		h.indexError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.AuditHistory{Passes: passes})
+}
+
 // problems answers GET /v1/audit/problems with one NDJSON
 // object per file found not ok, then the end line.
 func (h *auditHandlers) problems(w http.ResponseWriter, r *http.Request) {

@@ -86,6 +86,11 @@ func (x *auditIndex) AuditAccept(_ context.Context, path []byte) (api.AuditAccep
 	return api.AuditAcceptResult{Accepted: [][]byte{path}}, nil
 }
 
+func (x *auditIndex) AuditHistory(context.Context) ([]api.AuditPassSummary, error) {
+	return []api.AuditPassSummary{{ID: 3, Began: time.Unix(100, 0), Ended: time.Unix(160, 0), Files: 4, Problems: 1,
+		Counts: map[string]int64{"ok": 3, "corrupt": 1}, Coverage: &api.AuditCoverage{EverySeconds: 60, Files: 3, Total: 4}}}, nil
+}
+
 // Each audit route reaches the Auditor and its answer comes back whole: a
 // run's options and paths, a long poll that ends with the run, a problem
 // whose path is not UTF-8, pause and resume, accept.
@@ -132,6 +137,10 @@ func TestAuditRoutes(t *testing.T) {
 	}
 	if st, err := c.AuditResume(ctx); err != nil || st.State != "idle" {
 		t.Errorf("resume: %+v, %v", st, err)
+	}
+	if h, err := c.AuditHistory(ctx); err != nil || len(h) != 1 || h[0].ID != 3 || h[0].Problems != 1 ||
+		h[0].Coverage == nil || h[0].Coverage.Files != 3 || !h[0].Ended.Equal(time.Unix(160, 0)) {
+		t.Errorf("history: %+v, %v", h, err)
 	}
 	res, err := c.AuditAccept(ctx, x.bad)
 	if err != nil || len(res.Accepted) != 1 || !bytes.Equal(res.Accepted[0], x.bad) {

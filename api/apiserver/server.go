@@ -314,6 +314,7 @@ func (s *Server) endpoints() http.Handler {
 	handle("GET /v1/audit/runs/{id}", s.serving(au.runGet))
 	handle("GET /v1/audit/status", s.serving(au.status))
 	handle("GET /v1/audit/problems", s.serving(au.problems))
+	handle("GET /v1/audit/history", s.serving(au.history))
 	handle("POST /v1/audit/pause", s.serving(au.pause(true)))
 	handle("POST /v1/audit/resume", s.serving(au.pause(false)))
 	handle("POST /v1/audit/accept", s.serving(au.accept))

@@ -30,12 +30,14 @@ moved, with no write seen, changed without a trace (untraced), and keeps
 its key too; a file that was edited goes back to the indexer. audit run
 starts a run now; audit status says what the audit does; audit problems
 lists the files found corrupt, untraced, unreadable or with a lost write;
-audit accept takes a flagged file's content once you have dealt with it.`,
+audit accept takes a flagged file's content once you have dealt with it;
+audit history lists the passes completed and the coverage each left.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newAuditRunCmd(), newAuditStatusCmd(), newAuditProblemsCmd(),
-		newAuditPauseCmd(true), newAuditPauseCmd(false), newAuditAcceptCmd(), newAuditHealCmd())
+		newAuditPauseCmd(true), newAuditPauseCmd(false), newAuditAcceptCmd(), newAuditHealCmd(),
+		newAuditHistoryCmd())
 	return cmd
 }
 

@@ -559,17 +559,25 @@ func (a *Auditor) beginPass(ctx context.Context) error {
 // completePass ends the pass in progress: its summary becomes the last
 // pass's, and the entries that only served it go.
 func (a *Auditor) completePass(ctx context.Context) {
+	a.countCoverage(ctx)
 	a.mu.Lock()
-	p := a.state.Pass
+	p, cv := a.state.Pass, a.cover
 	s := &PassSummary{ID: p.ID, Began: p.Began, Ended: time.Now().UnixNano(), Cutoff: p.Cutoff, Files: p.Files, Bytes: p.Bytes,
-		Counts: map[string]int64{OK.String(): p.OK}}
+		Counts: map[string]int64{OK.String(): p.OK}, OKBytes: p.OKBytes}
+	if cv.At.UnixNano() >= p.Began { // not a count from before the pass, when this one failed
+		s.Cover = &PassCoverage{Every: int64(cv.Every), Files: cv.Files, Bytes: cv.Bytes, Total: cv.Total, TotalBytes: cv.TotalBytes}
+	}
 	for c, n := range a.passCounts {
 		s.Counts[c.String()] = n
 	}
+	prev := a.state.Last
 	a.state.Last, a.state.Pass, a.state.NextRun = s, nil, 0
 	clear(a.passCounts)
 	clear(a.skip)
 	a.mu.Unlock()
+	if err := a.recordPass(s, prev); err != nil {
+		a.log.Warn("cannot add the pass to the audit's history", "err", err)
+	}
 	if err := a.saveState(ctx); err != nil {
 		a.log.Warn("cannot save the audit's state", "err", err)
 	}

@@ -59,6 +59,10 @@ type PassSummary struct {
 	Files  int64            `json:"files"` // in the pass when it began
 	Bytes  int64            `json:"bytes"`
 	Counts map[string]int64 `json:"counts"` // by class
+	// OKBytes are the bytes verified ok; Cover the coverage when the pass
+	// completed (nil in a pass completed before they were kept).
+	OKBytes int64         `json:"ok_bytes,omitempty"`
+	Cover   *PassCoverage `json:"cover,omitempty"`
 }
 
 // entry is what metaEntry + path holds.

@@ -84,10 +84,33 @@ func apiAuditStatus(s audit.Status) api.AuditStatus {
 			Done: p.Done, DoneBytes: p.DoneBytes, Counts: p.Counts, ETASeconds: p.ETA.Seconds()}
 	}
 	if l := s.Last; l != nil {
-		out.LastPass = &api.AuditPassSummary{ID: l.ID, Began: time.Unix(0, l.Began), Ended: time.Unix(0, l.Ended),
-			Files: l.Files, Bytes: l.Bytes, Counts: l.Counts}
+		ps := apiPassSummary(*l)
+		out.LastPass = &ps
 	}
 	return out
+}
+
+func apiPassSummary(l audit.PassSummary) api.AuditPassSummary {
+	out := api.AuditPassSummary{ID: l.ID, Began: time.Unix(0, l.Began), Ended: time.Unix(0, l.Ended),
+		Files: l.Files, Bytes: l.Bytes, Counts: l.Counts, BytesOK: l.OKBytes, Problems: l.Problems()}
+	if c := l.Cover; c != nil {
+		out.Coverage = &api.AuditCoverage{EverySeconds: time.Duration(c.Every).Seconds(), Files: c.Files, Bytes: c.Bytes,
+			Total: c.Total, TotalBytes: c.TotalBytes, At: out.Ended}
+	}
+	return out
+}
+
+// AuditHistory implements api.Auditor.
+func (x Audit) AuditHistory(context.Context) ([]api.AuditPassSummary, error) {
+	h, err := x.au.History()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.AuditPassSummary, len(h))
+	for i, p := range h {
+		out[i] = apiPassSummary(p)
+	}
+	return out, nil
 }
 
 // AuditProblems implements api.Auditor.

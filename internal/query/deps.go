@@ -60,4 +60,5 @@ type Auditor interface {
 	Pause(ctx context.Context) error
 	Resume(ctx context.Context) error
 	Accept(ctx context.Context, path []byte) (audit.AcceptResult, error)
+	History() ([]audit.PassSummary, error)
 }

@@ -459,12 +459,71 @@ function coverageRows(a) {
   return rows;
 }
 
+// passCover is the share of the files verified within the schedule when
+// pass p ended, or null when the daemon did not keep it.
+function passCover(p) {
+  const c = p.coverage;
+  return c && c.total > 0 ? c.files / c.total : null;
+}
+
+// drawHistory draws a bar a pass, oldest left, as high as the coverage it
+// left; a pass that found problems is drawn in the warning colour.
+function drawHistory(passes) {
+  const svg = $("history");
+  const w = svg.clientWidth || 600, h = 160, top = 8, bottom = 132;
+  svg.setAttribute("viewBox", "0 0 " + w + " " + h);
+  svg.replaceChildren();
+  for (const f of [0, 0.5, 1]) {
+    const y = bottom - f * (bottom - top);
+    svg.append(svgEl("line", { x1: 34, x2: w, y1: y, y2: y, class: "grid" }));
+    const t = svgEl("text", { x: 0, y: y + 4 });
+    t.textContent = f * 100 + "%";
+    svg.append(t);
+  }
+  if (!passes.length) {
+    const t = svgEl("text", { x: 40, y: 70 });
+    t.textContent = "No pass completed yet.";
+    svg.append(t);
+    return;
+  }
+  const step = (w - 40) / passes.length, bw = Math.max(2, Math.min(40, step - 2));
+  passes.forEach((p, i) => {
+    const f = passCover(p) || 0, x = 40 + i * step;
+    const r = svgEl("rect", { x: x, y: bottom - f * (bottom - top), width: bw, height: f * (bottom - top), class: p.problems > 0 ? "bad" : "cov-done" });
+    const tip = svgEl("title", {});
+    tip.textContent = new Date(p.ended).toLocaleDateString() + ": " + (passCover(p) === null ? "coverage not kept" : (f * 100).toFixed(1) + "%");
+    r.append(tip);
+    svg.append(r);
+  });
+  const first = svgEl("text", { x: 40, y: h - 8 });
+  first.textContent = new Date(passes[0].ended).toLocaleDateString();
+  svg.append(first);
+  if (passes.length > 1) {
+    const last = svgEl("text", { x: w, y: h - 8, "text-anchor": "end" });
+    last.textContent = new Date(passes[passes.length - 1].ended).toLocaleDateString();
+    svg.append(last);
+  }
+}
+
+async function loadHistory() {
+  const passes = (await api("GET", "/v1/audit/history")).passes || [];
+  drawHistory(passes);
+  const body = $("history-table").querySelector("tbody");
+  body.replaceChildren(...passes.slice().reverse().map(p => el("tr", {},
+    el("td", {}, new Date(p.ended).toLocaleString()),
+    el("td", { class: "num" }, count((p.counts || {}).ok || 0) + " files"),
+    el("td", { class: "num" }, count(p.problems || 0)),
+    el("td", { class: "num" }, passCover(p) === null ? "–" : (passCover(p) * 100).toFixed(1) + "%"))));
+  if (!passes.length) body.append(el("tr", {}, el("td", { colspan: "4" }, "No pass completed yet.")));
+}
+
 async function loadAudit() {
   try {
     const a = await api("GET", "/v1/audit/status");
     drawCoverage(a);
     const body = $("cov-table").querySelector("tbody");
     body.replaceChildren(...coverageRows(a).map(([k, v]) => el("tr", {}, el("th", { scope: "row" }, k), el("td", {}, v))));
+    await loadHistory();
     const probs = items(await api("GET", "/v1/audit/problems"));
     const pb = $("problems-table").querySelector("tbody");
     pb.replaceChildren();
