@@ -216,8 +216,8 @@ func (h *Healer) fromCopies(ctx context.Context, p *audit.Problem, r rot, cs can
 		case Healed:
 			f.Outcome, f.Source, f.Aside, f.Reason = Healed, []byte(src), why, "restored from a verified copy ("+how(c.local)+")"
 			return f
-		case Changed:
-			f.Outcome, f.Reason = Changed, why
+		case Changed, Busy:
+			f.Outcome, f.Reason = res, why
 			return f
 		}
 		healthy--
@@ -238,8 +238,8 @@ func (h *Healer) fromCopies(ctx context.Context, p *audit.Problem, r rot, cs can
 		case Healed:
 			f.Outcome, f.Host, f.Aside, f.Reason = Healed, host, why, "restored from a verified copy on "+host
 			return f
-		case Changed:
-			f.Outcome, f.Reason = Changed, why
+		case Changed, Busy:
+			f.Outcome, f.Reason = res, why
 			return f
 		}
 		notes = append(notes, why)

@@ -40,6 +40,7 @@ const (
 	WouldHeal = "would_heal" // a dry run found a verified copy
 	NoCopy    = "no_copy"    // no copy verified
 	Changed   = "changed"    // the file changed since it was flagged
+	Busy      = "busy"       // another process holds the file open: not touched
 	Refused   = "refused"    // not a corrupt finding, or the heal failed
 )
 

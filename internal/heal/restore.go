@@ -30,7 +30,7 @@ const (
 )
 
 // testHook, set only by tests, runs at each step of a restore
-// ("chosen", "filled", "verified", "exchanged", "aside"), with the
+// ("chosen", "filled", "verified", "leased", "exchanged", "aside"), with the
 // temporary file's path (the copy's for "chosen").
 var testHook func(step, temp string)
 
@@ -129,6 +129,15 @@ func (h *Healer) swap(ctx context.Context, r *rot, fillFrom fill, temp string) (
 			return Refused, "cannot catch up with the write ledger: " + err.Error(), host
 		}
 	}
+	ls, err := leaseRotten(r.path, r.fi.Ino)
+	if errors.Is(err, errInUse) {
+		return Busy, "another process holds the file open: not touched; heal it again once it is closed", host
+	}
+	if err != nil {
+		return Changed, "the file changed since it was flagged: " + err.Error(), host
+	}
+	defer ls.release()
+	step("leased", temp)
 	now, err := fsstat.Lstat(r.path)
 	if err != nil {
 		return Changed, "the file changed since it was flagged: " + err.Error(), host
@@ -140,6 +149,13 @@ func (h *Healer) swap(ctx context.Context, r *rot, fillFrom fill, temp string) (
 		return Changed, why, host
 	}
 	step("exchanged", temp)
+	if !ls.intact() {
+		why, ok := undo(temp, r.path)
+		if ok {
+			return Busy, why, host
+		}
+		h.log.Error("a process opened the file during its heal", "path", r.path, "err", why)
+	}
 	if err := putAside(temp, r.fi.Ino); err != nil {
 		// The healed file is in place and the rotten one under temp:
 		// Recover puts it aside at the next start.
@@ -164,6 +180,17 @@ func exchange(temp, path string, ino uint64) string {
 		return "another file took the name during the heal, and swapping it back failed: " + err.Error()
 	}
 	return "another file took the name during the heal; it was put back"
+}
+
+// undo swaps the rotten file back into its name after a process opened it
+// during the swap: its writes then land at the name, not aside.
+// When that fails (ok false) the heal stands and the rotten bytes go
+// aside as usual.
+func undo(temp, path string) (why string, ok bool) {
+	if err := unix.Renameat2(unix.AT_FDCWD, temp, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE); err != nil {
+		return "swapping the rotten file back failed: " + err.Error(), false
+	}
+	return "a process opened the file during the heal: the file was put back as it was; heal it again once it is closed", true
 }
 
 // putAside renames the rotten inode ino from temp to temp+AsideSuffix and

@@ -1,0 +1,72 @@
+package heal
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/annexd/annexd/internal/loopfs"
+)
+
+// A rotten file another process holds open is not touched: a write
+// through that descriptor after the swap would land in the bytes put
+// aside, not at the name.
+func TestHealBusyWhileOpen(t *testing.T) {
+	e := newEnv(t, loopfs.Ext4)
+	data := content(64 << 10)
+	victim := e.write("a.bin", data)
+	e.write("copy.bin", data)
+	e.start(Options{})
+	e.rot(victim)
+	rotten, err := os.ReadFile(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := os.OpenFile(victim, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	f := e.healAll(false)[victim]
+	if f.Outcome != Busy {
+		t.Fatalf("heal of a file held open: %s: %s (%s)", f.Path, f.Outcome, f.Reason)
+	}
+	mustHold(t, victim, rotten)
+	if got := temps(t, e.root); len(got) != 0 {
+		t.Fatalf("temporary files left: %v", got)
+	}
+}
+
+// A process that opens the rotten file by its name in the instant
+// between the last check and the swap (its path lookup finds the rotten
+// inode, then it waits on the lease) writes at the name: the heal puts
+// the rotten file back and says so, and the edit is at the name.
+func TestHealOpenedDuringSwap(t *testing.T) {
+	e := newEnv(t, loopfs.Ext4)
+	data := content(64 << 10)
+	victim := e.write("a.bin", data)
+	e.write("copy.bin", data)
+	e.start(Options{})
+	e.rot(victim)
+	edit := []byte("the user's edit")
+	wrote := make(chan error, 1)
+	testHook = func(step, temp string) {
+		if step != "leased" {
+			return
+		}
+		go func() { wrote <- os.WriteFile(victim, edit, 0o640) }()
+		time.Sleep(300 * time.Millisecond) // not a wait for a result: the open must be under way, waiting on the lease
+	}
+	defer func() { testHook = nil }()
+	f := e.healAll(false)[victim]
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if f.Outcome != Busy {
+		t.Fatalf("heal of a file opened during the swap: %s: %s (%s)", f.Path, f.Outcome, f.Reason)
+	}
+	mustHold(t, victim, edit)
+	if got := temps(t, e.root); len(got) != 0 {
+		t.Fatalf("temporary files left: %v", got)
+	}
+}
