@@ -217,7 +217,7 @@ func (h *Healer) fromCopies(ctx context.Context, p *audit.Problem, r rot, cs can
 			f.Outcome, f.Source, f.Aside, f.Reason = Healed, []byte(src), why, "restored from a verified copy ("+how(c.local)+")"
 			return f
 		case Changed, Busy:
-			f.Outcome, f.Reason = res, why
+			f.Outcome, f.Reason, f.Again = res, why, res == Busy
 			return f
 		}
 		healthy--
@@ -239,8 +239,10 @@ func (h *Healer) fromCopies(ctx context.Context, p *audit.Problem, r rot, cs can
 			f.Outcome, f.Host, f.Aside, f.Reason = Healed, host, why, "restored from a verified copy on "+host
 			return f
 		case Changed, Busy:
-			f.Outcome, f.Reason = res, why
+			f.Outcome, f.Reason, f.Again = res, why, res == Busy
 			return f
+		case unreachable:
+			f.Again = true
 		}
 		notes = append(notes, why)
 	}

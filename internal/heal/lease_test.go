@@ -1,6 +1,10 @@
 package heal
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
 	"os"
 	"testing"
 	"time"
@@ -68,5 +72,51 @@ func TestHealOpenedDuringSwap(t *testing.T) {
 	mustHold(t, victim, edit)
 	if got := temps(t, e.root); len(got) != 0 {
 		t.Fatalf("temporary files left: %v", got)
+	}
+}
+
+// hostsLate is a Remote whose other hosts cannot be asked for its first
+// calls, then send the content it holds (the heal still checks it).
+type hostsLate struct {
+	down int
+	data []byte
+}
+
+func (r *hostsLate) Fetch(ctx context.Context, key string, w io.Writer) (string, error) {
+	if r.down > 0 {
+		r.down--
+		return "", fmt.Errorf("%w: the hub is not connected", ErrUnreachable)
+	}
+	_, err := w.Write(r.data)
+	return "desktop", err
+}
+
+// A heal after a pass that could not ask other hosts (the hub not
+// connected yet) is tried again soon, not only after the next pass.
+func TestPartTriesAgainWhenHostsUnreachable(t *testing.T) {
+	defer func(w []time.Duration) { retryWaits = w }(retryWaits)
+	retryWaits = []time.Duration{20 * time.Millisecond, 20 * time.Millisecond}
+	e := newEnv(t, loopfs.Ext4)
+	data := content(64 << 10)
+	victim := e.write("a.bin", data)
+	e.start(Options{Remote: &hostsLate{down: 2, data: data}})
+	e.rot(victim)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	part := NewPart(e.heal, "any")
+	done := make(chan error, 1)
+	go func() { done <- part.Run(ctx) }()
+	part.Passed()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if b, _ := os.ReadFile(victim); bytes.Equal(b, data) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not healed once the hosts could be asked\n%s", e.log)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -40,6 +40,10 @@ func step(name, temp string) {
 	}
 }
 
+// unreachable is swap's answer when other hosts cannot be asked now; the
+// file's outcome is then no_copy, to be tried again (File.Again).
+const unreachable = "unreachable"
+
 // source is a verified copy on this host.
 type source struct {
 	path string
@@ -109,6 +113,9 @@ func (h *Healer) swap(ctx context.Context, r *rot, fillFrom fill, temp string) (
 	if err != nil {
 		if errors.Is(err, ErrNoCopy) {
 			return NoCopy, "no other host holds a verified copy", host
+		}
+		if errors.Is(err, ErrUnreachable) {
+			return unreachable, err.Error(), host
 		}
 		return Refused, "cannot copy: " + err.Error(), host
 	}
