@@ -219,6 +219,12 @@ func (h *Healer) fromCopies(ctx context.Context, p *audit.Problem, r rot, cs can
 		case Changed, Busy:
 			f.Outcome, f.Reason, f.Again = res, why, res == Busy
 			return f
+		case failed:
+			f.Outcome, f.Reason = Refused, why
+			return f
+		case unlifted:
+			f.Outcome, f.Source, f.Reason = Healed, []byte(src), why
+			return f
 		}
 		healthy--
 		notes = append(notes, fmt.Sprintf("%s: %s", src, why))
@@ -240,6 +246,12 @@ func (h *Healer) fromCopies(ctx context.Context, p *audit.Problem, r rot, cs can
 			return f
 		case Changed, Busy:
 			f.Outcome, f.Reason, f.Again = res, why, res == Busy
+			return f
+		case failed:
+			f.Outcome, f.Reason = Refused, why
+			return f
+		case unlifted:
+			f.Outcome, f.Host, f.Reason = Healed, host, why
 			return f
 		case unreachable:
 			f.Again = true

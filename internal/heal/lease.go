@@ -19,13 +19,15 @@ type lease struct{ f *os.File }
 // errInUse: another process holds the rotten file open.
 var errInUse = errors.New("another process holds the file open")
 
-// leaseRotten opens path without following a link, checks it is the
-// rotten inode ino, and takes a write lease on it.
-func leaseRotten(path string, ino uint64) (*lease, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+// leaseRotten opens name in the folder dfd without following a link,
+// checks it is the rotten inode ino, and takes a write lease on it.
+func leaseRotten(dfd int, name string, ino uint64) (*lease, error) {
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
+	f := os.NewFile(uintptr(fd), name)
+	path := name
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Ino != ino {
 		f.Close()

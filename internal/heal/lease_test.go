@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,5 +119,40 @@ func TestPartTriesAgainWhenHostsUnreachable(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A heal that fails on the rotten file's side (no room for the copy) says
+// so, and does not call the copy unhealthy: "0 of 1 copies healthy"
+// would be untrue.
+func TestHealFullFileSystemSaysSo(t *testing.T) {
+	e := newEnv(t, loopfs.Ext4)
+	data := content(256 << 10)
+	victim := e.write("a.bin", data)
+	e.write("copy.bin", data)
+	e.start(Options{})
+	e.rot(victim)
+	rotten, err := os.ReadFile(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill, err := os.Create(e.fs.Path("filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := make([]byte, 64<<10)
+	for {
+		if _, err := fill.Write(block); err != nil {
+			break // full
+		}
+	}
+	fill.Close()
+	f := e.healAll(false)[victim]
+	if f.Outcome != Refused || !strings.Contains(f.Reason, "no space") || strings.Contains(f.Reason, "healthy") {
+		t.Fatalf("heal on a full file system: %s (%s)", f.Outcome, f.Reason)
+	}
+	mustHold(t, victim, rotten)
+	if got := temps(t, e.root); len(got) != 0 {
+		t.Fatalf("temporary files left: %v", got)
 	}
 }
