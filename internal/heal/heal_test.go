@@ -293,11 +293,16 @@ func TestHealRefusesUntraced(t *testing.T) {
 	e.write("copy.bin", data)
 	e.start(Options{})
 	edit := content(64 << 10)
-	old := time.Now().Add(-time.Hour).Truncate(time.Second)
+	before, err := os.Stat(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(victim, edit, 0o640); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chtimes(victim, old, old); err != nil {
+	// The mtime set back to the very one it had (not "an hour ago" again,
+	// which is another second when the start took longer than one).
+	if err := os.Chtimes(victim, before.ModTime(), before.ModTime()); err != nil {
 		t.Fatal(err)
 	}
 	e.ix.Rehash(victim)
