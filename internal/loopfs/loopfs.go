@@ -20,8 +20,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
