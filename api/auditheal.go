@@ -31,6 +31,7 @@ const (
 	HealWouldHeal = "would_heal" // a dry run found a verified copy
 	HealNoCopy    = "no_copy"    // no copy verified; Reason counts them
 	HealChanged   = "changed"    // the file changed since it was flagged: not touched
+	HealBusy      = "busy"       // another process holds the file open: not touched
 	HealRefused   = "refused"    // not a corrupt finding, several names, or the heal failed
 )
 

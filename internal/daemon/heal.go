@@ -35,8 +35,9 @@ type hubCopies struct{ link *hublink.Link }
 
 var _ heal.Lister = hubCopies{}
 
-// errHubDown: the link has no copier yet, or its connection is down.
-var errHubDown = errors.New("the hub is not connected: no other host can be asked now")
+// errHubDown: the link has no copier yet, or its connection is down;
+// the heal tries again later (heal.ErrUnreachable).
+var errHubDown = fmt.Errorf("%w: the hub is not connected", heal.ErrUnreachable)
 
 func (r hubCopies) Fetch(ctx context.Context, key string, w io.Writer) (string, error) {
 	c := r.link.Remote()

@@ -216,8 +216,14 @@ func (h *Healer) fromCopies(ctx context.Context, p *audit.Problem, r rot, cs can
 		case Healed:
 			f.Outcome, f.Source, f.Aside, f.Reason = Healed, []byte(src), why, "restored from a verified copy ("+how(c.local)+")"
 			return f
-		case Changed:
-			f.Outcome, f.Reason = Changed, why
+		case Changed, Busy:
+			f.Outcome, f.Reason, f.Again = res, why, res == Busy
+			return f
+		case failed:
+			f.Outcome, f.Reason = Refused, why
+			return f
+		case unlifted:
+			f.Outcome, f.Source, f.Reason = Healed, []byte(src), why
 			return f
 		}
 		healthy--
@@ -238,9 +244,17 @@ func (h *Healer) fromCopies(ctx context.Context, p *audit.Problem, r rot, cs can
 		case Healed:
 			f.Outcome, f.Host, f.Aside, f.Reason = Healed, host, why, "restored from a verified copy on "+host
 			return f
-		case Changed:
-			f.Outcome, f.Reason = Changed, why
+		case Changed, Busy:
+			f.Outcome, f.Reason, f.Again = res, why, res == Busy
 			return f
+		case failed:
+			f.Outcome, f.Reason = Refused, why
+			return f
+		case unlifted:
+			f.Outcome, f.Host, f.Reason = Healed, host, why
+			return f
+		case unreachable:
+			f.Again = true
 		}
 		notes = append(notes, why)
 	}

@@ -36,7 +36,7 @@ const (
 // swap leaves the finding standing.
 func TestHealSIGKILL(t *testing.T) {
 	e := newEnv(t, loopfs.Ext4)
-	steps := []string{"chosen", "filled", "verified", "exchanged", "aside", "", "", "", ""}
+	steps := []string{"chosen", "filled", "verified", "leased", "exchanged", "aside", "", "", "", ""}
 	datas := make([][]byte, len(steps))
 	victims := make([]string, len(steps))
 	for i := range steps {

@@ -34,12 +34,17 @@ type Lister interface {
 // ErrNoCopy says no verified copy was found.
 var ErrNoCopy = errors.New("heal: no verified copy")
 
+// ErrUnreachable says other hosts cannot be asked now (the hub is not
+// connected): a Remote wraps it; the heal is tried again later.
+var ErrUnreachable = errors.New("heal: other hosts cannot be asked now")
+
 // The outcomes of a file (File.Outcome).
 const (
 	Healed    = "healed"     // restored from a verified copy
 	WouldHeal = "would_heal" // a dry run found a verified copy
 	NoCopy    = "no_copy"    // no copy verified
 	Changed   = "changed"    // the file changed since it was flagged
+	Busy      = "busy"       // another process holds the file open: not touched
 	Refused   = "refused"    // not a corrupt finding, or the heal failed
 )
 
@@ -52,6 +57,9 @@ type File struct {
 	Host    string // the host a remote copy came from
 	Aside   string // where the rotten bytes are kept
 	Reason  string
+	// Again: not healed for a passing reason (the file was open, other
+	// hosts could not be asked): worth trying again before the next pass.
+	Again bool
 }
 
 // Index is what a heal needs of the index (*store.Store).

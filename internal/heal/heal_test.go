@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -292,11 +293,16 @@ func TestHealRefusesUntraced(t *testing.T) {
 	e.write("copy.bin", data)
 	e.start(Options{})
 	edit := content(64 << 10)
-	old := time.Now().Add(-time.Hour).Truncate(time.Second)
+	before, err := os.Stat(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(victim, edit, 0o640); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chtimes(victim, old, old); err != nil {
+	// The mtime set back to the very one it had (not "an hour ago" again,
+	// which is another second when the start took longer than one).
+	if err := os.Chtimes(victim, before.ModTime(), before.ModTime()); err != nil {
 		t.Fatal(err)
 	}
 	e.ix.Rehash(victim)
@@ -313,4 +319,51 @@ func TestHealRefusesUntraced(t *testing.T) {
 		t.Fatalf("heal of an untraced file: %+v", f)
 	}
 	mustHold(t, victim, edit)
+}
+
+// The rotten file's folder is moved during the heal, or moved out of the
+// tree and a symlink left in its place: the heal writes nothing through
+// the old name or the symlink, says the file changed, and leaves no
+// temporary file in the folder, wherever it went.
+func TestHealFolderMovedMeanwhile(t *testing.T) {
+	for _, symlink := range []bool{false, true} {
+		t.Run(map[bool]string{false: "renamed", true: "symlinked"}[symlink], func(t *testing.T) {
+			e := newEnv(t, loopfs.Ext4)
+			if err := os.Mkdir(e.path("d"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			data := content(64 << 10)
+			victim := e.write("d/a.bin", data)
+			e.write("copy.bin", data)
+			e.start(Options{})
+			e.rot(victim)
+			rotten, _ := os.ReadFile(victim)
+			moved := filepath.Join(e.fs.Dir, "moved") // outside the tree
+			testHook = func(step, temp string) {
+				if step != "filled" {
+					return
+				}
+				if err := os.Rename(e.path("d"), moved); err != nil {
+					t.Error(err)
+				}
+				if symlink {
+					if err := os.Symlink(moved, e.path("d")); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			defer func() { testHook = nil }()
+			f := e.healAll(false)[victim]
+			if f.Outcome != Changed {
+				t.Errorf("%+v\nlog:\n%s", f, e.log)
+			}
+			mustHold(t, filepath.Join(moved, "a.bin"), rotten)
+			ents, _ := os.ReadDir(moved)
+			for _, en := range ents {
+				if strings.HasPrefix(en.Name(), TempPrefix) {
+					t.Errorf("left in the moved folder: %s", en.Name())
+				}
+			}
+		})
+	}
 }

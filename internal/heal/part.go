@@ -42,21 +42,75 @@ func (p *Part) Run(ctx context.Context) error {
 	p.h.expire(ctx)
 	day := time.NewTicker(24 * time.Hour)
 	defer day.Stop()
+	var again retries
 	for {
 		select {
 		case <-ctx.Done():
+			again.stop()
 			return nil
 		case <-day.C:
 			p.h.expire(ctx)
 		case <-p.kick:
-			if p.mode == "off" {
-				continue
+			if p.mode != "off" {
+				again.reset(p.heal(ctx, nil))
 			}
-			if _, err := p.h.Heal(ctx, nil, p.mode == "ask"); err != nil && ctx.Err() == nil {
-				p.h.log.Warn("heal after an audit pass failed", "err", err)
-			}
+		case <-again.c:
+			again.next(p.heal(ctx, again.paths))
 		}
 	}
+}
+
+// heal heals (or in "ask" mode plans) the findings under paths (none:
+// all), and returns the files worth trying again.
+func (p *Part) heal(ctx context.Context, paths [][]byte) [][]byte {
+	out, err := p.h.Heal(ctx, paths, p.mode == "ask")
+	if err != nil && ctx.Err() == nil {
+		p.h.log.Warn("heal after an audit pass failed", "err", err)
+	}
+	var again [][]byte
+	for _, f := range out {
+		if f.Again {
+			again = append(again, f.Path)
+		}
+	}
+	return again
+}
+
+// retryWaits are the waits before the heals after a pass are tried again
+// for the files that could not be healed for a passing reason (busy, the
+// hub not connected); then they wait for the next pass.
+var retryWaits = []time.Duration{15 * time.Second, time.Minute, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour}
+
+// retries is the timer of the next try and the files it is for.
+type retries struct {
+	t     *time.Timer
+	c     <-chan time.Time // nil: no try due
+	paths [][]byte
+	n     int // tries made since the pass
+}
+
+// reset starts over after a pass with the files it left to try again.
+func (r *retries) reset(paths [][]byte) {
+	r.n = 0
+	r.next(paths)
+}
+
+// next schedules the next try for paths, if any and tries are left.
+func (r *retries) next(paths [][]byte) {
+	r.stop()
+	if len(paths) == 0 || r.n >= len(retryWaits) {
+		return
+	}
+	r.paths, r.t = paths, time.NewTimer(retryWaits[r.n])
+	r.c = r.t.C
+	r.n++
+}
+
+func (r *retries) stop() {
+	if r.t != nil {
+		r.t.Stop()
+	}
+	r.t, r.c, r.paths = nil, nil, nil
 }
 
 // AuditHeal implements api.AuditHealer.

@@ -30,7 +30,7 @@ const (
 )
 
 // testHook, set only by tests, runs at each step of a restore
-// ("chosen", "filled", "verified", "exchanged", "aside"), with the
+// ("chosen", "filled", "verified", "leased", "exchanged", "aside"), with the
 // temporary file's path (the copy's for "chosen").
 var testHook func(step, temp string)
 
@@ -39,6 +39,18 @@ func step(name, temp string) {
 		testHook(name, temp)
 	}
 }
+
+// Answers of a restore beside the outcomes: unreachable, other hosts
+// cannot be asked now (the file's outcome is then no_copy, to be tried
+// again: File.Again); failed, the heal failed on this side (no room for
+// the copy, the file's attributes, the ledger), which another copy would
+// not change: refused, and the copy still counts as healthy; unlifted,
+// the file was restored but the audit did not lift its finding.
+const (
+	unreachable = "unreachable"
+	failed      = "failed"
+	unlifted    = "unlifted"
+)
 
 // source is a verified copy on this host.
 type source struct {
@@ -73,17 +85,25 @@ func (h *Healer) fromRemote(ctx context.Context, r *rot, p *audit.Problem) (stri
 	return res, host, why
 }
 
-// put journals the heal, fills a temporary file, and swaps it in.
+// put journals the heal, fills a temporary file, and swaps it in. Every
+// name it makes is made in the rotten file's folder as opened once, by
+// its descriptor: a folder moved or replaced by a symlink meanwhile gets
+// no write, and no temporary file is left in it.
 func (h *Healer) put(ctx context.Context, r *rot, p *audit.Problem, fillFrom fill, srcPath string) (res, why, host string) {
 	in := intent{ID: newID(), Path: r.path, Ino: r.fi.Ino, Key: p.RecordedKey, Source: srcPath}
 	dir := filepath.Dir(r.path)
 	temp := filepath.Join(dir, TempPrefix+in.ID)
-	if err := h.putIntent(ctx, &in); err != nil {
-		return Refused, "cannot journal the heal: " + err.Error(), ""
+	d, why := openFolder(dir)
+	if d == nil {
+		return Changed, why, ""
 	}
-	res, why, host = h.swap(ctx, r, fillFrom, temp)
+	defer d.Close()
+	if err := h.putIntent(ctx, &in); err != nil {
+		return failed, "cannot journal the heal: " + err.Error(), ""
+	}
+	res, why, host = h.swap(ctx, r, d, fillFrom, temp)
 	if res != Healed {
-		os.Remove(temp) // never our rotten inode: that only follows a swap
+		unix.Unlinkat(int(d.Fd()), filepath.Base(temp), 0) // never our rotten inode: that only follows a swap
 		h.dropIntent(ctx, in.ID)
 		return res, why, host
 	}
@@ -92,29 +112,65 @@ func (h *Healer) put(ctx context.Context, r *rot, p *audit.Problem, fillFrom fil
 		Aside: aside, AsideIno: r.fi.Ino})
 	h.dropIntent(ctx, in.ID)
 	if err != nil {
-		return Refused, fmt.Sprintf("restored, the rotten bytes kept at %s, but the audit did not lift the finding: %v", aside, err), host
+		return unlifted, fmt.Sprintf("restored, the rotten bytes kept at %s (remove them by hand once checked), but the audit did not lift the finding: %v", aside, err), host
 	}
 	return Healed, aside, host
 }
 
-// swap fills temp, checks it and the rotten file, and exchanges them;
-// the rotten inode then goes aside. host is the Remote's host, if any.
-func (h *Healer) swap(ctx context.Context, r *rot, fillFrom fill, temp string) (res, why, host string) {
-	tf, err := os.OpenFile(temp, os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_NOFOLLOW, 0o600)
+// openFolder opens dir, which must be a folder and not a symlink; else
+// nil and why.
+func openFolder(dir string) (*os.File, string) {
+	d, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
 	if err != nil {
-		return Refused, "cannot make the temporary file: " + err.Error(), ""
+		return nil, "its folder was moved or replaced (by a symlink?) since it was flagged: " + err.Error()
 	}
+	return d, ""
+}
+
+// folderMoved says how dir no longer names the folder d: it was moved,
+// or replaced by another folder or a symlink. "" when it still does.
+func folderMoved(dir string, d *os.File) string {
+	want, err := fsstat.Fstat(int(d.Fd()))
+	if err != nil {
+		return "cannot stat its folder: " + err.Error()
+	}
+	now, err := fsstat.Lstat(dir)
+	if err != nil || now.Dev != want.Dev || now.Ino != want.Ino {
+		return "its folder was moved or replaced during the heal; nothing was written through its old name"
+	}
+	return ""
+}
+
+// swap fills temp, checks it and the rotten file, and exchanges them in
+// folder d; the rotten inode then goes aside. host is the Remote's host,
+// if any.
+func (h *Healer) swap(ctx context.Context, r *rot, d *os.File, fillFrom fill, temp string) (res, why, host string) {
+	dfd, tbase, dir := int(d.Fd()), filepath.Base(temp), filepath.Dir(r.path)
+	fd, err := unix.Openat(dfd, tbase, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return failed, "cannot make the temporary file: " + err.Error(), ""
+	}
+	tf := os.NewFile(uintptr(fd), temp)
 	defer tf.Close()
 	host, err = fillFrom(ctx, tf)
 	if err != nil {
 		if errors.Is(err, ErrNoCopy) {
 			return NoCopy, "no other host holds a verified copy", host
 		}
+		if errors.Is(err, ErrUnreachable) {
+			return unreachable, err.Error(), host
+		}
+		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) || errors.Is(err, unix.EROFS) {
+			return failed, "cannot write the copy: " + err.Error(), host
+		}
 		return Refused, "cannot copy: " + err.Error(), host
 	}
 	step("filled", temp)
+	if why := folderMoved(dir, d); why != "" {
+		return Changed, why, host
+	}
 	if err := copyAttrs(tf, r.path); err != nil {
-		return Refused, "cannot give the copy the file's owner, mode, xattrs and times: " + err.Error(), host
+		return failed, "cannot give the copy the file's owner, mode, xattrs and times: " + err.Error(), host
 	}
 	tfi, err := fsstat.Lstat(temp)
 	if err != nil || tfi.Size != r.rec.Size {
@@ -126,9 +182,18 @@ func (h *Healer) swap(ctx context.Context, r *rot, fillFrom fill, temp string) (
 	step("verified", temp)
 	if h.o.SyncWrites != nil {
 		if err := h.o.SyncWrites(ctx); err != nil {
-			return Refused, "cannot catch up with the write ledger: " + err.Error(), host
+			return failed, "cannot catch up with the write ledger: " + err.Error(), host
 		}
 	}
+	ls, err := leaseRotten(dfd, filepath.Base(r.path), r.fi.Ino)
+	if errors.Is(err, errInUse) {
+		return Busy, "another process holds the file open: not touched; heal it again once it is closed", host
+	}
+	if err != nil {
+		return Changed, "the file changed since it was flagged: " + err.Error(), host
+	}
+	defer ls.release()
+	step("leased", temp)
 	now, err := fsstat.Lstat(r.path)
 	if err != nil {
 		return Changed, "the file changed since it was flagged: " + err.Error(), host
@@ -136,11 +201,21 @@ func (h *Healer) swap(ctx context.Context, r *rot, fillFrom fill, temp string) (
 	if why := h.changed(r, now); why != "" {
 		return Changed, why, host
 	}
-	if why := exchange(temp, r.path, r.fi.Ino); why != "" {
+	if why := folderMoved(dir, d); why != "" {
+		return Changed, why, host
+	}
+	if why := exchange(dfd, tbase, filepath.Base(r.path), r.fi.Ino); why != "" {
 		return Changed, why, host
 	}
 	step("exchanged", temp)
-	if err := putAside(temp, r.fi.Ino); err != nil {
+	if !ls.intact() {
+		why, ok := undo(dfd, tbase, filepath.Base(r.path))
+		if ok {
+			return Busy, why, host
+		}
+		h.log.Error("a process opened the file during its heal", "path", r.path, "err", why)
+	}
+	if err := putAsideAt(dfd, tbase, r.fi.Ino); err != nil {
 		// The healed file is in place and the rotten one under temp:
 		// Recover puts it aside at the next start.
 		h.log.Error("cannot put the rotten bytes aside", "path", r.path, "temp", temp, "err", err)
@@ -149,46 +224,58 @@ func (h *Healer) swap(ctx context.Context, r *rot, fillFrom fill, temp string) (
 	return Healed, "", host
 }
 
-// exchange swaps temp and path atomically, and checks that path held the
-// rotten inode ino; when another file took the name meanwhile it swaps
-// back and says so.
-func exchange(temp, path string, ino uint64) string {
-	if err := unix.Renameat2(unix.AT_FDCWD, temp, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE); err != nil {
+// exchange swaps the names temp and name in folder dfd atomically, and
+// checks that name held the rotten inode ino; when another file took the
+// name meanwhile it swaps back and says so.
+func exchange(dfd int, temp, name string, ino uint64) string {
+	if err := unix.Renameat2(dfd, temp, dfd, name, unix.RENAME_EXCHANGE); err != nil {
 		return "cannot swap the copy in: " + err.Error()
 	}
-	fi, err := fsstat.Lstat(temp)
-	if err == nil && fi.Ino == ino {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, temp, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Ino == ino {
 		return ""
 	}
-	if err := unix.Renameat2(unix.AT_FDCWD, temp, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE); err != nil {
+	if err := unix.Renameat2(dfd, temp, dfd, name, unix.RENAME_EXCHANGE); err != nil {
 		return "another file took the name during the heal, and swapping it back failed: " + err.Error()
 	}
 	return "another file took the name during the heal; it was put back"
 }
 
+// undo swaps the rotten file back into its name after a process opened it
+// during the swap: its writes then land at the name, not aside.
+// When that fails (ok false) the heal stands and the rotten bytes go
+// aside as usual.
+func undo(dfd int, temp, name string) (why string, ok bool) {
+	if err := unix.Renameat2(dfd, temp, dfd, name, unix.RENAME_EXCHANGE); err != nil {
+		return "swapping the rotten file back failed: " + err.Error(), false
+	}
+	return "a process opened the file during the heal: the file was put back as it was; heal it again once it is closed", true
+}
+
 // putAside renames the rotten inode ino from temp to temp+AsideSuffix and
 // syncs the folder.
 func putAside(temp string, ino uint64) error {
-	fi, err := fsstat.Lstat(temp)
-	if err != nil {
-		return err
-	}
-	if fi.Ino != ino {
-		return fmt.Errorf("heal: %s is not the rotten file", temp)
-	}
-	if err := unix.Renameat2(unix.AT_FDCWD, temp, unix.AT_FDCWD, temp+AsideSuffix, unix.RENAME_NOREPLACE); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(temp))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
+	d, why := openFolder(filepath.Dir(temp))
+	if d == nil {
+		return errors.New("heal: " + why)
 	}
 	defer d.Close()
-	return d.Sync()
+	return putAsideAt(int(d.Fd()), filepath.Base(temp), ino)
+}
+
+// putAsideAt is putAside in folder dfd.
+func putAsideAt(dfd int, temp string, ino uint64) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, temp, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	if st.Ino != ino {
+		return fmt.Errorf("heal: %s is not the rotten file", temp)
+	}
+	if err := unix.Renameat2(dfd, temp, dfd, temp+AsideSuffix, unix.RENAME_NOREPLACE); err != nil {
+		return err
+	}
+	return unix.Fsync(dfd)
 }
 
 // cloneFrom fills tf with the bytes of src: a reflink (FICLONE) where

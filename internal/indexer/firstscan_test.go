@@ -169,7 +169,10 @@ func TestLastMergeRunsWhileLargeFilesHash(t *testing.T) {
 	}()
 	waitFor(t, "the scan's digest entries merged while its large file is hashed", func() bool {
 		st, err := e.st.Stats()
-		return err == nil && st.Digested >= small && st.Ungrouped == 0 &&
+		// Not Ungrouped == 0: the trickle adds an entry every 20 ms, and
+		// a loaded machine rarely samples the instant after a merge. The
+		// scan's own 1,500 entries merged leave fewer than that pending.
+		return err == nil && st.Digested >= small && st.Ungrouped < small &&
 			strings.Contains(log.String(), "merged pending digest entries")
 	})
 	end()

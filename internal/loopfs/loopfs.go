@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -146,7 +147,17 @@ func makeImage(path string, kind Kind, opts Options) error {
 		base = []string{"-q", "-f"} // the caller's -m (reflink=0, say) replaces the default's
 	}
 	args := append(append(append([]string{}, base...), opts.MkfsArgs...), path)
-	out, err := exec.Command("mkfs."+string(kind), args...).CombinedOutput()
+	var out []byte
+	for try := 0; ; try++ {
+		out, err = exec.Command("mkfs."+string(kind), args...).CombinedOutput()
+		// mkfs.btrfs looks at every loop device to see whether the image is
+		// mounted; one that another test detaches meanwhile fails it with
+		// ENXIO ("cannot check mount status"). That passes: try again.
+		if err == nil || try == 4 || !strings.Contains(string(out), "cannot check mount status") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if err != nil {
 		return fmt.Errorf("mkfs.%s %s: %w: %s", kind, strings.Join(args, " "), err, trimmed(out))
 	}
