@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# testcpu_ab.sh — the CPU time (user + sys, children included) of packages'
+# testcpu_pkgs_ab.sh — the CPU time (user + sys, children included) of packages'
 # race-detector test runs at two commits, side by side in one run,
 # alternating, so that a shared machine's load falls on both. CPU-seconds,
 # not wall time: on a busy machine they move far less.
 #
-# Usage: bench/testcpu_ab.sh OLD_REV [NEW_REV] [ROUNDS] PACKAGE...
+# Usage: bench/testcpu_pkgs_ab.sh OLD_REV [NEW_REV] [ROUNDS] PACKAGE...
 #   OLD_REV, NEW_REV: commits of this repository (NEW_REV "HEAD" by default;
 #   pass "" for it). ROUNDS (default 2): runs per side. PACKAGE: ./cmd/annexd …
 #   RUN=regexp limits the tests (-test.run).
@@ -14,7 +14,7 @@ set -euo pipefail
 old=$1 new=${2:-HEAD} rounds=${3:-2}
 shift 3
 [ "$new" = "" ] && new=HEAD
-work=$(mktemp -d /tmp/testcpu-ab.XXXXXX)
+work=$(mktemp -d /tmp/testcpu-pkgs-ab.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 for s in old new; do
 	rev=$old
