@@ -4,16 +4,15 @@
 # alternating, so that a shared machine's load falls on both. CPU-seconds,
 # not wall time: on a busy machine they move far less.
 #
-# Usage: bench/testcpu_pkgs_ab.sh OLD_REV [NEW_REV] [ROUNDS] PACKAGE...
-#   OLD_REV, NEW_REV: commits of this repository (NEW_REV "HEAD" by default;
-#   pass "" for it). ROUNDS (default 2): runs per side. PACKAGE: ./cmd/annexd …
+# Usage: bench/testcpu_pkgs_ab.sh OLD_REV NEW_REV ROUNDS PACKAGE...
+#   OLD_REV, NEW_REV: commits of this repository ("" for NEW_REV: HEAD).
+#   ROUNDS ("" for 2): runs per side. PACKAGE: ./cmd/annexd …
 #   RUN=regexp limits the tests (-test.run).
 # Prints each run, then per package the mean CPU-s of each side and new/old.
 # Run it as root (the tests need it) and quietly: nice -n 10 is applied.
 set -euo pipefail
 old=$1 new=${2:-HEAD} rounds=${3:-2}
 shift 3
-[ "$new" = "" ] && new=HEAD
 work=$(mktemp -d /tmp/testcpu-pkgs-ab.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 for s in old new; do
