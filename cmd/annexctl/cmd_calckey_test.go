@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,19 +19,53 @@ import (
 	"github.com/annexd/annexd/key"
 )
 
-// buildAnnexctl builds this command into dir and returns the binary's path.
-func buildAnnexctl(t *testing.T, dir string) string {
+// annexctlBuild is the annexctl binary the package's tests share: built
+// once, since each build links for seconds of CPU.
+var annexctlBuild struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if annexctlBuild.dir != "" {
+		_ = os.RemoveAll(annexctlBuild.dir)
+	}
+	os.Exit(code)
+}
+
+// buildAnnexctl builds this command on first use and returns the binary's
+// path. Every test runs the same file and must not change it.
+func buildAnnexctl(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(dir, "annexctl")
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("this test builds the command and needs the go tool in PATH: %v", err)
+	b := &annexctlBuild
+	b.once.Do(func() {
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			b.err = fmt.Errorf("this test builds the command and needs the go tool in PATH: %w", err)
+			return
+		}
+		if b.dir, b.err = os.MkdirTemp("", "annexctl-test"); b.err != nil {
+			return
+		}
+		// Open to all: TestCalckeyBadInputs runs it as nobody.
+		if b.err = os.Chmod(b.dir, 0o755); b.err != nil {
+			return
+		}
+		bin := filepath.Join(b.dir, "annexctl")
+		out, err := exec.Command(gobin, "build", "-o", bin, "github.com/annexd/annexd/cmd/annexctl").CombinedOutput()
+		if err != nil {
+			b.err = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		b.bin = bin
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	out, err := exec.Command(gobin, "build", "-o", bin, "github.com/annexd/annexd/cmd/annexctl").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return b.bin
 }
 
 func needGitAnnex(t *testing.T) {
@@ -113,7 +148,7 @@ func runIn(dir string, stdin []byte, name string, args ...string) (stdout, stder
 func TestCalckeyMatchesGitAnnex(t *testing.T) {
 	needGitAnnex(t)
 	tmp := t.TempDir()
-	bin := buildAnnexctl(t, tmp)
+	bin := buildAnnexctl(t)
 	repo := filepath.Join(tmp, "repo")
 	if err := os.Mkdir(repo, 0o755); err != nil {
 		t.Fatal(err)
@@ -175,13 +210,14 @@ func compareLines(t *testing.T, what string, files []string, got, want string) {
 // still gets its key, in order.
 func TestCalckeyBadInputs(t *testing.T) {
 	tmp := t.TempDir()
-	// nobody must reach the binary and the files (the unreadable case).
+	// nobody must reach the files (the unreadable case), and the binary
+	// (buildAnnexctl's directory is open to all).
 	for _, d := range []string{filepath.Dir(tmp), tmp} {
 		if err := os.Chmod(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	bin := buildAnnexctl(t, tmp)
+	bin := buildAnnexctl(t)
 	dir := filepath.Join(tmp, "in")
 	os.Mkdir(dir, 0o755)
 	good := filepath.Join(dir, "good.txt")
@@ -253,7 +289,7 @@ func TestCalckeyBadInputs(t *testing.T) {
 // ends, so a program can drive calckey one line at a time.
 func TestCalckeyBatchAnswersEachLine(t *testing.T) {
 	tmp := t.TempDir()
-	bin := buildAnnexctl(t, tmp)
+	bin := buildAnnexctl(t)
 	a := filepath.Join(tmp, "a.txt")
 	os.WriteFile(a, []byte("hello"), 0o644)
 	cmd := exec.Command(bin, "calckey", "--batch")

@@ -32,7 +32,7 @@ const maxHasherInitBytes = 1024
 // packages nearly idle.
 func TestLookupStartsLight(t *testing.T) {
 	dir := t.TempDir()
-	bin := buildAnnexctl(t, dir)
+	bin := buildAnnexctl(t)
 	cmd := exec.Command(bin, "lookup", filepath.Join(dir, "nothing"))
 	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1", "ANNEXD_SOCKET="+filepath.Join(dir, "none.sock"))
 	out, _ := cmd.CombinedOutput() // exit 3: no daemon; the trace is what counts

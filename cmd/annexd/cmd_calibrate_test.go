@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,14 +12,7 @@ import (
 // The built annexd prints a calibration whose JSON has every candidate and a
 // policy.
 func TestCalibrateCommand(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "annexd")
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("this test builds the command and needs the go tool in PATH: %v", err)
-	}
-	if out, err := exec.Command(gobin, "build", "-o", bin, "github.com/annexd/annexd/cmd/annexd").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := annexdBinary(t)
 	// A budget that a loaded machine running the race detector cannot
 	// exhaust, so that every step must have run.
 	out, err := exec.Command(bin, "calibrate", "--json", "--budget", "60s").Output()

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,16 +20,62 @@ import (
 	"github.com/annexd/annexd/internal/testutil"
 )
 
-// annexdBinary builds annexd (with the race detector) into the test's temp
-// directory.
+// annexdBuild is the annexd binary the package's tests share: built once,
+// since each build with the race detector links for seconds of CPU.
+var annexdBuild struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if annexdBuild.dir != "" {
+		_ = os.RemoveAll(annexdBuild.dir)
+	}
+	os.Exit(code)
+}
+
+// annexdBinary builds annexd (with the race detector) on first use and
+// returns its path. Every test runs the same file: a test that moves or
+// changes it links or copies it first (see linkBinary).
 func annexdBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "annexd")
-	out, err := exec.Command(goBinary(), "build", "-race", "-o", bin, "github.com/annexd/annexd/cmd/annexd").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	b := &annexdBuild
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "annexd-cmd-test"); b.err != nil {
+			return
+		}
+		bin := filepath.Join(b.dir, "annexd")
+		out, err := exec.Command(goBinary(), "build", "-race", "-o", bin, "github.com/annexd/annexd/cmd/annexd").CombinedOutput()
+		if err != nil {
+			b.err = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		b.bin = bin
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return bin
+	return b.bin
+}
+
+// linkBinary puts the shared annexd at dst: a hard link, or a copy where
+// dst is on another file system.
+func linkBinary(t *testing.T, dst string) {
+	t.Helper()
+	src := annexdBinary(t)
+	if os.Link(src, dst) == nil {
+		return
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // goBinary is the go command that runs these tests.

@@ -40,9 +40,7 @@ func TestServiceUnit(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(annexdBinary(t), filepath.Join(dir, "annexd")); err != nil {
-		t.Fatal(err)
-	}
+	linkBinary(t, filepath.Join(dir, "annexd"))
 	run := filepath.Join(home, "run")
 	if err := os.Mkdir(run, 0o700); err != nil {
 		t.Fatal(err)
