@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/annexd/annexd/internal/loopfs"
 	"github.com/annexd/annexd/internal/testutil"
 	"github.com/annexd/annexd/store"
 )
@@ -100,10 +101,10 @@ func crashTree(run int) map[string][]byte {
 // exist with its content at every such moment, and after recovery no
 // temporary file or intent is left and the index agrees with the files.
 func testKilled(t *testing.T, b backend, runs int) {
-	e := newEnv(t, b)
+	fs := loopfs.New(t, b.kind, loopfs.Options{Size: 320 << 20}) // only the file system: each run has its own files and index
 	recovered, actionTime := 0, 5*time.Millisecond
 	for run := range runs + len(crashSteps) {
-		root := e.fs.Path(fmt.Sprintf("crash%d", run))
+		root := fs.Path(fmt.Sprintf("crash%d", run))
 		files := crashTree(run)
 		for name, data := range files {
 			writeFile(t, filepath.Join(root, name), data)
