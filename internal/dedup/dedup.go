@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/annexd/annexd/key"
@@ -166,10 +167,14 @@ func (r *Result) skip(s Skip) {
 	r.Skips = append(r.Skips, s)
 }
 
-// keepSurvey hands the survey of a whole group to the index. The index
-// refuses it when a record changed meanwhile: then nothing is kept.
-func (d *Deduper) keepSurvey(b key.Backend, digest []byte, sv store.Survey, seen []store.Seen) {
-	d.idx.SubmitSurvey(b, digest, sv, seen, nil)
+// keepSurvey hands the survey of a whole group to the index, and counts
+// it in kept until the index has taken it, or refused it when a record
+// changed meanwhile (then nothing is kept). A plan or a run waits for
+// kept before it returns, so that what the index says is reclaimable
+// right after it is what it found or left.
+func (d *Deduper) keepSurvey(b key.Backend, digest []byte, sv store.Survey, seen []store.Seen, kept *sync.WaitGroup) {
+	kept.Add(1)
+	d.idx.SubmitSurvey(b, digest, sv, seen, func(error) { kept.Done() })
 }
 
 // maxResurvey is the most inodes a group may have for a run to survey it
@@ -181,7 +186,7 @@ const maxResurvey = 64
 // or drops its survey when the group is larger than maxResurvey inodes.
 // A run calls it for each group it changed: sharing blocks changes no
 // record, so nothing else would drop the group's older survey.
-func (d *Deduper) Resurvey(b key.Backend, digest []byte) {
+func (d *Deduper) Resurvey(b key.Backend, digest []byte, kept *sync.WaitGroup) {
 	g, ok, err := d.idx.DupGroup(b, digest, store.DupOptions{Brief: true})
 	switch {
 	case err != nil || !ok:
@@ -191,5 +196,5 @@ func (d *Deduper) Resurvey(b key.Backend, digest []byte) {
 		return
 	}
 	sv, seen := SurveyGroup(g)
-	d.keepSurvey(b, digest, sv, seen)
+	d.keepSurvey(b, digest, sv, seen, kept)
 }

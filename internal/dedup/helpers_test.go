@@ -19,7 +19,13 @@ import (
 // writer stops and the index is checked and closed.
 func openStore(t testing.TB) *store.Store {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "index.db"), store.Options{MaxDelay: 2 * time.Millisecond})
+	return openStoreWith(t, store.Options{MaxDelay: 2 * time.Millisecond})
+}
+
+// openStoreWith is openStore with the index's options.
+func openStoreWith(t testing.TB, opt store.Options) *store.Store {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "index.db"), opt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,7 @@ feed:
 	}
 	close(work)
 	wg.Wait()
+	out.kept.Wait()
 	if err := ctx.Err(); err != nil {
 		return out.res, err
 	}
@@ -121,6 +122,7 @@ type tally struct {
 	res    Result
 	done   int
 	probed map[uint64]error // device → nil, or why it cannot share extents
+	kept   sync.WaitGroup   // the groups' new surveys on their way to the index
 }
 
 // side is one file of a pair, open for reading.
@@ -183,7 +185,7 @@ func (r *run) group(ctx context.Context, g *Group) {
 	done := 0
 	defer func() {
 		if done > 0 && r.mode == Reflink {
-			r.d.Resurvey(g.Backend, g.Digest) // its files share other blocks now
+			r.d.Resurvey(g.Backend, g.Digest, &r.out.kept) // its files share other blocks now
 		}
 	}()
 	for _, a := range g.Actions {

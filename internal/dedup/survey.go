@@ -79,6 +79,7 @@ func (d *Deduper) survey(ctx context.Context, groups []planned, p *Plan, opt Pla
 	}
 	close(work)
 	wg.Wait()
+	s.kept.Wait()
 	p.Shared, p.NoBlocks, p.Unsupported = s.shared, s.noBlocks, s.unsupported
 }
 
@@ -90,6 +91,7 @@ type survey struct {
 	probed           map[uint64]error // device → nil or why it cannot share extents
 	shared, noBlocks int
 	unsupported      []*UnsupportedError
+	kept             sync.WaitGroup // the surveys on their way to the index
 }
 
 // group surveys the inodes of a planned group (surveyFiles) and plans
@@ -102,7 +104,7 @@ func (s *survey) group(pl *planned) {
 	files := plannedFiles(pl.pgs)
 	sv, seen := surveyFiles(files, pl.g.Size)
 	if int64(len(sv.Inodes)) == pl.g.Inodes {
-		s.d.keepSurvey(pl.g.Backend, pl.g.Digest, sv, seen)
+		s.d.keepSurvey(pl.g.Backend, pl.g.Digest, sv, seen, &s.kept)
 	}
 	pl.pgs = planGroup(pl.g, s.opt, &sv)
 	for i := range pl.pgs {
