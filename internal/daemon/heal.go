@@ -46,6 +46,9 @@ func (r hubCopies) Fetch(ctx context.Context, key string, w io.Writer) (string, 
 	}
 	host, err := c.Fetch(ctx, key, w)
 	switch {
+	case errors.Is(err, hubcopy.ErrUnanswered):
+		// A holder was offline or busy: the heal tries again later.
+		err = fmt.Errorf("%w: %w", heal.ErrUnreachable, err)
 	case errors.Is(err, hubcopy.ErrNoCopy):
 		err = fmt.Errorf("%w: %w", heal.ErrNoCopy, err)
 	case errors.Is(err, hubcopy.ErrLink):

@@ -30,6 +30,10 @@ var (
 	ErrDigest = errors.New("hubcopy: the copy failed its digest check")
 	// ErrLink: the link to the hub is not up.
 	ErrLink = errors.New("hubcopy: not connected to the hub")
+	// ErrUnanswered comes with ErrNoCopy when a holder could not be asked
+	// (offline, busy, no answer in time): a copy may still be there, so
+	// the fetch is worth trying again later.
+	ErrUnanswered = errors.New("a holder did not answer")
 )
 
 // Index is what a fetch needs of the hub's view: who holds a content

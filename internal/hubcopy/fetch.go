@@ -25,7 +25,8 @@ const maxAttempts = 5
 // Fetch writes a verified copy of key's content to w, a temporary file
 // the caller owns, and returns the host it came from. It returns nil
 // only once the bytes written match the key's digest and size. ErrNoCopy
-// when no other host holds a verified copy; ErrDigest when a copy came
+// when no other host holds a verified copy, with ErrUnanswered when a
+// holder could not be asked; ErrDigest when a copy came
 // and failed its check (w then holds bytes to throw away).
 func (c *Copier) Fetch(ctx context.Context, keyName string, w io.Writer) (string, error) {
 	want, err := parseWanted(keyName)
@@ -49,7 +50,7 @@ func (c *Copier) Fetch(ctx context.Context, keyName string, w io.Writer) (string
 	}
 	out := &counter{w: w}
 	var notes []string
-	checked, healthy := 0, 0
+	checked, healthy, unanswered := 0, 0, 0
 	for _, h := range content.Holders {
 		if h.Host == c.cfg.Name {
 			continue
@@ -67,13 +68,18 @@ func (c *Copier) Fetch(ctx context.Context, keyName string, w io.Writer) (string
 		case out.n > 0 || errors.Is(err, ErrDigest) || ctx.Err() != nil:
 			return "", err // w holds bytes of a copy that cannot be used
 		default:
+			unanswered++
 			notes = append(notes, fmt.Sprintf("%s: %v", h.Host, err))
 		}
 	}
 	if len(notes) == 0 {
 		return "", fmt.Errorf("%w of %s: no other host holds it", ErrNoCopy, keyName)
 	}
-	return "", fmt.Errorf("%w of %s: %d of %d copies healthy (%s)", ErrNoCopy, keyName, healthy, checked, strings.Join(notes, "; "))
+	err = fmt.Errorf("%w of %s: %d of %d copies healthy (%s)", ErrNoCopy, keyName, healthy, checked, strings.Join(notes, "; "))
+	if unanswered > 0 {
+		err = fmt.Errorf("%w (%w)", err, ErrUnanswered)
+	}
+	return "", err
 }
 
 // noneError: a holder has no verified copy.

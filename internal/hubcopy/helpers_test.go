@@ -55,6 +55,9 @@ type world struct {
 	creds map[string][]nats.Option
 	hosts map[string]*host
 	logs  *testutil.Buffer
+	// answer is the hosts' wait for a holder's answer (Config.Answer);
+	// 0 means the default.
+	answer time.Duration
 }
 
 type host struct {
@@ -63,6 +66,8 @@ type host struct {
 	st   *store.Store
 	pub  *publish.Publisher
 	cp   *hubcopy.Copier
+	// stopCopier ends the host's copier: it no longer answers.
+	stopCopier func()
 }
 
 // newWorld starts a hub that knows laptop (an nkey), desktop and
@@ -156,11 +161,19 @@ func (w *world) addHost(name, root, copyURL string, rate int64) *host {
 		copyURL = w.url
 	}
 	h.cp, err = hubcopy.New(hubcopy.Config{Name: name, URL: copyURL, Options: w.creds[name], Index: index{h.pub, name},
-		Store: st, Rate: rate, Stall: time.Second, Logger: slog.New(slog.NewTextHandler(w.logs, nil)).With("host", name)})
+		Store: st, Rate: rate, Stall: time.Second, Answer: w.answer, Logger: slog.New(slog.NewTextHandler(w.logs, nil)).With("host", name)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run("copier", h.cp.Run)
+	cctx, stop := context.WithCancel(ctx)
+	h.stopCopier = stop
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := h.cp.Run(cctx); err != nil && ctx.Err() == nil && cctx.Err() == nil {
+			t.Errorf("%s copier: %v", name, err)
+		}
+	}()
 	w.hosts[name] = h
 	return h
 }

@@ -83,8 +83,8 @@ func TestRottenCopyIsNotSent(t *testing.T) {
 	fs.FlipByteUnderCache(t, filepath.Join(fs.Dir, "photo.jpg"), 4097)
 	var got bytes.Buffer
 	_, err := laptop.fetch(t, k, &got)
-	if !errors.Is(err, hubcopy.ErrNoCopy) || !strings.Contains(err.Error(), "0 of 1 copies healthy") {
-		t.Fatalf("fetch of a rotten copy: %v; want no verified copy, 0 of 1 healthy", err)
+	if !errors.Is(err, hubcopy.ErrNoCopy) || errors.Is(err, hubcopy.ErrUnanswered) || !strings.Contains(err.Error(), "0 of 1 copies healthy") {
+		t.Fatalf("fetch of a rotten copy: %v; want no verified copy, 0 of 1 healthy, the holder answered", err)
 	}
 	if got.Len() != 0 {
 		t.Fatalf("%d bytes written of a rotten copy", got.Len())
@@ -340,5 +340,23 @@ func TestDeliveryAimedAtAcksIsIgnored(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if s := desktop.pub.Status(); s.Acked > local.Seq+1 {
 		t.Fatalf("desktop took a forged ack: acknowledged %d of %d changes", s.Acked, local.Seq+1)
+	}
+}
+
+// A holder that does not answer (its daemon stopped, the host asleep)
+// is not a holder without a healthy copy: the fetch says no copy came,
+// names the holder, and marks it worth trying again (ErrUnanswered).
+func TestHolderNotAnswering(t *testing.T) {
+	w := newWorld(t)
+	w.answer = 2 * time.Second
+	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
+	desktop := w.addHost("desktop", fs.Dir, "", -1)
+	laptop := w.addHost("laptop", t.TempDir(), "", -1)
+	k, _ := desktop.put(t, "photo.jpg", 1<<20)
+	desktop.stopCopier()
+	var got bytes.Buffer
+	_, err := laptop.fetch(t, k, &got)
+	if !errors.Is(err, hubcopy.ErrNoCopy) || !errors.Is(err, hubcopy.ErrUnanswered) || !strings.Contains(err.Error(), "desktop") {
+		t.Fatalf("fetch from a holder that does not answer: %v; want no copy, unanswered, naming desktop", err)
 	}
 }
