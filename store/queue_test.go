@@ -53,6 +53,13 @@ func TestRestingWriterHoldsNoQueue(t *testing.T) {
 	mustPut(t, s, "/r/after", rec("after", 5, 1, 1)) // the queue works again
 }
 
+// waiting reports whether a push waits for room.
+func (q *queue) waiting() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.room != nil
+}
+
 // Changes leave the queue in the order they were put, across chunks, and
 // a full queue makes push wait until the writer has taken half of it.
 func TestQueueOrderAndBackPressure(t *testing.T) {
@@ -71,10 +78,25 @@ func TestQueueOrderAndBackPressure(t *testing.T) {
 		q.push(item{n: -1}, closing) // waits: the queue is full
 		pushed <- q.len()
 	}()
+	// Pops only once the push waits: a push that came late, on a loaded
+	// machine, would find room without waiting and show nothing.
+	for deadline := time.Now().Add(10 * time.Second); !q.waiting(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the push into the full queue did not wait")
+		}
+	}
 	for i := range 3 * queueChunk {
 		it, ok := q.pop()
 		if !ok || it.n != i {
 			t.Fatalf("pop %d: %d, %v", i, it.n, ok)
+		}
+		if left := 3*queueChunk - i - 1; left == 3*queueChunk/2+1 {
+			// Still more than half full: the push must go on waiting,
+			// however long it is given.
+			time.Sleep(20 * time.Millisecond)
+			if l := q.len(); l != left {
+				t.Errorf("the waiting push got in with %d queued; want at most half of %d", l-1, 3*queueChunk)
+			}
 		}
 	}
 	wg.Wait()

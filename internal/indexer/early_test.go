@@ -220,24 +220,34 @@ func TestEarlyFileRecordedBetweenLookupAndQueue(t *testing.T) {
 func TestEarlyFileCountsInDoneBytes(t *testing.T) {
 	root := t.TempDir()
 	order := walkOrder(t, root, "a", "m", "z")
-	for i := range 3000 {
+	// The walk's checkers queue a's files behind a queue of 8, seconds'
+	// work under -race, while the count only stats them: it queues the
+	// large file long before the walk's check comes to it. (With 3000
+	// the walk came to it at 17 s, near waitFor's 20 s under load.)
+	for i := range 1000 {
 		writeOld(t, filepath.Join(root, order[0], fmt.Sprintf("f%05d", i)), fmt.Sprint("small ", i))
 	}
 	big := filepath.Join(root, order[1], "big.bin")
 	writeLarge(t, big, earlyMin)
-	for i := range 5000 {
+	for i := range 20 {
 		writeOld(t, filepath.Join(root, order[2], fmt.Sprintf("f%05d", i)), fmt.Sprint("later ", i))
 	}
 	h := &countingHasher{n: make(map[string]int)}
-	releaseBig := make(chan struct{})
+	// The first of z's files is held until the test has looked: the scan
+	// goes on meanwhile, however fast the rest of its walk.
+	releaseBig, releaseLater := make(chan struct{}), make(chan struct{})
+	var laterHeld atomic.Bool
 	h.gate = func(p string) {
-		if p == big {
+		switch {
+		case p == big:
 			<-releaseBig
+		case filepath.Base(filepath.Dir(p)) == order[2] && !laterHeld.Swap(true):
+			<-releaseLater
 		}
 	}
-	openBig := sync.OnceFunc(func() { close(releaseBig) })
+	openBig, openLater := sync.OnceFunc(func() { close(releaseBig) }), sync.OnceFunc(func() { close(releaseLater) })
 	e := newEnv(t, root, envOpts{h: h, noWatch: true, opts: Options{MaxPending: 8, WalkWorkers: 1, Workers: 2}})
-	t.Cleanup(openBig)
+	t.Cleanup(func() { openBig(); openLater() })
 	waitFor(t, "the walk to meet the large file while it is hashed", func() bool {
 		p := e.ix.pipe.pend
 		p.mu.Lock()
@@ -252,7 +262,7 @@ func TestEarlyFileCountsInDoneBytes(t *testing.T) {
 	waitFor(t, "the large file to settle", func() bool { return !e.ix.pipe.pend.has(big) })
 	p := e.ix.Progress()
 	if p.Walk == nil {
-		t.Fatal("the walk ended before the test could look: give z more files")
+		t.Fatal("the scan ended before the test could look, although one of its files is held")
 	}
 	if p.Walk.DoneBytes < earlyMin {
 		t.Errorf("the walk's settled bytes %d leave out the large file (%d bytes) it saw, settled", p.Walk.DoneBytes, earlyMin)

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -170,27 +173,34 @@ func TestSlowWriterHashedOnceWhenDone(t *testing.T) {
 func TestChangeWhileHashedIsRetried(t *testing.T) {
 	root := t.TempDir()
 	p := filepath.Join(root, "growing.bin")
-	must(t, os.WriteFile(p, make([]byte, 256<<20), 0o644))
-	e := newEnv(t, root, envOpts{noWatch: true})
-	// The indexer waits until a file is older than the timestamp
-	// granularity (100 ms here) before hashing it; hashing 256 MiB takes
-	// longer than the gap between these appends, so one lands mid-hash.
-	// Each append is reported as the watcher would, so a hash that ended
-	// before the next append (a late wake-up) is followed by another.
-	f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
-	must(t, err)
-	deadline := time.Now().Add(20 * time.Second)
-	for e.ix.Progress().Retries == 0 && time.Now().Before(deadline) {
-		time.Sleep(130 * time.Millisecond)
-		_, err := f.Write([]byte("more"))
-		must(t, err)
-		e.ix.Changed(context.Background(), p)
+	// Large enough to take the large files' path: queued ahead of the
+	// walk and read ahead by the hasher.
+	writeLarge(t, p, earlyMin)
+	// The first hash of the file meets an append as it starts: the file
+	// changes after the indexer took its identity and before the hash
+	// ends, every time, however loaded the machine. (Appends timed to
+	// land mid-read needed a 256 MiB file hashed several times over.)
+	h := &countingHasher{n: make(map[string]int)}
+	var once sync.Once
+	h.gate = func(path string) {
+		if path != p {
+			return
+		}
+		once.Do(func() {
+			f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, err = f.Write([]byte("more"))
+			if err := errors.Join(err, f.Close()); err != nil {
+				t.Error(err)
+			}
+		})
 	}
-	must(t, f.Close())
+	e := newEnv(t, root, envOpts{h: h, noWatch: true})
+	waitFor(t, "a retry of the file that changed while it was hashed", func() bool { return e.ix.Progress().Retries > 0 })
 	e.ix.Changed(context.Background(), p) // as the watcher would
-	if e.ix.Progress().Retries == 0 {
-		t.Fatal("no retry although the file changed while it was hashed")
-	}
 	e.settle(settleTimeout)
 	rec, ok, err := e.st.Get([]byte(p))
 	must(t, err)
@@ -519,37 +529,36 @@ func TestFileAndDirectoryReplaceEachOther(t *testing.T) {
 // A file that changes while Lookup hashes it is retried by the pipeline even
 // after the caller's request ended, so it does not stay pending for ever.
 func TestLookupRetryOutlivesRequest(t *testing.T) {
-	e := newEnv(t, "", envOpts{noWatch: true})
+	h := &countingHasher{n: make(map[string]int)}
+	e := newEnv(t, "", envOpts{h: h, noWatch: true})
 	e.settle(settleTimeout)
 	p := filepath.Join(e.root, "growing.bin")
-	must(t, os.WriteFile(p, make([]byte, 128<<20), 0o644))
-	f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
-	must(t, err)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-				f.Write([]byte("more"))
-			}
+	must(t, os.WriteFile(p, make([]byte, 1<<20), 0o644))
+	// The lookup's hash meets an append as it starts, every time, however
+	// loaded the machine; later hashes (the pipeline's retry) do not.
+	var appended atomic.Bool
+	h.mu.Lock()
+	h.gate = func(path string) {
+		if path != p || appended.Swap(true) {
+			return
 		}
-	}()
-	deadline := time.Now().Add(settleTimeout)
-	for e.ix.Progress().Retries == 0 && time.Now().Before(deadline) {
-		ctx, cancel := context.WithCancel(context.Background())
-		_, err := e.ix.Lookup(ctx, p, false)
-		cancel()
-		must(t, err)
+		f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		_, err = f.Write([]byte("more"))
+		if err := errors.Join(err, f.Close()); err != nil {
+			t.Error(err)
+		}
 	}
-	close(stop)
-	<-done
-	must(t, f.Close())
-	if e.ix.Progress().Retries == 0 {
-		t.Fatal("no lookup met the file changing while it was hashed")
+	h.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err := e.ix.Lookup(ctx, p, false)
+	cancel() // the request ends
+	must(t, err)
+	if !appended.Load() || e.ix.Progress().Retries == 0 {
+		t.Fatal("the lookup did not meet the file changing while it was hashed")
 	}
 	e.settle(settleTimeout) // the final content, once the retry ran
 }
