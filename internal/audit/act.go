@@ -95,6 +95,9 @@ func (a *recorder) act(ctx context.Context, r *run, d *store.Due, out *outcome) 
 	case Busy, Retry:
 		a.mu.Lock()
 		r.attempts[path]++
+		if out.f.Away { // left to a later pass: it comes back with its disk
+			r.attempts[path] = maxAttempts
+		}
 		a.mu.Unlock()
 		if c == Retry && ctx.Err() == nil {
 			a.log.Debug("audit will try a file again", "path", path, "why", out.v.Why)

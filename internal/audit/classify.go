@@ -99,6 +99,10 @@ type Facts struct {
 	OpenErr error
 	// Busy: the indexer holds the path.
 	Busy bool
+	// Away: the path is gone and so is the record's file system from the
+	// nearest folder above it that exists (unmounted, or a disk pulled).
+	// The file is not missing; the indexer keeps its record.
+	Away bool
 	// Seen: the write ledger saw a write to the path or its inode since
 	// the record was hashed; when the ctime moved or the record is
 	// flagged, to another name of the inode too. A doubt (it cannot rule
@@ -152,7 +156,8 @@ type Verdict struct {
 // that changed is another file), a write the ledger saw, a racily clean
 // record. The rules, in order:
 //
-//   - gone: missing. A failed lstat: unreadable, or a retry.
+//   - gone: missing; with its file system away, a retry in a later pass.
+//     A failed lstat: unreadable, or a retry.
 //   - not a regular file any more, or another inode, size or mtime:
 //     modified, without reading; unreadable when only ctime moved and it
 //     cannot even be opened (what a chmod 000 does).
@@ -176,6 +181,8 @@ type Verdict struct {
 func Classify(f *Facts) Verdict {
 	ctimeMoved := f.BeforeErr == nil && onlyCtimeMoved(&f.Record, f.Before)
 	switch {
+	case gone(f.BeforeErr) && f.Away:
+		return Verdict{Class: Retry, Why: "its file system is not mounted at its path"}
 	case gone(f.BeforeErr):
 		return Verdict{Class: Missing, Why: "gone"}
 	case f.BeforeErr != nil:

@@ -125,24 +125,29 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *h
 	case stepSettle:
 		c.settle(j)
 	case stepAdopt:
-		c.adoptOrHash(ctx, j, fi, f)
+		c.adoptOrHash(ctx, j, fi, facts.known(), f)
 	default:
 		c.hashFresh(ctx, j, fi, facts.prior(j.path), f)
 	}
 }
 
-// adoptOrHash gives a file without a record the record of the file it
-// was renamed from, or of another name of its inode, when the renamer's
-// facts allow it, and hashes it otherwise, held against that record.
-func (c *checker) adoptOrHash(ctx context.Context, j job, fi fsstat.FileInfo, f *hasher.File) {
+// adoptOrHash gives a file without a record of its own the record of the
+// file it was renamed from, or of another name of its inode, when the
+// renamer's facts allow it, and hashes it otherwise, held against that
+// record. here is the record at the path of the file it replaced, or nil:
+// the prior record when the inode has none elsewhere.
+func (c *checker) adoptOrHash(ctx context.Context, j job, fi fsstat.FileInfo, here *store.Record, f *hasher.File) {
 	if !c.dropUnder(ctx, j) { // a file where a directory was: the records under it are stale
 		return // it changed meanwhile and is queued again
 	}
-	adopted, p := c.moves.adopt(ctx, j.path, fi, len(j.scans) > 0)
+	adopted, p := c.moves.adopt(ctx, j.path, fi, here, len(j.scans) > 0)
 	if adopted {
 		c.m.renames.Add(1)
 		c.settle(j)
 		return
+	}
+	if p == nil && here != nil {
+		p = &prior{rec: *here, from: j.path}
 	}
 	c.hashFresh(ctx, j, fi, p, f)
 }

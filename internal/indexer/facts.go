@@ -25,6 +25,10 @@ type fileFacts struct {
 	rehash, seen bool
 	settled      bool // rec still describes the file (ticks.settled)
 	mayAdopt     bool // a record elsewhere may be the file's: not a walk into an empty index
+	// replaced: rec is of another inode of the file's disk. The file was
+	// renamed over the path (an editor's save, mv a b): its own record, if
+	// any, is under its old name.
+	replaced bool
 }
 
 // fileStep is what a regular file's check does.
@@ -50,7 +54,8 @@ func (s fileStep) String() string { return stepNames[s] }
 // from another name of the inode. A doubt of the ledger (ledger.Unsure)
 // is no write: a file whose stat identity, ctime included, is its
 // record's was not written since. A file without a record may be a
-// renamed one.
+// renamed one, and so may a file renamed over a recorded path: its
+// record there is the replaced file's.
 func decideFile(f fileFacts) fileStep {
 	switch {
 	case f.shelf != nil:
@@ -60,7 +65,7 @@ func decideFile(f fileFacts) fileStep {
 			return stepUpgrade
 		}
 		return stepSettle
-	case !f.ok && f.mayAdopt:
+	case (!f.ok || f.replaced) && f.mayAdopt:
 		return stepAdopt
 	}
 	return stepHash
@@ -110,6 +115,7 @@ func (c *checker) gatherFile(j *job, fi fsstat.FileInfo) (fileFacts, error) {
 		f.seen = c.linkedSince(j.path, j.path, fi.Dev, fi.Ino, f.rec.HashedAt)
 	}
 	f.settled = f.ok && c.ticks.settled(&f.rec, fi)
+	f.replaced = f.ok && f.rec.Dev == fi.Dev && f.rec.Ino != fi.Ino
 	return f, nil
 }
 

@@ -285,17 +285,21 @@ func (c *checker) found(f Finding) {
 }
 
 // priorOf is the prior record of the file fi at path, whose record has
-// not been read yet: its own, or its inode's under another name. Nil when
-// there is none.
+// not been read yet: its own, or its inode's under another name (also
+// when the record at path is of another inode: fi was renamed over it).
+// Nil when there is none.
 func (c *checker) priorOf(path string, fi fsstat.FileInfo) *prior {
 	rec, ok, err := c.st.Get([]byte(path))
 	if err != nil {
 		return nil
 	}
-	if ok {
+	if ok && (upgradeDev(&rec, fi) || rec.Dev != fi.Dev || rec.Ino == fi.Ino) {
 		return c.ownPrior(path, fi, rec)
 	}
-	return c.moves.priorOf(path, fi)
+	if p := c.moves.priorOf(path, fi); p != nil || !ok {
+		return p
+	}
+	return c.ownPrior(path, fi, rec)
 }
 
 // ownPrior is the prior record of the file fi for its own record rec.

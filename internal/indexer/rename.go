@@ -167,8 +167,9 @@ type renamer struct {
 // file it was renamed from or of another name of its inode, when the facts
 // allow it. walked says a walk queued path and sweeps its directory. It
 // reports whether path now has its record; when not, the record of its
-// inode found elsewhere, if any, is returned as its prior record.
-func (r *renamer) adopt(ctx context.Context, path string, fi fsstat.FileInfo, walked bool) (bool, *prior) {
+// inode found elsewhere, if any, is returned as its prior record. here
+// is the record at path of another inode, which a rename replaces, or nil.
+func (r *renamer) adopt(ctx context.Context, path string, fi fsstat.FileInfo, here *store.Record, walked bool) (bool, *prior) {
 	var f renameFacts
 	for range 2 { // a conflict means the index moved on: look again, once
 		var err error
@@ -177,7 +178,7 @@ func (r *renamer) adopt(ctx context.Context, path string, fi fsstat.FileInfo, wa
 			r.log.Error("cannot read index", "path", path, "err", err)
 			return false, nil
 		}
-		ok, err := r.act(ctx, decide(f), path, &f, walked)
+		ok, err := r.act(ctx, decide(f), path, &f, here, walked)
 		if !errors.Is(err, store.ErrConflict) {
 			if err != nil {
 				r.log.Warn("cannot move record of renamed file", "from", f.old, "to", path, "err", err)
@@ -274,11 +275,11 @@ func (r *renamer) gatherOld(f *renameFacts, path string) {
 
 // act carries a verdict out through the store; an error that is
 // store.ErrConflict means the facts are out of date.
-func (r *renamer) act(ctx context.Context, v verdict, path string, f *renameFacts, walked bool) (bool, error) {
+func (r *renamer) act(ctx context.Context, v verdict, path string, f *renameFacts, here *store.Record, walked bool) (bool, error) {
 	adopted := f.rec
 	adopted.SetIdentity(f.file)
 	adopted.Generation = r.scans.generation()
-	a := store.Adoption{From: []byte(f.old), To: []byte(path), Was: f.rec, Record: adopted}
+	a := store.Adoption{From: []byte(f.old), To: []byte(path), Was: f.rec, ToWas: here, Record: adopted}
 	switch v {
 	case keepHere:
 		return true, nil

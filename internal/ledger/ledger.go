@@ -70,6 +70,20 @@
 // So pruning turns an answer from Written to Unsure at worst, never to
 // NotWritten. With paths of 130 bytes, all maps full take about 10 MiB.
 //
+// # Clock steps
+//
+// Entries and records' HashedAt are on the wall clock, which can step
+// back (date -s, a clock put right). A write seen after such a step is
+// stamped earlier than a record hashed before it, yet came after it. So
+// the ledger counts the steps back it notices (eras), and an entry of a
+// later era than a record's hash is after it, whatever the times say. A
+// record hashed later than the clock reads now was hashed before the last
+// step, or before the ledger began (every entry is after it then: a clock
+// set back while the daemon was down). Otherwise the hash is taken to be
+// of this era: a hash made before a step back whose time the clock has
+// reached again is taken for one made after it. The steps only ever add
+// writes: an entry still counts when its time is later than the hash's.
+//
 // What the ledger cannot know: writes while the daemon was down, writes
 // in directories the watcher has no watch on, and a write made in the
 // moment between a directory's rename and the watch of its new name
@@ -129,8 +143,15 @@ type move struct {
 // written there. The inode is zero when unknown, and when writes to more
 // than one inode were seen at the path.
 type stamp struct {
-	at int64
-	id inode
+	at  int64
+	era uint32 // the steps back of the clock seen before it (# Clock steps)
+	id  inode
+}
+
+// after reports whether s may be of a write at or after a hash at since
+// in era: a later time, or a later era.
+func (s stamp) after(since int64, era int64) bool {
+	return s.at >= since || int64(s.era) > era
 }
 
 // Ledger records writes and answers whether a file was written since a
@@ -148,6 +169,8 @@ type Ledger struct {
 	moves    map[string]move  // directories moved, by their new name
 	lostAt   int64            // entries were dropped then: every file
 	prunedAt int64            // last pruning by age
+	last     int64            // the clock's last reading
+	era      uint32           // the steps back of the clock seen
 }
 
 // New returns an empty Ledger on the wall clock, as records' HashedAt.
@@ -158,7 +181,7 @@ func New() *Ledger {
 func newLedger(now func() int64, max int) *Ledger {
 	return &Ledger{now: now, max: max, paths: make(map[string]stamp), inodes: make(map[inode]stamp),
 		dirs: make(map[string]stamp), unknown: make(map[string]stamp), lost: make(map[string]stamp),
-		moves: make(map[string]move)}
+		moves: make(map[string]move), last: now()}
 }
 
 // Written records a write to the file at path with inode (dev, ino),
@@ -171,19 +194,20 @@ func (l *Ledger) Written(path string, dev, ino uint64) {
 	if ino == 0 {
 		id = inode{}
 	}
-	put(l, l.paths, path, stamp{t, id})
+	put(l, l.paths, path, stamp{t, l.era, id})
 	if ino == 0 {
-		put(l, l.unknown, filepath.Dir(path), stamp{at: t})
+		put(l, l.unknown, filepath.Dir(path), stamp{at: t, era: l.era})
 		return
 	}
-	put(l, l.inodes, id, stamp{at: t})
+	put(l, l.inodes, id, stamp{at: t, era: l.era})
 }
 
 // DirRenamed records that the directory at path was renamed away now.
 func (l *Ledger) DirRenamed(path string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	put(l, l.dirs, path, stamp{at: l.tick()})
+	t := l.tick()
+	put(l, l.dirs, path, stamp{at: t, era: l.era})
 }
 
 // DirMoved records that the directory renamed away from from is at to
@@ -228,7 +252,8 @@ func (l *Ledger) dropMoves(now int64) {
 func (l *Ledger) Lost(root string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	put(l, l.lost, filepath.Clean(root), stamp{at: l.tick()})
+	t := l.tick()
+	put(l, l.lost, filepath.Clean(root), stamp{at: t, era: l.era})
 }
 
 // Since answers whether the file at path, or inode (dev, ino) under any
@@ -240,12 +265,16 @@ func (l *Ledger) Lost(root string) {
 func (l *Ledger) Since(path string, dev, ino uint64, sinceNs int64) Answer {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
+	now := l.read()
+	era := int64(l.era)
+	if sinceNs > now { // hashed before the last step back, maybe before this ledger
+		era--
+	}
 	id := inode{dev, ino}
-	if s, ok := l.inodes[id]; ok && ino != 0 && s.at >= sinceNs && now-s.at <= window {
+	if s, ok := l.inodes[id]; ok && ino != 0 && s.after(sinceNs, era) && now-s.at <= window {
 		return Written
 	}
-	a := l.answer(path, id, sinceNs, now, math.MaxInt64, 0)
+	a := l.answer(path, id, sinceNs, era, now, math.MaxInt64, 0)
 	if a == NotWritten && l.lostAt != 0 && l.lostAt >= sinceNs && now-l.lostAt <= window {
 		a = Unsure
 	}
@@ -255,8 +284,10 @@ func (l *Ledger) Since(path string, dev, ino uint64, sinceNs int64) Answer {
 // answer is Since by path: its entry, the doubts over it, and the same
 // under the old names of the moved directories above it, for entries made
 // up to until. hops counts the moves followed.
-func (l *Ledger) answer(path string, id inode, since, now, until int64, hops int) Answer {
-	live := func(s stamp, w int64) bool { return s.at != 0 && s.at >= since && s.at <= until && now-s.at <= w }
+func (l *Ledger) answer(path string, id inode, since, era, now, until int64, hops int) Answer {
+	live := func(s stamp, w int64) bool {
+		return s.at != 0 && s.after(since, era) && s.at <= until && now-s.at <= w
+	}
 	if s, ok := l.paths[path]; ok && live(s, window) && (id.ino == 0 || s.id == inode{} || s.id == id) {
 		return Written
 	}
@@ -273,7 +304,7 @@ func (l *Ledger) answer(path string, id inode, since, now, until int64, hops int
 		}
 		if m, ok := l.moves[d]; ok && hops < maxHops && now-m.at <= window {
 			old := filepath.Join(m.from, path[len(d):])
-			a = max(a, l.answer(old, id, since, now, min(until, m.at+moveSlack), hops+1))
+			a = max(a, l.answer(old, id, since, era, now, min(until, m.at+moveSlack), hops+1))
 			if a == Written {
 				return a
 			}
@@ -312,7 +343,7 @@ func (l *Ledger) WrittenSince(path string, dev, ino uint64, sinceNs int64) bool 
 // tick returns the time now and drops expired entries every quarter
 // window, so memory goes back down after a burst.
 func (l *Ledger) tick() int64 {
-	now := l.now()
+	now := l.read()
 	if now-l.prunedAt > window/4 {
 		l.prunedAt = now
 		expire(l.paths, now)
@@ -326,6 +357,16 @@ func (l *Ledger) tick() int64 {
 			}
 		}
 	}
+	return now
+}
+
+// read reads the clock, counting a step back (# Clock steps).
+func (l *Ledger) read() int64 {
+	now := l.now()
+	if now < l.last {
+		l.era++
+	}
+	l.last = now
 	return now
 }
 
@@ -344,7 +385,7 @@ func put[K comparable](l *Ledger, m map[K]stamp, k K, s stamp) {
 	if ok && old.id != s.id {
 		s.id = inode{}
 	}
-	m[k] = stamp{max(old.at, s.at), s.id}
+	m[k] = stamp{max(old.at, s.at), max(old.era, s.era), s.id}
 }
 
 // expire drops the entries older than the window.

@@ -317,3 +317,47 @@ func FuzzNeverMissed(f *testing.F) {
 	f.Add([]byte{0, 0, 255, 0, 1, 255, 0, 2, 255, 0, 3, 255, 0, 4, 255, 7, 255, 0})
 	f.Fuzz(func(t *testing.T, b []byte) { checkNeverMissed(t, b) })
 }
+
+// A write seen after the clock stepped back is after every record hashed
+// before the step, though its time is earlier (date -s, a clock put
+// right); a write before a record hashed after the step is not.
+func TestClockStepBack(t *testing.T) {
+	l, c := newTest(maxEntries)
+	c.t = c.at(time.Hour)
+	hashed := c.now() // a record hashed before the step
+	l.Written("/r/other", 1, 9)
+	c.add(time.Minute)
+	c.t -= int64(24 * time.Hour) // the clock is set back a day
+	l.Written("/r/f", 1, 5)
+	if a := l.Since("/r/f", 1, 5, hashed); a != Written {
+		t.Errorf("a write after the step back, by path and inode: %v; want written", a)
+	}
+	if a := l.Since("/r/g", 1, 5, hashed); a != Written {
+		t.Errorf("a write after the step back, by inode: %v; want written", a)
+	}
+	if a := l.Since("/r/other", 1, 9, hashed); a != Written {
+		t.Errorf("a write before the step, after the hash: %v; want written", a)
+	}
+	c.add(time.Second)
+	rehashed := c.now() // hashed again after the write, after the step
+	c.add(time.Second)
+	if a := l.Since("/r/f", 1, 5, rehashed); a != NotWritten {
+		t.Errorf("a write after the step and before the hash: %v; want not written", a)
+	}
+	l.Written("/r/f", 1, 5)
+	if a := l.Since("/r/f", 1, 5, rehashed); a != Written {
+		t.Errorf("a write after the hash after the step: %v; want written", a)
+	}
+}
+
+// A record hashed before the ledger began at a time the clock has not
+// reached (set back while the daemon was down) is older than every entry.
+func TestClockSetBackBeforeStart(t *testing.T) {
+	l, c := newTest(maxEntries)
+	hashed := c.at(24 * time.Hour) // by the last run, before the clock was set back
+	c.add(time.Minute)
+	l.Written("/r/f", 1, 5)
+	if a := l.Since("/r/f", 1, 5, hashed); a != Written {
+		t.Errorf("a write by this run, of a record hashed by the last before the clock was set back: %v; want written", a)
+	}
+}

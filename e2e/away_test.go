@@ -1,0 +1,58 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	"github.com/annexd/annexd/internal/loopfs"
+)
+
+// An audit run while a root's file system is away (a USB disk pulled, a
+// lazy unmount) finds nothing at the paths. The files are not missing:
+// their file system is elsewhere, the indexer keeps their records. The
+// audit leaves them to a later pass, and the findings made before stay
+// listed, while the disk is away and once it is back.
+func TestAuditWhileFileSystemAway(t *testing.T) {
+	t.Parallel()
+	needRoot(t, "mount loop images")
+	for _, tc := range []struct {
+		name string
+		sub  string // the root, under the mount point
+	}{{"root is the mount point", ""}, {"root is a folder of the mount", "home"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
+			root := fs.Path(tc.sub)
+			files := fillTree(t, root, 4, 300)
+			d := startOn(t, dedupBase(t, auditConf), root)
+			keys := keysOf(t, d, files)
+			flagged := files[0]
+			fs.Sync(t)
+			fs.FlipByte(t, flagged, 100)
+			if code, run := auditRun(t, d, "--full-speed"); code != 4 || run.Counts["corrupt"] != 1 {
+				t.Fatalf("audit of the flipped file: exit %d %+v", code, run)
+			}
+			want := map[string]string{flagged: "corrupt"}
+			wantProblems(t, d, want)
+
+			fs.Unmount(t)
+			waitFor(t, d, 10*time.Second, "status says the root is away", func() bool {
+				st := statusJSON(t, d)
+				return len(st.Roots) == 1 && st.Roots[0].Away != ""
+			})
+			code, run := auditRun(t, d, "--full-speed")
+			if run.Counts["missing"] != 0 || run.Counts["ok"] != 0 {
+				t.Errorf("audit with the file system away: exit %d %+v; want no file counted missing (nor ok)", code, run)
+			}
+			wantProblems(t, d, want)
+
+			fs.Mount(t)
+			d.waitIdle()
+			wantProblems(t, d, want)
+			wantKept(t, d, flagged, "corrupt", keys[flagged])
+			if code, run := auditRun(t, d, "--full-speed"); code != 4 || run.Counts["corrupt"] != 1 || run.Counts["ok"] != int64(len(files)-1) {
+				t.Errorf("audit once the file system is back: exit %d %+v; want exit 4, one corrupt, %d ok", code, run, len(files)-1)
+			}
+			wantProblems(t, d, want)
+		})
+	}
+}
