@@ -113,6 +113,7 @@ func TestHealAcrossHosts(t *testing.T) {
 	// The hub back: an audit pass alone heals the file ("any" heals on
 	// its own after a pass).
 	s.nas.start()
+	s.nas.caughtUp() // connected: a holder not yet connected is asked again only 15 s after a minute's wait
 	s.laptop.caughtUp()
 	if r := s.laptop.ctl("audit", "run", "--wait", "--full-speed"); r.code != 4 {
 		t.Fatalf("audit pass: exit %d, want 4\n%s%s", r.code, r.stdout, r.stderr)
