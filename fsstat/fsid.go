@@ -38,7 +38,8 @@ import (
 // The subvolume (statx STATX_SUBVOL, btrfs and bcachefs) is added to a key
 // of rules 1 and 2: each subvolume numbers its inodes from the same start.
 // A clone of a disk image keeps its UUID and counts as the same file
-// system, as it does for blkid.
+// system, as it does for blkid, as long as it is not mounted beside the
+// disk it was copied from (twins.go).
 //
 // The id is 62 bits of the key's SHA-256 with bit 62 set; a rule-4 id has
 // bit 63 set as well (Volatile). A device number never has bit 62 set, so
@@ -85,6 +86,7 @@ type FS struct {
 	Type   string // from the mount table, "" when not found there
 	Source string // from the mount table, e.g. "/dev/sdb1"
 	Point  string // a mount point of it, "" when not found
+	Twin   string // for a twin (twins.go), where the file system that keeps the key is or was; else ""
 }
 
 // idFromKey makes an id from a key; volatile says it is one of rule 4.
@@ -217,7 +219,7 @@ func resolve(dev uint64, open opener) (fs FS, sure bool) {
 		defer unix.Close(fd)
 	}
 	fs = FS{Type: m.Type, Source: m.Source, Point: m.Point}
-	fs.Key = keyOf(fd, dev, m, inTable)
+	fs.Key, fs.Twin = twinOf(keyOf(fd, dev, m, inTable), dev, mounts)
 	fs.ID = idFromKey(fs.Key, strings.HasPrefix(fs.Key, "mount:"))
 	return fs, fd >= 0
 }

@@ -247,3 +247,86 @@ func blkidKey(t *testing.T, image string) string {
 	}
 	return "uuid:" + strings.ReplaceAll(strings.TrimSpace(string(out)), "-", "")
 }
+
+// TestIDOfTwins: a copy of a disk keeps its UUID. Alone, it is the disk it
+// was copied from; mounted beside it, it is a file system of its own (a
+// twin), and it stays one while it is mounted, even when the original is
+// unplugged and plugged in again.
+func TestIDOfTwins(t *testing.T) {
+	changed := watchMounts(t)
+	a := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 32 << 20})
+	waitChange(t, changed, "mount")
+	if err := os.WriteFile(a.Path("f"), []byte("content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idA := lstatID(t, a.Dir)
+	a.Unmount(t)
+	waitChange(t, changed, "unmount")
+	b := a.Clone(t)
+	b.Mount(t)
+	waitChange(t, changed, "mount")
+	if got := lstatID(t, b.Dir); got != idA {
+		t.Errorf("a copy mounted alone: id %x; want its original's, %x", got, idA)
+	}
+	b.Unmount(t)
+	waitChange(t, changed, "unmount")
+
+	a.Mount(t)
+	waitChange(t, changed, "mount")
+	b.Mount(t)
+	waitChange(t, changed, "mount")
+	fa, err := fsstat.Lstat(a.Path("f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := fsstat.Lstat(b.Path("f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fa.Dev != idA || fb.Dev == idA || fa.Ino != fb.Ino || !fsstat.Stable(fb.Dev) {
+		t.Fatalf("the original and its copy mounted at once: ids %x and %x (inodes %d, %d); want %x and a stable one of its own",
+			fa.Dev, fb.Dev, fa.Ino, fb.Ino, idA)
+	}
+	desc, err := fsstat.FileSystem(b.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	descA, _ := fsstat.Describe(idA)
+	if desc.ID != fb.Dev || desc.Twin != a.Dir || fsstat.Disk(desc.Key) == fsstat.Disk(descA.Key) {
+		t.Errorf("FileSystem(%s) = %+v; want id %x, the twin of %s, another disk than %q", b.Dir, desc, fb.Dev, a.Dir, descA.Key)
+	}
+	if descA.Twin != "" {
+		t.Errorf("the original is called a twin: %+v", descA)
+	}
+
+	// The original unplugged and plugged in again: each keeps its id.
+	a.Unmount(t)
+	waitChange(t, changed, "unmount")
+	if got := lstatID(t, b.Dir); got != fb.Dev {
+		t.Errorf("the copy with the original unplugged: id %x; want its own, %x", got, fb.Dev)
+	}
+	a.Mount(t)
+	waitChange(t, changed, "mount")
+	if ga, gb := lstatID(t, a.Dir), lstatID(t, b.Dir); ga != idA || gb != fb.Dev {
+		t.Errorf("the original plugged in again: ids %x and %x; want %x and %x", ga, gb, idA, fb.Dev)
+	}
+
+	// The index knows both. Met first and alone after a remount, the copy
+	// is still the twin at its place, and the original keeps the key.
+	fsstat.Remember(descA.Key, a.Dir)
+	fsstat.Remember(desc.Key, b.Dir)
+	a.Unmount(t)
+	b.Unmount(t)
+	waitChange(t, changed, "unmount")
+	drain(changed)
+	b.Mount(t)
+	waitChange(t, changed, "mount")
+	if got, _ := fsstat.FileSystem(b.Dir); got.ID != fb.Dev || got.Twin != a.Dir {
+		t.Errorf("the copy alone at its place, known as a twin there: %+v; want id %x, the twin of %s", got, fb.Dev, a.Dir)
+	}
+	a.Mount(t)
+	waitChange(t, changed, "mount")
+	if ga, gb := lstatID(t, a.Dir), lstatID(t, b.Dir); ga != idA || gb != fb.Dev {
+		t.Errorf("the original mounted after its copy: ids %x and %x; want %x and %x", ga, gb, idA, fb.Dev)
+	}
+}

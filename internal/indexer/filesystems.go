@@ -70,6 +70,7 @@ func newFileSystems(st *store.Store, log *slog.Logger) *fileSystems {
 		}
 		fs.ID = id
 		f.byID[id] = &fs
+		fsstat.Remember(fs.Key, fs.Point)
 		return nil
 	})
 	return f
@@ -89,12 +90,19 @@ func (f *fileSystems) learn(dev uint64) {
 		f.mu.Unlock()
 		return
 	}
+	if desc.Twin != "" {
+		f.log.Warn("this file system has the UUID of another one (a copy of a disk?): it is indexed "+
+			"under an id of its own; give it a UUID of its own, unmounted: "+
+			"tune2fs -U random (ext4), xfs_admin -U generate (XFS), btrfstune -u (btrfs)",
+			"point", desc.Point, "source", desc.Source, "same_uuid_as", desc.Twin, "key", desc.Key)
+	}
 	fs := &FileSystem{ID: dev, Key: desc.Key, Type: desc.Type, Source: desc.Source, Point: desc.Point,
 		LastSeen: time.Now().UnixNano()}
 	if old := f.byID[dev]; old != nil && fs.Point == "" {
 		fs.Type, fs.Source, fs.Point = old.Type, old.Source, old.Point
 	}
 	f.byID[dev] = fs
+	fsstat.Remember(fs.Key, fs.Point)
 	v, _ := json.Marshal(fs)
 	f.mu.Unlock()
 	f.st.Submit(store.Change{Op: store.OpPutMeta, Path: []byte(fsMetaName(dev)), Value: v}, func(err error) {

@@ -362,3 +362,26 @@ func (fs *FS) Free(t testing.TB) int64 {
 	}
 	return int64(st.Bfree) * st.Bsize
 }
+
+// Clone copies the image of fs, which must be unmounted, and binds the
+// copy to a loop device of its own: a disk copied with dd, its UUID and
+// all. Mount mounts the copy on a directory of its own, beside fs.
+func (fs *FS) Clone(t testing.TB) *FS {
+	t.Helper()
+	if fs.Mounted() {
+		t.Fatalf("loopfs: clone %s: unmount it first, so its image is whole", fs.Dir)
+	}
+	base := t.TempDir()
+	c := &FS{Kind: fs.Kind, Dir: filepath.Join(base, "mnt"), Image: filepath.Join(base, "fs.img"), opts: fs.opts}
+	if err := os.Mkdir(c.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", "--sparse=always", fs.Image, c.Image).CombinedOutput(); err != nil {
+		t.Fatalf("loopfs: cp %s %s: %v: %s", fs.Image, c.Image, err, trimmed(out))
+	}
+	if err := c.attach(); err != nil {
+		t.Fatalf("loopfs: clone: %v", err)
+	}
+	t.Cleanup(func() { c.cleanup(t) })
+	return c
+}
