@@ -515,13 +515,19 @@ func (e *env) settle(timeout time.Duration) {
 	e.t.Fatalf("index does not match the tree after %v: %s (progress %+v)", timeout, last, e.ix.Progress())
 }
 
-// waitFor polls cond until it holds; after 20 s the test fails naming what.
+// waitForLimit bounds waitFor. A scan of a few thousand files under the
+// race detector beside two busy loops and three other test packages took
+// more than 20 s (TestLastMergeRunsWhileLargeFilesHash, quiet: 2 s).
+const waitForLimit = time.Minute
+
+// waitFor polls cond until it holds; after waitForLimit the test fails
+// naming what.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitForLimit)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("after 20 s: not yet: %s", what)
+			t.Fatalf("after %v: not yet: %s", waitForLimit, what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
