@@ -53,7 +53,10 @@ func newBrowser(t *testing.T) *browser {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 800),
-		chromedp.UserDataDir(t.TempDir()))
+		chromedp.UserDataDir(t.TempDir()),
+		// Chromium makes a folder for its singleton socket in TMPDIR
+		// whatever the profile's folder: one for each run left in /tmp.
+		chromedp.Env("TMPDIR="+t.TempDir()))
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelA() })
