@@ -9,64 +9,28 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/annexd/annexd/internal/testutil"
 	"github.com/annexd/annexd/key"
 )
 
-// annexctlBuild is the annexctl binary the package's tests share: built
-// once, since each build links for seconds of CPU.
-var annexctlBuild struct {
-	once sync.Once
-	dir  string
-	bin  string
-	err  error
-}
+// annexctlBuild is the annexctl binary the package's tests share.
+var annexctlBuild = testutil.Build{Pkg: "github.com/annexd/annexd/cmd/annexctl"}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if annexctlBuild.dir != "" {
-		_ = os.RemoveAll(annexctlBuild.dir)
-	}
+	annexctlBuild.Remove()
 	os.Exit(code)
 }
 
-// buildAnnexctl builds this command on first use and returns the binary's
-// path. Every test runs the same file and must not change it.
-func buildAnnexctl(t *testing.T) string {
-	t.Helper()
-	b := &annexctlBuild
-	b.once.Do(func() {
-		gobin, err := exec.LookPath("go")
-		if err != nil {
-			b.err = fmt.Errorf("this test builds the command and needs the go tool in PATH: %w", err)
-			return
-		}
-		if b.dir, b.err = os.MkdirTemp("", "annexctl-test"); b.err != nil {
-			return
-		}
-		// Open to all: TestCalckeyBadInputs runs it as nobody.
-		if b.err = os.Chmod(b.dir, 0o755); b.err != nil {
-			return
-		}
-		bin := filepath.Join(b.dir, "annexctl")
-		out, err := exec.Command(gobin, "build", "-o", bin, "github.com/annexd/annexd/cmd/annexctl").CombinedOutput()
-		if err != nil {
-			b.err = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		b.bin = bin
-	})
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	return b.bin
-}
+// buildAnnexctl returns the shared annexctl binary, built on first use.
+// Its folder is open to all: TestCalckeyBadInputs runs it as nobody.
+func buildAnnexctl(t *testing.T) string { return annexctlBuild.Binary(t) }
 
 func needGitAnnex(t *testing.T) {
 	t.Helper()

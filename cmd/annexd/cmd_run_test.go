@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,46 +19,19 @@ import (
 	"github.com/annexd/annexd/internal/testutil"
 )
 
-// annexdBuild is the annexd binary the package's tests share: built once,
-// since each build with the race detector links for seconds of CPU.
-var annexdBuild struct {
-	once sync.Once
-	dir  string
-	bin  string
-	err  error
-}
+// annexdBuild is the annexd binary the package's tests share, with the
+// race detector.
+var annexdBuild = testutil.Build{Pkg: "github.com/annexd/annexd/cmd/annexd", Flags: []string{"-race"}}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if annexdBuild.dir != "" {
-		_ = os.RemoveAll(annexdBuild.dir)
-	}
+	annexdBuild.Remove()
 	os.Exit(code)
 }
 
-// annexdBinary builds annexd (with the race detector) on first use and
-// returns its path. Every test runs the same file: a test that moves or
-// changes it links or copies it first (see linkBinary).
-func annexdBinary(t *testing.T) string {
-	t.Helper()
-	b := &annexdBuild
-	b.once.Do(func() {
-		if b.dir, b.err = os.MkdirTemp("", "annexd-cmd-test"); b.err != nil {
-			return
-		}
-		bin := filepath.Join(b.dir, "annexd")
-		out, err := exec.Command(goBinary(), "build", "-race", "-o", bin, "github.com/annexd/annexd/cmd/annexd").CombinedOutput()
-		if err != nil {
-			b.err = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		b.bin = bin
-	})
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	return b.bin
-}
+// annexdBinary returns the shared annexd, built on first use. A test that
+// moves or changes it links or copies it first (see linkBinary).
+func annexdBinary(t *testing.T) string { return annexdBuild.Binary(t) }
 
 // linkBinary puts the shared annexd at dst: a hard link, or a copy where
 // dst is on another file system.
@@ -76,14 +48,6 @@ func linkBinary(t *testing.T, dst string) {
 	if err := os.WriteFile(dst, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// goBinary is the go command that runs these tests.
-func goBinary() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 }
 
 // daemonEnv is a private XDG layout for one test's daemons.

@@ -186,17 +186,7 @@ func TestChangeWhileHashedIsRetried(t *testing.T) {
 		if path != p {
 			return
 		}
-		once.Do(func() {
-			f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			_, err = f.Write([]byte("more"))
-			if err := errors.Join(err, f.Close()); err != nil {
-				t.Error(err)
-			}
-		})
+		once.Do(func() { appendMore(t, p) })
 	}
 	e := newEnv(t, root, envOpts{h: h, noWatch: true})
 	waitFor(t, "a retry of the file that changed while it was hashed", func() bool { return e.ix.Progress().Retries > 0 })
@@ -542,15 +532,7 @@ func TestLookupRetryOutlivesRequest(t *testing.T) {
 		if path != p || appended.Swap(true) {
 			return
 		}
-		f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		_, err = f.Write([]byte("more"))
-		if err := errors.Join(err, f.Close()); err != nil {
-			t.Error(err)
-		}
+		appendMore(t, p)
 	}
 	h.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -651,5 +633,19 @@ func TestUnreadableKeepsLastDigest(t *testing.T) {
 	}
 	if r, err := e.ix.Lookup(ctx, kept, false); err != nil || r.State != Unreadable {
 		t.Errorf("lookup: %+v %v", r, err)
+	}
+}
+
+// appendMore appends to the file p, as a writer changing it does; called
+// from the hasher's gate, it reports a failure without stopping the test.
+func appendMore(t *testing.T, p string) {
+	f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	_, err = f.Write([]byte("more"))
+	if err := errors.Join(err, f.Close()); err != nil {
+		t.Error(err)
 	}
 }
