@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +46,8 @@ func TestAuditWhileFileSystemAway(t *testing.T) {
 				t.Errorf("audit with the file system away: exit %d %+v; want no file counted missing (nor ok)", code, run)
 			}
 			wantProblems(t, d, want)
+			wantAbsent(t, d, flagged, keys[flagged], "corrupt")
+			wantAbsent(t, d, files[1], keys[files[1]], "")
 
 			fs.Mount(t)
 			d.waitIdle()
@@ -54,5 +58,19 @@ func TestAuditWhileFileSystemAway(t *testing.T) {
 			}
 			wantProblems(t, d, want)
 		})
+	}
+}
+
+// wantAbsent fails unless lookup says path is on a file system not mounted
+// now, with its recorded key and finding (none: "").
+func wantAbsent(t *testing.T, d *daemon, path, key, finding string) {
+	t.Helper()
+	l := lookupJSON(t, d, path)
+	if got, _ := l["finding"].(string); l["state"] != "absent" || l["key"] != key || got != finding ||
+		!strings.Contains(fmt.Sprint(l["message"]), "not mounted") {
+		t.Errorf("lookup %s with its file system away: %v; want absent, key %s, finding %q, a message saying it is not mounted", path, l, key, finding)
+	}
+	if r := d.ctl("", "lookup", path); r.code != 1 || !strings.Contains(r.stderr, "not mounted") || !strings.Contains(r.stderr, key) {
+		t.Errorf("lookup %s with its file system away: exit %d, stderr %q; want exit 1 and a message naming the key and saying it is not mounted", path, r.code, r.stderr)
 	}
 }
