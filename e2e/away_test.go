@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,50 @@ func TestAuditWhileFileSystemAway(t *testing.T) {
 			}
 			wantProblems(t, d, want)
 		})
+	}
+}
+
+// annexd started while the disk mounted at a root is away: the root is the
+// empty folder beneath the mount point. Status says the root's file system
+// is not mounted, as it does when the disk goes away under the running
+// daemon, and the root is picked up, with no hashing, when the disk is
+// mounted.
+func TestStartWhileRootAway(t *testing.T) {
+	t.Parallel()
+	needRoot(t, "mount loop images")
+	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
+	root := fs.Path("")
+	files := fillTree(t, root, 4, 300)
+	base := dedupBase(t, auditConf)
+	d := startOn(t, base, root)
+	keys := keysOf(t, d, files)
+	d.stop()
+
+	fs.Unmount(t)
+	d = startOn(t, base, root)
+	d.waitIdle()
+	st := statusJSON(t, d)
+	if len(st.Roots) != 1 || !strings.Contains(st.Roots[0].Away, "not mounted") || st.Watcher.Healthy {
+		t.Errorf("started with the root's disk away: watcher %+v roots %+v; want the root away and the watcher not healthy", st.Watcher, st.Roots)
+	}
+	if r := d.ctl("", "status"); !strings.Contains(r.stdout, "not mounted") {
+		t.Errorf("status does not say the root's file system is away:\n%s", r.stdout)
+	}
+
+	fs.Mount(t)
+	made := filepath.Join(root, "made after the mount")
+	write(t, made, "made after the mount")
+	waitFor(t, d, 20*time.Second, "the root is watched again", func() bool {
+		st := statusJSON(t, d)
+		return st.Roots[0].Away == "" && st.Watcher.Healthy && lookupJSON(t, d, made)["state"] == "current"
+	})
+	for p, k := range keysOf(t, d, files) {
+		if k != keys[p] {
+			t.Errorf("%s: key %s, was %s", p, k, keys[p])
+		}
+	}
+	if st := statusJSON(t, d); st.Scan.FilesHashed != 1 {
+		t.Errorf("%d files hashed since the restart; want 1 (the one made after the mount)", st.Scan.FilesHashed)
 	}
 }
 
