@@ -124,6 +124,12 @@ const (
 	// mtime set back that annexd did not see): an edit as likely as rot.
 	// Key is the recorded key, not the content's.
 	StateUntraced LookupState = "untraced"
+	// StateAbsent: nothing is at the path, and its record is of a file
+	// system not mounted there now (a disk unplugged, another one in its
+	// place): the record is kept for when it is back. Key is the recorded
+	// key, Finding the record's flagged state, if any; Message names the
+	// file system.
+	StateAbsent LookupState = "absent"
 	// StateOutsideRoots: the path is not under any watched root. The
 	// server sets it; Index.Lookup never sees such paths.
 	StateOutsideRoots LookupState = "outside_roots"
@@ -136,12 +142,15 @@ const (
 type LookupResult struct {
 	Path    []byte      // the path as looked up (absolute, cleaned)
 	State   LookupState // what this result means
-	Key     key.Key     // the key; zero unless State is current, corrupt or untraced
+	Key     key.Key     // the key; zero unless State is current, corrupt, untraced or absent
 	Size    int64       // file size in bytes when known, else 0
 	Message string      // detail for the user (why unreadable, …); may be empty
 	// VerifiedAt is when the content was last read and found to match the
 	// key (hashed, or verified by an audit); zero when never or unknown.
 	VerifiedAt time.Time
+	// Finding is an absent file's finding: StateCorrupt or StateUntraced,
+	// as audit problems lists it; empty when it has none.
+	Finding LookupState
 }
 
 // WhereisQuery names content by its bare digest.

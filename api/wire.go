@@ -239,6 +239,10 @@ func (r LookupResult) AppendJSON(buf []byte) []byte {
 		buf = r.VerifiedAt.AppendFormat(buf, time.RFC3339Nano)
 		buf = append(buf, '"')
 	}
+	if r.Finding != "" {
+		buf = append(buf, `,"finding":`...)
+		buf = appendString(buf, []byte(r.Finding))
+	}
 	return append(buf, '}')
 }
 
@@ -252,6 +256,7 @@ type lookupWire struct {
 	Size       int64       `json:"size"`
 	Message    string      `json:"message"`
 	VerifiedAt string      `json:"verified_at"`
+	Finding    LookupState `json:"finding"`
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -271,7 +276,7 @@ func (r *LookupResult) fromWire(w lookupWire) error {
 	if err != nil {
 		return err
 	}
-	*r = LookupResult{Path: p, State: w.State, Key: k, Size: w.Size, Message: w.Message}
+	*r = LookupResult{Path: p, State: w.State, Key: k, Size: w.Size, Message: w.Message, Finding: w.Finding}
 	if w.VerifiedAt != "" {
 		if r.VerifiedAt, err = time.Parse(time.RFC3339Nano, w.VerifiedAt); err != nil {
 			return fmt.Errorf("%w: verified_at: %v", ErrBadResponse, err)
@@ -300,12 +305,16 @@ func fastLookupWire(b []byte) (w lookupWire, ok bool) {
 			w.Message, good = m.str()
 		case "verified_at":
 			w.VerifiedAt, good = m.str()
+		case "finding":
+			var s string
+			s, good = m.str()
+			w.Finding = LookupState(s)
 		case "size":
 			var err error
 			w.Size, err = strconv.ParseInt(string(m.val), 10, 64)
 			good = err == nil && !m.quoted
 		default:
-			good = !foldsToAny(m.name, "path", "path_b64", "state", "key", "message", "size", "verified_at")
+			good = !foldsToAny(m.name, "path", "path_b64", "state", "key", "message", "size", "verified_at", "finding")
 		}
 		return good
 	})

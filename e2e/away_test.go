@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"fmt"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +47,8 @@ func TestAuditWhileFileSystemAway(t *testing.T) {
 				t.Errorf("audit with the file system away: exit %d %+v; want no file counted missing (nor ok)", code, run)
 			}
 			wantProblems(t, d, want)
+			wantAbsent(t, d, flagged, keys[flagged], "corrupt")
+			wantAbsent(t, d, files[1], keys[files[1]], "")
 
 			fs.Mount(t)
 			d.waitIdle()
@@ -54,5 +59,63 @@ func TestAuditWhileFileSystemAway(t *testing.T) {
 			}
 			wantProblems(t, d, want)
 		})
+	}
+}
+
+// annexd started while the disk mounted at a root is away: the root is the
+// empty folder beneath the mount point. Status says the root's file system
+// is not mounted, as it does when the disk goes away under the running
+// daemon, and the root is picked up, with no hashing, when the disk is
+// mounted.
+func TestStartWhileRootAway(t *testing.T) {
+	t.Parallel()
+	needRoot(t, "mount loop images")
+	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
+	root := fs.Path("")
+	files := fillTree(t, root, 4, 300)
+	base := dedupBase(t, auditConf)
+	d := startOn(t, base, root)
+	keys := keysOf(t, d, files)
+	d.stop()
+
+	fs.Unmount(t)
+	d = startOn(t, base, root)
+	d.waitIdle()
+	st := statusJSON(t, d)
+	if len(st.Roots) != 1 || !strings.Contains(st.Roots[0].Away, "not mounted") || st.Watcher.Healthy {
+		t.Errorf("started with the root's disk away: watcher %+v roots %+v; want the root away and the watcher not healthy", st.Watcher, st.Roots)
+	}
+	if r := d.ctl("", "status"); !strings.Contains(r.stdout, "not mounted") {
+		t.Errorf("status does not say the root's file system is away:\n%s", r.stdout)
+	}
+
+	fs.Mount(t)
+	made := filepath.Join(root, "made after the mount")
+	write(t, made, "made after the mount")
+	waitFor(t, d, 20*time.Second, "the root is watched again", func() bool {
+		st := statusJSON(t, d)
+		return st.Roots[0].Away == "" && st.Watcher.Healthy && lookupJSON(t, d, made)["state"] == "current"
+	})
+	for p, k := range keysOf(t, d, files) {
+		if k != keys[p] {
+			t.Errorf("%s: key %s, was %s", p, k, keys[p])
+		}
+	}
+	if st := statusJSON(t, d); st.Scan.FilesHashed != 1 {
+		t.Errorf("%d files hashed since the restart; want 1 (the one made after the mount)", st.Scan.FilesHashed)
+	}
+}
+
+// wantAbsent fails unless lookup says path is on a file system not mounted
+// now, with its recorded key and finding (none: "").
+func wantAbsent(t *testing.T, d *daemon, path, key, finding string) {
+	t.Helper()
+	l := lookupJSON(t, d, path)
+	if got, _ := l["finding"].(string); l["state"] != "absent" || l["key"] != key || got != finding ||
+		!strings.Contains(fmt.Sprint(l["message"]), "not mounted") {
+		t.Errorf("lookup %s with its file system away: %v; want absent, key %s, finding %q, a message saying it is not mounted", path, l, key, finding)
+	}
+	if r := d.ctl("", "lookup", path); r.code != 1 || !strings.Contains(r.stderr, "not mounted") || !strings.Contains(r.stderr, key) {
+		t.Errorf("lookup %s with its file system away: exit %d, stderr %q; want exit 1 and a message naming the key and saying it is not mounted", path, r.code, r.stderr)
 	}
 }

@@ -159,6 +159,8 @@ func stateMessage(r api.LookupResult) string {
 	case api.StateUntraced:
 		msg = "content no longer matches its recorded key " + r.Key.String() +
 			" (untraced: only the ctime moved; an edit annexd did not see, or rot)"
+	case api.StateAbsent:
+		return "not here: " + absentMessage(r)
 	case api.StateOutsideRoots:
 		return "not under any directory annexd watches (" + r.Message + ")"
 	case api.StateInvalid:
@@ -471,4 +473,17 @@ func lookupChunk(ctx context.Context, c *api.Client, inputs [][]byte, cwd string
 		res[i], got = got[0], got[1:]
 	}
 	return res, nil
+}
+
+// absentMessage says what the index remembers of a file whose file system
+// is not mounted now: which one, its recorded key and its finding.
+func absentMessage(r api.LookupResult) string {
+	msg := r.Message
+	if !r.Key.IsZero() {
+		msg += "; recorded key " + r.Key.String()
+	}
+	if r.Finding != "" {
+		msg += " (" + string(r.Finding) + ", as audit problems lists it)"
+	}
+	return msg
 }

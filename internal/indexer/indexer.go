@@ -190,6 +190,7 @@ type Indexer struct {
 	removals *removals
 	feed     *feed
 	onDemand chan struct{} // semaphore: hashes run by Lookup
+	rootAway awayCache     // RootAway's looks for records
 
 	running   atomic.Bool
 	runCtx    context.Context

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/annexd/annexd/fsstat"
@@ -26,9 +27,10 @@ const (
 	Unreadable                  // the file cannot be read (Message says why)
 	Corrupt                     // content no longer matches the recorded key, and no write made it
 	Untraced                    // content no longer matches the recorded key; only the ctime moved
+	Absent                      // nothing at the path, and its record is of a file system not mounted there now
 )
 
-var stateNames = [...]string{"", "current", "pending", "missing", "not_regular", "ignored", "unreadable", "corrupt", "untraced"}
+var stateNames = [...]string{"", "current", "pending", "missing", "not_regular", "ignored", "unreadable", "corrupt", "untraced", "absent"}
 
 // flaggedState is the Lookup state of a record in the flagged state st.
 func flaggedState(st store.State) State {
@@ -48,9 +50,12 @@ func (s State) String() string {
 // Result is the answer of Lookup.
 type Result struct {
 	State   State
-	Key     key.Key // set when Current, Corrupt or Untraced
-	Size    int64   // from the fresh lstat when the path exists
+	Key     key.Key // set when Current, Corrupt, Untraced or Absent (the recorded one)
+	Size    int64   // from the fresh lstat when the path exists; Absent: the recorded size
 	Message string
+	// Finding is an Absent record's flagged state (Corrupt or Untraced);
+	// 0 when it has none.
+	Finding State
 	// VerifiedAt is the record's (Unix ns) with a key: when its content
 	// was last read and matched; 0 when never.
 	VerifiedAt int64
@@ -91,7 +96,8 @@ func (ix *Indexer) lookupRecord(path string) (fi fsstat.FileInfo, r Result, done
 	fi, err = fsstat.Lstat(path)
 	switch {
 	case isGone(err):
-		return fi, Result{State: Missing}, true, nil
+		r, err := ix.lookupAbsent(path)
+		return fi, r, true, err
 	case err != nil:
 		return fi, Result{State: Unreadable, Message: err.Error()}, true, nil
 	case !fi.IsRegular():
@@ -145,6 +151,42 @@ func (ix *Indexer) lookupPending(ctx context.Context, path string, fi fsstat.Fil
 		return pending(fi), false
 	}
 	return r, retry
+}
+
+// lookupAbsent answers Lookup for a path where nothing is: Absent with
+// the recorded key and finding when the record is of a file system not
+// mounted there now (filesystems.go), else Missing.
+func (ix *Indexer) lookupAbsent(path string) (Result, error) {
+	rec, ok, err := ix.st.Get([]byte(path))
+	if err != nil || !ok {
+		return Result{State: Missing}, err
+	}
+	fs, away := ix.Absent(path, rec.Dev)
+	if !away {
+		return Result{State: Missing}, nil
+	}
+	r := Result{State: Absent, Size: rec.Size, Message: notMounted(fs)}
+	if len(rec.Digest) == 0 {
+		return r, nil // never hashed: no key to name
+	}
+	if r.Key, err = recordKey(path, &rec); err != nil {
+		return Result{}, err
+	}
+	r.VerifiedAt = rec.VerifiedAt
+	if rec.State.Flagged() {
+		r.Finding = flaggedState(rec.State)
+	}
+	return r, nil
+}
+
+// notMounted says which file system is not mounted, as the index
+// remembers it.
+func notMounted(fs FileSystem) string {
+	msg := "its file system is not mounted: " + strings.TrimSpace(fs.Type+" "+fs.Key)
+	if fs.Point != "" {
+		msg += "; last mounted at " + fs.Point
+	}
+	return msg
 }
 
 func pending(fi fsstat.FileInfo) Result { return Result{State: Pending, Size: fi.Size} }

@@ -40,6 +40,9 @@ type Indexer interface {
 	Unchanged(path string, rec *store.Record) bool
 	Progress() indexer.Progress
 	RootScanned(root string) bool
+	// RootAway reports whether the file system that held root is not
+	// mounted now, the folder beneath its mount point in its place.
+	RootAway(ctx context.Context, root string) (indexer.FileSystem, bool)
 	Away(ctx context.Context) ([]indexer.FileSystem, map[uint64]int, error)
 	WaitIdle(ctx context.Context) error
 }

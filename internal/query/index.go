@@ -103,6 +103,7 @@ var lookupStates = map[indexer.State]api.LookupState{
 	indexer.Unreadable: api.StateUnreadable,
 	indexer.Corrupt:    api.StateCorrupt,
 	indexer.Untraced:   api.StateUntraced,
+	indexer.Absent:     api.StateAbsent,
 }
 
 // Lookup asks the indexer for the key of the file at path now; a
@@ -124,7 +125,7 @@ func (x *Index) Lookup(ctx context.Context, path []byte, wait bool) (api.LookupR
 			return api.LookupResult{Path: path, State: api.StateAnnexLink, Key: k}, nil
 		}
 	}
-	out := api.LookupResult{Path: path, State: st, Key: r.Key, Size: r.Size, Message: r.Message}
+	out := api.LookupResult{Path: path, State: st, Key: r.Key, Size: r.Size, Message: r.Message, Finding: lookupStates[r.Finding]}
 	if r.VerifiedAt != 0 {
 		out.VerifiedAt = time.Unix(0, r.VerifiedAt)
 	}

@@ -40,6 +40,7 @@ func (x *Index) Status(ctx context.Context) (api.Status, error) {
 	out.Away = x.awayStatus(ctx)
 	x.addParts(&out)
 	out.Watcher, out.Roots = x.watcherStatus(ws.Roots)
+	x.markRootsAway(ctx, &out)
 	out.Calibration = calibration(x.cfg.About.Calibration)
 	markUnreadable(&out, ws.Roots)
 	markBacklog(&out, x.cfg.Store.Backlog())
@@ -110,6 +111,27 @@ func (x *Index) watcherStatus(ws []watcher.RootStatus) (api.WatcherStatus, []api
 		roots = append(roots, rs)
 	}
 	return out, roots
+}
+
+// rootAwayWhy is a root's away when its file system was away at start;
+// the watcher says the same when it goes away while annexd runs.
+const rootAwayWhy = "file system not mounted, waiting (the folder beneath it is watched)"
+
+// markRootsAway shows a root whose file system is not mounted, though the
+// watcher saw no unmount (it was away when annexd started), as away: the
+// index remembers that another file system held it (RootAway).
+func (x *Index) markRootsAway(ctx context.Context, out *api.Status) {
+	for i := range out.Roots {
+		rs := &out.Roots[i]
+		if rs.Away != "" {
+			continue
+		}
+		if _, away := x.cfg.Indexer.RootAway(ctx, rs.Path); away {
+			rs.Away = rootAwayWhy
+			out.Watcher.Healthy = false
+			out.Watcher.Message = rs.Path + ": " + rs.Away
+		}
+	}
 }
 
 // calibration is the status's account of the hasher's calibration; nil
