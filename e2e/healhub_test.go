@@ -118,15 +118,24 @@ func TestHealAcrossHosts(t *testing.T) {
 	if r := s.laptop.ctl("audit", "run", "--wait", "--full-speed"); r.code != 4 {
 		t.Fatalf("audit pass: exit %d, want 4\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// Watched by lstat, not by reading: a reader holding the file open
+	// makes the heal "busy" (its write lease), tried again only later.
+	flagged, err := os.Lstat(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(hubWait)
 	for {
-		if b, _ := os.ReadFile(victim); sha256.Sum256(b) == want {
+		if fi, err := os.Lstat(victim); err == nil && !os.SameFile(fi, flagged) {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no heal after the pass\n%s", s.laptop.d.log)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if b, _ := os.ReadFile(victim); sha256.Sum256(b) != want {
+		t.Fatalf("the healed file does not hold the copy's bytes")
 	}
 	waitUnflagged(t, s.laptop, victim)
 	// Two heals kept their rotten bytes aside: the first, and this one.
