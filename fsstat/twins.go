@@ -141,14 +141,18 @@ func twinKey(key, point string) string {
 }
 
 // uniqueAt returns the unique id of the mount at point, if dev is mounted
-// there; 0 when it is not, or the kernel does not tell.
+// there; 0 when it is not, or the kernel does not tell. It opens nothing
+// (statx of the path): a descriptor held on a mount point, however
+// briefly, makes an unmount of it fail as busy.
 func uniqueAt(point string, dev uint64) uint64 {
-	fd, ok := openDir(point, dev)
-	if !ok {
+	var sx unix.Statx_t
+	err := unix.Statx(unix.AT_FDCWD, point, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT,
+		unix.STATX_TYPE|unix.STATX_MNT_ID_UNIQUE, &sx)
+	if err != nil || sx.Mask&unix.STATX_MNT_ID_UNIQUE == 0 || sx.Mode&unix.S_IFMT != unix.S_IFDIR ||
+		unix.Mkdev(sx.Dev_major, sx.Dev_minor) != dev {
 		return 0
 	}
-	defer unix.Close(fd)
-	return mountUnique(fd)
+	return sx.Mnt_id
 }
 
 // keyAt returns the key, before the rule, of the file system mounted as
