@@ -46,6 +46,16 @@ func TestAuditWhileFileSystemAway(t *testing.T) {
 			if run.Counts["missing"] != 0 || run.Counts["ok"] != 0 {
 				t.Errorf("audit with the file system away: exit %d %+v; want no file counted missing (nor ok)", code, run)
 			}
+			n := int64(len(files))
+			if code != 1 || run.Left.Files != n || run.Left.Away != n || run.Left.Bytes == 0 {
+				t.Errorf("audit with the file system away: exit %d, left %+v; want exit 1 and all %d files left, away", code, run.Left, n)
+			}
+			if l := auditStatus(t, d).LastPass; l == nil || l.Left.Away != n {
+				t.Errorf("the pass with the file system away: %+v; want its %d files left, away", l, n)
+			}
+			if r := d.ctl("", "audit", "status"); !strings.Contains(r.stdout, "left unverified") {
+				t.Errorf("audit status does not say the pass left files:\n%s", r.stdout)
+			}
 			wantProblems(t, d, want)
 			wantAbsent(t, d, flagged, keys[flagged], "corrupt")
 			wantAbsent(t, d, files[1], keys[files[1]], "")
@@ -54,7 +64,7 @@ func TestAuditWhileFileSystemAway(t *testing.T) {
 			d.waitIdle()
 			wantProblems(t, d, want)
 			wantKept(t, d, flagged, "corrupt", keys[flagged])
-			if code, run := auditRun(t, d, "--full-speed"); code != 4 || run.Counts["corrupt"] != 1 || run.Counts["ok"] != int64(len(files)-1) {
+			if code, run := auditRun(t, d, "--full-speed"); code != 4 || run.Counts["corrupt"] != 1 || run.Counts["ok"] != int64(len(files)-1) || run.Left.Files != 0 {
 				t.Errorf("audit once the file system is back: exit %d %+v; want exit 4, one corrupt, %d ok", code, run, len(files)-1)
 			}
 			wantProblems(t, d, want)
