@@ -2,7 +2,6 @@ package audit
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -57,7 +56,7 @@ func (c *checker) check(ctx context.Context, rd *reader, d *store.Due) outcome {
 		f.Busy = c.o.Indexer.Busy(path)
 	}
 	if gone(f.BeforeErr) {
-		f.Away = fsAway(path, d.Record.Dev)
+		f.Away = fsstat.Away(path, d.Record.Dev)
 	}
 	if f.BeforeErr == nil && f.Before.IsRegular() && !sameIdentity(&d.Record, f.Before) {
 		f.OpenErr = probeOpen(path)
@@ -86,20 +85,6 @@ func (c *checker) check(ctx context.Context, rd *reader, d *store.Due) outcome {
 		case SyncLedger:
 			f.Synced, f.SyncErr = true, c.syncLedger(ctx)
 			f.Seen = f.Seen || c.seen(path, f.Before, &d.Record)
-		}
-	}
-}
-
-// fsAway reports whether the file system dev (a record's) is not the one
-// of the nearest folder above path that exists: the file is not gone, its
-// file system is not mounted there.
-func fsAway(path string, dev uint64) bool {
-	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
-		if fi, err := fsstat.Lstat(dir); err == nil {
-			return !fsstat.OnFS(dev, fi)
-		}
-		if dir == "/" || dir == "." {
-			return false
 		}
 	}
 }
