@@ -198,3 +198,41 @@ func TestAuditDiskAwayMidRead(t *testing.T) {
 		t.Errorf("big.bin: key %s once the disk is back, was %s", k, key)
 	}
 }
+
+// A dedup run while the disk of its files is away (unmounted, a USB disk
+// pulled) changes nothing and says why: the files are away, not changed.
+// Once the disk is back, the same run shares every copy.
+func TestDedupWhileFileSystemAway(t *testing.T) {
+	t.Parallel()
+	needRoot(t, "mount loop images")
+	fs := loopfs.New(t, loopfs.XFS, loopfs.Options{Size: 300 << 20})
+	root := fs.Path("home")
+	var all []string
+	for i := range 3 {
+		for _, dir := range []string{"a", "b"} {
+			p := filepath.Join(root, dir, fmt.Sprintf("f%d.bin", i))
+			writeRandom(t, p, uint64(i), 1<<20)
+			all = append(all, p)
+		}
+	}
+	d := startOn(t, dedupBase(t, ""), root)
+	fs.Sync(t)
+	fs.Unmount(t)
+	waitFor(t, d, 10*time.Second, "status says the root is away", func() bool {
+		st := statusJSON(t, d)
+		return len(st.Roots) == 1 && st.Roots[0].Away != ""
+	})
+	r := d.ctl("", "dedup")
+	if r.code != 1 || !strings.Contains(r.stdout, "skipped 3: away 3") || strings.Contains(r.stdout, "changed") {
+		t.Errorf("dedup with the disk away: exit %d; want exit 1 and the 3 copies skipped as away\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	fs.Mount(t)
+	d.waitIdle()
+	before := statesOf(t, all)
+	r = d.ctl("", "dedup")
+	if r.code != 0 || !strings.Contains(r.stdout, "freed 3.0 MiB in 3 of 3 files") {
+		t.Errorf("dedup once the disk is back: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	sameStates(t, "after the run", before)
+}
