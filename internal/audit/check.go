@@ -80,8 +80,10 @@ func (c *checker) check(ctx context.Context, rd *reader, d *store.Due) outcome {
 			out.readAt = time.Now().UnixNano()
 			f.First = c.readOnce(ctx, rd, path, f.Before, d.Record.Backend, false)
 			c.witness(f, path)
+			f.Away = f.Away || gone(f.First.Err) && fsstat.Away(path, d.Record.Dev)
 		case ReadAgain:
 			f.Second = c.readOnce(ctx, rd, path, f.Before, d.Record.Backend, true)
+			f.Away = f.Away || gone(f.Second.Err) && fsstat.Away(path, d.Record.Dev)
 		case SyncLedger:
 			f.Synced, f.SyncErr = true, c.syncLedger(ctx)
 			f.Seen = f.Seen || c.seen(path, f.Before, &d.Record)
