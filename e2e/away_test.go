@@ -222,6 +222,7 @@ func TestDedupWhileFileSystemAway(t *testing.T) {
 		st := statusJSON(t, d)
 		return len(st.Roots) == 1 && st.Roots[0].Away != ""
 	})
+	dupsJSON(t, d) // surveys the groups, the disk away
 	r := d.ctl("", "dedup")
 	if r.code != 1 || !strings.Contains(r.stdout, "skipped 3: away 3") || strings.Contains(r.stdout, "changed") {
 		t.Errorf("dedup with the disk away: exit %d; want exit 1 and the 3 copies skipped as away\n%s%s", r.code, r.stdout, r.stderr)
@@ -229,10 +230,46 @@ func TestDedupWhileFileSystemAway(t *testing.T) {
 
 	fs.Mount(t)
 	d.waitIdle()
+	// The surveys made while the disk was away are not kept: dups says
+	// again what the files hold.
+	var reclaimable int64
+	for _, g := range dupsJSON(t, d) {
+		reclaimable += g.Reclaimable
+	}
+	if reclaimable != 3<<20 {
+		t.Errorf("dups once the disk is back: %d bytes reclaimable, want %d", reclaimable, 3<<20)
+	}
 	before := statesOf(t, all)
 	r = d.ctl("", "dedup")
 	if r.code != 0 || !strings.Contains(r.stdout, "freed 3.0 MiB in 3 of 3 files") {
 		t.Errorf("dedup once the disk is back: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	sameStates(t, "after the run", before)
+}
+
+// dups --resurvey while a disk is away cannot survey its copies; once the
+// disk is back dups says again what they hold (a survey of the away
+// copies kept would say "not surveyed" until a file changed).
+func TestDupsWhileFileSystemAway(t *testing.T) {
+	t.Parallel()
+	needRoot(t, "mount loop images")
+	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
+	root := fs.Path("")
+	writeRandom(t, filepath.Join(root, "one"), 7, 2<<20)
+	writeRandom(t, filepath.Join(root, "two"), 7, 2<<20)
+	d := startOn(t, dedupBase(t, ""), root)
+	fs.Sync(t)
+	fs.Unmount(t)
+	waitFor(t, d, 10*time.Second, "status says the root is away", func() bool {
+		st := statusJSON(t, d)
+		return len(st.Roots) == 1 && st.Roots[0].Away != ""
+	})
+	if gs := dupsJSON(t, d, "--resurvey"); len(gs) != 1 || gs[0].Reclaimable != 0 {
+		t.Fatalf("dups --resurvey with the disk away: %+v; want one group, nothing reclaimable", gs)
+	}
+	fs.Mount(t)
+	d.waitIdle()
+	if gs := dupsJSON(t, d); len(gs) != 1 || gs[0].Reclaimable != 2<<20 {
+		t.Errorf("dups once the disk is back: %+v; want 2 MiB reclaimable", gs)
+	}
 }

@@ -197,5 +197,9 @@ func (d *Deduper) Resurvey(b key.Backend, digest []byte, kept *sync.WaitGroup) {
 		return
 	}
 	sv, seen := SurveyGroup(g)
+	if !Keepable(&sv, g) {
+		d.idx.DropSurvey(b, digest) // the run changed its blocks: the older one is wrong
+		return
+	}
 	d.keepSurvey(b, digest, sv, seen, kept)
 }
