@@ -74,6 +74,17 @@ type AuditRun struct {
 	// CacheOnly counts the ok files whose bytes came from the page cache
 	// only: no device could be read for them.
 	CacheOnly AuditCacheOnly `json:"cache_only,omitzero"`
+	// Left counts the files the run gave up on; they stay due.
+	Left AuditLeft `json:"left,omitzero"`
+}
+
+// AuditLeft counts the files an audit gave up on: busy (written to) every
+// time it tried, or their file system not mounted (Away of Files). They
+// are read in a later run.
+type AuditLeft struct {
+	Files int64 `json:"files"`
+	Bytes int64 `json:"bytes"`
+	Away  int64 `json:"away,omitempty"`
 }
 
 // Why a verified file's bytes came from the page cache only (the keys of
@@ -163,6 +174,8 @@ type AuditPassSummary struct {
 	// Coverage is the schedule's coverage when the pass ended; nil for a
 	// pass completed before the daemon kept it.
 	Coverage *AuditCoverage `json:"coverage,omitempty"`
+	// Left counts the files the pass gave up on: they are due in the next.
+	Left AuditLeft `json:"left,omitzero"`
 }
 
 // AuditHistory is the answer of /v1/audit/history.

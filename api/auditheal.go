@@ -32,6 +32,7 @@ const (
 	HealNoCopy    = "no_copy"    // no copy verified; Reason counts them
 	HealChanged   = "changed"    // the file changed since it was flagged: not touched
 	HealBusy      = "busy"       // another process holds the file open: not touched
+	HealAway      = "away"       // its file system is not mounted: not touched
 	HealRefused   = "refused"    // not a corrupt finding, several names, or the heal failed
 )
 

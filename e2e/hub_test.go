@@ -278,15 +278,7 @@ func runAnnexd(t testing.TB, stdin string, args ...string) string {
 }
 
 // freePort returns a loopback port nothing listens on now.
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+func freePort(t testing.TB) int { return testutil.FreePort(t) }
 
 // selfSigned writes a certificate for 127.0.0.1 and its key.
 func selfSigned(t testing.TB, dir string) (certFile, keyFile string) {

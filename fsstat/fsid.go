@@ -79,6 +79,21 @@ func OnFS(dev uint64, fi FileInfo) bool {
 	return dev == fi.Dev || Legacy(dev) && dev == fi.RawDev
 }
 
+// Away reports whether the file system dev (a record's) is not the one of
+// the nearest folder above path that exists: a file at path that is gone
+// is not deleted, its file system is not mounted there (a disk unplugged,
+// unmounted).
+func Away(path string, dev uint64) bool {
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		if fi, err := Lstat(dir); err == nil {
+			return !OnFS(dev, fi)
+		}
+		if dir == "/" || dir == "." {
+			return false
+		}
+	}
+}
+
 // FS describes a file system as the identity rule found it.
 type FS struct {
 	ID     uint64 // as FileInfo.Dev

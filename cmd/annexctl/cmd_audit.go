@@ -327,6 +327,8 @@ func runExit(r api.AuditRun) error {
 		return &exitError{Code: exitUnreadable}
 	case r.Counts["untraced"] > 0:
 		return &exitError{Code: exitUntraced}
+	case r.Left.Away > 0: // not verified: that is no success
+		return &exitError{Code: exitFailure}
 	case r.StoppedBy == api.AuditDone:
 		return nil
 	case r.StoppedBy == api.AuditTimeLimit:
@@ -356,9 +358,29 @@ func printRun(w io.Writer, r api.AuditRun) {
 	if line := cacheOnlyLine(r.CacheOnly); line != "" {
 		fmt.Fprintf(w, "  %s\n", line)
 	}
+	if line := leftLine(r.Left); line != "" {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
 	if r.Counts["corrupt"]+r.Counts["lost_write"]+r.Counts["unreadable"]+r.Counts["untraced"] > 0 {
 		fmt.Fprintln(w, "  the files: annexctl audit problems")
 	}
+}
+
+// leftLine says how many files an audit left for later, and why; "" when
+// it left none.
+func leftLine(l api.AuditLeft) string {
+	if l.Files == 0 {
+		return ""
+	}
+	var whys []string
+	if l.Away > 0 {
+		whys = append(whys, fmt.Sprintf("their file system is not mounted (%s)", groupDigits(l.Away)))
+	}
+	if busy := l.Files - l.Away; busy > 0 {
+		whys = append(whys, fmt.Sprintf("written to each time it tried (%s)", groupDigits(busy)))
+	}
+	return fmt.Sprintf("%s %s left unverified for a later run (%s): %s", groupDigits(l.Files), plural(l.Files, "file", "files"),
+		humanBytes(l.Bytes), strings.Join(whys, "; "))
 }
 
 // cacheOnlyWhy says why files were verified from the page cache only.
@@ -463,7 +485,11 @@ func printAuditStatus(w io.Writer, st api.AuditStatus) {
 	}
 	fmt.Fprintf(w, "coverage:  %s\n", coverageLine(st.Coverage))
 	if l := st.LastPass; l != nil {
-		fmt.Fprintf(w, "last pass: %d, ended %s: %s\n", l.ID, l.Ended.Local().Format(time.DateTime), countsLine(l.Counts))
+		line := countsLine(l.Counts)
+		if l.Left.Files > 0 {
+			line += "; " + leftLine(l.Left)
+		}
+		fmt.Fprintf(w, "last pass: %d, ended %s: %s\n", l.ID, l.Ended.Local().Format(time.DateTime), line)
 	} else {
 		fmt.Fprintln(w, "last pass: none completed yet")
 	}

@@ -333,6 +333,9 @@ func overflowLine(r api.RootStatus) string {
 }
 
 func rootState(r api.RootStatus) string {
+	if r.Away != "" { // what a scan saw there is not the root's file system
+		return joinReason(r.Away+"; its records are kept", r.Reason)
+	}
 	parts := []string{"scanning"}
 	switch {
 	case r.RescanPending:
@@ -341,8 +344,6 @@ func rootState(r api.RootStatus) string {
 		parts[0] = "scanned"
 	}
 	switch {
-	case r.Away != "":
-		parts = append(parts, strings.ToUpper(r.Away[:1])+r.Away[1:]+" (its records are kept)")
 	case r.Degraded:
 		parts = append(parts, "DEGRADED (periodic rescans)")
 	case r.Watched:
@@ -350,10 +351,15 @@ func rootState(r api.RootStatus) string {
 	default:
 		parts = append(parts, "not watched")
 	}
-	if r.Reason != "" {
-		parts = append(parts, r.Reason)
+	return joinReason(strings.Join(parts, ", "), r.Reason)
+}
+
+// joinReason adds the root's reason, if any, to its state.
+func joinReason(state, reason string) string {
+	if reason == "" {
+		return state
 	}
-	return strings.Join(parts, ", ")
+	return state + ", " + reason
 }
 
 // printAway lists the file systems whose records wait for them.

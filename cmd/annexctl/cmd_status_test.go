@@ -45,3 +45,23 @@ func TestBarLine(t *testing.T) {
 		}
 	}
 }
+
+// A root's line: its scan and watch, or, with its file system away, only
+// that (the scan saw the folder beneath the mount point, not the root).
+func TestRootState(t *testing.T) {
+	away := "file system not mounted, waiting (the folder beneath it is watched)"
+	for _, tc := range []struct {
+		r    api.RootStatus
+		want string
+	}{
+		{api.RootStatus{ScanDone: true, Watched: true}, "scanned, watched"},
+		{api.RootStatus{Watched: true}, "scanning, watched"},
+		{api.RootStatus{ScanDone: true, Degraded: true, Reason: "3 directories have no watch"},
+			"scanned, DEGRADED (periodic rescans), 3 directories have no watch"},
+		{api.RootStatus{ScanDone: true, Watched: true, Away: away}, away + "; its records are kept"},
+	} {
+		if got := rootState(tc.r); got != tc.want {
+			t.Errorf("rootState(%+v) = %q, want %q", tc.r, got, tc.want)
+		}
+	}
+}

@@ -98,6 +98,9 @@ func (a *recorder) act(ctx context.Context, r *run, d *store.Due, out *outcome) 
 		if out.f.Away { // left to a later pass: it comes back with its disk
 			r.attempts[path] = maxAttempts
 		}
+		if r.attempts[path] >= maxAttempts {
+			r.left[path] = leftFile{size: d.Record.Size, away: out.f.Away}
+		}
 		a.mu.Unlock()
 		if c == Retry && ctx.Err() == nil {
 			a.log.Debug("audit will try a file again", "path", path, "why", out.v.Why)

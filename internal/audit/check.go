@@ -2,7 +2,6 @@ package audit
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -57,7 +56,7 @@ func (c *checker) check(ctx context.Context, rd *reader, d *store.Due) outcome {
 		f.Busy = c.o.Indexer.Busy(path)
 	}
 	if gone(f.BeforeErr) {
-		f.Away = fsAway(path, d.Record.Dev)
+		f.Away = fsstat.Away(path, d.Record.Dev)
 	}
 	if f.BeforeErr == nil && f.Before.IsRegular() && !sameIdentity(&d.Record, f.Before) {
 		f.OpenErr = probeOpen(path)
@@ -81,25 +80,13 @@ func (c *checker) check(ctx context.Context, rd *reader, d *store.Due) outcome {
 			out.readAt = time.Now().UnixNano()
 			f.First = c.readOnce(ctx, rd, path, f.Before, d.Record.Backend, false)
 			c.witness(f, path)
+			f.Away = f.Away || gone(f.First.Err) && fsstat.Away(path, d.Record.Dev)
 		case ReadAgain:
 			f.Second = c.readOnce(ctx, rd, path, f.Before, d.Record.Backend, true)
+			f.Away = f.Away || gone(f.Second.Err) && fsstat.Away(path, d.Record.Dev)
 		case SyncLedger:
 			f.Synced, f.SyncErr = true, c.syncLedger(ctx)
 			f.Seen = f.Seen || c.seen(path, f.Before, &d.Record)
-		}
-	}
-}
-
-// fsAway reports whether the file system dev (a record's) is not the one
-// of the nearest folder above path that exists: the file is not gone, its
-// file system is not mounted there.
-func fsAway(path string, dev uint64) bool {
-	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
-		if fi, err := fsstat.Lstat(dir); err == nil {
-			return !fsstat.OnFS(dev, fi)
-		}
-		if dir == "/" || dir == "." {
-			return false
 		}
 	}
 }

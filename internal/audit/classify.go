@@ -99,8 +99,9 @@ type Facts struct {
 	OpenErr error
 	// Busy: the indexer holds the path.
 	Busy bool
-	// Away: the path is gone and so is the record's file system from the
-	// nearest folder above it that exists (unmounted, or a disk pulled).
+	// Away: the path is gone, before or while it was read, and so is the
+	// record's file system from the nearest folder above it that exists
+	// (unmounted, or a disk pulled).
 	// The file is not missing; the indexer keeps its record.
 	Away bool
 	// Seen: the write ledger saw a write to the path or its inode since
@@ -157,6 +158,8 @@ type Verdict struct {
 // record. The rules, in order:
 //
 //   - gone: missing; with its file system away, a retry in a later pass.
+//     The same for a file gone while it was read (a disk unmounted
+//     under the read).
 //     A failed lstat: unreadable, or a retry.
 //   - not a regular file any more, or another inode, size or mtime:
 //     modified, without reading; unreadable when only ctime moved and it
@@ -253,6 +256,8 @@ func readVerdict(f *Facts, r *Read) (Verdict, bool) {
 	switch {
 	case r.Err != nil && errors.Is(r.Err, hasher.ErrChanged):
 		return Verdict{Class: Modified, Why: "changed while read"}, true
+	case gone(r.Err) && f.Away:
+		return Verdict{Class: Retry, Why: "its file system was unmounted while it was read"}, true
 	case gone(r.Err):
 		return Verdict{Class: Missing, Why: "gone while read"}, true
 	case r.Err != nil:

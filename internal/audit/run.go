@@ -70,7 +70,8 @@ type run struct {
 	cacheOnlyBytes int64
 	gate           string // why it waits now
 	attempts       map[string]int
-	seen           map[string]bool // paths decided in this run
+	seen           map[string]bool     // paths decided in this run
+	left           map[string]leftFile // paths given up on after their attempts
 	ended          time.Time
 	stopped        string
 	err            error
@@ -95,6 +96,39 @@ type RunSummary struct {
 	// CacheOnlyBytes their bytes.
 	CacheOnly      map[string]int64
 	CacheOnlyBytes int64
+	// Left counts the files the run gave up on: they stay due.
+	Left Left
+}
+
+// Left counts files an audit left undecided: busy while it tried, or
+// their file system away (Away of Files). They stay due for a later run.
+type Left struct {
+	Files int64 `json:"files"`
+	Bytes int64 `json:"bytes"`
+	Away  int64 `json:"away,omitempty"`
+}
+
+// leftFile is a file a run gave up on.
+type leftFile struct {
+	size int64
+	away bool
+}
+
+// leftCount counts the files the run gave up on and did not decide after
+// all. Called with Auditor.mu held.
+func (r *run) leftCount() Left {
+	var n Left
+	for path, f := range r.left {
+		if r.seen[path] {
+			continue
+		}
+		n.Files++
+		n.Bytes += f.size
+		if f.away {
+			n.Away++
+		}
+	}
+	return n
 }
 
 // Found reports the findings that decide annexctl's exit status.
@@ -131,6 +165,7 @@ func (r *run) summary() RunSummary {
 		}
 	}
 	s.CacheOnly, s.CacheOnlyBytes = cacheOnlyMap(&r.cacheOnly), r.cacheOnlyBytes
+	s.Left = r.leftCount()
 	return s
 }
 
@@ -508,9 +543,10 @@ func (a *Auditor) finish(ctx context.Context, r *run, err, cause error) {
 		a.state.NextRun = now.Add(errorBackoff).UnixNano()
 	}
 	complete := stopped == StopDone && len(r.o.Paths) == 0 && a.state.Pass != nil
+	left := r.leftCount()
 	a.mu.Unlock()
 	if complete {
-		a.completePass(ctx)
+		a.completePass(ctx, left)
 	}
 	if err := a.saveState(ctx); err != nil {
 		a.log.Warn("cannot save the audit's state", "err", err)
@@ -557,13 +593,18 @@ func (a *Auditor) beginPass(ctx context.Context) error {
 }
 
 // completePass ends the pass in progress: its summary becomes the last
-// pass's, and the entries that only served it go.
-func (a *Auditor) completePass(ctx context.Context) {
+// pass's, and the entries that only served it go. left are the files its
+// last run gave up on: every file an earlier run of the pass left was
+// due again in the last.
+func (a *Auditor) completePass(ctx context.Context, left Left) {
 	a.countCoverage(ctx)
 	a.mu.Lock()
 	p, cv := a.state.Pass, a.cover
 	s := &PassSummary{ID: p.ID, Began: p.Began, Ended: time.Now().UnixNano(), Cutoff: p.Cutoff, Files: p.Files, Bytes: p.Bytes,
 		Counts: map[string]int64{OK.String(): p.OK}, OKBytes: p.OKBytes}
+	if left.Files > 0 {
+		s.Left = &left
+	}
 	if cv.At.UnixNano() >= p.Began { // not a count from before the pass, when this one failed
 		s.Cover = &PassCoverage{Every: int64(cv.Every), Files: cv.Files, Bytes: cv.Bytes, Total: cv.Total, TotalBytes: cv.TotalBytes}
 	}
@@ -581,7 +622,7 @@ func (a *Auditor) completePass(ctx context.Context) {
 	if err := a.saveState(ctx); err != nil {
 		a.log.Warn("cannot save the audit's state", "err", err)
 	}
-	a.log.Info("audit pass complete", "pass", s.ID, "files", s.Counts,
+	a.log.Info("audit pass complete", "pass", s.ID, "files", s.Counts, "left", left.Files, "left_away", left.Away,
 		"took", time.Duration(s.Ended-s.Began).Round(time.Second))
 	if err := a.pruneEntries(ctx); err != nil {
 		a.log.Warn("cannot drop the pass's entries", "err", err)

@@ -16,7 +16,7 @@ type runs struct {
 func (rs *runs) open(o StartOptions, manual bool) *run {
 	rs.nextID++
 	return &run{id: rs.nextID, o: o, manual: manual, done: make(chan struct{}), regate: make(chan struct{}, 1),
-		attempts: map[string]int{}, seen: map[string]bool{}}
+		attempts: map[string]int{}, seen: map[string]bool{}, left: map[string]leftFile{}}
 }
 
 // dropPending ends the run asked for but not begun, as stopped says.

@@ -63,6 +63,9 @@ type PassSummary struct {
 	// completed (nil in a pass completed before they were kept).
 	OKBytes int64         `json:"ok_bytes,omitempty"`
 	Cover   *PassCoverage `json:"cover,omitempty"`
+	// Left are the files the pass gave up on (nil: none); they are due in
+	// the next.
+	Left *Left `json:"left,omitempty"`
 }
 
 // entry is what metaEntry + path holds.

@@ -262,7 +262,7 @@ func (c *Continuous) apply(ctx context.Context, cd candidate) {
 // kernel refused it, or it failed. Such a pair stops only itself.
 func (c *Continuous) logSkip(s Skip) {
 	switch s.Reason {
-	case SkipShared, SkipNoBlocks, SkipChanged, SkipWritten, SkipUnsupported:
+	case SkipShared, SkipNoBlocks, SkipChanged, SkipAway, SkipWritten, SkipUnsupported:
 		return
 	}
 	level := slog.LevelInfo

@@ -123,6 +123,7 @@ const (
 	SkipShared      Reason = "already-shared"   // the target already shares the keeper's blocks
 	SkipNoBlocks    Reason = "no-blocks"        // nothing of the file's own to free: inline or sparse
 	SkipChanged     Reason = "changed"          // a file no longer matches its record
+	SkipAway        Reason = "away"             // a file's file system is not mounted at its path (a disk unplugged or unmounted)
 	SkipWritten     Reason = "written"          // the ledger saw a write since the record was hashed
 	SkipDiffers     Reason = "differs"          // the bytes differ; both files are hashed again
 	SkipOpen        Reason = "open-for-writing" // hardlink: a process holds a file open for writing
@@ -196,5 +197,9 @@ func (d *Deduper) Resurvey(b key.Backend, digest []byte, kept *sync.WaitGroup) {
 		return
 	}
 	sv, seen := SurveyGroup(g)
+	if !Keepable(&sv, g) {
+		d.idx.DropSurvey(b, digest) // the run changed its blocks: the older one is wrong
+		return
+	}
 	d.keepSurvey(b, digest, sv, seen, kept)
 }

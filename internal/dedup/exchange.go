@@ -102,7 +102,7 @@ func (r *run) newSwap(keeper, target *side) (*swap, Reason, error) {
 	dirPath = filepath.Clean(dirPath)
 	dir, err := openPath([]byte(dirPath), unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
-		return nil, skipFor(err), err
+		return nil, skipFor(err, target.path, target.rec.Dev), err
 	}
 	s := &swap{dir: dir, dfd: int(dir.Fd()), keeper: keeper, target: target, grace: r.d.grace()}
 	reason, err := func() (Reason, error) {

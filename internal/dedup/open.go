@@ -84,11 +84,15 @@ func sameRecord(a, b *store.Record) bool {
 		a.HashedAt == b.HashedAt && a.State == b.State
 }
 
-// skipFor turns an error of opening or acting on a file into a reason.
-func skipFor(err error) Reason {
+// skipFor turns an error of opening or acting on the file at path, on the
+// file system dev (its record's), into a reason. A file gone with its file
+// system (fsstat.Away) did not change: it is away.
+func skipFor(err error, path []byte, dev uint64) Reason {
 	switch {
 	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV) && isOpen(err):
 		return SkipSymlink
+	case errors.Is(err, os.ErrNotExist) && fsstat.Away(string(path), dev):
+		return SkipAway
 	case errors.Is(err, os.ErrNotExist):
 		return SkipChanged
 	case errors.Is(err, os.ErrPermission):

@@ -25,6 +25,22 @@ func SurveyGroup(g store.Group) (store.Survey, []store.Seen) {
 	return surveyFiles(files, g.Size)
 }
 
+// Keepable reports whether the index may keep sv, the survey of g: not
+// when an inode could not be surveyed because its file system is not
+// mounted at its path (fsstat.Away: a disk unplugged or unmounted). A
+// survey is kept until a record of its group changes, and the disk's
+// return changes none: the group would stay "not surveyed", its bytes
+// not reclaimable, until a write.
+func Keepable(sv *store.Survey, g store.Group) bool {
+	for _, m := range g.Members {
+		i := sv.Find(m.Record.Dev, m.Record.Ino)
+		if i >= 0 && !sv.Inodes[i].Known && fsstat.Away(string(m.Path), m.Record.Dev) {
+			return false
+		}
+	}
+	return true
+}
+
 // surveyFiles reads the extent map of each inode the files name, reading
 // only: how many bytes each has in blocks, how many of those no other
 // file shares, and which inodes share blocks (one physical copy). Holes
@@ -222,6 +238,9 @@ func (d *Deduper) SurveyMissing(ctx context.Context, wait func(context.Context) 
 			}
 		}
 		sv, seen := SurveyGroup(g)
+		if !Keepable(&sv, g) {
+			return nil
+		}
 		kept.Add(1)
 		d.idx.SubmitSurvey(g.Backend, g.Digest, sv, seen, func(error) { kept.Done() })
 		n++

@@ -268,7 +268,7 @@ func (r *run) reflinkAction(ctx context.Context, keeper *side, t File) (int64, R
 func (r *run) openSide(s *side) (Reason, error) {
 	f, st, err := openFile(s.path)
 	if err != nil {
-		return skipFor(err), err
+		return skipFor(err, s.path, s.rec.Dev), err
 	}
 	s.f, s.st, s.fi = f, st, fsstat.FromFstat(int(f.Fd()), &st)
 	return r.check(s)

@@ -103,7 +103,7 @@ type survey struct {
 func (s *survey) group(pl *planned) {
 	files := plannedFiles(pl.pgs)
 	sv, seen := surveyFiles(files, pl.g.Size)
-	if int64(len(sv.Inodes)) == pl.g.Inodes {
+	if int64(len(sv.Inodes)) == pl.g.Inodes && Keepable(&sv, pl.g) {
 		s.d.keepSurvey(pl.g.Backend, pl.g.Digest, sv, seen, &s.kept)
 	}
 	pl.pgs = planGroup(pl.g, s.opt, &sv)

@@ -125,7 +125,7 @@ func (r *run) openMove(target *side) (*trashMove, Reason, error) {
 	dirPath, name := filepath.Split(string(target.path))
 	dir, err := openPath([]byte(filepath.Clean(dirPath)), unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
-		return nil, skipFor(err), err
+		return nil, skipFor(err, target.path, target.rec.Dev), err
 	}
 	m := &trashMove{dir: dir, name: name}
 	reason, err := r.checkFolder(m, target)

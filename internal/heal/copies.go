@@ -3,7 +3,9 @@ package heal
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 
@@ -24,7 +26,8 @@ type rot struct {
 }
 
 // rotten gathers the rotten file of p, or says why it is not healed:
-// Changed (since it was flagged) or Refused (it has several names).
+// Changed (since it was flagged), Away (its file system is not mounted)
+// or Refused (it has several names).
 func (h *Healer) rotten(p *audit.Problem) (rot, string, string) {
 	r := rot{path: string(p.Path)}
 	rec, ok, err := h.st.Get(p.Path)
@@ -40,7 +43,10 @@ func (h *Healer) rotten(p *audit.Problem) (rot, string, string) {
 	}
 	r.rec, r.backend = rec, rec.Backend
 	fi, err := fsstat.Lstat(r.path)
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && fsstat.Away(r.path, rec.Dev):
+		return r, Away, "its file system is not mounted (a disk unplugged or unmounted): heal it again once it is"
+	case err != nil:
 		return r, Changed, "cannot stat it: " + err.Error()
 	}
 	r.fi = fi
@@ -193,6 +199,24 @@ func (h *Healer) verify(ctx context.Context, path string, fi fsstat.FileInfo, r 
 	return true
 }
 
+// settle fills f from a restore's answer res, why; healed says where
+// from. It reports false for a copy not used: the next may be tried.
+func settle(f *File, res, why, healed string) bool {
+	switch res {
+	case Healed:
+		f.Outcome, f.Aside, f.Reason = Healed, why, healed
+	case unlifted:
+		f.Outcome, f.Reason = Healed, why
+	case Changed, Busy:
+		f.Outcome, f.Reason, f.Again = res, why, res == Busy
+	case failed:
+		f.Outcome, f.Reason = Refused, why
+	default:
+		return false
+	}
+	return true
+}
+
 // fromCopies heals (or plans) the rotten file r from the first verified
 // copy of cs, then from the Remote.
 func (h *Healer) fromCopies(ctx context.Context, p *audit.Problem, r rot, cs candidates, dry bool) File {
@@ -212,18 +236,10 @@ func (h *Healer) fromCopies(ctx context.Context, p *audit.Problem, r rot, cs can
 			return f
 		}
 		res, why := h.restore(ctx, &r, p, source{path: src, fi: sfi})
-		switch res {
-		case Healed:
-			f.Outcome, f.Source, f.Aside, f.Reason = Healed, []byte(src), why, "restored from a verified copy ("+how(c.local)+")"
-			return f
-		case Changed, Busy:
-			f.Outcome, f.Reason, f.Again = res, why, res == Busy
-			return f
-		case failed:
-			f.Outcome, f.Reason = Refused, why
-			return f
-		case unlifted:
-			f.Outcome, f.Source, f.Reason = Healed, []byte(src), why
+		if settle(&f, res, why, "restored from a verified copy ("+how(c.local)+")") {
+			if f.Outcome == Healed {
+				f.Source = []byte(src)
+			}
 			return f
 		}
 		healthy--
@@ -240,22 +256,13 @@ func (h *Healer) fromCopies(ctx context.Context, p *audit.Problem, r rot, cs can
 	}
 	if h.o.Remote != nil && !dry {
 		res, host, why := h.fromRemote(ctx, &r, p)
-		switch res {
-		case Healed:
-			f.Outcome, f.Host, f.Aside, f.Reason = Healed, host, why, "restored from a verified copy on "+host
+		if settle(&f, res, why, "restored from a verified copy on "+host) {
+			if f.Outcome == Healed {
+				f.Host = host
+			}
 			return f
-		case Changed, Busy:
-			f.Outcome, f.Reason, f.Again = res, why, res == Busy
-			return f
-		case failed:
-			f.Outcome, f.Reason = Refused, why
-			return f
-		case unlifted:
-			f.Outcome, f.Host, f.Reason = Healed, host, why
-			return f
-		case unreachable:
-			f.Again = true
 		}
+		f.Again = res == unreachable
 		notes = append(notes, why)
 	}
 	f.Outcome = NoCopy

@@ -45,6 +45,7 @@ const (
 	NoCopy    = "no_copy"    // no copy verified
 	Changed   = "changed"    // the file changed since it was flagged
 	Busy      = "busy"       // another process holds the file open: not touched
+	Away      = "away"       // its file system is not mounted: not touched
 	Refused   = "refused"    // not a corrupt finding, or the heal failed
 )
 

@@ -367,3 +367,30 @@ func TestHealFolderMovedMeanwhile(t *testing.T) {
 		})
 	}
 }
+
+// A flagged file whose disk is away (unmounted, unplugged) is away, not
+// changed: nothing is touched, the finding stays, and the file heals
+// once the disk is back.
+func TestHealFileSystemAway(t *testing.T) {
+	e := newEnv(t, loopfs.Ext4)
+	data := content(64 << 10)
+	victim := e.write("a.bin", data)
+	e.write("b.bin", data)
+	e.start(Options{})
+	e.rot(victim)
+	e.fs.Unmount(t)
+	for _, dry := range []bool{true, false} {
+		if f := e.healAll(dry)[victim]; f.Outcome != Away || !strings.Contains(f.Reason, "not mounted") {
+			t.Fatalf("dry run %v with the disk away: %+v; want away", dry, f)
+		}
+	}
+	if len(e.problems()) != 1 {
+		t.Fatalf("the finding went with the disk: %v", e.problems())
+	}
+	e.fs.Mount(t)
+	e.settle()
+	if f := e.healAll(false)[victim]; f.Outcome != Healed {
+		t.Fatalf("with the disk back: %+v; want healed", f)
+	}
+	mustHold(t, victim, data)
+}

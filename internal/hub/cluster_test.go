@@ -6,8 +6,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/annexd/annexd/internal/testutil"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -34,15 +34,7 @@ type node struct {
 
 // freePort returns a loopback port nothing listens on now, so that a
 // node restarted later listens where the others' routes point.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t testing.TB) int { return testutil.FreePort(t) }
 
 // newNodes configures n clustered hubs on loopback, with "laptop" as
 // their one network host, and a cluster of hosts publishing to them all.

@@ -61,7 +61,8 @@ func auditError(err error) error {
 func apiRun(s audit.RunSummary) api.AuditRun {
 	return api.AuditRun{ID: s.ID, Manual: s.Manual, FullSpeed: s.FullSpeed, TimeLimitSeconds: s.TimeLimit.Seconds(),
 		Began: s.Began, Ended: s.Ended, StoppedBy: s.StoppedBy, Error: s.Err, Counts: s.Counts,
-		Bytes: s.Bytes, Transient: s.Transient, CacheOnly: api.AuditCacheOnly{Files: s.CacheOnly, Bytes: s.CacheOnlyBytes}}
+		Bytes: s.Bytes, Transient: s.Transient, CacheOnly: api.AuditCacheOnly{Files: s.CacheOnly, Bytes: s.CacheOnlyBytes},
+		Left: api.AuditLeft(s.Left)}
 }
 
 // AuditStatus implements api.Auditor.
@@ -96,6 +97,9 @@ func apiPassSummary(l audit.PassSummary) api.AuditPassSummary {
 	if c := l.Cover; c != nil {
 		out.Coverage = &api.AuditCoverage{EverySeconds: time.Duration(c.Every).Seconds(), Files: c.Files, Bytes: c.Bytes,
 			Total: c.Total, TotalBytes: c.TotalBytes, At: out.Ended}
+	}
+	if l.Left != nil {
+		out.Left = api.AuditLeft(*l.Left)
 	}
 	return out
 }

@@ -51,7 +51,9 @@ func (x *Index) surveyOf(g store.Group, again bool) *store.Survey {
 		return g.Survey
 	}
 	sv, seen := dedup.SurveyGroup(g)
-	x.cfg.Store.SubmitSurvey(g.Backend, g.Digest, sv, seen, nil)
+	if dedup.Keepable(&sv, g) {
+		x.cfg.Store.SubmitSurvey(g.Backend, g.Digest, sv, seen, nil)
+	}
 	return &sv
 }
 
