@@ -41,11 +41,7 @@ func TestAuditWhileFileSystemAway(t *testing.T) {
 			want := map[string]string{flagged: "corrupt"}
 			wantProblems(t, d, want)
 
-			fs.Unmount(t)
-			waitFor(t, d, 10*time.Second, "status says the root is away", func() bool {
-				st := statusJSON(t, d)
-				return len(st.Roots) == 1 && st.Roots[0].Away != ""
-			})
+			unplug(t, d, fs)
 			code, run := auditRun(t, d, "--full-speed")
 			if run.Counts["missing"] != 0 || run.Counts["ok"] != 0 {
 				t.Errorf("audit with the file system away: exit %d %+v; want no file counted missing (nor ok)", code, run)
@@ -127,6 +123,17 @@ func TestStartWhileRootAway(t *testing.T) {
 	if st := statusJSON(t, d); st.Scan.FilesHashed != 1 {
 		t.Errorf("%d files hashed since the restart; want 1 (the one made after the mount)", st.Scan.FilesHashed)
 	}
+}
+
+// unplug unmounts fs, the disk of d's one root, and waits until status
+// says the root is away.
+func unplug(t *testing.T, d *daemon, fs *loopfs.FS) {
+	t.Helper()
+	fs.Unmount(t)
+	waitFor(t, d, 10*time.Second, "status says the root is away", func() bool {
+		st := statusJSON(t, d)
+		return len(st.Roots) == 1 && st.Roots[0].Away != ""
+	})
 }
 
 // wantAbsent fails unless lookup says path is on a file system not mounted
@@ -215,11 +222,7 @@ func TestDedupWhileFileSystemAway(t *testing.T) {
 	}
 	d := startOn(t, dedupBase(t, ""), root)
 	fs.Sync(t)
-	fs.Unmount(t)
-	waitFor(t, d, 10*time.Second, "status says the root is away", func() bool {
-		st := statusJSON(t, d)
-		return len(st.Roots) == 1 && st.Roots[0].Away != ""
-	})
+	unplug(t, d, fs)
 	dupsJSON(t, d) // surveys the groups, the disk away
 	r := d.ctl("", "dedup")
 	if r.code != 1 || !strings.Contains(r.stdout, "skipped 3: away 3") || strings.Contains(r.stdout, "changed") {
@@ -257,11 +260,7 @@ func TestDupsWhileFileSystemAway(t *testing.T) {
 	writeRandom(t, filepath.Join(root, "two"), 7, 2<<20)
 	d := startOn(t, dedupBase(t, ""), root)
 	fs.Sync(t)
-	fs.Unmount(t)
-	waitFor(t, d, 10*time.Second, "status says the root is away", func() bool {
-		st := statusJSON(t, d)
-		return len(st.Roots) == 1 && st.Roots[0].Away != ""
-	})
+	unplug(t, d, fs)
 	if gs := dupsJSON(t, d, "--resurvey"); len(gs) != 1 || gs[0].Reclaimable != 0 {
 		t.Fatalf("dups --resurvey with the disk away: %+v; want one group, nothing reclaimable", gs)
 	}
