@@ -62,13 +62,22 @@ func startSync(t testing.TB, n int, opts Options, seams ...func(*Watcher)) *sync
 		})
 	}
 	t.Cleanup(rig.stop)
-	// Run has started when a Sync waits for every root.
+	// Run has started when a Sync waits for every root and every root's
+	// first set-up is over: the sync directory is watched before the
+	// root's tree, so a file written in between would be missed.
 	deadline := time.Now().Add(waitLong)
 	for !rig.watching() {
 		if time.Now().After(deadline) {
 			t.Fatal("roots never watched the sync directory")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), waitLong)
+	defer wcancel()
+	for _, r := range rig.roots {
+		if err := w.WaitWatched(wctx, r); err != nil {
+			t.Fatalf("root %s never watched: %v", r, err)
+		}
 	}
 	return rig
 }
