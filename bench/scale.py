@@ -4,8 +4,10 @@
 Runs the store's BenchmarkStoreScale at each record count of RECORDS
 (default 100000,1000000,10000000) and the watcher's
 BenchmarkWatchMemoryPerDir at each directory count of DIRS (default
-10000,100000,1000000), one process each, and prints two markdown tables:
-every figure at every size, and its growth against the smallest size
+10000,100000,1000000; a made tree, 100 directories of many) and on each
+real tree of TREES (default /usr; their directories hold fewer
+subdirectories each, so more maps), one process each, and prints markdown
+tables: every figure at every size, and its growth against the smallest size
 (1.00 is flat; the per-record and per-directory figures should stay near
 it, the whole-index ones grow with the index).
 
@@ -88,6 +90,12 @@ def watcher():
         if r.get("watches", 0) < n:
             sys.exit("only %d of %d directories watched" % (r.get("watches", 0), n))
     table("watcher, directories (load %s; fs.inotify.max_user_watches here: %d)" % (load(), limit), ns, runs)
+    trees = [t for t in os.environ.get("TREES", "/usr").split(",") if t]
+    if trees:
+        print("\n| real tree | directories watched | heap-B/dir |\n|---|---|---|")
+    for t in trees:
+        r = bench("./watcher/", "WatchMemoryPerDir", {"ANNEXD_BENCH_TREE": t})
+        print("| %s | %d | %.0f |" % (t, r["watches"], r["heap-B/dir"]))
 
 
 def main():

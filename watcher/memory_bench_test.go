@@ -3,6 +3,7 @@ package watcher
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,7 +18,9 @@ import (
 // collection. Reports bytes a directory and the watches the kernel was
 // asked for. Each inotify watch also costs the kernel about 1 KiB of
 // unswappable memory, which fs.inotify.max_user_watches caps (the kernel
-// sizes its default from RAM).
+// sizes its default from RAM). ANNEXD_BENCH_TREE=DIR watches an existing
+// tree instead (a real one: its directories hold more subdirectories'
+// names than the made one's).
 //
 //	ANNEXD_BENCH_DIRS=100000 go test -run '^$' -bench WatchMemoryPerDir -benchtime 1x ./watcher/
 func BenchmarkWatchMemoryPerDir(b *testing.B) {
@@ -25,13 +28,17 @@ func BenchmarkWatchMemoryPerDir(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("ANNEXD_BENCH_DIRS")); err == nil && v > 0 {
 		n = v
 	}
-	root := b.TempDir()
-	for i := range n {
-		if err := os.MkdirAll(filepath.Join(root, fmt.Sprintf("t%03d/d%07d", i%100, i)), 0o755); err != nil {
-			b.Fatal(err)
+	root, dirs := os.Getenv("ANNEXD_BENCH_TREE"), 0
+	if root == "" {
+		root, dirs = b.TempDir(), n+100+1
+		for i := range n {
+			if err := os.MkdirAll(filepath.Join(root, fmt.Sprintf("t%03d/d%07d", i%100, i)), 0o755); err != nil {
+				b.Fatal(err)
+			}
 		}
+	} else if dirs = countDirsUnder(b, root); dirs == 0 {
+		b.Fatalf("ANNEXD_BENCH_TREE %s: no directory to watch", root)
 	}
-	dirs := n + 100 + 1
 	var perDir float64
 	watches := 0
 	for b.Loop() {
@@ -64,4 +71,20 @@ func liveHeap() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// countDirsUnder counts root and the directories under it, symbolic links
+// not followed, as the watcher walks them.
+func countDirsUnder(b *testing.B, root string) int {
+	n := 0
+	err := filepath.WalkDir(root, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
 }
