@@ -281,11 +281,34 @@ func (fs *FS) Path(elem ...string) string {
 }
 
 // Unmount unmounts the image and keeps the device, so Mount can mount it
-// again: a test's stand-in for a restart or a power cut's reboot.
+// again: a test's stand-in for a restart or a power cut's reboot. A file
+// system busy for a moment (a daemon under test has one of its files open:
+// a survey's, a hash's) is tried again for up to busyFor, as a user whose
+// umount said "target is busy" tries again; one still busy then fails the
+// test.
 func (fs *FS) Unmount(t testing.TB) {
 	t.Helper()
-	if err := unix.Unmount(fs.Dir, 0); err != nil {
+	if err := unmountWhenFree(fs.Dir); err != nil {
 		t.Fatalf("loopfs: unmount %s: %v", fs.Dir, err)
+	}
+}
+
+// busyFor is how long Unmount tries again a file system that is busy.
+const busyFor = 10 * time.Second
+
+// unmountWhenFree unmounts dir, trying again while it is busy, for up to
+// busyFor.
+func unmountWhenFree(dir string) error {
+	deadline := time.Now().Add(busyFor)
+	for {
+		err := unix.Unmount(dir, 0)
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			if errors.Is(err, unix.EBUSY) {
+				return fmt.Errorf("%w (still busy after %v: a file left open on it?)", err, busyFor)
+			}
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

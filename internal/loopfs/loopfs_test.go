@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -70,6 +71,38 @@ func TestRemount(t *testing.T) {
 	}
 	if after := fs.Free(t); after != before {
 		t.Errorf("free bytes %d after a remount, %d before", after, before)
+	}
+}
+
+// TestUnmountWhileBusy: a file system with a file open for a moment is
+// unmounted once the file is closed; one whose file stays open is not,
+// and the error says it is busy.
+func TestUnmountWhileBusy(t *testing.T) {
+	fs := New(t, Ext4, Options{Size: MinSize[Ext4]})
+	f, err := os.Create(fs.Path("open"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Unmount(fs.Dir, 0); !errors.Is(err, unix.EBUSY) {
+		t.Fatalf("unmount with a file open: %v, want EBUSY", err)
+	}
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		f.Close()
+	}()
+	fs.Unmount(t)
+	if fs.Mounted() {
+		t.Fatal("still mounted after Unmount")
+	}
+	fs.Mount(t)
+	f, err = os.Open(fs.Path("open"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	start := time.Now()
+	if err := unmountWhenFree(fs.Dir); !errors.Is(err, unix.EBUSY) || time.Since(start) < busyFor {
+		t.Errorf("unmount with a file kept open: %v after %v, want EBUSY after %v", err, time.Since(start), busyFor)
 	}
 }
 
