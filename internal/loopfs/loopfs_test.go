@@ -95,11 +95,11 @@ func TestUnmountWhileBusy(t *testing.T) {
 		t.Fatal("still mounted after Unmount")
 	}
 	fs.Mount(t)
-	f, err = os.Open(fs.Path("open"))
+	kept, err := os.Open(fs.Path("open"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer kept.Close()
 	start := time.Now()
 	if err := unmountWhenFree(fs.Dir); !errors.Is(err, unix.EBUSY) || time.Since(start) < busyFor {
 		t.Errorf("unmount with a file kept open: %v after %v, want EBUSY after %v", err, time.Since(start), busyFor)
