@@ -19,8 +19,8 @@ import (
 // asked for. Each inotify watch also costs the kernel about 1 KiB of
 // unswappable memory, which fs.inotify.max_user_watches caps (the kernel
 // sizes its default from RAM). ANNEXD_BENCH_TREE=DIR watches an existing
-// tree instead (a real one: its directories hold more subdirectories'
-// names than the made one's).
+// tree instead (a real one: its directories hold a few subdirectories
+// each, so it keeps many small maps where the made tree keeps 100 large).
 //
 //	ANNEXD_BENCH_DIRS=100000 go test -run '^$' -bench WatchMemoryPerDir -benchtime 1x ./watcher/
 func BenchmarkWatchMemoryPerDir(b *testing.B) {
