@@ -47,6 +47,7 @@ def bench(pkg, name, env):
         sys.exit("%s failed:\n%s%s" % (name, out.stdout, out.stderr))
     for line in out.stdout.splitlines():
         if line.startswith("Benchmark" + name):
+            log(line)  # kept even if a later size is cut short
             fields = line.split()[2:]
             return {u: float(v) for v, u in zip(fields[0::2], fields[1::2]) if u != "ns/op"}
     sys.exit("%s printed no result:\n%s" % (name, out.stdout))
