@@ -302,11 +302,11 @@ func unmountWhenFree(dir string) error {
 	deadline := time.Now().Add(busyFor)
 	for {
 		err := unix.Unmount(dir, 0)
-		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
-			if errors.Is(err, unix.EBUSY) {
-				return fmt.Errorf("%w (still busy after %v: a file left open on it?)", err, busyFor)
-			}
+		if !errors.Is(err, unix.EBUSY) {
 			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w (still busy after %v: a file left open on it?)", err, busyFor)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
