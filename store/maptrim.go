@@ -23,7 +23,18 @@ import (
 // pages on a small index, so trimming is rare there. At 32 MiB (the
 // binary's 18 MiB of text in it) one first scan of the corpus in five
 // peaked at 101 MiB of RSS, 60 of them anonymous (bench/memory.sh).
-const mapBudget = 24 << 20
+//
+// The budget grows by a share of the index (indexShare): a merge of
+// random entries reads the index's branch pages again and again, and at
+// 10^7 records (about 4 GB) it went past 24 MiB within a few hundred
+// entries, so every trim was followed by faulting the same pages back in:
+// a third of the end-of-scan merge's CPU (bench/scale.py store, stop 49).
+// One sixteenth of the index is 2 MiB more for the corpus, 34 MiB more at
+// 10^6 records and 240 MiB more at 10^7.
+const (
+	mapBudget  = 24 << 20
+	indexShare = 16
+)
 
 // trimEvery is how many changes a write transaction applies between two
 // looks at the map: a group of 4,096 random inserts, or a merge
@@ -45,6 +56,7 @@ const (
 // the same time finds the same bytes; it only faults them in again.
 type mapTrim struct {
 	budget atomic.Int64 // tests change it while the writer runs
+	share  atomic.Int64 // the budget grows by the index's size over share (indexShare)
 	every  atomic.Int64 // changes between two looks (trimEvery; tests lower it)
 	slack  atomic.Int64 // over budget within a transaction (trimSlack)
 	statm  *os.File     // /proc/self/statm; nil when it cannot be read
@@ -55,6 +67,7 @@ func newMapTrim(budget int64) *mapTrim {
 	f, _ := os.Open("/proc/self/statm")
 	m := &mapTrim{statm: f}
 	m.budget.Store(budget)
+	m.share.Store(indexShare)
 	m.every.Store(trimEvery)
 	m.slack.Store(trimSlack)
 	return m
@@ -89,11 +102,11 @@ func (m *mapTrim) trim(tx *bolt.Tx) { m.trimAbove(tx, 0) }
 
 // trimAbove unmaps tx's index when over budget by more than slack bytes.
 func (m *mapTrim) trimAbove(tx *bolt.Tx, slack int64) {
-	if m == nil || m.fileResident() <= m.budget.Load()+slack {
+	if m == nil {
 		return
 	}
 	size := tx.Size() // the file's pages in use: within the map
-	if size <= 0 {
+	if size <= 0 || m.fileResident() <= m.budget.Load()+size/m.share.Load()+slack {
 		return
 	}
 	_, _, errno := syscall.Syscall(syscall.SYS_MADVISE, tx.DB().Info().Data, uintptr(size), syscall.MADV_DONTNEED)

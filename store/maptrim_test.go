@@ -165,3 +165,53 @@ func TestMapTrimmedWithinATransaction(t *testing.T) {
 		t.Fatalf("check: %+v, %v", rep, err)
 	}
 }
+
+// The budget grows with the index: a merge into a large index reads its
+// branch pages again and again, and a budget it outgrows at once makes
+// every trim fault them back in. With the index's whole size added to
+// the budget, a group and its merge never trim; with nothing added, the
+// same work does.
+func TestMapBudgetGrowsWithTheIndex(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	s := openTestAt(t, path, Options{MaxBatch: 8192, MaxGroupNodes: 1 << 30, MaxDelay: 2e9, MaxIdle: 50e6, NoSync: true,
+		deferAt: 1, mergeIdle: time.Hour, mergeAt: 1 << 30, mergeTx: 1 << 20})
+	const n = 3000
+	ctx := context.Background()
+	round := func(salt string) int64 {
+		t.Helper()
+		cs := make([]Change, n)
+		for i := range cs {
+			cs[i] = Change{Op: OpPut, Path: p("/r/d%02d/file-%05d", i%50, i), Record: rec(salt+strconv.Itoa(i), int64(i+1), 1, uint64(i+10))}
+		}
+		s.mapTrim.budget.Store(1)
+		if err := s.db.Update(func(tx *bolt.Tx) error { s.mapTrim.trim(tx); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		s.mapTrim.budget.Store(s.mapTrim.fileResident()) // what is mapped now, the index out of it
+		before := s.mapTrim.trims.Load()
+		if err := s.SubmitAll(ctx, cs); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return s.mapTrim.trims.Load() - before
+	}
+	round("a")
+	s.mapTrim.slack.Store(256 << 10) // the code's own pages faulted in meanwhile
+	s.mapTrim.every.Store(16)
+	s.mapTrim.share.Store(1 << 62) // nothing added
+	if got := round("b"); got == 0 {
+		t.Fatalf("a group of %d changes and its merge over a budget of what was mapped before them never trimmed the map; the test means nothing", n)
+	}
+	s.mapTrim.share.Store(1) // the whole index added
+	if got := round("c"); got != 0 {
+		t.Errorf("a group of %d changes and its merge trimmed the map %d times with the index's size added to the budget; want none", n, got)
+	}
+	for i := range n {
+		r, ok, err := s.Get(p("/r/d%02d/file-%05d", i%50, i))
+		if err != nil || !ok || r.Size != int64(i+1) || !bytes.Equal(r.Digest, rec("c"+strconv.Itoa(i), 1, 1, 1).Digest) {
+			t.Fatalf("record %d: %+v %v %v", i, r, ok, err)
+		}
+	}
+}
