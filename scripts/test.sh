@@ -62,6 +62,12 @@ git config --global user.email >/dev/null 2>&1 || git config --global user.email
 git config --global user.name >/dev/null 2>&1 || git config --global user.name "annexd tests"
 
 go build -o /dev/null ./scripts/testtime
+# A binary built with -race sleeps a second as it exits, so that goroutines
+# still running may report a race; each test binary, and each daemon or
+# child a test runs from a -race build, paid it: about 15 s of the run's
+# wall time, nothing the tests check. Races are still reported as they
+# happen. A GORACE of the caller's own is kept (its options come after).
+export GORACE="atexit_sleep_ms=0${GORACE:+ $GORACE}"
 # Four packages at a time on two cores: much of a package's time is spent
 # waiting (loop images, fsync, a daemon's timers), and two at a time kept
 # 1.2 of 2 cores busy. GOTEST_P=N changes it.

@@ -1,8 +1,9 @@
 // Command testtime reads `go test -json` on stdin, prints what go test
 // prints without -json (each package's result, and the output of what
-// failed), and at the end where the time went: the slowest packages and
-// tests. It exits 1 when a test or a package failed. scripts/test.sh runs
-// it.
+// failed), and at the end where the time went: how long one, two, ...
+// packages ran at once, the machine's CPU over the run, and the slowest
+// packages and tests. It exits 1 when a test or a package failed.
+// scripts/test.sh runs it.
 package main
 
 import (
@@ -19,6 +20,7 @@ import (
 
 // event is one line of go test -json (cmd/test2json).
 type event struct {
+	Time    time.Time
 	Action  string
 	Package string
 	Test    string
@@ -38,11 +40,12 @@ type run struct {
 	packages []timing
 	tests    []timing
 	failed   []string
+	spans    spans // when each package ran
 }
 
 func main() {
-	start := time.Now()
-	r := &run{out: os.Stdout, outputs: map[string][]string{}}
+	start, cpu0 := time.Now(), readCPU()
+	r := &run{out: os.Stdout, outputs: map[string][]string{}, spans: spans{started: map[string]time.Time{}}}
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -53,7 +56,7 @@ func main() {
 		}
 		r.take(e)
 	}
-	r.summary(time.Since(start))
+	r.summary(time.Since(start), readCPU().since(cpu0))
 	if len(r.failed) > 0 {
 		os.Exit(1)
 	}
@@ -63,6 +66,9 @@ func (r *run) take(e event) {
 	key := e.Package
 	if e.Test != "" {
 		key += "." + e.Test
+	}
+	if e.Test == "" {
+		r.spans.take(e)
 	}
 	switch e.Action {
 	case "output":
@@ -87,12 +93,18 @@ func (r *run) take(e event) {
 	}
 }
 
-func (r *run) summary(wall time.Duration) {
+func (r *run) summary(wall time.Duration, cpu cpuTime) {
 	top := func(ts []timing, n int) []timing {
 		slices.SortFunc(ts, func(a, b timing) int { return cmp.Compare(b.elapsed, a.elapsed) })
 		return ts[:min(n, len(ts))]
 	}
 	fmt.Fprintf(r.out, "\n== where the time went (wall %s; packages run %s at a time)\n", wall.Round(time.Second), parallel())
+	fmt.Fprintf(r.out, "packages running at once: %s\n", r.spans.profile())
+	if cpu.ok {
+		fmt.Fprintf(r.out, "the machine's CPU meanwhile (every process): %s user + %s system = %s busy of %d CPUs' %s (%.0f %%)\n",
+			cpu.user.Round(time.Second), cpu.system.Round(time.Second), (cpu.user + cpu.system).Round(time.Second),
+			cpu.cpus, (wall * time.Duration(cpu.cpus)).Round(time.Second), 100*float64(cpu.user+cpu.system)/float64(wall*time.Duration(cpu.cpus)))
+	}
 	fmt.Fprintln(r.out, "slowest packages:")
 	for _, t := range top(r.packages, 10) {
 		fmt.Fprintf(r.out, "  %6.1fs  %s\n", t.elapsed, t.name)
