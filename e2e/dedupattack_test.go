@@ -229,7 +229,7 @@ func (m *meddler) attack(t *testing.T, stop <-chan struct{}) {
 		}
 		n, err := unix.Read(m.ifd, buf)
 		if err != nil {
-			time.Sleep(100 * time.Microsecond)
+			inotifyWait(m.ifd)
 			continue
 		}
 		for off := 0; off+unix.SizeofInotifyEvent <= n; {
@@ -601,7 +601,7 @@ func flagOnOpen(t *testing.T, names []string, stop <-chan struct{}) {
 		}
 		n, err := unix.Read(ifd, buf)
 		if err != nil {
-			time.Sleep(100 * time.Microsecond)
+			inotifyWait(ifd)
 			continue
 		}
 		for off := 0; off+unix.SizeofInotifyEvent <= n; {
