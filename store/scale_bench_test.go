@@ -31,7 +31,10 @@ import (
 // index's bytes a record. The anchor, in the same run: raw bbolt given the
 // same records (made the same way) as three puts each in batches of 4,096
 // (the path's record, a digest entry, an inode entry), fsync off: what
-// the B+tree itself costs at that size. Records are made on the fly, not
+// the B+tree itself costs at that size; then the same lookups as Gets in
+// a read transaction a directory (lookup-cpu-x-anchor is annexd's CPU a
+// path over it), and a cursor's walk of every digest key in order, the
+// least `dups` reads (anchor-walk-cpu-ns/record). Records are made on the fly, not
 // held: 10^7 take about 4 GB of index in the temp directory (383 B a
 // record; the anchor's file, made first, is removed before), no more
 // memory than 10^5.
@@ -44,8 +47,10 @@ func BenchmarkStoreScale(b *testing.B) {
 	}
 	const perDir = 20
 	for b.Loop() {
-		anchor := anchorScale(b, n, perDir)
+		anchor, anchorLook := anchorScale(b, n, perDir)
 		b.ReportMetric(anchor.Seconds()*1e6/float64(n), "anchor-insert-cpu-µs/record")
+		b.ReportMetric(anchorLook.perPath(), "anchor-lookup-cpu-µs/path")
+		b.ReportMetric(anchorLook.walk.Seconds()*1e9/float64(n), "anchor-walk-cpu-ns/record")
 		path := filepath.Join(b.TempDir(), "index.db")
 		s, err := Open(path, Options{NoSync: true, MaxBatch: 4096})
 		if err != nil {
@@ -98,29 +103,24 @@ func BenchmarkStoreScale(b *testing.B) {
 		b.ReportMetric(dupsTook.Seconds()*1e6/float64(max(groups, 1)), "dups-µs/group")
 		b.ReportMetric(float64(groups), "groups")
 
-		rng := rand.New(rand.NewPCG(5, 6))
-		dirs := (n + perDir - 1) / perDir
 		looked, c1 := 0, cpuTime()
 		t0 = time.Now()
 		var out []Found
-		for looked < min(100_000, n) {
-			d := rng.IntN(dirs)
-			var paths [][]byte
-			for i := d * perDir; i < min((d+1)*perDir, n); i++ {
-				paths = append(paths, scalePath(i, perDir))
-			}
+		lookupDirs(n, perDir, func(first int, paths [][]byte) {
 			if out, err = s.GetMany(paths, out[:0]); err != nil {
 				b.Fatal(err)
 			}
 			for k, f := range out {
-				if !f.OK || f.Record.Size != scaleSize(d*perDir+k) {
+				if !f.OK || f.Record.Size != scaleSize(first+k) {
 					b.Fatalf("%s: %+v", paths[k], f)
 				}
 			}
 			looked += len(paths)
-		}
+		})
+		lookCPU := cpuTime() - c1
 		b.ReportMetric(float64(looked)/time.Since(t0).Seconds(), "lookups/s")
-		b.ReportMetric(float64(looked)/(cpuTime()-c1).Seconds(), "lookups/cpu-s")
+		b.ReportMetric(float64(looked)/lookCPU.Seconds(), "lookups/cpu-s")
+		b.ReportMetric(lookCPU.Seconds()*1e6/float64(looked)/anchorLook.perPath(), "lookup-cpu-x-anchor")
 
 		t0 = time.Now()
 		got := 0
@@ -192,10 +192,41 @@ func loadRange(b *testing.B, s *Store, now int64, start, end, perDir int) {
 	}
 }
 
+// lookupDirs calls fn with the paths of random directories of the
+// benchmark's tree, a directory at a time (lookup --batch of one folder),
+// until 100,000 paths (or n) were given; first is the index of the first.
+func lookupDirs(n, perDir int, fn func(first int, paths [][]byte)) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	dirs := (n + perDir - 1) / perDir
+	for looked := 0; looked < min(100_000, n); {
+		d := rng.IntN(dirs)
+		var paths [][]byte
+		for i := d * perDir; i < min((d+1)*perDir, n); i++ {
+			paths = append(paths, scalePath(i, perDir))
+		}
+		fn(d*perDir, paths)
+		looked += len(paths)
+	}
+}
+
+// anchorReads is what raw bbolt's reads cost in the anchor's file: the
+// same lookups as the benchmark's (a read transaction a directory, a Get
+// a path), and a cursor's walk over the digest keys in order (what dups
+// reads at least).
+type anchorReads struct {
+	look  time.Duration
+	paths int
+	walk  time.Duration
+}
+
+// perPath is the lookups' CPU a path, in µs.
+func (a anchorReads) perPath() float64 { return a.look.Seconds() * 1e6 / float64(max(a.paths, 1)) }
+
 // anchorScale puts n records the way BenchmarkStoreScale makes them into
 // a raw bbolt file, three keys a record in batches of 4,096, and returns
-// the CPU it took. The file is removed before it returns.
-func anchorScale(b *testing.B, n, perDir int) time.Duration {
+// the CPU it took and its reads' (anchorReads). The file is removed
+// before it returns.
+func anchorScale(b *testing.B, n, perDir int) (time.Duration, anchorReads) {
 	path := filepath.Join(b.TempDir(), "anchor.db")
 	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true, NoFreelistSync: true})
 	if err != nil {
@@ -235,5 +266,44 @@ func anchorScale(b *testing.B, n, perDir int) time.Duration {
 			b.Fatal(err)
 		}
 	}
-	return cpuTime() - c0
+	insert := cpuTime() - c0
+	return insert, anchorRead(b, db, n, perDir)
+}
+
+// anchorRead times the anchor's reads (anchorReads) in db.
+func anchorRead(b *testing.B, db *bolt.DB, n, perDir int) anchorReads {
+	var r anchorReads
+	c0 := cpuTime()
+	lookupDirs(n, perDir, func(first int, paths [][]byte) {
+		err := db.View(func(tx *bolt.Tx) error {
+			files := tx.Bucket([]byte("files"))
+			for _, p := range paths {
+				if files.Get(p) == nil {
+					return fmt.Errorf("anchor: %s not found", p)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.paths += len(paths)
+	})
+	r.look = cpuTime() - c0
+	c0 = cpuTime()
+	walked := 0
+	if err := db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket([]byte("digests")).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			walked++
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	r.walk = cpuTime() - c0
+	if walked != n {
+		b.Fatalf("anchor: walked %d digest keys, want %d", walked, n)
+	}
+	return r
 }
