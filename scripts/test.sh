@@ -66,8 +66,8 @@ go build -o /dev/null ./scripts/testtime
 # still running may report a race; each test binary, and each daemon or
 # child a test runs from a -race build, paid it (46 test binaries, 4 at a
 # time: some 12 s of the run's wall time, more with the children), for
-# nothing the tests check. Races are still reported as they
-# happen. A GORACE of the caller's own is kept (its options come after).
+# nothing the tests check. Races are still reported as they happen. A
+# GORACE of the caller's own is kept (its options come after).
 export GORACE="atexit_sleep_ms=0${GORACE:+ $GORACE}"
 # Four packages at a time on two cores: much of a package's time is spent
 # waiting (loop images, fsync, a daemon's timers), and two at a time kept
