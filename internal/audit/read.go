@@ -77,6 +77,9 @@ func (s Source) why() string {
 // after a read through the page cache.
 var testHookDrop func(firstPage, pages int64)
 
+// testHookLanes, set only by tests, hears of each file read into the lanes.
+var testHookLanes func(path string)
+
 // testHookDirect, set only by tests, runs after each direct read.
 var testHookDirect func(path string, off int64)
 
@@ -244,6 +247,9 @@ func (r *reader) readDirectly(ctx context.Context, df *directio.File, fd int, pa
 // readLanes reads the file open as df chunk by chunk into a stream of the
 // lanes, which hash each chunk where it lies and hand its buffer back.
 func (r *reader) readLanes(ctx context.Context, df *directio.File, fd int, path string, before fsstat.FileInfo) (Source, []byte, error) {
+	if testHookLanes != nil {
+		testHookLanes(path)
+	}
 	s := r.lanes.Open(len(r.bufs))
 	r.free = append(r.free[:0], r.bufs[:]...)
 	get := func() []byte {
