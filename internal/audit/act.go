@@ -59,7 +59,9 @@ func (a *Auditor) worker(ctx context.Context, r *run, lanes *mbsha256.Lanes, job
 		a.noteIO("not set: " + err.Error())
 	}
 	rd := newReader(r.pace)
-	rd.lanes = lanes
+	if lanes != nil {
+		rd = newLaneReader(lanes)
+	}
 	for d := range jobs {
 		if ctx.Err() != nil {
 			continue

@@ -44,8 +44,8 @@ func laneKernels(t *testing.T, f func(t *testing.T, l *mbsha256.Lanes)) {
 
 // laneReader returns a reader whose SHA-256 files go to l.
 func laneReader(l *mbsha256.Lanes) *reader {
-	r := newReader(nil)
-	r.lanes, r.sha256 = l, true
+	r := newLaneReader(l)
+	r.sha256 = true
 	return r
 }
 
@@ -71,7 +71,7 @@ func TestReaderLanesDigests(t *testing.T) {
 	}
 	laneKernels(t, func(t *testing.T, l *mbsha256.Lanes) {
 		used := countLanes(t)
-		readers := laneReaders(l.Width())
+		readers := laneReaders(l.Width()) + 3 // some wait for a lane
 		var wg sync.WaitGroup
 		for w := range readers {
 			wg.Add(1)

@@ -92,7 +92,7 @@ var testHookDirect func(path string, off int64)
 // such a tree does not push the user's data out of memory. Reads are paced
 // by a shared token bucket. A reader is used by one goroutine.
 type reader struct {
-	bufs [3][]byte // aligned for direct reads: one read, two hashed
+	bufs [][]byte // aligned for direct reads: one read, the others hashed
 	vec  []byte
 	pace *pacer // nil: full speed
 	// lanes, when set, hash the direct reads of a SHA-256 file of more
@@ -104,7 +104,18 @@ type reader struct {
 }
 
 func newReader(pace *pacer) *reader {
-	r := &reader{pace: pace}
+	r := &reader{pace: pace, bufs: make([][]byte, 3)}
+	for i := range r.bufs {
+		r.bufs[i] = directio.Buffer(readSize)
+	}
+	return r
+}
+
+// newLaneReader returns a full-speed reader whose SHA-256 files of more
+// than one read go to l, with the buffers it hands the lanes (laneBufs);
+// it reads the other files with them too.
+func newLaneReader(l *mbsha256.Lanes) *reader {
+	r := &reader{lanes: l, bufs: make([][]byte, laneBufs)}
 	for i := range r.bufs {
 		r.bufs[i] = directio.Buffer(readSize)
 	}
@@ -244,6 +255,11 @@ func (r *reader) readDirectly(ctx context.Context, df *directio.File, fd int, pa
 	return src, nil, err
 }
 
+// laneBufs is how many buffers a reader of the lanes has: one read while
+// the lanes hold the other. A full-speed run has a reader a lane, and
+// the buffers are most of its memory.
+const laneBufs = 2
+
 // readLanes reads the file open as df chunk by chunk into a stream of the
 // lanes, which hash each chunk where it lies and hand its buffer back.
 func (r *reader) readLanes(ctx context.Context, df *directio.File, fd int, path string, before fsstat.FileInfo) (Source, []byte, error) {
@@ -251,7 +267,7 @@ func (r *reader) readLanes(ctx context.Context, df *directio.File, fd int, path 
 		testHookLanes(path)
 	}
 	s := r.lanes.Open(len(r.bufs))
-	r.free = append(r.free[:0], r.bufs[:]...)
+	r.free = append(r.free[:0], r.bufs...)
 	get := func() []byte {
 		if len(r.free) == 0 {
 			r.free = append(r.free, <-s.Back())

@@ -414,10 +414,8 @@ func (a *Auditor) round(ctx context.Context, r *run) (sent, undecided int64, err
 }
 
 // laneReaders is how many readers a full-speed run has with lanes of the
-// given width: a reader each, and a quarter more, whose files wait for a
-// lane with their first reads done, so that a file's end does not leave
-// its lane idle.
-func laneReaders(width int) int { return width + width/4 }
+// given width: a reader a lane.
+func laneReaders(width int) int { return width }
 
 // newLanes returns the multi-buffer lanes of the Digester for a full-speed
 // run, nil when it has none.
