@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -210,4 +211,38 @@ func TestFullSpeedRunInLanes(t *testing.T) {
 	if used.Load() < 12 {
 		t.Errorf("%d reads in the lanes; want the 12 large files' at least", used.Load())
 	}
+}
+
+// A read cancelled half-way (the run stopped) gives its stream up: the
+// reader's next file, and the other readers' at once, are hashed right.
+func TestReaderLanesCancelled(t *testing.T) {
+	dir := t.TempDir()
+	p, next := filepath.Join(dir, "f"), filepath.Join(dir, "next")
+	writeRandom(t, p, 4*readSize)
+	nextSum := sha256.Sum256(writeRandom(t, next, 2*readSize+7))
+	laneKernels(t, func(t *testing.T, l *mbsha256.Lanes) {
+		ctx, cancel := context.WithCancel(t.Context())
+		testHookDirect = func(path string, off int64) {
+			if path == p && off == 2*readSize {
+				cancel()
+			}
+		}
+		t.Cleanup(func() { testHookDirect = nil })
+		r := laneReader(l)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { // another reader beside it, in the lanes at the same time
+			defer wg.Done()
+			if n := laneReader(l).read(t.Context(), next, lstat(t, next), sha256.New(), false); n.Err != nil || string(n.Digest) != string(nextSum[:]) {
+				t.Errorf("the file beside: %x, %v", n.Digest, n.Err)
+			}
+		}()
+		if got := r.read(ctx, p, lstat(t, p), sha256.New(), false); !errors.Is(got.Err, context.Canceled) || got.Digest != nil {
+			t.Errorf("cancelled: %x, %v", got.Digest, got.Err)
+		}
+		wg.Wait()
+		if n := r.read(t.Context(), next, lstat(t, next), sha256.New(), false); n.Err != nil || string(n.Digest) != string(nextSum[:]) {
+			t.Errorf("the file after: %x, %v", n.Digest, n.Err)
+		}
+	})
 }
