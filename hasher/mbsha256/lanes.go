@@ -37,12 +37,9 @@ type Lanes struct {
 	waiting []*Stream      // opened, not yet in a lane
 	slots   []slot         // one a lane
 	have    [maxLanes]bool // the engine's: the lanes aim pointed at their own data
-	// While the engine sleeps (asleep), ready and starving count its
-	// lanes with data and those without whose writers read on; a Put
-	// that brings ready to need, or starving to 0, wakes it.
-	asleep          bool
-	ready, starving int
-	need            int
+	// asleep: the engine waits for a Put that makes it runnable, or for
+	// an Open, an Abort or Close.
+	asleep bool
 }
 
 // slot is one lane of Lanes. Guarded by Lanes.mu, but for cur's bytes,
@@ -146,17 +143,13 @@ func (s *Stream) Put(b []byte, last bool) {
 		l.mu.Unlock()
 		panic("mbsha256: Put after the last chunk or Abort, or with every buffer held")
 	}
-	wasReady := s.lane != 0 && l.slots[s.lane-1].ready()
 	s.queue = append(s.queue, b)
 	s.held++
 	s.size += uint64(len(b))
 	s.last = last
-	wake := false
-	if l.asleep && s.lane != 0 && !wasReady {
-		l.ready++
-		l.starving--
-		wake = l.ready >= l.need || l.starving == 0
-	}
+	// Wake the engine when, asleep, it would now run: the same test it
+	// made before it slept, on the lanes as they are now.
+	wake := l.asleep && s.lane != 0 && l.runnable()
 	if wake {
 		l.asleep = false
 	}
@@ -191,14 +184,13 @@ func (l *Lanes) run() {
 	for {
 		l.mu.Lock()
 		l.tidy()
-		ready, starving, busy := l.count()
+		ready, _, busy := l.count()
 		if busy == 0 && len(l.waiting) == 0 && l.closed {
 			l.mu.Unlock()
 			return
 		}
-		need := max(l.e.k.minLanes, busy-busy/4)
-		if ready == 0 || ready < need && starving > 0 {
-			l.asleep, l.ready, l.starving, l.need = true, ready, starving, need
+		if !l.runnable() {
+			l.asleep = true
 			l.mu.Unlock()
 			<-l.wake
 			continue
@@ -291,8 +283,8 @@ func (l *Lanes) finish(i int) {
 	*sl = slot{}
 }
 
-// count returns the lanes with data to hash, the busy ones without whose
-// writers read on, and the busy ones.
+// count returns the lanes with something to do (data to hash, after tidy
+// in hand), the busy ones without whose writers read on, and the busy ones.
 func (l *Lanes) count() (ready, starving, busy int) {
 	for i := range l.slots {
 		sl := &l.slots[i]
@@ -301,13 +293,24 @@ func (l *Lanes) count() (ready, starving, busy int) {
 		}
 		busy++
 		switch {
-		case len(sl.cur) > 0:
+		case sl.ready():
 			ready++
 		case !sl.s.last && sl.s.held < sl.s.bufs:
 			starving++
 		}
 	}
 	return ready, starving, busy
+}
+
+// runnable reports whether the engine has work to do now rather than wait:
+// a lane has data, and either enough lanes have some for the kernel to pay
+// (three quarters of the busy ones, and its minimum) or no lane without
+// data has a writer that reads on (each waits for the engine, or has put
+// its end).
+func (l *Lanes) runnable() bool {
+	ready, starving, busy := l.count()
+	need := max(l.e.k.minLanes, busy-busy/4)
+	return ready > 0 && (ready >= need || starving == 0)
 }
 
 // aim points the kernel at the lanes with data and returns the blocks

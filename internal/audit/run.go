@@ -377,6 +377,7 @@ func (a *Auditor) round(ctx context.Context, r *run) (sent, undecided int64, err
 		if lanes = a.newLanes(); lanes != nil {
 			defer lanes.Close() // after the workers, which end every stream
 			workers = max(workers, laneReaders(lanes.Width()))
+			a.log.Info("audit: hashing large SHA-256 files in the lanes", "kernel", lanes.Kernel(), "readers", workers)
 		}
 	}
 	jobs := make(chan store.Due)
