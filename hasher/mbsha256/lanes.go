@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -40,6 +41,7 @@ type Lanes struct {
 	// asleep: the engine waits for a Put that makes it runnable, or for
 	// an Open, an Abort or Close.
 	asleep bool
+	timed  bool // asleep with data in some lane: for patience at most
 }
 
 // slot is one lane of Lanes. Guarded by Lanes.mu, but for cur's bytes,
@@ -149,7 +151,9 @@ func (s *Stream) Put(b []byte, last bool) {
 	s.last = last
 	// Wake the engine when, asleep, it would now run: the same test it
 	// made before it slept, on the lanes as they are now.
-	wake := l.asleep && s.lane != 0 && l.runnable()
+	// An engine asleep with no data at all (untimed) is woken by the first
+	// chunk too, to start its patience.
+	wake := l.asleep && s.lane != 0 && (!l.timed || l.runnable())
 	if wake {
 		l.asleep = false
 	}
@@ -181,6 +185,9 @@ func (s *Stream) Abort() {
 // run is the engine's goroutine.
 func (l *Lanes) run() {
 	defer close(l.done)
+	patience := time.NewTimer(time.Hour)
+	defer patience.Stop()
+	force := false // patience ran out: hash what is there
 	for {
 		l.mu.Lock()
 		l.tidy()
@@ -189,12 +196,13 @@ func (l *Lanes) run() {
 			l.mu.Unlock()
 			return
 		}
-		if !l.runnable() {
-			l.asleep = true
+		if !l.runnable() && !(force && ready > 0) {
+			l.asleep, l.timed = true, ready > 0
 			l.mu.Unlock()
-			<-l.wake
+			force = l.sleep(patience, ready > 0)
 			continue
 		}
+		force = false
 		n := l.aim(ready >= l.e.k.minLanes)
 		l.mu.Unlock()
 		if n > 0 {
@@ -205,6 +213,30 @@ func (l *Lanes) run() {
 		l.mu.Lock()
 		l.advance(n)
 		l.mu.Unlock()
+	}
+}
+
+// patience is how long the engine waits for more lanes to have data
+// while some have: a writer slower than that (a disk busy with others'
+// reads in the idle class) no longer holds the others' chunks back, and
+// should the engine ever misjudge a writer as reading on, it goes on
+// rather than waits for ever. (Tests shorten it.)
+var patience = time.Second
+
+// sleep waits for a wake-up, or, when some lanes have data (timed), for
+// patience at most, and reports whether that ran out.
+func (l *Lanes) sleep(t *time.Timer, timed bool) bool {
+	if !timed {
+		<-l.wake
+		return false
+	}
+	t.Reset(patience)
+	select {
+	case <-l.wake:
+		t.Stop()
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

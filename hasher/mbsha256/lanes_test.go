@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 )
 
 // testLanes returns Lanes for each assembly kernel the CPU runs and for
@@ -202,5 +203,33 @@ func TestLanesRefusesPartialChunkBeforeLast(t *testing.T) {
 func TestNewLanesRefusesGeneric(t *testing.T) {
 	if _, err := NewLanes(newEngine(nil)); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("NewLanes(generic): %v, want ErrUnsupported", err)
+	}
+}
+
+// A writer that opened a stream and puts nothing (its disk is slow) holds
+// the other lanes' chunks back for patience at most: they are hashed, and
+// their writers go on.
+func TestLanesPatience(t *testing.T) {
+	defer func(p time.Duration) { patience = p }(patience)
+	patience = 10 * time.Millisecond
+	for name, newLanes := range testLanes(t) {
+		t.Run(name, func(t *testing.T) {
+			l := newLanes()
+			defer l.Close()
+			slow := l.Open(1) // in a lane, nothing put
+			s := l.Open(1)
+			data := randomBytes(7, 4096)
+			s.Put(data, false)
+			select {
+			case <-s.Back():
+			case <-time.After(10 * time.Second):
+				t.Fatal("a chunk waits for ever for a writer that puts nothing")
+			}
+			s.Put(nil, true)
+			if r := s.Sum(); r.Err != nil || r.Sum != sha256.Sum256(data) {
+				t.Errorf("%x, %v", r.Sum, r.Err)
+			}
+			slow.Abort()
+		})
 	}
 }
