@@ -19,8 +19,11 @@ import (
 // the kernel runs and put back after), so that the others go on without
 // waiting for the slowest writer. The engine waits for more chunks only
 // while a parked lane's writer is still reading and too few lanes have
-// data for the kernel to pay; the writer whose chunk completes what the
-// engine waits for wakes it, and no other.
+// data for the kernel to pay (runnable), and for patience at most; the
+// writer whose chunk makes runnable true wakes it, and no other. Each
+// stream's writer must read on its own: a writer that waits for another
+// stream's progress before it puts its next chunk makes the engine wait
+// for patience.
 
 // ErrAborted ends a stream its writer gave up on (Stream.Abort).
 var ErrAborted = errors.New("mbsha256: stream aborted by its writer")
