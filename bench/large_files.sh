@@ -21,7 +21,8 @@
 # `annexctl audit run --full-speed --wait` over the files (the audit reads
 # the device with O_DIRECT, so the page cache does not help it), and its
 # CPU-s (from /proc/PID/stat, before and after) are set against the same
-# openssl figure.
+# openssl figure, and the daemon's peak RSS (VmHWM: the audit's buffers
+# are most of it, the lookups before it need little) is printed beside it.
 #
 # Usage: bench/large_files.sh [REPS (default 6)]
 # KERNELS="avx512 shani" (default) chooses the kernels; FILES=16 and
@@ -156,7 +157,7 @@ for r in $(seq "$reps"); do
 		grep -q "reusing stored hashing calibration" "$log" || { echo "rep $r $k did not reuse the stored calibration:" >&2; cat "$log" >&2; exit 1; }
 		ossl=$(timed "$log" openssl dgst -sha256 "$work/files"/*)
 		check_keys "$k" "$log"
-		audit=0
+		audit=0 hwm=
 		if [[ -n ${AUDIT:-} ]]; then
 			a0=$(cpu "$daemon_pid")
 			"$ctl" audit run --full-speed --wait --json >"$work/audit.json"
@@ -170,6 +171,7 @@ if run.get("cache_only"):
     print(f"  note: verified from the page cache only: {run['cache_only']}", file=sys.stderr)
 PY
 			audit=$(echo "$a1 - $a0" | bc -l)
+			hwm=$(awk '/^VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$daemon_pid/status")
 		fi
 		stop_daemon
 		line=$(python3 -c 'import sys; r, k, e, o, s, a, g, l = sys.argv[1:]; e, o, s, a, g = map(float, (e, o, s, a, g)); d = o - e
@@ -177,7 +179,7 @@ print(f"{r} {k} {e:.4f} {o:.4f} {s:.4f} {d:.4f} {d / s:.3f} {d / g:.3f} {a:.2f} 
 		echo "$line" >>"$work/rows"
 		read -r _ _ e o s d q pg a aq l <<<"$line"
 		printf '%-4s %-7s %8.3fs %8.3fs %8.3fs %8.3fs %6.2f× %6.3fs %s%s\n' "$r" "$k" "$e" "$o" "$s" "$d" "$q" "$pg" "$l" \
-			"$([[ -n ${AUDIT:-} ]] && printf '  audit %.2f CPU-s, %.2f× openssl' "$a" "$aq")" >&2
+			"$([[ -n ${AUDIT:-} ]] && printf '  audit %.2f CPU-s, %.2f× openssl, daemon peak RSS %s MiB' "$a" "$aq" "$hwm")" >&2
 	done
 done
 

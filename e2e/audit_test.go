@@ -4,8 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -538,5 +540,48 @@ func TestAuditCorruptThenUnreadable(t *testing.T) {
 	}
 	if ps := auditProblems(t, d); len(ps) != 1 || ps[0]["state"] != "corrupt" {
 		t.Fatalf("problems once readable again: %v", ps)
+	}
+}
+
+// A full-speed audit by a daemon whose calibration picked a multi-buffer
+// kernel hashes the large files in its lanes (it says so), with the
+// digests of crypto/sha256: the untouched files are OK and the one with a
+// byte flipped on the device is corrupt, its observed digest that of the
+// bytes on disk.
+func TestAuditFullSpeedInLanes(t *testing.T) {
+	t.Parallel()
+	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20})
+	root := fs.Path("home")
+	var paths []string
+	for i := range 6 {
+		p := filepath.Join(root, fmt.Sprintf("video%d.bin", i))
+		writeAged(t, p, uint64(70+i), 2<<20+i*4096+100)
+		paths = append(paths, p)
+	}
+	base := dedupBase(t, auditConf)
+	d := spawn(t, annexdRun{base: base, roots: []string{root}, calibrate: true,
+		env: func(env []string) []string { return append(env, "ANNEXD_TEST_CALIBRATION_BUDGET=1m") }})
+	d.waitIdle()
+	if m := regexp.MustCompile(`batch_kernel=(\S*)`).FindStringSubmatch(d.log.String()); m == nil || m[1] == "" || m[1] == `""` {
+		t.Skipf("the calibration picked no multi-buffer kernel on this CPU:\n%s", d.log)
+	}
+	victim := paths[3]
+	fs.Sync(t)
+	fs.FlipByte(t, victim, 1<<20+77)
+	code, run := auditRun(t, d, "--full-speed")
+	if code != 4 || run.Counts["corrupt"] != 1 || run.Counts["ok"] != int64(len(paths)-1) || run.StoppedBy != api.AuditDone {
+		t.Fatalf("audit run: exit %d, %+v\n%s", code, run, d.log)
+	}
+	if !strings.Contains(d.log.String(), "hashing large SHA-256 files in the lanes") {
+		t.Errorf("the full-speed audit did not hash in the lanes:\n%s", d.log)
+	}
+	ps := auditProblems(t, d)
+	data, err := os.ReadFile(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := sha256.Sum256(data)
+	if len(ps) != 1 || ps[0]["path"] != victim || ps[0]["state"] != "corrupt" || ps[0]["observed"] != hex.EncodeToString(now[:]) {
+		t.Fatalf("problems %v; want %s corrupt, observed %x", ps, victim, now)
 	}
 }

@@ -43,3 +43,22 @@ func validKernel(name string) bool {
 	}
 	return false
 }
+
+// StreamLanes returns the lanes of a new engine of the policy's batch
+// kernel, for a caller that reads large SHA-256 files itself and hands
+// their chunks over (the audit, which reads the device directly); nil
+// when the policy has no multi-lane engine. The caller closes them.
+func (h *Hasher) StreamLanes() *mbsha256.Lanes {
+	if h.p.Batch == nil {
+		return nil
+	}
+	m, ok := h.p.Batch().(multiBuffer)
+	if !ok {
+		return nil
+	}
+	l, err := mbsha256.NewLanes(m.e)
+	if err != nil || l.Width() < 2 {
+		return nil
+	}
+	return l
+}

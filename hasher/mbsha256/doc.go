@@ -32,6 +32,12 @@
 // lanes busy, the engine then waits for it. SumReaders and SumMany are
 // conveniences for a slice of readers or byte slices.
 //
+// Lanes is the engine for callers that read their streams themselves, on
+// goroutines of their own: a writer puts each chunk it read, the engine's
+// goroutine hashes it in place and hands the buffer back, and a lane
+// whose next chunk has not come is parked for a step rather than waited
+// for (lanes.go).
+//
 // When the queue is empty and too few lanes are left busy for the kernel to
 // beat crypto/sha256, the streams still in flight move to the two SHA-NI
 // lanes when the CPU has them, and the last one is hashed on by crypto/sha256

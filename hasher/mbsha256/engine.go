@@ -611,15 +611,24 @@ type aloneHash interface {
 
 // resume returns a crypto/sha256 hash in the state of lane i after l.hashed
 // bytes (a multiple of 64), through its documented binary marshaling.
-func (e *Engine) resume(i int) aloneHash {
+func (e *Engine) resume(i int) aloneHash { return resumeColumn(&e.state, i, e.lanes[i].hashed) }
+
+// save puts h's state, after a whole number of blocks, back into lane i's
+// column of e.state, the inverse of resume.
+func (e *Engine) save(i int, h aloneHash) { saveColumn(&e.state, i, e.lanes[i].hashed, h) }
+
+// resumeColumn returns a crypto/sha256 hash in the state of column i of
+// state after hashed bytes (a multiple of 64), through its documented
+// binary marshaling.
+func resumeColumn(state *[8][maxLanes]uint32, i int, hashed uint64) aloneHash {
 	h := sha256.New()
 	b := make([]byte, 0, 108)
 	b = append(b, "sha\x03"...)
 	for w := range 8 {
-		b = binary.BigEndian.AppendUint32(b, e.state[w][i])
+		b = binary.BigEndian.AppendUint32(b, state[w][i])
 	}
 	b = append(b, make([]byte, 64)...)
-	b = binary.BigEndian.AppendUint64(b, e.lanes[i].hashed)
+	b = binary.BigEndian.AppendUint64(b, hashed)
 	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(b); err != nil {
 		// The format is part of crypto/sha256's compatibility promise.
 		panic(fmt.Sprintf("mbsha256: resuming crypto/sha256: %v", err))
@@ -627,16 +636,16 @@ func (e *Engine) resume(i int) aloneHash {
 	return h
 }
 
-// save puts h's state, after a whole number of blocks, back into lane i's
-// column of e.state, the inverse of resume.
-func (e *Engine) save(i int, h aloneHash) {
+// saveColumn puts h's state, after hashed bytes (a whole number of
+// blocks), into column i of state, the inverse of resumeColumn.
+func saveColumn(state *[8][maxLanes]uint32, i int, hashed uint64, h aloneHash) {
 	b, err := h.(encoding.BinaryMarshaler).MarshalBinary()
 	if err != nil || len(b) != 108 || string(b[:4]) != "sha\x03" ||
-		binary.BigEndian.Uint64(b[100:]) != e.lanes[i].hashed {
+		binary.BigEndian.Uint64(b[100:]) != hashed {
 		panic(fmt.Sprintf("mbsha256: saving crypto/sha256's state: %q, %v", b, err))
 	}
 	for w := range 8 {
-		e.state[w][i] = binary.BigEndian.Uint32(b[4+4*w:])
+		state[w][i] = binary.BigEndian.Uint32(b[4+4*w:])
 	}
 }
 

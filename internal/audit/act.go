@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/hasher/mbsha256"
 	"github.com/annexd/annexd/store"
 )
 
@@ -52,12 +53,15 @@ var testHookBeforeAct func(path string, v Verdict)
 
 // worker checks the files of jobs on a thread of its own in the idle I/O
 // class, and acts on what it finds. left counts files left undecided.
-func (a *Auditor) worker(ctx context.Context, r *run, jobs <-chan store.Due, left *atomic.Int64) {
+func (a *Auditor) worker(ctx context.Context, r *run, lanes *mbsha256.Lanes, jobs <-chan store.Due, left *atomic.Int64) {
 	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine, and its I/O class with it
 	if err := idleIO(); err != nil {
 		a.noteIO("not set: " + err.Error())
 	}
 	rd := newReader(r.pace)
+	if lanes != nil {
+		rd = newLaneReader(lanes)
+	}
 	for d := range jobs {
 		if ctx.Err() != nil {
 			continue

@@ -135,6 +135,7 @@ func (c *checker) readOnce(ctx context.Context, rd *reader, path string, before 
 	if err != nil {
 		return &Read{Err: err}
 	}
+	rd.sha256 = b.Base() == key.SHA256
 	res := rd.read(ctx, path, before, h, again)
 	if res.dev != 0 {
 		c.ioOnce.Do(func() { c.noteScheduler(res.dev) })

@@ -21,15 +21,16 @@ import (
 // env is an auditor over a real index of a temp tree, kept by a real
 // indexer (without a watcher: the tests change files behind its back).
 type env struct {
-	t     testing.TB
-	root  string
-	index string
-	st    *store.Store
-	h     *hasher.Hasher
-	ix    *indexer.Indexer
-	a     *Auditor
-	log   *testutil.Buffer
-	stop  func()
+	t      testing.TB
+	root   string
+	index  string
+	st     *store.Store
+	h      *hasher.Hasher
+	ix     *indexer.Indexer
+	a      *Auditor
+	log    *testutil.Buffer
+	stop   func()
+	policy *hasher.Policy // nil: hasher.DefaultPolicy
 }
 
 // envOptions are the Options every test starts from: no rate cap, gates
@@ -49,6 +50,17 @@ func newEnv(t testing.TB, root string, o Options) *env {
 	return e
 }
 
+// newEnvPolicy is newEnv with a hasher of policy p.
+func newEnvPolicy(t testing.TB, root string, o Options, p hasher.Policy) *env {
+	t.Helper()
+	if root == "" {
+		root = t.TempDir()
+	}
+	e := &env{t: t, root: root, index: filepath.Join(t.TempDir(), "index.db"), log: &testutil.Buffer{}, policy: &p}
+	e.start(o)
+	return e
+}
+
 func (e *env) start(o Options) {
 	t := e.t
 	st, err := store.Open(e.index, store.Options{NoSync: true, MaxDelay: 5 * time.Millisecond})
@@ -56,7 +68,11 @@ func (e *env) start(o Options) {
 		t.Fatal(err)
 	}
 	e.st = st
-	e.h = hasher.New(hasher.DefaultPolicy(), nil)
+	p := hasher.DefaultPolicy()
+	if e.policy != nil {
+		p = *e.policy
+	}
+	e.h = hasher.New(p, nil)
 	logger := slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	// The indexer shares the audit's write ledger, as the daemon wires them.
 	io := indexer.Options{Roots: []string{e.root}, Logger: logger}

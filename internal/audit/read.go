@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash"
 	"io"
 	"io/fs"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/hasher/mbsha256"
 	"github.com/annexd/annexd/internal/directio"
 )
 
@@ -75,6 +77,9 @@ func (s Source) why() string {
 // after a read through the page cache.
 var testHookDrop func(firstPage, pages int64)
 
+// testHookLanes, set only by tests, hears of each file read into the lanes.
+var testHookLanes func(path string)
+
 // testHookDirect, set only by tests, runs after each direct read.
 var testHookDirect func(path string, off int64)
 
@@ -87,13 +92,30 @@ var testHookDirect func(path string, off int64)
 // such a tree does not push the user's data out of memory. Reads are paced
 // by a shared token bucket. A reader is used by one goroutine.
 type reader struct {
-	bufs [3][]byte // aligned for direct reads: one read, two hashed
+	bufs [][]byte // aligned for direct reads: one read, the others hashed
 	vec  []byte
 	pace *pacer // nil: full speed
+	// lanes, when set, hash the direct reads of a SHA-256 file of more
+	// than one read in a multi-buffer engine, beside the other readers'
+	// files; sha256 says the file being read is one (readOnce sets it).
+	lanes  *mbsha256.Lanes
+	sha256 bool
+	free   [][]byte
 }
 
 func newReader(pace *pacer) *reader {
-	r := &reader{pace: pace}
+	r := &reader{pace: pace, bufs: make([][]byte, 3)}
+	for i := range r.bufs {
+		r.bufs[i] = directio.Buffer(readSize)
+	}
+	return r
+}
+
+// newLaneReader returns a full-speed reader whose SHA-256 files of more
+// than one read go to l, with the buffers it hands the lanes (laneBufs);
+// it reads the other files with them too.
+func newLaneReader(l *mbsha256.Lanes) *reader {
+	r := &reader{lanes: l, bufs: make([][]byte, laneBufs)}
 	for i := range r.bufs {
 		r.bufs[i] = directio.Buffer(readSize)
 	}
@@ -122,7 +144,7 @@ func (r *reader) read(ctx context.Context, path string, before fsstat.FileInfo, 
 	if now := fsstat.FromFstat(fd, &st); !now.IsRegular() || !now.Same(before) {
 		return Read{Err: &hasher.ChangedError{Path: path, Before: before, After: now}}
 	}
-	src, err := r.readDirect(ctx, fd, path, before, h)
+	src, sum, err := r.readDirect(ctx, fd, path, before, h)
 	if errors.Is(err, directio.ErrRefused) {
 		src, err = r.readCached(ctx, fd, path, before, h, src, again, &st)
 	}
@@ -133,27 +155,31 @@ func (r *reader) read(ctx context.Context, path string, before fsstat.FileInfo, 
 	if err != nil {
 		return Read{Err: err, dev: st.Dev}
 	}
-	return Read{Digest: h.Sum(nil), After: after, Source: src, dev: st.Dev}
+	if sum == nil {
+		sum = h.Sum(nil)
+	}
+	return Read{Digest: sum, After: after, Source: src, dev: st.Dev}
 }
 
 // readDirect hashes the file open as fd into h with direct reads. It
 // returns directio.ErrRefused, and how a read through the page cache is
 // to count, when the file is not to be read directly: its file system
 // has no device, refuses direct reads, or would read it through the page
-// cache while that holds some of it.
-func (r *reader) readDirect(ctx context.Context, fd int, path string, before fsstat.FileInfo, h hash.Hash) (Source, error) {
+// cache while that holds some of it. The digest it returns, when not
+// nil, is the file's (hashed in the lanes); else h holds it.
+func (r *reader) readDirect(ctx context.Context, fd int, path string, before fsstat.FileInfo, h hash.Hash) (Source, []byte, error) {
 	switch b, _ := directio.BackingOf(fd); b {
 	case directio.Memory:
-		return NoDevice, directio.ErrRefused
+		return NoDevice, nil, directio.ErrRefused
 	case directio.OwnCache:
-		return NoDirect, directio.ErrRefused
+		return NoDirect, nil, directio.ErrRefused
 	}
 	df, err := directio.Open(fd, before.Dev)
 	if err != nil {
 		if directio.Refused(before.Dev) {
-			return NoDirect, err
+			return NoDirect, nil, err
 		}
-		return FromDevice, err // this file only: read through a cache that holds none of it, it comes from the device
+		return FromDevice, nil, err // this file only: read through a cache that holds none of it, it comes from the device
 	}
 	// Where statx does not vouch for direct reads of the file, the file
 	// system may read parts of it through the page cache: then only a file
@@ -161,14 +187,17 @@ func (r *reader) readDirect(ctx context.Context, fd int, path string, before fss
 	cold := !df.Vouched() && cachedNone(fd)
 	if !df.Vouched() && !cold {
 		if through, _ := directio.ThroughCache(fd); through {
-			return FromDevice, offDirect(df, path)
+			return FromDevice, nil, offDirect(df, path)
 		}
 	}
 	h.Reset()
-	if src, err := r.readDirectly(ctx, df, fd, path, before, h); errors.Is(err, directio.ErrRefused) {
-		return src, offDirect(df, path)
+	var sum []byte
+	if src, s, err := r.readDirectly(ctx, df, fd, path, before, h); errors.Is(err, directio.ErrRefused) {
+		return src, nil, offDirect(df, path)
 	} else if err != nil {
-		return src, err
+		return src, nil, err
+	} else {
+		sum = s
 	}
 	if cold && !cachedNone(fd) {
 		// The file system read it through the page cache after all
@@ -176,7 +205,7 @@ func (r *reader) readDirect(ctx context.Context, fd int, path string, before fss
 		// The pages it left are the audit's.
 		_ = unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
 	}
-	return FromDevice, nil
+	return FromDevice, sum, nil
 }
 
 // offDirect turns O_DIRECT off again for a read through the page cache,
@@ -190,14 +219,21 @@ func offDirect(df *directio.File, path string) error {
 }
 
 // readDirectly reads the file open as df into h. A file of more than one
-// read is hashed on a goroutine of its own while this thread reads on:
-// the reads stay on the reader's thread, in the idle I/O class, and the
-// disk works while the CPU hashes.
-func (r *reader) readDirectly(ctx context.Context, df *directio.File, fd int, path string, before fsstat.FileInfo, h hash.Hash) (Source, error) {
+// read is hashed on another goroutine while this thread reads on (in the
+// lanes when the reader has them and the file is SHA-256, else on a
+// goroutine of its own): the reads stay on the reader's thread, in the
+// idle I/O class, and the disk works while the CPU hashes. A digest
+// returned is the file's, hashed in the lanes.
+func (r *reader) readDirectly(ctx context.Context, df *directio.File, fd int, path string, before fsstat.FileInfo, h hash.Hash) (Source, []byte, error) {
+	if r.lanes != nil && r.sha256 && before.Size > readSize {
+		return r.readLanes(ctx, df, fd, path, before)
+	}
 	free := make(chan []byte, len(r.bufs))
 	for _, b := range r.bufs {
 		free <- b
 	}
+	get := func() []byte { return <-free }
+	put := func(b []byte, _ bool) { h.Write(b); free <- b[:cap(b)] }
 	var full chan []byte
 	done := make(chan struct{})
 	if before.Size > readSize {
@@ -209,19 +245,53 @@ func (r *reader) readDirectly(ctx context.Context, df *directio.File, fd int, pa
 				free <- b[:cap(b)]
 			}
 		}()
+		put = func(b []byte, _ bool) { full <- b }
 	}
-	src, err := r.readChunks(ctx, df, fd, path, before, h, free, full)
+	src, err := r.readChunks(ctx, df, fd, path, before, get, put)
 	if full != nil {
 		close(full)
 		<-done
 	}
-	return src, err
+	return src, nil, err
 }
 
-// readChunks reads the file open as df chunk by chunk into the buffers of
-// free and hands each to full, or hashes it into h when full is nil.
-func (r *reader) readChunks(ctx context.Context, df *directio.File, fd int, path string, before fsstat.FileInfo, h hash.Hash,
-	free, full chan []byte) (Source, error) {
+// laneBufs is how many buffers a reader of the lanes has: one read while
+// the lanes hold the other. A full-speed run has a reader a lane, and
+// the buffers are most of its memory.
+const laneBufs = 2
+
+// readLanes reads the file open as df chunk by chunk into a stream of the
+// lanes, which hash each chunk where it lies and hand its buffer back.
+func (r *reader) readLanes(ctx context.Context, df *directio.File, fd int, path string, before fsstat.FileInfo) (Source, []byte, error) {
+	if testHookLanes != nil {
+		testHookLanes(path)
+	}
+	s := r.lanes.Open(len(r.bufs))
+	r.free = append(r.free[:0], r.bufs...)
+	get := func() []byte {
+		if len(r.free) == 0 {
+			r.free = append(r.free, <-s.Back())
+		}
+		b := r.free[len(r.free)-1]
+		r.free = r.free[:len(r.free)-1]
+		return b[:cap(b)]
+	}
+	src, err := r.readChunks(ctx, df, fd, path, before, get, s.Put)
+	if err != nil {
+		s.Abort() // the engine is done with the buffers
+		return src, nil, err
+	}
+	res := s.Sum()
+	if res.Err != nil || res.Size != before.Size {
+		return src, nil, fmt.Errorf("audit: hashing %s in the lanes: %d bytes of %d, %w", path, res.Size, before.Size, res.Err)
+	}
+	return src, res.Sum[:], nil
+}
+
+// readChunks reads the file open as df chunk by chunk into the buffers
+// get gives and hands each to put (last: the file's final chunk).
+func (r *reader) readChunks(ctx context.Context, df *directio.File, fd int, path string, before fsstat.FileInfo,
+	get func() []byte, put func(b []byte, last bool)) (Source, error) {
 	for off := int64(0); off < before.Size; {
 		if err := ctx.Err(); err != nil {
 			return FromDevice, err
@@ -230,7 +300,7 @@ func (r *reader) readChunks(ctx context.Context, df *directio.File, fd int, path
 		if err := r.pace.wait(ctx, int(want)); err != nil {
 			return FromDevice, err
 		}
-		b := <-free
+		b := get()
 		began := time.Now()
 		n, err := df.ReadAt(b, off, int(want))
 		r.pace.read(time.Since(began))
@@ -248,13 +318,8 @@ func (r *reader) readChunks(ctx context.Context, df *directio.File, fd int, path
 			after, _ := fsstat.Fstat(fd)
 			return FromDevice, &hasher.ChangedError{Path: path, Before: before, After: after}
 		}
-		if full != nil {
-			full <- b[:want]
-		} else {
-			h.Write(b[:want])
-			free <- b
-		}
 		off += want
+		put(b[:want], off == before.Size)
 	}
 	return FromDevice, nil
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/annexd/annexd/hasher/mbsha256"
 	"github.com/annexd/annexd/store"
 )
 
@@ -370,8 +371,14 @@ func (a *Auditor) work(ctx context.Context, r *run) error {
 // handed out and how many of those were left undecided.
 func (a *Auditor) round(ctx context.Context, r *run) (sent, undecided int64, err error) {
 	workers := a.o.Workers
+	var lanes *mbsha256.Lanes
 	if r.o.FullSpeed {
 		workers = runtime.GOMAXPROCS(0)
+		if lanes = a.newLanes(); lanes != nil {
+			defer lanes.Close() // after the workers, which end every stream
+			workers = max(workers, laneReaders(lanes.Width()))
+			a.log.Info("audit: hashing large SHA-256 files in the lanes", "kernel", lanes.Kernel(), "readers", workers)
+		}
 	}
 	jobs := make(chan store.Due)
 	var left atomic.Int64
@@ -380,7 +387,7 @@ func (a *Auditor) round(ctx context.Context, r *run) (sent, undecided int64, err
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a.worker(ctx, r, jobs, &left)
+			a.worker(ctx, r, lanes, jobs, &left)
 		}()
 	}
 	err = a.source(ctx, r, func(d store.Due) error {
@@ -405,6 +412,19 @@ func (a *Auditor) round(ctx context.Context, r *run) (sent, undecided int64, err
 		err = ctx.Err()
 	}
 	return sent, left.Load(), err
+}
+
+// laneReaders is how many readers a full-speed run has with lanes of the
+// given width: a reader a lane.
+func laneReaders(width int) int { return width }
+
+// newLanes returns the multi-buffer lanes of the Digester for a full-speed
+// run, nil when it has none.
+func (a *Auditor) newLanes() *mbsha256.Lanes {
+	if l, ok := a.dg.(interface{ StreamLanes() *mbsha256.Lanes }); ok {
+		return l.StreamLanes()
+	}
+	return nil
 }
 
 // source calls fn for the run's records still to read: those checked
