@@ -222,21 +222,8 @@ func TestReaderChangedWhileRead(t *testing.T) {
 		writeRandom(t, p, 3*readSize+100)
 		fi := lstat(t, p)
 		testHookDirect = func(path string, off int64) {
-			if off != 0 {
-				return
-			}
-			var err error
-			if grow {
-				var f *os.File
-				if f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0); err == nil {
-					_, err = f.Write(make([]byte, 10))
-					f.Close()
-				}
-			} else {
-				err = os.Truncate(path, readSize+10)
-			}
-			if err != nil {
-				t.Error(err)
+			if off == 0 {
+				growOrCut(t, path, grow)
 			}
 		}
 		got := newReader(nil).read(t.Context(), p, fi, sha256.New(), false)
@@ -312,5 +299,23 @@ func TestReaderChanged(t *testing.T) {
 	}
 	if got := r.read(t.Context(), p, fi, sha256.New(), false); !gone(got.Err) {
 		t.Fatalf("removed: %v", got.Err)
+	}
+}
+
+// growOrCut appends 10 bytes to path, or cuts it to one read and 10 bytes:
+// a file changed while the audit reads it.
+func growOrCut(t *testing.T, path string, grow bool) {
+	var err error
+	if grow {
+		var f *os.File
+		if f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0); err == nil {
+			_, err = f.Write(make([]byte, 10))
+			f.Close()
+		}
+	} else {
+		err = os.Truncate(path, readSize+10)
+	}
+	if err != nil {
+		t.Error(err)
 	}
 }
