@@ -108,13 +108,17 @@ func TestMapTrimmedAboveBudget(t *testing.T) {
 	readAll()
 }
 
+// oneGroupOneMerge makes a store commit what SubmitAll gives it as one
+// group, and merge the digest entries in one transaction at Settle.
+var oneGroupOneMerge = Options{MaxBatch: 8192, MaxGroupNodes: 1 << 30, MaxDelay: 2e9, MaxIdle: 50e6, NoSync: true,
+	deferAt: 1, mergeIdle: time.Hour, mergeAt: 1 << 30, mergeTx: 1 << 20}
+
 // A single transaction of random inserts maps a page for almost each
 // change: the writer trims within it, every few changes, not only when
 // the next one begins. Both the group commit and the digest merge.
 func TestMapTrimmedWithinATransaction(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "index.db")
-	s := openTestAt(t, path, Options{MaxBatch: 8192, MaxGroupNodes: 1 << 30, MaxDelay: 2e9, MaxIdle: 50e6, NoSync: true,
-		deferAt: 1, mergeIdle: time.Hour, mergeAt: 1 << 30, mergeTx: 1 << 20})
+	s := openTestAt(t, path, oneGroupOneMerge)
 	const n = 6000
 	ctx := context.Background()
 	put := func(salt string) {
@@ -173,8 +177,7 @@ func TestMapTrimmedWithinATransaction(t *testing.T) {
 // same work does.
 func TestMapBudgetGrowsWithTheIndex(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "index.db")
-	s := openTestAt(t, path, Options{MaxBatch: 8192, MaxGroupNodes: 1 << 30, MaxDelay: 2e9, MaxIdle: 50e6, NoSync: true,
-		deferAt: 1, mergeIdle: time.Hour, mergeAt: 1 << 30, mergeTx: 1 << 20})
+	s := openTestAt(t, path, oneGroupOneMerge)
 	const n = 3000
 	ctx := context.Background()
 	round := func(salt string) int64 {
