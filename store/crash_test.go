@@ -140,8 +140,9 @@ func TestCrashSafety(t *testing.T) {
 func crashSafety(t *testing.T, deferred bool) {
 	path := filepath.Join(t.TempDir(), "index.db")
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	kills := testutil.Runs(8, 24) // 24 in .ci/run
-	left := 0                     // kills that left digest entries pending
+	// 8 kills in the test command, 24 in .ci/run.
+	kills := testutil.Runs(8, 24)
+	left := 0 // kills that left digest entries pending
 	defer func() {
 		t.Logf("%d of %d kills left digest entries pending", left, kills)
 		if deferred && left == 0 && !t.Failed() {
