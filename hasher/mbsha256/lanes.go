@@ -291,7 +291,9 @@ func (l *Lanes) attach(i int, s *Stream) {
 	}
 }
 
-// take moves the stream's next chunk into its lane.
+// take moves the stream's next chunk into its lane. An empty chunk
+// before the last has nothing to hash: it goes back at once (advance
+// hands back only the chunks it hashed).
 func (l *Lanes) take(sl *slot) {
 	s := sl.s
 	b := s.queue[0]
@@ -301,6 +303,11 @@ func (l *Lanes) take(sl *slot) {
 	sl.buf, sl.cur = b, b[:whole]
 	if s.last && len(s.queue) == 0 {
 		sl.final, sl.rest = true, b[whole:]
+	}
+	if len(b) == 0 && !sl.final {
+		s.held--
+		s.back <- b
+		sl.buf = nil
 	}
 }
 
