@@ -270,3 +270,48 @@ func TestLanesEmptyChunkBeforeLast(t *testing.T) {
 		})
 	}
 }
+
+// Patience counts from when the engine first waited with data in hand, not
+// from its last wake-up: streams opened and given up meanwhile (each wakes
+// the engine, which still does not run) do not hold a chunk back for longer.
+func TestLanesPatienceNotRestartedByWakes(t *testing.T) {
+	defer func(p time.Duration) { patience = p }(patience)
+	patience = 200 * time.Millisecond
+	for name, newLanes := range testLanes(t) {
+		t.Run(name, func(t *testing.T) {
+			l := newLanes()
+			defer l.Close()
+			slow := l.Open(1) // in a lane, nothing put
+			defer slow.Abort()
+			stop := make(chan struct{})
+			churned := make(chan struct{})
+			go func() { // a stream opened and given up every 10 ms: each wakes the engine
+				defer close(churned)
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(10 * time.Millisecond):
+					}
+					l.Open(1).Abort()
+				}
+			}()
+			defer func() { close(stop); <-churned }()
+			s := l.Open(1)
+			data := randomBytes(9, 4096)
+			s.Put(data, false)
+			began := time.Now()
+			select {
+			case <-s.Back():
+			case <-time.After(5 * time.Second):
+				s.Abort()
+				t.Fatal("a chunk held back 5 s, patience 200 ms, while other streams came and went")
+			}
+			t.Logf("chunk back after %v", time.Since(began))
+			s.Put(nil, true)
+			if r := s.Sum(); r.Err != nil || r.Sum != sha256.Sum256(data) {
+				t.Errorf("%x, %v", r.Sum, r.Err)
+			}
+		})
+	}
+}
