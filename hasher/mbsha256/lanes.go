@@ -190,7 +190,8 @@ func (l *Lanes) run() {
 	defer close(l.done)
 	patience := time.NewTimer(time.Hour)
 	defer patience.Stop()
-	force := false // patience ran out: hash what is there
+	force := false      // patience ran out: hash what is there
+	var since time.Time // when the engine first waited with data, since it last ran
 	for {
 		l.mu.Lock()
 		l.tidy()
@@ -202,10 +203,16 @@ func (l *Lanes) run() {
 		if !l.runnable() && !(force && ready > 0) {
 			l.asleep, l.timed = true, ready > 0
 			l.mu.Unlock()
-			force = l.sleep(patience, ready > 0)
+			switch {
+			case ready == 0:
+				since = time.Time{}
+			case since.IsZero():
+				since = time.Now()
+			}
+			force = l.sleep(patience, since)
 			continue
 		}
-		force = false
+		force, since = false, time.Time{}
 		n := l.aim(ready >= l.e.k.minLanes)
 		l.mu.Unlock()
 		if n > 0 {
@@ -226,14 +233,16 @@ func (l *Lanes) run() {
 // rather than waits for ever. (Tests shorten it.)
 var patience = time.Second
 
-// sleep waits for a wake-up, or, when some lanes have data (timed), for
-// patience at most, and reports whether that ran out.
-func (l *Lanes) sleep(t *time.Timer, timed bool) bool {
-	if !timed {
+// sleep waits for a wake-up, or, when some lanes have data (since is when
+// the engine first waited with it), until patience from since at most, and
+// reports whether that ran out. Wake-ups that leave the engine waiting
+// (an Open, an Abort) do not restart patience.
+func (l *Lanes) sleep(t *time.Timer, since time.Time) bool {
+	if since.IsZero() {
 		<-l.wake
 		return false
 	}
-	t.Reset(patience)
+	t.Reset(time.Until(since.Add(patience)))
 	select {
 	case <-l.wake:
 		t.Stop()
@@ -291,7 +300,9 @@ func (l *Lanes) attach(i int, s *Stream) {
 	}
 }
 
-// take moves the stream's next chunk into its lane.
+// take moves the stream's next chunk into its lane. An empty chunk
+// before the last has nothing to hash: it goes back at once (advance
+// hands back only the chunks it hashed).
 func (l *Lanes) take(sl *slot) {
 	s := sl.s
 	b := s.queue[0]
@@ -301,6 +312,11 @@ func (l *Lanes) take(sl *slot) {
 	sl.buf, sl.cur = b, b[:whole]
 	if s.last && len(s.queue) == 0 {
 		sl.final, sl.rest = true, b[whole:]
+	}
+	if len(b) == 0 && !sl.final {
+		s.held--
+		s.back <- b
+		sl.buf = nil
 	}
 }
 

@@ -233,3 +233,85 @@ func TestLanesPatience(t *testing.T) {
 		})
 	}
 }
+
+// An empty chunk before the last is whole blocks (none): its buffer comes
+// back like any other, at once, and the stream's digest is its other
+// chunks'. (The engine once kept such a buffer for ever: the lane had
+// nothing to hash and nothing to hand back, and the writer waited on Back.)
+func TestLanesEmptyChunkBeforeLast(t *testing.T) {
+	for name, newLanes := range testLanes(t) {
+		t.Run(name, func(t *testing.T) {
+			l := newLanes()
+			s := l.Open(2)
+			a, b := make([]byte, 4096), make([]byte, 4096)
+			back := func(want string) {
+				t.Helper()
+				select {
+				case <-s.Back():
+				case <-time.After(10 * time.Second):
+					s.Abort() // ends the stream, so that Close returns
+					l.Close()
+					t.Fatalf("%s: not handed back", want)
+				}
+			}
+			s.Put(a[:0], false)
+			back("an empty chunk, the only one put")
+			data := randomBytes(11, 128)
+			copy(b, data)
+			s.Put(b[:128], false)
+			s.Put(a[:0], false)
+			back("one of a chunk and an empty one after it")
+			back("the other of a chunk and an empty one after it")
+			s.Put(a[:0], true)
+			if r := s.Sum(); r.Err != nil || r.Size != 128 || r.Sum != sha256.Sum256(data) {
+				t.Errorf("%x, %d bytes, %v; want %x", r.Sum, r.Size, r.Err, sha256.Sum256(data))
+			}
+			l.Close()
+		})
+	}
+}
+
+// Patience counts from when the engine first waited with data in hand, not
+// from its last wake-up: streams opened and given up meanwhile (each wakes
+// the engine, which still does not run) do not hold a chunk back for longer.
+func TestLanesPatienceNotRestartedByWakes(t *testing.T) {
+	defer func(p time.Duration) { patience = p }(patience)
+	patience = 200 * time.Millisecond
+	for name, newLanes := range testLanes(t) {
+		t.Run(name, func(t *testing.T) {
+			l := newLanes()
+			defer l.Close()
+			slow := l.Open(1) // in a lane, nothing put
+			defer slow.Abort()
+			stop := make(chan struct{})
+			churned := make(chan struct{})
+			go func() { // a stream opened and given up every 10 ms: each wakes the engine
+				defer close(churned)
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(10 * time.Millisecond):
+					}
+					l.Open(1).Abort()
+				}
+			}()
+			defer func() { close(stop); <-churned }()
+			s := l.Open(1)
+			data := randomBytes(9, 4096)
+			s.Put(data, false)
+			began := time.Now()
+			select {
+			case <-s.Back():
+			case <-time.After(5 * time.Second):
+				s.Abort()
+				t.Fatal("a chunk held back 5 s, patience 200 ms, while other streams came and went")
+			}
+			t.Logf("chunk back after %v", time.Since(began))
+			s.Put(nil, true)
+			if r := s.Sum(); r.Err != nil || r.Sum != sha256.Sum256(data) {
+				t.Errorf("%x, %v", r.Sum, r.Err)
+			}
+		})
+	}
+}
