@@ -95,8 +95,9 @@
 // class applies to it; a large file is hashed on another goroutine while
 // the thread reads its next chunk. In a run at full speed, with a hasher
 // that has a multi-buffer engine (hasher.StreamLanes), the large SHA-256
-// files go to its lanes: a reader for each lane and a quarter more read
-// their files at once, each direct read is hashed where it lies beside
+// files go to its lanes: at least a reader for each lane reads its files
+// at once (as many as GOMAXPROCS where that is more), each direct read is
+// hashed where it lies beside
 // the other readers' and its buffer handed back (mbsha256.Lanes), and the
 // digest is crypto/sha256's. A paced run hashes one stream a file.
 //
