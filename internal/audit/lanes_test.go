@@ -9,13 +9,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/hasher/mbsha256"
 	"github.com/annexd/annexd/internal/loopfs"
-	"github.com/annexd/annexd/key"
-	"github.com/annexd/annexd/store"
 )
 
 // laneKernels runs f with lanes of each multi-lane kernel this CPU runs
@@ -152,15 +149,7 @@ func TestReaderLanesChangedWhileRead(t *testing.T) {
 			r := laneReader(l)
 			got := r.read(t.Context(), p, fi, sha256.New(), false)
 			testHookDirect = nil
-			rec := store.Record{Backend: key.SHA256E, Digest: digestOf("old"), Size: fi.Size, MtimeNs: fi.MtimeNs, CtimeNs: fi.CtimeNs,
-				Dev: fi.Dev, Ino: fi.Ino, HashedAt: fi.MtimeNs + int64(time.Minute), State: store.StateOK}
-			v := Classify(&Facts{Record: rec, Before: fi, First: &got})
-			switch {
-			case grow && (got.Err != nil || got.After.Same(fi) || v.Class != Modified):
-				t.Errorf("grown while read: %v, after %+v, verdict %v", got.Err, got.After, v)
-			case !grow && (!errors.Is(got.Err, hasher.ErrChanged) || v.Class != Modified):
-				t.Errorf("shrunk while read: %v, verdict %v", got.Err, v)
-			}
+			wantModified(t, got, fi, grow)
 			if n := r.read(t.Context(), next, lstat(t, next), sha256.New(), false); n.Err != nil || string(n.Digest) != string(nextSum[:]) {
 				t.Errorf("the file after: %x, %v", n.Digest, n.Err)
 			}

@@ -228,15 +228,7 @@ func TestReaderChangedWhileRead(t *testing.T) {
 		}
 		got := newReader(nil).read(t.Context(), p, fi, sha256.New(), false)
 		testHookDirect = nil
-		rec := store.Record{Backend: key.SHA256E, Digest: digestOf("old"), Size: fi.Size, MtimeNs: fi.MtimeNs, CtimeNs: fi.CtimeNs,
-			Dev: fi.Dev, Ino: fi.Ino, HashedAt: fi.MtimeNs + int64(time.Minute), State: store.StateOK}
-		v := Classify(&Facts{Record: rec, Before: fi, First: &got})
-		switch {
-		case grow && (got.Err != nil || got.After.Same(fi) || v.Class != Modified):
-			t.Errorf("grown while read: %v, after %+v, verdict %v", got.Err, got.After, v)
-		case !grow && (!errors.Is(got.Err, hasher.ErrChanged) || v.Class != Modified):
-			t.Errorf("shrunk while read: %v, verdict %v", got.Err, v)
-		}
+		wantModified(t, got, fi, grow)
 	}
 }
 
@@ -317,5 +309,21 @@ func growOrCut(t *testing.T, path string, grow bool) {
 	}
 	if err != nil {
 		t.Error(err)
+	}
+}
+
+// wantModified checks a read of a file grown or cut while read (growOrCut):
+// a grown one reads to its old size and its lstat after differs, a cut one
+// fails as changed, and either is classified modified, never rot.
+func wantModified(t *testing.T, got Read, fi fsstat.FileInfo, grow bool) {
+	t.Helper()
+	rec := store.Record{Backend: key.SHA256E, Digest: digestOf("old"), Size: fi.Size, MtimeNs: fi.MtimeNs, CtimeNs: fi.CtimeNs,
+		Dev: fi.Dev, Ino: fi.Ino, HashedAt: fi.MtimeNs + int64(time.Minute), State: store.StateOK}
+	v := Classify(&Facts{Record: rec, Before: fi, First: &got})
+	switch {
+	case grow && (got.Err != nil || got.After.Same(fi) || v.Class != Modified):
+		t.Errorf("grown while read: %v, after %+v, verdict %v", got.Err, got.After, v)
+	case !grow && (!errors.Is(got.Err, hasher.ErrChanged) || v.Class != Modified):
+		t.Errorf("shrunk while read: %v, verdict %v", got.Err, v)
 	}
 }
