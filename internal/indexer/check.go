@@ -28,6 +28,7 @@ type checker struct {
 	paths      *pathRules
 	scans      *scanner
 	moves      *renamer
+	displaced  *displaced
 	m          *counters
 	log        *slog.Logger
 	maxRetries int
@@ -112,6 +113,11 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *h
 		return
 	}
 	j.shelve = facts.other
+	if facts.replaced && displaceable(&facts.rec) {
+		// Another inode took a flagged record's path: keep the record
+		// for its inode before anything is written over it.
+		c.displaced.keep(j.path, facts.rec, time.Now().UnixNano())
+	}
 	if facts.seen {
 		// inotify reports a write for the name written alone: the other
 		// names of the inode would keep the old digest.

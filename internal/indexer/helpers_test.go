@@ -196,6 +196,7 @@ func (e *env) keep(path, content string) {
 type envOpts struct {
 	h       *countingHasher // the hasher to start with; nil: a new one
 	noWatch bool
+	noScan  bool // with noWatch: no first scan either; the test asks for each check (Changed)
 	quiet   time.Duration
 	opts    Options
 	store   *store.Options // nil: no sync, groups of at most 5 ms
@@ -298,7 +299,7 @@ func (e *env) start(eo envOpts) {
 				t.Errorf("indexer.Follow: %v", err)
 			}
 		}()
-	} else {
+	} else if !eo.noScan {
 		ix.Rescan(e.root)
 	}
 	go func() {

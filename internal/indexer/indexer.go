@@ -189,8 +189,11 @@ type Indexer struct {
 	moves    *renamer
 	removals *removals
 	feed     *feed
-	onDemand chan struct{} // semaphore: hashes run by Lookup
-	rootAway awayCache     // RootAway's looks for records
+	// displaced keeps flagged records whose paths other inodes took
+	// (displaced.go).
+	displaced *displaced
+	onDemand  chan struct{} // semaphore: hashes run by Lookup
+	rootAway  awayCache     // RootAway's looks for records
 
 	running   atomic.Bool
 	runCtx    context.Context
@@ -224,10 +227,11 @@ func New(st *store.Store, h Hasher, opt Options) (*Indexer, error) {
 		beforeDir: beforeDir, oneFS: opt.OneFileSystem}, opt.Roots)
 	ix.removals = newRemovals(opt.RemoveDelay, ix.idle)
 	unread := newUnreadWrites(writesUnread, ix.startTime)
+	ix.displaced = newDisplaced(st, ix.log)
 	ix.moves = &renamer{st: st, pipe: ix.pipe, paths: paths, ticks: ix.ticks, ledger: opt.Ledger,
-		unread: unread, scans: ix.scans, removals: ix.removals, log: ix.log}
+		unread: unread, scans: ix.scans, removals: ix.removals, displaced: ix.displaced, log: ix.log}
 	ix.check = &checker{pipe: ix.pipe, st: st, h: h, backend: opt.Backend, ledger: opt.Ledger, unread: unread,
-		ticks: ix.ticks, paths: paths, scans: ix.scans, moves: ix.moves, m: ix.m, log: ix.log,
+		ticks: ix.ticks, paths: paths, scans: ix.scans, moves: ix.moves, displaced: ix.displaced, m: ix.m, log: ix.log,
 		maxRetries: opt.MaxRetries, onFinding: opt.OnFinding, sync: syncWrites, dirs: dirs, fsys: ix.fsys}
 	ix.feed = &feed{idle: ix.idle}
 	return ix, nil
@@ -246,12 +250,38 @@ func (ix *Indexer) Run(ctx context.Context) error {
 	ix.pipe.start(gctx, g, ix.opt.Workers, ix.check.check)
 	g.Go(func() error { return ix.scans.run(gctx) })
 	g.Go(func() error { ix.removals.run(gctx, ix.pipe); return nil })
+	g.Go(func() error { ix.expireDisplaced(gctx); return nil })
 	err := g.Wait()
 	ix.pipe.drain(5 * time.Second)
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
 	return err
+}
+
+// expireDisplaced drops the displaced records kept before this start once
+// the first scans of every root have ended complete: each walk checked
+// every file under its root, so an inode of one that it met has its
+// record again, and one it did not meet is gone (or out of reach).
+func (ix *Indexer) expireDisplaced(ctx context.Context) {
+	select {
+	case <-ix.scans.initial:
+	case <-ctx.Done():
+		return
+	}
+	if ix.scans.initPartial.Load() {
+		return
+	}
+	// The checks the walks queued have ended: WaitIdle would also wait
+	// for changes made since, which is not needed.
+	for ix.Working() {
+		select {
+		case <-ix.WorkChanged():
+		case <-ctx.Done():
+			return
+		}
+	}
+	ix.displaced.expire(ix.startTime.UnixNano())
 }
 
 // ctx is Run's context once it runs: the pipeline's, which outlives a

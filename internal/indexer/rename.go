@@ -57,8 +57,12 @@ type renameFacts struct {
 	// linkBusy: another recorded name of the inode is in the pipeline,
 	// so its record may predate a change being checked.
 	linkBusy bool
-	oldNow   oldState
-	oldCtime int64 // the inode's ctime, when oldNow is oldSame
+	// displaced: rec is no record of the index but a displaced one
+	// (displaced.go), kept then (Unix ns): the index holds no name of
+	// the inode.
+	displaced int64
+	oldNow    oldState
+	oldCtime  int64 // the inode's ctime, when oldNow is oldSame
 	// dirMovable: only the parent directory changed, the old one is gone
 	// and is no root, and the new one is under a root.
 	dirMovable bool
@@ -96,7 +100,9 @@ func decide(f renameFacts) verdict {
 	case hereOther:
 		return hashIt
 	}
-	if !f.fits() {
+	if !f.fits() || f.displaced != 0 {
+		// A displaced record is at no path to take it from: the file is
+		// hashed, held against it.
 		return hashIt
 	}
 	r := &f.rec
@@ -147,7 +153,7 @@ func (f *renameFacts) prior() *prior {
 	if !f.found || f.bornAfter {
 		return nil
 	}
-	return &prior{rec: f.rec, from: f.old, seen: f.seen}
+	return &prior{rec: f.rec, from: f.old, seen: f.seen, displacedAt: f.displaced}
 }
 
 // renamer gathers the facts of renames and hard links and acts on them.
@@ -160,7 +166,9 @@ type renamer struct {
 	unread   unreadWrites
 	scans    *scanner
 	removals *removals // drop what is left at a path once it is gone
-	log      *slog.Logger
+	// displaced holds the flagged records whose paths other inodes took.
+	displaced *displaced
+	log       *slog.Logger
 }
 
 // adopt gives the file fi at path, which has no record, the record of the
@@ -210,6 +218,9 @@ func (r *renamer) gather(path string, fi fsstat.FileInfo) (renameFacts, error) {
 	if err == nil {
 		err = r.gatherNames(&f, path, names)
 	}
+	if err == nil && !f.found && f.here == hereNone {
+		r.gatherDisplaced(&f)
+	}
 	if err != nil || !f.found {
 		return f, err
 	}
@@ -257,6 +268,17 @@ func (r *renamer) gatherNames(f *renameFacts, path string, names [][]byte) error
 		}
 	}
 	return nil
+}
+
+// gatherDisplaced takes the displaced record of the file's inode, if it
+// has one, as the record found: kept at another path, or at this one
+// before the file came back to it.
+func (r *renamer) gatherDisplaced(f *renameFacts) {
+	dr, ok := r.displaced.get(f.file.Dev, f.file.Ino)
+	if !ok {
+		return
+	}
+	f.found, f.old, f.rec, f.displaced = true, dr.path, dr.rec, dr.madeAt
 }
 
 // gatherOld looks at what the old path and its directory hold now.

@@ -133,6 +133,8 @@ type scanner struct {
 	initial   chan struct{} // closed when every root was scanned once
 	initRoots sync.Map      // root → struct{} until its first full scan ends
 	initLeft  atomic.Int64
+	// initPartial: a root's first scan ended incomplete.
+	initPartial atomic.Bool
 
 	unreadMu     sync.Mutex
 	unreadLogged map[string]struct{} // unreadable paths already logged
@@ -607,6 +609,7 @@ func (s *scanner) checkWalked(ctx context.Context, sc *scan, e seenEntry, f *sto
 func (s *scanner) scanEnded(dir string, complete bool) {
 	if _, ok := s.initRoots.LoadAndDelete(dir); ok {
 		if !complete {
+			s.initPartial.Store(true)
 			s.log.Warn("root could not be scanned", "root", dir)
 		}
 		if s.initLeft.Add(-1) == 0 {

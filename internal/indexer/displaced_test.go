@@ -1,0 +1,140 @@
+package indexer
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/annexd/annexd/store"
+)
+
+// A flagged file and another swap names while the daemon is stopped. The
+// check of the flagged file's old name writes the other file's record
+// over the flagged one; the finding must still follow the rotten bytes to
+// their new name, whichever name is checked first: the rotten bytes never
+// become that name's key. Nor when the names are swapped back after the
+// old name was checked.
+func TestFlaggedRecordDisplacedBySwap(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		// order: the names checked, one after the other ("swap": swap them
+		// again, "restart": stop the indexer and start it again); nil: a
+		// scan.
+		order []string
+	}{
+		{"old name first", []string{"a.bin", "z.bin"}},
+		{"new name first", []string{"z.bin", "a.bin"}},
+		{"a scan", nil},
+		{"swapped back", []string{"a.bin", "swap", "a.bin", "z.bin"}},
+		{"a restart between", []string{"a.bin", "restart", "z.bin"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			a, z := filepath.Join(root, "a.bin"), filepath.Join(root, "z.bin")
+			writeOld(t, a, "the rotten bytes of a")
+			writeOld(t, z, "the bytes of z")
+			e := newEnv(t, root, envOpts{noWatch: true})
+			e.settle(settleTimeout)
+			good := flagCorrupt(t, e.st, a, "the good bytes of a")
+			zRec, _, err := e.st.Get([]byte(z))
+			must(t, err)
+			e.stop()
+
+			rotten, healthy := a, z // the names of the rotten and the healthy bytes
+			swap := func() {
+				tmp := filepath.Join(root, "tmp.bin")
+				must(t, os.Rename(a, tmp))
+				must(t, os.Rename(z, a))
+				must(t, os.Rename(tmp, z))
+				rotten, healthy = healthy, rotten
+			}
+			swap()
+			e.found = nil
+			e.start(envOpts{noWatch: true, noScan: tc.order != nil})
+			for _, name := range tc.order {
+				switch name {
+				case "swap":
+					swap()
+					continue
+				case "restart":
+					e.stop()
+					e.start(envOpts{noWatch: true, noScan: true})
+					continue
+				}
+				e.ix.Changed(context.Background(), filepath.Join(root, name))
+				waitFor(t, name+" checked", func() bool { return !e.ix.Working() })
+			}
+			if tc.order == nil {
+				must(t, e.ix.WaitIdle(context.Background()))
+			}
+			if r, ok, err := e.st.Get([]byte(rotten)); err != nil || !ok || r.State != store.StateCorrupt || !bytes.Equal(r.Digest, good) {
+				t.Errorf("record of %s (the rotten bytes): %v %v %v %x; want corrupt with the good digest %x", rotten, ok, err, r.State, r.Digest, good)
+			}
+			if r, ok, err := e.st.Get([]byte(healthy)); err != nil || !ok || r.State != store.StateOK || !bytes.Equal(r.Digest, zRec.Digest) {
+				t.Errorf("record of %s (the healthy bytes): %v %v %v %x; want ok with %x", healthy, ok, err, r.State, r.Digest, zRec.Digest)
+			}
+			if k := e.found.kinds()[rotten]; len(k) != 1 || k[0] != FoundCorrupt {
+				t.Errorf("findings at %s: %v, want corrupt", rotten, k)
+			}
+			if tc.order != nil {
+				e.ix.Rescan(root) // settle waits for the first scan
+			}
+			e.kept = map[string][]byte{rotten: good}
+			e.settle(settleTimeout)
+		})
+	}
+}
+
+// A displaced record whose inode is gone (the rotten file replaced by
+// renaming another over it) is kept until the first scans of the next
+// start end, and dropped then.
+func TestDisplacedRecordExpires(t *testing.T) {
+	root := t.TempDir()
+	a, z := filepath.Join(root, "a.bin"), filepath.Join(root, "z.bin")
+	writeOld(t, a, "the rotten bytes of a")
+	writeOld(t, z, "the bytes of z")
+	e := newEnv(t, root, envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	flagCorrupt(t, e.st, a, "the good bytes of a")
+	e.stop()
+	must(t, os.Rename(z, a))
+	e.start(envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	if n := displacedEntries(t, e.st); n != 1 {
+		t.Fatalf("%d displaced records in the index after the rotten file was replaced, want 1", n)
+	}
+	e.stop()
+	e.start(envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	waitFor(t, "the displaced record dropped", func() bool { return displacedEntries(t, e.st) == 0 })
+	e.ix.displaced.mu.Lock()
+	defer e.ix.displaced.mu.Unlock()
+	if len(e.ix.displaced.by) != 0 {
+		t.Errorf("displaced records in memory after they expired: %v", e.ix.displaced.by)
+	}
+}
+
+func displacedEntries(t *testing.T, st *store.Store) int {
+	t.Helper()
+	n := 0
+	must(t, st.MetaPrefix(context.Background(), displacedMeta, func(string, []byte) error { n++; return nil }))
+	return n
+}
+
+// flagCorrupt makes the record of path what an audit's finding leaves: the
+// key of content kept, flagged corrupt, with the file's stat identity. It
+// returns that digest.
+func flagCorrupt(t *testing.T, st *store.Store, path, content string) []byte {
+	t.Helper()
+	rec, ok, err := st.Get([]byte(path))
+	if err != nil || !ok {
+		t.Fatalf("record of %s: %v %v", path, ok, err)
+	}
+	sum := sha256.Sum256([]byte(content))
+	rec.Digest, rec.State = sum[:], store.StateCorrupt
+	must(t, st.Put(context.Background(), []byte(path), rec))
+	return sum[:]
+}
