@@ -19,7 +19,7 @@ import (
 // old name was checked.
 func TestFlaggedRecordDisplacedBySwap(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
+		name string
 		// order: the names checked, one after the other ("swap": swap them
 		// again, "restart": stop the indexer and start it again); nil: a
 		// scan.
