@@ -113,7 +113,7 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *h
 		return
 	}
 	j.shelve = facts.other
-	if facts.replaced && displaceable(&facts.rec) {
+	if facts.replaced && displaceable(&facts.rec) && !c.otherNames(j.path, &facts.rec) {
 		// Another inode took a flagged record's path: keep the record
 		// for its inode before anything is written over it.
 		c.displaced.keep(j.path, facts.rec, time.Now().UnixNano())
@@ -137,6 +137,21 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *h
 	}
 }
 
+// otherNames reports whether the index holds rec's inode under another
+// name than path (or cannot tell).
+func (c *checker) otherNames(path string, rec *store.Record) bool {
+	names, err := c.st.ByInodeAll(rec.Dev, rec.Ino)
+	if err != nil {
+		return false // keep it: a needless entry costs nothing
+	}
+	for _, n := range names {
+		if string(n) != path {
+			return true
+		}
+	}
+	return false
+}
+
 // adoptOrHash gives a file without a record of its own the record of the
 // file it was renamed from, or of another name of its inode, when the
 // renamer's facts allow it, and hashes it otherwise, held against that
@@ -148,6 +163,7 @@ func (c *checker) adoptOrHash(ctx context.Context, j job, fi fsstat.FileInfo, he
 	}
 	adopted, p := c.moves.adopt(ctx, j.path, fi, here, len(j.scans) > 0)
 	if adopted {
+		c.displaced.written(fi.Dev, fi.Ino)
 		c.m.renames.Add(1)
 		c.settle(j)
 		return

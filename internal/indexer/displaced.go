@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/annexd/annexd/store"
 	"github.com/annexd/annexd/store/codec"
@@ -24,14 +25,24 @@ import (
 // meta (displacedMeta), submitted ahead of the write that replaces it, so
 // a restart between the two writes keeps it too. The renamer reads it when
 // the index holds no name of the file's inode (gather), and the file is
-// hashed held against it (judge). An entry is dropped once a check of its
-// inode has written the inode's record, and, for entries made before this
-// start, when the first scans of every root have ended complete: a walk
-// that met the inode checked it.
+// hashed held against it (judge). A record is kept only when the index
+// holds no other name of its inode (a hard link, or the new name checked
+// first, holds the finding already). An entry is dropped once a check
+// writes a record of its inode; when the first scans of every root have
+// ended complete, and the checks they queued with them, every entry made
+// until then (a walk that met the inode checked it: what is left is
+// gone); and after that, an entry is believed for displacedLife only: a
+// rename's other name is checked within seconds of its event. An entry
+// that outlived its inode could otherwise name a new file in the reused
+// inode corrupt where the file system keeps no birth time.
 
 // displacedMeta prefixes the meta names of displaced records:
 // displacedMeta ‖ %016x dev ‖ "/" ‖ %016x ino.
 const displacedMeta = "indexer.displaced/"
+
+// displacedLife is how long an entry made after the first scans is
+// believed.
+const displacedLife = 10 * time.Minute
 
 // displacedRecord is a flagged record whose path another inode took.
 type displacedRecord struct {
@@ -47,6 +58,9 @@ type displaced struct {
 
 	mu sync.Mutex
 	by map[inode]displacedRecord
+	// settledAt: when the first scans and their checks ended (Unix ns);
+	// 0 until then. Entries made since are believed for displacedLife.
+	settledAt int64
 }
 
 // newDisplaced reads the displaced records kept in st's meta.
@@ -101,12 +115,40 @@ func (d *displaced) keep(path string, rec store.Record, nowNs int64) {
 		})
 }
 
-// get returns the displaced record of inode (dev, ino), if there is one.
-func (d *displaced) get(dev, ino uint64) (displacedRecord, bool) {
+// get returns the displaced record of inode (dev, ino), if there is one
+// still believed at nowNs.
+func (d *displaced) get(dev, ino uint64, nowNs int64) (displacedRecord, bool) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	dr, ok := d.by[inode{dev, ino}]
+	stale := ok && d.settledAt != 0 && dr.madeAt >= d.settledAt && nowNs-dr.madeAt > int64(displacedLife)
+	d.mu.Unlock()
+	if stale {
+		d.drop(dev, ino, dr.madeAt)
+		return displacedRecord{}, false
+	}
 	return dr, ok
+}
+
+// written forgets the displaced record of inode (dev, ino), if there is
+// one: a record of the inode was written (submitted before this).
+func (d *displaced) written(dev, ino uint64) {
+	d.mu.Lock()
+	dr, ok := d.by[inode{dev, ino}]
+	d.mu.Unlock()
+	if ok {
+		d.drop(dev, ino, dr.madeAt)
+	}
+}
+
+// settled notes that the first scans and their checks ended at nowNs, and
+// drops the entries made until then when every scan was complete.
+func (d *displaced) settled(nowNs int64, complete bool) {
+	d.mu.Lock()
+	d.settledAt = nowNs
+	d.mu.Unlock()
+	if complete {
+		d.expire(nowNs)
+	}
 }
 
 // drop forgets the displaced record of inode (dev, ino), if it is still the

@@ -89,8 +89,10 @@ func TestFlaggedRecordDisplacedBySwap(t *testing.T) {
 }
 
 // A displaced record whose inode is gone (the rotten file replaced by
-// renaming another over it) is kept until the first scans of the next
-// start end, and dropped then.
+// renaming another over it while the daemon was stopped) is dropped when
+// the first scans end: they would have met the inode. A new file in the
+// reused inode, where no birth time tells it apart, is not held against
+// it then.
 func TestDisplacedRecordExpires(t *testing.T) {
 	root := t.TempDir()
 	a, z := filepath.Join(root, "a.bin"), filepath.Join(root, "z.bin")
@@ -101,20 +103,73 @@ func TestDisplacedRecordExpires(t *testing.T) {
 	flagCorrupt(t, e.st, a, "the good bytes of a")
 	e.stop()
 	must(t, os.Rename(z, a))
-	e.start(envOpts{noWatch: true})
-	e.settle(settleTimeout)
+	e.start(envOpts{noWatch: true, noScan: true})
+	e.ix.Changed(context.Background(), a)
+	waitFor(t, "a.bin checked", func() bool { return !e.ix.Working() })
 	if n := displacedEntries(t, e.st); n != 1 {
 		t.Fatalf("%d displaced records in the index after the rotten file was replaced, want 1", n)
 	}
-	e.stop()
-	e.start(envOpts{noWatch: true})
+	e.ix.Rescan(root) // the first scan of the root
 	e.settle(settleTimeout)
 	waitFor(t, "the displaced record dropped", func() bool { return displacedEntries(t, e.st) == 0 })
 	e.ix.displaced.mu.Lock()
 	defer e.ix.displaced.mu.Unlock()
 	if len(e.ix.displaced.by) != 0 {
-		t.Errorf("displaced records in memory after they expired: %v", e.ix.displaced.by)
+		t.Errorf("displaced records in memory after the first scans: %v", e.ix.displaced.by)
 	}
+}
+
+// A flagged record whose inode has another name in the index (a hard
+// link) is not kept when another file takes its path: the other name
+// holds the finding.
+func TestDisplacedNotKeptForAHardLink(t *testing.T) {
+	root := t.TempDir()
+	x, kept, other := filepath.Join(root, "x.bin"), filepath.Join(root, "kept.bin"), filepath.Join(root, "other.bin")
+	writeOld(t, x, "the rotten bytes of x")
+	must(t, os.Link(x, kept))
+	writeOld(t, other, "the bytes of other")
+	e := newEnv(t, root, envOpts{noWatch: true})
+	e.settle(settleTimeout)
+	good := flagCorrupt(t, e.st, x, "the good bytes of x")
+	flagCorrupt(t, e.st, kept, "the good bytes of x")
+	e.stop()
+	must(t, os.Rename(other, x))
+	e.start(envOpts{noWatch: true, noScan: true})
+	e.ix.Changed(context.Background(), x)
+	waitFor(t, "x.bin checked", func() bool { return !e.ix.Working() })
+	if n := displacedEntries(t, e.st); n != 0 {
+		t.Errorf("%d displaced records kept for an inode with another name", n)
+	}
+	if r, ok, err := e.st.Get([]byte(kept)); err != nil || !ok || r.State != store.StateCorrupt || !bytes.Equal(r.Digest, good) {
+		t.Errorf("record of %s: %v %v %v %x; want corrupt with %x", kept, ok, err, r.State, r.Digest, good)
+	}
+}
+
+// After the first scans, a displaced record is believed for displacedLife
+// only, and one of an inode whose record is written is dropped.
+func TestDisplacedLife(t *testing.T) {
+	e := newEnv(t, "", envOpts{noWatch: true, noScan: true})
+	d := newDisplaced(e.st, e.ix.log)
+	rec := store.Record{Dev: 1, Ino: 2, State: store.StateCorrupt}
+	d.keep("/before", rec, 100)
+	d.settled(200, false) // a root's scan incomplete: entries made before stay
+	rec.Ino = 3
+	d.keep("/after", rec, 300)
+	life := int64(displacedLife)
+	if _, ok := d.get(1, 2, 100+2*life); !ok {
+		t.Error("an entry made before the first scans ended, which were incomplete, was dropped")
+	}
+	if _, ok := d.get(1, 3, 300+life); !ok {
+		t.Error("an entry made after the first scans was dropped within its life")
+	}
+	if _, ok := d.get(1, 3, 301+life); ok {
+		t.Error("an entry made after the first scans is believed after its life")
+	}
+	d.written(1, 2)
+	if _, ok := d.get(1, 2, 400); ok {
+		t.Error("an entry is believed after a record of its inode was written")
+	}
+	waitFor(t, "the dropped entries gone from the index", func() bool { return displacedEntries(t, e.st) == 0 })
 }
 
 func displacedEntries(t *testing.T, st *store.Store) int {

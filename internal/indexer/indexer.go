@@ -259,21 +259,18 @@ func (ix *Indexer) Run(ctx context.Context) error {
 	return err
 }
 
-// expireDisplaced drops the displaced records kept before this start once
-// the first scans of every root have ended complete: each walk checked
-// every file under its root, so an inode of one that it met has its
-// record again, and one it did not meet is gone (or out of reach).
+// expireDisplaced waits for the first scans of every root to end, and the
+// checks they queued, and then tells the displaced records (settled): each
+// walk checked every file under its root, so an inode that a walk met has
+// its record again, and one it did not meet is gone, or out of reach when
+// a root could not be scanned.
 func (ix *Indexer) expireDisplaced(ctx context.Context) {
 	select {
 	case <-ix.scans.initial:
 	case <-ctx.Done():
 		return
 	}
-	if ix.scans.initPartial.Load() {
-		return
-	}
-	// The checks the walks queued have ended: WaitIdle would also wait
-	// for changes made since, which is not needed.
+	// WaitIdle would also wait for changes made since, which is not needed.
 	for ix.Working() {
 		select {
 		case <-ix.WorkChanged():
@@ -281,7 +278,7 @@ func (ix *Indexer) expireDisplaced(ctx context.Context) {
 			return
 		}
 	}
-	ix.displaced.expire(ix.startTime.UnixNano())
+	ix.displaced.settled(time.Now().UnixNano(), !ix.scans.initPartial.Load())
 }
 
 // ctx is Run's context once it runs: the pipeline's, which outlives a

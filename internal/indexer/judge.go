@@ -64,9 +64,6 @@ type prior struct {
 	rec  store.Record
 	from string // where rec is recorded: the file's path, or another name of its inode
 	seen bool   // the ledger saw a write to either path or the inode since rec was hashed
-	// displacedAt: rec is a displaced record (displaced.go) kept then
-	// (Unix ns); 0: it is in the index.
-	displacedAt int64
 }
 
 // rehash is what is known once a file with a prior record was hashed again.
@@ -263,9 +260,7 @@ func (c *checker) conclude(ctx context.Context, j job, p *prior, rec store.Recor
 	ch := shelving(j, rec)
 	ch.Finding = feedNames[kind] // the change feed logs it as rot
 	c.pipe.write(j, ch)
-	if p.displacedAt != 0 {
-		c.displaced.drop(p.rec.Dev, p.rec.Ino, p.displacedAt) // the inode has its record: submitted after it
-	}
+	c.displaced.written(rec.Dev, rec.Ino) // the inode has its record: submitted after it
 	if kind != 0 {
 		c.found(Finding{Path: j.path, Kind: kind, From: p.from, Was: p.rec, Now: rec, Digest: hashed})
 	}

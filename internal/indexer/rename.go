@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/internal/ledger"
@@ -153,7 +154,7 @@ func (f *renameFacts) prior() *prior {
 	if !f.found || f.bornAfter {
 		return nil
 	}
-	return &prior{rec: f.rec, from: f.old, seen: f.seen, displacedAt: f.displaced}
+	return &prior{rec: f.rec, from: f.old, seen: f.seen}
 }
 
 // renamer gathers the facts of renames and hard links and acts on them.
@@ -274,7 +275,7 @@ func (r *renamer) gatherNames(f *renameFacts, path string, names [][]byte) error
 // has one, as the record found: kept at another path, or at this one
 // before the file came back to it.
 func (r *renamer) gatherDisplaced(f *renameFacts) {
-	dr, ok := r.displaced.get(f.file.Dev, f.file.Ino)
+	dr, ok := r.displaced.get(f.file.Dev, f.file.Ino, time.Now().UnixNano())
 	if !ok {
 		return
 	}
