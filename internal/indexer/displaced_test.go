@@ -64,8 +64,7 @@ func TestFlaggedRecordDisplacedBySwap(t *testing.T) {
 					e.start(envOpts{noWatch: true, noScan: true})
 					continue
 				}
-				e.ix.Changed(context.Background(), filepath.Join(root, name))
-				waitFor(t, name+" checked", func() bool { return !e.ix.Working() })
+				e.checkNow(filepath.Join(root, name))
 			}
 			if tc.order == nil {
 				must(t, e.ix.WaitIdle(context.Background()))
@@ -104,8 +103,7 @@ func TestDisplacedRecordExpires(t *testing.T) {
 	e.stop()
 	must(t, os.Rename(z, a))
 	e.start(envOpts{noWatch: true, noScan: true})
-	e.ix.Changed(context.Background(), a)
-	waitFor(t, "a.bin checked", func() bool { return !e.ix.Working() })
+	e.checkNow(a)
 	if n := displacedEntries(t, e.st); n != 1 {
 		t.Fatalf("%d displaced records in the index after the rotten file was replaced, want 1", n)
 	}
@@ -135,8 +133,7 @@ func TestDisplacedNotKeptForAHardLink(t *testing.T) {
 	e.stop()
 	must(t, os.Rename(other, x))
 	e.start(envOpts{noWatch: true, noScan: true})
-	e.ix.Changed(context.Background(), x)
-	waitFor(t, "x.bin checked", func() bool { return !e.ix.Working() })
+	e.checkNow(x)
 	if n := displacedEntries(t, e.st); n != 0 {
 		t.Errorf("%d displaced records kept for an inode with another name", n)
 	}
@@ -170,6 +167,13 @@ func TestDisplacedLife(t *testing.T) {
 		t.Error("an entry is believed after a record of its inode was written")
 	}
 	waitFor(t, "the dropped entries gone from the index", func() bool { return displacedEntries(t, e.st) == 0 })
+}
+
+// checkNow has path checked and waits until the indexer has no work left.
+func (e *env) checkNow(path string) {
+	e.t.Helper()
+	e.ix.Changed(context.Background(), path)
+	waitFor(e.t, path+" checked", func() bool { return !e.ix.Working() })
 }
 
 func displacedEntries(t *testing.T, st *store.Store) int {
