@@ -176,6 +176,10 @@ type AuditPassSummary struct {
 	Coverage *AuditCoverage `json:"coverage,omitempty"`
 	// Left counts the files the pass gave up on: they are due in the next.
 	Left AuditLeft `json:"left,omitzero"`
+	// Unread counts the files of the pass it did not read because the
+	// indexer hashed them again after it began (an edit, the
+	// re-verification after an unclean stop) or they were removed.
+	Unread int64 `json:"unread,omitempty"`
 }
 
 // AuditHistory is the answer of /v1/audit/history.

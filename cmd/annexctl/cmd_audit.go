@@ -489,6 +489,9 @@ func printAuditStatus(w io.Writer, st api.AuditStatus) {
 		if l.Left.Files > 0 {
 			line += "; " + leftLine(l.Left)
 		}
+		if l.Unread > 0 {
+			line += fmt.Sprintf("; %s not read (hashed again or removed meanwhile)", groupDigits(l.Unread))
+		}
 		fmt.Fprintf(w, "last pass: %d, ended %s: %s\n", l.ID, l.Ended.Local().Format(time.DateTime), line)
 	} else {
 		fmt.Fprintln(w, "last pass: none completed yet")

@@ -54,7 +54,7 @@ func printAuditHistory(w io.Writer, h []api.AuditPassSummary) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "pass\tended\ttook\tverified ok\t\tproblems\tleft\tcoverage\t")
+	fmt.Fprintln(tw, "pass\tended\ttook\tverified ok\t\tproblems\tleft\tnot read\tcoverage\t")
 	for _, p := range h {
 		cover := "?"
 		if cv := p.Coverage; cv != nil && cv.Total > 0 {
@@ -66,9 +66,9 @@ func printAuditHistory(w io.Writer, h []api.AuditPassSummary) error {
 		if p.BytesOK > 0 || p.Counts["ok"] == 0 {
 			okBytes = humanBytes(p.BytesOK)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s files\t%s\t%s\t%s\t%s\t\n", p.ID, p.Ended.Local().Format("2006-01-02 15:04"),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s files\t%s\t%s\t%s\t%s\t%s\t\n", p.ID, p.Ended.Local().Format("2006-01-02 15:04"),
 			p.Ended.Sub(p.Began).Round(time.Second), groupDigits(p.Counts["ok"]), okBytes, groupDigits(p.Problems),
-			groupDigits(p.Left.Files), cover)
+			groupDigits(p.Left.Files), groupDigits(p.Unread), cover)
 	}
 	return tw.Flush()
 }

@@ -631,6 +631,7 @@ func (a *Auditor) completePass(ctx context.Context, left Left) {
 	for c, n := range a.passCounts {
 		s.Counts[c.String()] = n
 	}
+	s.Unread = unread(s)
 	prev := a.state.Last
 	a.state.Last, a.state.Pass, a.state.NextRun = s, nil, 0
 	clear(a.passCounts)

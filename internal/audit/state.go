@@ -66,6 +66,28 @@ type PassSummary struct {
 	// Left are the files the pass gave up on (nil: none); they are due in
 	// the next.
 	Left *Left `json:"left,omitempty"`
+	// Unread are the files of the pass it did not read (unread).
+	Unread int64 `json:"unread,omitempty"`
+}
+
+// unread counts the files of pass s that it neither verified, nor
+// decided, nor left: the indexer hashed them again after the pass began
+// (an edit, the re-verification of the records hashed just
+// before an unclean end, which confirms their keys), or they were
+// removed. Their records' checked time is past the cutoff, so the pass
+// does not read them; they are told apart from the files the pass read
+// by difference, Files being counted when it began. A hash begun before
+// the cutoff and written after it is in the pass and not in Files: the
+// count stops at 0.
+func unread(s *PassSummary) int64 {
+	n := s.Files
+	for _, v := range s.Counts {
+		n -= v
+	}
+	if s.Left != nil {
+		n -= s.Left.Files
+	}
+	return max(n, 0)
 }
 
 // entry is what metaEntry + path holds.

@@ -93,7 +93,7 @@ func apiAuditStatus(s audit.Status) api.AuditStatus {
 
 func apiPassSummary(l audit.PassSummary) api.AuditPassSummary {
 	out := api.AuditPassSummary{ID: l.ID, Began: time.Unix(0, l.Began), Ended: time.Unix(0, l.Ended),
-		Files: l.Files, Bytes: l.Bytes, Counts: l.Counts, BytesOK: l.OKBytes, Problems: l.Problems()}
+		Files: l.Files, Bytes: l.Bytes, Counts: l.Counts, BytesOK: l.OKBytes, Problems: l.Problems(), Unread: l.Unread}
 	if c := l.Cover; c != nil {
 		out.Coverage = &api.AuditCoverage{EverySeconds: time.Duration(c.Every).Seconds(), Files: c.Files, Bytes: c.Bytes,
 			Total: c.Total, TotalBytes: c.TotalBytes, At: out.Ended}
