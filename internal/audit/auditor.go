@@ -256,17 +256,21 @@ func (a *Auditor) Summary(id uint64) (RunSummary, error) {
 // the scheduler found none wakes it, so that its plan follows.
 func (a *Auditor) freshCounts(ctx context.Context) {
 	a.mu.Lock()
-	at, took, tx, before, counted := a.cover.At, a.coverTook, a.coverTx, a.cover.Total, a.countedAt
+	at, took, tx, before, counted, ptx := a.cover.At, a.coverTook, a.coverTx, a.cover.Total, a.countedAt, a.problemsTx
 	a.mu.Unlock()
-	if counted != a.book.changes.Load() {
-		a.countProblems(ctx) // a finding filed or dropped since: counted at once
+	committed, err := a.st.Committed()
+	if counted != a.book.changes.Load() || err != nil || committed != ptx {
+		// A finding filed or dropped, or a record written (an edit ends
+		// a finding the book holds until it is pruned): counted at once.
+		// It reads a record a finding, not the whole index.
+		a.countProblems(ctx)
 	}
 	age := time.Since(at)
 	stands := 10 * took
 	if a.o.Indexer != nil && a.o.Indexer.Bulk() {
 		stands = 60 * took
 	}
-	if now, err := a.st.Committed(); err == nil && now == tx && age < minCoverageAge || age < stands {
+	if err == nil && committed == tx && age < minCoverageAge || age < stands {
 		return
 	}
 	a.countCoverage(ctx)

@@ -54,15 +54,23 @@ type coverage struct {
 	countMu   sync.Mutex // one count of the coverage at a time
 	problems  int64      // the findings that stand, as last counted
 	countedAt uint64     // book.changes when problems was counted
-	cover     Coverage
-	coverTook time.Duration // how long counting cover took
-	coverTx   uint64        // the index's last commit when cover was counted
+	// problemsTx is the index's last commit when problems was counted: a
+	// record written since may end a finding (an edit) that the book
+	// still holds until it is pruned.
+	problemsTx uint64
+	cover      Coverage
+	coverTook  time.Duration // how long counting cover took
+	coverTx    uint64        // the index's last commit when cover was counted
 }
 
 // countProblems counts the findings that stand, what Problems lists
 // (problemCount); when the index cannot be read, the findings filed.
 func (c *coverage) countProblems(ctx context.Context) {
 	at := c.book.changes.Load()
+	tx, txErr := c.st.Committed() // before counting: a commit meanwhile counts again
+	if txErr != nil {
+		tx = 0
+	}
 	problems, err := c.book.problemCount(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -72,7 +80,7 @@ func (c *coverage) countProblems(ctx context.Context) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.problems, c.countedAt = problems, at
+	c.problems, c.countedAt, c.problemsTx = problems, at, tx
 }
 
 // countCoverage counts the coverage: the records under the roots, and
