@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -270,6 +271,19 @@ func keeperOf(t *testing.T, plan Plan, target string) string {
 	return ""
 }
 
+// snapshotDiff names what differs between a and b: each name's stat
+// identity and extents, before and after.
+func snapshotDiff(a, b snapshot) string {
+	var out []string
+	for name, v := range a {
+		if w, ok := b[name]; !ok || v.id != w.id || !slices.Equal(v.extents, w.extents) {
+			out = append(out, fmt.Sprintf("%s: %+v %+v, now %+v %+v", name, v.id, v.extents, w.id, w.extents))
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
+}
+
 func snapshotsEqual(a, b snapshot) bool {
 	for name, v := range a {
 		if w := b[name]; v.id != w.id || !slices.Equal(v.extents, w.extents) {
@@ -349,8 +363,8 @@ func testSymlinkSwap(t *testing.T, b backend) {
 	if b.shares() && (err != nil || res.Done != 0 || res.Skipped[SkipSymlink] != 3) {
 		t.Errorf("done %d, skipped %v, %v; want the 3 targets skipped for a symlink", res.Done, res.Skipped, err)
 	}
-	if !snapshotsEqual(before, e.snapshot(t)) {
-		t.Error("a file behind a swapped-in symlink, or a moved original, changed")
+	if after := e.snapshot(t); !snapshotsEqual(before, after) {
+		t.Errorf("a file behind a swapped-in symlink, or a moved original, changed: %s", snapshotDiff(before, after))
 	}
 	e.assertContents(t)
 }
