@@ -250,9 +250,10 @@ func (a *Auditor) Summary(id uint64) (RunSummary, error) {
 	return r.summary(), nil
 }
 
-// freshCounts counts the coverage and the problems again unless the last
-// count is recent (minCoverageAge): what status shows is true when asked,
-// or says how old it is (Coverage.At). A count that finds files where
+// freshCounts counts the coverage again unless the last count is recent
+// (minCoverageAge), and the problems whenever the index or the audit's
+// book changed since their last count: what status shows is true when
+// asked, or says how old it is (Coverage.At). A count that finds files where
 // the scheduler found none wakes it, so that its plan follows.
 func (a *Auditor) freshCounts(ctx context.Context) {
 	a.mu.Lock()
