@@ -271,9 +271,13 @@ func (ix *Indexer) expireDisplaced(ctx context.Context) {
 		return
 	}
 	// WaitIdle would also wait for changes made since, which is not needed.
-	for ix.Working() {
+	for {
+		woken := ix.WorkChanged() // before Working, so that no change between the two is missed
+		if !ix.Working() {
+			break
+		}
 		select {
-		case <-ix.WorkChanged():
+		case <-woken:
 		case <-ctx.Done():
 			return
 		}
