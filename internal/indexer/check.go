@@ -260,7 +260,7 @@ func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo, p *prior,
 	default:
 		c.m.errors.Add(1)
 		c.log.Warn("cannot read file", "path", j.path, "err", err)
-		c.pipe.write(j, shelving(j, c.unreadableRecord(fi, p.lastGood(j.path, fi, c.ticks), start.UnixNano())))
+		c.pipe.write(j, shelving(j, c.unreadableRecord(fi, p.lastGood(fi, c.ticks), start.UnixNano())))
 	}
 }
 

@@ -197,3 +197,43 @@ func flagCorrupt(t *testing.T, st *store.Store, path, content string) []byte {
 	must(t, st.Put(context.Background(), []byte(path), rec))
 	return sum[:]
 }
+
+// A file whose record keeps its last key while it cannot be read, swapped
+// by name with another while the daemon is stopped, keeps that key under
+// its new name, whichever name is checked first: the record that says so
+// came from the other name (a displaced record, or the other name's).
+func TestUnreadableKeepsLastDigestAcrossASwap(t *testing.T) {
+	if os.Getuid() == 0 {
+		runAsNobody(t, "TestUnreadableKeepsLastDigestAcrossASwap")
+		return
+	}
+	for _, first := range []string{"a.bin", "z.bin"} {
+		t.Run(first+" first", func(t *testing.T) {
+			root := t.TempDir()
+			a, z := filepath.Join(root, "a.bin"), filepath.Join(root, "z.bin")
+			writeOld(t, a, "the bytes of a")
+			writeOld(t, z, "the bytes of z")
+			e := newEnv(t, root, envOpts{noWatch: true})
+			e.settle(settleTimeout)
+			must(t, os.Chmod(a, 0))
+			e.checkNow(a)
+			was, _, err := e.st.Get([]byte(a))
+			must(t, err)
+			if was.State != store.StateUnreadable || !was.HasDigest() {
+				t.Fatalf("record of %s made unreadable: %+v, want unreadable with its last digest", a, was)
+			}
+			e.stop()
+			tmp := filepath.Join(root, "tmp.bin")
+			must(t, os.Rename(a, tmp))
+			must(t, os.Rename(z, a))
+			must(t, os.Rename(tmp, z))
+			e.start(envOpts{noWatch: true, noScan: true})
+			second := map[string]string{"a.bin": "z.bin", "z.bin": "a.bin"}[first]
+			e.checkNow(filepath.Join(root, first))
+			e.checkNow(filepath.Join(root, second))
+			if r, _, err := e.st.Get([]byte(z)); err != nil || r.State != store.StateUnreadable || !bytes.Equal(r.Digest, was.Digest) {
+				t.Errorf("record of %s (the unreadable file now): %+v, %v; want unreadable with %x", z, r, err, was.Digest)
+			}
+		})
+	}
+}

@@ -310,11 +310,13 @@ func (c *checker) ownPrior(path string, fi fsstat.FileInfo, rec store.Record) *p
 }
 
 // lastGood returns the prior record when its digest may still name the
-// content of the file fi, which cannot be read: its own record, with no
-// witness of a write since (size, mtime, inode, the ledger, a racily
-// clean record). An audit re-tries such a file. Otherwise nil.
-func (p *prior) lastGood(path string, fi fsstat.FileInfo, t *ticks) *store.Record {
-	if p == nil || p.from != path || p.seen || !p.rec.HasDigest() || !keyed(p.rec.State) {
+// content of the file fi, which cannot be read: a record of its inode (its
+// own, or one it had under another name: a rename, a swap of names, a
+// displaced record), with no witness of a write since (size, mtime,
+// inode, the ledger at either name, a racily clean record). An audit
+// re-tries such a file. Otherwise nil.
+func (p *prior) lastGood(fi fsstat.FileInfo, t *ticks) *store.Record {
+	if p == nil || p.seen || !p.rec.HasDigest() || !keyed(p.rec.State) {
 		return nil
 	}
 	r := &p.rec
