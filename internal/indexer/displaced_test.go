@@ -45,10 +45,7 @@ func TestFlaggedRecordDisplacedBySwap(t *testing.T) {
 
 			rotten, healthy := a, z // the names of the rotten and the healthy bytes
 			swap := func() {
-				tmp := filepath.Join(root, "tmp.bin")
-				must(t, os.Rename(a, tmp))
-				must(t, os.Rename(z, a))
-				must(t, os.Rename(tmp, z))
+				swapNames(t, a, z)
 				rotten, healthy = healthy, rotten
 			}
 			swap()
@@ -169,6 +166,16 @@ func TestDisplacedLife(t *testing.T) {
 	waitFor(t, "the dropped entries gone from the index", func() bool { return displacedEntries(t, e.st) == 0 })
 }
 
+// swapNames swaps the names of the files x and y, as mv x tmp; mv y x;
+// mv tmp y does.
+func swapNames(t *testing.T, x, y string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(x), "tmp.bin")
+	must(t, os.Rename(x, tmp))
+	must(t, os.Rename(y, x))
+	must(t, os.Rename(tmp, y))
+}
+
 // checkNow has path checked and waits until the indexer has no work left.
 func (e *env) checkNow(path string) {
 	e.t.Helper()
@@ -223,10 +230,7 @@ func TestUnreadableKeepsLastDigestAcrossASwap(t *testing.T) {
 				t.Fatalf("record of %s made unreadable: %+v, want unreadable with its last digest", a, was)
 			}
 			e.stop()
-			tmp := filepath.Join(root, "tmp.bin")
-			must(t, os.Rename(a, tmp))
-			must(t, os.Rename(z, a))
-			must(t, os.Rename(tmp, z))
+			swapNames(t, a, z)
 			e.start(envOpts{noWatch: true, noScan: true})
 			second := map[string]string{"a.bin": "z.bin", "z.bin": "a.bin"}[first]
 			e.checkNow(filepath.Join(root, first))
