@@ -33,6 +33,10 @@
 // twice before anything looked at it is still known by its inode. A path
 // entry keeps the inode written there, so a write to the file a path held
 // before a rename replaced it is not taken for a write to the new one.
+// When writes to several inodes were seen at one path (names swapped
+// while files were written), a file at that path written as none of them
+// is Unsure there: the path's writes are known to have gone elsewhere,
+// but the path saw churn.
 // Doubts are as narrow as the facts allow:
 //
 //   - a watched directory renamed: the files under its old name, for the
@@ -42,7 +46,10 @@
 //     stat it, as with a temporary file renamed or deleted at once): the
 //     files in the same directory, for ten minutes;
 //   - lost events (an inotify overflow): the files under that root, for
-//     the hour.
+//     the hour;
+//   - a write whose inode the watcher could not tell (Doubted: a file was
+//     renamed in or created at its path between the write and the
+//     watcher's stat of the path): the file at that path, for the hour.
 //
 // # Hard links
 //
@@ -139,9 +146,13 @@ type move struct {
 	at   int64
 }
 
+// several is a path entry's inode when writes to more than one known
+// inode were seen at the path.
+var several = inode{math.MaxUint64, math.MaxUint64}
+
 // stamp is an entry: when it was last touched and, for a path, the inode
-// written there. The inode is zero when unknown, and when writes to more
-// than one inode were seen at the path.
+// written there. The inode is zero when unknown (which wins over any
+// other), and several when writes to more than one inode were seen.
 type stamp struct {
 	at  int64
 	era uint32 // the steps back of the clock seen before it (# Clock steps)
@@ -165,6 +176,7 @@ type Ledger struct {
 	inodes   map[inode]stamp
 	dirs     map[string]stamp // renamed directories: the files under them
 	unknown  map[string]stamp // writes of unknown inode: the files in that directory
+	doubts   map[string]stamp // writes the watcher could not tell the inode of: the file at that path
 	lost     map[string]stamp // roots that lost events: the files under them
 	moves    map[string]move  // directories moved, by their new name
 	lostAt   int64            // entries were dropped then: every file
@@ -181,7 +193,8 @@ func New() *Ledger {
 func newLedger(now func() int64, max int) *Ledger {
 	return &Ledger{now: now, max: max, paths: make(map[string]stamp), inodes: make(map[inode]stamp),
 		dirs: make(map[string]stamp), unknown: make(map[string]stamp), lost: make(map[string]stamp),
-		moves: make(map[string]move), last: now()}
+		doubts: make(map[string]stamp),
+		moves:  make(map[string]move), last: now()}
 }
 
 // Written records a write to the file at path with inode (dev, ino),
@@ -200,6 +213,17 @@ func (l *Ledger) Written(path string, dev, ino uint64) {
 		return
 	}
 	put(l, l.inodes, id, stamp{at: t, era: l.era})
+}
+
+// Doubted records a write seen now at path to a file the watcher could
+// not tell: the one at path when it looked, or the one there before
+// another was renamed in or created at path. Whatever is at path is
+// Unsure.
+func (l *Ledger) Doubted(path string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := l.tick()
+	put(l, l.doubts, path, stamp{at: t, era: l.era})
 }
 
 // DirRenamed records that the directory at path was renamed away now.
@@ -288,11 +312,16 @@ func (l *Ledger) answer(path string, id inode, since, era, now, until int64, hop
 	live := func(s stamp, w int64) bool {
 		return s.at != 0 && s.after(since, era) && s.at <= until && now-s.at <= w
 	}
-	if s, ok := l.paths[path]; ok && live(s, window) && (id.ino == 0 || s.id == inode{} || s.id == id) {
-		return Written
-	}
 	a := NotWritten
-	if live(l.unknown[filepath.Dir(path)], unknownWindow) {
+	if s, ok := l.paths[path]; ok && live(s, window) {
+		if id.ino == 0 || s.id == (inode{}) || s.id == id {
+			return Written
+		}
+		if s.id == several {
+			a = Unsure
+		}
+	}
+	if live(l.unknown[filepath.Dir(path)], unknownWindow) || live(l.doubts[path], window) {
 		a = Unsure
 	}
 	if len(l.dirs) == 0 && len(l.lost) == 0 && len(l.moves) == 0 {
@@ -350,6 +379,7 @@ func (l *Ledger) tick() int64 {
 		expire(l.inodes, now)
 		expire(l.dirs, now)
 		expire(l.unknown, now)
+		expire(l.doubts, now)
 		expire(l.lost, now)
 		for k, m := range l.moves {
 			if now-m.at > window {
@@ -371,9 +401,9 @@ func (l *Ledger) read() int64 {
 }
 
 // put records s at k: the later of the two times, and the inode when
-// both name the same one. A full map first drops its expired entries,
-// then its older half; the newest dropped time becomes a doubt over
-// every file.
+// both name the same one; unknown when either is, else several. A full
+// map first drops its expired entries, then its older half; the newest
+// dropped time becomes a doubt over every file.
 func put[K comparable](l *Ledger, m map[K]stamp, k K, s stamp) {
 	old, ok := m[k]
 	if !ok && len(m) >= l.max {
@@ -382,8 +412,11 @@ func put[K comparable](l *Ledger, m map[K]stamp, k K, s stamp) {
 			l.lostAt = max(l.lostAt, dropOlderHalf(m))
 		}
 	}
-	if ok && old.id != s.id {
-		s.id = inode{}
+	if ok && old.id != s.id && s.id != (inode{}) {
+		s.id = several
+		if old.id == (inode{}) {
+			s.id = inode{}
+		}
 	}
 	m[k] = stamp{max(old.at, s.at), max(old.era, s.era), s.id}
 }

@@ -25,7 +25,7 @@ func newTest(max int) (*Ledger, *clock) {
 // op changes a ledger at a time relative to t0.
 type op struct {
 	at   time.Duration
-	do   string // written, renamed, lost, moved
+	do   string // written, doubted, renamed, lost, moved
 	path string
 	ino  uint64
 }
@@ -40,6 +40,8 @@ func apply(l *Ledger, c *clock, ops []op) {
 			l.DirRenamed(o.path)
 		case "lost":
 			l.Lost(o.path)
+		case "doubted":
+			l.Doubted(o.path)
 		case "moved": // path is "from>to"
 			from, to, _ := strings.Cut(o.path, ">")
 			l.DirMoved(from, to)
@@ -78,7 +80,17 @@ func TestSince(t *testing.T) {
 		{"its path, written as it and another inode", []op{{2 * s, "written", "/r/f", 8}, {3 * s, "written", "/r/f", 7}},
 			4 * s, "/r/f", 8, s, yes},
 		{"its path, written as two other inodes", []op{{2 * s, "written", "/r/f", 6}, {3 * s, "written", "/r/f", 7}},
+			4 * s, "/r/f", 8, s, unsure},
+		{"its path, two other inodes, asked by path", []op{{2 * s, "written", "/r/f", 6}, {3 * s, "written", "/r/f", 7}},
+			4 * s, "/r/f", 0, s, yes},
+		{"its path, two other inodes before the record", []op{{2 * s, "written", "/r/f", 6}, {3 * s, "written", "/r/f", 7}},
+			4 * s, "/r/f", 8, 3*s + 1, no},
+		{"its path, unknown then another inode", []op{{2 * s, "written", "/r/f", 0}, {3 * s, "written", "/r/f", 7}},
 			4 * s, "/r/f", 8, s, yes},
+		{"its path, another inode then unknown", []op{{2 * s, "written", "/r/f", 7}, {3 * s, "written", "/r/f", 0}},
+			4 * s, "/r/f", 8, s, yes},
+		{"its path, two other inodes then unknown", []op{{2 * s, "written", "/r/f", 6}, {3 * s, "written", "/r/f", 7},
+			{3 * s, "written", "/r/f", 0}}, 4 * s, "/r/f", 8, s, yes},
 		{"expired after the window", []op{{2 * s, "written", "/r/f", 7}}, 2*s + time.Hour + 1, "/r/f", 7, s, no},
 		{"alive at the window's end", []op{{2 * s, "written", "/r/f", 7}}, 2*s + time.Hour, "/r/f", 7, s, yes},
 
@@ -92,6 +104,17 @@ func TestSince(t *testing.T) {
 		{"unknown inode: ten minutes", []op{{2 * s, "written", "/r/d/t", 0}}, 2*s + 10*time.Minute + 1, "/r/d/f", 9, s, no},
 		{"unknown inode beside, written by inode", []op{{2 * s, "written", "/r/d/t", 0}, {2 * s, "written", "/r/x", 9}},
 			3 * s, "/r/d/f", 9, s, yes},
+
+		{"doubted: the file at its path", []op{{2 * s, "doubted", "/r/d/f", 0}}, 3 * s, "/r/d/f", 9, s, unsure},
+		{"doubted: asked by path", []op{{2 * s, "doubted", "/r/d/f", 0}}, 3 * s, "/r/d/f", 0, s, unsure},
+		{"doubted: for the hour", []op{{2 * s, "doubted", "/r/d/f", 0}}, 2*s + time.Hour, "/r/d/f", 9, s, unsure},
+		{"doubted: forgotten after the hour", []op{{2 * s, "doubted", "/r/d/f", 0}}, 2*s + time.Hour + 1, "/r/d/f", 9, s, no},
+		{"doubted: not a file beside it", []op{{2 * s, "doubted", "/r/d/t", 0}}, 3 * s, "/r/d/f", 9, s, no},
+		{"doubted: newer records are fine", []op{{2 * s, "doubted", "/r/d/f", 0}}, 3 * s, "/r/d/f", 9, 2*s + 1, no},
+		{"doubted, and written by inode", []op{{2 * s, "doubted", "/r/d/f", 0}, {2 * s, "written", "/r/x", 9}},
+			3 * s, "/r/d/f", 9, s, yes},
+		{"doubted under a moved directory's old name", []op{{2 * s, "moved", "/r/d>/r/d2", 0}, {3 * s, "doubted", "/r/d/f", 0}},
+			4 * s, "/r/d2/f", 9, s, unsure},
 
 		{"lost: a file under the root", []op{{2 * s, "lost", "/r", 0}}, 30 * time.Minute, "/r/a/b/f", 3, s, unsure},
 		{"lost: a file under another root", []op{{2 * s, "lost", "/r", 0}}, 3 * s, "/s/f", 3, s, no},
