@@ -103,6 +103,7 @@ type item struct {
 	index  int     // in the heap
 	wasDir bool    // it was a watched directory when an event came
 	inode  inodeID // the file's, from the first Write since it came there; zero if unknown
+	sure   bool    // inode is confirmed (confirm.go): no rename came between write and stat
 	left   inodeID // the directory's, when it was renamed away and waits in root.left
 	moved  bool    // its directory's Moved went out: emit nothing
 }
@@ -120,7 +121,7 @@ func (it *item) comeBack() {
 // come to the path. It accepts a nil item.
 func (it *item) forgetInode() {
 	if it != nil {
-		it.inode = inodeID{}
+		it.inode, it.sure = inodeID{}, false
 	}
 }
 

@@ -22,7 +22,8 @@ import (
 // running run, except the published status (pub) and the Sync cookies
 // (sync). Its parts keep their own fields: pendingSet (pending.go),
 // denials (unreadable.go), overflows (overflow.go), mountFollow
-// (mounts.go), cookies (sync.go) and published (status.go); root holds
+// (mounts.go), cookies (sync.go), confirms (confirm.go) and published
+// (status.go); root holds
 // the watch tree and wires the parts to it.
 type root struct {
 	path string
@@ -53,8 +54,9 @@ type root struct {
 	rootFS uint64      // the file system of the root, as last watched
 	mounts mountFollow // the mount table, as last read (mounts.go)
 
-	sync cookies        // outstanding Sync cookies
-	sent *atomic.Uint64 // the Watcher's count of events sent
+	sync    cookies        // outstanding Sync cookies
+	confirm confirms       // writes waiting for their inode's confirmation
+	sent    *atomic.Uint64 // the Watcher's count of events sent
 
 	setup *firstSetup // the first set-up of the watches, for WaitWatched
 
@@ -67,7 +69,7 @@ type root struct {
 
 func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64) *root {
 	log := opts.Logger.With("root", path)
-	return &root{
+	r := &root{
 		path:      path,
 		sent:      sent,
 		opts:      opts,
@@ -87,6 +89,8 @@ func newRoot(path string, opts *Options, out chan<- Event, sent *atomic.Uint64) 
 		setup:     newFirstSetup(),
 		pub:       published{status: RootStatus{Root: path}},
 	}
+	r.confirm.init(opts.confirmWait)
+	return r
 }
 
 func (r *root) run(ctx context.Context) error {
@@ -178,6 +182,9 @@ func (r *root) run(ctx context.Context) error {
 			if !r.rootGone && !r.rescanRoot(ctx, ReasonSafety) {
 				return nil
 			}
+		case <-r.confirm.due():
+			r.confirm.timerAt = time.Time{}
+			r.askConfirm()
 		case <-degradedC:
 			degraded.Reset()
 			if !r.retryUnwatched(ctx) {
@@ -194,6 +201,7 @@ func (r *root) run(ctx context.Context) error {
 		}
 		r.arm()
 		r.publish()
+		r.askConfirm()
 	}
 }
 
@@ -262,6 +270,9 @@ func (r *root) rel(p string) string { return roots.Rel(p, r.path) }
 
 // handle folds one fsnotify event into the pending set and the watch tree.
 func (r *root) handle(ev fsnotify.Event) {
+	if r.opts.beforeEvent != nil {
+		r.opts.beforeEvent(ev)
+	}
 	if r.syncEvent(ev) {
 		return
 	}
@@ -284,6 +295,13 @@ func (r *root) handle(ev fsnotify.Event) {
 		r.pending.touch(p, false, r.dirs).forgetInode()
 	case ev.Has(fsnotify.Create):
 		fi, err := fsstat.Lstat(p)
+		// A file or directory renamed over p, or made at it: a write at
+		// p or under it stat'd since may have found it (confirm.go).
+		if err == nil && !fi.IsDir() {
+			r.confirm.doubt(p)
+		} else {
+			r.confirm.doubtUnder(p)
+		}
 		if err == nil && fi.IsDir() {
 			if r.opts.Ignore.Match(r.rel(p), true) {
 				return
@@ -356,24 +374,9 @@ func (r *root) pairMove(p string, id inodeID) bool {
 	return true
 }
 
-// written tells Options.Writes of a write to p, with the inode kept on
-// p's pending item or, when it has none yet, a fresh lstat's.
-func (r *root) written(p string, it *item) {
-	var id inodeID
-	if it != nil {
-		id = it.inode
-	}
-	if id == (inodeID{}) {
-		id = inodeOf(p)
-		if it != nil {
-			it.inode = id
-		}
-	}
-	r.opts.Writes.Written(p, id.dev, id.ino)
-}
-
 func (r *root) handleErr(err error) {
 	if errors.Is(err, fsnotify.ErrEventOverflow) {
+		r.doubtAll() // the events that would doubt them may be lost
 		r.overflow()
 		// A cookie may be lost with the other events; the overflow
 		// Rescan, pending from now on, covers whatever came before it.
@@ -417,6 +420,7 @@ func (r *root) fire(ctx context.Context) bool {
 // settle decides what a quiet path has become and emits it.
 func (r *root) settle(ctx context.Context, it *item) bool {
 	p := it.path
+	r.settling(p)
 	_, watched := r.dirs[p]
 	fi, err := fsstat.Lstat(p)
 	switch {

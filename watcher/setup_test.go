@@ -212,7 +212,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// slowWrites is a WriteRecorder that takes its time over each write.
+// slowWrites is a WriteRecorder that takes its time over each write,
+// written or doubted.
 type slowWrites struct {
 	mu      sync.Mutex
 	written map[string]bool
@@ -224,6 +225,7 @@ func (s *slowWrites) Written(path string, _, _ uint64) {
 	s.written[path] = true
 	s.mu.Unlock()
 }
+func (s *slowWrites) Doubted(path string)     { s.Written(path, 0, 0) }
 func (s *slowWrites) DirRenamed(string)       {}
 func (s *slowWrites) DirMoved(string, string) {}
 func (s *slowWrites) Lost(string)             {}

@@ -52,7 +52,7 @@ func (w *Watcher) Sync(ctx context.Context) error {
 	c.left.Store(1) // Sync's own hold, so no ack ends the wait before every root is asked
 	var asked []*root
 	for _, r := range w.roots {
-		if r.sync.expect(name, c) {
+		if r.sync.expect(name, c, r.confirm.stats.Load()) {
 			asked = append(asked, r)
 		}
 	}
@@ -125,27 +125,39 @@ type cookies struct {
 	mu      sync.Mutex
 	on      bool // the root's goroutine reads events of SyncDir
 	waiting map[string]*cookie
+	stats   map[string]uint64 // by name: the root's write stats made before the cookie
 }
 
-// expect registers c under name when the root can see cookies.
-func (cs *cookies) expect(name string, c *cookie) bool {
+// expect registers c under name when the root can see cookies; stats is
+// the count of the root's write stats so far (confirm.go).
+func (cs *cookies) expect(name string, c *cookie, stats uint64) bool {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if !cs.on {
 		return false
 	}
 	if cs.waiting == nil {
-		cs.waiting = make(map[string]*cookie)
+		cs.waiting, cs.stats = make(map[string]*cookie), make(map[string]uint64)
 	}
 	c.left.Add(1)
-	cs.waiting[name] = c
+	cs.waiting[name], cs.stats[name] = c, stats
 	return true
 }
 
 func (cs *cookies) forget(name string) {
 	cs.mu.Lock()
 	delete(cs.waiting, name)
+	delete(cs.stats, name)
 	cs.mu.Unlock()
+}
+
+// statsBefore returns the count of write stats made before the cookie
+// called name, and whether someone waits for it.
+func (cs *cookies) statsBefore(name string) (uint64, bool) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	_, ok := cs.waiting[name]
+	return cs.stats[name], ok
 }
 
 // ack acknowledges the cookie called name, if someone waits for it.
@@ -153,6 +165,7 @@ func (cs *cookies) ack(name string) {
 	cs.mu.Lock()
 	c := cs.waiting[name]
 	delete(cs.waiting, name)
+	delete(cs.stats, name)
 	cs.mu.Unlock()
 	if c != nil {
 		c.ack()
@@ -184,6 +197,7 @@ func (cs *cookies) ackAll() {
 func (cs *cookies) ackAllLocked() {
 	for name, c := range cs.waiting {
 		delete(cs.waiting, name)
+		delete(cs.stats, name)
 		c.ack()
 	}
 }
@@ -213,15 +227,23 @@ func (r *root) syncEvent(ev fsnotify.Event) bool {
 	switch {
 	case len(ev.Name) > len(dir) && ev.Name[len(dir)] == '/':
 		if ev.Has(fsnotify.Create) && !r.dropCookies.Load() {
+			name := ev.Name[len(dir)+1:]
+			if r.confirmed(name) {
+				return true
+			}
+			if stats, ok := r.sync.statsBefore(name); ok && r.holdSync(name, stats) {
+				return true
+			}
 			// Publish what earlier events did before the waiter looks.
 			r.publish()
-			r.sync.ack(ev.Name[len(dir)+1:])
+			r.sync.ack(name)
 		}
 		return true
 	case len(ev.Name) == len(dir):
 		if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
 			r.log.Warn("the sync directory is gone; sync barriers will not wait for this root", "path", dir)
 			r.sync.set(false)
+			r.doubtAll()
 		}
 		return true
 	}

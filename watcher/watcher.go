@@ -46,8 +46,10 @@
 // must treat events as idempotent hints: the same file may be reported by
 // a Changed and by a Rescan walk.
 //
-// Options.Writes is told of every write when the watcher reads its event,
-// of every watched directory renamed away, and of lost events. A consumer
+// Options.Writes is told of every write the watcher reads (by the inode a
+// stat of its path gives, once no rename can have come between the write
+// and the stat, else as a doubt: confirm.go), of every watched directory
+// renamed away, and of lost events. A consumer
 // keeps them to know of writes that no stat field shows. While a root sets
 // up its watches it reads no event, so Writes, Status and the Events of
 // that time lag until the set-up is over; Watcher.CatchingUp says when
@@ -207,6 +209,10 @@ type WriteRecorder interface {
 	// Written: the file at path, inode (dev, ino), was written; ino is 0
 	// when the watcher could not stat it.
 	Written(path string, dev, ino uint64)
+	// Doubted: a write at path went to a file the watcher cannot tell:
+	// the one at path now, or the one there before another came to path
+	// between the write and the watcher's stat (confirm.go).
+	Doubted(path string)
 	// DirRenamed: the watched directory at path was renamed away; a write
 	// under it may reach no watch until its new name is watched.
 	DirRenamed(path string)
@@ -221,6 +227,7 @@ type WriteRecorder interface {
 type noRecorder struct{}
 
 func (noRecorder) Written(string, uint64, uint64) {}
+func (noRecorder) Doubted(string)                 {}
 func (noRecorder) DirRenamed(string)              {}
 func (noRecorder) DirMoved(string, string)        {}
 func (noRecorder) Lost(string)                    {}
@@ -261,7 +268,9 @@ type Options struct {
 	// reads each directory (walker.Options.BeforeDir).
 	EarlyInitialRescan bool
 
-	beforeWatch func(dir string) // test seam: called before each watch of a set-up is added
+	beforeWatch func(dir string)        // test seam: called before each watch of a set-up is added
+	beforeEvent func(ev fsnotify.Event) // test seam: called before each event is handled
+	confirmWait time.Duration           // test seam: the wait for a confirmation cookie; 0: confirmWait
 }
 
 func (o *Options) fill() {

@@ -2,9 +2,14 @@ package watcher
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 
 	"github.com/annexd/annexd/internal/ledger"
 )
@@ -120,5 +125,82 @@ func mustOK(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A write read after its file and another swapped names (the watcher
+// stats the path once the swap is done, and finds the other file there)
+// is no write of the file swapped in: it is Unsure at that path, and
+// nothing by its inode. A write read before any rename is told by its
+// inode once confirmed, and before Sync returns.
+func TestWriteReadAfterASwapIsNoWriteOfTheFileSwappedIn(t *testing.T) {
+	for _, swapped := range []bool{true, false} {
+		t.Run(fmt.Sprintf("swapped=%v", swapped), func(t *testing.T) {
+			led := ledger.New()
+			dir := t.TempDir()
+			a, r := filepath.Join(dir, "a"), filepath.Join(dir, "r")
+			held, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			opts := Options{Quiet: 3 * time.Second, SyncDir: t.TempDir(), Writes: led}
+			opts.beforeEvent = func(ev fsnotify.Event) {
+				if ev.Name == a && ev.Has(fsnotify.Write) {
+					once.Do(func() { close(held); <-release })
+				}
+			}
+			write(t, a, "the writer's file")
+			write(t, r, "a file nobody writes")
+			rec := startAt(t, dir, opts)
+			mustOK(t, rec.w.Sync(context.Background()))
+			wa, wr := inodeOf(a), inodeOf(r)
+			since := time.Now().UnixNano()
+			f, err := os.OpenFile(a, os.O_APPEND|os.O_WRONLY, 0)
+			mustOK(t, err)
+			_, err = f.WriteString(", appended")
+			mustOK(t, err)
+			mustOK(t, f.Close())
+			<-held // the watcher read the write, and has not looked at a yet
+			if swapped {
+				tmp := filepath.Join(dir, ".tmp")
+				mustOK(t, os.Rename(a, tmp))
+				mustOK(t, os.Rename(r, a))
+				mustOK(t, os.Rename(tmp, r))
+			}
+			close(release)
+			mustOK(t, rec.w.Sync(context.Background()))
+			if !swapped {
+				if got := led.Since("/elsewhere", wa.dev, wa.ino, since); got != ledger.Written {
+					t.Errorf("the written file by its inode: %v, want written", got)
+				}
+				return
+			}
+			if got := led.Since("/elsewhere", wr.dev, wr.ino, since); got != ledger.NotWritten {
+				t.Errorf("the file swapped in, by its inode: %v, want not written", got)
+			}
+			if got := led.Since(a, wr.dev, wr.ino, since); got != ledger.Unsure {
+				t.Errorf("the file swapped in, at the path written: %v, want unsure", got)
+			}
+			if got := led.Since(a, wa.dev, wa.ino, since); got == ledger.NotWritten {
+				t.Errorf("the written file, asked by its old name: %v, want a write or a doubt", got)
+			}
+		})
+	}
+}
+
+// A write whose confirmation cookie is lost (as in an overflow) is
+// Doubted once the wait for it runs out, without any other event.
+func TestWriteDoubtedWhenItsCookieIsLost(t *testing.T) {
+	led := ledger.New()
+	opts := Options{Quiet: time.Minute, SyncDir: t.TempDir(), Writes: led}
+	opts.confirmWait = 300 * time.Millisecond
+	rec := start(t, opts)
+	mustOK(t, rec.w.Sync(context.Background()))
+	since := time.Now().UnixNano()
+	rec.w.roots[0].dropCookies.Store(true)
+	p := rec.path("f")
+	write(t, p, "written, its cookie lost")
+	id := inodeOf(p)
+	waitFor(t, "the write doubted", func() bool { return led.Since(p, id.dev, id.ino, since) == ledger.Unsure })
+	if got := led.Since("/elsewhere", id.dev, id.ino, since); got != ledger.NotWritten {
+		t.Errorf("by its inode: %v, want not written: the stat was never confirmed", got)
 	}
 }
