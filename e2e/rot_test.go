@@ -5,10 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -273,6 +275,92 @@ func TestRotFindingFollowsRenames(t *testing.T) {
 	if l := lookupJSON(t, d, at); l["state"] != "current" || !strings.Contains(l["key"].(string), sumOf(t, at)) {
 		t.Errorf("lookup once accepted: %v", l)
 	}
+}
+
+// A rotten file swaps names, again and again, with files that two
+// writers append to every few milliseconds, through their open
+// descriptors. A write is named by the path it went through; when the
+// watcher reads it after a swap, the path holds the rotten file. Such a
+// write must never pass for an edit of the rotten file: it stays corrupt
+// with its key after every swap, and the written files are current with
+// their bytes once the writers stop.
+func TestRotSwappedWithFilesBeingWritten(t *testing.T) {
+	t.Parallel()
+	fs, root := rotImage(t)
+	paths := []string{filepath.Join(root, "a.bin"), filepath.Join(root, "b.bin"), filepath.Join(root, "c.bin")}
+	for i, p := range paths {
+		writeAged(t, p, uint64(1400+i), 64<<10)
+	}
+	d := startOn(t, dedupBase(t, auditConf), root)
+	key := lookupJSON(t, d, paths[0])["key"].(string)
+	var st unix.Stat_t
+	if err := unix.Stat(paths[0], &st); err != nil {
+		t.Fatal(err)
+	}
+	rot(t, fs, paths[0])
+	if code, run := auditRun(t, d, "--full-speed"); code != 4 || run.Counts["corrupt"] != 1 {
+		t.Fatalf("audit run: exit %d, %+v\n%s", code, run, d.log)
+	}
+	stop := make(chan struct{})
+	var writers sync.WaitGroup
+	for _, p := range paths[1:] {
+		f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writers.Go(func() {
+			defer f.Close()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(3 * time.Millisecond):
+				}
+				if _, err := fmt.Fprintf(f, "line %d\n", i); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	rotten := func() string { // where the rotten inode is now
+		for _, p := range paths {
+			var now unix.Stat_t
+			if unix.Stat(p, &now) == nil && now.Ino == st.Ino {
+				return p
+			}
+		}
+		t.Fatal("the rotten file is gone")
+		return ""
+	}
+	tmp := filepath.Join(root, ".swap")
+	for i := range 20 {
+		a, b := paths[0], paths[1+i%2]
+		for _, mv := range [][2]string{{a, tmp}, {b, a}, {tmp, b}} {
+			if err := os.Rename(mv[0], mv[1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(time.Duration(50+i*20) * time.Millisecond)
+		at := rotten()
+		if l := lookupJSON(t, d, at); l["state"] == "current" {
+			t.Errorf("swap %d: the rotten file at %s is current: %v; want corrupt with %s", i, filepath.Base(at), l, key)
+		}
+	}
+	close(stop)
+	writers.Wait()
+	d.waitIdle()
+	at := rotten()
+	wantKept(t, d, at, "corrupt", key) // the names share the extension of the key
+	for _, p := range paths {
+		if p == at {
+			continue
+		}
+		if l := lookupJSON(t, d, p); l["state"] != "current" || !strings.Contains(l["key"].(string), sumOf(t, p)) {
+			t.Errorf("a written file: lookup %s: %v; want current with its bytes' key", p, l)
+		}
+	}
+	wantProblems(t, d, map[string]string{at: "corrupt"})
 }
 
 // kill ends d with SIGKILL: an unclean end.
