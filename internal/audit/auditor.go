@@ -102,6 +102,9 @@ func New(st Store, dg Digester, o Options) (*Auditor, error) {
 		a.moveSkip(from, to)
 	})
 	a.coverage = coverage{st: st, roots: o.Roots, every: o.Every, log: a.log, book: &a.book, mu: &a.mu}
+	if o.Indexer != nil {
+		a.coverage.bulk = o.Indexer.Bulk
+	}
 	a.checker = &checker{o: &a.o, st: st, dg: dg, book: &a.book}
 	ownIO := func() time.Duration { return time.Duration(a.inReads.Load()) } // the readers' time in read calls
 	a.g = newGates(o.Indexer, &o.Config, o.ProcDir, o.SysDir, ownIO)
@@ -253,11 +256,16 @@ func (a *Auditor) Summary(id uint64) (RunSummary, error) {
 // freshCounts counts the coverage again unless the last count is recent
 // (minCoverageAge), and the problems whenever the index or the audit's
 // book changed since their last count: what status shows is true when
-// asked, or says how old it is (Coverage.At). A count that finds files where
-// the scheduler found none wakes it, so that its plan follows.
+// asked, or says how old it is (Coverage.At). A count made while the
+// indexer worked in bulk stands no longer once the bulk work ended and
+// the index changed, nor one that found no file: the first status after
+// a scan counts what it wrote.
+// A count that finds files where the scheduler found none wakes it, so
+// that its plan follows.
 func (a *Auditor) freshCounts(ctx context.Context) {
 	a.mu.Lock()
 	at, took, tx, before, counted, ptx := a.cover.At, a.coverTook, a.coverTx, a.cover.Total, a.countedAt, a.problemsTx
+	inBulk := a.coverBulk
 	a.mu.Unlock()
 	committed, err := a.st.Committed()
 	if counted != a.book.changes.Load() || err != nil || committed != ptx {
@@ -268,8 +276,14 @@ func (a *Auditor) freshCounts(ctx context.Context) {
 	}
 	age := time.Since(at)
 	stands := 10 * took
-	if a.o.Indexer != nil && a.o.Indexer.Bulk() {
+	bulk := a.coverage.bulk != nil && a.coverage.bulk()
+	if bulk {
 		stands = 60 * took
+	}
+	if committed != tx && (inBulk && !bulk || before == 0) {
+		// Counted during bulk work that has ended since, or when there
+		// was nothing to audit: neither is worth keeping once written to.
+		stands = 0
 	}
 	if err == nil && committed == tx && age < minCoverageAge || age < stands {
 		return

@@ -61,6 +61,8 @@ type coverage struct {
 	cover      Coverage
 	coverTook  time.Duration // how long counting cover took
 	coverTx    uint64        // the index's last commit when cover was counted
+	coverBulk  bool          // the indexer worked in bulk when cover was counted
+	bulk       func() bool   // the indexer works in bulk now; nil: never
 }
 
 // countProblems counts the findings that stand, what Problems lists
@@ -90,6 +92,7 @@ func (c *coverage) countCoverage(ctx context.Context) {
 	defer c.countMu.Unlock()
 	now := time.Now()
 	tx, _ := c.st.Committed() // before counting: a commit meanwhile makes the count look old
+	bulk := c.bulk != nil && c.bulk()
 	count := func(before int64) (store.CheckedCount, error) {
 		if c.roots == nil {
 			return c.st.CountChecked(ctx, before)
@@ -113,6 +116,6 @@ func (c *coverage) countCoverage(ctx context.Context) {
 		cv.Oldest = time.Unix(0, all.Oldest)
 	}
 	c.mu.Lock()
-	c.cover, c.coverTook, c.coverTx = cv, time.Since(now), tx
+	c.cover, c.coverTook, c.coverTx, c.coverBulk = cv, time.Since(now), tx, bulk
 	c.mu.Unlock()
 }
