@@ -311,6 +311,16 @@ func (a *recorder) finding(ctx context.Context, r *run, d *store.Due, out *outco
 // entry so that the pass neither reads nor counts it again.
 func (a *recorder) handOver(ctx context.Context, r *run, d *store.Due, out *outcome) bool {
 	path := string(d.Path)
+	if out.v.Class == Missing && a.moved(d) {
+		// The indexer moved or dropped the record since the pass took it
+		// from the index (a rename during the pass): no finding of the
+		// pass, which counts the file where its record is now, if at all.
+		a.mu.Lock()
+		a.tally.count(r, Missing)
+		r.seen[path] = true
+		a.mu.Unlock()
+		return true
+	}
 	if a.o.Indexer != nil {
 		a.o.Indexer.Changed(ctx, path)
 	}
@@ -324,6 +334,13 @@ func (a *recorder) handOver(ctx context.Context, r *run, d *store.Due, out *outc
 	a.counted(r, d, out.v.Class, e.Pass)
 	a.log.Debug("audit handed a changed file to the indexer", "path", path, "class", out.v.Class.String(), "why", out.v.Why)
 	return true
+}
+
+// moved reports whether the index no longer holds d's record at its
+// path: removed, or replaced by another file's.
+func (a *recorder) moved(d *store.Due) bool {
+	rec, ok, err := a.st.Get(d.Path)
+	return err == nil && (!ok || rec.Dev != d.Record.Dev || rec.Ino != d.Record.Ino || rec.HashedAt != d.Record.HashedAt)
 }
 
 // newEntry is the entry of a finding about d, counting in the pass in

@@ -77,9 +77,9 @@ type PassSummary struct {
 // removed. Their records' checked time is past the cutoff, so the pass
 // does not read them; they are told apart from the files the pass read
 // by difference, Files being counted when it began. A hash begun before
-// the cutoff and written after it is in the pass and not in Files, and a
-// file renamed during the pass can count twice (missing at its old name,
-// ok at its new one): the count stops at 0, and is then too low.
+// the cutoff and written after it is in the pass and not in Files: the
+// count stops at 0, and is then too low. A file renamed during the pass
+// is no finding at its old name (recorder.handOver), so it counts once.
 func unread(s *PassSummary) int64 {
 	n := s.Files
 	for _, v := range s.Counts {
