@@ -299,8 +299,10 @@ func (r *root) handle(ev fsnotify.Event) {
 		// p or under it stat'd since may have found it (confirm.go).
 		if err == nil && !fi.IsDir() {
 			r.confirm.doubt(p)
+			r.opts.Writes.Arrived(p, fi.Dev, fi.Ino)
 		} else {
 			r.confirm.doubtUnder(p)
+			r.opts.Writes.Arrived(p, 0, 0)
 		}
 		if err == nil && fi.IsDir() {
 			if r.opts.Ignore.Match(r.rel(p), true) {

@@ -225,10 +225,11 @@ func (s *slowWrites) Written(path string, _, _ uint64) {
 	s.written[path] = true
 	s.mu.Unlock()
 }
-func (s *slowWrites) Doubted(path string)     { s.Written(path, 0, 0) }
-func (s *slowWrites) DirRenamed(string)       {}
-func (s *slowWrites) DirMoved(string, string) {}
-func (s *slowWrites) Lost(string)             {}
+func (s *slowWrites) Doubted(path string)            { s.Written(path, 0, 0) }
+func (s *slowWrites) Arrived(string, uint64, uint64) {}
+func (s *slowWrites) DirRenamed(string)              {}
+func (s *slowWrites) DirMoved(string, string)        {}
+func (s *slowWrites) Lost(string)                    {}
 
 func (s *slowWrites) saw(path string) bool {
 	s.mu.Lock()

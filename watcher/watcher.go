@@ -213,6 +213,10 @@ type WriteRecorder interface {
 	// the one at path now, or the one there before another came to path
 	// between the write and the watcher's stat (confirm.go).
 	Doubted(path string)
+	// Arrived: the file (dev, ino), or a directory when ino is 0, came
+	// to path: created there or renamed in. A write of unknown inode seen
+	// at path before went to another file.
+	Arrived(path string, dev, ino uint64)
 	// DirRenamed: the watched directory at path was renamed away; a write
 	// under it may reach no watch until its new name is watched.
 	DirRenamed(path string)
@@ -228,6 +232,7 @@ type noRecorder struct{}
 
 func (noRecorder) Written(string, uint64, uint64) {}
 func (noRecorder) Doubted(string)                 {}
+func (noRecorder) Arrived(string, uint64, uint64) {}
 func (noRecorder) DirRenamed(string)              {}
 func (noRecorder) DirMoved(string, string)        {}
 func (noRecorder) Lost(string)                    {}

@@ -63,6 +63,14 @@
 // at one name of an inode, to that inode or of unknown inode, went to
 // the file.
 //
+// A write of unknown inode at a path counts for the file there when it
+// was seen, not for one that came to the path after it (a rotten file
+// renamed onto the name of a temporary file just written and removed,
+// say): the watcher tells of each file created or renamed in at a path,
+// and of each directory (Arrived), and a write of unknown inode before
+// such an arrival at the path, or at a directory above it, is Unsure for
+// the file that arrived, Written still for the file that left.
+//
 // A write that follows a directory's rename may be reported under the
 // directory's old name, by the watches the watcher has not dropped yet.
 // So once the watcher has paired the move (DirMoved), a file under the new
@@ -101,6 +109,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -177,6 +186,7 @@ type Ledger struct {
 	dirs     map[string]stamp // renamed directories: the files under them
 	unknown  map[string]stamp // writes of unknown inode: the files in that directory
 	doubts   map[string]stamp // writes the watcher could not tell the inode of: the file at that path
+	arrivals map[string]stamp // files (by inode) and directories (inode zero) that came to a path after a write of unknown inode there
 	lost     map[string]stamp // roots that lost events: the files under them
 	moves    map[string]move  // directories moved, by their new name
 	lostAt   int64            // entries were dropped then: every file
@@ -193,8 +203,8 @@ func New() *Ledger {
 func newLedger(now func() int64, max int) *Ledger {
 	return &Ledger{now: now, max: max, paths: make(map[string]stamp), inodes: make(map[inode]stamp),
 		dirs: make(map[string]stamp), unknown: make(map[string]stamp), lost: make(map[string]stamp),
-		doubts: make(map[string]stamp),
-		moves:  make(map[string]move), last: now()}
+		doubts: make(map[string]stamp), arrivals: make(map[string]stamp),
+		moves: make(map[string]move), last: now()}
 }
 
 // Written records a write to the file at path with inode (dev, ino),
@@ -224,6 +234,58 @@ func (l *Ledger) Doubted(path string) {
 	defer l.mu.Unlock()
 	t := l.tick()
 	put(l, l.doubts, path, stamp{at: t, era: l.era})
+}
+
+// Arrived records that the file (dev, ino), or a directory when ino is
+// 0, came to path now: created there or renamed in. It matters only
+// where a write of unknown inode was seen at the path, or under it.
+func (l *Ledger) Arrived(path string, dev, ino uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.unknownAt(path, ino == 0) {
+		return
+	}
+	t := l.tick()
+	id := inode{dev, ino}
+	if ino == 0 {
+		id = inode{}
+	}
+	put(l, l.arrivals, path, stamp{at: t, era: l.era})
+	a := l.arrivals[path]
+	a.id = id // the latest arrival's
+	l.arrivals[path] = a
+}
+
+// unknownAt reports whether a write of unknown inode is kept at path or,
+// for a directory, under it.
+func (l *Ledger) unknownAt(path string, dir bool) bool {
+	if !dir {
+		s, ok := l.paths[path]
+		return ok && s.id == (inode{})
+	}
+	for d := range l.unknown { // the directories of the writes of unknown inode: few
+		if d == path || len(d) > len(path) && d[len(path)] == '/' && strings.HasPrefix(d, path) {
+			return true
+		}
+	}
+	return false
+}
+
+// arrivedSince reports whether the file id came to path, or a directory
+// to a path above it, after at: a write seen at path then went to another
+// file.
+func (l *Ledger) arrivedSince(path string, id inode, at int64) bool {
+	if a, ok := l.arrivals[path]; ok && a.id == id && a.at > at {
+		return true
+	}
+	for d := filepath.Dir(path); ; d = filepath.Dir(d) {
+		if a, ok := l.arrivals[d]; ok && a.id == (inode{}) && a.at > at {
+			return true
+		}
+		if d == "/" || d == "." {
+			return false
+		}
+	}
 }
 
 // DirRenamed records that the directory at path was renamed away now.
@@ -314,10 +376,12 @@ func (l *Ledger) answer(path string, id inode, since, era, now, until int64, hop
 	}
 	a := NotWritten
 	if s, ok := l.paths[path]; ok && live(s, window) {
-		if id.ino == 0 || s.id == (inode{}) || s.id == id {
+		switch {
+		case s.id == (inode{}) && id.ino != 0 && len(l.arrivals) > 0 && l.arrivedSince(path, id, s.at):
+			a = Unsure // the write went to the file there before this one came
+		case id.ino == 0 || s.id == (inode{}) || s.id == id:
 			return Written
-		}
-		if s.id == several {
+		case s.id == several:
 			a = Unsure
 		}
 	}
@@ -380,6 +444,7 @@ func (l *Ledger) tick() int64 {
 		expire(l.dirs, now)
 		expire(l.unknown, now)
 		expire(l.doubts, now)
+		expire(l.arrivals, now)
 		expire(l.lost, now)
 		for k, m := range l.moves {
 			if now-m.at > window {

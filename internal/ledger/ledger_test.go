@@ -25,7 +25,7 @@ func newTest(max int) (*Ledger, *clock) {
 // op changes a ledger at a time relative to t0.
 type op struct {
 	at   time.Duration
-	do   string // written, doubted, renamed, lost, moved
+	do   string // written, doubted, arrived, renamed, lost, moved
 	path string
 	ino  uint64
 }
@@ -42,6 +42,8 @@ func apply(l *Ledger, c *clock, ops []op) {
 			l.Lost(o.path)
 		case "doubted":
 			l.Doubted(o.path)
+		case "arrived": // ino 0: a directory
+			l.Arrived(o.path, 1, o.ino)
 		case "moved": // path is "from>to"
 			from, to, _ := strings.Cut(o.path, ">")
 			l.DirMoved(from, to)
@@ -105,6 +107,20 @@ func TestSince(t *testing.T) {
 		{"unknown inode beside, written by inode", []op{{2 * s, "written", "/r/d/t", 0}, {2 * s, "written", "/r/x", 9}},
 			3 * s, "/r/d/f", 9, s, yes},
 
+		{"unknown inode, then another file came", []op{{2 * s, "written", "/r/d/f", 0}, {3 * s, "arrived", "/r/d/f", 9}},
+			4 * s, "/r/d/f", 9, s, unsure},
+		{"unknown inode, another file came: the file that left", []op{{2 * s, "written", "/r/d/f", 0}, {3 * s, "arrived", "/r/d/f", 9}},
+			4 * s, "/r/d/f", 8, s, yes},
+		{"unknown inode, another file came: asked by path", []op{{2 * s, "written", "/r/d/f", 0}, {3 * s, "arrived", "/r/d/f", 9}},
+			4 * s, "/r/d/f", 0, s, yes},
+		{"a file came, then a write of unknown inode", []op{{2 * s, "written", "/r/d/f", 0}, {3 * s, "arrived", "/r/d/f", 9},
+			{4 * s, "written", "/r/d/f", 0}}, 5 * s, "/r/d/f", 9, s, yes},
+		{"unknown inode, then a directory came above it", []op{{2 * s, "written", "/r/d/e/f", 0}, {3 * s, "arrived", "/r/d", 0}},
+			4 * s, "/r/d/e/f", 9, s, unsure},
+		{"unknown inode, a directory came beside it", []op{{2 * s, "written", "/r/d/e/f", 0}, {3 * s, "arrived", "/r/dd", 0}},
+			4 * s, "/r/d/e/f", 9, s, yes},
+		{"a file came where no write was lost", []op{{2 * s, "written", "/r/d/f", 8}, {3 * s, "arrived", "/r/d/f", 9}},
+			4 * s, "/r/d/f", 9, s, no},
 		{"doubted: the file at its path", []op{{2 * s, "doubted", "/r/d/f", 0}}, 3 * s, "/r/d/f", 9, s, unsure},
 		{"doubted: asked by path", []op{{2 * s, "doubted", "/r/d/f", 0}}, 3 * s, "/r/d/f", 0, s, unsure},
 		{"doubted: for the hour", []op{{2 * s, "doubted", "/r/d/f", 0}}, 2*s + time.Hour, "/r/d/f", 9, s, unsure},
