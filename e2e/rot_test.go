@@ -363,6 +363,47 @@ func TestRotSwappedWithFilesBeingWritten(t *testing.T) {
 	wantProblems(t, d, map[string]string{at: "corrupt"})
 }
 
+// A temporary file is written and removed at once, before the watcher
+// can stat it: the write is known by its path alone. A rotten file
+// renamed onto that name a moment later was not there when it was
+// written: it stays corrupt with its key, try after try.
+func TestRotRenamedOntoATempFilesName(t *testing.T) {
+	t.Parallel()
+	fs, root := rotImage(t)
+	at := filepath.Join(root, "r.bin")
+	writeAged(t, at, 5331, 64<<10)
+	d := startOn(t, dedupBase(t, auditConf), root)
+	key := lookupJSON(t, d, at)["key"].(string)
+	rot(t, fs, at)
+	if code, run := auditRun(t, d, "--full-speed"); code != 4 || run.Counts["corrupt"] != 1 {
+		t.Fatalf("audit run: exit %d, %+v\n%s", code, run, d.log)
+	}
+	for i := range 5 {
+		tmp := filepath.Join(root, fmt.Sprintf("t%d.bin", i))
+		f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString("temp\n"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(tmp); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		time.Sleep(300 * time.Millisecond)
+		if err := os.Rename(at, tmp); err != nil {
+			t.Fatal(err)
+		}
+		at = tmp
+		d.waitIdle()
+		if l := lookupJSON(t, d, at); l["state"] != "corrupt" || l["key"] != key {
+			t.Fatalf("try %d: the rotten file renamed to %s: %v; want corrupt with %s\n%s", i, filepath.Base(at), l, key, d.log)
+		}
+	}
+	wantProblems(t, d, map[string]string{at: "corrupt"})
+}
+
 // kill ends d with SIGKILL: an unclean end.
 func kill(t *testing.T, d *daemon) {
 	t.Helper()
