@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"cmp"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -60,6 +61,7 @@ type unconfirmed struct {
 	doubt bool    // something came to the path, or above it, after the write
 	told  bool    // already Doubted: its path settled first
 	stat  uint64  // the number of its latest stat (confirms.stats)
+	first uint64  // the number of its first: the oldest write it holds
 }
 
 // heldSync is a Sync's cookie read while writes stat'd after it was
@@ -132,7 +134,7 @@ func (cs *confirms) add(p string, id inodeID) {
 	n := cs.stats.Add(1)
 	u := cs.waiting[p]
 	if u == nil {
-		cs.waiting[p] = &unconfirmed{id: id, stat: n}
+		cs.waiting[p] = &unconfirmed{id: id, stat: n, first: n}
 		return
 	}
 	if u.id != id {
@@ -247,7 +249,7 @@ func (r *root) confirmed(name string) bool {
 			delete(cs.waiting, p)
 		}
 	}
-	r.release(stats)
+	r.release()
 	r.askConfirm() // for the writes that came after it
 	return true
 }
@@ -265,6 +267,7 @@ func (r *root) holdSync(name string, stats uint64) bool {
 			delete(cs.waiting, p)
 		}
 	}
+	r.release() // a Sync held before may have waited for these
 	if len(cs.waiting) == 0 {
 		return false
 	}
@@ -273,16 +276,20 @@ func (r *root) holdSync(name string, stats uint64) bool {
 	return true
 }
 
-// release acknowledges the Sync cookies held for writes stat'd up to
-// stats.
-func (r *root) release(stats uint64) {
+// release acknowledges the Sync cookies held whose writes are all told:
+// no write waiting was stat'd up to their need.
+func (r *root) release() {
 	cs := &r.confirm
 	if len(cs.held) == 0 {
 		return
 	}
+	oldest := uint64(math.MaxUint64)
+	for _, u := range cs.waiting {
+		oldest = min(oldest, u.first)
+	}
 	r.publish()
 	cs.held = slices.DeleteFunc(cs.held, func(h heldSync) bool {
-		if h.need <= stats {
+		if h.need < oldest {
 			r.sync.ack(h.name)
 			return true
 		}
@@ -300,7 +307,7 @@ func (r *root) doubtAll() {
 	clear(r.confirm.waiting)
 	r.confirm.out = nil
 	r.confirm.covered = r.confirm.stats.Load()
-	r.release(r.confirm.covered)
+	r.release()
 }
 
 // settling tells the write waiting at p as Doubted before p's Changed
