@@ -9,9 +9,10 @@ import (
 // A path is busy from the change that queues it until its record is
 // written, and not before or after.
 func TestBusy(t *testing.T) {
-	e := newEnv(t, "", envOpts{noWatch: true})
-	f := filepath.Join(e.root, "f.txt")
-	writeFile(t, f, "one")
+	root := t.TempDir()
+	f := filepath.Join(root, "f.txt")
+	writeFile(t, f, "one") // before the first scan: nothing else tells of it
+	e := newEnv(t, root, envOpts{noWatch: true})
 	e.settle(time.Minute)
 	if e.ix.Busy(f) {
 		t.Fatal("settled file is busy")
