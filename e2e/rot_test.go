@@ -39,6 +39,15 @@ func rot(t *testing.T, fs *loopfs.FS, paths ...string) {
 	}
 }
 
+// auditFindsOneCorrupt runs a full-speed audit and fails unless it exits
+// 4 with one file found corrupt.
+func auditFindsOneCorrupt(t *testing.T, d *daemon) {
+	t.Helper()
+	if code, run := auditRun(t, d, "--full-speed"); code != 4 || run.Counts["corrupt"] != 1 {
+		t.Fatalf("audit run: exit %d, %+v; want one file corrupt\n%s", code, run, d.log)
+	}
+}
+
 // sumOf is the hex SHA-256 of the file at path now.
 func sumOf(t *testing.T, path string) string {
 	t.Helper()
@@ -222,9 +231,7 @@ func TestRotFindingFollowsRenames(t *testing.T) {
 	d := startOn(t, base, root)
 	key := lookupJSON(t, d, victim)["key"].(string)
 	rot(t, fs, victim)
-	if code, run := auditRun(t, d, "--full-speed"); code != 4 || run.Counts["corrupt"] != 1 {
-		t.Fatalf("audit run: exit %d, %+v\n%s", code, run, d.log)
-	}
+	auditFindsOneCorrupt(t, d)
 	at := victim
 	move := func(from, to string) {
 		t.Helper()
@@ -298,9 +305,7 @@ func TestRotSwappedWithFilesBeingWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	rot(t, fs, paths[0])
-	if code, run := auditRun(t, d, "--full-speed"); code != 4 || run.Counts["corrupt"] != 1 {
-		t.Fatalf("audit run: exit %d, %+v\n%s", code, run, d.log)
-	}
+	auditFindsOneCorrupt(t, d)
 	stop := make(chan struct{})
 	var writers sync.WaitGroup
 	for _, p := range paths[1:] {
@@ -375,9 +380,7 @@ func TestRotRenamedOntoATempFilesName(t *testing.T) {
 	d := startOn(t, dedupBase(t, auditConf), root)
 	key := lookupJSON(t, d, at)["key"].(string)
 	rot(t, fs, at)
-	if code, run := auditRun(t, d, "--full-speed"); code != 4 || run.Counts["corrupt"] != 1 {
-		t.Fatalf("audit run: exit %d, %+v\n%s", code, run, d.log)
-	}
+	auditFindsOneCorrupt(t, d)
 	for i := range 5 {
 		tmp := filepath.Join(root, fmt.Sprintf("t%d.bin", i))
 		f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
