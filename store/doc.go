@@ -119,7 +119,8 @@
 // one transaction per group: every Options.MaxDelay (100 ms) or
 // Options.MaxBatch (4096) changes, whichever comes first, or as soon as no
 // change arrived for Options.MaxIdle (1 ms), so a lone change is not held
-// back. Groups shrink while their commits touch more than
+// back; while the caller works in bulk (SetBulk), Options.BulkIdle (20 ms)
+// instead. Groups shrink while their commits touch more than
 // Options.MaxGroupNodes tree nodes (group.go). Put and the other
 // synchronous calls return after the commit (fsync), so a change that
 // returned nil survives a crash; Submit is the asynchronous form, SubmitAll

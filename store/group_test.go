@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -74,5 +75,44 @@ func TestWriterBoundsGroupsByNodes(t *testing.T) {
 			}
 			mustCheck(t, s)
 		})
+	}
+}
+
+// While the caller says it works in bulk, a group waits BulkIdle for a
+// change that trickles in, so a cold first scan's changes, each after its
+// file's read, still make groups large enough to defer their digest
+// entries; once the bulk work ends, a lone change goes at MaxIdle again.
+func TestBulkGroupsWaitForTrickles(t *testing.T) {
+	s := openTestAt(t, filepath.Join(t.TempDir(), "index.db"),
+		Options{MaxDelay: 2 * time.Second, MaxIdle: time.Millisecond, BulkIdle: 500 * time.Millisecond, NoSync: true})
+	var groups atomic.Int32
+	testHookApplied = func() { groups.Add(1) }
+	t.Cleanup(func() { testHookApplied = nil })
+	var bulk atomic.Bool
+	s.SetBulk(bulk.Load)
+	trickle := func(phase string) int32 {
+		groups.Store(0)
+		var wg sync.WaitGroup
+		for i := range 30 {
+			wg.Add(1)
+			path := p("/r/%s/f%02d", phase, i)
+			s.Submit(Change{Op: OpPut, Path: path, Record: rec(string(path), 1, 1, uint64(i+1))}, func(err error) {
+				if err != nil {
+					t.Errorf("%s: %v", path, err)
+				}
+				wg.Done()
+			})
+			time.Sleep(5 * time.Millisecond)
+		}
+		wg.Wait()
+		return groups.Load()
+	}
+	bulk.Store(true)
+	if n := trickle("bulk"); n > 3 {
+		t.Errorf("bulk: 30 changes 5 ms apart made %d groups, want at most 3 (BulkIdle 500 ms)", n)
+	}
+	bulk.Store(false)
+	if n := trickle("quiet"); n < 10 {
+		t.Errorf("after the bulk work: 30 changes 5 ms apart made %d groups, want one a change or so (MaxIdle 1 ms)", n)
 	}
 }

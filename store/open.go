@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -57,7 +58,11 @@ type Options struct {
 	MaxGroupNodes int
 	// MaxIdle commits a group early when no further change arrived for
 	// this long, so a lone change does not wait MaxDelay. Default 1 ms.
+	// While the caller works in bulk (SetBulk), BulkIdle takes its place.
 	MaxIdle time.Duration
+	// BulkIdle is MaxIdle while SetBulk's report says bulk work runs.
+	// Default 20 ms, at most MaxDelay.
+	BulkIdle time.Duration
 	// NoSync skips fsync on commit. Only for tests and benchmarks: a crash
 	// can then lose acknowledged changes.
 	NoSync bool
@@ -98,6 +103,10 @@ func (o *Options) fill() {
 	if o.MaxIdle > o.MaxDelay {
 		o.MaxIdle = o.MaxDelay
 	}
+	if o.BulkIdle <= 0 {
+		o.BulkIdle = 20 * time.Millisecond
+	}
+	o.BulkIdle = min(max(o.BulkIdle, o.MaxIdle), o.MaxDelay)
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 4096
 	}
@@ -135,9 +144,10 @@ type Store struct {
 	// its end (txbuf.go), reused by the next; only a transaction, under
 	// bbolt's write lock, touches them, and the resting writer (rest).
 	txBufs  [3]keyBuf
-	batch   []item    // the writer's group, reused until the writer rests
-	group   groupSize // the writer's cap on a group (group.go)
-	nodes   int64     // the nodes the writer's last transaction touched
+	batch   []item                      // the writer's group, reused until the writer rests
+	bulk    atomic.Pointer[func() bool] // SetBulk's report, nil until set
+	group   groupSize                   // the writer's cap on a group (group.go)
+	nodes   int64                       // the nodes the writer's last transaction touched
 	once    sync.Once
 	errOnce error
 

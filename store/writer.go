@@ -325,23 +325,52 @@ func (d *deferred) mergeLogged() {
 	d.mergeAfter = time.Now().Add(min(mergeIdle<<min(d.mergeFails, 10), time.Minute))
 }
 
+// SetBulk tells the writer how to know that its caller works in bulk (an
+// indexer's first scan, say): while bulk reports true, a group waits for
+// its next change up to Options.BulkIdle instead of MaxIdle. The changes
+// of a first scan read from disk come a few at a time, each after its
+// file's read, often more than a millisecond apart: cut at MaxIdle, a
+// third of a cold scan's changes went into groups too small to defer
+// their digest entries (deferMinGroup), each written into a random leaf
+// of the digest index, and the scan made twice the commits of a warm one.
+// A lone change during bulk work waits BulkIdle more at most. bulk is
+// called once a group, from the writer; it must be cheap and safe to call
+// from any goroutine. Nil: never bulk.
+func (s *Store) SetBulk(bulk func() bool) {
+	if bulk == nil {
+		s.bulk.Store(nil)
+		return
+	}
+	s.bulk.Store(&bulk)
+}
+
+// groupIdle is how long a group waits for its next change.
+func (s *Store) groupIdle() time.Duration {
+	if b := s.bulk.Load(); b != nil && (*b)() {
+		return s.opts.BulkIdle
+	}
+	return s.opts.MaxIdle
+}
+
 // collect gathers a group: first, then whatever arrives until MaxDelay has
 // passed, the group's cap is reached (MaxBatch, less while commits touch
-// many nodes: group.go), or no change arrived for MaxIdle.
+// many nodes: group.go), or no change arrived for MaxIdle (BulkIdle while
+// the caller works in bulk: SetBulk).
 func (s *Store) collect(ctx context.Context, first item) []item {
 	clear(s.batch) // drop the last group's references
 	batch := append(s.batch[:0], first)
 	defer func() { s.batch = batch }()
 	deadline := time.NewTimer(s.opts.MaxDelay)
 	defer deadline.Stop()
-	idle := time.NewTimer(s.opts.MaxIdle)
+	wait := s.groupIdle()
+	idle := time.NewTimer(wait)
 	defer idle.Stop()
 	for len(batch) < s.group.n {
 		if it, ok := s.q.pop(); ok {
 			batch = append(batch, it)
 			continue
 		}
-		idle.Reset(s.opts.MaxIdle)
+		idle.Reset(wait)
 		select {
 		case <-s.q.ready: // the loop takes it
 		case <-idle.C:

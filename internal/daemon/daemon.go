@@ -493,6 +493,7 @@ func (a *App) setup(ctx context.Context, reg *prometheus.Registry) error {
 	if err != nil {
 		return err
 	}
+	a.st.SetBulk(a.ix.Bulk) // a cold scan's records trickle in: larger groups (store.SetBulk)
 	if err := a.setupAudit(writes, reg); err != nil {
 		return fmt.Errorf("daemon: audit: %w", err)
 	}
