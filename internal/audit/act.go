@@ -52,15 +52,18 @@ func (o *outcome) source() Source {
 var testHookBeforeAct func(path string, v Verdict)
 
 // worker checks the files of jobs on a thread of its own in the idle I/O
-// class, and acts on what it finds. left counts files left undecided.
-func (a *Auditor) worker(ctx context.Context, r *run, lanes *mbsha256.Lanes, jobs <-chan store.Due, left *atomic.Int64) {
+// class, reading chunk bytes at a time, and acts on what it finds. left
+// counts files left undecided.
+func (a *Auditor) worker(ctx context.Context, r *run, lanes *mbsha256.Lanes, chunk int, jobs <-chan store.Due, left *atomic.Int64) {
 	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine, and its I/O class with it
 	if err := idleIO(); err != nil {
 		a.noteIO("not set: " + err.Error())
 	}
-	rd := newReader(r.pace)
+	var rd *reader
 	if lanes != nil {
-		rd = newLaneReader(lanes)
+		rd = newLaneReader(lanes, chunk)
+	} else {
+		rd = newReader(r.pace, chunk)
 	}
 	for d := range jobs {
 		if ctx.Err() != nil {

@@ -28,7 +28,7 @@ const metaHeal = "audit/h/"
 // page cache (Read.Source says which), and hashes it into h. before is
 // its lstat; a file that is not the one before is a *hasher.ChangedError.
 func ReadFile(ctx context.Context, path string, before fsstat.FileInfo, h hash.Hash) Read {
-	return newReader(nil).read(ctx, path, before, h, true)
+	return newReader(nil, readSize).read(ctx, path, before, h, true)
 }
 
 // HealRecord is a heal in the audit's history: the file at Path was

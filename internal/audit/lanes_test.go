@@ -39,9 +39,10 @@ func laneKernels(t *testing.T, f func(t *testing.T, l *mbsha256.Lanes)) {
 	}
 }
 
-// laneReader returns a reader whose SHA-256 files go to l.
+// laneReader returns a reader whose SHA-256 files go to l, reading what a
+// full-speed run's reader would at a time.
 func laneReader(l *mbsha256.Lanes) *reader {
-	r := newLaneReader(l)
+	r := newLaneReader(l, chunkFor(laneReaders(l.Width()), laneBufs))
 	r.sha256 = true
 	return r
 }

@@ -74,7 +74,7 @@ func (a *Auditor) Accept(ctx context.Context, path []byte) (AcceptResult, error)
 	if len(todo) == 0 && len(released) == 0 {
 		return res, fmt.Errorf("%w: %s", ErrNotFlagged, path)
 	}
-	rd := newReader(nil)
+	rd := newReader(nil, readSize)
 	for _, p := range todo {
 		if err := a.acceptOne(ctx, rd, &p); err != nil {
 			res.Failed = append(res.Failed, p.Path)

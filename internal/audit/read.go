@@ -19,8 +19,24 @@ import (
 	"github.com/annexd/annexd/internal/directio"
 )
 
-// readSize is the size of one read(2), and of one draw on the pacer.
-const readSize = 1 << 20
+// readSize is the size of one read(2), and of one draw on the pacer: a
+// huge page, where each buffer is one (directio.Buffers). Reads of 2 MiB
+// into huge pages cost a third of the CPU of reads of 1 MiB into ordinary
+// pages (BENCHMARKS.md). A run of many readers reads smallReadSize, so
+// that its buffers stay within readBuffers.
+const (
+	readSize      = 2 << 20
+	smallReadSize = 1 << 20
+	readBuffers   = 16 << 20
+)
+
+// chunkFor is the read size of a run of readers with bufs buffers each.
+func chunkFor(readers, bufs int) int {
+	if readers*bufs*readSize <= readBuffers {
+		return readSize
+	}
+	return smallReadSize
+}
 
 // partSize is how much of a file read through the page cache is looked at
 // with mincore, read, and cleaned of the pages the audit brought in,
@@ -92,9 +108,10 @@ var testHookDirect func(path string, off int64)
 // such a tree does not push the user's data out of memory. Reads are paced
 // by a shared token bucket. A reader is used by one goroutine.
 type reader struct {
-	bufs [][]byte // aligned for direct reads: one read, the others hashed
-	vec  []byte
-	pace *pacer // nil: full speed
+	bufs  [][]byte // aligned for direct reads: one read, the others hashed
+	chunk int      // the size of each, and of a read
+	vec   []byte
+	pace  *pacer // nil: full speed
 	// lanes, when set, hash the direct reads of a SHA-256 file of more
 	// than one read in a multi-buffer engine, beside the other readers'
 	// files; sha256 says the file being read is one (readOnce sets it).
@@ -103,23 +120,18 @@ type reader struct {
 	free   [][]byte
 }
 
-func newReader(pace *pacer) *reader {
-	r := &reader{pace: pace, bufs: make([][]byte, 3)}
-	for i := range r.bufs {
-		r.bufs[i] = directio.Buffer(readSize)
-	}
-	return r
+func newReader(pace *pacer, chunk int) *reader {
+	return &reader{pace: pace, bufs: directio.Buffers(readerBufs, chunk), chunk: chunk}
 }
+
+// readerBufs is how many buffers a reader outside the lanes has.
+const readerBufs = 3
 
 // newLaneReader returns a full-speed reader whose SHA-256 files of more
 // than one read go to l, with the buffers it hands the lanes (laneBufs);
 // it reads the other files with them too.
-func newLaneReader(l *mbsha256.Lanes) *reader {
-	r := &reader{lanes: l, bufs: make([][]byte, laneBufs)}
-	for i := range r.bufs {
-		r.bufs[i] = directio.Buffer(readSize)
-	}
-	return r
+func newLaneReader(l *mbsha256.Lanes, chunk int) *reader {
+	return &reader{lanes: l, bufs: directio.Buffers(laneBufs, chunk), chunk: chunk}
 }
 
 // read hashes the regular file at path, whose lstat was before, into h.
@@ -225,7 +237,7 @@ func offDirect(df *directio.File, path string) error {
 // idle I/O class, and the disk works while the CPU hashes. A digest
 // returned is the file's, hashed in the lanes.
 func (r *reader) readDirectly(ctx context.Context, df *directio.File, fd int, path string, before fsstat.FileInfo, h hash.Hash) (Source, []byte, error) {
-	if r.lanes != nil && r.sha256 && before.Size > readSize {
+	if r.lanes != nil && r.sha256 && before.Size > int64(r.chunk) {
 		return r.readLanes(ctx, df, fd, path, before)
 	}
 	free := make(chan []byte, len(r.bufs))
@@ -236,7 +248,7 @@ func (r *reader) readDirectly(ctx context.Context, df *directio.File, fd int, pa
 	put := func(b []byte, _ bool) { h.Write(b); free <- b[:cap(b)] }
 	var full chan []byte
 	done := make(chan struct{})
-	if before.Size > readSize {
+	if before.Size > int64(r.chunk) {
 		full = make(chan []byte, len(r.bufs))
 		go func() {
 			defer close(done)
@@ -296,7 +308,7 @@ func (r *reader) readChunks(ctx context.Context, df *directio.File, fd int, path
 		if err := ctx.Err(); err != nil {
 			return FromDevice, err
 		}
-		want := min(readSize, before.Size-off)
+		want := min(int64(r.chunk), before.Size-off)
 		if err := r.pace.wait(ctx, int(want)); err != nil {
 			return FromDevice, err
 		}
@@ -340,7 +352,7 @@ func (r *reader) readCached(ctx context.Context, fd int, path string, before fss
 	if again && src != NoDevice {
 		_ = unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
 	}
-	if before.Size > readSize {
+	if before.Size > int64(r.chunk) {
 		_ = unix.Fadvise(fd, 0, 0, unix.FADV_SEQUENTIAL) // a larger kernel read-ahead
 	}
 	h.Reset()
@@ -390,7 +402,7 @@ func (r *reader) readPart(ctx context.Context, fd int, path string, before fssta
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		b := r.bufs[0][:min(readSize, n-done)]
+		b := r.bufs[0][:min(int64(r.chunk), n-done)]
 		if err := r.pace.wait(ctx, len(b)); err != nil {
 			return err
 		}

@@ -115,7 +115,7 @@ func lstat(t testing.TB, path string) fsstat.FileInfo {
 // and a partSize, read directly from the device.
 func TestReaderDigest(t *testing.T) {
 	dir := t.TempDir()
-	r := newReader(nil)
+	r := newReader(nil, readSize)
 	for _, n := range []int{0, 1, 4095, 4096, 4097, readSize + 3, partSize + 5} {
 		p := filepath.Join(dir, "f")
 		b := writeRandom(t, p, n)
@@ -155,7 +155,7 @@ func TestReaderReadsTheDevice(t *testing.T) {
 			}
 			fs.FlipByteUnderCache(t, hot, 1000)
 			disk := sha256.Sum256(readDirect(t, hot))
-			r := newReader(nil)
+			r := newReader(nil, readSize)
 			for _, p := range []string{hot, cold, half} {
 				got := r.read(t.Context(), p, lstat(t, p), sha256.New(), false)
 				if got.Err != nil || got.Source != FromDevice {
@@ -187,7 +187,7 @@ func TestReaderThroughCache(t *testing.T) {
 	}
 	evict(t, p)
 	want := sha256.Sum256(text)
-	r := newReader(nil)
+	r := newReader(nil, readSize)
 	got := r.read(t.Context(), p, lstat(t, p), sha256.New(), false)
 	if got.Err != nil || string(got.Digest) != string(want[:]) || got.Source != FromDevice {
 		t.Fatalf("cold: %x %v %v", got.Digest, got.Err, got.Source)
@@ -226,7 +226,7 @@ func TestReaderChangedWhileRead(t *testing.T) {
 				growOrCut(t, path, grow)
 			}
 		}
-		got := newReader(nil).read(t.Context(), p, fi, sha256.New(), false)
+		got := newReader(nil, readSize).read(t.Context(), p, fi, sha256.New(), false)
 		testHookDirect = nil
 		wantModified(t, got, fi, grow)
 	}
@@ -241,7 +241,7 @@ func TestReaderNoDevice(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	p := filepath.Join(dir, "f")
 	b := writeRandom(t, p, 10000)
-	got := newReader(nil).read(t.Context(), p, lstat(t, p), sha256.New(), false)
+	got := newReader(nil, readSize).read(t.Context(), p, lstat(t, p), sha256.New(), false)
 	if want := sha256.Sum256(b); got.Err != nil || string(got.Digest) != string(want[:]) || got.Source != NoDevice {
 		t.Fatalf("%x %v %v", got.Digest, got.Err, got.Source)
 	}
@@ -271,7 +271,7 @@ func TestReaderChanged(t *testing.T) {
 	p := filepath.Join(dir, "f")
 	writeRandom(t, p, 10000)
 	fi := lstat(t, p)
-	r := newReader(nil)
+	r := newReader(nil, readSize)
 	stale := fi
 	stale.MtimeNs--
 	if got := r.read(t.Context(), p, stale, sha256.New(), false); !errors.Is(got.Err, hasher.ErrChanged) {

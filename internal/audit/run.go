@@ -380,6 +380,10 @@ func (a *Auditor) round(ctx context.Context, r *run) (sent, undecided int64, err
 			a.log.Info("audit: hashing large SHA-256 files in the lanes", "kernel", lanes.Kernel(), "readers", workers)
 		}
 	}
+	chunk := chunkFor(workers, readerBufs)
+	if lanes != nil {
+		chunk = chunkFor(workers, laneBufs)
+	}
 	jobs := make(chan store.Due)
 	var left atomic.Int64
 	var wg sync.WaitGroup
@@ -387,7 +391,7 @@ func (a *Auditor) round(ctx context.Context, r *run) (sent, undecided int64, err
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a.worker(ctx, r, lanes, jobs, &left)
+			a.worker(ctx, r, lanes, chunk, jobs, &left)
 		}()
 	}
 	err = a.source(ctx, r, func(d store.Due) error {

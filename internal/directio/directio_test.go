@@ -305,3 +305,108 @@ func TestBuffer(t *testing.T) {
 		}
 	}
 }
+
+// Buffers lays out its buffers one after the other from a huge page's
+// boundary, each aligned and of the rounded size, none overlapping the
+// next; direct reads into them return the file.
+func TestBuffers(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ count, size int }{{1, 1}, {2, 1 << 20}, {3, 2 << 20}, {2, 5000}} {
+		bufs := Buffers(c.count, c.size)
+		want := Round(c.size, MinAlign)
+		if len(bufs) != c.count {
+			t.Fatalf("Buffers(%d, %d): %d buffers", c.count, c.size, len(bufs))
+		}
+		first := uintptr(unsafe.Pointer(&bufs[0][0]))
+		if first%HugePage != 0 {
+			t.Errorf("Buffers(%d, %d): the first at %#x, not on a huge page's boundary", c.count, c.size, first)
+		}
+		for i, b := range bufs {
+			at := uintptr(unsafe.Pointer(&b[0]))
+			if !Aligned(b) || len(b) != want || cap(b) != want || at != first+uintptr(i*want) {
+				t.Errorf("Buffers(%d, %d)[%d]: len %d cap %d at %#x", c.count, c.size, i, len(b), cap(b), at)
+			}
+		}
+		path := filepath.Join(dir, fmt.Sprint(c.count, "-", c.size))
+		data := random(c.count*want-7, uint64(c.size))
+		cold(t, path, data)
+		f, err := Open(open(t, path), 0)
+		if err != nil {
+			t.Skipf("no direct reads here: %v", err)
+		}
+		var got []byte
+		for i, b := range bufs {
+			n, err := f.ReadAt(b, int64(i*want), min(want, len(data)-i*want))
+			if err != nil {
+				t.Fatalf("%s: read %d: %v", path, i, err)
+			}
+			got = append(got, b[:n]...)
+		}
+		if !bytes.Equal(got, data) {
+			t.Errorf("%s: the buffers' reads differ from the file", path)
+		}
+	}
+}
+
+// Where the kernel has transparent huge pages for those who ask, the
+// buffers get them: a 2 MiB buffer touched is one huge page, unless the
+// kernel counted a fallback to ordinary pages (no free huge page).
+func TestBuffersGetHugePages(t *testing.T) {
+	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	if err != nil || bytes.Contains(mode, []byte("[never]")) {
+		t.Skipf("no transparent huge pages for madvise here: %q %v", mode, err)
+	}
+	fallbacks := vmstat(t, "thp_fault_fallback")
+	b := Buffers(1, HugePage)[0]
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	huge := anonHugeKiB(t, uintptr(unsafe.Pointer(&b[0])))
+	switch {
+	case huge >= HugePage>>10:
+	case vmstat(t, "thp_fault_fallback") > fallbacks:
+		t.Skipf("the kernel had no huge page to give (thp_fault_fallback rose); AnonHugePages %d kB", huge)
+	default:
+		t.Errorf("the buffer's mapping holds %d kB of huge pages, want %d, and the kernel counted no fallback", huge, HugePage>>10)
+	}
+}
+
+// vmstat reads one counter of /proc/vmstat.
+func vmstat(t *testing.T, name string) int64 {
+	t.Helper()
+	data, err := os.ReadFile("/proc/vmstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range bytes.Lines(data) {
+		var n int64
+		if _, err := fmt.Sscanf(string(line), name+" %d", &n); err == nil {
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/vmstat", name)
+	return 0
+}
+
+// anonHugeKiB is AnonHugePages of the mapping of this process that holds addr.
+func anonHugeKiB(t *testing.T, addr uintptr) int64 {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := false
+	for line := range bytes.Lines(data) {
+		var lo, hi uintptr
+		if _, err := fmt.Sscanf(string(line), "%x-%x ", &lo, &hi); err == nil {
+			in = lo <= addr && addr < hi
+			continue
+		}
+		var kb int64
+		if _, err := fmt.Sscanf(string(line), "AnonHugePages: %d kB", &kb); err == nil && in {
+			return kb
+		}
+	}
+	t.Fatalf("no mapping of this process holds %#x", addr)
+	return 0
+}
