@@ -48,6 +48,25 @@ func auditFindsOneCorrupt(t *testing.T, d *daemon) {
 	}
 }
 
+// rottenFirst writes each of names under a fresh image's root (64 KiB,
+// aged, from seed on), starts annexd on it, rots the first and lets a
+// full-speed audit find it corrupt. It returns the root, the daemon's base
+// (to start it again), the daemon and the rotten file's key.
+func rottenFirst(t *testing.T, seed uint64, names ...string) (root, base string, d *daemon, key string) {
+	t.Helper()
+	fs, root := rotImage(t)
+	for i, n := range names {
+		writeAged(t, filepath.Join(root, n), seed+uint64(i), 64<<10)
+	}
+	base = dedupBase(t, auditConf)
+	d = startOn(t, base, root)
+	first := filepath.Join(root, names[0])
+	key = lookupJSON(t, d, first)["key"].(string)
+	rot(t, fs, first)
+	auditFindsOneCorrupt(t, d)
+	return root, base, d, key
+}
+
 // sumOf is the hex SHA-256 of the file at path now.
 func sumOf(t *testing.T, path string) string {
 	t.Helper()
@@ -223,15 +242,8 @@ func TestRotMetadataChange(t *testing.T) {
 // it is accepted.
 func TestRotFindingFollowsRenames(t *testing.T) {
 	t.Parallel()
-	fs, root := rotImage(t)
+	root, base, d, key := rottenFirst(t, 340, "d/photo.jpg", "d/fine.jpg")
 	victim := filepath.Join(root, "d", "photo.jpg")
-	writeAged(t, victim, 340, 64<<10)
-	writeAged(t, filepath.Join(root, "d", "fine.jpg"), 341, 64<<10)
-	base := dedupBase(t, auditConf)
-	d := startOn(t, base, root)
-	key := lookupJSON(t, d, victim)["key"].(string)
-	rot(t, fs, victim)
-	auditFindsOneCorrupt(t, d)
 	at := victim
 	move := func(from, to string) {
 		t.Helper()
@@ -293,19 +305,12 @@ func TestRotFindingFollowsRenames(t *testing.T) {
 // their bytes once the writers stop.
 func TestRotSwappedWithFilesBeingWritten(t *testing.T) {
 	t.Parallel()
-	fs, root := rotImage(t)
+	root, _, d, key := rottenFirst(t, 1400, "a.bin", "b.bin", "c.bin")
 	paths := []string{filepath.Join(root, "a.bin"), filepath.Join(root, "b.bin"), filepath.Join(root, "c.bin")}
-	for i, p := range paths {
-		writeAged(t, p, uint64(1400+i), 64<<10)
-	}
-	d := startOn(t, dedupBase(t, auditConf), root)
-	key := lookupJSON(t, d, paths[0])["key"].(string)
-	var st unix.Stat_t
+	var st unix.Stat_t // the rotten file's inode
 	if err := unix.Stat(paths[0], &st); err != nil {
 		t.Fatal(err)
 	}
-	rot(t, fs, paths[0])
-	auditFindsOneCorrupt(t, d)
 	stop := make(chan struct{})
 	var writers sync.WaitGroup
 	for _, p := range paths[1:] {
@@ -374,13 +379,8 @@ func TestRotSwappedWithFilesBeingWritten(t *testing.T) {
 // written: it stays corrupt with its key, try after try.
 func TestRotRenamedOntoATempFilesName(t *testing.T) {
 	t.Parallel()
-	fs, root := rotImage(t)
+	root, _, d, key := rottenFirst(t, 5331, "r.bin")
 	at := filepath.Join(root, "r.bin")
-	writeAged(t, at, 5331, 64<<10)
-	d := startOn(t, dedupBase(t, auditConf), root)
-	key := lookupJSON(t, d, at)["key"].(string)
-	rot(t, fs, at)
-	auditFindsOneCorrupt(t, d)
 	for i := range 5 {
 		tmp := filepath.Join(root, fmt.Sprintf("t%d.bin", i))
 		f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
