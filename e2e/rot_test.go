@@ -407,6 +407,62 @@ func TestRotRenamedOntoATempFilesName(t *testing.T) {
 	wantProblems(t, d, map[string]string{at: "corrupt"})
 }
 
+// A file whose mtime lies in the future (touch -d, a tar made where the
+// clock ran ahead, a camera's wrong clock) is no racily clean record for
+// ever: its ctime says when it last changed. Its rot is found by the audit
+// and kept at a restart (on another loop device), never taken for an edit,
+// and a restart hashes nothing again. (Before, the audit took the rot for
+// an edit of a racily clean record and recorded the rotten bytes' key, and
+// every start hashed such files again, taking rot made while the daemon
+// was down for the truth.)
+func TestRotOfAFileWithAFutureMtime(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []loopfs.Kind{loopfs.Ext4, loopfs.XFS} {
+		t.Run(string(kind), func(t *testing.T) {
+			needRoot(t, "mount loop images")
+			fs := loopfs.New(t, kind, loopfs.Options{Size: max(loopfs.MinSize[kind], 64<<20)})
+			root := fs.Path("home")
+			files := fillTree(t, root, 6, 53)
+			future := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+			for _, p := range files[:2] {
+				if err := os.Chtimes(p, future, future); err != nil {
+					t.Fatal(err)
+				}
+			}
+			base := dedupBase(t, auditConf)
+			d := startOn(t, base, root)
+			keys := keysOf(t, d, files)
+
+			// Rot under the running daemon, found by the audit.
+			rot(t, fs, files[0])
+			code, run := auditRun(t, d, "--full-speed")
+			if code != 4 || run.Counts["corrupt"] != 1 {
+				t.Errorf("audit of a rotten file with a future mtime: exit %d, %+v; want exit 4, one corrupt", code, run)
+			}
+			if l := lookupJSON(t, d, files[0]); l["state"] != "corrupt" || l["key"] != keys[files[0]] {
+				t.Errorf("the rotten file %s: %v; want corrupt with the key before the rot, %s", files[0], l, keys[files[0]])
+			}
+
+			// Rot while the daemon is down, the image on another loop device.
+			d.stop()
+			fs.Renumber(t)
+			fs.FlipByte(t, files[1], 100)
+			d = startOn(t, base, root)
+			if st := statusJSON(t, d); st.Scan.FilesHashed != 0 {
+				t.Errorf("after a restart %d files were hashed again; want 0 (nothing changed but rot)", st.Scan.FilesHashed)
+			}
+			if l := lookupJSON(t, d, files[1]); l["key"] != keys[files[1]] {
+				t.Errorf("the file rotten while annexd was down, %s: %v; want its key from before, %s", files[1], l, keys[files[1]])
+			}
+			code, run = auditRun(t, d, "--full-speed")
+			if code != 4 || run.Counts["corrupt"] < 1 {
+				t.Errorf("audit after the restart: exit %d, %+v; want exit 4", code, run)
+			}
+			wantProblems(t, d, map[string]string{files[0]: "corrupt", files[1]: "corrupt"})
+		})
+	}
+}
+
 // kill ends d with SIGKILL: an unclean end.
 func kill(t *testing.T, d *daemon) {
 	t.Helper()

@@ -300,10 +300,11 @@ func onlyCtimeMoved(rec *store.Record, fi fsstat.FileInfo) bool {
 	return fsstat.OnFS(rec.Dev, fi) && rec.Ino == fi.Ino && rec.Size == fi.Size && rec.MtimeNs == fi.MtimeNs && rec.CtimeNs != fi.CtimeNs
 }
 
-// racy reports a racily clean record: its mtime is not older than the
-// start of its hashing by more than the file system's granularity gran.
+// racy reports a racily clean record: its mtime and ctime are not older
+// than the start of its hashing by more than the file system's granularity
+// gran (store.RacilyClean).
 func racy(rec *store.Record, granNs int64) bool {
-	return rec.MtimeNs >= rec.HashedAt-granNs
+	return store.RacilyClean(rec, granNs)
 }
 
 // lostWriteSpan is when an unclean shutdown must have happened to keep the
