@@ -317,9 +317,9 @@ func (a *recorder) handOver(ctx context.Context, r *run, d *store.Due, out *outc
 	if out.v.Class == Missing && a.moved(d) {
 		// The indexer moved or dropped the record since the pass took it
 		// from the index (a rename during the pass): no finding of the
-		// pass, which counts the file where its record is now, if at all.
+		// run or the pass, which count the file where its record is now,
+		// if at all.
 		a.mu.Lock()
-		a.tally.count(r, Missing)
 		r.seen[path] = true
 		a.mu.Unlock()
 		return true

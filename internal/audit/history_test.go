@@ -98,9 +98,10 @@ func TestPassCountsUnread(t *testing.T) {
 	}
 }
 
-// Files renamed while a pass runs are not missing in its summary, though
-// the pass took their old names from the index before the renames: they
-// count once, where their records are.
+// Files renamed while a pass runs are not missing in its summary, the
+// run's counts or the daemon's totals, though the pass took their old
+// names from the index before the renames: they count once, where their
+// records are.
 func TestPassCountsARenamedFileOnce(t *testing.T) {
 	root := t.TempDir()
 	paths := writeFiles(t, root, 40)
@@ -127,8 +128,13 @@ func TestPassCountsARenamedFileOnce(t *testing.T) {
 		}
 	}
 	e.settle()
-	if _, err := e.a.WaitRun(ctx, id); err != nil {
+	run, err := e.a.WaitRun(ctx, id)
+	if err != nil {
 		t.Fatal(err)
+	}
+	// Nor in the run's counts, or the daemon's totals.
+	if run.Counts["missing"] != 0 || e.a.Status().Totals["missing"] != 0 {
+		t.Errorf("the run counts %v, the totals %v; want none missing", run.Counts, e.a.Status().Totals)
 	}
 	for e.a.Status().Last == nil {
 		e.run(StartOptions{FullSpeed: true})
