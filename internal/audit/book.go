@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -223,10 +224,13 @@ func (b *book) forgetEntry(path string) {
 }
 
 // resolveAll returns the findings that stand, each under the path of its
-// file now, in path order (by bytes).
+// file now, in path order (by bytes), one a path. A file renamed again and
+// again faster than the indexer applies the moves can leave findings
+// filed at several of its old names, each resolving to its name now: the
+// one filed there stands, else the one seen last.
 func (b *book) resolveAll(ctx context.Context) ([]listed, error) {
 	all := b.snapshot()
-	out := make([]listed, 0, len(all))
+	byPath := make(map[string]listed, len(all))
 	for at, e := range all {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -235,10 +239,15 @@ func (b *book) resolveAll(ctx context.Context) ([]listed, error) {
 		if err != nil {
 			return nil, err
 		}
-		if ok {
-			out = append(out, listed{at: at, path: path, e: e})
+		if !ok {
+			continue
 		}
+		if had, dup := byPath[path]; dup && (had.at == path || (at != path && had.e.Seen >= e.Seen)) {
+			continue
+		}
+		byPath[path] = listed{at: at, path: path, e: e}
 	}
+	out := slices.Collect(maps.Values(byPath))
 	slices.SortFunc(out, func(x, y listed) int { return strings.Compare(x.path, y.path) })
 	return out, nil
 }

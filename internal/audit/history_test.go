@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/annexd/annexd/store"
 )
 
 // The passes completed are kept in the index, oldest first, with what
@@ -149,5 +151,44 @@ func TestPassCountsARenamedFileOnce(t *testing.T) {
 	if renamed != 4 || l.Files != 40 || sum+l.Unread != 40 || l.Counts["missing"] != 0 || l.Counts["ok"] < 36 {
 		t.Fatalf("%d renamed; pass summary %+v: counted %d and %d unread; want 40 files, 36 or more ok, none missing",
 			renamed, l, sum, l.Unread)
+	}
+}
+
+// A flagged file renamed again and again faster than the indexer applies
+// the moves can leave its finding filed at several old names (by the
+// audit at one, by the indexer's check at another), each following the
+// file to its name now: it is listed once there, not once a name it had.
+func TestProblemListedOnceAfterRenames(t *testing.T) {
+	root := t.TempDir()
+	paths := writeFiles(t, root, 3)
+	e := newEnv(t, root, envOptions())
+	ctx := context.Background()
+	old, now := paths[0], paths[0]+".renamed"
+	e.rot(old)
+	if s := e.run(StartOptions{FullSpeed: true}); s.Counts["corrupt"] != 1 {
+		t.Fatalf("audit: %v", s.Counts)
+	}
+	filed, ok := e.a.book.snapshot()[old]
+	if !ok {
+		t.Fatalf("no finding filed at %s", old)
+	}
+	if err := e.a.book.putEntry(ctx, []byte(old+".between"), filed); err != nil { // a name it had between
+		t.Fatal(err)
+	}
+	if err := os.Rename(old, now); err != nil {
+		t.Fatal(err)
+	}
+	e.ix.Changed(ctx, old)
+	e.ix.Changed(ctx, now)
+	e.settle()
+	if r := e.record(now); r.State != store.StateCorrupt {
+		t.Fatalf("record at the new name: %+v; want it corrupt", r)
+	}
+	var listed []string
+	if err := e.a.Problems(ctx, func(p Problem) error { listed = append(listed, string(p.Path)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(listed) != 1 || listed[0] != now {
+		t.Errorf("problems listed at %q; want once, at %s", listed, now)
 	}
 }

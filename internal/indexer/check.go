@@ -113,10 +113,10 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *h
 		return
 	}
 	j.shelve = facts.other
-	if facts.replaced && displaceable(&facts.rec) && !c.otherNames(j.path, &facts.rec) {
+	if facts.replaced && displaceable(&facts.rec) && !otherNames(c.st, j.path, &facts.rec) {
 		// Another inode took a flagged record's path: keep the record
 		// for its inode before anything is written over it.
-		c.displaced.keep(j.path, facts.rec, time.Now().UnixNano())
+		c.displaced.keep(j.path, facts.rec, time.Now().UnixNano(), "its path holds another file now")
 	}
 	if facts.seen {
 		// inotify reports a write for the name written alone: the other
@@ -139,8 +139,8 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *h
 
 // otherNames reports whether the index holds rec's inode under another
 // name than path (or cannot tell).
-func (c *checker) otherNames(path string, rec *store.Record) bool {
-	names, err := c.st.ByInodeAll(rec.Dev, rec.Ino)
+func otherNames(st *store.Store, path string, rec *store.Record) bool {
+	names, err := st.ByInodeAll(rec.Dev, rec.Ino)
 	if err != nil {
 		return false // keep it: a needless entry costs nothing
 	}
@@ -417,6 +417,7 @@ func (c *checker) drop(ctx context.Context, j job, s shape) bool {
 		if testHookBeforeDrop != nil {
 			testHookBeforeDrop(j.path)
 		}
+		c.keepFlaggedUnder(ctx, j.path)
 		n, err := c.st.DropFenced(ctx, f, c.fsys.keepAbsent(j.path)) // it lowers f
 		if !errors.Is(err, store.ErrConflict) {
 			c.dropped(j.path, n, err)
@@ -425,6 +426,18 @@ func (c *checker) drop(ctx context.Context, j job, s shape) bool {
 	}
 	c.recheck(j)
 	return false
+}
+
+// keepFlaggedUnder keeps, under their inodes, the flagged records at and
+// under path that a drop is about to delete (displaced.keepGone).
+func (c *checker) keepFlaggedUnder(ctx context.Context, path string) {
+	err := c.st.Subtree(ctx, []byte(path), func(p []byte, r store.Record) error {
+		c.displaced.keepGone(string(p), &r)
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		c.log.Warn("cannot look for flagged records before a drop", "path", path, "err", err)
+	}
 }
 
 // dropped counts what a drop removed, or logs why it could not.

@@ -92,9 +92,23 @@ func displaceable(rec *store.Record) bool {
 	return rec.HasDigest() && (rec.State.Flagged() || rec.State == store.StateUnreadable)
 }
 
+// keepGone keeps rec, recorded at path, before a drop or a sweep deletes
+// it because nothing is at path any more, when it is flagged and the index
+// holds no other name of its inode. A file renamed faster than the
+// indexer applies the move is found gone at its old name (a scan of the
+// folder it left, a check of the path) before the move reaches its new
+// one; without the entry the new name was hashed as a new file, and a
+// rotten file's bytes became its key.
+func (d *displaced) keepGone(path string, rec *store.Record) {
+	if displaceable(rec) && !otherNames(d.st, path, rec) {
+		d.keep(path, *rec, time.Now().UnixNano(), "its file is gone from its path")
+	}
+}
+
 // keep keeps rec, recorded at path, before another inode's record is
-// written there. The same record kept again is not written again.
-func (d *displaced) keep(path string, rec store.Record, nowNs int64) {
+// written there, or before it is deleted (keepGone); why says which, for
+// the log. The same record kept again is not written again.
+func (d *displaced) keep(path string, rec store.Record, nowNs int64, why string) {
 	id := inode{rec.Dev, rec.Ino}
 	d.mu.Lock()
 	if old, ok := d.by[id]; ok && old.path == path && old.rec.HashedAt == rec.HashedAt &&
@@ -105,8 +119,7 @@ func (d *displaced) keep(path string, rec store.Record, nowNs int64) {
 	dr := displacedRecord{path: path, rec: rec, madeAt: nowNs}
 	d.by[id] = dr
 	d.mu.Unlock()
-	d.log.Debug("a flagged record's path holds another file now; the record is kept for its inode", "path", path,
-		"state", rec.State.String())
+	d.log.Debug("a flagged record is kept for its inode", "path", path, "why", why, "state", rec.State.String())
 	d.st.Submit(store.Change{Op: store.OpPutMeta, Path: []byte(displacedName(id)), Value: encodeDisplaced(&dr)},
 		func(err error) {
 			if err != nil {

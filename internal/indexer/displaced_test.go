@@ -145,10 +145,10 @@ func TestDisplacedLife(t *testing.T) {
 	e := newEnv(t, "", envOpts{noWatch: true, noScan: true})
 	d := newDisplaced(e.st, e.ix.log)
 	rec := store.Record{Dev: 1, Ino: 2, State: store.StateCorrupt}
-	d.keep("/before", rec, 100)
+	d.keep("/before", rec, 100, "test")
 	d.settled(200, false) // a root's scan incomplete: entries made before stay
 	rec.Ino = 3
-	d.keep("/after", rec, 300)
+	d.keep("/after", rec, 300, "test")
 	life := int64(displacedLife)
 	if _, ok := d.get(1, 2, 100+2*life); !ok {
 		t.Error("an entry made before the first scans ended, which were incomplete, was dropped")
@@ -238,6 +238,50 @@ func TestUnreadableKeepsLastDigestAcrossASwap(t *testing.T) {
 			if r, _, err := e.st.Get([]byte(z)); err != nil || r.State != store.StateUnreadable || !bytes.Equal(r.Digest, was.Digest) {
 				t.Errorf("record of %s (the unreadable file now): %+v, %v; want unreadable with %x", z, r, err, was.Digest)
 			}
+		})
+	}
+}
+
+// A flagged file renamed into another folder faster than the indexer
+// applies the move is found gone at its old name first: by the scan of
+// the folder it left (its sweep), or by a check of the old path (a drop).
+// Either deletes the record; the finding must still follow the rotten
+// bytes to their new name, never letting them become its key.
+func TestFlaggedRecordKeptWhenItsFileIsFoundGone(t *testing.T) {
+	for _, how := range []string{"sweep", "drop"} {
+		t.Run(how, func(t *testing.T) {
+			root := t.TempDir()
+			from, to := filepath.Join(root, "d1", "x.bin"), filepath.Join(root, "d2", "y.bin")
+			must(t, os.MkdirAll(filepath.Dir(to), 0o755))
+			writeOld(t, from, "the rotten bytes of x")
+			writeOld(t, filepath.Join(root, "d1", "stays.bin"), "a file that stays")
+			e := newEnv(t, root, envOpts{noWatch: true})
+			e.settle(settleTimeout)
+			good := flagCorrupt(t, e.st, from, "the good bytes of x")
+			e.stop()
+			must(t, os.Rename(from, to))
+			e.found = nil
+			e.start(envOpts{noWatch: true, noScan: true})
+			if how == "sweep" {
+				e.ix.Rescan(filepath.Dir(from))
+				waitFor(t, "the scan of the folder left", func() bool { return !e.ix.Working() })
+			} else {
+				e.checkNow(from)
+			}
+			if _, ok, err := e.st.Get([]byte(from)); err != nil || ok {
+				t.Fatalf("the old name's record after the %s: %v %v; want it dropped", how, ok, err)
+			}
+			e.checkNow(to)
+			if r, ok, err := e.st.Get([]byte(to)); err != nil || !ok || r.State != store.StateCorrupt || !bytes.Equal(r.Digest, good) {
+				t.Errorf("record of %s (the rotten bytes, renamed): %v %v %v %x; want corrupt with the good digest %x",
+					to, ok, err, r.State, r.Digest, good)
+			}
+			if k := e.found.kinds()[to]; len(k) != 1 || k[0] != FoundCorrupt {
+				t.Errorf("findings at %s: %v, want corrupt", to, k)
+			}
+			e.ix.Rescan(root)
+			e.kept = map[string][]byte{to: good}
+			e.settle(settleTimeout)
 		})
 	}
 }

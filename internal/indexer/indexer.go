@@ -222,12 +222,12 @@ func New(st *store.Store, h Hasher, opt Options) (*Indexer, error) {
 	beforeDir, writesUnread, syncWrites := watchFuncs(opt.Watches)
 	ix.pipe = newPipeline(pipeParts{st: st, log: ix.log, m: ix.m, idle: ix.idle, dirs: dirs, walks: walks,
 		maxPending: opt.MaxPending, maxWrites: opt.MaxWrites})
+	ix.displaced = newDisplaced(st, ix.log)
 	ix.scans = newScanner(&scanner{st: st, pipe: ix.pipe, paths: paths, ticks: ix.ticks, fsys: ix.fsys,
 		m: ix.m, log: ix.log, idle: ix.idle, walks: walks, walkWorkers: opt.WalkWorkers,
-		beforeDir: beforeDir, oneFS: opt.OneFileSystem}, opt.Roots)
+		beforeDir: beforeDir, oneFS: opt.OneFileSystem, displaced: ix.displaced}, opt.Roots)
 	ix.removals = newRemovals(opt.RemoveDelay, ix.idle)
 	unread := newUnreadWrites(writesUnread, ix.startTime)
-	ix.displaced = newDisplaced(st, ix.log)
 	ix.moves = &renamer{st: st, pipe: ix.pipe, paths: paths, ticks: ix.ticks, ledger: opt.Ledger,
 		unread: unread, scans: ix.scans, removals: ix.removals, displaced: ix.displaced, log: ix.log}
 	ix.check = &checker{pipe: ix.pipe, st: st, h: h, backend: opt.Backend, ledger: opt.Ledger, unread: unread,

@@ -122,6 +122,7 @@ type scanner struct {
 	walkWorkers int
 	beforeDir   func(ctx context.Context, dir string) error // Watches.WaitWatched
 	oneFS       bool                                        // Options.OneFileSystem
+	displaced   *displaced                                  // keeps the flagged records a sweep drops
 
 	mu      sync.Mutex
 	waiting []string
@@ -402,8 +403,12 @@ func (s *scanner) sweep(ctx context.Context, sc *scan) (int, error) {
 	at := places{}
 	return s.st.SweepFenced(ctx, []byte(sc.dir), sc.gen, func(p []byte, r *store.Record) bool {
 		path := string(p)
-		return sc.seen.contains(path) || sc.underUnread(path) || s.stillThere(dirfd, sc.dir, path) ||
+		kept := sc.seen.contains(path) || sc.underUnread(path) || s.stillThere(dirfd, sc.dir, path) ||
 			s.absentFrom(at, path, r.Dev)
+		if !kept {
+			s.displaced.keepGone(path, r)
+		}
+		return kept
 	})
 }
 
