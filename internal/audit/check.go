@@ -52,7 +52,7 @@ func (c *checker) check(ctx context.Context, rd *reader, d *store.Due) outcome {
 	out := outcome{f: Facts{Record: d.Record}}
 	f := &out.f
 	f.Before, f.BeforeErr = fsstat.Lstat(path)
-	if f.BeforeErr == nil && c.o.Indexer != nil {
+	if (f.BeforeErr == nil || gone(f.BeforeErr)) && c.o.Indexer != nil {
 		f.Busy = c.o.Indexer.Busy(path)
 	}
 	if gone(f.BeforeErr) {

@@ -186,6 +186,8 @@ func Classify(f *Facts) Verdict {
 	switch {
 	case gone(f.BeforeErr) && f.Away:
 		return Verdict{Class: Retry, Why: "its file system is not mounted at its path"}
+	case gone(f.BeforeErr) && f.Busy:
+		return Verdict{Class: Busy, Why: "gone, and the indexer holds it"}
 	case gone(f.BeforeErr):
 		return Verdict{Class: Missing, Why: "gone"}
 	case f.BeforeErr != nil:

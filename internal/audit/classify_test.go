@@ -45,6 +45,7 @@ func TestClassify(t *testing.T) {
 	}{
 		{"gone", Facts{BeforeErr: pathErr(syscall.ENOENT)}, Verdict{Class: Missing}},
 		{"gone with its file system away", Facts{BeforeErr: pathErr(syscall.ENOENT), Away: true}, Verdict{Class: Retry}},
+		{"gone, the indexer holds it (a rename it applies)", Facts{BeforeErr: pathErr(syscall.ENOENT), Busy: true}, Verdict{Class: Busy}},
 		{"parent became a file", Facts{BeforeErr: pathErr(syscall.ENOTDIR)}, Verdict{Class: Missing}},
 		{"lstat refused", Facts{BeforeErr: pathErr(syscall.EACCES)}, Verdict{Class: Unreadable}},
 		{"lstat I/O error", Facts{BeforeErr: pathErr(syscall.EIO)}, Verdict{Class: Unreadable}},
