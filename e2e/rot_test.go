@@ -463,6 +463,67 @@ func TestRotOfAFileWithAFutureMtime(t *testing.T) {
 	}
 }
 
+// A file copied with its mtime kept (cp -p, rsync -t, tar x, touch -r
+// after a write) has an old mtime and a fresh ctime. A second same-size
+// copy with the same mtime, made in the first one's ctime tick (1 s on
+// ext4 with 128-byte inodes) while annexd is down, leaves size, mtime and
+// ctime as recorded: only the ctime can tell that such a write may hide,
+// so the record of the first copy must be racily clean by its ctime, and
+// the restart must hash the file again. (By the mtime alone, lookup said
+// current with the first copy's key, and the audit called the edit
+// corrupt.)
+func TestEditInTheCtimeTickOfItsHashWithTheMtimeSetBack(t *testing.T) {
+	t.Parallel()
+	needRoot(t, "mount loop images")
+	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20, MkfsArgs: []string{"-I", "128"}})
+	root := fs.Path("home")
+	writeAged(t, filepath.Join(root, "other"), 1, 4096)
+	f := filepath.Join(root, "f")
+	old := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	put := func(seed uint64) { // a cp -p: new bytes, the source's mtime
+		t.Helper()
+		writeRandom(t, f, seed, 4000)
+		if err := os.Chtimes(f, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctime := func() int64 {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Lstat(f, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ctim.Sec
+	}
+	base := dedupBase(t, auditConf)
+	d := startOn(t, base, root)
+	for attempt := 0; ; attempt++ {
+		if attempt == 10 {
+			t.Fatalf("never made the second copy in the first one's ctime second")
+		}
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 20*time.Millisecond)))
+		put(100 + uint64(attempt))
+		c1 := ctime()
+		if r := d.ctl("", "lookup", "--wait", f); r.code != 0 { // hashed on demand
+			t.Fatalf("lookup --wait of the first copy: exit %d %q %q", r.code, r.stdout, r.stderr)
+		}
+		d.stop()
+		put(200 + uint64(attempt))
+		if ctime() == c1 {
+			break
+		}
+		d = startOn(t, base, root)
+	}
+	sum := sumOf(t, f)
+	d = startOn(t, base, root)
+	if l := lookupJSON(t, d, f); l["state"] == "current" && !strings.HasSuffix(l["key"].(string), sum) {
+		t.Errorf("lookup of the file copied over while annexd was down: %v; its bytes are %s (a wrong key)", l, sum)
+	}
+	if code, run := auditRun(t, d, "--full-speed"); code == 4 || run.Counts["corrupt"] != 0 {
+		t.Errorf("audit: exit %d, %+v; an edit (a copy with its mtime kept) taken for rot", code, run)
+	}
+}
+
 // kill ends d with SIGKILL: an unclean end.
 func kill(t *testing.T, d *daemon) {
 	t.Helper()

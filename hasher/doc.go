@@ -25,7 +25,7 @@
 //
 // The before/after comparison cannot see a same-size rewrite within one tick
 // of the file system's timestamp clock: callers apply the racy-git rule
-// (re-verify records whose mtime and ctime are not older than their
-// hashing: store.RacilyClean). Files are
+// (re-verify records whose ctime is not older than their hashing:
+// store.RacilyClean). Files are
 // read with read(2), never mapped.
 package hasher

@@ -21,21 +21,24 @@ func Trusted(rec *Record, suspect []Span) bool {
 }
 
 // RacilyClean reports whether a write made after rec's hashing began could
-// have left the file's stat identity as rec holds it: both its mtime and
-// its ctime are not older than the start of the hashing (HashedAt) by more
-// than granNs, the file system's timestamp granularity (git's racy-git
-// rule). A write sets both to the time it is made, within a tick; so a
-// file whose ctime is older than its hashing by more than a tick cannot
-// have been written since with its identity unchanged, whatever its mtime
-// says. An mtime in the future (touch -d, a tar made where the clock ran
-// ahead, a camera's wrong clock) is never older than the hashing, and
-// taken alone it left such a record racily clean for ever: rehashed at
-// every start, and its rot taken for an edit. A record without a ctime
-// goes by its mtime.
+// have left the file's stat identity as rec holds it: its ctime is not
+// older than the start of the hashing (HashedAt) by more than granNs, the
+// file system's timestamp granularity (git's racy-git rule, by the ctime).
+// Every write sets the ctime to the time it is made, within a tick, and
+// user space cannot set it: a file whose ctime is older than its hashing
+// by more than a tick cannot have been written since with its identity
+// unchanged. The mtime says nothing here, as user space sets it at will:
+// an mtime in the future (touch -d, a tar made where the clock ran ahead,
+// a camera's wrong clock) is never older than the hashing, and taken alone
+// it left such a record racily clean for ever (rehashed at every start,
+// its rot taken for an edit); an mtime set back after a write (cp -p,
+// rsync -t, tar x) looks old while a second such write in the same ctime
+// tick leaves the identity unchanged. A record without a ctime goes by
+// its mtime.
 func RacilyClean(rec *Record, granNs int64) bool {
-	t := rec.MtimeNs
-	if rec.CtimeNs != 0 {
-		t = min(t, rec.CtimeNs)
+	t := rec.CtimeNs
+	if t == 0 {
+		t = rec.MtimeNs
 	}
 	return t >= rec.HashedAt-granNs
 }

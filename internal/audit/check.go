@@ -161,7 +161,7 @@ func (c *checker) noteScheduler(dev uint64) {
 func (c *checker) witness(f *Facts, path string) {
 	r := &f.Record
 	c.gran.Learn(f.Before.Dev, path)
-	f.Racy = racy(r, int64(c.gran.Of(f.Before.Dev)))
+	f.Racy = r.State == store.StateOK && racy(r, int64(c.gran.Of(f.Before.Dev)))
 	f.Seen = f.Seen || c.seen(path, f.Before, r)
 	if c.o.Crashes != nil {
 		f.Unclean = c.o.Crashes.Suspect(r)

@@ -117,8 +117,10 @@ type Facts struct {
 	// (Corrupt or Untraced; an unreadable finding, the class it replaced),
 	// or 0. A file still not ok keeps it.
 	Standing Class
-	// Racy: the recorded mtime lies within the file system's timestamp
-	// granularity of the hash time, so a write in that tick hides in stat.
+	// Racy: the record is ok and its ctime lies within the file system's
+	// timestamp granularity of the hash time, so a write in that tick
+	// hides in stat. A flagged record keeps the digest of bytes older than
+	// its identity (the file's now): the rule does not apply to it.
 	Racy bool
 	// Unclean: an unclean shutdown may have come after the record was
 	// committed and before the bytes it describes were on the disk
@@ -302,9 +304,9 @@ func onlyCtimeMoved(rec *store.Record, fi fsstat.FileInfo) bool {
 	return fsstat.OnFS(rec.Dev, fi) && rec.Ino == fi.Ino && rec.Size == fi.Size && rec.MtimeNs == fi.MtimeNs && rec.CtimeNs != fi.CtimeNs
 }
 
-// racy reports a racily clean record: its mtime and ctime are not older
-// than the start of its hashing by more than the file system's granularity
-// gran (store.RacilyClean).
+// racy reports a racily clean record: its ctime is not older than the
+// start of its hashing by more than the file system's granularity gran
+// (store.RacilyClean).
 func racy(rec *store.Record, granNs int64) bool {
 	return store.RacilyClean(rec, granNs)
 }

@@ -7,11 +7,11 @@
 //
 // A record is current when the file's (dev, ino, size, mtime_ns, ctime_ns)
 // from a fresh lstat equal the record's, its state is ok, and it is not racily
-// clean. A record is racily clean when the file's mtime and ctime are both not
-// older than the time its hashing started, within the file system's timestamp
-// granularity: a write in that same timestamp tick would leave the stat
-// identity unchanged (a write sets both; an mtime in the future alone does
-// not make a record racy, its ctime says when it last changed), so such a
+// clean. A record is racily clean when the file's ctime is not older than the
+// time its hashing started, within the file system's timestamp granularity: a
+// write in that same timestamp tick would leave the stat identity unchanged
+// (a write sets the ctime, which user space cannot set; the mtime it can, to
+// the future or back after a copy, and says nothing here), so such a
 // record is re-verified the next time the path is checked (git's
 // racy-git rule). A record hashed just before a run ended without closing
 // the index is re-verified the same way (store.Trusted): a power cut may

@@ -81,6 +81,7 @@ func TestLargeFileHashedAheadOfTheWalk(t *testing.T) {
 	h := &countingHasher{n: make(map[string]int)}
 	entered, release := h.hold(big)
 	open := sync.OnceFunc(func() { close(release) })
+	pastRacyTick() // the files are old: none waits for its ctime to age
 	e := newEnv(t, root, envOpts{h: h, noWatch: true, opts: Options{MaxPending: 8, WalkWorkers: 1}})
 	t.Cleanup(open) // before the indexer stops, when the test fails
 	select {
@@ -105,6 +106,7 @@ func TestLargeFileRecordedBeforeTheWalkMeetsIt(t *testing.T) {
 	h := &countingHasher{n: make(map[string]int)}
 	entered, release := h.hold(filepath.Join(root, "a/f00000")) // holds one of two workers
 	open := sync.OnceFunc(func() { close(release) })
+	pastRacyTick() // the files are old: none waits for its ctime to age
 	e := newEnv(t, root, envOpts{h: h, noWatch: true, opts: Options{MaxPending: 8, WalkWorkers: 1, Workers: 2}})
 	t.Cleanup(open) // before the indexer stops, when the test fails
 	<-entered
@@ -188,6 +190,7 @@ func TestEarlyFileRecordedBetweenLookupAndQueue(t *testing.T) {
 		}
 	}
 	openBig, openSmall := sync.OnceFunc(func() { close(releaseBig) }), sync.OnceFunc(func() { close(releaseSmall) })
+	pastRacyTick() // the files are old: none waits for its ctime to age
 	e := newEnv(t, root, envOpts{h: h, noWatch: true, opts: Options{MaxPending: 8, WalkWorkers: 1, Workers: 2}})
 	t.Cleanup(func() { openBig(); openSmall() })
 	select {
@@ -246,6 +249,7 @@ func TestEarlyFileCountsInDoneBytes(t *testing.T) {
 		}
 	}
 	openBig, openLater := sync.OnceFunc(func() { close(releaseBig) }), sync.OnceFunc(func() { close(releaseLater) })
+	pastRacyTick() // the files are old: none waits for its ctime to age
 	e := newEnv(t, root, envOpts{h: h, noWatch: true, opts: Options{MaxPending: 8, WalkWorkers: 1, Workers: 2}})
 	t.Cleanup(func() { openBig(); openLater() })
 	waitFor(t, "the walk to meet the large file while it is hashed", func() bool {
@@ -297,6 +301,7 @@ func TestScanNotHeldByChangingLargeFile(t *testing.T) {
 		_, err = f.Write([]byte{1})
 		must(t, errors.Join(err, f.Close(), os.Chtimes(grow, old, old)))
 	}
+	pastRacyTick() // the files are old: none waits for its ctime to age
 	e := newEnv(t, root, envOpts{h: h, noWatch: true, opts: Options{MaxPending: 8, WalkWorkers: 1}})
 	waitFor(t, "the scan to end while the large file keeps changing", func() bool { return e.ix.Progress().ScansCompleted > 0 })
 	if e.ix.m.early.Load() != 1 || e.ix.Progress().Retries == 0 {

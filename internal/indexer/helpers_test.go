@@ -559,6 +559,11 @@ func writeOld(t *testing.T, p, content string) {
 	must(t, os.Chtimes(p, old, old))
 }
 
+// pastRacyTick waits until the files written so far have ctimes older than
+// a local file system's racy tick: writeOld sets their mtimes back, but
+// the racy rule goes by the ctime (store.RacilyClean), which it cannot.
+func pastRacyTick() { time.Sleep(fsstat.FineGranularity + 10*time.Millisecond) }
+
 // watchStub stands in for the watcher's set-up in tests that run none:
 // each nil func waits for nothing, reports no write unread, or syncs
 // nothing.

@@ -22,6 +22,7 @@ import (
 // its record claims; the record takes the file's stat identity now.
 func uncleanIndex(t *testing.T, records map[string]string) string {
 	t.Helper()
+	pastRacyTick() // hashed after their last change, as the hasher does
 	dir := t.TempDir()
 	st, err := store.Open(filepath.Join(dir, "open.db"), store.Options{DataWindow: time.Hour})
 	must(t, err)

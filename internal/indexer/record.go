@@ -22,10 +22,10 @@ type ticks struct {
 // learn probes the granularity of the file system of dev, at path, once.
 func (t *ticks) learn(dev uint64, path string) { t.gran.Learn(dev, path) }
 
-// racy reports a racily clean record: the file's mtime and ctime are not
-// older than the start of its hashing by more than the file system's
-// timestamp granularity, so a later write in the same tick could have left
-// the identity unchanged (store.RacilyClean). A record hashed just before an unclean end is treated alike
+// racy reports a racily clean record: the file's ctime is not older than
+// the start of its hashing by more than the file system's timestamp
+// granularity, so a later write in the same tick could have left the
+// identity unchanged (store.RacilyClean). A record hashed just before an unclean end is treated alike
 // (store.Trusted): its file's bytes may never have reached the disk.
 func (t *ticks) racy(rec *store.Record) bool {
 	return t.racyTick(rec) || !store.Trusted(rec, t.suspect)
@@ -37,10 +37,9 @@ func (t *ticks) racyTick(rec *store.Record) bool {
 }
 
 // tooFresh returns how long to wait before hashing fi so that its record is
-// not racily clean, or 0: the older of its mtime and ctime must be older
-// than a tick (a future mtime counts by its ctime).
+// not racily clean, or 0: its ctime must be older than a tick.
 func (t *ticks) tooFresh(fi fsstat.FileInfo) time.Duration {
-	age := time.Duration(time.Now().UnixNano() - min(fi.MtimeNs, fi.CtimeNs))
+	age := time.Duration(time.Now().UnixNano() - fi.CtimeNs)
 	g := t.gran.Of(fi.Dev)
 	if age < 0 || age > g {
 		return 0
