@@ -26,6 +26,7 @@ func (s *Store) waitAll(ctx context.Context, items []item) error {
 	)
 	for _, it := range items {
 		wg.Add(1)
+		it.waited = true
 		it.done = func(err error) {
 			if err != nil {
 				mu.Lock()

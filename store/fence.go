@@ -254,7 +254,7 @@ func (s *Store) DropFenced(ctx context.Context, f *Fence, keep func(dev uint64) 
 	var n atomic.Int64
 	ch := make(chan error, 1)
 	s.submit(item{c: Change{Op: OpDeleteSubtree, Path: []byte(f.path), Fence: f, Keep: keep}, removed: &n,
-		done: func(err error) { ch <- err }})
+		done: func(err error) { ch <- err }, waited: true})
 	select {
 	case err := <-ch:
 		f.Lift()

@@ -81,7 +81,8 @@ func TestWriterBoundsGroupsByNodes(t *testing.T) {
 // While the caller says it works in bulk, a group waits BulkIdle for a
 // change that trickles in, so a cold first scan's changes, each after its
 // file's read, still make groups large enough to defer their digest
-// entries; once the bulk work ends, a lone change goes at MaxIdle again.
+// entries; a change whose caller waits, and once the bulk work ends a
+// lone change, goes at MaxIdle again.
 func TestBulkGroupsWaitForTrickles(t *testing.T) {
 	s := openTestAt(t, filepath.Join(t.TempDir(), "index.db"),
 		Options{MaxDelay: 2 * time.Second, MaxIdle: time.Millisecond, BulkIdle: 500 * time.Millisecond, NoSync: true})
@@ -110,6 +111,13 @@ func TestBulkGroupsWaitForTrickles(t *testing.T) {
 	bulk.Store(true)
 	if n := trickle("bulk"); n > 3 {
 		t.Errorf("bulk: 30 changes 5 ms apart made %d groups, want at most 3 (BulkIdle 500 ms)", n)
+	}
+	// A change its caller waits for (a lookup's hash, a scan's start) does
+	// not wait for more: its group goes at MaxIdle.
+	began := time.Now()
+	mustPut(t, s, "/r/waited", rec("waited", 1, 1, 99))
+	if took := time.Since(began); took > 250*time.Millisecond {
+		t.Errorf("a Put during bulk work took %v; want its group committed at MaxIdle, not BulkIdle (500 ms)", took)
 	}
 	bulk.Store(false)
 	if n := trickle("quiet"); n < 10 {

@@ -91,6 +91,7 @@ type item struct {
 	moved   *Moved        // receives what a move did
 	adopt   *Adoption     // the checks and change of an Adopt
 	survey  *surveyPut    // what opSurvey stores
+	waited  bool          // a caller waits for it (Put, SubmitAll, …): its group does not wait BulkIdle
 }
 
 // validate checks a change before it is queued.
@@ -188,6 +189,7 @@ func (s *Store) submit(it item) {
 func (s *Store) wait(ctx context.Context, it item) error {
 	ch := make(chan error, 1)
 	it.done = func(err error) { ch <- err }
+	it.waited = true
 	s.submit(it)
 	select {
 	case err := <-ch:
@@ -333,7 +335,9 @@ func (d *deferred) mergeLogged() {
 // third of a cold scan's changes went into groups too small to defer
 // their digest entries (deferMinGroup), each written into a random leaf
 // of the digest index, and the scan made twice the commits of a warm one.
-// A lone change during bulk work waits BulkIdle more at most. bulk is
+// A group holding a change its caller waits for (Put, SubmitAll, a
+// fenced drop: a scan's start, a lookup's hash) goes at MaxIdle still;
+// the changes submitted alone (Submit) wait BulkIdle more at most. bulk is
 // called once a group, from the writer; it must be cheap and safe to call
 // from any goroutine. Nil: never bulk.
 func (s *Store) SetBulk(bulk func() bool) {
@@ -363,11 +367,17 @@ func (s *Store) collect(ctx context.Context, first item) []item {
 	deadline := time.NewTimer(s.opts.MaxDelay)
 	defer deadline.Stop()
 	wait := s.groupIdle()
+	if first.waited {
+		wait = s.opts.MaxIdle
+	}
 	idle := time.NewTimer(wait)
 	defer idle.Stop()
 	for len(batch) < s.group.n {
 		if it, ok := s.q.pop(); ok {
 			batch = append(batch, it)
+			if it.waited {
+				wait = s.opts.MaxIdle
+			}
 			continue
 		}
 		idle.Reset(wait)
