@@ -98,7 +98,13 @@ func Buffers(count, size int) [][]byte {
 	b := make([]byte, span+HugePage)
 	skip := (HugePage - int(uintptr(unsafe.Pointer(unsafe.SliceData(b)))%HugePage)) % HugePage
 	block := b[skip : skip+span : skip+span]
-	_ = unix.Madvise(block, unix.MADV_HUGEPAGE) // best effort: ordinary pages work the same
+	// Best effort: ordinary pages work the same. Memory the heap had
+	// used before is mapped in ordinary pages already, which MADV_HUGEPAGE
+	// leaves as they are: MADV_COLLAPSE (Linux 6.1) makes them huge now
+	// (on a range none of whose pages is mapped yet it fails, and the
+	// first touch maps a huge page).
+	_ = unix.Madvise(block, unix.MADV_HUGEPAGE)
+	_ = unix.Madvise(block, unix.MADV_COLLAPSE)
 	bufs := make([][]byte, count)
 	for i := range bufs {
 		bufs[i] = block[i*size : (i+1)*size : (i+1)*size]
