@@ -86,7 +86,13 @@ func (r *streamReader) Read(p []byte) (int, error) {
 		_ = unix.Fadvise(r.f.fd, r.advised, prefetchWindow, unix.FADV_WILLNEED)
 		r.advised += prefetchWindow
 	}
-	n, err := r.f.read(p)
+	var n int
+	var err error
+	if r.f.cold != nil {
+		n, err = r.f.cold.read(p)
+	} else {
+		n, err = r.f.read(p)
+	}
 	r.left -= int64(n)
 	r.read += int64(n)
 	return n, err

@@ -19,8 +19,10 @@
 // that has free lanes rather than start a second one half empty. Callers
 // read the small files for the lanes, a few at a time
 // per device (Readers), with O_DIRECT when the page cache holds none of one;
-// the disk reads the start of a large file while it waits for a lane.
-// Streams is how many callers keep the lanes full. An idle Hasher costs no
+// the disk reads the start of a large file while it waits for a lane: a
+// cached one through the page cache, with read-ahead, and one the page cache
+// holds none of with O_DIRECT into buffers of huge pages, a chunk ahead of
+// the engine (coldstream.go; four at once, 16 MiB of buffers). Streams is how many callers keep the lanes full. An idle Hasher costs no
 // CPU. The zero Policy works; package hasher/calibrate measures a better one.
 //
 // The before/after comparison cannot see a same-size rewrite within one tick

@@ -215,7 +215,11 @@ func (h *Hasher) hashQueued(ctx context.Context, path string, b key.Backend, fi 
 	if err != nil {
 		return Result{}, err
 	}
-	j := &job{ctx: ctx, path: path, b: b, before: f.before, route: routeBatch, f: f, ahead: adviseStart(f), done: make(chan outcome, 1)}
+	ahead := f.before.Size // a cold stream reads ahead itself
+	if !f.startCold(h.ro) {
+		ahead = adviseStart(f)
+	}
+	j := &job{ctx: ctx, path: path, b: b, before: f.before, route: routeBatch, f: f, ahead: ahead, done: make(chan outcome, 1)}
 	h.coming.Add(1)
 	res, _, err := h.await(j)
 	return res, err

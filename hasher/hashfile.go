@@ -154,8 +154,9 @@ type stableFile struct {
 	path   string
 	fd     int
 	before fsstat.FileInfo
-	cache  cacheSeen // what cachestat(2) told of the file before reading, if asked
-	pages  uint64    // with cache: how many of its pages were in the page cache
+	cache  cacheSeen   // what cachestat(2) told of the file before reading, if asked
+	pages  uint64      // with cache: how many of its pages were in the page cache
+	cold   *coldStream // its direct reads ahead of a batch engine (coldstream.go)
 }
 
 // regularStat returns before, or an lstat of path when before is nil, and
@@ -231,7 +232,12 @@ func openNoFollowAt(dirfd int, name string) (int, error) {
 	}
 }
 
-func (f *stableFile) close() { unix.Close(f.fd) }
+func (f *stableFile) close() {
+	if f.cold != nil {
+		f.cold.close()
+	}
+	unix.Close(f.fd)
+}
 
 // readInto streams exactly before.Size bytes into h, checking ctx between
 // chunks. Reading stops at the recorded size: growth shows up in verify's
