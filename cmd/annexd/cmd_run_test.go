@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/annexd/annexd/api"
+	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/internal/testutil"
 )
 
@@ -241,10 +242,11 @@ func TestRunSecondInstanceAndSignal(t *testing.T) {
 		t.Errorf("second instance: exit %d, output:\n%s", code, out2)
 	}
 
-	// An old mtime keeps the record from being racily clean, so the
+	// A ctime a tick old keeps the record from being racily clean, so the
 	// restart re-hashes it only if the record was lost.
 	p := filepath.Join(e.root, "written-before-term")
 	writeOldFile(t, p, "x")
+	time.Sleep(fsstat.FineGranularity + 10*time.Millisecond)
 	if r := e.lookup(p); r.State != api.StateCurrent {
 		t.Fatalf("lookup: %+v", r)
 	}

@@ -61,13 +61,14 @@ func recordLostWrite(index, path string) int {
 
 // After a run that ended without closing the index, a record hashed just
 // before its end is hashed again even though the file's stat identity
-// still matches it (its mtime is an hour old, so it is not racily clean):
+// still matches it (hashed a tick after its ctime, so not racily clean):
 // the daemon reports the key of the bytes on disk, not the recorded one,
 // and the audit lists the lost write with both digests.
 func TestUncleanEndReverifiesTheLastRecords(t *testing.T) {
 	root := t.TempDir()
 	path := filepath.Join(root, "f.txt")
 	writeOld(t, path, "disk bytes") // as long as "lost bytes"
+	time.Sleep(fsstat.FineGranularity + 10*time.Millisecond)
 	cfg := testConfig(t, root)
 	if err := os.MkdirAll(filepath.Dir(cfg.Index), 0o700); err != nil {
 		t.Fatal(err)

@@ -39,7 +39,7 @@ var rank = map[string]int{
 	// The wiring, and the programs.
 	"internal/daemon": 4,
 	"cmd/annexd":      5, "cmd/annexctl": 5,
-	"bench/auditbench": 5, "bench/bareloop": 5, "bench/dedup": 5, "bench/gentree": 5, "scripts/testtime": 5,
+	"bench/auditbench": 5, "bench/bareloop": 5, "bench/directread": 5, "bench/dedup": 5, "bench/gentree": 5, "scripts/testtime": 5,
 }
 
 // TestImportsPointDown fails when a package imports one of its own rank or
