@@ -97,18 +97,31 @@ func TestColdSmallFilesReadDirect(t *testing.T) {
 	if direct.Load() != int64(len(paths)) || eng.fromMemory() != len(paths) {
 		t.Fatalf("%d direct reads, %d files in memory; want %d of each", direct.Load(), eng.fromMemory(), len(paths))
 	}
+	noneCached(t, paths)
+	hashCachedUncounted(t, h, paths[3], sums[3], direct)
+}
+
+// noneCached fails for each of paths the page cache holds pages of.
+func noneCached(t *testing.T, paths []string) {
+	t.Helper()
 	for _, p := range paths {
 		if n := cached(t, p); n != 0 {
-			t.Errorf("%s: %d pages cached after a direct read", filepath.Base(p), n)
+			t.Errorf("%s: %d pages cached after its direct reads", filepath.Base(p), n)
 		}
 	}
-	if _, err := os.ReadFile(paths[3]); err != nil { // now cached
+}
+
+// hashCachedUncounted reads path into the page cache, hashes it again
+// and fails unless count stays 0: a cached file is read the usual way.
+func hashCachedUncounted(t *testing.T, h *Hasher, path string, sum [32]byte, count *atomic.Int64) {
+	t.Helper()
+	if _, err := os.ReadFile(path); err != nil {
 		t.Fatal(err)
 	}
-	direct.Store(0)
-	hashAll(t, h, paths[3:4], sums[3:4])
-	if direct.Load() != 0 {
-		t.Errorf("a cached file was read directly")
+	count.Store(0)
+	hashAll(t, h, []string{path}, [][32]byte{sum})
+	if n := count.Load(); n != 0 {
+		t.Errorf("%s, cached, read directly (%d)", filepath.Base(path), n)
 	}
 }
 
