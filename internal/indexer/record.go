@@ -25,8 +25,9 @@ func (t *ticks) learn(dev uint64, path string) { t.gran.Learn(dev, path) }
 // racy reports a racily clean record: the file's ctime is not older than
 // the start of its hashing by more than the file system's timestamp
 // granularity, so a later write in the same tick could have left the
-// identity unchanged (store.RacilyClean). A record hashed just before an unclean end is treated alike
-// (store.Trusted): its file's bytes may never have reached the disk.
+// identity unchanged (store.RacilyClean). A record hashed just before an
+// unclean end is treated alike (store.Trusted): its file's bytes may never
+// have reached the disk.
 func (t *ticks) racy(rec *store.Record) bool {
 	return t.racyTick(rec) || !store.Trusted(rec, t.suspect)
 }
