@@ -1,7 +1,6 @@
 package hasher
 
 import (
-	"errors"
 	"sync"
 
 	"github.com/annexd/annexd/internal/directio"
@@ -9,10 +8,11 @@ import (
 
 // A large file for the lanes none of whose pages is in the page cache (a
 // cold first scan) is read with O_DIRECT, ahead of the engine, into
-// buffers of huge pages, as the audit reads: through the page cache with
-// read-ahead the same files cost the machine five to seven times the CPU
-// of the kernel's work, and the page cache kept bytes a scan reads once
-// (BENCHMARKS.md). A goroutine of the file's reads coldChunk bytes at a
+// buffers of huge pages, as the audit reads, rather than through the page
+// cache with read-ahead, which the kernel pays for in CPU and which keeps
+// bytes a scan reads once: a cold first scan of the benchmark corpus took
+// 6.27 s against 7.76 s (medians of 5 alternated rounds, bench/cold_ab.sh;
+// BENCHMARKS.md). A goroutine of the file's reads coldChunk bytes at a
 // time into coldBufs buffers, one read ahead of the engine, which copies
 // out of them as it copies out of the page cache. At most coldStreams
 // files are read so at once; the others, and every file that cannot be
@@ -55,8 +55,9 @@ type coldStream struct {
 
 // startCold starts reading f as a cold stream, and reports whether it did:
 // f must go direct (goesDirect), a slot must be free, and its first read
-// must succeed, made here, so that a device that refuses direct reads
-// leaves f as it was, for a buffered read from the start.
+// must succeed, made here. When it fails (a device that refuses direct
+// reads, an I/O error, a file cut short), f is left as it was, for a
+// buffered read from the start, which meets the same error or change.
 func (f *stableFile) startCold(o readOpts) bool {
 	if f.before.Size <= coldChunk || !f.goesDirect(o) {
 		return false
@@ -80,12 +81,8 @@ func (f *stableFile) startCold(o readOpts) bool {
 	if first.err != nil {
 		coldPool.Put(bufs)
 		<-coldSlots
-		if errors.Is(first.err, directio.ErrRefused) {
-			_ = df.Close() // O_DIRECT off again: read the usual way
-			return false
-		}
-		f.cold = &coldStream{f: f, df: df, err: first.err, done: closedChan}
-		return true
+		_ = df.Close() // O_DIRECT off again: read the usual way
+		return false
 	}
 	s := &coldStream{f: f, df: df, bufs: bufs, full: make(chan coldChunkRead, coldBufs), free: make(chan []byte, coldBufs),
 		stop: make(chan struct{}), done: make(chan struct{})}
@@ -100,8 +97,6 @@ func (f *stableFile) startCold(o readOpts) bool {
 	f.cold = s
 	return true
 }
-
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // readChunk reads the chunk of f at off into buf.
 func (f *stableFile) readChunk(df *directio.File, buf []byte, off int64) coldChunkRead {
@@ -166,9 +161,6 @@ func (s *coldStream) read(p []byte) (int, error) {
 // close stops the reads, waits for the one in flight, and lets go of the
 // buffers and the slot. O_DIRECT stays set: f is only checked and closed.
 func (s *coldStream) close() {
-	if s.stop == nil { // failed at its first read: nothing runs
-		return
-	}
 	close(s.stop)
 	<-s.done
 	coldPool.Put(s.bufs)
