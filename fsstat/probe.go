@@ -27,7 +27,11 @@ const (
 )
 
 // Granularity returns the timestamp granularity of the file system holding
-// path, read with statfs.
+// path, read with statfs, and from path's ctime: a file system that keeps
+// whole seconds (ext4 with 128-byte inodes, ext3) gives every ctime no
+// nanoseconds, which user space cannot set, and gets SafeGranularity. A
+// fine file system whose ctime falls on a whole second (one in 10^9) is
+// taken for a coarse one: a second's wait, never a missed write.
 func Granularity(path string) (time.Duration, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(path, &st); err != nil {
@@ -37,6 +41,10 @@ func Granularity(path string) (time.Duration, error) {
 	case msdosMagic, exfatMagic:
 		return FATGranularity, nil
 	case fuseMagic, smbMagic, cifsMagic, nfsMagic:
+		return SafeGranularity, nil
+	}
+	var fi unix.Stat_t
+	if err := unix.Lstat(path, &fi); err == nil && fi.Ctim.Nsec == 0 {
 		return SafeGranularity, nil
 	}
 	return FineGranularity, nil
