@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/key"
@@ -230,6 +232,9 @@ func (c *checker) record(j *job) (store.Record, bool, error) {
 // hash hashes the file, open as f unless f is nil, and records the result
 // as judged against p, the file's prior record (nil: none).
 func (c *checker) hash(ctx context.Context, j job, fi fsstat.FileInfo, p *prior, f *hasher.File) {
+	if p != nil && displaceable(&p.rec) {
+		fromDevice(j.path)
+	}
 	start := time.Now()
 	var res hasher.Result
 	var err error
@@ -426,6 +431,23 @@ func (c *checker) drop(ctx context.Context, j job, s shape) bool {
 	}
 	c.recheck(j)
 	return false
+}
+
+// fromDevice drops the clean pages of the file at path from the page
+// cache, so that its next read comes from the device. A flagged record's
+// finding was made from the device (the audit reads with O_DIRECT); a page
+// cache that still holds the good bytes read before the rot would give
+// its recorded digest back to a hash that reads through it (after a chmod,
+// a move out of the roots and back), and the finding would go with a key
+// the disk no longer holds. Dirty pages stay: they are a write, and an
+// edit is one.
+func fromDevice(path string) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return // the hash meets what keeps it from opening the file
+	}
+	_ = unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
+	unix.Close(fd)
 }
 
 // keepFlaggedUnder keeps, under their inodes, the flagged records at and
