@@ -524,6 +524,114 @@ func TestEditInTheCtimeTickOfItsHashWithTheMtimeSetBack(t *testing.T) {
 	}
 }
 
+// On ext4 with 128-byte inodes the timestamps have whole seconds. A file
+// hashed 200 ms into its ctime's second and rewritten with the same size in
+// that same second, while annexd is down, keeps size, mtime and ctime: its
+// record must be racily clean by a tick of a second (fsstat.Granularity),
+// and the restart hash it again. (With the 100 ms tick of nanosecond file
+// systems, lookup said current with the old key and the audit called the
+// edit corrupt.)
+func TestEditInTheSecondOfItsHashOnWholeSecondTimestamps(t *testing.T) {
+	t.Parallel()
+	needRoot(t, "mount loop images")
+	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20, MkfsArgs: []string{"-I", "128"}})
+	root := fs.Path("home")
+	writeAged(t, filepath.Join(root, "other"), 1, 4096)
+	f := filepath.Join(root, "f")
+	ctime := func() int64 {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Lstat(f, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ctim.Sec
+	}
+	base := dedupBase(t, auditConf)
+	d := startOn(t, base, root)
+	for attempt := 0; ; attempt++ {
+		if attempt == 10 {
+			t.Fatalf("never made the second write in the first one's ctime second")
+		}
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 10*time.Millisecond)))
+		writeRandom(t, f, 100+uint64(attempt), 4000)
+		c1 := ctime()
+		time.Sleep(200 * time.Millisecond) // the ctime second is 200 ms old: past the 100 ms tick
+		if r := d.ctl("", "lookup", "--wait", f); r.code != 0 {
+			t.Fatalf("lookup --wait of the first version: exit %d %q %q", r.code, r.stdout, r.stderr)
+		}
+		d.stop()
+		writeRandom(t, f, 200+uint64(attempt), 4000) // a plain same-size rewrite
+		if ctime() == c1 {
+			break
+		}
+		d = startOn(t, base, root)
+	}
+	sum := sumOf(t, f)
+	d = startOn(t, base, root)
+	if l := lookupJSON(t, d, f); l["state"] == "current" && !strings.HasSuffix(l["key"].(string), sum) {
+		t.Errorf("lookup of the file rewritten in the second of its hash: %v; its bytes are %s (a wrong key)", l, sum)
+	}
+	if code, run := auditRun(t, d, "--full-speed"); code == 4 || run.Counts["corrupt"] != 0 {
+		t.Errorf("audit: exit %d, %+v; a plain rewrite taken for rot", code, run)
+	}
+}
+
+// A file the audit found corrupt (it reads the device) whose good bytes the
+// page cache still holds keeps its finding when the indexer hashes it
+// again, after a chmod or a move out of the roots and back: the hash reads
+// the device too. (Through the page cache it gave the recorded digest
+// back: the file went current with a key the disk no longer holds.)
+func TestFlaggedFileRehashedWithItsGoodBytesCached(t *testing.T) {
+	t.Parallel()
+	needRoot(t, "mount loop images")
+	fs := loopfs.New(t, loopfs.XFS, loopfs.Options{Size: 300 << 20})
+	root := fs.Path("home")
+	chmodded := filepath.Join(root, "chmodded")
+	moved := filepath.Join(root, "moved")
+	out := fs.Path("outside")
+	for i, p := range []string{chmodded, moved, filepath.Join(root, "other")} {
+		writeAged(t, p, 70+uint64(i), 64<<10)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	base := dedupBase(t, auditConf)
+	d := startOn(t, base, root)
+	keys := map[string]string{}
+	for _, p := range []string{chmodded, moved} {
+		keys[p] = lookupJSON(t, d, p)["key"].(string)
+		if _, err := os.ReadFile(p); err != nil { // its good pages in the cache
+			t.Fatal(err)
+		}
+	}
+	fs.Sync(t)
+	fs.FlipByteUnderCache(t, chmodded, 100)
+	fs.FlipByteUnderCache(t, moved, 100)
+	if code, run := auditRun(t, d, "--full-speed"); code != 4 || run.Counts["corrupt"] != 2 {
+		t.Fatalf("audit run: exit %d, %+v; want two files corrupt", code, run)
+	}
+	if err := os.Chmod(chmodded, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	away := filepath.Join(out, "moved")
+	if err := os.Rename(moved, away); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if err := os.Rename(away, moved); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	for _, p := range []string{chmodded, moved} {
+		l := lookupJSON(t, d, p)
+		disk := directSum(t, p)
+		if l["state"] == "current" && !strings.HasSuffix(l["key"].(string), hex.EncodeToString(disk[:])) {
+			t.Errorf("%s: %v after its finding; the device holds bytes of digest %x (the rot), the key is the one the audit found rotten (%s)",
+				filepath.Base(p), l, disk, keys[p])
+		}
+	}
+}
+
 // kill ends d with SIGKILL: an unclean end.
 func kill(t *testing.T, d *daemon) {
 	t.Helper()
