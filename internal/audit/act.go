@@ -69,7 +69,7 @@ func (a *Auditor) worker(ctx context.Context, r *run, lanes *mbsha256.Lanes, chu
 		if ctx.Err() != nil {
 			continue
 		}
-		out := a.check(ctx, rd, &d)
+		out := a.check(ctx, rd, &d, func() bool { return a.metBefore(r, string(d.Path)) })
 		if testHookBeforeAct != nil {
 			testHookBeforeAct(string(d.Path), out.v)
 		}
@@ -77,6 +77,13 @@ func (a *Auditor) worker(ctx context.Context, r *run, lanes *mbsha256.Lanes, chu
 			left.Add(1)
 		}
 	}
+}
+
+// metBefore reports whether the run met path before and left it undecided.
+func (a *Auditor) metBefore(r *run, path string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return r.attempts[path] > 0
 }
 
 // recorder acts on a verdict: it writes the record and the entry, hands

@@ -47,7 +47,7 @@ func (c *checker) noteIO(s string) {
 
 // check gathers the witnesses of one file, reading it as often as
 // Classify asks.
-func (c *checker) check(ctx context.Context, rd *reader, d *store.Due) outcome {
+func (c *checker) check(ctx context.Context, rd *reader, d *store.Due, again func() bool) outcome {
 	path := string(d.Path)
 	out := outcome{f: Facts{Record: d.Record}}
 	f := &out.f
@@ -57,6 +57,7 @@ func (c *checker) check(ctx context.Context, rd *reader, d *store.Due) outcome {
 	}
 	if gone(f.BeforeErr) {
 		f.Away = fsstat.Away(path, d.Record.Dev)
+		c.noteSettling(f, again)
 	}
 	if f.BeforeErr == nil && f.Before.IsRegular() && !sameIdentity(&d.Record, f.Before) {
 		f.OpenErr = probeOpen(path)
@@ -80,14 +81,30 @@ func (c *checker) check(ctx context.Context, rd *reader, d *store.Due) outcome {
 			out.readAt = time.Now().UnixNano()
 			f.First = c.readOnce(ctx, rd, path, f.Before, d.Record.Backend, false)
 			c.witness(f, path)
-			f.Away = f.Away || gone(f.First.Err) && fsstat.Away(path, d.Record.Dev)
+			if gone(f.First.Err) {
+				f.Away = f.Away || fsstat.Away(path, d.Record.Dev)
+				c.noteSettling(f, again)
+			}
 		case ReadAgain:
 			f.Second = c.readOnce(ctx, rd, path, f.Before, d.Record.Backend, true)
-			f.Away = f.Away || gone(f.Second.Err) && fsstat.Away(path, d.Record.Dev)
+			if gone(f.Second.Err) {
+				f.Away = f.Away || fsstat.Away(path, d.Record.Dev)
+				c.noteSettling(f, again)
+			}
 		case SyncLedger:
 			f.Synced, f.SyncErr = true, c.syncLedger(ctx)
 			f.Seen = f.Seen || c.seen(path, f.Before, &d.Record)
 		}
+	}
+}
+
+// noteSettling notes, for a file found gone, whether the index may not
+// say why yet (Facts.Settling): the run meets the path for the first
+// time (again reports whether it met it before), or the indexer has
+// changes on their way.
+func (c *checker) noteSettling(f *Facts, again func() bool) {
+	if c.o.Indexer != nil && !f.Away && !f.Busy {
+		f.Settling = !again() || c.o.Indexer.Settling()
 	}
 }
 

@@ -99,6 +99,14 @@ type Facts struct {
 	OpenErr error
 	// Busy: the indexer holds the path.
 	Busy bool
+	// Settling: the path is gone, before or while it was read, and the
+	// index may not say why yet: the run meets it for the first time, or
+	// the indexer has changes on their way to it (Indexer.Settling). A
+	// file renamed just before the audit reached it is gone from a path
+	// whose record the indexer moves moments later: counted missing
+	// there, it would be counted twice, and handed to the indexer as
+	// removed, its move undone.
+	Settling bool
 	// Away: the path is gone, before or while it was read, and so is the
 	// record's file system from the nearest folder above it that exists
 	// (unmounted, or a disk pulled).
@@ -190,6 +198,8 @@ func Classify(f *Facts) Verdict {
 		return Verdict{Class: Retry, Why: "its file system is not mounted at its path"}
 	case gone(f.BeforeErr) && f.Busy:
 		return Verdict{Class: Busy, Why: "gone, and the indexer holds it"}
+	case gone(f.BeforeErr) && f.Settling:
+		return Verdict{Class: Retry, Why: "gone; looked at again once the indexer has caught up (a rename?)"}
 	case gone(f.BeforeErr):
 		return Verdict{Class: Missing, Why: "gone"}
 	case f.BeforeErr != nil:
@@ -262,6 +272,8 @@ func readVerdict(f *Facts, r *Read) (Verdict, bool) {
 		return Verdict{Class: Modified, Why: "changed while read"}, true
 	case gone(r.Err) && f.Away:
 		return Verdict{Class: Retry, Why: "its file system was unmounted while it was read"}, true
+	case gone(r.Err) && f.Settling:
+		return Verdict{Class: Retry, Why: "gone while read; looked at again once the indexer has caught up"}, true
 	case gone(r.Err):
 		return Verdict{Class: Missing, Why: "gone while read"}, true
 	case r.Err != nil:

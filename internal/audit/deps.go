@@ -38,6 +38,10 @@ type Indexer interface {
 	Changed(ctx context.Context, path string)
 	// Busy reports whether the path is in the indexer's pipeline.
 	Busy(path string) bool
+	// Settling reports whether changes are on their way to the pipeline
+	// (the watcher's events, removals, scans): a file gone from its path
+	// may have moved, and the index say so only once they have passed.
+	Settling() bool
 	// Bulk reports that the indexer works in bulk: a walk, or many
 	// changes queued (the audit waits then).
 	Bulk() bool

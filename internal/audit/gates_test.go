@@ -16,6 +16,7 @@ type fakeIdle struct{ busy atomic.Bool }
 
 func (f *fakeIdle) Bulk() bool                      { return f.busy.Load() }
 func (f *fakeIdle) Busy(string) bool                { return false }
+func (f *fakeIdle) Settling() bool                  { return false }
 func (f *fakeIdle) Changed(context.Context, string) {}
 
 func writeTree(t *testing.T, root string, files map[string]string) {

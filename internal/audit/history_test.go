@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/annexd/annexd/store"
+	"github.com/annexd/annexd/watcher"
 )
 
 // The passes completed are kept in the index, oldest first, with what
@@ -151,6 +154,86 @@ func TestPassCountsARenamedFileOnce(t *testing.T) {
 	if renamed != 4 || l.Files != 40 || sum+l.Unread != 40 || l.Counts["missing"] != 0 || l.Counts["ok"] < 36 {
 		t.Fatalf("%d renamed; pass summary %+v: counted %d and %d unread; want 40 files, 36 or more ok, none missing",
 			renamed, l, sum, l.Unread)
+	}
+}
+
+// heldSource is a watcher's hand-off whose events the test sends, and
+// which says it holds changes back while held is set.
+type heldSource struct {
+	ch      chan watcher.Event
+	emitted atomic.Uint64
+	held    atomic.Bool
+}
+
+func (s *heldSource) Events() <-chan watcher.Event { return s.ch }
+func (s *heldSource) Emitted() uint64              { return s.emitted.Load() }
+func (s *heldSource) Pending() int {
+	if s.held.Load() {
+		return 1
+	}
+	return 0
+}
+
+func (s *heldSource) send(evs ...watcher.Event) {
+	for _, ev := range evs {
+		s.emitted.Add(1)
+		s.ch <- ev
+	}
+}
+
+// A file renamed just before the audit reaches it, whose events the
+// watcher still holds: the audit finds it gone at a path where the index
+// still has its record. It looks again once the indexer has caught up,
+// and counts the file at its new name: not missing at the old one, and
+// not handed to the indexer as removed, which would undo the move and
+// hash the file again as new.
+func TestPassCountsAFileRenamedAheadOfTheIndexerOnce(t *testing.T) {
+	root := t.TempDir()
+	paths := writeFiles(t, root, 10)
+	e := newEnv(t, root, envOptions())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	src := &heldSource{ch: make(chan watcher.Event, 4)}
+	go func() { _ = e.ix.Follow(ctx, src) }()
+	old, now := paths[0], paths[0]+".renamed"
+	src.held.Store(true) // the watcher holds the rename's events
+	if err := os.Rename(old, now); err != nil {
+		t.Fatal(err)
+	}
+	hashed := e.ix.Progress().FilesHashed
+	release := sync.OnceFunc(func() {
+		src.send(watcher.Event{Kind: watcher.Removed, Path: old}, watcher.Event{Kind: watcher.Changed, Path: now})
+		src.held.Store(false)
+	})
+	var looks atomic.Int32
+	testHookBeforeAct = func(path string, v Verdict) {
+		// The first look finds the path gone for the first time, the
+		// second while the watcher holds changes: then it lets them go.
+		if path == old && looks.Add(1) == 2 {
+			release()
+		}
+	}
+	t.Cleanup(func() { testHookBeforeAct = nil })
+	s := e.run(StartOptions{FullSpeed: true})
+	release()
+	e.settle()
+	if n := looks.Load(); n < 2 {
+		t.Errorf("the audit looked at the old path %d times; want 2 or more", n)
+	}
+	if s.Counts["missing"] != 0 || e.a.Status().Totals["missing"] != 0 {
+		t.Errorf("the run counts %v, the totals %v; want none missing", s.Counts, e.a.Status().Totals)
+	}
+	l := e.a.Status().Last
+	var sum int64
+	for _, n := range l.Counts {
+		sum += n
+	}
+	if l.Files != 10 || sum+l.Unread != 10 || l.Counts["missing"] != 0 {
+		t.Errorf("pass summary %+v: counted %d and %d unread of 10; want none missing", l, sum, l.Unread)
+	}
+	if r := e.record(now); r.State != store.StateOK || e.ix.Progress().FilesHashed != hashed {
+		t.Errorf("the renamed file: %+v, %d files hashed again; want its record moved, none hashed",
+			r, e.ix.Progress().FilesHashed-hashed)
 	}
 }
 
