@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/annexd/annexd/internal/loopfs"
 	"github.com/annexd/annexd/internal/testutil"
 	"github.com/annexd/annexd/store"
@@ -237,4 +239,59 @@ func killChild(t *testing.T, index, root, step string, after int, delay time.Dur
 		return 5 * time.Millisecond
 	}
 	return max(mean, time.Millisecond)
+}
+
+// A file system shut down in the middle of a relink, the daemon running
+// on (an I/O error, a disk gone, XFS shutting itself down): the step's
+// names answer EIO. That is no file of someone else's at the temporary
+// name: the step stays in the journal, and the recovery after the file
+// system is back settles it, leaving no temporary name (it was dropped,
+// the old copy left for ever at a hidden name, when EIO counted as a
+// foreign file).
+func TestStepCutByAShutdownIsLeftForRecovery(t *testing.T) {
+	fs := loopfs.New(t, loopfs.XFS, loopfs.Options{Size: 300 << 20})
+	root := fs.Path("tree")
+	data := content(7, 64<<10)
+	files := map[string][]byte{"a/one": data, "a/two": data}
+	for name, b := range files {
+		writeFile(t, filepath.Join(root, name), b)
+	}
+	index := filepath.Join(t.TempDir(), "index.db")
+	recordClosed(t, index, root, files)
+	var cut sync.Once
+	testHookStep = func(s string) {
+		if s == "exchanged" {
+			cut.Do(func() {
+				syncFS(t, root) // the exchange on disk
+				fs.Shutdown(t)
+			})
+		}
+	}
+	t.Cleanup(func() { testHookStep = nil })
+	withStore(t, index, func(st *store.Store) {
+		d := New(st, Options{Intents: NewMetaIntents(st)})
+		req := Request{PlanOptions: PlanOptions{Mode: Hardlink, Paths: [][]byte{[]byte(root)}}}
+		plan, err := d.Plan(context.Background(), req)
+		must(t, err)
+		res, err := d.Apply(context.Background(), plan, req)
+		if err != nil || res.Skipped[SkipError] != 1 {
+			t.Errorf("apply: %v, skipped %v; want the step skipped with an error", err, res.Skipped)
+		}
+	})
+	testHookStep = nil
+	fs.Unmount(t)
+	fs.Mount(t)
+	if left := recoverClosed(t, index, root, files); left != 1 {
+		t.Errorf("%d steps were left for recovery; want the one cut", left)
+	}
+	assertNoTemp(t, root)
+}
+
+// syncFS flushes the file system that holds path: data, metadata, log.
+func syncFS(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	must(t, err)
+	defer f.Close()
+	must(t, unix.Syncfs(int(f.Fd())))
 }

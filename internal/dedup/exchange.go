@@ -389,20 +389,25 @@ const (
 	holdsKeeper                // the keeper
 	holdsTarget                // the old copy
 	holdsOther                 // another file, or not a regular file
+	holdsUnknown               // it cannot be looked at now (an I/O error, a file system shut down)
 )
 
 // who says what name in the directory dfd holds, by inode number on the
-// directory's own file system, compared at this moment.
+// directory's own file system, compared at this moment. A name that
+// cannot be looked at is unknown, not another file: a file system shut
+// down under a step answers EIO, and the step is settled once it is back.
 func who(dfd int, name string, in *Intent) holder {
 	var dst, st unix.Stat_t
 	if unix.Fstat(dfd, &dst) != nil {
-		return holdsOther
+		return holdsUnknown
 	}
 	err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return holdsNothing
-	case err != nil, st.Dev != dst.Dev, st.Mode&unix.S_IFMT != unix.S_IFREG:
+	case err != nil:
+		return holdsUnknown
+	case st.Dev != dst.Dev, st.Mode&unix.S_IFMT != unix.S_IFREG:
 		return holdsOther
 	case st.Ino == in.Keeper:
 		return holdsKeeper
@@ -421,7 +426,11 @@ const (
 	undo                    // exchange the names back, then remove the keeper's extra link
 	keepBoth                // leave the name; give the old copy a visible name next to it
 	leave                   // a file the step did not make is at the temporary name
+	unsure                  // a name cannot be looked at: left for recovery
 )
+
+// errUnsure reports a step whose names cannot be looked at now.
+var errUnsure = errors.New("what the step's names hold cannot be told now (an I/O error?): left for recovery")
 
 // state is what settling a step looks at.
 type state struct {
@@ -445,7 +454,10 @@ type state struct {
 //     exchange left it: whoever touched the copy found it by its name;
 //   - when both were touched, neither can go back without moving what was
 //     done to the other, so the name keeps the keeper and the old copy is
-//     kept beside it under a visible name.
+//     kept beside it under a visible name;
+//   - a name that cannot be looked at (its file system shut down under the
+//     step) leaves the step in the journal, for the recovery once it is
+//     back.
 func decide(s state) verdict {
 	switch s.temp {
 	case holdsNothing:
@@ -454,8 +466,12 @@ func decide(s state) verdict {
 		return dropTemp
 	case holdsOther:
 		return leave
+	case holdsUnknown:
+		return unsure
 	}
 	switch {
+	case s.name == holdsUnknown:
+		return unsure
 	case s.name == holdsTarget, s.targetClean:
 		// The name holds the old copy too, or the old copy is as it was.
 		return dropTemp
@@ -479,6 +495,8 @@ func carryOut(dfd int, in *Intent, v verdict) (kept string, err error) {
 			return "", fmt.Errorf("%w: after the exchange back, %s does not hold the keeper", ErrForeign, in.Temp)
 		}
 		return "", unlinkAt(dfd, in.Temp)
+	case unsure:
+		return "", errUnsure
 	case keepBoth:
 		kept = keptName(in)
 		if err := unix.Renameat2(dfd, in.Temp, dfd, kept, unix.RENAME_NOREPLACE); err != nil {
