@@ -98,11 +98,21 @@ func decodeRun(b []byte) (Run, error) {
 // with bytes other than the ones hashed, under the same stat identity.
 func suspectAfter(prev Run, bootID string) []Span {
 	spans := slices.Clone(prev.Suspect)
-	if !prev.Clean || prev.BootID == "" || prev.BootID != bootID {
-		last := prev.LastCommit.UnixNano()
-		spans = append(spans, Span{From: last - int64(prev.Window), To: last})
+	if cut, ok := cutShort(prev, bootID); ok {
+		spans = append(spans, cut)
 	}
 	return mergeSpans(spans)
+}
+
+// cutShort reports whether prev ended without its data surely on disk
+// (it did not close the index, or the machine was restarted since), and
+// the span before its last commit whose work a power cut may have undone.
+func cutShort(prev Run, bootID string) (Span, bool) {
+	if prev.Clean && prev.BootID != "" && prev.BootID == bootID {
+		return Span{}, false
+	}
+	last := prev.LastCommit.UnixNano()
+	return Span{From: last - int64(prev.Window), To: last}, true
 }
 
 // mergeSpans sorts spans, joins those that overlap, and merges the two
@@ -180,6 +190,16 @@ func (s *runMarker) beginRun() error {
 			if !prev.Clean {
 				s.log.Warn("store: the last run did not close the index; re-verifying the records it hashed last",
 					"last_commit", prev.LastCommit, "window", prev.Window)
+			}
+			if cut, ok := cutShort(prev, cur.BootID); ok {
+				n, err := dropSurveysIn(tx, cut)
+				if err != nil {
+					return err
+				}
+				if n > 0 {
+					s.log.Info("store: dropped the block surveys made just before the last run ended; they are made again",
+						"surveys", n)
+				}
 			}
 		}
 		s.run = cur

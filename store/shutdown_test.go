@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/annexd/annexd/key"
 )
 
 func TestRunMarkerRoundTrip(t *testing.T) {
@@ -212,4 +214,45 @@ func reopen(t *testing.T, path string, opts Options) *Store {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// The block surveys a run made within the data window before it ended
+// without closing the index are dropped at the next open, with their
+// counters: a power cut may have taken back the sharing they saw (a
+// reflink deduplication the file system's log lost), which no record
+// shows. An older survey stays.
+func TestSurveysOfACutRunDropped(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "index.db")
+	opts := Options{DataWindow: time.Minute}
+	s, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWriter(t, s)
+	r, sv, seen := surveyFixture(t, s)
+	cut := func(at time.Time) [3]int64 {
+		t.Helper()
+		sv.At = at.UnixNano()
+		if err := s.PutSurvey(ctx, key.SHA256E, r.Digest, sv, seen); err != nil {
+			t.Fatal(err)
+		}
+		stop() // the writer stops without closing, as a killed process does
+		if err := s.db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s, stop = reopenFeed(t, path, opts)
+		mustCheck(t, s)
+		return surveyStats(t, s)
+	}
+	if got := cut(time.Now().Add(-time.Hour)); got[0] != 1 || got[2] != 1024 {
+		t.Errorf("a survey made before the window: surveyed, duplicate, reclaimable %v; want it kept", got)
+	}
+	if got := cut(time.Now()); got != [3]int64{} {
+		t.Errorf("a survey made within the window: surveyed, duplicate, reclaimable %v; want it dropped", got)
+	}
+	stop()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

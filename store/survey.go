@@ -511,3 +511,37 @@ func checkSurveys(tx *bolt.Tx, rep *Report, c *counters) {
 		return nil
 	})
 }
+
+// dropSurveysIn drops, in tx, the surveys made within span, with their
+// counters, and returns how many. They may describe blocks a power cut
+// took back: a reflink deduplication, or an unsharing write, that the
+// file system's log had not committed, which no record shows. What is
+// dropped is surveyed again.
+func dropSurveysIn(tx *bolt.Tx, span Span) (int, error) {
+	b := tx.Bucket(codec.BucketSurveys)
+	if b == nil {
+		return 0, nil
+	}
+	var keys [][]byte
+	_ = b.ForEach(func(k, v []byte) error {
+		if s, _, _, err := decodeSurvey(v); err == nil && span.Contains(s.At) {
+			keys = append(keys, slices.Clone(k))
+		}
+		return nil // a survey that does not decode is Check's to report
+	})
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	meta := tx.Bucket(codec.BucketMeta)
+	c, err := decodeCounters(meta.Get(codec.MetaCounters))
+	if err != nil {
+		return 0, err
+	}
+	t := txSurveys{tx: tx, c: &c}
+	for _, k := range keys {
+		if err := t.dropAt(k); err != nil {
+			return 0, err
+		}
+	}
+	return len(keys), meta.Put(codec.MetaCounters, c.encode())
+}
