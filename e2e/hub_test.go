@@ -622,6 +622,34 @@ func hubWrongCredentials(t *testing.T, s *hubSetup) {
 		t.Errorf("the intruder's file reached the hub: exit %d\n%s", r.code, r.stdout)
 	}
 	matchAll(t, "after the intruder", s.nas, s.hosts(), nil)
+	hubOtherHostsCredentials(t, s)
+}
+
+// hubOtherHostsCredentials: valid credentials under another host's name
+// (the laptop's seed named the desktop) connect, and the hub refuses all
+// they send and subscribe to. The host says so, as for a wrong password:
+// not connected, refused, and queries fail saying why, not after a
+// timeout as if the hub were away.
+func hubOtherHostsCredentials(t *testing.T, s *hubSetup) {
+	bad := newHubHost(t, s.dir, "borrowed", map[string]string{"borrowed.txt": "under another name"})
+	bad.writeConfig(s.publishConfig("desktop", "nkey_seed_file", filepath.Join(s.laptop.base, "hub.seed")))
+	bad.start()
+	defer bad.stop()
+	deadline := time.Now().Add(hubWait)
+	for st := bad.status(); st.Connected || !strings.Contains(st.LastError, "refused this host's credentials"); st = bad.status() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no refusal after %v: %+v\n%s", hubWait, st, bad.d.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r := bad.ctl("status"); !strings.Contains(r.stdout, "NOT CONNECTED") || !strings.Contains(r.stdout, "refused this host's credentials") {
+		t.Errorf("status does not say the hub refused the credentials:\n%s", r.stdout)
+	}
+	r := bad.ctl("whereis", "--hosts", bad.path("borrowed.txt"))
+	if r.code != 1 || !strings.Contains(r.stderr, "refused this host's credentials") {
+		t.Errorf("whereis --hosts under another host's name: exit %d, want 1 saying why\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	matchAll(t, "after the borrowed credentials", s.nas, s.hosts(), nil)
 }
 
 // TestHubStaleHost: a host not heard from for stale_after is shown as

@@ -239,5 +239,6 @@ func (l *Link) Status() *api.HubStatus {
 	s := p.Status()
 	out.Connected, out.IndexID, out.Seq, out.Published, out.Acked, out.Lag = s.Connected, s.IndexID, s.Seq, s.Published, s.Acked, s.Lag
 	out.Resending, out.Resends, out.LastAck, out.LastError = s.Resending, s.Resends, s.LastAck, s.LastError
+	out.Connected = out.Connected && s.Refused == "" // connected and refused all it sends is no link
 	return out
 }

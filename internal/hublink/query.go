@@ -27,11 +27,14 @@ func (l *Link) client() (*hub.Client, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w: the link is not up yet", api.ErrHubUnreachable)
 	}
-	nc := p.Conn()
-	if nc == nil || !nc.IsConnected() {
+	nc, st := p.Conn(), p.Status()
+	if nc == nil || !nc.IsConnected() || st.Refused != "" {
 		msg := "not connected"
-		if e := p.Status().LastError; e != "" {
-			msg = e
+		switch {
+		case st.Refused != "":
+			msg = st.Refused
+		case st.LastError != "":
+			msg = st.LastError
 		}
 		return nil, fmt.Errorf("%w: %s: %s", api.ErrHubUnreachable, l.where(), msg)
 	}

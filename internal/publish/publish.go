@@ -111,6 +111,10 @@ type Status struct {
 	Resends   int64     `json:"resends"`   // whole resends begun since start
 	LastAck   time.Time `json:"last_ack,omitzero"`
 	LastError string    `json:"last_error,omitempty"`
+	// Refused is the hub's last refusal of what this host sent or
+	// subscribed to under its name (a permissions violation): its
+	// credentials are another host's. Empty once the hub answers it.
+	Refused string `json:"refused,omitempty"`
 }
 
 // maxBatchBytes bounds one batch's entries, well below NATS's default
@@ -218,6 +222,9 @@ func (p *Publisher) Run(ctx context.Context) error {
 		nats.ReconnectHandler(func(*nats.Conn) { p.connected(true) }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { p.connected(false) }),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				err = p.refused(err)
+			}
 			p.log.Warn("publish: hub connection", "err", err)
 			p.setStatus(func(s *Status) { s.LastError = err.Error() })
 		}),
@@ -351,6 +358,7 @@ func (p *Publisher) heard(st hubwire.State) bool {
 	}
 	p.mu.Lock()
 	p.ack = st
+	p.stat.Refused = "" // the hub answers this host under its name
 	if st.Complete && st.IndexID == p.stat.IndexID && st.Seq > p.stat.Acked {
 		p.stat.Acked, p.stat.LastAck = st.Seq, time.Now()
 	}
@@ -360,6 +368,14 @@ func (p *Publisher) heard(st hubwire.State) bool {
 	default:
 	}
 	return true
+}
+
+// refused notes the hub's refusal of what this host sent or subscribed
+// to under its name, and returns it as an error that says so.
+func (p *Publisher) refused(violation error) error {
+	err := fmt.Errorf("%w as %q: they are another host's (%v)", ErrRefused, p.cfg.Name, violation)
+	p.setStatus(func(s *Status) { s.Refused = err.Error() })
+	return err
 }
 
 // foreignState warns, at most once a minute, of states that name another
@@ -436,6 +452,9 @@ func (l *link) state(ctx context.Context) (hubwire.State, error) {
 	defer cancel()
 	m, err := l.nc.RequestWithContext(ctx, hubwire.StatePrefix+l.p.cfg.Name, nil)
 	if err != nil {
+		if refused := l.p.Status().Refused; refused != "" {
+			return hubwire.State{}, errors.New(refused)
+		}
 		return hubwire.State{}, fmt.Errorf("%w: state: %v", ErrHubLost, err)
 	}
 	var st hubwire.State
