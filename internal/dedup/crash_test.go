@@ -249,6 +249,12 @@ func killChild(t *testing.T, index, root, step string, after int, delay time.Dur
 // the old copy left for ever at a hidden name, when EIO counted as a
 // foreign file).
 func TestStepCutByAShutdownIsLeftForRecovery(t *testing.T) {
+	for _, step := range []string{"exchanged", "unlinked"} {
+		t.Run(step, func(t *testing.T) { testStepCutByAShutdown(t, step) })
+	}
+}
+
+func testStepCutByAShutdown(t *testing.T, step string) {
 	fs := loopfs.New(t, loopfs.XFS, loopfs.Options{Size: 300 << 20})
 	root := fs.Path("tree")
 	data := content(7, 64<<10)
@@ -260,9 +266,11 @@ func TestStepCutByAShutdownIsLeftForRecovery(t *testing.T) {
 	recordClosed(t, index, root, files)
 	var cut sync.Once
 	testHookStep = func(s string) {
-		if s == "exchanged" {
+		if s == step {
 			cut.Do(func() {
-				syncFS(t, root) // the exchange on disk
+				if step == "exchanged" {
+					syncFS(t, root) // the exchange on disk
+				}
 				fs.Shutdown(t)
 			})
 		}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/annexd/annexd/internal/durable"
 )
 
 // tempPrefix starts every temporary name hardlink mode makes. The daemon
@@ -77,7 +79,7 @@ func (r *run) relink(ctx context.Context, keeper, target *side) (linked bool, re
 	}
 	stepDone("intent")
 	out := s.run()
-	if err := unix.Fsync(s.dfd); err != nil && out.settled {
+	if err := durable.SyncDir(s.dfd); err != nil && out.settled {
 		out.reason, out.err, out.settled = SkipError, fmt.Errorf("fsync %s: %w", s.in.Dir, err), false
 	}
 	stepDone("synced")

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/internal/durable"
 	"github.com/annexd/annexd/key"
 )
 
@@ -93,7 +94,7 @@ func (d *Deduper) settle(ctx context.Context, in Intent, dirPath string) error {
 		d.log.Warn("dedup recovery: both the copy and its keeper were changed since the step; the old copy is kept beside the name",
 			"path", filepath.Join(dirPath, name), "old_copy", filepath.Join(dirPath, kept))
 	}
-	if err := unix.Fsync(dfd); err != nil {
+	if err := durable.SyncDir(dfd); err != nil {
 		return fmt.Errorf("dedup: recover: fsync %s: %w", dirPath, err)
 	}
 	if ix := d.opt.Indexer; ix != nil && v != settled {

@@ -33,3 +33,17 @@ func fdatasync(fd int) error {
 		}
 	}
 }
+
+// SyncDir syncs the directory fd, then asks the file system for fd's
+// attributes, and returns the first error. XFS answers fsync of a
+// directory with nothing in its log to force with success even once it
+// has shut down (an I/O error, `xfs_io -x -c shutdown`), while the
+// changes made just before were dropped with the log: its getattr checks
+// for a shutdown, so a file system that cannot have kept them says so.
+func SyncDir(fd int) error {
+	if err := unix.Fsync(fd); err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	return unix.Fstat(fd, &st)
+}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/annexd/annexd/internal/durable"
 )
 
 // dateLayout is DeletionDate's format: local time, no zone.
@@ -139,7 +141,7 @@ func (o *Opened) Reserve(name string, text []byte) error {
 	}
 	f := os.NewFile(uintptr(fd), o.infoPath(name))
 	_, err = f.Write(text)
-	err = errors.Join(err, f.Chown(o.UID, -1), f.Sync(), f.Close(), unix.Fsync(ifd))
+	err = errors.Join(err, f.Chown(o.UID, -1), f.Sync(), f.Close(), durable.SyncDir(ifd))
 	if err != nil {
 		unix.Unlinkat(ifd, name+".trashinfo", 0)
 		return fmt.Errorf("trash: %s: %w", o.infoPath(name), err)
@@ -154,7 +156,7 @@ func (o *Opened) Move(dfd int, name, trashName string) error {
 	if err := unix.Renameat2(dfd, name, ffd, trashName, unix.RENAME_NOREPLACE); err != nil {
 		return fmt.Errorf("trash: move to %s: %w", filepath.Join(o.Dir, "files", trashName), err)
 	}
-	return errors.Join(unix.Fsync(ffd), unix.Fsync(dfd))
+	return errors.Join(durable.SyncDir(ffd), durable.SyncDir(dfd))
 }
 
 // MoveBack renames files/NAME back to name in the folder dfd, never over
@@ -165,7 +167,7 @@ func (o *Opened) MoveBack(dfd int, name, trashName string) error {
 	if err := unix.Renameat2(ffd, trashName, dfd, name, unix.RENAME_NOREPLACE); err != nil {
 		return fmt.Errorf("trash: move %s back: %w", filepath.Join(o.Dir, "files", trashName), err)
 	}
-	return errors.Join(unix.Fsync(dfd), unix.Fsync(ffd), o.Unreserve(trashName))
+	return errors.Join(durable.SyncDir(dfd), durable.SyncDir(ffd), o.Unreserve(trashName))
 }
 
 // Unreserve removes info/NAME.trashinfo when files/NAME is not there:
@@ -179,7 +181,7 @@ func (o *Opened) Unreserve(name string) error {
 	if err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("trash: remove %s: %w", o.infoPath(name), err)
 	}
-	return unix.Fsync(ifd)
+	return durable.SyncDir(ifd)
 }
 
 // Holds reports whether files/NAME is the inode ino.
