@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/internal/loopfs"
 )
 
@@ -773,4 +774,76 @@ func TestRewriteKeepingMtime(t *testing.T) {
 		t.Errorf("lookup once accepted: %v", l)
 	}
 	wantProblems(t, d, map[string]string{})
+}
+
+// Rot of a file renamed since it was hashed (found by an outside attack
+// in stop 54): the indexer takes the rename over as a move, and the
+// record gets the ctime the rename set, later than its hashing. Taken for
+// a racily clean record, the rot was called an edit and became the key,
+// current, listed nowhere. And a lookup that came before the indexer knew
+// of the rename hashed the file as a new one, its rot the key. Renamed in
+// its folder and into another, a rotten file is found corrupt at its new
+// name with the digest from before, and no lookup hashes it again.
+func TestRotOfARenamedFile(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []loopfs.Kind{loopfs.Ext4, loopfs.XFS} {
+		t.Run(string(kind), func(t *testing.T) {
+			needRoot(t, "mount loop images")
+			fs := loopfs.New(t, kind, loopfs.Options{Size: max(loopfs.MinSize[kind], 64<<20)})
+			root := fs.Path("home")
+			files := fillTree(t, root, 6, 54)
+			if err := os.MkdirAll(filepath.Join(root, "elsewhere"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			d := startOn(t, dedupBase(t, auditConf), root)
+			keys := keysOf(t, d, files)
+			rot(t, fs, files[0], files[1])
+			hashed := statusJSON(t, d).Scan.FilesHashed
+			// The renames' ctimes past the second of the hashing: on a file
+			// system of whole-second timestamps a rename in that second
+			// leaves a ctime no later than the hashing, racily clean.
+			time.Sleep(fsstat.SafeGranularity + 100*time.Millisecond)
+			moved := map[string]string{files[0] + ".moved": files[0], filepath.Join(root, "elsewhere", "b"): files[1]}
+			for to, from := range moved {
+				if err := os.Rename(from, to); err != nil {
+					t.Fatal(err)
+				}
+				// At once, before the watcher has told the indexer.
+				if l := lookupJSON(t, d, to); l["state"] != "pending" && keyDigest(l["key"]) != keyDigest(keys[from]) {
+					t.Errorf("lookup of %s right after its rename from %s: %v; want pending or the digest from before, %s", to, from, l, keys[from])
+				}
+			}
+			time.Sleep(200 * time.Millisecond) // the watcher reads the events
+			d.waitIdle()
+			for to, from := range moved {
+				if l := lookupJSON(t, d, to); keyDigest(l["key"]) != keyDigest(keys[from]) {
+					t.Errorf("lookup of %s, renamed from %s: %v; want the digest from before, %s", to, from, l, keys[from])
+				}
+			}
+			if n := statusJSON(t, d).Scan.FilesHashed - hashed; n != 0 {
+				t.Errorf("%d renamed files hashed again; want none", n)
+			}
+			code, run := auditRun(t, d, "--full-speed")
+			if code != 4 || run.Counts["corrupt"] != 2 {
+				t.Errorf("audit of two rotten renamed files: exit %d, %+v; want exit 4, two corrupt", code, run)
+			}
+			want := map[string]string{}
+			for to, from := range moved {
+				if l := lookupJSON(t, d, to); l["state"] != "corrupt" || keyDigest(l["key"]) != keyDigest(keys[from]) {
+					t.Errorf("the rotten file %s: %v; want corrupt with the digest from before, %s", to, l, keys[from])
+				}
+				want[to] = "corrupt"
+			}
+			wantProblems(t, d, want)
+		})
+	}
+}
+
+// keyDigest is the digest of a key (a lookup's "key"), without its
+// extension, which a rename may change.
+func keyDigest(k any) string {
+	s, _ := k.(string)
+	_, d, _ := strings.Cut(s, "--")
+	d, _, _ = strings.Cut(d, ".")
+	return d
 }

@@ -92,13 +92,16 @@ func TestRacilyClean(t *testing.T) {
 	}{
 		{"both old", hashed - 5*gran, hashed - 5*gran, false},
 		{"both within the tick", hashed - gran/2, hashed - gran/2, true},
-		{"both after the hashing began", hashed + 1, hashed + 1, true},
+		{"both at the hashing's start", hashed, hashed, true},
 		{"at the tick's edge", hashed - gran, hashed - gran, true},
 		{"just past the tick", hashed - gran - 1, hashed - gran - 1, false},
 		{"old mtime, fresh ctime (cp -p, rsync -t, a chmod)", hashed - 5*gran, hashed, true},
 		{"future mtime, old ctime (touch -d, a tar)", hashed + 5*365*24*3600*1e9, hashed - 5*gran, false},
 		{"future mtime, fresh ctime", hashed + 5*365*24*3600*1e9, hashed - gran/2, true},
+		{"ctime long after the hashing (a rename taken over as a move)", hashed - 5*gran, hashed + 5*gran, false},
+		{"ctime after the hashing began (stated before it: taken over since)", hashed - 5*gran, hashed + 1, false},
 		{"no ctime: by the mtime", hashed - gran/2, 0, true},
+		{"no ctime, mtime in the future", hashed + 5*365*24*3600*1e9, 0, false},
 		{"no ctime, old mtime", hashed - 5*gran, 0, false},
 	} {
 		r := Record{MtimeNs: c.mtime, CtimeNs: c.ctime, HashedAt: hashed}

@@ -33,12 +33,17 @@ func Trusted(rec *Record, suspect []Span) bool {
 // it left such a record racily clean for ever (rehashed at every start,
 // its rot taken for an edit); an mtime set back after a write (cp -p,
 // rsync -t, tar x) looks old while a second such write in the same ctime
-// tick leaves the identity unchanged. A record without a ctime goes by
-// its mtime.
+// tick leaves the identity unchanged. A ctime later than the hashing is
+// not one the hashing saw: the file is stated before its hashing begins,
+// and timestamps never run ahead of the clock, so its identity was taken
+// over since without hashing again (a rename the indexer applied as a
+// move, which sets the ctime). It says nothing of a write in the hashing's
+// tick: taken for racy, rot of every renamed file passed for an edit. A
+// record without a ctime goes by its mtime.
 func RacilyClean(rec *Record, granNs int64) bool {
 	t := rec.CtimeNs
 	if t == 0 {
 		t = rec.MtimeNs
 	}
-	return t >= rec.HashedAt-granNs
+	return t >= rec.HashedAt-granNs && t <= rec.HashedAt
 }

@@ -193,11 +193,12 @@ func TestRacy(t *testing.T) {
 	for _, tc := range []struct {
 		hashedAfter, gran int64
 		want              bool
-	}{{int64(time.Minute), 1, false}, {0, 1, true}, {5e8, 1e9, true}, {2e9, 1e9, false}, {-5, 1, true}} {
+	}{{int64(time.Minute), 1, false}, {5, 1, true}, {5e8, 1e9, true}, {2e9, 1e9, false},
+		{0, 1, false}, {-5, 1, false}} { // the ctime (5 ns after the mtime) after the hashing: taken over since
 		r := rec
 		r.HashedAt = r.MtimeNs + tc.hashedAfter
 		if got := racy(&r, tc.gran); got != tc.want {
-			t.Errorf("hashed %d ns after mtime, granularity %d: racy = %v", tc.hashedAfter, tc.gran, got)
+			t.Errorf("hashed %d ns after mtime (ctime 5 ns after it), granularity %d: racy = %v", tc.hashedAfter, tc.gran, got)
 		}
 	}
 }

@@ -581,7 +581,7 @@ func TestUnchanged(t *testing.T) {
 		t.Fatalf("settled record %+v not unchanged", rec)
 	}
 	racy := rec
-	racy.HashedAt = rec.MtimeNs
+	racy.HashedAt = rec.CtimeNs // hashed in the tick of its last change
 	if e.ix.Unchanged(p, &racy) {
 		t.Error("racily clean record counted as unchanged")
 	}

@@ -139,7 +139,7 @@ func (ix *Indexer) lookupPending(ctx context.Context, path string, fi fsstat.Fil
 			return pending(fi), false
 		}
 	}
-	if !wait && fi.Size > ix.opt.OnDemandMax || ix.otherDisk(path, fi) {
+	if !wait && fi.Size > ix.opt.OnDemandMax || ix.otherDisk(path, fi) || ix.renamedHere(path, fi) {
 		ix.pipe.enqueue(ctx, job{path: path}, nil, fi.Size)
 		if !wait {
 			return pending(fi), false
@@ -214,6 +214,25 @@ func (ix *Indexer) otherDisk(path string, fi fsstat.FileInfo) bool {
 	}
 	rec, ok, err := ix.st.Get([]byte(path))
 	return err == nil && ok && !fsstat.OnFS(rec.Dev, fi)
+}
+
+// renamedHere reports whether the file fi at path, which has no record
+// that fits it, is an inode the index records under another name: a
+// rename or a new link the indexer has not applied yet. Hashed on demand
+// it would be a new file, its bytes the key, rot among them; the
+// pipeline's check takes its record over (renamer.adopt) or judges it
+// against that record.
+func (ix *Indexer) renamedHere(path string, fi fsstat.FileInfo) bool {
+	names, err := ix.st.ByInodeAll(fi.Dev, fi.Ino)
+	if err != nil {
+		return false
+	}
+	for _, n := range names {
+		if string(n) != path {
+			return true
+		}
+	}
+	return false
 }
 
 // waitPipeline waits for the pipeline's check of path, then asks Lookup
