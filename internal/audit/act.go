@@ -69,7 +69,7 @@ func (a *Auditor) worker(ctx context.Context, r *run, lanes *mbsha256.Lanes, chu
 		if ctx.Err() != nil {
 			continue
 		}
-		out := a.check(ctx, rd, &d, func() bool { return a.metBefore(r, string(d.Path)) })
+		out := a.check(ctx, rd, &d, func() int { return a.looksBefore(r, string(d.Path)) })
 		if testHookBeforeAct != nil {
 			testHookBeforeAct(string(d.Path), out.v)
 		}
@@ -79,11 +79,12 @@ func (a *Auditor) worker(ctx context.Context, r *run, lanes *mbsha256.Lanes, chu
 	}
 }
 
-// metBefore reports whether the run met path before and left it undecided.
-func (a *Auditor) metBefore(r *run, path string) bool {
+// looksBefore says how often the run met path before and left it
+// undecided.
+func (a *Auditor) looksBefore(r *run, path string) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return r.attempts[path] > 0
+	return r.attempts[path]
 }
 
 // recorder acts on a verdict: it writes the record and the entry, hands

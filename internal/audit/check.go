@@ -47,7 +47,7 @@ func (c *checker) noteIO(s string) {
 
 // check gathers the witnesses of one file, reading it as often as
 // Classify asks.
-func (c *checker) check(ctx context.Context, rd *reader, d *store.Due, again func() bool) outcome {
+func (c *checker) check(ctx context.Context, rd *reader, d *store.Due, looks func() int) outcome {
 	path := string(d.Path)
 	out := outcome{f: Facts{Record: d.Record}}
 	f := &out.f
@@ -57,7 +57,7 @@ func (c *checker) check(ctx context.Context, rd *reader, d *store.Due, again fun
 	}
 	if gone(f.BeforeErr) {
 		f.Away = fsstat.Away(path, d.Record.Dev)
-		c.noteSettling(f, again)
+		c.noteSettling(f, looks)
 	}
 	if f.BeforeErr == nil && f.Before.IsRegular() && !sameIdentity(&d.Record, f.Before) {
 		f.OpenErr = probeOpen(path)
@@ -83,13 +83,13 @@ func (c *checker) check(ctx context.Context, rd *reader, d *store.Due, again fun
 			c.witness(f, path)
 			if gone(f.First.Err) {
 				f.Away = f.Away || fsstat.Away(path, d.Record.Dev)
-				c.noteSettling(f, again)
+				c.noteSettling(f, looks)
 			}
 		case ReadAgain:
 			f.Second = c.readOnce(ctx, rd, path, f.Before, d.Record.Backend, true)
 			if gone(f.Second.Err) {
 				f.Away = f.Away || fsstat.Away(path, d.Record.Dev)
-				c.noteSettling(f, again)
+				c.noteSettling(f, looks)
 			}
 		case SyncLedger:
 			f.Synced, f.SyncErr = true, c.syncLedger(ctx)
@@ -98,13 +98,21 @@ func (c *checker) check(ctx context.Context, rd *reader, d *store.Due, again fun
 	}
 }
 
+// maxSettleLooks bounds the looks at a gone file put off while the
+// indexer has changes on their way (Indexer.Settling, which any change
+// under the roots keeps true): a busy machine would otherwise leave a file
+// removed behind the indexer's back uncounted, pass after pass. A rename
+// is applied within a look or two.
+const maxSettleLooks = 3
+
 // noteSettling notes, for a file found gone, whether the index may not
 // say why yet (Facts.Settling): the run meets the path for the first
-// time (again reports whether it met it before), or the indexer has
-// changes on their way.
-func (c *checker) noteSettling(f *Facts, again func() bool) {
+// time (looks says how often it met it before), or, for a few looks, the
+// indexer has changes on their way.
+func (c *checker) noteSettling(f *Facts, looks func() int) {
 	if c.o.Indexer != nil && !f.Away && !f.Busy {
-		f.Settling = !again() || c.o.Indexer.Settling()
+		n := looks()
+		f.Settling = n == 0 || n < maxSettleLooks && c.o.Indexer.Settling()
 	}
 }
 

@@ -100,8 +100,8 @@ type Facts struct {
 	// Busy: the indexer holds the path.
 	Busy bool
 	// Settling: the path is gone, before or while it was read, and the
-	// index may not say why yet: the run meets it for the first time, or
-	// the indexer has changes on their way to it (Indexer.Settling). A
+	// index may not say why yet: the run meets it for the first time, or,
+	// for a few looks, the indexer has changes on their way (Indexer.Settling). A
 	// file renamed just before the audit reached it is gone from a path
 	// whose record the indexer moves moments later: counted missing
 	// there, it would be counted twice, and handed to the indexer as

@@ -237,6 +237,31 @@ func TestPassCountsAFileRenamedAheadOfTheIndexerOnce(t *testing.T) {
 	}
 }
 
+// A file removed behind the indexer's back (no event: a folder without a
+// watch) while changes elsewhere keep the indexer settling, as on a busy
+// machine: the audit puts off counting it for a few looks only, then
+// counts it missing, where it was left pass after pass, each 40 s longer.
+func TestRemovedFileCountedMissingWhileChangesKeepComing(t *testing.T) {
+	root := t.TempDir()
+	paths := writeFiles(t, root, 5)
+	e := newEnv(t, root, envOptions())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src := &heldSource{ch: make(chan watcher.Event)}
+	src.held.Store(true) // changes keep coming, somewhere else
+	go func() { _ = e.ix.Follow(ctx, src) }()
+	t.Cleanup(func() { src.held.Store(false) })
+	if err := os.Remove(paths[0]); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	s := e.run(StartOptions{FullSpeed: true})
+	if s.Counts["missing"] != 1 || s.Left.Files != 0 {
+		t.Errorf("the run counts %v, left %d files, in %v; want the removed file missing, none left",
+			s.Counts, s.Left.Files, time.Since(began).Round(time.Millisecond))
+	}
+}
+
 // A flagged file renamed again and again faster than the indexer applies
 // the moves can leave its finding filed at several old names (by the
 // audit at one, by the indexer's check at another), each following the
