@@ -601,20 +601,7 @@ func hubWrongCredentials(t *testing.T, s *hubSetup) {
 	bad.writeConfig(s.publishConfig("desktop", "password_file", pw))
 	bad.start()
 	defer bad.stop()
-	deadline := time.Now().Add(hubWait)
-	for !strings.Contains(bad.status().LastError, "refused this host's credentials") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no refusal after %v: %+v\n%s", hubWait, bad.status(), bad.d.log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if r := bad.ctl("status"); !strings.Contains(r.stdout, "NOT CONNECTED") || !strings.Contains(r.stdout, "refused this host's credentials") {
-		t.Errorf("status does not say the hub refused the credentials:\n%s", r.stdout)
-	}
-	r := bad.ctl("whereis", "--hosts", bad.path("secret.txt"))
-	if r.code != 1 || !strings.Contains(r.stderr, "refused this host's credentials") {
-		t.Errorf("whereis --hosts with refused credentials: exit %d, want 1 saying why\n%s%s", r.code, r.stdout, r.stderr)
-	}
+	wantRefused(t, bad, "secret.txt")
 	if !bad.d.waitLog("refused this host's credentials") {
 		t.Errorf("the daemon's log does not say the hub refused it:\n%s", bad.d.log)
 	}
@@ -635,6 +622,15 @@ func hubOtherHostsCredentials(t *testing.T, s *hubSetup) {
 	bad.writeConfig(s.publishConfig("desktop", "nkey_seed_file", filepath.Join(s.laptop.base, "hub.seed")))
 	bad.start()
 	defer bad.stop()
+	wantRefused(t, bad, "borrowed.txt")
+	matchAll(t, "after the borrowed credentials", s.nas, s.hosts(), nil)
+}
+
+// wantRefused waits until the host bad says the hub refused its
+// credentials (not connected), and fails unless its status says so and a
+// whereis --hosts of its file (a name in its tree) fails saying why.
+func wantRefused(t *testing.T, bad *hubHost, file string) {
+	t.Helper()
 	deadline := time.Now().Add(hubWait)
 	for st := bad.status(); st.Connected || !strings.Contains(st.LastError, "refused this host's credentials"); st = bad.status() {
 		if time.Now().After(deadline) {
@@ -645,11 +641,10 @@ func hubOtherHostsCredentials(t *testing.T, s *hubSetup) {
 	if r := bad.ctl("status"); !strings.Contains(r.stdout, "NOT CONNECTED") || !strings.Contains(r.stdout, "refused this host's credentials") {
 		t.Errorf("status does not say the hub refused the credentials:\n%s", r.stdout)
 	}
-	r := bad.ctl("whereis", "--hosts", bad.path("borrowed.txt"))
+	r := bad.ctl("whereis", "--hosts", bad.path(file))
 	if r.code != 1 || !strings.Contains(r.stderr, "refused this host's credentials") {
-		t.Errorf("whereis --hosts under another host's name: exit %d, want 1 saying why\n%s%s", r.code, r.stdout, r.stderr)
+		t.Errorf("whereis --hosts with refused credentials: exit %d, want 1 saying why\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	matchAll(t, "after the borrowed credentials", s.nas, s.hosts(), nil)
 }
 
 // TestHubStaleHost: a host not heard from for stale_after is shown as

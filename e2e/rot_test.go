@@ -418,50 +418,44 @@ func TestRotRenamedOntoATempFilesName(t *testing.T) {
 // was down for the truth.)
 func TestRotOfAFileWithAFutureMtime(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []loopfs.Kind{loopfs.Ext4, loopfs.XFS} {
-		t.Run(string(kind), func(t *testing.T) {
-			needRoot(t, "mount loop images")
-			fs := loopfs.New(t, kind, loopfs.Options{Size: max(loopfs.MinSize[kind], 64<<20)})
-			root := fs.Path("home")
-			files := fillTree(t, root, 6, 53)
-			future := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
-			for _, p := range files[:2] {
-				if err := os.Chtimes(p, future, future); err != nil {
-					t.Fatal(err)
-				}
+	onExt4AndXFS(t, 53, func(t *testing.T, fs *loopfs.FS, root string, files []string) {
+		future := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+		for _, p := range files[:2] {
+			if err := os.Chtimes(p, future, future); err != nil {
+				t.Fatal(err)
 			}
-			base := dedupBase(t, auditConf)
-			d := startOn(t, base, root)
-			keys := keysOf(t, d, files)
+		}
+		base := dedupBase(t, auditConf)
+		d := startOn(t, base, root)
+		keys := keysOf(t, d, files)
 
-			// Rot under the running daemon, found by the audit.
-			rot(t, fs, files[0])
-			code, run := auditRun(t, d, "--full-speed")
-			if code != 4 || run.Counts["corrupt"] != 1 {
-				t.Errorf("audit of a rotten file with a future mtime: exit %d, %+v; want exit 4, one corrupt", code, run)
-			}
-			if l := lookupJSON(t, d, files[0]); l["state"] != "corrupt" || l["key"] != keys[files[0]] {
-				t.Errorf("the rotten file %s: %v; want corrupt with the key before the rot, %s", files[0], l, keys[files[0]])
-			}
+		// Rot under the running daemon, found by the audit.
+		rot(t, fs, files[0])
+		code, run := auditRun(t, d, "--full-speed")
+		if code != 4 || run.Counts["corrupt"] != 1 {
+			t.Errorf("audit of a rotten file with a future mtime: exit %d, %+v; want exit 4, one corrupt", code, run)
+		}
+		if l := lookupJSON(t, d, files[0]); l["state"] != "corrupt" || l["key"] != keys[files[0]] {
+			t.Errorf("the rotten file %s: %v; want corrupt with the key before the rot, %s", files[0], l, keys[files[0]])
+		}
 
-			// Rot while the daemon is down, the image on another loop device.
-			d.stop()
-			fs.Renumber(t)
-			fs.FlipByte(t, files[1], 100)
-			d = startOn(t, base, root)
-			if st := statusJSON(t, d); st.Scan.FilesHashed != 0 {
-				t.Errorf("after a restart %d files were hashed again; want 0 (nothing changed but rot)", st.Scan.FilesHashed)
-			}
-			if l := lookupJSON(t, d, files[1]); l["key"] != keys[files[1]] {
-				t.Errorf("the file rotten while annexd was down, %s: %v; want its key from before, %s", files[1], l, keys[files[1]])
-			}
-			code, run = auditRun(t, d, "--full-speed")
-			if code != 4 || run.Counts["corrupt"] < 1 {
-				t.Errorf("audit after the restart: exit %d, %+v; want exit 4", code, run)
-			}
-			wantProblems(t, d, map[string]string{files[0]: "corrupt", files[1]: "corrupt"})
-		})
-	}
+		// Rot while the daemon is down, the image on another loop device.
+		d.stop()
+		fs.Renumber(t)
+		fs.FlipByte(t, files[1], 100)
+		d = startOn(t, base, root)
+		if st := statusJSON(t, d); st.Scan.FilesHashed != 0 {
+			t.Errorf("after a restart %d files were hashed again; want 0 (nothing changed but rot)", st.Scan.FilesHashed)
+		}
+		if l := lookupJSON(t, d, files[1]); l["key"] != keys[files[1]] {
+			t.Errorf("the file rotten while annexd was down, %s: %v; want its key from before, %s", files[1], l, keys[files[1]])
+		}
+		code, run = auditRun(t, d, "--full-speed")
+		if code != 4 || run.Counts["corrupt"] < 1 {
+			t.Errorf("audit after the restart: exit %d, %+v; want exit 4", code, run)
+		}
+		wantProblems(t, d, map[string]string{files[0]: "corrupt", files[1]: "corrupt"})
+	})
 }
 
 // A file copied with its mtime kept (cp -p, rsync -t, tar x, touch -r
@@ -789,57 +783,51 @@ func TestRewriteKeepingMtime(t *testing.T) {
 // name with the digest from before, and no lookup hashes it again.
 func TestRotOfARenamedFile(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []loopfs.Kind{loopfs.Ext4, loopfs.XFS} {
-		t.Run(string(kind), func(t *testing.T) {
-			needRoot(t, "mount loop images")
-			fs := loopfs.New(t, kind, loopfs.Options{Size: max(loopfs.MinSize[kind], 64<<20)})
-			root := fs.Path("home")
-			files := fillTree(t, root, 6, 54)
-			if err := os.MkdirAll(filepath.Join(root, "elsewhere"), 0o755); err != nil {
+	onExt4AndXFS(t, 54, func(t *testing.T, fs *loopfs.FS, root string, files []string) {
+		if err := os.MkdirAll(filepath.Join(root, "elsewhere"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		d := startOn(t, dedupBase(t, auditConf), root)
+		keys := keysOf(t, d, files)
+		rot(t, fs, files[0], files[1])
+		hashed := statusJSON(t, d).Scan.FilesHashed
+		// The renames' ctimes past the second of the hashing: on a file
+		// system of whole-second timestamps a rename in that second
+		// leaves a ctime no later than the hashing, racily clean.
+		time.Sleep(fsstat.SafeGranularity + 100*time.Millisecond)
+		moved := map[string]string{files[0] + ".moved": files[0], filepath.Join(root, "elsewhere", "b"): files[1]}
+		for to, from := range moved {
+			if err := os.Rename(from, to); err != nil {
 				t.Fatal(err)
 			}
-			d := startOn(t, dedupBase(t, auditConf), root)
-			keys := keysOf(t, d, files)
-			rot(t, fs, files[0], files[1])
-			hashed := statusJSON(t, d).Scan.FilesHashed
-			// The renames' ctimes past the second of the hashing: on a file
-			// system of whole-second timestamps a rename in that second
-			// leaves a ctime no later than the hashing, racily clean.
-			time.Sleep(fsstat.SafeGranularity + 100*time.Millisecond)
-			moved := map[string]string{files[0] + ".moved": files[0], filepath.Join(root, "elsewhere", "b"): files[1]}
-			for to, from := range moved {
-				if err := os.Rename(from, to); err != nil {
-					t.Fatal(err)
-				}
-				// At once, before the watcher has told the indexer.
-				if l := lookupJSON(t, d, to); l["state"] != "pending" && keyDigest(l["key"]) != keyDigest(keys[from]) {
-					t.Errorf("lookup of %s right after its rename from %s: %v; want pending or the digest from before, %s", to, from, l, keys[from])
-				}
+			// At once, before the watcher has told the indexer.
+			if l := lookupJSON(t, d, to); l["state"] != "pending" && keyDigest(l["key"]) != keyDigest(keys[from]) {
+				t.Errorf("lookup of %s right after its rename from %s: %v; want pending or the digest from before, %s", to, from, l, keys[from])
 			}
-			time.Sleep(200 * time.Millisecond) // the watcher reads the events
-			d.waitIdle()
-			for to, from := range moved {
-				if l := lookupJSON(t, d, to); keyDigest(l["key"]) != keyDigest(keys[from]) {
-					t.Errorf("lookup of %s, renamed from %s: %v; want the digest from before, %s", to, from, l, keys[from])
-				}
+		}
+		time.Sleep(200 * time.Millisecond) // the watcher reads the events
+		d.waitIdle()
+		for to, from := range moved {
+			if l := lookupJSON(t, d, to); keyDigest(l["key"]) != keyDigest(keys[from]) {
+				t.Errorf("lookup of %s, renamed from %s: %v; want the digest from before, %s", to, from, l, keys[from])
 			}
-			if n := statusJSON(t, d).Scan.FilesHashed - hashed; n != 0 {
-				t.Errorf("%d renamed files hashed again; want none", n)
+		}
+		if n := statusJSON(t, d).Scan.FilesHashed - hashed; n != 0 {
+			t.Errorf("%d renamed files hashed again; want none", n)
+		}
+		code, run := auditRun(t, d, "--full-speed")
+		if code != 4 || run.Counts["corrupt"] != 2 {
+			t.Errorf("audit of two rotten renamed files: exit %d, %+v; want exit 4, two corrupt", code, run)
+		}
+		want := map[string]string{}
+		for to, from := range moved {
+			if l := lookupJSON(t, d, to); l["state"] != "corrupt" || keyDigest(l["key"]) != keyDigest(keys[from]) {
+				t.Errorf("the rotten file %s: %v; want corrupt with the digest from before, %s", to, l, keys[from])
 			}
-			code, run := auditRun(t, d, "--full-speed")
-			if code != 4 || run.Counts["corrupt"] != 2 {
-				t.Errorf("audit of two rotten renamed files: exit %d, %+v; want exit 4, two corrupt", code, run)
-			}
-			want := map[string]string{}
-			for to, from := range moved {
-				if l := lookupJSON(t, d, to); l["state"] != "corrupt" || keyDigest(l["key"]) != keyDigest(keys[from]) {
-					t.Errorf("the rotten file %s: %v; want corrupt with the digest from before, %s", to, l, keys[from])
-				}
-				want[to] = "corrupt"
-			}
-			wantProblems(t, d, want)
-		})
-	}
+			want[to] = "corrupt"
+		}
+		wantProblems(t, d, want)
+	})
 }
 
 // keyDigest is the digest of a key (a lookup's "key"), without its
@@ -849,4 +837,17 @@ func keyDigest(k any) string {
 	_, d, _ := strings.Cut(s, "--")
 	d, _, _ = strings.Cut(d, ".")
 	return d
+}
+
+// onExt4AndXFS runs fn on an ext4 and an XFS image (root: its folder
+// "home", holding files, fillTree's six of seed), as subtests.
+func onExt4AndXFS(t *testing.T, seed uint64, fn func(t *testing.T, fs *loopfs.FS, root string, files []string)) {
+	for _, kind := range []loopfs.Kind{loopfs.Ext4, loopfs.XFS} {
+		t.Run(string(kind), func(t *testing.T) {
+			needRoot(t, "mount loop images")
+			fs := loopfs.New(t, kind, loopfs.Options{Size: max(loopfs.MinSize[kind], 64<<20)})
+			root := fs.Path("home")
+			fn(t, fs, root, fillTree(t, root, 6, seed))
+		})
+	}
 }
