@@ -150,6 +150,7 @@ type Publisher struct {
 	// foreign counts states naming another host since warned.
 	foreign int
 	warned  time.Time
+	refusal error // the hub's refusal of this host's name (stat.Refused), or nil
 }
 
 // Errors of the link.
@@ -358,7 +359,7 @@ func (p *Publisher) heard(st hubwire.State) bool {
 	}
 	p.mu.Lock()
 	p.ack = st
-	p.stat.Refused = "" // the hub answers this host under its name
+	p.stat.Refused, p.refusal = "", nil // the hub answers this host under its name
 	if st.Complete && st.IndexID == p.stat.IndexID && st.Seq > p.stat.Acked {
 		p.stat.Acked, p.stat.LastAck = st.Seq, time.Now()
 	}
@@ -374,8 +375,18 @@ func (p *Publisher) heard(st hubwire.State) bool {
 // to under its name, and returns it as an error that says so.
 func (p *Publisher) refused(violation error) error {
 	err := fmt.Errorf("%w as %q: they are another host's (%v)", ErrRefused, p.cfg.Name, violation)
-	p.setStatus(func(s *Status) { s.Refused = err.Error() })
+	p.mu.Lock()
+	p.stat.Refused, p.refusal = err.Error(), err
+	p.mu.Unlock()
 	return err
+}
+
+// refusedNow returns the hub's refusal of this host's name, until the hub
+// answers it, or nil.
+func (p *Publisher) refusedNow() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refusal
 }
 
 // foreignState warns, at most once a minute, of states that name another
@@ -452,8 +463,8 @@ func (l *link) state(ctx context.Context) (hubwire.State, error) {
 	defer cancel()
 	m, err := l.nc.RequestWithContext(ctx, hubwire.StatePrefix+l.p.cfg.Name, nil)
 	if err != nil {
-		if refused := l.p.Status().Refused; refused != "" {
-			return hubwire.State{}, errors.New(refused)
+		if refused := l.p.refusedNow(); refused != nil {
+			return hubwire.State{}, refused
 		}
 		return hubwire.State{}, fmt.Errorf("%w: state: %v", ErrHubLost, err)
 	}
