@@ -217,22 +217,29 @@ func (ix *Indexer) otherDisk(path string, fi fsstat.FileInfo) bool {
 }
 
 // renamedHere reports whether the file fi at path, which has no record
-// that fits it, is an inode the index records under another name: a
-// rename or a new link the indexer has not applied yet. Hashed on demand
-// it would be a new file, its bytes the key, rot among them; the
-// pipeline's check takes its record over (renamer.adopt) or judges it
-// against that record.
+// that fits it, was renamed here from a name the index records and the
+// indexer has not applied the rename yet: that name no longer holds the
+// inode. Hashed on demand it would be a new file, its bytes the key, rot
+// among them; the pipeline's check takes its record over (renamer.adopt)
+// or judges it against that record. A new hard link, whose other name
+// still holds the inode, is hashed on demand, held against that name's
+// record.
 func (ix *Indexer) renamedHere(path string, fi fsstat.FileInfo) bool {
 	names, err := ix.st.ByInodeAll(fi.Dev, fi.Ino)
 	if err != nil {
 		return false
 	}
+	renamed := false
 	for _, n := range names {
-		if string(n) != path {
-			return true
+		if string(n) == path {
+			continue
 		}
+		if other, err := fsstat.Lstat(string(n)); err == nil && other.Dev == fi.Dev && other.Ino == fi.Ino {
+			return false // a link: its other name is still there
+		}
+		renamed = true
 	}
-	return false
+	return renamed
 }
 
 // waitPipeline waits for the pipeline's check of path, then asks Lookup

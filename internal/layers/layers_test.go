@@ -25,11 +25,11 @@ var rank = map[string]int{
 	"fsstat": 0, "hasher/mbsha256": 0,
 	"internal/roots": 0, "internal/ledger": 0, "internal/ignore": 0,
 	"internal/cliexit": 0, "internal/logrepeat": 0, "internal/testutil": 0, "internal/sdnotify": 0, "internal/diskprocs": 0, "internal/gcpace": 0, "internal/loopfs": 0,
-	"internal/xdg": 0, "internal/directio": 0, "internal/durable": 0, "internal/version": 0, "internal/trash": 0,
+	"internal/xdg": 0, "internal/directio": 0, "internal/durable": 0, "internal/version": 0,
 	"store/internal/pagecheck": 0, "store/internal/migrate": 0,
 	// The parts that see files and keep the index, and wire types.
 	"store": 1, "hasher": 1, "walker": 1, "watcher": 1, "internal/config": 1,
-	"internal/hubwire": 1, "internal/annexlink": 1,
+	"internal/hubwire": 1, "internal/annexlink": 1, "internal/trash": 1,
 	// What keeps the index true or acts on it, and the API's client.
 	"internal/indexer": 2, "internal/audit": 2, "internal/dedup": 2, "api": 2, "hasher/simd": 2, "hasher/calibrate": 2, "internal/dirdups": 2,
 	"internal/hub": 2, "internal/publish": 2, "internal/hubcopy": 2,
