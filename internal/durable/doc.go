@@ -2,7 +2,9 @@
 // page cache. It says how long written data may stay only in memory
 // (DataWindow), what the page cache holds of a file (Cachestat, Dirty),
 // and syncs a file's data (Sync), sparing a backlog of files one sync each
-// with epochs of their file system.
+// with epochs of their file system. SyncDir syncs a folder whose names a
+// step changed (deduplication, the trash) so that a file system that
+// cannot have kept the change says so.
 //
 // The kernel keeps written data in memory for a while, and a power cut then
 // loses it while the journal may already hold the file's new mtime and
