@@ -100,8 +100,10 @@ func TestRacilyClean(t *testing.T) {
 		{"future mtime, fresh ctime", hashed + 5*365*24*3600*1e9, hashed - gran/2, true},
 		{"ctime long after the hashing (a rename taken over as a move)", hashed - 5*gran, hashed + 5*gran, false},
 		{"ctime after the hashing began (stated before it: taken over since)", hashed - 5*gran, hashed + 1, false},
+		{"both after the hashing (the clock went back between the write and the hashing)", hashed + 5*gran, hashed + 5*gran, true},
+		{"future mtime, ctime after the hashing (renamed since)", hashed + 5*365*24*3600*1e9, hashed + 5*gran, false},
 		{"no ctime: by the mtime", hashed - gran/2, 0, true},
-		{"no ctime, mtime in the future", hashed + 5*365*24*3600*1e9, 0, false},
+		{"no ctime, mtime in the future: by the mtime alone, racy", hashed + 5*365*24*3600*1e9, 0, true},
 		{"no ctime, old mtime", hashed - 5*gran, 0, false},
 	} {
 		r := Record{MtimeNs: c.mtime, CtimeNs: c.ctime, HashedAt: hashed}

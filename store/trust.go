@@ -34,16 +34,19 @@ func Trusted(rec *Record, suspect []Span) bool {
 // its rot taken for an edit); an mtime set back after a write (cp -p,
 // rsync -t, tar x) looks old while a second such write in the same ctime
 // tick leaves the identity unchanged. A ctime later than the hashing is
-// not one the hashing saw: the file is stated before its hashing begins,
-// and timestamps never run ahead of the clock, so its identity was taken
+// not one the hashing saw when the file was last written before it: the
+// file is stated before its hashing begins, so its identity was taken
 // over since without hashing again (a rename the indexer applied as a
-// move, which sets the ctime). It says nothing of a write in the hashing's
-// tick: taken for racy, rot of every renamed file passed for an edit. A
-// record without a ctime goes by its mtime.
+// move, which sets the ctime and keeps the mtime), and says nothing of a
+// write in the hashing's tick: taken for racy, rot of every renamed file
+// passed for an edit. When the mtime too lies within a tick of the hashing
+// or after it (and not after the ctime, as user space can set it), the
+// clock went back between the write and the hashing (an NTP step, a
+// clock set at boot): racy. A record without a ctime goes by its mtime.
 func RacilyClean(rec *Record, granNs int64) bool {
-	t := rec.CtimeNs
-	if t == 0 {
-		t = rec.MtimeNs
+	c, m, h := rec.CtimeNs, rec.MtimeNs, rec.HashedAt
+	if c == 0 {
+		c = m
 	}
-	return t >= rec.HashedAt-granNs && t <= rec.HashedAt
+	return c >= h-granNs && c <= h || c > h && m >= h-granNs && m <= c
 }

@@ -194,7 +194,7 @@ func TestRacy(t *testing.T) {
 		hashedAfter, gran int64
 		want              bool
 	}{{int64(time.Minute), 1, false}, {5, 1, true}, {5e8, 1e9, true}, {2e9, 1e9, false},
-		{0, 1, false}, {-5, 1, false}} { // the ctime (5 ns after the mtime) after the hashing: taken over since
+		{0, 1, true}, {-5, 1, true}} { // written at or after the hashing by the clock: it went back
 		r := rec
 		r.HashedAt = r.MtimeNs + tc.hashedAfter
 		if got := racy(&r, tc.gran); got != tc.want {
