@@ -27,7 +27,7 @@ func Trusted(rec *Record, suspect []Span) bool {
 // Every write sets the ctime to the time it is made, within a tick, and
 // user space cannot set it: a file whose ctime is older than its hashing
 // by more than a tick cannot have been written since with its identity
-// unchanged. The mtime says nothing here, as user space sets it at will:
+// unchanged. The mtime alone says nothing here, as user space sets it at will:
 // an mtime in the future (touch -d, a tar made where the clock ran ahead,
 // a camera's wrong clock) is never older than the hashing, and taken alone
 // it left such a record racily clean for ever (rehashed at every start,
