@@ -469,54 +469,13 @@ func TestRotOfAFileWithAFutureMtime(t *testing.T) {
 // corrupt.)
 func TestEditInTheCtimeTickOfItsHashWithTheMtimeSetBack(t *testing.T) {
 	t.Parallel()
-	needRoot(t, "mount loop images")
-	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20, MkfsArgs: []string{"-I", "128"}})
-	root := fs.Path("home")
-	writeAged(t, filepath.Join(root, "other"), 1, 4096)
-	f := filepath.Join(root, "f")
 	old := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
-	put := func(seed uint64) { // a cp -p: new bytes, the source's mtime
-		t.Helper()
-		writeRandom(t, f, seed, 4000)
+	editInItsHashSecond(t, "a copy with its mtime kept", 0, func(t *testing.T, f string, seed uint64) {
+		writeRandom(t, f, seed, 4000) // a cp -p: new bytes, the source's mtime
 		if err := os.Chtimes(f, old, old); err != nil {
 			t.Fatal(err)
 		}
-	}
-	ctime := func() int64 {
-		t.Helper()
-		var st unix.Stat_t
-		if err := unix.Lstat(f, &st); err != nil {
-			t.Fatal(err)
-		}
-		return st.Ctim.Sec
-	}
-	base := dedupBase(t, auditConf)
-	d := startOn(t, base, root)
-	for attempt := 0; ; attempt++ {
-		if attempt == 10 {
-			t.Fatalf("never made the second copy in the first one's ctime second")
-		}
-		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 20*time.Millisecond)))
-		put(100 + uint64(attempt))
-		c1 := ctime()
-		if r := d.ctl("", "lookup", "--wait", f); r.code != 0 { // hashed on demand
-			t.Fatalf("lookup --wait of the first copy: exit %d %q %q", r.code, r.stdout, r.stderr)
-		}
-		d.stop()
-		put(200 + uint64(attempt))
-		if ctime() == c1 {
-			break
-		}
-		d = startOn(t, base, root)
-	}
-	sum := sumOf(t, f)
-	d = startOn(t, base, root)
-	if l := lookupJSON(t, d, f); l["state"] == "current" && !strings.HasSuffix(l["key"].(string), sum) {
-		t.Errorf("lookup of the file copied over while annexd was down: %v; its bytes are %s (a wrong key)", l, sum)
-	}
-	if code, run := auditRun(t, d, "--full-speed"); code == 4 || run.Counts["corrupt"] != 0 {
-		t.Errorf("audit: exit %d, %+v; an edit (a copy with its mtime kept) taken for rot", code, run)
-	}
+	})
 }
 
 // On ext4 with 128-byte inodes the timestamps have whole seconds. A file
@@ -528,6 +487,22 @@ func TestEditInTheCtimeTickOfItsHashWithTheMtimeSetBack(t *testing.T) {
 // edit corrupt.)
 func TestEditInTheSecondOfItsHashOnWholeSecondTimestamps(t *testing.T) {
 	t.Parallel()
+	// The ctime second is 200 ms old at the hash: past the 100 ms tick.
+	editInItsHashSecond(t, "a plain same-size rewrite", 200*time.Millisecond, func(t *testing.T, f string, seed uint64) {
+		writeRandom(t, f, seed, 4000)
+	})
+}
+
+// editInItsHashSecond, on ext4 with 128-byte inodes (whole-second
+// timestamps), writes a file with put, has annexd hash it (lookup --wait,
+// wait after the write), stops annexd and writes the file again with put,
+// until the second write lands in the first one's ctime second; then
+// restarts annexd and fails when lookup says current with a key of other
+// bytes or the audit takes the edit (what) for rot. The lookup, the stop
+// and the rewrite must fit in one second: on a loaded machine (the test
+// command runs packages side by side) most attempts miss it, so it tries
+// up to 30 times.
+func editInItsHashSecond(t *testing.T, what string, wait time.Duration, put func(t *testing.T, f string, seed uint64)) {
 	needRoot(t, "mount loop images")
 	fs := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: 64 << 20, MkfsArgs: []string{"-I", "128"}})
 	root := fs.Path("home")
@@ -543,22 +518,19 @@ func TestEditInTheSecondOfItsHashOnWholeSecondTimestamps(t *testing.T) {
 	}
 	base := dedupBase(t, auditConf)
 	d := startOn(t, base, root)
-	// The lookup, the stop and the rewrite must fit in the second of the
-	// first write: on a loaded machine (the test command runs packages
-	// side by side) most attempts miss it, so it tries up to 30 times.
 	for attempt := 0; ; attempt++ {
 		if attempt == 30 {
 			t.Fatalf("never made the second write in the first one's ctime second in %d attempts", attempt)
 		}
 		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 10*time.Millisecond)))
-		writeRandom(t, f, 100+uint64(attempt), 4000)
+		put(t, f, 100+uint64(attempt))
 		c1 := ctime()
-		time.Sleep(200 * time.Millisecond) // the ctime second is 200 ms old: past the 100 ms tick
-		if r := d.ctl("", "lookup", "--wait", f); r.code != 0 {
+		time.Sleep(wait)
+		if r := d.ctl("", "lookup", "--wait", f); r.code != 0 { // hashed on demand
 			t.Fatalf("lookup --wait of the first version: exit %d %q %q", r.code, r.stdout, r.stderr)
 		}
 		d.stop()
-		writeRandom(t, f, 200+uint64(attempt), 4000) // a plain same-size rewrite
+		put(t, f, 200+uint64(attempt))
 		if ctime() == c1 {
 			break
 		}
@@ -567,10 +539,10 @@ func TestEditInTheSecondOfItsHashOnWholeSecondTimestamps(t *testing.T) {
 	sum := sumOf(t, f)
 	d = startOn(t, base, root)
 	if l := lookupJSON(t, d, f); l["state"] == "current" && !strings.HasSuffix(l["key"].(string), sum) {
-		t.Errorf("lookup of the file rewritten in the second of its hash: %v; its bytes are %s (a wrong key)", l, sum)
+		t.Errorf("lookup of the file rewritten in the second of its hash while annexd was down: %v; its bytes are %s (a wrong key)", l, sum)
 	}
 	if code, run := auditRun(t, d, "--full-speed"); code == 4 || run.Counts["corrupt"] != 0 {
-		t.Errorf("audit: exit %d, %+v; a plain rewrite taken for rot", code, run)
+		t.Errorf("audit: exit %d, %+v; %s taken for rot", code, run, what)
 	}
 }
 
