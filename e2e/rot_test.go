@@ -635,6 +635,8 @@ func TestLostWriteSurvivesUncleanRestarts(t *testing.T) {
 	}
 	kill(t, d)
 	fs.WriteBehind(t, victim, old) // the disk kept the bytes before it
+	fs.Unmount(t)                  // and the power cut ended its mount
+	fs.Mount(t)
 	d = startOn(t, base, root)
 	for i := range 3 {
 		d.waitIdle()
@@ -651,6 +653,40 @@ func TestLostWriteSurvivesUncleanRestarts(t *testing.T) {
 		t.Fatalf("accept: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	wantProblems(t, d, map[string]string{})
+}
+
+// Rot made while annexd was down after a SIGKILL is rot, also in a file
+// hashed just before the kill: only the process died, so the page cache
+// kept every write it hashed, and the file system's mount stayed up. The
+// audit lists the file corrupt and lookup keeps the key. Unmounting and
+// mounting the disk before the start (a disk pulled out and put back)
+// makes the same change a lost write: the mount's end may have lost
+// writes the daemon hashed from the page cache.
+func TestRotWhileKilledIsRot(t *testing.T) {
+	t.Parallel()
+	for _, remount := range []bool{false, true} {
+		fs, root := rotImage(t)
+		victim := filepath.Join(root, "doc.bin")
+		writeAged(t, victim, 380, 64<<10)
+		base := dedupBase(t, auditConf)
+		d := startOn(t, base, root)
+		hashed := lookupJSON(t, d, victim)["key"].(string)
+		kill(t, d)
+		rot(t, fs, victim)
+		want, keyWanted := "corrupt", hashed
+		if remount {
+			fs.Unmount(t)
+			fs.Mount(t)
+			want, keyWanted = "lost_write", sumOf(t, victim)
+		}
+		d = startOn(t, base, root)
+		if l := lookupJSON(t, d, victim); l["state"] != "current" || !strings.Contains(l["key"].(string), keyWanted) {
+			t.Errorf("remount %v: lookup %v; want current with %s", remount, l, keyWanted)
+		}
+		auditRun(t, d, "--full-speed")
+		wantProblems(t, d, map[string]string{victim: want})
+		d.stop()
+	}
 }
 
 // Rewrites that put the mtime back are edits when the daemon sees them:

@@ -96,12 +96,13 @@ func Away(path string, dev uint64) bool {
 
 // FS describes a file system as the identity rule found it.
 type FS struct {
-	ID     uint64 // as FileInfo.Dev
-	Key    string // what the id was made from, e.g. "uuid:8bfc0409..."
-	Type   string // from the mount table, "" when not found there
-	Source string // from the mount table, e.g. "/dev/sdb1"
-	Point  string // a mount point of it, "" when not found
-	Twin   string // for a twin (twins.go), where the file system that keeps the key is or was; else ""
+	ID     uint64    // as FileInfo.Dev
+	Key    string    // what the id was made from, e.g. "uuid:8bfc0409..."
+	Type   string    // from the mount table, "" when not found there
+	Source string    // from the mount table, e.g. "/dev/sdb1"
+	Point  string    // a mount point of it, "" when not found
+	Twin   string    // for a twin (twins.go), where the file system that keeps the key is or was; else ""
+	Mount  MountMark // the mount it was met on (kept.go); zero when unknown
 }
 
 // idFromKey makes an id from a key; volatile says it is one of rule 4.
@@ -234,6 +235,9 @@ func resolve(dev uint64, open opener) (fs FS, sure bool) {
 		defer unix.Close(fd)
 	}
 	fs = FS{Type: m.Type, Source: m.Source, Point: m.Point}
+	if fd >= 0 {
+		fs.Mount = markOf(fd, mounts)
+	}
 	fs.Key, fs.Twin = twinOf(keyOf(fd, dev, m, inTable), dev, mounts)
 	fs.ID = idFromKey(fs.Key, strings.HasPrefix(fs.Key, "mount:"))
 	return fs, fd >= 0

@@ -160,8 +160,9 @@
 // Open (for the daemon, not for check-db or Compact) reads the run marker
 // the last writer left and writes its own, not clean. From the last one it
 // derives the suspect spans, fixed for this run: the last run's own, and
-// [last commit − its data window, last commit] when it did not close the
-// index or the boot id changed since. The spans are kept in every later
+// [last commit − its data window, last commit] when the boot id changed
+// since, or the last run did not close the index and a mount its records
+// of that window were hashed on may have lost their writes (kept.go). The spans are kept in every later
 // marker, so a record that was never hashed again stays suspect through
 // clean runs (up to eight spans, the closest merged). An index last
 // written by a version without the marker has nothing suspect.

@@ -10,6 +10,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/store/codec"
 )
 
@@ -96,19 +97,20 @@ func decodeRun(b []byte) (Run, error) {
 // was restarted since it did, the records prev committed within its
 // window before its last commit. A power cut may have left their files
 // with bytes other than the ones hashed, under the same stat identity.
-func suspectAfter(prev Run, bootID string) []Span {
+func suspectAfter(prev Run, bootID string, kept bool) []Span {
 	spans := slices.Clone(prev.Suspect)
-	if cut, ok := cutShort(prev, bootID); ok {
+	if cut, ok := cutShort(prev, bootID, kept); ok {
 		spans = append(spans, cut)
 	}
 	return mergeSpans(spans)
 }
 
 // cutShort reports whether prev ended without its data surely on disk
-// (it did not close the index, or the machine was restarted since), and
+// (the machine was restarted since, or it did not close the index and kept
+// does not say the mounts it hashed on kept their writes: kept.go), and
 // the span before its last commit whose work a power cut may have undone.
-func cutShort(prev Run, bootID string) (Span, bool) {
-	if prev.Clean && prev.BootID != "" && prev.BootID == bootID {
+func cutShort(prev Run, bootID string, kept bool) (Span, bool) {
+	if (prev.Clean || kept) && prev.BootID != "" && prev.BootID == bootID {
 		return Span{}, false
 	}
 	last := prev.LastCommit.UnixNano()
@@ -165,6 +167,10 @@ type runMarker struct {
 	prev    Run
 	hadPrev bool
 	suspect []Span
+	uses    mountUses // the mounts its records were hashed on (kept.go)
+	// kept asks whether a mount kept its writes: keptMount unless a test
+	// sets another.
+	kept func(fsstat.MountMark) bool
 }
 
 // beginRun, called by Open for a writer (not for check-db or Compact),
@@ -176,22 +182,27 @@ type runMarker struct {
 func (s *runMarker) beginRun() error {
 	now := time.Now()
 	cur := Run{Started: now, LastCommit: now, BootID: bootID(), Window: s.opts.DataWindow}
+	prev, had, uses, err := s.lastRun(now)
+	if err != nil {
+		return err
+	}
+	sameBoot := had && prev.BootID != "" && prev.BootID == cur.BootID
+	haveUses := uses.run != 0
+	kept := false
+	if sameBoot && !prev.Clean && haveUses {
+		if s.kept == nil {
+			s.kept = keptMount
+		}
+		kept = keptSince(prev, uses, s.kept)
+	}
 	return s.db.Update(func(tx *bolt.Tx) error {
 		m := tx.Bucket(codec.BucketMeta)
-		if v := m.Get(metaRun); v != nil {
-			prev, err := decodeRun(v)
-			if err != nil {
-				s.log.Warn("store: run marker unreadable; re-verifying every record", "err", err)
-				prev = Run{LastCommit: now, Window: time.Duration(now.UnixNano())}
-			}
+		if had {
 			s.prev, s.hadPrev = prev, true
-			cur.Suspect = suspectAfter(prev, cur.BootID)
+			cur.Suspect = suspectAfter(prev, cur.BootID, kept)
 			s.suspect = cur.Suspect
-			if !prev.Clean {
-				s.log.Warn("store: the last run did not close the index; re-verifying the records it hashed last",
-					"last_commit", prev.LastCommit, "window", prev.Window)
-			}
-			if cut, ok := cutShort(prev, cur.BootID); ok {
+			s.logEnd(prev, kept)
+			if cut, ok := cutShort(prev, cur.BootID, kept); ok {
 				n, err := dropSurveysIn(tx, cut)
 				if err != nil {
 					return err
@@ -203,11 +214,50 @@ func (s *runMarker) beginRun() error {
 			}
 		}
 		s.run = cur
+		s.uses.begin(tx, cur, uses, sameBoot && haveUses)
 		if err := m.Put(metaRun, cur.encode()); err != nil {
+			return err
+		}
+		if err := s.uses.stamp(m); err != nil {
 			return err
 		}
 		return keepChangesTxid(tx)
 	})
+}
+
+// lastRun reads the marker the last writer left, and its mounts list
+// (zero when it has none of its own). A marker that does not decode is
+// read as a run that ended now, unclean, with a window back to 1970.
+func (s *runMarker) lastRun(now time.Time) (prev Run, had bool, uses mountUses, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		m := tx.Bucket(codec.BucketMeta)
+		v := m.Get(metaRun)
+		if v == nil {
+			return nil
+		}
+		had = true
+		if prev, err = decodeRun(v); err != nil {
+			s.log.Warn("store: run marker unreadable; re-verifying every record", "err", err)
+			prev = Run{LastCommit: now, Window: time.Duration(now.UnixNano())}
+			return nil
+		}
+		uses, _ = prevUses(m, prev)
+		return nil
+	})
+	return prev, had, uses, err
+}
+
+// logEnd says how the last run ended, when it did not close the index.
+func (s *runMarker) logEnd(prev Run, kept bool) {
+	switch {
+	case prev.Clean:
+	case kept:
+		s.log.Info("store: the last run did not close the index; the file systems it hashed on stayed mounted "+
+			"and kept its writes, so its records stand", "last_commit", prev.LastCommit)
+	default:
+		s.log.Warn("store: the last run did not close the index; re-verifying the records it hashed last",
+			"last_commit", prev.LastCommit, "window", prev.Window)
+	}
 }
 
 // stampCommit records in a commit's transaction that the run committed now.
@@ -216,7 +266,11 @@ func (s *runMarker) stampCommit(tx *bolt.Tx) error {
 		return nil
 	}
 	s.run.LastCommit = time.Now()
-	return tx.Bucket(codec.BucketMeta).Put(metaRun, s.run.encode())
+	m := tx.Bucket(codec.BucketMeta)
+	if err := s.uses.stamp(m); err != nil {
+		return err
+	}
+	return m.Put(metaRun, s.run.encode())
 }
 
 // endRun marks the run closed cleanly: every change it acknowledged is

@@ -287,6 +287,7 @@ type txSurveys struct {
 	grps, files, digest *bolt.Bucket
 	surv                *bolt.Bucket     // the surveys bucket, once used
 	floors              map[string]int64 // the store's survey floors; nil in migrations
+	uses                *mountUses       // the mounts of what was seen lately (kept.go); nil in migrations
 }
 
 // put is opSurvey: it stores the survey when the group agrees with
@@ -310,6 +311,12 @@ func (t *txSurveys) put(p *surveyPut) error {
 	}
 	if err := t.dropAt(k); err != nil {
 		return err
+	}
+	if t.uses != nil {
+		// A cut that ends a mount may take back the sharing it saw.
+		for _, in := range p.survey.Inodes {
+			t.uses.note(in.Dev, p.survey.At)
+		}
 	}
 	rec := p.survey.Reclaimable(nil)
 	t.c.Surveyed++

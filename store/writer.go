@@ -512,7 +512,8 @@ func (s *Store) update(fn func(w *wtx) error) (err error) {
 		if err != nil {
 			return err
 		}
-		w.fences, w.surveys.floors, w.mapTrim = &s.fenceSet, s.floors, s.mapTrim
+		w.fences, w.surveys.floors, w.mapTrim, w.uses = &s.fenceSet, s.floors, s.mapTrim, &s.uses
+		w.surveys.uses = &s.uses
 		s.deferred.begin(w)
 		defer func() {
 			delta, digested, runs, shelved = w.runs.delta, w.c.Digested, int64(w.runs.pend.Sequence()), w.c.Shelved

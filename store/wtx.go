@@ -115,8 +115,9 @@ type wtx struct {
 	shelf   *bolt.Bucket
 	surveys txSurveys // its side of the surveys (survey.go)
 
-	mapTrim *mapTrim // unmaps the index above budget (maptrim.go); nil in tests
-	applied int      // changes or merged entries so far, for mapTrim
+	mapTrim *mapTrim   // unmaps the index above budget (maptrim.go); nil in tests
+	uses    *mountUses // the mounts of the records hashed lately (kept.go); nil in tests
+	applied int        // changes or merged entries so far, for mapTrim
 }
 
 // tick counts one change applied or entry merged, and every trimEvery
@@ -251,6 +252,9 @@ func (w *wtx) lookup(path []byte) (fk []byte, r Record, ok bool, err error) {
 
 // put stores r at path, replacing what was there.
 func (w *wtx) put(path []byte, r *Record) error {
+	if w.uses != nil && r.State == StateOK {
+		w.uses.note(r.Dev, r.HashedAt)
+	}
 	if err := w.unshelf(path, r); err != nil {
 		return err
 	}

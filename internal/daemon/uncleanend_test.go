@@ -13,6 +13,7 @@ import (
 
 	"github.com/annexd/annexd/api"
 	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/internal/loopfs"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )
@@ -59,13 +60,19 @@ func recordLostWrite(index, path string) int {
 	return 0
 }
 
-// After a run that ended without closing the index, a record hashed just
-// before its end is hashed again even though the file's stat identity
-// still matches it (hashed a tick after its ctime, so not racily clean):
-// the daemon reports the key of the bytes on disk, not the recorded one,
-// and the audit lists the lost write with both digests.
+// After a run that ended without closing the index, and the end of the
+// mount of its files' file system (a power cut, a disk pulled out), a
+// record hashed just before its end is hashed again even though the
+// file's stat identity still matches it (hashed a tick after its ctime,
+// so not racily clean): the daemon reports the key of the bytes on disk,
+// not the recorded one, and the audit lists the lost write with both
+// digests.
 func TestUncleanEndReverifiesTheLastRecords(t *testing.T) {
-	root := t.TempDir()
+	disk := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: loopfs.MinSize[loopfs.Ext4]})
+	root := disk.Path("root")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	path := filepath.Join(root, "f.txt")
 	writeOld(t, path, "disk bytes") // as long as "lost bytes"
 	time.Sleep(fsstat.FineGranularity + 10*time.Millisecond)
@@ -78,6 +85,8 @@ func TestUncleanEndReverifiesTheLastRecords(t *testing.T) {
 	if out, err := child.CombinedOutput(); err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
+	disk.Unmount(t) // the mount ends: what the page cache held is gone
+	disk.Mount(t)
 
 	_, end := runApp(t, cfg, nil)
 	defer func() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/hasher"
+	"github.com/annexd/annexd/internal/loopfs"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 )
@@ -53,13 +54,17 @@ type lostWrite struct {
 	was, now store.Record
 }
 
-// After an unclean end the records hashed just before it are hashed again.
+// After an unclean end that ended the mount of their file system too (a
+// power cut, a disk pulled out: the page cache lost what it held), the
+// records hashed just before it are hashed again.
 // One whose file holds other bytes under the same stat identity is a lost
 // write, and OnFinding hears of it with both records, whether a lookup
 // or the scan hashes it first; a file that still has the recorded bytes is
 // not, and neither is one whose identity changed (an edit).
 func TestLostWriteReported(t *testing.T) {
-	root := t.TempDir()
+	img := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: loopfs.MinSize[loopfs.Ext4]})
+	root := img.Path("root")
+	must(t, os.Mkdir(root, 0o755))
 	p := func(name string) string { return filepath.Join(root, name) }
 	writeOld(t, p("lost.txt"), "disk bytes")
 	writeOld(t, p("kept.txt"), "kept bytes")
@@ -68,6 +73,8 @@ func TestLostWriteReported(t *testing.T) {
 	index := uncleanIndex(t, map[string]string{
 		p("lost.txt"): "lost bytes", p("kept.txt"): "kept bytes", p("edited.txt"): "old bytes!", p("looked.txt"): "lost bytes",
 	})
+	img.Unmount(t)
+	img.Mount(t)
 	writeFile(t, p("edited.txt"), "new bytes!")
 
 	var mu sync.Mutex
