@@ -17,6 +17,7 @@ import (
 
 	"github.com/annexd/annexd/api"
 	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/internal/loopfs"
 	"github.com/annexd/annexd/internal/testutil"
 )
 
@@ -171,12 +172,19 @@ func wait(t *testing.T, cmd *exec.Cmd, out *testutil.Buffer) int {
 }
 
 // A daemon resumes from its index: after SIGTERM, unchanged files are not
-// hashed again and a file changed while it was down is. After SIGKILL, the
-// records hashed within the data window before the last commit (here all of
-// them) are hashed again too, since a power cut may have taken the bytes
-// they name (store.Trusted).
+// hashed again and a file changed while it was down is. After SIGKILL
+// alone, the same: the page cache kept every write the killed daemon
+// hashed. After SIGKILL and the end of the root's mount (a disk pulled out
+// and put back, as a power cut ends it), the records hashed within the
+// data window before the last commit (here all of them) are hashed again
+// too, since the bytes they name may be gone (store.Trusted).
 func TestRunRestartResumesFromTheIndex(t *testing.T) {
 	e := newDaemonEnv(t)
+	disk := loopfs.New(t, loopfs.Ext4, loopfs.Options{Size: loopfs.MinSize[loopfs.Ext4]})
+	e.root = disk.Path("root")
+	if err := os.Mkdir(e.root, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	const n = 300
 	for i := range n {
 		writeOldFile(t, filepath.Join(e.root, fmt.Sprintf("d%d/f%d.txt", i%9, i)), fmt.Sprint("content ", i))
@@ -207,14 +215,25 @@ func TestRunRestartResumesFromTheIndex(t *testing.T) {
 		}
 		return cmd, out
 	}
-	cmd, _ = restart(filepath.Join(e.root, "d0/f0.txt"), "changed while the daemon was stopped", 1)
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
+	killed := func(cmd *exec.Cmd) {
+		t.Helper()
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
 	}
-	_ = cmd.Wait()
-	cmd, out = restart(filepath.Join(e.root, "d1/f1.txt"), "changed after the daemon was killed", n)
-	if !strings.Contains(out.String(), "did not close the index") {
-		t.Errorf("the restart after SIGKILL does not say why it hashes again:\n%s", out)
+	cmd, _ = restart(filepath.Join(e.root, "d0/f0.txt"), "changed while the daemon was stopped", 1)
+	killed(cmd)
+	cmd, out = restart(filepath.Join(e.root, "d1/f1.txt"), "changed after the daemon was killed", 1)
+	if !strings.Contains(out.String(), "stayed mounted") {
+		t.Errorf("the restart after SIGKILL does not say why it trusts the records:\n%s", out)
+	}
+	killed(cmd)
+	disk.Unmount(t)
+	disk.Mount(t)
+	cmd, out = restart(filepath.Join(e.root, "d2/f2.txt"), "changed after the daemon was killed and the disk unmounted", n)
+	if !strings.Contains(out.String(), "re-verifying the records it hashed last") {
+		t.Errorf("the restart after SIGKILL and an unmount does not say why it hashes again:\n%s", out)
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
