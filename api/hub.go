@@ -145,6 +145,9 @@ type HubStatus struct {
 	Resends   int64     `json:"resends"`   // whole resends begun since start
 	LastAck   time.Time `json:"last_ack,omitzero"`
 	LastError string    `json:"last_error,omitempty"`
+	// Rival says that another machine published, or asked to, under this
+	// host's name lately: a copy of this machine or of its configuration.
+	Rival string `json:"rival,omitempty"`
 }
 
 type hubContentWire struct {

@@ -38,6 +38,9 @@ func printHub(w io.Writer, st api.Status) {
 		}
 		fmt.Fprintln(w)
 	}
+	if h.Rival != "" {
+		fmt.Fprintf(w, "         WARNING: %s\n", h.Rival)
+	}
 	if h.Serving {
 		fmt.Fprintf(w, "         serving on %s: %d %s", h.Listen, h.Hosts, plural(int64(h.Hosts), "host", "hosts"))
 		if h.Stale > 0 {

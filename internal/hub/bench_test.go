@@ -229,6 +229,7 @@ type benchHost struct {
 	doneP chan error
 	id    [16]byte
 	batch int // changes a batch; default the publisher's
+	inst  *publish.Instance
 }
 
 func newBenchHost(b testing.TB, name string) *benchHost {
@@ -241,7 +242,11 @@ func newBenchHost(b testing.TB, name string) *benchHost {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = st.Run(ctx) }()
-	h := &benchHost{name: name, st: st, stopW: func() { cancel(); wg.Wait() }}
+	inst, err := publish.LoadInstance("") // kept through restarts, as in one boot
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := &benchHost{name: name, st: st, stopW: func() { cancel(); wg.Wait() }, inst: inst}
 	copy(h.id[:], name)
 	b.Cleanup(func() { h.stopPublisher(); h.stopW(); st.Close() })
 	return h
@@ -251,7 +256,7 @@ func (h *benchHost) startPublisher(b testing.TB, url string) {
 	b.Helper()
 	p, err := publish.New(h.st, publish.Config{Name: h.name, HostID: h.id, URL: url,
 		Options: []nats.Option{nats.UserInfo(h.name, benchPass)}, Poll: 5 * time.Millisecond, Timeout: 30 * time.Second,
-		Batch: h.batch})
+		Batch: h.batch, Instance: h.inst})
 	if err != nil {
 		b.Fatal(err)
 	}

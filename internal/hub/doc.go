@@ -68,6 +68,10 @@
 //     never holds up other hosts' batches.
 //   - Content is a digest and a size. Another host's claim of a digest
 //     with another size is other content: it hides nothing.
+//   - One publisher a host at a time: a copy of a host's machine (same
+//     index, credentials and sequence numbers) is refused while the
+//     host is heard, and its index never mixes with the host's
+//     (claim.go).
 //
 // What a host says of its own files is believed. A host whose
 // credentials are stolen can claim copies it does not have, and copies

@@ -59,6 +59,8 @@ type host struct {
 	doneP  chan error
 	id     [16]byte
 	batch  int
+	// instance is the publisher's instance file (publish.LoadInstance).
+	instance string
 }
 
 // newCluster starts a hub with a listener on loopback, the hub's own host
@@ -144,7 +146,8 @@ func (c *cluster) close() {
 func (c *cluster) addHost(name string) *host {
 	c.t.Helper()
 	dir := filepath.Join(c.dir, name)
-	h := &host{name: name, root: filepath.Join(dir, "tree"), dbPath: filepath.Join(dir, "index.db"), batch: 500}
+	h := &host{name: name, root: filepath.Join(dir, "tree"), dbPath: filepath.Join(dir, "index.db"), batch: 500,
+		instance: filepath.Join(dir, "host-id-publisher")}
 	if err := os.MkdirAll(h.root, 0o755); err != nil {
 		c.t.Fatal(err)
 	}
@@ -190,8 +193,14 @@ func (h *host) closeStore(t *testing.T) {
 
 func (c *cluster) startPublisher(h *host) {
 	c.t.Helper()
+	// A restart in the same boot keeps the publisher's instance, as the
+	// daemon's does.
+	inst, err := publish.LoadInstance(h.instance)
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	cfg := publish.Config{Name: h.name, HostID: h.id, URL: c.url, Options: c.creds[h.name],
-		Batch: h.batch, Poll: 5 * time.Millisecond, Heartbeat: 2 * time.Second, Timeout: 5 * time.Second}
+		Batch: h.batch, Poll: 5 * time.Millisecond, Heartbeat: 2 * time.Second, Timeout: 5 * time.Second, Instance: inst}
 	if h.name == c.cfg.Self {
 		cfg.URL, cfg.Options = "", c.hub.SelfOptions()
 	}

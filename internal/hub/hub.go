@@ -357,6 +357,10 @@ func (h *Hub) handle(nc *nats.Conn, v *view, m jetstream.Msg) {
 		drop(DropNoID, errors.New("no message id: not published by the host"))
 		return
 	}
+	if inst := instanceOf(m.Headers().Get(hubwire.InstanceHeader)); !v.fromHolder(name, inst) {
+		drop(DropRival, fmt.Errorf("from publisher %x, not the one that holds the name (a cloned machine?)", inst))
+		return
+	}
 	b, err := hubwire.Unmarshal(m.Data())
 	if err != nil {
 		drop(DropUndecodable, err)
@@ -420,8 +424,21 @@ func (h *Hub) serve(nc *nats.Conn, v *view) ([]*nats.Subscription, error) {
 		if !h.asked(v, name, m) {
 			return
 		}
-		v.heard(name)
-		h.respond(nc, m, v.state(name))
+		var req hubwire.StateRequest
+		_ = json.Unmarshal(m.Data, &req) // an empty body: a publisher without an instance
+		st, ok, err := v.claim(name, req.Instance)
+		if err != nil {
+			h.cfg.Logger.Warn("hub: state request", "host", name, "err", err)
+			return
+		}
+		if !ok {
+			if n := h.countRefusal(name, RefuseRival); n > 0 {
+				h.cfg.Logger.Warn("hub: another publisher asks under this host's name while the one that holds it "+
+					"is heard; its changes are refused (a cloned machine, or a configuration copied to a second one?)",
+					"host", name, "holder", fmt.Sprintf("%x", st.Instance), "other", fmt.Sprintf("%x", req.Instance), "refused", n)
+			}
+		}
+		h.respond(nc, m, st)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("hub: subscribe %s: %w", hubwire.StatePrefix, err)

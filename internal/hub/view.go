@@ -58,6 +58,7 @@ type hostRec struct {
 	LastSeen time.Time `json:"last_seen"`
 	Records  int64     `json:"records"`
 	Bytes    int64     `json:"bytes"`
+	Instance uint64    `json:"instance,omitempty"` // the publisher that holds the name (claim.go)
 }
 
 // pending is a whole resend under way.
@@ -87,6 +88,9 @@ type view struct {
 	hosts map[string]*hostRec // committed state, by name
 	byNum map[uint32]string
 	seen  map[string]time.Time // heard from since the last flush
+	// rivals is when another publisher than the holder last spoke as
+	// each host (claim.go).
+	rivals map[string]time.Time
 }
 
 // viewConfig is what a view needs besides its file.
@@ -108,7 +112,7 @@ func openView(path string, cfg viewConfig) (*view, error) {
 		return nil, fmt.Errorf("hub: open view %s: %w", path, err)
 	}
 	v := &view{db: db, stale: cfg.stale, now: cfg.now, known: cfg.known, log: cfg.log,
-		hosts: map[string]*hostRec{}, byNum: map[uint32]string{}, seen: map[string]time.Time{}}
+		hosts: map[string]*hostRec{}, byNum: map[uint32]string{}, seen: map[string]time.Time{}, rivals: map[string]time.Time{}}
 	if v.log == nil {
 		v.log = slog.New(slog.DiscardHandler)
 	}
@@ -599,13 +603,23 @@ func (v *view) state(name string) hubwire.State {
 	return v.stateLocked(h)
 }
 
-func (v *view) stateLocked(h *hostRec) hubwire.State {
+// seenLocked is when host h was last heard.
+func (v *view) seenLocked(h *hostRec) time.Time {
 	seen := h.LastSeen
 	if t, ok := v.seen[h.Name]; ok && t.After(seen) {
 		seen = t
 	}
+	return seen
+}
+
+func (v *view) stateLocked(h *hostRec) hubwire.State {
+	seen := v.seenLocked(h)
 	st := hubwire.State{Name: h.Name, HostID: h.HostID, Epoch: h.Epoch, Seq: h.Seq, Complete: h.Complete,
-		Gap: h.Gap, LastSeen: seen, Records: h.Records, Bytes: h.Bytes, Stale: v.now().Sub(seen) > v.stale}
+		Gap: h.Gap, LastSeen: seen, Records: h.Records, Bytes: h.Bytes, Stale: v.now().Sub(seen) > v.stale,
+		Instance: h.Instance}
+	if t, ok := v.rivals[h.Name]; ok && v.now().Sub(t) <= claimLease {
+		st.Rival = t
+	}
 	if h.Complete {
 		st.IndexID = hex.EncodeToString(h.IndexID[:])
 	}

@@ -117,6 +117,9 @@ func (l *Link) publish(ctx context.Context, st publish.Store) error {
 	}
 	cfg := l.pcfg
 	cfg.HostID = id
+	if cfg.Instance, err = publish.LoadInstance(l.idf + "-publisher"); err != nil {
+		return err
+	}
 	if l.hub != nil {
 		select {
 		case <-l.hub.Ready():
@@ -201,13 +204,13 @@ func (l *Link) publisher() *publish.Publisher {
 	return l.pub
 }
 
-// Exclude lists the link's files, never indexed: the host id and the
-// hub's directory.
+// Exclude lists the link's files, never indexed: the host id, the
+// publisher's instance (and its temporary) and the hub's directory.
 func (l *Link) Exclude() []string {
 	if l == nil {
 		return nil
 	}
-	x := []string{l.idf}
+	x := []string{l.idf, l.idf + "-publisher", l.idf + "-publisher.new"}
 	if l.hub != nil {
 		x = append(x, l.dir)
 	}
@@ -239,6 +242,9 @@ func (l *Link) Status() *api.HubStatus {
 	s := p.Status()
 	out.Connected, out.IndexID, out.Seq, out.Published, out.Acked, out.Lag = s.Connected, s.IndexID, s.Seq, s.Published, s.Acked, s.Lag
 	out.Resending, out.Resends, out.LastAck, out.LastError = s.Resending, s.Resends, s.LastAck, s.LastError
-	out.Connected = out.Connected && s.Refused == "" // connected and refused all it sends is no link
+	out.Rival = s.Rival
+	// Connected and refused all it sends, or waiting for another machine
+	// to give this host's name up, is no link.
+	out.Connected = out.Connected && s.Refused == "" && !s.RivalHolds
 	return out
 }

@@ -22,7 +22,31 @@ type State struct {
 	Records   int64     `json:"records"`
 	Bytes     int64     `json:"bytes"`
 	Stale     bool      `json:"stale"` // not heard from for longer than the hub's stale time
+	// Instance is the publisher the hub takes this host's changes from
+	// (StateRequest.Instance); 0 before one asked with an instance.
+	Instance uint64 `json:"instance,omitempty"`
+	// Previous, in the answer to the state request whose publisher took
+	// the host's name over, is the publisher that held it before: what
+	// the hub has of the host came from it.
+	Previous uint64 `json:"previous,omitempty"`
+	// Rival is when another publisher last asked under this host's name
+	// while Instance held it (a cloned machine, a copied configuration);
+	// zero when none did lately.
+	Rival time.Time `json:"rival,omitzero"`
 }
+
+// StateRequest is the body of a state request: which publisher asks.
+// Instance is random, kept by the host's index through restarts within a
+// boot, and new after a reboot: a copy of the machine that boots on its
+// own gets one of its own (publish.Instances). An empty body is a
+// publisher from before instances, whose requests always hold.
+type StateRequest struct {
+	Instance uint64 `json:"instance,omitempty"`
+}
+
+// InstanceHeader carries, on each batch, the instance of the publisher
+// that sent it (hex).
+const InstanceHeader = "Annexd-Instance"
 
 // Holder is one host's copies of some content.
 type Holder struct {

@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -71,6 +72,9 @@ type Config struct {
 	Timeout time.Duration
 	// Logger receives the publisher's problems. Default: discard.
 	Logger *slog.Logger
+	// Instance names this publisher at the hub (LoadInstance). Default:
+	// a new one, kept in memory.
+	Instance *Instance
 }
 
 func (c *Config) fill() error {
@@ -96,6 +100,9 @@ func (c *Config) fill() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.Instance == nil {
+		c.Instance, _ = LoadInstance("")
+	}
 	return nil
 }
 
@@ -115,6 +122,11 @@ type Status struct {
 	// subscribed to under its name (a permissions violation): its
 	// credentials are another host's. Empty once the hub answers it.
 	Refused string `json:"refused,omitempty"`
+	// Rival says that another publisher spoke under this host's name
+	// lately (a cloned machine, a copied configuration); RivalHolds that
+	// it holds the name, so this host's changes wait (hub's claim.go).
+	Rival      string `json:"rival,omitempty"`
+	RivalHolds bool   `json:"rival_holds,omitempty"`
 }
 
 // maxBatchBytes bounds one batch's entries, well below NATS's default
@@ -160,6 +172,12 @@ var (
 	// ErrRefused: the hub refused this host's credentials. The publisher
 	// keeps trying, less and less often, in case the hub's are fixed.
 	ErrRefused = errors.New("publish: the hub refused this host's credentials")
+	// ErrRival: another publisher holds this host's name at the hub. The
+	// publisher asks again, less and less often, until it stops.
+	ErrRival = errors.New("publish: another machine publishes under this host's name")
+	// errTakenOver: this publisher took the host's name over from
+	// another, whose records the hub holds; the index is resent whole.
+	errTakenOver = errors.New("publish: the hub held this host's records from another publisher; resending the index whole")
 )
 
 // New returns a publisher of st's changes.
@@ -235,6 +253,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 		return fmt.Errorf("publish: connect to %s: %w", p.cfg.URL, err)
 	}
 	defer nc.Close()
+	defer p.cfg.Instance.save()
 	p.mu.Lock()
 	p.nc = nc
 	p.mu.Unlock()
@@ -276,7 +295,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 			return fmt.Errorf("publish: %w", err)
 		}
 		level := slog.LevelInfo
-		if errors.Is(err, ErrRefused) {
+		if errors.Is(err, ErrRefused) || errors.Is(err, ErrRival) {
 			level = slog.LevelWarn
 		}
 		p.log.Log(ctx, level, "publish: hub sync interrupted", "err", err, "retry", backoff)
@@ -357,13 +376,30 @@ func (p *Publisher) heard(st hubwire.State) bool {
 		p.foreignState(st.Name)
 		return false
 	}
+	mine := st.Instance == 0 || st.Instance == p.cfg.Instance.ID
 	p.mu.Lock()
-	p.ack = st
 	p.stat.Refused, p.refusal = "", nil // the hub answers this host under its name
-	if st.Complete && st.IndexID == p.stat.IndexID && st.Seq > p.stat.Acked {
-		p.stat.Acked, p.stat.LastAck = st.Seq, time.Now()
+	p.stat.RivalHolds = !mine
+	p.stat.Rival = ""
+	switch {
+	case !mine:
+		p.stat.Rival = fmt.Sprintf("another machine publishes under this host's name (publisher %x); this host's changes wait", st.Instance)
+	case !st.Rival.IsZero():
+		p.stat.Rival = fmt.Sprintf("another machine asked to publish under this host's name at %s; the hub refuses it (a copy of this machine?)",
+			st.Rival.Format(time.RFC3339))
+	}
+	if mine {
+		// Another publisher's state is not this host's: what the hub
+		// applied of it says nothing of this host's changes.
+		p.ack = st
+		if st.Complete && st.IndexID == p.stat.IndexID && st.Seq > p.stat.Acked {
+			p.stat.Acked, p.stat.LastAck = st.Seq, time.Now()
+		}
 	}
 	p.mu.Unlock()
+	if mine && st.Instance != 0 {
+		p.cfg.Instance.heldBy(st.Instance, st.Seq)
+	}
 	select {
 	case p.acks <- struct{}{}:
 	default:
@@ -461,7 +497,8 @@ func (l *link) state(ctx context.Context) (hubwire.State, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.p.cfg.Timeout)
 	defer cancel()
-	m, err := l.nc.RequestWithContext(ctx, hubwire.StatePrefix+l.p.cfg.Name, nil)
+	body, _ := json.Marshal(hubwire.StateRequest{Instance: l.p.cfg.Instance.ID})
+	m, err := l.nc.RequestWithContext(ctx, hubwire.StatePrefix+l.p.cfg.Name, body)
 	if err != nil {
 		if refused := l.p.refusedNow(); refused != nil {
 			return hubwire.State{}, refused
@@ -472,15 +509,32 @@ func (l *link) state(ctx context.Context) (hubwire.State, error) {
 	if err := json.Unmarshal(m.Data, &st); err != nil {
 		return st, fmt.Errorf("publish: state reply: %w", err)
 	}
+	held, heldSeq := l.p.cfg.Instance.held() // before heard notes this answer
 	if !l.p.heard(st) {
 		return hubwire.State{}, fmt.Errorf("%w: the hub's state names %q, not this host", ErrHubLost, st.Name)
+	}
+	if st.Instance != 0 && st.Instance != l.p.cfg.Instance.ID {
+		return st, fmt.Errorf("%w %q (publisher %x, heard %s): a copy of this machine, or of its configuration? "+
+			"Give each machine its own name and credentials; this host's changes wait in its index until that one stops",
+			ErrRival, l.p.cfg.Name, st.Instance, st.LastSeen.Format(time.RFC3339))
+	}
+	if st.Previous != 0 && (st.Previous != held || st.Seq != heldSeq) {
+		// What the hub has of this host may be another machine's
+		// history under the same index id and sequence numbers.
+		l.p.log.Warn("publish: the hub held this host's records from another publisher (a copy of this machine?); resending the index whole",
+			"previous", fmt.Sprintf("%x", st.Previous), "hub_seq", st.Seq, "last_held", fmt.Sprintf("%x", held), "last_held_seq", heldSeq)
+		if err := l.p.st.ResetChanges(); err != nil {
+			return st, err
+		}
+		return st, errTakenOver
 	}
 	return st, nil
 }
 
 // publish sends one batch, retrying it under the same message id.
 func (l *link) publish(ctx context.Context, b *hubwire.Batch) error {
-	msg := &nats.Msg{Subject: hubwire.ChangesPrefix + l.p.cfg.Name, Data: b.Marshal()}
+	msg := &nats.Msg{Subject: hubwire.ChangesPrefix + l.p.cfg.Name, Data: b.Marshal(), Header: nats.Header{}}
+	msg.Header.Set(hubwire.InstanceHeader, strconv.FormatUint(l.p.cfg.Instance.ID, 16))
 	var err error
 	for attempt := range 3 {
 		if attempt > 0 && !sleep(ctx, time.Duration(attempt)*time.Second) {

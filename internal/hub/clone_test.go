@@ -1,0 +1,127 @@
+package hub_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/annexd/annexd/internal/hub"
+	"github.com/annexd/annexd/internal/publish"
+)
+
+// A copy of a host (a cloned virtual machine, its state directory restored
+// on a second machine) has the host's index, host id and credentials, and
+// boots on its own. Its changes never mix with the host's at the hub:
+// while the host is heard, the copy is refused and both say so; once the
+// host has not been heard for the lease, the copy takes the name over and
+// resends its index whole, since what the hub has came from the host; and
+// the host, back, takes the name back the same way.
+func TestACopyOfAHostNeverMixesItsIndexIn(t *testing.T) {
+	c := newCluster(t)
+	var skew atomic.Int64 // the hub's clock runs ahead by this much
+	c.stopHub()
+	c.cfg.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	c.startHub()
+	laptop := c.addHost("laptop")
+	c.addHost("desktop")
+	laptop.write(t, map[string]string{"a": "laptop a", "b": "laptop b"})
+	laptop.index(t, c)
+	laptop.caughtUp(t)
+
+	laptop.stopPublisher(t)
+	laptop.closeStore(t)
+	clone := copyHost(t, laptop, filepath.Join(c.dir, "laptop-copy"))
+	laptop.openStore(t)
+	c.startPublisher(laptop)
+	clone.write(t, map[string]string{"a": "laptop a", "b": "laptop b", "c": "only on the copy"})
+	clone.index(t, c)
+	c.startPublisher(clone)
+	t.Cleanup(func() { clone.stopPublisher(t); clone.closeStore(t) })
+
+	waitUntil(t, "the copy says another machine holds the name", func() bool {
+		s := clone.pub.Status()
+		return s.RivalHolds && strings.Contains(s.LastError, "another machine publishes under this host's name")
+	})
+	waitUntil(t, "the laptop hears of the copy", func() bool { return laptop.pub.Status().Rival != "" })
+	laptop.write(t, map[string]string{"d": "laptop after the copy"})
+	laptop.index(t, c)
+	laptop.caughtUp(t)
+	c.matchTrees(t, "desktop") // the laptop's files only: none of the copy's
+	if n := c.hub.Stats().Refused[hub.Refusal{Host: "laptop", Reason: hub.RefuseRival}]; n == 0 {
+		t.Errorf("the copy's requests were not counted as refused: %v", c.hub.Stats().Refused)
+	}
+
+	// The laptop goes away. Past the lease, the copy's next request takes
+	// the name over: the hub has changes the copy never made.
+	laptop.stopPublisher(t)
+	skew.Add(int64(4 * time.Minute))
+	clone.stopPublisher(t)
+	c.startPublisher(clone)
+	if s := clone.caughtUp(t); s.Resends == 0 {
+		t.Errorf("the copy took the laptop's name over without resending its index: %+v", s)
+	}
+	c.hosts["laptop"] = clone
+	c.matchTrees(t, "desktop")
+
+	// The laptop comes back while the copy runs, then the copy stops.
+	c.startPublisher(laptop)
+	waitUntil(t, "the laptop waits for the copy", func() bool { return laptop.pub.Status().RivalHolds })
+	clone.stopPublisher(t)
+	skew.Add(int64(4 * time.Minute))
+	laptop.stopPublisher(t)
+	c.startPublisher(laptop)
+	if s := laptop.caughtUp(t); s.Resends == 0 {
+		t.Errorf("the laptop took its name back without resending its index: %+v", s)
+	}
+	c.hosts["laptop"] = laptop
+	c.matchTrees(t, "desktop")
+}
+
+// copyHost copies h's index, host id and publisher instance to dir, as a
+// clone of its machine has them, with the instance made in another boot.
+func copyHost(t *testing.T, h *host, dir string) *host {
+	t.Helper()
+	clone := &host{name: h.name, root: filepath.Join(dir, "tree"), dbPath: filepath.Join(dir, "index.db"), batch: h.batch,
+		instance: filepath.Join(dir, "host-id-publisher"), id: h.id}
+	if err := os.MkdirAll(clone.root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db, err := os.ReadFile(h.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := os.ReadFile(h.instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(in))
+	f[0] = "another-boot"
+	if err := os.WriteFile(clone.dbPath, db, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(clone.instance, []byte(strings.Join(f, " ")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := publish.LoadInstance(h.instance); a != nil {
+		if b, _ := publish.LoadInstance(clone.instance); b == nil || b.ID == a.ID {
+			t.Fatalf("the copy's publisher has the laptop's instance")
+		}
+	}
+	clone.openStore(t)
+	return clone
+}
+
+// waitUntil polls cond until it holds, failing after waitFor.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, waitFor)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
