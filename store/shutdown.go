@@ -10,7 +10,6 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/store/codec"
 )
 
@@ -168,9 +167,6 @@ type runMarker struct {
 	hadPrev bool
 	suspect []Span
 	uses    mountUses // the mounts its records were hashed on (kept.go)
-	// kept asks whether a mount kept its writes: keptMount unless a test
-	// sets another.
-	kept func(fsstat.MountMark) bool
 }
 
 // beginRun, called by Open for a writer (not for check-db or Compact),
@@ -182,19 +178,12 @@ type runMarker struct {
 func (s *runMarker) beginRun() error {
 	now := time.Now()
 	cur := Run{Started: now, LastCommit: now, BootID: bootID(), Window: s.opts.DataWindow}
-	prev, had, uses, err := s.lastRun(now)
+	prev, had, uses, haveUses, err := s.lastRun(now)
 	if err != nil {
 		return err
 	}
 	sameBoot := had && prev.BootID != "" && prev.BootID == cur.BootID
-	haveUses := uses.run != 0
-	kept := false
-	if sameBoot && !prev.Clean && haveUses {
-		if s.kept == nil {
-			s.kept = keptMount
-		}
-		kept = keptSince(prev, uses, s.kept)
-	}
+	kept := sameBoot && !prev.Clean && haveUses && keptSince(prev, uses, keptMount)
 	return s.db.Update(func(tx *bolt.Tx) error {
 		m := tx.Bucket(codec.BucketMeta)
 		if had {
@@ -226,9 +215,10 @@ func (s *runMarker) beginRun() error {
 }
 
 // lastRun reads the marker the last writer left, and its mounts list
-// (zero when it has none of its own). A marker that does not decode is
-// read as a run that ended now, unclean, with a window back to 1970.
-func (s *runMarker) lastRun(now time.Time) (prev Run, had bool, uses mountUses, err error) {
+// (haveUses false when it has none of its own). A marker that does not
+// decode is read as a run that ended now, unclean, with a window back to
+// 1970.
+func (s *runMarker) lastRun(now time.Time) (prev Run, had bool, uses mountUses, haveUses bool, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {
 		m := tx.Bucket(codec.BucketMeta)
 		v := m.Get(metaRun)
@@ -241,10 +231,10 @@ func (s *runMarker) lastRun(now time.Time) (prev Run, had bool, uses mountUses, 
 			prev = Run{LastCommit: now, Window: time.Duration(now.UnixNano())}
 			return nil
 		}
-		uses, _ = prevUses(m, prev)
+		uses, haveUses = prevUses(m, prev)
 		return nil
 	})
-	return prev, had, uses, err
+	return prev, had, uses, haveUses, err
 }
 
 // logEnd says how the last run ended, when it did not close the index.
