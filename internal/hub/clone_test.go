@@ -56,28 +56,24 @@ func TestACopyOfAHostNeverMixesItsIndexIn(t *testing.T) {
 
 	// The laptop goes away. Past the lease, the copy's next request takes
 	// the name over: the hub has changes the copy never made.
-	laptop.stopPublisher(t)
-	skew.Add(int64(4 * time.Minute))
-	clone.stopPublisher(t)
-	c.startPublisher(clone)
-	if s := clone.caughtUp(t); s.Resends == 0 {
-		t.Errorf("the copy took the laptop's name over without resending its index: %+v", s)
+	takeOver := func(from, to *host) {
+		t.Helper()
+		from.stopPublisher(t)
+		skew.Add(int64(4 * time.Minute))
+		to.stopPublisher(t) // a restart asks at once
+		c.startPublisher(to)
+		if s := to.caughtUp(t); s.Resends == 0 {
+			t.Errorf("the name taken over without a whole resend: %+v", s)
+		}
+		c.hosts["laptop"] = to
+		c.matchTrees(t, "desktop")
 	}
-	c.hosts["laptop"] = clone
-	c.matchTrees(t, "desktop")
+	takeOver(laptop, clone)
 
 	// The laptop comes back while the copy runs, then the copy stops.
 	c.startPublisher(laptop)
 	waitUntil(t, "the laptop waits for the copy", func() bool { return laptop.pub.Status().RivalHolds })
-	clone.stopPublisher(t)
-	skew.Add(int64(4 * time.Minute))
-	laptop.stopPublisher(t)
-	c.startPublisher(laptop)
-	if s := laptop.caughtUp(t); s.Resends == 0 {
-		t.Errorf("the laptop took its name back without resending its index: %+v", s)
-	}
-	c.hosts["laptop"] = laptop
-	c.matchTrees(t, "desktop")
+	takeOver(clone, laptop)
 }
 
 // copyHost copies h's index, host id and publisher instance to dir, as a
