@@ -76,6 +76,11 @@ func (v *view) claim(name string, inst uint64) (hubwire.State, bool, error) {
 		prev, h.Instance, h.LastSeen = h.Instance, inst, v.now()
 		return nil
 	})
+	if err == nil {
+		v.mu.Lock()
+		delete(v.rivals, name) // what spoke as a rival until now holds the name
+		v.mu.Unlock()
+	}
 	if err != nil {
 		return hubwire.State{}, false, err
 	}

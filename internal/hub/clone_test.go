@@ -76,8 +76,10 @@ func TestACopyOfAHostNeverMixesItsIndexIn(t *testing.T) {
 	takeOver(clone, laptop)
 }
 
-// copyHost copies h's index, host id and publisher instance to dir, as a
-// clone of its machine has them, with the instance made in another boot.
+// copyHost copies h's index, host id and publisher instance file to dir,
+// as a copy of its machine has them. The copy's instance file is at
+// another path, as on another machine it is in another boot: its
+// publisher gets an instance of its own.
 func copyHost(t *testing.T, h *host, dir string) *host {
 	t.Helper()
 	clone := &host{name: h.name, root: filepath.Join(dir, "tree"), dbPath: filepath.Join(dir, "index.db"), batch: h.batch,
@@ -85,26 +87,21 @@ func copyHost(t *testing.T, h *host, dir string) *host {
 	if err := os.MkdirAll(clone.root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	db, err := os.ReadFile(h.dbPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := os.ReadFile(h.instance)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(in))
-	f[0] = "another-boot"
-	if err := os.WriteFile(clone.dbPath, db, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(clone.instance, []byte(strings.Join(f, " ")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if a, _ := publish.LoadInstance(h.instance); a != nil {
-		if b, _ := publish.LoadInstance(clone.instance); b == nil || b.ID == a.ID {
-			t.Fatalf("the copy's publisher has the laptop's instance")
+	for from, to := range map[string]string{h.dbPath: clone.dbPath, h.instance: clone.instance} {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
 		}
+		if err := os.WriteFile(to, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := publish.LoadInstance(h.instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := publish.LoadInstance(clone.instance); err != nil || b.ID == a.ID {
+		t.Fatalf("the copy's publisher has the laptop's instance (%v)", err)
 	}
 	clone.openStore(t)
 	return clone
@@ -120,4 +117,35 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// A copy that even has the host's publisher instance (a second copy of
+// the state directory at the same path, on the same boot and host name:
+// two containers alike) is one publisher to the hub. The host then hears
+// the hub hold more of its index than it has, and resends its index
+// whole instead of waiting behind the copy's changes; once the copy
+// stops, the hub holds the host's tree alone.
+func TestACopyWithTheHostsInstanceIsOutgrown(t *testing.T) {
+	c := newCluster(t)
+	laptop := c.addHost("laptop")
+	c.addHost("desktop")
+	laptop.write(t, map[string]string{"a": "laptop a"})
+	laptop.index(t, c)
+	laptop.caughtUp(t)
+	laptop.stopPublisher(t)
+	laptop.closeStore(t)
+	clone := copyHost(t, laptop, filepath.Join(c.dir, "laptop-copy"))
+	clone.instance = laptop.instance // the same boot, host name and path
+	laptop.openStore(t)
+	c.startPublisher(laptop)
+	clone.write(t, map[string]string{"b": "copy b", "c": "copy c", "d": "copy d"})
+	clone.index(t, c)
+	c.startPublisher(clone)
+	waitUntil(t, "the laptop hears the hub hold more than its index", func() bool { return laptop.pub.Status().Resends > 0 })
+	clone.stopPublisher(t)
+	clone.closeStore(t)
+	laptop.write(t, map[string]string{"e": "laptop e"})
+	laptop.index(t, c)
+	laptop.caughtUp(t)
+	c.matchTrees(t, "desktop")
 }

@@ -1,8 +1,8 @@
 package publish
 
 import (
-	"cmp"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -10,9 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/annexd/annexd/internal/hubwire"
 )
@@ -103,86 +102,78 @@ func DefaultName() (string, error) {
 }
 
 // Instance is how this host's publisher names itself at the hub
-// (hubwire.StateRequest), and what it last heard the hub hold of the host:
-// kept in a file beside the host id. The id stays through restarts of the
-// daemon within one boot and is new after a reboot, so a copy of the
-// machine (a cloned virtual machine, the state directory restored on a
-// second one), which boots on its own, publishes under an id of its own
-// even though it has the host's files, index and credentials.
+// (hubwire.StateRequest), kept in a file beside the host id. The id stays
+// through restarts of the daemon on one machine within one boot, and is
+// new after a reboot, on another host name, or with the state directory
+// at another path: a copy of the machine (a cloned virtual machine, the
+// state directory restored on a second one or copied beside the first, a
+// container started from the same image) gets one of its own even though
+// it has the host's files, index and credentials. What the hub last held
+// of the host is kept in the index itself (heldMeta), so a copy of the
+// index never claims more than it holds.
 type Instance struct {
-	ID uint64
-	// Held is the publisher the hub last said held this host, and the
-	// last change it had applied then. A takeover from another publisher
-	// (hubwire.State.Previous) finds the hub with this host's own history
-	// only when both still match.
-	Held    uint64
-	HeldSeq uint64
-
+	ID   uint64
 	path string
-	boot string
-	mu   sync.Mutex
-	kept time.Time // when the file was last written
+	key  string // what the id is tied to: the boot, the host name, the file's place
 }
 
 // LoadInstance returns the instance kept in the file at path: its id when
-// it was made in this boot, else a new one. A path of "" keeps it in
-// memory only.
+// the file was made in this boot, on this host name, at this path, else a
+// new one. A path of "" keeps it in memory only.
 func LoadInstance(path string) (*Instance, error) {
-	in := &Instance{path: path, boot: bootID()}
+	in := &Instance{path: path, key: instanceKey(path)}
 	if path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("publish: read publisher instance: %w", err)
 		}
-		var boot string
-		if _, err := fmt.Sscanf(string(b), "%s %x %x %d", &boot, &in.ID, &in.Held, &in.HeldSeq); err == nil && boot != in.boot {
-			in.ID = 0
-		}
+		in.ID = parseInstance(string(b), in.key)
 	}
-	if in.ID == 0 || in.boot == "" {
+	if in.ID == 0 {
 		in.ID = randomInstance()
 	}
 	return in, in.save()
 }
 
-// heldBy notes that the hub holds this host for publisher id, through
-// change seq; the file is written at most every few seconds, and by Close.
-func (in *Instance) heldBy(id, seq uint64) {
-	in.mu.Lock()
-	changed := in.Held != id || in.HeldSeq != seq
-	in.Held, in.HeldSeq = id, seq
-	due := changed && time.Since(in.kept) >= instanceSaveEvery
-	in.mu.Unlock()
-	if due {
-		_ = in.save()
+// parseInstance returns the id of an instance file made under key; 0
+// when the file is another's, or not one whole.
+func parseInstance(text, key string) uint64 {
+	f := strings.Fields(text)
+	if len(f) != 2 || f[0] != key {
+		return 0
 	}
+	id, err := strconv.ParseUint(f[1], 16, 64)
+	if err != nil {
+		return 0
+	}
+	return id
 }
 
-// held returns what the hub last held.
-func (in *Instance) held() (uint64, uint64) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.Held, in.HeldSeq
+// instanceKey ties an instance to this boot, this host name and the
+// file's absolute path; "" when the boot id cannot be read (a new id at
+// every start then).
+func instanceKey(path string) string {
+	boot := bootID()
+	if boot == "" {
+		return ""
+	}
+	host, _ := os.Hostname()
+	abs, _ := filepath.Abs(path)
+	sum := sha256.Sum256([]byte(boot + "\x00" + host + "\x00" + abs))
+	return hex.EncodeToString(sum[:12])
 }
-
-// instanceSaveEvery spaces the writes of the instance file while acks
-// come in.
-const instanceSaveEvery = 2 * time.Second
 
 // save writes the file, replacing it whole.
 func (in *Instance) save() error {
-	if in.path == "" {
+	if in.path == "" || in.key == "" {
 		return nil
 	}
-	in.mu.Lock()
-	data := fmt.Sprintf("%s %x %x %d\n", cmp.Or(in.boot, "-"), in.ID, in.Held, in.HeldSeq)
-	in.kept = time.Now()
-	in.mu.Unlock()
 	tmp := in.path + ".new"
-	if err := os.WriteFile(tmp, []byte(data), 0o600); err != nil {
+	if err := os.WriteFile(tmp, []byte(fmt.Sprintf("%s %x\n", in.key, in.ID)), 0o600); err != nil {
 		return fmt.Errorf("publish: write publisher instance: %w", err)
 	}
 	if err := os.Rename(tmp, in.path); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("publish: write publisher instance: %w", err)
 	}
 	return nil

@@ -46,6 +46,8 @@ type Store interface {
 	TrimChanges(ctx context.Context, seq uint64) error
 	ResetChanges() error
 	SnapshotChanges(ctx context.Context, fn func(store.Logged) error) (store.LogState, error)
+	GetMeta(name string) ([]byte, bool, error)
+	PutMeta(ctx context.Context, name string, v []byte) error
 }
 
 // Config configures a publisher. Name, HostID and URL (or an in-process
@@ -163,6 +165,10 @@ type Publisher struct {
 	foreign int
 	warned  time.Time
 	refusal error // the hub's refusal of this host's name (stat.Refused), or nil
+	// held is the hub's last word on this host (held.go), heldDirty
+	// until it is written to the index.
+	held      heldMark
+	heldDirty bool
 }
 
 // Errors of the link.
@@ -178,6 +184,8 @@ var (
 	// errTakenOver: this publisher took the host's name over from
 	// another, whose records the hub holds; the index is resent whole.
 	errTakenOver = errors.New("publish: the hub held this host's records from another publisher; resending the index whole")
+	// errAhead: the hub holds more of this index than it has (ahead).
+	errAhead = errors.New("publish: the hub holds more changes of this index than it has (another machine under this host's name?)")
 )
 
 // New returns a publisher of st's changes.
@@ -188,7 +196,7 @@ func New(st Store, cfg Config) (*Publisher, error) {
 	idKey := make([]byte, 32)
 	_, _ = rand.Read(idKey)
 	return &Publisher{st: st, cfg: cfg, log: cfg.Logger, idKey: idKey, wake: make(chan struct{}, 1), acks: make(chan struct{}, 1),
-		up: make(chan struct{}, 1)}, nil
+		up: make(chan struct{}, 1), held: loadHeld(st)}, nil
 }
 
 // Notify says the log has new changes, so they go out before the next poll.
@@ -253,7 +261,10 @@ func (p *Publisher) Run(ctx context.Context) error {
 		return fmt.Errorf("publish: connect to %s: %w", p.cfg.URL, err)
 	}
 	defer nc.Close()
-	defer p.cfg.Instance.save()
+	hctx, stopHeld := context.WithCancel(context.Background())
+	heldDone := make(chan struct{})
+	go func() { defer close(heldDone); p.keepHeld(hctx) }()
+	defer func() { stopHeld(); <-heldDone }()
 	p.mu.Lock()
 	p.nc = nc
 	p.mu.Unlock()
@@ -295,16 +306,19 @@ func (p *Publisher) Run(ctx context.Context) error {
 			return fmt.Errorf("publish: %w", err)
 		}
 		level := slog.LevelInfo
-		if errors.Is(err, ErrRefused) || errors.Is(err, ErrRival) {
+		if errors.Is(err, ErrRefused) || errors.Is(err, ErrRival) || errors.Is(err, errAhead) {
 			level = slog.LevelWarn
 		}
 		p.log.Log(ctx, level, "publish: hub sync interrupted", "err", err, "retry", backoff)
 		p.setStatus(func(s *Status) { s.LastError, s.Resending = err.Error(), false })
+		if errors.Is(err, errTakenOver) {
+			continue // resend at once
+		}
 		if !p.sleep(ctx, backoff) {
 			break
 		}
 		backoff = min(2*backoff, time.Minute)
-		if l.progress {
+		if l.progress || errors.Is(err, errTakenOver) {
 			backoff, l.progress = time.Second, false
 		}
 	}
@@ -398,7 +412,7 @@ func (p *Publisher) heard(st hubwire.State) bool {
 	}
 	p.mu.Unlock()
 	if mine && st.Instance != 0 {
-		p.cfg.Instance.heldBy(st.Instance, st.Seq)
+		p.noteHeld(st.Instance, st.Seq)
 	}
 	select {
 	case p.acks <- struct{}{}:
@@ -509,20 +523,21 @@ func (l *link) state(ctx context.Context) (hubwire.State, error) {
 	if err := json.Unmarshal(m.Data, &st); err != nil {
 		return st, fmt.Errorf("publish: state reply: %w", err)
 	}
-	held, heldSeq := l.p.cfg.Instance.held() // before heard notes this answer
+	held := l.p.lastHeld() // before heard notes this answer
 	if !l.p.heard(st) {
 		return hubwire.State{}, fmt.Errorf("%w: the hub's state names %q, not this host", ErrHubLost, st.Name)
 	}
 	if st.Instance != 0 && st.Instance != l.p.cfg.Instance.ID {
-		return st, fmt.Errorf("%w %q (publisher %x, heard %s): a copy of this machine, or of its configuration? "+
-			"Give each machine its own name and credentials; this host's changes wait in its index until that one stops",
+		return st, fmt.Errorf("%w %q (publisher %x, heard %s): a copy of this machine or of its configuration, "+
+			"or this machine's publisher from before a reboot, until the hub has not heard it for 3 minutes. "+
+			"Give each machine its own name and credentials; this host's changes wait in its index",
 			ErrRival, l.p.cfg.Name, st.Instance, st.LastSeen.Format(time.RFC3339))
 	}
-	if st.Previous != 0 && (st.Previous != held || st.Seq != heldSeq) {
+	if st.Previous != 0 && (st.Previous != held.id || st.Seq != held.seq) {
 		// What the hub has of this host may be another machine's
 		// history under the same index id and sequence numbers.
 		l.p.log.Warn("publish: the hub held this host's records from another publisher (a copy of this machine?); resending the index whole",
-			"previous", fmt.Sprintf("%x", st.Previous), "hub_seq", st.Seq, "last_held", fmt.Sprintf("%x", held), "last_held_seq", heldSeq)
+			"previous", fmt.Sprintf("%x", st.Previous), "hub_seq", st.Seq, "last_held", fmt.Sprintf("%x", held.id), "last_held_seq", held.seq)
 		if err := l.p.st.ResetChanges(); err != nil {
 			return st, err
 		}
@@ -651,12 +666,19 @@ func (l *link) follow(ctx context.Context, from uint64) error {
 		case <-poll.C:
 		case <-p.wake:
 		case <-p.acks:
-			if st := l.lastAck(); st.Gap {
+			st := l.lastAck()
+			if st.Gap {
 				return fmt.Errorf("publish: the hub lacks changes after %d", st.Seq)
+			}
+			if err := l.ahead(st); err != nil {
+				return err
 			}
 		case <-beat.C:
 			st, err := l.state(ctx)
 			if err != nil {
+				return err
+			}
+			if err := l.ahead(st); err != nil {
 				return err
 			}
 			if l.stalled(st, local, cursor) {
@@ -690,6 +712,22 @@ func (l *link) stalled(st hubwire.State, local store.LogState, cursor uint64) bo
 	same := mark == l.beat
 	l.beat = mark
 	return !caughtUp && same
+}
+
+// ahead fails when the hub holds more changes of this index than the
+// index has: another machine published under this host's name and index
+// id (a copy on the same boot, host name and path, which has this
+// publisher's instance). The next sync resends the index whole under a
+// new id.
+func (l *link) ahead(st hubwire.State) error {
+	local, err := l.p.st.ChangeLog()
+	if err != nil {
+		return err
+	}
+	if st.Complete && st.IndexID == local.IndexID.String() && st.Seq > local.Seq {
+		return fmt.Errorf("%w: %d, this index %d", errAhead, st.Seq, local.Seq)
+	}
+	return nil
 }
 
 func (l *link) lastAck() hubwire.State {
