@@ -312,13 +312,14 @@ func (p *Publisher) Run(ctx context.Context) error {
 		p.log.Log(ctx, level, "publish: hub sync interrupted", "err", err, "retry", backoff)
 		p.setStatus(func(s *Status) { s.LastError, s.Resending = err.Error(), false })
 		if errors.Is(err, errTakenOver) {
+			backoff = time.Second
 			continue // resend at once
 		}
 		if !p.sleep(ctx, backoff) {
 			break
 		}
 		backoff = min(2*backoff, time.Minute)
-		if l.progress || errors.Is(err, errTakenOver) {
+		if l.progress {
 			backoff, l.progress = time.Second, false
 		}
 	}
