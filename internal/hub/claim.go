@@ -29,9 +29,9 @@ import (
 // instance (an older version) is not checked.
 
 // claimLease is how long an instance holds its host's name after it was
-// last heard. A publisher asks for its state at least every minute
-// (publish.Config.Heartbeat) and with each batch it is heard.
-const claimLease = 3 * time.Minute
+// last heard. A publisher asks for its state at least every
+// hubwire.MaxHeartbeat, and with each batch it is heard.
+const claimLease = hubwire.ClaimLease
 
 // Reasons for the rival's batches and requests.
 const (

@@ -44,6 +44,14 @@ type StateRequest struct {
 	Instance uint64 `json:"instance,omitempty"`
 }
 
+// ClaimLease is how long a publisher holds its host's name at the hub
+// after the hub last heard it (hub's claim.go); MaxHeartbeat is the
+// longest a publisher stays silent, well inside it.
+const (
+	ClaimLease   = 3 * time.Minute
+	MaxHeartbeat = time.Minute
+)
+
 // InstanceHeader carries, on each batch, the instance of the publisher
 // that sent it (hex).
 const InstanceHeader = "Annexd-Instance"

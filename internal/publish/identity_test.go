@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/annexd/annexd/internal/hubwire"
 )
 
 // An instance stays through restarts (loads of its file) at one path, and
@@ -44,6 +46,29 @@ func TestInstanceTiedToItsPlace(t *testing.T) {
 		}
 		if got := load(path); got == id || got == 0x1234 {
 			t.Errorf("file %q: instance %x; want a new one", bad, got)
+		}
+	}
+}
+
+func TestForeignHistory(t *testing.T) {
+	const own, old, other = 0xa1, 0xb1, 0xc1
+	cases := []struct {
+		name string
+		st   hubwire.State
+		held heldMark
+		want bool
+	}{
+		{"holder, as the index last saw", hubwire.State{Instance: own, Seq: 9}, heldMark{own, 7}, false},
+		{"first publish of this index", hubwire.State{Instance: own, Seq: 9}, heldMark{}, false},
+		{"took over from itself before a reboot, nothing since", hubwire.State{Instance: own, Previous: old, Seq: 7}, heldMark{old, 7}, false},
+		{"took over from itself, the hub has more", hubwire.State{Instance: own, Previous: old, Seq: 9}, heldMark{old, 7}, true},
+		{"took over from another machine", hubwire.State{Instance: own, Previous: other, Seq: 7}, heldMark{old, 7}, true},
+		{"took over, the answer lost", hubwire.State{Instance: own, Seq: 7}, heldMark{old, 7}, true},
+		{"another holds the name", hubwire.State{Instance: other, Seq: 7}, heldMark{old, 7}, false},
+	}
+	for _, c := range cases {
+		if got := foreignHistory(c.st, c.held, own); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
 }

@@ -93,8 +93,10 @@ func (c *Config) fill() error {
 	if c.Poll <= 0 {
 		c.Poll = 500 * time.Millisecond
 	}
-	if c.Heartbeat <= 0 {
-		c.Heartbeat = time.Minute
+	if c.Heartbeat <= 0 || c.Heartbeat > hubwire.MaxHeartbeat {
+		// Silent longer, the host would lose its name at the hub to a
+		// copy of it (hub's claim.go).
+		c.Heartbeat = hubwire.MaxHeartbeat
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = 10 * time.Second
@@ -534,9 +536,7 @@ func (l *link) state(ctx context.Context) (hubwire.State, error) {
 			"Give each machine its own name and credentials; this host's changes wait in its index",
 			ErrRival, l.p.cfg.Name, st.Instance, st.LastSeen.Format(time.RFC3339))
 	}
-	if st.Previous != 0 && (st.Previous != held.id || st.Seq != held.seq) {
-		// What the hub has of this host may be another machine's
-		// history under the same index id and sequence numbers.
+	if foreignHistory(st, held, l.p.cfg.Instance.ID) {
 		l.p.log.Warn("publish: the hub held this host's records from another publisher (a copy of this machine?); resending the index whole",
 			"previous", fmt.Sprintf("%x", st.Previous), "hub_seq", st.Seq, "last_held", fmt.Sprintf("%x", held.id), "last_held_seq", held.seq)
 		if err := l.p.st.ResetChanges(); err != nil {
@@ -545,6 +545,20 @@ func (l *link) state(ctx context.Context) (hubwire.State, error) {
 		return st, errTakenOver
 	}
 	return st, nil
+}
+
+// foreignHistory reports whether what the hub holds of this host, by its
+// state st for publisher own, may be another machine's history under the
+// same index id and sequence numbers: own took the name over from a
+// publisher (st.Previous) other than the one the index last saw hold it,
+// or at another change; or the hub names own while the index's mark
+// names another and no takeover was heard (its answer was lost: the
+// request timed out as the hub made it).
+func foreignHistory(st hubwire.State, held heldMark, own uint64) bool {
+	if st.Previous != 0 {
+		return st.Previous != held.id || st.Seq != held.seq
+	}
+	return st.Instance == own && held.id != 0 && held.id != own
 }
 
 // publish sends one batch, retrying it under the same message id.
