@@ -1,6 +1,7 @@
 package fsstat
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -285,7 +286,7 @@ func keyOf(fd int, dev uint64, m Mount, inTable bool) string {
 	if inTable && network(m.Type) && m.Source != "" {
 		return "net:" + m.Type + ":" + m.Source + ":" + m.Root
 	}
-	return fmt.Sprintf("mount:%s:%d:%d:%d", bootID(), mountUnique(fd), m.ID, dev)
+	return fmt.Sprintf("mount:%s:%d:%d:%d", cmp.Or(BootID(), "unknown"), mountUnique(fd), m.ID, dev)
 }
 
 // inMemory reports a file system that keeps nothing when unmounted: its
@@ -378,15 +379,14 @@ func network(typ string) bool {
 
 var remoteFUSE = map[string]bool{"sshfs": true, "rclone": true, "s3fs": true, "glusterfs": true, "davfs": true, "smbnetfs": true}
 
-var bootOnce = sync.OnceValue(func() string {
+// BootID is the kernel's id of this boot, "" when it cannot be read.
+var BootID = sync.OnceValue(func() string {
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
-		return "unknown"
+		return ""
 	}
 	return strings.TrimSpace(string(b))
 })
-
-func bootID() string { return bootOnce() }
 
 // Describe returns what the identity rule found for id in this process,
 // if it met that file system.

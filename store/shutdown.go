@@ -1,15 +1,14 @@
 package store
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/store/codec"
 )
 
@@ -149,15 +148,6 @@ func mergeSpans(spans []Span) []Span {
 	return out
 }
 
-// bootID is the kernel's id of this boot, "" when it cannot be read.
-func bootID() string {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return ""
-	}
-	return string(bytes.TrimSpace(b))
-}
-
 // runMarker is the run marker of this run, written by the writer, and
 // the last run's as Open found it, with the suspect spans derived from it.
 type runMarker struct {
@@ -177,7 +167,7 @@ type runMarker struct {
 // decode makes every record hashed before now suspect.
 func (s *runMarker) beginRun() error {
 	now := time.Now()
-	cur := Run{Started: now, LastCommit: now, BootID: bootID(), Window: s.opts.DataWindow}
+	cur := Run{Started: now, LastCommit: now, BootID: fsstat.BootID(), Window: s.opts.DataWindow}
 	prev, had, uses, haveUses, err := s.lastRun(now)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/internal/hubwire"
 )
 
@@ -153,7 +154,7 @@ func parseInstance(text, key string) uint64 {
 // file's absolute path; "" when the boot id cannot be read (a new id at
 // every start then).
 func instanceKey(path string) string {
-	boot := bootID()
+	boot := fsstat.BootID()
 	if boot == "" {
 		return ""
 	}
@@ -183,13 +184,4 @@ func randomInstance() uint64 {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return binary.BigEndian.Uint64(b[:]) | 1
-}
-
-// bootID is the kernel's id of this boot, "" when it cannot be read.
-func bootID() string {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
 }

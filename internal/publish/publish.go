@@ -23,7 +23,6 @@ package publish
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -595,9 +594,7 @@ func (l *link) resend(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var eb [8]byte
-	_, _ = rand.Read(eb[:])
-	epoch := binary.BigEndian.Uint64(eb[:]) | 1
+	epoch := randomInstance() // a random id, as an instance's
 	p.setStatus(func(s *Status) {
 		s.setIndex(local.IndexID.String())
 		s.Resending, s.Resends = true, s.Resends+1
