@@ -362,6 +362,9 @@ func (h *Hub) handle(nc *nats.Conn, v *view, m jetstream.Msg) {
 		return
 	}
 	b, err := hubwire.Unmarshal(m.Data())
+	if err == nil {
+		b.Chain, err = hubwire.ParseChain(m.Headers().Get(hubwire.ChainHeader))
+	}
 	if err != nil {
 		drop(DropUndecodable, err)
 		return
@@ -371,7 +374,16 @@ func (h *Hub) handle(nc *nats.Conn, v *view, m jetstream.Msg) {
 		drop(DropUnappliable, err)
 		return
 	}
-	if res.note != "" {
+	switch {
+	case res.note == NoteForeign:
+		// Acked all the same: the ack tells the sender the hub's chain,
+		// and it resends its index whole.
+		if n := h.countDrop(name, DropForeign); n > 0 {
+			h.cfg.Logger.Warn("hub: batch of another history of this host's index: a copy of its state publishes under its name, "+
+				"or its index was restored from a backup; not applied, and the host resends its index whole",
+				"host", name, "first", b.First, "last", b.Last, "dropped", n)
+		}
+	case res.note != "":
 		h.cfg.Logger.Debug("hub: batch skipped", "host", name, "kind", b.Kind, "first", b.First, "last", b.Last, "why", res.note)
 	}
 	if err := m.Ack(); err != nil {

@@ -30,7 +30,13 @@ const (
 	DropUndecodable = "undecodable"
 	// DropUnappliable: the view could not apply it.
 	DropUnappliable = "unappliable"
+	// DropForeign: a log batch whose chain does not lead to the hub's
+	// (hubwire's chain.go): another history of the host's index.
+	DropForeign = "foreign_history"
 )
+
+// NoteForeign is why the view skips a batch of DropForeign.
+const NoteForeign = "another history of the index"
 
 // Reasons a request is refused.
 const (

@@ -59,6 +59,9 @@ type hostRec struct {
 	Records  int64     `json:"records"`
 	Bytes    int64     `json:"bytes"`
 	Instance uint64    `json:"instance,omitempty"` // the publisher that holds the name (claim.go)
+	// Chain is the chain of IndexID through Seq (hubwire's chain.go);
+	// none for a host completed by an older version and not resent since.
+	Chain hubwire.Chain `json:"chain,omitzero"`
 }
 
 // pending is a whole resend under way.
@@ -303,6 +306,7 @@ func (v *view) sweep(name string, b *hubwire.Batch) (more bool, err error) {
 		}
 		h.IndexID, h.Epoch, h.Seq, h.Tag = p.IndexID, p.Epoch, b.Last, p.Tag
 		h.Complete, h.Gap, h.Pending = true, false, nil
+		h.Chain = hubwire.ChainStart(p.IndexID, p.Epoch, b.Last)
 		return nil
 	})
 	return more, err
@@ -359,12 +363,25 @@ func (w *vtx) apply(b *hubwire.Batch) (skipped string, sweep bool, err error) {
 			h.Gap = true
 			return "gap", false, nil
 		}
-		for i := range b.Entries {
-			if b.First+1+uint64(i) <= h.Seq {
-				continue
+		applied := b.Entries[h.Seq-b.First:]
+		if !b.Chain.IsZero() {
+			c := b.Chain
+			for i := range b.Entries[:h.Seq-b.First] {
+				c = c.Next(&b.Entries[i])
 			}
-			if err := w.set(&b.Entries[i], h.Tag); err != nil {
+			switch {
+			case h.Chain.IsZero():
+				h.Chain = c // the first chained batch since a hub or host without chains
+			case c != h.Chain:
+				return NoteForeign, false, nil
+			}
+		}
+		for i := range applied {
+			if err := w.set(&applied[i], h.Tag); err != nil {
 				return "", false, err
+			}
+			if !h.Chain.IsZero() {
+				h.Chain = h.Chain.Next(&applied[i])
 			}
 		}
 		h.Seq, h.Gap = b.Last, false
@@ -621,7 +638,7 @@ func (v *view) stateLocked(h *hostRec) hubwire.State {
 		st.Rival = t
 	}
 	if h.Complete {
-		st.IndexID = hex.EncodeToString(h.IndexID[:])
+		st.IndexID, st.Chain = hex.EncodeToString(h.IndexID[:]), h.Chain
 	}
 	if h.Pending != nil && !h.Pending.Broken {
 		st.Resending = h.Pending.Epoch

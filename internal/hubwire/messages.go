@@ -13,6 +13,9 @@ type State struct {
 	Epoch    uint64 `json:"epoch,omitempty"`
 	Seq      uint64 `json:"seq"`      // the host's changes applied, through this one
 	Complete bool   `json:"complete"` // a whole resend of IndexID is in
+	// Chain is the hub's chain of IndexID through Seq (chain.go); none
+	// when it keeps none (an older hub, or a host not resent since).
+	Chain Chain `json:"chain,omitzero"`
 	// Gap: a log batch came after changes the hub lacks (a stream that
 	// lost messages); the host resends from Seq.
 	Gap bool `json:"gap,omitempty"`

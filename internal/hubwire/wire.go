@@ -125,6 +125,10 @@ type Batch struct {
 	First   uint64
 	Last    uint64
 	Entries []Entry
+	// Chain is the sender's chain at First (a log batch's), carried in
+	// ChainHeader rather than in Marshal's bytes, which older hubs
+	// decode; zero when none.
+	Chain Chain
 }
 
 // Entry is what one path holds: a tombstone when Backend is key.Unknown.

@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/annexd/annexd/internal/hubwire"
+	"github.com/annexd/annexd/store"
 )
 
 // What the hub last held of this host (hubwire.State: the publisher that
 // held the name, and the last change it had applied) is kept in the
-// index's meta, written with the index's own commits. A copy of the index
+// index's meta, written with the index's own commits, and so is the
+// index's chain anchor (chain.go). A copy of the index
 // (a cloned machine's) then never claims to hold more than it does: the
 // hub acknowledged those changes after the index committed them. A
 // publisher that takes the host's name over from another finds the hub
@@ -25,20 +29,40 @@ const heldEvery = 2 * time.Second
 // heldMark is the publisher that held the name and the hub's last change.
 type heldMark struct{ id, seq uint64 }
 
-// loadHeld reads heldMeta; zero when the index has none.
-func loadHeld(st Store) heldMark {
-	var h heldMark
+// loadHeld reads heldMeta: the hub's mark, and the index's chain anchor
+// (chain.go) when it was kept with it; zero when the index has none.
+func loadHeld(st Store) (heldMark, anchor) {
+	var (
+		h heldMark
+		a anchor
+	)
 	if st == nil {
-		return h
+		return h, a
 	}
 	v, ok, err := st.GetMeta(heldMeta)
 	if err != nil || !ok {
-		return h
+		return h, a
 	}
-	if _, err := fmt.Sscanf(string(v), "%x %d", &h.id, &h.seq); err != nil {
-		return heldMark{}
+	var index, chain string
+	n, _ := fmt.Sscanf(string(v), "%x %d %s %d %s", &h.id, &h.seq, &index, &a.at, &chain)
+	if n < 2 {
+		return heldMark{}, anchor{}
 	}
-	return h
+	id, err1 := store.ParseIndexID(index)
+	c, err2 := hubwire.ParseChain(chain)
+	if n < 5 || err1 != nil || err2 != nil || c.IsZero() {
+		return h, anchor{} // written before chains, or damaged
+	}
+	a.index, a.chain = id, c
+	return h, a
+}
+
+// heldValue is what heldMeta holds.
+func heldValue(h heldMark, a anchor) []byte {
+	if a.chain.IsZero() {
+		return fmt.Appendf(nil, "%x %d", h.id, h.seq)
+	}
+	return fmt.Appendf(nil, "%x %d %s %d %s", h.id, h.seq, a.index, a.at, a.chain)
 }
 
 // noteHeld takes the hub's word that publisher id holds the host through
@@ -78,16 +102,20 @@ func (p *Publisher) keepHeld(ctx context.Context) {
 
 func (p *Publisher) writeHeld(ctx context.Context) {
 	p.mu.Lock()
-	h, dirty := p.held, p.heldDirty
+	h, a, dirty := p.held, p.anchor, p.heldDirty
 	p.heldDirty = false
 	p.mu.Unlock()
 	if !dirty {
 		return
 	}
-	if err := p.st.PutMeta(ctx, heldMeta, fmt.Appendf(nil, "%x %d", h.id, h.seq)); err != nil {
+	if err := p.st.PutMeta(ctx, heldMeta, heldValue(h, a)); err != nil {
 		p.mu.Lock()
 		p.heldDirty = true
 		p.mu.Unlock()
 		p.log.Warn("publish: cannot note what the hub holds of this host", "err", err)
+		return
 	}
+	p.mu.Lock()
+	p.kept = a
+	p.mu.Unlock()
 }

@@ -170,6 +170,11 @@ type Publisher struct {
 	// until it is written to the index.
 	held      heldMark
 	heldDirty bool
+	// anchor is the index's chain at the hub's last checked change; kept
+	// is the one written to the index with held (chain.go).
+	anchor, kept anchor
+	// divergedAt is when the hub last held another history of the index.
+	divergedAt time.Time
 }
 
 // Errors of the link.
@@ -196,8 +201,9 @@ func New(st Store, cfg Config) (*Publisher, error) {
 	}
 	idKey := make([]byte, 32)
 	_, _ = rand.Read(idKey)
+	held, a := loadHeld(st)
 	return &Publisher{st: st, cfg: cfg, log: cfg.Logger, idKey: idKey, wake: make(chan struct{}, 1), acks: make(chan struct{}, 1),
-		up: make(chan struct{}, 1), held: loadHeld(st)}, nil
+		up: make(chan struct{}, 1), held: held, anchor: a, kept: a}, nil
 }
 
 // Notify says the log has new changes, so they go out before the next poll.
@@ -307,7 +313,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 			return fmt.Errorf("publish: %w", err)
 		}
 		level := slog.LevelInfo
-		if errors.Is(err, ErrRefused) || errors.Is(err, ErrRival) || errors.Is(err, errAhead) {
+		if errors.Is(err, ErrRefused) || errors.Is(err, ErrRival) || errors.Is(err, errAhead) || errors.Is(err, errDiverged) {
 			level = slog.LevelWarn
 		}
 		p.log.Log(ctx, level, "publish: hub sync interrupted", "err", err, "retry", backoff)
@@ -403,6 +409,8 @@ func (p *Publisher) heard(st hubwire.State) bool {
 	case !st.Rival.IsZero():
 		p.stat.Rival = fmt.Sprintf("another machine asked to publish under this host's name at %s; the hub refuses it (a copy of this machine?)",
 			st.Rival.Format(time.RFC3339))
+	case time.Since(p.divergedAt) < divergedNote:
+		p.stat.Rival = divergedText(p.divergedAt)
 	}
 	if mine {
 		// Another publisher's state is not this host's: what the hub
@@ -462,8 +470,10 @@ type link struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	trimmed  uint64
-	progress bool   // something was published since the last failure
-	beat     string // the hub's state at the last heartbeat
+	progress bool          // something was published since the last failure
+	beat     string        // the hub's state at the last heartbeat
+	chain    hubwire.Chain // the index's chain at the change last published
+	checked  hubwire.State // the last ack checked (checkAck)
 }
 
 // sync asks the hub where it stands, resends whole when it must, then
@@ -480,6 +490,11 @@ func (l *link) sync(ctx context.Context) error {
 		return err
 	}
 	from, whole := resumePoint(local, hub)
+	if !whole {
+		if l.chain, whole, err = l.resumeChain(local, hub); err != nil {
+			return err
+		}
+	}
 	if hub.IndexID == local.IndexID.String() && hub.Complete && hub.Seq > local.Seq {
 		// The hub has changes this index never made: a restored backup.
 		p.log.Warn("publish: the hub holds changes this index does not; resending it whole under a new index id", "hub_seq", hub.Seq, "seq", local.Seq)
@@ -535,7 +550,9 @@ func (l *link) state(ctx context.Context) (hubwire.State, error) {
 			"Give each machine its own name and credentials; this host's changes wait in its index",
 			ErrRival, l.p.cfg.Name, st.Instance, st.LastSeen.Format(time.RFC3339))
 	}
-	if foreignHistory(st, held, l.p.cfg.Instance.ID) {
+	if st.Chain.IsZero() && foreignHistory(st, held, l.p.cfg.Instance.ID) {
+		// A hub that keeps chains tells the histories apart by them
+		// (chain.go); an older one by the publisher that held the name.
 		l.p.log.Warn("publish: the hub held this host's records from another publisher (a copy of this machine?); resending the index whole",
 			"previous", fmt.Sprintf("%x", st.Previous), "hub_seq", st.Seq, "last_held", fmt.Sprintf("%x", held.id), "last_held_seq", held.seq)
 		if err := l.p.st.ResetChanges(); err != nil {
@@ -564,6 +581,9 @@ func foreignHistory(st hubwire.State, held heldMark, own uint64) bool {
 func (l *link) publish(ctx context.Context, b *hubwire.Batch) error {
 	msg := &nats.Msg{Subject: hubwire.ChangesPrefix + l.p.cfg.Name, Data: b.Marshal(), Header: nats.Header{}}
 	msg.Header.Set(hubwire.InstanceHeader, strconv.FormatUint(l.p.cfg.Instance.ID, 16))
+	if !b.Chain.IsZero() {
+		msg.Header.Set(hubwire.ChainHeader, b.Chain.String())
+	}
 	var err error
 	for attempt := range 3 {
 		if attempt > 0 && !sleep(ctx, time.Duration(attempt)*time.Second) {
@@ -638,6 +658,8 @@ func (l *link) resend(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	p.setStatus(func(s *Status) { s.Resending, s.Published = false, st.Seq })
+	l.chain = hubwire.ChainStart(local.IndexID, epoch, st.Seq)
+	p.setAnchor(anchor{index: local.IndexID, at: st.Seq, chain: l.chain})
 	return st.Seq, nil
 }
 
@@ -650,6 +672,9 @@ func (l *link) follow(ctx context.Context, from uint64) error {
 	defer beat.Stop()
 	cursor := from
 	for {
+		if err := l.checkAck(); err != nil {
+			return err
+		}
 		if err := l.trim(ctx); err != nil {
 			return err
 		}
@@ -661,14 +686,16 @@ func (l *link) follow(ctx context.Context, from uint64) error {
 		changes = fitBatch(changes)
 		if len(changes) > 0 {
 			b := l.batch(hubwire.Log, local, 0)
-			b.First, b.Last = cursor, changes[len(changes)-1].Seq
-			for _, c := range changes {
-				b.Entries = append(b.Entries, hubwire.Entry{Path: c.Path, Backend: c.Backend, Digest: c.Digest, Size: c.Size})
+			b.First, b.Last, b.Chain = cursor, changes[len(changes)-1].Seq, l.chain
+			next := l.chain
+			for i := range changes {
+				b.Entries = append(b.Entries, entryOf(&changes[i]))
+				next = next.Next(&b.Entries[i])
 			}
 			if err := l.publish(ctx, &b); err != nil {
 				return err
 			}
-			cursor = b.Last
+			cursor, l.chain = b.Last, next
 			p.setStatus(func(s *Status) { s.Published = cursor })
 			continue
 		}
@@ -691,6 +718,9 @@ func (l *link) follow(ctx context.Context, from uint64) error {
 				return err
 			}
 			if err := l.ahead(st); err != nil {
+				return err
+			}
+			if err := l.check(st); err != nil {
 				return err
 			}
 			if l.stalled(st, local, cursor) {
@@ -748,9 +778,11 @@ func (l *link) lastAck() hubwire.State {
 	return l.p.ack
 }
 
-// trim drops from the local log what the hub's view has applied.
+// trim drops from the local log what the hub's view has applied, up to
+// the chain anchor kept in the index.
 func (l *link) trim(ctx context.Context) error {
-	acked := l.p.Status().Acked
+	s := l.p.Status()
+	acked := min(s.Acked, l.p.trimLimit(s.IndexID))
 	if acked <= l.trimmed {
 		return nil
 	}

@@ -1,0 +1,117 @@
+package publish
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/annexd/annexd/internal/hubwire"
+	"github.com/annexd/annexd/key"
+	"github.com/annexd/annexd/store"
+)
+
+// openLogged opens a real index that keeps a change log, with its writer
+// running, and puts n files in it.
+func openLogged(t *testing.T, n int) *store.Store {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "index.db"), store.Options{NoSync: true, Changes: true, MaxDelay: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- st.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		st.Close()
+	})
+	for i := range n {
+		d := sha256.Sum256(fmt.Appendf(nil, "file %d", i))
+		r := store.Record{Backend: key.SHA256E, Digest: d[:], Size: int64(i), Ino: uint64(i + 1), HashedAt: time.Now().UnixNano()}
+		if err := st.Put(ctx, fmt.Appendf(nil, "/t/f%03d", i), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
+// The chain at a change is computed from the anchor and the log after
+// it, as the hub computes it from the batches; it cannot be before the
+// anchor, past the log, or once the entries after the anchor are gone.
+func TestChainAtFollowsTheLog(t *testing.T) {
+	st := openLogged(t, 6)
+	local, err := st.ChangeLog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, _, err := st.ChangesAfter(local.Floor-1, 100)
+	if err != nil || len(changes) != 6 {
+		t.Fatalf("the log: %d changes, %v", len(changes), err)
+	}
+	p, err := New(st, Config{Name: "h", HostID: [16]byte{1}, URL: "nats://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := changes[1].Seq
+	start := hubwire.ChainStart(local.IndexID, 9, at)
+	p.setAnchor(anchor{index: local.IndexID, at: at, chain: start})
+	want := start
+	for i := 2; i < 6; i++ {
+		e := entryOf(&changes[i])
+		want = want.Next(&e)
+	}
+	if c, ok, err := p.chainAt(local, local.Seq); err != nil || !ok || c != want {
+		t.Fatalf("chain at %d: %s %v %v, want %s", local.Seq, c, ok, err, want)
+	}
+	if c, ok, _ := p.chainAt(local, at); !ok || c != start {
+		t.Fatalf("chain at the anchor: %s %v", c, ok)
+	}
+	for _, seq := range []uint64{at - 1, local.Seq + 1} {
+		if _, ok, err := p.chainAt(local, seq); ok || err != nil {
+			t.Errorf("chain at %d (anchor %d, log to %d): computed (%v)", seq, at, local.Seq, err)
+		}
+	}
+	other := local
+	other.IndexID[0] ^= 1
+	if _, ok, _ := p.chainAt(other, local.Seq); ok {
+		t.Error("the chain of another index was computed from this one's anchor")
+	}
+	if err := st.TrimChanges(context.Background(), at+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := p.chainAt(local, local.Seq); ok || err != nil {
+		t.Fatalf("computed past trimmed entries (%v)", err)
+	}
+}
+
+// The hub's mark and the anchor are kept in one meta value; a value
+// written before chains keeps the mark and gives no anchor.
+func TestHeldKeepsTheAnchor(t *testing.T) {
+	st := openLogged(t, 0)
+	ctx := context.Background()
+	if err := st.PutMeta(ctx, heldMeta, []byte("ab 7")); err != nil {
+		t.Fatal(err)
+	}
+	if h, a := loadHeld(st); h != (heldMark{0xab, 7}) || a != (anchor{}) {
+		t.Fatalf("a mark from before chains: %+v %+v", h, a)
+	}
+	a := anchor{index: store.IndexID{3}, at: 41, chain: hubwire.ChainStart([16]byte{3}, 1, 41)}
+	if err := st.PutMeta(ctx, heldMeta, heldValue(heldMark{0xcd, 42}, a)); err != nil {
+		t.Fatal(err)
+	}
+	if h, got := loadHeld(st); h != (heldMark{0xcd, 42}) || got != a {
+		t.Fatalf("round trip: %+v %+v, want %+v", h, got, a)
+	}
+	if err := st.PutMeta(ctx, heldMeta, []byte("cd 42 03000000000000000000000000000000 41 nothex")); err != nil {
+		t.Fatal(err)
+	}
+	if h, got := loadHeld(st); h != (heldMark{0xcd, 42}) || got != (anchor{}) {
+		t.Fatalf("a damaged anchor: %+v %+v", h, got)
+	}
+}
