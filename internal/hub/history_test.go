@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/annexd/annexd/internal/publish"
 )
@@ -123,5 +124,57 @@ func TestAnIndexFromBeforeChainsResumes(t *testing.T) {
 	if s := laptop.caughtUp(t); s.Resends != 0 {
 		t.Errorf("an index from before chains was resent whole: %+v", s)
 	}
+	c.matchTrees(t, "desktop")
+}
+
+// Two copies of one state directory that both run with one publisher
+// instance (two containers alike) replace each other's index at the hub,
+// never mix it. When an index one of them replaced comes back under a
+// later resend, that one takes a new instance, and the hub then refuses
+// it while the other is heard: the resends stop, and the hub holds the
+// other's tree.
+func TestTwinsBecomeRivals(t *testing.T) {
+	c := newCluster(t)
+	laptop := c.addHost("laptop")
+	c.addHost("desktop")
+	laptop.write(t, map[string]string{"a": "laptop a", "b": "laptop b"})
+	laptop.index(t, c)
+	laptop.caughtUp(t)
+	laptop.stopPublisher(t)
+	laptop.closeStore(t)
+	twin := copyHost(t, laptop, filepath.Join(c.dir, "laptop-twin"))
+	twin.instance = laptop.instance
+	laptop.openStore(t)
+	c.startPublisher(laptop)
+	twin.write(t, map[string]string{"a": "laptop a", "b": "laptop b", "x": "twin x"})
+	twin.index(t, c)
+	c.startPublisher(twin)
+	t.Cleanup(func() { twin.stopPublisher(t); twin.closeStore(t) })
+
+	var holder, waiting *host
+	waitUntil(t, "one twin waits for the other", func() bool {
+		switch {
+		case twin.pub.Status().RivalHolds:
+			holder, waiting = laptop, twin
+		case laptop.pub.Status().RivalHolds:
+			holder, waiting = twin, laptop
+		}
+		return holder != nil
+	})
+	holder.write(t, map[string]string{"later": "written by the holder"})
+	holder.index(t, c)
+	s := holder.caughtUp(t)
+	resends := s.Resends + waiting.pub.Status().Resends
+	if resends > 3 {
+		t.Errorf("%d whole resends before one twin waited", resends)
+	}
+	time.Sleep(8 * time.Second) // four heartbeats
+	if n := holder.pub.Status().Resends + waiting.pub.Status().Resends; n != resends {
+		t.Errorf("the twins went on resending: %d, then %d", resends, n)
+	}
+	if !waiting.pub.Status().RivalHolds {
+		t.Errorf("the waiting twin publishes again: %+v", waiting.pub.Status())
+	}
+	c.hosts["laptop"] = holder
 	c.matchTrees(t, "desktop")
 }

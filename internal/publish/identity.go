@@ -164,6 +164,12 @@ func instanceKey(path string) string {
 	return hex.EncodeToString(sum[:12])
 }
 
+// renew makes id the instance's, kept in its file.
+func (in *Instance) renew(id uint64) error {
+	in.ID = id
+	return in.save()
+}
+
 // save writes the file, replacing it whole.
 func (in *Instance) save() error {
 	if in.path == "" || in.key == "" {

@@ -175,6 +175,11 @@ type Publisher struct {
 	anchor, kept anchor
 	// divergedAt is when the hub last held another history of the index.
 	divergedAt time.Time
+	// self is this publisher's instance id (cfg.Instance's, until renew);
+	// replaced are the hub's indexes of this host, by id, that it
+	// replaced with a whole resend, and the resend epoch they had (twin.go).
+	self     uint64
+	replaced map[string]uint64
 }
 
 // Errors of the link.
@@ -203,7 +208,7 @@ func New(st Store, cfg Config) (*Publisher, error) {
 	_, _ = rand.Read(idKey)
 	held, a := loadHeld(st)
 	return &Publisher{st: st, cfg: cfg, log: cfg.Logger, idKey: idKey, wake: make(chan struct{}, 1), acks: make(chan struct{}, 1),
-		up: make(chan struct{}, 1), held: held, anchor: a, kept: a}, nil
+		up: make(chan struct{}, 1), held: held, anchor: a, kept: a, self: cfg.Instance.ID, replaced: map[string]uint64{}}, nil
 }
 
 // Notify says the log has new changes, so they go out before the next poll.
@@ -313,7 +318,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 			return fmt.Errorf("publish: %w", err)
 		}
 		level := slog.LevelInfo
-		if errors.Is(err, ErrRefused) || errors.Is(err, ErrRival) || errors.Is(err, errAhead) || errors.Is(err, errDiverged) {
+		if errors.Is(err, ErrRefused) || errors.Is(err, ErrRival) || errors.Is(err, errAhead) || errors.Is(err, errDiverged) || errors.Is(err, errTwin) {
 			level = slog.LevelWarn
 		}
 		p.log.Log(ctx, level, "publish: hub sync interrupted", "err", err, "retry", backoff)
@@ -398,7 +403,7 @@ func (p *Publisher) heard(st hubwire.State) bool {
 		p.foreignState(st.Name)
 		return false
 	}
-	mine := st.Instance == 0 || st.Instance == p.cfg.Instance.ID
+	mine := st.Instance == 0 || st.Instance == p.selfID()
 	p.mu.Lock()
 	p.stat.Refused, p.refusal = "", nil // the hub answers this host under its name
 	p.stat.RivalHolds = !mine
@@ -504,6 +509,9 @@ func (l *link) sync(ctx context.Context) error {
 		whole = true
 	}
 	if whole {
+		if err := p.replacing(hub); err != nil {
+			return err
+		}
 		if from, err = l.resend(ctx); err != nil {
 			return err
 		}
@@ -528,7 +536,8 @@ func (l *link) state(ctx context.Context) (hubwire.State, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.p.cfg.Timeout)
 	defer cancel()
-	body, _ := json.Marshal(hubwire.StateRequest{Instance: l.p.cfg.Instance.ID})
+	self := l.p.selfID()
+	body, _ := json.Marshal(hubwire.StateRequest{Instance: self})
 	m, err := l.nc.RequestWithContext(ctx, hubwire.StatePrefix+l.p.cfg.Name, body)
 	if err != nil {
 		if refused := l.p.refusedNow(); refused != nil {
@@ -544,13 +553,13 @@ func (l *link) state(ctx context.Context) (hubwire.State, error) {
 	if !l.p.heard(st) {
 		return hubwire.State{}, fmt.Errorf("%w: the hub's state names %q, not this host", ErrHubLost, st.Name)
 	}
-	if st.Instance != 0 && st.Instance != l.p.cfg.Instance.ID {
+	if st.Instance != 0 && st.Instance != self {
 		return st, fmt.Errorf("%w %q (publisher %x, heard %s): a copy of this machine or of its configuration, "+
 			"or this machine's publisher from before a reboot, until the hub has not heard it for 3 minutes. "+
 			"Give each machine its own name and credentials; this host's changes wait in its index",
 			ErrRival, l.p.cfg.Name, st.Instance, st.LastSeen.Format(time.RFC3339))
 	}
-	if st.Chain.IsZero() && foreignHistory(st, held, l.p.cfg.Instance.ID) {
+	if st.Chain.IsZero() && foreignHistory(st, held, self) {
 		// A hub that keeps chains tells the histories apart by them
 		// (chain.go); an older one by the publisher that held the name.
 		l.p.log.Warn("publish: the hub held this host's records from another publisher (a copy of this machine?); resending the index whole",
@@ -580,7 +589,7 @@ func foreignHistory(st hubwire.State, held heldMark, own uint64) bool {
 // publish sends one batch, retrying it under the same message id.
 func (l *link) publish(ctx context.Context, b *hubwire.Batch) error {
 	msg := &nats.Msg{Subject: hubwire.ChangesPrefix + l.p.cfg.Name, Data: b.Marshal(), Header: nats.Header{}}
-	msg.Header.Set(hubwire.InstanceHeader, strconv.FormatUint(l.p.cfg.Instance.ID, 16))
+	msg.Header.Set(hubwire.InstanceHeader, strconv.FormatUint(l.p.selfID(), 16))
 	if !b.Chain.IsZero() {
 		msg.Header.Set(hubwire.ChainHeader, b.Chain.String())
 	}
