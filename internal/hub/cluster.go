@@ -174,14 +174,19 @@ func (c *Config) retention() jetstream.RetentionPolicy {
 }
 
 // retryable reports whether a JetStream API error may pass once the
-// cluster has formed: no leader yet, too few nodes, no answer.
+// cluster has formed: no leader yet, too few nodes, no answer. A leader
+// that does not know enough nodes yet to place the stream answers 400
+// "no suitable peers for placement" (10005).
 func retryable(err error) bool {
 	var api *jetstream.APIError
 	if errors.As(err, &api) {
-		return api.Code >= 500
+		return api.Code >= 500 || api.ErrorCode == errCodeNoPeers
 	}
 	return true
 }
+
+// errCodeNoPeers is the server's JSClusterNoPeersErrF.
+const errCodeNoPeers jetstream.ErrorCode = 10005
 
 // checkDir refuses a cluster node a view that a single hub left: the
 // other nodes' views lack what it holds, and nothing would resend it.
