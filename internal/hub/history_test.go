@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -176,5 +177,49 @@ func TestTwinsBecomeRivals(t *testing.T) {
 		t.Errorf("the waiting twin publishes again: %+v", waiting.pub.Status())
 	}
 	c.hosts["laptop"] = holder
+	c.matchTrees(t, "desktop")
+}
+
+// A copy with an instance of its own whose index keeps no chain (made by
+// an older version: a cloned machine's template) takes the name over once
+// the host is silent: it resends whole, since the hub's history is the
+// host's, not its own.
+func TestACopyFromBeforeChainsIsResentWhole(t *testing.T) {
+	c := newCluster(t)
+	var skew atomic.Int64
+	c.stopHub()
+	c.cfg.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	c.startHub()
+	laptop := c.addHost("laptop")
+	c.addHost("desktop")
+	laptop.write(t, map[string]string{"a": "laptop a"})
+	laptop.index(t, c)
+	s := laptop.caughtUp(t)
+	laptop.stopPublisher(t)
+	laptop.closeStore(t)
+	clone := copyHost(t, laptop, filepath.Join(c.dir, "laptop-copy"))
+	inst, err := publish.LoadInstance(laptop.instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clone.st.PutMeta(context.Background(), "publish.held", fmt.Appendf(nil, "%x %d", inst.ID, s.Acked)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { clone.stopPublisher(t); clone.closeStore(t) })
+	laptop.openStore(t)
+	c.startPublisher(laptop)
+	laptop.write(t, map[string]string{"b": "laptop b"})
+	laptop.index(t, c)
+	laptop.caughtUp(t)
+	laptop.stopPublisher(t)
+
+	clone.write(t, map[string]string{"a": "laptop a", "x": "copy x"})
+	clone.index(t, c)
+	skew.Add(int64(4 * time.Minute))
+	c.startPublisher(clone)
+	if s := clone.caughtUp(t); s.Resends == 0 {
+		t.Errorf("the copy resumed on the laptop's history: %+v", s)
+	}
+	c.hosts["laptop"] = clone
 	c.matchTrees(t, "desktop")
 }

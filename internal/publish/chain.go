@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -12,24 +13,59 @@ import (
 // The publisher keeps its index's own chain (hubwire's chain.go) at one
 // change, the anchor, and computes it at a later change from the log's
 // entries after the anchor. It resumes only where its chain equals the
-// hub's, and takes an ack only when it does: a copy of this host's state
-// that published other changes under the same index id and numbers (two
-// containers alike, an index restored from a backup while the hub was
-// away) shows as another chain, and the index is resent whole under a
-// new id. The anchor moves to each change the hub acknowledged, and is
-// kept in the index with the hub's mark (held.go); the log is trimmed no
-// further than the anchor kept, so the entries after it are always there.
+// hub's, and counts a change as acknowledged only then: a copy of this
+// host's state that published other changes under the same index id and
+// numbers (two containers alike, an index restored from a backup while
+// the hub was away) shows as another chain, and the index is resent
+// whole under a new id. The anchor moves to each change the hub
+// acknowledged, and is kept in the index with the hub's mark (held.go);
+// the log is trimmed no further than the anchor kept.
+//
+// A chain starts at a whole resend, so the anchor also keeps the epochs
+// of this index's own last resends. A hub (or one node of a hub cluster)
+// whose state has an older one of them has not applied the latest resend
+// yet: the publisher asks again, and resends whole if that persists. An
+// epoch that is not the index's own is another machine's resend of it.
 
-// anchor is the index's chain through change at.
+// anchor is the index's chain through change at. epochs are the index's
+// own resends, the latest first: its chain starts at epochs[0]'s.
 type anchor struct {
-	index store.IndexID
-	at    uint64
-	chain hubwire.Chain
+	index  store.IndexID
+	at     uint64
+	chain  hubwire.Chain
+	epochs [4]uint64
 }
 
-// errDiverged: the hub holds another history of this index.
-var errDiverged = errors.New("publish: the hub holds another history of this index (a copy of this machine's state " +
-	"publishing under its name, or this index restored from a backup); resending it whole under a new index id")
+// own reports whether epoch is one of the index's own resends.
+func (a *anchor) own(epoch uint64) bool {
+	for _, e := range a.epochs {
+		if e != 0 && e == epoch {
+			return true
+		}
+	}
+	return false
+}
+
+// started returns a's epochs with epoch first.
+func (a *anchor) started(epoch uint64) [4]uint64 {
+	es := [4]uint64{epoch}
+	copy(es[1:], a.epochs[:3])
+	return es
+}
+
+// Errors of the chain.
+var (
+	// errDiverged: the hub holds another history of this index.
+	errDiverged = errors.New("publish: the hub holds another history of this index (a copy of this machine's state " +
+		"publishing under its name, or this index restored from a backup); resending it whole under a new index id")
+	// errBehind: the hub's state is older than what it acknowledged of
+	// this index before (one node of a cluster behind the others).
+	errBehind = fmt.Errorf("%w: its state is older than what it acknowledged before; asking again", ErrHubLost)
+)
+
+// behindTries is how many syncs in a row may find the hub behind before
+// the index is resent whole.
+const behindTries = 3
 
 // divergedNote is how long the status warns of a divergence.
 const divergedNote = time.Hour
@@ -41,7 +77,7 @@ func entryOf(l *store.Logged) hubwire.Entry {
 
 // chainAt returns the index's chain through change seq, computed from the
 // anchor; false when it cannot be: no anchor of this index, or one past
-// seq, or the entries after it gone.
+// seq, or the entries after it gone (the log emptied).
 func (p *Publisher) chainAt(local store.LogState, seq uint64) (hubwire.Chain, bool, error) {
 	a := p.anchorNow()
 	if a.index != local.IndexID || seq < a.at || seq > local.Seq {
@@ -85,6 +121,11 @@ func (p *Publisher) setAnchor(a anchor) {
 	p.mu.Unlock()
 }
 
+// anchored reports whether the anchor is of index (hex).
+func (p *Publisher) anchored(index string) bool {
+	return p.anchorNow().index.String() == index
+}
+
 // trimLimit is the last change the log may be trimmed through: the
 // anchor kept in the index, when it is of index.
 func (p *Publisher) trimLimit(index string) uint64 {
@@ -96,16 +137,45 @@ func (p *Publisher) trimLimit(index string) uint64 {
 	return p.kept.at
 }
 
-// diverged resets the log, so the next sync resends the index whole under
-// a new id, and notes it for the status.
+// acked counts the changes through st.Seq as applied by the hub, once
+// its chain there was checked.
+func (p *Publisher) acked(st hubwire.State) {
+	p.mu.Lock()
+	if st.IndexID == p.stat.IndexID && st.Seq > p.stat.Acked {
+		p.stat.Acked, p.stat.LastAck = st.Seq, time.Now()
+	}
+	p.behind = 0
+	p.mu.Unlock()
+}
+
+// resetIndex gives the index a new id, so the next sync resends it whole,
+// and remembers the one it leaves with its resends and the hub's (twin.go).
+func (p *Publisher) resetIndex(hub hubwire.State) error {
+	local, err := p.st.ChangeLog()
+	if err != nil {
+		return err
+	}
+	a := p.anchorNow()
+	var epochs []uint64
+	if a.index == local.IndexID {
+		epochs = append(epochs, a.epochs[:]...)
+	}
+	if hub.IndexID == local.IndexID.String() {
+		epochs = append(epochs, hub.Epoch)
+	}
+	p.noteReplaced(local.IndexID.String(), epochs...)
+	return p.st.ResetChanges()
+}
+
+// diverged resets the index (resetIndex) and notes it for the status.
 func (p *Publisher) diverged(st hubwire.State, own hubwire.Chain) error {
 	p.log.Warn("publish: the hub holds another history of this index; resending it whole under a new index id "+
 		"(a copy of this machine's state under its name, or the index restored from a backup)",
-		"hub_seq", st.Seq, "hub_chain", st.Chain.String(), "chain", own.String())
+		"hub_seq", st.Seq, "hub_epoch", fmt.Sprintf("%x", st.Epoch), "hub_chain", st.Chain.String(), "chain", own.String())
 	p.mu.Lock()
 	p.divergedAt = time.Now()
 	p.mu.Unlock()
-	if err := p.st.ResetChanges(); err != nil {
+	if err := p.resetIndex(st); err != nil {
 		return err
 	}
 	return errDiverged
@@ -117,18 +187,27 @@ func divergedText(t time.Time) string {
 		"publishing under its name, or the index restored from a backup); it was resent whole", t.Format(time.RFC3339))
 }
 
-// check compares the hub's chain in st with the index's own and moves the
-// anchor there when they agree. A state of another index, incomplete, or
-// that cannot be checked (older than the anchor: a late answer) is left
-// to sync; errDiverged when the chains differ.
+// check compares the hub's chain in st with the index's own and, when
+// they agree, moves the anchor there and counts the changes through it
+// as acknowledged. A state of another index, incomplete, from before the
+// anchor or from before the index's latest resend (a late answer, a
+// cluster node behind) is left to sync; errDiverged when the hub holds
+// another machine's resend or changes of this index.
 func (l *link) check(st hubwire.State) error {
 	p := l.p
 	local, err := p.st.ChangeLog()
 	if err != nil {
 		return err
 	}
-	if !st.Complete || st.IndexID != local.IndexID.String() || st.Seq > local.Seq {
+	a := p.anchorNow()
+	if !st.Complete || st.IndexID != local.IndexID.String() || st.Seq > local.Seq || a.index != local.IndexID {
 		return nil
+	}
+	if st.Epoch != a.epochs[0] {
+		if a.own(st.Epoch) {
+			return nil
+		}
+		return p.diverged(st, hubwire.Chain{})
 	}
 	own, ok, err := p.chainAt(local, st.Seq)
 	switch {
@@ -139,7 +218,9 @@ func (l *link) check(st hubwire.State) error {
 	case !st.Chain.IsZero() && own != st.Chain:
 		return p.diverged(st, own)
 	}
-	p.setAnchor(anchor{index: local.IndexID, at: st.Seq, chain: own})
+	a.at, a.chain = st.Seq, own
+	p.setAnchor(a)
+	p.acked(st)
 	return nil
 }
 
@@ -147,7 +228,7 @@ func (l *link) check(st hubwire.State) error {
 // log has more, so the anchor, and the trimming behind it, keep up.
 func (l *link) checkAck() error {
 	st := l.lastAck()
-	if st.IndexID == l.checked.IndexID && st.Seq == l.checked.Seq && st.Chain == l.checked.Chain {
+	if st.IndexID == l.checked.IndexID && st.Seq == l.checked.Seq && st.Epoch == l.checked.Epoch && st.Chain == l.checked.Chain {
 		return nil
 	}
 	l.checked = st
@@ -155,34 +236,85 @@ func (l *link) checkAck() error {
 }
 
 // resumeChain returns the chain at hub.Seq the log resumes from, or
-// whole when it cannot resume there: the chains differ (the log is reset,
-// so the resend takes a new index id), or the index's chain cannot be
-// computed there. An index that keeps no chain yet (made by an older
-// version) takes the hub's, or starts one.
+// whole when it cannot resume there: the chains differ (the index is
+// reset, so the resend takes a new id), or the hub stayed behind the
+// index's latest resend or anchor for behindTries syncs. An index that
+// keeps no chain yet (made by an older version) takes the hub's.
 func (l *link) resumeChain(local store.LogState, hub hubwire.State) (c hubwire.Chain, whole bool, err error) {
 	p := l.p
+	a := p.anchorNow()
+	if a.index != local.IndexID {
+		c = hub.Chain
+		if c.IsZero() {
+			c = hubwire.ChainStart(local.IndexID, hub.Epoch, hub.Seq)
+		}
+		p.log.Info("publish: no chain of this index's changes is kept yet (an index from an older version); taking the hub's",
+			"seq", hub.Seq)
+		p.setAnchor(anchor{index: local.IndexID, at: hub.Seq, chain: c, epochs: [4]uint64{hub.Epoch}})
+		p.acked(hub)
+		return c, false, nil
+	}
+	if hub.Epoch != a.epochs[0] && !a.own(hub.Epoch) {
+		whole, err := p.divergedWhole(hub, hubwire.Chain{})
+		return c, whole, err
+	}
 	own, ok, err := p.chainAt(local, hub.Seq)
 	switch {
 	case err != nil:
 		return c, false, err
-	case ok && !hub.Chain.IsZero() && own != hub.Chain:
-		if err := p.diverged(hub, own); !errors.Is(err, errDiverged) {
+	case hub.Epoch != a.epochs[0] || !ok:
+		if err := p.behindHub(hub, a); err != nil {
 			return c, false, err
 		}
 		return c, true, nil
-	case ok:
-		c = own
-	case p.anchorNow().index != local.IndexID:
-		c = hub.Chain
-		if c.IsZero() {
-			c = hubwire.ChainStart(local.IndexID, 0, hub.Seq)
-		}
-		p.log.Info("publish: this index keeps no chain of its changes yet; taking the hub's", "seq", hub.Seq)
-	default:
-		p.log.Warn("publish: the hub holds less of this index than it acknowledged before; resending it whole",
-			"hub_seq", hub.Seq, "anchor", p.anchorNow().at)
-		return c, true, nil
+	case !hub.Chain.IsZero() && own != hub.Chain:
+		whole, err := p.divergedWhole(hub, own)
+		return c, whole, err
 	}
-	p.setAnchor(anchor{index: local.IndexID, at: hub.Seq, chain: c})
-	return c, false, nil
+	a.at, a.chain = hub.Seq, own
+	p.setAnchor(a)
+	p.acked(hub)
+	return own, false, nil
+}
+
+// divergedWhole is diverged for resumeChain: true when the index was
+// reset, to be resent whole.
+func (p *Publisher) divergedWhole(hub hubwire.State, own hubwire.Chain) (bool, error) {
+	if err := p.diverged(hub, own); !errors.Is(err, errDiverged) {
+		return false, err
+	}
+	return true, nil
+}
+
+// behindHub counts a sync that found the hub behind the index's latest
+// resend or anchor: errBehind, to ask again, until behindTries; then nil,
+// to resend whole.
+func (p *Publisher) behindHub(hub hubwire.State, a anchor) error {
+	p.mu.Lock()
+	p.behind++
+	n := p.behind
+	if n >= behindTries {
+		p.behind = 0
+	}
+	p.mu.Unlock()
+	if n < behindTries {
+		return errBehind
+	}
+	p.log.Warn("publish: the hub holds less of this index than it acknowledged before (its view restored?); resending it whole",
+		"hub_seq", hub.Seq, "hub_epoch", fmt.Sprintf("%x", hub.Epoch), "anchor", a.at, "epoch", fmt.Sprintf("%x", a.epochs[0]))
+	return nil
+}
+
+// resent makes the resend epoch of index, which reflects its changes
+// through seq, the anchor, and writes it to the index before the resend
+// ends: a restart that finds the hub with it then knows it for its own.
+func (p *Publisher) resent(ctx context.Context, index store.IndexID, epoch, seq uint64) hubwire.Chain {
+	a := p.anchorNow()
+	if a.index != index {
+		a = anchor{index: index}
+	}
+	c := hubwire.ChainStart(index, epoch, seq)
+	p.setAnchor(anchor{index: index, at: seq, chain: c, epochs: a.started(epoch)})
+	_ = p.writeHeld(ctx) // logged; the mark follows with the next write
+	return c
 }

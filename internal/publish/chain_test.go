@@ -101,17 +101,73 @@ func TestHeldKeepsTheAnchor(t *testing.T) {
 	if h, a := loadHeld(st); h != (heldMark{0xab, 7}) || a != (anchor{}) {
 		t.Fatalf("a mark from before chains: %+v %+v", h, a)
 	}
-	a := anchor{index: store.IndexID{3}, at: 41, chain: hubwire.ChainStart([16]byte{3}, 1, 41)}
+	a := anchor{index: store.IndexID{3}, at: 41, chain: hubwire.ChainStart([16]byte{3}, 0xe2, 41), epochs: [4]uint64{0xe2, 0xe1}}
 	if err := st.PutMeta(ctx, heldMeta, heldValue(heldMark{0xcd, 42}, a)); err != nil {
 		t.Fatal(err)
 	}
 	if h, got := loadHeld(st); h != (heldMark{0xcd, 42}) || got != a {
 		t.Fatalf("round trip: %+v %+v, want %+v", h, got, a)
 	}
-	if err := st.PutMeta(ctx, heldMeta, []byte("cd 42 03000000000000000000000000000000 41 nothex")); err != nil {
+	if err := st.PutMeta(ctx, heldMeta, []byte("cd 42 03000000000000000000000000000000 41 nothex e2,e1")); err != nil {
 		t.Fatal(err)
 	}
 	if h, got := loadHeld(st); h != (heldMark{0xcd, 42}) || got != (anchor{}) {
 		t.Fatalf("a damaged anchor: %+v %+v", h, got)
+	}
+}
+
+// What a hub state makes of the anchor: the index's own latest resend
+// and chain resume and count as acknowledged; an older resend of its own
+// (a hub, or one node of a cluster, behind) is asked again, then resent
+// whole under the same id; another machine's resend or chain resets the
+// index. On acks, an older resend of its own is left alone.
+func TestResumeDecides(t *testing.T) {
+	st := openLogged(t, 4)
+	local, _ := st.ChangeLog()
+	p, err := New(st, Config{Name: "h", HostID: [16]byte{1}, URL: "nats://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &link{p: p}
+	base := anchor{index: local.IndexID, at: local.Seq - 2, epochs: [4]uint64{0xe2, 0xe1}}
+	base.chain = hubwire.ChainStart(local.IndexID, 0xe2, base.at)
+	p.setAnchor(base)
+	own, ok, _ := p.chainAt(local, local.Seq)
+	if !ok {
+		t.Fatal("no chain at the log's end")
+	}
+	state := func(epoch uint64, chain hubwire.Chain) hubwire.State {
+		return hubwire.State{Name: "h", Complete: true, IndexID: local.IndexID.String(), Seq: local.Seq, Epoch: epoch, Chain: chain}
+	}
+	p.stat.IndexID = local.IndexID.String()
+
+	// Its own.
+	if c, whole, err := l.resumeChain(local, state(0xe2, own)); err != nil || whole || c != own || p.Status().Acked != local.Seq {
+		t.Fatalf("its own chain: %s %v %v, acked %d", c, whole, err, p.Status().Acked)
+	}
+	// Behind: asked again, then resent whole, the index kept.
+	p.setAnchor(base)
+	for i := 1; i <= behindTries; i++ {
+		_, whole, err := l.resumeChain(local, state(0xe1, hubwire.ChainStart(local.IndexID, 0xe1, local.Seq)))
+		if want := i == behindTries; whole != want || (err == nil) != want {
+			t.Fatalf("behind, sync %d: whole %v, %v", i, whole, err)
+		}
+	}
+	if now, _ := st.ChangeLog(); now.IndexID != local.IndexID {
+		t.Fatal("a hub behind reset the index")
+	}
+	if err := l.check(state(0xe1, hubwire.Chain{1})); err != nil {
+		t.Fatalf("an ack of an older resend of its own: %v", err)
+	}
+	// Another machine's resend of this index: reset.
+	if _, whole, err := l.resumeChain(local, state(0xe9, own)); err != nil || !whole {
+		t.Fatalf("another machine's resend: whole %v, %v", whole, err)
+	}
+	now, _ := st.ChangeLog()
+	if now.IndexID == local.IndexID {
+		t.Fatal("another machine's resend did not reset the index")
+	}
+	if !p.replaced[local.IndexID.String()][0xe9] || !p.replaced[local.IndexID.String()][0xe1] {
+		t.Fatalf("the index left is not remembered with its resends: %v", p.replaced)
 	}
 }

@@ -3,6 +3,8 @@ package publish
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/annexd/annexd/internal/hubwire"
@@ -43,26 +45,45 @@ func loadHeld(st Store) (heldMark, anchor) {
 	if err != nil || !ok {
 		return h, a
 	}
-	var index, chain string
-	n, _ := fmt.Sscanf(string(v), "%x %d %s %d %s", &h.id, &h.seq, &index, &a.at, &chain)
+	var index, chain, epochs string
+	n, _ := fmt.Sscanf(string(v), "%x %d %s %d %s %s", &h.id, &h.seq, &index, &a.at, &chain, &epochs)
 	if n < 2 {
 		return heldMark{}, anchor{}
 	}
 	id, err1 := store.ParseIndexID(index)
 	c, err2 := hubwire.ParseChain(chain)
-	if n < 5 || err1 != nil || err2 != nil || c.IsZero() {
+	if n < 6 || err1 != nil || err2 != nil || c.IsZero() || !parseEpochs(epochs, &a.epochs) {
 		return h, anchor{} // written before chains, or damaged
 	}
 	a.index, a.chain = id, c
 	return h, a
 }
 
-// heldValue is what heldMeta holds.
+// parseEpochs reads the epochs heldValue wrote.
+func parseEpochs(s string, out *[4]uint64) bool {
+	for i, f := range strings.Split(s, ",") {
+		e, err := strconv.ParseUint(f, 16, 64)
+		if err != nil || i >= len(out) || e == 0 {
+			return false
+		}
+		out[i] = e
+	}
+	return true
+}
+
+// heldValue is what heldMeta holds: the mark, then the anchor's index,
+// change, chain and epochs (the latest first).
 func heldValue(h heldMark, a anchor) []byte {
-	if a.chain.IsZero() {
+	if a.chain.IsZero() || a.epochs[0] == 0 {
 		return fmt.Appendf(nil, "%x %d", h.id, h.seq)
 	}
-	return fmt.Appendf(nil, "%x %d %s %d %s", h.id, h.seq, a.index, a.at, a.chain)
+	var es []string
+	for _, e := range a.epochs {
+		if e != 0 {
+			es = append(es, strconv.FormatUint(e, 16))
+		}
+	}
+	return fmt.Appendf(nil, "%x %d %s %d %s %s", h.id, h.seq, a.index, a.at, a.chain, strings.Join(es, ","))
 }
 
 // noteHeld takes the hub's word that publisher id holds the host through
@@ -90,32 +111,37 @@ func (p *Publisher) keepHeld(ctx context.Context) {
 	for {
 		select {
 		case <-t.C:
-			p.writeHeld(ctx)
+			_ = p.writeHeld(ctx)
 		case <-ctx.Done():
 			wctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			p.writeHeld(wctx)
+			_ = p.writeHeld(wctx)
 			cancel()
 			return
 		}
 	}
 }
 
-func (p *Publisher) writeHeld(ctx context.Context) {
+// writeHeld writes heldMeta when it changed; one write at a time, so the
+// value kept is never older than one written before.
+func (p *Publisher) writeHeld(ctx context.Context) error {
+	p.heldW.Lock()
+	defer p.heldW.Unlock()
 	p.mu.Lock()
 	h, a, dirty := p.held, p.anchor, p.heldDirty
 	p.heldDirty = false
 	p.mu.Unlock()
 	if !dirty {
-		return
+		return nil
 	}
 	if err := p.st.PutMeta(ctx, heldMeta, heldValue(h, a)); err != nil {
 		p.mu.Lock()
 		p.heldDirty = true
 		p.mu.Unlock()
 		p.log.Warn("publish: cannot note what the hub holds of this host", "err", err)
-		return
+		return err
 	}
 	p.mu.Lock()
 	p.kept = a
 	p.mu.Unlock()
+	return nil
 }

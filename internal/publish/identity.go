@@ -164,7 +164,8 @@ func instanceKey(path string) string {
 	return hex.EncodeToString(sum[:12])
 }
 
-// renew makes id the instance's, kept in its file.
+// renew makes id the instance's, kept in its file. Only the publisher
+// that owns the instance calls it.
 func (in *Instance) renew(id uint64) error {
 	in.ID = id
 	return in.save()

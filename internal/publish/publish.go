@@ -170,6 +170,7 @@ type Publisher struct {
 	// until it is written to the index.
 	held      heldMark
 	heldDirty bool
+	heldW     sync.Mutex // one writeHeld at a time
 	// anchor is the index's chain at the hub's last checked change; kept
 	// is the one written to the index with held (chain.go).
 	anchor, kept anchor
@@ -179,7 +180,9 @@ type Publisher struct {
 	// replaced are the hub's indexes of this host, by id, that it
 	// replaced with a whole resend, and the resend epoch they had (twin.go).
 	self     uint64
-	replaced map[string]uint64
+	replaced map[string]map[uint64]bool
+	// behind counts syncs in a row that found the hub behind (chain.go).
+	behind int
 }
 
 // Errors of the link.
@@ -208,7 +211,7 @@ func New(st Store, cfg Config) (*Publisher, error) {
 	_, _ = rand.Read(idKey)
 	held, a := loadHeld(st)
 	return &Publisher{st: st, cfg: cfg, log: cfg.Logger, idKey: idKey, wake: make(chan struct{}, 1), acks: make(chan struct{}, 1),
-		up: make(chan struct{}, 1), held: held, anchor: a, kept: a, self: cfg.Instance.ID, replaced: map[string]uint64{}}, nil
+		up: make(chan struct{}, 1), held: held, anchor: a, kept: a, self: cfg.Instance.ID, replaced: map[string]map[uint64]bool{}}, nil
 }
 
 // Notify says the log has new changes, so they go out before the next poll.
@@ -419,11 +422,9 @@ func (p *Publisher) heard(st hubwire.State) bool {
 	}
 	if mine {
 		// Another publisher's state is not this host's: what the hub
-		// applied of it says nothing of this host's changes.
+		// applied of it says nothing of this host's changes. This one's
+		// counts once its chain is checked (chain.go).
 		p.ack = st
-		if st.Complete && st.IndexID == p.stat.IndexID && st.Seq > p.stat.Acked {
-			p.stat.Acked, p.stat.LastAck = st.Seq, time.Now()
-		}
 	}
 	p.mu.Unlock()
 	if mine && st.Instance != 0 {
@@ -479,6 +480,9 @@ type link struct {
 	beat     string        // the hub's state at the last heartbeat
 	chain    hubwire.Chain // the index's chain at the change last published
 	checked  hubwire.State // the last ack checked (checkAck)
+	// fromOther: the last state answered a publisher that took the name
+	// over from another, or whose index last saw another hold it.
+	fromOther bool
 }
 
 // sync asks the hub where it stands, resends whole when it must, then
@@ -503,13 +507,13 @@ func (l *link) sync(ctx context.Context) error {
 	if hub.IndexID == local.IndexID.String() && hub.Complete && hub.Seq > local.Seq {
 		// The hub has changes this index never made: a restored backup.
 		p.log.Warn("publish: the hub holds changes this index does not; resending it whole under a new index id", "hub_seq", hub.Seq, "seq", local.Seq)
-		if err := p.st.ResetChanges(); err != nil {
+		if err := p.resetIndex(hub); err != nil {
 			return err
 		}
 		whole = true
 	}
 	if whole {
-		if err := p.replacing(hub); err != nil {
+		if err := p.replacing(hub, l.fromOther); err != nil {
 			return err
 		}
 		if from, err = l.resend(ctx); err != nil {
@@ -559,12 +563,13 @@ func (l *link) state(ctx context.Context) (hubwire.State, error) {
 			"Give each machine its own name and credentials; this host's changes wait in its index",
 			ErrRival, l.p.cfg.Name, st.Instance, st.LastSeen.Format(time.RFC3339))
 	}
-	if st.Chain.IsZero() && foreignHistory(st, held, self) {
-		// A hub that keeps chains tells the histories apart by them
-		// (chain.go); an older one by the publisher that held the name.
+	l.fromOther = st.Previous != 0 || held.id != 0 && held.id != self
+	if (st.Chain.IsZero() || !l.p.anchored(l.p.Status().IndexID)) && foreignHistory(st, held, self) {
+		// Histories are told apart by their chains (chain.go); without
+		// one on either side, by the publisher that held the name.
 		l.p.log.Warn("publish: the hub held this host's records from another publisher (a copy of this machine?); resending the index whole",
 			"previous", fmt.Sprintf("%x", st.Previous), "hub_seq", st.Seq, "last_held", fmt.Sprintf("%x", held.id), "last_held_seq", held.seq)
-		if err := l.p.st.ResetChanges(); err != nil {
+		if err := l.p.resetIndex(st); err != nil {
 			return st, err
 		}
 		return st, errTakenOver
@@ -661,14 +666,13 @@ func (l *link) resend(ctx context.Context) (uint64, error) {
 	if st.IndexID != local.IndexID {
 		return 0, errors.New("publish: the index id changed during a resend")
 	}
+	l.chain = p.resent(ctx, local.IndexID, epoch, st.Seq)
 	end := l.batch(hubwire.SnapEnd, local, epoch)
 	end.First, end.Last = chunk.First, st.Seq
 	if err := l.publish(ctx, &end); err != nil {
 		return 0, err
 	}
 	p.setStatus(func(s *Status) { s.Resending, s.Published = false, st.Seq })
-	l.chain = hubwire.ChainStart(local.IndexID, epoch, st.Seq)
-	p.setAnchor(anchor{index: local.IndexID, at: st.Seq, chain: l.chain})
 	return st.Seq, nil
 }
 

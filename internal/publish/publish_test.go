@@ -114,16 +114,27 @@ func TestStateOfAnotherHostIsIgnored(t *testing.T) {
 		defer p.mu.Unlock()
 		return p.stat.Acked
 	}
+	last := func() hubwire.State {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.ack
+	}
 	if p.heard(hubwire.State{Name: "mallory", IndexID: "ab", Complete: true, Seq: 1062}) {
 		t.Error("took another host's state")
 	}
 	if p.heard(hubwire.State{IndexID: "ab", Complete: true, Seq: 1062}) {
 		t.Error("took a state that names no host")
 	}
-	if n := acked(); n != 64 {
-		t.Fatalf("acknowledged %d after states of other hosts, want 64", n)
+	if n := acked(); n != 64 || last().Seq != 0 {
+		t.Fatalf("acknowledged %d (last word %+v) after states of other hosts, want 64", acked(), last())
 	}
-	if !p.heard(hubwire.State{Name: "bravo", IndexID: "ab", Complete: true, Seq: 70}) || acked() != 70 {
-		t.Fatalf("its own state: acknowledged %d, want 70", acked())
+	// Its own state is its last word, and counts once its chain is
+	// checked (chain.go).
+	own := hubwire.State{Name: "bravo", IndexID: "ab", Complete: true, Seq: 70}
+	if !p.heard(own) || last().Seq != 70 || acked() != 64 {
+		t.Fatalf("its own state: last word %+v, acknowledged %d before its chain was checked", last(), acked())
+	}
+	if p.acked(own); acked() != 70 {
+		t.Fatalf("its own state checked: acknowledged %d, want 70", acked())
 	}
 }

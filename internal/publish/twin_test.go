@@ -27,18 +27,23 @@ func TestAReplacedIndexBackMakesANewInstance(t *testing.T) {
 	other := hubwire.State{Name: "h", Complete: true, IndexID: "0123456789abcdef0123456789abcdef", Epoch: 5}
 	own := hubwire.State{Name: "h", Complete: true, IndexID: local.IndexID.String(), Epoch: 9}
 	for _, s := range []hubwire.State{other, other, own, {Name: "h"}} {
-		if err := p.replacing(s); err != nil {
+		if err := p.replacing(s, false); err != nil {
 			t.Fatalf("replacing %+v: %v", s, err)
 		}
 	}
 	first := p.selfID()
 	other.Epoch = 6
-	taken := other
-	taken.Previous = 0xabc // the name taken over from a copy with another id
-	if err := p.replacing(taken); err != nil {
-		t.Fatalf("an index taken over from a copy: %v", err)
+	if err := p.replacing(other, true); err != nil {
+		t.Fatalf("an index taken over from a copy with another id: %v", err)
 	}
-	if err := p.replacing(other); !errors.Is(err, errTwin) {
+	// An index the publisher left with two resends of its own, back with
+	// the older one (the hub's view restored from a backup): not a twin's.
+	left := hubwire.State{Name: "h", Complete: true, IndexID: "fedcba9876543210fedcba9876543210", Epoch: 7}
+	p.noteReplaced(left.IndexID, 7, 8)
+	if err := p.replacing(left, false); err != nil || p.selfID() != first {
+		t.Fatalf("an index this publisher left, back with its own resend: %v", err)
+	}
+	if err := p.replacing(other, false); !errors.Is(err, errTwin) {
 		t.Fatalf("a replaced index back under another resend: %v", err)
 	}
 	if p.selfID() == first {
