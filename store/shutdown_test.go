@@ -299,3 +299,34 @@ func TestSurveysOfACutRunDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A writer left idle commits once more, empty, when the data window has
+// passed since its last change: killed or cut off later, it leaves none
+// of its records suspect after a reboot, where the window before its
+// last commit would hold the last records it hashed.
+func TestIdleWriterSettles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	const window = 300 * time.Millisecond
+	opts := Options{DataWindow: window}
+	s := reopen(t, path, opts)
+	stop := runWriter(t, s)
+	r := rec("a", 1, 1, 1)
+	r.HashedAt = time.Now().UnixNano()
+	mustPut(t, s, "/t/a", r)
+	committed := time.Now()
+	time.Sleep(time.Second) // over three windows
+	stop()
+	if err := s.db.Close(); err != nil { // as a killed process leaves it
+		t.Fatal(err)
+	}
+	s = reopen(t, path, opts)
+	defer s.Close()
+	prev, ok := s.PreviousRun()
+	if !ok || prev.Clean || prev.LastCommit.Before(committed.Add(window)) {
+		t.Fatalf("the idle writer's last commit %v, its last change %v: not settled", prev.LastCommit, committed)
+	}
+	cut, ok := cutShort(prev, "another boot", false)
+	if !ok || cut.Contains(r.HashedAt) {
+		t.Fatalf("after a reboot the span %v holds the record hashed at %d", cut, r.HashedAt)
+	}
+}

@@ -257,6 +257,8 @@ func (s *Store) Run(ctx context.Context) error {
 	resting := cmp.Or(s.opts.restAfter, restAfter)
 	rest := time.NewTimer(resting)
 	defer rest.Stop()
+	settle := time.NewTimer(settleAfter(s.opts.DataWindow))
+	defer settle.Stop()
 	for {
 		if d.pending.Load() > 0 {
 			idle.Reset(max(wait, time.Until(d.mergeAfter)))
@@ -274,8 +276,11 @@ func (s *Store) Run(ctx context.Context) error {
 				d.mergeLogged()
 			}
 			rest.Reset(resting)
+			settle.Reset(settleAfter(s.opts.DataWindow))
 		case <-rest.C:
 			s.rest()
+		case <-settle.C:
+			s.settled()
 		case reply := <-d.settleReq:
 			reply <- d.merge()
 		case <-d.soon:
@@ -299,6 +304,21 @@ func (s *Store) Run(ctx context.Context) error {
 // restAfter is how long the writer waits after a commit with nothing
 // more to do before it lets go of its group and its queue's chunks.
 const restAfter = time.Second
+
+// settleAfter is how long after its last commit of changes the writer
+// commits once more, empty: a little over the data window.
+func settleAfter(window time.Duration) time.Duration { return window + window/16 }
+
+// settled commits nothing but the run marker, once the data window has
+// passed since the last commit of changes: a later crash or power cut
+// then leaves no record suspect, where the window before the last commit
+// would hold the last records hashed, however long ago (shutdown.go). An
+// idle writer does it once, and then sleeps.
+func (s *Store) settled() {
+	if err := s.update(func(*wtx) error { return nil }); err != nil {
+		s.log.Debug("store: cannot mark the last records settled", "err", err)
+	}
+}
 
 // rest lets go of the writer's group, its transactions' buffers and the
 // queue's chunks, unless changes wait. The writer lock, which Run holds,
