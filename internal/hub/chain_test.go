@@ -108,3 +108,35 @@ func TestViewTakesTheFirstChain(t *testing.T) {
 		t.Fatalf("a batch with another chain after the first: %q", note)
 	}
 }
+
+// While a resend of another index is under way, a log of the index it
+// replaces is not applied: a host resends another index only once it
+// left this one, so the log is another machine's (a twin's), and its
+// changes would retag the resend's records for the sweep to remove.
+func TestViewSkipsALogOfTheIndexAResendReplaces(t *testing.T) {
+	v, _ := openTestView(t)
+	resend(t, v, "a", 1, 10, map[string]string{"/s": "S", "/t": "T"})
+	start := hubwire.ChainStart([16]byte{1}, 1, 10)
+	apply := func(b hubwire.Batch) {
+		if _, err := v.apply("a", &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idx2 := [16]byte{2}
+	apply(hubwire.Batch{Kind: hubwire.SnapBegin, IndexID: idx2, Epoch: 2})
+	apply(hubwire.Batch{Kind: hubwire.SnapChunk, IndexID: idx2, Epoch: 2, First: 1,
+		Entries: []hubwire.Entry{put("/s", "S"), put("/t", "T"), put("/b", "B")}})
+	es := []hubwire.Entry{put("/s", "S by A"), {Path: []byte("/t")}}
+	if note := chainedBatch(t, v, "a", 1, 10, start, es...); note == "" {
+		t.Fatal("a log of the replaced index was applied during the resend")
+	}
+	apply(hubwire.Batch{Kind: hubwire.SnapEnd, IndexID: idx2, Epoch: 2, First: 1, Last: 5})
+	if st := v.state("a"); st.Records != 3 || st.IndexID != "02000000000000000000000000000000" {
+		t.Fatalf("after the resend: %+v, want its 3 records", st)
+	}
+	for _, c := range []string{"S", "T", "B"} {
+		if len(mustWhereis(t, v, c).Holders) != 1 {
+			t.Errorf("%q of the resend is gone", c)
+		}
+	}
+}

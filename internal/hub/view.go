@@ -357,6 +357,11 @@ func (w *vtx) apply(b *hubwire.Batch) (skipped string, sweep bool, err error) {
 		switch {
 		case !h.Complete || b.IndexID != h.IndexID:
 			return "log of an index the hub has not had whole", false, nil
+		case h.Pending != nil && !h.Pending.Broken && h.Pending.IndexID != h.IndexID:
+			// A host resends another index only once it left this one;
+			// a log of it now is another machine's (a twin), and would
+			// retag the resend's records for its sweep to remove.
+			return "log of an index another resend replaces", false, nil
 		case b.Last <= h.Seq:
 			return "duplicate", false, nil
 		case b.First > h.Seq:

@@ -172,13 +172,19 @@ func (p *Publisher) diverged(st hubwire.State, own hubwire.Chain) error {
 	p.log.Warn("publish: the hub holds another history of this index; resending it whole under a new index id "+
 		"(a copy of this machine's state under its name, or the index restored from a backup)",
 		"hub_seq", st.Seq, "hub_epoch", fmt.Sprintf("%x", st.Epoch), "hub_chain", st.Chain.String(), "chain", own.String())
-	p.mu.Lock()
-	p.divergedAt = time.Now()
-	p.mu.Unlock()
+	p.noteDiverged()
 	if err := p.resetIndex(st); err != nil {
 		return err
 	}
 	return errDiverged
+}
+
+// noteDiverged notes for the status that the hub held another history of
+// the index (divergedText).
+func (p *Publisher) noteDiverged() {
+	p.mu.Lock()
+	p.divergedAt = time.Now()
+	p.mu.Unlock()
 }
 
 // divergedText is the status's warning of a divergence at t.
@@ -239,11 +245,20 @@ func (l *link) checkAck() error {
 // whole when it cannot resume there: the chains differ (the index is
 // reset, so the resend takes a new id), or the hub stayed behind the
 // index's latest resend or anchor for behindTries syncs. An index that
-// keeps no chain yet (made by an older version) takes the hub's.
+// keeps no chain yet (made by an older version) takes the hub's when the
+// hub is where the index's mark last saw it.
 func (l *link) resumeChain(local store.LogState, hub hubwire.State) (c hubwire.Chain, whole bool, err error) {
 	p := l.p
 	a := p.anchorNow()
 	if a.index != local.IndexID {
+		if l.heldBefore.seq != hub.Seq {
+			// Without a chain, the hub's mark in the index is all there
+			// is: a hub with other changes than it last acknowledged to
+			// this index (one restored from a backup) is not taken.
+			p.log.Warn("publish: no chain of this index's changes is kept yet, and the hub holds other changes "+
+				"than it last acknowledged to it; resending it whole", "hub_seq", hub.Seq, "acknowledged", l.heldBefore.seq)
+			return c, true, nil
+		}
 		c = hub.Chain
 		if c.IsZero() {
 			c = hubwire.ChainStart(local.IndexID, hub.Epoch, hub.Seq)

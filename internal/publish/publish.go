@@ -483,6 +483,9 @@ type link struct {
 	// fromOther: the last state answered a publisher that took the name
 	// over from another, or whose index last saw another hold it.
 	fromOther bool
+	// heldBefore is the hub's mark as the index kept it before the last
+	// state's answer (held.go).
+	heldBefore heldMark
 }
 
 // sync asks the hub where it stands, resends whole when it must, then
@@ -507,6 +510,7 @@ func (l *link) sync(ctx context.Context) error {
 	if hub.IndexID == local.IndexID.String() && hub.Complete && hub.Seq > local.Seq {
 		// The hub has changes this index never made: a restored backup.
 		p.log.Warn("publish: the hub holds changes this index does not; resending it whole under a new index id", "hub_seq", hub.Seq, "seq", local.Seq)
+		p.noteDiverged()
 		if err := p.resetIndex(hub); err != nil {
 			return err
 		}
@@ -554,6 +558,7 @@ func (l *link) state(ctx context.Context) (hubwire.State, error) {
 		return st, fmt.Errorf("publish: state reply: %w", err)
 	}
 	held := l.p.lastHeld() // before heard notes this answer
+	l.heldBefore = held
 	if !l.p.heard(st) {
 		return hubwire.State{}, fmt.Errorf("%w: the hub's state names %q, not this host", ErrHubLost, st.Name)
 	}
@@ -736,11 +741,23 @@ func (l *link) follow(ctx context.Context, from uint64) error {
 			if err := l.check(st); err != nil {
 				return err
 			}
+			if l.elsewhere(st, local) {
+				return fmt.Errorf("publish: the hub holds another index of this host (%s), not this one's", st.IndexID)
+			}
 			if l.stalled(st, local, cursor) {
 				return fmt.Errorf("publish: the hub lacks changes it was sent (has %d, sent %d)", st.Seq, cursor)
 			}
 		}
 	}
+}
+
+// elsewhere reports whether the hub holds another index of this host
+// whole, and no resend of this publisher's is under way: another
+// machine's resend replaced this index there (a twin), and only a sync
+// brings it back. Its log batches are skipped meanwhile, which stalled
+// misses while the other keeps changing.
+func (l *link) elsewhere(st hubwire.State, local store.LogState) bool {
+	return st.Complete && st.IndexID != local.IndexID.String() && st.Resending != l.p.anchorNow().epochs[0]
 }
 
 // fitBatch cuts changes to what one batch may carry; the rest follows in
