@@ -486,6 +486,7 @@ type link struct {
 	// heldBefore is the hub's mark as the index kept it before the last
 	// state's answer (held.go).
 	heldBefore heldMark
+	away       int // heartbeats in a row that found another index (elsewhere)
 }
 
 // sync asks the hub where it stands, resends whole when it must, then
@@ -751,13 +752,19 @@ func (l *link) follow(ctx context.Context, from uint64) error {
 	}
 }
 
-// elsewhere reports whether the hub holds another index of this host
-// whole, and no resend of this publisher's is under way: another
-// machine's resend replaced this index there (a twin), and only a sync
-// brings it back. Its log batches are skipped meanwhile, which stalled
-// misses while the other keeps changing.
+// elsewhere reports whether the hub held another index of this host
+// whole at two heartbeats in a row, with no resend of this publisher's
+// under way: another machine's resend replaced this index there (a
+// twin), and only a sync brings it back. Its log batches are skipped
+// meanwhile, which stalled misses while the other keeps changing. One
+// heartbeat may fall before the hub took up a resend just sent.
 func (l *link) elsewhere(st hubwire.State, local store.LogState) bool {
-	return st.Complete && st.IndexID != local.IndexID.String() && st.Resending != l.p.anchorNow().epochs[0]
+	if !st.Complete || st.IndexID == local.IndexID.String() || st.Resending == l.p.anchorNow().epochs[0] {
+		l.away = 0
+		return false
+	}
+	l.away++
+	return l.away >= 2
 }
 
 // fitBatch cuts changes to what one batch may carry; the rest follows in
