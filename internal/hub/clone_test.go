@@ -107,6 +107,33 @@ func copyHost(t *testing.T, h *host, dir string) *host {
 	return clone
 }
 
+// publishedLaptop starts a hub with hosts "laptop" and "desktop", and
+// the laptop's files published.
+func publishedLaptop(t *testing.T, files map[string]string) (*cluster, *host) {
+	t.Helper()
+	c := newCluster(t)
+	laptop := c.addHost("laptop")
+	c.addHost("desktop")
+	laptop.write(t, files)
+	laptop.index(t, c)
+	laptop.caughtUp(t)
+	return c, laptop
+}
+
+// twinOf copies h's state to dir as copyHost does, with h's own
+// publisher instance (the same boot, host name and path: a container
+// started again from the same state), and starts h again.
+func twinOf(t *testing.T, c *cluster, h *host, dir string) *host {
+	t.Helper()
+	h.stopPublisher(t)
+	h.closeStore(t)
+	twin := copyHost(t, h, filepath.Join(c.dir, dir))
+	twin.instance = h.instance
+	h.openStore(t)
+	c.startPublisher(h)
+	return twin
+}
+
 // waitUntil polls cond until it holds, failing after waitFor.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -126,18 +153,8 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // whole instead of waiting behind the copy's changes; once the copy
 // stops, the hub holds the host's tree alone.
 func TestACopyWithTheHostsInstanceIsOutgrown(t *testing.T) {
-	c := newCluster(t)
-	laptop := c.addHost("laptop")
-	c.addHost("desktop")
-	laptop.write(t, map[string]string{"a": "laptop a"})
-	laptop.index(t, c)
-	laptop.caughtUp(t)
-	laptop.stopPublisher(t)
-	laptop.closeStore(t)
-	clone := copyHost(t, laptop, filepath.Join(c.dir, "laptop-copy"))
-	clone.instance = laptop.instance // the same boot, host name and path
-	laptop.openStore(t)
-	c.startPublisher(laptop)
+	c, laptop := publishedLaptop(t, map[string]string{"a": "laptop a"})
+	clone := twinOf(t, c, laptop, "laptop-copy")
 	clone.write(t, map[string]string{"b": "copy b", "c": "copy c", "d": "copy d"})
 	clone.index(t, c)
 	c.startPublisher(clone)

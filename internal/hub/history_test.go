@@ -19,18 +19,8 @@ import (
 // sequence number equals the copy's: only the chain tells the two
 // histories apart, and the copy resends its index whole.
 func TestAnotherHistoryUnderTheSameNumbersIsResentWhole(t *testing.T) {
-	c := newCluster(t)
-	laptop := c.addHost("laptop")
-	c.addHost("desktop")
-	laptop.write(t, map[string]string{"a": "laptop a", "b": "laptop b"})
-	laptop.index(t, c)
-	laptop.caughtUp(t)
-	laptop.stopPublisher(t)
-	laptop.closeStore(t)
-	clone := copyHost(t, laptop, filepath.Join(c.dir, "laptop-copy"))
-	clone.instance = laptop.instance
-	laptop.openStore(t)
-	c.startPublisher(laptop)
+	c, laptop := publishedLaptop(t, map[string]string{"a": "laptop a", "b": "laptop b"})
+	clone := twinOf(t, c, laptop, "laptop-copy")
 
 	laptop.write(t, map[string]string{"c1": "laptop c1", "c2": "laptop c2", "c3": "laptop c3", "c4": "laptop c4",
 		"c5": "laptop c5", "c6": "laptop c6", "c7": "laptop c7"})
@@ -68,12 +58,8 @@ func TestARestoredIndexIsResentWhole(t *testing.T) {
 }
 
 func restoredIndex(t *testing.T, preChain bool) {
-	c := newCluster(t)
-	laptop := c.addHost("laptop")
-	c.addHost("desktop")
-	laptop.write(t, map[string]string{"a": "laptop a", "b": "laptop b"})
-	laptop.index(t, c)
-	s := laptop.caughtUp(t)
+	c, laptop := publishedLaptop(t, map[string]string{"a": "laptop a", "b": "laptop b"})
+	s := laptop.pub.Status()
 	laptop.stopPublisher(t)
 	if preChain {
 		inst, err := publish.LoadInstance(laptop.instance)
@@ -121,12 +107,8 @@ func restoredIndex(t *testing.T, preChain bool) {
 // An index from before chains (its meta holds the hub's mark alone)
 // takes the hub's chain and resumes without a resend.
 func TestAnIndexFromBeforeChainsResumes(t *testing.T) {
-	c := newCluster(t)
-	laptop := c.addHost("laptop")
-	c.addHost("desktop")
-	laptop.write(t, map[string]string{"a": "laptop a", "b": "laptop b"})
-	laptop.index(t, c)
-	s := laptop.caughtUp(t)
+	c, laptop := publishedLaptop(t, map[string]string{"a": "laptop a", "b": "laptop b"})
+	s := laptop.pub.Status()
 	laptop.stopPublisher(t)
 	inst, err := publish.LoadInstance(laptop.instance)
 	if err != nil {
@@ -152,18 +134,8 @@ func TestAnIndexFromBeforeChainsResumes(t *testing.T) {
 // it while the other is heard: the resends stop, and the hub holds the
 // other's tree.
 func TestTwinsBecomeRivals(t *testing.T) {
-	c := newCluster(t)
-	laptop := c.addHost("laptop")
-	c.addHost("desktop")
-	laptop.write(t, map[string]string{"a": "laptop a", "b": "laptop b"})
-	laptop.index(t, c)
-	laptop.caughtUp(t)
-	laptop.stopPublisher(t)
-	laptop.closeStore(t)
-	twin := copyHost(t, laptop, filepath.Join(c.dir, "laptop-twin"))
-	twin.instance = laptop.instance
-	laptop.openStore(t)
-	c.startPublisher(laptop)
+	c, laptop := publishedLaptop(t, map[string]string{"a": "laptop a", "b": "laptop b"})
+	twin := twinOf(t, c, laptop, "laptop-twin")
 	twin.write(t, map[string]string{"a": "laptop a", "b": "laptop b", "x": "twin x"})
 	twin.index(t, c)
 	c.startPublisher(twin)
