@@ -46,10 +46,16 @@ func (a *anchor) own(epoch uint64) bool {
 	return false
 }
 
-// started returns a's epochs with epoch first.
-func (a *anchor) started(epoch uint64) [4]uint64 {
+// started returns a's epochs with epoch first, and prior (the hub's
+// resend this one replaces; 0: none) among them: a state of the hub's
+// still showing it is from before the resend, not another machine's.
+func (a *anchor) started(epoch, prior uint64) [4]uint64 {
 	es := [4]uint64{epoch}
-	copy(es[1:], a.epochs[:3])
+	rest := es[1:]
+	if prior != 0 && !a.own(prior) {
+		es[1], rest = prior, es[2:]
+	}
+	copy(rest, a.epochs[:])
 	return es
 }
 
@@ -321,15 +327,16 @@ func (p *Publisher) behindHub(hub hubwire.State, a anchor) error {
 }
 
 // resent makes the resend epoch of index, which reflects its changes
-// through seq, the anchor, and writes it to the index before the resend
-// ends: a restart that finds the hub with it then knows it for its own.
-func (p *Publisher) resent(ctx context.Context, index store.IndexID, epoch, seq uint64) hubwire.Chain {
+// through seq and replaces the hub's resend prior, the anchor, and writes
+// it to the index before the resend ends: a restart that finds the hub
+// with it then knows it for its own.
+func (p *Publisher) resent(ctx context.Context, index store.IndexID, epoch, prior, seq uint64) hubwire.Chain {
 	a := p.anchorNow()
 	if a.index != index {
 		a = anchor{index: index}
 	}
 	c := hubwire.ChainStart(index, epoch, seq)
-	p.setAnchor(anchor{index: index, at: seq, chain: c, epochs: a.started(epoch)})
+	p.setAnchor(anchor{index: index, at: seq, chain: c, epochs: a.started(epoch, prior)})
 	_ = p.writeHeld(ctx) // logged; the mark follows with the next write
 	return c
 }

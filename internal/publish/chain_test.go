@@ -171,3 +171,24 @@ func TestResumeDecides(t *testing.T) {
 		t.Fatalf("the index left is not remembered with its resends: %v", p.replaced)
 	}
 }
+
+// A resend's epochs: its own first, then the hub's it replaces, then the
+// anchor's, four at most.
+func TestAnchorStarted(t *testing.T) {
+	a := anchor{epochs: [4]uint64{3, 2, 1}}
+	for _, c := range []struct {
+		epoch, prior uint64
+		want         [4]uint64
+	}{
+		{9, 0, [4]uint64{9, 3, 2, 1}},
+		{9, 7, [4]uint64{9, 7, 3, 2}},
+		{9, 2, [4]uint64{9, 3, 2, 1}}, // a prior of its own is kept where it is
+	} {
+		if got := a.started(c.epoch, c.prior); got != c.want {
+			t.Errorf("started(%d, %d) = %v, want %v", c.epoch, c.prior, got, c.want)
+		}
+	}
+	if got := (&anchor{}).started(5, 4); got != [4]uint64{5, 4} {
+		t.Errorf("without an anchor: %v", got)
+	}
+}

@@ -521,7 +521,7 @@ func (l *link) sync(ctx context.Context) error {
 		if err := p.replacing(hub, l.fromOther); err != nil {
 			return err
 		}
-		if from, err = l.resend(ctx); err != nil {
+		if from, err = l.resend(ctx, hub); err != nil {
 			return err
 		}
 	}
@@ -628,7 +628,7 @@ func (l *link) batch(kind hubwire.Kind, local store.LogState, epoch uint64) hubw
 }
 
 // resend publishes the whole index and returns the change it reflects.
-func (l *link) resend(ctx context.Context) (uint64, error) {
+func (l *link) resend(ctx context.Context, hub hubwire.State) (uint64, error) {
 	p := l.p
 	local, err := p.st.ChangeLog()
 	if err != nil {
@@ -672,7 +672,11 @@ func (l *link) resend(ctx context.Context) (uint64, error) {
 	if st.IndexID != local.IndexID {
 		return 0, errors.New("publish: the index id changed during a resend")
 	}
-	l.chain = p.resent(ctx, local.IndexID, epoch, st.Seq)
+	prior := uint64(0) // the hub's resend of this index that this one replaces
+	if hub.Complete && hub.IndexID == local.IndexID.String() {
+		prior = hub.Epoch
+	}
+	l.chain = p.resent(ctx, local.IndexID, epoch, prior, st.Seq)
 	end := l.batch(hubwire.SnapEnd, local, epoch)
 	end.First, end.Last = chunk.First, st.Seq
 	if err := l.publish(ctx, &end); err != nil {
