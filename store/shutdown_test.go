@@ -301,32 +301,47 @@ func TestSurveysOfACutRunDropped(t *testing.T) {
 }
 
 // A writer left idle commits once more, empty, when the data window has
-// passed since its last change: killed or cut off later, it leaves none
-// of its records suspect after a reboot, where the window before its
-// last commit would hold the last records it hashed.
+// passed since its last change and the file system the change was hashed
+// on kept its writes: killed or cut off later, it leaves none of its
+// records suspect after a reboot, where the window before its last commit
+// would hold the last records it hashed. A file system that cannot say it
+// kept them (here one no mount names) leaves the record suspect.
 func TestIdleWriterSettles(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "index.db")
-	const window = 300 * time.Millisecond
-	opts := Options{DataWindow: window}
-	s := reopen(t, path, opts)
-	stop := runWriter(t, s)
-	r := rec("a", 1, 1, 1)
-	r.HashedAt = time.Now().UnixNano()
-	mustPut(t, s, "/t/a", r)
-	committed := time.Now()
-	time.Sleep(time.Second) // over three windows
-	stop()
-	if err := s.db.Close(); err != nil { // as a killed process leaves it
+	fi, err := fsstat.Lstat(t.TempDir()) // the file system's identity, as the hasher records it
+	if err != nil {
 		t.Fatal(err)
 	}
-	s = reopen(t, path, opts)
-	defer s.Close()
-	prev, ok := s.PreviousRun()
-	if !ok || prev.Clean || prev.LastCommit.Before(committed.Add(window)) {
-		t.Fatalf("the idle writer's last commit %v, its last change %v: not settled", prev.LastCommit, committed)
-	}
-	cut, ok := cutShort(prev, "another boot", false)
-	if !ok || cut.Contains(r.HashedAt) {
-		t.Fatalf("after a reboot the span %v holds the record hashed at %d", cut, r.HashedAt)
+	for _, c := range []struct {
+		name    string
+		dev     uint64
+		settles bool
+	}{{"kept", fi.Dev, true}, {"not kept", 1, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "index.db")
+			const window = 300 * time.Millisecond
+			opts := Options{DataWindow: window}
+			s := reopen(t, path, opts)
+			stop := runWriter(t, s)
+			r := rec("a", 1, c.dev, 1)
+			r.HashedAt = time.Now().UnixNano()
+			mustPut(t, s, "/t/a", r)
+			committed := time.Now()
+			time.Sleep(time.Second) // over three windows
+			stop()
+			if err := s.db.Close(); err != nil { // as a killed process leaves it
+				t.Fatal(err)
+			}
+			s = reopen(t, path, opts)
+			defer s.Close()
+			prev, ok := s.PreviousRun()
+			if settled := ok && prev.LastCommit.After(committed.Add(window)); settled != c.settles {
+				t.Fatalf("the idle writer's last commit %v, its last change %v: settled %v, want %v",
+					prev.LastCommit, committed, settled, c.settles)
+			}
+			cut, ok := cutShort(prev, "another boot", false)
+			if !ok || cut.Contains(r.HashedAt) == c.settles {
+				t.Fatalf("after a reboot the span %v holds the record hashed at %d: %v", cut, r.HashedAt, cut.Contains(r.HashedAt))
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/store/internal/indexfile"
 	bolt "go.etcd.io/bbolt"
 	bolterr "go.etcd.io/bbolt/errors"
@@ -312,9 +313,26 @@ func settleAfter(window time.Duration) time.Duration { return window + window/16
 // settled commits nothing but the run marker, once the data window has
 // passed since the last commit of changes: a later crash or power cut
 // then leaves no record suspect, where the window before the last commit
-// would hold the last records hashed, however long ago (shutdown.go). An
-// idle writer does it once, and then sleeps.
+// would hold the last records hashed, however long ago (shutdown.go). It
+// does so only when every mount the window's records were hashed on is
+// still up and forces its writes to disk (kept.go): time alone does not
+// bring a write to a disk pulled out. Records from before this run are
+// not in its list; an unclean end or a restart before it left them
+// suspect already. An idle writer does it once, and then sleeps.
 func (s *Store) settled() {
+	from := s.run.LastCommit.UnixNano() - int64(s.run.Window)
+	asked := map[fsstat.MountMark]bool{}
+	for _, u := range s.uses.list {
+		if u.last < from || asked[u.mark] {
+			continue
+		}
+		if !keptMount(u.mark) {
+			s.log.Info("store: a file system the last records were hashed on did not keep its writes; they stay suspect",
+				"mount", u.mark.Point)
+			return
+		}
+		asked[u.mark] = true
+	}
 	if err := s.update(func(*wtx) error { return nil }); err != nil {
 		s.log.Debug("store: cannot mark the last records settled", "err", err)
 	}

@@ -283,6 +283,8 @@ func (l *link) resumeChain(local store.LogState, hub hubwire.State) (c hubwire.C
 	switch {
 	case err != nil:
 		return c, false, err
+	case hub.Epoch != a.epochs[0] && p.awaiting(hub):
+		return c, false, errBehind // the latest resend still in the hub's queue
 	case hub.Epoch != a.epochs[0] || !ok:
 		if err := p.behindHub(hub, a); err != nil {
 			return c, false, err
@@ -338,5 +340,37 @@ func (p *Publisher) resent(ctx context.Context, index store.IndexID, epoch, prio
 	c := hubwire.ChainStart(index, epoch, seq)
 	p.setAnchor(anchor{index: index, at: seq, chain: c, epochs: a.started(epoch, prior)})
 	_ = p.writeHeld(ctx) // logged; the mark follows with the next write
+	p.mu.Lock()
+	p.resentAt, p.resentSeen = time.Now(), false
+	p.mu.Unlock()
 	return c
+}
+
+// resendPatience is how long after a whole resend was sent the hub may
+// take to apply it before the publisher counts it as stalled or behind:
+// the stream has it, and the hub applies one batch at a time, behind the
+// other hosts'.
+const resendPatience = 30 * time.Minute
+
+// awaiting reports whether the hub has not yet shown the index's latest
+// resend applied, sent less than resendPatience ago: an older state of
+// the index, or another index, in st is then its queue, not a stall. Once
+// a state showed it applied (heard, sawResend), later ones are the hub's
+// word again.
+func (p *Publisher) awaiting(st hubwire.State) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	latest := p.anchor.epochs[0]
+	if latest == 0 || p.resentSeen || time.Since(p.resentAt) >= resendPatience {
+		return false
+	}
+	return !(st.Complete && st.IndexID == p.anchor.index.String() && st.Epoch == latest)
+}
+
+// sawResend notes, under p.mu, a state that shows the latest resend
+// applied.
+func (p *Publisher) sawResend(st hubwire.State) {
+	if st.Complete && st.IndexID == p.anchor.index.String() && st.Epoch != 0 && st.Epoch == p.anchor.epochs[0] {
+		p.resentSeen = true
+	}
 }

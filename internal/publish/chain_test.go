@@ -3,6 +3,7 @@ package publish
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -190,5 +191,46 @@ func TestAnchorStarted(t *testing.T) {
 	}
 	if got := (&anchor{}).started(5, 4); got != [4]uint64{5, 4} {
 		t.Errorf("without an anchor: %v", got)
+	}
+}
+
+// After a whole resend, the hub's older state of the index is its queue,
+// not a hub behind: the publisher asks again without resending, until a
+// state shows the resend applied; from then on an older state counts.
+func TestAResendInTheHubsQueue(t *testing.T) {
+	st := openLogged(t, 3)
+	local, _ := st.ChangeLog()
+	p, err := New(st, Config{Name: "h", HostID: [16]byte{1}, URL: "nats://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &link{p: p}
+	p.stat.IndexID = local.IndexID.String()
+	p.setAnchor(anchor{index: local.IndexID, at: local.Seq, chain: hubwire.ChainStart(local.IndexID, 0xe1, local.Seq), epochs: [4]uint64{0xe1}})
+	p.resent(context.Background(), local.IndexID, 0xe2, 0xe1, local.Seq)
+	older := hubwire.State{Name: "h", Complete: true, IndexID: local.IndexID.String(), Seq: local.Seq, Epoch: 0xe1,
+		Chain: hubwire.ChainStart(local.IndexID, 0xe1, local.Seq)}
+	for i := range 2 * behindTries {
+		if _, whole, err := l.resumeChain(local, older); whole || !errors.Is(err, errBehind) {
+			t.Fatalf("sync %d with the resend in the hub's queue: whole %v, %v", i+1, whole, err)
+		}
+	}
+	if err := l.check(older); err != nil {
+		t.Fatalf("an ack of the older state: %v", err)
+	}
+	applied := older
+	applied.Epoch, applied.Chain = 0xe2, hubwire.ChainStart(local.IndexID, 0xe2, local.Seq)
+	if !p.heard(applied) {
+		t.Fatal("its own state not heard")
+	}
+	if c, whole, err := l.resumeChain(local, applied); err != nil || whole || c != applied.Chain {
+		t.Fatalf("the resend applied: %s %v %v", c, whole, err)
+	}
+	var whole bool
+	for range behindTries {
+		_, whole, _ = l.resumeChain(local, older)
+	}
+	if !whole {
+		t.Fatal("an older state after the resend was seen applied never led to a resend")
 	}
 }

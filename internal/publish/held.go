@@ -140,8 +140,10 @@ func (p *Publisher) writeHeld(ctx context.Context) error {
 		p.log.Warn("publish: cannot note what the hub holds of this host", "err", err)
 		return err
 	}
-	p.mu.Lock()
-	p.kept = a
-	p.mu.Unlock()
+	if !a.chain.IsZero() && a.epochs[0] != 0 { // heldValue wrote it
+		p.mu.Lock()
+		p.kept = a
+		p.mu.Unlock()
+	}
 	return nil
 }

@@ -181,8 +181,12 @@ type Publisher struct {
 	// replaced with a whole resend, and the resend epoch they had (twin.go).
 	self     uint64
 	replaced map[string]map[uint64]bool
-	// behind counts syncs in a row that found the hub behind (chain.go).
-	behind int
+	// behind counts syncs in a row that found the hub behind (chain.go);
+	// resentAt is when the latest whole resend was sent, resentSeen
+	// whether a state showed it applied since (chain.go awaiting).
+	behind     int
+	resentAt   time.Time
+	resentSeen bool
 }
 
 // Errors of the link.
@@ -425,6 +429,7 @@ func (p *Publisher) heard(st hubwire.State) bool {
 		// applied of it says nothing of this host's changes. This one's
 		// counts once its chain is checked (chain.go).
 		p.ack = st
+		p.sawResend(st)
 	}
 	p.mu.Unlock()
 	if mine && st.Instance != 0 {
@@ -763,7 +768,7 @@ func (l *link) follow(ctx context.Context, from uint64) error {
 // meanwhile, which stalled misses while the other keeps changing. One
 // heartbeat may fall before the hub took up a resend just sent.
 func (l *link) elsewhere(st hubwire.State, local store.LogState) bool {
-	if !st.Complete || st.IndexID == local.IndexID.String() || st.Resending == l.p.anchorNow().epochs[0] {
+	if !st.Complete || st.IndexID == local.IndexID.String() || l.p.awaiting(st) || st.Resending == l.p.anchorNow().epochs[0] {
 		l.away = 0
 		return false
 	}
@@ -789,6 +794,10 @@ func fitBatch(changes []store.Logged) []store.Logged {
 func (l *link) stalled(st hubwire.State, local store.LogState, cursor uint64) bool {
 	if st.Gap {
 		return true
+	}
+	if l.p.awaiting(st) {
+		l.beat = ""
+		return false
 	}
 	caughtUp := st.Complete && st.IndexID == local.IndexID.String() && st.Seq >= cursor
 	mark := fmt.Sprintf("%v/%s/%d/%d/%d", st.Complete, st.IndexID, st.Seq, st.Resending, st.Records)
