@@ -109,21 +109,24 @@ func keptSince(prev Run, uses mountUses, kept func(fsstat.MountMark) bool) bool 
 	if uses.since > from {
 		return false // records of the window may be missing from the list
 	}
+	return uses.keptFrom(from, kept) == nil
+}
+
+// keptFrom returns the first mount that a record hashed at or after from
+// was met on and that does not keep its writes, or nil when all do. Each
+// mount is asked once.
+func (u *mountUses) keptFrom(from int64, kept func(fsstat.MountMark) bool) *fsstat.MountMark {
 	asked := map[fsstat.MountMark]bool{}
-	for _, u := range uses.list {
-		if u.last < from {
+	for _, m := range u.list {
+		if m.last < from || asked[m.mark] {
 			continue
 		}
-		ok, seen := asked[u.mark]
-		if !seen {
-			ok = kept(u.mark)
-			asked[u.mark] = ok
+		if !kept(m.mark) {
+			return &m.mark
 		}
-		if !ok {
-			return false
-		}
+		asked[m.mark] = true
 	}
-	return true
+	return nil
 }
 
 func keptMount(m fsstat.MountMark) bool { return fsstat.Kept(m, syncfsTimeout) }

@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/store/internal/indexfile"
 	bolt "go.etcd.io/bbolt"
 	bolterr "go.etcd.io/bbolt/errors"
@@ -321,17 +320,10 @@ func settleAfter(window time.Duration) time.Duration { return window + window/16
 // suspect already. An idle writer does it once, and then sleeps.
 func (s *Store) settled() {
 	from := s.run.LastCommit.UnixNano() - int64(s.run.Window)
-	asked := map[fsstat.MountMark]bool{}
-	for _, u := range s.uses.list {
-		if u.last < from || asked[u.mark] {
-			continue
-		}
-		if !keptMount(u.mark) {
-			s.log.Info("store: a file system the last records were hashed on did not keep its writes; they stay suspect",
-				"mount", u.mark.Point)
-			return
-		}
-		asked[u.mark] = true
+	if m := s.uses.keptFrom(from, keptMount); m != nil {
+		s.log.Info("store: a file system the last records were hashed on did not keep its writes; they stay suspect",
+			"mount", m.Point)
+		return
 	}
 	if err := s.update(func(*wtx) error { return nil }); err != nil {
 		s.log.Debug("store: cannot mark the last records settled", "err", err)
