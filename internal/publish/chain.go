@@ -221,7 +221,10 @@ func (l *link) check(st hubwire.State) error {
 		}
 		return p.diverged(st, hubwire.Chain{})
 	}
-	own, ok, err := p.chainAt(local, st.Seq)
+	own, ok := l.sentChain(st.Seq, a)
+	if !ok {
+		own, ok, err = p.chainAt(local, st.Seq)
+	}
 	switch {
 	case err != nil:
 		return err
@@ -234,6 +237,20 @@ func (l *link) check(st hubwire.State) error {
 	p.setAnchor(a)
 	p.acked(st)
 	return nil
+}
+
+// sentChain returns the chain at seq as follow computed it when it
+// published the batch ending there, so an ack of it costs no second read
+// and hash of the batch's changes; false when seq is no batch's end
+// since the anchor. The ends up to seq are forgotten.
+func (l *link) sentChain(seq uint64, a anchor) (hubwire.Chain, bool) {
+	c, ok := l.sent[seq]
+	for s := range l.sent {
+		if s <= seq {
+			delete(l.sent, s)
+		}
+	}
+	return c, ok && seq >= a.at
 }
 
 // checkAck checks the hub's last ack, once: between batches while the

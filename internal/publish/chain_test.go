@@ -234,3 +234,22 @@ func TestAResendInTheHubsQueue(t *testing.T) {
 		t.Fatal("an older state after the resend was seen applied never led to a resend")
 	}
 }
+
+// An ack at a batch's end takes the chain follow computed for it, not
+// before the anchor, and the ends up to it are forgotten.
+func TestSentChain(t *testing.T) {
+	l := &link{sent: map[uint64]hubwire.Chain{10: {1}, 20: {2}, 30: {3}}}
+	a := anchor{at: 15}
+	if _, ok := l.sentChain(10, a); ok {
+		t.Error("a batch's end before the anchor was taken")
+	}
+	if c, ok := l.sentChain(20, a); !ok || c != (hubwire.Chain{2}) {
+		t.Errorf("the end at 20: %v %v", c, ok)
+	}
+	if _, ok := l.sent[20]; ok || len(l.sent) != 1 {
+		t.Errorf("ends left: %v", l.sent)
+	}
+	if _, ok := l.sentChain(25, a); ok {
+		t.Error("no batch ends at 25")
+	}
+}

@@ -485,6 +485,9 @@ type link struct {
 	beat     string        // the hub's state at the last heartbeat
 	chain    hubwire.Chain // the index's chain at the change last published
 	checked  hubwire.State // the last ack checked (checkAck)
+	// sent is the chain at the end of each batch published and not yet
+	// acknowledged (sentChain).
+	sent map[uint64]hubwire.Chain
 	// fromOther: the last state answered a publisher that took the name
 	// over from another, or whose index last saw another hold it.
 	fromOther bool
@@ -699,6 +702,7 @@ func (l *link) follow(ctx context.Context, from uint64) error {
 	beat := time.NewTicker(p.cfg.Heartbeat)
 	defer beat.Stop()
 	cursor := from
+	l.sent = map[uint64]hubwire.Chain{}
 	for {
 		if err := l.checkAck(); err != nil {
 			return err
@@ -724,6 +728,7 @@ func (l *link) follow(ctx context.Context, from uint64) error {
 				return err
 			}
 			cursor, l.chain = b.Last, next
+			l.sent[cursor] = next
 			p.setStatus(func(s *Status) { s.Published = cursor })
 			continue
 		}
