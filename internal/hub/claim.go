@@ -1,9 +1,15 @@
 package hub
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/annexd/annexd/internal/hubwire"
@@ -18,20 +24,41 @@ import (
 // has, and each would trim its log on the other's acks. So each publisher
 // names itself with an instance (hubwire.StateRequest), and the view
 // takes a host's changes from one instance at a time: the one that holds
-// the name. A state request from another instance takes the name over
-// only once the holder has not been heard for claimLease (stopped, or
-// gone with its machine); until then it is refused, and so are its
-// batches, counted under RefuseRival and DropRival. The answer to the
-// request that takes the name over names the instance it took it from
-// (State.Previous), so the new holder can tell whether what the hub has
-// is its own history (publish resends its index whole when not). Both
-// publishers hear of the other (State.Rival). A publisher without an
-// instance (an older version) is not checked.
+// the name. A publisher without an instance (an older version) is not
+// checked.
+//
+// The stream decides who holds a name, so that every node of a cluster
+// decides alike. For each state request with an instance, the hub writes
+// a claim into the stream (ClaimPrefix, a subject hosts cannot publish
+// on); every node that hears the request writes the same one, under one
+// message id, so the stream keeps it once. Each view judges the claims
+// in stream order, by the stream's own timestamps, not by its clock:
+//
+//   - the holder's claim, and each of its batches, renews its lease;
+//   - another instance's claim takes the name over once the holder's
+//     last word in the stream is older than the lease (stopped, or gone
+//     with its machine), or when no instance holds it;
+//   - any other claim, and every batch from an instance that does not
+//     hold the name at that point of the stream, is refused: counted
+//     under RefuseRival and DropRival.
+//
+// The holder's requests are answered at once from the view; its claims
+// only renew the lease, one per lease/8 at most from each node. Another
+// instance's request is answered once this node's view judged its claim
+// (claimWait at most): the answer to the request that takes the name
+// over names the instance it took it from (State.Previous), so the new
+// holder can tell whether what the hub has is its own history (publish
+// resends its index whole when not). Both publishers hear of the other
+// (State.Rival).
 
-// claimLease is how long an instance holds its host's name after it was
-// last heard. A publisher asks for its state at least every
-// hubwire.MaxHeartbeat, and with each batch it is heard.
-const claimLease = hubwire.ClaimLease
+// defaultClaimLease is how long an instance holds its host's name after
+// its last word in the stream. A publisher asks for its state at least
+// every hubwire.MaxHeartbeat.
+const defaultClaimLease = hubwire.ClaimLease
+
+// claimWait bounds how long a node waits for its view to judge a claim
+// before it answers with what the view has.
+const claimWait = 4 * time.Second
 
 // Reasons for the rival's batches and requests.
 const (
@@ -43,58 +70,173 @@ const (
 	RefuseRival = "rival_publisher"
 )
 
-// claim decides whether the publisher inst of host name may publish, and
-// returns the state to answer it with. A request from the holder, from a
-// publisher without an instance, or one that finds the name free (never
-// held, or its holder silent for claimLease) holds; it counts as hearing
-// from the host. Another is refused and noted as a rival.
-func (v *view) claim(name string, inst uint64) (hubwire.State, bool, error) {
-	if inst == 0 {
-		v.heard(name)
-		return v.state(name), true, nil
-	}
-	v.mu.Lock()
-	holder, seen := uint64(0), time.Time{}
-	if h, ok := v.hosts[name]; ok {
-		holder, seen = h.Instance, v.seenLocked(h)
-	}
-	v.mu.Unlock()
-	switch {
-	case holder == inst:
-		v.heard(name)
-		return v.state(name), true, nil
-	case holder != 0 && v.now().Sub(seen) <= claimLease:
-		v.noteRival(name)
-		return v.state(name), false, nil
-	}
+// claims is what a view keeps in memory of the claims it judges.
+type claims struct {
+	// took is the takeover of each host not yet told to its new holder:
+	// the instance that took the name and the one it took it from.
+	took map[string][2]uint64
+	// judged is when each claim lately judged was (by message id), and
+	// waits the answers that wait for a claim not yet judged.
+	judged map[string]time.Time
+	waits  map[string]chan struct{}
+	// asking is the hosts whose claim from another instance this node
+	// waits for; renewed is when it last wrote each holder's claim.
+	asking  map[string]bool
+	renewed map[string]time.Time
+}
+
+func newClaims() claims {
+	return claims{took: map[string][2]uint64{}, judged: map[string]time.Time{}, waits: map[string]chan struct{}{},
+		asking: map[string]bool{}, renewed: map[string]time.Time{}}
+}
+
+// judge applies the claim id of publisher inst to host name's name, made
+// at stream time at, and reports whether it holds the name after it.
+func (v *view) judge(name string, inst uint64, at time.Time, id string) (bool, error) {
 	var prev uint64
+	took, holds := false, false
 	err := v.update(func(_ *bolt.Tx, get func(string) (*hostRec, error)) error {
 		h, err := get(name)
 		if err != nil {
 			return err
 		}
-		prev, h.Instance, h.LastSeen = h.Instance, inst, v.now()
+		switch {
+		case h.Instance == inst:
+			holds = true
+		case h.Instance == 0 || v.lapsed(h, at):
+			prev, h.Instance, took, holds = h.Instance, inst, true, true
+		default:
+			return nil
+		}
+		h.Stamp = at
 		return nil
 	})
-	if err == nil {
-		v.mu.Lock()
-		delete(v.rivals, name) // what spoke as a rival until now holds the name
-		v.mu.Unlock()
-	}
 	if err != nil {
-		return hubwire.State{}, false, err
+		return false, err
 	}
-	if prev != 0 {
-		v.log.Warn("hub: another publisher took over this host's name: the one that held it was not heard for "+
-			claimLease.String(), "host", name, "from", strconv.FormatUint(prev, 16), "to", strconv.FormatUint(inst, 16))
+	v.mu.Lock()
+	switch {
+	case took:
+		v.claims.took[name] = [2]uint64{inst, prev}
+		delete(v.rivals, name) // what spoke as a rival until now holds the name
+	case !holds:
+		v.rivals[name] = v.now()
 	}
+	v.judgedLocked(id)
+	v.mu.Unlock()
+	if took && prev != 0 {
+		v.log.Warn("hub: another publisher took over this host's name: the one that held it had not been heard for "+
+			v.lease.String(), "host", name, "from", strconv.FormatUint(prev, 16), "to", strconv.FormatUint(inst, 16))
+	}
+	return holds, nil
+}
+
+// lapsed reports whether h's holder said nothing in the stream for the
+// lease before stream time at. A holder from before stream claims counts
+// from when the view last heard it.
+func (v *view) lapsed(h *hostRec, at time.Time) bool {
+	last := h.Stamp
+	if last.IsZero() {
+		last = h.LastSeen
+	}
+	return at.Sub(last) > v.lease
+}
+
+// judgedLocked notes claim id as judged and wakes what waits for it;
+// claims judged more than a minute ago are forgotten.
+func (v *view) judgedLocked(id string) {
+	now := time.Now()
+	for k, t := range v.claims.judged {
+		if now.Sub(t) > time.Minute {
+			delete(v.claims.judged, k)
+		}
+	}
+	v.claims.judged[id] = now
+	if ch, ok := v.claims.waits[id]; ok {
+		close(ch)
+		delete(v.claims.waits, id)
+	}
+}
+
+// await returns a channel closed once claim id is judged.
+func (v *view) await(id string) chan struct{} {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	ch := make(chan struct{})
+	if _, ok := v.claims.judged[id]; ok {
+		close(ch)
+		return ch
+	}
+	v.claims.waits[id] = ch
+	return ch
+}
+
+// forget drops the wait for claim id.
+func (v *view) forget(id string) {
+	v.mu.Lock()
+	delete(v.claims.waits, id)
+	v.mu.Unlock()
+}
+
+// holder is the instance that holds host name's name; 0 for none.
+func (v *view) holder(name string) uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if h, ok := v.hosts[name]; ok {
+		return h.Instance
+	}
+	return 0
+}
+
+// answer is the state to answer publisher inst of host name with: its
+// State.Previous is the instance inst took the name from, told once.
+func (v *view) answer(name string, inst uint64) hubwire.State {
 	st := v.state(name)
-	st.Previous = prev
-	return st, true, nil
+	if st.Instance != inst {
+		return st
+	}
+	v.heard(name)
+	v.mu.Lock()
+	if t, ok := v.claims.took[name]; ok && t[0] == inst {
+		st.Previous = t[1]
+		delete(v.claims.took, name)
+	}
+	v.mu.Unlock()
+	return st
+}
+
+// renewDue reports whether this node writes the holder's claim now: no
+// more than once per lease/8.
+func (v *view) renewDue(name string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if time.Since(v.claims.renewed[name]) < v.lease/8 {
+		return false
+	}
+	v.claims.renewed[name] = time.Now()
+	return true
+}
+
+// ask marks a claim from another instance of host name as waited for by
+// this node, and reports false when one is already: that request is
+// answered with what the view has.
+func (v *view) ask(name string, on bool) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if on && v.claims.asking[name] {
+		return false
+	}
+	if on {
+		v.claims.asking[name] = true
+	} else {
+		delete(v.claims.asking, name)
+	}
+	return true
 }
 
 // fromHolder reports whether a batch from publisher inst of host name is
-// the holder's: it is, or no instance is known on either side.
+// the holder's at this point of the stream: it is, or no instance is
+// known on either side.
 func (v *view) fromHolder(name string, inst uint64) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -120,4 +262,134 @@ func instanceOf(hex string) uint64 {
 		return 0
 	}
 	return n
+}
+
+// onState answers a state request m of host name. The holder's is
+// answered at once and renews its lease; another instance's once its
+// claim was judged.
+func (h *Hub) onState(nc *nats.Conn, js jetstream.JetStream, v *view, name string, m *nats.Msg) {
+	var req hubwire.StateRequest
+	_ = json.Unmarshal(m.Data, &req) // an empty body: a publisher without an instance
+	inst := req.Instance
+	switch {
+	case inst == 0:
+		v.heard(name)
+		h.respond(nc, m, v.state(name))
+		return
+	case v.holder(name) == inst:
+		if v.renewDue(name) {
+			h.goClaim(func(ctx context.Context) { _ = h.writeClaim(ctx, js, name, inst, m.Reply) })
+		}
+		h.respond(nc, m, v.answer(name, inst))
+		return
+	case !v.ask(name, true):
+		h.refuse(nc, v, name, inst, m)
+		return
+	}
+	h.goClaim(func(ctx context.Context) {
+		defer v.ask(name, false)
+		id := claimID(m.Reply)
+		done := v.await(id)
+		defer v.forget(id)
+		if err := h.writeClaim(ctx, js, name, inst, m.Reply); err != nil {
+			h.cfg.Logger.Warn("hub: write a claim into the stream", "host", name, "err", err)
+		} else {
+			t := time.NewTimer(claimWait)
+			select {
+			case <-done:
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+		}
+		h.refuse(nc, v, name, inst, m)
+	})
+}
+
+// refuse answers publisher inst of host name with the view's state,
+// counted as a refusal when another instance holds the name.
+func (h *Hub) refuse(nc *nats.Conn, v *view, name string, inst uint64, m *nats.Msg) {
+	st := v.answer(name, inst)
+	if st.Instance != 0 && st.Instance != inst {
+		v.noteRival(name)
+		if n := h.countRefusal(name, RefuseRival); n > 0 {
+			h.cfg.Logger.Warn("hub: another publisher asks under this host's name while the one that holds it "+
+				"is heard; its changes are refused (a cloned machine, or a configuration copied to a second one?)",
+				"host", name, "holder", fmt.Sprintf("%x", st.Instance), "other", fmt.Sprintf("%x", inst), "refused", n)
+		}
+	}
+	h.respond(nc, m, st)
+}
+
+// goClaim runs fn beside the subscription, which it must not hold up;
+// Run waits for it. Once Run ends, fn is not run.
+func (h *Hub) goClaim(fn func(ctx context.Context)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ctx := h.claimCtx
+	if ctx == nil || ctx.Err() != nil {
+		return
+	}
+	h.claiming.Add(1)
+	go func() {
+		defer h.claiming.Done()
+		fn(ctx)
+	}()
+}
+
+// endClaims stops the claims under way and waits for them.
+func (h *Hub) endClaims(stop context.CancelFunc) {
+	h.mu.Lock()
+	stop()
+	h.mu.Unlock()
+	h.claiming.Wait()
+}
+
+// claimID is the message id of the claim a state request makes: its
+// reply subject, the same for every node that heard it, unique to it.
+func claimID(reply string) string { return "claim " + reply }
+
+// writeClaim writes the claim of publisher inst to host name's name into
+// the stream, as asked by the request whose reply subject is reply.
+func (h *Hub) writeClaim(ctx context.Context, js jetstream.JetStream, name string, inst uint64, reply string) error {
+	body, _ := json.Marshal(hubwire.StateRequest{Instance: inst})
+	ctx, cancel := context.WithTimeout(ctx, claimWait)
+	defer cancel()
+	_, err := js.PublishMsg(ctx, &nats.Msg{Subject: hubwire.ClaimPrefix + name, Data: body},
+		jetstream.WithMsgID(claimID(reply)), jetstream.WithExpectStream(hubwire.Stream))
+	var api *jetstream.APIError
+	if errors.As(err, &api) && api.ErrorCode == errCodeDuplicateInProcess {
+		return nil // another node's write of the same claim
+	}
+	return err
+}
+
+// errCodeDuplicateInProcess is the server's JSStreamDuplicateMessageConflict:
+// a message under the same id is being stored.
+const errCodeDuplicateInProcess jetstream.ErrorCode = 10158
+
+// handleClaim judges a claim the stream delivered.
+func (h *Hub) handleClaim(v *view, name string, m jetstream.Msg) {
+	var req hubwire.StateRequest
+	md, err := m.Metadata()
+	if err == nil {
+		err = json.Unmarshal(m.Data(), &req)
+	}
+	if err == nil && req.Instance == 0 {
+		err = fmt.Errorf("a claim without an instance")
+	}
+	if err != nil {
+		h.countDrop(name, DropUndecodable)
+		_ = m.Term()
+		return
+	}
+	if _, err := v.judge(name, req.Instance, md.Timestamp, m.Headers().Get(jetstream.MsgIDHeader)); err != nil {
+		h.cfg.Logger.Warn("hub: judge a claim", "host", name, "err", err)
+		h.countDrop(name, DropUnappliable)
+		_ = m.Term()
+		return
+	}
+	if err := m.Ack(); err != nil {
+		h.cfg.Logger.Warn("hub: ack", "host", name, "err", err)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,10 +20,7 @@ import (
 // the host, back, takes the name back the same way.
 func TestACopyOfAHostNeverMixesItsIndexIn(t *testing.T) {
 	c := newCluster(t)
-	var skew atomic.Int64 // the hub's clock runs ahead by this much
-	c.stopHub()
-	c.cfg.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	c.startHub()
+	c.shortLease()
 	laptop := c.addHost("laptop")
 	c.addHost("desktop")
 	laptop.write(t, map[string]string{"a": "laptop a", "b": "laptop b"})
@@ -59,7 +55,7 @@ func TestACopyOfAHostNeverMixesItsIndexIn(t *testing.T) {
 	takeOver := func(from, to *host) {
 		t.Helper()
 		from.stopPublisher(t)
-		skew.Add(int64(4 * time.Minute))
+		time.Sleep(testLease)
 		to.stopPublisher(t) // a restart asks at once
 		c.startPublisher(to)
 		if s := to.caughtUp(t); s.Resends == 0 {

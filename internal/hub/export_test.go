@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"time"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
@@ -32,3 +34,8 @@ func (h *Hub) InternalOptions() []nats.Option {
 	return []nats.Option{nats.InProcessServer(h.srv), nats.UserInfo(internalUser, h.internalPass),
 		nats.CustomInboxPrefix(internalInbox)}
 }
+
+// SetClaimLease shortens how long a publisher holds its host's name, so
+// that tests see it lapse in real time: the lease runs on the stream's
+// clock, which no test clock moves.
+func SetClaimLease(c *Config, d time.Duration) { c.claimLease = d }

@@ -121,6 +121,18 @@ func (c *cluster) startHub() {
 	c.cfg.Listen = strings.TrimPrefix(c.url, "nats://")
 }
 
+// testLease is the claim lease of shortLease: well beyond the test
+// publishers' 2 s heartbeat, short enough to wait out.
+const testLease = 8 * time.Second
+
+// shortLease restarts the hub with a claim lease of testLease.
+func (c *cluster) shortLease() {
+	c.t.Helper()
+	c.stopHub()
+	hub.SetClaimLease(&c.cfg, testLease)
+	c.startHub()
+}
+
 func (c *cluster) stopHub() {
 	c.t.Helper()
 	if c.stop == nil {

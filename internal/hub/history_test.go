@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,10 +184,7 @@ func TestTwinsBecomeRivals(t *testing.T) {
 // host's, not its own.
 func TestACopyFromBeforeChainsIsResentWhole(t *testing.T) {
 	c := newCluster(t)
-	var skew atomic.Int64
-	c.stopHub()
-	c.cfg.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	c.startHub()
+	c.shortLease()
 	laptop := c.addHost("laptop")
 	c.addHost("desktop")
 	laptop.write(t, map[string]string{"a": "laptop a"})
@@ -214,7 +210,7 @@ func TestACopyFromBeforeChainsIsResentWhole(t *testing.T) {
 
 	clone.write(t, map[string]string{"a": "laptop a", "x": "copy x"})
 	clone.index(t, c)
-	skew.Add(int64(4 * time.Minute))
+	time.Sleep(testLease)
 	c.startPublisher(clone)
 	if s := clone.caughtUp(t); s.Resends == 0 {
 		t.Errorf("the copy resumed on the laptop's history: %+v", s)

@@ -47,6 +47,10 @@ type Hub struct {
 	stats Stats
 	// warned spaces the warnings of what stats counts.
 	warned map[counted]warning
+	// claiming counts the state requests whose claims are under way,
+	// which end with claimCtx (claim.go).
+	claiming sync.WaitGroup
+	claimCtx context.Context
 }
 
 // New checks cfg and returns a hub ready to Run.
@@ -89,7 +93,7 @@ func (h *Hub) Run(ctx context.Context) error {
 		return err
 	}
 	v, err := openView(filepath.Join(h.cfg.Dir, "view.db"),
-		viewConfig{stale: h.cfg.StaleAfter, now: h.cfg.Now, known: h.known, log: h.cfg.Logger})
+		viewConfig{stale: h.cfg.StaleAfter, now: h.cfg.Now, known: h.known, log: h.cfg.Logger, lease: h.cfg.claimLease})
 	if err != nil {
 		return err
 	}
@@ -108,6 +112,11 @@ func (h *Hub) Run(ctx context.Context) error {
 		return fmt.Errorf("hub: connect in process: %w", err)
 	}
 	defer nc.Close()
+	cctx, stopClaims := context.WithCancel(ctx)
+	h.mu.Lock()
+	h.claimCtx = cctx
+	h.mu.Unlock()
+	defer h.endClaims(stopClaims)
 	cons, err := h.setupStream(ctx, nc)
 	if err != nil {
 		return err
@@ -206,7 +215,7 @@ func (h *Hub) createStream(ctx context.Context, js jetstream.JetStream) (jetstre
 		return nil, err
 	}
 	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: hubwire.Stream, Subjects: []string{hubwire.ChangesPrefix + "*"},
+		Name: hubwire.Stream, Subjects: []string{hubwire.ChangesPrefix + "*", hubwire.ClaimPrefix + "*"},
 		Retention: h.cfg.retention(), Storage: jetstream.FileStorage, Replicas: h.cfg.replicas(),
 		MaxBytes: h.cfg.MaxStreamBytes, Discard: jetstream.DiscardNew, Duplicates: duplicateWindow,
 	})
@@ -338,6 +347,10 @@ func (h *Hub) consume(ctx context.Context, nc *nats.Conn, cons jetstream.Consume
 // logged and counted: the host resends what the view lacks, and the
 // batches behind it are not held up.
 func (h *Hub) handle(nc *nats.Conn, v *view, m jetstream.Msg) {
+	if name, ok := strings.CutPrefix(m.Subject(), hubwire.ClaimPrefix); ok {
+		h.handleClaim(v, name, m)
+		return
+	}
 	name := strings.TrimPrefix(m.Subject(), hubwire.ChangesPrefix)
 	drop := func(reason string, err error) {
 		if n := h.countDrop(name, reason); n > 0 {
@@ -357,7 +370,8 @@ func (h *Hub) handle(nc *nats.Conn, v *view, m jetstream.Msg) {
 		drop(DropNoID, errors.New("no message id: not published by the host"))
 		return
 	}
-	if inst := instanceOf(m.Headers().Get(hubwire.InstanceHeader)); !v.fromHolder(name, inst) {
+	inst := instanceOf(m.Headers().Get(hubwire.InstanceHeader))
+	if !v.fromHolder(name, inst) {
 		drop(DropRival, fmt.Errorf("from publisher %x, not the one that holds the name (a cloned machine?)", inst))
 		return
 	}
@@ -369,7 +383,11 @@ func (h *Hub) handle(nc *nats.Conn, v *view, m jetstream.Msg) {
 		drop(DropUndecodable, err)
 		return
 	}
-	res, err := v.apply(name, &b)
+	var at time.Time
+	if md, err := m.Metadata(); err == nil {
+		at = md.Timestamp
+	}
+	res, err := v.applyFrom(name, &b, inst, at)
 	if err != nil {
 		drop(DropUnappliable, err)
 		return
@@ -398,6 +416,10 @@ func (h *Hub) handle(nc *nats.Conn, v *view, m jetstream.Msg) {
 // that asks, as its permissions allow no other; the answer goes into that
 // host's own inbox, or nowhere.
 func (h *Hub) serve(nc *nats.Conn, v *view) ([]*nats.Subscription, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("hub: jetstream: %w", err)
+	}
 	queries := map[string]func(asker string, data []byte) any{
 		hubwire.QueryWhereis: func(asker string, data []byte) any {
 			var req hubwire.WhereisRequest
@@ -429,28 +451,15 @@ func (h *Hub) serve(nc *nats.Conn, v *view) ([]*nats.Subscription, error) {
 			return hubwire.HostsReply{Hosts: v.states()}
 		},
 	}
-	// Every node hears a host's state requests, which say it is alive;
-	// one node of the cluster answers each query.
+	// Every node hears a host's state requests, which say it is alive and
+	// claim its name (claim.go); one node of the cluster answers each
+	// query.
 	state, err := nc.Subscribe(hubwire.StatePrefix+"*", func(m *nats.Msg) {
 		name := strings.TrimPrefix(m.Subject, hubwire.StatePrefix)
 		if !h.asked(v, name, m) {
 			return
 		}
-		var req hubwire.StateRequest
-		_ = json.Unmarshal(m.Data, &req) // an empty body: a publisher without an instance
-		st, ok, err := v.claim(name, req.Instance)
-		if err != nil {
-			h.cfg.Logger.Warn("hub: state request", "host", name, "err", err)
-			return
-		}
-		if !ok {
-			if n := h.countRefusal(name, RefuseRival); n > 0 {
-				h.cfg.Logger.Warn("hub: another publisher asks under this host's name while the one that holds it "+
-					"is heard; its changes are refused (a cloned machine, or a configuration copied to a second one?)",
-					"host", name, "holder", fmt.Sprintf("%x", st.Instance), "other", fmt.Sprintf("%x", req.Instance), "refused", n)
-			}
-		}
-		h.respond(nc, m, st)
+		h.onState(nc, js, v, name, m)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("hub: subscribe %s: %w", hubwire.StatePrefix, err)

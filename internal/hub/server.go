@@ -65,6 +65,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock, for tests. Default time.Now.
 	Now func() time.Time
+	// claimLease is how long a publisher holds its host's name after its
+	// last word in the stream (claim.go); tests shorten it. Default
+	// hubwire.ClaimLease.
+	claimLease time.Duration
 }
 
 // Host is one machine's credentials: a bcrypt password hash, or the
@@ -220,7 +224,7 @@ func hubPermissions(known map[string]bool, stale []string) *server.Permissions {
 		"$JS.API.STREAM.CREATE." + st, "$JS.API.STREAM.UPDATE." + st, "$JS.API.STREAM.INFO." + st,
 		"$JS.API.CONSUMER.CREATE." + st + ".>", "$JS.API.CONSUMER.DURABLE.CREATE." + st + ".>",
 		"$JS.API.CONSUMER.INFO." + st + ".>", "$JS.API.CONSUMER.MSG.NEXT." + st + ".>",
-		"$JS.ACK." + st + ".>",
+		"$JS.ACK." + st + ".>", hubwire.ClaimPrefix + "*",
 	}
 	pub = append(pub, copyHubPermissions(known, stale)...)
 	for name := range known {

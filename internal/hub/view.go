@@ -59,6 +59,8 @@ type hostRec struct {
 	Records  int64     `json:"records"`
 	Bytes    int64     `json:"bytes"`
 	Instance uint64    `json:"instance,omitempty"` // the publisher that holds the name (claim.go)
+	// Stamp is the stream's time of the holder's last claim or batch.
+	Stamp time.Time `json:"stamp,omitzero"`
 	// Chain is the chain of IndexID through Seq (hubwire's chain.go);
 	// none for a host completed by an older version and not resent since.
 	Chain hubwire.Chain `json:"chain,omitzero"`
@@ -94,6 +96,8 @@ type view struct {
 	// rivals is when another publisher than the holder last spoke as
 	// each host (claim.go).
 	rivals map[string]time.Time
+	lease  time.Duration // how long a holder keeps a name (claim.go)
+	claims claims
 }
 
 // viewConfig is what a view needs besides its file.
@@ -102,6 +106,7 @@ type viewConfig struct {
 	now   func() time.Time
 	known map[string]bool // the configured hosts
 	log   *slog.Logger
+	lease time.Duration // default defaultClaimLease
 }
 
 // openView opens the view at path, brings an older layout up to date and
@@ -115,9 +120,13 @@ func openView(path string, cfg viewConfig) (*view, error) {
 		return nil, fmt.Errorf("hub: open view %s: %w", path, err)
 	}
 	v := &view{db: db, stale: cfg.stale, now: cfg.now, known: cfg.known, log: cfg.log,
-		hosts: map[string]*hostRec{}, byNum: map[uint32]string{}, seen: map[string]time.Time{}, rivals: map[string]time.Time{}}
+		hosts: map[string]*hostRec{}, byNum: map[uint32]string{}, seen: map[string]time.Time{}, rivals: map[string]time.Time{},
+		lease: cfg.lease, claims: newClaims()}
 	if v.log == nil {
 		v.log = slog.New(slog.DiscardHandler)
+	}
+	if v.lease <= 0 {
+		v.lease = defaultClaimLease
 	}
 	var version uint64
 	err = db.Update(func(tx *bolt.Tx) error {
@@ -263,6 +272,12 @@ type applyResult struct {
 
 // apply applies one batch from host name.
 func (v *view) apply(name string, b *hubwire.Batch) (applyResult, error) {
+	return v.applyFrom(name, b, 0, time.Time{})
+}
+
+// applyFrom applies one batch from publisher inst of host name, which the
+// stream took at stream time at: a batch of the holder renews its lease.
+func (v *view) applyFrom(name string, b *hubwire.Batch, inst uint64, at time.Time) (applyResult, error) {
 	var res applyResult
 	sweep := false
 	err := v.update(func(tx *bolt.Tx, get func(string) (*hostRec, error)) error {
@@ -271,6 +286,9 @@ func (v *view) apply(name string, b *hubwire.Batch) (applyResult, error) {
 			return err
 		}
 		h.HostID, h.LastSeen = hubwire.UUIDString(b.HostID), v.now()
+		if inst != 0 && h.Instance == inst {
+			h.Stamp = at
+		}
 		w := newVtx(tx, h)
 		res.note, sweep, err = w.apply(b)
 		w.setFill()
@@ -639,7 +657,7 @@ func (v *view) stateLocked(h *hostRec) hubwire.State {
 	st := hubwire.State{Name: h.Name, HostID: h.HostID, Epoch: h.Epoch, Seq: h.Seq, Complete: h.Complete,
 		Gap: h.Gap, LastSeen: seen, Records: h.Records, Bytes: h.Bytes, Stale: v.now().Sub(seen) > v.stale,
 		Instance: h.Instance}
-	if t, ok := v.rivals[h.Name]; ok && v.now().Sub(t) <= claimLease {
+	if t, ok := v.rivals[h.Name]; ok && v.now().Sub(t) <= v.lease {
 		st.Rival = t
 	}
 	if h.Complete {

@@ -48,8 +48,8 @@ type StateRequest struct {
 }
 
 // ClaimLease is how long a publisher holds its host's name at the hub
-// after the hub last heard it (hub's claim.go); MaxHeartbeat is the
-// longest a publisher stays silent, well inside it.
+// after its last word in the hub's stream (hub's claim.go); MaxHeartbeat
+// is the longest a publisher stays silent, well inside it.
 const (
 	ClaimLease   = 3 * time.Minute
 	MaxHeartbeat = time.Minute

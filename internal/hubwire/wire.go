@@ -42,6 +42,10 @@ const (
 	// AckPrefix is followed by a host's name: the hub says there what it
 	// has applied (a State) after each batch.
 	AckPrefix = "annexd.hub.ack."
+	// ClaimPrefix is followed by a host's name: a publisher's claim to
+	// the host's name, which the hub writes into the stream for each
+	// state request (the hub's claim.go). Hosts cannot publish there.
+	ClaimPrefix = "annexd.hub.claim."
 	// QueryPrefix is followed by the asking host's name and a query
 	// name (QuerySubject).
 	QueryPrefix = "annexd.hub.query."
