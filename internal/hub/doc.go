@@ -52,8 +52,9 @@
 //     how JetStream's replies arrive when a host aims them elsewhere.
 //     Only an answered request says a host is alive.
 //   - The hub's own connection may publish only into the known hosts'
-//     inboxes and acks, and call only the JetStream API its stream
-//     needs. Not even a bug can write into a host's subjects.
+//     inboxes and acks and its own claims subject, and call only the
+//     JetStream API its stream needs. Not even a bug can write into a
+//     host's subjects.
 //   - A host keys its message ids with a secret of its own. The stream's
 //     duplicate window spans every subject; no host can send first under
 //     another's ids and have its batches dropped as duplicates.
@@ -70,8 +71,9 @@
 //     with another size is other content: it hides nothing.
 //   - One publisher a host at a time: a copy of a host's machine (same
 //     index, credentials and sequence numbers) is refused while the
-//     host is heard, and its index never mixes with the host's
-//     (claim.go).
+//     host is heard, and its index never mixes with the host's. The
+//     stream decides who holds a name, so every node of a cluster
+//     decides alike (claim.go).
 //
 // What a host says of its own files is believed. A host whose
 // credentials are stolen can claim copies it does not have, and copies
@@ -95,7 +97,8 @@
 // view from its own, and answers once that view has applied what the
 // stream held for it. So a node back from a stop catches up before it
 // answers, and any node answers for all. Every node hears a host's state
-// requests; one answers each query. A host dials every node's URL and
+// requests, and writes the claim each makes into the stream once between
+// them; one answers each query. A host dials every node's URL and
 // fails over between them. A host takes an ack from any node, because
 // the stream keeps the batch for the others; a node that stays down
 // holds batches back until the stream is full, and hosts then keep their
