@@ -2,9 +2,15 @@ package hub
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -73,73 +79,81 @@ const (
 // claims is what a view keeps in memory of the claims it judges.
 type claims struct {
 	// took is the takeover of each host not yet told to its new holder:
-	// the instance that took the name and the one it took it from.
-	took map[string][2]uint64
+	// the instance that took the name, the one it took it from, and the
+	// claim that took it, whose answer alone tells it.
+	took map[string]takeover
 	// judged is when each claim lately judged was (by message id), and
 	// waits the answers that wait for a claim not yet judged.
 	judged map[string]time.Time
 	waits  map[string]chan struct{}
 	// asking is the hosts whose claim from another instance this node
-	// waits for; renewed is when it last wrote each holder's claim.
+	// waits for, asked when it last wrote one; renewed is when it last
+	// wrote each holder's claim.
 	asking  map[string]bool
+	asked   map[string]time.Time
 	renewed map[string]time.Time
 }
 
-func newClaims() claims {
-	return claims{took: map[string][2]uint64{}, judged: map[string]time.Time{}, waits: map[string]chan struct{}{},
-		asking: map[string]bool{}, renewed: map[string]time.Time{}}
+// takeover is a claim that took a host's name.
+type takeover struct {
+	inst, prev uint64
+	id         string
 }
 
+func newClaims() claims {
+	return claims{took: map[string]takeover{}, judged: map[string]time.Time{}, waits: map[string]chan struct{}{},
+		asking: map[string]bool{}, asked: map[string]time.Time{}, renewed: map[string]time.Time{}}
+}
+
+// askEvery is the least time between two claims of other instances that
+// one node writes for a host: what a host flooding requests gets into
+// the stream.
+const askEvery = time.Second
+
 // judge applies the claim id of publisher inst to host name's name, made
-// at stream time at, and reports whether it holds the name after it.
+// at stream time at, and reports whether it holds the name after it. A
+// refused claim writes nothing, unless it starts the lease of a holder
+// from before claims in the stream.
 func (v *view) judge(name string, inst uint64, at time.Time, id string) (bool, error) {
-	var prev uint64
-	took, holds := false, false
-	err := v.update(func(_ *bolt.Tx, get func(string) (*hostRec, error)) error {
-		h, err := get(name)
-		if err != nil {
+	v.mu.Lock()
+	var holder uint64
+	var stamp time.Time
+	if h, ok := v.hosts[name]; ok {
+		holder, stamp = h.Instance, h.Stamp
+	}
+	v.mu.Unlock()
+	took := holder != inst && (holder == 0 || !stamp.IsZero() && at.Sub(stamp) > v.lease)
+	holds := holder == inst || took
+	if holds || stamp.IsZero() {
+		err := v.update(func(_ *bolt.Tx, get func(string) (*hostRec, error)) error {
+			h, err := get(name)
+			if err == nil {
+				h.Stamp = at
+				if took {
+					h.Instance = inst
+				}
+			}
 			return err
+		})
+		if err != nil {
+			return false, err
 		}
-		switch {
-		case h.Instance == inst:
-			holds = true
-		case h.Instance == 0 || v.lapsed(h, at):
-			prev, h.Instance, took, holds = h.Instance, inst, true, true
-		default:
-			return nil
-		}
-		h.Stamp = at
-		return nil
-	})
-	if err != nil {
-		return false, err
 	}
 	v.mu.Lock()
 	switch {
 	case took:
-		v.claims.took[name] = [2]uint64{inst, prev}
+		v.claims.took[name] = takeover{inst: inst, prev: holder, id: id}
 		delete(v.rivals, name) // what spoke as a rival until now holds the name
 	case !holds:
 		v.rivals[name] = v.now()
 	}
 	v.judgedLocked(id)
 	v.mu.Unlock()
-	if took && prev != 0 {
+	if took && holder != 0 {
 		v.log.Warn("hub: another publisher took over this host's name: the one that held it had not been heard for "+
-			v.lease.String(), "host", name, "from", strconv.FormatUint(prev, 16), "to", strconv.FormatUint(inst, 16))
+			v.lease.String(), "host", name, "from", strconv.FormatUint(holder, 16), "to", strconv.FormatUint(inst, 16))
 	}
 	return holds, nil
-}
-
-// lapsed reports whether h's holder said nothing in the stream for the
-// lease before stream time at. A holder from before stream claims counts
-// from when the view last heard it.
-func (v *view) lapsed(h *hostRec, at time.Time) bool {
-	last := h.Stamp
-	if last.IsZero() {
-		last = h.LastSeen
-	}
-	return at.Sub(last) > v.lease
 }
 
 // judgedLocked notes claim id as judged and wakes what waits for it;
@@ -188,17 +202,20 @@ func (v *view) holder(name string) uint64 {
 	return 0
 }
 
-// answer is the state to answer publisher inst of host name with: its
-// State.Previous is the instance inst took the name from, told once.
-func (v *view) answer(name string, inst uint64) hubwire.State {
+// answer is the state to answer publisher inst of host name with, asked
+// by the request whose claim is id (empty: none). State.Previous, the
+// instance inst took the name from, is told only in the answer to the
+// claim that took it: a node that replays a takeover, or judged it late,
+// does not tell it again.
+func (v *view) answer(name string, inst uint64, id string) hubwire.State {
 	st := v.state(name)
 	if st.Instance != inst {
 		return st
 	}
 	v.heard(name)
 	v.mu.Lock()
-	if t, ok := v.claims.took[name]; ok && t[0] == inst {
-		st.Previous = t[1]
+	if t, ok := v.claims.took[name]; ok && id != "" && t.id == id && t.inst == inst {
+		st.Previous = t.prev
 		delete(v.claims.took, name)
 	}
 	v.mu.Unlock()
@@ -206,7 +223,7 @@ func (v *view) answer(name string, inst uint64) hubwire.State {
 }
 
 // renewDue reports whether this node writes the holder's claim now: no
-// more than once per lease/8.
+// more than once per lease/8, unless the last write failed.
 func (v *view) renewDue(name string) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -217,21 +234,32 @@ func (v *view) renewDue(name string) bool {
 	return true
 }
 
+// renewFailed lets the holder's next request write its claim again.
+func (v *view) renewFailed(name string) {
+	v.mu.Lock()
+	delete(v.claims.renewed, name)
+	v.mu.Unlock()
+}
+
 // ask marks a claim from another instance of host name as waited for by
-// this node, and reports false when one is already: that request is
-// answered with what the view has.
-func (v *view) ask(name string, on bool) bool {
+// this node, and reports false when one is already, or one was written
+// less than askEvery ago: that request is answered with what the view
+// has.
+func (v *view) ask(name string) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if on && v.claims.asking[name] {
+	if v.claims.asking[name] || time.Since(v.claims.asked[name]) < askEvery {
 		return false
 	}
-	if on {
-		v.claims.asking[name] = true
-	} else {
-		delete(v.claims.asking, name)
-	}
+	v.claims.asking[name], v.claims.asked[name] = true, time.Now()
 	return true
+}
+
+// answered ends the wait ask began.
+func (v *view) answered(name string) {
+	v.mu.Lock()
+	delete(v.claims.asking, name)
+	v.mu.Unlock()
 }
 
 // fromHolder reports whether a batch from publisher inst of host name is
@@ -278,17 +306,21 @@ func (h *Hub) onState(nc *nats.Conn, js jetstream.JetStream, v *view, name strin
 		return
 	case v.holder(name) == inst:
 		if v.renewDue(name) {
-			h.goClaim(func(ctx context.Context) { _ = h.writeClaim(ctx, js, name, inst, m.Reply) })
+			h.goClaim(func(ctx context.Context) {
+				if err := h.writeClaim(ctx, js, name, inst, m.Reply); err != nil {
+					v.renewFailed(name)
+				}
+			})
 		}
-		h.respond(nc, m, v.answer(name, inst))
+		h.respond(nc, m, v.answer(name, inst, ""))
 		return
-	case !v.ask(name, true):
-		h.refuse(nc, v, name, inst, m)
+	case !v.ask(name):
+		h.refuse(nc, v, name, inst, "", m)
 		return
 	}
 	h.goClaim(func(ctx context.Context) {
-		defer v.ask(name, false)
-		id := claimID(m.Reply)
+		defer v.answered(name)
+		id := h.claimID(name, m.Reply)
 		done := v.await(id)
 		defer v.forget(id)
 		if err := h.writeClaim(ctx, js, name, inst, m.Reply); err != nil {
@@ -302,14 +334,15 @@ func (h *Hub) onState(nc *nats.Conn, js jetstream.JetStream, v *view, name strin
 			}
 			t.Stop()
 		}
-		h.refuse(nc, v, name, inst, m)
+		h.refuse(nc, v, name, inst, id, m)
 	})
 }
 
-// refuse answers publisher inst of host name with the view's state,
-// counted as a refusal when another instance holds the name.
-func (h *Hub) refuse(nc *nats.Conn, v *view, name string, inst uint64, m *nats.Msg) {
-	st := v.answer(name, inst)
+// refuse answers publisher inst of host name, whose request made claim
+// id, with the view's state, counted as a refusal when another instance
+// holds the name.
+func (h *Hub) refuse(nc *nats.Conn, v *view, name string, inst uint64, id string, m *nats.Msg) {
+	st := v.answer(name, inst, id)
 	if st.Instance != 0 && st.Instance != inst {
 		v.noteRival(name)
 		if n := h.countRefusal(name, RefuseRival); n > 0 {
@@ -345,18 +378,47 @@ func (h *Hub) endClaims(stop context.CancelFunc) {
 	h.claiming.Wait()
 }
 
-// claimID is the message id of the claim a state request makes: its
-// reply subject, the same for every node that heard it, unique to it.
-func claimID(reply string) string { return "claim " + reply }
+// A claim in the stream is the hub's: its message id and body carry MACs
+// under the hub's claim key (Config.claimKey), which no host has. The
+// stream takes whatever reaches its subjects, and a host can aim the
+// server's own messages (a publish's ack, a consumer's deliveries) at a
+// subject it may not publish on.
+
+// claimMsg is a claim's body.
+type claimMsg struct {
+	Instance uint64 `json:"instance"`
+	MAC      string `json:"mac"`
+}
+
+// claimID is the message id of the claim a state request of host name
+// makes: a MAC of its reply subject, the same for every node that heard
+// it, and unique to it.
+func (h *Hub) claimID(name, reply string) string {
+	return "claim " + h.mac(name, "\x00", reply)
+}
+
+// claimMAC is the MAC a claim of inst under message id carries.
+func (h *Hub) claimMAC(id string, inst uint64) string {
+	return h.mac(id, "\x00", strconv.FormatUint(inst, 16))
+}
+
+func (h *Hub) mac(parts ...string) string {
+	m := hmac.New(sha256.New, h.claimKey)
+	for _, p := range parts {
+		m.Write([]byte(p))
+	}
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
 
 // writeClaim writes the claim of publisher inst to host name's name into
 // the stream, as asked by the request whose reply subject is reply.
 func (h *Hub) writeClaim(ctx context.Context, js jetstream.JetStream, name string, inst uint64, reply string) error {
-	body, _ := json.Marshal(hubwire.StateRequest{Instance: inst})
+	id := h.claimID(name, reply)
+	body, _ := json.Marshal(claimMsg{Instance: inst, MAC: h.claimMAC(id, inst)})
 	ctx, cancel := context.WithTimeout(ctx, claimWait)
 	defer cancel()
 	_, err := js.PublishMsg(ctx, &nats.Msg{Subject: hubwire.ClaimPrefix + name, Data: body},
-		jetstream.WithMsgID(claimID(reply)), jetstream.WithExpectStream(hubwire.Stream))
+		jetstream.WithMsgID(id), jetstream.WithExpectStream(hubwire.Stream))
 	var api *jetstream.APIError
 	if errors.As(err, &api) && api.ErrorCode == errCodeDuplicateInProcess {
 		return nil // another node's write of the same claim
@@ -368,28 +430,55 @@ func (h *Hub) writeClaim(ctx context.Context, js jetstream.JetStream, name strin
 // a message under the same id is being stored.
 const errCodeDuplicateInProcess jetstream.ErrorCode = 10158
 
-// handleClaim judges a claim the stream delivered.
+// handleClaim judges a claim the stream delivered; one that is not the
+// hub's is dropped.
 func (h *Hub) handleClaim(v *view, name string, m jetstream.Msg) {
-	var req hubwire.StateRequest
+	var c claimMsg
+	id := m.Headers().Get(jetstream.MsgIDHeader)
 	md, err := m.Metadata()
-	if err == nil {
-		err = json.Unmarshal(m.Data(), &req)
-	}
-	if err == nil && req.Instance == 0 {
-		err = fmt.Errorf("a claim without an instance")
+	if err == nil && (json.Unmarshal(m.Data(), &c) != nil || c.Instance == 0 ||
+		!hmac.Equal([]byte(c.MAC), []byte(h.claimMAC(id, c.Instance)))) {
+		err = errors.New("not a claim the hub wrote")
 	}
 	if err != nil {
-		h.countDrop(name, DropUndecodable)
+		h.drop(name, DropBadClaim, err)
 		_ = m.Term()
 		return
 	}
-	if _, err := v.judge(name, req.Instance, md.Timestamp, m.Headers().Get(jetstream.MsgIDHeader)); err != nil {
-		h.cfg.Logger.Warn("hub: judge a claim", "host", name, "err", err)
-		h.countDrop(name, DropUnappliable)
+	if _, err := v.judge(name, c.Instance, md.Timestamp, id); err != nil {
+		h.drop(name, DropUnappliable, err)
 		_ = m.Term()
 		return
 	}
 	if err := m.Ack(); err != nil {
 		h.cfg.Logger.Warn("hub: ack", "host", name, "err", err)
 	}
+}
+
+// claimKey is the key of the hub's claims: on a cluster, derived from the
+// routes' secret, which every node has; on a single hub, random and kept
+// in Dir/claim.key, so that claims written before a restart still count.
+func (c *Config) claimKey() ([]byte, error) {
+	if c.Cluster != nil {
+		k := sha256.Sum256([]byte("annexd hub claims\x00" + c.Cluster.Secret))
+		return k[:], nil
+	}
+	path := filepath.Join(c.Dir, "claim.key")
+	if k, err := os.ReadFile(path); err == nil && len(k) == 32 {
+		return k, nil
+	}
+	k := make([]byte, 32)
+	_, _ = rand.Read(k)
+	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("hub: %w", err)
+	}
+	tmp := path + ".tmp"
+	err := os.WriteFile(tmp, k, 0o600)
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hub: keep the claim key: %w", err)
+	}
+	return k, nil
 }

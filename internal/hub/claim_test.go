@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ func TestClaimsAreJudgedByStreamTime(t *testing.T) {
 		}
 	}
 	judge(a, t0, true) // the name was free
-	if st := v.answer("laptop", a); st.Instance != a || st.Previous != 0 {
+	if st := v.answer("laptop", a, t0.String()); st.Instance != a || st.Previous != 0 {
 		t.Fatalf("answer to the first holder: %+v", st)
 	}
 	judge(b, t0.Add(v.lease-time.Second), false)
@@ -42,18 +43,23 @@ func TestClaimsAreJudgedByStreamTime(t *testing.T) {
 		t.Fatal("a batch of the other instance taken for the holder's")
 	}
 	judge(b, t1.Add(v.lease), false)
-	judge(b, t1.Add(v.lease+time.Millisecond), true)
-	if st := v.answer("laptop", b); st.Instance != b || st.Previous != a {
-		t.Fatalf("answer to the new holder: %+v, want previous %x", st, a)
+	took := t1.Add(v.lease + time.Millisecond)
+	judge(b, took, true)
+	if st := v.answer("laptop", b, ""); st.Instance != b || st.Previous != 0 {
+		t.Fatalf("the takeover told to another request than the claim's: %+v", st)
 	}
-	if st := v.answer("laptop", b); st.Previous != 0 {
+	if st := v.answer("laptop", b, took.String()); st.Instance != b || st.Previous != a {
+		t.Fatalf("answer to the claim that took the name: %+v, want previous %x", st, a)
+	}
+	if st := v.answer("laptop", b, took.String()); st.Previous != 0 {
 		t.Fatalf("the takeover told twice: %+v", st)
 	}
 	judge(a, t1.Add(v.lease+time.Second), false) // the old holder back is the rival now
 }
 
-// A holder from before claims in the stream has no stream time: its lease
-// counts from when the view last heard it.
+// A holder from before claims in the stream has no stream time: the
+// first claim of another instance starts its lease, alike on every node
+// (each node's last-seen time is its own).
 func TestAHolderFromBeforeStreamClaims(t *testing.T) {
 	v, clk := openTestView(t)
 	err := v.update(func(_ *bolt.Tx, get func(string) (*hostRec, error)) error {
@@ -64,11 +70,14 @@ func TestAHolderFromBeforeStreamClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if holds, _ := v.judge("laptop", 0xb, clk.now().Add(v.lease/2), "1"); holds {
-		t.Fatal("a claim inside the lease of a holder heard before took the name")
-	}
-	if holds, _ := v.judge("laptop", 0xb, clk.now().Add(2*v.lease), "2"); !holds {
-		t.Fatal("a claim past the lease of a holder heard before was refused")
+	at := clk.now().Add(time.Hour)
+	for i, c := range []struct {
+		after time.Duration
+		holds bool
+	}{{0, false}, {v.lease, false}, {v.lease + time.Millisecond, true}} {
+		if holds, err := v.judge("laptop", 0xb, at.Add(c.after), fmt.Sprint(i)); err != nil || holds != c.holds {
+			t.Fatalf("claim %s after the first: holds %v (%v), want %v", c.after, holds, err, c.holds)
+		}
 	}
 }
 

@@ -51,6 +51,7 @@ type Hub struct {
 	// which end with claimCtx (claim.go).
 	claiming sync.WaitGroup
 	claimCtx context.Context
+	claimKey []byte // the key of the hub's claims (Config.claimKey)
 }
 
 // New checks cfg and returns a hub ready to Run.
@@ -92,6 +93,11 @@ func (h *Hub) Run(ctx context.Context) error {
 	if err := h.cfg.checkDir(); err != nil {
 		return err
 	}
+	key, err := h.cfg.claimKey()
+	if err != nil {
+		return err
+	}
+	h.claimKey = key
 	v, err := openView(filepath.Join(h.cfg.Dir, "view.db"),
 		viewConfig{stale: h.cfg.StaleAfter, now: h.cfg.Now, known: h.known, log: h.cfg.Logger, lease: h.cfg.claimLease})
 	if err != nil {
@@ -353,11 +359,7 @@ func (h *Hub) handle(nc *nats.Conn, v *view, m jetstream.Msg) {
 	}
 	name := strings.TrimPrefix(m.Subject(), hubwire.ChangesPrefix)
 	drop := func(reason string, err error) {
-		if n := h.countDrop(name, reason); n > 0 {
-			h.cfg.Logger.Warn("hub: batch dropped", "host", name, "why", reason, "err", err, "dropped", n)
-		} else {
-			h.cfg.Logger.Debug("hub: batch dropped", "host", name, "why", reason, "err", err)
-		}
+		h.drop(name, reason, err)
 		_ = m.Term()
 	}
 	if !v.known[name] {
@@ -409,6 +411,15 @@ func (h *Hub) handle(nc *nats.Conn, v *view, m jetstream.Msg) {
 	}
 	if data, err := json.Marshal(res.state); err == nil {
 		_ = nc.Publish(hubwire.AckPrefix+name, data)
+	}
+}
+
+// drop counts and logs a message of host name dropped for reason.
+func (h *Hub) drop(name, reason string, err error) {
+	if n := h.countDrop(name, reason); n > 0 {
+		h.cfg.Logger.Warn("hub: batch dropped", "host", name, "why", reason, "err", err, "dropped", n)
+	} else {
+		h.cfg.Logger.Debug("hub: batch dropped", "host", name, "why", reason, "err", err)
 	}
 }
 

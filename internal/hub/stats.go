@@ -30,6 +30,9 @@ const (
 	DropUndecodable = "undecodable"
 	// DropUnappliable: the view could not apply it.
 	DropUnappliable = "unappliable"
+	// DropBadClaim: a message on a host's claims subject that the hub did
+	// not write (claim.go): a reply or a delivery some host aimed there.
+	DropBadClaim = "bad_claim"
 	// DropForeign: a log batch whose chain does not lead to the hub's
 	// (hubwire's chain.go): another history of the host's index.
 	DropForeign = "foreign_history"

@@ -291,6 +291,37 @@ func TestRepliesGoOnlyToTheAsker(t *testing.T) {
 		desktop.caughtUpWithin(t, time.Minute, false)
 	})
 
+	t.Run("no claim but the hub's", func(t *testing.T) {
+		// The stream takes what reaches a claims subject: a reply aimed
+		// there, or anything else that gets there, takes no name, not
+		// even one that no publisher holds (the laptop's: the attacker
+		// names no instance).
+		nc, err := nats.Connect("", c.hub.InternalOptions()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := c.hub.Stats().Dropped
+		forged := []byte(`{"instance":4660,"mac":"00000000000000000000000000000000"}`)
+		if _, err := js.Publish(context.Background(), hubwire.ClaimPrefix+"laptop", forged, jetstream.WithMsgID("claim forged")); err != nil {
+			t.Fatal(err)
+		}
+		a.aim(hubwire.ChangesPrefix+"laptop", hubwire.ClaimPrefix+"desktop", []byte("the stream's reply"))
+		a.barrier()
+		waitUntil(t, "both dropped", func() bool {
+			after := c.hub.Stats().Dropped
+			return after[hub.Refusal{Host: "laptop", Reason: hub.DropBadClaim}] > before[hub.Refusal{Host: "laptop", Reason: hub.DropBadClaim}] &&
+				after[hub.Refusal{Host: "desktop", Reason: hub.DropBadClaim}] > before[hub.Refusal{Host: "desktop", Reason: hub.DropBadClaim}]
+		})
+		if got := a.hostState("laptop").Instance; got != 0 {
+			t.Fatalf("a forged claim took the laptop's name for %x", got)
+		}
+	})
+
 	t.Run("no phantom hosts", func(t *testing.T) {
 		for i := range 50 {
 			a.aim(hubwire.StatePrefix+"laptop", hubwire.StatePrefix+fmt.Sprintf("ghost-%d", i), nil)
