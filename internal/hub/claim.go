@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -397,9 +398,10 @@ func (h *Hub) claimID(name, reply string) string {
 	return "claim " + h.mac(name, "\x00", reply)
 }
 
-// claimMAC is the MAC a claim of inst under message id carries.
-func (h *Hub) claimMAC(id string, inst uint64) string {
-	return h.mac(id, "\x00", strconv.FormatUint(inst, 16))
+// claimMAC is the MAC a claim of inst to host name's name under message
+// id carries.
+func (h *Hub) claimMAC(name, id string, inst uint64) string {
+	return h.mac(name, "\x00", id, "\x00", strconv.FormatUint(inst, 16))
 }
 
 func (h *Hub) mac(parts ...string) string {
@@ -414,7 +416,7 @@ func (h *Hub) mac(parts ...string) string {
 // the stream, as asked by the request whose reply subject is reply.
 func (h *Hub) writeClaim(ctx context.Context, js jetstream.JetStream, name string, inst uint64, reply string) error {
 	id := h.claimID(name, reply)
-	body, _ := json.Marshal(claimMsg{Instance: inst, MAC: h.claimMAC(id, inst)})
+	body, _ := json.Marshal(claimMsg{Instance: inst, MAC: h.claimMAC(name, id, inst)})
 	ctx, cancel := context.WithTimeout(ctx, claimWait)
 	defer cancel()
 	_, err := js.PublishMsg(ctx, &nats.Msg{Subject: hubwire.ClaimPrefix + name, Data: body},
@@ -437,7 +439,7 @@ func (h *Hub) handleClaim(v *view, name string, m jetstream.Msg) {
 	id := m.Headers().Get(jetstream.MsgIDHeader)
 	md, err := m.Metadata()
 	if err == nil && (json.Unmarshal(m.Data(), &c) != nil || c.Instance == 0 ||
-		!hmac.Equal([]byte(c.MAC), []byte(h.claimMAC(id, c.Instance)))) {
+		!hmac.Equal([]byte(c.MAC), []byte(h.claimMAC(name, id, c.Instance)))) {
 		err = errors.New("not a claim the hub wrote")
 	}
 	if err != nil {
@@ -456,29 +458,63 @@ func (h *Hub) handleClaim(v *view, name string, m jetstream.Msg) {
 }
 
 // claimKey is the key of the hub's claims: on a cluster, derived from the
-// routes' secret, which every node has; on a single hub, random and kept
-// in Dir/claim.key, so that claims written before a restart still count.
+// routes' secret, which every node has alike (checkCluster refuses a
+// bcrypt hash, which would let nodes with different keys form a
+// cluster); on a single hub, random and kept in Dir/claim.key, so that
+// claims written before a restart still count.
 func (c *Config) claimKey() ([]byte, error) {
 	if c.Cluster != nil {
 		k := sha256.Sum256([]byte("annexd hub claims\x00" + c.Cluster.Secret))
 		return k[:], nil
 	}
 	path := filepath.Join(c.Dir, "claim.key")
-	if k, err := os.ReadFile(path); err == nil && len(k) == 32 {
+	k, err := os.ReadFile(path)
+	switch {
+	case err == nil && len(k) == 32:
 		return k, nil
+	case err == nil:
+		return nil, fmt.Errorf("hub: %s holds %d bytes, not a key of 32: remove it, and the hub makes a new one "+
+			"(claims waiting in its stream are then dropped, and their hosts ask again)", path, len(k))
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("hub: read the claim key: %w", err)
 	}
-	k := make([]byte, 32)
+	k = make([]byte, 32)
 	_, _ = rand.Read(k)
-	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("hub: %w", err)
+	if err := writeSynced(path, k); err != nil {
+		return nil, fmt.Errorf("hub: keep the claim key: %w", err)
+	}
+	return k, nil
+}
+
+// writeSynced writes data to path whole or not at all, and syncs it and
+// its directory.
+func writeSynced(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
 	}
 	tmp := path + ".tmp"
-	err := os.WriteFile(tmp, k, 0o600)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("hub: keep the claim key: %w", err)
+		_ = os.Remove(tmp)
+		return err
 	}
-	return k, nil
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

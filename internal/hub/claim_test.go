@@ -1,7 +1,11 @@
 package hub
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,4 +106,23 @@ func TestAwaitAClaim(t *testing.T) {
 	default:
 	}
 	v.forget("y")
+}
+
+// A single hub keeps its claim key through restarts, and refuses a key
+// file that is not one rather than replace it unsaid.
+func TestClaimKeyIsKept(t *testing.T) {
+	c := Config{Dir: filepath.Join(t.TempDir(), "hub")}
+	k1, err := c.claimKey()
+	if err != nil || len(k1) != 32 {
+		t.Fatalf("first key: %x %v", k1, err)
+	}
+	if k2, err := c.claimKey(); err != nil || !bytes.Equal(k1, k2) {
+		t.Fatalf("the key after a restart: %x %v, want %x", k2, err, k1)
+	}
+	if err := os.WriteFile(filepath.Join(c.Dir, "claim.key"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.claimKey(); err == nil || !strings.Contains(err.Error(), "remove it") {
+		t.Fatalf("an empty key file: %v, want an error saying to remove it", err)
+	}
 }

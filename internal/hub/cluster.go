@@ -66,6 +66,12 @@ func (c *Config) checkCluster() error {
 	if cl.Secret == "" {
 		return bad("no route secret: nodes would accept routes from anyone")
 	}
+	if isBcrypt(cl.Secret) {
+		// The server takes a hash for routes coming in, so nodes with
+		// the secret and with its hash would form one cluster, each with
+		// another key for its claims (claim.go).
+		return bad("the route secret is a bcrypt hash: give every node the secret itself")
+	}
 	host, _, err := net.SplitHostPort(cl.Listen)
 	if err != nil {
 		return bad("listen %q: %v", cl.Listen, err)

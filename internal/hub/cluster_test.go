@@ -354,6 +354,7 @@ func TestClusterConfigRefused(t *testing.T) {
 	}
 	for name, edit := range map[string]func(c *hub.Config){
 		"no secret":       func(c *hub.Config) { c.Cluster.Secret = "" },
+		"hashed secret":   func(c *hub.Config) { c.Cluster.Secret = "$2a$04$abcdefghijklmnopqrstuuJk9n1zlK5l2ckfyMkVdX3l7C1r2Ppui" },
 		"clear routes":    func(c *hub.Config) { c.Cluster.Listen = "0.0.0.0:6222" },
 		"not in nodes":    func(c *hub.Config) { c.Self = "nas4" },
 		"no self":         func(c *hub.Config) { c.Self = "" },
