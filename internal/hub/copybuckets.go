@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/annexd/annexd/internal/hubwire"
 )
@@ -61,14 +61,24 @@ func (c *Config) copyStreamConfig(p copyPair) jetstream.StreamConfig {
 	}
 }
 
+// bucketsAtOnce is how many copy buckets a hub makes at once. On a
+// cluster each is a round of the cluster's meta group, which takes up a
+// batch of them as fast as one.
+const bucketsAtOnce = 16
+
 // createCopyBuckets makes or updates every pair's bucket.
 func (h *Hub) createCopyBuckets(ctx context.Context, js jetstream.JetStream) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(bucketsAtOnce)
 	for _, p := range copyPairs(h.known) {
-		if _, err := js.CreateOrUpdateStream(ctx, h.cfg.copyStreamConfig(p)); err != nil {
-			return fmt.Errorf("hub: copy bucket %s: %w", hubwire.CopyBucket(p.holder, p.asker), err)
-		}
+		g.Go(func() error {
+			if _, err := js.CreateOrUpdateStream(ctx, h.cfg.copyStreamConfig(p)); err != nil {
+				return fmt.Errorf("hub: copy bucket %s: %w", hubwire.CopyBucket(p.holder, p.asker), err)
+			}
+			return nil
+		})
 	}
-	return nil
+	return g.Wait()
 }
 
 // copyPermissions adds to a host's permissions what copies need: asking

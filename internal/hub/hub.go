@@ -205,7 +205,11 @@ func (h *Hub) setupStream(ctx context.Context, nc *nats.Conn) (jetstream.Consume
 		if err == nil || h.cfg.Cluster == nil || !retryable(err) || ctx.Err() != nil {
 			return cons, err
 		}
-		if tries%10 == 0 {
+		switch {
+		case tries == 1:
+			h.cfg.Logger.Info("hub: the cluster forms: its stream waits for the other nodes and its first leaders (seconds); "+
+				"hosts are answered once it is up", "err", err)
+		case tries%10 == 0:
 			h.cfg.Logger.Warn("hub: waiting for the cluster's other nodes", "err", err)
 		}
 		if !sleepCtx(ctx, time.Second) {
@@ -220,6 +224,20 @@ func (h *Hub) createStream(ctx context.Context, js jetstream.JetStream) (jetstre
 	if err := h.deleteStaleCopyBuckets(ctx, js); err != nil {
 		return nil, err
 	}
+	// The copy buckets are made beside the stream and its consumers: on
+	// a cluster each new group waits seconds for its first leader.
+	buckets := make(chan error, 1)
+	go func() { buckets <- h.createCopyBuckets(ctx, js) }()
+	cons, err := h.createChanges(ctx, js)
+	if berr := <-buckets; err == nil {
+		err = berr
+	}
+	return cons, err
+}
+
+// createChanges makes or updates the stream of changes and the views'
+// consumers, and returns this node's.
+func (h *Hub) createChanges(ctx context.Context, js jetstream.JetStream) (jetstream.Consumer, error) {
 	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: hubwire.Stream, Subjects: []string{hubwire.ChangesPrefix + "*", hubwire.ClaimPrefix + "*"},
 		Retention: h.cfg.retention(), Storage: jetstream.FileStorage, Replicas: h.cfg.replicas(),
@@ -227,9 +245,6 @@ func (h *Hub) createStream(ctx context.Context, js jetstream.JetStream) (jetstre
 	})
 	if err != nil {
 		return nil, fmt.Errorf("hub: stream: %w", err)
-	}
-	if err := h.createCopyBuckets(ctx, js); err != nil {
-		return nil, err
 	}
 	// One batch in flight keeps each host's batches in order, also
 	// across redeliveries.
