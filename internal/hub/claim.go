@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/annexd/annexd/internal/durable"
 	"github.com/annexd/annexd/internal/hubwire"
 )
 
@@ -480,41 +481,11 @@ func (c *Config) claimKey() ([]byte, error) {
 	}
 	k = make([]byte, 32)
 	_, _ = rand.Read(k)
-	if err := writeSynced(path, k); err != nil {
+	switch err := durable.CreateFile(path, k); {
+	case errors.Is(err, fs.ErrExist):
+		return c.claimKey() // another process made it first
+	case err != nil:
 		return nil, fmt.Errorf("hub: keep the claim key: %w", err)
 	}
 	return k, nil
-}
-
-// writeSynced writes data to path whole or not at all, and syncs it and
-// its directory.
-func writeSynced(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/annexd/annexd/fsstat"
+	"github.com/annexd/annexd/internal/durable"
 	"github.com/annexd/annexd/internal/hubwire"
 )
 
@@ -32,7 +33,7 @@ func LoadHostID(path string) ([16]byte, error) {
 	_, _ = rand.Read(id[:])
 	id[6] = id[6]&0x0f | 0x40 // version 4
 	id[8] = id[8]&0x3f | 0x80 // RFC 4122 variant
-	if err := writeFileAtomic(path, []byte(hubwire.UUIDString(id)+"\n")); err != nil {
+	if err := durable.CreateFile(path, []byte(hubwire.UUIDString(id)+"\n")); err != nil {
 		return id, fmt.Errorf("publish: write host id: %w", err)
 	}
 	return id, nil
@@ -46,37 +47,6 @@ func ParseHostID(s string) ([16]byte, error) {
 		return id, fmt.Errorf("publish: bad host id %q", s)
 	}
 	return [16]byte(b), nil
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".new-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Link(f.Name(), path); err != nil {
-		return err // another process made it first: the caller retries the read
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
-	return nil
 }
 
 // DefaultName is the host's name at the hub when none is configured: the
