@@ -286,7 +286,7 @@ func (v *view) applyFrom(name string, b *hubwire.Batch, inst uint64, at time.Tim
 			return err
 		}
 		h.HostID, h.LastSeen = hubwire.UUIDString(b.HostID), v.now()
-		if inst != 0 && h.Instance == inst {
+		if inst != 0 && h.Instance == inst && !at.IsZero() {
 			h.Stamp = at
 		}
 		w := newVtx(tx, h)
