@@ -573,11 +573,50 @@ func BenchmarkPublishCluster(b *testing.B) {
 	}
 }
 
+// BenchmarkClusterStart: a new cluster of three nodes in this process,
+// until every node answers: its stream, buckets and consumers each wait
+// for their first leaders (the seconds a fresh cluster stays silent).
+func BenchmarkClusterStart(b *testing.B) {
+	for b.Loop() {
+		nodes := benchNodes(b, 3)
+		t0 := time.Now()
+		startAll(b, nodes...)
+		b.ReportMetric(time.Since(t0).Seconds(), "s/start")
+		for _, nd := range nodes {
+			nd.halt(b)
+		}
+	}
+}
+
 // publishRate resends cs to n hub nodes (one: no cluster) and returns
 // the records applied a second, counted until the host's last ack.
 func publishRate(b *testing.B, cs []store.Change, n int) float64 {
 	b.StopTimer()
 	defer b.StartTimer()
+	nodes := benchNodes(b, n)
+	var urls []string
+	for _, nd := range nodes {
+		urls = append(urls, nd.cfg.Listen)
+	}
+	startAll(b, nodes...)
+	defer func() {
+		for _, nd := range nodes {
+			nd.halt(b)
+		}
+	}()
+	h := newBenchHost(b, "laptop")
+	h.submit(b, cs)
+	t0 := time.Now()
+	h.startPublisher(b, "nats://"+strings.Join(urls, ",nats://"))
+	h.caughtUp(b)
+	el := time.Since(t0)
+	h.stopPublisher()
+	return float64(len(cs)) / el.Seconds()
+}
+
+// benchNodes configures n hub nodes on loopback (one: no cluster) with
+// "laptop" as their host.
+func benchNodes(b *testing.B, n int) []*node {
 	hash, err := bcrypt.GenerateFromPassword([]byte(benchPass), bcrypt.MinCost)
 	if err != nil {
 		b.Fatal(err)
@@ -599,18 +638,5 @@ func publishRate(b *testing.B, cs []store.Change, n int) float64 {
 		}
 		nodes = append(nodes, &node{cfg: cfg})
 	}
-	startAll(b, nodes...)
-	defer func() {
-		for _, nd := range nodes {
-			nd.halt(b)
-		}
-	}()
-	h := newBenchHost(b, "laptop")
-	h.submit(b, cs)
-	t0 := time.Now()
-	h.startPublisher(b, "nats://"+strings.Join(urls, ",nats://"))
-	h.caughtUp(b)
-	el := time.Since(t0)
-	h.stopPublisher()
-	return float64(len(cs)) / el.Seconds()
+	return nodes
 }
