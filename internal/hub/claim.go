@@ -158,6 +158,50 @@ func (v *view) judge(name string, inst uint64, at time.Time, id string) (bool, e
 	return holds, nil
 }
 
+// restarted starts every holder's lease again at stream time at, when a
+// hub node started: no publisher could speak while the hub was away, so
+// the hub's own downtime does not count as a holder's silence.
+func (v *view) restarted(at time.Time) error {
+	return v.update(func(_ *bolt.Tx, get func(string) (*hostRec, error)) error {
+		v.mu.Lock()
+		var held []string
+		for name, h := range v.hosts {
+			if h.Instance != 0 && at.After(h.Stamp) {
+				held = append(held, name)
+			}
+		}
+		v.mu.Unlock()
+		for _, name := range held {
+			h, err := get(name)
+			if err != nil {
+				return err
+			}
+			h.Stamp = at
+		}
+		return nil
+	})
+}
+
+// writeRestart writes into the stream that this node started (restarted),
+// before it answers any request.
+func (h *Hub) writeRestart(ctx context.Context, nc *nats.Conn) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	name := "hub"
+	id := "restart " + rand.Text()
+	body, _ := json.Marshal(claimMsg{MAC: h.claimMAC(name, id, 0)})
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_, err = js.PublishMsg(ctx, &nats.Msg{Subject: hubwire.ClaimPrefix + name, Data: body},
+		jetstream.WithMsgID(id), jetstream.WithExpectStream(hubwire.Stream))
+	if err != nil {
+		return fmt.Errorf("hub: note the start in the stream: %w", err)
+	}
+	return nil
+}
+
 // judgedLocked notes claim id as judged and wakes what waits for it;
 // claims judged more than a minute ago are forgotten.
 func (v *view) judgedLocked(id string) {
@@ -439,7 +483,7 @@ func (h *Hub) handleClaim(v *view, name string, m jetstream.Msg) {
 	var c claimMsg
 	id := m.Headers().Get(jetstream.MsgIDHeader)
 	md, err := m.Metadata()
-	if err == nil && (json.Unmarshal(m.Data(), &c) != nil || c.Instance == 0 ||
+	if err == nil && (json.Unmarshal(m.Data(), &c) != nil ||
 		!hmac.Equal([]byte(c.MAC), []byte(h.claimMAC(name, id, c.Instance)))) {
 		err = errors.New("not a claim the hub wrote")
 	}
@@ -448,7 +492,12 @@ func (h *Hub) handleClaim(v *view, name string, m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
-	if _, err := v.judge(name, c.Instance, md.Timestamp, id); err != nil {
+	if c.Instance == 0 {
+		err = v.restarted(md.Timestamp)
+	} else {
+		_, err = v.judge(name, c.Instance, md.Timestamp, id)
+	}
+	if err != nil {
 		h.drop(name, DropUnappliable, err)
 		_ = m.Term()
 		return

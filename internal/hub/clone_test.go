@@ -162,3 +162,42 @@ func TestACopyWithTheHostsInstanceIsOutgrown(t *testing.T) {
 	laptop.caughtUp(t)
 	c.matchTrees(t, "desktop")
 }
+
+// The hub's own downtime is not a holder's silence: a copy that asks
+// first when the hub comes back after longer than the lease is refused,
+// and the host keeps its name. (The lease ran on through the downtime:
+// the copy took the name, and the hub answered the copy's tree for the
+// laptop.)
+func TestAHubBackAfterTheLeaseKeepsTheHolder(t *testing.T) {
+	c := newCluster(t)
+	c.shortLease()
+	laptop := c.addHost("laptop")
+	c.addHost("desktop")
+	laptop.write(t, map[string]string{"a": "laptop a"})
+	laptop.index(t, c)
+	laptop.caughtUp(t)
+	laptop.stopPublisher(t)
+	laptop.closeStore(t)
+	clone := copyHost(t, laptop, filepath.Join(c.dir, "laptop-copy"))
+	laptop.openStore(t)
+	c.startPublisher(laptop)
+	clone.write(t, map[string]string{"x": "only on the copy"})
+	clone.index(t, c)
+	c.startPublisher(clone)
+	t.Cleanup(func() { clone.stopPublisher(t); clone.closeStore(t) })
+	waitUntil(t, "the copy is refused", func() bool { return clone.pub.Status().RivalHolds })
+
+	laptop.stopPublisher(t)
+	clone.stopPublisher(t)
+	c.stopHub()
+	time.Sleep(testLease + time.Second)
+	c.startHub()
+	c.startPublisher(clone) // asks first
+	waitUntil(t, "the copy is refused again", func() bool { return clone.pub.Status().RivalHolds })
+	c.startPublisher(laptop)
+	laptop.caughtUp(t)
+	c.matchTrees(t, "desktop")
+	if s := clone.pub.Status(); !s.RivalHolds {
+		t.Fatalf("the copy publishes: %+v", s)
+	}
+}

@@ -127,6 +127,11 @@ func (h *Hub) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := h.writeRestart(ctx, nc); err != nil {
+		// The hub's downtime then counts as the holders' silence.
+		h.cfg.Logger.Warn("hub: the start could not be noted in the stream; a publisher that asks first may take "+
+			"over a host's name that was held before the hub stopped", "err", err)
+	}
 	var subs []*nats.Subscription
 	defer func() {
 		for _, s := range subs {
