@@ -2,7 +2,6 @@ package hub_test
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -94,8 +93,7 @@ func TestClusterNodesDecideClaimsAlike(t *testing.T) {
 	for _, nd := range nodes {
 		nd.converged(t, laptop)
 	}
-	clone := twinOf(t, c, laptop, "laptop-copy")
-	clone.instance = filepath.Join(c.dir, "laptop-copy", "host-id-publisher") // its own, as a copy's
+	clone := copyOf(t, c, laptop, "laptop-copy")
 	c.writeMany(t, clone, "copy", 25)
 	t.Cleanup(func() { clone.stopPublisher(t); clone.closeStore(t) })
 

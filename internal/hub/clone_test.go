@@ -27,11 +27,7 @@ func TestACopyOfAHostNeverMixesItsIndexIn(t *testing.T) {
 	laptop.index(t, c)
 	laptop.caughtUp(t)
 
-	laptop.stopPublisher(t)
-	laptop.closeStore(t)
-	clone := copyHost(t, laptop, filepath.Join(c.dir, "laptop-copy"))
-	laptop.openStore(t)
-	c.startPublisher(laptop)
+	clone := copyOf(t, c, laptop, "laptop-copy")
 	clone.write(t, map[string]string{"a": "laptop a", "b": "laptop b", "c": "only on the copy"})
 	clone.index(t, c)
 	c.startPublisher(clone)
@@ -121,13 +117,21 @@ func publishedLaptop(t *testing.T, files map[string]string) (*cluster, *host) {
 // started again from the same state), and starts h again.
 func twinOf(t *testing.T, c *cluster, h *host, dir string) *host {
 	t.Helper()
+	twin := copyOf(t, c, h, dir)
+	twin.instance = h.instance
+	return twin
+}
+
+// copyOf is a copy of the running host h's machine under c.dir/dir, with
+// a publisher instance of its own (copyHost); h runs on.
+func copyOf(t *testing.T, c *cluster, h *host, dir string) *host {
+	t.Helper()
 	h.stopPublisher(t)
 	h.closeStore(t)
-	twin := copyHost(t, h, filepath.Join(c.dir, dir))
-	twin.instance = h.instance
+	cp := copyHost(t, h, filepath.Join(c.dir, dir))
 	h.openStore(t)
 	c.startPublisher(h)
-	return twin
+	return cp
 }
 
 // waitUntil polls cond until it holds, failing after waitFor.
@@ -176,11 +180,7 @@ func TestAHubBackAfterTheLeaseKeepsTheHolder(t *testing.T) {
 	laptop.write(t, map[string]string{"a": "laptop a"})
 	laptop.index(t, c)
 	laptop.caughtUp(t)
-	laptop.stopPublisher(t)
-	laptop.closeStore(t)
-	clone := copyHost(t, laptop, filepath.Join(c.dir, "laptop-copy"))
-	laptop.openStore(t)
-	c.startPublisher(laptop)
+	clone := copyOf(t, c, laptop, "laptop-copy")
 	clone.write(t, map[string]string{"x": "only on the copy"})
 	clone.index(t, c)
 	c.startPublisher(clone)
