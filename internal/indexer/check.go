@@ -125,7 +125,13 @@ func (c *checker) checkFile(ctx context.Context, j job, fi fsstat.FileInfo, f *h
 		// names of the inode would keep the old digest.
 		c.moves.recheckLinks(j.path, facts.known(), &fi)
 	}
-	switch decideFile(facts) {
+	step := decideFile(facts)
+	if c.log.Enabled(ctx, slog.LevelDebug) {
+		c.log.Debug("checked", "path", j.path, "step", step.String(), "dev", fi.Dev, "ino", fi.Ino,
+			"record", facts.ok, "rec_dev", facts.rec.Dev, "rec_ino", facts.rec.Ino, "state", facts.rec.State.String(),
+			"replaced", facts.replaced, "seen", facts.seen, "settled", facts.settled, "other", facts.other)
+	}
+	switch step {
 	case stepUnshelve:
 		c.unshelve(j, *facts.shelf)
 	case stepUpgrade:

@@ -36,7 +36,7 @@ func TestFlaggedRecordDisplacedBySwap(t *testing.T) {
 			a, z := filepath.Join(root, "a.bin"), filepath.Join(root, "z.bin")
 			writeOld(t, a, "the rotten bytes of a")
 			writeOld(t, z, "the bytes of z")
-			e := newEnv(t, root, envOpts{noWatch: true})
+			e := newEnv(t, root, envOpts{noWatch: true, trace: true})
 			e.settle(settleTimeout)
 			good := flagCorrupt(t, e.st, a, "the good bytes of a")
 			zRec, _, err := e.st.Get([]byte(z))
@@ -50,7 +50,7 @@ func TestFlaggedRecordDisplacedBySwap(t *testing.T) {
 			}
 			swap()
 			e.found = nil
-			e.start(envOpts{noWatch: true, noScan: tc.order != nil})
+			e.start(envOpts{noWatch: true, noScan: tc.order != nil, trace: true})
 			for _, name := range tc.order {
 				switch name {
 				case "swap":
@@ -58,7 +58,7 @@ func TestFlaggedRecordDisplacedBySwap(t *testing.T) {
 					continue
 				case "restart":
 					e.stop()
-					e.start(envOpts{noWatch: true, noScan: true})
+					e.start(envOpts{noWatch: true, noScan: true, trace: true})
 					continue
 				}
 				e.checkNow(filepath.Join(root, name))

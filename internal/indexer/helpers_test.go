@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -200,6 +201,7 @@ type envOpts struct {
 	quiet   time.Duration
 	opts    Options
 	store   *store.Options // nil: no sync, groups of at most 5 ms
+	trace   bool           // log at debug level, shown if the test fails
 }
 
 func newEnv(t *testing.T, root string, eo envOpts) *env {
@@ -258,6 +260,9 @@ func (e *env) start(eo envOpts) {
 		if o.Watches == nil {
 			o.Watches = w
 		}
+	}
+	if eo.trace && o.Logger == nil {
+		o.Logger = traceLog(t)
 	}
 	ix, err := New(st, e.h, o)
 	if err != nil {
@@ -587,4 +592,32 @@ func (w watchStub) Sync(ctx context.Context) error {
 		return nil
 	}
 	return w.sync(ctx)
+}
+
+// traceLog is a debug logger whose lines the test shows if it fails.
+func traceLog(t *testing.T) *slog.Logger {
+	w := &lockedBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log("the indexer's log:\n" + w.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

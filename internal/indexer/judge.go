@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -195,6 +197,10 @@ func (c *checker) verdict(ctx context.Context, path string, p *prior, rec store.
 		r.linked = c.linkedSince(path, p.from, rec.Dev, rec.Ino, p.rec.HashedAt)
 		o = judge(r)
 	}
+	if c.log.Enabled(ctx, slog.LevelDebug) {
+		c.log.Debug("judged", "path", path, "from", p.from, "outcome", o.String(), "was", p.rec.State.String(),
+			"facts", fmt.Sprintf("%+v", r))
+	}
 	switch o {
 	case keepCorrupt, keepUntraced:
 		return kept(p.rec, rec, o), o
@@ -259,11 +265,15 @@ func (c *checker) conclude(ctx context.Context, j job, p *prior, rec store.Recor
 	kind := map[outcome]FindingKind{takeLost: FoundLostWrite, keepCorrupt: FoundCorrupt, keepUntraced: FoundUntraced}[o]
 	ch := shelving(j, rec)
 	ch.Finding = feedNames[kind] // the change feed logs it as rot
-	c.pipe.write(j, ch)
+	// The finding is told after the write is submitted (the audit's
+	// hearer submits a change that expects the record written), and
+	// before the path's work ends (writeHeld).
+	release := c.pipe.writeHeld(j, ch)
 	c.displaced.written(rec.Dev, rec.Ino) // the inode has its record: submitted after it
 	if kind != 0 {
 		c.found(Finding{Path: j.path, Kind: kind, From: p.from, Was: p.rec, Now: rec, Digest: hashed})
 	}
+	release()
 	return rec, true
 }
 

@@ -237,6 +237,28 @@ func (p *pipeline) hintSettle(left int) {
 
 // write submits a change; j finishes when it is durable.
 func (p *pipeline) write(j job, c store.Change) {
+	p.writeThen(j, c, func() { p.finish(j) })
+}
+
+// writeHeld submits a change like write, but j finishes only once it is
+// durable and the returned release was called too: what the checker does
+// right after the submission (telling a finding, whose hearers submit
+// changes that must come after it) is still the path's work, so no one
+// waiting for the path to settle misses it.
+func (p *pipeline) writeHeld(j job, c store.Change) (release func()) {
+	var left atomic.Int32
+	left.Store(2)
+	release = func() {
+		if left.Add(-1) == 0 {
+			p.finish(j)
+		}
+	}
+	p.writeThen(j, c, release)
+	return release
+}
+
+// writeThen submits a change and calls then once it is durable, or failed.
+func (p *pipeline) writeThen(j job, c store.Change, then func()) {
 	p.writes <- struct{}{}
 	p.st.Submit(c, func(err error) {
 		<-p.writes
@@ -247,7 +269,7 @@ func (p *pipeline) write(j job, c store.Change) {
 			p.m.errors.Add(1)
 			p.log.Error("cannot write index", "path", j.path, "err", err)
 		}
-		p.finish(j)
+		then()
 	})
 }
 

@@ -187,7 +187,12 @@ func (r *renamer) adopt(ctx context.Context, path string, fi fsstat.FileInfo, he
 			r.log.Error("cannot read index", "path", path, "err", err)
 			return false, nil
 		}
-		ok, err := r.act(ctx, decide(f), path, &f, here, walked)
+		v := decide(f)
+		if r.log.Enabled(ctx, slog.LevelDebug) {
+			r.log.Debug("renamer decided", "path", path, "verdict", v.String(), "found", f.found, "old", f.old,
+				"state", f.rec.State.String(), "displaced", f.displaced != 0, "born_after", f.bornAfter)
+		}
+		ok, err := r.act(ctx, v, path, &f, here, walked)
 		if !errors.Is(err, store.ErrConflict) {
 			if err != nil {
 				r.log.Warn("cannot move record of renamed file", "from", f.old, "to", path, "err", err)
