@@ -19,9 +19,9 @@ import (
 // Copies between hosts go through one object bucket per ordered pair of
 // known hosts (hubwire.CopyBucket). The hub makes them at start, with
 // its bounds; no host may make, change or delete a stream. The holder
-// may write its outgoing buckets and read what it wrote; the asker may
-// read its incoming buckets and purge them. A bucket keeps a copy for
-// Config.CopyTTL at most, whether or not its asker is online.
+// may write its outgoing buckets; the asker reads its incoming buckets
+// through the hub (copyread.go) and may purge them. A bucket keeps a
+// copy for Config.CopyTTL at most, whether or not its asker is online.
 
 // copyPair is a holder and an asker.
 type copyPair struct{ holder, asker string }
@@ -46,18 +46,18 @@ func copyPairs(known map[string]bool) []copyPair {
 
 // copyStreamConfig is the stream of one pair's bucket: the object
 // store's own layout (chunks and metadata subjects, rollups, new data
-// refused when full) without direct reads. A direct read's answer goes
-// to any reply subject the caller names, with the stored message's
-// headers: with it, a holder could aim headers it wrote (a message id)
-// at another host's subjects. Without it the object store reads through
-// the stream API, whose answers are JSON with no headers.
+// refused when full), with direct reads for the hub's reads of copies
+// (copyread.go), which carry the stored bytes as they are. No host may
+// read a bucket: a read's answer goes to any reply subject the caller
+// names, and a holder could aim a bucket's bytes, or headers it wrote
+// (a message id), at another host's subjects.
 func (c *Config) copyStreamConfig(p copyPair) jetstream.StreamConfig {
 	b := hubwire.CopyBucket(p.holder, p.asker)
 	return jetstream.StreamConfig{
 		Name: hubwire.CopyStream(b), Description: "annexd copies from " + p.holder + " to " + p.asker,
 		Subjects: []string{"$O." + b + ".C.>", "$O." + b + ".M.>"},
 		MaxAge:   c.CopyTTL, MaxBytes: c.CopyMaxBytes, Storage: jetstream.FileStorage, Replicas: c.replicas(),
-		Discard: jetstream.DiscardNew, AllowRollup: true, AllowDirect: false,
+		Discard: jetstream.DiscardNew, AllowRollup: true, AllowDirect: true,
 	}
 }
 
@@ -83,10 +83,14 @@ func (h *Hub) createCopyBuckets(ctx context.Context, js jetstream.JetStream) err
 
 // copyPermissions adds to a host's permissions what copies need: asking
 // holders and answering askers on subjects that name it first, writing
-// and reading back its outgoing buckets, reading and purging its
-// incoming ones. It may not publish into an incoming bucket (it could
-// store headers there and have a consumer deliver them anywhere), nor
-// create consumers on an outgoing one.
+// its outgoing buckets (and purging what a failed write left), and
+// purging its incoming ones once read. It
+// reads them through the hub (copyread.go). It may make no JetStream call
+// whose answer is larger than its request: the server sends an answer to
+// whatever reply subject the caller names, and a consumer's deliveries
+// to whatever subject its maker names, so a host that could read a
+// bucket, or make a consumer, could aim the bucket's bytes at another
+// host. A publish's ack and a purge's answer are a few dozen bytes.
 func copyPermissions(p *server.Permissions, name string, known map[string]bool) {
 	pub := []string{hubwire.CopyAskPrefix + name + ".*", hubwire.CopySentPrefix + name + ".*"}
 	sub := []string{hubwire.CopyAskPrefix + "*." + name, hubwire.CopySentPrefix + "*." + name}
@@ -95,14 +99,8 @@ func copyPermissions(p *server.Permissions, name string, known map[string]bool) 
 			continue
 		}
 		out := hubwire.CopyBucket(name, other)
-		os := hubwire.CopyStream(out)
-		pub = append(pub, "$O."+out+".C.>", "$O."+out+".M.>",
-			api("STREAM.INFO", os), api("STREAM.MSG.GET", os), api("STREAM.PURGE", os))
-		in := hubwire.CopyBucket(other, name)
-		is := hubwire.CopyStream(in)
-		pub = append(pub, api("STREAM.INFO", is), api("STREAM.MSG.GET", is), api("STREAM.PURGE", is),
-			api("CONSUMER.CREATE", is), api("CONSUMER.CREATE", is)+".>", api("CONSUMER.DELETE", is)+".>",
-			api("CONSUMER.INFO", is)+".>", "$JS.FC."+is+".>")
+		pub = append(pub, "$O."+out+".C.>", "$O."+out+".M.>", api("STREAM.PURGE", hubwire.CopyStream(out)),
+			api("STREAM.PURGE", hubwire.CopyStream(hubwire.CopyBucket(other, name))))
 	}
 	p.Publish.Allow = append(p.Publish.Allow, pub...)
 	p.Subscribe.Allow = append(p.Subscribe.Allow, sub...)
@@ -111,8 +109,9 @@ func copyPermissions(p *server.Permissions, name string, known map[string]bool) 
 func api(call, stream string) string { return "$JS.API." + call + "." + stream }
 
 // copyHubPermissions lets the hub's own connection make the buckets,
-// and delete the stale ones it found on disk at start: by name, so that
-// it may delete no other stream.
+// delete the stale ones it found on disk at start (by name, so that it
+// may delete no other stream), and read the buckets for their askers
+// (copyread.go).
 func copyHubPermissions(known map[string]bool, stale []string) []string {
 	var out []string
 	for _, s := range stale {
@@ -120,7 +119,8 @@ func copyHubPermissions(known map[string]bool, stale []string) []string {
 	}
 	for _, p := range copyPairs(known) {
 		s := hubwire.CopyStream(hubwire.CopyBucket(p.holder, p.asker))
-		out = append(out, api("STREAM.CREATE", s), api("STREAM.UPDATE", s), api("STREAM.INFO", s))
+		out = append(out, api("STREAM.CREATE", s), api("STREAM.UPDATE", s), api("STREAM.INFO", s),
+			api("STREAM.MSG.GET", s), "$JS.API.DIRECT.GET."+s, "$JS.API.DIRECT.GET."+s+".>")
 	}
 	return out
 }

@@ -496,9 +496,14 @@ func (h *Hub) serve(nc *nats.Conn, v *view) ([]*nats.Subscription, error) {
 		return nil, fmt.Errorf("hub: subscribe %s: %w", hubwire.StatePrefix, err)
 	}
 	subs := []*nats.Subscription{state}
+	reads := newCopyReader(nc, js, h.known)
 	query, err := nc.QueueSubscribe(hubwire.QueryPrefix+"*.*", queryQueue, func(m *nats.Msg) {
 		name, kind, _ := strings.Cut(strings.TrimPrefix(m.Subject, hubwire.QueryPrefix), ".")
 		if !h.asked(v, name, m) {
+			return
+		}
+		if kind == hubwire.QueryCopyRead {
+			reads.serve(context.Background(), name, m) // answers in several parts, on its own goroutine
 			return
 		}
 		fn, ok := queries[kind]

@@ -214,10 +214,12 @@ func hostPermissions(name string, known map[string]bool) *server.Permissions {
 }
 
 // hubPermissions are the hub's own connection's: the JetStream calls its
-// stream and consumers need, acks of the batches it applied, and answers
-// into the inboxes and ack subjects of the known hosts. Nothing else, so
-// that not even a bug can publish into a host's changes or requests, or
-// ask JetStream to purge or delete.
+// stream and consumers need, acks of the batches it applied, answers
+// into the inboxes and ack subjects of the known hosts, and the copy
+// buckets' calls (copyHubPermissions). Nothing else, so that not even a
+// bug can publish into a host's changes or requests, or ask JetStream to
+// purge, or delete anything but the bucket of a host no longer
+// configured.
 func hubPermissions(known map[string]bool, stale []string) *server.Permissions {
 	st := hubwire.Stream
 	pub := []string{

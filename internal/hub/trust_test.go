@@ -484,7 +484,9 @@ func TestRemovedHostIsForgotten(t *testing.T) {
 }
 
 // TestHostsCannotReachEachOther: a host may not read or write another
-// host's subjects, nor touch JetStream's or the server's API.
+// host's subjects, nor touch JetStream's or the server's API beyond
+// what its changes and copies need, and nothing there whose answer it
+// could aim elsewhere.
 func TestHostsCannotReachEachOther(t *testing.T) {
 	c := newCluster(t)
 	a := c.attacker(t, "laptop")
@@ -500,6 +502,14 @@ func TestHostsCannotReachEachOther(t *testing.T) {
 		"$JS.API.STREAM.DELETE." + st, "$JS.API.STREAM.MSG.DELETE." + st, "$JS.API.STREAM.MSG.GET." + st,
 		"$JS.API.CONSUMER.CREATE." + st + ".mine", "$JS.API.CONSUMER.DELETE." + st + ".view",
 		"$JS.API.CONSUMER.MSG.NEXT." + st + ".view", "$KV.hosts.desktop", "$SYS.REQ.SERVER.PING"}
+	// Nothing whose answer goes where the caller says, on its copy
+	// buckets: it could aim their bytes at another host.
+	in, out := hubwire.CopyStream(hubwire.CopyBucket("desktop", "laptop")), hubwire.CopyStream(hubwire.CopyBucket("laptop", "desktop"))
+	for _, s := range []string{in, out} {
+		pubs = append(pubs, "$JS.API.CONSUMER.CREATE."+s, "$JS.API.CONSUMER.CREATE."+s+".c",
+			"$JS.API.CONSUMER.CREATE."+s+".c.$O.x.C.>", "$JS.API.CONSUMER.DURABLE.CREATE."+s+".c",
+			"$JS.API.STREAM.MSG.GET."+s, "$JS.API.DIRECT.GET."+s, "$JS.API.STREAM.INFO."+s)
+	}
 	refused := func(what, subject string) {
 		t.Helper()
 		select {

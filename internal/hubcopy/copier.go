@@ -89,7 +89,7 @@ func (c *Config) fill() error {
 		c.Answer = time.Minute
 	}
 	if c.Stall <= 0 {
-		c.Stall = 30 * time.Second
+		c.Stall = defaultStall
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -106,6 +106,9 @@ type Stats struct {
 	Resumed  int64 // reads of an object started again after a broken link
 	Ignored  int64 // messages on copy subjects that no host sent
 }
+
+// defaultStall is Config.Stall's default.
+const defaultStall = 30 * time.Second
 
 // queueLen is how many requests a holder keeps waiting.
 const queueLen = 4

@@ -14,31 +14,30 @@
 // answers others "busy". It looks the key's digest up in its own index,
 // reads each physical copy (one per inode) from the device and hashes
 // it, and sends the first whose bytes match: it reads that file a second
-// time into the object store's Put, hashing again, and fails the Put
-// when the bytes read then do not match. A failed Put publishes no
-// object and purges its chunks. So a rotten copy is never an object the
-// asker can read. The holder answers on hubwire.CopySentSubject: sent,
-// no verified copy (with how many copies it read), busy, or failed.
+// time into the bucket (putObject: chunks, then the metadata), hashing
+// again, and fails the put when the bytes read then do not match. A
+// failed put publishes no metadata and purges its chunks. So a rotten
+// copy is never an object the asker can read. The holder answers on
+// hubwire.CopySentSubject: sent, no verified copy (with how many copies
+// it read), busy, or failed.
 //
-// The asker reads the object with the object store's Get, which checks
-// the object's own SHA-256, writes it to the caller's writer and hashes
-// it under the key's backend. Only when the digest and size match the
-// key does Fetch return nil; then it deletes the object (purges its
-// chunks and metadata). A copy that fails either check is purged too,
-// and Fetch fails with ErrDigest.
+// The asker reads the object through the hub (hubwire.QueryCopyRead): a
+// window of chunks at a time, which the hub reads with its own
+// connection and sends into the asker's own inbox. It writes them to the
+// caller's writer and hashes them under the key's backend. Only when the
+// digest and size match the key does Fetch return nil; then it deletes
+// the object (purges its chunks and metadata). A copy that fails the
+// check is purged too, and Fetch fails with ErrDigest.
 //
 // # Rate and resume
 //
-// Reads of the holder's disk for a Put, and reads of the object on the
+// Reads of the holder's disk for a put, and reads of the object on the
 // asker's side, are paced to Config.Rate bytes a second (default
-// DefaultRate). The object store's Get reads through an ordered
-// consumer, which, after a broken link and the connection's reconnect,
-// carries on from the chunk after the last one delivered. When that is
-// not enough (the read stalls for Config.Stall, seen when a read's own
-// 5 s wait ends, or the connection fails), Fetch gets the stored object
-// again from the hub and skips the bytes it wrote already, without
-// asking the holder to read its disk again. The object store has no ranged read; reading its chunks any
-// other way would be a transfer protocol of our own.
+// DefaultRate). Each window names the stream sequence of the last chunk
+// the asker wrote, so a read broken by a lost link (no part of an
+// answer for Config.Stall, or the connection failed) goes on after
+// that chunk, from the object at the hub, without asking the holder to
+// read its disk again.
 //
 // # What the hub keeps
 //
@@ -51,9 +50,12 @@
 // # Trust
 //
 // Only the holder may write its bucket to the asker, and only the asker
-// may read it and purge it (hub package). NATS delivers a stream's
-// messages to any subject a consumer names, with a reply subject; so
-// requests and answers with a reply subject or headers are no host's and
-// are ignored (hubwire.DecodeCopy). A holder that lies sends bytes whose
-// digest the asker refuses.
+// may purge it; no host may read a bucket, nor make a consumer (hub
+// package, copyPermissions): NATS sends a read's answer to any reply
+// subject, and a consumer's deliveries to any subject, so either would
+// let a host aim a bucket's bytes at another host. The hub reads for the
+// asker and answers only into the asker's inbox. Requests and answers
+// with a reply subject or headers are no host's and are ignored
+// (hubwire.DecodeCopy). A holder that lies sends bytes whose digest the
+// asker refuses.
 package hubcopy

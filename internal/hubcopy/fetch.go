@@ -6,14 +6,15 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go"
 
 	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/internal/hubwire"
@@ -44,10 +45,6 @@ func (c *Copier) Fetch(ctx context.Context, keyName string, w io.Writer) (string
 	if err != nil {
 		return "", fmt.Errorf("hubcopy: whereis %s: %w", keyName, err)
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return "", err
-	}
 	out := &counter{w: w}
 	var notes []string
 	checked, healthy, unanswered := 0, 0, 0
@@ -55,7 +52,7 @@ func (c *Copier) Fetch(ctx context.Context, keyName string, w io.Writer) (string
 		if h.Host == c.cfg.Name {
 			continue
 		}
-		err := c.fetchFrom(ctx, js, h.Host, want, out)
+		err := c.fetchFrom(ctx, nc, h.Host, want, out)
 		var none *noneError
 		switch {
 		case err == nil:
@@ -103,20 +100,18 @@ func (c *counter) Write(p []byte) (int, error) {
 
 // fetchFrom fetches want from holder: the copy already in the bucket
 // from an earlier request, else one the holder puts there now.
-func (c *Copier) fetchFrom(ctx context.Context, js jetstream.JetStream, holder string, want wanted, w *counter) error {
+func (c *Copier) fetchFrom(ctx context.Context, nc *nats.Conn, holder string, want wanted, w *counter) error {
 	bucket := hubwire.CopyBucket(holder, c.cfg.Name)
-	obs, err := js.ObjectStore(ctx, bucket)
+	info, err := c.objectInfo(ctx, nc, holder, want)
 	if err != nil {
 		return fmt.Errorf("hubcopy: bucket from %s: %w", holder, err)
 	}
-	if _, err := obs.GetInfo(ctx, want.name); err == nil {
-		err = c.fetchObject(ctx, js, obs, bucket, want, w)
+	if info.Found {
+		err = c.fetchObject(ctx, nc, holder, bucket, want, w)
 		if err == nil || w.n > 0 || ctx.Err() != nil {
 			return err
 		}
 		c.log.Info("hubcopy: stored copy unusable; asking the holder", "holder", holder, "key", want.name, "err", err)
-	} else if !errors.Is(err, jetstream.ErrObjectNotFound) {
-		return fmt.Errorf("hubcopy: bucket from %s: %w", holder, err)
 	}
 	ans, err := c.ask(ctx, holder, want)
 	if err != nil {
@@ -124,7 +119,7 @@ func (c *Copier) fetchFrom(ctx context.Context, js jetstream.JetStream, holder s
 	}
 	switch ans.Status {
 	case hubwire.CopySent:
-		return c.fetchObject(ctx, js, obs, bucket, want, w)
+		return c.fetchObject(ctx, nc, holder, bucket, want, w)
 	case hubwire.CopyNone:
 		return &noneError{checked: ans.Checked, healthy: ans.Healthy}
 	case hubwire.CopyBusy:
@@ -180,13 +175,13 @@ func (c *Copier) ask(ctx context.Context, holder string, want wanted) (hubwire.C
 
 // fetchObject reads the object want from the bucket into w and checks
 // it; it deletes the object once read, good or not. A read that breaks
-// is started again from the stored object, skipping what w has.
-func (c *Copier) fetchObject(ctx context.Context, js jetstream.JetStream, obs jetstream.ObjectStore, bucket string, want wanted, w *counter) error {
+// is started again after the last chunk w has.
+func (c *Copier) fetchObject(ctx context.Context, nc *nats.Conn, holder, bucket string, want wanted, w *counter) error {
 	h := want.hash()
 	dst := io.MultiWriter(w, h)
 	pace := newPacer(c.cfg.Rate)
 	start := w.n
-	var nuid string
+	r := objectRead{holder: holder, want: want}
 	var last error
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if attempt > 0 {
@@ -196,12 +191,11 @@ func (c *Copier) fetchObject(ctx context.Context, js jetstream.JetStream, obs je
 				return ctx.Err()
 			}
 		}
-		done, err := c.readObject(ctx, obs, want, &nuid, w.n-start, dst, pace)
+		done, err := c.readObject(ctx, nc, &r, dst, pace)
+		last = err
 		if done {
-			last = err
 			break
 		}
-		last = err
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -209,116 +203,184 @@ func (c *Copier) fetchObject(ctx context.Context, js jetstream.JetStream, obs je
 	if last == nil && (w.n-start != want.size || !bytes.Equal(h.Sum(nil), want.digest)) {
 		last = fmt.Errorf("%w: %d bytes of %d from %s do not match %s", ErrDigest, w.n-start, want.size, bucket, want.name)
 	}
-	if last != nil && (errors.Is(last, ErrDigest) || errors.Is(last, jetstream.ErrDigestMismatch)) {
+	if errors.Is(last, ErrDigest) {
 		c.rejected.Add(1)
-		if !errors.Is(last, ErrDigest) {
-			last = fmt.Errorf("%w: %v", ErrDigest, last)
-		}
 	}
-	if nuid != "" && (last == nil || errors.Is(last, ErrDigest)) {
-		if err := purge(ctx, js, bucket, want.name, nuid); err != nil {
+	if r.nuid != "" && (last == nil || errors.Is(last, ErrDigest)) {
+		if err := purge(ctx, nc, bucket, want.name, r.nuid); err != nil {
 			c.log.Warn("hubcopy: delete the fetched copy", "bucket", bucket, "key", want.name, "err", err)
 		}
 	}
 	return last
 }
 
-// readObject reads the object once, skipping its first skip bytes, into
-// dst. done says whether to stop: the read ended, well or with an error
-// that another read would not mend.
-func (c *Copier) readObject(ctx context.Context, obs jetstream.ObjectStore, want wanted, nuid *string, skip int64, dst io.Writer, pace *pacer) (done bool, err error) {
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	res, err := obs.Get(rctx, want.name)
-	if err != nil {
-		return errors.Is(err, jetstream.ErrObjectNotFound), fmt.Errorf("hubcopy: get %s: %w", want.name, err)
-	}
-	defer res.Close()
-	info, err := res.Info()
-	if err != nil {
-		return false, err
-	}
-	switch {
-	case *nuid == "":
-		*nuid = info.NUID
-	case info.NUID != *nuid:
-		return true, fmt.Errorf("hubcopy: the copy of %s changed in the bucket during the fetch", want.name)
-	}
-	if int64(info.Size) != want.size {
-		return true, fmt.Errorf("%w: the object holds %d bytes, the key says %d", ErrDigest, info.Size, want.size)
-	}
-	buf := make([]byte, chunkSize) // a chunk in one read
-	var progress atomic.Int64
-	progress.Store(time.Now().UnixNano())
-	stop := c.watch(rctx, cancel, &progress)
-	defer stop()
-	for {
-		n, err := res.Read(buf)
-		if n > 0 {
-			progress.Store(time.Now().UnixNano())
-			b := buf[:n]
-			if err := pace.wait(ctx, n); err != nil {
-				return true, err
-			}
-			if skip > 0 {
-				k := min(int64(len(b)), skip)
-				skip -= k
-				b = b[k:]
-			}
-			if _, werr := dst.Write(b); werr != nil {
-				return true, werr
-			}
-		}
-		switch {
-		case errors.Is(err, io.EOF):
-			return true, nil
-		case errors.Is(err, jetstream.ErrDigestMismatch):
-			return true, err
-		case err != nil && ctx.Err() == nil && rctx.Err() != nil:
-			return false, fmt.Errorf("hubcopy: no bytes of %s for %v", want.name, c.cfg.Stall)
-		case err != nil:
-			return false, err
-		}
-	}
+// objectRead is a read of one object through the hub, across windows
+// and broken links: the chunks are its, and after is the stream
+// sequence of the last one written.
+type objectRead struct {
+	holder string
+	want   wanted
+	nuid   string
+	after  uint64
+	read   int64 // bytes written
 }
 
-// watch cancels a read that makes no progress for Config.Stall: the
-// object store's reads wait up to their own timeout, and a broken link
-// may leave them waiting for more.
-func (c *Copier) watch(ctx context.Context, cancel func(), progress *atomic.Int64) (stop func()) {
-	t := time.NewTicker(c.cfg.Stall / 4)
-	done := make(chan struct{})
-	go func() {
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case now := <-t.C:
-				if now.Sub(time.Unix(0, progress.Load())) > c.cfg.Stall {
-					cancel()
-					return
-				}
-			}
+// objectInfo asks the hub whether the asker's bucket from holder has
+// want, and what it is.
+func (c *Copier) objectInfo(ctx context.Context, nc *nats.Conn, holder string, want wanted) (hubwire.CopyReadInfo, error) {
+	r := objectRead{holder: holder, want: want}
+	var info hubwire.CopyReadInfo
+	err := c.window(ctx, nc, &r, 0, func(part string, m *nats.Msg) error {
+		if part == "info" {
+			return json.Unmarshal(m.Data, &info)
 		}
-	}()
-	return func() { close(done) }
+		return nil
+	})
+	if err == nil && info.Error != "" {
+		err = errors.New(info.Error)
+	}
+	return info, err
+}
+
+// readObject reads the rest of r's object into dst, a window of chunks at
+// a time. done says whether to stop: the read ended, well or with an
+// error that another read would not mend.
+func (c *Copier) readObject(ctx context.Context, nc *nats.Conn, r *objectRead, dst io.Writer, pace *pacer) (done bool, err error) {
+	for r.read < r.want.size || r.nuid == "" {
+		var eof bool
+		var fatal error
+		err := c.window(ctx, nc, r, hubwire.CopyReadWindow, func(part string, m *nats.Msg) error {
+			switch part {
+			case "info":
+				fatal = r.checkInfo(m.Data)
+				return fatal
+			case "chunk":
+				seq, err := strconv.ParseUint(m.Header.Get(hubwire.CopyReadSeq), 10, 64)
+				if err != nil || seq <= r.after {
+					fatal = fmt.Errorf("hubcopy: a chunk of %s out of order", r.want.name)
+					return fatal
+				}
+				if err := pace.wait(ctx, len(m.Data)); err != nil {
+					fatal = err
+					return err
+				}
+				if r.read+int64(len(m.Data)) > r.want.size {
+					fatal = fmt.Errorf("%w: the object holds more than the %d bytes of its key", ErrDigest, r.want.size)
+					return fatal
+				}
+				if _, err := dst.Write(m.Data); err != nil {
+					fatal = err
+					return err
+				}
+				r.read += int64(len(m.Data))
+				r.after = seq
+			case "end":
+				eof = string(m.Data) == "eof"
+			}
+			return nil
+		})
+		switch {
+		case fatal != nil:
+			return true, fatal
+		case err != nil:
+			return false, err
+		case eof && r.read < r.want.size:
+			return true, fmt.Errorf("%w: the object ended after %d bytes of %d", ErrDigest, r.read, r.want.size)
+		}
+	}
+	return true, nil
+}
+
+// checkInfo checks the object's info in an answer: the object the read
+// began with, of the key's size.
+func (r *objectRead) checkInfo(data []byte) error {
+	var info hubwire.CopyReadInfo
+	if err := json.Unmarshal(data, &info); err != nil {
+		return fmt.Errorf("hubcopy: the hub's answer: %w", err)
+	}
+	switch {
+	case info.Error != "":
+		return fmt.Errorf("hubcopy: read %s: %s", r.want.name, info.Error)
+	case !info.Found:
+		return fmt.Errorf("hubcopy: %s is no longer in the bucket", r.want.name)
+	case r.nuid != "" && info.NUID != r.nuid:
+		return fmt.Errorf("hubcopy: the copy of %s changed in the bucket during the fetch", r.want.name)
+	case info.Size != r.want.size:
+		return fmt.Errorf("%w: the object holds %d bytes, the key says %d", ErrDigest, info.Size, r.want.size)
+	}
+	r.nuid = info.NUID
+	return nil
+}
+
+// window asks the hub for up to chunks chunks of r's object after
+// r.after, and hands each part of the answer to part, in order, until
+// the end or an error part returns. It fails when a part does not come
+// within Config.Stall.
+func (c *Copier) window(ctx context.Context, nc *nats.Conn, r *objectRead, chunks int, part func(string, *nats.Msg) error) error {
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	req := hubwire.CopyReadRequest{Holder: r.holder, Name: r.want.name, NUID: r.nuid, After: r.after, Chunks: chunks}
+	data, _ := json.Marshal(req)
+	if err := nc.PublishRequest(hubwire.QuerySubject(c.cfg.Name, hubwire.QueryCopyRead), inbox, data); err != nil {
+		return err
+	}
+	for {
+		wctx, cancel := context.WithTimeout(ctx, c.cfg.Stall)
+		m, err := sub.NextMsgWithContext(wctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("hubcopy: no bytes of %s for %v", r.want.name, c.cfg.Stall)
+			}
+			return err
+		}
+		p := m.Header.Get(hubwire.CopyReadPart)
+		if err := part(p, m); err != nil {
+			return err
+		}
+		if p == "end" {
+			if how := string(m.Data); strings.HasPrefix(how, "error: ") {
+				return errors.New("hubcopy: the hub: " + strings.TrimPrefix(how, "error: "))
+			}
+			return nil
+		}
+	}
 }
 
 // purge deletes an object: its chunks and its metadata. The asker may
 // purge its incoming buckets but not publish into them, so it cannot
 // leave the delete marker the object store's Delete writes.
-func purge(ctx context.Context, js jetstream.JetStream, bucket, name, nuid string) error {
-	st, err := js.Stream(ctx, hubwire.CopyStream(bucket))
+func purge(ctx context.Context, nc *nats.Conn, bucket, name, nuid string) error {
+	if err := purgeSubject(ctx, nc, bucket, "$O."+bucket+".M."+base64.URLEncoding.EncodeToString([]byte(name))); err != nil {
+		return err
+	}
+	return purgeSubject(ctx, nc, bucket, "$O."+bucket+".C."+nuid)
+}
+
+// purgeSubject purges subject from bucket's stream: a call whose answer
+// is a few dozen bytes, which a host may make.
+func purgeSubject(ctx context.Context, nc *nats.Conn, bucket, subject string) error {
+	req, _ := json.Marshal(map[string]string{"filter": subject})
+	m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+hubwire.CopyStream(bucket), req)
 	if err != nil {
 		return err
 	}
-	if err := st.Purge(ctx, jetstream.WithPurgeSubject("$O."+bucket+".M."+base64.URLEncoding.EncodeToString([]byte(name)))); err != nil {
+	var res struct {
+		Error *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &res); err != nil {
 		return err
 	}
-	return st.Purge(ctx, jetstream.WithPurgeSubject("$O."+bucket+".C."+nuid))
+	if res.Error != nil {
+		return errors.New(res.Error.Description)
+	}
+	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -36,24 +36,27 @@ func twoHosts(t testing.TB, rate int64, proxied bool) (*world, *host, *host, *lo
 }
 
 // stored reports whether the bucket from holder to asker still holds
-// an object named k, as the asker sees it.
+// an object named k, as the asker sees it through the hub.
 func stored(t testing.TB, w *world, holder, asker, k string) bool {
 	t.Helper()
-	js, err := jetstream.New(w.connect(t, asker))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	obs, err := js.ObjectStore(ctx, hubwire.CopyBucket(holder, asker))
+	info, err := hubcopy.Stored(ctx, w.connect(t, asker), asker, holder, k)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = obs.GetInfo(ctx, k)
-	if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+	return info.Found
+}
+
+// putBytes puts data into the bucket from holder to asker as object k,
+// as the holder would.
+func putBytes(t testing.TB, w *world, holder, asker, k string, data []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := hubcopy.PutBytes(ctx, w.connect(t, holder), hubwire.CopyBucket(holder, asker), k, data); err != nil {
 		t.Fatal(err)
 	}
-	return err == nil
 }
 
 func TestFetchVerifiedCopy(t *testing.T) {
@@ -104,20 +107,9 @@ func TestTamperedObjectIsRejected(t *testing.T) {
 	// SHA-256 in order: only the key's digest tells.
 	bad := bytes.Clone(data)
 	bad[len(bad)/2] ^= 1
-	js, err := jetstream.New(w.connect(t, "desktop"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	obs, err := js.ObjectStore(ctx, hubwire.CopyBucket("desktop", "laptop"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := obs.PutBytes(ctx, k, bad); err != nil {
-		t.Fatal(err)
-	}
+	putBytes(t, w, "desktop", "laptop", k, bad)
 	var got bytes.Buffer
-	_, err = laptop.fetch(t, k, &got)
+	_, err := laptop.fetch(t, k, &got)
 	if !errors.Is(err, hubcopy.ErrDigest) {
 		t.Fatalf("fetch of a tampered copy: %v; want ErrDigest", err)
 	}
@@ -138,17 +130,7 @@ func TestOtherHostsObjectsAreRefused(t *testing.T) {
 	w, desktop, _, _, _ := twoHosts(t, -1, false)
 	k, _ := desktop.put(t, "photo.jpg", 64<<10)
 	// desktop puts a copy for laptop, as it would when asked.
-	js, err := jetstream.New(w.connect(t, "desktop"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	obs, err := js.ObjectStore(context.Background(), hubwire.CopyBucket("desktop", "laptop"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := obs.PutBytes(context.Background(), k, []byte("laptop's")); err != nil {
-		t.Fatal(err)
-	}
+	putBytes(t, w, "desktop", "laptop", k, []byte("laptop's"))
 	denied := make(chan string, 100)
 	nc := w.connect(t, "intruder", nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		denied <- err.Error()
@@ -276,11 +258,14 @@ func TestRateLimitHolds(t *testing.T) {
 	}
 }
 
-// TestDeliveryAimedAtAcksIsIgnored: an asker may read its incoming
-// bucket, and NATS lets a consumer deliver to any subject. Laptop asks
-// desktop for a file whose bytes are a state naming desktop, then has a
-// consumer deliver it onto desktop's acks: desktop must not take it.
-func TestDeliveryAimedAtAcksIsIgnored(t *testing.T) {
+// TestBucketCannotBeAimedAtAcks: NATS lets a consumer deliver to any
+// subject, and sends a stream read's answer to any reply subject. Laptop
+// asks desktop for a file whose bytes are a state naming desktop, then
+// tries to have its bucket deliver it onto desktop's acks: through a
+// consumer, or a read aimed there. The server refuses both (laptop reads
+// its bucket through the hub, which answers only into its inbox), and
+// desktop takes no forged ack.
+func TestBucketCannotBeAimedAtAcks(t *testing.T) {
 	w, desktop, _, _, _ := twoHosts(t, -1, false)
 	desktop.put(t, "seed.txt", 100)
 	local, err := desktop.st.ChangeLog()
@@ -289,7 +274,10 @@ func TestDeliveryAimedAtAcksIsIgnored(t *testing.T) {
 	}
 	forged := fmt.Sprintf(`{"name":"desktop","index_id":%q,"seq":1000,"complete":true}`, local.IndexID.String())
 	k := desktop.putBytes(t, "state.json", []byte(forged))
-	nc := w.connect(t, "laptop")
+	denied := make(chan string, 100)
+	nc := w.connect(t, "laptop", nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		denied <- err.Error()
+	}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ans := make(chan *nats.Msg, 1)
@@ -309,33 +297,31 @@ func TestDeliveryAimedAtAcksIsIgnored(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no answer")
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	bucket := hubwire.CopyBucket("desktop", "laptop")
-	st, err := js.Stream(ctx, hubwire.CopyStream(bucket))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cons, err := st.CreateOrUpdatePushConsumer(ctx, jetstream.ConsumerConfig{Name: "aim", DeliverSubject: hubwire.AckPrefix + "desktop",
-		FilterSubject: "$O." + bucket + ".C.>", AckPolicy: jetstream.AckNonePolicy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, err := cons.Info(ctx)
-		if err != nil {
+	stream := hubwire.CopyStream(bucket)
+	consumer := fmt.Sprintf(`{"stream_name":%q,"config":{"name":"aim","deliver_subject":%q,"filter_subject":%q,"ack_policy":"none"}}`,
+		stream, hubwire.AckPrefix+"desktop", "$O."+bucket+".C.>")
+	for _, aim := range []struct{ subject, reply, body string }{
+		{"$JS.API.CONSUMER.CREATE." + stream + ".aim", "", consumer},
+		{"$JS.API.CONSUMER.CREATE." + stream, "", consumer},
+		{"$JS.API.STREAM.MSG.GET." + stream, hubwire.AckPrefix + "desktop", `{"seq":1}`},
+		{"$JS.API.DIRECT.GET." + stream, hubwire.AckPrefix + "desktop", `{"seq":1}`},
+	} {
+		if err := nc.PublishMsg(&nats.Msg{Subject: aim.subject, Reply: aim.reply, Data: []byte(aim.body)}); err != nil {
 			t.Fatal(err)
 		}
-		if info.Delivered.Consumer > 0 {
-			break
+		select {
+		case msg := <-denied:
+			if !strings.Contains(msg, "Permissions Violation") || !strings.Contains(msg, aim.subject) {
+				t.Errorf("%s: %s", aim.subject, msg)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no permission violation", aim.subject)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the consumer delivered nothing")
-		}
-		time.Sleep(10 * time.Millisecond)
+	}
+	// The copy is laptop's to read, through the hub.
+	if !stored(t, w, "desktop", "laptop", k) {
+		t.Error("the copy desktop sent is not in laptop's bucket")
 	}
 	time.Sleep(200 * time.Millisecond)
 	if s := desktop.pub.Status(); s.Acked > local.Seq+1 {

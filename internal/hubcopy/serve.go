@@ -2,11 +2,16 @@ package hubcopy
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
 	"io"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -111,15 +116,11 @@ var errPutEnded = errors.New("hubcopy: the put ended")
 var chunkSize uint32 = readSize
 
 // put reads the file at path into the asker's bucket, hashing it again:
-// bytes that no longer match fail the Put, which then publishes no object.
+// bytes that no longer match fail the put, which then leaves no object.
 func (c *Copier) put(ctx context.Context, nc *nats.Conn, asker string, w wanted, path string, rec store.Record) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
-	}
-	obs, err := js.ObjectStore(ctx, hubwire.CopyBucket(c.cfg.Name, asker))
-	if err != nil {
-		return fmt.Errorf("hubcopy: bucket to %s: %w", asker, err)
 	}
 	pr, pw := io.Pipe()
 	read := make(chan error, 1)
@@ -130,10 +131,88 @@ func (c *Copier) put(ctx context.Context, nc *nats.Conn, asker string, w wanted,
 	}()
 	meta := jetstream.ObjectMeta{Name: w.name, Description: "from " + c.cfg.Name,
 		Opts: &jetstream.ObjectMetaOptions{ChunkSize: chunkSize}}
-	_, err = obs.Put(ctx, meta, pr)
+	err = putObject(ctx, js, nc, hubwire.CopyBucket(c.cfg.Name, asker), meta, pr)
 	pr.CloseWithError(errPutEnded)
 	if rerr := <-read; rerr != nil && !errors.Is(rerr, errPutEnded) {
 		return rerr
+	}
+	return err
+}
+
+// chunksInFlight bounds the chunks of a put published and not yet
+// acknowledged.
+const chunksInFlight = 8
+
+// putObject writes what r reads into bucket as object meta, in the
+// object store's layout: chunks of meta's chunk size, then the metadata,
+// which replaces the object's earlier one. A holder may publish into its
+// outgoing buckets and purge them, and make no other JetStream call
+// (the hub's copyPermissions), so it writes the layout itself. On an
+// error it purges the chunks it published: without metadata they are no
+// object.
+func putObject(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, bucket string, meta jetstream.ObjectMeta, r io.Reader) error {
+	id := make([]byte, 16)
+	_, _ = rand.Read(id)
+	nuid := hex.EncodeToString(id)
+	chunks := "$O." + bucket + ".C." + nuid
+	sum := sha256.New()
+	buf := make([]byte, meta.Opts.ChunkSize)
+	var size uint64
+	var n uint32
+	var acks []jetstream.PubAckFuture
+	wait := func() error {
+		for _, a := range acks {
+			select {
+			case <-a.Ok():
+			case err := <-a.Err():
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		acks = acks[:0]
+		return nil
+	}
+	err := func() error {
+		for {
+			k, err := io.ReadFull(r, buf)
+			if k > 0 {
+				sum.Write(buf[:k])
+				a, perr := js.PublishAsync(chunks, buf[:k]) // copied into the connection's buffer
+				if perr != nil {
+					return perr
+				}
+				acks = append(acks, a)
+				size += uint64(k)
+				n++
+				if len(acks) == chunksInFlight {
+					if err := wait(); err != nil {
+						return err
+					}
+				}
+			}
+			switch {
+			case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+				return wait()
+			case err != nil:
+				return err
+			}
+		}
+	}()
+	if err == nil {
+		info := jetstream.ObjectInfo{ObjectMeta: meta, Bucket: bucket, NUID: nuid, Size: size, ModTime: time.Now().UTC(),
+			Chunks: n, Digest: "SHA-256=" + base64.URLEncoding.EncodeToString(sum.Sum(nil))}
+		data, _ := json.Marshal(info)
+		msg := &nats.Msg{Subject: "$O." + bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(meta.Name)), Data: data,
+			Header: nats.Header{jetstream.MsgRollup: []string{jetstream.MsgRollupSubject}}}
+		_, err = js.PublishMsg(ctx, msg)
+	}
+	if err != nil && n > 0 {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if perr := purgeSubject(pctx, nc, bucket, chunks); perr != nil {
+			return fmt.Errorf("%w (and its chunks stay in the bucket until they expire: %v)", err, perr)
+		}
 	}
 	return err
 }

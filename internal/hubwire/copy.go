@@ -14,8 +14,11 @@ import (
 // key on CopyAskSubject(asker, holder): only the asker's credentials may
 // publish there, so the subject names who asks. The holder puts the copy
 // in the object bucket CopyBucket(holder, asker), which only it may
-// write and only the asker may read, and answers on
-// CopySentSubject(holder, asker), where only the holder may publish.
+// write, and answers on CopySentSubject(holder, asker), where only the
+// holder may publish. The asker reads it through the hub
+// (QueryCopyRead), which answers only into the asker's own inbox: no
+// host may make a JetStream call whose answer goes to a subject it
+// names, since with one it could aim a bucket's bytes at another host.
 const (
 	// CopyAskPrefix is followed by the asker's and the holder's names.
 	CopyAskPrefix = "annexd.copy.ask."
@@ -90,4 +93,40 @@ func DecodeCopy(m *nats.Msg, v any) error {
 		return fmt.Errorf("%w: %v", ErrCopyMsg, err)
 	}
 	return nil
+}
+
+// The reading of a copy through the hub: the asker sends a
+// CopyReadRequest as query QueryCopyRead; the hub answers on the reply
+// subject with a CopyReadInfo (header CopyReadPart: "info"), then up to
+// Chunks of the object's chunks in order (CopyReadPart: "chunk", with
+// CopyReadSeq, the chunk's stream sequence, to read on from), then
+// "end", whose data is "eof" once the last chunk was sent, else "more".
+const (
+	CopyReadPart = "Annexd-Copy-Part"
+	CopyReadSeq  = "Annexd-Copy-Seq"
+	// CopyReadWindow bounds the chunks one request asks for.
+	CopyReadWindow = 16
+)
+
+// CopyReadRequest asks the hub for chunks of object Name in the bucket
+// of copies from Holder to the asker.
+type CopyReadRequest struct {
+	Holder string `json:"holder"`
+	Name   string `json:"name"`
+	// NUID names the object's chunks, from the first answer: a read goes
+	// on with the same object or fails. Empty: the object's now.
+	NUID string `json:"nuid,omitempty"`
+	// After is the stream sequence of the last chunk read; 0: none yet.
+	After  uint64 `json:"after,omitempty"`
+	Chunks int    `json:"chunks"`
+}
+
+// CopyReadInfo is the first part of an answer: the object as its
+// metadata describes it, or Found false.
+type CopyReadInfo struct {
+	Found  bool   `json:"found"`
+	NUID   string `json:"nuid,omitempty"`
+	Size   int64  `json:"size,omitempty"`
+	Chunks int    `json:"chunks,omitempty"`
+	Error  string `json:"error,omitempty"`
 }

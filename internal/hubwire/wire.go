@@ -78,6 +78,9 @@ const (
 	QueryDups    = "dups"
 	QueryCopies  = "copies"
 	QueryHosts   = "hosts"
+	// QueryCopyRead reads a copy from the asker's incoming bucket
+	// (CopyReadRequest): the hub answers with several messages.
+	QueryCopyRead = "copyread"
 )
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
