@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -134,6 +135,11 @@ func objectInfo(ctx context.Context, st jetstream.Stream, bucket, name string) (
 	}
 	if oi.Deleted || oi.NUID == "" {
 		return hubwire.CopyReadInfo{}, nil
+	}
+	if strings.ContainsAny(oi.NUID, ".*> \t\r\n") {
+		// The holder wrote it: a subject token, or chunks of other objects
+		// would be read for this one.
+		return hubwire.CopyReadInfo{Error: fmt.Sprintf("metadata: chunks named %q", oi.NUID)}, nil
 	}
 	return hubwire.CopyReadInfo{Found: true, NUID: oi.NUID, Size: int64(oi.Size), Chunks: int(oi.Chunks)}, nil
 }

@@ -106,7 +106,11 @@ func (c *Copier) fetchFrom(ctx context.Context, nc *nats.Conn, holder string, wa
 	if err != nil {
 		return fmt.Errorf("hubcopy: bucket from %s: %w", holder, err)
 	}
-	if info.Found {
+	switch {
+	case info.Error != "":
+		// The holder's put replaces it.
+		c.log.Info("hubcopy: stored copy unusable; asking the holder", "holder", holder, "key", want.name, "err", info.Error)
+	case info.Found:
 		err = c.fetchObject(ctx, nc, holder, bucket, want, w)
 		if err == nil || w.n > 0 || ctx.Err() != nil {
 			return err
@@ -226,7 +230,8 @@ type objectRead struct {
 }
 
 // objectInfo asks the hub whether the asker's bucket from holder has
-// want, and what it is.
+// want, and what it is; the info's Error says why the hub cannot read
+// what is there.
 func (c *Copier) objectInfo(ctx context.Context, nc *nats.Conn, holder string, want wanted) (hubwire.CopyReadInfo, error) {
 	r := objectRead{holder: holder, want: want}
 	var info hubwire.CopyReadInfo
@@ -236,9 +241,6 @@ func (c *Copier) objectInfo(ctx context.Context, nc *nats.Conn, holder string, w
 		}
 		return nil
 	})
-	if err == nil && info.Error != "" {
-		err = errors.New(info.Error)
-	}
 	return info, err
 }
 

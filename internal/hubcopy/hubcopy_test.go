@@ -3,6 +3,8 @@ package hubcopy_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -45,7 +47,7 @@ func stored(t testing.TB, w *world, holder, asker, k string) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return info.Found
+	return info.Found || info.Error != "" // metadata the hub cannot read is there too
 }
 
 // putBytes puts data into the bucket from holder to asker as object k,
@@ -344,5 +346,54 @@ func TestHolderNotAnswering(t *testing.T) {
 	_, err := laptop.fetch(t, k, &got)
 	if !errors.Is(err, hubcopy.ErrNoCopy) || !errors.Is(err, hubcopy.ErrUnanswered) || !strings.Contains(err.Error(), "desktop") {
 		t.Fatalf("fetch from a holder that does not answer: %v; want no copy, unanswered, naming desktop", err)
+	}
+}
+
+// TestLyingMetadataIsRefused: a holder writes its bucket's metadata
+// itself, and may lie in it. Metadata whose chunks name other objects'
+// (a wildcard, several tokens) is refused by the hub; a size that is
+// not the key's, or chunks that are not the bytes, by the asker. No
+// lie makes a copy the asker accepts.
+func TestLyingMetadataIsRefused(t *testing.T) {
+	w, desktop, laptop, _, _ := twoHosts(t, -1, false)
+	k, data := desktop.put(t, "photo.jpg", 256<<10)
+	bucket := hubwire.CopyBucket("desktop", "laptop")
+	nc := w.connect(t, "desktop")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Good chunks of the key under another name, whose chunks a
+	// wildcard in k's metadata would read.
+	putBytes(t, w, "desktop", "laptop", "decoy", data)
+	for _, lie := range []struct {
+		name, nuid string
+		size       int
+		want       string
+	}{
+		{"chunks of every object", ">", len(data), "chunks named"},
+		{"chunks under two tokens", "a.b", len(data), "chunks named"},
+		{"a size that is not the key's", "x", len(data) - 1, "the key says"},
+	} {
+		t.Run(lie.name, func(t *testing.T) {
+			meta, _ := json.Marshal(map[string]any{"name": k, "bucket": bucket, "nuid": lie.nuid, "size": lie.size, "chunks": 1})
+			msg := &nats.Msg{Subject: "$O." + bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(k)), Data: meta,
+				Header: nats.Header{"Nats-Rollup": []string{"sub"}}}
+			if err := nc.PublishMsg(msg); err != nil {
+				t.Fatal(err)
+			}
+			if err := nc.FlushWithContext(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if !stored(t, w, "desktop", "laptop", k) {
+				t.Fatal("the lie is not in the bucket")
+			}
+			// The lie is refused, and the holder asked for a good copy.
+			var got bytes.Buffer
+			if _, err := laptop.fetch(t, k, &got); err != nil || !bytes.Equal(got.Bytes(), data) {
+				t.Fatalf("fetch with a lie in the bucket: %v, %d bytes", err, got.Len())
+			}
+			if log := w.logs.String(); !strings.Contains(log, "stored copy unusable") || !strings.Contains(log, lie.want) {
+				t.Errorf("the lie was not refused as %q:\n%s", lie.want, log)
+			}
+		})
 	}
 }
