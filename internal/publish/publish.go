@@ -483,6 +483,7 @@ type link struct {
 	trimmed  uint64
 	progress bool          // something was published since the last failure
 	beat     string        // the hub's state at the last heartbeat
+	behind   bool          // it lacked changes sent by then
 	chain    hubwire.Chain // the index's chain at the change last published
 	checked  hubwire.State // the last ack checked (checkAck)
 	// sent is the chain at the end of each batch published and not yet
@@ -793,22 +794,25 @@ func fitBatch(changes []store.Logged) []store.Logged {
 	return changes
 }
 
-// stalled reports whether the hub lacks what was sent and made no
-// progress since the last heartbeat: a batch the stream lost. A hub
-// still applying what it was sent moves on between two heartbeats.
+// stalled reports whether the hub lacks what was sent, lacked changes
+// at the last heartbeat too, and made no progress since: a batch the
+// stream lost. A hub still applying what it was sent moves on between
+// two heartbeats; a batch sent just before a heartbeat may not have
+// reached a busy hub's view yet, and is no stall while the hub had all
+// the changes at the heartbeat before.
 func (l *link) stalled(st hubwire.State, local store.LogState, cursor uint64) bool {
 	if st.Gap {
 		return true
 	}
 	if l.p.awaiting(st) {
-		l.beat = ""
+		l.beat, l.behind = "", false
 		return false
 	}
 	caughtUp := st.Complete && st.IndexID == local.IndexID.String() && st.Seq >= cursor
 	mark := fmt.Sprintf("%v/%s/%d/%d/%d", st.Complete, st.IndexID, st.Seq, st.Resending, st.Records)
-	same := mark == l.beat
-	l.beat = mark
-	return !caughtUp && same
+	stalled := !caughtUp && l.behind && mark == l.beat
+	l.beat, l.behind = mark, !caughtUp
+	return stalled
 }
 
 // ahead fails when the hub holds more changes of this index than the

@@ -138,3 +138,29 @@ func TestStateOfAnotherHostIsIgnored(t *testing.T) {
 		t.Fatalf("its own state checked: acknowledged %d, want 70", acked())
 	}
 }
+
+// A heartbeat right after a batch was sent may find a busy hub that has
+// not applied it yet: no stall, as the hub had every change at the
+// heartbeat before. At the next heartbeat with no progress, a stall.
+func TestAHeartbeatRightAfterABatchIsNoStall(t *testing.T) {
+	l := &link{p: &Publisher{}}
+	local := store.LogState{IndexID: store.IndexID{1}, Seq: 4}
+	st := hubwire.State{Complete: true, IndexID: local.IndexID.String(), Seq: 3, Records: 3}
+	for i, beat := range []struct {
+		seq, cursor uint64
+		want        bool
+	}{
+		{3, 3, false}, // caught up
+		{3, 4, false}, // a batch sent since: not applied yet
+		{3, 4, true},  // no progress in a heartbeat
+		{4, 4, false}, // applied
+		{4, 5, false},
+		{5, 6, false}, // behind, but moving
+		{5, 6, true},
+	} {
+		st.Seq = beat.seq
+		if got := l.stalled(st, local, beat.cursor); got != beat.want {
+			t.Errorf("heartbeat %d (hub at %d, sent %d): stalled %v, want %v", i, beat.seq, beat.cursor, got, beat.want)
+		}
+	}
+}
