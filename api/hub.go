@@ -90,11 +90,12 @@ func (c HubContent) Key() string {
 	return fmt.Sprintf("%s-s%d--%s", c.Backend.Base(), c.Size, hex.EncodeToString(c.Digest))
 }
 
-// Fresh counts the holders that are not stale.
+// Fresh counts the holders that count as copies: not stale, with a
+// path that no resend under way leaves unconfirmed.
 func (c HubContent) Fresh() int {
 	n := 0
 	for _, h := range c.Holders {
-		if !h.Stale {
+		if !h.Stale && h.Count > h.Unconfirmed {
 			n++
 		}
 	}
@@ -108,6 +109,10 @@ type HubHolder struct {
 	LastSeen time.Time // when the hub last heard from the host
 	Paths    [][]byte  // at most 100 of them
 	Count    int64     // the host's paths with this content, listed or not
+	// Unconfirmed counts, of Count, the paths recorded before a whole
+	// resend of the host that is under way, not sent again yet: some may
+	// be gone.
+	Unconfirmed int64
 }
 
 // HubHost is what the hub knows of one host.
@@ -164,6 +169,8 @@ type hubHolderWire struct {
 	LastSeen time.Time  `json:"last_seen"`
 	Count    int64      `json:"count"`
 	Paths    []wirePath `json:"paths"`
+	// Unconfirmed: see HubHolder.
+	Unconfirmed int64 `json:"unconfirmed,omitempty"`
 }
 
 // MarshalJSON implements json.Marshaler.
@@ -171,7 +178,8 @@ func (c HubContent) MarshalJSON() ([]byte, error) {
 	w := hubContentWire{Backend: c.Backend.String(), Digest: hex.EncodeToString(c.Digest), Size: c.Size, Key: c.Key(),
 		Holders: make([]hubHolderWire, len(c.Holders))}
 	for i, h := range c.Holders {
-		hw := hubHolderWire{Host: h.Host, Stale: h.Stale, LastSeen: h.LastSeen, Count: h.Count, Paths: make([]wirePath, len(h.Paths))}
+		hw := hubHolderWire{Host: h.Host, Stale: h.Stale, LastSeen: h.LastSeen, Count: h.Count, Paths: make([]wirePath, len(h.Paths)),
+			Unconfirmed: h.Unconfirmed}
 		for j, p := range h.Paths {
 			hw.Paths[j] = p
 		}
@@ -196,7 +204,8 @@ func (c *HubContent) UnmarshalJSON(b []byte) error {
 	}
 	*c = HubContent{Backend: bk, Digest: d, Size: w.Size, Holders: make([]HubHolder, len(w.Holders))}
 	for i, hw := range w.Holders {
-		h := HubHolder{Host: hw.Host, Stale: hw.Stale, LastSeen: hw.LastSeen, Count: hw.Count, Paths: make([][]byte, len(hw.Paths))}
+		h := HubHolder{Host: hw.Host, Stale: hw.Stale, LastSeen: hw.LastSeen, Count: hw.Count, Paths: make([][]byte, len(hw.Paths)),
+			Unconfirmed: hw.Unconfirmed}
 		for j, p := range hw.Paths {
 			h.Paths[j] = p
 		}

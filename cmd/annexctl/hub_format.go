@@ -23,13 +23,18 @@ func appendContent(buf []byte, c api.HubContent, sep bool, size func(int64) stri
 	return appendHolders(buf, c.Holders, "  ", time.Now())
 }
 
-// appendHolders lists each host, when it was last heard from and whether
-// it is stale, then its paths, indented.
+// appendHolders lists each host, when it was last heard from, whether it
+// is stale or resending its index, then its paths, indented.
 func appendHolders(buf []byte, hs []api.HubHolder, indent string, now time.Time) []byte {
 	for _, h := range hs {
 		buf = fmt.Appendf(buf, "%s%s  last seen %s", indent, h.Host, ago(h.LastSeen, now))
-		if h.Stale {
+		switch {
+		case h.Stale:
 			buf = append(buf, "  STALE (not counted as a copy)"...)
+		case h.Unconfirmed >= h.Count && h.Count > 0:
+			buf = append(buf, "  RESENDING its index: none of these paths confirmed yet (not counted as a copy)"...)
+		case h.Unconfirmed > 0:
+			buf = fmt.Appendf(buf, "  RESENDING its index: %s of these paths not confirmed yet", groupDigits(h.Unconfirmed))
 		}
 		buf = append(buf, '\n')
 		for _, p := range h.Paths {

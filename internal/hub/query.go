@@ -59,17 +59,40 @@ func parseDigest(backend, digest string) ([]byte, error) {
 type hostView struct {
 	names map[uint32]string
 	st    map[string]hubwire.State
+	// resending holds, for each host with a whole resend under way
+	// (complete or not, broken or not), the tag of the records it sent
+	// again: its others are from before it, and may be gone.
+	resending map[uint32]uint64
 }
 
 func (v *view) hostView() hostView {
-	hv := hostView{names: map[uint32]string{}, st: map[string]hubwire.State{}}
+	hv := hostView{names: map[uint32]string{}, st: map[string]hubwire.State{}, resending: map[uint32]uint64{}}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for num, name := range v.byNum {
+		h := v.hosts[name]
 		hv.names[num] = name
-		hv.st[name] = v.stateLocked(v.hosts[name])
+		hv.st[name] = v.stateLocked(h)
+		if h.Pending != nil {
+			hv.resending[num] = h.Pending.Tag
+		}
 	}
 	return hv
+}
+
+// unconfirmed reports whether host num's record at path is from before
+// the host's whole resend under way, which has not sent it again yet.
+func (hv hostView) unconfirmed(tx *bolt.Tx, num uint32, path []byte) bool {
+	tag, ok := hv.resending[num]
+	if !ok {
+		return false
+	}
+	v := tx.Bucket(bucketFiles).Get(append(binary.BigEndian.AppendUint32(nil, num), path...))
+	if v == nil {
+		return false
+	}
+	_, _, _, t, err := decodeFile(v)
+	return err == nil && t != tag
 }
 
 // holders lists who holds content ck, fresh hosts first, then by name.
@@ -81,7 +104,8 @@ func holders(tx *bolt.Tx, hv hostView, ck []byte) []hubwire.Holder {
 		if len(rest) < 4 {
 			continue
 		}
-		name, ok := hv.names[binary.BigEndian.Uint32(rest)]
+		num := binary.BigEndian.Uint32(rest)
+		name, ok := hv.names[num]
 		if !ok {
 			continue
 		}
@@ -94,19 +118,26 @@ func holders(tx *bolt.Tx, hv hostView, ck []byte) []hubwire.Holder {
 		if h.Count++; len(h.Paths) < hubwire.MaxPaths {
 			h.Paths = append(h.Paths, bytes.Clone(rest[4:]))
 		}
+		if hv.unconfirmed(tx, num, rest[4:]) {
+			h.Unconfirmed++
+		}
 	}
 	out := make([]hubwire.Holder, 0, len(by))
 	for _, h := range by {
 		out = append(out, *h)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if out[i].Stale != out[j].Stale {
-			return !out[i].Stale
+		if fi, fj := isCopy(&out[i]), isCopy(&out[j]); fi != fj {
+			return fi
 		}
 		return out[i].Host < out[j].Host
 	})
 	return out
 }
+
+// isCopy reports whether h counts as a copy: its host is fresh, and a
+// resend under way has confirmed at least one of its paths.
+func isCopy(h *hubwire.Holder) bool { return !h.Stale && h.Count > h.Unconfirmed }
 
 // content is the answer for content key ck.
 func content(ck []byte, hs []hubwire.Holder) hubwire.Content {
@@ -114,10 +145,11 @@ func content(ck []byte, hs []hubwire.Holder) hubwire.Content {
 	return hubwire.Content{Backend: b.String(), Digest: hex.EncodeToString(ck[1 : len(ck)-8]), Size: contentSize(ck), Holders: hs}
 }
 
+// fresh counts the holders that count as copies.
 func fresh(hs []hubwire.Holder) int {
 	n := 0
-	for _, h := range hs {
-		if !h.Stale {
+	for i := range hs {
+		if isCopy(&hs[i]) {
 			n++
 		}
 	}
@@ -311,7 +343,7 @@ func (v *view) copiesAll(req hubwire.CopiesRequest, hv hostView) (hubwire.ListRe
 			read++
 			last = bytes.Clone(k)
 			s := decodeSummary(val)
-			if s.hosts >= int64(req.FewerThan) && !anyStale(hv) {
+			if s.hosts >= int64(req.FewerThan) && !anyStale(hv) && len(hv.resending) == 0 {
 				continue
 			}
 			hs := holders(tx, hv, k)

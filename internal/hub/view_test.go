@@ -261,3 +261,58 @@ func TestViewCommonContentListsAFewPaths(t *testing.T) {
 		t.Fatalf("whereis of the empty file: %d holders, %d paths listed, count %d", len(c.Holders), len(c.Holders[0].Paths), c.Holders[0].Count)
 	}
 }
+
+// During a whole resend, a host's records from before it that the resend
+// has not sent again may be gone: whereis marks them unconfirmed, and a
+// holder with none confirmed counts as no copy, until the resend ends
+// and removes what it did not send.
+func TestViewResendMarksUnconfirmed(t *testing.T) {
+	v, _ := openTestView(t)
+	resend(t, v, "a", 1, 3, map[string]string{"/a": "A", "/b": "B", "/c": "C"})
+	idx := [16]byte{2}
+	for _, b := range []hubwire.Batch{
+		{Kind: hubwire.SnapBegin, IndexID: idx, Epoch: 2},
+		{Kind: hubwire.SnapChunk, IndexID: idx, Epoch: 2, First: 1, Entries: []hubwire.Entry{put("/a", "A"), put("/c", "C2")}},
+	} {
+		if _, err := v.apply("a", &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder := func(content string) (hubwire.Holder, bool) {
+		c := mustWhereis(t, v, content)
+		if len(c.Holders) == 0 {
+			return hubwire.Holder{}, false
+		}
+		return c.Holders[0], true
+	}
+	if h, ok := holder("A"); !ok || h.Count != 1 || h.Unconfirmed != 0 {
+		t.Errorf("A, sent again: %+v %v", h, ok)
+	}
+	if h, ok := holder("B"); !ok || h.Count != 1 || h.Unconfirmed != 1 || fresh([]hubwire.Holder{h}) != 0 {
+		t.Errorf("B, not sent again yet: %+v %v; want 1 path, unconfirmed, no copy", h, ok)
+	}
+	if h, ok := holder("C2"); !ok || h.Unconfirmed != 0 {
+		t.Errorf("C2, sent by the resend: %+v %v", h, ok)
+	}
+	r, err := v.copies(hubwire.CopiesRequest{FewerThan: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, c := range r.Items {
+		listed = append(listed, c.Digest)
+	}
+	if len(listed) != 1 || listed[0] != hexd("B") {
+		t.Errorf("held in fewer than one copy during the resend: %v, want B's only", listed)
+	}
+	end := hubwire.Batch{Kind: hubwire.SnapEnd, IndexID: idx, Epoch: 2, First: 1, Last: 5}
+	if _, err := v.apply("a", &end); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := holder("B"); ok {
+		t.Error("B still held after the resend ended without it")
+	}
+	if h, ok := holder("A"); !ok || h.Unconfirmed != 0 {
+		t.Errorf("A after the resend: %+v %v", h, ok)
+	}
+}

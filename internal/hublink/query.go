@@ -141,7 +141,8 @@ func hubContent(c hubwire.Content) (api.HubContent, error) {
 	}
 	out := api.HubContent{Backend: b, Digest: d, Size: c.Size, Holders: make([]api.HubHolder, 0, len(c.Holders))}
 	for _, h := range c.Holders {
-		out.Holders = append(out.Holders, api.HubHolder{Host: h.Host, Stale: h.Stale, LastSeen: h.LastSeen, Paths: h.Paths, Count: h.Count})
+		out.Holders = append(out.Holders, api.HubHolder{Host: h.Host, Stale: h.Stale, LastSeen: h.LastSeen, Paths: h.Paths, Count: h.Count,
+			Unconfirmed: h.Unconfirmed})
 	}
 	return out, nil
 }

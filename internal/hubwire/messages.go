@@ -66,6 +66,11 @@ type Holder struct {
 	LastSeen time.Time `json:"last_seen"`
 	Paths    [][]byte  `json:"paths"` // raw bytes, base64 in JSON; at most MaxPaths
 	Count    int64     `json:"count"` // the host's paths with this content; Paths lists MaxPaths at most
+	// Unconfirmed counts, of Count, the paths recorded before a whole
+	// resend of the host that is under way, which has not sent them
+	// again yet: some may be gone. A holder counts as a copy only with
+	// a path confirmed.
+	Unconfirmed int64 `json:"unconfirmed,omitempty"`
 }
 
 // MaxPaths is the most paths a Holder lists, so a reply stays well below
