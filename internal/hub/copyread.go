@@ -26,30 +26,38 @@ import (
 // asker asks for the next once it has them: the hub keeps no state of a
 // read between requests, so any node of a cluster answers any of them.
 
-// copyReadsAtOnce bounds the windows a node reads at once; a request
-// beyond it is answered busy.
-const copyReadsAtOnce = 8
+// A node reads copyReadsAtOnce windows at once, copyReadsPerHost of
+// them for one asker; a request beyond either is answered busy, and the
+// asker asks again a moment later. So no host's requests hold every
+// read back.
+const (
+	copyReadsAtOnce  = 8
+	copyReadsPerHost = 2
+)
 
-// copyReadTimeout bounds the reading of one window.
-const copyReadTimeout = time.Minute
+// Time bounds: the reading of one window, and each JetStream call in it.
+const (
+	copyReadTimeout = time.Minute
+	copyCallTimeout = 10 * time.Second
+)
 
-// errCopyBusy answers a read beyond copyReadsAtOnce.
-var errCopyBusy = errors.New("hub: busy with other copies; ask again")
+// maxObjectName bounds an object's name: a key.
+const maxObjectName = 1024
 
 // copyReader serves the copy reads of one node.
 type copyReader struct {
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	known map[string]bool
-	slots chan struct{}
 
 	mu      sync.Mutex
+	reading map[string]int // windows being read, by asker
+	total   int
 	streams map[string]jetstream.Stream
 }
 
 func newCopyReader(nc *nats.Conn, js jetstream.JetStream, known map[string]bool) *copyReader {
-	return &copyReader{nc: nc, js: js, known: known, slots: make(chan struct{}, copyReadsAtOnce),
-		streams: map[string]jetstream.Stream{}}
+	return &copyReader{nc: nc, js: js, known: known, reading: map[string]int{}, streams: map[string]jetstream.Stream{}}
 }
 
 // serve answers the read request m of asker, whose reply subject is in
@@ -60,20 +68,44 @@ func (r *copyReader) serve(ctx context.Context, asker string, m *nats.Msg) {
 		r.fail(m.Reply, fmt.Errorf("%w: %v", ErrQuery, err))
 		return
 	}
-	select {
-	case r.slots <- struct{}{}:
-	default:
-		r.fail(m.Reply, errCopyBusy)
+	if req.Name == "" || len(req.Name) > maxObjectName {
+		r.fail(m.Reply, fmt.Errorf("%w: an object name of %d bytes", ErrQuery, len(req.Name)))
+		return
+	}
+	if !r.take(asker) {
+		_ = r.send(m.Reply, "info", nil, mustJSON(hubwire.CopyReadInfo{Busy: true}))
+		r.end(m.Reply, "eof")
 		return
 	}
 	go func() {
-		defer func() { <-r.slots }()
+		defer r.release(asker)
 		ctx, cancel := context.WithTimeout(ctx, copyReadTimeout)
 		defer cancel()
 		if err := r.read(ctx, asker, req, m.Reply); err != nil {
 			r.end(m.Reply, "error: "+err.Error())
 		}
 	}()
+}
+
+// take takes a read slot for asker, if one is free.
+func (r *copyReader) take(asker string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.total >= copyReadsAtOnce || r.reading[asker] >= copyReadsPerHost {
+		return false
+	}
+	r.total++
+	r.reading[asker]++
+	return true
+}
+
+func (r *copyReader) release(asker string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.total--
+	if r.reading[asker]--; r.reading[asker] == 0 {
+		delete(r.reading, asker)
+	}
 }
 
 // read sends the object's info, then up to req.Chunks of its chunks after
@@ -88,7 +120,9 @@ func (r *copyReader) read(ctx context.Context, asker string, req hubwire.CopyRea
 	if err != nil {
 		return err
 	}
-	info, err := objectInfo(ctx, st, bucket, req.Name)
+	cctx, cancel := context.WithTimeout(ctx, copyCallTimeout)
+	info, err := objectInfo(cctx, st, bucket, req.Name)
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -102,13 +136,19 @@ func (r *copyReader) read(ctx context.Context, asker string, req hubwire.CopyRea
 	subject := "$O." + bucket + ".C." + info.NUID
 	seq := req.After + 1
 	for range min(max(req.Chunks, 0), hubwire.CopyReadWindow) {
-		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		cctx, cancel := context.WithTimeout(ctx, copyCallTimeout)
+		m, err := st.GetMsg(cctx, seq, jetstream.WithGetMsgSubject(subject))
+		cancel()
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			r.end(reply, "eof")
 			return nil
 		}
 		if err != nil {
 			return err
+		}
+		if len(m.Data) == 0 {
+			// The holder wrote it: no chunk is empty.
+			return fmt.Errorf("an empty chunk at %d", m.Sequence)
 		}
 		h := nats.Header{hubwire.CopyReadSeq: []string{strconv.FormatUint(m.Sequence, 10)}}
 		if err := r.send(reply, "chunk", h, m.Data); err != nil {
@@ -141,7 +181,11 @@ func objectInfo(ctx context.Context, st jetstream.Stream, bucket, name string) (
 		// would be read for this one.
 		return hubwire.CopyReadInfo{Error: fmt.Sprintf("metadata: chunks named %q", oi.NUID)}, nil
 	}
-	return hubwire.CopyReadInfo{Found: true, NUID: oi.NUID, Size: int64(oi.Size), Chunks: int(oi.Chunks)}, nil
+	info := hubwire.CopyReadInfo{Found: true, NUID: oi.NUID, Size: int64(oi.Size), Chunks: int(oi.Chunks)}
+	if oi.Opts != nil {
+		info.ChunkSize = int64(oi.Opts.ChunkSize)
+	}
+	return info, nil
 }
 
 // stream returns the stream name, looked up once.

@@ -222,11 +222,12 @@ func (c *Copier) fetchObject(ctx context.Context, nc *nats.Conn, holder, bucket 
 // and broken links: the chunks are its, and after is the stream
 // sequence of the last one written.
 type objectRead struct {
-	holder string
-	want   wanted
-	nuid   string
-	after  uint64
-	read   int64 // bytes written
+	holder    string
+	want      wanted
+	nuid      string
+	chunkSize int64 // of every chunk but the last
+	after     uint64
+	read      int64 // bytes written
 }
 
 // objectInfo asks the hub whether the asker's bucket from holder has
@@ -260,6 +261,10 @@ func (c *Copier) readObject(ctx context.Context, nc *nats.Conn, r *objectRead, d
 				seq, err := strconv.ParseUint(m.Header.Get(hubwire.CopyReadSeq), 10, 64)
 				if err != nil || seq <= r.after {
 					fatal = fmt.Errorf("hubcopy: a chunk of %s out of order", r.want.name)
+					return fatal
+				}
+				if n := int64(len(m.Data)); n != r.chunkSize && r.read+n != r.want.size {
+					fatal = fmt.Errorf("%w: a chunk of %d bytes where the metadata says %d", ErrDigest, n, r.chunkSize)
 					return fatal
 				}
 				if err := pace.wait(ctx, len(m.Data)); err != nil {
@@ -309,26 +314,53 @@ func (r *objectRead) checkInfo(data []byte) error {
 		return fmt.Errorf("hubcopy: the copy of %s changed in the bucket during the fetch", r.want.name)
 	case info.Size != r.want.size:
 		return fmt.Errorf("%w: the object holds %d bytes, the key says %d", ErrDigest, info.Size, r.want.size)
+	case info.ChunkSize < minChunk && info.Size > info.ChunkSize:
+		// The read's work is bound by the chunks' size.
+		return fmt.Errorf("%w: chunks of %d bytes", ErrDigest, info.ChunkSize)
 	}
-	r.nuid = info.NUID
+	r.nuid, r.chunkSize = info.NUID, info.ChunkSize
 	return nil
 }
 
+// minChunk is the least chunk size the asker reads: the object store's
+// default is 128 KiB, hubcopy's 1 MiB.
+const minChunk = 64 << 10
+
 // window asks the hub for up to chunks chunks of r's object after
 // r.after, and hands each part of the answer to part, in order, until
-// the end or an error part returns. It fails when a part does not come
-// within Config.Stall.
+// the end or an error part returns. A hub busy with other copies is
+// asked again a moment later, for Config.Stall at most.
 func (c *Copier) window(ctx context.Context, nc *nats.Conn, r *objectRead, chunks int, part func(string, *nats.Msg) error) error {
+	wait := 100 * time.Millisecond
+	deadline := time.Now().Add(c.cfg.Stall)
+	for {
+		busy, err := c.windowOnce(ctx, nc, r, chunks, part)
+		switch {
+		case err != nil || !busy:
+			return err
+		case time.Now().After(deadline):
+			return fmt.Errorf("hubcopy: the hub stayed busy with other copies for %v", c.cfg.Stall)
+		case !sleep(ctx, wait):
+			return ctx.Err()
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// windowOnce is one request of window; busy says the hub answered only
+// that it is busy. It fails when a part does not come within
+// Config.Stall.
+func (c *Copier) windowOnce(ctx context.Context, nc *nats.Conn, r *objectRead, chunks int, part func(string, *nats.Msg) error) (busy bool, err error) {
 	inbox := nc.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	req := hubwire.CopyReadRequest{Holder: r.holder, Name: r.want.name, NUID: r.nuid, After: r.after, Chunks: chunks}
 	data, _ := json.Marshal(req)
 	if err := nc.PublishRequest(hubwire.QuerySubject(c.cfg.Name, hubwire.QueryCopyRead), inbox, data); err != nil {
-		return err
+		return false, err
 	}
 	for {
 		wctx, cancel := context.WithTimeout(ctx, c.cfg.Stall)
@@ -336,21 +368,31 @@ func (c *Copier) window(ctx context.Context, nc *nats.Conn, r *objectRead, chunk
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("hubcopy: no bytes of %s for %v", r.want.name, c.cfg.Stall)
+				return false, fmt.Errorf("hubcopy: no bytes of %s for %v", r.want.name, c.cfg.Stall)
 			}
-			return err
+			return false, err
 		}
 		p := m.Header.Get(hubwire.CopyReadPart)
-		if err := part(p, m); err != nil {
-			return err
+		if p == "info" && isBusy(m.Data) {
+			busy = true
+		}
+		if !busy {
+			if err := part(p, m); err != nil {
+				return false, err
+			}
 		}
 		if p == "end" {
 			if how := string(m.Data); strings.HasPrefix(how, "error: ") {
-				return errors.New("hubcopy: the hub: " + strings.TrimPrefix(how, "error: "))
+				return false, errors.New("hubcopy: the hub: " + strings.TrimPrefix(how, "error: "))
 			}
-			return nil
+			return busy, nil
 		}
 	}
+}
+
+func isBusy(data []byte) bool {
+	var info hubwire.CopyReadInfo
+	return json.Unmarshal(data, &info) == nil && info.Busy
 }
 
 // purge deletes an object: its chunks and its metadata. The asker may

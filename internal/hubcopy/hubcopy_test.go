@@ -364,17 +364,32 @@ func TestLyingMetadataIsRefused(t *testing.T) {
 	// Good chunks of the key under another name, whose chunks a
 	// wildcard in k's metadata would read.
 	putBytes(t, w, "desktop", "laptop", "decoy", data)
+	// Chunks the metadata below can name: empty ones, and ones of a byte.
+	chunk := func(nuid string, data []byte, n int) {
+		for range n {
+			if err := nc.Publish("$O."+bucket+".C."+nuid, data); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	chunk("empty", nil, 3)
+	chunk("tiny", []byte{1}, 3)
 	for _, lie := range []struct {
 		name, nuid string
 		size       int
+		chunkSize  int
 		want       string
 	}{
-		{"chunks of every object", ">", len(data), "chunks named"},
-		{"chunks under two tokens", "a.b", len(data), "chunks named"},
-		{"a size that is not the key's", "x", len(data) - 1, "the key says"},
+		{"chunks of every object", ">", len(data), 1 << 20, "chunks named"},
+		{"chunks under two tokens", "a.b", len(data), 1 << 20, "chunks named"},
+		{"a size that is not the key's", "x", len(data) - 1, 1 << 20, "the key says"},
+		{"empty chunks", "empty", len(data), 1 << 20, "an empty chunk"},
+		{"chunks of a byte", "tiny", len(data), 1, "chunks of 1 bytes"},
+		{"chunks smaller than it says", "tiny", len(data), 1 << 20, "a chunk of 1 bytes where the metadata says 1048576"},
 	} {
 		t.Run(lie.name, func(t *testing.T) {
-			meta, _ := json.Marshal(map[string]any{"name": k, "bucket": bucket, "nuid": lie.nuid, "size": lie.size, "chunks": 1})
+			meta, _ := json.Marshal(map[string]any{"name": k, "bucket": bucket, "nuid": lie.nuid, "size": lie.size, "chunks": 1,
+				"options": map[string]any{"max_chunk_size": lie.chunkSize}})
 			msg := &nats.Msg{Subject: "$O." + bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(k)), Data: meta,
 				Header: nats.Header{"Nats-Rollup": []string{"sub"}}}
 			if err := nc.PublishMsg(msg); err != nil {
@@ -395,5 +410,20 @@ func TestLyingMetadataIsRefused(t *testing.T) {
 				t.Errorf("the lie was not refused as %q:\n%s", lie.want, log)
 			}
 		})
+	}
+}
+
+// A read of no object (an empty name) is refused at once: it held a read
+// slot of the hub until its minute ran out.
+func TestReadOfNoObjectIsRefused(t *testing.T) {
+	w, _, _, _, _ := twoHosts(t, -1, false)
+	nc := w.connect(t, "laptop")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, name := range []string{"", strings.Repeat("k", 2000)} {
+		info, err := hubcopy.Stored(ctx, nc, "laptop", "desktop", name)
+		if err != nil || !strings.Contains(info.Error, "object name") {
+			t.Errorf("a read of %d-byte name: %+v %v; want refused at once", len(name), info, err)
+		}
 	}
 }

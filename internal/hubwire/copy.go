@@ -124,9 +124,14 @@ type CopyReadRequest struct {
 // CopyReadInfo is the first part of an answer: the object as its
 // metadata describes it, or Found false.
 type CopyReadInfo struct {
-	Found  bool   `json:"found"`
-	NUID   string `json:"nuid,omitempty"`
-	Size   int64  `json:"size,omitempty"`
-	Chunks int    `json:"chunks,omitempty"`
-	Error  string `json:"error,omitempty"`
+	Found bool   `json:"found"`
+	NUID  string `json:"nuid,omitempty"`
+	Size  int64  `json:"size,omitempty"`
+	// Chunks and ChunkSize: how many chunks the metadata says, of which
+	// size (all but the last).
+	Chunks    int   `json:"chunks,omitempty"`
+	ChunkSize int64 `json:"chunk_size,omitempty"`
+	// Busy: the hub reads other copies now; ask again in a moment.
+	Busy  bool   `json:"busy,omitempty"`
+	Error string `json:"error,omitempty"`
 }
