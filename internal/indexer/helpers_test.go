@@ -21,6 +21,7 @@ import (
 	"github.com/annexd/annexd/fsstat"
 	"github.com/annexd/annexd/hasher"
 	"github.com/annexd/annexd/internal/ledger"
+	"github.com/annexd/annexd/internal/testutil"
 	"github.com/annexd/annexd/key"
 	"github.com/annexd/annexd/store"
 	"github.com/annexd/annexd/watcher"
@@ -596,28 +597,11 @@ func (w watchStub) Sync(ctx context.Context) error {
 
 // traceLog is a debug logger whose lines the test shows if it fails.
 func traceLog(t *testing.T) *slog.Logger {
-	w := &lockedBuffer{}
+	w := new(testutil.Buffer)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log("the indexer's log:\n" + w.String())
 		}
 	})
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
