@@ -20,7 +20,8 @@
 // A whole resend (a new index, or one the hub cannot follow) is applied
 // beside the host's old records, each record tagged with the resend; its
 // end removes the records it did not refresh. Until then, queries answer
-// from the old records.
+// from the old records too, counted as unconfirmed (hubwire.Holder), and
+// a holder with none confirmed is no copy.
 //
 // # The view
 //
@@ -53,8 +54,12 @@
 //     Only an answered request says a host is alive.
 //   - The hub's own connection may publish only into the known hosts'
 //     inboxes and acks and its own claims subject, and call only the
-//     JetStream API its stream needs. Not even a bug can write into a
-//     host's subjects.
+//     JetStream API its stream and the copy buckets need. Not even a bug
+//     can write into a host's subjects.
+//   - No host may make a JetStream call whose answer is larger than its
+//     request (copybuckets.go): the server sends answers and a
+//     consumer's deliveries wherever the caller says. A host reads its
+//     copies through the hub (copyread.go), which answers into its inbox.
 //   - A host keys its message ids with a secret of its own. The stream's
 //     duplicate window spans every subject; no host can send first under
 //     another's ids and have its batches dropped as duplicates.
