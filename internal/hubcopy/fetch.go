@@ -204,6 +204,9 @@ func (c *Copier) fetchObject(ctx context.Context, nc *nats.Conn, holder, bucket 
 			return ctx.Err()
 		}
 	}
+	if last != nil && w.n > start && errors.Is(last, errNotYet) {
+		last = fmt.Errorf("%w: %v", ErrDigest, last) // short for every try
+	}
 	if last == nil && (w.n-start != want.size || !bytes.Equal(h.Sum(nil), want.digest)) {
 		last = fmt.Errorf("%w: %d bytes of %d from %s do not match %s", ErrDigest, w.n-start, want.size, bucket, want.name)
 	}
@@ -287,16 +290,24 @@ func (c *Copier) readObject(ctx context.Context, nc *nats.Conn, r *objectRead, d
 			return nil
 		})
 		switch {
+		case fatal != nil && errors.Is(fatal, errNotYet):
+			return false, fatal
 		case fatal != nil:
 			return true, fatal
 		case err != nil:
 			return false, err
 		case eof && r.read < r.want.size:
-			return true, fmt.Errorf("%w: the object ended after %d bytes of %d", ErrDigest, r.read, r.want.size)
+			return false, fmt.Errorf("%w: the object ended after %d bytes of %d", errNotYet, r.read, r.want.size)
 		}
 	}
 	return true, nil
 }
+
+// errNotYet: the object, or its end, was not in the bucket. On a hub
+// cluster a read may be answered by a replica of the bucket that is a
+// moment behind, so the read is tried again; an object still short after
+// the last try is no copy (ErrDigest).
+var errNotYet = errors.New("hubcopy: not in the bucket (yet)")
 
 // checkInfo checks the object's info in an answer: the object the read
 // began with, of the key's size.
@@ -309,7 +320,7 @@ func (r *objectRead) checkInfo(data []byte) error {
 	case info.Error != "":
 		return fmt.Errorf("hubcopy: read %s: %s", r.want.name, info.Error)
 	case !info.Found:
-		return fmt.Errorf("hubcopy: %s is no longer in the bucket", r.want.name)
+		return fmt.Errorf("%w: %s", errNotYet, r.want.name)
 	case r.nuid != "" && info.NUID != r.nuid:
 		return fmt.Errorf("hubcopy: the copy of %s changed in the bucket during the fetch", r.want.name)
 	case info.Size != r.want.size:

@@ -427,3 +427,44 @@ func TestReadOfNoObjectIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestAReadOfABucketBehindGoesOn: on a hub cluster a read may be answered
+// by a replica of the bucket a moment behind, which has the metadata and
+// not yet every chunk. The read is tried again, and goes on after the
+// chunks it has.
+func TestAReadOfABucketBehindGoesOn(t *testing.T) {
+	w, desktop, laptop, _, _ := twoHosts(t, -1, false)
+	k, data := desktop.put(t, "photo.jpg", 2<<20+5)
+	bucket := hubwire.CopyBucket("desktop", "laptop")
+	nc := w.connect(t, "desktop")
+	chunk := func(b []byte) {
+		if err := nc.Publish("$O."+bucket+".C.behind", b); err != nil {
+			t.Error(err)
+		}
+	}
+	chunk(data[:1<<20])
+	meta, _ := json.Marshal(map[string]any{"name": k, "bucket": bucket, "nuid": "behind", "size": len(data), "chunks": 3,
+		"options": map[string]any{"max_chunk_size": 1 << 20}})
+	if err := nc.Publish("$O."+bucket+".M."+base64.URLEncoding.EncodeToString([]byte(k)), meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		chunk(data[1<<20 : 2<<20])
+		chunk(data[2<<20:])
+		_ = nc.Flush()
+	}()
+	var got bytes.Buffer
+	if _, err := laptop.fetch(t, k, &got); err != nil || !bytes.Equal(got.Bytes(), data) {
+		t.Fatalf("fetch from a bucket behind: %v, %d bytes of %d", err, got.Len(), len(data))
+	}
+	if s := laptop.cp.Stats(); s.Resumed == 0 || s.Rejected != 0 {
+		t.Errorf("laptop's stats: %+v; want the read tried again, nothing rejected", s)
+	}
+	if s := desktop.cp.Stats(); s.Served != 0 {
+		t.Errorf("desktop was asked for a copy: %+v", s)
+	}
+}
