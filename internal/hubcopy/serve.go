@@ -118,10 +118,13 @@ var chunkSize uint32 = readSize
 // put reads the file at path into the asker's bucket, hashing it again:
 // bytes that no longer match fail the put, which then leaves no object.
 func (c *Copier) put(ctx context.Context, nc *nats.Conn, asker string, w wanted, path string, rec store.Record) error {
-	js, err := jetstream.New(nc)
+	// Acks bounded in time; the publisher's reply subscription removed
+	// once the put ends.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(time.Minute))
 	if err != nil {
 		return err
 	}
+	defer js.CleanupPublisher()
 	pr, pw := io.Pipe()
 	read := make(chan error, 1)
 	go func() {
@@ -178,7 +181,9 @@ func putObject(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, bucke
 			k, err := io.ReadFull(r, buf)
 			if k > 0 {
 				sum.Write(buf[:k])
-				a, perr := js.PublishAsync(chunks, buf[:k]) // copied into the connection's buffer
+				// Copied into the connection's buffer when sent; no retry,
+				// which would send buf again after it was reused.
+				a, perr := js.PublishAsync(chunks, buf[:k], jetstream.WithRetryAttempts(0))
 				if perr != nil {
 					return perr
 				}
