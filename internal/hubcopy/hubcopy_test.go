@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -466,5 +467,32 @@ func TestAReadOfABucketBehindGoesOn(t *testing.T) {
 	}
 	if s := desktop.cp.Stats(); s.Served != 0 {
 		t.Errorf("desktop was asked for a copy: %+v", s)
+	}
+}
+
+// A read that nothing answers (a hub node that does not serve yet, so
+// the server says no one listens) fails at once, not after a stall: the
+// subscription's next message is nats.ErrNoResponders.
+func TestAReadNobodyAnswersFailsAtOnce(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the server did not start")
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = hubcopy.Stored(ctx, nc, "laptop", "desktop", "SHA256-s1--00")
+	if !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("a read nobody answers: %v after %v; want no responders at once", err, time.Since(start))
 	}
 }
